@@ -1,0 +1,1 @@
+//! clarion-engine

@@ -1,0 +1,2 @@
+//! The Clarion event language.
+pub mod spec;

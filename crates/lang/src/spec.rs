@@ -1,0 +1,354 @@
+//! The checked, lowered form of an event: what the monitor and the
+//! reference evaluator consume.
+//!
+//! The surface syntax (units, percentages, rates, `in` vs `=`) is gone here:
+//! every number is in base units, percentages have become ratios to the
+//! group's packet count, and every variable is known to exist. The meaning
+//! of each type is documented in `docs/language.md` ("Semantics"); both
+//! consumers implement that text independently.
+
+use std::fmt;
+use std::net::IpAddr;
+
+/// One event, ready to install.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventSpec {
+    pub name: String,
+    /// A packet belongs to the event when it matches at least one filter. Never empty.
+    pub filters: Vec<Filter>,
+    pub predicate: Pred,
+    pub granularity: Granularity,
+    /// Length of the event's time interval (its windows), nanoseconds, a multiple of 1 ms.
+    pub interval_ns: u64,
+}
+
+impl EventSpec {
+    /// Every aggregate the predicate uses, in first-use order, without duplicates.
+    pub fn aggregates(&self) -> Vec<AggCall> {
+        let mut out = Vec::new();
+        self.predicate.visit_aggs(&mut |a| {
+            if !out.contains(a) {
+                out.push(a.clone());
+            }
+        });
+        out
+    }
+
+    /// Variables the predicate uses that the monitor does not compute yet
+    /// (the TCP connection-state variables), in first-use order.
+    pub fn unsupported_variables(&self) -> Vec<Var> {
+        let mut out = Vec::new();
+        self.predicate.visit_vars(&mut |v| {
+            if !v.base.is_implemented() && !out.contains(&v) {
+                out.push(v);
+            }
+        });
+        out
+    }
+}
+
+/// A conjunction of header conditions; an absent field is a wildcard.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Filter {
+    pub src_ip: Option<IpPrefix>,
+    pub dst_ip: Option<IpPrefix>,
+    pub src_port: Option<PortRange>,
+    pub dst_port: Option<PortRange>,
+    pub proto: Option<u8>,
+    pub vlan: Option<u16>,
+}
+
+/// An address prefix. It matches only addresses of its own family; the
+/// address has no bits set beyond `len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IpPrefix {
+    pub addr: IpAddr,
+    pub len: u8,
+}
+
+/// An inclusive port range (`lo == hi` for one port). A port condition
+/// never matches a packet without ports (ICMP, non-first fragments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PortRange {
+    pub lo: u16,
+    pub hi: u16,
+}
+
+/// Which header fields make up a group, with the prefix length kept of
+/// each address. Fields not listed are not part of the group key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Granularity {
+    pub src_ip: Option<PrefixLens>,
+    pub dst_ip: Option<PrefixLens>,
+    pub src_port: bool,
+    pub dst_port: bool,
+    pub proto: bool,
+    pub vlan: bool,
+}
+
+/// Bits of an address kept in a group key, per family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PrefixLens {
+    pub v4: u8,
+    pub v6: u8,
+}
+
+impl PrefixLens {
+    pub const FULL: PrefixLens = PrefixLens { v4: 32, v6: 128 };
+}
+
+impl Granularity {
+    /// The classic 5-tuple: both full addresses, both ports, the protocol.
+    pub const FIVE_TUPLE: Granularity = Granularity {
+        src_ip: Some(PrefixLens::FULL),
+        dst_ip: Some(PrefixLens::FULL),
+        src_port: true,
+        dst_port: true,
+        proto: true,
+        vlan: false,
+    };
+}
+
+/// The predicate: evaluated per group at the end of each window, in `f64`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pred {
+    Num(f64),
+    Agg(AggCall),
+    /// A connection-state variable used bare (`ack`, `seq_lastepoch`): its
+    /// value for the group at the end of the window. TCP state, next issue.
+    State(Var),
+    Neg(Box<Pred>),
+    Arith(ArithOp, Box<Pred>, Box<Pred>),
+    Cmp(CmpOp, Box<Pred>, Box<Pred>),
+    And(Box<Pred>, Box<Pred>),
+    Or(Box<Pred>, Box<Pred>),
+    Not(Box<Pred>),
+}
+
+impl Pred {
+    pub fn visit_aggs<'a>(&'a self, f: &mut impl FnMut(&'a AggCall)) {
+        match self {
+            Pred::Agg(a) => f(a),
+            Pred::Num(_) | Pred::State(_) => {}
+            Pred::Neg(x) | Pred::Not(x) => x.visit_aggs(f),
+            Pred::Arith(_, l, r) | Pred::Cmp(_, l, r) | Pred::And(l, r) | Pred::Or(l, r) => {
+                l.visit_aggs(f);
+                r.visit_aggs(f);
+            }
+        }
+    }
+
+    pub fn visit_vars(&self, f: &mut impl FnMut(Var)) {
+        match self {
+            Pred::Agg(a) => a.arg.visit_vars(f),
+            Pred::State(v) => f(*v),
+            Pred::Num(_) => {}
+            Pred::Neg(x) | Pred::Not(x) => x.visit_vars(f),
+            Pred::Arith(_, l, r) | Pred::Cmp(_, l, r) | Pred::And(l, r) | Pred::Or(l, r) => {
+                l.visit_vars(f);
+                r.visit_vars(f);
+            }
+        }
+    }
+}
+
+/// An aggregate over the group's packets in the window.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AggCall {
+    pub func: AggFunc,
+    pub arg: PacketExpr,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AggFunc {
+    /// Sum of the defined values (0 when none).
+    Sum,
+    /// Number of packets whose value is defined and non-zero.
+    Count,
+    /// Smallest defined value (undefined when none).
+    Min,
+    /// Largest defined value (undefined when none).
+    Max,
+    /// Sum / number of defined values (undefined when none).
+    Avg,
+    /// Population standard deviation of the defined values (undefined when none).
+    Stddev,
+}
+
+impl AggFunc {
+    pub fn name(self) -> &'static str {
+        match self {
+            AggFunc::Sum => "sum",
+            AggFunc::Count => "count",
+            AggFunc::Min => "min",
+            AggFunc::Max => "max",
+            AggFunc::Avg => "avg",
+            AggFunc::Stddev => "stddev",
+        }
+    }
+
+    pub const ALL: [AggFunc; 6] = [
+        AggFunc::Sum,
+        AggFunc::Count,
+        AggFunc::Min,
+        AggFunc::Max,
+        AggFunc::Avg,
+        AggFunc::Stddev,
+    ];
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    /// Only in predicates (`f64`); division by zero gives an undefined value (NaN).
+    Div,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+/// A per-packet expression, the argument of an aggregate: evaluated on each
+/// packet in `i64` with saturating arithmetic; comparisons and logic give
+/// 0 or 1. If any variable it reads is undefined on the packet, the whole
+/// expression is undefined there and aggregates skip the packet.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PacketExpr {
+    Int(i64),
+    Var(Var),
+    Neg(Box<PacketExpr>),
+    /// `Div` never appears here (the checker refuses it).
+    Arith(ArithOp, Box<PacketExpr>, Box<PacketExpr>),
+    Cmp(CmpOp, Box<PacketExpr>, Box<PacketExpr>),
+    And(Box<PacketExpr>, Box<PacketExpr>),
+    Or(Box<PacketExpr>, Box<PacketExpr>),
+    Not(Box<PacketExpr>),
+}
+
+impl PacketExpr {
+    pub fn visit_vars(&self, f: &mut impl FnMut(Var)) {
+        match self {
+            PacketExpr::Int(_) => {}
+            PacketExpr::Var(v) => f(*v),
+            PacketExpr::Neg(x) | PacketExpr::Not(x) => x.visit_vars(f),
+            PacketExpr::Arith(_, l, r)
+            | PacketExpr::Cmp(_, l, r)
+            | PacketExpr::And(l, r)
+            | PacketExpr::Or(l, r) => {
+                l.visit_vars(f);
+                r.visit_vars(f);
+            }
+        }
+    }
+}
+
+/// A variable: a base quantity, optionally as it stood at the end of the
+/// previous window (`X_lastepoch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Var {
+    pub base: BaseVar,
+    pub last_epoch: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BaseVar {
+    /// Transport payload bytes (from the headers' length fields).
+    Volume,
+    /// IP length (IPv4 total length; IPv6 40 + payload length).
+    Size,
+    /// 1 for every packet.
+    Packets,
+    /// IPv4 TTL / IPv6 hop limit.
+    Ttl,
+    /// The 2-bit ECN field.
+    Ecn,
+    /// TCP receive window, scaled by the flow's window-scale option. TCP only.
+    Rwnd,
+    /// TCP flags byte. TCP only.
+    TcpFlags,
+    // --- TCP connection state (implemented by the TCP-variables issue) ---
+    IsLost,
+    IsBurst,
+    Rtt,
+    Seq,
+    Ack,
+    Dup,
+}
+
+impl BaseVar {
+    pub const ALL: [BaseVar; 13] = [
+        BaseVar::Volume,
+        BaseVar::Size,
+        BaseVar::Packets,
+        BaseVar::Ttl,
+        BaseVar::Ecn,
+        BaseVar::Rwnd,
+        BaseVar::TcpFlags,
+        BaseVar::IsLost,
+        BaseVar::IsBurst,
+        BaseVar::Rtt,
+        BaseVar::Seq,
+        BaseVar::Ack,
+        BaseVar::Dup,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BaseVar::Volume => "volume",
+            BaseVar::Size => "size",
+            BaseVar::Packets => "packets",
+            BaseVar::Ttl => "ttl",
+            BaseVar::Ecn => "ecn",
+            BaseVar::Rwnd => "rwnd",
+            BaseVar::TcpFlags => "tcp_flags",
+            BaseVar::IsLost => "is_lost",
+            BaseVar::IsBurst => "is_burst",
+            BaseVar::Rtt => "rtt",
+            BaseVar::Seq => "seq",
+            BaseVar::Ack => "ack",
+            BaseVar::Dup => "dup",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<BaseVar> {
+        BaseVar::ALL.into_iter().find(|v| v.name() == s)
+    }
+
+    /// Computed by the monitor today (the rest parse and check, and are
+    /// refused at install time with a clear message).
+    pub fn is_implemented(self) -> bool {
+        matches!(
+            self,
+            BaseVar::Volume
+                | BaseVar::Size
+                | BaseVar::Packets
+                | BaseVar::Ttl
+                | BaseVar::Ecn
+                | BaseVar::Rwnd
+                | BaseVar::TcpFlags
+        )
+    }
+
+    /// Connection state rather than a per-packet value: may be used bare in a predicate.
+    pub fn is_state(self) -> bool {
+        matches!(self, BaseVar::Seq | BaseVar::Ack | BaseVar::Dup)
+    }
+}
+
+impl fmt::Display for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.base.name())?;
+        if self.last_epoch {
+            f.write_str("_lastepoch")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,278 @@
+//! The report: what a monitor says when an event fires for a group in a
+//! window, and the versioned JSON schema it travels in.
+//!
+//! Every producer (the monitor, the reference evaluator, later the
+//! network-wide manager) builds a [`Report`]; every sink renders one. The
+//! schema is documented in `docs/reports.md`; bump [`SCHEMA`] on any change
+//! that is not a pure addition.
+
+use std::net::IpAddr;
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::{json, Map, Value};
+
+/// Schema identifier carried by every JSON report.
+pub const SCHEMA: &str = "clarion.report/1";
+
+/// One satisfied group in one window of one event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub event: String,
+    pub window: Window,
+    pub group: GroupKey,
+    /// Each aggregate of the predicate, by its canonical text, in first-use order.
+    pub values: Vec<(String, f64)>,
+    pub origin: Origin,
+    pub completeness: Completeness,
+}
+
+/// A half-open time window `[start_ns, end_ns)`, nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Window {
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// Which monitor produced a report.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Origin {
+    pub host: String,
+    pub worker: u32,
+}
+
+/// A group key: only the fields of the event's granularity are present.
+///
+/// For ports and VLAN, `Some(None)` means the field is part of the key but
+/// the group's packets have none (ICMP, later fragments, untagged frames).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct GroupKey {
+    /// Address with its host bits cleared, and the prefix length kept.
+    pub src_ip: Option<(IpAddr, u8)>,
+    pub dst_ip: Option<(IpAddr, u8)>,
+    pub src_port: Option<Option<u16>>,
+    pub dst_port: Option<Option<u16>>,
+    pub proto: Option<u8>,
+    pub vlan: Option<Option<u16>>,
+}
+
+/// How much of the window this monitor actually saw, so a consumer can tell
+/// a quiet interval from a blind one. Counts cover all traffic the monitor
+/// handled in the window, not only the event's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Completeness {
+    /// IP packets processed by the monitor.
+    pub packets: u64,
+    /// Frames that could not be parsed.
+    pub malformed: u64,
+    /// Frames that are not IP (ARP, LLDP, …): seen and deliberately ignored.
+    pub not_ip: u64,
+    /// Packets lost before reaching the monitor (kernel or ring drops; 0 for files).
+    pub dropped: u64,
+    /// Packets of flows that could not be tracked because the flow table was full.
+    pub untracked: u64,
+    /// Packets whose timestamp went backwards (attributed to the latest time seen).
+    pub out_of_order: u64,
+    /// False when the window was not observed in full (the input ended inside it).
+    pub complete: bool,
+}
+
+impl Completeness {
+    /// True when nothing was lost: every frame was parsed or knowingly ignored,
+    /// every flow tracked, the whole window observed.
+    pub fn is_lossless(&self) -> bool {
+        self.malformed == 0 && self.dropped == 0 && self.untracked == 0 && self.complete
+    }
+}
+
+/// Human name of an IP protocol number for reports and tables.
+pub fn proto_name(p: u8) -> Option<&'static str> {
+    Some(match p {
+        1 => "icmp",
+        6 => "tcp",
+        17 => "udp",
+        58 => "icmpv6",
+        _ => return None,
+    })
+}
+
+/// RFC 3339 text with nanoseconds, UTC.
+pub fn rfc3339(ns: u64) -> String {
+    humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(ns)).to_string()
+}
+
+fn addr_text((addr, len): (IpAddr, u8)) -> String {
+    let full = if addr.is_ipv4() { 32 } else { 128 };
+    if len >= full {
+        addr.to_string()
+    } else {
+        format!("{addr}/{len}")
+    }
+}
+
+fn num(v: f64) -> Value {
+    // JSON has no NaN: an undefined value is null. Integral values print
+    // without a fraction so that counters read naturally.
+    if !v.is_finite() {
+        Value::Null
+    } else if v.fract() == 0.0 && v.abs() < 9.007_199_254_740_992e15 {
+        json!(v as i64)
+    } else {
+        json!(v)
+    }
+}
+
+impl GroupKey {
+    /// `(field name, value text)` pairs in schema order; `None` text is JSON null.
+    pub fn fields(&self) -> Vec<(&'static str, Option<String>)> {
+        let mut out = Vec::new();
+        if let Some(a) = self.src_ip {
+            out.push(("src_ip", Some(addr_text(a))));
+        }
+        if let Some(a) = self.dst_ip {
+            out.push(("dst_ip", Some(addr_text(a))));
+        }
+        if let Some(p) = self.src_port {
+            out.push(("src_port", p.map(|p| p.to_string())));
+        }
+        if let Some(p) = self.dst_port {
+            out.push(("dst_port", p.map(|p| p.to_string())));
+        }
+        if let Some(p) = self.proto {
+            out.push((
+                "proto",
+                Some(proto_name(p).map(str::to_string).unwrap_or_else(|| p.to_string())),
+            ));
+        }
+        if let Some(v) = self.vlan {
+            out.push(("vlan", v.map(|v| v.to_string())));
+        }
+        out
+    }
+
+    fn to_json(self) -> Value {
+        let mut m = Map::new();
+        if let Some(a) = self.src_ip {
+            m.insert("src_ip".into(), json!(addr_text(a)));
+        }
+        if let Some(a) = self.dst_ip {
+            m.insert("dst_ip".into(), json!(addr_text(a)));
+        }
+        if let Some(p) = self.src_port {
+            m.insert("src_port".into(), json!(p));
+        }
+        if let Some(p) = self.dst_port {
+            m.insert("dst_port".into(), json!(p));
+        }
+        if let Some(p) = self.proto {
+            let v = proto_name(p).map(|n| json!(n)).unwrap_or_else(|| json!(p));
+            m.insert("proto".into(), v);
+        }
+        if let Some(v) = self.vlan {
+            m.insert("vlan".into(), json!(v));
+        }
+        Value::Object(m)
+    }
+}
+
+impl Report {
+    /// The report as a JSON object of schema [`SCHEMA`].
+    pub fn to_json(&self) -> Value {
+        let mut values = Map::new();
+        for (k, v) in &self.values {
+            values.insert(k.clone(), num(*v));
+        }
+        let c = &self.completeness;
+        json!({
+            "schema": SCHEMA,
+            "event": self.event,
+            "window": {
+                "start_ns": self.window.start_ns,
+                "end_ns": self.window.end_ns,
+                "start": rfc3339(self.window.start_ns),
+                "end": rfc3339(self.window.end_ns),
+            },
+            "group": self.group.to_json(),
+            "values": Value::Object(values),
+            "host": self.origin.host,
+            "worker": self.origin.worker,
+            "completeness": {
+                "packets": c.packets,
+                "malformed": c.malformed,
+                "not_ip": c.not_ip,
+                "dropped": c.dropped,
+                "untracked": c.untracked,
+                "out_of_order": c.out_of_order,
+                "complete": c.complete,
+            },
+        })
+    }
+
+    /// The canonical order of reports: by window end, event name, then group.
+    pub fn sort_key(&self) -> (u64, u64, &str, GroupKey) {
+        (
+            self.window.end_ns,
+            self.window.start_ns,
+            self.event.as_str(),
+            self.group,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn sample() -> Report {
+        Report {
+            event: "heavy".into(),
+            window: Window {
+                start_ns: 1_000_000_000,
+                end_ns: 1_010_000_000,
+            },
+            group: GroupKey {
+                src_ip: Some((IpAddr::V4(Ipv4Addr::new(10, 0, 128, 0)), 24)),
+                dst_port: Some(None),
+                proto: Some(6),
+                ..GroupKey::default()
+            },
+            values: vec![
+                ("sum(volume)".into(), 1500.0),
+                ("avg(size)".into(), 12.5),
+                ("min(ttl)".into(), f64::NAN),
+            ],
+            origin: Origin {
+                host: "h1".into(),
+                worker: 0,
+            },
+            completeness: Completeness {
+                packets: 3,
+                complete: true,
+                ..Completeness::default()
+            },
+        }
+    }
+
+    #[test]
+    fn json_has_schema_names_and_nulls() {
+        let v = sample().to_json();
+        assert_eq!(v["schema"], SCHEMA);
+        assert_eq!(v["window"]["start"], "1970-01-01T00:00:01.000000000Z");
+        assert_eq!(v["group"]["src_ip"], "10.0.128.0/24");
+        assert_eq!(v["group"]["dst_port"], Value::Null);
+        assert_eq!(v["group"]["proto"], "tcp");
+        assert_eq!(v["values"]["sum(volume)"], 1500);
+        assert_eq!(v["values"]["avg(size)"], 12.5);
+        assert_eq!(v["values"]["min(ttl)"], Value::Null);
+        assert!(v["group"].get("vlan").is_none());
+    }
+
+    #[test]
+    fn full_length_address_prints_without_prefix() {
+        let g = GroupKey {
+            dst_ip: Some(("2001:db8::1".parse().unwrap(), 128)),
+            ..GroupKey::default()
+        };
+        assert_eq!(g.fields(), vec![("dst_ip", Some("2001:db8::1".to_string()))]);
+    }
+}
