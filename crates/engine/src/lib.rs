@@ -1,1 +1,49 @@
-//! clarion-engine
+//! The Clarion packet monitor: Trumpet's two phases, with no I/O.
+//!
+//! - **Match and scatter**, per packet ([`Monitor::process`]): find the
+//!   packet's 5-tuple flow entry; on a flow's first packet only, match it
+//!   against the trigger index (a tuple-space search, see
+//!   `trigger_index.rs`) and remember the matched set; then update only the
+//!   statistics that set's triggers read.
+//! - **Gather, test and report**, per epoch: a sweep walks each trigger's
+//!   compact flow list, folds the finished epoch's flow statistics into the
+//!   trigger's groups, and at the end of each of the trigger's windows
+//!   evaluates the predicate and emits a [`Report`] for every group that
+//!   satisfies it. The sweep runs at the epoch boundary (files) or in
+//!   bounded steps interleaved with packets ([`Monitor::sweep_step`]).
+//!
+//! The exact meaning of every report is `docs/semantics.md`; the
+//! `clarion-reference` crate implements that text independently and the
+//! conformance tests hold the two to the same output.
+//!
+//! Packets come in as [`clarion_wire::PacketRecord`]s and reports go out
+//! into a `Vec` the caller drains: sources and sinks stay outside.
+
+mod config;
+mod flow_table;
+mod key;
+mod match_set;
+mod measure;
+mod monitor;
+mod trigger;
+mod trigger_index;
+
+pub use clarion_report::Report;
+pub use config::{Counters, MonitorConfig};
+pub use monitor::{Monitor, Unparsed};
+pub use trigger::WindowValues;
+pub use trigger_index::TriggerId;
+
+/// Why the monitor refused a request.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EngineError {
+    #[error(
+        "event `{event}` uses {variables}, which the monitor does not compute yet \
+         (TCP connection-state variables arrive in a later release); `clarion check` accepts it"
+    )]
+    Unsupported { event: String, variables: String },
+    #[error("event `{event}` has a zero-length interval")]
+    BadInterval { event: String },
+    #[error("no trigger with id {0} is installed")]
+    UnknownTrigger(TriggerId),
+}

@@ -1,0 +1,244 @@
+//! The 5-tuple flow table: one entry per flow direction, sized once from
+//! configuration.
+//!
+//! Two arrays: `slots`, an open-addressing (linear probing) index holding a
+//! 32-bit hash and an entry number per slot, and `entries`, the entries
+//! themselves. Entry numbers never move while a flow lives, so per-trigger
+//! flow lists can name a flow by `(entry, generation)` with no pointer;
+//! removal shifts slots back (no tombstones) but never entries.
+//!
+//! The table never grows: when `capacity` flows are live, a new flow is
+//! refused and the caller counts it as untracked. The slot array is kept at
+//! most 3/4 full so probe sequences stay short.
+
+use clarion_wire::FlowKey;
+
+/// Marks an entry with no trigger set.
+pub(crate) const NO_SET: u32 = u32::MAX;
+
+/// Per-flow state kept by the monitor.
+#[derive(Clone, Debug)]
+pub(crate) struct FlowEntry {
+    pub(crate) key: FlowKey,
+    /// Packet time of the flow's latest packet.
+    pub(crate) last_ts: u64,
+    /// Bumped each time the entry is freed, so stale flow-list references are detected.
+    pub(crate) gen: u32,
+    /// Interned set of matched triggers ([`NO_SET`] when none).
+    pub(crate) set: u32,
+    /// Statistics block inside the set's slab.
+    pub(crate) block: u32,
+    /// Window-scale shift announced by this flow's SYN, in its current life.
+    pub(crate) wscale: Option<u8>,
+    pub(crate) live: bool,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub(crate) struct FlowTable {
+    /// 0 = empty, else `(hash32 << 32) | (entry + 1)`.
+    slots: Vec<u64>,
+    slot_mask: usize,
+    pub(crate) entries: Vec<FlowEntry>,
+    free: Vec<u32>,
+    capacity: usize,
+    len: usize,
+}
+
+/// A cheap, well-mixed hash of a flow key (no per-byte loop, no allocation).
+#[inline]
+pub(crate) fn hash_key(k: &FlowKey) -> u64 {
+    let w = |b: &[u8; 16], lo: bool| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(if lo { &b[..8] } else { &b[8..] });
+        u64::from_le_bytes(a)
+    };
+    let tail = u64::from(k.src_port)
+        | u64::from(k.dst_port) << 16
+        | u64::from(k.vlan) << 32
+        | u64::from(k.proto) << 48
+        | u64::from(k.flags) << 56;
+    let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
+    for x in [
+        w(&k.src_ip, true),
+        w(&k.src_ip, false),
+        w(&k.dst_ip, true),
+        w(&k.dst_ip, false),
+        tail,
+    ] {
+        h = (h ^ x).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 32;
+    }
+    h
+}
+
+impl FlowTable {
+    pub(crate) fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        let slots = (capacity + capacity / 3 + 1).next_power_of_two();
+        FlowTable {
+            slots: vec![0; slots],
+            slot_mask: slots - 1,
+            entries: Vec::with_capacity(capacity),
+            free: Vec::new(),
+            capacity,
+            len: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Finds the entry of `key`, whose [`hash_key`] is `hash`.
+    #[inline]
+    pub(crate) fn find(&self, key: &FlowKey, hash: u64) -> Option<u32> {
+        let h32 = hash as u32;
+        let mut i = h32 as usize & self.slot_mask;
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return None;
+            }
+            if (s >> 32) as u32 == h32 {
+                let idx = (s as u32) - 1;
+                if self.entries[idx as usize].key == *key {
+                    return Some(idx);
+                }
+            }
+            i = (i + 1) & self.slot_mask;
+        }
+    }
+
+    /// Inserts a new flow (the caller checked it is absent). `None` when full.
+    pub(crate) fn insert(&mut self, key: FlowKey, hash: u64, ts: u64) -> Option<u32> {
+        if self.len >= self.capacity {
+            return None;
+        }
+        let entry = FlowEntry {
+            key,
+            last_ts: ts,
+            gen: 0,
+            set: NO_SET,
+            block: 0,
+            wscale: None,
+            live: true,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                let gen = self.entries[i as usize].gen;
+                self.entries[i as usize] = FlowEntry { gen, ..entry };
+                i
+            }
+            None => {
+                self.entries.push(entry);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let h32 = hash as u32;
+        let mut i = h32 as usize & self.slot_mask;
+        while self.slots[i] != 0 {
+            i = (i + 1) & self.slot_mask;
+        }
+        self.slots[i] = (u64::from(h32) << 32) | u64::from(idx + 1);
+        self.len += 1;
+        Some(idx)
+    }
+
+    /// Frees an entry: its slot is removed by backward shifting and its
+    /// generation bumped. The entry's trigger set and block are the caller's to release.
+    pub(crate) fn remove(&mut self, idx: u32) {
+        let Some(e) = self.entries.get(idx as usize) else {
+            return;
+        };
+        if !e.live {
+            return;
+        }
+        let h32 = hash_key(&e.key) as u32;
+        let mut i = h32 as usize & self.slot_mask;
+        while self.slots[i] as u32 != idx + 1 {
+            i = (i + 1) & self.slot_mask;
+        }
+        // Backward-shift deletion: pull later members of the probe run into the hole.
+        let mut hole = i;
+        let mut j = (i + 1) & self.slot_mask;
+        while self.slots[j] != 0 {
+            let ideal = (self.slots[j] >> 32) as usize & self.slot_mask;
+            // Move slot j into the hole unless its ideal position lies cyclically in (hole, j].
+            let dist_hole = hole.wrapping_sub(ideal) & self.slot_mask;
+            let dist_j = j.wrapping_sub(ideal) & self.slot_mask;
+            if dist_hole < dist_j {
+                self.slots[hole] = self.slots[j];
+                hole = j;
+            }
+            j = (j + 1) & self.slot_mask;
+        }
+        self.slots[hole] = 0;
+        let e = &mut self.entries[idx as usize];
+        e.live = false;
+        e.gen = e.gen.wrapping_add(1);
+        e.set = NO_SET;
+        self.free.push(idx);
+        self.len -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn key(i: u32) -> FlowKey {
+        FlowKey::new(
+            IpAddr::V4(Ipv4Addr::from(i)),
+            IpAddr::V4(Ipv4Addr::from(!i)),
+            6,
+            Some((1, 2)),
+            None,
+        )
+    }
+
+    #[test]
+    fn insert_find_remove_against_a_model() {
+        let mut t = FlowTable::new(200);
+        let mut model = std::collections::HashMap::new();
+        let mut x: u64 = 1;
+        for step in 0..20_000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = key((x >> 40) as u32 % 300);
+            let h = hash_key(&k);
+            match (t.find(&k, h), model.get(&k).copied()) {
+                (Some(i), Some(j)) => {
+                    assert_eq!(i, j);
+                    if step % 3 == 0 {
+                        t.remove(i);
+                        model.remove(&k);
+                    }
+                }
+                (None, None) => {
+                    if let Some(i) = t.insert(k, h, 0) {
+                        model.insert(k, i);
+                    } else {
+                        assert_eq!(model.len(), 200);
+                    }
+                }
+                other => panic!("table and model disagree: {other:?}"),
+            }
+            assert_eq!(t.len(), model.len());
+        }
+    }
+
+    #[test]
+    fn full_table_refuses_and_generations_advance() {
+        let mut t = FlowTable::new(2);
+        let a = t.insert(key(1), hash_key(&key(1)), 0).unwrap();
+        t.insert(key(2), hash_key(&key(2)), 0).unwrap();
+        assert!(t.insert(key(3), hash_key(&key(3)), 0).is_none());
+        let g = t.entries[a as usize].gen;
+        t.remove(a);
+        assert_eq!(t.entries[a as usize].gen, g + 1);
+        assert!(t.insert(key(3), hash_key(&key(3)), 0).is_some());
+    }
+}

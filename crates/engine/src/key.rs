@@ -1,0 +1,173 @@
+//! Masked flow keys: the vocabulary shared by the trigger index (filters as
+//! value/mask pairs) and the sweep (group keys).
+//!
+//! A group key is a [`FlowKey`] with every field outside the granularity
+//! zeroed and its presence bit cleared, and each address cut to the
+//! granularity's prefix length for its family. Keeping the same 40-byte
+//! layout means grouping is a handful of AND instructions and the result
+//! hashes like any flow key.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use clarion_lang::spec::{Granularity, PrefixLens};
+use clarion_report::GroupKey;
+use clarion_wire::FlowKey;
+
+/// A bit mask over every field of a [`FlowKey`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub(crate) struct KeyMask(pub(crate) FlowKey);
+
+impl KeyMask {
+    /// Keeps only the bits of `key` selected by the mask.
+    #[inline]
+    pub(crate) fn apply(&self, key: &FlowKey) -> FlowKey {
+        let m = &self.0;
+        let mut out = FlowKey {
+            src_port: key.src_port & m.src_port,
+            dst_port: key.dst_port & m.dst_port,
+            vlan: key.vlan & m.vlan,
+            proto: key.proto & m.proto,
+            flags: key.flags & m.flags,
+            ..FlowKey::default()
+        };
+        for i in 0..16 {
+            out.src_ip[i] = key.src_ip[i] & m.src_ip[i];
+            out.dst_ip[i] = key.dst_ip[i] & m.dst_ip[i];
+        }
+        out
+    }
+}
+
+/// The first `bits` bits of a 16-byte address field set.
+pub(crate) fn prefix_mask(bits: u8) -> [u8; 16] {
+    let mut m = [0u8; 16];
+    let bits = usize::from(bits.min(128));
+    for (i, byte) in m.iter_mut().enumerate() {
+        let start = i * 8;
+        if bits >= start + 8 {
+            *byte = 0xff;
+        } else if bits > start {
+            *byte = 0xffu8 << (8 - (bits - start));
+        }
+    }
+    m
+}
+
+fn masked(addr: &[u8; 16], bits: u8) -> [u8; 16] {
+    let m = prefix_mask(bits);
+    let mut out = [0u8; 16];
+    for i in 0..16 {
+        out[i] = addr[i] & m[i];
+    }
+    out
+}
+
+fn lens_for(l: PrefixLens, v6: bool) -> u8 {
+    if v6 {
+        l.v6.min(128)
+    } else {
+        l.v4.min(32)
+    }
+}
+
+/// The group a flow belongs to under a granularity.
+#[inline]
+pub(crate) fn group_of(key: &FlowKey, g: &Granularity) -> FlowKey {
+    let v6 = key.is_ipv6();
+    let mut out = FlowKey::default();
+    if g.src_ip.is_some() || g.dst_ip.is_some() {
+        out.flags |= key.flags & FlowKey::IPV6;
+    }
+    if let Some(l) = g.src_ip {
+        out.src_ip = masked(&key.src_ip, lens_for(l, v6));
+    }
+    if let Some(l) = g.dst_ip {
+        out.dst_ip = masked(&key.dst_ip, lens_for(l, v6));
+    }
+    if (g.src_port || g.dst_port) && key.has_ports() {
+        out.flags |= FlowKey::HAS_PORTS;
+        if g.src_port {
+            out.src_port = key.src_port;
+        }
+        if g.dst_port {
+            out.dst_port = key.dst_port;
+        }
+    }
+    if g.proto {
+        out.proto = key.proto;
+    }
+    if g.vlan && key.has_vlan() {
+        out.flags |= FlowKey::HAS_VLAN;
+        out.vlan = key.vlan;
+    }
+    out
+}
+
+fn addr(bytes: &[u8; 16], v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::from(*bytes))
+    } else {
+        IpAddr::V4(Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3]))
+    }
+}
+
+/// The report form of a group key produced by [`group_of`].
+pub(crate) fn report_group(group: &FlowKey, g: &Granularity) -> GroupKey {
+    let v6 = group.is_ipv6();
+    let port = |p: u16| if group.has_ports() { Some(p) } else { None };
+    GroupKey {
+        src_ip: g.src_ip.map(|l| (addr(&group.src_ip, v6), lens_for(l, v6))),
+        dst_ip: g.dst_ip.map(|l| (addr(&group.dst_ip, v6), lens_for(l, v6))),
+        src_port: g.src_port.then(|| port(group.src_port)),
+        dst_port: g.dst_port.then(|| port(group.dst_port)),
+        proto: g.proto.then_some(group.proto),
+        vlan: g.vlan.then(|| group.has_vlan().then_some(group.vlan)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(src: &str, dst: &str, ports: Option<(u16, u16)>) -> FlowKey {
+        FlowKey::new(src.parse().unwrap(), dst.parse().unwrap(), 6, ports, None)
+    }
+
+    #[test]
+    fn prefix_masks() {
+        assert_eq!(prefix_mask(0), [0; 16]);
+        assert_eq!(prefix_mask(12)[..3], [0xff, 0xf0, 0]);
+        assert_eq!(prefix_mask(128), [0xff; 16]);
+        assert_eq!(prefix_mask(200), [0xff; 16]);
+    }
+
+    #[test]
+    fn groups_cut_addresses_per_family() {
+        let g = Granularity {
+            src_ip: Some(PrefixLens { v4: 24, v6: 64 }),
+            dst_port: true,
+            ..Granularity::default()
+        };
+        let a = group_of(&key("10.0.128.7", "10.1.1.1", Some((1, 80))), &g);
+        let b = group_of(&key("10.0.128.9", "10.9.9.9", Some((2, 80))), &g);
+        assert_eq!(a, b);
+        let r = report_group(&a, &g);
+        assert_eq!(r.src_ip, Some(("10.0.128.0".parse().unwrap(), 24)));
+        assert_eq!(r.dst_port, Some(Some(80)));
+        let v6 = group_of(&key("2001:db8:1:2:3::1", "::1", None), &g);
+        let r6 = report_group(&v6, &g);
+        assert_eq!(r6.src_ip, Some(("2001:db8:1:2::".parse().unwrap(), 64)));
+        assert_eq!(r6.dst_port, Some(None));
+    }
+
+    #[test]
+    fn families_never_merge_when_an_address_is_grouped() {
+        let g = Granularity {
+            src_ip: Some(PrefixLens { v4: 0, v6: 0 }),
+            ..Granularity::default()
+        };
+        let a = group_of(&key("10.0.0.1", "10.0.0.2", None), &g);
+        let b = group_of(&key("::1", "::2", None), &g);
+        assert_ne!(a, b);
+    }
+}

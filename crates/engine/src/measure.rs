@@ -1,0 +1,397 @@
+//! Measures: the per-packet quantities a flow keeps statistics of.
+//!
+//! A measure is one distinct aggregate argument (`volume`, `is_lost and
+//! is_burst`, …). Several aggregates over the same argument share it:
+//! `sum(volume)` and `avg(volume)` need the sum and the number of defined
+//! values of one measure. [`StatFlags`] records which statistics are kept,
+//! so a flow pays only for what its triggers read.
+
+use clarion_lang::spec::{AggFunc, ArithOp, BaseVar, CmpOp, PacketExpr};
+use clarion_wire::PacketRecord;
+
+/// Which running statistics of a measure a flow keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub(crate) struct StatFlags(u8);
+
+impl StatFlags {
+    pub(crate) const N: StatFlags = StatFlags(1);
+    pub(crate) const NZ: StatFlags = StatFlags(2);
+    pub(crate) const SUM: StatFlags = StatFlags(4);
+    pub(crate) const MIN: StatFlags = StatFlags(8);
+    pub(crate) const MAX: StatFlags = StatFlags(16);
+    pub(crate) const SQ: StatFlags = StatFlags(32);
+
+    pub(crate) fn for_agg(f: AggFunc) -> StatFlags {
+        match f {
+            AggFunc::Sum => Self::SUM,
+            AggFunc::Count => Self::NZ,
+            AggFunc::Min => Self::MIN.union(Self::N),
+            AggFunc::Max => Self::MAX.union(Self::N),
+            AggFunc::Avg => Self::SUM.union(Self::N),
+            AggFunc::Stddev => Self::SUM.union(Self::N).union(Self::SQ),
+        }
+    }
+
+    pub(crate) const fn union(self, o: StatFlags) -> StatFlags {
+        StatFlags(self.0 | o.0)
+    }
+
+    pub(crate) const fn has(self, o: StatFlags) -> bool {
+        self.0 & o.0 == o.0
+    }
+
+    /// 64-bit words these statistics occupy in a flow's block.
+    pub(crate) fn words(self) -> usize {
+        let mut w = 0;
+        for (f, n) in Self::LAYOUT {
+            if self.has(f) {
+                w += n;
+            }
+        }
+        w
+    }
+
+    /// Word offset of one statistic inside the measure's words.
+    fn offset_of(self, which: StatFlags) -> usize {
+        let mut w = 0;
+        for (f, n) in Self::LAYOUT {
+            if f == which {
+                return w;
+            }
+            if self.has(f) {
+                w += n;
+            }
+        }
+        w
+    }
+
+    /// Storage order and width: sums of squares and sums are 128-bit.
+    const LAYOUT: [(StatFlags, usize); 6] = [
+        (Self::N, 1),
+        (Self::NZ, 1),
+        (Self::SUM, 2),
+        (Self::MIN, 1),
+        (Self::MAX, 1),
+        (Self::SQ, 2),
+    ];
+}
+
+/// Where one measure's statistics sit inside a flow's stats half-block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slot {
+    pub(crate) offset: usize,
+    pub(crate) flags: StatFlags,
+}
+
+fn get128(w: &[u64], at: usize) -> i128 {
+    (u128::from(w[at]) | (u128::from(w[at + 1]) << 64)) as i128
+}
+
+fn put128(w: &mut [u64], at: usize, v: i128) {
+    w[at] = v as u64;
+    w[at + 1] = ((v as u128) >> 64) as u64;
+}
+
+impl Slot {
+    /// Zeroes the statistics for a new epoch (min/max start at their identities).
+    #[inline]
+    pub(crate) fn reset(&self, w: &mut [u64]) {
+        let base = self.offset;
+        for x in &mut w[base..base + self.flags.words()] {
+            *x = 0;
+        }
+        if self.flags.has(StatFlags::MIN) {
+            w[base + self.flags.offset_of(StatFlags::MIN)] = i64::MAX as u64;
+        }
+        if self.flags.has(StatFlags::MAX) {
+            w[base + self.flags.offset_of(StatFlags::MAX)] = i64::MIN as u64;
+        }
+    }
+
+    /// Folds one defined per-packet value into the statistics.
+    #[inline]
+    pub(crate) fn update(&self, w: &mut [u64], v: i64) {
+        let f = self.flags;
+        let b = self.offset;
+        if f.has(StatFlags::N) {
+            w[b] += 1;
+        }
+        if f.has(StatFlags::NZ) && v != 0 {
+            let at = b + f.offset_of(StatFlags::NZ);
+            w[at] += 1;
+        }
+        if f.has(StatFlags::SUM) {
+            let at = b + f.offset_of(StatFlags::SUM);
+            put128(w, at, get128(w, at).saturating_add(i128::from(v)));
+        }
+        if f.has(StatFlags::MIN) {
+            let at = b + f.offset_of(StatFlags::MIN);
+            w[at] = (w[at] as i64).min(v) as u64;
+        }
+        if f.has(StatFlags::MAX) {
+            let at = b + f.offset_of(StatFlags::MAX);
+            w[at] = (w[at] as i64).max(v) as u64;
+        }
+        if f.has(StatFlags::SQ) {
+            let at = b + f.offset_of(StatFlags::SQ);
+            let sq = i128::from(v) * i128::from(v);
+            put128(w, at, get128(w, at).saturating_add(sq));
+        }
+    }
+
+    /// Reads the statistics back as an accumulator (absent ones stay at identity).
+    pub(crate) fn read(&self, w: &[u64]) -> Acc {
+        let f = self.flags;
+        let b = self.offset;
+        let mut a = Acc::default();
+        if f.has(StatFlags::N) {
+            a.n = w[b];
+        }
+        if f.has(StatFlags::NZ) {
+            a.nz = w[b + f.offset_of(StatFlags::NZ)];
+        }
+        if f.has(StatFlags::SUM) {
+            a.sum = get128(w, b + f.offset_of(StatFlags::SUM));
+        }
+        if f.has(StatFlags::MIN) {
+            a.min = w[b + f.offset_of(StatFlags::MIN)] as i64;
+        }
+        if f.has(StatFlags::MAX) {
+            a.max = w[b + f.offset_of(StatFlags::MAX)] as i64;
+        }
+        if f.has(StatFlags::SQ) {
+            a.sq = get128(w, b + f.offset_of(StatFlags::SQ));
+        }
+        a
+    }
+
+    /// Copies the statistics both slots keep from `from` (words `src`) into `self` (words `dst`).
+    pub(crate) fn copy_common(&self, dst: &mut [u64], from: &Slot, src: &[u64]) {
+        for (flag, n) in StatFlags::LAYOUT {
+            if self.flags.has(flag) && from.flags.has(flag) {
+                let d = self.offset + self.flags.offset_of(flag);
+                let s = from.offset + from.flags.offset_of(flag);
+                dst[d..d + n].copy_from_slice(&src[s..s + n]);
+            }
+        }
+    }
+}
+
+/// Merged statistics of a measure over flows and epochs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Acc {
+    pub(crate) n: u64,
+    pub(crate) nz: u64,
+    pub(crate) sum: i128,
+    pub(crate) min: i64,
+    pub(crate) max: i64,
+    pub(crate) sq: i128,
+}
+
+impl Default for Acc {
+    fn default() -> Self {
+        Acc {
+            n: 0,
+            nz: 0,
+            sum: 0,
+            min: i64::MAX,
+            max: i64::MIN,
+            sq: 0,
+        }
+    }
+}
+
+impl Acc {
+    pub(crate) fn merge(&mut self, o: &Acc) {
+        self.n += o.n;
+        self.nz += o.nz;
+        self.sum = self.sum.saturating_add(o.sum);
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.sq = self.sq.saturating_add(o.sq);
+    }
+
+    /// The aggregate's value as the semantics define it (`docs/semantics.md`).
+    pub(crate) fn value(&self, f: AggFunc) -> f64 {
+        match f {
+            AggFunc::Sum => self.sum as f64,
+            AggFunc::Count => self.nz as f64,
+            _ if self.n == 0 => f64::NAN,
+            AggFunc::Min => self.min as f64,
+            AggFunc::Max => self.max as f64,
+            AggFunc::Avg => self.sum as f64 / self.n as f64,
+            AggFunc::Stddev => {
+                let n = i128::from(self.n);
+                // N = n·Σx² − (Σx)², exact; rounded to f64 once.
+                let exact = n
+                    .checked_mul(self.sq)
+                    .and_then(|a| self.sum.checked_mul(self.sum).map(|b| a - b));
+                match exact {
+                    Some(num) => (num as f64 / (n * n) as f64).sqrt(),
+                    None => {
+                        let mean = self.sum as f64 / self.n as f64;
+                        (self.sq as f64 / self.n as f64 - mean * mean).max(0.0).sqrt()
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A per-packet expression compiled for evaluation on the hot path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Expr {
+    Int(i64),
+    Var(BaseVar),
+    Neg(Box<Expr>),
+    Arith(ArithOp, Box<Expr>, Box<Expr>),
+    Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+}
+
+/// What a flow knows beyond the packet itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FlowContext {
+    /// Window-scale shift from this flow's SYN, if seen in its current life.
+    pub(crate) wscale: Option<u8>,
+}
+
+impl Expr {
+    pub(crate) fn compile(e: &PacketExpr) -> Expr {
+        let b = |x: &PacketExpr| Box::new(Expr::compile(x));
+        match e {
+            PacketExpr::Int(v) => Expr::Int(*v),
+            PacketExpr::Var(v) => Expr::Var(v.base),
+            PacketExpr::Neg(x) => Expr::Neg(b(x)),
+            PacketExpr::Arith(op, l, r) => Expr::Arith(*op, b(l), b(r)),
+            PacketExpr::Cmp(op, l, r) => Expr::Cmp(*op, b(l), b(r)),
+            PacketExpr::And(l, r) => Expr::And(b(l), b(r)),
+            PacketExpr::Or(l, r) => Expr::Or(b(l), b(r)),
+            PacketExpr::Not(x) => Expr::Not(b(x)),
+        }
+    }
+
+    /// The expression's value on a packet, `None` where it is undefined.
+    #[inline]
+    pub(crate) fn eval(&self, p: &PacketRecord, cx: FlowContext) -> Option<i64> {
+        Some(match self {
+            Expr::Int(v) => *v,
+            Expr::Var(v) => var(*v, p, cx)?,
+            Expr::Neg(x) => x.eval(p, cx)?.saturating_neg(),
+            Expr::Arith(op, l, r) => {
+                let (a, b) = (l.eval(p, cx)?, r.eval(p, cx)?);
+                match op {
+                    ArithOp::Add => a.saturating_add(b),
+                    ArithOp::Sub => a.saturating_sub(b),
+                    ArithOp::Mul => a.saturating_mul(b),
+                    // The checker refuses division inside aggregates; keep it total anyway.
+                    ArithOp::Div => a.checked_div(b)?,
+                }
+            }
+            Expr::Cmp(op, l, r) => {
+                let (a, b) = (l.eval(p, cx)?, r.eval(p, cx)?);
+                i64::from(match op {
+                    CmpOp::Lt => a < b,
+                    CmpOp::Le => a <= b,
+                    CmpOp::Gt => a > b,
+                    CmpOp::Ge => a >= b,
+                    CmpOp::Eq => a == b,
+                    CmpOp::Ne => a != b,
+                })
+            }
+            Expr::And(l, r) => {
+                let (a, b) = (l.eval(p, cx)?, r.eval(p, cx)?);
+                i64::from(a != 0 && b != 0)
+            }
+            Expr::Or(l, r) => {
+                let (a, b) = (l.eval(p, cx)?, r.eval(p, cx)?);
+                i64::from(a != 0 || b != 0)
+            }
+            Expr::Not(x) => i64::from(x.eval(p, cx)? == 0),
+        })
+    }
+}
+
+#[inline]
+fn var(v: BaseVar, p: &PacketRecord, cx: FlowContext) -> Option<i64> {
+    Some(match v {
+        BaseVar::Packets => 1,
+        BaseVar::Volume => i64::from(p.volume),
+        BaseVar::Size => i64::from(p.size),
+        BaseVar::Ttl => i64::from(p.ttl),
+        BaseVar::Ecn => i64::from(p.ecn),
+        BaseVar::TcpFlags => i64::from(p.tcp?.flags),
+        BaseVar::Rwnd => {
+            let t = p.tcp?;
+            // RFC 7323: a SYN's window is never scaled; shifts beyond 14 are invalid.
+            let shift = if t.flags & clarion_wire::tcp_flags::SYN != 0 {
+                0
+            } else {
+                cx.wscale.unwrap_or(0).min(14)
+            };
+            i64::from(t.window) << shift
+        }
+        // Connection-state variables are refused at install time.
+        BaseVar::IsLost | BaseVar::IsBurst | BaseVar::Rtt | BaseVar::Seq | BaseVar::Ack | BaseVar::Dup => {
+            return None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_round_trip_all_stats() {
+        let flags = StatFlags::N
+            .union(StatFlags::NZ)
+            .union(StatFlags::SUM)
+            .union(StatFlags::MIN)
+            .union(StatFlags::MAX)
+            .union(StatFlags::SQ);
+        assert_eq!(flags.words(), 8);
+        let slot = Slot { offset: 3, flags };
+        let mut w = vec![0u64; 11];
+        slot.reset(&mut w);
+        for v in [5, 0, -3, 7] {
+            slot.update(&mut w, v);
+        }
+        let a = slot.read(&w);
+        assert_eq!((a.n, a.nz, a.sum, a.min, a.max, a.sq), (4, 3, 9, -3, 7, 83));
+        assert_eq!(a.value(AggFunc::Avg), 2.25);
+        // population variance: 83/4 - 2.25² = 15.6875
+        assert_eq!(a.value(AggFunc::Stddev), 15.6875f64.sqrt());
+    }
+
+    #[test]
+    fn empty_measures_are_undefined_except_sum_and_count() {
+        let a = Acc::default();
+        assert_eq!(a.value(AggFunc::Sum), 0.0);
+        assert_eq!(a.value(AggFunc::Count), 0.0);
+        assert!(a.value(AggFunc::Min).is_nan());
+        assert!(a.value(AggFunc::Stddev).is_nan());
+    }
+
+    #[test]
+    fn partial_layouts_copy_what_they_share() {
+        let a = Slot {
+            offset: 0,
+            flags: StatFlags::SUM.union(StatFlags::N),
+        };
+        let b = Slot {
+            offset: 1,
+            flags: StatFlags::SUM.union(StatFlags::MAX),
+        };
+        let mut wa = vec![0u64; 3];
+        a.reset(&mut wa);
+        a.update(&mut wa, 10);
+        let mut wb = vec![0u64; 4];
+        b.reset(&mut wb);
+        b.copy_common(&mut wb, &a, &wa);
+        let r = b.read(&wb);
+        assert_eq!((r.sum, r.max), (10, i64::MIN));
+    }
+}

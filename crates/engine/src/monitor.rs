@@ -1,0 +1,650 @@
+//! The monitor: match and scatter per packet, gather, test and report per epoch.
+//!
+//! # Must run single-threaded
+//! A `Monitor` is one worker's state; it is `Send` but takes `&mut self`
+//! everywhere. Several workers each own one (no locks on the packet path).
+//!
+//! # Time
+//! The monitor keeps its own clock: the largest timestamp seen so far
+//! (`docs/semantics.md`). When that clock passes the end of the current
+//! epoch, the finished epoch is swept: each trigger gathers the statistics
+//! its flows kept for that epoch into the group accumulators of its open
+//! window, and windows that have ended are tested and reported. Epochs are
+//! numbered by a sequence whose parity picks the half of each flow's
+//! statistics block, so packets of the new epoch never touch what the sweep
+//! reads, as long as the sweep finishes within one epoch (else it is
+//! counted late and finished on the spot before the next epoch's packets).
+
+use rustc_hash::FxHashMap;
+
+use clarion_lang::spec::EventSpec;
+use clarion_report::{Completeness, Origin, Report, Window};
+use clarion_wire::{tcp_flags, PacketRecord};
+
+use crate::config::{Counters, MonitorConfig};
+use crate::flow_table::{hash_key, FlowTable, NO_SET};
+use crate::key::{group_of, report_group};
+use crate::match_set::{values, MatchSet};
+use crate::measure::{Acc, FlowContext};
+use crate::trigger::{FlowRef, Trigger, WindowValues};
+use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
+use crate::EngineError;
+
+/// Why a frame never became a packet record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unparsed {
+    /// The frame could not be parsed (truncated or impossible headers).
+    Malformed,
+    /// Not an IP packet (ARP, LLDP, …): knowingly ignored.
+    NotIp,
+}
+
+/// A sweep in progress: which epoch, and where it stopped.
+#[derive(Debug)]
+struct Sweep {
+    epoch_start: u64,
+    epoch_end: u64,
+    half: usize,
+    counts: Completeness,
+    /// Start of the epoch now running; `None` at end of input (close every window).
+    next_start: Option<u64>,
+    order: Vec<TriggerId>,
+    trig_pos: usize,
+    chunk: usize,
+    pos: usize,
+    reports: Vec<Report>,
+}
+
+/// One worker's packet monitor. See the module documentation.
+#[derive(Debug)]
+pub struct Monitor {
+    config: MonitorConfig,
+    flows: FlowTable,
+    index: TriggerIndex,
+    /// By id; ids are never reused, so interned sets never name a dead trigger's successor.
+    triggers: Vec<Option<Trigger>>,
+    sets: Vec<MatchSet>,
+    set_ids: FxHashMap<Vec<TriggerId>, u32>,
+    started: bool,
+    /// Packet time: the largest timestamp seen.
+    now: u64,
+    epoch_ns: u64,
+    /// An epoch length waiting for an aligned boundary to take effect.
+    pending_epoch_ns: Option<u64>,
+    epoch_start: u64,
+    epoch_seq: u64,
+    /// Traffic of the current epoch, for completeness records.
+    epoch_counts: Completeness,
+    sweep: Option<Sweep>,
+    reclaim_cursor: usize,
+    counters: Counters,
+    scratch: Vec<TriggerId>,
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn add_counts(into: &mut Completeness, c: &Completeness) {
+    into.packets += c.packets;
+    into.malformed += c.malformed;
+    into.not_ip += c.not_ip;
+    into.dropped += c.dropped;
+    into.untracked += c.untracked;
+    into.out_of_order += c.out_of_order;
+}
+
+impl Monitor {
+    pub fn new(config: MonitorConfig) -> Self {
+        let epoch_ns = config.default_epoch_ns.max(1);
+        Monitor {
+            flows: FlowTable::new(config.flow_capacity),
+            index: TriggerIndex::default(),
+            triggers: Vec::new(),
+            sets: Vec::new(),
+            set_ids: FxHashMap::default(),
+            started: false,
+            now: 0,
+            epoch_ns,
+            pending_epoch_ns: None,
+            epoch_start: 0,
+            epoch_seq: 0,
+            epoch_counts: Completeness::default(),
+            sweep: None,
+            reclaim_cursor: 0,
+            counters: Counters::default(),
+            scratch: Vec::new(),
+            config,
+        }
+    }
+
+    // ----- control plane -------------------------------------------------
+
+    /// Installs an event. Before the first packet it covers every window;
+    /// afterwards it starts with the first window that begins at or after
+    /// the next epoch boundary.
+    pub fn install(&mut self, spec: EventSpec) -> Result<TriggerId, EngineError> {
+        let unsupported = spec.unsupported_variables();
+        if !unsupported.is_empty() {
+            let vars = unsupported
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(EngineError::Unsupported {
+                event: spec.name,
+                variables: vars,
+            });
+        }
+        if spec.interval_ns == 0 {
+            return Err(EngineError::BadInterval { event: spec.name });
+        }
+        let rules: Vec<_> = spec.filters.iter().flat_map(filter_rules).collect();
+        let interval = spec.interval_ns;
+        let start_ns = if self.started {
+            let boundary = self.epoch_start + self.epoch_ns;
+            boundary.div_ceil(interval) * interval
+        } else {
+            0
+        };
+        let name = spec.name.clone();
+        let trigger = Trigger::new(spec, rules, start_ns).ok_or(EngineError::Unsupported {
+            event: name,
+            variables: "connection state".into(),
+        })?;
+        let id = self.triggers.len() as TriggerId;
+        self.index.insert(id, &trigger.rules);
+        let matching: Vec<u32> = self
+            .flows
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.live && filter_matches(&trigger.rules, &e.key))
+            .map(|(i, _)| i as u32)
+            .collect();
+        self.triggers.push(Some(trigger));
+        for i in matching {
+            let mut set = self.set_triggers(i);
+            set.push(id);
+            set.sort_unstable();
+            self.migrate(i, set);
+            let gen = self.flows.entries[i as usize].gen;
+            if let Some(t) = self.triggers[id as usize].as_mut() {
+                t.flows.push(FlowRef { entry: i, gen });
+            }
+        }
+        self.retune_epoch();
+        Ok(id)
+    }
+
+    /// Removes an installed trigger at once; its open window is dropped unreported.
+    pub fn remove(&mut self, id: TriggerId) -> Result<EventSpec, EngineError> {
+        let t = self
+            .triggers
+            .get_mut(id as usize)
+            .and_then(Option::take)
+            .ok_or(EngineError::UnknownTrigger(id))?;
+        self.index.remove(id);
+        for fref in t.flows.chunks.iter().flatten() {
+            let e = &self.flows.entries[fref.entry as usize];
+            if e.live && e.gen == fref.gen && e.set != NO_SET {
+                let mut set = self.set_triggers(fref.entry);
+                set.retain(|&x| x != id);
+                self.migrate(fref.entry, set);
+            }
+        }
+        self.retune_epoch();
+        Ok(t.spec)
+    }
+
+    fn set_triggers(&self, entry: u32) -> Vec<TriggerId> {
+        match self.flows.entries[entry as usize].set {
+            NO_SET => Vec::new(),
+            s => self.sets[s as usize].triggers.clone(),
+        }
+    }
+
+    /// Moves a flow to the set of `triggers`, keeping the statistics both sets share.
+    fn migrate(&mut self, entry: u32, triggers: Vec<TriggerId>) {
+        let (old_set, old_block) = {
+            let e = &self.flows.entries[entry as usize];
+            (e.set, e.block)
+        };
+        let (new_set, new_block) = if triggers.is_empty() {
+            (NO_SET, 0)
+        } else {
+            let s = self.intern(triggers);
+            let b = self.sets[s as usize].alloc();
+            if old_set != NO_SET && old_set != s {
+                let (dst, src) = pair_mut(&mut self.sets, s as usize, old_set as usize);
+                dst.copy_from(b, src, old_block);
+            }
+            (s, b)
+        };
+        if old_set != NO_SET {
+            self.sets[old_set as usize].release(old_block);
+        }
+        let e = &mut self.flows.entries[entry as usize];
+        e.set = new_set;
+        e.block = new_block;
+    }
+
+    fn intern(&mut self, triggers: Vec<TriggerId>) -> u32 {
+        if let Some(&s) = self.set_ids.get(&triggers) {
+            return s;
+        }
+        let aggs: Vec<&[clarion_lang::spec::AggCall]> = triggers
+            .iter()
+            .map(|&t| {
+                self.triggers[t as usize]
+                    .as_ref()
+                    .map(|t| t.aggs.as_slice())
+                    .unwrap_or(&[])
+            })
+            .collect();
+        let set = MatchSet::new(triggers.clone(), &aggs);
+        let id = self.sets.len() as u32;
+        self.sets.push(set);
+        self.set_ids.insert(triggers, id);
+        id
+    }
+
+    /// Epoch = gcd of the installed intervals; a change waits for an aligned boundary.
+    fn retune_epoch(&mut self) {
+        let want = self
+            .triggers
+            .iter()
+            .flatten()
+            .map(Trigger::interval)
+            .reduce(gcd)
+            .unwrap_or(self.config.default_epoch_ns.max(1));
+        if !self.started {
+            self.epoch_ns = want;
+            self.pending_epoch_ns = None;
+        } else if want != self.epoch_ns {
+            self.pending_epoch_ns = Some(want);
+        } else {
+            self.pending_epoch_ns = None;
+        }
+    }
+
+    // ----- packet path ---------------------------------------------------
+
+    /// Match and scatter one packet. Reports of windows that ended before it go to `out`.
+    #[inline]
+    pub fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
+        self.observe(p.ts_ns, out);
+        let t = self.now;
+        self.epoch_counts.packets += 1;
+        self.counters.packets += 1;
+        self.counters.bytes += u64::from(p.size);
+        let h = hash_key(&p.key);
+        let idx = match self.flows.find(&p.key, h) {
+            Some(i) => {
+                let e = &mut self.flows.entries[i as usize];
+                if t.saturating_sub(e.last_ts) > self.config.flow_timeout_ns {
+                    // A new life of the flow: forget its connection state.
+                    e.wscale = None;
+                }
+                e.last_ts = t;
+                i
+            }
+            None => match self.flows.insert(p.key, h, t) {
+                Some(i) => {
+                    self.on_new_flow(i);
+                    i
+                }
+                None => {
+                    self.counters.packets_untracked += 1;
+                    self.epoch_counts.untracked += 1;
+                    return;
+                }
+            },
+        };
+        let e = &mut self.flows.entries[idx as usize];
+        if let Some(tcp) = p.tcp {
+            if tcp.flags & tcp_flags::SYN != 0 {
+                e.wscale = tcp.wscale;
+            }
+        }
+        if e.set != NO_SET {
+            let half = (self.epoch_seq & 1) as usize;
+            let cx = FlowContext { wscale: e.wscale };
+            self.sets[e.set as usize].update(e.block, half, self.epoch_start, p, cx);
+        }
+    }
+
+    /// Accounts for a frame that did not parse; it still advances the clock.
+    pub fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) {
+        self.observe(ts_ns, out);
+        match why {
+            Unparsed::Malformed => {
+                self.counters.malformed += 1;
+                self.epoch_counts.malformed += 1;
+            }
+            Unparsed::NotIp => {
+                self.counters.not_ip += 1;
+                self.epoch_counts.not_ip += 1;
+            }
+        }
+    }
+
+    fn on_new_flow(&mut self, i: u32) {
+        self.counters.flows_created += 1;
+        let mut matched = std::mem::take(&mut self.scratch);
+        self.index
+            .lookup(&self.flows.entries[i as usize].key, &mut matched);
+        if !matched.is_empty() {
+            self.counters.triggers_matched += matched.len() as u64;
+            let gen = self.flows.entries[i as usize].gen;
+            for &t in &matched {
+                if let Some(trig) = self.triggers[t as usize].as_mut() {
+                    trig.flows.push(FlowRef { entry: i, gen });
+                }
+            }
+            let set = self.intern(matched.clone());
+            let block = self.sets[set as usize].alloc();
+            let e = &mut self.flows.entries[i as usize];
+            e.set = set;
+            e.block = block;
+        }
+        self.scratch = matched;
+    }
+
+    /// Advances the clock to `ts` (never backwards) and starts the sweep of
+    /// every epoch that ended.
+    #[inline]
+    fn observe(&mut self, ts: u64, out: &mut Vec<Report>) {
+        if !self.started {
+            self.started = true;
+            self.now = ts;
+            self.epoch_start = ts - ts % self.epoch_ns;
+        } else if ts < self.now {
+            self.counters.out_of_order += 1;
+            self.epoch_counts.out_of_order += 1;
+        } else {
+            self.now = ts;
+        }
+        if self.now >= self.epoch_start + self.epoch_ns {
+            self.advance(out);
+        }
+    }
+
+    fn advance(&mut self, out: &mut Vec<Report>) {
+        if self.sweep.is_some() {
+            self.counters.sweeps_late += 1;
+            self.sweep_step(usize::MAX, out);
+        }
+        let ended_end = self.epoch_start + self.epoch_ns;
+        if let Some(e) = self.pending_epoch_ns {
+            if ended_end % e == 0 {
+                self.epoch_ns = e;
+                self.pending_epoch_ns = None;
+            }
+        }
+        let next = self.now - self.now % self.epoch_ns;
+        self.begin_sweep(ended_end, Some(next));
+        self.epoch_start = next;
+        if self.config.synchronous_sweep {
+            self.sweep_step(usize::MAX, out);
+        }
+    }
+
+    fn begin_sweep(&mut self, epoch_end: u64, next_start: Option<u64>) {
+        let order = (0..self.triggers.len() as TriggerId)
+            .filter(|&t| self.triggers[t as usize].is_some())
+            .collect();
+        self.sweep = Some(Sweep {
+            epoch_start: self.epoch_start,
+            epoch_end,
+            half: (self.epoch_seq & 1) as usize,
+            counts: std::mem::take(&mut self.epoch_counts),
+            next_start,
+            order,
+            trig_pos: 0,
+            chunk: 0,
+            pos: 0,
+            reports: Vec::new(),
+        });
+        self.epoch_seq += 1;
+    }
+
+    /// Ends the input: sweeps the current epoch and closes every open window
+    /// (reported with `complete: false`).
+    pub fn finish(&mut self, out: &mut Vec<Report>) {
+        if !self.started {
+            return;
+        }
+        self.sweep_step(usize::MAX, out);
+        let end = self.epoch_start + self.epoch_ns;
+        self.begin_sweep(end, None);
+        self.sweep_step(usize::MAX, out);
+    }
+
+    // ----- sweep ---------------------------------------------------------
+
+    /// True while a sweep has work left.
+    pub fn sweep_pending(&self) -> bool {
+        self.sweep.is_some()
+    }
+
+    /// Runs the pending sweep for at most `budget` flow visits; returns true
+    /// when it has finished (its reports are then in `out`).
+    pub fn sweep_step(&mut self, budget: usize, out: &mut Vec<Report>) -> bool {
+        let Some(mut s) = self.sweep.take() else {
+            return true;
+        };
+        let mut budget = budget;
+        while s.trig_pos < s.order.len() {
+            let tid = s.order[s.trig_pos];
+            if let Some(trig) = self.triggers[tid as usize].as_mut() {
+                if s.epoch_start >= trig.start_ns {
+                    if !gather(trig, tid, &self.flows, &self.sets, &mut s, &mut budget) {
+                        self.sweep = Some(s);
+                        return false;
+                    }
+                    let w = trig.window_for(s.epoch_start);
+                    add_counts(&mut w.completeness, &s.counts);
+                }
+            }
+            s.trig_pos += 1;
+            s.chunk = 0;
+            s.pos = 0;
+        }
+        self.close_windows(&mut s);
+        self.reclaim(s.epoch_end);
+        self.counters.sweeps_completed += 1;
+        s.reports.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        self.counters.reports += s.reports.len() as u64;
+        out.append(&mut s.reports);
+        true
+    }
+
+    fn close_windows(&mut self, s: &mut Sweep) {
+        let origin = Origin {
+            host: self.config.host.clone(),
+            worker: self.config.worker,
+        };
+        for &tid in &s.order {
+            let Some(trig) = self.triggers[tid as usize].as_mut() else {
+                continue;
+            };
+            let Some(open) = &trig.open else { continue };
+            let end = open.start_ns + trig.interval();
+            let complete = match s.next_start {
+                Some(next) if end <= next => true,
+                Some(_) => continue,
+                None => false,
+            };
+            let Some(mut w) = trig.open.take() else { continue };
+            w.completeness.complete = complete;
+            let window = Window {
+                start_ns: w.start_ns,
+                end_ns: end,
+            };
+            let mut groups = Vec::with_capacity(w.groups.len());
+            for (g, accs) in &w.groups {
+                let vals = values(&trig.aggs, accs);
+                let key = report_group(g, &trig.spec.granularity);
+                if trig.fires(&vals) {
+                    s.reports.push(Report {
+                        event: trig.spec.name.clone(),
+                        window,
+                        group: key,
+                        values: trig.agg_names.iter().cloned().zip(vals.iter().copied()).collect(),
+                        origin: origin.clone(),
+                        completeness: w.completeness,
+                    });
+                }
+                groups.push((key, vals));
+            }
+            groups.sort_by(|a, b| a.0.cmp(&b.0));
+            trig.history.push_back(WindowValues { window, groups });
+            while trig.history.len() > self.config.history_windows {
+                trig.history.pop_front();
+            }
+        }
+    }
+
+    /// Frees a slice of the entries of flows idle past the timeout whose
+    /// last epoch has been swept. Semantics never depend on it (an idle
+    /// flow is treated as new on its next packet either way); it only keeps
+    /// the table from filling with dead flows.
+    fn reclaim(&mut self, swept_end: u64) {
+        let n = self.flows.entries.len();
+        if n == 0 {
+            return;
+        }
+        let budget = n / 8 + 64;
+        for _ in 0..budget.min(n) {
+            let i = self.reclaim_cursor % n;
+            self.reclaim_cursor = (i + 1) % n;
+            let e = &self.flows.entries[i];
+            if e.live
+                && self.now.saturating_sub(e.last_ts) > self.config.flow_timeout_ns
+                && e.last_ts < swept_end
+            {
+                if e.set != NO_SET {
+                    self.sets[e.set as usize].release(e.block);
+                }
+                self.flows.remove(i as u32);
+                self.counters.flows_evicted += 1;
+            }
+        }
+    }
+
+    // ----- queries -------------------------------------------------------
+
+    pub fn counters(&self) -> Counters {
+        Counters {
+            flows_active: self.flows.len() as u64,
+            ..self.counters
+        }
+    }
+
+    /// Current epoch length (gcd of installed intervals).
+    pub fn epoch_ns(&self) -> u64 {
+        self.epoch_ns
+    }
+
+    /// The monitor's packet time.
+    pub fn now_ns(&self) -> u64 {
+        self.now
+    }
+
+    /// Distinct filter mask patterns: the per-flow matching cost.
+    pub fn patterns(&self) -> usize {
+        self.index.patterns()
+    }
+
+    /// Ids and specs of installed triggers.
+    pub fn triggers(&self) -> impl Iterator<Item = (TriggerId, &EventSpec)> {
+        self.triggers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.as_ref().map(|t| (i as TriggerId, &t.spec)))
+    }
+
+    /// The values every group of a trigger had in the window starting at
+    /// `window_start_ns`, if that window is among the last few kept.
+    pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<&WindowValues> {
+        let t = self.triggers.get(id as usize)?.as_ref()?;
+        t.history.iter().find(|w| w.window.start_ns == window_start_ns)
+    }
+
+    /// Flows a trigger currently lists (live or not yet compacted).
+    pub fn trigger_flows(&self, id: TriggerId) -> Option<usize> {
+        Some(self.triggers.get(id as usize)?.as_ref()?.flows.len())
+    }
+}
+
+/// Gathers one trigger's flows for the sweep's epoch; false when the budget ran out.
+fn gather(
+    trig: &mut Trigger,
+    tid: TriggerId,
+    flows: &FlowTable,
+    sets: &[MatchSet],
+    s: &mut Sweep,
+    budget: &mut usize,
+) -> bool {
+    let n_aggs = trig.aggs.len();
+    let granularity = trig.spec.granularity;
+    let mut chunks = std::mem::take(&mut trig.flows.chunks);
+    let mut done = true;
+    'chunks: while s.chunk < chunks.len() {
+        let chunk = &mut chunks[s.chunk];
+        while s.pos < chunk.len() {
+            if *budget == 0 {
+                done = false;
+                break 'chunks;
+            }
+            *budget -= 1;
+            let r = chunk[s.pos];
+            let e = &flows.entries[r.entry as usize];
+            let pos = if e.live && e.gen == r.gen && e.set != NO_SET {
+                sets[e.set as usize]
+                    .position(tid)
+                    .map(|p| (p, &sets[e.set as usize]))
+            } else {
+                None
+            };
+            let Some((pos, set)) = pos else {
+                // Stale reference (flow freed or moved off this trigger): compact it away.
+                chunk.swap_remove(s.pos);
+                continue;
+            };
+            if set.has_epoch(e.block, s.half, s.epoch_start) {
+                let g = group_of(&e.key, &granularity);
+                let w = trig.window_for(s.epoch_start);
+                let accs = w.groups.entry(g).or_insert_with(|| vec![Acc::default(); n_aggs]);
+                set.gather(e.block, s.half, pos, accs);
+            }
+            s.pos += 1;
+        }
+        s.chunk += 1;
+        s.pos = 0;
+    }
+    trig.flows.chunks = chunks;
+    if done {
+        trig.flows.drop_empty_chunks();
+    }
+    done
+}
+
+/// Mutable access to one element and shared access to another of a slice.
+fn pair_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &T) {
+    if a < b {
+        let (lo, hi) = v.split_at_mut(b);
+        (&mut lo[a], &hi[0])
+    } else {
+        let (lo, hi) = v.split_at_mut(a);
+        (&mut hi[0], &lo[b])
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,363 @@
+use super::*;
+use clarion_lang::spec::{
+    AggCall, AggFunc, BaseVar, CmpOp, Filter, Granularity, PacketExpr, Pred, PrefixLens, Var,
+};
+use clarion_wire::{FlowKey, TcpInfo};
+
+const MS: u64 = 1_000_000;
+const T0: u64 = 1_700_000_000_000 * MS;
+
+fn var(b: BaseVar) -> PacketExpr {
+    PacketExpr::Var(Var {
+        base: b,
+        last_epoch: false,
+    })
+}
+
+fn agg(func: AggFunc, b: BaseVar) -> Pred {
+    Pred::Agg(AggCall { func, arg: var(b) })
+}
+
+fn gt(l: Pred, r: f64) -> Pred {
+    Pred::Cmp(CmpOp::Gt, Box::new(l), Box::new(Pred::Num(r)))
+}
+
+fn event(name: &str, pred: Pred, g: Granularity, interval_ms: u64) -> EventSpec {
+    EventSpec {
+        name: name.into(),
+        filters: vec![Filter::default()],
+        predicate: pred,
+        granularity: g,
+        interval_ns: interval_ms * MS,
+    }
+}
+
+fn pkt(ts: u64, src: u8, sport: u16, volume: u32) -> PacketRecord {
+    let key = FlowKey::new(
+        format!("10.0.0.{src}").parse().unwrap(),
+        "10.0.1.1".parse().unwrap(),
+        17,
+        Some((sport, 53)),
+        None,
+    );
+    PacketRecord {
+        ts_ns: ts,
+        key,
+        size: volume + 28,
+        volume,
+        ttl: 64,
+        ..PacketRecord::default()
+    }
+}
+
+fn run(m: &mut Monitor, pkts: &[PacketRecord]) -> Vec<Report> {
+    let mut out = Vec::new();
+    for p in pkts {
+        m.process(p, &mut out);
+    }
+    m.finish(&mut out);
+    out
+}
+
+#[test]
+fn sums_per_flow_per_window() {
+    let mut m = Monitor::new(MonitorConfig::default());
+    m.install(event(
+        "big",
+        gt(agg(AggFunc::Sum, BaseVar::Volume), 150.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let out = run(
+        &mut m,
+        &[
+            pkt(T0 + MS, 1, 1000, 100),
+            pkt(T0 + 2 * MS, 1, 1000, 100),
+            pkt(T0 + 3 * MS, 2, 1000, 100),
+            pkt(T0 + 12 * MS, 1, 1000, 200),
+        ],
+    );
+    assert_eq!(out.len(), 2, "{out:#?}");
+    assert_eq!(
+        out[0].window,
+        Window {
+            start_ns: T0,
+            end_ns: T0 + 10 * MS
+        }
+    );
+    assert_eq!(out[0].values, vec![("sum(volume)".to_string(), 200.0)]);
+    assert!(out[0].completeness.complete);
+    assert_eq!(out[0].completeness.packets, 3);
+    assert_eq!(out[1].window.start_ns, T0 + 10 * MS);
+    assert!(
+        !out[1].completeness.complete,
+        "the input ended inside the last window"
+    );
+    let c = m.counters();
+    assert_eq!(
+        (c.packets, c.flows_created, c.reports, c.triggers_matched),
+        (4, 2, 2, 2)
+    );
+}
+
+#[test]
+fn coarse_granularity_and_longer_windows_over_gaps() {
+    let mut m = Monitor::new(MonitorConfig::default());
+    let per_src24 = Granularity {
+        src_ip: Some(PrefixLens { v4: 24, v6: 64 }),
+        ..Granularity::default()
+    };
+    m.install(event(
+        "fast",
+        gt(agg(AggFunc::Count, BaseVar::Packets), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    m.install(event(
+        "slow",
+        gt(agg(AggFunc::Sum, BaseVar::Packets), 2.0),
+        per_src24,
+        20,
+    ))
+    .unwrap();
+    assert_eq!(m.epoch_ns(), 10 * MS);
+    // Three packets from two hosts in [T0, T0+20ms), then a long gap.
+    let out = run(
+        &mut m,
+        &[
+            pkt(T0 + MS, 1, 1, 10),
+            pkt(T0 + 11 * MS, 2, 2, 10),
+            pkt(T0 + 15 * MS, 1, 1, 10),
+            pkt(T0 + 95 * MS, 1, 1, 10),
+        ],
+    );
+    let slow: Vec<_> = out.iter().filter(|r| r.event == "slow").collect();
+    assert_eq!(slow.len(), 1);
+    assert_eq!(
+        slow[0].window,
+        Window {
+            start_ns: T0,
+            end_ns: T0 + 20 * MS
+        }
+    );
+    assert_eq!(slow[0].group.src_ip, Some(("10.0.0.0".parse().unwrap(), 24)));
+    assert_eq!(slow[0].values[0].1, 3.0);
+    assert_eq!(out.iter().filter(|r| r.event == "fast").count(), 4);
+    // Reports come out in canonical order.
+    let keys: Vec<_> = out.iter().map(Report::sort_key).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted);
+}
+
+#[test]
+fn install_mid_stream_starts_at_next_window_and_remove_stops() {
+    let mut m = Monitor::new(MonitorConfig::default());
+    let any = || {
+        event(
+            "any",
+            gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
+            Granularity::FIVE_TUPLE,
+            10,
+        )
+    };
+    let mut out = Vec::new();
+    m.process(&pkt(T0 + MS, 1, 1, 10), &mut out);
+    let id = m.install(any()).unwrap();
+    assert_eq!(
+        m.trigger_flows(id),
+        Some(1),
+        "existing flows are matched at install"
+    );
+    m.process(&pkt(T0 + 2 * MS, 1, 1, 10), &mut out);
+    m.process(&pkt(T0 + 12 * MS, 1, 1, 10), &mut out);
+    assert!(
+        out.is_empty(),
+        "the window the event was installed in is not reported: {out:?}"
+    );
+    m.process(&pkt(T0 + 22 * MS, 1, 1, 10), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].window.start_ns, T0 + 10 * MS);
+    m.remove(id).unwrap();
+    m.finish(&mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(m.remove(id), Err(EngineError::UnknownTrigger(id)));
+}
+
+#[test]
+fn history_keeps_all_groups_of_recent_windows() {
+    let cfg = MonitorConfig {
+        history_windows: 2,
+        ..MonitorConfig::default()
+    };
+    let mut m = Monitor::new(cfg);
+    let id = m
+        .install(event(
+            "never",
+            gt(agg(AggFunc::Sum, BaseVar::Volume), 1e12),
+            Granularity::FIVE_TUPLE,
+            10,
+        ))
+        .unwrap();
+    let pkts: Vec<_> = (0..5).map(|i| pkt(T0 + i * 10 * MS + MS, 1, 1, 7)).collect();
+    assert!(run(&mut m, &pkts).is_empty());
+    assert!(
+        m.window_values(id, T0).is_none(),
+        "only the last two windows are kept"
+    );
+    let w = m.window_values(id, T0 + 40 * MS).unwrap();
+    assert_eq!(w.groups.len(), 1);
+    assert_eq!(w.groups[0].1, vec![7.0]);
+}
+
+#[test]
+fn full_table_counts_untracked_packets_in_completeness() {
+    let cfg = MonitorConfig {
+        flow_capacity: 1,
+        ..MonitorConfig::default()
+    };
+    let mut m = Monitor::new(cfg);
+    m.install(event(
+        "any",
+        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let out = run(
+        &mut m,
+        &[pkt(T0, 1, 1, 1), pkt(T0 + 1, 2, 2, 1), pkt(T0 + 2, 2, 2, 1)],
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].completeness.untracked, 2);
+    assert!(!out[0].completeness.is_lossless());
+    assert_eq!(m.counters().packets_untracked, 2);
+}
+
+#[test]
+fn stepwise_sweep_equals_synchronous_and_lateness_is_counted() {
+    let pkts: Vec<_> = (0..400u64)
+        .map(|i| pkt(T0 + i * MS / 4, (i % 7) as u8, (i % 13) as u16, (i % 100) as u32))
+        .collect();
+    let ev = || {
+        event(
+            "e",
+            gt(agg(AggFunc::Avg, BaseVar::Volume), 40.0),
+            Granularity::FIVE_TUPLE,
+            10,
+        )
+    };
+    let mut sync = Monitor::new(MonitorConfig::default());
+    sync.install(ev()).unwrap();
+    let expect = run(&mut sync, &pkts);
+
+    let mut step = Monitor::new(MonitorConfig {
+        synchronous_sweep: false,
+        ..MonitorConfig::default()
+    });
+    step.install(ev()).unwrap();
+    let mut out = Vec::new();
+    for p in &pkts {
+        step.process(p, &mut out);
+        step.sweep_step(3, &mut out);
+    }
+    step.finish(&mut out);
+    assert_eq!(out, expect);
+    assert_eq!(step.counters().sweeps_late, 0);
+
+    let mut lazy = Monitor::new(MonitorConfig {
+        synchronous_sweep: false,
+        ..MonitorConfig::default()
+    });
+    lazy.install(ev()).unwrap();
+    assert_eq!(
+        run(&mut lazy, &pkts),
+        expect,
+        "a late sweep is finished before the next epoch's packets"
+    );
+    assert!(lazy.counters().sweeps_late > 0);
+}
+
+#[test]
+fn rwnd_uses_the_syn_scale_until_the_flow_times_out() {
+    let cfg = MonitorConfig {
+        flow_timeout_ns: 1_000 * MS,
+        ..MonitorConfig::default()
+    };
+    let mut m = Monitor::new(cfg);
+    m.install(event(
+        "w",
+        gt(agg(AggFunc::Max, BaseVar::Rwnd), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let tcp = |ts: u64, flags: u8, wscale: Option<u8>| {
+        let mut p = pkt(ts, 1, 1, 0);
+        p.key.proto = 6;
+        p.tcp = Some(TcpInfo {
+            window: 100,
+            flags,
+            wscale,
+            ..TcpInfo::default()
+        });
+        p
+    };
+    let out = run(
+        &mut m,
+        &[
+            tcp(T0, tcp_flags::SYN, Some(3)),
+            tcp(T0 + 10 * MS, tcp_flags::ACK, None),
+            tcp(T0 + 2_000 * MS, tcp_flags::ACK, None),
+        ],
+    );
+    let maxes: Vec<f64> = out.iter().map(|r| r.values[0].1).collect();
+    assert_eq!(maxes, vec![100.0, 800.0, 100.0]);
+}
+
+#[test]
+fn state_variables_are_refused_with_a_clear_error() {
+    let mut m = Monitor::new(MonitorConfig::default());
+    let pred = gt(
+        Pred::State(Var {
+            base: BaseVar::Ack,
+            last_epoch: false,
+        }),
+        0.0,
+    );
+    let err = m
+        .install(event("cong", pred, Granularity::FIVE_TUPLE, 10))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("`ack`") || err.to_string().contains("ack"),
+        "{err}"
+    );
+}
+
+#[test]
+fn idle_flows_are_reclaimed() {
+    let cfg = MonitorConfig {
+        flow_timeout_ns: 50 * MS,
+        ..MonitorConfig::default()
+    };
+    let mut m = Monitor::new(cfg);
+    m.install(event(
+        "any",
+        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let mut out = Vec::new();
+    for i in 0..50u8 {
+        m.process(&pkt(T0 + u64::from(i) * 1000, i, 1, 1), &mut out);
+    }
+    assert_eq!(m.counters().flows_active, 50);
+    for i in 0..20u64 {
+        m.process(&pkt(T0 + 200 * MS + i * 10 * MS, 200, 1, 1), &mut out);
+    }
+    assert_eq!(m.counters().flows_active, 1);
+    assert_eq!(m.counters().flows_evicted, 50);
+}

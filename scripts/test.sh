@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: formatting, lints, and all tests (unit, property,
+# golden, documentation). Usage: bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test (unit, property, golden, doc)"
+# Property tests run 10,000 generated cases each unless PROPTEST_CASES says otherwise.
+cargo test --workspace --locked --release
+echo "== all checks passed"
