@@ -1,2 +1,72 @@
 //! The Clarion event language.
+//!
+//! A source holds events such as
+//!
+//! ```text
+//! event rack_heavy_flows
+//!   filter dst_ip in 10.0.128.0/24
+//!   when sum(volume) > 125KB
+//!   per 5tuple
+//!   every 10ms
+//! ```
+//!
+//! The pipeline is the usual one, one module per stage: `lexer` (text to
+//! tokens), `parser` (tokens to the [`ast`]), `check` (the [`ast`] to the
+//! lowered [`spec`] model: [`check`], [`lower`]), and `printer` (the
+//! canonical form: `Display` for [`ast::File`]). Every stage reports problems as structured
+//! [`Diagnostic`]s with byte spans; [`Diagnostics::render`] turns them into
+//! readable reports. The language is described in `docs/language.md`, the
+//! meaning of the lowered model in `docs/semantics.md`.
+//!
+//! No input makes any of these functions panic: nesting is limited to
+//! [`MAX_DEPTH`] levels, and every value is range-checked.
+
+pub mod ast;
+mod check;
+pub mod error;
+mod lexer;
+mod parser;
+mod printer;
+pub mod span;
 pub mod spec;
+mod suggest;
+mod token;
+
+pub use error::{codes, Diagnostic, Diagnostics, Label};
+pub use parser::MAX_DEPTH;
+
+/// Parses `src` (syntax only: values are not range-checked).
+pub fn parse(src: &str) -> Result<ast::File, Diagnostics> {
+    let (file, diags) = parser::parse_partial(src);
+    if diags.is_empty() {
+        Ok(file)
+    } else {
+        Err(Diagnostics::sorted(diags))
+    }
+}
+
+/// Checks a parsed file and lowers its events.
+///
+/// The tree should come from [`parse`]: a hand-built tree nested far
+/// deeper than [`MAX_DEPTH`] may exhaust the stack.
+pub fn lower(file: &ast::File) -> Result<Vec<spec::EventSpec>, Diagnostics> {
+    let mut diags = Vec::new();
+    let specs = check::lower_file(file, &mut diags);
+    if diags.is_empty() {
+        Ok(specs)
+    } else {
+        Err(Diagnostics::sorted(diags))
+    }
+}
+
+/// Parses, checks and lowers `src`. On failure, reports every problem
+/// found: syntax errors, and semantic errors in the events that parsed.
+pub fn check(src: &str) -> Result<Vec<spec::EventSpec>, Diagnostics> {
+    let (file, mut diags) = parser::parse_partial(src);
+    let specs = check::lower_file(&file, &mut diags);
+    if diags.is_empty() {
+        Ok(specs)
+    } else {
+        Err(Diagnostics::sorted(diags))
+    }
+}

@@ -4,8 +4,8 @@
 //! The surface syntax (units, percentages, rates, `in` vs `=`) is gone here:
 //! every number is in base units, percentages have become ratios to the
 //! group's packet count, and every variable is known to exist. The meaning
-//! of each type is documented in `docs/language.md` ("Semantics"); both
-//! consumers implement that text independently.
+//! of each type is documented in `docs/semantics.md` (summarised in
+//! `docs/language.md`); both consumers implement that text independently.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -350,5 +350,181 @@ impl fmt::Display for Var {
             f.write_str("_lastepoch")?;
         }
         Ok(())
+    }
+}
+
+// --- Canonical text -------------------------------------------------------
+//
+// The same syntax and the same minimal parentheses as the language's
+// printer: `sum(volume)`, `sum(is_lost and is_burst)`, `count(ttl < 64)`.
+// Reports use these strings as the keys of aggregate values.
+
+impl ArithOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            ArithOp::Add => "+",
+            ArithOp::Sub => "-",
+            ArithOp::Mul => "*",
+            ArithOp::Div => "/",
+        }
+    }
+
+    fn precedence(self) -> u8 {
+        match self {
+            ArithOp::Add | ArithOp::Sub => 5,
+            ArithOp::Mul | ArithOp::Div => 6,
+        }
+    }
+}
+
+impl CmpOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+        }
+    }
+}
+
+/// Precedence levels shared by both expression types (see the language docs).
+const OR: u8 = 1;
+const AND: u8 = 2;
+const NOT: u8 = 3;
+const CMP: u8 = 4;
+const NEG: u8 = 7;
+const ATOM: u8 = 8;
+
+/// Writes `x` at precedence `p`, parenthesised when looser than `min`.
+fn write_at(f: &mut fmt::Formatter<'_>, x: &dyn fmt::Display, p: u8, min: u8) -> fmt::Result {
+    if p < min {
+        write!(f, "({x})")
+    } else {
+        write!(f, "{x}")
+    }
+}
+
+/// Writes a binary operation with minimal parentheses (left-associative;
+/// comparisons do not chain).
+fn write_binary<T: fmt::Display>(
+    f: &mut fmt::Formatter<'_>,
+    (l, lp): (&T, u8),
+    op: &str,
+    p: u8,
+    (r, rp): (&T, u8),
+) -> fmt::Result {
+    let lmin = if p == CMP { p + 1 } else { p };
+    write_at(f, l, lp, lmin)?;
+    write!(f, " {op} ")?;
+    write_at(f, r, rp, p + 1)
+}
+
+impl PacketExpr {
+    fn precedence(&self) -> u8 {
+        match self {
+            PacketExpr::Int(n) if *n < 0 => NEG,
+            PacketExpr::Int(_) | PacketExpr::Var(_) => ATOM,
+            PacketExpr::Neg(_) => NEG,
+            PacketExpr::Arith(op, ..) => op.precedence(),
+            PacketExpr::Cmp(..) => CMP,
+            PacketExpr::And(..) => AND,
+            PacketExpr::Or(..) => OR,
+            PacketExpr::Not(_) => NOT,
+        }
+    }
+}
+
+impl fmt::Display for PacketExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PacketExpr::Int(n) => write!(f, "{n}"),
+            PacketExpr::Var(v) => write!(f, "{v}"),
+            PacketExpr::Neg(x) => {
+                f.write_str("-")?;
+                write_at(f, x, x.precedence(), NEG)
+            }
+            PacketExpr::Not(x) => {
+                f.write_str("not ")?;
+                write_at(f, x, x.precedence(), NOT)
+            }
+            PacketExpr::Arith(op, l, r) => write_binary(
+                f,
+                (&**l, l.precedence()),
+                op.symbol(),
+                op.precedence(),
+                (&**r, r.precedence()),
+            ),
+            PacketExpr::Cmp(op, l, r) => write_binary(
+                f,
+                (&**l, l.precedence()),
+                op.symbol(),
+                CMP,
+                (&**r, r.precedence()),
+            ),
+            PacketExpr::And(l, r) => {
+                write_binary(f, (&**l, l.precedence()), "and", AND, (&**r, r.precedence()))
+            }
+            PacketExpr::Or(l, r) => write_binary(f, (&**l, l.precedence()), "or", OR, (&**r, r.precedence())),
+        }
+    }
+}
+
+impl fmt::Display for AggCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({})", self.func.name(), self.arg)
+    }
+}
+
+impl Pred {
+    fn precedence(&self) -> u8 {
+        match self {
+            Pred::Num(x) if x.is_sign_negative() => NEG,
+            Pred::Num(_) | Pred::Agg(_) | Pred::State(_) => ATOM,
+            Pred::Neg(_) => NEG,
+            Pred::Arith(op, ..) => op.precedence(),
+            Pred::Cmp(..) => CMP,
+            Pred::And(..) => AND,
+            Pred::Or(..) => OR,
+            Pred::Not(_) => NOT,
+        }
+    }
+}
+
+impl fmt::Display for Pred {
+    /// The lowered predicate in the language's syntax, numbers in base
+    /// units (`sum(volume) > 125000`), for logs and debugging.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pred::Num(x) => write!(f, "{x}"),
+            Pred::Agg(a) => write!(f, "{a}"),
+            Pred::State(v) => write!(f, "{v}"),
+            Pred::Neg(x) => {
+                f.write_str("-")?;
+                write_at(f, x, x.precedence(), NEG)
+            }
+            Pred::Not(x) => {
+                f.write_str("not ")?;
+                write_at(f, x, x.precedence(), NOT)
+            }
+            Pred::Arith(op, l, r) => write_binary(
+                f,
+                (&**l, l.precedence()),
+                op.symbol(),
+                op.precedence(),
+                (&**r, r.precedence()),
+            ),
+            Pred::Cmp(op, l, r) => write_binary(
+                f,
+                (&**l, l.precedence()),
+                op.symbol(),
+                CMP,
+                (&**r, r.precedence()),
+            ),
+            Pred::And(l, r) => write_binary(f, (&**l, l.precedence()), "and", AND, (&**r, r.precedence())),
+            Pred::Or(l, r) => write_binary(f, (&**l, l.precedence()), "or", OR, (&**r, r.precedence())),
+        }
     }
 }

@@ -1,0 +1,419 @@
+//! The syntax tree: what the source says, before any checking.
+//!
+//! The tree keeps everything the canonical printer needs (units as written,
+//! integers vs decimals, the `5tuple` shorthand) and a [`Span`] on every
+//! node, but none of the source's layout: parentheses become tree shape,
+//! `&&` becomes `and`, `==` becomes `=`. Values are not range-checked here:
+//! `vlan = 5000` parses, and the checker rejects it.
+//!
+//! Equality is structural and includes spans; compare with
+//! [`File::eq_ignoring_spans`] to ask whether two trees say the same thing.
+
+use std::net::IpAddr;
+
+use crate::span::Span;
+
+/// A whole source: its events, in order.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct File {
+    pub events: Vec<Event>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub name: String,
+    pub name_span: Span,
+    /// In source order; empty means "all packets".
+    pub filters: Vec<FilterClause>,
+    pub when: Expr,
+    pub per: Option<Per>,
+    pub every: Option<Quantity>,
+    /// From `event` to the end of the last clause.
+    pub span: Span,
+}
+
+/// `filter COND and COND ...`; no conditions means `filter *`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilterClause {
+    pub conds: Vec<Cond>,
+    pub span: Span,
+}
+
+/// `FIELD = VALUE` (also written `==` or `in`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cond {
+    pub field: Field,
+    pub field_span: Span,
+    pub value: CondValue,
+    pub value_span: Span,
+}
+
+/// A header field, as used by filters and granularities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    SrcIp,
+    DstIp,
+    SrcPort,
+    DstPort,
+    Proto,
+    Vlan,
+}
+
+impl Field {
+    pub const ALL: [Field; 6] = [
+        Field::SrcIp,
+        Field::DstIp,
+        Field::SrcPort,
+        Field::DstPort,
+        Field::Proto,
+        Field::Vlan,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::SrcIp => "src_ip",
+            Field::DstIp => "dst_ip",
+            Field::SrcPort => "src_port",
+            Field::DstPort => "dst_port",
+            Field::Proto => "proto",
+            Field::Vlan => "vlan",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    pub fn is_address(self) -> bool {
+        matches!(self, Field::SrcIp | Field::DstIp)
+    }
+}
+
+/// The right-hand side of a condition, as written.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CondValue {
+    /// `*`: any value.
+    Any,
+    Int(u64),
+    /// `LO..HI`
+    Range(u64, u64),
+    /// An address, with the prefix length if one was written.
+    Addr {
+        addr: IpAddr,
+        len: Option<u64>,
+    },
+    /// A word such as `tcp`.
+    Name(String),
+}
+
+/// `per ...`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Per {
+    pub kind: PerKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum PerKind {
+    /// `per 5tuple`
+    FiveTuple,
+    /// One field, a parenthesised list, or fields joined by `and`.
+    Fields(Vec<GroupField>),
+}
+
+/// A field of a group key: `dst_ip`, `dst_ip/24`, `dst_ip/24/64`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupField {
+    pub field: Field,
+    /// The prefix lengths after the field, at most two.
+    pub lens: Vec<PrefixLen>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PrefixLen {
+    pub value: u64,
+    pub span: Span,
+}
+
+/// A number with an optional unit: `125KB`, `10%`, `10ms`, `0.5`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quantity {
+    pub value: NumLit,
+    pub unit: Option<Unit>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NumLit {
+    Int(u64),
+    /// Written with a decimal point. Always finite.
+    Dec(f64),
+}
+
+impl NumLit {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            NumLit::Int(n) => n as f64,
+            NumLit::Dec(x) => x,
+        }
+    }
+}
+
+/// Units that may follow a number. Which ones are allowed where is the
+/// checker's business.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Unit {
+    B,
+    KB,
+    MB,
+    GB,
+    KiB,
+    MiB,
+    GiB,
+    Percent,
+    Bps,
+    Kbps,
+    Mbps,
+    Gbps,
+    Us,
+    Ms,
+    S,
+}
+
+impl Unit {
+    pub const ALL: [Unit; 15] = [
+        Unit::B,
+        Unit::KB,
+        Unit::MB,
+        Unit::GB,
+        Unit::KiB,
+        Unit::MiB,
+        Unit::GiB,
+        Unit::Percent,
+        Unit::Bps,
+        Unit::Kbps,
+        Unit::Mbps,
+        Unit::Gbps,
+        Unit::Us,
+        Unit::Ms,
+        Unit::S,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::B => "B",
+            Unit::KB => "KB",
+            Unit::MB => "MB",
+            Unit::GB => "GB",
+            Unit::KiB => "KiB",
+            Unit::MiB => "MiB",
+            Unit::GiB => "GiB",
+            Unit::Percent => "%",
+            Unit::Bps => "bps",
+            Unit::Kbps => "Kbps",
+            Unit::Mbps => "Mbps",
+            Unit::Gbps => "Gbps",
+            Unit::Us => "us",
+            Unit::Ms => "ms",
+            Unit::S => "s",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Unit> {
+        Unit::ALL.into_iter().find(|u| u.name() == s)
+    }
+
+    /// Bytes per unit, for sizes.
+    pub fn bytes(self) -> Option<u64> {
+        Some(match self {
+            Unit::B => 1,
+            Unit::KB => 1_000,
+            Unit::MB => 1_000_000,
+            Unit::GB => 1_000_000_000,
+            Unit::KiB => 1 << 10,
+            Unit::MiB => 1 << 20,
+            Unit::GiB => 1 << 30,
+            _ => return None,
+        })
+    }
+
+    /// Bits per second per unit, for rates.
+    pub fn bits_per_second(self) -> Option<u64> {
+        Some(match self {
+            Unit::Bps => 1,
+            Unit::Kbps => 1_000,
+            Unit::Mbps => 1_000_000,
+            Unit::Gbps => 1_000_000_000,
+            _ => return None,
+        })
+    }
+
+    /// Nanoseconds per unit, for durations.
+    pub fn nanos(self) -> Option<u64> {
+        Some(match self {
+            Unit::Us => 1_000,
+            Unit::Ms => 1_000_000,
+            Unit::S => 1_000_000_000,
+            _ => return None,
+        })
+    }
+}
+
+/// An expression: the predicate of `when`, or the argument of an aggregate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    /// Covers the whole expression, including any parentheses around it.
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Num(Quantity),
+    /// A variable name (checked later).
+    Var(String),
+    /// `name(arg)`: an aggregate call (the name is checked later).
+    Call {
+        func: String,
+        func_span: Span,
+        arg: Box<Expr>,
+    },
+    Unary {
+        op: UnOp,
+        op_span: Span,
+        expr: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        op_span: Span,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Or,
+    And,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Or => "or",
+            BinOp::And => "and",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+        }
+    }
+
+    /// Binding strength: higher binds tighter. `not` sits at 3, unary minus at 7.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Or => 1,
+            BinOp::And => 2,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => 4,
+            BinOp::Add | BinOp::Sub => 5,
+            BinOp::Mul | BinOp::Div => 6,
+        }
+    }
+
+    pub fn is_comparison(self) -> bool {
+        self.precedence() == 4
+    }
+}
+
+impl File {
+    /// The same tree with every span set to `0..0`.
+    pub fn without_spans(&self) -> File {
+        let mut f = self.clone();
+        for e in &mut f.events {
+            e.strip_spans();
+        }
+        f
+    }
+
+    /// Whether both trees say the same thing, wherever it was written.
+    pub fn eq_ignoring_spans(&self, other: &File) -> bool {
+        self.without_spans() == other.without_spans()
+    }
+}
+
+impl Event {
+    fn strip_spans(&mut self) {
+        self.name_span = Span::default();
+        self.span = Span::default();
+        for f in &mut self.filters {
+            f.span = Span::default();
+            for c in &mut f.conds {
+                c.field_span = Span::default();
+                c.value_span = Span::default();
+            }
+        }
+        self.when.strip_spans();
+        if let Some(per) = &mut self.per {
+            per.span = Span::default();
+            if let PerKind::Fields(fields) = &mut per.kind {
+                for g in fields {
+                    g.span = Span::default();
+                    for l in &mut g.lens {
+                        l.span = Span::default();
+                    }
+                }
+            }
+        }
+        if let Some(q) = &mut self.every {
+            q.span = Span::default();
+        }
+    }
+}
+
+impl Expr {
+    fn strip_spans(&mut self) {
+        self.span = Span::default();
+        match &mut self.kind {
+            ExprKind::Num(q) => q.span = Span::default(),
+            ExprKind::Var(_) => {}
+            ExprKind::Call { func_span, arg, .. } => {
+                *func_span = Span::default();
+                arg.strip_spans();
+            }
+            ExprKind::Unary { op_span, expr, .. } => {
+                *op_span = Span::default();
+                expr.strip_spans();
+            }
+            ExprKind::Binary {
+                op_span, left, right, ..
+            } => {
+                *op_span = Span::default();
+                left.strip_spans();
+                right.strip_spans();
+            }
+        }
+    }
+}

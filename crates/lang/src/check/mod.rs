@@ -1,0 +1,67 @@
+//! The checker: semantic checks on the syntax tree, and lowering to the
+//! [`spec`](crate::spec) model.
+//!
+//! Checking and lowering are one pass: each part of an event is lowered
+//! by its own module ([`filter`], [`pred`], [`per`], [`every`]), which
+//! pushes a diagnostic for every problem it finds and goes on, so that one
+//! run reports every mistake in every event. An event with any problem
+//! produces no [`EventSpec`].
+//!
+//! The meaning of the lowered model is the contract in `docs/semantics.md`.
+
+mod every;
+mod filter;
+mod per;
+mod pred;
+
+use std::collections::HashMap;
+
+use crate::ast::{Event, File};
+use crate::error::{codes, Diagnostic};
+use crate::span::Span;
+use crate::spec::EventSpec;
+
+/// Lowers every event of `file`, pushing a diagnostic per problem.
+pub fn lower_file(file: &File, diags: &mut Vec<Diagnostic>) -> Vec<EventSpec> {
+    let mut first_by_name: HashMap<&str, Span> = HashMap::new();
+    let mut specs = Vec::new();
+    for e in &file.events {
+        if let Some(first) = first_by_name.get(e.name.as_str()) {
+            diags.push(
+                Diagnostic::new(
+                    codes::DUPLICATE_EVENT,
+                    format!("duplicate event name `{}`", e.name),
+                    e.name_span,
+                )
+                .here("defined again here")
+                .label(*first, "first defined here")
+                .help("event names must be unique in a file: rename one of them"),
+            );
+        } else {
+            first_by_name.insert(&e.name, e.name_span);
+        }
+        if let Some(spec) = lower_event(e, diags) {
+            specs.push(spec);
+        }
+    }
+    specs
+}
+
+fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
+    let before = diags.len();
+    let filters = filter::lower_filters(&e.filters, diags);
+    let granularity = per::lower_per(e.per.as_ref(), diags);
+    let interval_ns = every::lower_every(e.every.as_ref(), diags);
+    // Rates need the interval; with a bad one, check the rest against the default.
+    let predicate = pred::lower_pred(&e.when, interval_ns.unwrap_or(every::DEFAULT_NS), diags);
+    if diags.len() > before {
+        return None;
+    }
+    Some(EventSpec {
+        name: e.name.clone(),
+        filters,
+        predicate: predicate?,
+        granularity,
+        interval_ns: interval_ns?,
+    })
+}

@@ -1,0 +1,453 @@
+//! The parser: tokens to an [`ast::File`](crate::ast::File).
+//!
+//! Recursive descent over the token list. A file is a list of events; an
+//! event runs from its `event` keyword to the next `event` or the end of
+//! input, so after an error the parser skips to the next `event` and goes
+//! on: every broken event gets one diagnostic, and the well-formed ones
+//! still come out (see [`parse_partial`]).
+//!
+//! The grammar of expressions is in [`expr`]; this module handles events
+//! and clauses.
+
+mod expr;
+
+pub use expr::MAX_DEPTH;
+
+use crate::ast::{
+    Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField, Per, PerKind, PrefixLen, Quantity,
+};
+use crate::error::{codes, Diagnostic};
+use crate::lexer::lex;
+use crate::span::Span;
+use crate::suggest::closest;
+use crate::token::{Token, TokenKind};
+
+/// The words that start a clause.
+const CLAUSES: [&str; 4] = ["filter", "when", "per", "every"];
+
+/// Words that can never be a name, variable or value.
+const KEYWORDS: [&str; 9] = [
+    "event", "filter", "when", "per", "every", "and", "or", "not", "in",
+];
+
+fn is_keyword(s: &str) -> bool {
+    KEYWORDS.contains(&s)
+}
+
+type PResult<T> = Result<T, Diagnostic>;
+
+/// Parses what can be parsed: the events that are well-formed, and one
+/// diagnostic per lexical error and per broken event.
+pub fn parse_partial(src: &str) -> (File, Vec<Diagnostic>) {
+    let (toks, mut diags) = lex(src);
+    let mut p = Parser { toks: &toks, pos: 0 };
+    let file = p.file(&mut diags);
+    (file, diags)
+}
+
+struct Parser<'t> {
+    toks: &'t [Token],
+    /// Index of the next token to read.
+    pos: usize,
+}
+
+impl<'t> Parser<'t> {
+    fn peek(&self) -> Option<&'t Token> {
+        self.toks.get(self.pos)
+    }
+
+    fn peek_kind(&self) -> Option<&'t TokenKind> {
+        self.peek().map(|t| &t.kind)
+    }
+
+    fn bump(&mut self) -> Option<&'t Token> {
+        let t = self.toks.get(self.pos);
+        if t.is_some() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    /// Consumes the next token if `f` accepts it.
+    fn eat(&mut self, f: impl Fn(&TokenKind) -> bool) -> Option<&'t Token> {
+        let t = self.peek().filter(|t| f(&t.kind))?;
+        self.pos += 1;
+        Some(t)
+    }
+
+    /// The span of the last token read (where "end of input" errors point).
+    fn prev_span(&self) -> Span {
+        self.pos
+            .checked_sub(1)
+            .and_then(|i| self.toks.get(i))
+            .map_or(Span::default(), |t| t.span)
+    }
+
+    /// "expected WHAT, found …" at the next token.
+    fn expected(&self, what: &str) -> Diagnostic {
+        match self.peek() {
+            Some(t) => Diagnostic::new(
+                codes::UNEXPECTED_TOKEN,
+                format!("expected {what}, found {}", t.kind),
+                t.span,
+            )
+            .here(format!("expected {what}")),
+            None => Diagnostic::new(
+                codes::UNEXPECTED_TOKEN,
+                format!("expected {what}, found end of input"),
+                self.prev_span(),
+            )
+            .here(format!("expected {what} after this")),
+        }
+    }
+
+    fn skip_to_event(&mut self) {
+        while self.peek().is_some_and(|t| !t.is_word("event")) {
+            self.pos += 1;
+        }
+    }
+
+    fn file(&mut self, diags: &mut Vec<Diagnostic>) -> File {
+        let mut events = Vec::new();
+        if self.peek().is_some_and(|t| !t.is_word("event")) {
+            diags.push(
+                self.expected("`event`")
+                    .help("a file is a list of events, each starting with `event NAME`"),
+            );
+            self.skip_to_event();
+        }
+        while self.peek().is_some() {
+            match self.event() {
+                Ok(e) => events.push(e),
+                Err(d) => {
+                    diags.push(d);
+                    self.skip_to_event();
+                }
+            }
+        }
+        File { events }
+    }
+
+    fn event(&mut self) -> PResult<Event> {
+        let kw = self.bump().map_or(Span::default(), |t| t.span);
+        let (name, name_span) = match self.peek() {
+            Some(Token {
+                kind: TokenKind::Ident(s),
+                span,
+            }) if !is_keyword(s) && s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => {
+                self.pos += 1;
+                (s.clone(), *span)
+            }
+            _ => {
+                let d = self.expected("an event name after `event`");
+                let d = Diagnostic {
+                    code: codes::BAD_EVENT_NAME,
+                    ..d
+                };
+                return Err(d.help("name the event, e.g. `event heavy_flows`"));
+            }
+        };
+        let mut filters = Vec::new();
+        let mut when: Option<(Span, Expr)> = None;
+        let mut per: Option<(Span, Per)> = None;
+        let mut every: Option<(Span, Quantity)> = None;
+        while let Some(t) = self.peek() {
+            let TokenKind::Ident(word) = &t.kind else {
+                return Err(self.unknown_clause(!filters.is_empty()));
+            };
+            match word.as_str() {
+                "event" => break,
+                "filter" => {
+                    self.pos += 1;
+                    filters.push(self.filter(t.span)?);
+                }
+                "when" => {
+                    check_duplicate(&when, "when", t.span)?;
+                    self.pos += 1;
+                    let e = self.expr_after("`when`")?;
+                    when = Some((t.span, e));
+                }
+                "per" => {
+                    check_duplicate(&per, "per", t.span)?;
+                    self.pos += 1;
+                    per = Some((t.span, self.per(t.span)?));
+                }
+                "every" => {
+                    check_duplicate(&every, "every", t.span)?;
+                    self.pos += 1;
+                    every = Some((t.span, self.every()?));
+                }
+                _ => return Err(self.unknown_clause(!filters.is_empty())),
+            }
+        }
+        let Some((_, when)) = when else {
+            return Err(Diagnostic::new(
+                codes::MISSING_WHEN,
+                format!("event `{name}` has no `when` clause"),
+                name_span,
+            )
+            .here("this event has no predicate")
+            .help("every event needs a predicate, e.g. `when sum(volume) > 125KB`"));
+        };
+        Ok(Event {
+            name,
+            name_span,
+            filters,
+            when,
+            per: per.map(|(_, p)| p),
+            every: every.map(|(_, q)| q),
+            span: kw.to(self.prev_span()),
+        })
+    }
+
+    fn unknown_clause(&self, had_filter: bool) -> Diagnostic {
+        let d = self.expected("a clause (`filter`, `when`, `per`, `every`) or the next `event`");
+        let Some(t) = self.peek() else { return d };
+        let d = Diagnostic {
+            code: codes::UNKNOWN_CLAUSE,
+            labels: Vec::new(),
+            ..d
+        }
+        .here("not a clause");
+        match &t.kind {
+            TokenKind::Ident(w) if (w == "or") && had_filter => d.help(
+                "all conditions of a filter must hold; to match either, write one `filter` clause for each",
+            ),
+            TokenKind::OrOr if had_filter => d.help(
+                "all conditions of a filter must hold; to match either, write one `filter` clause for each",
+            ),
+            TokenKind::Ident(w) => match closest(w, CLAUSES.into_iter().chain(["event"])) {
+                Some(s) => d.help(format!("did you mean `{s}`?")),
+                None => d.help("each clause starts with `filter`, `when`, `per` or `every`"),
+            },
+            _ => d.help("each clause starts with `filter`, `when`, `per` or `every`"),
+        }
+    }
+
+    fn filter(&mut self, kw: Span) -> PResult<FilterClause> {
+        if let Some(star) = self.eat(|k| *k == TokenKind::Star) {
+            return Ok(FilterClause {
+                conds: Vec::new(),
+                span: kw.to(star.span),
+            });
+        }
+        let mut conds = vec![self.cond()?];
+        while self
+            .eat(|k| *k == TokenKind::AndAnd || k.is_word("and"))
+            .is_some()
+        {
+            conds.push(self.cond()?);
+        }
+        Ok(FilterClause {
+            conds,
+            span: kw.to(self.prev_span()),
+        })
+    }
+
+    fn field(&mut self, what: &str, extra: &[&'static str]) -> PResult<(Field, Span)> {
+        let names = || {
+            Field::ALL
+                .into_iter()
+                .map(Field::name)
+                .chain(extra.iter().copied())
+        };
+        let list = names().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        match self.peek() {
+            Some(Token {
+                kind: TokenKind::Ident(w),
+                span,
+            }) if !is_keyword(w) => {
+                if let Some(f) = Field::from_name(w) {
+                    self.pos += 1;
+                    return Ok((f, *span));
+                }
+                let d = Diagnostic::new(codes::UNKNOWN_FIELD, format!("unknown {what} `{w}`"), *span)
+                    .here("not a field");
+                if w.contains("tuple") && extra.contains(&"5tuple") {
+                    return Err(d.help("write `5tuple`"));
+                }
+                Err(match closest(w, names()) {
+                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    None => d.help(format!("the fields are {list}")),
+                })
+            }
+            Some(Token {
+                kind: TokenKind::Int(5),
+                ..
+            }) if extra.contains(&"5tuple") => Err(self
+                .expected(&format!("a {what}"))
+                .help("write `5tuple`, without a space or a dash")),
+            _ => Err(self
+                .expected(&format!("a {what}"))
+                .help(format!("the fields are {list}"))),
+        }
+    }
+
+    fn cond(&mut self) -> PResult<Cond> {
+        let (field, field_span) = self.field("filter field", &[])?;
+        if self
+            .eat(|k| matches!(k, TokenKind::Assign | TokenKind::EqEq) || k.is_word("in"))
+            .is_none()
+        {
+            return Err(self.expected(&format!("`=` or `in` after `{}`", field.name())));
+        }
+        let value_start = self.peek().map(|t| t.span);
+        let value = self.cond_value(field)?;
+        let value_span = value_start.unwrap_or_default().to(self.prev_span());
+        Ok(Cond {
+            field,
+            field_span,
+            value,
+            value_span,
+        })
+    }
+
+    fn cond_value(&mut self, field: Field) -> PResult<CondValue> {
+        let Some(t) = self.peek() else {
+            return Err(self.expected(&format!("a value for `{}`", field.name())));
+        };
+        let value = match &t.kind {
+            TokenKind::Star => CondValue::Any,
+            TokenKind::Addr(text) => {
+                let Ok(addr) = text.parse() else {
+                    return Err(Diagnostic::new(
+                        codes::BAD_ADDRESS,
+                        format!("invalid IP address `{text}`"),
+                        t.span,
+                    )
+                    .here("not an IP address")
+                    .help("write an IPv4 address like `10.0.128.0` or an IPv6 address like `2001:db8::`"));
+                };
+                self.pos += 1;
+                let len = match self.eat(|k| *k == TokenKind::Slash) {
+                    Some(_) => Some(self.int("a prefix length after `/`")?.0),
+                    None => None,
+                };
+                return Ok(CondValue::Addr { addr, len });
+            }
+            TokenKind::Int(n) => {
+                self.pos += 1;
+                if self.eat(|k| *k == TokenKind::DotDot).is_some() {
+                    let (hi, _) = self.int("the end of the range after `..`")?;
+                    return Ok(CondValue::Range(*n, hi));
+                }
+                if self.peek_kind() == Some(&TokenKind::Slash) {
+                    return Err(
+                        Diagnostic::new(codes::BAD_ADDRESS, "incomplete IP address", t.span)
+                            .here("not an IP address")
+                            .help("write all four parts of an IPv4 address, e.g. `10.0.0.0/8`"),
+                    );
+                }
+                return Ok(CondValue::Int(*n));
+            }
+            TokenKind::Ident(w) if !is_keyword(w) => CondValue::Name(w.clone()),
+            _ => {
+                return Err(self.expected(&format!("a value for `{}`", field.name())).help(
+                    "values are addresses or prefixes, numbers, ranges `LO..HI`, protocol names, or `*`",
+                ))
+            }
+        };
+        self.pos += 1;
+        Ok(value)
+    }
+
+    fn int(&mut self, what: &str) -> PResult<(u64, Span)> {
+        match self.peek() {
+            Some(Token {
+                kind: TokenKind::Int(n),
+                span,
+            }) => {
+                self.pos += 1;
+                Ok((*n, *span))
+            }
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    fn per(&mut self, kw: Span) -> PResult<Per> {
+        let kind = if self.five_tuple() {
+            PerKind::FiveTuple
+        } else if self.eat(|k| *k == TokenKind::LParen).is_some() {
+            let mut fields = vec![self.group_field()?];
+            while self.eat(|k| *k == TokenKind::Comma).is_some() {
+                fields.push(self.group_field()?);
+            }
+            if self.eat(|k| *k == TokenKind::RParen).is_none() {
+                return Err(self.expected("`,` or `)`"));
+            }
+            PerKind::Fields(fields)
+        } else {
+            let mut fields = vec![self.group_field()?];
+            while self
+                .eat(|k| *k == TokenKind::AndAnd || k.is_word("and"))
+                .is_some()
+            {
+                fields.push(self.group_field()?);
+            }
+            PerKind::Fields(fields)
+        };
+        Ok(Per {
+            kind,
+            span: kw.to(self.prev_span()),
+        })
+    }
+
+    /// `5tuple`: the number 5 immediately followed by the word `tuple`.
+    fn five_tuple(&mut self) -> bool {
+        let (Some(five), Some(tuple)) = (self.toks.get(self.pos), self.toks.get(self.pos + 1)) else {
+            return false;
+        };
+        let found =
+            five.kind == TokenKind::Int(5) && tuple.is_word("tuple") && five.span.end == tuple.span.start;
+        if found {
+            self.pos += 2;
+        }
+        found
+    }
+
+    fn group_field(&mut self) -> PResult<GroupField> {
+        let (field, span) = self.field("granularity field", &["5tuple"])?;
+        let mut lens = Vec::new();
+        while self.eat(|k| *k == TokenKind::Slash).is_some() {
+            let (value, span) = self.int("a prefix length after `/`")?;
+            if lens.len() == 2 {
+                return Err(
+                    Diagnostic::new(codes::BAD_GRANULARITY, "too many prefix lengths", span)
+                        .help("write at most two: the IPv4 and the IPv6 length, e.g. `src_ip/24/64`"),
+                );
+            }
+            lens.push(PrefixLen { value, span });
+        }
+        Ok(GroupField {
+            field,
+            lens,
+            span: span.to(self.prev_span()),
+        })
+    }
+
+    fn every(&mut self) -> PResult<Quantity> {
+        if !matches!(self.peek_kind(), Some(TokenKind::Int(_) | TokenKind::Dec(_))) {
+            return Err(self
+                .expected("a duration after `every`")
+                .help("write e.g. `every 10ms` or `every 1s`"));
+        }
+        self.quantity()
+    }
+}
+
+fn check_duplicate<T>(first: &Option<(Span, T)>, clause: &str, here: Span) -> PResult<()> {
+    let Some((first, _)) = first else { return Ok(()) };
+    let help = match clause {
+        "when" => "an event has one predicate; combine conditions with `and` or `or`",
+        "per" => "list all the fields in one clause, e.g. `per (src_ip/24, dst_port)`",
+        _ => "an event has one interval",
+    };
+    Err(Diagnostic::new(
+        codes::DUPLICATE_CLAUSE,
+        format!("duplicate `{clause}` clause"),
+        here,
+    )
+    .here(format!("second `{clause}` clause"))
+    .label(*first, format!("first `{clause}` clause here"))
+    .help(help))
+}

@@ -1,0 +1,194 @@
+//! The canonical pretty-printer: `Display` for the syntax tree.
+//!
+//! The output is the canonical form of a source: one clause per line,
+//! indented two spaces, in the order `filter`s, `when`, `per`, `every`; a
+//! blank line between events; comments dropped; words instead of `&&`,
+//! `||`, `!`; the fewest parentheses that keep the tree's shape; a unit
+//! written right after its number (`125KB`). Parsing the output gives back
+//! the same tree, up to spans.
+
+use std::fmt::{self, Display, Formatter};
+
+use crate::ast::{
+    Cond, CondValue, Event, Expr, ExprKind, File, FilterClause, GroupField, NumLit, Per, PerKind, Quantity,
+    UnOp, Unit,
+};
+
+impl Display for File {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.events.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for Event {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        writeln!(f, "event {}", self.name)?;
+        for filter in &self.filters {
+            writeln!(f, "  {filter}")?;
+        }
+        writeln!(f, "  when {}", self.when)?;
+        if let Some(per) = &self.per {
+            writeln!(f, "  {per}")?;
+        }
+        if let Some(every) = &self.every {
+            writeln!(f, "  every {every}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for FilterClause {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        if self.conds.is_empty() {
+            return f.write_str("filter *");
+        }
+        f.write_str("filter ")?;
+        for (i, c) in self.conds.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" and ")?;
+            }
+            write!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for Cond {
+    /// `in` for ranges and for prefixes shorter than a full address, `=` otherwise.
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let field = self.field.name();
+        match &self.value {
+            CondValue::Any => write!(f, "{field} = *"),
+            CondValue::Int(n) => write!(f, "{field} = {n}"),
+            CondValue::Range(lo, hi) => write!(f, "{field} in {lo}..{hi}"),
+            CondValue::Name(n) => write!(f, "{field} = {n}"),
+            CondValue::Addr { addr, len: None } => write!(f, "{field} = {addr}"),
+            CondValue::Addr { addr, len: Some(len) } => {
+                let full = if addr.is_ipv4() { 32 } else { 128 };
+                let op = if *len < full { "in" } else { "=" };
+                write!(f, "{field} {op} {addr}/{len}")
+            }
+        }
+    }
+}
+
+impl Display for Per {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            PerKind::FiveTuple => f.write_str("per 5tuple"),
+            PerKind::Fields(fields) if fields.len() == 1 => write!(f, "per {}", fields[0]),
+            PerKind::Fields(fields) => {
+                f.write_str("per (")?;
+                for (i, g) in fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{g}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+impl Display for GroupField {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(self.field.name())?;
+        for l in &self.lens {
+            write!(f, "/{}", l.value)?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for Quantity {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.value)?;
+        if let Some(u) = self.unit {
+            write!(f, "{u}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for NumLit {
+    /// A decimal always shows its point (`2.0`), so that it reads back as a decimal.
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            NumLit::Int(n) => write!(f, "{n}"),
+            NumLit::Dec(x) => {
+                let s = x.to_string();
+                f.write_str(&s)?;
+                if !s.contains('.') {
+                    f.write_str(".0")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Display for Unit {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Binding strength of an expression's top node; see `parser::expr`.
+fn precedence(e: &Expr) -> u8 {
+    match &e.kind {
+        ExprKind::Binary { op, .. } => op.precedence(),
+        ExprKind::Unary { op: UnOp::Not, .. } => 3,
+        ExprKind::Unary { op: UnOp::Neg, .. } => 7,
+        ExprKind::Num(_) | ExprKind::Var(_) | ExprKind::Call { .. } => 8,
+    }
+}
+
+/// Writes `e`, in parentheses if it binds looser than `min`.
+fn write_at(f: &mut Formatter<'_>, e: &Expr, min: u8) -> fmt::Result {
+    if precedence(e) < min {
+        write!(f, "({e})")
+    } else {
+        write!(f, "{e}")
+    }
+}
+
+impl Display for Expr {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ExprKind::Num(q) => write!(f, "{q}"),
+            ExprKind::Var(v) => f.write_str(v),
+            ExprKind::Call { func, arg, .. } => write!(f, "{func}({arg})"),
+            ExprKind::Unary {
+                op: UnOp::Not, expr, ..
+            } => {
+                f.write_str("not ")?;
+                write_at(f, expr, 3)
+            }
+            ExprKind::Unary {
+                op: UnOp::Neg, expr, ..
+            } => {
+                f.write_str("-")?;
+                write_at(f, expr, 7)
+            }
+            ExprKind::Binary { op, left, right, .. } => {
+                let p = op.precedence();
+                // Left-associative; comparisons do not chain, so neither side may be one.
+                let (lmin, rmin) = if op.is_comparison() {
+                    (p + 1, p + 1)
+                } else {
+                    (p, p + 1)
+                };
+                write_at(f, left, lmin)?;
+                write!(f, " {} ", op.symbol())?;
+                write_at(f, right, rmin)
+            }
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! Snapshots of the rendered text of typical mistakes (plain, no color).
+//!
+//! Trailing spaces are ignored: `ariadne` pads some lines.
+
+use clarion_lang::check;
+
+#[track_caller]
+fn assert_renders(src: &str, expected: &str) {
+    let diags = match check(src) {
+        Ok(specs) => panic!("expected an error, got {specs:?}"),
+        Err(d) => d,
+    };
+    let got = diags.render("rack.clarion", src, false);
+    let trim = |s: &str| {
+        s.lines()
+            .map(str::trim_end)
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim()
+            .to_string()
+    };
+    let (got, expected) = (trim(&got), trim(expected));
+    assert!(got == expected, "rendered:\n{got}\n\nexpected:\n{expected}");
+}
+
+#[test]
+fn host_bits_set() {
+    assert_renders(
+        "event rack\n  filter dst_ip in 10.0.128.1/24\n  when sum(volume) > 125KB\n",
+        r#"
+[E0303] Error: `10.0.128.1/24` has bits set after the first 24
+   ╭─[ rack.clarion:2:20 ]
+   │
+ 2 │   filter dst_ip in 10.0.128.1/24
+   │                    ──────┬──────
+   │                          ╰──────── host bits set
+   │
+   │ Help: did you mean 10.0.128.0/24?
+───╯
+"#,
+    );
+}
+
+#[test]
+fn misspelt_clause() {
+    assert_renders(
+        "event rack\n  wehn sum(volume) > 125KB\n",
+        r#"
+[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`) or the next `event`, found `wehn`
+   ╭─[ rack.clarion:2:3 ]
+   │
+ 2 │   wehn sum(volume) > 125KB
+   │   ──┬─
+   │     ╰─── not a clause
+   │
+   │ Help: did you mean `when`?
+───╯
+"#,
+    );
+}
+
+#[test]
+fn duplicate_event_name() {
+    assert_renders(
+        "event rack\n  when sum(volume) > 125KB\n\nevent rack\n  when count(packets) > 10\n",
+        r#"
+[E0301] Error: duplicate event name `rack`
+   ╭─[ rack.clarion:4:7 ]
+   │
+ 1 │ event rack
+   │       ──┬─
+   │         ╰─── first defined here
+   │
+ 4 │ event rack
+   │       ──┬─
+   │         ╰─── defined again here
+   │
+   │ Help: event names must be unique in a file: rename one of them
+───╯
+"#,
+    );
+}
+
+#[test]
+fn unknown_variable() {
+    assert_renders(
+        "event rack\n  when sum(volum) > 125KB\n",
+        r#"
+[E0310] Error: unknown variable `volum`
+   ╭─[ rack.clarion:2:12 ]
+   │
+ 2 │   when sum(volum) > 125KB
+   │            ──┬──
+   │              ╰──── not a variable
+   │
+   │ Help: did you mean `volume`?
+───╯
+"#,
+    );
+}
+
+#[test]
+fn bare_per_packet_variable() {
+    assert_renders(
+        "event low_ttl\n  when ttl < 5\n",
+        r#"
+[E0311] Error: `ttl` is a per-packet value and needs an aggregate
+   ╭─[ rack.clarion:2:8 ]
+   │
+ 2 │   when ttl < 5
+   │        ─┬─
+   │         ╰─── needs an aggregate
+   │
+   │ Help: wrap it in an aggregate, e.g. `max(ttl) > 5` or `sum(ttl) > 5`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn division_inside_aggregate() {
+    assert_renders(
+        "event half\n  when sum(volume / 2) > 1KB\n",
+        r#"
+[E0315] Error: division is not allowed inside an aggregate
+   ╭─[ rack.clarion:2:19 ]
+   │
+ 2 │   when sum(volume / 2) > 1KB
+   │        ─┬─        ┬
+   │         │         ╰── division
+   │         │
+   │         ╰──────────── in this aggregate
+   │
+   │ Help: divide the aggregate instead: `sum(volume) / 2`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn percent_needs_sum_or_count() {
+    assert_renders(
+        "event loss\n  when max(ttl) > 10%\n",
+        r#"
+[E0317] Error: a percentage must be compared with a `sum(...)` or `count(...)`
+   ╭─[ rack.clarion:2:19 ]
+   │
+ 2 │   when max(ttl) > 10%
+   │                   ─┬─
+   │                    ╰─── not compared with a `sum` or `count`
+   │
+   │ Help: a percentage is a share of the group's packets, e.g. `sum(is_lost) > 10%`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn unit_case() {
+    assert_renders(
+        "event rack\n  when sum(volume) > 125kb\n",
+        r#"
+[E0207] Error: unknown unit `kb`
+   ╭─[ rack.clarion:2:25 ]
+   │
+ 2 │   when sum(volume) > 125kb
+   │                         ─┬
+   │                          ╰── not a unit
+   │
+   │ Help: did you mean `KB`? (units are case-sensitive)
+───╯
+"#,
+    );
+}
+
+#[test]
+fn missing_when() {
+    assert_renders(
+        "event rack\n  filter dst_ip in 10.0.128.0/24\n  per 5tuple\n",
+        r#"
+[E0203] Error: event `rack` has no `when` clause
+   ╭─[ rack.clarion:1:7 ]
+   │
+ 1 │ event rack
+   │       ──┬─
+   │         ╰─── this event has no predicate
+   │
+   │ Help: every event needs a predicate, e.g. `when sum(volume) > 125KB`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn duplicate_when() {
+    assert_renders(
+        "event rack\n  when sum(volume) > 125KB\n  when count(packets) > 10\n",
+        r#"
+[E0204] Error: duplicate `when` clause
+   ╭─[ rack.clarion:3:3 ]
+   │
+ 2 │   when sum(volume) > 125KB
+   │   ──┬─
+   │     ╰─── first `when` clause here
+ 3 │   when count(packets) > 10
+   │   ──┬─
+   │     ╰─── second `when` clause
+   │
+   │ Help: an event has one predicate; combine conditions with `and` or `or`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn chained_comparison() {
+    assert_renders(
+        "event band\n  when 1KB < sum(volume) < 2KB\n",
+        r#"
+[E0205] Error: comparisons cannot be chained
+   ╭─[ rack.clarion:2:26 ]
+   │
+ 2 │   when 1KB < sum(volume) < 2KB
+   │            ┬             ┬
+   │            │             ╰── second comparison
+   │            │
+   │            ╰──────────────── after this comparison
+   │
+   │ Help: compare twice and join with `and`, e.g. `a < b and b < c`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn nested_aggregate() {
+    assert_renders(
+        "event spread\n  when sum(max(ttl)) > 10\n",
+        r#"
+[E0314] Error: aggregates cannot be nested
+   ╭─[ rack.clarion:2:12 ]
+   │
+ 2 │   when sum(max(ttl)) > 10
+   │        ─┬─ ─┬─
+   │         │   ╰─── nested aggregate
+   │         │
+   │         ╰─────── inside this aggregate
+   │
+   │ Help: an aggregate's argument is computed per packet; combine aggregates outside, e.g. `max(ttl) - min(ttl) > 10`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn lastepoch_in_aggregate() {
+    assert_renders(
+        "event acks\n  when sum(ack_lastepoch) > 10\n",
+        r#"
+[E0312] Error: `ack_lastepoch` cannot be used inside an aggregate
+   ╭─[ rack.clarion:2:12 ]
+   │
+ 2 │   when sum(ack_lastepoch) > 10
+   │        ─┬─ ──────┬──────
+   │         │        ╰──────── one value per group
+   │         │
+   │         ╰───────────────── in this aggregate
+   │
+   │ Help: `ack_lastepoch` is one value per group, not per packet: use it outside the aggregate
+───╯
+"#,
+    );
+}
+
+#[test]
+fn empty_port_range() {
+    assert_renders(
+        "event high_ports\n  filter dst_port in 1024..80\n  when count(packets) > 10\n",
+        r#"
+[E0302] Error: the port range `1024..80` is empty
+   ╭─[ rack.clarion:2:22 ]
+   │
+ 2 │   filter dst_port in 1024..80
+   │                      ────┬───
+   │                          ╰───── empty range
+   │
+   │ Help: write the lower port first: `80..1024`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn interval_without_unit() {
+    assert_renders(
+        "event rack\n  when sum(volume) > 125KB\n  every 10\n",
+        r#"
+[E0330] Error: the interval has no unit
+   ╭─[ rack.clarion:3:9 ]
+   │
+ 3 │   every 10
+   │         ─┬
+   │          ╰── no unit
+   │
+   │ Help: write `every 10ms`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn unknown_protocol() {
+    assert_renders(
+        "event rack\n  filter proto = tpc\n  when sum(volume) > 125KB\n",
+        r#"
+[E0302] Error: unknown protocol `tpc`
+   ╭─[ rack.clarion:2:18 ]
+   │
+ 2 │   filter proto = tpc
+   │                  ─┬─
+   │                   ╰─── unknown protocol
+   │
+   │ Help: did you mean `tcp`?
+───╯
+"#,
+    );
+}
+
+#[test]
+fn unclosed_parenthesis() {
+    assert_renders(
+        "event rack\n  when (sum(volume) > 125KB\n  per 5tuple\n",
+        r#"
+[E0201] Error: expected `)`, found `per`
+   ╭─[ rack.clarion:3:3 ]
+   │
+ 2 │   when (sum(volume) > 125KB
+   │        ┬
+   │        ╰── to close this parenthesis
+ 3 │   per 5tuple
+   │   ─┬─
+   │    ╰─── expected `)`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn or_between_conditions() {
+    assert_renders(
+        "event web\n  filter dst_port = 80 or dst_port = 443\n  when count(packets) > 10\n",
+        r#"
+[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`) or the next `event`, found `or`
+   ╭─[ rack.clarion:2:24 ]
+   │
+ 2 │   filter dst_port = 80 or dst_port = 443
+   │                        ─┬
+   │                         ╰── not a clause
+   │
+   │ Help: all conditions of a filter must hold; to match either, write one `filter` clause for each
+───╯
+"#,
+    );
+}
+
+#[test]
+fn field_twice_in_filter() {
+    assert_renders(
+        "event web\n  filter dst_port = 80 and dst_port = 443\n  when count(packets) > 10\n",
+        r#"
+[E0304] Error: `dst_port` appears twice in one filter
+   ╭─[ rack.clarion:2:28 ]
+   │
+ 2 │   filter dst_port = 80 and dst_port = 443
+   │          ────┬───          ────┬───
+   │              │                 ╰───── second condition on this field
+   │              │
+   │              ╰─────────────────────── first condition on it here
+   │
+   │ Help: all conditions of a filter must hold; to match either value, write two `filter` clauses
+───╯
+"#,
+    );
+}
+
+#[test]
+fn two_errors_in_two_events() {
+    assert_renders(
+        "event a\n  when sum(volume) > 1XB\n\nevent b\n  filter vlan = 5000\n  when count(packets) > 1\n",
+        r#"
+[E0207] Error: unknown unit `XB`
+   ╭─[ rack.clarion:2:23 ]
+   │
+ 2 │   when sum(volume) > 1XB
+   │                       ─┬
+   │                        ╰── not a unit
+   │
+   │ Help: did you mean `KB`?
+───╯
+[E0302] Error: VLAN id 5000 is out of range
+   ╭─[ rack.clarion:5:17 ]
+   │
+ 5 │   filter vlan = 5000
+   │                 ──┬─
+   │                   ╰─── out of range
+   │
+   │ Help: VLAN ids are 0 to 4095
+───╯
+"#,
+    );
+}

@@ -1,0 +1,210 @@
+//! parse → print → parse gives back the same tree, for random trees that
+//! use every construct of the syntax (including ones the checker refuses:
+//! the printer and parser do not care about meaning).
+
+use std::net::IpAddr;
+
+use clarion_lang::ast::{
+    BinOp, Cond, CondValue, Event, Expr, ExprKind, Field, File, FilterClause, GroupField, NumLit, Per,
+    PerKind, PrefixLen, Quantity, UnOp, Unit,
+};
+use clarion_lang::parse;
+use clarion_lang::span::Span;
+use proptest::prelude::*;
+
+const KEYWORDS: [&str; 9] = [
+    "event", "filter", "when", "per", "every", "and", "or", "not", "in",
+];
+
+fn word() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "volume",
+            "size",
+            "ttl",
+            "is_lost",
+            "ack_lastepoch",
+            "tcp",
+            "sum",
+            "KB",
+            "s"
+        ])
+        .prop_map(String::from),
+        "[a-z_][a-z0-9_]{0,7}".prop_filter("keyword", |w| !KEYWORDS.contains(&w.as_str())),
+    ]
+}
+
+fn name() -> impl Strategy<Value = String> {
+    "[A-Za-z_][A-Za-z0-9_-]{0,10}".prop_filter("keyword", |w| !KEYWORDS.contains(&w.as_str()))
+}
+
+fn field() -> impl Strategy<Value = Field> {
+    prop::sample::select(Field::ALL.to_vec())
+}
+
+fn num() -> impl Strategy<Value = NumLit> {
+    prop_oneof![
+        any::<u64>().prop_map(NumLit::Int),
+        (0u64..100_000).prop_map(NumLit::Int),
+        any::<f64>()
+            .prop_filter("finite", |x| x.is_finite())
+            .prop_map(|x| NumLit::Dec(x.abs())),
+        (0u32..10_000, 1u32..1000).prop_map(|(a, b)| NumLit::Dec(f64::from(a) / f64::from(b))),
+    ]
+}
+
+fn quantity() -> impl Strategy<Value = Quantity> {
+    (num(), prop::option::of(prop::sample::select(Unit::ALL.to_vec()))).prop_map(|(value, unit)| Quantity {
+        value,
+        unit,
+        span: Span::default(),
+    })
+}
+
+fn expr() -> impl Strategy<Value = Expr> {
+    let mk = |kind| Expr {
+        kind,
+        span: Span::default(),
+    };
+    let leaf = prop_oneof![quantity().prop_map(ExprKind::Num), word().prop_map(ExprKind::Var)].prop_map(mk);
+    let ops = vec![
+        BinOp::Or,
+        BinOp::And,
+        BinOp::Lt,
+        BinOp::Le,
+        BinOp::Gt,
+        BinOp::Ge,
+        BinOp::Eq,
+        BinOp::Ne,
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+    ];
+    leaf.prop_recursive(8, 64, 2, move |inner| {
+        prop_oneof![
+            (word(), inner.clone()).prop_map(|(func, arg)| ExprKind::Call {
+                func,
+                func_span: Span::default(),
+                arg: Box::new(arg)
+            }),
+            (prop::sample::select(vec![UnOp::Neg, UnOp::Not]), inner.clone()).prop_map(|(op, e)| {
+                ExprKind::Unary {
+                    op,
+                    op_span: Span::default(),
+                    expr: Box::new(e),
+                }
+            }),
+            (prop::sample::select(ops.clone()), inner.clone(), inner).prop_map(|(op, l, r)| {
+                ExprKind::Binary {
+                    op,
+                    op_span: Span::default(),
+                    left: Box::new(l),
+                    right: Box::new(r),
+                }
+            }),
+        ]
+        .prop_map(move |kind| Expr {
+            kind,
+            span: Span::default(),
+        })
+    })
+}
+
+fn addr() -> impl Strategy<Value = IpAddr> {
+    prop_oneof![
+        any::<u32>().prop_map(|a| IpAddr::from(a.to_be_bytes())),
+        any::<u128>().prop_map(|a| IpAddr::from(a.to_be_bytes())),
+        any::<u32>().prop_map(|a| IpAddr::V6(std::net::Ipv4Addr::from(a).to_ipv6_mapped())),
+        (any::<u16>(), 0u32..128).prop_map(|(a, s)| IpAddr::from((u128::from(a) << s).to_be_bytes())),
+    ]
+}
+
+fn cond() -> impl Strategy<Value = Cond> {
+    let value = prop_oneof![
+        Just(CondValue::Any),
+        any::<u64>().prop_map(CondValue::Int),
+        (any::<u64>(), any::<u64>()).prop_map(|(a, b)| CondValue::Range(a, b)),
+        (addr(), prop::option::of(0u64..200)).prop_map(|(addr, len)| CondValue::Addr { addr, len }),
+        word().prop_map(CondValue::Name),
+    ];
+    (field(), value).prop_map(|(field, value)| Cond {
+        field,
+        field_span: Span::default(),
+        value,
+        value_span: Span::default(),
+    })
+}
+
+fn per() -> impl Strategy<Value = Per> {
+    let len = any::<u64>().prop_map(|value| PrefixLen {
+        value,
+        span: Span::default(),
+    });
+    let gf = (field(), prop::collection::vec(len, 0..=2)).prop_map(|(field, lens)| GroupField {
+        field,
+        lens,
+        span: Span::default(),
+    });
+    prop_oneof![
+        Just(PerKind::FiveTuple),
+        prop::collection::vec(gf, 1..5).prop_map(PerKind::Fields)
+    ]
+    .prop_map(|kind| Per {
+        kind,
+        span: Span::default(),
+    })
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    let filter = prop::collection::vec(cond(), 0..4).prop_map(|conds| FilterClause {
+        conds,
+        span: Span::default(),
+    });
+    (
+        name(),
+        prop::collection::vec(filter, 0..3),
+        expr(),
+        prop::option::of(per()),
+        prop::option::of(quantity()),
+    )
+        .prop_map(|(name, filters, when, per, every)| Event {
+            name,
+            name_span: Span::default(),
+            filters,
+            when,
+            per,
+            every,
+            span: Span::default(),
+        })
+}
+
+fn file() -> impl Strategy<Value = File> {
+    prop::collection::vec(event(), 0..4).prop_map(|events| File { events })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn print_then_parse_gives_the_same_tree(f in file()) {
+        let printed = f.to_string();
+        let parsed = match parse(&printed) {
+            Ok(p) => p,
+            Err(d) => return Err(TestCaseError::fail(d.render("printed", &printed, false))),
+        };
+        prop_assert_eq!(parsed.without_spans(), f, "printed:\n{}", printed);
+        prop_assert_eq!(parsed.to_string(), printed);
+    }
+
+    #[test]
+    fn spans_point_into_the_source(f in file()) {
+        let printed = f.to_string();
+        let parsed = parse(&printed).map_err(|d| TestCaseError::fail(d.to_string()))?;
+        for e in &parsed.events {
+            prop_assert_eq!(&printed[e.name_span.range()], e.name.as_str());
+            prop_assert!(printed[e.span.range()].starts_with("event "));
+            prop_assert_eq!(printed[e.when.span.range()].to_string(), e.when.to_string());
+        }
+    }
+}
