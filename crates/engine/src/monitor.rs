@@ -502,7 +502,7 @@ impl Monitor {
                 }
                 groups.push((key, vals));
             }
-            groups.sort_by(|a, b| a.0.cmp(&b.0));
+            groups.sort_by_key(|g| g.0);
             trig.history.push_back(WindowValues { window, groups });
             while trig.history.len() > self.config.history_windows {
                 trig.history.pop_front();

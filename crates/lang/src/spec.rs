@@ -35,11 +35,11 @@ impl EventSpec {
     }
 
     /// Variables the predicate uses that the monitor does not compute yet
-    /// (the TCP connection-state variables), in first-use order.
+    /// (the TCP connection-state variables and every `X_lastepoch`), in first-use order.
     pub fn unsupported_variables(&self) -> Vec<Var> {
         let mut out = Vec::new();
         self.predicate.visit_vars(&mut |v| {
-            if !v.base.is_implemented() && !out.contains(&v) {
+            if (!v.base.is_implemented() || v.last_epoch) && !out.contains(&v) {
                 out.push(v);
             }
         });

@@ -1,0 +1,360 @@
+//! Random events over the traffic pool of [`crate::pool`].
+//!
+//! Thresholds are derived from a rough "typical value" carried along with
+//! every generated expression, so that predicates fire often but not always
+//! on the generated traffic; a predicate that never (or always) fires tests
+//! little.
+
+use clarion_lang::spec::{
+    AggCall, AggFunc, ArithOp, BaseVar, CmpOp, EventSpec, Filter, Granularity, IpPrefix, PacketExpr,
+    PortRange, Pred, PrefixLens, Var,
+};
+use proptest::prelude::*;
+use proptest::sample::select;
+
+use crate::pool;
+
+const MS: u64 = 1_000_000;
+
+/// Event intervals: multiples of 1 ms whose mixtures give varied gcd epochs.
+pub const INTERVALS_MS: [u64; 9] = [1, 2, 3, 5, 10, 20, 25, 50, 100];
+
+/// Name stems: their order differs from the generation order, so sorting by name is exercised.
+const NAMES: [&str; 5] = ["heavy", "a", "zz", "Loss", "scan"];
+
+/// Up to `max` events (at least one when `max > 0`) with unique names, using
+/// only the variables the monitor implements.
+pub fn arb_events(max: usize) -> impl Strategy<Value = Vec<EventSpec>> {
+    let min = usize::from(max > 0);
+    prop::collection::vec((select(&NAMES[..]), arb_event_body()), min..=max).prop_map(|bodies| {
+        bodies
+            .into_iter()
+            .enumerate()
+            .map(
+                |(i, (word, (filters, predicate, granularity, interval_ns)))| EventSpec {
+                    // The index keeps names unique; the word varies their sort order against event order.
+                    name: format!("{word}{i}"),
+                    filters,
+                    predicate,
+                    granularity,
+                    interval_ns,
+                },
+            )
+            .collect()
+    })
+}
+
+fn arb_event_body() -> impl Strategy<Value = (Vec<Filter>, Pred, Granularity, u64)> {
+    (
+        arb_filters(),
+        arb_pred(),
+        arb_granularity(),
+        select(&INTERVALS_MS[..]).prop_map(|ms| ms * MS),
+    )
+}
+
+// ---------------------------------------------------------------- filters
+
+/// One to three filters; each field present with some probability, often none (match-all).
+pub fn arb_filters() -> impl Strategy<Value = Vec<Filter>> {
+    prop_oneof![
+        1 => Just(vec![Filter::default()]),
+        4 => prop::collection::vec(arb_filter(), 1..=3),
+    ]
+}
+
+fn sometimes<T: std::fmt::Debug + Clone + 'static>(
+    p: f64,
+    s: impl Strategy<Value = T> + 'static,
+) -> BoxedStrategy<Option<T>> {
+    prop::option::weighted(p, s).boxed()
+}
+
+fn arb_filter() -> impl Strategy<Value = Filter> {
+    (
+        sometimes(0.3, arb_prefix()),
+        sometimes(0.3, arb_prefix()),
+        sometimes(0.2, arb_port_range()),
+        sometimes(0.25, arb_port_range()),
+        sometimes(0.25, select(&pool::PROTOS[..])),
+        sometimes(0.1, select(&pool::VLANS[..])),
+    )
+        .prop_map(|(src_ip, dst_ip, src_port, dst_port, proto, vlan)| Filter {
+            src_ip,
+            dst_ip,
+            src_port,
+            dst_port,
+            proto,
+            vlan,
+        })
+}
+
+/// A prefix of a pool address, so that it matches some of the traffic.
+fn arb_prefix() -> impl Strategy<Value = IpPrefix> {
+    let v4 = (
+        select(&pool::V4[..]),
+        prop_oneof![select(&[0u8, 8, 16, 24, 31, 32][..]), 0u8..=32],
+    );
+    let v6 = (
+        select(&pool::V6[..]),
+        prop_oneof![select(&[0u8, 16, 32, 48, 64, 127, 128][..]), 0u8..=128],
+    );
+    prop_oneof![
+        v4.prop_map(|(a, len)| pool::prefix(a.into(), len)),
+        v6.prop_map(|(a, len)| pool::prefix(a.into(), len)),
+    ]
+}
+
+fn arb_port_range() -> impl Strategy<Value = PortRange> {
+    let around = (
+        select(&pool::PORTS[..]),
+        select(&[0u16, 1, 100, 40_000][..]),
+        0u16..=2,
+    );
+    prop_oneof![
+        3 => select(&pool::PORTS[..]).prop_map(|p| PortRange { lo: p, hi: p }),
+        2 => around.prop_map(|(p, width, skew)| PortRange {
+            lo: p.saturating_sub(width / (skew + 1)),
+            hi: p.saturating_add(width),
+        }),
+        1 => Just(PortRange { lo: 0, hi: u16::MAX }),
+        // A range containing no pool port.
+        1 => Just(PortRange { lo: 1000, hi: 1010 }),
+    ]
+}
+
+// ---------------------------------------------------------------- granularity
+
+pub fn arb_granularity() -> impl Strategy<Value = Granularity> {
+    let lens = prop_oneof![
+        2 => Just(PrefixLens::FULL),
+        1 => select(&[0u8, 8, 16, 24, 32][..]).prop_map(|l| PrefixLens { v4: l, v6: l }),
+        2 => (
+            prop_oneof![select(&[0u8, 8, 16, 24, 32][..]), 0u8..=32],
+            prop_oneof![select(&[0u8, 32, 48, 64, 128][..]), 0u8..=128],
+        )
+            .prop_map(|(v4, v6)| PrefixLens { v4, v6 }),
+    ]
+    .boxed();
+    let any = (
+        sometimes(0.4, lens.clone()),
+        sometimes(0.4, lens),
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(src_ip, dst_ip, src_port, dst_port, proto, vlan)| Granularity {
+            src_ip,
+            dst_ip,
+            src_port,
+            dst_port,
+            proto,
+            vlan,
+        });
+    prop_oneof![
+        1 => Just(Granularity::default()),
+        2 => Just(Granularity::FIVE_TUPLE),
+        4 => any,
+    ]
+}
+
+// ---------------------------------------------------------------- per-packet expressions
+
+/// An expression with a rough typical (positive) magnitude of its value on one packet.
+type Typed = (PacketExpr, f64);
+
+fn var(base: BaseVar) -> PacketExpr {
+    PacketExpr::Var(Var {
+        base,
+        last_epoch: false,
+    })
+}
+
+fn bx<T>(t: T) -> Box<T> {
+    Box::new(t)
+}
+
+/// The implemented variables with a typical value on the generated traffic.
+const VARS: [(BaseVar, f64); 7] = [
+    (BaseVar::Packets, 1.0),
+    (BaseVar::Size, 500.0),
+    (BaseVar::Volume, 400.0),
+    (BaseVar::Ttl, 64.0),
+    (BaseVar::Ecn, 1.0),
+    (BaseVar::TcpFlags, 16.0),
+    (BaseVar::Rwnd, 100_000.0),
+];
+
+fn arb_leaf() -> BoxedStrategy<Typed> {
+    prop_oneof![
+        5 => select(&VARS[..]).prop_map(|(b, t)| (var(b), t)),
+        1 => (0i64..=10).prop_map(|c| (PacketExpr::Int(c), c as f64)),
+    ]
+    .boxed()
+}
+
+/// A factor small enough that products never approach i64 (or the i128 of stddev) limits.
+fn arb_small_factor() -> BoxedStrategy<Typed> {
+    prop_oneof![
+        3 => (0i64..=10).prop_map(|c| (PacketExpr::Int(c), c as f64)),
+        1 => Just((var(BaseVar::Ecn), 1.0)),
+        1 => Just((var(BaseVar::Packets), 1.0)),
+        1 => Just((var(BaseVar::Ttl), 64.0)),
+    ]
+    .boxed()
+}
+
+fn cmp_op() -> impl Strategy<Value = CmpOp> {
+    select(&[CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq, CmpOp::Ne][..])
+}
+
+/// A per-packet expression of nesting depth at most `depth`.
+pub fn arb_expr(depth: u32) -> BoxedStrategy<PacketExpr> {
+    arb_typed_expr(depth).prop_map(|(e, _)| e).boxed()
+}
+
+fn arb_typed_expr(depth: u32) -> BoxedStrategy<Typed> {
+    if depth == 0 {
+        return arb_leaf();
+    }
+    let sub = arb_typed_expr(depth - 1);
+    let factor = select(&[0.0, 0.5, 1.0, 1.5][..]);
+    prop_oneof![
+        6 => arb_leaf(),
+        1 => (sub.clone(), sub.clone()).prop_map(|((l, a), (r, b))| {
+            (PacketExpr::Arith(ArithOp::Add, bx(l), bx(r)), a + b)
+        }),
+        1 => (sub.clone(), sub.clone()).prop_map(|((l, a), (r, b))| {
+            (PacketExpr::Arith(ArithOp::Sub, bx(l), bx(r)), (a - b).abs().max(1.0))
+        }),
+        2 => (sub.clone(), arb_small_factor(), any::<bool>()).prop_map(|((l, a), (r, b), swap)| {
+            let (l, r) = if swap { (r, l) } else { (l, r) };
+            (PacketExpr::Arith(ArithOp::Mul, bx(l), bx(r)), a * b)
+        }),
+        1 => sub.clone().prop_map(|(e, t)| (PacketExpr::Neg(bx(e)), t)),
+        // Comparisons against a constant near the operand's typical value: 0/1 results.
+        3 => (cmp_op(), sub.clone(), factor).prop_map(|(op, (e, t), f)| {
+            let c = PacketExpr::Int((t * f).round() as i64);
+            (PacketExpr::Cmp(op, bx(e), bx(c)), 0.5)
+        }),
+        1 => (sub.clone(), sub.clone()).prop_map(|((l, _), (r, _))| {
+            (PacketExpr::And(bx(l), bx(r)), 0.5)
+        }),
+        1 => (sub.clone(), sub.clone()).prop_map(|((l, _), (r, _))| {
+            (PacketExpr::Or(bx(l), bx(r)), 0.5)
+        }),
+        1 => sub.prop_map(|(e, _)| (PacketExpr::Not(bx(e)), 0.5)),
+    ]
+    .boxed()
+}
+
+// ---------------------------------------------------------------- predicates
+
+/// A predicate expression with a rough typical value for one group in one window.
+type TypedPred = (Pred, f64);
+
+/// Packets per group and window the thresholds assume.
+const GROUP_PACKETS: f64 = 4.0;
+
+fn arb_agg() -> BoxedStrategy<TypedPred> {
+    (select(&AggFunc::ALL[..]), arb_typed_expr(2))
+        .prop_map(|(func, (arg, t))| {
+            let typical = match func {
+                AggFunc::Sum => t * GROUP_PACKETS,
+                AggFunc::Count => GROUP_PACKETS / 2.0,
+                AggFunc::Min | AggFunc::Max | AggFunc::Avg => t,
+                AggFunc::Stddev => t / 3.0,
+            };
+            (Pred::Agg(AggCall { func, arg }), typical)
+        })
+        .boxed()
+}
+
+fn packets_sum() -> Pred {
+    Pred::Agg(AggCall {
+        func: AggFunc::Sum,
+        arg: var(BaseVar::Packets),
+    })
+}
+
+/// Numeric predicate expressions over aggregates (before comparison).
+fn arb_numeric() -> BoxedStrategy<TypedPred> {
+    let agg = arb_agg();
+    let num = select(&[0.5, 1.0, 2.0, 3.0, 10.0][..]).prop_map(|x| (Pred::Num(x), x));
+    prop_oneof![
+        6 => agg.clone(),
+        1 => (agg.clone(), agg.clone()).prop_map(|((l, a), (r, b))| {
+            (Pred::Arith(ArithOp::Add, bx(l), bx(r)), a + b)
+        }),
+        1 => (agg.clone(), agg.clone()).prop_map(|((l, a), (r, b))| {
+            (Pred::Arith(ArithOp::Sub, bx(l), bx(r)), (a - b).abs())
+        }),
+        1 => (agg.clone(), num.clone()).prop_map(|((l, a), (r, b))| {
+            (Pred::Arith(ArithOp::Mul, bx(l), bx(r)), a * b)
+        }),
+        // Division can hit zero: the predicate must then be undefined, not infinite.
+        1 => (agg.clone(), agg.clone()).prop_map(|((l, a), (r, b))| {
+            (Pred::Arith(ArithOp::Div, bx(l), bx(r)), a / b.max(1.0))
+        }),
+        1 => (agg, num).prop_map(|((l, a), (r, b))| (Pred::Arith(ArithOp::Div, bx(l), bx(r)), a / b)),
+    ]
+    .boxed()
+}
+
+/// A percentage in the lowered form: `sum(e)` or `count(e)` over `sum(packets)`, against a ratio.
+fn arb_percentage() -> BoxedStrategy<Pred> {
+    let ratio = select(&[0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0][..]);
+    (
+        select(&[AggFunc::Sum, AggFunc::Count][..]),
+        arb_expr(2),
+        cmp_op(),
+        ratio,
+    )
+        .prop_map(|(func, arg, op, r)| {
+            let share = Pred::Arith(
+                ArithOp::Div,
+                bx(Pred::Agg(AggCall { func, arg })),
+                bx(packets_sum()),
+            );
+            Pred::Cmp(op, bx(share), bx(Pred::Num(r)))
+        })
+        .boxed()
+}
+
+fn arb_atom() -> BoxedStrategy<Pred> {
+    let factor = select(&[0.0, 0.3, 0.8, 1.0, 1.5, 3.0][..]);
+    prop_oneof![
+        6 => (cmp_op(), arb_numeric(), factor, any::<bool>()).prop_map(|(op, (l, t), f, round)| {
+            let x = t * f;
+            // Rounded thresholds give `==` a chance to hold on integer aggregates.
+            let x = if round { x.round() } else { x };
+            Pred::Cmp(op, bx(l), bx(Pred::Num(x)))
+        }),
+        2 => arb_percentage(),
+        // Two aggregates compared directly.
+        1 => (cmp_op(), arb_agg(), arb_agg()).prop_map(|(op, (l, _), (r, _))| Pred::Cmp(op, bx(l), bx(r))),
+        // A bare aggregate is true when non-zero and defined.
+        1 => arb_agg().prop_map(|(p, _)| p),
+        1 => arb_numeric().prop_map(|(p, _)| Pred::Neg(bx(p))),
+    ]
+    .boxed()
+}
+
+/// A predicate: atoms combined with `and`, `or`, `not` (two levels at most).
+pub fn arb_pred() -> BoxedStrategy<Pred> {
+    let atom = arb_atom();
+    let level1 = prop_oneof![
+        4 => atom.clone(),
+        1 => (atom.clone(), atom.clone()).prop_map(|(l, r)| Pred::And(bx(l), bx(r))),
+        1 => (atom.clone(), atom.clone()).prop_map(|(l, r)| Pred::Or(bx(l), bx(r))),
+        1 => atom.prop_map(|p| Pred::Not(bx(p))),
+    ]
+    .boxed();
+    prop_oneof![
+        4 => level1.clone(),
+        1 => (level1.clone(), level1.clone()).prop_map(|(l, r)| Pred::Or(bx(l), bx(r))),
+        1 => (level1.clone(), level1).prop_map(|(l, r)| Pred::And(bx(l), bx(r))),
+    ]
+    .boxed()
+}
