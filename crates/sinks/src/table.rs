@@ -1,0 +1,370 @@
+//! A table for terminals: fixed-width columns, printed as reports stream.
+//!
+//! Reports arrive one at a time and the table never sees the end, so column
+//! widths can't be measured: they are fixed, and a too-long event name or
+//! group is cut with an ellipsis (the JSON output has everything). Layout:
+//!
+//! ```text
+//! EVENT                 WINDOW               GROUP                                               VALUES
+//! -- 2026-11-22 UTC --
+//! heavy_tcp_flows       06:01:10.840   10ms  10.0.128.11:51068 > 10.20.93.10:5204 tcp            sum(volume)=60816
+//! ```
+
+use std::fmt::Write as _;
+use std::io::{BufWriter, Write};
+use std::net::IpAddr;
+
+use clarion_report::{proto_name, rfc3339, GroupKey, Report};
+
+use crate::{ReportSink, SinkError, State};
+
+const EVENT_WIDTH: usize = 20;
+/// `HH:MM:SS.mmm` plus a space plus the window length, right-aligned in 6.
+const WINDOW_WIDTH: usize = 12 + 1 + LEN_WIDTH;
+const LEN_WIDTH: usize = 6;
+/// Fits an IPv4 5-tuple with room to spare and a short IPv6 one exactly.
+const GROUP_WIDTH: usize = 50;
+const GAP: &str = "  ";
+
+const LEGEND: &str = "! partial view: the window was not seen in full, or packets were dropped, \
+                      malformed or untracked (the JSON report's completeness says which)";
+
+/// Writes reports as rows of a table for people, buffered: a header before
+/// the first row, a date line before the first row of each UTC date, and
+/// a trailing `!` on rows whose completeness is not lossless (explained by a
+/// legend line under the first such row). Times are UTC.
+#[derive(Debug)]
+pub struct TableSink<W: Write> {
+    out: BufWriter<W>,
+    header_done: bool,
+    legend_done: bool,
+    /// `YYYY-MM-DD` of the last row written.
+    date: String,
+    row: String,
+    state: State,
+}
+
+impl<W: Write> TableSink<W> {
+    pub fn new(out: W) -> Self {
+        TableSink {
+            out: BufWriter::new(out),
+            header_done: false,
+            legend_done: false,
+            date: String::new(),
+            row: String::with_capacity(256),
+            state: State::Open,
+        }
+    }
+
+    /// The destination, for inspection. Buffered rows are not in it yet.
+    pub fn get_ref(&self) -> &W {
+        self.out.get_ref()
+    }
+
+    /// Flushes and gives back the destination.
+    pub fn into_inner(mut self) -> Result<W, SinkError> {
+        ReportSink::flush(&mut self)?;
+        self.out.into_inner().map_err(|e| SinkError::from(e.into_error()))
+    }
+
+    /// Renders everything the report adds to the output into `self.row`.
+    fn render(&mut self, r: &Report) {
+        let row = &mut self.row;
+        row.clear();
+        // Writing to a String can't fail; the results are ignored.
+        if !self.header_done {
+            let _ = writeln!(
+                row,
+                "{:<EVENT_WIDTH$}{GAP}{:<WINDOW_WIDTH$}{GAP}{:<GROUP_WIDTH$}{GAP}VALUES",
+                "EVENT", "WINDOW", "GROUP"
+            );
+            self.header_done = true;
+        }
+        let stamp = rfc3339(r.window.start_ns);
+        // `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`; the fallbacks only guard the slicing.
+        let date = stamp.get(..10).unwrap_or(&stamp);
+        let time = stamp.get(11..23).unwrap_or(&stamp);
+        if date != self.date {
+            let _ = writeln!(row, "-- {date} UTC --");
+            self.date = date.to_string();
+        }
+        let length = duration_text(r.window.end_ns.saturating_sub(r.window.start_ns));
+        let _ = write!(
+            row,
+            "{:<EVENT_WIDTH$}{GAP}{time} {length:>LEN_WIDTH$}{GAP}{:<GROUP_WIDTH$}{GAP}",
+            cut(&r.event, EVENT_WIDTH),
+            cut(&group_text(&r.group), GROUP_WIDTH),
+        );
+        for (i, (name, v)) in r.values.iter().enumerate() {
+            let sep = if i == 0 { "" } else { GAP };
+            let _ = write!(row, "{sep}{name}={}", value_text(*v));
+        }
+        let lossy = !r.completeness.is_lossless();
+        if lossy {
+            row.push_str(" !");
+        }
+        // No trailing blanks when there are no values to show.
+        row.truncate(row.trim_end().len());
+        row.push('\n');
+        if lossy && !self.legend_done {
+            row.push_str(LEGEND);
+            row.push('\n');
+            self.legend_done = true;
+        }
+    }
+}
+
+impl<W: Write> ReportSink for TableSink<W> {
+    fn write(&mut self, report: &Report) -> Result<(), SinkError> {
+        self.state.check()?;
+        self.render(report);
+        let written = self.out.write_all(self.row.as_bytes()).map_err(SinkError::from);
+        self.state.record(written)
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        self.state.check()?;
+        let flushed = self.out.flush().map_err(SinkError::from);
+        self.state.record(flushed)
+    }
+}
+
+/// `s` cut to `width` characters, the last one an ellipsis when cut.
+fn cut(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+/// `10ms`, `1s`, `1500ms`: the largest unit that divides the length exactly.
+fn duration_text(ns: u64) -> String {
+    const US: u64 = 1_000;
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000_000_000;
+    if ns == 0 {
+        return "0s".into();
+    }
+    for (unit, suffix) in [(S, "s"), (MS, "ms"), (US, "us")] {
+        // Not `is_multiple_of`: it needs Rust 1.87, and the workspace supports 1.80.
+        let rest = ns % unit;
+        if rest == 0 {
+            return format!("{}{suffix}", ns / unit);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// Integers as integers; fractions to 3 decimals, or 4 significant digits
+/// when smaller than 1; huge values in exponent form; undefined (NaN) as
+/// `undefined`.
+fn value_text(v: f64) -> String {
+    if v.is_nan() {
+        return "undefined".into();
+    }
+    if v.is_infinite() || v.abs() >= 9.007_199_254_740_992e15 {
+        // Beyond 2^53 the digits would be noise.
+        return format!("{v:e}");
+    }
+    if v.fract() == 0.0 {
+        return format!("{v}");
+    }
+    let magnitude = v.abs().log10().floor();
+    // Clamped, so the cast is exact: 3 decimals from 1 up, more below.
+    let decimals = (3.0 - magnitude).clamp(3.0, 17.0) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// `10.0.0.1:443 > 10.0.0.2:51234 tcp` for a 5-tuple of full addresses,
+/// otherwise `field=value` pairs (`none` for a port or VLAN the packets
+/// lack); `*` when the key has no field at all.
+fn group_text(g: &GroupKey) -> String {
+    let full = |(a, len): (IpAddr, u8)| len == if a.is_ipv4() { 32 } else { 128 };
+    if let (Some(src), Some(dst), Some(sp), Some(dp), Some(proto)) =
+        (g.src_ip, g.dst_ip, g.src_port, g.dst_port, g.proto)
+    {
+        if full(src) && full(dst) {
+            let proto = proto_name(proto)
+                .map(str::to_string)
+                .unwrap_or_else(|| proto.to_string());
+            let mut s = format!("{} > {} {proto}", endpoint(src.0, sp), endpoint(dst.0, dp));
+            if let Some(vlan) = g.vlan {
+                let _ = write!(
+                    s,
+                    " vlan={}",
+                    vlan.map_or_else(|| "none".to_string(), |v| v.to_string())
+                );
+            }
+            return s;
+        }
+    }
+    let fields = g.fields();
+    if fields.is_empty() {
+        return "*".into();
+    }
+    let pairs: Vec<String> = fields
+        .into_iter()
+        .map(|(name, text)| format!("{name}={}", text.as_deref().unwrap_or("none")))
+        .collect();
+    pairs.join(" ")
+}
+
+fn endpoint(addr: IpAddr, port: Option<u16>) -> String {
+    match (addr, port) {
+        (_, None) => addr.to_string(),
+        (IpAddr::V4(a), Some(p)) => format!("{a}:{p}"),
+        (IpAddr::V6(a), Some(p)) => format!("[{a}]:{p}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use clarion_report::{Completeness, GroupKey};
+
+    use super::*;
+    use crate::test_util::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn render(reports: &[Report]) -> String {
+        let mut sink = TableSink::new(Vec::new());
+        for r in reports {
+            sink.write(r).unwrap();
+        }
+        String::from_utf8(sink.into_inner().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn snapshot() {
+        let mut partial = report(
+            "port_scan",
+            T0 + 1_160 * MS,
+            1_000 * MS,
+            GroupKey {
+                src_ip: Some((ip("10.0.128.12"), 32)),
+                dst_ip: Some((ip("10.20.93.10"), 32)),
+                ..GroupKey::default()
+            },
+            &[("count(tcp_flags == 2)", 66.0)],
+        );
+        partial.completeness.complete = false;
+        let mut dropped = report(
+            "icmp_watch",
+            T0 + 1_200 * MS,
+            100 * MS,
+            GroupKey {
+                src_ip: Some((ip("10.0.128.11"), 32)),
+                dst_ip: Some((ip("10.20.93.10"), 32)),
+                src_port: Some(None),
+                dst_port: Some(None),
+                proto: Some(1),
+                vlan: Some(None),
+            },
+            &[("min(ttl)", 1.0)],
+        );
+        dropped.completeness = Completeness {
+            packets: 10,
+            dropped: 3,
+            complete: true,
+            ..Completeness::default()
+        };
+        let reports = [
+            report(
+                "heavy_tcp_flows",
+                T0,
+                10 * MS,
+                five_tuple("10.0.128.11", 51068, "10.20.93.10", 5204, 6),
+                &[("sum(volume)", 60816.0)],
+            ),
+            report(
+                "bulk_tcp_without_ecn",
+                T0,
+                500 * MS,
+                five_tuple("fd00:0:128::12", 35454, "fd00:20:93::10", 5202, 6),
+                &[("sum(volume)", 937_000.0), ("count(ecn == 0)", 0.987_654_3)],
+            ),
+            report(
+                "a_rather_long_event_name",
+                T0 + 10 * MS,
+                1_500 * MS,
+                GroupKey {
+                    src_ip: Some((ip("10.0.128.0"), 24)),
+                    dst_ip: Some((ip("2001:db8:1234:5678:9abc:def0:1234:5678"), 128)),
+                    dst_port: Some(None),
+                    vlan: Some(Some(100)),
+                    proto: Some(132),
+                    ..GroupKey::default()
+                },
+                &[
+                    ("avg(size)", 1234.5678),
+                    ("min(rwnd)", f64::NAN),
+                    ("avg(ecn)", 0.000_123_456),
+                ],
+            ),
+            partial,
+            dropped,
+            report(
+                "everything",
+                T0 + 86_400_000 * MS,
+                10 * MS,
+                GroupKey::default(),
+                &[],
+            ),
+        ];
+        let expected = "\
+EVENT                 WINDOW               GROUP                                               VALUES
+-- 2026-11-22 UTC --
+heavy_tcp_flows       06:01:10.840   10ms  10.0.128.11:51068 > 10.20.93.10:5204 tcp            sum(volume)=60816
+bulk_tcp_without_ecn  06:01:10.840  500ms  [fd00:0:128::12]:35454 > [fd00:20:93::10]:5202 tcp  sum(volume)=937000  count(ecn == 0)=0.9877
+a_rather_long_event…  06:01:10.850 1500ms  src_ip=10.0.128.0/24 dst_ip=2001:db8:1234:5678:9a…  avg(size)=1234.568  min(rwnd)=undefined  avg(ecn)=0.0001235
+port_scan             06:01:12.000     1s  src_ip=10.0.128.12 dst_ip=10.20.93.10               count(tcp_flags == 2)=66 !
+! partial view: the window was not seen in full, or packets were dropped, malformed or untracked (the JSON report's completeness says which)
+icmp_watch            06:01:12.040  100ms  10.0.128.11 > 10.20.93.10 icmp vlan=none            min(ttl)=1 !
+-- 2026-11-23 UTC --
+everything            06:01:10.840   10ms  *
+";
+        assert_eq!(render(&reports), expected);
+    }
+
+    #[test]
+    fn nothing_written_prints_nothing() {
+        assert_eq!(render(&[]), "");
+    }
+
+    #[test]
+    fn values_read_naturally() {
+        assert_eq!(value_text(125_001.0), "125001");
+        assert_eq!(value_text(-3.0), "-3");
+        assert_eq!(value_text(12.5), "12.5");
+        assert_eq!(value_text(2.0 / 3.0), "0.6667");
+        assert_eq!(value_text(f64::NAN), "undefined");
+        assert_eq!(value_text(1e300), "1e300");
+    }
+
+    #[test]
+    fn durations_use_the_largest_exact_unit() {
+        assert_eq!(duration_text(10 * MS), "10ms");
+        assert_eq!(duration_text(3_600_000 * MS), "3600s");
+        assert_eq!(duration_text(1_500 * MS), "1500ms");
+        assert_eq!(duration_text(1_500), "1500ns");
+        assert_eq!(duration_text(2_000), "2us");
+    }
+
+    #[test]
+    fn broken_pipe_is_distinct_and_sticky() {
+        let r = report("e", T0, 10 * MS, GroupKey::default(), &[]);
+        let mut sink = TableSink::new(Failing(io::ErrorKind::BrokenPipe));
+        sink.write(&r).unwrap();
+        assert!(matches!(sink.flush(), Err(SinkError::BrokenPipe)));
+        assert!(matches!(sink.write(&r), Err(SinkError::BrokenPipe)));
+    }
+}
