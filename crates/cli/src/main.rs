@@ -1,1 +1,61 @@
-fn main() {}
+//! The `clarion` binary: argument parsing and dispatch only. Each command
+//! lives in its own module; errors become one `clarion:`-prefixed message
+//! and an exit status (0 ok, 1 runtime failure, 2 bad usage or bad events).
+
+mod args;
+mod check;
+mod run;
+mod summary;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+/// How a command failed, which decides the exit status.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad usage or an invalid events file: exit 2. The message is already rendered.
+    Usage(String),
+    /// Runtime failure: exit 1.
+    Runtime(anyhow::Error),
+    /// Standard output was closed by the reader (`| head`): exit 0 quietly.
+    BrokenPipe,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Runtime(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // clap prints help/version to stdout with exit 0 and usage errors with exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::Run(a) => run::run(&a),
+        Command::Check(a) => check::check(&a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(Failure::BrokenPipe) => ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            eprint!("{msg}");
+            if !msg.ends_with('\n') {
+                eprintln!();
+            }
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(e)) => {
+            eprintln!("clarion: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

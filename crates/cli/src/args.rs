@@ -1,0 +1,169 @@
+//! Command-line arguments: parsing only; `run.rs` and `check.rs` do the work.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const ABOUT: &str = "Clarion: per-packet network event monitoring.
+
+Clarion inspects every packet, keeps per-flow statistics, and reports each
+time window in which a user-defined event (filter + predicate + flow
+granularity + time interval) holds — precisely, because nothing is sampled.";
+
+const AFTER_HELP: &str = "Examples:
+  Run the bundled events on the bundled capture, as a table:
+    clarion run --pcap examples/demo.pcap --events examples/demo.clarion --format table
+
+  Write JSON lines for another program:
+    clarion run --pcap trace.pcapng --events rack.clarion --output reports.jsonl
+
+  Validate an events file and print it in canonical form:
+    clarion check examples/paper.clarion
+
+Exit status: 0 ok, 1 runtime failure (unreadable or damaged capture, write
+error), 2 bad usage or an invalid events file.
+Language reference: docs/language.md. Report schema: docs/reports.md.";
+
+#[derive(Parser, Debug)]
+#[command(name = "clarion", version, about = ABOUT, after_help = AFTER_HELP, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Monitor a capture file and report every window in which an event holds.
+    #[command(after_help = RUN_AFTER_HELP)]
+    Run(RunArgs),
+    /// Validate an events file and print it in canonical form.
+    #[command(after_help = CHECK_AFTER_HELP)]
+    Check(CheckArgs),
+}
+
+const RUN_AFTER_HELP: &str = "Examples:
+  clarion run --pcap examples/demo.pcap --events examples/demo.clarion
+  tcpdump -i eth0 -w - | clarion run --pcap - --events rack.clarion --format json
+
+Reports go to standard output (or --output) as they are produced; the
+summary and any warning go to standard error. A damaged capture is processed
+up to the damage, then reported with the packet number and byte offset, and
+the exit status is 1.";
+
+const CHECK_AFTER_HELP: &str = "Examples:
+  clarion check examples/paper.clarion
+  clarion check --quiet rack.clarion && echo valid
+
+Errors name the line and column, underline the span and suggest a fix.";
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Capture file to read (pcap or pcapng; '-' reads standard input).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: PathBuf,
+
+    /// Events file (the Clarion event language, conventionally *.clarion).
+    #[arg(long, value_name = "FILE")]
+    pub events: PathBuf,
+
+    /// Report format: 'json' (one JSON object per line, schema clarion.report/1),
+    /// 'table' (aligned columns for people), or 'auto' (table on a terminal, else json).
+    #[arg(long, value_enum, default_value_t = Format::Auto, value_name = "FORMAT")]
+    pub format: Format,
+
+    /// Write reports to FILE instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Host name put in every report (default: this machine's name).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+
+    /// Most flows tracked at once; packets of further flows are counted as untracked.
+    #[arg(long, default_value_t = 1 << 20, value_name = "N")]
+    pub flow_capacity: usize,
+
+    /// Forget a flow after it has been idle this long (e.g. 60s, 500ms).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub flow_timeout: u64,
+
+    /// Show a progress bar: 'auto' (when standard error is a terminal), 'always', 'never'.
+    #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN")]
+    pub progress: When,
+
+    /// Do not print the summary at the end.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Events file to check.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Only validate; print nothing on success.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    /// Colour in error messages: 'auto', 'always', 'never'.
+    #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN")]
+    pub color: When,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Auto,
+    Json,
+    Table,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum When {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Parses `60s`, `500ms`, `2m`, `1h`, `250us` into nanoseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration; write e.g. 60s or 500ms"))?;
+    let mult: u64 = match unit {
+        "ns" => 1,
+        "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" | "" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{s}`; use ns, us, ms, s, m or h"
+            ))
+        }
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s"), Ok(60_000_000_000));
+        assert_eq!(parse_duration("500ms"), Ok(500_000_000));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

@@ -1,0 +1,50 @@
+//! `clarion check`: validate an events file and print its canonical form.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::args::{CheckArgs, When};
+use crate::Failure;
+
+pub fn check(a: &CheckArgs) -> Result<ExitCode, Failure> {
+    let src = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read events file {}", a.file.display()))
+        .map_err(|e| Failure::Usage(format!("clarion: {e:#}")))?;
+    let name = a.file.display().to_string();
+    let color = match a.color {
+        When::Always => true,
+        When::Never => false,
+        When::Auto => std::io::stderr().is_terminal(),
+    };
+    let file = clarion_lang::parse(&src).map_err(|d| Failure::Usage(d.render(&name, &src, color)))?;
+    let specs = clarion_lang::lower(&file).map_err(|d| Failure::Usage(d.render(&name, &src, color)))?;
+    if a.quiet {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = std::io::stdout().lock();
+    let text = file.to_string();
+    let written = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    if let Err(e) = written {
+        return if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Err(Failure::BrokenPipe)
+        } else {
+            Err(Failure::Runtime(
+                anyhow::Error::new(e).context("cannot write to standard output"),
+            ))
+        };
+    }
+    for s in specs.iter() {
+        let pending = s.unsupported_variables();
+        if !pending.is_empty() {
+            let names: Vec<String> = pending.iter().map(ToString::to_string).collect();
+            eprintln!(
+                "clarion: note: event `{}` is valid but uses {}, which `clarion run` does not compute yet",
+                s.name,
+                names.join(", ")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

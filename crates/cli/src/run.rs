@@ -1,0 +1,189 @@
+//! `clarion run`: capture file → parser → monitor → report sink.
+//!
+//! This is the pipeline's seam: a source yields raw frames, the wire parser
+//! turns each into a record, per-packet stages (today the monitor) consume
+//! records, and reports go to a sink. Live capture, flow export and packet
+//! export plug in at those three points.
+
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use clarion_capture::{CaptureFile, PacketSource};
+use clarion_engine::{Monitor, MonitorConfig, Report, Unparsed};
+use clarion_sinks::{JsonLinesSink, ReportSink, SinkError, TableSink};
+
+use crate::args::{Format, RunArgs, When};
+use crate::summary::Summary;
+use crate::Failure;
+
+/// Reads and checks an events file; errors are rendered for the terminal.
+pub fn load_events(path: &Path) -> Result<Vec<clarion_lang::spec::EventSpec>, Failure> {
+    let src = std::fs::read_to_string(path).map_err(|e| {
+        Failure::Usage(format!(
+            "clarion: cannot read events file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let name = path.display().to_string();
+    let specs = clarion_lang::check(&src)
+        .map_err(|d| Failure::Usage(d.render(&name, &src, std::io::stderr().is_terminal())))?;
+    if specs.is_empty() {
+        return Err(Failure::Usage(format!(
+            "clarion: {name} defines no events; add one, e.g.\n\n  event big_flows\n    when sum(volume) > 1MB\n"
+        )));
+    }
+    Ok(specs)
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn sink_error(e: SinkError) -> Failure {
+    match e {
+        SinkError::BrokenPipe => Failure::BrokenPipe,
+        other => Failure::Runtime(anyhow!(other).context("cannot write reports")),
+    }
+}
+
+fn open_sink(a: &RunArgs) -> Result<Box<dyn ReportSink>, Failure> {
+    let (writer, is_tty): (Box<dyn Write>, bool) = match &a.output {
+        Some(p) => {
+            let f = File::create(p)
+                .with_context(|| format!("cannot create output file {}", p.display()))
+                .map_err(Failure::Runtime)?;
+            (Box::new(f), false)
+        }
+        None => {
+            let out = std::io::stdout();
+            let tty = out.is_terminal();
+            (Box::new(out), tty)
+        }
+    };
+    let table = match a.format {
+        Format::Table => true,
+        Format::Json => false,
+        Format::Auto => is_tty,
+    };
+    Ok(if table {
+        Box::new(TableSink::new(writer))
+    } else {
+        Box::new(JsonLinesSink::new(writer))
+    })
+}
+
+fn progress_bar(a: &RunArgs, total: Option<u64>) -> Option<ProgressBar> {
+    let show = match a.progress {
+        When::Always => true,
+        When::Never => false,
+        When::Auto => std::io::stderr().is_terminal() && !a.quiet,
+    };
+    if !show {
+        return None;
+    }
+    let bar = match total {
+        Some(t) => ProgressBar::with_draw_target(Some(t), ProgressDrawTarget::stderr()),
+        None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+    };
+    let style =
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.enable_steady_tick(Duration::from_millis(200));
+    Some(bar)
+}
+
+pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
+    let specs = load_events(&a.events)?;
+    let n_events = specs.len();
+    let config = MonitorConfig {
+        flow_capacity: a.flow_capacity,
+        flow_timeout_ns: a.flow_timeout,
+        host: a.host.clone().unwrap_or_else(host_name),
+        ..MonitorConfig::default()
+    };
+    let mut monitor = Monitor::new(config);
+    for s in specs {
+        monitor
+            .install(s)
+            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", a.events.display())))?;
+    }
+    let mut source = CaptureFile::open(&a.pcap)
+        .with_context(|| format!("cannot read capture {}", a.pcap.display()))
+        .map_err(Failure::Runtime)?;
+    let mut sink = open_sink(a)?;
+    let bar = progress_bar(a, source.stats().bytes_total);
+
+    let started = Instant::now();
+    let mut reports: Vec<Report> = Vec::new();
+    let mut damage = None;
+    let mut frames: u64 = 0;
+    while let Some(item) = source.next_packet() {
+        let raw = match item {
+            Ok(raw) => raw,
+            Err(e) if e.is_fatal() => {
+                damage = Some(e);
+                break;
+            }
+            Err(e) => {
+                // E.g. a pcapng interface of an unsupported link type: its packets are skipped.
+                eprintln!("clarion: warning: {e}");
+                continue;
+            }
+        };
+        frames += 1;
+        match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
+            Ok(rec) => monitor.process(&rec, &mut reports),
+            Err(e) if e.is_not_ip() => monitor.note_unparsed(raw.ts_ns, Unparsed::NotIp, &mut reports),
+            Err(_) => monitor.note_unparsed(raw.ts_ns, Unparsed::Malformed, &mut reports),
+        }
+        if !reports.is_empty() {
+            write_all(&mut *sink, &mut reports)?;
+        }
+        if frames % 65_536 == 0 {
+            if let Some(b) = &bar {
+                b.set_position(source.stats().bytes_read);
+            }
+        }
+    }
+    monitor.finish(&mut reports);
+    write_all(&mut *sink, &mut reports)?;
+    sink.flush().map_err(sink_error)?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let elapsed = started.elapsed();
+    if !a.quiet {
+        let s = Summary {
+            counters: monitor.counters(),
+            frames,
+            elapsed,
+            events: n_events,
+        };
+        eprint!("{s}");
+    }
+    match damage {
+        Some(e) => {
+            eprintln!("clarion: warning: {e}; reports cover the packets before the damage");
+            Ok(ExitCode::from(1))
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn write_all(sink: &mut dyn ReportSink, reports: &mut Vec<Report>) -> Result<(), Failure> {
+    for r in reports.drain(..) {
+        sink.write(&r).map_err(sink_error)?;
+    }
+    Ok(())
+}

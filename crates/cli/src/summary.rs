@@ -1,0 +1,83 @@
+//! The end-of-run summary printed to standard error.
+
+use std::fmt;
+use std::time::Duration;
+
+use clarion_engine::Counters;
+
+pub struct Summary {
+    pub counters: Counters,
+    pub frames: u64,
+    pub elapsed: Duration,
+    pub events: usize,
+}
+
+/// 1234567 → "1,234,567".
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.counters;
+        let secs = self.elapsed.as_secs_f64();
+        let rate = if secs > 0.0 {
+            self.frames as f64 / secs
+        } else {
+            0.0
+        };
+        writeln!(
+            f,
+            "clarion: {} frames in {:.3} s ({} frames/s)",
+            thousands(self.frames),
+            secs,
+            thousands(rate as u64)
+        )?;
+        writeln!(
+            f,
+            "  packets {} ({} bytes), malformed {}, not IP {}, out of order {}",
+            thousands(c.packets),
+            thousands(c.bytes),
+            thousands(c.malformed),
+            thousands(c.not_ip),
+            thousands(c.out_of_order)
+        )?;
+        writeln!(
+            f,
+            "  flows {} created, {} evicted, {} packets untracked (table full)",
+            thousands(c.flows_created),
+            thousands(c.flows_evicted),
+            thousands(c.packets_untracked)
+        )?;
+        writeln!(
+            f,
+            "  {} events, {} trigger matches, {} sweeps ({} late), {} reports",
+            self.events,
+            thousands(c.triggers_matched),
+            thousands(c.sweeps_completed),
+            thousands(c.sweeps_late),
+            thousands(c.reports)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+}
