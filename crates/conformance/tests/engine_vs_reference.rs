@@ -15,7 +15,10 @@ use clarion_report::Report;
 use proptest::prelude::*;
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000)
 }
 
 /// Reports with values as bit patterns, so undefined (NaN) values compare equal.
@@ -23,7 +26,11 @@ fn comparable(reports: &[Report]) -> Vec<(Report, Vec<u64>)> {
     reports
         .iter()
         .map(|r| {
-            let bits = r.values.iter().map(|(_, v)| if v.is_nan() { u64::MAX } else { v.to_bits() }).collect();
+            let bits = r
+                .values
+                .iter()
+                .map(|(_, v)| if v.is_nan() { u64::MAX } else { v.to_bits() })
+                .collect();
             let mut r = r.clone();
             for (_, v) in &mut r.values {
                 *v = 0.0;
@@ -59,7 +66,11 @@ fn monitor_reports(events: &[EventSpec], inputs: &[Input], step: Option<usize>) 
         }
     }
     m.finish(&mut out);
-    assert_eq!(m.counters().packets_untracked, 0, "the table is sized for every generated flow");
+    assert_eq!(
+        m.counters().packets_untracked,
+        0,
+        "the table is sized for every generated flow"
+    );
     out
 }
 

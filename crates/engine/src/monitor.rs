@@ -68,6 +68,8 @@ pub struct Monitor {
     started: bool,
     /// Packet time: the largest timestamp seen.
     now: u64,
+    /// Time of the first frame: windows starting before it were not observed in full.
+    first_ts: u64,
     epoch_ns: u64,
     /// An epoch length waiting for an aligned boundary to take effect.
     pending_epoch_ns: Option<u64>,
@@ -109,6 +111,7 @@ impl Monitor {
             set_ids: FxHashMap::default(),
             started: false,
             now: 0,
+            first_ts: 0,
             epoch_ns,
             pending_epoch_ns: None,
             epoch_start: 0,
@@ -362,6 +365,7 @@ impl Monitor {
         if !self.started {
             self.started = true;
             self.now = ts;
+            self.first_ts = ts;
             self.epoch_start = ts - ts % self.epoch_ns;
         } else if ts < self.now {
             self.counters.out_of_order += 1;
@@ -381,7 +385,7 @@ impl Monitor {
         }
         let ended_end = self.epoch_start + self.epoch_ns;
         if let Some(e) = self.pending_epoch_ns {
-            if ended_end % e == 0 {
+            if ended_end.is_multiple_of(e) {
                 self.epoch_ns = e;
                 self.pending_epoch_ns = None;
             }
@@ -475,11 +479,13 @@ impl Monitor {
             };
             let Some(open) = &trig.open else { continue };
             let end = open.start_ns + trig.interval();
-            let complete = match s.next_start {
+            let ended = match s.next_start {
                 Some(next) if end <= next => true,
                 Some(_) => continue,
                 None => false,
             };
+            // Observed in full: the input neither started nor ended inside it.
+            let complete = ended && open.start_ns >= self.first_ts;
             let Some(mut w) = trig.open.take() else { continue };
             w.completeness.complete = complete;
             let window = Window {

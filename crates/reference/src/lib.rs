@@ -122,7 +122,8 @@ fn has_division(e: &PacketExpr) -> bool {
 /// ([`Report::sort_key`]). Events that [`unsupported`] refuses are skipped.
 pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<Report> {
     let frames = packet_times(inputs);
-    let Some(last_time) = frames.last().map(|f| f.time) else {
+    let (Some(first_time), Some(last_time)) = (frames.first().map(|f| f.time), frames.last().map(|f| f.time))
+    else {
         return Vec::new();
     };
     let packets = packets_with_rwnd(&frames, config.flow_timeout_ns);
@@ -161,7 +162,7 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
                 .collect();
             let completeness = completeness_of
                 .entry(event.interval_ns)
-                .or_insert_with(|| completeness_grid(&frames, event.interval_ns, last_time))
+                .or_insert_with(|| completeness_grid(&frames, event.interval_ns, (first_time, last_time)))
                 .get(&window)
                 .copied()
                 .unwrap_or_default();
@@ -217,12 +218,17 @@ fn window_of(t: u64, interval: u64) -> Window {
 }
 
 /// Counts of all frames (not only an event's) by the window of `interval` their packet time falls in.
-fn completeness_grid(frames: &[Frame], interval: u64, last_time: u64) -> BTreeMap<Window, Completeness> {
+/// A window is complete when the input neither started nor ended inside it.
+fn completeness_grid(
+    frames: &[Frame],
+    interval: u64,
+    (first_time, last_time): (u64, u64),
+) -> BTreeMap<Window, Completeness> {
     let mut grid: BTreeMap<Window, Completeness> = BTreeMap::new();
     for f in frames {
         let w = window_of(f.time, interval);
         let c = grid.entry(w).or_insert(Completeness {
-            complete: w.end_ns <= last_time,
+            complete: first_time <= w.start_ns && w.end_ns <= last_time,
             ..Completeness::default()
         });
         match f.input {

@@ -816,7 +816,8 @@ fn out_of_order_packets_take_the_latest_time() {
     assert_eq!(
         got,
         vec![
-            (0, 100.0, c(1, 0, true)),
+            // The input starts at 5 ms, inside the first window.
+            (0, 100.0, c(1, 0, false)),
             (10, 600.0, c(2, 1, true)),
             (20, 800.0, c(1, 0, false)),
         ]
@@ -864,7 +865,8 @@ fn other_frames_advance_time_and_are_counted() {
             packets: 1,
             malformed: 1,
             not_ip: 1,
-            complete: true,
+            // The input starts at 1 ms, inside this window.
+            complete: false,
             ..Completeness::default()
         }
     );
@@ -924,9 +926,10 @@ fn windows_of_several_intervals_are_aligned_to_the_epoch() {
     assert_eq!(
         got,
         vec![
-            ("b20", 0, 20, 3.0, true),
+            // The input starts at 3 ms: both first windows are partial.
+            ("b20", 0, 20, 3.0, false),
             ("b20", 20, 40, 1.0, true),
-            ("a50", 0, 50, 6.0, true),
+            ("a50", 0, 50, 6.0, false),
             ("b20", 40, 60, 2.0, true),
             ("a50", 50, 100, 1.0, false),
             ("b20", 80, 100, 1.0, false),

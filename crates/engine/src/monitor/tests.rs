@@ -72,7 +72,7 @@ fn sums_per_flow_per_window() {
     let out = run(
         &mut m,
         &[
-            pkt(T0 + MS, 1, 1000, 100),
+            pkt(T0, 1, 1000, 100),
             pkt(T0 + 2 * MS, 1, 1000, 100),
             pkt(T0 + 3 * MS, 2, 1000, 100),
             pkt(T0 + 12 * MS, 1, 1000, 200),
@@ -360,4 +360,26 @@ fn idle_flows_are_reclaimed() {
     }
     assert_eq!(m.counters().flows_active, 1);
     assert_eq!(m.counters().flows_evicted, 50);
+}
+
+#[test]
+fn a_window_the_input_started_inside_is_incomplete() {
+    let mut m = Monitor::new(MonitorConfig::default());
+    m.install(event(
+        "any",
+        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let out = run(
+        &mut m,
+        &[
+            pkt(T0 + MS, 1, 1, 1),
+            pkt(T0 + 11 * MS, 1, 1, 1),
+            pkt(T0 + 25 * MS, 1, 1, 1),
+        ],
+    );
+    let complete: Vec<bool> = out.iter().map(|r| r.completeness.complete).collect();
+    assert_eq!(complete, vec![false, true, false]);
 }

@@ -1,0 +1,171 @@
+//! Golden tests on real captures (`../shared/captures/`, beside the
+//! checkout): the monitor and the reference evaluator must produce the same
+//! reports on every capture, for a set of events that fire on real traffic;
+//! and the bundled example's reports must equal the committed golden file.
+//!
+//! Captures absent from this machine are skipped with a message.
+
+use std::path::{Path, PathBuf};
+
+use clarion_capture::PacketSource;
+use clarion_engine::{Monitor, MonitorConfig, Unparsed};
+use clarion_lang::spec::EventSpec;
+use clarion_reference::{evaluate, Config, Input};
+use clarion_report::Report;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read_inputs(path: &Path) -> Vec<Input> {
+    let mut src = clarion_capture::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut inputs = Vec::new();
+    while let Some(item) = src.next_packet() {
+        let raw = item.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        inputs.push(
+            match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
+                Ok(rec) => Input::Packet(rec),
+                Err(e) if e.is_not_ip() => Input::NotIp { ts_ns: raw.ts_ns },
+                Err(_) => Input::Malformed { ts_ns: raw.ts_ns },
+            },
+        );
+    }
+    inputs
+}
+
+fn events(path: &Path) -> Vec<EventSpec> {
+    let src = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    clarion_lang::check(&src)
+        .unwrap_or_else(|d| panic!("{}", d.render(&path.display().to_string(), &src, false)))
+}
+
+fn monitor(events: &[EventSpec], inputs: &[Input]) -> Vec<Report> {
+    let cfg = MonitorConfig {
+        host: "golden".into(),
+        ..MonitorConfig::default()
+    };
+    let mut m = Monitor::new(cfg);
+    for e in events {
+        m.install(e.clone()).expect("golden events install");
+    }
+    let mut out = Vec::new();
+    for input in inputs {
+        match input {
+            Input::Packet(p) => m.process(p, &mut out),
+            Input::Malformed { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::Malformed, &mut out),
+            Input::NotIp { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::NotIp, &mut out),
+        }
+    }
+    m.finish(&mut out);
+    out
+}
+
+fn reference(events: &[EventSpec], inputs: &[Input]) -> Vec<Report> {
+    evaluate(
+        events,
+        inputs,
+        &Config {
+            host: "golden".into(),
+            ..Config::default()
+        },
+    )
+}
+
+/// JSON text of the reports: exact comparison including undefined values.
+fn lines(reports: &[Report]) -> Vec<String> {
+    reports.iter().map(|r| r.to_json().to_string()).collect()
+}
+
+/// (capture file, minimum number of reports the golden events must produce on it)
+const CAPTURES: &[(&str, usize)] = &[
+    ("pathspider_real.pcap", 1000),
+    ("pathspider_icmp_ttl.pcap", 100),
+    ("pathspider_tcp_ecn.pcap", 10),
+    ("gopacket_test301.pcapng", 10),
+    ("libtrace_anon-v4.pcap", 10),
+    ("libtrace_anon-v6.pcap", 10),
+    ("dpkt_http.pcap", 3),
+];
+
+#[test]
+fn monitor_equals_reference_on_real_captures() {
+    let dir = repo().join("../shared/captures");
+    if !dir.is_dir() {
+        eprintln!(
+            "skipping: {} not found (real captures live beside the checkout)",
+            dir.display()
+        );
+        return;
+    }
+    let evs = events(&repo().join("crates/conformance/tests/golden/real_captures.clarion"));
+    for (name, min_reports) in CAPTURES {
+        let path = dir.join(name);
+        if !path.exists() {
+            eprintln!("skipping {name}: not found");
+            continue;
+        }
+        let inputs = read_inputs(&path);
+        let expected = reference(&evs, &inputs);
+        let got = monitor(&evs, &inputs);
+        assert!(
+            expected.len() >= *min_reports,
+            "{name}: only {} reports; the test would prove little",
+            expected.len()
+        );
+        let (g, e) = (lines(&got), lines(&expected));
+        if let Some(i) = (0..g.len().max(e.len())).find(|&i| g.get(i) != e.get(i)) {
+            panic!(
+                "{name}: first difference at report {i}:\n monitor:   {:?}\n reference: {:?}",
+                g.get(i),
+                e.get(i)
+            );
+        }
+        eprintln!(
+            "{name}: {} frames, {} reports, monitor = reference",
+            inputs.len(),
+            got.len()
+        );
+    }
+}
+
+#[test]
+fn paper_events_without_tcp_state_match_reference_on_the_example() {
+    let evs: Vec<EventSpec> = events(&repo().join("examples/paper.clarion"))
+        .into_iter()
+        .filter(|e| e.unsupported_variables().is_empty())
+        .collect();
+    assert_eq!(
+        evs.len(),
+        3,
+        "three of the six paper events use only per-packet variables"
+    );
+    let inputs = read_inputs(&repo().join("examples/demo.pcap"));
+    assert_eq!(lines(&monitor(&evs, &inputs)), lines(&reference(&evs, &inputs)));
+}
+
+#[test]
+fn example_reports_equal_the_golden_file() {
+    let evs = events(&repo().join("examples/demo.clarion"));
+    let inputs = read_inputs(&repo().join("examples/demo.pcap"));
+    let got = monitor(&evs, &inputs);
+    assert_eq!(lines(&got), lines(&reference(&evs, &inputs)));
+    let golden_path = repo().join("crates/conformance/tests/golden/demo.jsonl");
+    let text = lines(&got).join("\n") + "\n";
+    if std::env::var_os("CLARION_BLESS").is_some() {
+        std::fs::write(&golden_path, &text).expect("write golden file");
+    }
+    let golden = std::fs::read_to_string(&golden_path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with CLARION_BLESS=1 to create it)",
+            golden_path.display()
+        )
+    });
+    assert!(
+        got.len() >= 5,
+        "the bundled events should fire on the bundled capture"
+    );
+    assert_eq!(
+        text, golden,
+        "reports changed; if intended, rerun with CLARION_BLESS=1 and review the diff"
+    );
+}
