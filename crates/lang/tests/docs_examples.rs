@@ -1,6 +1,6 @@
-//! Every ```clarion block of docs/language.md is accepted by `check`, and
-//! every ```clarion-error block is refused (with the code its comment names,
-//! when it names one).
+//! Every ```clarion block of docs/language.md (and of the README) is
+//! accepted by `check`, and every ```clarion-error block is refused (with
+//! the code its comment names, when it names one).
 
 use clarion_lang::check;
 
@@ -11,8 +11,12 @@ struct Block {
 }
 
 fn blocks() -> Vec<Block> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/language.md");
-    let doc = std::fs::read_to_string(path).expect("docs/language.md");
+    blocks_of("docs/language.md")
+}
+
+fn blocks_of(relative: &str) -> Vec<Block> {
+    let path = format!("{}/../../{relative}", env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut out = Vec::new();
     let mut current: Option<Block> = None;
     for (i, line) in doc.lines().enumerate() {
@@ -39,7 +43,7 @@ fn blocks() -> Vec<Block> {
             (None, _) => {}
         }
     }
-    assert!(current.is_none(), "unclosed block in docs/language.md");
+    assert!(current.is_none(), "unclosed block in {relative}");
     out
 }
 
@@ -89,5 +93,16 @@ fn doc_examples_round_trip_through_the_printer() {
             b.line
         );
         assert_eq!(clarion_lang::lower(&again).unwrap(), check(&b.text).unwrap());
+    }
+}
+
+#[test]
+fn readme_examples_check() {
+    let blocks = blocks_of("README.md");
+    assert!(!blocks.is_empty(), "the README shows the language");
+    for b in blocks {
+        let specs = check(&b.text)
+            .unwrap_or_else(|d| panic!("README block at line {}:\n{}", b.line, d.render("README.md", &b.text, false)));
+        assert_eq!(specs.len(), 5, "the README shows the language in five examples");
     }
 }
