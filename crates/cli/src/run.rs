@@ -164,9 +164,12 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     }
     let elapsed = started.elapsed();
     if !a.quiet {
+        let st = source.stats();
         let s = Summary {
             counters: monitor.counters(),
             frames,
+            skipped: st.skipped,
+            dropped: st.dropped,
             elapsed,
             events: n_events,
         };

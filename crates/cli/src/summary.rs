@@ -8,6 +8,10 @@ use clarion_engine::Counters;
 pub struct Summary {
     pub counters: Counters,
     pub frames: u64,
+    /// Frames the source could not hand over (unsupported link type).
+    pub skipped: u64,
+    /// Packets the capture says were dropped before it was written.
+    pub dropped: u64,
     pub elapsed: Duration,
     pub events: usize,
 }
@@ -50,6 +54,14 @@ impl fmt::Display for Summary {
             thousands(c.not_ip),
             thousands(c.out_of_order)
         )?;
+        if self.skipped > 0 || self.dropped > 0 {
+            writeln!(
+                f,
+                "  warning: {} frames skipped (unsupported link type), {} dropped before capture",
+                thousands(self.skipped),
+                thousands(self.dropped)
+            )?;
+        }
         writeln!(
             f,
             "  flows {} created, {} evicted, {} packets untracked (table full)",
