@@ -7,7 +7,9 @@
 //! [`StreamReader`] read captures already in memory or from any
 //! [`std::io::Read`]. All implement [`PacketSource`], the seam live
 //! capture will implement too: call [`PacketSource::next_packet`] until it
-//! returns `None`.
+//! returns `None`. `open` returns the concrete [`CaptureFile`], an enum
+//! over its backings, so the per-packet call is statically dispatched;
+//! callers that mix sources can still hold a `Box<dyn PacketSource>`.
 //!
 //! Files are memory-mapped and packets are slices of the map (see
 //! [`CaptureFile`] for the one risk that brings); streams go through one

@@ -280,7 +280,7 @@ impl Endian {
 
 /// Validates a block's length and trailer; gives its body, or the `Need` step.
 fn block(e: Endian, window: &[u8], block_type: u32, len: u32, min: u32) -> Result<Result<&[u8], Step>, Fail> {
-    if len < min || len % 4 != 0 {
+    if len < min || len & 3 != 0 {
         return Err(Fail::Corrupt(Corruption::BlockLength { block_type, len }));
     }
     if len > MAX_RECORD {

@@ -26,7 +26,15 @@ fn stderr(o: &std::process::Output) -> String {
 #[test]
 fn readme_command_reports_the_golden_lines() {
     let o = clarion()
-        .args(["run", "--pcap", "examples/demo.pcap", "--events", "examples/demo.clarion", "--format", "json"])
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--events",
+            "examples/demo.clarion",
+            "--format",
+            "json",
+        ])
         .args(["--host", "golden"])
         .output()
         .unwrap();
@@ -43,13 +51,25 @@ fn table_format_and_output_file() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.txt");
     let o = clarion()
-        .args(["run", "--pcap", "examples/demo.pcap", "--events", "examples/demo.clarion", "--format", "table", "-q"])
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--events",
+            "examples/demo.clarion",
+            "--format",
+            "table",
+            "-q",
+        ])
         .arg("--output")
         .arg(&out)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(o.stdout.is_empty() && o.stderr.is_empty(), "-q and --output leave the terminal quiet");
+    assert!(
+        o.stdout.is_empty() && o.stderr.is_empty(),
+        "-q and --output leave the terminal quiet"
+    );
     let text = std::fs::read_to_string(out).unwrap();
     assert!(text.starts_with("EVENT"), "{text}");
     assert!(text.contains("heavy_tcp_flows"));
@@ -60,7 +80,11 @@ fn bad_events_file_exits_2_with_line_column_and_help() {
     let dir = tempfile::tempdir().unwrap();
     let ev = dir.path().join("bad.clarion");
     std::fs::write(&ev, "event x\n  when sum(volum) > 5\n").unwrap();
-    let o = clarion().args(["run", "--pcap", "examples/demo.pcap", "--events"]).arg(&ev).output().unwrap();
+    let o = clarion()
+        .args(["run", "--pcap", "examples/demo.pcap", "--events"])
+        .arg(&ev)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(err.contains("bad.clarion:2:"), "{err}");
@@ -71,35 +95,64 @@ fn bad_events_file_exits_2_with_line_column_and_help() {
 
 #[test]
 fn tcp_state_events_check_but_do_not_run() {
-    let o = clarion().args(["check", "examples/paper.clarion"]).output().unwrap();
+    let o = clarion()
+        .args(["check", "examples/paper.clarion"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let printed = stdout(&o);
     assert_eq!(printed.matches("event ").count(), 6);
     assert!(stderr(&o).contains("does not compute yet"));
-    let o = clarion().args(["run", "--pcap", "examples/demo.pcap", "--events", "examples/paper.clarion"]).output().unwrap();
+    let o = clarion()
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--events",
+            "examples/paper.clarion",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("is_lost"), "{}", stderr(&o));
 }
 
 #[test]
 fn check_output_is_canonical_and_stable() {
-    let first = clarion().args(["check", "examples/demo.clarion"]).output().unwrap();
+    let first = clarion()
+        .args(["check", "examples/demo.clarion"])
+        .output()
+        .unwrap();
     assert!(first.status.success());
     let dir = tempfile::tempdir().unwrap();
     let again = dir.path().join("again.clarion");
     std::fs::write(&again, &first.stdout).unwrap();
     let second = clarion().arg("check").arg(&again).output().unwrap();
-    assert_eq!(stdout(&first), stdout(&second), "printing the canonical form again changes nothing");
+    assert_eq!(
+        stdout(&first),
+        stdout(&second),
+        "printing the canonical form again changes nothing"
+    );
 }
 
 #[test]
 fn missing_capture_exits_1() {
     let o = clarion()
-        .args(["run", "--pcap", "no/such.pcap", "--events", "examples/demo.clarion"])
+        .args([
+            "run",
+            "--pcap",
+            "no/such.pcap",
+            "--events",
+            "examples/demo.clarion",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).starts_with("clarion: cannot read capture no/such.pcap"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("clarion: cannot read capture no/such.pcap"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -109,14 +162,24 @@ fn truncated_capture_is_processed_up_to_the_damage_then_exits_1() {
     let cut = dir.path().join("cut.pcap");
     std::fs::write(&cut, &bytes[..bytes.len() / 2 + 7]).unwrap();
     let o = clarion()
-        .args(["run", "--events", "examples/demo.clarion", "--format", "json", "--pcap"])
+        .args([
+            "run",
+            "--events",
+            "examples/demo.clarion",
+            "--format",
+            "json",
+            "--pcap",
+        ])
         .arg(&cut)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
     assert!(err.contains("truncated") && err.contains("byte offset"), "{err}");
-    assert!(stdout(&o).lines().count() > 5, "reports before the damage are written");
+    assert!(
+        stdout(&o).lines().count() > 5,
+        "reports before the damage are written"
+    );
 }
 
 #[test]
@@ -126,7 +189,10 @@ fn usage_errors_exit_2_and_help_teaches() {
     let o = clarion().args(["run", "--help"]).output().unwrap();
     assert!(o.status.success());
     let help = stdout(&o);
-    assert!(help.contains("Examples:") && help.contains("--flow-timeout"), "{help}");
+    assert!(
+        help.contains("Examples:") && help.contains("--flow-timeout"),
+        "{help}"
+    );
 }
 
 #[test]

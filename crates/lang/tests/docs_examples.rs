@@ -101,8 +101,13 @@ fn readme_examples_check() {
     let blocks = blocks_of("README.md");
     assert!(!blocks.is_empty(), "the README shows the language");
     for b in blocks {
-        let specs = check(&b.text)
-            .unwrap_or_else(|d| panic!("README block at line {}:\n{}", b.line, d.render("README.md", &b.text, false)));
+        let specs = check(&b.text).unwrap_or_else(|d| {
+            panic!(
+                "README block at line {}:\n{}",
+                b.line,
+                d.render("README.md", &b.text, false)
+            )
+        });
         assert_eq!(specs.len(), 5, "the README shows the language in five examples");
     }
 }

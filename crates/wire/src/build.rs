@@ -252,6 +252,9 @@ impl FrameSpec {
     }
 
     /// The record parsing this frame gives, given its capture time.
+    ///
+    /// Holds for any spec whose IP family suits its link (no IPv6 on the
+    /// IPv4-only link and vice versa) and whose headers fit in 64 KiB.
     pub fn record(&self, ts_ns: u64) -> PacketRecord {
         let size = self.ip_len();
         let l4 = if self.is_later_fragment() {
