@@ -150,7 +150,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         if !reports.is_empty() {
             write_all(&mut *sink, &mut reports)?;
         }
-        if frames % 65_536 == 0 {
+        if frames.is_multiple_of(65_536) {
             if let Some(b) = &bar {
                 b.set_position(source.stats().bytes_read);
             }
