@@ -15,6 +15,13 @@ fn clarion() -> Command {
     c
 }
 
+/// `clarion run` on a capture with the given events file (paths from the repository root).
+fn run(pcap: &str, events: &str) -> Command {
+    let mut c = clarion();
+    c.args(["run", "--pcap", pcap, "--events", events]);
+    c
+}
+
 fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -25,17 +32,8 @@ fn stderr(o: &std::process::Output) -> String {
 
 #[test]
 fn readme_command_reports_the_golden_lines() {
-    let o = clarion()
-        .args([
-            "run",
-            "--pcap",
-            "examples/demo.pcap",
-            "--events",
-            "examples/demo.clarion",
-            "--format",
-            "json",
-        ])
-        .args(["--host", "golden"])
+    let o = run("examples/demo.pcap", "examples/demo.clarion")
+        .args(["--format", "json", "--host", "golden"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -50,17 +48,8 @@ fn readme_command_reports_the_golden_lines() {
 fn table_format_and_output_file() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.txt");
-    let o = clarion()
-        .args([
-            "run",
-            "--pcap",
-            "examples/demo.pcap",
-            "--events",
-            "examples/demo.clarion",
-            "--format",
-            "table",
-            "-q",
-        ])
+    let o = run("examples/demo.pcap", "examples/demo.clarion")
+        .args(["--format", "table", "-q"])
         .arg("--output")
         .arg(&out)
         .output()
@@ -103,14 +92,7 @@ fn tcp_state_events_check_but_do_not_run() {
     let printed = stdout(&o);
     assert_eq!(printed.matches("event ").count(), 6);
     assert!(stderr(&o).contains("does not compute yet"));
-    let o = clarion()
-        .args([
-            "run",
-            "--pcap",
-            "examples/demo.pcap",
-            "--events",
-            "examples/paper.clarion",
-        ])
+    let o = run("examples/demo.pcap", "examples/paper.clarion")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
@@ -137,16 +119,7 @@ fn check_output_is_canonical_and_stable() {
 
 #[test]
 fn missing_capture_exits_1() {
-    let o = clarion()
-        .args([
-            "run",
-            "--pcap",
-            "no/such.pcap",
-            "--events",
-            "examples/demo.clarion",
-        ])
-        .output()
-        .unwrap();
+    let o = run("no/such.pcap", "examples/demo.clarion").output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).starts_with("clarion: cannot read capture no/such.pcap"),
