@@ -34,6 +34,27 @@ impl EventSpec {
         out
     }
 
+    /// Variables the predicate reads outside aggregates (`ack`, `seq_lastepoch`),
+    /// in first-use order, without duplicates. Reports carry their values
+    /// after the aggregates', keyed by their names.
+    pub fn state_values(&self) -> Vec<Var> {
+        let mut out = Vec::new();
+        self.predicate.visit_state(&mut |v| {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        });
+        out
+    }
+
+    /// Whether the event reads TCP connection state (`is_lost`, `rtt`, `seq`,
+    /// `ack`, `dup`), which flows it matches must then keep.
+    pub fn needs_connection_state(&self) -> bool {
+        let mut needs = false;
+        self.predicate.visit_vars(&mut |v| needs |= v.base.is_connection_state());
+        needs
+    }
+
     /// Variables the predicate uses that the monitor does not compute yet
     /// (the TCP connection-state variables and every `X_lastepoch`), in first-use order.
     pub fn unsupported_variables(&self) -> Vec<Var> {
@@ -134,6 +155,19 @@ impl Pred {
             Pred::Arith(_, l, r) | Pred::Cmp(_, l, r) | Pred::And(l, r) | Pred::Or(l, r) => {
                 l.visit_aggs(f);
                 r.visit_aggs(f);
+            }
+        }
+    }
+
+    /// Visits the variables read outside aggregates.
+    pub fn visit_state(&self, f: &mut impl FnMut(Var)) {
+        match self {
+            Pred::State(v) => f(*v),
+            Pred::Agg(_) | Pred::Num(_) => {}
+            Pred::Neg(x) | Pred::Not(x) => x.visit_state(f),
+            Pred::Arith(_, l, r) | Pred::Cmp(_, l, r) | Pred::And(l, r) | Pred::Or(l, r) => {
+                l.visit_state(f);
+                r.visit_state(f);
             }
         }
     }
@@ -334,6 +368,14 @@ impl BaseVar {
                 | BaseVar::Ecn
                 | BaseVar::Rwnd
                 | BaseVar::TcpFlags
+        )
+    }
+
+    /// Computed from the flow's TCP connection state (both directions).
+    pub fn is_connection_state(self) -> bool {
+        matches!(
+            self,
+            BaseVar::IsLost | BaseVar::Rtt | BaseVar::Seq | BaseVar::Ack | BaseVar::Dup
         )
     }
 

@@ -404,7 +404,7 @@ fn mistakes_have_codes() {
         ("event e when sum(volume) + 1 > 10%", codes::MISPLACED_PERCENT),
         ("event e when 10% > 5%", codes::MISPLACED_PERCENT),
         ("event e when sum(volume * 10%) > 1", codes::MISPLACED_PERCENT),
-        ("event e when sum(volume) > 10ms", codes::MISPLACED_UNIT),
+        ("event e when sum(volume * 5%) > 1", codes::MISPLACED_PERCENT),
         ("event e when sum(volume * 1Mbps) > 1", codes::MISPLACED_UNIT),
         (
             "event e when sum(volume) > 1 per dst_port/16",
@@ -496,4 +496,17 @@ fn packet_expr_text_of_hand_built_trees() {
         .to_string(),
         "max((ttl or ttl) and not ttl)"
     );
+}
+
+#[test]
+fn times_are_nanoseconds() {
+    let rtt = |f| agg(f, BaseVar::Rtt);
+    assert_eq!(pred("max(rtt) > 2ms"), gt(rtt(AggFunc::Max), Pred::Num(2e6)));
+    assert_eq!(pred("avg(rtt) > 1.5s"), gt(rtt(AggFunc::Avg), Pred::Num(1.5e9)));
+    let Pred::Cmp(_, l, _) = pred("count(rtt > 500us) > 3") else {
+        panic!("a comparison")
+    };
+    let Pred::Agg(a) = *l else { panic!("an aggregate") };
+    let PacketExpr::Cmp(_, _, r) = a.arg else { panic!("a comparison") };
+    assert_eq!(*r, PacketExpr::Int(500_000));
 }

@@ -174,19 +174,11 @@ impl Cx<'_> {
             // R bits/s over the interval, in bytes: R / 8 × I.
             return Some(q.value.as_f64() * bps as f64 * self.interval_ns as f64 / 8e9);
         }
-        if unit == Unit::Percent {
-            self.misplaced_percent(q.span);
-            return None;
+        if let Some(ns) = unit.nanos() {
+            // Times compare with `rtt`, which is in nanoseconds.
+            return Some(q.value.as_f64() * ns as f64);
         }
-        self.push(
-            Diagnostic::new(
-                codes::MISPLACED_UNIT,
-                format!("`{unit}` is a unit of time"),
-                q.span,
-            )
-            .here("not allowed in a predicate")
-            .help("time units belong to `every`; in a predicate use sizes (`125KB`) or rates (`100Mbps`)"),
-        );
+        self.misplaced_percent(q.span);
         None
     }
 
@@ -334,13 +326,8 @@ impl Cx<'_> {
                 "a rate is not allowed inside an aggregate",
                 format!("compare the aggregate with it instead, e.g. `{func}(volume) > 100Mbps`"),
             ),
-            (_, Some(u)) if u.nanos().is_some() => err(
-                codes::MISPLACED_UNIT,
-                &format!("`{u}` is a unit of time"),
-                "time units belong to `every`".to_string(),
-            ),
             (NumLit::Int(n), unit) => {
-                let scale = unit.and_then(Unit::bytes).unwrap_or(1);
+                let scale = unit.and_then(|u| u.bytes().or(u.nanos())).unwrap_or(1);
                 match n.checked_mul(scale).and_then(|v| i64::try_from(v).ok()) {
                     Some(v) => return Some(PacketExpr::Int(v)),
                     None => err(
