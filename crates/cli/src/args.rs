@@ -87,6 +87,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub flow_timeout: u64,
 
+    /// `is_burst` holds for a packet at most this long after its flow's previous one.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub burst_gap: u64,
+
     /// Show a progress bar: 'auto' (when standard error is a terminal), 'always', 'never'.
     #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN")]
     pub progress: When,

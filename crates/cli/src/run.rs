@@ -109,6 +109,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     let config = MonitorConfig {
         flow_capacity: a.flow_capacity,
         flow_timeout_ns: a.flow_timeout,
+        burst_gap_ns: a.burst_gap,
         host: a.host.clone().unwrap_or_else(host_name),
         ..MonitorConfig::default()
     };

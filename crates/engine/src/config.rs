@@ -14,6 +14,10 @@ pub struct MonitorConfig {
     /// Run each sweep to completion at the epoch boundary (files). When
     /// false, the caller drives the sweep with [`crate::Monitor::sweep_step`].
     pub synchronous_sweep: bool,
+    /// `is_burst`: a packet at most this long after its flow's previous one.
+    pub burst_gap_ns: u64,
+    /// First transmissions a flow's TCP state lists at most (for RTT samples).
+    pub tcp_segment_limit: usize,
     pub host: String,
     pub worker: u32,
 }
@@ -26,6 +30,8 @@ impl Default for MonitorConfig {
             history_windows: 16,
             default_epoch_ns: 10_000_000,
             synchronous_sweep: true,
+            burst_gap_ns: 1_000_000,
+            tcp_segment_limit: 1024,
             host: "localhost".into(),
             worker: 0,
         }
@@ -57,4 +63,8 @@ pub struct Counters {
     /// Sweeps not finished before the next epoch began.
     pub sweeps_late: u64,
     pub reports: u64,
+    /// RTT samples taken.
+    pub rtt_samples: u64,
+    /// First transmissions not listed because the flow's list was full (no RTT sample for them).
+    pub tcp_segments_unlisted: u64,
 }

@@ -13,8 +13,13 @@
 
 use clarion_wire::FlowKey;
 
+use crate::tcp_state::TcpState;
+
 /// Marks an entry with no trigger set.
 pub(crate) const NO_SET: u32 = u32::MAX;
+
+/// Marks an entry whose reverse flow is unknown.
+pub(crate) const NO_ENTRY: u32 = u32::MAX;
 
 /// Per-flow state kept by the monitor.
 #[derive(Clone, Debug)]
@@ -30,6 +35,12 @@ pub(crate) struct FlowEntry {
     pub(crate) block: u32,
     /// Window-scale shift announced by this flow's SYN, in its current life.
     pub(crate) wscale: Option<u8>,
+    /// TCP connection state of the current life, kept when the flow's triggers need it.
+    pub(crate) tcp: Option<Box<TcpState>>,
+    /// The reverse flow's entry and generation, linked when either is created
+    /// ([`NO_ENTRY`] if it had no entry then), so acknowledgements reach it
+    /// without a second lookup per packet.
+    pub(crate) rev: (u32, u32),
     pub(crate) live: bool,
 }
 
@@ -122,6 +133,8 @@ impl FlowTable {
             set: NO_SET,
             block: 0,
             wscale: None,
+            tcp: None,
+            rev: (NO_ENTRY, 0),
             live: true,
         };
         let idx = match self.free.pop() {
@@ -178,6 +191,7 @@ impl FlowTable {
         e.live = false;
         e.gen = e.gen.wrapping_add(1);
         e.set = NO_SET;
+        e.tcp = None;
         self.free.push(idx);
         self.len -= 1;
     }

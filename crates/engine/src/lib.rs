@@ -25,6 +25,7 @@ mod key;
 mod match_set;
 mod measure;
 mod monitor;
+mod tcp_state;
 mod trigger;
 mod trigger_index;
 

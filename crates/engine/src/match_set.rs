@@ -7,9 +7,10 @@
 //! finished epoch's half while packets of the next epoch write the other).
 //! Each half starts with a tag, the start time of the epoch whose
 //! statistics it holds; a half with a stale tag is reset on first write
-//! (lazy reset), so nothing is ever cleared in bulk.
+//! (lazy reset), so nothing is ever cleared in bulk. After the tag comes
+//! the number of packets the flow had in that epoch: RTT samples write a
+//! half too, and a group exists only where there were packets.
 
-use clarion_lang::spec::AggCall;
 use clarion_wire::PacketRecord;
 
 use crate::measure::{Acc, Expr, FlowContext, Slot, StatFlags};
@@ -23,11 +24,14 @@ const NO_EPOCH: u64 = u64::MAX;
 pub(crate) struct MatchSet {
     /// Sorted, distinct.
     pub(crate) triggers: Vec<TriggerId>,
-    /// Distinct measures with their place in a half block (offsets after the tag).
-    measures: Vec<(Expr, Slot)>,
-    /// For each trigger (same order as `triggers`), for each of its
-    /// aggregates, the index of the measure it reads.
+    /// Distinct measures with their place in a half block (offsets after
+    /// the tag and packet count), and whether they read RTT samples rather than packets.
+    measures: Vec<(Expr, Slot, bool)>,
+    /// For each trigger (same order as `triggers`), for each statistic it
+    /// reads ([`crate::trigger::Trigger::reads`]), the index of the measure.
     per_trigger: Vec<Vec<usize>>,
+    /// Some trigger reads TCP connection state, so member flows keep it.
+    pub(crate) needs_tcp: bool,
     /// Words per half: the tag plus every measure's statistics.
     half_words: usize,
     slab: Vec<u64>,
@@ -37,22 +41,20 @@ pub(crate) struct MatchSet {
 }
 
 impl MatchSet {
-    /// Builds a set from its triggers' aggregates (`aggs[i]` belongs to `triggers[i]`).
-    pub(crate) fn new(triggers: Vec<TriggerId>, aggs: &[&[AggCall]]) -> Self {
+    /// Builds a set from what its triggers read (`reads[i]` belongs to `triggers[i]`).
+    pub(crate) fn new(triggers: Vec<TriggerId>, reads: &[&[(Expr, StatFlags)]], needs_tcp: bool) -> Self {
         let mut exprs: Vec<(Expr, StatFlags)> = Vec::new();
-        let mut per_trigger = Vec::with_capacity(aggs.len());
-        for trigger_aggs in aggs {
-            let mut idxs = Vec::with_capacity(trigger_aggs.len());
-            for a in trigger_aggs.iter() {
-                let e = Expr::compile(&a.arg);
-                let need = StatFlags::for_agg(a.func);
-                let i = match exprs.iter().position(|(x, _)| *x == e) {
+        let mut per_trigger = Vec::with_capacity(reads.len());
+        for trigger_reads in reads {
+            let mut idxs = Vec::with_capacity(trigger_reads.len());
+            for (e, need) in trigger_reads.iter() {
+                let i = match exprs.iter().position(|(x, _)| x == e) {
                     Some(i) => {
-                        exprs[i].1 = exprs[i].1.union(need);
+                        exprs[i].1 = exprs[i].1.union(*need);
                         i
                     }
                     None => {
-                        exprs.push((e, need));
+                        exprs.push((e.clone(), *need));
                         exprs.len() - 1
                     }
                 };
@@ -60,19 +62,21 @@ impl MatchSet {
             }
             per_trigger.push(idxs);
         }
-        let mut offset = 1;
+        let mut offset = 2;
         let measures = exprs
             .into_iter()
             .map(|(e, flags)| {
                 let slot = Slot { offset, flags };
                 offset += flags.words();
-                (e, slot)
+                let on_samples = e.reads_rtt();
+                (e, slot, on_samples)
             })
             .collect();
         MatchSet {
             triggers,
             measures,
             per_trigger,
+            needs_tcp,
             half_words: offset,
             slab: Vec::new(),
             free: Vec::new(),
@@ -108,20 +112,37 @@ impl MatchSet {
         start..start + self.half_words
     }
 
-    /// Folds a packet into the block's half for the epoch starting at `epoch`.
+    /// Folds a packet at packet time `t` into the block's half for the epoch starting at `epoch`.
     #[inline]
-    pub(crate) fn update(&mut self, block: u32, half: usize, epoch: u64, p: &PacketRecord, cx: FlowContext) {
+    pub(crate) fn update(
+        &mut self,
+        block: u32,
+        half: usize,
+        epoch: u64,
+        p: &PacketRecord,
+        cx: FlowContext,
+        t: u64,
+    ) {
         let r = self.half_range(block, half);
-        let w = &mut self.slab[r];
-        if w[0] != epoch {
-            w[0] = epoch;
-            for (_, slot) in &self.measures {
-                slot.reset(w);
+        let w = half_for(&mut self.slab[r], &self.measures, epoch);
+        w[1] += 1;
+        for (e, slot, on_samples) in &self.measures {
+            if *on_samples {
+                continue;
+            }
+            if let Some(v) = e.eval(p, cx) {
+                slot.update(w, v, t);
             }
         }
-        for (e, slot) in &self.measures {
-            if let Some(v) = e.eval(p, cx) {
-                slot.update(w, v);
+    }
+
+    /// Folds an RTT sample taken at time `t` into the measures that read `rtt`.
+    pub(crate) fn update_sample(&mut self, block: u32, half: usize, epoch: u64, rtt: i64, t: u64) {
+        let r = self.half_range(block, half);
+        let w = half_for(&mut self.slab[r], &self.measures, epoch);
+        for (e, slot, _) in self.measures.iter().filter(|m| m.2) {
+            if let Some(v) = e.eval_sample(rtt) {
+                slot.update(w, v, t);
             }
         }
     }
@@ -137,12 +158,14 @@ impl MatchSet {
         self.triggers.binary_search(&t).ok()
     }
 
-    /// Adds the statistics a trigger's aggregates read to `accs` (one per aggregate).
-    pub(crate) fn gather(&self, block: u32, half: usize, trigger_pos: usize, accs: &mut [Acc]) {
+    /// Adds the statistics a trigger reads to `accs` (one per read); gives
+    /// the flow's packet count in the half.
+    pub(crate) fn gather(&self, block: u32, half: usize, trigger_pos: usize, accs: &mut [Acc]) -> u64 {
         let w = &self.slab[self.half_range(block, half)];
         for (acc, &m) in accs.iter_mut().zip(&self.per_trigger[trigger_pos]) {
             acc.merge(&self.measures[m].1.read(w));
         }
+        w[1]
     }
 
     /// Copies both halves of `block` of `from` into `block_here`, keeping
@@ -153,9 +176,10 @@ impl MatchSet {
             let r = self.half_range(block_here, half);
             let dst = &mut self.slab[r];
             dst[0] = src[0];
-            for (e, slot) in &self.measures {
+            dst[1] = src[1];
+            for (e, slot, _) in &self.measures {
                 slot.reset(dst);
-                if let Some((_, there)) = from.measures.iter().find(|(x, _)| x == e) {
+                if let Some((_, there, _)) = from.measures.iter().find(|(x, _, _)| x == e) {
                     slot.copy_common(dst, there, src);
                 }
             }
@@ -169,34 +193,40 @@ impl MatchSet {
     }
 }
 
-/// The value of each aggregate from its accumulator.
-pub(crate) fn values(aggs: &[AggCall], accs: &[Acc]) -> Vec<f64> {
-    aggs.iter().zip(accs).map(|(a, acc)| acc.value(a.func)).collect()
+/// A block's half (`w`) made ready for the epoch starting at `epoch`: reset if it held an older one.
+#[inline]
+fn half_for<'a>(w: &'a mut [u64], measures: &[(Expr, Slot, bool)], epoch: u64) -> &'a mut [u64] {
+    if w[0] != epoch {
+        w[0] = epoch;
+        w[1] = 0;
+        for (_, slot, _) in measures {
+            slot.reset(w);
+        }
+    }
+    w
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clarion_lang::spec::{AggFunc, BaseVar, PacketExpr, Var};
+    use clarion_lang::spec::{AggFunc, BaseVar};
 
-    fn agg(func: AggFunc, v: BaseVar) -> AggCall {
-        AggCall {
-            func,
-            arg: PacketExpr::Var(Var {
-                base: v,
-                last_epoch: false,
-            }),
-        }
+    fn read(func: AggFunc, v: BaseVar) -> (Expr, StatFlags) {
+        (Expr::Var(v), StatFlags::for_agg(func))
+    }
+
+    fn values(funcs: &[AggFunc], accs: &[Acc]) -> Vec<f64> {
+        funcs.iter().zip(accs).map(|(f, a)| a.value(*f)).collect()
     }
 
     #[test]
     fn shared_measures_and_lazy_reset() {
         let t0 = [
-            agg(AggFunc::Sum, BaseVar::Volume),
-            agg(AggFunc::Max, BaseVar::Ttl),
+            read(AggFunc::Sum, BaseVar::Volume),
+            read(AggFunc::Max, BaseVar::Ttl),
         ];
-        let t1 = [agg(AggFunc::Avg, BaseVar::Volume)];
-        let mut s = MatchSet::new(vec![3, 7], &[&t0, &t1]);
+        let t1 = [read(AggFunc::Avg, BaseVar::Volume)];
+        let mut s = MatchSet::new(vec![3, 7], &[&t0, &t1], false);
         assert_eq!(s.measures.len(), 2);
         assert_eq!(s.aggregate_count(0), 2);
         let b = s.alloc();
@@ -205,16 +235,35 @@ mod tests {
             ttl: 64,
             ..PacketRecord::default()
         };
-        s.update(b, 0, 10, &p, FlowContext::default());
-        s.update(b, 0, 10, &p, FlowContext::default());
+        s.update(b, 0, 10, &p, FlowContext::default(), 11);
+        s.update(b, 0, 10, &p, FlowContext::default(), 12);
         let mut accs = vec![Acc::default(); 2];
-        s.gather(b, 0, 0, &mut accs);
-        assert_eq!(values(&t0, &accs), vec![200.0, 64.0]);
+        assert_eq!(s.gather(b, 0, 0, &mut accs), 2);
+        assert_eq!(values(&[AggFunc::Sum, AggFunc::Max], &accs), vec![200.0, 64.0]);
         // A new epoch in the same half resets it on first write.
-        s.update(b, 0, 30, &p, FlowContext::default());
+        s.update(b, 0, 30, &p, FlowContext::default(), 31);
         assert!(s.has_epoch(b, 0, 30) && !s.has_epoch(b, 0, 10));
         let mut accs = vec![Acc::default(); 1];
-        s.gather(b, 0, 1, &mut accs);
-        assert_eq!(values(&t1, &accs), vec![100.0]);
+        assert_eq!(s.gather(b, 0, 1, &mut accs), 1);
+        assert_eq!(values(&[AggFunc::Avg], &accs), vec![100.0]);
+    }
+
+    #[test]
+    fn rtt_samples_reach_only_rtt_measures_and_are_not_packets() {
+        let last = StatFlags::N.union(StatFlags::LAST);
+        let t0 = [
+            read(AggFunc::Max, BaseVar::Rtt),
+            read(AggFunc::Sum, BaseVar::Packets),
+            (Expr::Var(BaseVar::Rtt), last),
+        ];
+        let mut s = MatchSet::new(vec![0], &[&t0], true);
+        let b = s.alloc();
+        s.update_sample(b, 1, 10, 500, 12);
+        s.update_sample(b, 1, 10, 300, 14);
+        s.update(b, 1, 10, &PacketRecord::default(), FlowContext::default(), 15);
+        let mut accs = vec![Acc::default(); 3];
+        assert_eq!(s.gather(b, 1, 0, &mut accs), 1);
+        assert_eq!(values(&[AggFunc::Max, AggFunc::Sum], &accs), vec![500.0, 1.0]);
+        assert_eq!(accs[2].last_value(), 300.0);
     }
 }

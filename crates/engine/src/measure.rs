@@ -20,6 +20,8 @@ impl StatFlags {
     pub(crate) const MIN: StatFlags = StatFlags(8);
     pub(crate) const MAX: StatFlags = StatFlags(16);
     pub(crate) const SQ: StatFlags = StatFlags(32);
+    /// The value with the latest time (ties: the largest), for values read outside aggregates.
+    pub(crate) const LAST: StatFlags = StatFlags(64);
 
     pub(crate) fn for_agg(f: AggFunc) -> StatFlags {
         match f {
@@ -65,14 +67,15 @@ impl StatFlags {
         w
     }
 
-    /// Storage order and width: sums of squares and sums are 128-bit.
-    const LAYOUT: [(StatFlags, usize); 6] = [
+    /// Storage order and width: sums of squares and sums are 128-bit; LAST is (time, value).
+    const LAYOUT: [(StatFlags, usize); 7] = [
         (Self::N, 1),
         (Self::NZ, 1),
         (Self::SUM, 2),
         (Self::MIN, 1),
         (Self::MAX, 1),
         (Self::SQ, 2),
+        (Self::LAST, 2),
     ];
 }
 
@@ -106,11 +109,14 @@ impl Slot {
         if self.flags.has(StatFlags::MAX) {
             w[base + self.flags.offset_of(StatFlags::MAX)] = i64::MIN as u64;
         }
+        if self.flags.has(StatFlags::LAST) {
+            w[base + self.flags.offset_of(StatFlags::LAST) + 1] = i64::MIN as u64;
+        }
     }
 
-    /// Folds one defined per-packet value into the statistics.
+    /// Folds one defined per-packet value, seen at packet time `t`, into the statistics.
     #[inline]
-    pub(crate) fn update(&self, w: &mut [u64], v: i64) {
+    pub(crate) fn update(&self, w: &mut [u64], v: i64, t: u64) {
         let f = self.flags;
         let b = self.offset;
         if f.has(StatFlags::N) {
@@ -137,6 +143,13 @@ impl Slot {
             let sq = i128::from(v) * i128::from(v);
             put128(w, at, get128(w, at).saturating_add(sq));
         }
+        if f.has(StatFlags::LAST) {
+            let at = b + f.offset_of(StatFlags::LAST);
+            if (t, v) >= (w[at], w[at + 1] as i64) {
+                w[at] = t;
+                w[at + 1] = v as u64;
+            }
+        }
     }
 
     /// Reads the statistics back as an accumulator (absent ones stay at identity).
@@ -162,6 +175,10 @@ impl Slot {
         if f.has(StatFlags::SQ) {
             a.sq = get128(w, b + f.offset_of(StatFlags::SQ));
         }
+        if f.has(StatFlags::LAST) {
+            let at = b + f.offset_of(StatFlags::LAST);
+            a.last = (w[at], w[at + 1] as i64);
+        }
         a
     }
 
@@ -186,6 +203,8 @@ pub(crate) struct Acc {
     pub(crate) min: i64,
     pub(crate) max: i64,
     pub(crate) sq: i128,
+    /// (time, value) of the latest value; meaningful when `n > 0`.
+    pub(crate) last: (u64, i64),
 }
 
 impl Default for Acc {
@@ -197,6 +216,7 @@ impl Default for Acc {
             min: i64::MAX,
             max: i64::MIN,
             sq: 0,
+            last: (0, i64::MIN),
         }
     }
 }
@@ -209,6 +229,16 @@ impl Acc {
         self.min = self.min.min(o.min);
         self.max = self.max.max(o.max);
         self.sq = self.sq.saturating_add(o.sq);
+        self.last = self.last.max(o.last);
+    }
+
+    /// The latest value (`docs/semantics.md`, *Values outside aggregates*).
+    pub(crate) fn last_value(&self) -> f64 {
+        if self.n == 0 {
+            f64::NAN
+        } else {
+            self.last.1 as f64
+        }
     }
 
     /// The aggregate's value as the semantics define it (`docs/semantics.md`).
@@ -256,6 +286,18 @@ pub(crate) enum Expr {
 pub(crate) struct FlowContext {
     /// Window-scale shift from this flow's SYN, if seen in its current life.
     pub(crate) wscale: Option<u8>,
+    pub(crate) is_burst: bool,
+    /// Connection state after the packet, for flows that keep it.
+    pub(crate) tcp: Option<TcpValues>,
+}
+
+/// The connection-state variables on one packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TcpValues {
+    pub(crate) is_lost: bool,
+    pub(crate) seq: i64,
+    pub(crate) ack: i64,
+    pub(crate) dup: i64,
 }
 
 impl Expr {
@@ -273,15 +315,37 @@ impl Expr {
         }
     }
 
+    /// Whether the expression reads `rtt`, so is defined on RTT samples only.
+    pub(crate) fn reads_rtt(&self) -> bool {
+        match self {
+            Expr::Int(_) => false,
+            Expr::Var(v) => *v == BaseVar::Rtt,
+            Expr::Neg(x) | Expr::Not(x) => x.reads_rtt(),
+            Expr::Arith(_, l, r) | Expr::Cmp(_, l, r) | Expr::And(l, r) | Expr::Or(l, r) => {
+                l.reads_rtt() || r.reads_rtt()
+            }
+        }
+    }
+
     /// The expression's value on a packet, `None` where it is undefined.
     #[inline]
     pub(crate) fn eval(&self, p: &PacketRecord, cx: FlowContext) -> Option<i64> {
+        self.eval_with(&|v| var(v, p, cx))
+    }
+
+    /// The expression's value on an RTT sample: only `rtt` is defined there.
+    pub(crate) fn eval_sample(&self, rtt: i64) -> Option<i64> {
+        self.eval_with(&|v| (v == BaseVar::Rtt).then_some(rtt))
+    }
+
+    #[inline]
+    fn eval_with(&self, var: &impl Fn(BaseVar) -> Option<i64>) -> Option<i64> {
         Some(match self {
             Expr::Int(v) => *v,
-            Expr::Var(v) => var(*v, p, cx)?,
-            Expr::Neg(x) => x.eval(p, cx)?.saturating_neg(),
+            Expr::Var(v) => var(*v)?,
+            Expr::Neg(x) => x.eval_with(var)?.saturating_neg(),
             Expr::Arith(op, l, r) => {
-                let (a, b) = (l.eval(p, cx)?, r.eval(p, cx)?);
+                let (a, b) = (l.eval_with(var)?, r.eval_with(var)?);
                 match op {
                     ArithOp::Add => a.saturating_add(b),
                     ArithOp::Sub => a.saturating_sub(b),
@@ -291,7 +355,7 @@ impl Expr {
                 }
             }
             Expr::Cmp(op, l, r) => {
-                let (a, b) = (l.eval(p, cx)?, r.eval(p, cx)?);
+                let (a, b) = (l.eval_with(var)?, r.eval_with(var)?);
                 i64::from(match op {
                     CmpOp::Lt => a < b,
                     CmpOp::Le => a <= b,
@@ -302,14 +366,14 @@ impl Expr {
                 })
             }
             Expr::And(l, r) => {
-                let (a, b) = (l.eval(p, cx)?, r.eval(p, cx)?);
+                let (a, b) = (l.eval_with(var)?, r.eval_with(var)?);
                 i64::from(a != 0 && b != 0)
             }
             Expr::Or(l, r) => {
-                let (a, b) = (l.eval(p, cx)?, r.eval(p, cx)?);
+                let (a, b) = (l.eval_with(var)?, r.eval_with(var)?);
                 i64::from(a != 0 || b != 0)
             }
-            Expr::Not(x) => i64::from(x.eval(p, cx)? == 0),
+            Expr::Not(x) => i64::from(x.eval_with(var)? == 0),
         })
     }
 }
@@ -333,10 +397,13 @@ fn var(v: BaseVar, p: &PacketRecord, cx: FlowContext) -> Option<i64> {
             };
             i64::from(t.window) << shift
         }
-        // Connection-state variables are refused at install time.
-        BaseVar::IsLost | BaseVar::IsBurst | BaseVar::Rtt | BaseVar::Seq | BaseVar::Ack | BaseVar::Dup => {
-            return None
-        }
+        BaseVar::IsBurst => i64::from(cx.is_burst),
+        BaseVar::IsLost => i64::from(cx.tcp?.is_lost),
+        BaseVar::Seq => cx.tcp?.seq,
+        BaseVar::Ack => cx.tcp?.ack,
+        BaseVar::Dup => cx.tcp?.dup,
+        // RTT values are samples, never packets.
+        BaseVar::Rtt => return None,
     })
 }
 
@@ -351,19 +418,26 @@ mod tests {
             .union(StatFlags::SUM)
             .union(StatFlags::MIN)
             .union(StatFlags::MAX)
-            .union(StatFlags::SQ);
-        assert_eq!(flags.words(), 8);
+            .union(StatFlags::SQ)
+            .union(StatFlags::LAST);
+        assert_eq!(flags.words(), 10);
         let slot = Slot { offset: 3, flags };
-        let mut w = vec![0u64; 11];
+        let mut w = vec![0u64; 13];
         slot.reset(&mut w);
-        for v in [5, 0, -3, 7] {
-            slot.update(&mut w, v);
+        for (t, v) in [(1, 5), (2, 0), (4, -3), (4, 7), (3, 9)] {
+            slot.update(&mut w, v, t);
         }
         let a = slot.read(&w);
-        assert_eq!((a.n, a.nz, a.sum, a.min, a.max, a.sq), (4, 3, 9, -3, 7, 83));
-        assert_eq!(a.value(AggFunc::Avg), 2.25);
-        // population variance: 83/4 - 2.25² = 15.6875
-        assert_eq!(a.value(AggFunc::Stddev), 15.6875f64.sqrt());
+        assert_eq!((a.n, a.nz, a.sum, a.min, a.max, a.sq), (5, 4, 18, -3, 9, 164));
+        // The latest time wins; among equal times, the largest value.
+        assert_eq!(a.last, (4, 7));
+        assert_eq!(a.last_value(), 7.0);
+        assert_eq!(a.value(AggFunc::Avg), 3.6);
+        // population variance: 164/5 - 3.6² = 19.84
+        assert_eq!(
+            a.value(AggFunc::Stddev),
+            ((5.0f64 * 164.0 - 18.0 * 18.0) / 25.0).sqrt()
+        );
     }
 
     #[test]
@@ -373,6 +447,7 @@ mod tests {
         assert_eq!(a.value(AggFunc::Count), 0.0);
         assert!(a.value(AggFunc::Min).is_nan());
         assert!(a.value(AggFunc::Stddev).is_nan());
+        assert!(a.last_value().is_nan());
     }
 
     #[test]
@@ -387,7 +462,7 @@ mod tests {
         };
         let mut wa = vec![0u64; 3];
         a.reset(&mut wa);
-        a.update(&mut wa, 10);
+        a.update(&mut wa, 10, 0);
         let mut wb = vec![0u64; 4];
         b.reset(&mut wb);
         b.copy_common(&mut wb, &a, &wa);

@@ -22,11 +22,12 @@ use clarion_report::{Completeness, Origin, Report, Window};
 use clarion_wire::{tcp_flags, PacketRecord};
 
 use crate::config::{Counters, MonitorConfig};
-use crate::flow_table::{hash_key, FlowTable, NO_SET};
+use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::key::{group_of, report_group};
-use crate::match_set::{values, MatchSet};
-use crate::measure::{Acc, FlowContext};
-use crate::trigger::{FlowRef, Trigger, WindowValues};
+use crate::match_set::MatchSet;
+use crate::measure::{Acc, Expr, FlowContext, StatFlags, TcpValues};
+use crate::tcp_state::TcpState;
+use crate::trigger::{FlowRef, GroupAcc, Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
 
@@ -240,16 +241,22 @@ impl Monitor {
         if let Some(&s) = self.set_ids.get(&triggers) {
             return s;
         }
-        let aggs: Vec<&[clarion_lang::spec::AggCall]> = triggers
+        let live = || {
+            triggers
+                .iter()
+                .filter_map(|&t| self.triggers[t as usize].as_ref())
+        };
+        let reads: Vec<&[(Expr, StatFlags)]> = triggers
             .iter()
             .map(|&t| {
                 self.triggers[t as usize]
                     .as_ref()
-                    .map(|t| t.aggs.as_slice())
+                    .map(|t| t.reads.as_slice())
                     .unwrap_or(&[])
             })
             .collect();
-        let set = MatchSet::new(triggers.clone(), &aggs);
+        let needs_tcp = live().any(|t| t.spec.needs_connection_state());
+        let set = MatchSet::new(triggers.clone(), &reads, needs_tcp);
         let id = self.sets.len() as u32;
         self.sets.push(set);
         self.set_ids.insert(triggers, id);
@@ -286,20 +293,22 @@ impl Monitor {
         self.counters.packets += 1;
         self.counters.bytes += u64::from(p.size);
         let h = hash_key(&p.key);
-        let idx = match self.flows.find(&p.key, h) {
+        let (idx, is_burst) = match self.flows.find(&p.key, h) {
             Some(i) => {
                 let e = &mut self.flows.entries[i as usize];
-                if t.saturating_sub(e.last_ts) > self.config.flow_timeout_ns {
+                let gap = t.saturating_sub(e.last_ts);
+                if gap > self.config.flow_timeout_ns {
                     // A new life of the flow: forget its connection state.
                     e.wscale = None;
+                    e.tcp = None;
                 }
                 e.last_ts = t;
-                i
+                (i, gap <= self.config.burst_gap_ns)
             }
             None => match self.flows.insert(p.key, h, t) {
                 Some(i) => {
                     self.on_new_flow(i);
-                    i
+                    (i, false)
                 }
                 None => {
                     self.counters.packets_untracked += 1;
@@ -308,16 +317,66 @@ impl Monitor {
                 }
             },
         };
-        let e = &mut self.flows.entries[idx as usize];
-        if let Some(tcp) = p.tcp {
+        let half = (self.epoch_seq & 1) as usize;
+        let mut cx = FlowContext {
+            is_burst,
+            ..FlowContext::default()
+        };
+        if let Some(tcp) = &p.tcp {
+            let e = &mut self.flows.entries[idx as usize];
             if tcp.flags & tcp_flags::SYN != 0 {
                 e.wscale = tcp.wscale;
             }
+            cx.wscale = e.wscale;
+            let mut is_lost = false;
+            if e.set != NO_SET && self.sets[e.set as usize].needs_tcp {
+                let state = match e.tcp.take() {
+                    Some(s) if !s.restarts(tcp) => s,
+                    _ => Box::new(TcpState::new(tcp.seq)),
+                };
+                let st = e.tcp.insert(state);
+                let seg = st.on_segment(tcp, p.volume, t, self.config.tcp_segment_limit);
+                is_lost = seg.is_lost;
+                self.counters.tcp_segments_unlisted += u64::from(seg.unlisted);
+            }
+            if tcp.flags & tcp_flags::ACK != 0 {
+                self.acknowledge(idx, tcp, p.volume, t, half);
+            }
+            cx.tcp = self.flows.entries[idx as usize].tcp.as_ref().map(|st| TcpValues {
+                is_lost,
+                seq: st.snd_max,
+                ack: st.snd_una,
+                dup: st.dup,
+            });
+        } else {
+            cx.wscale = self.flows.entries[idx as usize].wscale;
         }
+        let e = &self.flows.entries[idx as usize];
         if e.set != NO_SET {
-            let half = (self.epoch_seq & 1) as usize;
-            let cx = FlowContext { wscale: e.wscale };
-            self.sets[e.set as usize].update(e.block, half, self.epoch_start, p, cx);
+            self.sets[e.set as usize].update(e.block, half, self.epoch_start, p, cx, t);
+        }
+    }
+
+    /// A segment of flow `from` acknowledges the data of its reverse flow,
+    /// if that flow is alive and keeps connection state; an RTT sample joins
+    /// the reverse flow's statistics.
+    fn acknowledge(&mut self, from: u32, tcp: &clarion_wire::TcpInfo, payload: u32, t: u64, half: usize) {
+        let (r, gen) = self.flows.entries[from as usize].rev;
+        if r == NO_ENTRY {
+            return;
+        }
+        let timeout = self.config.flow_timeout_ns;
+        let e = &mut self.flows.entries[r as usize];
+        if !e.live || e.gen != gen || t.saturating_sub(e.last_ts) > timeout {
+            return;
+        }
+        let Some(st) = e.tcp.as_mut() else { return };
+        let Some(rtt) = st.on_ack(tcp, payload, t) else {
+            return;
+        };
+        self.counters.rtt_samples += 1;
+        if e.set != NO_SET {
+            self.sets[e.set as usize].update_sample(e.block, half, self.epoch_start, rtt, t);
         }
     }
 
@@ -338,6 +397,17 @@ impl Monitor {
 
     fn on_new_flow(&mut self, i: u32) {
         self.counters.flows_created += 1;
+        let key = self.flows.entries[i as usize].key;
+        if key.proto == 6 {
+            // Link the two directions once, so acknowledgements need no lookup per packet.
+            let rk = key.reversed();
+            if let Some(j) = self.flows.find(&rk, hash_key(&rk)) {
+                let gen_i = self.flows.entries[i as usize].gen;
+                let gen_j = self.flows.entries[j as usize].gen;
+                self.flows.entries[i as usize].rev = (j, gen_j);
+                self.flows.entries[j as usize].rev = (i, gen_i);
+            }
+        }
         let mut matched = std::mem::take(&mut self.scratch);
         self.index
             .lookup(&self.flows.entries[i as usize].key, &mut matched);
@@ -493,15 +563,19 @@ impl Monitor {
                 end_ns: end,
             };
             let mut groups = Vec::with_capacity(w.groups.len());
-            for (g, accs) in &w.groups {
-                let vals = values(&trig.aggs, accs);
-                let key = report_group(g, &trig.spec.granularity);
+            for (g, vals) in trig.close(&w) {
+                let key = report_group(&g, &trig.spec.granularity);
                 if trig.fires(&vals) {
                     s.reports.push(Report {
                         event: trig.spec.name.clone(),
                         window,
                         group: key,
-                        values: trig.agg_names.iter().cloned().zip(vals.iter().copied()).collect(),
+                        values: trig
+                            .value_names
+                            .iter()
+                            .cloned()
+                            .zip(vals.iter().copied())
+                            .collect(),
                         origin: origin.clone(),
                         completeness: w.completeness,
                     });
@@ -597,7 +671,7 @@ fn gather(
     s: &mut Sweep,
     budget: &mut usize,
 ) -> bool {
-    let n_aggs = trig.aggs.len();
+    let n_reads = trig.reads_len();
     let granularity = trig.spec.granularity;
     let mut chunks = std::mem::take(&mut trig.flows.chunks);
     let mut done = true;
@@ -626,8 +700,11 @@ fn gather(
             if set.has_epoch(e.block, s.half, s.epoch_start) {
                 let g = group_of(&e.key, &granularity);
                 let w = trig.window_for(s.epoch_start);
-                let accs = w.groups.entry(g).or_insert_with(|| vec![Acc::default(); n_aggs]);
-                set.gather(e.block, s.half, pos, accs);
+                let acc = w.groups.entry(g).or_insert_with(|| GroupAcc {
+                    packets: 0,
+                    accs: vec![Acc::default(); n_reads],
+                });
+                acc.packets += set.gather(e.block, s.half, pos, &mut acc.accs);
             }
             s.pos += 1;
         }

@@ -5,12 +5,12 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use clarion_lang::spec::{AggCall, ArithOp, CmpOp, EventSpec, Pred};
+use clarion_lang::spec::{AggCall, ArithOp, BaseVar, CmpOp, EventSpec, PacketExpr, Pred, Var};
 use clarion_report::{Completeness, GroupKey, Window};
 use clarion_wire::FlowKey;
 
 use crate::key::KeyMask;
-use crate::measure::Acc;
+use crate::measure::{Acc, Expr, StatFlags};
 
 /// A flow as a trigger's list names it: entry number and generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,10 +56,11 @@ impl FlowList {
     }
 }
 
-/// The predicate with aggregates replaced by their index.
+/// The predicate with aggregates and state values replaced by their index.
 #[derive(Clone, Debug)]
 enum CPred {
     Num(f64),
+    /// Index into the values: the aggregates', then the state values'.
     Agg(usize),
     Neg(Box<CPred>),
     Arith(ArithOp, Box<CPred>, Box<CPred>),
@@ -82,13 +83,14 @@ fn bool_f(b: bool) -> f64 {
 }
 
 impl CPred {
-    /// `None` when the predicate uses connection state, which is refused at install.
-    fn compile(p: &Pred, aggs: &[AggCall]) -> Option<CPred> {
-        let b = |x: &Pred| CPred::compile(x, aggs).map(Box::new);
+    /// Values are numbered aggregates first, then state values; `None` if
+    /// the predicate names one not in the lists.
+    fn compile(p: &Pred, aggs: &[AggCall], state: &[Var]) -> Option<CPred> {
+        let b = |x: &Pred| CPred::compile(x, aggs, state).map(Box::new);
         Some(match p {
             Pred::Num(v) => CPred::Num(*v),
             Pred::Agg(a) => CPred::Agg(aggs.iter().position(|x| x == a)?),
-            Pred::State(_) => return None,
+            Pred::State(v) => CPred::Agg(aggs.len() + state.iter().position(|x| x == v)?),
             Pred::Neg(x) => CPred::Neg(b(x)?),
             Pred::Arith(op, l, r) => CPred::Arith(*op, b(l)?, b(r)?),
             Pred::Cmp(op, l, r) => CPred::Cmp(*op, b(l)?, b(r)?),
@@ -132,12 +134,21 @@ impl CPred {
     }
 }
 
+/// A group's statistics in the window being gathered.
+#[derive(Clone, Debug)]
+pub(crate) struct GroupAcc {
+    /// Packets (not RTT samples): a group exists only where it had packets.
+    pub(crate) packets: u64,
+    /// One accumulator per [`Trigger::reads`] entry.
+    pub(crate) accs: Vec<Acc>,
+}
+
 /// The window a trigger is gathering.
 #[derive(Debug)]
 pub(crate) struct OpenWindow {
     pub(crate) start_ns: u64,
-    /// Group key → one accumulator per aggregate.
-    pub(crate) groups: FxHashMap<FlowKey, Vec<Acc>>,
+    /// Group key → its statistics.
+    pub(crate) groups: FxHashMap<FlowKey, GroupAcc>,
     pub(crate) completeness: Completeness,
 }
 
@@ -153,9 +164,18 @@ pub struct WindowValues {
 #[derive(Debug)]
 pub(crate) struct Trigger {
     pub(crate) spec: EventSpec,
-    pub(crate) aggs: Vec<AggCall>,
-    pub(crate) agg_names: Vec<String>,
+    aggs: Vec<AggCall>,
+    /// Values read outside aggregates ([`EventSpec::state_values`]).
+    state: Vec<Var>,
+    /// Variables whose latest value the state values need.
+    lasts: Vec<BaseVar>,
+    /// What each flow keeps for this trigger: the aggregates' statistics, then the lasts'.
+    pub(crate) reads: Vec<(Expr, StatFlags)>,
+    /// Report keys of the values: the aggregates', then the state values'.
+    pub(crate) value_names: Vec<String>,
     pred: CPred,
+    /// Latest values (one per `lasts`) of each group of the last closed window, for `X_lastepoch`.
+    prev: Option<(u64, FxHashMap<FlowKey, Vec<f64>>)>,
     pub(crate) rules: Vec<(KeyMask, FlowKey)>,
     pub(crate) flows: FlowList,
     /// Start of the first window this trigger reports.
@@ -165,16 +185,43 @@ pub(crate) struct Trigger {
 }
 
 impl Trigger {
-    /// `None` when the predicate needs state the monitor does not compute.
+    /// `None` when the predicate cannot be compiled (never for a checked event).
     pub(crate) fn new(spec: EventSpec, rules: Vec<(KeyMask, FlowKey)>, start_ns: u64) -> Option<Self> {
         let aggs = spec.aggregates();
-        let pred = CPred::compile(&spec.predicate, &aggs)?;
-        let agg_names = aggs.iter().map(ToString::to_string).collect();
+        let state = spec.state_values();
+        let pred = CPred::compile(&spec.predicate, &aggs, &state)?;
+        let mut lasts: Vec<BaseVar> = Vec::new();
+        for v in &state {
+            if !lasts.contains(&v.base) {
+                lasts.push(v.base);
+            }
+        }
+        let last = StatFlags::N.union(StatFlags::LAST);
+        let reads = aggs
+            .iter()
+            .map(|a| (Expr::compile(&a.arg), StatFlags::for_agg(a.func)))
+            .chain(lasts.iter().map(|&base| {
+                let v = PacketExpr::Var(Var {
+                    base,
+                    last_epoch: false,
+                });
+                (Expr::compile(&v), last)
+            }))
+            .collect();
+        let value_names = aggs
+            .iter()
+            .map(ToString::to_string)
+            .chain(state.iter().map(ToString::to_string))
+            .collect();
         Some(Trigger {
             spec,
             aggs,
-            agg_names,
+            state,
+            lasts,
+            reads,
+            value_names,
             pred,
+            prev: None,
             rules,
             flows: FlowList::default(),
             start_ns,
@@ -197,9 +244,54 @@ impl Trigger {
         })
     }
 
-    /// True when the predicate holds for these aggregate values.
+    /// True when the predicate holds for these values (aggregates, then state values).
     pub(crate) fn fires(&self, vals: &[f64]) -> bool {
         truthy(self.pred.eval(vals))
+    }
+
+    /// The values of every group of the closed window `w` (groups without
+    /// packets have none), in key order; remembers the latest values for
+    /// the next window's `X_lastepoch`.
+    pub(crate) fn close(&mut self, w: &OpenWindow) -> Vec<(FlowKey, Vec<f64>)> {
+        let n_aggs = self.aggs.len();
+        let interval = self.spec.interval_ns;
+        let prev = self
+            .prev
+            .take()
+            .filter(|(start, _)| start.checked_add(interval) == Some(w.start_ns));
+        let mut lasts_now = FxHashMap::default();
+        let mut out = Vec::with_capacity(w.groups.len());
+        for (g, acc) in w.groups.iter().filter(|(_, a)| a.packets > 0) {
+            let mut vals: Vec<f64> = self
+                .aggs
+                .iter()
+                .zip(&acc.accs)
+                .map(|(a, x)| x.value(a.func))
+                .collect();
+            let lasts: Vec<f64> = acc.accs[n_aggs..].iter().map(Acc::last_value).collect();
+            for v in &self.state {
+                let i = self.lasts.iter().position(|b| *b == v.base).unwrap_or(0);
+                vals.push(if v.last_epoch {
+                    prev.as_ref()
+                        .and_then(|(_, m)| m.get(g))
+                        .map_or(f64::NAN, |l: &Vec<f64>| l[i])
+                } else {
+                    lasts.get(i).copied().unwrap_or(f64::NAN)
+                });
+            }
+            if !self.lasts.is_empty() {
+                lasts_now.insert(*g, lasts);
+            }
+            out.push((*g, vals));
+        }
+        out.sort_by_key(|g| g.0);
+        self.prev = Some((w.start_ns, lasts_now));
+        out
+    }
+
+    /// Number of statistics each group keeps.
+    pub(crate) fn reads_len(&self) -> usize {
+        self.reads.len()
     }
 }
 
@@ -255,12 +347,23 @@ mod tests {
     }
 
     #[test]
-    fn state_predicates_are_refused() {
-        let s = spec(Pred::State(Var {
-            base: BaseVar::Ack,
-            last_epoch: false,
-        }));
-        assert!(Trigger::new(s, vec![], 0).is_none());
+    fn state_values_follow_the_aggregates() {
+        let ack = |last_epoch| {
+            Box::new(Pred::State(Var {
+                base: BaseVar::Ack,
+                last_epoch,
+            }))
+        };
+        let pred = Pred::Cmp(
+            CmpOp::Gt,
+            Box::new(Pred::Arith(ArithOp::Sub, ack(false), ack(true))),
+            Box::new(Pred::Agg(sum_volume())),
+        );
+        let t = Trigger::new(spec(pred), vec![], 0).unwrap();
+        assert_eq!(t.value_names, ["sum(volume)", "ack", "ack_lastepoch"]);
+        assert_eq!(t.reads_len(), 2, "one sum, one latest ack for both state values");
+        assert!(t.fires(&[1.0, 10.0, 5.0]) && !t.fires(&[5.0, 10.0, 5.0]));
+        assert!(!t.fires(&[1.0, 10.0, f64::NAN]));
     }
 
     #[test]

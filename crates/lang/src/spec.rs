@@ -51,16 +51,17 @@ impl EventSpec {
     /// `ack`, `dup`), which flows it matches must then keep.
     pub fn needs_connection_state(&self) -> bool {
         let mut needs = false;
-        self.predicate.visit_vars(&mut |v| needs |= v.base.is_connection_state());
+        self.predicate
+            .visit_vars(&mut |v| needs |= v.base.is_connection_state());
         needs
     }
 
-    /// Variables the predicate uses that the monitor does not compute yet
-    /// (the TCP connection-state variables and every `X_lastepoch`), in first-use order.
+    /// Variables the predicate uses that the monitor does not compute, in
+    /// first-use order (none today: every variable of the language is computed).
     pub fn unsupported_variables(&self) -> Vec<Var> {
         let mut out = Vec::new();
         self.predicate.visit_vars(&mut |v| {
-            if (!v.base.is_implemented() || v.last_epoch) && !out.contains(&v) {
+            if !v.base.is_implemented() && !out.contains(&v) {
                 out.push(v);
             }
         });
@@ -356,19 +357,11 @@ impl BaseVar {
         BaseVar::ALL.into_iter().find(|v| v.name() == s)
     }
 
-    /// Computed by the monitor today (the rest parse and check, and are
-    /// refused at install time with a clear message).
+    /// Computed by the monitor. Every variable is today; a variable added to
+    /// the language before the monitor computes it returns false here, and
+    /// events using it check but are refused at install with a clear message.
     pub fn is_implemented(self) -> bool {
-        matches!(
-            self,
-            BaseVar::Volume
-                | BaseVar::Size
-                | BaseVar::Packets
-                | BaseVar::Ttl
-                | BaseVar::Ecn
-                | BaseVar::Rwnd
-                | BaseVar::TcpFlags
-        )
+        true
     }
 
     /// Computed from the flow's TCP connection state (both directions).

@@ -507,6 +507,8 @@ fn times_are_nanoseconds() {
         panic!("a comparison")
     };
     let Pred::Agg(a) = *l else { panic!("an aggregate") };
-    let PacketExpr::Cmp(_, _, r) = a.arg else { panic!("a comparison") };
+    let PacketExpr::Cmp(_, _, r) = a.arg else {
+        panic!("a comparison")
+    };
     assert_eq!(*r, PacketExpr::Int(500_000));
 }

@@ -317,23 +317,103 @@ fn rwnd_uses_the_syn_scale_until_the_flow_times_out() {
     assert_eq!(maxes, vec![100.0, 800.0, 100.0]);
 }
 
-#[test]
-fn state_variables_are_refused_with_a_clear_error() {
-    let mut m = Monitor::new(MonitorConfig::default());
-    let pred = gt(
-        Pred::State(Var {
-            base: BaseVar::Ack,
-            last_epoch: false,
+fn tcp(ts: u64, from_a: bool, seq: u32, ack: u32, flags: u8, volume: u32) -> PacketRecord {
+    let (a, b): (std::net::IpAddr, std::net::IpAddr) =
+        ("10.0.0.1".parse().unwrap(), "10.0.1.1".parse().unwrap());
+    let key = if from_a {
+        FlowKey::new(a, b, 6, Some((40000, 80)), None)
+    } else {
+        FlowKey::new(b, a, 6, Some((80, 40000)), None)
+    };
+    PacketRecord {
+        ts_ns: ts,
+        key,
+        size: volume + 40,
+        volume,
+        ttl: 64,
+        tcp: Some(TcpInfo {
+            seq,
+            ack,
+            flags,
+            ..TcpInfo::default()
         }),
-        0.0,
+        ..PacketRecord::default()
+    }
+}
+
+fn state(base: BaseVar, last_epoch: bool) -> Pred {
+    Pred::State(Var { base, last_epoch })
+}
+
+#[test]
+fn tcp_state_rtt_samples_and_values_outside_aggregates() {
+    use clarion_wire::tcp_flags::{ACK, SYN};
+    let mut m = Monitor::new(MonitorConfig::default());
+    let sum = |l: Pred, r: Pred| Pred::Arith(clarion_lang::spec::ArithOp::Add, Box::new(l), Box::new(r));
+    // Always true; reads every TCP variable.
+    let pred = Pred::Or(
+        Box::new(gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0)),
+        Box::new(Pred::Cmp(
+            CmpOp::Gt,
+            Box::new(sum(
+                sum(
+                    agg(AggFunc::Max, BaseVar::Rtt),
+                    agg(AggFunc::Sum, BaseVar::IsLost),
+                ),
+                sum(
+                    agg(AggFunc::Count, BaseVar::IsBurst),
+                    sum(state(BaseVar::Ack, false), state(BaseVar::Seq, false)),
+                ),
+            )),
+            Box::new(state(BaseVar::Ack, true)),
+        )),
     );
-    let err = m
-        .install(event("cong", pred, Granularity::FIVE_TUPLE, 10))
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("`ack`") || err.to_string().contains("ack"),
-        "{err}"
+    let mut ev = event("conn", pred, Granularity::FIVE_TUPLE, 10);
+    ev.filters = vec![Filter {
+        src_port: Some(clarion_lang::spec::PortRange { lo: 40000, hi: 40000 }),
+        ..Filter::default()
+    }];
+    m.install(ev).unwrap();
+    let isn = 7000;
+    let out = run(
+        &mut m,
+        &[
+            tcp(T0, true, isn, 0, SYN, 0),
+            tcp(T0 + 2 * MS, false, 99, isn + 1, SYN | ACK, 0),
+            tcp(T0 + 3 * MS, true, isn + 1, 100, ACK, 1000),
+            tcp(T0 + 3 * MS + MS / 2, true, isn + 1001, 100, ACK, 1000),
+            tcp(T0 + 8 * MS, false, 100, isn + 2001, ACK, 0),
+            tcp(T0 + 12 * MS, true, isn + 1, 100, ACK, 1000),
+        ],
     );
+    assert_eq!(out.len(), 2, "{out:?}");
+    let names: Vec<&str> = out[0].values.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "sum(packets)",
+            "max(rtt)",
+            "sum(is_lost)",
+            "count(is_burst)",
+            "ack",
+            "seq",
+            "ack_lastepoch"
+        ]
+    );
+    let vals = |r: &Report| r.values.iter().map(|(_, v)| *v).collect::<Vec<f64>>();
+    let w0 = vals(&out[0]);
+    // Samples: the handshake (2 ms) and one delayed ack for both segments (5 ms).
+    assert_eq!(w0[..6], [3.0, 5e6, 0.0, 1.0, 1.0, 2001.0]);
+    assert!(w0[6].is_nan(), "no previous window");
+    // The retransmission; the ack of 8 ms shows on the flow's next packet.
+    let w1 = vals(&out[1]);
+    assert!(w1[1].is_nan(), "no RTT sample in the second window");
+    assert_eq!(
+        [w1[0], w1[2], w1[3], w1[4], w1[5], w1[6]],
+        [1.0, 1.0, 0.0, 2001.0, 2001.0, 1.0]
+    );
+    let c = m.counters();
+    assert_eq!(c.rtt_samples, 2);
 }
 
 #[test]

@@ -1,0 +1,207 @@
+//! Per-flow TCP connection state: retransmissions, acknowledgements,
+//! duplicate acks and RTT samples (`docs/semantics.md`, *TCP connection
+//! state*).
+//!
+//! One [`TcpState`] belongs to one flow direction and one life of it. The
+//! flow's own segments advance `snd_max`; segments of the reverse flow
+//! acknowledge its data ([`TcpState::on_ack`]). Sequence numbers are kept
+//! unwrapped, relative to the first one seen, in 64-bit integers.
+//!
+//! The list of first transmissions (for RTT samples and Karn's rule) is the
+//! only state that grows; it is bounded by the configured limit, and a
+//! segment that finds it full is not listed (the caller counts it).
+
+use std::collections::VecDeque;
+
+use clarion_wire::tcp_flags::{FIN, RST, SYN};
+use clarion_wire::TcpInfo;
+
+/// A first transmission awaiting its acknowledgement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Sent {
+    start: i64,
+    end: i64,
+    time: u64,
+    retransmitted: bool,
+}
+
+/// See the module documentation.
+#[derive(Clone, Debug)]
+pub(crate) struct TcpState {
+    isn: u32,
+    /// Highest sequence sent (exclusive end), relative to `isn`.
+    pub(crate) snd_max: i64,
+    /// Highest cumulative acknowledgement received, relative to `isn`.
+    pub(crate) snd_una: i64,
+    /// Bytes estimated delivered beyond `snd_una` (one `mss` per duplicate ack).
+    pub(crate) dup: i64,
+    /// Largest payload sent.
+    mss: i64,
+    sent: VecDeque<Sent>,
+}
+
+/// What one of the flow's own segments was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub(crate) is_lost: bool,
+    /// A first transmission the full list could not take.
+    pub(crate) unlisted: bool,
+}
+
+impl TcpState {
+    pub(crate) fn new(isn: u32) -> Self {
+        TcpState {
+            isn,
+            snd_max: 0,
+            snd_una: 0,
+            dup: 0,
+            mss: 0,
+            sent: VecDeque::new(),
+        }
+    }
+
+    /// A SYN with another initial sequence number starts a new connection.
+    pub(crate) fn restarts(&self, tcp: &TcpInfo) -> bool {
+        tcp.flags & SYN != 0 && tcp.seq != self.isn
+    }
+
+    /// `x` unwrapped to the 64-bit relative value nearest `snd_max`.
+    fn unwrap(&self, x: u32) -> i64 {
+        let here = self.isn.wrapping_add(self.snd_max as u32);
+        self.snd_max + i64::from(x.wrapping_sub(here) as i32)
+    }
+
+    /// Steps 2–5: one of the flow's own segments, with `payload` bytes, at `time`.
+    pub(crate) fn on_segment(&mut self, tcp: &TcpInfo, payload: u32, time: u64, limit: usize) -> Segment {
+        let syn_fin = i64::from(tcp.flags & SYN != 0) + i64::from(tcp.flags & FIN != 0);
+        let payload = i64::from(payload);
+        let len = payload + syn_fin;
+        let start = self.unwrap(tcp.seq);
+        let end = start + len;
+        let probe = syn_fin == 0 && payload == 1 && end == self.snd_max;
+        let is_lost = len > 0 && start < self.snd_max && !probe;
+        let mut unlisted = false;
+        if len > 0 && start >= self.snd_max {
+            if self.sent.len() < limit {
+                self.sent.push_back(Sent {
+                    start,
+                    end,
+                    time,
+                    retransmitted: false,
+                });
+            } else {
+                unlisted = true;
+            }
+        }
+        if is_lost {
+            for s in self.sent.iter_mut().filter(|s| s.start < end && start < s.end) {
+                s.retransmitted = true;
+            }
+        }
+        self.snd_max = self.snd_max.max(end);
+        self.mss = self.mss.max(payload);
+        Segment { is_lost, unlisted }
+    }
+
+    /// Step 6: a segment of the reverse flow acknowledging this flow's data
+    /// at `time`. Gives the RTT sample, if any.
+    pub(crate) fn on_ack(&mut self, ack_tcp: &TcpInfo, ack_payload: u32, time: u64) -> Option<i64> {
+        let a = self.unwrap(ack_tcp.ack);
+        if a > self.snd_una {
+            let mut earliest = None;
+            let mut karn = false;
+            // First transmissions are listed in increasing `end`.
+            while let Some(s) = self.sent.front().filter(|s| s.end <= a) {
+                earliest.get_or_insert(s.time);
+                karn |= s.retransmitted;
+                self.sent.pop_front();
+            }
+            self.dup = (self.dup - (a - self.snd_una)).max(0);
+            self.snd_una = a;
+            return match earliest {
+                Some(t0) if !karn => Some(time.saturating_sub(t0) as i64),
+                _ => None,
+            };
+        }
+        let pure = ack_payload == 0 && ack_tcp.flags & (SYN | FIN | RST) == 0;
+        if a == self.snd_una && pure && self.snd_max > self.snd_una {
+            self.dup += self.mss;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clarion_wire::tcp_flags::ACK;
+
+    fn seg(seq: u32, flags: u8) -> TcpInfo {
+        TcpInfo {
+            seq,
+            flags,
+            ..TcpInfo::default()
+        }
+    }
+
+    fn ack(n: u32) -> TcpInfo {
+        TcpInfo {
+            ack: n,
+            flags: ACK,
+            ..TcpInfo::default()
+        }
+    }
+
+    #[test]
+    fn handshake_data_and_a_delayed_ack() {
+        let isn = 1000;
+        let mut s = TcpState::new(isn);
+        assert!(!s.on_segment(&seg(isn, SYN), 0, 10, 8).is_lost);
+        assert_eq!(s.on_ack(&ack(isn + 1), 0, 25), Some(15));
+        s.on_segment(&seg(isn + 1, ACK), 100, 30, 8);
+        s.on_segment(&seg(isn + 101, ACK), 100, 32, 8);
+        // One ack covers both: the sample runs from the earliest.
+        assert_eq!(s.on_ack(&ack(isn + 201), 0, 50), Some(20));
+        assert_eq!((s.snd_max, s.snd_una, s.dup), (201, 201, 0));
+    }
+
+    #[test]
+    fn retransmission_karn_and_dup_acks() {
+        let mut s = TcpState::new(0);
+        s.on_segment(&seg(0, ACK), 100, 0, 8);
+        s.on_segment(&seg(100, ACK), 100, 1, 8);
+        // Two duplicate acks while data is outstanding: one mss each.
+        assert_eq!(s.on_ack(&ack(0), 0, 2), None);
+        assert_eq!(s.on_ack(&ack(0), 0, 3), None);
+        assert_eq!(s.dup, 200);
+        assert!(s.on_segment(&seg(0, ACK), 100, 4, 8).is_lost);
+        // The ack covers a retransmitted segment: no sample; dup shrinks.
+        assert_eq!(s.on_ack(&ack(100), 0, 9), None);
+        assert_eq!(s.dup, 100);
+        assert_eq!(s.on_ack(&ack(200), 0, 9), Some(8));
+        assert_eq!(s.dup, 0);
+    }
+
+    #[test]
+    fn keepalive_is_not_lost_and_sequence_wraps() {
+        let mut s = TcpState::new(u32::MAX - 10);
+        s.on_segment(&seg(u32::MAX - 10, ACK), 100, 0, 8);
+        assert_eq!(s.snd_max, 100);
+        assert!(
+            !s.on_segment(&seg(88, ACK), 1, 1, 8).is_lost,
+            "keep-alive at snd_max − 1"
+        );
+        assert!(s.on_segment(&seg(80, ACK), 9, 2, 8).is_lost);
+        // Karn: the acked segment was partly sent again.
+        assert_eq!(s.on_ack(&ack(89), 0, 5), None);
+        assert_eq!(s.snd_una, 100);
+    }
+
+    #[test]
+    fn the_list_is_bounded() {
+        let mut s = TcpState::new(0);
+        assert!(!s.on_segment(&seg(0, ACK), 10, 0, 1).unlisted);
+        assert!(s.on_segment(&seg(10, ACK), 10, 1, 1).unlisted);
+        assert_eq!(s.on_ack(&ack(20), 0, 3), Some(3));
+    }
+}
