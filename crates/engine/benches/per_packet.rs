@@ -6,6 +6,13 @@
 //! every packet from a different flow than the one before, 1,024 triggers of
 //! which each flow matches 8, built from a handful of filter patterns.
 //!
+//! A second group, `tcp_state`, measures what connection state adds: the
+//! same two-way TCP traffic (each flow's data segments with advancing
+//! sequence numbers, and the receiver's acks) against the same 1,024
+//! triggers, once as above (`plain`) and once with one of each flow's 8
+//! triggers reading `is_lost` and `rtt` (`tracked`), so every data flow
+//! keeps TCP state and every ack gives an RTT sample.
+//!
 //! Run: `cargo bench -p clarion-engine --bench per_packet`.
 
 use std::net::Ipv4Addr;
@@ -21,15 +28,52 @@ const BATCH: usize = 4096;
 /// 15 Mpps: one packet every 66.7 ns.
 const GAP_NS: u64 = 67;
 
+fn flow_addrs(f: u32) -> (Ipv4Addr, Ipv4Addr) {
+    (
+        Ipv4Addr::new(10, 0, (f % 16) as u8, (f / 16) as u8),
+        Ipv4Addr::new(10, 1, (f % 8) as u8, 1),
+    )
+}
+
+/// Data segments of the 300 flows interleaved with the receivers' acks
+/// (one ack per two segments); each frame with its flow number and whether it is an ack.
+fn tcp_frames() -> Vec<(Vec<u8>, usize, bool)> {
+    (0..BATCH as u32)
+        .map(|i| {
+            let f = (i / 3).wrapping_mul(7919) % FLOWS;
+            let is_ack = i % 3 == 2;
+            let (a, b) = flow_addrs(f);
+            let (ip, src_port, dst_port, payload_len) = if is_ack {
+                (IpPair::V4 { src: b, dst: a }, 80, 10_000 + f as u16, 0)
+            } else {
+                (IpPair::V4 { src: a, dst: b }, 10_000 + f as u16, 80, 100)
+            };
+            let spec = FrameSpec {
+                ip,
+                transport: Transport::Tcp(TcpSpec {
+                    src_port,
+                    dst_port,
+                    flags: 0x10,
+                    window: 512,
+                    ..TcpSpec::default()
+                }),
+                payload_len,
+                ..FrameSpec::default()
+            };
+            let mut buf = Vec::new();
+            spec.emit_into(&mut buf);
+            (buf, f as usize, is_ack)
+        })
+        .collect()
+}
+
 fn frames() -> Vec<Vec<u8>> {
     (0..BATCH as u32)
         .map(|i| {
             let f = i.wrapping_mul(7919) % FLOWS;
+            let (src, dst) = flow_addrs(f);
             let spec = FrameSpec {
-                ip: IpPair::V4 {
-                    src: Ipv4Addr::new(10, 0, (f % 16) as u8, (f / 16) as u8),
-                    dst: Ipv4Addr::new(10, 1, (f % 8) as u8, 1),
-                },
+                ip: IpPair::V4 { src, dst },
                 transport: Transport::Tcp(TcpSpec {
                     src_port: 10_000 + (f as u16),
                     dst_port: 80,
@@ -50,11 +94,16 @@ fn frames() -> Vec<Vec<u8>> {
 /// 1,024 triggers: for each of 128 source /24-ish blocks, 8 triggers of
 /// different shapes, so every flow matches 8.
 fn events() -> String {
+    events_with(None)
+}
+
+/// As [`events`]; with `tcp`, one of the 8 triggers each flow matches reads it instead.
+fn events_with(tcp: Option<&str>) -> String {
     let mut src = String::new();
     for b in 0..128u32 {
         let net = format!("10.0.{}.0/24", b % 16);
         let extra = b / 16; // 8 variants of the same /24 → distinct triggers
-        let preds = [
+        let mut preds = [
             format!("sum(volume) > {}KB", 100 + extra),
             format!("count(packets) > {}", 1000 + extra),
             format!("max(size) > {}", 1400 + extra),
@@ -64,6 +113,10 @@ fn events() -> String {
             format!("min(ttl) < {}", 2 + extra),
             format!("count(ecn == 3) > {}", 10 + extra),
         ];
+        if let (Some(p), 0) = (tcp, extra) {
+            // The trigger of this block that its flows match (below).
+            preds[b as usize % 8] = format!("{p} > 100");
+        }
         for (k, p) in preds.iter().enumerate() {
             if k == b as usize % 8 {
                 src.push_str(&format!(
@@ -132,5 +185,56 @@ fn bench(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench);
+fn monitor_with(events: &str) -> Monitor {
+    let mut monitor = Monitor::new(MonitorConfig::default());
+    for s in clarion_lang::check(events).expect("bench events are valid") {
+        monitor.install(s).expect("bench events install");
+    }
+    monitor
+}
+
+fn bench_tcp_state(c: &mut Criterion) {
+    let frames = tcp_frames();
+    let mut g = c.benchmark_group("tcp_state");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for (name, tcp) in [("plain", None), ("tracked", Some("sum(is_lost) + max(rtt)"))] {
+        let mut monitor = monitor_with(&events_with(tcp));
+        let mut ts: u64 = 1_700_000_000_000_000_000;
+        let mut sent = vec![0u32; FLOWS as usize];
+        let mut reports = Vec::new();
+        g.bench_function(name, |b| {
+            b.iter_batched_ref(
+                || (),
+                |()| {
+                    for (f, flow, is_ack) in &frames {
+                        ts += GAP_NS;
+                        if let Ok(mut rec) = parse_frame(LinkType::Ethernet, f, 0, f.len() as u32) {
+                            rec.ts_ns = ts;
+                            if let Some(t) = rec.tcp.as_mut() {
+                                // Advance the connection: new data, acks of all sent so far.
+                                if *is_ack {
+                                    t.ack = sent[*flow];
+                                } else {
+                                    t.seq = sent[*flow];
+                                    sent[*flow] = sent[*flow].wrapping_add(rec.volume);
+                                }
+                            }
+                            monitor.process(black_box(&rec), &mut reports);
+                        }
+                    }
+                    reports.clear();
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        let c = monitor.counters();
+        eprintln!(
+            "tcp_state/{name}: {} packets, {} RTT samples, {} segments unlisted",
+            c.packets, c.rtt_samples, c.tcp_segments_unlisted
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_tcp_state);
 criterion_main!(benches);
