@@ -297,13 +297,14 @@ impl Monitor {
             Some(i) => {
                 let e = &mut self.flows.entries[i as usize];
                 let gap = t.saturating_sub(e.last_ts);
-                if gap > self.config.flow_timeout_ns {
+                let new_life = gap > self.config.flow_timeout_ns;
+                if new_life {
                     // A new life of the flow: forget its connection state.
                     e.wscale = None;
                     e.tcp = None;
                 }
                 e.last_ts = t;
-                (i, gap <= self.config.burst_gap_ns)
+                (i, !new_life && gap <= self.config.burst_gap_ns)
             }
             None => match self.flows.insert(p.key, h, t) {
                 Some(i) => {

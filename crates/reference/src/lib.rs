@@ -7,9 +7,16 @@
 //! bucket the event's packets by window and group, compute each aggregate from
 //! the full list of per-packet values and evaluate the predicate.
 //!
-//! Events the reference cannot evaluate (TCP connection-state variables,
-//! `_lastepoch` variables, division inside a per-packet expression, a zero
-//! interval) are skipped by [`evaluate`]; [`unsupported`] tells why.
+//! The per-flow variables (`rwnd`, `is_burst`, and the TCP connection state
+//! `is_lost`, `seq`, `ack`, `dup` and RTT samples) come from one replay of
+//! all frames in input order (`replay`), written straight from the
+//! numbered steps of the contract: it gives every packet its values and
+//! lists every RTT sample with its flow and time. Samples then join their
+//! flow's groups beside the packets.
+//!
+//! Events the reference cannot evaluate (division or `X_lastepoch` inside a
+//! per-packet expression, which the checker refuses; a zero interval) are skipped by
+//! [`evaluate`]; [`unsupported`] tells why.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -48,17 +55,34 @@ impl Input {
 /// What the reference needs to know beyond the events and the frames.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// A flow idle for longer than this starts afresh (forgets its window scale).
+    /// A flow idle for longer than this starts afresh (forgets its window
+    /// scale, its previous packet for `is_burst` and its TCP state); a
+    /// reverse flow idle for longer is not alive and ignores acks.
     pub flow_timeout_ns: u64,
+    /// `is_burst` is 1 when the flow's previous packet (in its current life)
+    /// arrived at most this long before (packet times). Default 1 ms.
+    pub burst_gap_ns: u64,
+    /// Most first transmissions listed per flow awaiting their ack (default
+    /// 1024); a first transmission that finds the list full is not listed
+    /// and so gives no RTT sample.
+    pub max_first_transmissions: usize,
     /// Origin written into every report.
     pub host: String,
     pub worker: u32,
 }
 
+/// The burst gap the monitor uses unless told otherwise (1 ms).
+pub const DEFAULT_BURST_GAP_NS: u64 = 1_000_000;
+
+/// The length of a flow's list of first transmissions unless told otherwise.
+pub const DEFAULT_MAX_FIRST_TRANSMISSIONS: usize = 1024;
+
 impl Default for Config {
     fn default() -> Self {
         Config {
             flow_timeout_ns: DEFAULT_FLOW_TIMEOUT_NS,
+            burst_gap_ns: DEFAULT_BURST_GAP_NS,
+            max_first_transmissions: DEFAULT_MAX_FIRST_TRANSMISSIONS,
             host: String::new(),
             worker: 0,
         }
@@ -67,43 +91,25 @@ impl Default for Config {
 
 /// Why the reference cannot evaluate `event`, or `None` when it can.
 ///
-/// [`evaluate`] skips such events (the monitor refuses them at install).
+/// Every variable, bare state value and `X_lastepoch` is evaluated; only
+/// what the checker never produces is refused. [`evaluate`] skips such
+/// events.
 pub fn unsupported(event: &EventSpec) -> Option<String> {
     if event.interval_ns == 0 {
         return Some("interval is zero".into());
     }
-    if let Some(v) = event.unsupported_variables().first() {
-        return Some(format!("variable `{v}` is not computed yet"));
-    }
     let mut problem = None;
-    event.predicate.visit_vars(&mut |v| {
-        // `X_lastepoch` is connection state too: no per-packet meaning here.
-        if v.last_epoch && problem.is_none() {
-            problem = Some(format!("variable `{v}` is not computed yet"));
+    event.predicate.visit_aggs(&mut |a| {
+        if problem.is_none() && has_division(&a.arg) {
+            problem = Some("division inside a per-packet expression".into());
         }
-    });
-    if problem.is_none() && has_state(&event.predicate) {
-        problem = Some("bare connection-state variable in the predicate".into());
-    }
-    if problem.is_none() {
-        event.predicate.visit_aggs(&mut |a| {
-            if problem.is_none() && has_division(&a.arg) {
-                problem = Some("division inside a per-packet expression".into());
+        a.arg.visit_vars(&mut |v| {
+            if problem.is_none() && v.last_epoch {
+                problem = Some(format!("`{v}` inside an aggregate"));
             }
         });
-    }
+    });
     problem
-}
-
-fn has_state(p: &Pred) -> bool {
-    match p {
-        Pred::State(_) => true,
-        Pred::Num(_) | Pred::Agg(_) => false,
-        Pred::Neg(x) | Pred::Not(x) => has_state(x),
-        Pred::Arith(_, l, r) | Pred::Cmp(_, l, r) | Pred::And(l, r) | Pred::Or(l, r) => {
-            has_state(l) || has_state(r)
-        }
-    }
 }
 
 fn has_division(e: &PacketExpr) -> bool {
@@ -118,6 +124,21 @@ fn has_division(e: &PacketExpr) -> bool {
     }
 }
 
+/// An event's packets and RTT samples with one group key in one window.
+/// It exists only when it has at least one packet.
+#[derive(Default)]
+struct Bucket<'a> {
+    packets: Vec<&'a Packet<'a>>,
+    samples: Vec<&'a RttSample>,
+}
+
+/// What the predicate of one group in one window reads.
+struct GroupWindow<'a> {
+    this: &'a Bucket<'a>,
+    /// The same group in the event's previous window, if it existed there.
+    previous: Option<&'a Bucket<'a>>,
+}
+
 /// Every report the events produce over the frames, in canonical order
 /// ([`Report::sort_key`]). Events that [`unsupported`] refuses are skipped.
 pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<Report> {
@@ -126,7 +147,7 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
     else {
         return Vec::new();
     };
-    let packets = packets_with_rwnd(&frames, config.flow_timeout_ns);
+    let (packets, samples) = replay(&frames, config);
     let origin = Origin {
         host: config.host.clone(),
         worker: config.worker,
@@ -139,12 +160,29 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
         if unsupported(event).is_some() {
             continue;
         }
-        let mut buckets: BTreeMap<(Window, GroupKey), Vec<&Packet>> = BTreeMap::new();
+        let matches = |key: &FlowKey| event.filters.iter().any(|f| filter_matches(f, key));
+        let place = |time: u64, key: &FlowKey| {
+            (
+                window_of(time, event.interval_ns),
+                group_key(&event.granularity, key),
+            )
+        };
+        let mut buckets: BTreeMap<(Window, GroupKey), Bucket> = BTreeMap::new();
         for p in &packets {
-            if event.filters.iter().any(|f| filter_matches(f, &p.record.key)) {
-                let window = window_of(p.time, event.interval_ns);
-                let group = group_key(&event.granularity, &p.record.key);
-                buckets.entry((window, group)).or_default().push(p);
+            if matches(&p.record.key) {
+                buckets
+                    .entry(place(p.time, &p.record.key))
+                    .or_default()
+                    .packets
+                    .push(p);
+            }
+        }
+        // A sample joins its flow's group only where that group exists (has a packet).
+        for s in &samples {
+            if matches(&s.flow) {
+                if let Some(b) = buckets.get_mut(&place(s.time, &s.flow)) {
+                    b.samples.push(s);
+                }
             }
         }
         let aggs: Vec<(String, AggCall)> = event
@@ -152,24 +190,51 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
             .into_iter()
             .map(|a| (a.to_string(), a))
             .collect();
-        for ((window, group), members) in buckets {
-            if !truthy(eval_pred(&event.predicate, &members)) {
+        let states: Vec<(String, Var)> = event
+            .state_values()
+            .into_iter()
+            .map(|v| (v.to_string(), v))
+            .collect();
+        for ((window, group), bucket) in &buckets {
+            let previous = window
+                .start_ns
+                .checked_sub(event.interval_ns)
+                .map(|start| {
+                    (
+                        Window {
+                            start_ns: start,
+                            end_ns: window.start_ns,
+                        },
+                        *group,
+                    )
+                })
+                .and_then(|k| buckets.get(&k));
+            let gw = GroupWindow {
+                this: bucket,
+                previous,
+            };
+            if !truthy(eval_pred(&event.predicate, &gw)) {
                 continue;
             }
             let values = aggs
                 .iter()
-                .map(|(text, a)| (text.clone(), aggregate(a, &members)))
+                .map(|(text, a)| (text.clone(), aggregate(a, bucket)))
+                .chain(
+                    states
+                        .iter()
+                        .map(|(text, v)| (text.clone(), state_value(*v, &gw))),
+                )
                 .collect();
             let completeness = completeness_of
                 .entry(event.interval_ns)
                 .or_insert_with(|| completeness_grid(&frames, event.interval_ns, (first_time, last_time)))
-                .get(&window)
+                .get(window)
                 .copied()
                 .unwrap_or_default();
             reports.push(Report {
                 event: event.name.clone(),
-                window,
-                group,
+                window: *window,
+                group: *group,
                 values,
                 origin: origin.clone(),
                 completeness,
@@ -245,57 +310,231 @@ fn completeness_grid(
 
 // ---------------------------------------------------------------- flows
 
-/// An IP packet with its packet time and its `rwnd` value (None when undefined).
+/// An IP packet with its packet time and its per-flow values (`None` when undefined).
 struct Packet<'a> {
     record: &'a PacketRecord,
     time: u64,
     rwnd: Option<i64>,
+    is_burst: i64,
+    /// `is_lost`, `seq`, `ack`, `dup`: on TCP packets with a TCP header.
+    tcp: Option<TcpValues>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TcpValues {
+    is_lost: i64,
+    seq: i64,
+    ack: i64,
+    dup: i64,
+}
+
+/// An RTT sample: it belongs to the flow whose data was acknowledged, at
+/// the packet time of the acknowledging packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RttSample {
+    flow: FlowKey,
+    time: u64,
+    rtt: i64,
 }
 
 /// What the reference remembers about one flow (exact key, one direction) in its current life.
 struct FlowLife {
+    /// Packet time of the flow's latest packet.
     last_time: u64,
     wscale: Option<u8>,
+    /// TCP connection state, from the first TCP packet with a header in this life.
+    tcp: Option<Connection>,
 }
 
-fn packets_with_rwnd<'a>(frames: &[Frame<'a>], flow_timeout_ns: u64) -> Vec<Packet<'a>> {
+/// TCP connection state of one flow direction: sequence numbers are
+/// relative to `isn`, unwrapped into 64 bits.
+struct Connection {
+    isn: u32,
+    snd_max: i64,
+    snd_una: i64,
+    dup: i64,
+    mss: i64,
+    /// First transmissions awaiting their ack, in sending order.
+    sent: Vec<FirstTransmission>,
+}
+
+struct FirstTransmission {
+    start: i64,
+    end: i64,
+    time: u64,
+    retransmitted: bool,
+}
+
+impl Connection {
+    fn new(isn: u32) -> Self {
+        Connection {
+            isn,
+            snd_max: 0,
+            snd_una: 0,
+            dup: 0,
+            mss: 0,
+            sent: Vec::new(),
+        }
+    }
+
+    /// `snd_max + (x − (isn + snd_max mod 2³²))` with the difference taken as a signed 32-bit number.
+    fn unwrap(&self, x: u32) -> i64 {
+        let here = self.isn.wrapping_add((self.snd_max.rem_euclid(1 << 32)) as u32);
+        self.snd_max + i64::from(x.wrapping_sub(here) as i32)
+    }
+}
+
+fn has(flags: u8, bit: u8) -> bool {
+    flags & bit != 0
+}
+
+/// Replays every frame in input order, keeping each flow's life, window
+/// scale and TCP connection state: every IP packet with its values, and
+/// every RTT sample.
+fn replay<'a>(frames: &[Frame<'a>], config: &Config) -> (Vec<Packet<'a>>, Vec<RttSample>) {
+    let timeout = config.flow_timeout_ns;
     let mut flows: HashMap<FlowKey, FlowLife> = HashMap::new();
-    let mut out = Vec::new();
+    let mut packets = Vec::new();
+    let mut samples = Vec::new();
     for f in frames {
         let Input::Packet(record) = f.input else {
             continue;
         };
-        let life = flows.entry(record.key).or_insert(FlowLife {
-            last_time: f.time,
-            wscale: None,
-        });
-        if f.time.saturating_sub(life.last_time) > flow_timeout_ns {
-            // Idle longer than the timeout: the flow starts afresh.
-            life.wscale = None;
-        }
-        life.last_time = f.time;
-        let rwnd = match record.tcp {
-            Some(tcp) if record.key.proto == proto::TCP => {
-                if tcp.flags & tcp_flags::SYN != 0 {
-                    // The latest SYN decides: one without the option announces no scale.
-                    life.wscale = tcp.wscale;
-                    // RFC 7323: the window of a SYN segment is never scaled.
-                    Some(i64::from(tcp.window))
-                } else {
-                    // The record promises 0..=14; clamp anyway so a hand-built record cannot overflow.
-                    let shift = life.wscale.unwrap_or(0).min(14);
-                    Some(i64::from(tcp.window) << shift)
-                }
-            }
+        let t = f.time;
+        let key = record.key;
+
+        // Flow lifetime: idle longer than the timeout, the flow starts afresh.
+        let previous_time = match flows.get(&key) {
+            Some(life) if t - life.last_time <= timeout => Some(life.last_time),
             _ => None,
         };
-        out.push(Packet {
+        if previous_time.is_none() {
+            flows.insert(
+                key,
+                FlowLife {
+                    last_time: t,
+                    wscale: None,
+                    tcp: None,
+                },
+            );
+        }
+        let is_burst = i64::from(previous_time.is_some_and(|prev| t - prev <= config.burst_gap_ns));
+        let life = flows.get_mut(&key).expect("inserted above");
+        life.last_time = t;
+
+        let Some(tcp) = record.tcp.filter(|_| key.proto == proto::TCP) else {
+            packets.push(Packet {
+                record,
+                time: t,
+                rwnd: None,
+                is_burst,
+                tcp: None,
+            });
+            continue;
+        };
+
+        // rwnd.
+        let rwnd = if has(tcp.flags, tcp_flags::SYN) {
+            // The latest SYN decides: one without the option announces no scale.
+            life.wscale = tcp.wscale;
+            // RFC 7323: the window of a SYN segment is never scaled.
+            i64::from(tcp.window)
+        } else {
+            // The record promises 0..=14; clamp anyway so a hand-built record cannot overflow.
+            let shift = life.wscale.unwrap_or(0).min(14);
+            i64::from(tcp.window) << shift
+        };
+
+        // Step 1: the connection starts with the first packet of the life, or anew with a SYN of another ISN.
+        let conn = life.tcp.get_or_insert_with(|| Connection::new(tcp.seq));
+        if has(tcp.flags, tcp_flags::SYN) && tcp.seq != conn.isn {
+            *conn = Connection::new(tcp.seq);
+        }
+        // Step 2.
+        let payload = i64::from(record.volume);
+        let len =
+            payload + i64::from(has(tcp.flags, tcp_flags::SYN)) + i64::from(has(tcp.flags, tcp_flags::FIN));
+        let start = conn.unwrap(tcp.seq);
+        let end = start + len;
+        // Step 3.
+        let probe = !has(tcp.flags, tcp_flags::SYN)
+            && !has(tcp.flags, tcp_flags::FIN)
+            && payload == 1
+            && end == conn.snd_max;
+        let is_lost = len > 0 && start < conn.snd_max && !probe;
+        // Step 4.
+        if len > 0 && start >= conn.snd_max && conn.sent.len() < config.max_first_transmissions {
+            conn.sent.push(FirstTransmission {
+                start,
+                end,
+                time: t,
+                retransmitted: false,
+            });
+        }
+        if is_lost {
+            for s in conn.sent.iter_mut() {
+                if s.start < end && start < s.end {
+                    s.retransmitted = true;
+                }
+            }
+        }
+        // Step 5.
+        conn.snd_max = conn.snd_max.max(end);
+        conn.mss = conn.mss.max(payload);
+
+        // Step 6: the ack is for the reverse flow, if it is alive and has TCP state.
+        if has(tcp.flags, tcp_flags::ACK) {
+            let reverse = key.reversed();
+            if let Some(r_life) = flows.get_mut(&reverse) {
+                let alive = t - r_life.last_time <= timeout;
+                if let (true, Some(r)) = (alive, r_life.tcp.as_mut()) {
+                    let a = r.unwrap(tcp.ack);
+                    if a > r.snd_una {
+                        let (acked, waiting): (Vec<_>, Vec<_>) = r.sent.drain(..).partition(|s| s.end <= a);
+                        r.sent = waiting;
+                        if let Some(earliest) = acked.iter().map(|s| s.time).min() {
+                            // Karn's rule: no sample when any acked segment was sent again.
+                            if acked.iter().all(|s| !s.retransmitted) {
+                                samples.push(RttSample {
+                                    flow: reverse,
+                                    time: t,
+                                    rtt: i64::try_from(t - earliest).unwrap_or(i64::MAX),
+                                });
+                            }
+                        }
+                        r.dup = (r.dup - (a - r.snd_una)).max(0);
+                        r.snd_una = a;
+                    } else if a == r.snd_una
+                        && payload == 0
+                        && !has(tcp.flags, tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST)
+                        && r.snd_max > r.snd_una
+                    {
+                        r.dup = r.dup.saturating_add(r.mss);
+                    }
+                }
+            }
+        }
+
+        // Step 7: the flow's own state after all of the above (the reverse
+        // flow is the flow itself when addresses and ports are symmetric).
+        let conn = flows
+            .get(&key)
+            .and_then(|l| l.tcp.as_ref())
+            .expect("started in step 1");
+        packets.push(Packet {
             record,
-            time: f.time,
-            rwnd,
+            time: t,
+            rwnd: Some(rwnd),
+            is_burst,
+            tcp: Some(TcpValues {
+                is_lost: i64::from(is_lost),
+                seq: conn.snd_max,
+                ack: conn.snd_una,
+                dup: conn.dup,
+            }),
         });
     }
-    out
+    (packets, samples)
 }
 
 // ---------------------------------------------------------------- filters and groups
@@ -375,6 +614,7 @@ fn group_key(g: &Granularity, key: &FlowKey) -> GroupKey {
 
 // ---------------------------------------------------------------- per-packet values
 
+/// The variable's value on the packet; `None` when undefined there. `rtt` is never defined on packets.
 fn var_value(v: Var, p: &Packet) -> Option<i64> {
     let r = p.record;
     let tcp = r.tcp.filter(|_| r.key.proto == proto::TCP);
@@ -386,28 +626,56 @@ fn var_value(v: Var, p: &Packet) -> Option<i64> {
         BaseVar::Ecn => Some(i64::from(r.ecn)),
         BaseVar::TcpFlags => tcp.map(|t| i64::from(t.flags)),
         BaseVar::Rwnd => p.rwnd,
-        // Refused by `unsupported` before evaluation.
-        BaseVar::IsLost | BaseVar::IsBurst | BaseVar::Rtt | BaseVar::Seq | BaseVar::Ack | BaseVar::Dup => {
-            None
-        }
+        BaseVar::IsBurst => Some(p.is_burst),
+        BaseVar::IsLost => p.tcp.map(|t| t.is_lost),
+        BaseVar::Seq => p.tcp.map(|t| t.seq),
+        BaseVar::Ack => p.tcp.map(|t| t.ack),
+        BaseVar::Dup => p.tcp.map(|t| t.dup),
+        BaseVar::Rtt => None,
     }
+}
+
+/// The variable's value on an RTT sample: only `rtt` is defined there.
+fn sample_var_value(v: Var, s: &RttSample) -> Option<i64> {
+    (v.base == BaseVar::Rtt).then_some(s.rtt)
+}
+
+fn reads_rtt(e: &PacketExpr) -> bool {
+    let mut reads = false;
+    e.visit_vars(&mut |v| reads |= v.base == BaseVar::Rtt);
+    reads
 }
 
 fn bool_int(b: bool) -> i64 {
     i64::from(b)
 }
 
-/// The expression's value on the packet; `None` when any variable it reads is undefined.
+/// The expression's value on a packet; `None` when any variable it reads is undefined there.
 fn eval_packet(e: &PacketExpr, p: &Packet) -> Option<i64> {
+    eval_expr(e, &|v| var_value(v, p))
+}
+
+/// The expression's value on an RTT sample. Only expressions that read
+/// `rtt` see samples (`sum(1)` counts packets, not samples), and any other
+/// variable is undefined there.
+fn eval_sample(e: &PacketExpr, s: &RttSample) -> Option<i64> {
+    if !reads_rtt(e) {
+        return None;
+    }
+    eval_expr(e, &|v| sample_var_value(v, s))
+}
+
+/// The expression with variables looked up in `value`; `None` when any of them is undefined.
+fn eval_expr(e: &PacketExpr, value: &dyn Fn(Var) -> Option<i64>) -> Option<i64> {
     // Every operand is evaluated (no short-circuit): one undefined variable
     // anywhere makes the whole expression undefined.
     Some(match e {
         PacketExpr::Int(n) => *n,
-        PacketExpr::Var(v) => var_value(*v, p)?,
-        PacketExpr::Neg(x) => eval_packet(x, p)?.saturating_neg(),
-        PacketExpr::Not(x) => bool_int(eval_packet(x, p)? == 0),
+        PacketExpr::Var(v) => value(*v)?,
+        PacketExpr::Neg(x) => eval_expr(x, value)?.saturating_neg(),
+        PacketExpr::Not(x) => bool_int(eval_expr(x, value)? == 0),
         PacketExpr::Arith(op, l, r) => {
-            let (l, r) = (eval_packet(l, p)?, eval_packet(r, p)?);
+            let (l, r) = (eval_expr(l, value)?, eval_expr(r, value)?);
             match op {
                 ArithOp::Add => l.saturating_add(r),
                 ArithOp::Sub => l.saturating_sub(r),
@@ -417,7 +685,7 @@ fn eval_packet(e: &PacketExpr, p: &Packet) -> Option<i64> {
             }
         }
         PacketExpr::Cmp(op, l, r) => {
-            let (l, r) = (eval_packet(l, p)?, eval_packet(r, p)?);
+            let (l, r) = (eval_expr(l, value)?, eval_expr(r, value)?);
             bool_int(match op {
                 CmpOp::Lt => l < r,
                 CmpOp::Le => l <= r,
@@ -428,21 +696,51 @@ fn eval_packet(e: &PacketExpr, p: &Packet) -> Option<i64> {
             })
         }
         PacketExpr::And(l, r) => {
-            let (l, r) = (eval_packet(l, p)?, eval_packet(r, p)?);
+            let (l, r) = (eval_expr(l, value)?, eval_expr(r, value)?);
             bool_int(l != 0 && r != 0)
         }
         PacketExpr::Or(l, r) => {
-            let (l, r) = (eval_packet(l, p)?, eval_packet(r, p)?);
+            let (l, r) = (eval_expr(l, value)?, eval_expr(r, value)?);
             bool_int(l != 0 || r != 0)
         }
     })
 }
 
+// ---------------------------------------------------------------- values outside aggregates
+
+/// `X` for a group in a window: its value on the last packet (or sample, for
+/// `rtt`) on which it is defined, latest packet time first, then largest value.
+fn last_value(base: BaseVar, b: &Bucket) -> Option<i64> {
+    let v = Var {
+        base,
+        last_epoch: false,
+    };
+    let on_packets = b
+        .packets
+        .iter()
+        .filter_map(|p| var_value(v, p).map(|x| (p.time, x)));
+    let on_samples = b
+        .samples
+        .iter()
+        .filter_map(|s| sample_var_value(v, s).map(|x| (s.time, x)));
+    on_packets.chain(on_samples).max().map(|(_, x)| x)
+}
+
+/// A variable read outside an aggregate, as the predicate sees it (NaN = undefined).
+fn state_value(v: Var, gw: &GroupWindow) -> f64 {
+    let bucket = if v.last_epoch { gw.previous } else { Some(gw.this) };
+    bucket
+        .and_then(|b| last_value(v.base, b))
+        .map_or(f64::NAN, |x| x as f64)
+}
+
 // ---------------------------------------------------------------- aggregates
 
-/// The aggregate over the group's packets, as the predicate sees it (`f64`, NaN = undefined).
-fn aggregate(a: &AggCall, members: &[&Packet]) -> f64 {
-    let xs: Vec<i64> = members.iter().filter_map(|p| eval_packet(&a.arg, p)).collect();
+/// The aggregate over the group's packets and RTT samples, as the predicate sees it (`f64`, NaN = undefined).
+fn aggregate(a: &AggCall, b: &Bucket) -> f64 {
+    let on_packets = b.packets.iter().filter_map(|p| eval_packet(&a.arg, p));
+    let on_samples = b.samples.iter().filter_map(|s| eval_sample(&a.arg, s));
+    let xs: Vec<i64> = on_packets.chain(on_samples).collect();
     let n = xs.len();
     let sum: i128 = xs.iter().map(|&x| i128::from(x)).sum();
     match a.func {
@@ -494,16 +792,15 @@ fn bool_f64(b: bool) -> f64 {
     }
 }
 
-fn eval_pred(p: &Pred, members: &[&Packet]) -> f64 {
+fn eval_pred(p: &Pred, gw: &GroupWindow) -> f64 {
     match p {
         Pred::Num(x) => *x,
-        Pred::Agg(a) => aggregate(a, members),
-        // Refused by `unsupported` before evaluation.
-        Pred::State(_) => f64::NAN,
-        Pred::Neg(x) => -eval_pred(x, members),
-        Pred::Not(x) => bool_f64(!truthy(eval_pred(x, members))),
+        Pred::Agg(a) => aggregate(a, gw.this),
+        Pred::State(v) => state_value(*v, gw),
+        Pred::Neg(x) => -eval_pred(x, gw),
+        Pred::Not(x) => bool_f64(!truthy(eval_pred(x, gw))),
         Pred::Arith(op, l, r) => {
-            let (l, r) = (eval_pred(l, members), eval_pred(r, members));
+            let (l, r) = (eval_pred(l, gw), eval_pred(r, gw));
             match op {
                 ArithOp::Add => l + r,
                 ArithOp::Sub => l - r,
@@ -513,7 +810,7 @@ fn eval_pred(p: &Pred, members: &[&Packet]) -> f64 {
             }
         }
         Pred::Cmp(op, l, r) => {
-            let (l, r) = (eval_pred(l, members), eval_pred(r, members));
+            let (l, r) = (eval_pred(l, gw), eval_pred(r, gw));
             if l.is_nan() || r.is_nan() {
                 return 0.0;
             }
@@ -527,11 +824,11 @@ fn eval_pred(p: &Pred, members: &[&Packet]) -> f64 {
             })
         }
         Pred::And(l, r) => {
-            let (l, r) = (eval_pred(l, members), eval_pred(r, members));
+            let (l, r) = (eval_pred(l, gw), eval_pred(r, gw));
             bool_f64(truthy(l) && truthy(r))
         }
         Pred::Or(l, r) => {
-            let (l, r) = (eval_pred(l, members), eval_pred(r, members));
+            let (l, r) = (eval_pred(l, gw), eval_pred(r, gw));
             bool_f64(truthy(l) || truthy(r))
         }
     }
