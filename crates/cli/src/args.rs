@@ -91,6 +91,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
     pub burst_gap: u64,
 
+    /// Segments awaiting acknowledgement listed per TCP flow for RTT samples; beyond it they are counted.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub tcp_segment_limit: usize,
+
     /// Show a progress bar: 'auto' (when standard error is a terminal), 'always', 'never'.
     #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN")]
     pub progress: When,

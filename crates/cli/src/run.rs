@@ -110,6 +110,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         flow_capacity: a.flow_capacity,
         flow_timeout_ns: a.flow_timeout,
         burst_gap_ns: a.burst_gap,
+        tcp_segment_limit: a.tcp_segment_limit,
         host: a.host.clone().unwrap_or_else(host_name),
         ..MonitorConfig::default()
     };

@@ -69,6 +69,14 @@ impl fmt::Display for Summary {
             thousands(c.flows_evicted),
             thousands(c.packets_untracked)
         )?;
+        if c.rtt_samples > 0 || c.tcp_segments_unlisted > 0 {
+            writeln!(
+                f,
+                "  TCP: {} RTT samples, {} segments unlisted (list full; --tcp-segment-limit)",
+                thousands(c.rtt_samples),
+                thousands(c.tcp_segments_unlisted)
+            )?;
+        }
         writeln!(
             f,
             "  {} events, {} trigger matches, {} sweeps ({} late), {} reports",

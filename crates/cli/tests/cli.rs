@@ -41,7 +41,7 @@ fn readme_command_reports_the_golden_lines() {
     assert_eq!(stdout(&o), golden);
     let err = stderr(&o);
     assert!(err.contains("19,456 frames"), "summary names the frames: {err}");
-    assert!(err.contains("52 reports"), "{err}");
+    assert!(err.contains("69 reports"), "{err}");
 }
 
 #[test]

@@ -232,9 +232,14 @@ impl Monitor {
         if old_set != NO_SET {
             self.sets[old_set as usize].release(old_block);
         }
+        let keeps_tcp = new_set != NO_SET && self.sets[new_set as usize].needs_tcp;
         let e = &mut self.flows.entries[entry as usize];
         e.set = new_set;
         e.block = new_block;
+        if !keeps_tcp {
+            // Connection state not kept up to date must not be resumed later.
+            e.tcp = None;
+        }
     }
 
     fn intern(&mut self, triggers: Vec<TriggerId>) -> u32 {

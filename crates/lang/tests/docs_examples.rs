@@ -1,13 +1,35 @@
-//! Every ```clarion block of docs/language.md (and of the README) is
-//! accepted by `check`, and every ```clarion-error block is refused (with
-//! the code its comment names, when it names one).
+//! Every ```clarion block of docs/language.md, of the pages of
+//! docs/variables/ (and of the README) is accepted by `check`, and every
+//! ```clarion-error block is refused (with the code its comment names, when
+//! it names one). Failures name the file and line of the block.
 
-use clarion_lang::check;
+use clarion_lang::spec::{BaseVar, EventSpec};
+use clarion_lang::{check, Diagnostics};
 
 struct Block {
+    /// The file, relative to the workspace root.
+    file: String,
     line: usize,
     must_fail: bool,
+    /// The block's lines, after as many empty lines as precede them in the
+    /// file, so diagnostics point at the file's own lines.
     text: String,
+}
+
+impl Block {
+    /// `docs/language.md:42`, for failure messages.
+    fn at(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
+
+    /// The diagnostics of the block, rendered against its file name.
+    fn render(&self, d: &Diagnostics) -> String {
+        d.render(&self.file, &self.text, false)
+    }
+}
+
+fn root() -> String {
+    format!("{}/../..", env!("CARGO_MANIFEST_DIR"))
 }
 
 fn blocks() -> Vec<Block> {
@@ -15,26 +37,22 @@ fn blocks() -> Vec<Block> {
 }
 
 fn blocks_of(relative: &str) -> Vec<Block> {
-    let path = format!("{}/../../{relative}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/{relative}", root());
     let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut out = Vec::new();
     let mut current: Option<Block> = None;
     for (i, line) in doc.lines().enumerate() {
+        let open = |must_fail| {
+            Some(Block {
+                file: relative.to_string(),
+                line: i + 1,
+                must_fail,
+                text: "\n".repeat(i + 1),
+            })
+        };
         match (&mut current, line.trim_end()) {
-            (None, "```clarion") => {
-                current = Some(Block {
-                    line: i + 1,
-                    must_fail: false,
-                    text: String::new(),
-                })
-            }
-            (None, "```clarion-error") => {
-                current = Some(Block {
-                    line: i + 1,
-                    must_fail: true,
-                    text: String::new(),
-                })
-            }
+            (None, "```clarion") => current = open(false),
+            (None, "```clarion-error") => current = open(true),
             (Some(_), "```") => out.extend(current.take()),
             (Some(b), _) => {
                 b.text.push_str(line);
@@ -43,8 +61,28 @@ fn blocks_of(relative: &str) -> Vec<Block> {
             (None, _) => {}
         }
     }
-    assert!(current.is_none(), "unclosed block in {relative}");
+    if let Some(b) = current {
+        panic!("{}: unclosed block", b.at());
+    }
     out
+}
+
+/// The pages of docs/variables/, sorted, relative to the workspace root.
+fn variable_pages() -> Vec<String> {
+    let dir = format!("{}/docs/variables", root());
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/variables/{name}"))
+        .collect();
+    pages.sort();
+    pages
 }
 
 /// The code named in a block's comment, as in `# Error E0203: ...`.
@@ -53,46 +91,108 @@ fn expected_code(text: &str) -> Option<&str> {
     text.get(at + 6..at + 11)
 }
 
-#[test]
-fn doc_examples_check_as_marked() {
-    let blocks = blocks();
-    assert!(blocks.iter().filter(|b| !b.must_fail).count() >= 10);
-    assert!(blocks.iter().filter(|b| b.must_fail).count() >= 10);
-    for b in &blocks {
+/// Checks every block as marked; gives the specs of the accepted ones, with their blocks.
+fn check_as_marked(blocks: &[Block]) -> Vec<(&Block, Vec<EventSpec>)> {
+    let mut accepted = Vec::new();
+    for b in blocks {
         match (check(&b.text), b.must_fail) {
-            (Ok(specs), false) => assert!(!specs.is_empty(), "block at line {} has no event", b.line),
-            (Err(d), false) => panic!(
-                "block at line {} fails:\n{}",
-                b.line,
-                d.render("language.md", &b.text, false)
-            ),
-            (Ok(_), true) => panic!("block at line {} should fail but checks", b.line),
+            (Ok(specs), false) => {
+                assert!(!specs.is_empty(), "{}: block has no event", b.at());
+                accepted.push((b, specs));
+            }
+            (Err(d), false) => panic!("{}: block fails:\n{}", b.at(), b.render(&d)),
+            (Ok(_), true) => panic!("{}: block should fail but checks", b.at()),
             (Err(d), true) => {
                 if let Some(code) = expected_code(&b.text) {
                     assert!(
                         d.iter().any(|d| d.code == code),
-                        "block at line {}: expected {code}, got:\n{}",
-                        b.line,
-                        d.render("language.md", &b.text, false)
+                        "{}: expected {code}, got:\n{}",
+                        b.at(),
+                        b.render(&d)
                     );
                 }
             }
         }
     }
+    accepted
+}
+
+/// Printing an accepted block and parsing it again gives the same tree and the same specs.
+fn round_trip(blocks: &[Block]) {
+    for b in blocks.iter().filter(|b| !b.must_fail) {
+        let file = clarion_lang::parse(&b.text).expect("the block checks");
+        let printed = file.to_string();
+        let again = clarion_lang::parse(&printed).expect("printed text parses");
+        assert!(
+            file.eq_ignoring_spans(&again),
+            "{}: printed differently:\n{printed}",
+            b.at()
+        );
+        assert_eq!(
+            clarion_lang::lower(&again).expect("printed text checks"),
+            check(&b.text).expect("the block checks"),
+            "{}: lowers differently after printing",
+            b.at()
+        );
+    }
+}
+
+#[test]
+fn doc_examples_check_as_marked() {
+    let blocks = blocks();
+    assert!(blocks.iter().filter(|b| !b.must_fail).count() >= 10);
+    assert!(blocks.iter().filter(|b| b.must_fail).count() >= 10);
+    check_as_marked(&blocks);
 }
 
 #[test]
 fn doc_examples_round_trip_through_the_printer() {
-    for b in blocks().iter().filter(|b| !b.must_fail) {
-        let file = clarion_lang::parse(&b.text).unwrap();
-        let printed = file.to_string();
-        let again = clarion_lang::parse(&printed).unwrap();
+    round_trip(&blocks());
+}
+
+#[test]
+fn variable_pages_check_as_marked() {
+    let pages = variable_pages();
+    assert!(!pages.is_empty(), "docs/variables/ has no pages");
+    for page in &pages {
+        let blocks = blocks_of(page);
+        check_as_marked(&blocks);
+        round_trip(&blocks);
+    }
+}
+
+/// One page per variable of the language, each with an accepted example
+/// that reads it, and no page for a variable that does not exist; the
+/// index links every page.
+#[test]
+fn every_variable_has_a_page_with_an_example() {
+    let pages = variable_pages();
+    let index_path = "docs/variables/README.md";
+    assert!(pages.iter().any(|p| p == index_path), "{index_path} is missing");
+    let index = std::fs::read_to_string(format!("{}/{index_path}", root())).expect("the index page");
+    for v in BaseVar::ALL {
+        let page = format!("docs/variables/{}.md", v.name());
+        assert!(pages.contains(&page), "{page} is missing");
         assert!(
-            file.eq_ignoring_spans(&again),
-            "block at line {}:\n{printed}",
-            b.line
+            index.contains(&format!("({}.md)", v.name())),
+            "{index_path} does not link {page}"
         );
-        assert_eq!(clarion_lang::lower(&again).unwrap(), check(&b.text).unwrap());
+        let blocks = blocks_of(&page);
+        let reads = check_as_marked(&blocks).into_iter().any(|(_, specs)| {
+            specs.iter().any(|s| {
+                let mut found = false;
+                s.predicate.visit_vars(&mut |x| found |= x.base == v);
+                found
+            })
+        });
+        assert!(reads, "{page}: no `clarion` example reads `{}`", v.name());
+    }
+    for page in pages.iter().filter(|p| *p != index_path) {
+        let name = page.trim_start_matches("docs/variables/").trim_end_matches(".md");
+        assert!(
+            BaseVar::from_name(name).is_some(),
+            "{page}: not a variable of the language"
+        );
     }
 }
 
@@ -101,13 +201,13 @@ fn readme_examples_check() {
     let blocks = blocks_of("README.md");
     assert!(!blocks.is_empty(), "the README shows the language");
     for b in blocks {
-        let specs = check(&b.text).unwrap_or_else(|d| {
-            panic!(
-                "README block at line {}:\n{}",
-                b.line,
-                d.render("README.md", &b.text, false)
-            )
-        });
-        assert_eq!(specs.len(), 5, "the README shows the language in five examples");
+        let specs =
+            check(&b.text).unwrap_or_else(|d| panic!("{}: README block fails:\n{}", b.at(), b.render(&d)));
+        assert_eq!(
+            specs.len(),
+            5,
+            "{}: the README shows the language in five examples",
+            b.at()
+        );
     }
 }
