@@ -1,5 +1,6 @@
 //! Random traffic: frames over a small pool of flows, with out-of-order
-//! timestamps, long idle gaps, non-IP and malformed frames mixed in.
+//! timestamps, long idle gaps, non-IP and malformed frames mixed in, and
+//! TCP connections played by both their ends ([`crate::connection`]).
 //!
 //! Each frame is planned as a [`FramePlan`] (what it should mean) and built
 //! into bytes with `clarion_wire::build` (what the monitor reads).
@@ -17,13 +18,18 @@ use clarion_wire::{
 };
 use proptest::prelude::*;
 
+use crate::connection;
 use crate::pool::{V4, V6};
 
-const MS: u64 = 1_000_000;
+pub(crate) const MS: u64 = 1_000_000;
 
 /// The flow timeout the generated traffic is meant to be replayed with: some
 /// gaps are longer than it, so flows restart (and forget their window scale).
 pub const TEST_FLOW_TIMEOUT_NS: u64 = 400 * MS;
+
+/// The burst gap the generated traffic is meant to be replayed with (the
+/// default, 1 ms): connections space packets below, at and above it.
+pub const TEST_BURST_GAP_NS: u64 = MS;
 
 /// Ethernet frames shorter than this are padded on the wire, and captures show the padding.
 const ETHERNET_MIN: usize = 60;
@@ -80,7 +86,7 @@ impl FramePlan {
 // ---------------------------------------------------------------- the flow pool
 
 #[derive(Clone, Copy, Debug)]
-enum Kind {
+pub(crate) enum Kind {
     Tcp {
         sport: u16,
         dport: u16,
@@ -95,12 +101,12 @@ enum Kind {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct FlowDef {
-    src: IpAddr,
-    dst: IpAddr,
-    kind: Kind,
+pub(crate) struct FlowDef {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub kind: Kind,
     /// VLAN ids, outermost first: 0 tags, a 802.1Q tag, or QinQ (802.1ad outside).
-    vlans: &'static [u16],
+    pub vlans: &'static [u16],
 }
 
 const fn v4(i: usize) -> IpAddr {
@@ -153,7 +159,7 @@ const FLOWS: [FlowDef; 14] = [
 
 /// How a frame's timestamp relates to the latest one before it.
 #[derive(Clone, Copy, Debug)]
-enum Tick {
+pub(crate) enum Tick {
     /// Forward by this many nanoseconds (0: the same timestamp).
     Forward(u64),
     /// Earlier than the latest timestamp by this much: out of order.
@@ -161,7 +167,7 @@ enum Tick {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum What {
+pub(crate) enum What {
     Packet,
     NotIp,
     /// Cut inside the needed headers at this fraction (of 256).
@@ -171,7 +177,7 @@ enum What {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Frag {
+pub(crate) enum Frag {
     Whole,
     /// Offset 0, more fragments: carries the transport header.
     First,
@@ -181,25 +187,25 @@ enum Frag {
 
 /// The random choices for one frame; turned into a [`FramePlan`] once the clock is known.
 #[derive(Clone, Copy, Debug)]
-struct Step {
-    tick: Tick,
-    what: What,
-    link: LinkType,
-    flow: usize,
-    fragment: Frag,
-    more_fragments: bool,
-    flags: u8,
+pub(crate) struct Step {
+    pub tick: Tick,
+    pub what: What,
+    pub link: LinkType,
+    pub flow: usize,
+    pub fragment: Frag,
+    pub more_fragments: bool,
+    pub flags: u8,
     /// A window-scale option on a segment that is not a SYN (receivers ignore it).
-    stray_wscale: bool,
-    window: u16,
-    seq: u32,
-    ack: u32,
-    payload: u16,
-    ttl: u8,
-    ecn: u8,
-    ip_id: u32,
+    pub stray_wscale: bool,
+    pub window: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub payload: u16,
+    pub ttl: u8,
+    pub ecn: u8,
+    pub ip_id: u32,
     /// IPv4 option bytes (NOPs) or IPv6 extension chain choice.
-    ip_extra: u8,
+    pub ip_extra: u8,
 }
 
 /// Choices drawn from random words, low bits first.
@@ -209,17 +215,17 @@ struct Step {
 /// every lazily kept alternative, which made a 300-frame case cost ~20 ms.
 /// All-zero words decode to the plainest frame (an Ethernet TCP ACK at the
 /// same time as the previous one), so shrinking moves towards it.
-struct Draw(u64);
+pub(crate) struct Draw(pub u64);
 
 impl Draw {
-    fn bits(&mut self, n: u32) -> u64 {
+    pub fn bits(&mut self, n: u32) -> u64 {
         let v = self.0 & ((1u64 << n) - 1);
         self.0 >>= n;
         v
     }
 
     /// An index into `weights`, chosen with probability proportional to its weight (8 bits used).
-    fn weighted(&mut self, weights: &[u64]) -> usize {
+    pub fn weighted(&mut self, weights: &[u64]) -> usize {
         let total: u64 = weights.iter().sum();
         let mut x = self.bits(8) * total / 256;
         for (i, &w) in weights.iter().enumerate() {
@@ -232,7 +238,7 @@ impl Draw {
     }
 
     /// One of `values`, chosen uniformly (8 bits used).
-    fn pick<T: Copy>(&mut self, values: &[T]) -> T {
+    pub fn pick<T: Copy>(&mut self, values: &[T]) -> T {
         let i = self.bits(8) as usize % values.len();
         values[i]
     }
@@ -243,7 +249,7 @@ const TCP_FLAGS: [u8; 7] = {
     [ACK, PSH | ACK, SYN, SYN | ACK, FIN | ACK, RST, ECE | CWR | ACK]
 };
 
-const LINKS: [LinkType; 7] = [
+pub(crate) const LINKS: [LinkType; 7] = [
     LinkType::Ethernet,
     LinkType::LinuxSll,
     LinkType::LinuxSll2,
@@ -333,28 +339,57 @@ fn arb_step() -> impl Strategy<Value = Step> {
     any::<[u64; 4]>().prop_map(decode_step)
 }
 
-/// Up to `max_packets` frames starting around 1.7·10¹⁸ ns.
+/// Most TCP connections in one case.
+const MAX_CONNECTIONS: usize = 3;
+
+/// Up to `max_packets` frames over the flow pool starting around 1.7·10¹⁸ ns,
+/// and among them up to three TCP connections of up to `max_packets / 5`
+/// actions each (see [`crate::connection`]), each starting somewhere in
+/// the span of the other frames.
 pub fn arb_traffic(max_packets: usize) -> impl Strategy<Value = Traffic> {
     // A base that is not aligned to any interval: windows must be found, not assumed.
     let base = 1_700_000_000_000_000_000u64..1_700_000_100_000_000_000;
-    (base, prop::collection::vec(arb_step(), 0..=max_packets)).prop_map(|(base, steps)| {
-        let mut clock = base;
-        let plans: Vec<FramePlan> = steps
-            .iter()
-            .map(|s| {
-                let ts_ns = match s.tick {
-                    Tick::Forward(d) => {
-                        clock += d;
-                        clock
-                    }
-                    Tick::Back(d) => clock - d,
-                };
-                plan_of(s, ts_ns)
-            })
-            .collect();
-        let frames = plans.iter().map(frame_of).collect();
-        Traffic { frames, plans }
-    })
+    let connections = prop::collection::vec(
+        (any::<u16>(), connection::arb_script(max_packets / 5)),
+        0..=MAX_CONNECTIONS.min(max_packets),
+    );
+    (
+        base,
+        prop::collection::vec(arb_step(), 0..=max_packets),
+        connections,
+    )
+        .prop_map(|(base, steps, connections)| {
+            let mut clock = base;
+            // (nominal time, plan): frames are captured in nominal order; a frame's
+            // own timestamp may be earlier (out of order).
+            let mut timed: Vec<(u64, FramePlan)> = steps
+                .iter()
+                .map(|s| {
+                    let ts_ns = match s.tick {
+                        Tick::Forward(d) => {
+                            clock += d;
+                            clock
+                        }
+                        Tick::Back(d) => clock - d,
+                    };
+                    (clock, plan_of(s, ts_ns))
+                })
+                .collect();
+            let span = clock - base;
+            for (at, script) in &connections {
+                let start = base + span / 65536 * u64::from(*at);
+                timed.extend(
+                    connection::frames(script, start)
+                        .into_iter()
+                        .map(|t| (t.nominal, t.plan)),
+                );
+            }
+            // Stable: frames with the same nominal time keep their order.
+            timed.sort_by_key(|(nominal, _)| *nominal);
+            let plans: Vec<FramePlan> = timed.into_iter().map(|(_, p)| p).collect();
+            let frames = plans.iter().map(frame_of).collect();
+            Traffic { frames, plans }
+        })
 }
 
 /// The link a frame is captured on: IPv4-only and IPv6-only links follow the packet's family,
@@ -377,11 +412,33 @@ fn link_for(s: &Step, flow: &FlowDef) -> LinkType {
 
 fn plan_of(s: &Step, ts_ns: u64) -> FramePlan {
     let flow = FLOWS[s.flow % FLOWS.len()];
+    let options = match flow.kind {
+        Kind::Tcp { wscale, .. } => {
+            let syn = s.flags & tcp_flags::SYN != 0;
+            TcpOptions {
+                wscale: if syn || s.stray_wscale { wscale } else { None },
+                mss: syn.then_some(1460),
+            }
+        }
+        _ => TcpOptions::default(),
+    };
+    plan_for(&flow, s, options, ts_ns)
+}
+
+/// The TCP options of one segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TcpOptions {
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+}
+
+/// The frame `s` describes on `flow`; for TCP flows, with `options`.
+pub(crate) fn plan_for(flow: &FlowDef, s: &Step, options: TcpOptions, ts_ns: u64) -> FramePlan {
+    let flow = *flow;
     let link = link_for(s, &flow);
     let v6 = flow.src.is_ipv6();
     let (transport, payload_len) = match flow.kind {
-        Kind::Tcp { sport, dport, wscale } => {
-            let syn = s.flags & tcp_flags::SYN != 0;
+        Kind::Tcp { sport, dport, .. } => {
             let t = TcpSpec {
                 src_port: sport,
                 dst_port: dport,
@@ -389,8 +446,8 @@ fn plan_of(s: &Step, ts_ns: u64) -> FramePlan {
                 ack: s.ack,
                 flags: s.flags,
                 window: s.window,
-                wscale: if syn || s.stray_wscale { wscale } else { None },
-                mss: syn.then_some(1460),
+                wscale: options.wscale,
+                mss: options.mss,
             };
             (build::Transport::Tcp(t), s.payload)
         }
