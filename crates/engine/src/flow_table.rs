@@ -27,6 +27,9 @@ pub(crate) struct FlowEntry {
     pub(crate) key: FlowKey,
     /// Packet time of the flow's latest packet.
     pub(crate) last_ts: u64,
+    /// Packet time of the latest write to the flow's statistics (its
+    /// packets, and RTT samples its reverse flow's acks give it).
+    pub(crate) stats_ts: u64,
     /// Bumped each time the entry is freed, so stale flow-list references are detected.
     pub(crate) gen: u32,
     /// Interned set of matched triggers ([`NO_SET`] when none).
@@ -129,6 +132,7 @@ impl FlowTable {
         let entry = FlowEntry {
             key,
             last_ts: ts,
+            stats_ts: ts,
             gen: 0,
             set: NO_SET,
             block: 0,

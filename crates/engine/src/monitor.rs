@@ -309,6 +309,7 @@ impl Monitor {
                     e.tcp = None;
                 }
                 e.last_ts = t;
+                e.stats_ts = t;
                 (i, !new_life && gap <= self.config.burst_gap_ns)
             }
             None => match self.flows.insert(p.key, h, t) {
@@ -381,6 +382,7 @@ impl Monitor {
             return;
         };
         self.counters.rtt_samples += 1;
+        e.stats_ts = t;
         if e.set != NO_SET {
             self.sets[e.set as usize].update_sample(e.block, half, self.epoch_start, rtt, t);
         }
@@ -597,7 +599,8 @@ impl Monitor {
     }
 
     /// Frees a slice of the entries of flows idle past the timeout whose
-    /// last epoch has been swept. Semantics never depend on it (an idle
+    /// statistics have all been swept (an RTT sample can write them after
+    /// the flow's last packet). Semantics never depend on it (an idle
     /// flow is treated as new on its next packet either way); it only keeps
     /// the table from filling with dead flows.
     fn reclaim(&mut self, swept_end: u64) {
@@ -612,7 +615,7 @@ impl Monitor {
             let e = &self.flows.entries[i];
             if e.live
                 && self.now.saturating_sub(e.last_ts) > self.config.flow_timeout_ns
-                && e.last_ts < swept_end
+                && e.stats_ts < swept_end
             {
                 if e.set != NO_SET {
                     self.sets[e.set as usize].release(e.block);
