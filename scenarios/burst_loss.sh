@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Bursty losses: one TCP connection writes 48 KiB every 50 ms through a
-# shallow bottleneck (tbf 20 Mbit/s, 42 KB queue: ~28 full-size packets,
-# less than one write's 34). Phase 1 (bursty, 1.5 s): unpaced, each write
+# Bursty losses: one TCP connection writes 96 KiB every 100 ms through a
+# shallow bottleneck (tbf 20 Mbit/s, 20 KB queue: ~13 full-size packets,
+# a fifth of one write's 68). Phase 1 (bursty, 1.5 s): unpaced, each write
 # leaves at line rate as far as the congestion window allows, overflows the
 # queue at once and loses the tail of the burst, several segments back to
-# back (typically 1-10 per write). Phase 2 (paced, 1.5 s): the same
+# back (typically 25-55 per write). Phase 2 (paced, 1.5 s): the same
 # connection, the same data, now paced at 16 Mbit/s, below the bottleneck
 # rate: SO_MAX_PACING_RATE (the kernel's own TCP pacing) and each chunk
 # written in 8 pieces spread at that rate (on this kernel, 6.18, the first
@@ -18,7 +18,7 @@
 #
 # Topology:
 #
-#   clr-sc-snd eth0 10.0.128.11 ── port snd ── clr-sc-sw bridge br0 ── port rcv ─[tbf 20 Mbit/s, 42 KB queue]─ eth0 clr-sc-rcv
+#   clr-sc-snd eth0 10.0.128.11 ── port snd ── clr-sc-sw bridge br0 ── port rcv ─[tbf 20 Mbit/s, 20 KB queue]─ eth0 clr-sc-rcv
 #     (capture here)                                                                                          10.20.93.10 :5301
 #
 # Capture point: the sender's eth0 (snap length 128, nanosecond stamps),
@@ -26,7 +26,7 @@
 # retransmission, and the ACKs as the sender gets them (RTTs as it sees
 # them). The tbf counts the drops (bottleneck.dropped). times_ns has the
 # phase boundaries; when tshark is installed the metadata also counts
-# tshark's retransmissions per phase and per 50 ms write period.
+# tshark's retransmissions per phase and per 100 ms write period.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -34,9 +34,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 sc_init burst_loss "${1:-}"
 
 RATE=${RATE:-20mbit}
-LIMIT=${LIMIT:-42kb}
-CHUNK=${CHUNK:-49152}
-PERIOD_MS=${PERIOD_MS:-50}
+LIMIT=${LIMIT:-20kb}
+CHUNK=${CHUNK:-98304}
+PERIOD_MS=${PERIOD_MS:-100}
 PACING=${PACING:-16000000}
 SND=${SC_PREFIX}snd RCV=${SC_PREFIX}rcv
 SND4=10.0.128.11 RCV4=10.20.93.10 PORT=5301
@@ -46,7 +46,7 @@ rm -f "$pcap" "$meta"
 sc_switch
 sc_host "$SND" snd $SND4/24 02:00:0a:00:80:0b 10.20.93.0/24
 sc_host "$RCV" rcv $RCV4/24 02:00:0a:14:5d:0a 10.0.128.0/24
-# Keep the congestion window across the 50 ms pauses between writes.
+# Keep the congestion window across the 100 ms pauses between writes.
 nsx "$SND" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
 sc_tbf "$SC_SW" rcv "$RATE" 3kb "$LIMIT"
 

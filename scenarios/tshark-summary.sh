@@ -20,6 +20,11 @@
 #     belongs to the reverse flow; it is attributed here to the flow whose
 #     data was acknowledged. median_ns is the lower median (a real sample).
 #     rtt is null when the flow has no sample.
+#   rtt_karn: the same over the ACKs that newly acknowledge no byte sent
+#     more than once (no part of a segment tshark labels a retransmission,
+#     sent before the ACK, lies between the previous highest ACK and this
+#     one): Karn's rule, which the monitor applies and tshark does not
+#     (null when none). Sequence numbers are tshark's relative ones.
 # tshark's timestamps carry the capture's precision (nanoseconds for the
 # scenario captures), so the RTTs are exact to the nanosecond.
 set -euo pipefail
@@ -33,7 +38,7 @@ fields=(ip.src ipv6.src tcp.srcport ip.dst ipv6.dst tcp.dstport tcp.len
     tcp.analysis.retransmission tcp.analysis.fast_retransmission
     tcp.analysis.spurious_retransmission tcp.analysis.out_of_order
     tcp.analysis.keep_alive tcp.analysis.zero_window_probe tcp.analysis.lost_segment
-    tcp.analysis.ack_rtt)
+    tcp.analysis.ack_rtt tcp.seq tcp.ack)
 args=()
 for f in "${fields[@]}"; do args+=(-e "$f"); done
 
@@ -46,18 +51,20 @@ import ipaddress, json, sys
 LABELS = ["retransmission", "fast_retransmission", "spurious_retransmission",
           "out_of_order", "keep_alive", "zero_window_probe", "lost_segment"]
 flows = {}
+resent = {}    # flow -> [(seq, end)] of its retransmissions so far
+highest = {}   # flow -> highest ACK number received for its data so far
 
 def flow(key):
     f = flows.get(key)
     if f is None:
         f = flows[key] = {"packets": 0, "data_packets": 0, "payload_bytes": 0,
                           **{k: 0 for k in LABELS},
-                          "retransmission_or_out_of_order": 0, "_rtt": []}
+                          "retransmission_or_out_of_order": 0, "_rtt": [], "_rtt_karn": []}
     return f
 
 for line in sys.stdin:
     v = line.rstrip("\n").split(",")
-    if len(v) < 15 or not v[2] or not v[5]:
+    if len(v) < 17 or not v[2] or not v[5]:
         continue
     src, dst = v[0] or v[1], v[3] or v[4]
     sport, dport = int(v[2]), int(v[5])
@@ -72,11 +79,22 @@ for line in sys.stdin:
             f[k] += 1
     if v[7] or v[10]:
         f["retransmission_or_out_of_order"] += 1
+    if v[7] and v[15]:
+        resent.setdefault((src, sport, dst, dport), []).append((int(v[15]), int(v[15]) + n))
+    data_flow = (dst, dport, src, sport)
+    prev = highest.get(data_flow)
+    ack = int(v[16]) if v[16] else None
     if v[14]:
         # ack_rtt is on the ACK; the sample belongs to the reverse flow.
         sec, _, frac = v[14].partition(".")
         ns = int(sec) * 10**9 + int((frac + "000000000")[:9])
-        flow((dst, dport, src, sport))["_rtt"].append(ns)
+        acked = flow(data_flow)
+        acked["_rtt"].append(ns)
+        lo = prev if prev is not None else 0
+        if ack is not None and not any(s < ack and lo < e for s, e in resent.get(data_flow, [])):
+            acked["_rtt_karn"].append(ns)
+    if ack is not None:
+        highest[data_flow] = max(prev or 0, ack)
 
 def sort_key(k):
     a, b = ipaddress.ip_address(k[0]), ipaddress.ip_address(k[2])
@@ -84,9 +102,12 @@ def sort_key(k):
 
 for key in sorted(flows, key=sort_key):
     f = flows[key]
-    rtt = sorted(f.pop("_rtt"))
+    def stats(samples):
+        s = sorted(samples)
+        return {"count": len(s), "min_ns": s[0], "median_ns": s[(len(s) - 1) // 2],
+                "max_ns": s[-1]} if s else None
+    rtt, karn = stats(f.pop("_rtt")), stats(f.pop("_rtt_karn"))
     out = {"src": key[0], "sport": key[1], "dst": key[2], "dport": key[3], **f,
-           "rtt": {"count": len(rtt), "min_ns": rtt[0], "median_ns": rtt[(len(rtt) - 1) // 2],
-                   "max_ns": rtt[-1]} if rtt else None}
+           "rtt": rtt, "rtt_karn": karn}
     print(json.dumps(out))
 '

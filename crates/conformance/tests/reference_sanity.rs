@@ -660,8 +660,8 @@ fn classify(traffic: &Traffic, cov: &mut TcpCoverage) {
                     cov.karn += 1;
                 } else {
                     cov.rtt_samples += 1;
-                    let earliest = removed.iter().map(|f| f.2).min().unwrap_or(t);
-                    cov.zero_rtt_samples += u64::from(earliest == t);
+                    let latest = removed.iter().map(|f| f.2).max().unwrap_or(t);
+                    cov.zero_rtt_samples += u64::from(latest == t);
                 }
             }
             r.dup = (r.dup - (a - r.snd_una)).max(0);

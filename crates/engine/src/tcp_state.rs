@@ -108,17 +108,17 @@ impl TcpState {
     pub(crate) fn on_ack(&mut self, ack_tcp: &TcpInfo, ack_payload: u32, time: u64) -> Option<i64> {
         let a = self.unwrap(ack_tcp.ack);
         if a > self.snd_una {
-            let mut earliest = None;
+            let mut latest = None;
             let mut karn = false;
             // First transmissions are listed in increasing `end`.
             while let Some(s) = self.sent.front().filter(|s| s.end <= a) {
-                earliest.get_or_insert(s.time);
+                latest = Some(s.time);
                 karn |= s.retransmitted;
                 self.sent.pop_front();
             }
             self.dup = (self.dup - (a - self.snd_una)).max(0);
             self.snd_una = a;
-            return match earliest {
+            return match latest {
                 Some(t0) if !karn => Some(time.saturating_sub(t0) as i64),
                 _ => None,
             };
@@ -160,8 +160,8 @@ mod tests {
         assert_eq!(s.on_ack(&ack(isn + 1), 0, 25), Some(15));
         s.on_segment(&seg(isn + 1, ACK), 100, 30, 8);
         s.on_segment(&seg(isn + 101, ACK), 100, 32, 8);
-        // One ack covers both: the sample runs from the earliest.
-        assert_eq!(s.on_ack(&ack(isn + 201), 0, 50), Some(20));
+        // One ack covers both: the sample runs from the latest.
+        assert_eq!(s.on_ack(&ack(isn + 201), 0, 50), Some(18));
         assert_eq!((s.snd_max, s.snd_una, s.dup), (201, 201, 0));
     }
 

@@ -331,10 +331,20 @@ struct TcpValues {
 /// An RTT sample: it belongs to the flow whose data was acknowledged, at
 /// the packet time of the acknowledging packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RttSample {
-    flow: FlowKey,
-    time: u64,
-    rtt: i64,
+pub struct RttSample {
+    /// The flow whose data was acknowledged.
+    pub flow: FlowKey,
+    /// Packet time of the acknowledgement.
+    pub time: u64,
+    /// Nanoseconds.
+    pub rtt: i64,
+}
+
+/// Every RTT sample the inputs give, in input order (`docs/semantics.md`,
+/// *RTT samples*), whether or not an event would count it: for validating
+/// the definition against other tools.
+pub fn rtt_samples(inputs: &[Input], config: &Config) -> Vec<RttSample> {
+    replay(&packet_times(inputs), config).1
 }
 
 /// What the reference remembers about one flow (exact key, one direction) in its current life.
@@ -492,13 +502,13 @@ fn replay<'a>(frames: &[Frame<'a>], config: &Config) -> (Vec<Packet<'a>>, Vec<Rt
                     if a > r.snd_una {
                         let (acked, waiting): (Vec<_>, Vec<_>) = r.sent.drain(..).partition(|s| s.end <= a);
                         r.sent = waiting;
-                        if let Some(earliest) = acked.iter().map(|s| s.time).min() {
+                        if let Some(latest) = acked.iter().map(|s| s.time).max() {
                             // Karn's rule: no sample when any acked segment was sent again.
                             if acked.iter().all(|s| !s.retransmitted) {
                                 samples.push(RttSample {
                                     flow: reverse,
                                     time: t,
-                                    rtt: i64::try_from(t - earliest).unwrap_or(i64::MAX),
+                                    rtt: i64::try_from(t - latest).unwrap_or(i64::MAX),
                                 });
                             }
                         }

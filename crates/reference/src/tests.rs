@@ -1310,13 +1310,13 @@ fn handshake_with_options_data_and_an_rtt_sample() {
 }
 
 #[test]
-fn a_delayed_ack_samples_from_the_earliest_segment() {
+fn a_delayed_ack_samples_from_the_latest_segment() {
     let inputs = with_handshake(
         handshake(),
         &[
             at(300, cli(CI + 1, SI + 1, ACK, 100)),
             at(400, cli(CI + 101, SI + 1, ACK, 100)),
-            // Acks both: one sample, from the first.
+            // Acks both: one sample, from the second.
             at(900, srv(SI + 1, CI + 201, ACK, 0)),
             at(1000, cli(CI + 201, SI + 1, ACK, 100)),
             // Covers only half of [201, 301): nothing removed, no sample.
@@ -1345,7 +1345,7 @@ fn a_delayed_ack_samples_from_the_earliest_segment() {
         r.samples,
         with_handshake(
             handshake_samples(),
-            &[(true, 900, 600_000), (true, 1800, 800_000)]
+            &[(true, 900, 500_000), (true, 1800, 800_000)]
         )
     );
 }
@@ -1461,7 +1461,7 @@ fn duplicate_acks_grow_dup_by_the_largest_payload_and_advances_shrink_it() {
             at(500, cli(CI + 101, SI + 1, ACK, 60)),
             // Advance by 160: dup 300 − 160 = 140; no sample (Karn).
             at(600, srv(SI + 52, CI + 261, ACK, 0)),
-            // Acks the server's data and FIN (sample from its data at 440).
+            // Acks the server's data and FIN (sample from the later, the FIN at 450).
             at(610, cli(CI + 261, SI + 52, ACK, 100)),
             // Advance by 100: dup max(0, 140 − 100) = 40; then by 100 more: 0.
             at(700, srv(SI + 52, CI + 361, ACK, 0)),
@@ -1505,7 +1505,7 @@ fn duplicate_acks_grow_dup_by_the_largest_payload_and_advances_shrink_it() {
             handshake_samples(),
             &[
                 (true, 400, 100_000),
-                (false, 610, 170_000),
+                (false, 610, 160_000),
                 (true, 700, 90_000),
                 (true, 800, 90_000),
             ]
@@ -1564,7 +1564,7 @@ fn sequence_numbers_unwrap_across_two_to_the_32() {
     );
     assert_eq!(
         r.samples[..3],
-        [(true, 100, 100_000), (false, 200, 100_000), (true, 400, 200_000)]
+        [(true, 100, 100_000), (false, 200, 100_000), (true, 400, 100_000)]
     );
     let total: i64 = 201 + i64::from(n) * 65_000;
     assert!(total > 1 << 32);
@@ -1674,7 +1674,7 @@ fn the_list_of_first_transmissions_is_bounded() {
     let r = replayed_with(&inputs, &config);
     assert_eq!(
         r.samples,
-        vec![(true, 100, 100_000), (false, 200, 100_000), (true, 500, 300_000)]
+        vec![(true, 100, 100_000), (false, 200, 100_000), (true, 500, 200_000)]
     );
     assert_eq!(r.tcp[4], v(0, 301, 1, 0));
 }

@@ -402,8 +402,9 @@ fn tcp_state_rtt_samples_and_values_outside_aggregates() {
     );
     let vals = |r: &Report| r.values.iter().map(|(_, v)| *v).collect::<Vec<f64>>();
     let w0 = vals(&out[0]);
-    // Samples: the handshake (2 ms) and one delayed ack for both segments (5 ms).
-    assert_eq!(w0[..6], [3.0, 5e6, 0.0, 1.0, 1.0, 2001.0]);
+    // Samples: the handshake (2 ms) and one delayed ack for both segments,
+    // measured from the later one (4.5 ms).
+    assert_eq!(w0[..6], [3.0, 4.5e6, 0.0, 1.0, 1.0, 2001.0]);
     assert!(w0[6].is_nan(), "no previous window");
     // The retransmission; the ack of 8 ms shows on the flow's next packet.
     let w1 = vals(&out[1]);
