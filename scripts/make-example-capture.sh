@@ -107,7 +107,9 @@ nsx clr-c2 ping -q -c 1 -W 1 $SRV6 >/dev/null
 
 # Not through nsx: a backgrounded function is a subshell, and the signal
 # that stops tcpdump must reach tcpdump itself (ip netns exec execs it).
-ip netns exec clr-srv tcpdump -i eth0 -s 128 -n -Z root -w "$raw" 2>/dev/null &
+# --immediate-mode: without it, packets still in the kernel's buffer when
+# tcpdump is stopped are lost silently (seen in scenarios/).
+ip netns exec clr-srv tcpdump -i eth0 -s 128 -n -Z root --immediate-mode -w "$raw" 2>/dev/null &
 tcpdump_pid=$!
 sleep 1
 kill -0 $tcpdump_pid 2>/dev/null || { echo "make-example-capture: tcpdump did not start" >&2; exit 1; }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: formatting, lints, and all tests (unit, property,
-# golden, documentation). Usage: bash scripts/test.sh
+# golden, documentation), then the live scenarios (real TCP between network
+# namespaces; as root, else skipped with the reason).
+# Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== cargo fmt --check"
@@ -10,4 +12,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test (unit, property, golden, doc)"
 # Property tests run 10,000 generated cases each unless PROPTEST_CASES says otherwise.
 cargo test --workspace --locked --release
+echo "== live scenarios (network namespaces; skipped where not permitted)"
+bash scenarios/check.sh
 echo "== all checks passed"

@@ -12,6 +12,10 @@
 //!   printed beside it;
 //! - the paper's root-cause-of-congestion use case, proactive and reactive,
 //!   and the burst-loss use case, with the detection epochs printed.
+//!
+//! `CLARION_SCENARIOS_DIR` points the tests at another directory holding
+//! the same files: `scenarios/check.sh` runs the scenarios live and then
+//! these tests on the fresh captures.
 
 mod common;
 
@@ -29,7 +33,10 @@ use serde_json::Value;
 const EPOCH_NS: u64 = 10_000_000;
 
 fn golden(name: &str) -> PathBuf {
-    repo().join("scenarios/golden").join(name)
+    let dir = std::env::var_os("CLARION_SCENARIOS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("scenarios/golden"));
+    dir.join(name)
 }
 
 fn use_cases() -> Vec<EventSpec> {
@@ -108,7 +115,27 @@ fn monitor_equals_reference_on_the_scenarios() {
             inputs.len(),
             g.len()
         );
+        if std::env::var_os("CLARION_SCENARIOS_DIR").is_none() {
+            expect_golden_reports(name, &g);
+        }
     }
+}
+
+/// The committed captures' reports are pinned: `NAME.reports.jsonl` beside
+/// each (rewritten with `CLARION_BLESS=1`).
+fn expect_golden_reports(capture: &str, lines: &[String]) {
+    let path = golden(&capture.replace(".pcap", ".reports.jsonl"));
+    let text = lines.join("\n") + "\n";
+    if std::env::var_os("CLARION_BLESS").is_some() {
+        std::fs::write(&path, &text).expect("write golden reports");
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with CLARION_BLESS=1 to create it)", path.display()));
+    assert!(
+        text == want,
+        "{}: reports changed; if intended, rerun with CLARION_BLESS=1 and review the diff",
+        path.display()
+    );
 }
 
 #[test]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs the scenarios live (real TCP between network namespaces) and the
+# scenario tests on their fresh captures, as they run on the committed ones
+# in scenarios/golden/ (crates/conformance/tests/scenarios.rs).
+#
+# Usage (as root): scenarios/check.sh   (scripts/test.sh runs it)
+# Skips, with the reason, where network namespaces are not permitted (not
+# root, a container without CAP_SYS_ADMIN, a kernel without veth, tbf or
+# cls_bpf); fails when they are but a tool is missing. About 40 s.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+SC_NAME=scenarios
+
+if ! can_use_netns; then
+    echo "scenarios: skipped the live scenario runs (see the reason above); the committed captures are still tested" >&2
+    exit 0
+fi
+sc_need_tools ip tc iperf3 tcpdump tshark ethtool python3 timeout
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$here/run-all.sh" "$out"
+cd "$here/.."
+CLARION_SCENARIOS_DIR=$out cargo test --release --locked -p clarion-conformance --test scenarios -- --nocapture
