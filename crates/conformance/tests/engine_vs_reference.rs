@@ -7,8 +7,10 @@
 //!
 //! `PROPTEST_CASES` sets the number of cases (default 10,000).
 
+mod common;
+
 use clarion_conformance::{arb_events, arb_traffic, parse_traffic, TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS};
-use clarion_engine::{Monitor, MonitorConfig, Unparsed};
+use clarion_engine::{Monitor, MonitorConfig};
 use clarion_lang::spec::EventSpec;
 use clarion_reference::{evaluate, Config, Input};
 use clarion_report::Report;
@@ -74,11 +76,7 @@ fn monitor_reports(events: &[EventSpec], inputs: &[Input], step: Option<usize>) 
     }
     let mut out = Vec::new();
     for input in inputs {
-        match input {
-            Input::Packet(p) => m.process(p, &mut out),
-            Input::Malformed { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::Malformed, &mut out),
-            Input::NotIp { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::NotIp, &mut out),
-        }
+        common::feed(&mut m, input, &mut out);
         if let Some(budget) = step {
             m.sweep_step(budget, &mut out);
         }

@@ -7,13 +7,7 @@
 
 mod common;
 
-use clarion_report::Report;
-use common::{events, monitor, read_inputs, reference, repo};
-
-/// JSON text of the reports: exact comparison including undefined values.
-fn lines(reports: &[Report]) -> Vec<String> {
-    reports.iter().map(|r| r.to_json().to_string()).collect()
-}
+use common::{assert_same_reports, events, lines, monitor, read_inputs, reference, repo};
 
 /// (capture file, minimum number of reports the golden events must produce on it)
 const CAPTURES: &[(&str, usize)] = &[
@@ -54,14 +48,7 @@ fn monitor_equals_reference_on_real_captures() {
             "{name}: only {} reports; the test would prove little",
             expected.len()
         );
-        let (g, e) = (lines(&got), lines(&expected));
-        if let Some(i) = (0..g.len().max(e.len())).find(|&i| g.get(i) != e.get(i)) {
-            panic!(
-                "{name}: first difference at report {i}:\n monitor:   {:?}\n reference: {:?}",
-                g.get(i),
-                e.get(i)
-            );
-        }
+        assert_same_reports(name, &got, &expected);
         eprintln!(
             "{name}: {} frames, {} reports, monitor = reference",
             inputs.len(),

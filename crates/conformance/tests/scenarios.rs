@@ -23,11 +23,11 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use clarion_engine::{Monitor, MonitorConfig, Unparsed};
+use clarion_engine::{Monitor, MonitorConfig};
 use clarion_lang::spec::EventSpec;
 use clarion_reference::{rtt_samples, Config, Input};
 use clarion_report::Report;
-use common::{events, monitor, read_inputs, reference, repo};
+use common::{assert_same_reports, events, feed, lines, monitor, read_inputs, reference, repo};
 use serde_json::Value;
 
 const EPOCH_NS: u64 = 10_000_000;
@@ -98,18 +98,8 @@ fn monitor_equals_reference_on_the_scenarios() {
         let got = monitor(&evs, &inputs);
         let expected = reference(&evs, &inputs);
         assert!(got.len() > 10, "{name}: {} reports prove little", got.len());
-        let line = |r: &Report| r.to_json().to_string();
-        let (g, e): (Vec<_>, Vec<_>) = (
-            got.iter().map(line).collect(),
-            expected.iter().map(line).collect(),
-        );
-        if let Some(i) = (0..g.len().max(e.len())).find(|&i| g.get(i) != e.get(i)) {
-            panic!(
-                "{name}: first difference at report {i}:\n monitor:   {:?}\n reference: {:?}",
-                g.get(i),
-                e.get(i)
-            );
-        }
+        assert_same_reports(name, &got, &expected);
+        let g = lines(&got);
         eprintln!(
             "{name}: {} frames, {} reports, monitor = reference",
             inputs.len(),
@@ -239,11 +229,7 @@ fn run_with(
         }
     };
     for input in inputs {
-        match input {
-            Input::Packet(p) => m.process(p, &mut out),
-            Input::Malformed { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::Malformed, &mut out),
-            Input::NotIp { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::NotIp, &mut out),
-        }
+        feed(&mut m, input, &mut out);
         take(&mut m, &mut out);
     }
     m.finish(&mut out);

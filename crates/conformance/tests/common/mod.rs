@@ -48,11 +48,7 @@ pub fn monitor(events: &[EventSpec], inputs: &[Input]) -> Vec<Report> {
     }
     let mut out = Vec::new();
     for input in inputs {
-        match input {
-            Input::Packet(p) => m.process(p, &mut out),
-            Input::Malformed { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::Malformed, &mut out),
-            Input::NotIp { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::NotIp, &mut out),
-        }
+        feed(&mut m, input, &mut out);
     }
     m.finish(&mut out);
     out
@@ -67,4 +63,30 @@ pub fn reference(events: &[EventSpec], inputs: &[Input]) -> Vec<Report> {
             ..Config::default()
         },
     )
+}
+
+/// Hands one input to the monitor as the CLI would.
+pub fn feed(m: &mut Monitor, input: &Input, out: &mut Vec<Report>) {
+    match input {
+        Input::Packet(p) => m.process(p, out),
+        Input::Malformed { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::Malformed, out),
+        Input::NotIp { ts_ns } => m.note_unparsed(*ts_ns, Unparsed::NotIp, out),
+    }
+}
+
+/// JSON text of the reports: exact comparison including undefined values.
+pub fn lines(reports: &[Report]) -> Vec<String> {
+    reports.iter().map(|r| r.to_json().to_string()).collect()
+}
+
+/// Panics naming the first differing report (the whole lists are long).
+pub fn assert_same_reports(what: &str, got: &[Report], expected: &[Report]) {
+    let (g, e) = (lines(got), lines(expected));
+    if let Some(i) = (0..g.len().max(e.len())).find(|&i| g.get(i) != e.get(i)) {
+        panic!(
+            "{what}: first difference at report {i}:\n monitor:   {:?}\n reference: {:?}",
+            g.get(i),
+            e.get(i)
+        );
+    }
 }
