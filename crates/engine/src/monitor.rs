@@ -246,21 +246,15 @@ impl Monitor {
         if let Some(&s) = self.set_ids.get(&triggers) {
             return s;
         }
-        let live = || {
-            triggers
-                .iter()
-                .filter_map(|&t| self.triggers[t as usize].as_ref())
-        };
-        let reads: Vec<&[(Expr, StatFlags)]> = triggers
+        let live: Vec<Option<&Trigger>> = triggers
             .iter()
-            .map(|&t| {
-                self.triggers[t as usize]
-                    .as_ref()
-                    .map(|t| t.reads.as_slice())
-                    .unwrap_or(&[])
-            })
+            .map(|&t| self.triggers[t as usize].as_ref())
             .collect();
-        let needs_tcp = live().any(|t| t.spec.needs_connection_state());
+        let reads: Vec<&[(Expr, StatFlags)]> = live
+            .iter()
+            .map(|t| t.map_or(&[][..], |t| t.reads.as_slice()))
+            .collect();
+        let needs_tcp = live.iter().flatten().any(|t| t.spec.needs_connection_state());
         let set = MatchSet::new(triggers.clone(), &reads, needs_tcp);
         let id = self.sets.len() as u32;
         self.sets.push(set);

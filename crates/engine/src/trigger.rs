@@ -165,8 +165,9 @@ pub struct WindowValues {
 pub(crate) struct Trigger {
     pub(crate) spec: EventSpec,
     aggs: Vec<AggCall>,
-    /// Values read outside aggregates ([`EventSpec::state_values`]).
-    state: Vec<Var>,
+    /// Values read outside aggregates ([`EventSpec::state_values`]), each
+    /// with whether it is an `X_lastepoch` and the index of `X` in `lasts`.
+    state: Vec<(bool, usize)>,
     /// Variables whose latest value the state values need.
     lasts: Vec<BaseVar>,
     /// What each flow keeps for this trigger: the aggregates' statistics, then the lasts'.
@@ -191,10 +192,13 @@ impl Trigger {
         let state = spec.state_values();
         let pred = CPred::compile(&spec.predicate, &aggs, &state)?;
         let mut lasts: Vec<BaseVar> = Vec::new();
+        let mut state_reads = Vec::with_capacity(state.len());
         for v in &state {
-            if !lasts.contains(&v.base) {
+            let i = lasts.iter().position(|b| *b == v.base).unwrap_or_else(|| {
                 lasts.push(v.base);
-            }
+                lasts.len() - 1
+            });
+            state_reads.push((v.last_epoch, i));
         }
         let last = StatFlags::N.union(StatFlags::LAST);
         let reads = aggs
@@ -216,7 +220,7 @@ impl Trigger {
         Some(Trigger {
             spec,
             aggs,
-            state,
+            state: state_reads,
             lasts,
             reads,
             value_names,
@@ -269,15 +273,13 @@ impl Trigger {
                 .map(|(a, x)| x.value(a.func))
                 .collect();
             let lasts: Vec<f64> = acc.accs[n_aggs..].iter().map(Acc::last_value).collect();
-            for v in &self.state {
-                let i = self.lasts.iter().position(|b| *b == v.base).unwrap_or(0);
-                vals.push(if v.last_epoch {
-                    prev.as_ref()
-                        .and_then(|(_, m)| m.get(g))
-                        .map_or(f64::NAN, |l: &Vec<f64>| l[i])
+            for &(last_epoch, i) in &self.state {
+                let from = if last_epoch {
+                    prev.as_ref().and_then(|(_, m)| m.get(g))
                 } else {
-                    lasts.get(i).copied().unwrap_or(f64::NAN)
-                });
+                    Some(&lasts)
+                };
+                vals.push(from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN));
             }
             if !self.lasts.is_empty() {
                 lasts_now.insert(*g, lasts);
