@@ -1,4 +1,5 @@
 //! Command-line arguments: parsing only; `run.rs` and `check.rs` do the work.
+//! `gen.rs` and `bench.rs` keep their flags beside their work.
 
 use std::path::PathBuf;
 
@@ -20,6 +21,9 @@ const AFTER_HELP: &str = "Examples:
   Validate an events file and print it in canonical form:
     clarion check examples/paper.clarion
 
+  Measure the monitor on Trumpet's workload (4,096 triggers, 300 flows, 64 B):
+    clarion bench --packets 5000000 --json
+
 Exit status: 0 ok, 1 runtime failure (unreadable or damaged capture, write
 error), 2 bad usage or an invalid events file.
 Language reference: docs/language.md. Report schema: docs/reports.md.";
@@ -39,6 +43,12 @@ pub enum Command {
     /// Validate an events file and print it in canonical form.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
+    /// Write the benchmark workload (Trumpet's evaluation traffic) as a pcap file.
+    #[command(after_help = GEN_AFTER_HELP)]
+    Gen(crate::gen::GenArgs),
+    /// Measure the monitor on one pinned core over the benchmark workload held in memory.
+    #[command(after_help = BENCH_AFTER_HELP)]
+    Bench(crate::bench::BenchArgs),
 }
 
 const RUN_AFTER_HELP: &str = "Examples:
@@ -55,6 +65,26 @@ const CHECK_AFTER_HELP: &str = "Examples:
   clarion check --quiet rack.clarion && echo valid
 
 Errors name the line and column, underline the span and suggest a fix.";
+
+const GEN_AFTER_HELP: &str = "Examples:
+  clarion gen --out bench.pcap --events-out bench.clarion
+  clarion gen --out dos.pcap --packets 200000 --dos-fraction 0.9 --seed 7
+  clarion run --pcap bench.pcap --events bench.clarion --format json
+
+The same seed and flags give the same bytes. Every packet matches exactly
+--per-packet of the synthesized triggers, which use exactly --patterns
+filter patterns (crates/workload/src/layout.rs explains the construction).";
+
+const BENCH_AFTER_HELP: &str = "Examples:
+  clarion bench
+  clarion bench --packets 5000000 --rate 30000000 --json
+  clarion bench --triggers 16384 --per-packet 16 --core 1
+
+Frames are generated into memory first (not timed); the timed loop parses
+each frame and processes it, and runs each epoch's sweep when it is due,
+timed apart. The summary goes to standard error, the JSON object (--json)
+to standard output. The reports of the first --verify-prefix packets are
+compared with the reference evaluator: any difference exits 1.";
 
 #[derive(Args, Debug)]
 pub struct RunArgs {

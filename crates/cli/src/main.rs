@@ -3,7 +3,9 @@
 //! and an exit status (0 ok, 1 runtime failure, 2 bad usage or bad events).
 
 mod args;
+mod bench;
 mod check;
+mod gen;
 mod run;
 mod summary;
 
@@ -42,6 +44,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::run(&a),
         Command::Check(a) => check::check(&a),
+        Command::Gen(a) => gen::gen(&a),
+        Command::Bench(a) => bench::bench(&a),
     };
     match result {
         Ok(code) => code,

@@ -17,7 +17,7 @@ pub struct Summary {
 }
 
 /// 1234567 → "1,234,567".
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {

@@ -48,7 +48,11 @@ fn events(n: usize, patterns: usize, per_flow: usize) -> String {
     for i in 0..n {
         let p = i % patterns;
         let len = 8 + (p / 2) % 24;
-        let port = if p % 2 == 0 { "" } else { " and dst_port = 80" };
+        let port = if p.is_multiple_of(2) {
+            ""
+        } else {
+            " and dst_port = 80"
+        };
         // Only the first `per_flow` triggers cover 10.0.0.0/8; the rest watch other /8s.
         let net = if i < per_flow { 10 } else { 11 + (i % 200) };
         let mask = u32::MAX << (32 - len);

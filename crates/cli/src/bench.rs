@@ -1,0 +1,487 @@
+//! `clarion bench`: the monitor on one pinned core over the benchmark
+//! workload held in memory.
+//!
+//! 1. Generate the workload (`clarion-workload`) into one flat buffer and
+//!    synthesize its triggers; install them in a monitor whose sweep the
+//!    loop drives itself (`synchronous_sweep: false`). Not timed.
+//! 2. On a thread pinned to one core, the timed loop: for each frame, parse
+//!    it from its bytes (`clarion_wire::parse_frame`) and hand the record to
+//!    `Monitor::process`; when a sweep is pending (the packet crossed an
+//!    epoch boundary), run it to completion with `sweep_step` and time that
+//!    call alone: one epoch's sweep. The clock is read once per batch of
+//!    `--batch` packets and twice per sweep; a batch's time, less the sweeps
+//!    in it, divided by its packets is one ns/packet sample.
+//! 3. Check the reports of every window that closed within the first
+//!    `--verify-prefix` packets against the reference evaluator run on the
+//!    same packets (not timed; on all cores). Any difference is a missed or
+//!    wrong event and makes the exit status 1.
+//!
+//! Because the sweep runs the moment it is due, the monitor never counts it
+//! late; `epochs_over_budget` answers the live question instead: in how many
+//! epochs did the packets and the sweep take longer on this core than the
+//! epoch lasts at the nominal rate (`--rate`), so that a monitor on a live
+//! link at that rate would fall behind.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+
+use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Unparsed};
+use clarion_lang::spec::EventSpec;
+use clarion_reference::{evaluate, Config, Input};
+use clarion_wire::{parse_frame, LinkType};
+use clarion_workload::{TriggerSpec, Workload, WorkloadSpec};
+
+use crate::args::parse_duration;
+use crate::gen::{usage, WorkloadArgs};
+use crate::summary::thousands;
+use crate::Failure;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Packets to generate and process.
+    #[arg(long, default_value_t = 5_000_000, value_name = "N")]
+    pub packets: u64,
+
+    /// Packets per timed batch; ns/packet percentiles are over batches.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub batch: usize,
+
+    /// Print the results as one JSON object on standard output.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Compare the reports on the first N packets with the reference evaluator (0 skips).
+    #[arg(long, default_value_t = 200_000, value_name = "N")]
+    pub verify_prefix: u64,
+
+    /// Core to pin the measured loop to (default: the last core this process may use).
+    #[arg(long, value_name = "C")]
+    pub core: Option<usize>,
+
+    /// Most flows tracked at once; packets of further flows are counted as untracked.
+    #[arg(long, default_value_t = 1 << 20, value_name = "N")]
+    pub flow_capacity: usize,
+
+    /// Forget a flow after it has been idle this long (e.g. 60s, 50ms).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub flow_timeout: u64,
+
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+}
+
+/// What the timed loop saw.
+struct Measured {
+    pinned: Result<usize, String>,
+    elapsed: Duration,
+    /// ns per packet of each batch, sweeps excluded.
+    per_packet_ns: Vec<f64>,
+    /// ns of each epoch's sweep.
+    sweep_ns: Vec<u64>,
+    epochs_over_budget: u64,
+    counters: Counters,
+    reports: Vec<Report>,
+}
+
+/// The reference's verdict on a prefix.
+#[derive(Default)]
+struct Verified {
+    packets: usize,
+    windows: u64,
+    reports: usize,
+    /// Reports in one list and not the other (counted with multiplicity).
+    differing: usize,
+    elapsed: Duration,
+}
+
+const HOST: &str = "bench";
+
+pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
+    if a.batch == 0 {
+        return Err(Failure::Usage("clarion: --batch must be at least 1".into()));
+    }
+    let (traffic, triggers) = a.workload.specs(a.packets)?;
+    let set = triggers.synthesize(&traffic).map_err(usage)?;
+    let specs = clarion_lang::check(&set.text).map_err(|d| {
+        Failure::Runtime(anyhow!(
+            "the synthesized events do not check (a bug): {}",
+            d.render("synthesized", &set.text, false)
+        ))
+    })?;
+    let config = MonitorConfig {
+        flow_capacity: a.flow_capacity,
+        flow_timeout_ns: a.flow_timeout,
+        synchronous_sweep: false,
+        host: HOST.into(),
+        ..MonitorConfig::default()
+    };
+    let mut monitor = Monitor::new(config.clone());
+    for s in specs.iter().cloned() {
+        monitor
+            .install(s)
+            .map_err(|e| Failure::Runtime(anyhow!("cannot install a synthesized event (a bug): {e}")))?;
+    }
+    let workload = traffic.generate().map_err(usage)?;
+
+    let measured = std::thread::scope(|s| {
+        let w = &workload;
+        s.spawn(move || {
+            let pinned = pin(a.core);
+            measure(w, monitor, a.batch, pinned)
+        })
+        .join()
+    })
+    .map_err(|_| Failure::Runtime(anyhow!("the measured loop panicked")))?;
+
+    let prefix = usize::try_from(a.verify_prefix)
+        .unwrap_or(usize::MAX)
+        .min(workload.len());
+    let verified = verify(
+        &workload,
+        &specs,
+        prefix,
+        &measured.reports,
+        &config,
+        triggers.interval_ns,
+    );
+
+    let results = Results {
+        a,
+        traffic: &traffic,
+        triggers: &triggers,
+        workload: &workload,
+        m: &measured,
+        v: &verified,
+    };
+    eprintln!("{}", results.summary());
+    if verified.packets > 0 && verified.windows == 0 {
+        eprintln!(
+            "clarion: warning: the first {} packets span no complete {} ms window, so no report was verified; raise --verify-prefix",
+            thousands(verified.packets as u64),
+            triggers.interval_ns as f64 / 1e6
+        );
+    }
+    if a.json {
+        println!("{}", results.json());
+    }
+    if verified.differing > 0 {
+        eprintln!(
+            "clarion: {} reports differ between the monitor and the reference evaluator on the first {} packets",
+            thousands(verified.differing as u64),
+            thousands(verified.packets as u64)
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Pins the calling thread; the core, or why not.
+fn pin(core: Option<usize>) -> Result<usize, String> {
+    let ids = core_affinity::get_core_ids().ok_or("cannot list the cores this process may use")?;
+    let id = match core {
+        Some(c) => ids
+            .into_iter()
+            .find(|i| i.id == c)
+            .ok_or_else(|| format!("core {c} is not one this process may use"))?,
+        None => *ids.last().ok_or("no core is available")?,
+    };
+    if core_affinity::set_for_current(id) {
+        Ok(id.id)
+    } else {
+        Err(format!("sched_setaffinity to core {} failed", id.id))
+    }
+}
+
+/// The timed loop. See the module documentation.
+fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usize, String>) -> Measured {
+    let (bytes, frames) = (w.bytes(), w.frames());
+    let mut out = Vec::new();
+    let mut reports = Vec::new();
+    let mut per_packet_ns = Vec::with_capacity(frames.len() / batch + 1);
+    let mut sweep_ns = Vec::new();
+    let mut epochs_over_budget = 0;
+    let start = Instant::now();
+    let mut batch_start = start;
+    let mut epoch_start = start; // when the packets of the running epoch began
+    for chunk in frames.chunks(batch) {
+        let mut swept = Duration::ZERO; // sweep time inside this batch
+        for f in chunk {
+            let at = f.offset as usize;
+            let Some(data) = bytes.get(at..at + f.len as usize) else {
+                continue;
+            };
+            match parse_frame(LinkType::Ethernet, data, f.ts_ns, f.len) {
+                Ok(rec) => monitor.process(&rec, &mut out),
+                Err(e) if e.is_not_ip() => monitor.note_unparsed(f.ts_ns, Unparsed::NotIp, &mut out),
+                Err(_) => monitor.note_unparsed(f.ts_ns, Unparsed::Malformed, &mut out),
+            }
+            if monitor.sweep_pending() {
+                let s0 = Instant::now();
+                monitor.sweep_step(usize::MAX, &mut out);
+                let s1 = Instant::now();
+                swept += s1 - s0;
+                sweep_ns.push((s1 - s0).as_nanos() as u64);
+                if (s1 - epoch_start).as_nanos() > u128::from(monitor.epoch_ns()) {
+                    epochs_over_budget += 1;
+                }
+                epoch_start = s1;
+                reports.append(&mut out);
+            }
+        }
+        let now = Instant::now();
+        let busy = (now - batch_start).saturating_sub(swept);
+        per_packet_ns.push(busy.as_nanos() as f64 / chunk.len() as f64);
+        batch_start = now;
+    }
+    let elapsed = batch_start - start;
+    reports.append(&mut out);
+    Measured {
+        pinned,
+        elapsed,
+        per_packet_ns,
+        sweep_ns,
+        epochs_over_budget,
+        counters: monitor.counters(),
+        reports,
+    }
+}
+
+/// The reference evaluator on the first `prefix` packets, against the
+/// monitor's reports of the windows that closed within them.
+fn verify(
+    w: &Workload,
+    specs: &[EventSpec],
+    prefix: usize,
+    reports: &[Report],
+    config: &MonitorConfig,
+    interval_ns: u64,
+) -> Verified {
+    let inputs: Vec<Input> = (0..prefix)
+        .filter_map(|i| w.frame(i))
+        .map(
+            |(d, ts)| match parse_frame(LinkType::Ethernet, d, ts, d.len() as u32) {
+                Ok(r) => Input::Packet(r),
+                Err(e) if e.is_not_ip() => Input::NotIp { ts_ns: ts },
+                Err(_) => Input::Malformed { ts_ns: ts },
+            },
+        )
+        .collect();
+    let (Some(first), Some(last)) = (inputs.first().map(Input::ts_ns), inputs.last().map(Input::ts_ns))
+    else {
+        return Verified::default();
+    };
+    let started = Instant::now();
+    let rc = Config {
+        flow_timeout_ns: config.flow_timeout_ns,
+        burst_gap_ns: config.burst_gap_ns,
+        max_first_transmissions: config.tcp_segment_limit,
+        host: config.host.clone(),
+        worker: config.worker,
+    };
+    // Events are independent: split them over the cores.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = specs.len().div_ceil(threads).max(1);
+    let expected: Vec<Report> = std::thread::scope(|s| {
+        let handles: Vec<_> = specs
+            .chunks(chunk)
+            .map(|part| s.spawn(|| evaluate(part, &inputs, &rc)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    // Windows that closed within the prefix; the last one may still be open in either.
+    let closed = |r: &&Report| r.window.end_ns <= last;
+    let mut diff: HashMap<String, i64> = HashMap::new();
+    for r in expected.iter().filter(closed) {
+        *diff.entry(r.to_json().to_string()).or_default() += 1;
+    }
+    let mut compared = 0;
+    for r in reports.iter().filter(closed) {
+        *diff.entry(r.to_json().to_string()).or_default() -= 1;
+        compared += 1;
+    }
+    let interval = interval_ns.max(1);
+    let windows = (last / interval).saturating_sub(first.div_ceil(interval));
+    Verified {
+        packets: inputs.len(),
+        windows,
+        reports: compared,
+        differing: diff.values().map(|d| d.unsigned_abs() as usize).sum(),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// The nearest-rank percentile `q` (0–1) of sorted values.
+fn percentile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
+    if sorted.is_empty() {
+        return T::default();
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+struct Results<'a> {
+    a: &'a BenchArgs,
+    traffic: &'a WorkloadSpec,
+    triggers: &'a TriggerSpec,
+    workload: &'a Workload,
+    m: &'a Measured,
+    v: &'a Verified,
+}
+
+struct Figures {
+    pps: f64,
+    mean: f64,
+    median: f64,
+    p99: f64,
+    sweep_median: u64,
+    sweep_p99: u64,
+    sweep_max: u64,
+}
+
+impl Results<'_> {
+    fn figures(&self) -> Figures {
+        let mut per = self.m.per_packet_ns.clone();
+        per.sort_by(f64::total_cmp);
+        let mut sw = self.m.sweep_ns.clone();
+        sw.sort_unstable();
+        let secs = self.m.elapsed.as_secs_f64();
+        let n = self.workload.len() as f64;
+        Figures {
+            pps: if secs > 0.0 { n / secs } else { 0.0 },
+            mean: if n > 0.0 { secs * 1e9 / n } else { 0.0 },
+            median: percentile(&per, 0.5),
+            p99: percentile(&per, 0.99),
+            sweep_median: percentile(&sw, 0.5),
+            sweep_p99: percentile(&sw, 0.99),
+            sweep_max: sw.last().copied().unwrap_or(0),
+        }
+    }
+
+    fn summary(&self) -> String {
+        let f = self.figures();
+        let c = &self.m.counters;
+        let pinned = match &self.m.pinned {
+            Ok(core) => format!("pinned to core {core}"),
+            Err(why) => format!("NOT pinned ({why})"),
+        };
+        let verified = if self.v.packets > 0 {
+            format!(
+                "{} missed events in {} reports over the first {} packets",
+                self.v.differing,
+                thousands(self.v.reports as u64),
+                thousands(self.v.packets as u64)
+            )
+        } else {
+            "not verified".into()
+        };
+        format!(
+            "clarion bench: {} packets, {} triggers ({} per packet, {} patterns): {:.2} Mpps, {:.1} ns/packet \
+             (median {:.1}, p99 {:.1} per {}-packet batch); sweep median {:.1} us, p99 {:.1} us, max {:.1} us; \
+             {} sweeps ({} late, {} epochs over budget at {} pps); {} reports; {verified}; {pinned}",
+            thousands(self.workload.len() as u64),
+            thousands(u64::from(self.triggers.triggers)),
+            self.triggers.per_packet,
+            self.triggers.patterns,
+            f.pps / 1e6,
+            f.mean,
+            f.median,
+            f.p99,
+            self.a.batch,
+            f.sweep_median as f64 / 1e3,
+            f.sweep_p99 as f64 / 1e3,
+            f.sweep_max as f64 / 1e3,
+            thousands(c.sweeps_completed),
+            c.sweeps_late,
+            self.m.epochs_over_budget,
+            thousands(self.traffic.rate_pps),
+            thousands(c.reports),
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let f = self.figures();
+        let c = &self.m.counters;
+        let t = self.traffic;
+        let s = self.workload.stats();
+        json!({
+            "schema": "clarion.bench/1",
+            "workload": {
+                "packets": s.packets,
+                "rate_pps": t.rate_pps,
+                "packet_size": t.packet_size,
+                "active_flows": t.active_flows,
+                "arrival_rate": t.arrival_rate,
+                "burst": t.burst,
+                "dos_fraction": t.dos_fraction,
+                "dos_packets": t.dos_packets,
+                "retransmit_fraction": t.retransmit_fraction,
+                "seed": t.seed,
+                "measured": {
+                    "mean_active_flows": s.mean_active_flows,
+                    "initial_flows": s.initial_flows,
+                    "arrivals": s.arrivals,
+                    "dos_packets": s.dos_packets,
+                    "dos_flows": s.dos_flows,
+                    "duration_ns": s.duration_ns,
+                },
+            },
+            "triggers": {
+                "count": self.triggers.triggers,
+                "per_packet": self.triggers.per_packet,
+                "patterns": self.triggers.patterns,
+                "interval_ns": self.triggers.interval_ns,
+            },
+            "core": self.m.pinned.as_ref().ok(),
+            "pin_error": self.m.pinned.as_ref().err(),
+            "batch": self.a.batch,
+            "elapsed_s": self.m.elapsed.as_secs_f64(),
+            "packets_per_s": f.pps,
+            "ns_per_packet": { "mean": f.mean, "median": f.median, "p99": f.p99 },
+            "sweep_ns": {
+                "count": self.m.sweep_ns.len(),
+                "median": f.sweep_median,
+                "p99": f.sweep_p99,
+                "max": f.sweep_max,
+                "samples": self.m.sweep_ns,
+            },
+            "sweeps_completed": c.sweeps_completed,
+            "sweeps_late": c.sweeps_late,
+            "epochs_over_budget": self.m.epochs_over_budget,
+            "reports": c.reports,
+            "flows_created": c.flows_created,
+            "triggers_matched": c.triggers_matched,
+            "packets_untracked": c.packets_untracked,
+            "missed_events": self.v.differing,
+            "verify": {
+                "packets": self.v.packets,
+                "windows": self.v.windows,
+                "reports": self.v.reports,
+                "differing": self.v.differing,
+                "elapsed_s": self.v.elapsed.as_secs_f64(),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), 50);
+        assert_eq!(percentile(&v, 0.99), 99);
+        assert_eq!(percentile(&v, 1.0), 100);
+        assert_eq!(percentile(&[7u64], 0.99), 7);
+        assert_eq!(percentile::<u64>(&[], 0.5), 0);
+    }
+}

@@ -1,0 +1,128 @@
+//! `clarion gen` and `clarion bench` end to end: a deterministic capture,
+//! events that check and run, and a benchmark whose JSON carries every
+//! figure and finds no missed event.
+
+use assert_cmd::Command;
+
+fn clarion() -> Command {
+    Command::cargo_bin("clarion").expect("binary builds")
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn gen_is_deterministic_and_its_events_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |n: &str| dir.path().join(n);
+    let gen = |out: &str, seed: &str| {
+        let o = clarion()
+            .args([
+                "gen",
+                "--packets",
+                "50000",
+                "--dos-fraction",
+                "0.1",
+                "--seed",
+                seed,
+                "--out",
+            ])
+            .arg(path(out))
+            .arg("--events-out")
+            .arg(path("bench.clarion"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("wrote 50,000 packets"), "{}", stderr(&o));
+        std::fs::read(path(out)).unwrap()
+    };
+    let (a, b, c) = (gen("a.pcap", "7"), gen("b.pcap", "7"), gen("c.pcap", "8"));
+    assert_eq!(a, b, "same seed, same bytes");
+    assert_ne!(a, c, "another seed, other bytes");
+    // Nanosecond pcap, 50,000 records of 64 bytes.
+    assert_eq!(&a[..4], &0xa1b2_3c4du32.to_le_bytes());
+    assert_eq!(a.len(), 24 + 50_000 * (16 + 64));
+
+    let check = clarion()
+        .arg("check")
+        .arg(path("bench.clarion"))
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", stderr(&check));
+    assert_eq!(
+        String::from_utf8_lossy(&check.stdout).matches("event g").count(),
+        4096
+    );
+
+    let run = clarion()
+        .args(["run", "--format", "json", "--pcap"])
+        .arg(path("a.pcap"))
+        .arg("--events")
+        .arg(path("bench.clarion"))
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(stderr(&run).contains("50,000 frames"), "{}", stderr(&run));
+}
+
+#[test]
+fn bench_reports_every_figure_and_misses_nothing() {
+    // A modest rate: 5,000 packets per 10 ms epoch, 40 epochs.
+    let o = clarion()
+        .args(["bench", "--packets", "200000", "--rate", "500000", "--json"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.starts_with("clarion bench: 200,000 packets"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one summary line: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    for field in [
+        "packets_per_s",
+        "elapsed_s",
+        "sweeps_completed",
+        "sweeps_late",
+        "epochs_over_budget",
+        "reports",
+        "missed_events",
+    ] {
+        assert!(v[field].is_number(), "{field} in {v}");
+    }
+    for field in ["mean", "median", "p99"] {
+        assert!(v["ns_per_packet"][field].as_f64().is_some_and(|x| x > 0.0), "{v}");
+    }
+    for field in ["count", "median", "p99", "max"] {
+        assert!(v["sweep_ns"][field].as_u64().is_some_and(|x| x > 0), "{v}");
+    }
+    assert_eq!(v["missed_events"], 0);
+    assert_eq!(v["verify"]["packets"], 200_000);
+    assert_eq!(v["verify"]["windows"], 39);
+    assert!(v["verify"]["reports"].as_u64().is_some_and(|n| n > 0), "{v}");
+    assert_eq!(v["sweeps_completed"], 39);
+    assert_eq!(v["sweep_ns"]["samples"].as_array().map(Vec::len), Some(39));
+    assert_eq!(v["sweeps_late"], 0);
+    assert_eq!(v["triggers_matched"], v["flows_created"].as_u64().unwrap() * 8);
+    // Whether an epoch's packets and sweep fit in its 10 ms is a timing, and
+    // this machine's two cores are shared with the other tests: only bounded.
+    assert!(v["epochs_over_budget"].as_u64().is_some_and(|n| n <= 39), "{v}");
+}
+
+#[test]
+fn impossible_workloads_are_usage_errors() {
+    let o = clarion().args(["bench", "--per-packet", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("invalid triggers per packet"),
+        "{}",
+        stderr(&o)
+    );
+    let o = clarion()
+        .args(["gen", "--out", "/dev/null", "--patterns", "500"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("1..=188"), "{}", stderr(&o));
+    let help = clarion().args(["bench", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).contains("clarion bench --packets 5000000"));
+}
