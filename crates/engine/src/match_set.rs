@@ -66,7 +66,7 @@ impl MatchSet {
         let measures = exprs
             .into_iter()
             .map(|(e, flags)| {
-                let slot = Slot { offset, flags };
+                let slot = Slot::new(offset, flags);
                 offset += flags.words();
                 let on_samples = e.reads_rtt();
                 (e, slot, on_samples)

@@ -79,11 +79,23 @@ impl StatFlags {
     ];
 }
 
+/// Positions in [`Slot::at`], in [`StatFlags::LAYOUT`] order.
+const AT_NZ: usize = 1;
+const AT_SUM: usize = 2;
+const AT_MIN: usize = 3;
+const AT_MAX: usize = 4;
+const AT_SQ: usize = 5;
+const AT_LAST: usize = 6;
+
 /// Where one measure's statistics sit inside a flow's stats half-block.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Slot {
     pub(crate) offset: usize,
     pub(crate) flags: StatFlags,
+    /// Word index of each kept statistic, in [`StatFlags::LAYOUT`] order
+    /// (computed once: the packet path and the sweep read it for every stat).
+    at: [usize; 7],
+    words: usize,
 }
 
 fn get128(w: &[u64], at: usize) -> i128 {
@@ -96,21 +108,34 @@ fn put128(w: &mut [u64], at: usize, v: i128) {
 }
 
 impl Slot {
+    pub(crate) fn new(offset: usize, flags: StatFlags) -> Slot {
+        let mut at = [0; 7];
+        for (i, (f, _)) in StatFlags::LAYOUT.iter().enumerate() {
+            at[i] = offset + flags.offset_of(*f);
+        }
+        Slot {
+            offset,
+            flags,
+            at,
+            words: flags.words(),
+        }
+    }
+
     /// Zeroes the statistics for a new epoch (min/max start at their identities).
     #[inline]
     pub(crate) fn reset(&self, w: &mut [u64]) {
         let base = self.offset;
-        for x in &mut w[base..base + self.flags.words()] {
+        for x in &mut w[base..base + self.words] {
             *x = 0;
         }
         if self.flags.has(StatFlags::MIN) {
-            w[base + self.flags.offset_of(StatFlags::MIN)] = i64::MAX as u64;
+            w[self.at[AT_MIN]] = i64::MAX as u64;
         }
         if self.flags.has(StatFlags::MAX) {
-            w[base + self.flags.offset_of(StatFlags::MAX)] = i64::MIN as u64;
+            w[self.at[AT_MAX]] = i64::MIN as u64;
         }
         if self.flags.has(StatFlags::LAST) {
-            w[base + self.flags.offset_of(StatFlags::LAST) + 1] = i64::MIN as u64;
+            w[self.at[AT_LAST] + 1] = i64::MIN as u64;
         }
     }
 
@@ -123,28 +148,28 @@ impl Slot {
             w[b] += 1;
         }
         if f.has(StatFlags::NZ) && v != 0 {
-            let at = b + f.offset_of(StatFlags::NZ);
+            let at = self.at[AT_NZ];
             w[at] += 1;
         }
         if f.has(StatFlags::SUM) {
-            let at = b + f.offset_of(StatFlags::SUM);
+            let at = self.at[AT_SUM];
             put128(w, at, get128(w, at).saturating_add(i128::from(v)));
         }
         if f.has(StatFlags::MIN) {
-            let at = b + f.offset_of(StatFlags::MIN);
+            let at = self.at[AT_MIN];
             w[at] = (w[at] as i64).min(v) as u64;
         }
         if f.has(StatFlags::MAX) {
-            let at = b + f.offset_of(StatFlags::MAX);
+            let at = self.at[AT_MAX];
             w[at] = (w[at] as i64).max(v) as u64;
         }
         if f.has(StatFlags::SQ) {
-            let at = b + f.offset_of(StatFlags::SQ);
+            let at = self.at[AT_SQ];
             let sq = i128::from(v) * i128::from(v);
             put128(w, at, get128(w, at).saturating_add(sq));
         }
         if f.has(StatFlags::LAST) {
-            let at = b + f.offset_of(StatFlags::LAST);
+            let at = self.at[AT_LAST];
             if (t, v) >= (w[at], w[at + 1] as i64) {
                 w[at] = t;
                 w[at + 1] = v as u64;
@@ -161,22 +186,22 @@ impl Slot {
             a.n = w[b];
         }
         if f.has(StatFlags::NZ) {
-            a.nz = w[b + f.offset_of(StatFlags::NZ)];
+            a.nz = w[self.at[AT_NZ]];
         }
         if f.has(StatFlags::SUM) {
-            a.sum = get128(w, b + f.offset_of(StatFlags::SUM));
+            a.sum = get128(w, self.at[AT_SUM]);
         }
         if f.has(StatFlags::MIN) {
-            a.min = w[b + f.offset_of(StatFlags::MIN)] as i64;
+            a.min = w[self.at[AT_MIN]] as i64;
         }
         if f.has(StatFlags::MAX) {
-            a.max = w[b + f.offset_of(StatFlags::MAX)] as i64;
+            a.max = w[self.at[AT_MAX]] as i64;
         }
         if f.has(StatFlags::SQ) {
-            a.sq = get128(w, b + f.offset_of(StatFlags::SQ));
+            a.sq = get128(w, self.at[AT_SQ]);
         }
         if f.has(StatFlags::LAST) {
-            let at = b + f.offset_of(StatFlags::LAST);
+            let at = self.at[AT_LAST];
             a.last = (w[at], w[at + 1] as i64);
         }
         a
@@ -421,7 +446,7 @@ mod tests {
             .union(StatFlags::SQ)
             .union(StatFlags::LAST);
         assert_eq!(flags.words(), 10);
-        let slot = Slot { offset: 3, flags };
+        let slot = Slot::new(3, flags);
         let mut w = vec![0u64; 13];
         slot.reset(&mut w);
         for (t, v) in [(1, 5), (2, 0), (4, -3), (4, 7), (3, 9)] {
@@ -452,14 +477,8 @@ mod tests {
 
     #[test]
     fn partial_layouts_copy_what_they_share() {
-        let a = Slot {
-            offset: 0,
-            flags: StatFlags::SUM.union(StatFlags::N),
-        };
-        let b = Slot {
-            offset: 1,
-            flags: StatFlags::SUM.union(StatFlags::MAX),
-        };
+        let a = Slot::new(0, StatFlags::SUM.union(StatFlags::N));
+        let b = Slot::new(1, StatFlags::SUM.union(StatFlags::MAX));
         let mut wa = vec![0u64; 3];
         a.reset(&mut wa);
         a.update(&mut wa, 10, 0);
