@@ -18,16 +18,16 @@
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::EventSpec;
-use clarion_report::{Completeness, Origin, Report, Window};
+use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::{tcp_flags, PacketRecord};
 
 use crate::config::{Counters, MonitorConfig};
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::key::{group_of, report_group};
 use crate::match_set::MatchSet;
-use crate::measure::{Acc, Expr, FlowContext, StatFlags, TcpValues};
+use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
 use crate::tcp_state::TcpState;
-use crate::trigger::{FlowRef, GroupAcc, Trigger, WindowValues};
+use crate::trigger::{FlowRef, Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
 
@@ -564,14 +564,13 @@ impl Monitor {
                 start_ns: w.start_ns,
                 end_ns: end,
             };
-            let mut groups = Vec::with_capacity(w.groups.len());
-            for (g, vals) in trig.close(&w) {
-                let key = report_group(&g, &trig.spec.granularity);
-                if trig.fires(&vals) {
+            let groups = trig.close(&w);
+            for (g, vals) in &groups {
+                if trig.fires(vals) {
                     s.reports.push(Report {
                         event: trig.spec.name.clone(),
                         window,
-                        group: key,
+                        group: report_group(g, &trig.spec.granularity),
                         values: trig
                             .value_names
                             .iter()
@@ -582,10 +581,9 @@ impl Monitor {
                         completeness: w.completeness,
                     });
                 }
-                groups.push((key, vals));
             }
-            groups.sort_by_key(|g| g.0);
-            trig.history.push_back(WindowValues { window, groups });
+            // Kept as gathered; keys are converted and sorted only when asked for.
+            trig.history.push_back((window, groups));
             while trig.history.len() > self.config.history_windows {
                 trig.history.pop_front();
             }
@@ -654,9 +652,18 @@ impl Monitor {
 
     /// The values every group of a trigger had in the window starting at
     /// `window_start_ns`, if that window is among the last few kept.
-    pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<&WindowValues> {
+    pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
         let t = self.triggers.get(id as usize)?.as_ref()?;
-        t.history.iter().find(|w| w.window.start_ns == window_start_ns)
+        let (window, groups) = t.history.iter().find(|(w, _)| w.start_ns == window_start_ns)?;
+        let mut groups: Vec<(GroupKey, Vec<f64>)> = groups
+            .iter()
+            .map(|(g, v)| (report_group(g, &t.spec.granularity), v.clone()))
+            .collect();
+        groups.sort_by_key(|g| g.0);
+        Some(WindowValues {
+            window: *window,
+            groups,
+        })
     }
 
     /// Flows a trigger currently lists (live or not yet compacted).
@@ -703,11 +710,8 @@ fn gather(
             if set.has_epoch(e.block, s.half, s.epoch_start) {
                 let g = group_of(&e.key, &granularity);
                 let w = trig.window_for(s.epoch_start);
-                let acc = w.groups.entry(g).or_insert_with(|| GroupAcc {
-                    packets: 0,
-                    accs: vec![Acc::default(); n_reads],
-                });
-                acc.packets += set.gather(e.block, s.half, pos, &mut acc.accs);
+                let (accs, packets) = w.group(g, n_reads);
+                *packets += set.gather(e.block, s.half, pos, accs);
             }
             s.pos += 1;
         }

@@ -134,29 +134,39 @@ impl CPred {
     }
 }
 
-/// A group's statistics in the window being gathered.
-#[derive(Clone, Debug)]
-pub(crate) struct GroupAcc {
-    /// Packets (not RTT samples): a group exists only where it had packets.
-    pub(crate) packets: u64,
-    /// One accumulator per [`Trigger::reads`] entry.
-    pub(crate) accs: Vec<Acc>,
-}
-
 /// The window a trigger is gathering.
 #[derive(Debug)]
 pub(crate) struct OpenWindow {
     pub(crate) start_ns: u64,
-    /// Group key → its statistics.
-    pub(crate) groups: FxHashMap<FlowKey, GroupAcc>,
+    /// Group key → its number: its statistics are `accs[n·reads..(n+1)·reads]`
+    /// and `packets[n]` (one flat arena, no allocation per group).
+    pub(crate) groups: FxHashMap<FlowKey, u32>,
+    /// Packets (not RTT samples) per group: a group exists only where it had packets.
+    pub(crate) packets: Vec<u64>,
+    pub(crate) accs: Vec<Acc>,
     pub(crate) completeness: Completeness,
+}
+
+impl OpenWindow {
+    /// The statistics of group `g` (created empty on first use) and its packet count.
+    #[inline]
+    pub(crate) fn group(&mut self, g: FlowKey, reads: usize) -> (&mut [Acc], &mut u64) {
+        let n = self.packets.len() as u32;
+        let i = *self.groups.entry(g).or_insert(n) as usize;
+        if i == self.packets.len() {
+            self.packets.push(0);
+            self.accs.resize(self.accs.len() + reads, Acc::default());
+        }
+        (&mut self.accs[i * reads..(i + 1) * reads], &mut self.packets[i])
+    }
 }
 
 /// The values of every group of one closed window.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowValues {
     pub window: Window,
-    /// Each group with one value per aggregate, in the order of [`EventSpec::aggregates`].
+    /// Each group, in key order, with its values: one per aggregate in the
+    /// order of [`EventSpec::aggregates`], then the state values.
     pub groups: Vec<(GroupKey, Vec<f64>)>,
 }
 
@@ -182,7 +192,8 @@ pub(crate) struct Trigger {
     /// Start of the first window this trigger reports.
     pub(crate) start_ns: u64,
     pub(crate) open: Option<OpenWindow>,
-    pub(crate) history: VecDeque<WindowValues>,
+    /// The last few closed windows: each group's key (masked flow key) and values.
+    pub(crate) history: VecDeque<(Window, Vec<(FlowKey, Vec<f64>)>)>,
 }
 
 impl Trigger {
@@ -244,6 +255,8 @@ impl Trigger {
         self.open.get_or_insert_with(|| OpenWindow {
             start_ns,
             groups: FxHashMap::default(),
+            packets: Vec::new(),
+            accs: Vec::new(),
             completeness: Completeness::default(),
         })
     }
@@ -254,7 +267,7 @@ impl Trigger {
     }
 
     /// The values of every group of the closed window `w` (groups without
-    /// packets have none), in key order; remembers the latest values for
+    /// packets have none), in no particular order; remembers the latest values for
     /// the next window's `X_lastepoch`.
     pub(crate) fn close(&mut self, w: &OpenWindow) -> Vec<(FlowKey, Vec<f64>)> {
         let n_aggs = self.aggs.len();
@@ -265,14 +278,15 @@ impl Trigger {
             .filter(|(start, _)| start.checked_add(interval) == Some(w.start_ns));
         let mut lasts_now = FxHashMap::default();
         let mut out = Vec::with_capacity(w.groups.len());
-        for (g, acc) in w.groups.iter().filter(|(_, a)| a.packets > 0) {
-            let mut vals: Vec<f64> = self
-                .aggs
-                .iter()
-                .zip(&acc.accs)
-                .map(|(a, x)| x.value(a.func))
-                .collect();
-            let lasts: Vec<f64> = acc.accs[n_aggs..].iter().map(Acc::last_value).collect();
+        let reads = self.reads.len();
+        for (g, &i) in &w.groups {
+            let i = i as usize;
+            if w.packets[i] == 0 {
+                continue;
+            }
+            let accs = &w.accs[i * reads..(i + 1) * reads];
+            let mut vals: Vec<f64> = self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func)).collect();
+            let lasts: Vec<f64> = accs[n_aggs..].iter().map(Acc::last_value).collect();
             for &(last_epoch, i) in &self.state {
                 let from = if last_epoch {
                     prev.as_ref().and_then(|(_, m)| m.get(g))
@@ -286,7 +300,6 @@ impl Trigger {
             }
             out.push((*g, vals));
         }
-        out.sort_by_key(|g| g.0);
         self.prev = Some((w.start_ns, lasts_now));
         out
     }
