@@ -161,6 +161,9 @@ impl OpenWindow {
     }
 }
 
+/// A closed window as a trigger keeps it: each group's masked flow key and values.
+pub(crate) type ClosedWindow = (Window, Vec<(FlowKey, Vec<f64>)>);
+
 /// The values of every group of one closed window.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowValues {
@@ -192,8 +195,8 @@ pub(crate) struct Trigger {
     /// Start of the first window this trigger reports.
     pub(crate) start_ns: u64,
     pub(crate) open: Option<OpenWindow>,
-    /// The last few closed windows: each group's key (masked flow key) and values.
-    pub(crate) history: VecDeque<(Window, Vec<(FlowKey, Vec<f64>)>)>,
+    /// The last few closed windows.
+    pub(crate) history: VecDeque<ClosedWindow>,
 }
 
 impl Trigger {
