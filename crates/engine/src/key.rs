@@ -53,13 +53,12 @@ pub(crate) fn prefix_mask(bits: u8) -> [u8; 16] {
     m
 }
 
+/// `addr` with all but its first `bits` bits cleared (the sweep does this per flow and trigger).
+#[inline]
 fn masked(addr: &[u8; 16], bits: u8) -> [u8; 16] {
-    let m = prefix_mask(bits);
-    let mut out = [0u8; 16];
-    for i in 0..16 {
-        out[i] = addr[i] & m[i];
-    }
-    out
+    let bits = u32::from(bits.min(128));
+    let m = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+    (u128::from_be_bytes(*addr) & m).to_be_bytes()
 }
 
 fn lens_for(l: PrefixLens, v6: bool) -> u8 {
@@ -131,6 +130,16 @@ mod tests {
 
     fn key(src: &str, dst: &str, ports: Option<(u16, u16)>) -> FlowKey {
         FlowKey::new(src.parse().unwrap(), dst.parse().unwrap(), 6, ports, None)
+    }
+
+    #[test]
+    fn masking_keeps_exactly_the_prefix() {
+        let addr: [u8; 16] = std::array::from_fn(|i| 0xa5 ^ (i as u8 * 37));
+        for bits in 0..=130u8 {
+            let m = prefix_mask(bits);
+            let want: [u8; 16] = std::array::from_fn(|i| addr[i] & m[i]);
+            assert_eq!(masked(&addr, bits), want, "{bits} bits");
+        }
     }
 
     #[test]

@@ -188,6 +188,8 @@ pub(crate) struct Trigger {
     /// Report keys of the values: the aggregates', then the state values'.
     pub(crate) value_names: Vec<String>,
     pred: CPred,
+    /// Groups of the last closed window (to size the next).
+    last_groups: usize,
     /// Latest values (one per `lasts`) of each group of the last closed window, for `X_lastepoch`.
     prev: Option<(u64, FxHashMap<FlowKey, Vec<f64>>)>,
     pub(crate) rules: Vec<(KeyMask, FlowKey)>,
@@ -239,6 +241,7 @@ impl Trigger {
             reads,
             value_names,
             pred,
+            last_groups: 0,
             prev: None,
             rules,
             flows: FlowList::default(),
@@ -255,11 +258,14 @@ impl Trigger {
     /// The open window for the epoch starting at `epoch_start`, created on demand.
     pub(crate) fn window_for(&mut self, epoch_start: u64) -> &mut OpenWindow {
         let start_ns = epoch_start - epoch_start % self.spec.interval_ns;
+        // Sized like the last window, so a steady load never rehashes.
+        let n = self.last_groups;
+        let reads = self.reads.len();
         self.open.get_or_insert_with(|| OpenWindow {
             start_ns,
-            groups: FxHashMap::default(),
-            packets: Vec::new(),
-            accs: Vec::new(),
+            groups: FxHashMap::with_capacity_and_hasher(n, Default::default()),
+            packets: Vec::with_capacity(n),
+            accs: Vec::with_capacity(n * reads),
             completeness: Completeness::default(),
         })
     }
@@ -304,6 +310,7 @@ impl Trigger {
             out.push((*g, vals));
         }
         self.prev = Some((w.start_ns, lasts_now));
+        self.last_groups = w.groups.len();
         out
     }
 
