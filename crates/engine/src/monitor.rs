@@ -18,7 +18,7 @@
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::EventSpec;
-use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+use clarion_report::{Completeness, GroupKey, Origin, Report};
 use clarion_wire::{tcp_flags, PacketRecord};
 
 use crate::config::{Counters, MonitorConfig};
@@ -27,7 +27,7 @@ use crate::key::{group_of, report_group};
 use crate::match_set::MatchSet;
 use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
 use crate::tcp_state::TcpState;
-use crate::trigger::{FlowRef, Trigger, WindowValues};
+use crate::trigger::{ClosedWindow, FlowRef, Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
 
@@ -560,16 +560,19 @@ impl Monitor {
             let complete = ended && open.start_ns >= self.first_ts;
             let Some(mut w) = trig.open.take() else { continue };
             w.completeness.complete = complete;
-            let window = Window {
-                start_ns: w.start_ns,
-                end_ns: end,
+            let completeness = w.completeness;
+            // Recycle the oldest kept window when the history is full.
+            let mut closed = if trig.history.len() >= self.config.history_windows {
+                trig.history.pop_front().unwrap_or_default()
+            } else {
+                ClosedWindow::default()
             };
-            let groups = trig.close(&w);
-            for (g, vals) in &groups {
+            trig.close(w, end, &mut closed);
+            for (g, vals) in closed.groups() {
                 if trig.fires(vals) {
                     s.reports.push(Report {
                         event: trig.spec.name.clone(),
-                        window,
+                        window: closed.window,
                         group: report_group(g, &trig.spec.granularity),
                         values: trig
                             .value_names
@@ -578,14 +581,12 @@ impl Monitor {
                             .zip(vals.iter().copied())
                             .collect(),
                         origin: origin.clone(),
-                        completeness: w.completeness,
+                        completeness,
                     });
                 }
             }
-            // Kept as gathered; keys are converted and sorted only when asked for.
-            trig.history.push_back((window, groups));
-            while trig.history.len() > self.config.history_windows {
-                trig.history.pop_front();
+            if self.config.history_windows > 0 {
+                trig.history.push_back(closed);
             }
         }
     }
@@ -654,14 +655,14 @@ impl Monitor {
     /// `window_start_ns`, if that window is among the last few kept.
     pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
         let t = self.triggers.get(id as usize)?.as_ref()?;
-        let (window, groups) = t.history.iter().find(|(w, _)| w.start_ns == window_start_ns)?;
-        let mut groups: Vec<(GroupKey, Vec<f64>)> = groups
-            .iter()
-            .map(|(g, v)| (report_group(g, &t.spec.granularity), v.clone()))
+        let closed = t.history.iter().find(|w| w.window.start_ns == window_start_ns)?;
+        let mut groups: Vec<(GroupKey, Vec<f64>)> = closed
+            .groups()
+            .map(|(g, v)| (report_group(g, &t.spec.granularity), v.to_vec()))
             .collect();
         groups.sort_by_key(|g| g.0);
         Some(WindowValues {
-            window: *window,
+            window: closed.window,
             groups,
         })
     }

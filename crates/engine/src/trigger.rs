@@ -161,8 +161,28 @@ impl OpenWindow {
     }
 }
 
-/// A closed window as a trigger keeps it: each group's masked flow key and values.
-pub(crate) type ClosedWindow = (Window, Vec<(FlowKey, Vec<f64>)>);
+/// A closed window as a trigger keeps it: each group's masked flow key, and
+/// its values (`stride` per group, flat). Kept windows are recycled, so a
+/// steady sweep allocates nothing for them.
+#[derive(Debug, Default)]
+pub(crate) struct ClosedWindow {
+    pub(crate) window: Window,
+    pub(crate) keys: Vec<FlowKey>,
+    pub(crate) values: Vec<f64>,
+    /// Values per group.
+    stride: usize,
+}
+
+impl ClosedWindow {
+    /// Each group's key and values.
+    pub(crate) fn groups(&self) -> impl Iterator<Item = (&FlowKey, &[f64])> {
+        let s = self.stride;
+        self.keys
+            .iter()
+            .enumerate()
+            .map(move |(i, k)| (k, &self.values[i * s..(i + 1) * s]))
+    }
+}
 
 /// The values of every group of one closed window.
 #[derive(Clone, Debug, PartialEq)]
@@ -188,8 +208,8 @@ pub(crate) struct Trigger {
     /// Report keys of the values: the aggregates', then the state values'.
     pub(crate) value_names: Vec<String>,
     pred: CPred,
-    /// Groups of the last closed window (to size the next).
-    last_groups: usize,
+    /// The last closed window's containers, emptied, for the next window.
+    spare: Option<OpenWindow>,
     /// Latest values (one per `lasts`) of each group of the last closed window, for `X_lastepoch`.
     prev: Option<(u64, FxHashMap<FlowKey, Vec<f64>>)>,
     pub(crate) rules: Vec<(KeyMask, FlowKey)>,
@@ -241,7 +261,7 @@ impl Trigger {
             reads,
             value_names,
             pred,
-            last_groups: 0,
+            spare: None,
             prev: None,
             rules,
             flows: FlowList::default(),
@@ -258,15 +278,20 @@ impl Trigger {
     /// The open window for the epoch starting at `epoch_start`, created on demand.
     pub(crate) fn window_for(&mut self, epoch_start: u64) -> &mut OpenWindow {
         let start_ns = epoch_start - epoch_start % self.spec.interval_ns;
-        // Sized like the last window, so a steady load never rehashes.
-        let n = self.last_groups;
-        let reads = self.reads.len();
-        self.open.get_or_insert_with(|| OpenWindow {
-            start_ns,
-            groups: FxHashMap::with_capacity_and_hasher(n, Default::default()),
-            packets: Vec::with_capacity(n),
-            accs: Vec::with_capacity(n * reads),
-            completeness: Completeness::default(),
+        let spare = &mut self.spare;
+        self.open.get_or_insert_with(|| match spare.take() {
+            // The last window's containers, already sized for a steady load.
+            Some(mut w) => {
+                w.start_ns = start_ns;
+                w
+            }
+            None => OpenWindow {
+                start_ns,
+                groups: FxHashMap::default(),
+                packets: Vec::new(),
+                accs: Vec::new(),
+                completeness: Completeness::default(),
+            },
         })
     }
 
@@ -275,10 +300,11 @@ impl Trigger {
         truthy(self.pred.eval(vals))
     }
 
-    /// The values of every group of the closed window `w` (groups without
-    /// packets have none), in no particular order; remembers the latest values for
-    /// the next window's `X_lastepoch`.
-    pub(crate) fn close(&mut self, w: &OpenWindow) -> Vec<(FlowKey, Vec<f64>)> {
+    /// Closes the open window `w` (which ends at `end_ns`) into `into` (a
+    /// recycled kept window): the values of every group that had packets,
+    /// in no particular order. Remembers the latest values for the next
+    /// window's `X_lastepoch`, and keeps `w`'s containers for the next window.
+    pub(crate) fn close(&mut self, mut w: OpenWindow, end_ns: u64, into: &mut ClosedWindow) {
         let n_aggs = self.aggs.len();
         let interval = self.spec.interval_ns;
         let prev = self
@@ -286,7 +312,13 @@ impl Trigger {
             .take()
             .filter(|(start, _)| start.checked_add(interval) == Some(w.start_ns));
         let mut lasts_now = FxHashMap::default();
-        let mut out = Vec::with_capacity(w.groups.len());
+        into.window = Window {
+            start_ns: w.start_ns,
+            end_ns,
+        };
+        into.keys.clear();
+        into.values.clear();
+        into.stride = self.value_names.len();
         let reads = self.reads.len();
         for (g, &i) in &w.groups {
             let i = i as usize;
@@ -294,7 +326,12 @@ impl Trigger {
                 continue;
             }
             let accs = &w.accs[i * reads..(i + 1) * reads];
-            let mut vals: Vec<f64> = self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func)).collect();
+            into.keys.push(*g);
+            into.values
+                .extend(self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func)));
+            if self.lasts.is_empty() {
+                continue;
+            }
             let lasts: Vec<f64> = accs[n_aggs..].iter().map(Acc::last_value).collect();
             for &(last_epoch, i) in &self.state {
                 let from = if last_epoch {
@@ -302,16 +339,17 @@ impl Trigger {
                 } else {
                     Some(&lasts)
                 };
-                vals.push(from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN));
+                into.values
+                    .push(from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN));
             }
-            if !self.lasts.is_empty() {
-                lasts_now.insert(*g, lasts);
-            }
-            out.push((*g, vals));
+            lasts_now.insert(*g, lasts);
         }
         self.prev = Some((w.start_ns, lasts_now));
-        self.last_groups = w.groups.len();
-        out
+        w.groups.clear();
+        w.packets.clear();
+        w.accs.clear();
+        w.completeness = Completeness::default();
+        self.spare = Some(w);
     }
 
     /// Number of statistics each group keeps.

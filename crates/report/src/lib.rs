@@ -27,7 +27,7 @@ pub struct Report {
 }
 
 /// A half-open time window `[start_ns, end_ns)`, nanoseconds since the Unix epoch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Window {
     pub start_ns: u64,
     pub end_ns: u64,

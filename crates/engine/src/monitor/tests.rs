@@ -2,6 +2,7 @@ use super::*;
 use clarion_lang::spec::{
     AggCall, AggFunc, BaseVar, CmpOp, Filter, Granularity, PacketExpr, Pred, PrefixLens, Var,
 };
+use clarion_report::Window;
 use clarion_wire::{FlowKey, TcpInfo};
 
 const MS: u64 = 1_000_000;
