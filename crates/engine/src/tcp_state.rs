@@ -94,7 +94,10 @@ impl TcpState {
             }
         }
         if is_lost {
-            for s in self.sent.iter_mut().filter(|s| s.start < end && start < s.end) {
+            // First transmissions are disjoint and in sequence order: find the
+            // first that ends after `start`, mark on while they begin before `end`.
+            let first = self.sent.partition_point(|s| s.end <= start);
+            for s in self.sent.range_mut(first..).take_while(|s| s.start < end) {
                 s.retransmitted = true;
             }
         }
