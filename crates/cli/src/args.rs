@@ -24,6 +24,9 @@ const AFTER_HELP: &str = "Examples:
   Measure the monitor on Trumpet's workload (4,096 triggers, 300 flows, 64 B):
     clarion bench --packets 5000000 --json
 
+  Find the feasibility region (Trumpet's Figure 13) as CSV and PNG:
+    clarion feasibility --csv feasibility.csv --png feasibility.png
+
 Exit status: 0 ok, 1 runtime failure (unreadable or damaged capture, write
 error), 2 bad usage or an invalid events file.
 Language reference: docs/language.md. Report schema: docs/reports.md.";
@@ -49,6 +52,10 @@ pub enum Command {
     /// Measure the monitor on one pinned core over the benchmark workload held in memory.
     #[command(after_help = BENCH_AFTER_HELP)]
     Bench(crate::bench::BenchArgs),
+    /// Find the highest packet rate with no late sweep over a grid of triggers per flow,
+    /// intervals and active flows (Trumpet's feasibility region, Figure 13).
+    #[command(after_help = FEASIBILITY_AFTER_HELP)]
+    Feasibility(crate::feasibility::FeasibilityArgs),
 }
 
 const RUN_AFTER_HELP: &str = "Examples:
@@ -85,6 +92,19 @@ each frame and processes it, and runs each epoch's sweep when it is due,
 timed apart. The summary goes to standard error, the JSON object (--json)
 to standard output. The reports of the first --verify-prefix packets are
 compared with the reference evaluator: any difference exits 1.";
+
+const FEASIBILITY_AFTER_HELP: &str = "Examples:
+  clarion feasibility --csv docs/feasibility.csv --png docs/feasibility.png
+  clarion feasibility --per-flow 8 --intervals 10 --flows 300
+  clarion feasibility --quick --csv /tmp/f.csv --png /tmp/f.png
+
+Each point is measured with `clarion bench`'s loop on one pinned core: the
+median ns per packet p and the p99 sweep time S. The highest rate R with
+R*I*p + S <= I (I the interval, one epoch) is then verified by a run at
+0.95*R in which no epoch may be over budget, stepping down 10% at most
+three times. Progress goes to standard error; the CSV to --csv or standard
+output. The plot's text needs a TrueType font (CLARION_FONT or DejaVu Sans).
+Method and results: docs/performance.md.";
 
 #[derive(Args, Debug)]
 pub struct RunArgs {

@@ -84,6 +84,8 @@ struct Measured {
     /// ns of each epoch's sweep.
     sweep_ns: Vec<u64>,
     epochs_over_budget: u64,
+    /// ns from the end of the previous sweep (or the start) to the end of each epoch's sweep.
+    epoch_ns: Vec<u64>,
     counters: Counters,
     reports: Vec<Report>,
 }
@@ -106,13 +108,6 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         return Err(Failure::Usage("clarion: --batch must be at least 1".into()));
     }
     let (traffic, triggers) = a.workload.specs(a.packets)?;
-    let set = triggers.synthesize(&traffic).map_err(usage)?;
-    let specs = clarion_lang::check(&set.text).map_err(|d| {
-        Failure::Runtime(anyhow!(
-            "the synthesized events do not check (a bug): {}",
-            d.render("synthesized", &set.text, false)
-        ))
-    })?;
     let config = MonitorConfig {
         flow_capacity: a.flow_capacity,
         flow_timeout_ns: a.flow_timeout,
@@ -120,23 +115,9 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         host: HOST.into(),
         ..MonitorConfig::default()
     };
-    let mut monitor = Monitor::new(config.clone());
-    for s in specs.iter().cloned() {
-        monitor
-            .install(s)
-            .map_err(|e| Failure::Runtime(anyhow!("cannot install a synthesized event (a bug): {e}")))?;
-    }
+    let (specs, monitor) = setup(&traffic, &triggers, &config)?;
     let workload = traffic.generate().map_err(usage)?;
-
-    let measured = std::thread::scope(|s| {
-        let w = &workload;
-        s.spawn(move || {
-            let pinned = pin(a.core);
-            measure(w, monitor, a.batch, pinned)
-        })
-        .join()
-    })
-    .map_err(|_| Failure::Runtime(anyhow!("the measured loop panicked")))?;
+    let measured = measure_pinned(&workload, monitor, a.batch, a.core)?;
 
     let prefix = usize::try_from(a.verify_prefix)
         .unwrap_or(usize::MAX)
@@ -180,6 +161,103 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The synthesized events, checked, and a monitor with all of them installed
+/// whose sweep the caller drives. Not timed.
+fn setup(
+    traffic: &WorkloadSpec,
+    triggers: &TriggerSpec,
+    config: &MonitorConfig,
+) -> Result<(Vec<EventSpec>, Monitor), Failure> {
+    let set = triggers.synthesize(traffic).map_err(usage)?;
+    let specs = clarion_lang::check(&set.text).map_err(|d| {
+        Failure::Runtime(anyhow!(
+            "the synthesized events do not check (a bug): {}",
+            d.render("synthesized", &set.text, false)
+        ))
+    })?;
+    let mut monitor = Monitor::new(config.clone());
+    for s in specs.iter().cloned() {
+        monitor
+            .install(s)
+            .map_err(|e| Failure::Runtime(anyhow!("cannot install a synthesized event (a bug): {e}")))?;
+    }
+    Ok((specs, monitor))
+}
+
+/// [`measure`] on a thread pinned to `core` (default: the last one allowed).
+fn measure_pinned(
+    workload: &Workload,
+    monitor: Monitor,
+    batch: usize,
+    core: Option<usize>,
+) -> Result<Measured, Failure> {
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let pinned = pin(core);
+            measure(workload, monitor, batch, pinned)
+        })
+        .join()
+    })
+    .map_err(|_| Failure::Runtime(anyhow!("the measured loop panicked")))
+}
+
+/// What one timed run over a workload gave, for other commands
+/// (`clarion feasibility`): the same loop and figures as `clarion bench`.
+pub struct PointRun {
+    /// Median over batches of ns per packet (parse + match-and-scatter), sweeps excluded.
+    pub ns_per_packet_median: f64,
+    /// Mean over batches of the same.
+    pub ns_per_packet_mean: f64,
+    /// p99 of the sweep time over the epochs after the warm-up, in ns.
+    pub sweep_p99_ns: u64,
+    /// Epochs after the warm-up.
+    pub epochs: usize,
+    /// Epochs after the warm-up whose packets and sweep took longer than the epoch at the workload's rate.
+    pub epochs_over_budget: u64,
+    /// Warm-up epochs over budget (not counted above).
+    pub warmup_over_budget: u64,
+    /// The core the loop ran on, or why it was not pinned.
+    pub pinned: Result<usize, String>,
+}
+
+/// Generates the workload and times the monitor over it exactly as
+/// `clarion bench` does (default monitor configuration, no verification).
+/// The first `warmup` epochs (cold start: every flow new, memory untouched)
+/// are left out of the sweep figure and the epochs over budget.
+pub fn measure_point(
+    traffic: &WorkloadSpec,
+    triggers: &TriggerSpec,
+    batch: usize,
+    core: Option<usize>,
+    warmup: usize,
+) -> Result<PointRun, Failure> {
+    let config = MonitorConfig {
+        synchronous_sweep: false,
+        host: HOST.into(),
+        ..MonitorConfig::default()
+    };
+    let (_, monitor) = setup(traffic, triggers, &config)?;
+    let workload = traffic.generate().map_err(usage)?;
+    let m = measure_pinned(&workload, monitor, batch.max(1), core)?;
+    let mut per = m.per_packet_ns;
+    let mean = per.iter().sum::<f64>() / per.len().max(1) as f64;
+    per.sort_by(f64::total_cmp);
+    let mut sw = m.sweep_ns.get(warmup..).unwrap_or_default().to_vec();
+    sw.sort_unstable();
+    let epoch = triggers.interval_ns;
+    let over = |e: &[u64]| e.iter().filter(|&&t| t > epoch).count() as u64;
+    let (cold, warm) = m.epoch_ns.split_at(warmup.min(m.epoch_ns.len()));
+    Ok(PointRun {
+        ns_per_packet_median: percentile(&per, 0.5),
+        ns_per_packet_mean: mean,
+        sweep_p99_ns: percentile(&sw, 0.99),
+        epochs: warm.len(),
+        epochs_over_budget: over(warm),
+        warmup_over_budget: over(cold),
+        pinned: m.pinned,
+    })
+}
+
 /// Pins the calling thread; the core, or why not.
 fn pin(core: Option<usize>) -> Result<usize, String> {
     let ids = core_affinity::get_core_ids().ok_or("cannot list the cores this process may use")?;
@@ -205,6 +283,7 @@ fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usiz
     let mut per_packet_ns = Vec::with_capacity(frames.len() / batch + 1);
     let mut sweep_ns = Vec::new();
     let mut epochs_over_budget = 0;
+    let mut epoch_ns = Vec::new();
     let start = Instant::now();
     let mut batch_start = start;
     let mut epoch_start = start; // when the packets of the running epoch began
@@ -226,6 +305,7 @@ fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usiz
                 let s1 = Instant::now();
                 swept += s1 - s0;
                 sweep_ns.push((s1 - s0).as_nanos() as u64);
+                epoch_ns.push((s1 - epoch_start).as_nanos() as u64);
                 if (s1 - epoch_start).as_nanos() > u128::from(monitor.epoch_ns()) {
                     epochs_over_budget += 1;
                 }
@@ -246,6 +326,7 @@ fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usiz
         per_packet_ns,
         sweep_ns,
         epochs_over_budget,
+        epoch_ns,
         counters: monitor.counters(),
         reports,
     }

@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod check;
+mod feasibility;
 mod gen;
 mod run;
 mod summary;
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
         Command::Check(a) => check::check(&a),
         Command::Gen(a) => gen::gen(&a),
         Command::Bench(a) => bench::bench(&a),
+        Command::Feasibility(a) => feasibility::feasibility(&a),
     };
     match result {
         Ok(code) => code,
