@@ -7,7 +7,8 @@
 //!   against the tuple-space index of 4,096 triggers in 8 or 32 mask
 //!   patterns and interned into its trigger set.
 //! - `sweep`: one epoch's gather, test and report over 10,000 active flows
-//!   each matched by 8 of 1,024 triggers.
+//!   each matched by 8 of 1,024 triggers; and over 10,000 listed flows of
+//!   which 1,000 sent in the epoch (the rest idle until the flow timeout).
 //!
 //! Run: `cargo bench -p clarion-engine --bench components`.
 
@@ -144,6 +145,32 @@ fn sweep(c: &mut Criterion) {
                 }
                 // The first packet of the next epoch starts the sweep of this one.
                 m.process(&record(0, T0 + EPOCH), &mut out);
+                assert!(m.sweep_pending());
+                m
+            },
+            |mut m| {
+                let mut out = Vec::new();
+                m.sweep_step(usize::MAX, &mut out);
+                (m, out)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    // Steady state of a long run: most listed flows are idle until the flow
+    // timeout frees them; one in ten sent in the swept epoch.
+    g.bench_function("10000_listed_1000_active", |b| {
+        b.iter_batched(
+            || {
+                let mut m = monitor_with(&evs, 1 << 16);
+                let mut out = Vec::new();
+                for f in 0..FLOWS {
+                    m.process(&record(f, T0 + u64::from(f)), &mut out);
+                }
+                for f in (0..FLOWS).step_by(10) {
+                    m.process(&record(f, T0 + EPOCH + u64::from(f)), &mut out);
+                }
+                m.sweep_step(usize::MAX, &mut out);
+                m.process(&record(0, T0 + 2 * EPOCH), &mut out);
                 assert!(m.sweep_pending());
                 m
             },

@@ -696,6 +696,12 @@ fn gather(
             *budget -= 1;
             let r = chunk[s.pos];
             let e = &flows.entries[r.entry as usize];
+            if e.live && e.gen == r.gen && e.stats_ts < s.epoch_start {
+                // Idle this epoch (most listed flows, until the timeout frees
+                // them): skip before touching its set and statistics.
+                s.pos += 1;
+                continue;
+            }
             let pos = if e.live && e.gen == r.gen && e.set != NO_SET {
                 sets[e.set as usize]
                     .position(tid)
