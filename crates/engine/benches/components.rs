@@ -156,6 +156,29 @@ fn sweep(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    // Trumpet's regime: many triggers, few active flows (300 flows, 8 of
+    // 4,096 triggers each): per-trigger costs dominate.
+    let many = events(4096, 32, 8);
+    g.bench_function("300_flows_4096_triggers", |b| {
+        b.iter_batched(
+            || {
+                let mut m = monitor_with(&many, 1 << 16);
+                let mut out = Vec::new();
+                for f in 0..300 {
+                    m.process(&record(f, T0 + u64::from(f)), &mut out);
+                }
+                m.process(&record(0, T0 + EPOCH), &mut out);
+                assert!(m.sweep_pending());
+                m
+            },
+            |mut m| {
+                let mut out = Vec::new();
+                m.sweep_step(usize::MAX, &mut out);
+                (m, out)
+            },
+            BatchSize::LargeInput,
+        )
+    });
     // Steady state of a long run: most listed flows are idle until the flow
     // timeout frees them; one in ten sent in the swept epoch.
     g.bench_function("10000_listed_1000_active", |b| {
