@@ -15,10 +15,12 @@
 //! reads, as long as the sweep finishes within one epoch (else it is
 //! counted late and finished on the spot before the next epoch's packets).
 
+use std::collections::VecDeque;
+
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::EventSpec;
-use clarion_report::{Completeness, GroupKey, Origin, Report};
+use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::{tcp_flags, PacketRecord};
 
 use crate::config::{Counters, MonitorConfig};
@@ -46,13 +48,14 @@ struct Sweep {
     epoch_start: u64,
     epoch_end: u64,
     half: usize,
-    counts: Completeness,
     /// Start of the epoch now running; `None` at end of input (close every window).
     next_start: Option<u64>,
     order: Vec<TriggerId>,
     trig_pos: usize,
     chunk: usize,
     pos: usize,
+    /// Triggers whose window this sweep opened.
+    opened: Vec<TriggerId>,
     reports: Vec<Report>,
 }
 
@@ -76,6 +79,16 @@ pub struct Monitor {
     pending_epoch_ns: Option<u64>,
     epoch_start: u64,
     epoch_seq: u64,
+    /// Traffic of each recent swept epoch (start, counts), back to the
+    /// longest interval: a window's completeness is the sum over its epochs,
+    /// so triggers without data in an epoch need no work for it.
+    epoch_log: VecDeque<(u64, Completeness)>,
+    /// Longest installed interval (how far back `epoch_log` reaches).
+    max_interval_ns: u64,
+    /// Triggers with an open window: the only ones a sweep has to close.
+    open_list: Vec<TriggerId>,
+    /// Every window ending at or before this is closed.
+    closed_to: u64,
     /// Traffic of the current epoch, for completeness records.
     epoch_counts: Completeness,
     sweep: Option<Sweep>,
@@ -117,6 +130,10 @@ impl Monitor {
             pending_epoch_ns: None,
             epoch_start: 0,
             epoch_seq: 0,
+            epoch_log: VecDeque::new(),
+            max_interval_ns: epoch_ns,
+            open_list: Vec::new(),
+            closed_to: 0,
             epoch_counts: Completeness::default(),
             sweep: None,
             reclaim_cursor: 0,
@@ -264,6 +281,14 @@ impl Monitor {
 
     /// Epoch = gcd of the installed intervals; a change waits for an aligned boundary.
     fn retune_epoch(&mut self) {
+        self.max_interval_ns = self
+            .triggers
+            .iter()
+            .flatten()
+            .map(Trigger::interval)
+            .max()
+            .unwrap_or(self.epoch_ns)
+            .max(self.epoch_ns);
         let want = self
             .triggers
             .iter()
@@ -474,16 +499,18 @@ impl Monitor {
         let order = (0..self.triggers.len() as TriggerId)
             .filter(|&t| self.triggers[t as usize].is_some())
             .collect();
+        let counts = std::mem::take(&mut self.epoch_counts);
+        self.epoch_log.push_back((self.epoch_start, counts));
         self.sweep = Some(Sweep {
             epoch_start: self.epoch_start,
             epoch_end,
             half: (self.epoch_seq & 1) as usize,
-            counts: std::mem::take(&mut self.epoch_counts),
             next_start,
             order,
             trig_pos: 0,
             chunk: 0,
             pos: 0,
+            opened: Vec::new(),
             reports: Vec::new(),
         });
         self.epoch_seq += 1;
@@ -523,8 +550,6 @@ impl Monitor {
                         self.sweep = Some(s);
                         return false;
                     }
-                    let w = trig.window_for(s.epoch_start);
-                    add_counts(&mut w.completeness, &s.counts);
                 }
             }
             s.trig_pos += 1;
@@ -545,7 +570,9 @@ impl Monitor {
             host: self.config.host.clone(),
             worker: self.config.worker,
         };
-        for &tid in &s.order {
+        self.open_list.append(&mut s.opened);
+        let mut still_open = Vec::with_capacity(self.open_list.len());
+        for &tid in &self.open_list {
             let Some(trig) = self.triggers[tid as usize].as_mut() else {
                 continue;
             };
@@ -553,14 +580,24 @@ impl Monitor {
             let end = open.start_ns + trig.interval();
             let ended = match s.next_start {
                 Some(next) if end <= next => true,
-                Some(_) => continue,
+                Some(_) => {
+                    still_open.push(tid);
+                    continue;
+                }
                 None => false,
             };
+            let Some(w) = trig.open.take() else { continue };
+            // The traffic of every epoch of the window, on this monitor.
+            let mut completeness = Completeness::default();
+            for (_, c) in self
+                .epoch_log
+                .iter()
+                .filter(|(e, _)| (w.start_ns..end).contains(e))
+            {
+                add_counts(&mut completeness, c);
+            }
             // Observed in full: the input neither started nor ended inside it.
-            let complete = ended && open.start_ns >= self.first_ts;
-            let Some(mut w) = trig.open.take() else { continue };
-            w.completeness.complete = complete;
-            let completeness = w.completeness;
+            completeness.complete = ended && w.start_ns >= self.first_ts;
             // Recycle the oldest kept window when the history is full.
             let mut closed = if trig.history.len() >= self.config.history_windows {
                 trig.history.pop_front().unwrap_or_default()
@@ -588,6 +625,17 @@ impl Monitor {
             if self.config.history_windows > 0 {
                 trig.history.push_back(closed);
             }
+        }
+        self.open_list = still_open;
+        // Windows ending by the next epoch's start are closed; at the end of
+        // input, all are.
+        self.closed_to = s.next_start.unwrap_or(u64::MAX);
+        let keep_from = s
+            .next_start
+            .unwrap_or(s.epoch_end)
+            .saturating_sub(self.max_interval_ns);
+        while self.epoch_log.front().is_some_and(|(e, _)| *e < keep_from) {
+            self.epoch_log.pop_front();
         }
     }
 
@@ -655,7 +703,24 @@ impl Monitor {
     /// `window_start_ns`, if that window is among the last few kept.
     pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
         let t = self.triggers.get(id as usize)?.as_ref()?;
-        let closed = t.history.iter().find(|w| w.window.start_ns == window_start_ns)?;
+        let Some(closed) = t.history.iter().find(|w| w.window.start_ns == window_start_ns) else {
+            // A closed window with no data (so not kept) since the oldest kept one: no groups.
+            let i = t.interval();
+            let end = window_start_ns.checked_add(i)?;
+            let known_from = match t.history.front() {
+                Some(oldest) if t.history.len() >= self.config.history_windows => oldest.window.start_ns,
+                _ => t.start_ns,
+            };
+            let known =
+                window_start_ns.is_multiple_of(i) && window_start_ns >= known_from && end <= self.closed_to;
+            return known.then(|| WindowValues {
+                window: Window {
+                    start_ns: window_start_ns,
+                    end_ns: end,
+                },
+                groups: Vec::new(),
+            });
+        };
         let mut groups: Vec<(GroupKey, Vec<f64>)> = closed
             .groups()
             .map(|(g, v)| (report_group(g, &t.spec.granularity), v.to_vec()))
@@ -716,6 +781,9 @@ fn gather(
             };
             if set.has_epoch(e.block, s.half, s.epoch_start) {
                 let g = group_of(&e.key, &granularity);
+                if trig.open.is_none() {
+                    s.opened.push(tid);
+                }
                 let w = trig.window_for(s.epoch_start);
                 let (accs, packets) = w.group(g, n_reads);
                 *packets += set.gather(e.block, s.half, pos, accs);

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::{AggCall, ArithOp, BaseVar, CmpOp, EventSpec, PacketExpr, Pred, Var};
-use clarion_report::{Completeness, GroupKey, Window};
+use clarion_report::{GroupKey, Window};
 use clarion_wire::FlowKey;
 
 use crate::key::KeyMask;
@@ -144,7 +144,6 @@ pub(crate) struct OpenWindow {
     /// Packets (not RTT samples) per group: a group exists only where it had packets.
     pub(crate) packets: Vec<u64>,
     pub(crate) accs: Vec<Acc>,
-    pub(crate) completeness: Completeness,
 }
 
 impl OpenWindow {
@@ -275,7 +274,8 @@ impl Trigger {
         self.spec.interval_ns
     }
 
-    /// The open window for the epoch starting at `epoch_start`, created on demand.
+    /// The open window for the epoch starting at `epoch_start`, created on
+    /// demand (only triggers with data in an epoch have one).
     pub(crate) fn window_for(&mut self, epoch_start: u64) -> &mut OpenWindow {
         let start_ns = epoch_start - epoch_start % self.spec.interval_ns;
         let spare = &mut self.spare;
@@ -290,7 +290,6 @@ impl Trigger {
                 groups: FxHashMap::default(),
                 packets: Vec::new(),
                 accs: Vec::new(),
-                completeness: Completeness::default(),
             },
         })
     }
@@ -348,7 +347,6 @@ impl Trigger {
         w.groups.clear();
         w.packets.clear();
         w.accs.clear();
-        w.completeness = Completeness::default();
         self.spare = Some(w);
     }
 

@@ -188,6 +188,29 @@ fn install_mid_stream_starts_at_next_window_and_remove_stops() {
 }
 
 #[test]
+fn windows_without_data_are_known_empty_once_closed() {
+    let mut m = Monitor::new(MonitorConfig::default());
+    let id = m
+        .install(event(
+            "never",
+            gt(agg(AggFunc::Sum, BaseVar::Volume), 1e12),
+            Granularity::FIVE_TUPLE,
+            10,
+        ))
+        .unwrap();
+    let mut out = Vec::new();
+    for ts in [T0 + MS, T0 + 31 * MS, T0 + 52 * MS] {
+        m.process(&pkt(ts, 1, 1, 7), &mut out);
+    }
+    assert_eq!(m.window_values(id, T0).map(|w| w.groups.len()), Some(1));
+    let quiet = m.window_values(id, T0 + 10 * MS).expect("closed and known");
+    assert!(quiet.groups.is_empty(), "no packet: no group");
+    assert_eq!(m.window_values(id, T0 + 30 * MS).map(|w| w.groups.len()), Some(1));
+    assert!(m.window_values(id, T0 + 50 * MS).is_none(), "still open");
+    assert!(m.window_values(id, T0 + 5 * MS).is_none(), "not a window start");
+}
+
+#[test]
 fn history_keeps_all_groups_of_recent_windows() {
     let cfg = MonitorConfig {
         history_windows: 2,
