@@ -545,11 +545,11 @@ impl Monitor {
         while s.trig_pos < s.order.len() {
             let tid = s.order[s.trig_pos];
             if let Some(trig) = self.triggers[tid as usize].as_mut() {
-                if s.epoch_start >= trig.start_ns {
-                    if !gather(trig, tid, &self.flows, &self.sets, &mut s, &mut budget) {
-                        self.sweep = Some(s);
-                        return false;
-                    }
+                if s.epoch_start >= trig.start_ns
+                    && !gather(trig, tid, &self.flows, &self.sets, &mut s, &mut budget)
+                {
+                    self.sweep = Some(s);
+                    return false;
                 }
             }
             s.trig_pos += 1;
