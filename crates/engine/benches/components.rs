@@ -130,80 +130,64 @@ fn trigger_match(c: &mut Criterion) {
     g.finish();
 }
 
+/// Times one epoch's sweep; `setup` builds a monitor whose sweep is pending.
+fn bench_sweep(
+    g: &mut criterion::BenchmarkGroup<criterion::measurement::WallTime>,
+    name: &str,
+    setup: impl Fn() -> Monitor,
+) {
+    g.bench_function(name, |b| {
+        b.iter_batched(
+            || {
+                let m = setup();
+                assert!(m.sweep_pending());
+                m
+            },
+            |mut m| {
+                let mut out = Vec::new();
+                m.sweep_step(usize::MAX, &mut out);
+                (m, out)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+}
+
+/// A monitor with these events after one packet of each flow in `flows`,
+/// and the first packet of the next epoch, which starts that epoch's sweep.
+fn swept_after(events: &str, flows: impl Iterator<Item = u32>) -> Monitor {
+    let mut m = monitor_with(events, 1 << 16);
+    let mut out = Vec::new();
+    for f in flows {
+        m.process(&record(f, T0 + u64::from(f)), &mut out);
+    }
+    m.process(&record(0, T0 + EPOCH), &mut out);
+    m
+}
+
 fn sweep(c: &mut Criterion) {
     let mut g = c.benchmark_group("sweep");
     const FLOWS: u32 = 10_000;
     g.throughput(Throughput::Elements(u64::from(FLOWS)));
     let evs = events(1024, 32, 8);
-    g.bench_function("10000_flows_8_triggers_each", |b| {
-        b.iter_batched(
-            || {
-                let mut m = monitor_with(&evs, 1 << 16);
-                let mut out = Vec::new();
-                for f in 0..FLOWS {
-                    m.process(&record(f, T0 + u64::from(f)), &mut out);
-                }
-                // The first packet of the next epoch starts the sweep of this one.
-                m.process(&record(0, T0 + EPOCH), &mut out);
-                assert!(m.sweep_pending());
-                m
-            },
-            |mut m| {
-                let mut out = Vec::new();
-                m.sweep_step(usize::MAX, &mut out);
-                (m, out)
-            },
-            BatchSize::LargeInput,
-        )
+    bench_sweep(&mut g, "10000_flows_8_triggers_each", || {
+        swept_after(&evs, 0..FLOWS)
     });
     // Trumpet's regime: many triggers, few active flows (300 flows, 8 of
     // 4,096 triggers each): per-trigger costs dominate.
     let many = events(4096, 32, 8);
-    g.bench_function("300_flows_4096_triggers", |b| {
-        b.iter_batched(
-            || {
-                let mut m = monitor_with(&many, 1 << 16);
-                let mut out = Vec::new();
-                for f in 0..300 {
-                    m.process(&record(f, T0 + u64::from(f)), &mut out);
-                }
-                m.process(&record(0, T0 + EPOCH), &mut out);
-                assert!(m.sweep_pending());
-                m
-            },
-            |mut m| {
-                let mut out = Vec::new();
-                m.sweep_step(usize::MAX, &mut out);
-                (m, out)
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    bench_sweep(&mut g, "300_flows_4096_triggers", || swept_after(&many, 0..300));
     // Steady state of a long run: most listed flows are idle until the flow
     // timeout frees them; one in ten sent in the swept epoch.
-    g.bench_function("10000_listed_1000_active", |b| {
-        b.iter_batched(
-            || {
-                let mut m = monitor_with(&evs, 1 << 16);
-                let mut out = Vec::new();
-                for f in 0..FLOWS {
-                    m.process(&record(f, T0 + u64::from(f)), &mut out);
-                }
-                for f in (0..FLOWS).step_by(10) {
-                    m.process(&record(f, T0 + EPOCH + u64::from(f)), &mut out);
-                }
-                m.sweep_step(usize::MAX, &mut out);
-                m.process(&record(0, T0 + 2 * EPOCH), &mut out);
-                assert!(m.sweep_pending());
-                m
-            },
-            |mut m| {
-                let mut out = Vec::new();
-                m.sweep_step(usize::MAX, &mut out);
-                (m, out)
-            },
-            BatchSize::LargeInput,
-        )
+    bench_sweep(&mut g, "10000_listed_1000_active", || {
+        let mut m = swept_after(&evs, 0..FLOWS);
+        let mut out = Vec::new();
+        m.sweep_step(usize::MAX, &mut out);
+        for f in (0..FLOWS).step_by(10) {
+            m.process(&record(f, T0 + EPOCH + u64::from(f)), &mut out);
+        }
+        m.process(&record(0, T0 + 2 * EPOCH), &mut out);
+        m
     });
     g.finish();
 }

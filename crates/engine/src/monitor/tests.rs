@@ -187,17 +187,21 @@ fn install_mid_stream_starts_at_next_window_and_remove_stops() {
     assert_eq!(m.remove(id), Err(EngineError::UnknownTrigger(id)));
 }
 
+/// A 10 ms per-5-tuple event that never fires: only its kept values matter.
+fn install_never_firing(m: &mut Monitor) -> TriggerId {
+    m.install(event(
+        "never",
+        gt(agg(AggFunc::Sum, BaseVar::Volume), 1e12),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap()
+}
+
 #[test]
 fn windows_without_data_are_known_empty_once_closed() {
     let mut m = Monitor::new(MonitorConfig::default());
-    let id = m
-        .install(event(
-            "never",
-            gt(agg(AggFunc::Sum, BaseVar::Volume), 1e12),
-            Granularity::FIVE_TUPLE,
-            10,
-        ))
-        .unwrap();
+    let id = install_never_firing(&mut m);
     let mut out = Vec::new();
     for ts in [T0 + MS, T0 + 31 * MS, T0 + 52 * MS] {
         m.process(&pkt(ts, 1, 1, 7), &mut out);
@@ -217,14 +221,7 @@ fn history_keeps_all_groups_of_recent_windows() {
         ..MonitorConfig::default()
     };
     let mut m = Monitor::new(cfg);
-    let id = m
-        .install(event(
-            "never",
-            gt(agg(AggFunc::Sum, BaseVar::Volume), 1e12),
-            Granularity::FIVE_TUPLE,
-            10,
-        ))
-        .unwrap();
+    let id = install_never_firing(&mut m);
     let pkts: Vec<_> = (0..5).map(|i| pkt(T0 + i * 10 * MS + MS, 1, 1, 7)).collect();
     assert!(run(&mut m, &pkts).is_empty());
     assert!(
