@@ -38,6 +38,9 @@ pub(crate) struct MatchSet {
     free: Vec<u32>,
     /// Live flows using this set.
     pub(crate) flows: usize,
+    /// Per half, the start of the latest epoch in which some member flow
+    /// wrote statistics: the monitor lists the set for that epoch's sweep once.
+    pub(crate) marked: [u64; 2],
 }
 
 impl MatchSet {
@@ -81,6 +84,7 @@ impl MatchSet {
             slab: Vec::new(),
             free: Vec::new(),
             flows: 0,
+            marked: [NO_EPOCH; 2],
         }
     }
 
@@ -112,7 +116,9 @@ impl MatchSet {
         start..start + self.half_words
     }
 
-    /// Folds a packet at packet time `t` into the block's half for the epoch starting at `epoch`.
+    /// Folds a packet at packet time `t` into the block's half for the
+    /// epoch starting at `epoch`; true when that was the half's first write
+    /// in the epoch (it was reset).
     #[inline]
     pub(crate) fn update(
         &mut self,
@@ -122,9 +128,9 @@ impl MatchSet {
         p: &PacketRecord,
         cx: FlowContext,
         t: u64,
-    ) {
+    ) -> bool {
         let r = self.half_range(block, half);
-        let w = half_for(&mut self.slab[r], &self.measures, epoch);
+        let (w, fresh) = half_for(&mut self.slab[r], &self.measures, epoch);
         w[1] += 1;
         for (e, slot, on_samples) in &self.measures {
             if *on_samples {
@@ -134,17 +140,20 @@ impl MatchSet {
                 slot.update(w, v, t);
             }
         }
+        fresh
     }
 
-    /// Folds an RTT sample taken at time `t` into the measures that read `rtt`.
-    pub(crate) fn update_sample(&mut self, block: u32, half: usize, epoch: u64, rtt: i64, t: u64) {
+    /// Folds an RTT sample taken at time `t` into the measures that read
+    /// `rtt`; true when that was the half's first write in the epoch.
+    pub(crate) fn update_sample(&mut self, block: u32, half: usize, epoch: u64, rtt: i64, t: u64) -> bool {
         let r = self.half_range(block, half);
-        let w = half_for(&mut self.slab[r], &self.measures, epoch);
+        let (w, fresh) = half_for(&mut self.slab[r], &self.measures, epoch);
         for (e, slot, _) in self.measures.iter().filter(|m| m.2) {
             if let Some(v) = e.eval_sample(rtt) {
                 slot.update(w, v, t);
             }
         }
+        fresh
     }
 
     /// True when the half holds statistics of the epoch starting at `epoch`.
@@ -193,17 +202,19 @@ impl MatchSet {
     }
 }
 
-/// A block's half (`w`) made ready for the epoch starting at `epoch`: reset if it held an older one.
+/// A block's half (`w`) made ready for the epoch starting at `epoch`:
+/// reset if it held an older one (then the flag is true).
 #[inline]
-fn half_for<'a>(w: &'a mut [u64], measures: &[(Expr, Slot, bool)], epoch: u64) -> &'a mut [u64] {
-    if w[0] != epoch {
-        w[0] = epoch;
-        w[1] = 0;
-        for (_, slot, _) in measures {
-            slot.reset(w);
-        }
+fn half_for<'a>(w: &'a mut [u64], measures: &[(Expr, Slot, bool)], epoch: u64) -> (&'a mut [u64], bool) {
+    if w[0] == epoch {
+        return (w, false);
     }
-    w
+    w[0] = epoch;
+    w[1] = 0;
+    for (_, slot, _) in measures {
+        slot.reset(w);
+    }
+    (w, true)
 }
 
 #[cfg(test)]

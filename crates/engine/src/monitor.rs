@@ -87,6 +87,12 @@ pub struct Monitor {
     max_interval_ns: u64,
     /// Triggers with an open window: the only ones a sweep has to close.
     open_list: Vec<TriggerId>,
+    /// Per half, the sets some member flow wrote statistics to in that
+    /// half's latest epoch (each once, see `MatchSet::marked`): a sweep
+    /// gathers only their triggers, not every installed one.
+    active_sets: [Vec<u32>; 2],
+    /// Scratch bitset over trigger ids, to list each active trigger once, in id order.
+    active_triggers: Vec<u64>,
     /// Every window ending at or before this is closed.
     closed_to: u64,
     /// Traffic of the current epoch, for completeness records.
@@ -133,6 +139,8 @@ impl Monitor {
             epoch_log: VecDeque::new(),
             max_interval_ns: epoch_ns,
             open_list: Vec::new(),
+            active_sets: [Vec::new(), Vec::new()],
+            active_triggers: Vec::new(),
             closed_to: 0,
             epoch_counts: Completeness::default(),
             sweep: None,
@@ -179,6 +187,7 @@ impl Monitor {
         })?;
         let id = self.triggers.len() as TriggerId;
         self.index.insert(id, &trigger.rules);
+        self.active_triggers.resize((id as usize) / 64 + 1, 0);
         let matching: Vec<u32> = self
             .flows
             .entries
@@ -249,6 +258,9 @@ impl Monitor {
         if old_set != NO_SET {
             self.sets[old_set as usize].release(old_block);
         }
+        // The new set needs no sweep mark for statistics copied into it: it
+        // differs from the old (marked) one only by a trigger just installed,
+        // which is not due before the next epoch, or one just removed.
         let keeps_tcp = new_set != NO_SET && self.sets[new_set as usize].needs_tcp;
         let e = &mut self.flows.entries[entry as usize];
         e.set = new_set;
@@ -378,8 +390,19 @@ impl Monitor {
             cx.wscale = self.flows.entries[idx as usize].wscale;
         }
         let e = &self.flows.entries[idx as usize];
-        if e.set != NO_SET {
-            self.sets[e.set as usize].update(e.block, half, self.epoch_start, p, cx, t);
+        let (set, block) = (e.set, e.block);
+        if set != NO_SET && self.sets[set as usize].update(block, half, self.epoch_start, p, cx, t) {
+            self.mark_active(set, half);
+        }
+    }
+
+    /// Lists set `s` for the sweep of the current epoch (in `half`), once.
+    #[inline]
+    fn mark_active(&mut self, s: u32, half: usize) {
+        let set = &mut self.sets[s as usize];
+        if set.marked[half] != self.epoch_start {
+            set.marked[half] = self.epoch_start;
+            self.active_sets[half].push(s);
         }
     }
 
@@ -402,8 +425,9 @@ impl Monitor {
         };
         self.counters.rtt_samples += 1;
         e.stats_ts = t;
-        if e.set != NO_SET {
-            self.sets[e.set as usize].update_sample(e.block, half, self.epoch_start, rtt, t);
+        let (set, block) = (e.set, e.block);
+        if set != NO_SET && self.sets[set as usize].update_sample(block, half, self.epoch_start, rtt, t) {
+            self.mark_active(set, half);
         }
     }
 
@@ -496,9 +520,7 @@ impl Monitor {
     }
 
     fn begin_sweep(&mut self, epoch_end: u64, next_start: Option<u64>) {
-        let order = (0..self.triggers.len() as TriggerId)
-            .filter(|&t| self.triggers[t as usize].is_some())
-            .collect();
+        let order = self.active_order();
         let counts = std::mem::take(&mut self.epoch_counts);
         self.epoch_log.push_back((self.epoch_start, counts));
         self.sweep = Some(Sweep {
@@ -514,6 +536,30 @@ impl Monitor {
             reports: Vec::new(),
         });
         self.epoch_seq += 1;
+    }
+
+    /// The triggers of the sets written in the epoch being swept, in id order, each once.
+    fn active_order(&mut self) -> Vec<TriggerId> {
+        let half = (self.epoch_seq & 1) as usize;
+        let bits = &mut self.active_triggers;
+        for &s in &self.active_sets[half] {
+            for &t in &self.sets[s as usize].triggers {
+                bits[t as usize / 64] |= 1 << (t % 64);
+            }
+        }
+        self.active_sets[half].clear();
+        let mut order = Vec::new();
+        for (i, word) in bits.iter_mut().enumerate() {
+            let mut w = std::mem::take(word);
+            while w != 0 {
+                let t = (i * 64) as TriggerId + w.trailing_zeros();
+                w &= w - 1;
+                if self.triggers[t as usize].is_some() {
+                    order.push(t);
+                }
+            }
+        }
+        order
     }
 
     /// Ends the input: sweeps the current epoch and closes every open window

@@ -28,13 +28,23 @@ pub(crate) struct FlowList {
 }
 
 const CHUNK: usize = 1024;
+/// Capacity of a list's first chunk, doubled as it fills.
+const FIRST_CHUNK: usize = 4;
 
 impl FlowList {
     pub(crate) fn push(&mut self, r: FlowRef) {
         match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => c.push(r),
+            Some(c) if c.len() < CHUNK => {
+                if c.len() == c.capacity() {
+                    // Grow by doubling up to a chunk: most triggers list a few
+                    // flows, and small lists packed by the allocator share
+                    // cache lines and sets where 8 KiB chunks would collide.
+                    c.reserve_exact(c.len().clamp(FIRST_CHUNK, CHUNK - c.len()));
+                }
+                c.push(r);
+            }
             _ => {
-                let mut c = Vec::with_capacity(CHUNK);
+                let mut c = Vec::with_capacity(if self.chunks.is_empty() { FIRST_CHUNK } else { CHUNK });
                 c.push(r);
                 self.chunks.push(c);
             }
