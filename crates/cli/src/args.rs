@@ -86,12 +86,26 @@ const BENCH_AFTER_HELP: &str = "Examples:
   clarion bench
   clarion bench --packets 5000000 --rate 30000000 --json
   clarion bench --triggers 16384 --per-packet 16 --core 1
+  clarion bench --no-opt batch-prefetch,sweep-prefetch
+  clarion bench --ablation --packets 2000000 --rounds 5
 
 Frames are generated into memory first (not timed); the timed loop parses
-each frame and processes it, and runs each epoch's sweep when it is due,
-timed apart. The summary goes to standard error, the JSON object (--json)
-to standard output. The reports of the first --verify-prefix packets are
-compared with the reference evaluator: any difference exits 1.";
+each batch of frames and processes it, and runs each epoch's sweep when it
+is due, timed apart. The summary goes to standard error, the JSON object
+(--json) to standard output. The reports of the first --verify-prefix
+packets are compared with the reference evaluator: any difference exits 1.
+
+Optimizations (--no-opt switches them off; none changes a result):
+  batch-prefetch  process each batch in passes that prefetch flow slots,
+                  entries and statistics before any packet is processed
+  sweep-prefetch  prefetch trigger data and flow entries ahead in the sweep
+  last-flow       a packet of the previous packet's flow skips the lookup
+  huge-pages      transparent huge pages for flow table, statistics, triggers
+  active-sweep    sweep only triggers whose flows had packets in the epoch
+  chunked-lists   per-trigger flow lists in chunks, not one growing vector
+--ablation measures each: all on, each off in turn, all off, interleaved
+over --rounds rounds; the table (stdout, or stderr with --json) gives each
+one's throughput ratio to all off and all on's ratio to it.";
 
 const FEASIBILITY_AFTER_HELP: &str = "Examples:
   clarion feasibility --csv docs/feasibility.csv --png docs/feasibility.png

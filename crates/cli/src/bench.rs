@@ -4,17 +4,23 @@
 //! 1. Generate the workload (`clarion-workload`) into one flat buffer and
 //!    synthesize its triggers; install them in a monitor whose sweep the
 //!    loop drives itself (`synchronous_sweep: false`). Not timed.
-//! 2. On a thread pinned to one core, the timed loop: for each frame, parse
-//!    it from its bytes (`clarion_wire::parse_frame`) and hand the record to
-//!    `Monitor::process`; when a sweep is pending (the packet crossed an
+//! 2. On a thread pinned to one core, the timed loop: for each batch of
+//!    `--batch` frames, parse them from their bytes
+//!    (`clarion_wire::parse_frame`) and hand the records to
+//!    `Monitor::process_batch`; when a sweep is pending (a packet crossed an
 //!    epoch boundary), run it to completion with `sweep_step` and time that
-//!    call alone: one epoch's sweep. The clock is read once per batch of
-//!    `--batch` packets and twice per sweep; a batch's time, less the sweeps
-//!    in it, divided by its packets is one ns/packet sample.
+//!    call alone: one epoch's sweep. The clock is read once per batch and
+//!    twice per sweep; a batch's time, less the sweep in it, divided by its
+//!    packets is one ns/packet sample.
 //! 3. Check the reports of every window that closed within the first
 //!    `--verify-prefix` packets against the reference evaluator run on the
 //!    same packets (not timed; on all cores). Any difference is a missed or
 //!    wrong event and makes the exit status 1.
+//!
+//! `--no-opt` switches optimizations off ([`Tuning`]); `--ablation` runs
+//! the same workload with all of them on, each one off in turn and all off,
+//! in interleaved rounds, and reports each one's contribution as a ratio
+//! measured in the same run.
 //!
 //! Because the sweep runs the moment it is due, the monitor never counts it
 //! late; `epochs_over_budget` answers the live question instead: in how many
@@ -27,13 +33,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Unparsed};
+use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Tuning, Unparsed};
 use clarion_lang::spec::EventSpec;
 use clarion_reference::{evaluate, Config, Input};
-use clarion_wire::{parse_frame, LinkType};
+use clarion_wire::{parse_frame, LinkType, PacketRecord};
 use clarion_workload::{TriggerSpec, Workload, WorkloadSpec};
 
 use crate::args::parse_duration;
@@ -47,9 +53,25 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5_000_000, value_name = "N")]
     pub packets: u64,
 
-    /// Packets per timed batch; ns/packet percentiles are over batches.
+    /// Packets per batch: parsed, then processed together (prefetching
+    /// for all of them first) and timed together; ns/packet percentiles are
+    /// over batches.
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub batch: usize,
+
+    /// Optimizations to switch off (comma-separated), to measure without them.
+    #[arg(long, value_delimiter = ',', value_name = "OPT")]
+    pub no_opt: Vec<Opt>,
+
+    /// Run the workload with every optimization on, each one off in turn,
+    /// and all off, interleaved over --rounds rounds, and report each one's
+    /// contribution (no verification).
+    #[arg(long, conflicts_with = "no_opt")]
+    pub ablation: bool,
+
+    /// Rounds of --ablation; the figures are medians over rounds.
+    #[arg(long, default_value_t = 3, value_name = "N", requires = "ablation")]
+    pub rounds: usize,
 
     /// Print the results as one JSON object on standard output.
     #[arg(long)]
@@ -73,6 +95,84 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub workload: WorkloadArgs,
+}
+
+/// An optimization `--no-opt` can switch off (see [`Tuning`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Opt {
+    /// Batched processing with prefetch of flow slots, entries and statistics.
+    BatchPrefetch,
+    /// Prefetch of trigger data and flow entries in the sweep.
+    SweepPrefetch,
+    /// Skip the lookup for a packet of the previous packet's flow.
+    LastFlow,
+    /// Transparent huge pages for the flow table, statistics and triggers.
+    HugePages,
+    /// Sweep only the triggers whose flows had packets in the epoch.
+    ActiveSweep,
+    /// Per-trigger flow lists in chunks (else one growing vector).
+    ChunkedLists,
+    /// All of the above.
+    All,
+}
+
+impl Opt {
+    const EACH: [Opt; 6] = [
+        Opt::BatchPrefetch,
+        Opt::SweepPrefetch,
+        Opt::LastFlow,
+        Opt::HugePages,
+        Opt::ActiveSweep,
+        Opt::ChunkedLists,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Opt::BatchPrefetch => "batch-prefetch",
+            Opt::SweepPrefetch => "sweep-prefetch",
+            Opt::LastFlow => "last-flow",
+            Opt::HugePages => "huge-pages",
+            Opt::ActiveSweep => "active-sweep",
+            Opt::ChunkedLists => "chunked-lists",
+            Opt::All => "all",
+        }
+    }
+
+    /// `t` with this optimization off.
+    fn off(self, t: Tuning) -> Tuning {
+        match self {
+            Opt::BatchPrefetch => Tuning {
+                batch_prefetch: false,
+                ..t
+            },
+            Opt::SweepPrefetch => Tuning {
+                sweep_prefetch: false,
+                ..t
+            },
+            Opt::LastFlow => Tuning {
+                last_flow: false,
+                ..t
+            },
+            Opt::HugePages => Tuning {
+                huge_pages: false,
+                ..t
+            },
+            Opt::ActiveSweep => Tuning {
+                active_sweep: false,
+                ..t
+            },
+            Opt::ChunkedLists => Tuning {
+                chunked_lists: false,
+                ..t
+            },
+            Opt::All => Tuning::NONE,
+        }
+    }
+}
+
+/// The tuning left when `off` are switched off.
+fn tuning_without(off: &[Opt]) -> Tuning {
+    off.iter().fold(Tuning::ALL, |t, o| o.off(t))
 }
 
 /// What the timed loop saw.
@@ -113,8 +213,12 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         flow_timeout_ns: a.flow_timeout,
         synchronous_sweep: false,
         host: HOST.into(),
+        tuning: tuning_without(&a.no_opt),
         ..MonitorConfig::default()
     };
+    if a.ablation {
+        return ablation(a, &traffic, &triggers, &config);
+    }
     let (specs, monitor) = setup(&traffic, &triggers, &config)?;
     let workload = traffic.generate().map_err(usage)?;
     let measured = measure_pinned(&workload, monitor, a.batch, a.core)?;
@@ -287,31 +391,41 @@ fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usiz
     let start = Instant::now();
     let mut batch_start = start;
     let mut epoch_start = start; // when the packets of the running epoch began
+    let mut records: Vec<PacketRecord> = Vec::with_capacity(batch);
     for chunk in frames.chunks(batch) {
         let mut swept = Duration::ZERO; // sweep time inside this batch
+        records.clear();
         for f in chunk {
             let at = f.offset as usize;
             let Some(data) = bytes.get(at..at + f.len as usize) else {
                 continue;
             };
-            match parse_frame(LinkType::Ethernet, data, f.ts_ns, f.len) {
-                Ok(rec) => monitor.process(&rec, &mut out),
-                Err(e) if e.is_not_ip() => monitor.note_unparsed(f.ts_ns, Unparsed::NotIp, &mut out),
-                Err(_) => monitor.note_unparsed(f.ts_ns, Unparsed::Malformed, &mut out),
-            }
-            if monitor.sweep_pending() {
-                let s0 = Instant::now();
-                monitor.sweep_step(usize::MAX, &mut out);
-                let s1 = Instant::now();
-                swept += s1 - s0;
-                sweep_ns.push((s1 - s0).as_nanos() as u64);
-                epoch_ns.push((s1 - epoch_start).as_nanos() as u64);
-                if (s1 - epoch_start).as_nanos() > u128::from(monitor.epoch_ns()) {
-                    epochs_over_budget += 1;
+            let why = match parse_frame(LinkType::Ethernet, data, f.ts_ns, f.len) {
+                Ok(rec) => {
+                    records.push(rec);
+                    continue;
                 }
-                epoch_start = s1;
-                reports.append(&mut out);
+                Err(e) if e.is_not_ip() => Unparsed::NotIp,
+                Err(_) => Unparsed::Malformed,
+            };
+            // Keep the order: the packets before this frame first.
+            monitor.process_batch(&records, &mut out);
+            records.clear();
+            monitor.note_unparsed(f.ts_ns, why, &mut out);
+        }
+        monitor.process_batch(&records, &mut out);
+        if monitor.sweep_pending() {
+            let s0 = Instant::now();
+            monitor.sweep_step(usize::MAX, &mut out);
+            let s1 = Instant::now();
+            swept = s1 - s0;
+            sweep_ns.push((s1 - s0).as_nanos() as u64);
+            epoch_ns.push((s1 - epoch_start).as_nanos() as u64);
+            if (s1 - epoch_start).as_nanos() > u128::from(monitor.epoch_ns()) {
+                epochs_over_budget += 1;
             }
+            epoch_start = s1;
+            reports.append(&mut out);
         }
         let now = Instant::now();
         let busy = (now - batch_start).saturating_sub(swept);
@@ -330,6 +444,144 @@ fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usiz
         counters: monitor.counters(),
         reports,
     }
+}
+
+/// One variant of `--ablation`: its name and medians over rounds.
+struct Variant {
+    name: String,
+    tuning: Tuning,
+    runs: Vec<(Figures, u64)>,
+}
+
+impl Variant {
+    /// Median over rounds of one figure.
+    fn median(&self, f: impl Fn(&Figures, u64) -> f64) -> f64 {
+        let mut v: Vec<f64> = self.runs.iter().map(|(x, over)| f(x, *over)).collect();
+        v.sort_by(f64::total_cmp);
+        percentile(&v, 0.5)
+    }
+}
+
+/// `--ablation`: the workload with every optimization on, each off in
+/// turn and all off, in interleaved rounds (so drift on a shared machine
+/// hits every variant alike); medians over rounds, as ratios.
+fn ablation(
+    a: &BenchArgs,
+    traffic: &WorkloadSpec,
+    triggers: &TriggerSpec,
+    base: &MonitorConfig,
+) -> Result<ExitCode, Failure> {
+    let mut variants: Vec<Variant> = std::iter::once(("all on".to_string(), Tuning::ALL))
+        .chain(
+            Opt::EACH
+                .iter()
+                .map(|o| (format!("no {}", o.name()), o.off(Tuning::ALL))),
+        )
+        .chain(std::iter::once(("all off".to_string(), Tuning::NONE)))
+        .map(|(name, tuning)| Variant {
+            name,
+            tuning,
+            runs: Vec::new(),
+        })
+        .collect();
+    let workload = traffic.generate().map_err(usage)?;
+    // A first, unrecorded run touches the frames and warms the allocator,
+    // which would otherwise count against whichever variant runs first.
+    let (_, monitor) = setup(traffic, triggers, base)?;
+    measure_pinned(&workload, monitor, a.batch, a.core)?;
+    let rounds = a.rounds.max(1);
+    let n = variants.len();
+    for round in 1..=rounds {
+        // Rotate the order each round, so no variant always follows the same one.
+        for k in 0..n {
+            let v = &mut variants[(k + round - 1) % n];
+            let config = MonitorConfig {
+                tuning: v.tuning,
+                ..base.clone()
+            };
+            let (_, monitor) = setup(traffic, triggers, &config)?;
+            let m = measure_pinned(&workload, monitor, a.batch, a.core)?;
+            let f = Figures::of(&m, workload.len());
+            eprintln!(
+                "clarion bench: round {round}/{rounds}, {:<18} {:.2} Mpps, sweep median {:.1} us",
+                v.name,
+                f.pps / 1e6,
+                f.sweep_median as f64 / 1e3
+            );
+            v.runs.push((f, m.epochs_over_budget));
+        }
+    }
+    let mpps = |v: &Variant| v.median(|f, _| f.pps / 1e6);
+    let sweep = |v: &Variant| v.median(|f, _| f.sweep_median as f64 / 1e3);
+    let (on, off) = match (variants.first(), variants.last()) {
+        (Some(on), Some(off)) => ((mpps(on), sweep(on)), (mpps(off), sweep(off))),
+        _ => return Err(Failure::Runtime(anyhow!("no variant ran"))),
+    };
+    // Columns: throughput and its ratio to all off (the naive baseline)
+    // and to all on (how much this optimization gives); sweep figures and
+    // the sweep's ratio to all on.
+    let mut table = format!(
+        "{:<20} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>6} {:>9} {:>9}\n",
+        "variant",
+        "Mpps",
+        "/all_off",
+        "on/this",
+        "ns/pkt",
+        "sweep_us",
+        "sweep_p99",
+        "over",
+        "sweep/on",
+        "median_ns"
+    );
+    let mut rows = Vec::new();
+    for v in &variants {
+        let (m, sw) = (mpps(v), sweep(v));
+        let row = json!({
+            "variant": v.name,
+            "mpps": m,
+            "ns_per_packet_mean": v.median(|f, _| f.mean),
+            "ns_per_packet_median": v.median(|f, _| f.median),
+            "sweep_median_us": sw,
+            "sweep_p99_us": v.median(|f, _| f.sweep_p99 as f64 / 1e3),
+            "epochs_over_budget": v.median(|_, o| o as f64),
+            "speedup_over_all_off": m / off.0,
+            "all_on_over_this": on.0 / m,
+            "sweep_over_all_on": sw / on.1,
+        });
+        table += &format!(
+            "{:<20} {:>7.2} {:>8.2} {:>8.2} {:>8.1} {:>9.1} {:>9.1} {:>6} {:>9.2} {:>9.1}\n",
+            v.name,
+            m,
+            m / off.0,
+            on.0 / m,
+            v.median(|f, _| f.mean),
+            sw,
+            v.median(|f, _| f.sweep_p99 as f64 / 1e3),
+            v.median(|_, o| o as f64),
+            sw / on.1,
+            v.median(|f, _| f.median),
+        );
+        rows.push(row);
+    }
+    // The table goes to standard output, unless the JSON object does.
+    if !a.json {
+        print!("{table}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprint!("{table}");
+    {
+        println!(
+            "{}",
+            json!({
+                "schema": "clarion.bench.ablation/1",
+                "packets": workload.len(),
+                "rounds": rounds,
+                "batch": a.batch,
+                "variants": rows,
+            })
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The reference evaluator on the first `prefix` packets, against the
@@ -427,14 +679,15 @@ struct Figures {
     sweep_max: u64,
 }
 
-impl Results<'_> {
-    fn figures(&self) -> Figures {
-        let mut per = self.m.per_packet_ns.clone();
+impl Figures {
+    /// The figures of a run over `packets` packets.
+    fn of(m: &Measured, packets: usize) -> Figures {
+        let mut per = m.per_packet_ns.clone();
         per.sort_by(f64::total_cmp);
-        let mut sw = self.m.sweep_ns.clone();
+        let mut sw = m.sweep_ns.clone();
         sw.sort_unstable();
-        let secs = self.m.elapsed.as_secs_f64();
-        let n = self.workload.len() as f64;
+        let secs = m.elapsed.as_secs_f64();
+        let n = packets as f64;
         Figures {
             pps: if secs > 0.0 { n / secs } else { 0.0 },
             mean: if n > 0.0 { secs * 1e9 / n } else { 0.0 },
@@ -444,6 +697,12 @@ impl Results<'_> {
             sweep_p99: percentile(&sw, 0.99),
             sweep_max: sw.last().copied().unwrap_or(0),
         }
+    }
+}
+
+impl Results<'_> {
+    fn figures(&self) -> Figures {
+        Figures::of(self.m, self.workload.len())
     }
 
     fn summary(&self) -> String {

@@ -109,6 +109,81 @@ fn bench_reports_every_figure_and_misses_nothing() {
 }
 
 #[test]
+fn without_optimizations_the_bench_still_misses_nothing() {
+    // Bursts of 4, so the last-flow cache has hits when it is on.
+    for no_opt in ["all", "batch-prefetch,last-flow"] {
+        let o = clarion()
+            .args([
+                "bench",
+                "--packets",
+                "100000",
+                "--rate",
+                "500000",
+                "--burst",
+                "4",
+                "--json",
+            ])
+            .args(["--no-opt", no_opt])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+        assert_eq!(v["missed_events"], 0, "{no_opt}: {v}");
+        assert!(v["verify"]["reports"].as_u64().is_some_and(|n| n > 0), "{v}");
+    }
+}
+
+#[test]
+fn ablation_measures_each_optimization_against_all_on_and_all_off() {
+    let o = clarion()
+        .args([
+            "bench",
+            "--ablation",
+            "--rounds",
+            "1",
+            "--packets",
+            "30000",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    let names: Vec<&str> = v["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "all on",
+            "no batch-prefetch",
+            "no sweep-prefetch",
+            "no last-flow",
+            "no huge-pages",
+            "no active-sweep",
+            "no chunked-lists",
+            "all off"
+        ]
+    );
+    assert_eq!(v["variants"][0]["all_on_over_this"], 1.0);
+    assert_eq!(v["variants"][7]["speedup_over_all_off"], 1.0);
+    assert!(err.contains("round 1/1, all off"), "{err}");
+    assert!(
+        err.contains("/all_off"),
+        "the table goes to stderr with --json: {err}"
+    );
+    let o = clarion()
+        .args(["bench", "--ablation", "--no-opt", "all"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "--ablation sets the tuning itself");
+}
+
+#[test]
 fn impossible_workloads_are_usage_errors() {
     let o = clarion().args(["bench", "--per-packet", "0"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));

@@ -10,7 +10,7 @@
 mod common;
 
 use clarion_conformance::{arb_events, arb_traffic, parse_traffic, TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS};
-use clarion_engine::{Monitor, MonitorConfig};
+use clarion_engine::{Monitor, MonitorConfig, Tuning};
 use clarion_lang::spec::EventSpec;
 use clarion_reference::{evaluate, Config, Input};
 use clarion_report::Report;
@@ -59,9 +59,25 @@ fn same_reports(got: &[Report], expected: &[Report]) -> Result<(), TestCaseError
     Ok(())
 }
 
-/// Runs the monitor; `step` = Some(budget) drives the sweep in bounded steps.
-fn monitor_reports(events: &[EventSpec], inputs: &[Input], step: Option<usize>) -> Vec<Report> {
+/// How the monitor is driven: every way must give the reference's reports.
+#[derive(Clone, Copy)]
+enum Drive {
+    /// One packet at a time, each sweep run whole at its epoch boundary.
+    Whole(Tuning),
+    /// Sweeps in bounded steps of this many flow visits, one step per input.
+    Stepped(usize, Tuning),
+    /// Runs of packets through `process_batch`, sweeps whole.
+    Batched(Tuning),
+}
+
+/// Runs the monitor as `drive` says.
+fn monitor_reports(events: &[EventSpec], inputs: &[Input], drive: Drive) -> Vec<Report> {
+    let (step, tuning) = match drive {
+        Drive::Whole(t) | Drive::Batched(t) => (None, t),
+        Drive::Stepped(budget, t) => (Some(budget), t),
+    };
     let cfg = MonitorConfig {
+        tuning,
         flow_capacity: 4096,
         flow_timeout_ns: TEST_FLOW_TIMEOUT_NS,
         burst_gap_ns: TEST_BURST_GAP_NS,
@@ -75,10 +91,25 @@ fn monitor_reports(events: &[EventSpec], inputs: &[Input], step: Option<usize>) 
         m.install(e.clone()).expect("generated events are installable");
     }
     let mut out = Vec::new();
-    for input in inputs {
-        common::feed(&mut m, input, &mut out);
-        if let Some(budget) = step {
-            m.sweep_step(budget, &mut out);
+    if let Drive::Batched(_) = drive {
+        let mut run = Vec::new();
+        for input in inputs {
+            match input {
+                Input::Packet(p) => run.push(*p),
+                other => {
+                    m.process_batch(&run, &mut out);
+                    run.clear();
+                    common::feed(&mut m, other, &mut out);
+                }
+            }
+        }
+        m.process_batch(&run, &mut out);
+    } else {
+        for input in inputs {
+            common::feed(&mut m, input, &mut out);
+            if let Some(budget) = step {
+                m.sweep_step(budget, &mut out);
+            }
         }
     }
     m.finish(&mut out);
@@ -104,9 +135,12 @@ proptest! {
             ..Config::default()
         };
         let expected = evaluate(&events, &inputs, &cfg);
-        let got = monitor_reports(&events, &inputs, None);
+        let got = monitor_reports(&events, &inputs, Drive::Whole(Tuning::ALL));
         same_reports(&got, &expected)?;
-        let stepped = monitor_reports(&events, &inputs, Some(2));
+        // Stepped sweeps with every optimization off (the naive baseline).
+        let stepped = monitor_reports(&events, &inputs, Drive::Stepped(2, Tuning::NONE));
         same_reports(&stepped, &expected)?;
+        let batched = monitor_reports(&events, &inputs, Drive::Batched(Tuning::ALL));
+        same_reports(&batched, &expected)?;
     }
 }

@@ -20,6 +20,61 @@ pub struct MonitorConfig {
     pub tcp_segment_limit: usize,
     pub host: String,
     pub worker: u32,
+    /// Which optimizations run (all by default). None changes a result.
+    pub tuning: Tuning,
+}
+
+/// The optimizations of the packet path and the sweep, each switchable so
+/// its contribution can be measured (`clarion bench --ablation`). Results
+/// are the same with any of them off; only speed changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// [`crate::Monitor::process_batch`] works in three passes over up to
+    /// 32 packets (hash and prefetch the flow slots, prefetch the entries,
+    /// process), so their cache misses overlap; off, it processes packets
+    /// one by one.
+    pub batch_prefetch: bool,
+    /// The sweep prefetches the trigger data and flow entries a few
+    /// triggers ahead.
+    pub sweep_prefetch: bool,
+    /// A packet of the same flow as the previous one skips the lookup.
+    pub last_flow: bool,
+    /// The flow table, statistics slabs and trigger repository are advised
+    /// to the kernel for transparent huge pages.
+    pub huge_pages: bool,
+    /// The sweep visits only triggers some flow wrote statistics for in the
+    /// swept epoch (listed at lazy reset), not every installed trigger.
+    pub active_sweep: bool,
+    /// Per-trigger flow lists grow in chunks of at most 1,024 flows (never
+    /// moved once full); off, one vector each, moved as it grows.
+    pub chunked_lists: bool,
+}
+
+impl Tuning {
+    /// Every optimization on (the default).
+    pub const ALL: Tuning = Tuning {
+        batch_prefetch: true,
+        sweep_prefetch: true,
+        last_flow: true,
+        huge_pages: true,
+        active_sweep: true,
+        chunked_lists: true,
+    };
+    /// Every optimization off: the naive baseline.
+    pub const NONE: Tuning = Tuning {
+        batch_prefetch: false,
+        sweep_prefetch: false,
+        last_flow: false,
+        huge_pages: false,
+        active_sweep: false,
+        chunked_lists: false,
+    };
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning::ALL
+    }
 }
 
 impl Default for MonitorConfig {
@@ -34,6 +89,7 @@ impl Default for MonitorConfig {
             tcp_segment_limit: 1024,
             host: "localhost".into(),
             worker: 0,
+            tuning: Tuning::ALL,
         }
     }
 }

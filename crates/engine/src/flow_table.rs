@@ -13,6 +13,8 @@
 
 use clarion_wire::FlowKey;
 
+use crate::huge_pages;
+use crate::prefetch::prefetch;
 use crate::tcp_state::TcpState;
 
 /// Marks an entry with no trigger set.
@@ -87,17 +89,46 @@ pub(crate) fn hash_key(k: &FlowKey) -> u64 {
 }
 
 impl FlowTable {
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// A table for `capacity` flows, its arrays advised for huge pages if `huge`.
+    pub(crate) fn new(capacity: usize, huge: bool) -> Self {
         let capacity = capacity.max(1);
         let slots = (capacity + capacity / 3 + 1).next_power_of_two();
-        FlowTable {
+        let t = FlowTable {
             slots: vec![0; slots],
             slot_mask: slots - 1,
             entries: Vec::with_capacity(capacity),
             free: Vec::new(),
             capacity,
             len: 0,
+        };
+        if huge {
+            // Both arrays are allocated once, at full size: advise them now.
+            huge_pages::advise(&t.slots);
+            huge_pages::advise(&t.entries);
         }
+        t
+    }
+
+    /// Starts loading the slot where the probe for `hash` begins.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, hash: u64) {
+        let i = hash as u32 as usize & self.slot_mask;
+        prefetch(self.slots.as_ptr().wrapping_add(i));
+    }
+
+    /// Starts loading the entry the probe for `hash` most likely ends at
+    /// (its first slot, if that slot's hash matches; keys are not
+    /// compared) and gives its number.
+    #[inline]
+    pub(crate) fn prefetch_entry(&self, hash: u64) -> Option<u32> {
+        let h32 = hash as u32;
+        let s = self.slots[h32 as usize & self.slot_mask];
+        if s == 0 || (s >> 32) as u32 != h32 {
+            return None;
+        }
+        let idx = (s as u32).wrapping_sub(1);
+        prefetch(self.entries.as_ptr().wrapping_add(idx as usize));
+        Some(idx)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -218,7 +249,7 @@ mod tests {
 
     #[test]
     fn insert_find_remove_against_a_model() {
-        let mut t = FlowTable::new(200);
+        let mut t = FlowTable::new(200, false);
         let mut model = std::collections::HashMap::new();
         let mut x: u64 = 1;
         for step in 0..20_000u32 {
@@ -250,7 +281,7 @@ mod tests {
 
     #[test]
     fn full_table_refuses_and_generations_advance() {
-        let mut t = FlowTable::new(2);
+        let mut t = FlowTable::new(2, true);
         let a = t.insert(key(1), hash_key(&key(1)), 0).unwrap();
         t.insert(key(2), hash_key(&key(2)), 0).unwrap();
         assert!(t.insert(key(3), hash_key(&key(3)), 0).is_none());

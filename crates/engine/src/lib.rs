@@ -21,17 +21,19 @@
 
 mod config;
 mod flow_table;
+mod huge_pages;
 mod key;
 mod match_set;
 mod measure;
 mod monitor;
+mod prefetch;
 mod tcp_state;
 mod trigger;
 mod trigger_index;
 
 pub use clarion_report::Report;
-pub use config::{Counters, MonitorConfig};
-pub use monitor::{Monitor, Unparsed};
+pub use config::{Counters, MonitorConfig, Tuning};
+pub use monitor::{Monitor, Unparsed, BATCH};
 pub use trigger::WindowValues;
 pub use trigger_index::TriggerId;
 

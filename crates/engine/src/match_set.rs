@@ -13,7 +13,9 @@
 
 use clarion_wire::PacketRecord;
 
+use crate::huge_pages;
 use crate::measure::{Acc, Expr, FlowContext, Slot, StatFlags};
+use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
 
 /// Tag of a half that holds no epoch yet.
@@ -41,11 +43,18 @@ pub(crate) struct MatchSet {
     /// Per half, the start of the latest epoch in which some member flow
     /// wrote statistics: the monitor lists the set for that epoch's sweep once.
     pub(crate) marked: [u64; 2],
+    /// Advise the slab for huge pages as it grows.
+    huge: bool,
 }
 
 impl MatchSet {
     /// Builds a set from what its triggers read (`reads[i]` belongs to `triggers[i]`).
-    pub(crate) fn new(triggers: Vec<TriggerId>, reads: &[&[(Expr, StatFlags)]], needs_tcp: bool) -> Self {
+    pub(crate) fn new(
+        triggers: Vec<TriggerId>,
+        reads: &[&[(Expr, StatFlags)]],
+        needs_tcp: bool,
+        huge: bool,
+    ) -> Self {
         let mut exprs: Vec<(Expr, StatFlags)> = Vec::new();
         let mut per_trigger = Vec::with_capacity(reads.len());
         for trigger_reads in reads {
@@ -85,6 +94,7 @@ impl MatchSet {
             free: Vec::new(),
             flows: 0,
             marked: [NO_EPOCH; 2],
+            huge,
         }
     }
 
@@ -94,7 +104,11 @@ impl MatchSet {
         let block = match self.free.pop() {
             Some(b) => b,
             None => {
+                let cap = self.slab.capacity();
                 self.slab.resize(self.slab.len() + bw, 0);
+                if self.huge && self.slab.capacity() != cap {
+                    huge_pages::advise(&self.slab);
+                }
                 (self.slab.len() / bw - 1) as u32
             }
         };
@@ -154,6 +168,13 @@ impl MatchSet {
             }
         }
         fresh
+    }
+
+    /// Starts loading the start of a block's half.
+    #[inline]
+    pub(crate) fn prefetch(&self, block: u32, half: usize) {
+        let start = self.half_range(block, half).start;
+        prefetch(self.slab.as_ptr().wrapping_add(start));
     }
 
     /// True when the half holds statistics of the epoch starting at `epoch`.
@@ -237,7 +258,7 @@ mod tests {
             read(AggFunc::Max, BaseVar::Ttl),
         ];
         let t1 = [read(AggFunc::Avg, BaseVar::Volume)];
-        let mut s = MatchSet::new(vec![3, 7], &[&t0, &t1], false);
+        let mut s = MatchSet::new(vec![3, 7], &[&t0, &t1], false, false);
         assert_eq!(s.measures.len(), 2);
         assert_eq!(s.aggregate_count(0), 2);
         let b = s.alloc();
@@ -267,7 +288,7 @@ mod tests {
             read(AggFunc::Sum, BaseVar::Packets),
             (Expr::Var(BaseVar::Rtt), last),
         ];
-        let mut s = MatchSet::new(vec![0], &[&t0], true);
+        let mut s = MatchSet::new(vec![0], &[&t0], true, true);
         let b = s.alloc();
         s.update_sample(b, 1, 10, 500, 12);
         s.update_sample(b, 1, 10, 300, 14);

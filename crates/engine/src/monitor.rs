@@ -25,9 +25,11 @@ use clarion_wire::{tcp_flags, PacketRecord};
 
 use crate::config::{Counters, MonitorConfig};
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
+use crate::huge_pages;
 use crate::key::{group_of, report_group};
 use crate::match_set::MatchSet;
 use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
+use crate::prefetch::prefetch;
 use crate::tcp_state::TcpState;
 use crate::trigger::{ClosedWindow, FlowRef, Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
@@ -85,6 +87,8 @@ pub struct Monitor {
     epoch_log: VecDeque<(u64, Completeness)>,
     /// Longest installed interval (how far back `epoch_log` reaches).
     max_interval_ns: u64,
+    /// Longest interval and gcd of the intervals of the installed triggers (0, 0 without any).
+    intervals: (u64, u64),
     /// Triggers with an open window: the only ones a sweep has to close.
     open_list: Vec<TriggerId>,
     /// Per half, the sets some member flow wrote statistics to in that
@@ -101,7 +105,13 @@ pub struct Monitor {
     reclaim_cursor: usize,
     counters: Counters,
     scratch: Vec<TriggerId>,
+    /// Entry of the latest packet's flow (`tuning.last_flow`).
+    last_entry: u32,
 }
+
+/// Packets per pass of [`Monitor::process_batch`]: enough misses in flight
+/// to hide memory latency, few enough that the prefetched lines stay cached.
+pub const BATCH: usize = 32;
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
@@ -124,7 +134,7 @@ impl Monitor {
     pub fn new(config: MonitorConfig) -> Self {
         let epoch_ns = config.default_epoch_ns.max(1);
         Monitor {
-            flows: FlowTable::new(config.flow_capacity),
+            flows: FlowTable::new(config.flow_capacity, config.tuning.huge_pages),
             index: TriggerIndex::default(),
             triggers: Vec::new(),
             sets: Vec::new(),
@@ -138,6 +148,7 @@ impl Monitor {
             epoch_seq: 0,
             epoch_log: VecDeque::new(),
             max_interval_ns: epoch_ns,
+            intervals: (0, 0),
             open_list: Vec::new(),
             active_sets: [Vec::new(), Vec::new()],
             active_triggers: Vec::new(),
@@ -147,6 +158,7 @@ impl Monitor {
             reclaim_cursor: 0,
             counters: Counters::default(),
             scratch: Vec::new(),
+            last_entry: NO_ENTRY,
             config,
         }
     }
@@ -196,7 +208,12 @@ impl Monitor {
             .filter(|(_, e)| e.live && filter_matches(&trigger.rules, &e.key))
             .map(|(i, _)| i as u32)
             .collect();
+        let cap = self.triggers.capacity();
         self.triggers.push(Some(trigger));
+        if self.config.tuning.huge_pages && self.triggers.capacity() != cap {
+            huge_pages::advise(&self.triggers);
+        }
+        let chunked = self.config.tuning.chunked_lists;
         for i in matching {
             let mut set = self.set_triggers(i);
             set.push(id);
@@ -204,10 +221,10 @@ impl Monitor {
             self.migrate(i, set);
             let gen = self.flows.entries[i as usize].gen;
             if let Some(t) = self.triggers[id as usize].as_mut() {
-                t.flows.push(FlowRef { entry: i, gen });
+                t.flows.push(FlowRef { entry: i, gen }, chunked);
             }
         }
-        self.retune_epoch();
+        self.retune_epoch(Some(interval));
         Ok(id)
     }
 
@@ -219,7 +236,7 @@ impl Monitor {
             .and_then(Option::take)
             .ok_or(EngineError::UnknownTrigger(id))?;
         self.index.remove(id);
-        for fref in t.flows.chunks.iter().flatten() {
+        for fref in t.flows.iter() {
             let e = &self.flows.entries[fref.entry as usize];
             if e.live && e.gen == fref.gen && e.set != NO_SET {
                 let mut set = self.set_triggers(fref.entry);
@@ -227,7 +244,7 @@ impl Monitor {
                 self.migrate(fref.entry, set);
             }
         }
-        self.retune_epoch();
+        self.retune_epoch(None);
         Ok(t.spec)
     }
 
@@ -284,30 +301,34 @@ impl Monitor {
             .map(|t| t.map_or(&[][..], |t| t.reads.as_slice()))
             .collect();
         let needs_tcp = live.iter().flatten().any(|t| t.spec.needs_connection_state());
-        let set = MatchSet::new(triggers.clone(), &reads, needs_tcp);
+        let set = MatchSet::new(triggers.clone(), &reads, needs_tcp, self.config.tuning.huge_pages);
         let id = self.sets.len() as u32;
         self.sets.push(set);
         self.set_ids.insert(triggers, id);
         id
     }
 
-    /// Epoch = gcd of the installed intervals; a change waits for an aligned boundary.
-    fn retune_epoch(&mut self) {
-        self.max_interval_ns = self
-            .triggers
-            .iter()
-            .flatten()
-            .map(Trigger::interval)
-            .max()
-            .unwrap_or(self.epoch_ns)
-            .max(self.epoch_ns);
-        let want = self
-            .triggers
-            .iter()
-            .flatten()
-            .map(Trigger::interval)
-            .reduce(gcd)
-            .unwrap_or(self.config.default_epoch_ns.max(1));
+    /// Epoch = gcd of the installed intervals; a change waits for an aligned
+    /// boundary. `installed`: the interval of a trigger just added (the
+    /// figures are updated from it, so installing n triggers is O(n), not
+    /// O(n²)); `None` after a removal (recomputed).
+    fn retune_epoch(&mut self, installed: Option<u64>) {
+        self.intervals = match installed {
+            Some(i) => (self.intervals.0.max(i), gcd(self.intervals.1, i)),
+            None => self
+                .triggers
+                .iter()
+                .flatten()
+                .map(Trigger::interval)
+                .fold((0, 0), |(m, g), i| (m.max(i), gcd(g, i))),
+        };
+        let (longest, common) = self.intervals;
+        self.max_interval_ns = longest.max(self.epoch_ns);
+        let want = if common == 0 {
+            self.config.default_epoch_ns.max(1)
+        } else {
+            common
+        };
         if !self.started {
             self.epoch_ns = want;
             self.pending_epoch_ns = None;
@@ -323,13 +344,74 @@ impl Monitor {
     /// Match and scatter one packet. Reports of windows that ended before it go to `out`.
     #[inline]
     pub fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
+        self.process_hashed(p, None, out);
+    }
+
+    /// [`Monitor::process`] on each packet in turn, with the same results.
+    /// With `tuning.batch_prefetch` it works in passes over up to
+    /// [`BATCH`] packets, so that their cache misses overlap: hash every
+    /// key and prefetch its flow-table slot; prefetch each likely entry;
+    /// then process each packet, prefetching the statistics of the one
+    /// two places ahead.
+    pub fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) {
+        if !self.config.tuning.batch_prefetch {
+            for p in packets {
+                self.process(p, out);
+            }
+            return;
+        }
+        let mut hashes = [0u64; BATCH];
+        let mut entries = [NO_ENTRY; BATCH];
+        for chunk in packets.chunks(BATCH) {
+            for (h, p) in hashes.iter_mut().zip(chunk) {
+                *h = hash_key(&p.key);
+                self.flows.prefetch_slot(*h);
+            }
+            for (e, &h) in entries.iter_mut().zip(&hashes[..chunk.len()]) {
+                *e = self.flows.prefetch_entry(h).unwrap_or(NO_ENTRY);
+            }
+            let half = (self.epoch_seq & 1) as usize;
+            for (j, (p, &h)) in chunk.iter().zip(&hashes).enumerate() {
+                let ahead = entries[..chunk.len()].get(j + 2);
+                if let Some(e) = ahead.and_then(|&i| self.flows.entries.get(i as usize)) {
+                    if e.set != NO_SET {
+                        self.sets[e.set as usize].prefetch(e.block, half);
+                    }
+                    if let Some(tcp) = &e.tcp {
+                        prefetch(&**tcp);
+                    }
+                }
+                self.process_hashed(p, Some(h), out);
+            }
+        }
+    }
+
+    /// The entry of the latest packet's flow, if `key` is that flow's (`tuning.last_flow`).
+    #[inline]
+    fn cached_flow(&self, key: &clarion_wire::FlowKey) -> Option<u32> {
+        if !self.config.tuning.last_flow {
+            return None;
+        }
+        let e = self.flows.entries.get(self.last_entry as usize)?;
+        (e.live && e.key == *key).then_some(self.last_entry)
+    }
+
+    /// [`Monitor::process`] with the key's [`hash_key`], if already computed.
+    #[inline]
+    fn process_hashed(&mut self, p: &PacketRecord, hash: Option<u64>, out: &mut Vec<Report>) {
         self.observe(p.ts_ns, out);
         let t = self.now;
         self.epoch_counts.packets += 1;
         self.counters.packets += 1;
         self.counters.bytes += u64::from(p.size);
-        let h = hash_key(&p.key);
-        let (idx, is_burst) = match self.flows.find(&p.key, h) {
+        let (found, h) = match self.cached_flow(&p.key) {
+            Some(i) => (Some(i), 0),
+            None => {
+                let h = hash.unwrap_or_else(|| hash_key(&p.key));
+                (self.flows.find(&p.key, h), h)
+            }
+        };
+        let (idx, is_burst) = match found {
             Some(i) => {
                 let e = &mut self.flows.entries[i as usize];
                 let gap = t.saturating_sub(e.last_ts);
@@ -355,6 +437,7 @@ impl Monitor {
                 }
             },
         };
+        self.last_entry = idx;
         let half = (self.epoch_seq & 1) as usize;
         let mut cx = FlowContext {
             is_burst,
@@ -465,9 +548,10 @@ impl Monitor {
         if !matched.is_empty() {
             self.counters.triggers_matched += matched.len() as u64;
             let gen = self.flows.entries[i as usize].gen;
+            let chunked = self.config.tuning.chunked_lists;
             for &t in &matched {
                 if let Some(trig) = self.triggers[t as usize].as_mut() {
-                    trig.flows.push(FlowRef { entry: i, gen });
+                    trig.flows.push(FlowRef { entry: i, gen }, chunked);
                 }
             }
             let set = self.intern(matched.clone());
@@ -541,6 +625,12 @@ impl Monitor {
     /// The triggers of the sets written in the epoch being swept, in id order, each once.
     fn active_order(&mut self) -> Vec<TriggerId> {
         let half = (self.epoch_seq & 1) as usize;
+        if !self.config.tuning.active_sweep {
+            self.active_sets[half].clear();
+            return (0..self.triggers.len() as TriggerId)
+                .filter(|&t| self.triggers[t as usize].is_some())
+                .collect();
+        }
         let bits = &mut self.active_triggers;
         for &s in &self.active_sets[half] {
             for &t in &self.sets[s as usize].triggers {
@@ -589,6 +679,9 @@ impl Monitor {
         };
         let mut budget = budget;
         while s.trig_pos < s.order.len() {
+            if self.config.tuning.sweep_prefetch {
+                self.prefetch_sweep(&s.order, s.trig_pos);
+            }
             let tid = s.order[s.trig_pos];
             if let Some(trig) = self.triggers[tid as usize].as_mut() {
                 if s.epoch_start >= trig.start_ns
@@ -611,6 +704,34 @@ impl Monitor {
         true
     }
 
+    /// Starts loading what the sweep will read for the triggers a few
+    /// places ahead of `pos` in `order`, one level of indirection per
+    /// distance: trigger slots 8 ahead, their lists' and windows' headers 4
+    /// ahead, the list heads 2 ahead, their flow entries 1 ahead. So each
+    /// trigger's data arrives while earlier ones are gathered.
+    #[inline]
+    fn prefetch_sweep(&self, order: &[TriggerId], pos: usize) {
+        let at = |k: usize| order.get(pos + k).and_then(|&t| self.triggers.get(t as usize));
+        if let Some(slot) = at(8) {
+            prefetch(slot);
+        }
+        if let Some(Some(t)) = at(4) {
+            prefetch(&t.flows);
+            prefetch(&t.open);
+            prefetch(&t.spec.granularity);
+        }
+        if let Some(Some(t)) = at(2) {
+            prefetch(t.flows.head().as_ptr());
+        }
+        if let Some(Some(t)) = at(1) {
+            for r in t.flows.head().iter().take(2) {
+                if let Some(e) = self.flows.entries.get(r.entry as usize) {
+                    prefetch(e);
+                }
+            }
+        }
+    }
+
     fn close_windows(&mut self, s: &mut Sweep) {
         let origin = Origin {
             host: self.config.host.clone(),
@@ -618,7 +739,21 @@ impl Monitor {
         };
         self.open_list.append(&mut s.opened);
         let mut still_open = Vec::with_capacity(self.open_list.len());
-        for &tid in &self.open_list {
+        for (i, &tid) in self.open_list.iter().enumerate() {
+            if self.config.tuning.sweep_prefetch {
+                let ahead = |k: usize| {
+                    self.open_list
+                        .get(i + k)
+                        .and_then(|&t| self.triggers.get(t as usize))
+                };
+                if let Some(slot) = ahead(4) {
+                    prefetch(slot);
+                }
+                if let Some(Some(t)) = ahead(2) {
+                    prefetch(&t.open);
+                    prefetch(&t.history);
+                }
+            }
             let Some(trig) = self.triggers[tid as usize].as_mut() else {
                 continue;
             };
@@ -795,10 +930,12 @@ fn gather(
 ) -> bool {
     let n_reads = trig.reads_len();
     let granularity = trig.spec.granularity;
-    let mut chunks = std::mem::take(&mut trig.flows.chunks);
+    let mut list = std::mem::take(&mut trig.flows);
     let mut done = true;
-    'chunks: while s.chunk < chunks.len() {
-        let chunk = &mut chunks[s.chunk];
+    'chunks: while s.chunk < list.chunk_count() {
+        let Some(chunk) = list.chunk_mut(s.chunk) else {
+            break;
+        };
         while s.pos < chunk.len() {
             if *budget == 0 {
                 done = false;
@@ -839,7 +976,7 @@ fn gather(
         s.chunk += 1;
         s.pos = 0;
     }
-    trig.flows.chunks = chunks;
+    trig.flows = list;
     if done {
         trig.flows.drop_empty_chunks();
     }

@@ -19,12 +19,16 @@ pub(crate) struct FlowRef {
     pub(crate) gen: u32,
 }
 
-/// A list of flows in fixed-size chunks: compact (8 bytes a flow), appends
-/// never move existing chunks, and the sweep compacts a chunk in place once
-/// it has passed it.
+/// A list of flows in chunks of at most [`CHUNK`]: compact (8 bytes a
+/// flow), appends never move a full chunk, and the sweep compacts a chunk in
+/// place once it has passed it. The first chunk's header is inline (most
+/// triggers list a few flows: the sweep reaches them with one pointer less)
+/// and grows by doubling from [`FIRST_CHUNK`]: small lists packed by the
+/// allocator share cache lines and sets, where 8 KiB chunks would collide.
 #[derive(Debug, Default)]
 pub(crate) struct FlowList {
-    pub(crate) chunks: Vec<Vec<FlowRef>>,
+    first: Vec<FlowRef>,
+    more: Vec<Vec<FlowRef>>,
 }
 
 const CHUNK: usize = 1024;
@@ -32,37 +36,65 @@ const CHUNK: usize = 1024;
 const FIRST_CHUNK: usize = 4;
 
 impl FlowList {
-    pub(crate) fn push(&mut self, r: FlowRef) {
-        match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => {
-                if c.len() == c.capacity() {
-                    // Grow by doubling up to a chunk: most triggers list a few
-                    // flows, and small lists packed by the allocator share
-                    // cache lines and sets where 8 KiB chunks would collide.
-                    c.reserve_exact(c.len().clamp(FIRST_CHUNK, CHUNK - c.len()));
-                }
-                c.push(r);
+    /// Appends a flow; `chunked` false keeps one vector (the naive list, for measurements).
+    pub(crate) fn push(&mut self, r: FlowRef, chunked: bool) {
+        if !chunked {
+            self.first.push(r);
+            return;
+        }
+        if self.more.is_empty() && self.first.len() < CHUNK {
+            if self.first.len() == self.first.capacity() {
+                let n = self.first.len();
+                self.first.reserve_exact(n.clamp(FIRST_CHUNK, CHUNK - n));
             }
+            self.first.push(r);
+            return;
+        }
+        match self.more.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(r),
             _ => {
-                let mut c = Vec::with_capacity(if self.chunks.is_empty() { FIRST_CHUNK } else { CHUNK });
+                let mut c = Vec::with_capacity(CHUNK);
                 c.push(r);
-                self.chunks.push(c);
+                self.more.push(c);
             }
         }
     }
 
-    /// Drops emptied chunks (except the last, which takes appends).
+    pub(crate) fn chunk_count(&self) -> usize {
+        1 + self.more.len()
+    }
+
+    /// Chunk `k` (`0..chunk_count()`).
+    #[inline]
+    pub(crate) fn chunk_mut(&mut self, k: usize) -> Option<&mut Vec<FlowRef>> {
+        match k {
+            0 => Some(&mut self.first),
+            _ => self.more.get_mut(k - 1),
+        }
+    }
+
+    /// Where the first chunk's references are (to prefetch them).
+    #[inline]
+    pub(crate) fn head(&self) -> &[FlowRef] {
+        &self.first
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &FlowRef> {
+        self.first.iter().chain(self.more.iter().flatten())
+    }
+
+    /// Drops emptied chunks after the first (except the last, which takes appends).
     pub(crate) fn drop_empty_chunks(&mut self) {
-        let n = self.chunks.len();
+        let n = self.more.len();
         let mut i = 0;
-        self.chunks.retain(|c| {
+        self.more.retain(|c| {
             i += 1;
             !c.is_empty() || i == n
         });
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.chunks.iter().map(Vec::len).sum()
+        self.first.len() + self.more.iter().map(Vec::len).sum::<usize>()
     }
 }
 
@@ -441,11 +473,20 @@ mod tests {
     fn flow_list_chunks() {
         let mut l = FlowList::default();
         for i in 0..2500 {
-            l.push(FlowRef { entry: i, gen: 0 });
+            l.push(FlowRef { entry: i, gen: 0 }, true);
         }
-        assert_eq!(l.chunks.len(), 3);
-        l.chunks[0].clear();
+        assert_eq!(l.chunk_count(), 3);
+        assert_eq!(
+            l.head().len(),
+            CHUNK,
+            "the first chunk fills before another starts"
+        );
+        l.chunk_mut(1).unwrap().clear();
         l.drop_empty_chunks();
-        assert_eq!((l.chunks.len(), l.len()), (2, 1476));
+        assert_eq!((l.chunk_count(), l.len()), (2, 1476));
+        // Appends go to the last chunk even when the first has room again.
+        l.chunk_mut(0).unwrap().truncate(10);
+        l.push(FlowRef { entry: 9999, gen: 0 }, true);
+        assert_eq!(l.iter().last(), Some(&FlowRef { entry: 9999, gen: 0 }));
     }
 }
