@@ -379,7 +379,10 @@ fn pin(core: Option<usize>) -> Result<usize, String> {
     }
 }
 
-/// The timed loop. See the module documentation.
+/// The timed loop. See the module documentation. Never inlined, so a
+/// profiler can count it alone (`valgrind --tool=callgrind
+/// --toggle-collect='clarion::bench::measure'`).
+#[inline(never)]
 fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usize, String>) -> Measured {
     let (bytes, frames) = (w.bytes(), w.frames());
     let mut out = Vec::new();

@@ -144,6 +144,17 @@ impl Slot {
     pub(crate) fn update(&self, w: &mut [u64], v: i64, t: u64) {
         let f = self.flags;
         let b = self.offset;
+        if f == StatFlags::SUM {
+            // `sum(x)` alone, the most common aggregate: no flag tests. No
+            // saturation needed: fewer than 2^64 values of at most 2^63
+            // each cannot leave an i128.
+            if let Some(pair) = w.get_mut(b..b + 2) {
+                let s = (u128::from(pair[0]) | (u128::from(pair[1]) << 64)).wrapping_add(v as i128 as u128);
+                pair[0] = s as u64;
+                pair[1] = (s >> 64) as u64;
+            }
+            return;
+        }
         if f.has(StatFlags::N) {
             w[b] += 1;
         }
@@ -355,6 +366,10 @@ impl Expr {
     /// The expression's value on a packet, `None` where it is undefined.
     #[inline]
     pub(crate) fn eval(&self, p: &PacketRecord, cx: FlowContext) -> Option<i64> {
+        // Most measures are a bare variable: skip the interpreter.
+        if let Expr::Var(v) = self {
+            return var(*v, p, cx);
+        }
         self.eval_with(&|v| var(v, p, cx))
     }
 
