@@ -20,6 +20,7 @@
 //! into a `Vec` the caller drains: sources and sinks stay outside.
 
 mod config;
+mod dos_filter;
 mod flow_table;
 mod key;
 mod match_set;
@@ -31,6 +32,7 @@ mod trigger_index;
 
 pub use clarion_report::Report;
 pub use config::{Counters, MonitorConfig};
+pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DOS_MAX_THRESHOLD};
 pub use monitor::{Monitor, Unparsed};
 pub use trigger::WindowValues;
 pub use trigger_index::TriggerId;
