@@ -277,6 +277,8 @@ pub struct PointRun {
     pub sweep_p99_ns: u64,
     /// Mean of the same, in ns.
     pub sweep_mean_ns: f64,
+    /// Mean over the epochs after the warm-up of the time their packets and sweep took, in ns.
+    pub epoch_mean_ns: f64,
     /// The monitor's counters at the end of the run.
     pub counters: Counters,
     /// Epochs after the warm-up.
@@ -341,6 +343,7 @@ pub fn measure_workload(
         ns_per_packet_mean: mean,
         sweep_p99_ns: percentile(&sw, 0.99),
         sweep_mean_ns,
+        epoch_mean_ns: warm.iter().sum::<u64>() as f64 / warm.len().max(1) as f64,
         counters: m.counters,
         epochs: warm.len(),
         epochs_over_budget: over(warm),

@@ -169,12 +169,20 @@ pub struct DosArgs {
     #[arg(long, default_value_t = 1, value_name = "S")]
     pub seed: u64,
 
+    /// Runs per point: a fraction holds if one of them has no epoch over
+    /// budget (another process on the machine only ever adds time), and each
+    /// profiling run keeps its lowest-cost try.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub tries: u32,
+
     /// Print the profiled costs and the model's thresholds only; run no attack.
     #[arg(long)]
     pub model_only: bool,
 
-    /// A tiny run to check the command works (~1 s): 512 triggers, 100,000
-    /// packets per run, thresholds 0 and 384, fractions 0.5 and 0.9, no bisection.
+    /// A tiny run to check the command works (~2 s): 512 triggers, 100,000
+    /// packets per run at 1 Mpps, thresholds 0 and 384, fractions 0.5 and
+    /// 0.9, no bisection (replaces --thresholds, --fractions, --packets,
+    /// --triggers and --rate).
     #[arg(long)]
     pub quick: bool,
 }
@@ -360,6 +368,26 @@ fn run(
     Ok((r, w))
 }
 
+/// The try with the lowest mean ns per packet of `tries` runs of one workload.
+fn best_run(
+    traffic: &WorkloadSpec,
+    triggers: &TriggerSpec,
+    config: &MonitorConfig,
+    batch: usize,
+    core: Option<usize>,
+    tries: u32,
+) -> Result<PointRun, Failure> {
+    let w = traffic.generate().map_err(usage)?;
+    let mut best = measure_workload(&w, traffic, triggers, config, batch, core, WARMUP_EPOCHS)?;
+    for _ in 1..tries {
+        let r = measure_workload(&w, traffic, triggers, config, batch, core, WARMUP_EPOCHS)?;
+        if r.ns_per_packet_mean < best.ns_per_packet_mean {
+            best = r;
+        }
+    }
+    Ok(best)
+}
+
 /// Profiles the four costs on this machine (see the module documentation).
 pub fn profile(
     traffic: &WorkloadSpec,
@@ -367,6 +395,7 @@ pub fn profile(
     config: &MonitorConfig,
     batch: usize,
     core: Option<usize>,
+    tries: u32,
 ) -> Result<Model, Failure> {
     let cfg = |t: u32| MonitorConfig {
         dos_threshold_bytes: t,
@@ -378,14 +407,15 @@ pub fn profile(
         dos_packets: 1,
         ..traffic.clone()
     };
-    let (b, _) = run(&base, triggers, &cfg(0), batch, core)?;
+    let b = best_run(&base, triggers, &cfg(0), batch, core, tries)?;
     let update = b.ns_per_packet_mean;
-    let (p, _) = run(
+    let p = best_run(
         &attacked(&base, Attack::Syn, 0, PROFILE_FILTERED),
         triggers,
         &cfg(DOS_MAX_THRESHOLD),
         batch,
         core,
+        tries,
     )?;
     let f = PROFILE_FILTERED;
     let tp = (p.ns_per_packet_mean - (1.0 - f) * update) / f;
@@ -395,12 +425,13 @@ pub fn profile(
             patterns,
             ..triggers.clone()
         };
-        let (m, _) = run(
+        let m = best_run(
             &attacked(&base, Attack::Syn, 0, f),
             &g,
             &cfg(0),
             batch,
             core,
+            tries,
         )?;
         Ok(((m.ns_per_packet_mean - (1.0 - f) * update) / f - tp, m))
     };
@@ -458,7 +489,7 @@ pub fn auto_threshold(
         packets,
         ..traffic.clone()
     };
-    let model = profile(&t, triggers, config, batch.max(1), core)?;
+    let model = profile(&t, triggers, config, batch.max(1), core, 2)?;
     let fraction = if traffic.dos_fraction > 0.0 {
         traffic.dos_fraction
     } else {
@@ -526,15 +557,17 @@ struct Point {
 }
 
 pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
-    let (thresholds, fractions, packets, triggers_n, refine) = if a.quick {
-        (vec![0, 384], vec![0.5, 0.9], 100_000, 512, 0)
+    let (thresholds, fractions, packets, triggers_n, rate, refine, tries) = if a.quick {
+        (vec![0, 384], vec![0.5, 0.9], 100_000, 512, 1_000_000, 0, 1)
     } else {
         (
             a.thresholds.clone(),
             a.fractions.clone(),
             a.packets,
             a.triggers,
+            a.rate,
             REFINE_STEPS,
+            a.tries.max(1),
         )
     };
     if fractions.is_empty() || fractions.iter().any(|f| !(0.0..=1.0).contains(f)) {
@@ -558,7 +591,7 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
     };
     let traffic = WorkloadSpec {
         packets,
-        rate_pps: a.rate,
+        rate_pps: rate,
         groups: triggers.traffic_groups(),
         seed: a.seed,
         ..WorkloadSpec::default()
@@ -572,13 +605,13 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
         ..MonitorConfig::default()
     };
     let started = Instant::now();
-    let model = profile(&traffic, &triggers, &config, a.batch.max(1), a.core)?;
+    let model = profile(&traffic, &triggers, &config, a.batch.max(1), a.core, tries.min(2))?;
     let c = &model.costs;
     eprintln!(
         "clarion dos: costs at {:.2} Mpps ({:.0} s): Tp {:.1} ns/filtered packet, Update {:.1} ns/packet, \
          Match(P) {:.0} + {:.1}·P ns/flow (P = {}: {:.0} ns), Sweep {:.0} ns/admitted flow \
          ({:.1} ns per flow-trigger pair, listed {:.2} epochs), S0 {:.0} us/epoch",
-        a.rate as f64 / 1e6,
+        rate as f64 / 1e6,
         started.elapsed().as_secs_f64(),
         c.tp,
         c.update,
@@ -617,9 +650,17 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
             let mut unmonitored = 0;
             let mut measure = |f: f64, check: bool| -> Result<Point, Failure> {
                 let spec = attacked(&traffic, attack, t, f);
-                let (r, w) = run(&spec, &triggers, &cfg, a.batch.max(1), a.core)?;
+                let (mut r, w) = run(&spec, &triggers, &cfg, a.batch.max(1), a.core)?;
                 runs += 1;
-                let ok = r.epochs > 0 && r.epochs_over_budget == 0;
+                let holds = |r: &PointRun| r.epochs > 0 && r.epochs_over_budget == 0;
+                for _ in 1..tries {
+                    if holds(&r) {
+                        break;
+                    }
+                    r = measure_workload(&w, &spec, &triggers, &cfg, a.batch.max(1), a.core, WARMUP_EPOCHS)?;
+                    runs += 1;
+                }
+                let ok = holds(&r);
                 let (over, missed) = if check && t > 0 {
                     check_monitored(&w, &spec, &triggers, &cfg)?
                 } else {
@@ -628,13 +669,14 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
                 flows_over += over;
                 unmonitored += missed;
                 eprintln!(
-                    "  {} T={t} f={f:.3}: {:.1} ns/packet, sweep mean {:.0} us, {} of {} epochs over budget \
-                     (model {:.2} of the epoch), {} flows created, {} packets filtered{}",
+                    "  {} T={t} f={f:.3}: {:.1} ns/packet, sweep mean {:.0} us, {} of {} epochs over budget; \
+                     epoch mean {:.2} of the epoch (model {:.2}), {} flows created, {} packets filtered{}",
                     attack.name(),
                     r.ns_per_packet_mean,
                     r.sweep_mean_ns / 1e3,
                     r.epochs_over_budget,
                     r.epochs,
+                    r.epoch_mean_ns / model.interval_ns,
                     model.epoch_ns(attack, t, f) / model.interval_ns,
                     r.counters.flows_created,
                     r.counters.packets_dos_filtered,
