@@ -279,6 +279,8 @@ pub struct PointRun {
     pub sweep_mean_ns: f64,
     /// Mean over the epochs after the warm-up of the time their packets and sweep took, in ns.
     pub epoch_mean_ns: f64,
+    /// The longest of the same, in ns.
+    pub epoch_max_ns: u64,
     /// The monitor's counters at the end of the run.
     pub counters: Counters,
     /// Epochs after the warm-up.
@@ -344,6 +346,7 @@ pub fn measure_workload(
         sweep_p99_ns: percentile(&sw, 0.99),
         sweep_mean_ns,
         epoch_mean_ns: warm.iter().sum::<u64>() as f64 / warm.len().max(1) as f64,
+        epoch_max_ns: warm.iter().copied().max().unwrap_or(0),
         counters: m.counters,
         epochs: warm.len(),
         epochs_over_budget: over(warm),
@@ -580,7 +583,11 @@ impl Results<'_> {
                 thousands(u64::from(self.m.monitor.dos_threshold())),
                 thousands(u64::from(self.dos_initial)),
                 c.dos_threshold_raises,
-                if self.auto.is_some() { ", chosen by the model" } else { "" },
+                if self.auto.is_some() {
+                    ", chosen by the model"
+                } else {
+                    ""
+                },
                 thousands(c.packets_dos_filtered)
             )
         } else {

@@ -15,7 +15,10 @@ fn quick_attack_bench_prints_model_and_measured_breaking_points() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("clarion dos: costs at"), "{err}");
-    assert!(err.contains("0 flows above the threshold left unmonitored"), "{err}");
+    assert!(
+        err.contains("0 flows above the threshold left unmonitored"),
+        "{err}"
+    );
     let mut lines = out.lines();
     assert_eq!(
         lines.next(),
@@ -59,7 +62,10 @@ fn bench_reports_the_dos_threshold() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("DoS threshold 832 B (from 832 B, 0 raises)"), "{err}");
+    assert!(
+        err.contains("DoS threshold 832 B (from 832 B, 0 raises)"),
+        "{err}"
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["dos"]["final_threshold_bytes"], 832);
     assert!(v["dos"]["packets_filtered"].as_u64().unwrap() > 40_000, "{v}");

@@ -538,7 +538,10 @@ fn dos_threshold_rises_by_itself_when_sweeps_do_not_finish() {
     let c = m.counters();
     assert!(c.sweeps_late > 0, "{c:?}");
     assert!(c.dos_threshold_raises > 0, "{c:?}");
-    assert_eq!(c.dos_threshold_raises as usize, threshold_at.windows(2).filter(|w| w[1] != w[0]).count());
+    assert_eq!(
+        c.dos_threshold_raises as usize,
+        threshold_at.windows(2).filter(|w| w[1] != w[0]).count()
+    );
     let t = m.dos_threshold();
     assert!(t >= crate::DOS_FLOOR_THRESHOLD, "threshold {t}");
     // The threshold settled before flow B started, and the sweeps caught up.
