@@ -27,6 +27,9 @@ const AFTER_HELP: &str = "Examples:
   Find the feasibility region (Trumpet's Figure 13) as CSV and PNG:
     clarion feasibility --csv feasibility.csv --png feasibility.png
 
+  Profile the DoS cost model and bench the SYN and threshold attacks:
+    clarion dos
+
 Exit status: 0 ok, 1 runtime failure (unreadable or damaged capture, write
 error), 2 bad usage or an invalid events file.
 Language reference: docs/language.md. Report schema: docs/reports.md.";
@@ -56,6 +59,10 @@ pub enum Command {
     /// intervals and active flows (Trumpet's feasibility region, Figure 13).
     #[command(after_help = FEASIBILITY_AFTER_HELP)]
     Feasibility(crate::feasibility::FeasibilityArgs),
+    /// Profile the DoS filter's cost model on this machine and bench the paper's two
+    /// attacks (SYN, threshold) over attack fractions: model vs measured breaking point.
+    #[command(after_help = DOS_AFTER_HELP)]
+    Dos(crate::dos::DosArgs),
 }
 
 const RUN_AFTER_HELP: &str = "Examples:
@@ -120,6 +127,34 @@ three times. Progress goes to standard error; the CSV to --csv or standard
 output. The plot's text needs a TrueType font (CLARION_FONT or DejaVu Sans).
 Method and results: docs/performance.md.";
 
+const DOS_AFTER_HELP: &str = "Examples:
+  clarion dos                                   # both attacks, 5 thresholds, 10 fractions (~2 minutes)
+  clarion dos --model-only                      # the profiled costs and the thresholds they imply
+  clarion dos --attacks threshold --thresholds 384,832 --rate 4000000
+  clarion dos --quick                           # a tiny run (the test)
+  clarion bench --dos-fraction 0.96 --dos-threshold 832 --rate 14880000
+
+The DoS filter (--dos-threshold of bench and run) keeps a new flow out of
+the flow table, unmatched, until it has sent more than the threshold of
+bytes (IP length) within one epoch. First the four costs of the paper's
+model (Trumpet, SIGCOMM'16, Eq. 1-4) are profiled here with bench's loop:
+Tp per filtered packet, Update per packet of a known flow, Match(P) per
+admitted flow (linear in the patterns P) and Sweep per admitted flow. An
+epoch of I ns at R packets/s, a share f of them in attack flows of N
+packets of which a share a pass the filter, costs
+
+  E(f) = R*I*((1-f)*Update + f*Tp) + R*I*f*a/N*(Match(P) + Sweep) + S0
+
+and the monitor keeps up while E(f) <= I. The SYN attack sends one minimal
+packet per flow; the threshold attack floor(T/40)+1, the smallest flows
+that pass threshold T. For each attack and threshold the model's largest
+safe attack fraction is printed beside the measured one (largest fraction
+of the grid with no epoch over budget at --rate, refined by bisection) and
+their ratio, as CSV on standard output; every run is also replayed to check
+that every flow that sent more than the threshold in an epoch is tracked
+(exit 1 if one is not). Progress goes to standard error.
+Method and results: docs/performance.md, 'DoS resilience'.";
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Capture file to read (pcap or pcapng; '-' reads standard input).
@@ -158,6 +193,16 @@ pub struct RunArgs {
     /// Segments awaiting acknowledgement listed per TCP flow for RTT samples; beyond it they are counted.
     #[arg(long, default_value_t = 1024, value_name = "N")]
     pub tcp_segment_limit: usize,
+
+    /// DoS filter: match and insert a new flow only once it has sent more
+    /// than BYTES (IP length) in one epoch; 0 turns the filter off.
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub dos_threshold: u32,
+
+    /// Raise the DoS threshold by itself (double it, from 40 B when 0) each
+    /// time a sweep is found unfinished as the next epoch ends.
+    #[arg(long)]
+    pub dos_auto_raise: bool,
 
     /// Show a progress bar: 'auto' (when standard error is a terminal), 'always', 'never'.
     #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN")]

@@ -93,6 +93,24 @@ pub struct BenchArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub flow_timeout: u64,
 
+    /// DoS filter threshold: a new flow is matched and inserted only once it
+    /// has sent more than BYTES (IP length) in one epoch. 'off' (0) disables
+    /// the filter; 'auto' profiles this machine and takes the smallest
+    /// threshold the cost model (`clarion dos --help`) says keeps a
+    /// threshold attack of --dos-fraction (0.96 when 0) within every epoch.
+    #[arg(long, default_value = "off", value_parser = parse_dos_threshold, value_name = "BYTES|auto|off")]
+    pub dos_threshold: DosThreshold,
+
+    /// Raise the DoS threshold (double it; from 40 B when off) after every
+    /// epoch whose packets and sweep overran the epoch at --rate: the
+    /// bench's stand-in for a sweep left unfinished.
+    #[arg(long)]
+    pub dos_auto_raise: bool,
+
+    /// Counters in the DoS filter table (a power of two; 4 bytes each).
+    #[arg(long, default_value_t = 1 << 18, value_name = "N")]
+    pub dos_filter_slots: usize,
+
     #[command(flatten)]
     pub workload: WorkloadArgs,
 }
@@ -175,6 +193,28 @@ fn tuning_without(off: &[Opt]) -> Tuning {
     off.iter().fold(Tuning::ALL, |t, o| o.off(t))
 }
 
+/// `--dos-threshold`: bytes, or chosen by the cost model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DosThreshold {
+    Bytes(u32),
+    Auto,
+}
+
+pub fn parse_dos_threshold(s: &str) -> Result<DosThreshold, String> {
+    match s.trim() {
+        "off" => Ok(DosThreshold::Bytes(0)),
+        "auto" => Ok(DosThreshold::Auto),
+        n => match n.parse::<u32>() {
+            Ok(b) if b <= clarion_engine::DOS_MAX_THRESHOLD => Ok(DosThreshold::Bytes(b)),
+            Ok(b) => Err(format!(
+                "{b} bytes is above the filter's largest threshold, {}",
+                clarion_engine::DOS_MAX_THRESHOLD
+            )),
+            Err(_) => Err(format!("`{s}` is not a number of bytes, 'auto' or 'off'")),
+        },
+    }
+}
+
 /// What the timed loop saw.
 struct Measured {
     pinned: Result<usize, String>,
@@ -188,6 +228,8 @@ struct Measured {
     epoch_ns: Vec<u64>,
     counters: Counters,
     reports: Vec<Report>,
+    /// The monitor after the run (for queries such as the DoS threshold).
+    monitor: Monitor,
 }
 
 /// The reference's verdict on a prefix.
@@ -208,24 +250,44 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         return Err(Failure::Usage("clarion: --batch must be at least 1".into()));
     }
     let (traffic, triggers) = a.workload.specs(a.packets)?;
-    let config = MonitorConfig {
+    let mut config = MonitorConfig {
         flow_capacity: a.flow_capacity,
         flow_timeout_ns: a.flow_timeout,
         synchronous_sweep: false,
+        dos_filter_slots: a.dos_filter_slots,
+        dos_auto_raise: a.dos_auto_raise,
         host: HOST.into(),
         tuning: tuning_without(&a.no_opt),
         ..MonitorConfig::default()
+    };
+    let auto = match a.dos_threshold {
+        DosThreshold::Bytes(b) => {
+            config.dos_threshold_bytes = b;
+            None
+        }
+        DosThreshold::Auto => {
+            let choice = crate::dos::auto_threshold(&traffic, &triggers, &config, a.batch, a.core)?;
+            eprintln!("{}", choice.describe());
+            config.dos_threshold_bytes = choice.threshold;
+            Some(choice)
+        }
     };
     if a.ablation {
         return ablation(a, &traffic, &triggers, &config);
     }
     let (specs, monitor) = setup(&traffic, &triggers, &config)?;
     let workload = traffic.generate().map_err(usage)?;
-    let measured = measure_pinned(&workload, monitor, a.batch, a.core)?;
+    let measured = measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise)?;
 
-    let prefix = usize::try_from(a.verify_prefix)
-        .unwrap_or(usize::MAX)
-        .min(workload.len());
+    // The reference evaluator has no DoS filter: with the filter on, reports legitimately differ.
+    let filtering = config.dos_threshold_bytes > 0 || measured.counters.dos_threshold_raises > 0;
+    let prefix = if filtering {
+        0
+    } else {
+        usize::try_from(a.verify_prefix)
+            .unwrap_or(usize::MAX)
+            .min(workload.len())
+    };
     let verified = verify(
         &workload,
         &specs,
@@ -242,6 +304,8 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         workload: &workload,
         m: &measured,
         v: &verified,
+        dos_initial: config.dos_threshold_bytes,
+        auto: auto.as_ref(),
     };
     eprintln!("{}", results.summary());
     if verified.packets > 0 && verified.windows == 0 {
@@ -267,7 +331,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
 
 /// The synthesized events, checked, and a monitor with all of them installed
 /// whose sweep the caller drives. Not timed.
-fn setup(
+pub(crate) fn setup(
     traffic: &WorkloadSpec,
     triggers: &TriggerSpec,
     config: &MonitorConfig,
@@ -294,11 +358,12 @@ fn measure_pinned(
     monitor: Monitor,
     batch: usize,
     core: Option<usize>,
+    raise_on_overrun: bool,
 ) -> Result<Measured, Failure> {
     std::thread::scope(|s| {
         s.spawn(move || {
             let pinned = pin(core);
-            measure(workload, monitor, batch, pinned)
+            measure(workload, monitor, batch, pinned, raise_on_overrun)
         })
         .join()
     })
@@ -314,6 +379,14 @@ pub struct PointRun {
     pub ns_per_packet_mean: f64,
     /// p99 of the sweep time over the epochs after the warm-up, in ns.
     pub sweep_p99_ns: u64,
+    /// Mean of the same, in ns.
+    pub sweep_mean_ns: f64,
+    /// Mean over the epochs after the warm-up of the time their packets and sweep took, in ns.
+    pub epoch_mean_ns: f64,
+    /// The longest of the same, in ns.
+    pub epoch_max_ns: u64,
+    /// The monitor's counters at the end of the run.
+    pub counters: Counters,
     /// Epochs after the warm-up.
     pub epochs: usize,
     /// Epochs after the warm-up whose packets and sweep took longer than the epoch at the workload's rate.
@@ -340,14 +413,34 @@ pub fn measure_point(
         host: HOST.into(),
         ..MonitorConfig::default()
     };
-    let (_, monitor) = setup(traffic, triggers, &config)?;
     let workload = traffic.generate().map_err(usage)?;
-    let m = measure_pinned(&workload, monitor, batch.max(1), core)?;
+    measure_workload(&workload, traffic, triggers, &config, batch, core, warmup)
+}
+
+/// [`measure_point`] over a workload already generated, with a given
+/// monitor configuration (its sweep is driven by the loop whatever
+/// `synchronous_sweep` says).
+pub fn measure_workload(
+    workload: &Workload,
+    traffic: &WorkloadSpec,
+    triggers: &TriggerSpec,
+    config: &MonitorConfig,
+    batch: usize,
+    core: Option<usize>,
+    warmup: usize,
+) -> Result<PointRun, Failure> {
+    let config = MonitorConfig {
+        synchronous_sweep: false,
+        ..config.clone()
+    };
+    let (_, monitor) = setup(traffic, triggers, &config)?;
+    let m = measure_pinned(workload, monitor, batch.max(1), core, false)?;
     let mut per = m.per_packet_ns;
     let mean = per.iter().sum::<f64>() / per.len().max(1) as f64;
     per.sort_by(f64::total_cmp);
     let mut sw = m.sweep_ns.get(warmup..).unwrap_or_default().to_vec();
     sw.sort_unstable();
+    let sweep_mean_ns = sw.iter().sum::<u64>() as f64 / sw.len().max(1) as f64;
     let epoch = triggers.interval_ns;
     let over = |e: &[u64]| e.iter().filter(|&&t| t > epoch).count() as u64;
     let (cold, warm) = m.epoch_ns.split_at(warmup.min(m.epoch_ns.len()));
@@ -355,6 +448,10 @@ pub fn measure_point(
         ns_per_packet_median: percentile(&per, 0.5),
         ns_per_packet_mean: mean,
         sweep_p99_ns: percentile(&sw, 0.99),
+        sweep_mean_ns,
+        epoch_mean_ns: warm.iter().sum::<u64>() as f64 / warm.len().max(1) as f64,
+        epoch_max_ns: warm.iter().copied().max().unwrap_or(0),
+        counters: m.counters,
         epochs: warm.len(),
         epochs_over_budget: over(warm),
         warmup_over_budget: over(cold),
@@ -379,11 +476,18 @@ fn pin(core: Option<usize>) -> Result<usize, String> {
     }
 }
 
-/// The timed loop. See the module documentation. Never inlined, so a
-/// profiler can count it alone (`valgrind --tool=callgrind
-/// --toggle-collect='clarion::bench::measure'`).
+/// The timed loop. See the module documentation. With `raise_on_overrun`,
+/// each epoch over budget raises the monitor's DoS threshold, as a late
+/// sweep would on a live link. Never inlined, so a profiler can count it
+/// alone (`valgrind --tool=callgrind --toggle-collect='clarion::bench::measure'`).
 #[inline(never)]
-fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usize, String>) -> Measured {
+fn measure(
+    w: &Workload,
+    mut monitor: Monitor,
+    batch: usize,
+    pinned: Result<usize, String>,
+    raise_on_overrun: bool,
+) -> Measured {
     let (bytes, frames) = (w.bytes(), w.frames());
     let mut out = Vec::new();
     let mut reports = Vec::new();
@@ -426,6 +530,9 @@ fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usiz
             epoch_ns.push((s1 - epoch_start).as_nanos() as u64);
             if (s1 - epoch_start).as_nanos() > u128::from(monitor.epoch_ns()) {
                 epochs_over_budget += 1;
+                if raise_on_overrun {
+                    monitor.raise_dos_threshold();
+                }
             }
             epoch_start = s1;
             reports.append(&mut out);
@@ -446,6 +553,7 @@ fn measure(w: &Workload, mut monitor: Monitor, batch: usize, pinned: Result<usiz
         epoch_ns,
         counters: monitor.counters(),
         reports,
+        monitor,
     }
 }
 
@@ -491,7 +599,7 @@ fn ablation(
     // A first, unrecorded run touches the frames and warms the allocator,
     // which would otherwise count against whichever variant runs first.
     let (_, monitor) = setup(traffic, triggers, base)?;
-    measure_pinned(&workload, monitor, a.batch, a.core)?;
+    measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise)?;
     let rounds = a.rounds.max(1);
     let n = variants.len();
     for round in 1..=rounds {
@@ -503,7 +611,7 @@ fn ablation(
                 ..base.clone()
             };
             let (_, monitor) = setup(traffic, triggers, &config)?;
-            let m = measure_pinned(&workload, monitor, a.batch, a.core)?;
+            let m = measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise)?;
             let f = Figures::of(&m, workload.len());
             eprintln!(
                 "clarion bench: round {round}/{rounds}, {:<18} {:.2} Mpps, sweep median {:.1} us",
@@ -670,6 +778,9 @@ struct Results<'a> {
     workload: &'a Workload,
     m: &'a Measured,
     v: &'a Verified,
+    /// The DoS threshold the run started with.
+    dos_initial: u32,
+    auto: Option<&'a crate::dos::AutoThreshold>,
 }
 
 struct Figures {
@@ -722,13 +833,31 @@ impl Results<'_> {
                 thousands(self.v.reports as u64),
                 thousands(self.v.packets as u64)
             )
+        } else if self.dos_initial > 0 || c.dos_threshold_raises > 0 {
+            "not verified (DoS filter on: the reference evaluator has none)".into()
         } else {
             "not verified".into()
+        };
+        let dos = if self.dos_initial > 0 || c.dos_threshold_raises > 0 {
+            format!(
+                "; DoS threshold {} B (from {} B, {} raises{}), {} packets filtered",
+                thousands(u64::from(self.m.monitor.dos_threshold())),
+                thousands(u64::from(self.dos_initial)),
+                c.dos_threshold_raises,
+                if self.auto.is_some() {
+                    ", chosen by the model"
+                } else {
+                    ""
+                },
+                thousands(c.packets_dos_filtered)
+            )
+        } else {
+            String::new()
         };
         format!(
             "clarion bench: {} packets, {} triggers ({} per packet, {} patterns): {:.2} Mpps, {:.1} ns/packet \
              (median {:.1}, p99 {:.1} per {}-packet batch); sweep median {:.1} us, p99 {:.1} us, max {:.1} us; \
-             {} sweeps ({} late, {} epochs over budget at {} pps); {} reports; {verified}; {pinned}",
+             {} sweeps ({} late, {} epochs over budget at {} pps); {} reports{dos}; {verified}; {pinned}",
             thousands(self.workload.len() as u64),
             thousands(u64::from(self.triggers.triggers)),
             self.triggers.per_packet,
@@ -802,6 +931,14 @@ impl Results<'_> {
             "flows_created": c.flows_created,
             "triggers_matched": c.triggers_matched,
             "packets_untracked": c.packets_untracked,
+            "dos": {
+                "threshold_bytes": self.dos_initial,
+                "final_threshold_bytes": self.m.monitor.dos_threshold(),
+                "auto_raise": self.a.dos_auto_raise,
+                "threshold_raises": c.dos_threshold_raises,
+                "packets_filtered": c.packets_dos_filtered,
+                "model": self.auto.map(crate::dos::AutoThreshold::json),
+            },
             "missed_events": self.v.differing,
             "verify": {
                 "packets": self.v.packets,

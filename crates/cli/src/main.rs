@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod check;
+mod dos;
 mod feasibility;
 mod gen;
 mod run;
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
         Command::Gen(a) => gen::gen(&a),
         Command::Bench(a) => bench::bench(&a),
         Command::Feasibility(a) => feasibility::feasibility(&a),
+        Command::Dos(a) => dos::dos(&a),
     };
     match result {
         Ok(code) => code,

@@ -111,6 +111,8 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         flow_timeout_ns: a.flow_timeout,
         burst_gap_ns: a.burst_gap,
         tcp_segment_limit: a.tcp_segment_limit,
+        dos_threshold_bytes: a.dos_threshold.min(clarion_engine::DOS_MAX_THRESHOLD),
+        dos_auto_raise: a.dos_auto_raise,
         host: a.host.clone().unwrap_or_else(host_name),
         ..MonitorConfig::default()
     };
@@ -169,6 +171,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         let st = source.stats();
         let s = Summary {
             counters: monitor.counters(),
+            dos_threshold: monitor.dos_threshold(),
             frames,
             skipped: st.skipped,
             dropped: st.dropped,

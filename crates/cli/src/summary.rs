@@ -7,6 +7,8 @@ use clarion_engine::Counters;
 
 pub struct Summary {
     pub counters: Counters,
+    /// The DoS filter's threshold at the end (0: off).
+    pub dos_threshold: u32,
     pub frames: u64,
     /// Frames the source could not hand over (unsupported link type).
     pub skipped: u64,
@@ -69,6 +71,15 @@ impl fmt::Display for Summary {
             thousands(c.flows_evicted),
             thousands(c.packets_untracked)
         )?;
+        if self.dos_threshold > 0 || c.dos_threshold_raises > 0 {
+            writeln!(
+                f,
+                "  DoS filter: threshold {} B ({} raises after unfinished sweeps), {} packets filtered",
+                thousands(u64::from(self.dos_threshold)),
+                c.dos_threshold_raises,
+                thousands(c.packets_dos_filtered)
+            )?;
+        }
         if c.rtt_samples > 0 || c.tcp_segments_unlisted > 0 {
             writeln!(
                 f,

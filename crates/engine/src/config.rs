@@ -18,6 +18,17 @@ pub struct MonitorConfig {
     pub burst_gap_ns: u64,
     /// First transmissions a flow's TCP state lists at most (for RTT samples).
     pub tcp_segment_limit: usize,
+    /// DoS filter threshold in bytes (IP length): a new flow is matched and
+    /// inserted only once it has sent more than this in one epoch; 0 turns
+    /// the filter off. See `dos_filter.rs`.
+    pub dos_threshold_bytes: u32,
+    /// Raise the DoS threshold (double it; from one bare TCP segment when
+    /// off) each time a sweep is found unfinished as the next epoch ends.
+    pub dos_auto_raise: bool,
+    /// Counters in the DoS filter table (rounded up to a power of two; 4
+    /// bytes each, allocated only once the filter is on). Fewer slots mean
+    /// more small flows admitted early (false positives), never later.
+    pub dos_filter_slots: usize,
     pub host: String,
     pub worker: u32,
     /// Which optimizations run (all by default). None changes a result.
@@ -87,6 +98,9 @@ impl Default for MonitorConfig {
             synchronous_sweep: true,
             burst_gap_ns: 1_000_000,
             tcp_segment_limit: 1024,
+            dos_threshold_bytes: 0,
+            dos_auto_raise: false,
+            dos_filter_slots: 1 << 18,
             host: "localhost".into(),
             worker: 0,
             tuning: Tuning::ALL,
@@ -109,8 +123,13 @@ pub struct Counters {
     pub flows_evicted: u64,
     /// New flows refused because the table was full.
     pub flows_untracked: u64,
-    /// Packets of flows that could not be tracked.
+    /// Packets of flows that could not be tracked (table full).
     pub packets_untracked: u64,
+    /// Packets of unknown flows kept out of the flow table by the DoS
+    /// filter (their flows had not yet sent more than the threshold).
+    pub packets_dos_filtered: u64,
+    /// Times the DoS threshold was raised because a sweep was unfinished.
+    pub dos_threshold_raises: u64,
     /// Flows currently in the table.
     pub flows_active: u64,
     /// Sum over new flows of the triggers each matched.

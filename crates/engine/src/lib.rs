@@ -20,6 +20,7 @@
 //! into a `Vec` the caller drains: sources and sinks stay outside.
 
 mod config;
+mod dos_filter;
 mod flow_table;
 mod huge_pages;
 mod key;
@@ -33,6 +34,7 @@ mod trigger_index;
 
 pub use clarion_report::Report;
 pub use config::{Counters, MonitorConfig, Tuning};
+pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DOS_MAX_THRESHOLD};
 pub use monitor::{Monitor, Unparsed, BATCH};
 pub use trigger::WindowValues;
 pub use trigger_index::TriggerId;

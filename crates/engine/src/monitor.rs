@@ -21,9 +21,10 @@ use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::EventSpec;
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
-use clarion_wire::{tcp_flags, PacketRecord};
+use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 
 use crate::config::{Counters, MonitorConfig};
+use crate::dos_filter::DosFilter;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::huge_pages;
 use crate::key::{group_of, report_group};
@@ -66,6 +67,8 @@ struct Sweep {
 pub struct Monitor {
     config: MonitorConfig,
     flows: FlowTable,
+    /// In front of matching, on the flow table's miss path only.
+    dos: DosFilter,
     index: TriggerIndex,
     /// By id; ids are never reused, so interned sets never name a dead trigger's successor.
     triggers: Vec<Option<Trigger>>,
@@ -135,6 +138,7 @@ impl Monitor {
         let epoch_ns = config.default_epoch_ns.max(1);
         Monitor {
             flows: FlowTable::new(config.flow_capacity, config.tuning.huge_pages),
+            dos: DosFilter::new(config.dos_filter_slots, config.dos_threshold_bytes),
             index: TriggerIndex::default(),
             triggers: Vec::new(),
             sets: Vec::new(),
@@ -425,6 +429,12 @@ impl Monitor {
                 e.stats_ts = t;
                 (i, !new_life && gap <= self.config.burst_gap_ns)
             }
+            None if self.dos.blocks(h, p.size, self.epoch_seq) => {
+                // Not yet above the DoS threshold this epoch: neither matched nor inserted.
+                self.counters.packets_dos_filtered += 1;
+                self.epoch_counts.untracked += 1;
+                return;
+            }
             None => match self.flows.insert(p.key, h, t) {
                 Some(i) => {
                     self.on_new_flow(i);
@@ -587,6 +597,9 @@ impl Monitor {
         if self.sweep.is_some() {
             self.counters.sweeps_late += 1;
             self.sweep_step(usize::MAX, out);
+            if self.config.dos_auto_raise {
+                self.raise_dos_threshold();
+            }
         }
         let ended_end = self.epoch_start + self.epoch_ns;
         if let Some(e) = self.pending_epoch_ns {
@@ -601,6 +614,18 @@ impl Monitor {
         if self.config.synchronous_sweep {
             self.sweep_step(usize::MAX, out);
         }
+    }
+
+    /// Raises the DoS threshold one step (see [`MonitorConfig::dos_auto_raise`]);
+    /// the monitor calls it on a late sweep, and a driver that runs the
+    /// sweep itself calls it when an epoch overran its time budget. Returns
+    /// whether the threshold changed (false at the cap).
+    pub fn raise_dos_threshold(&mut self) -> bool {
+        let raised = self.dos.raise();
+        if raised {
+            self.counters.dos_threshold_raises += 1;
+        }
+        raised
     }
 
     fn begin_sweep(&mut self, epoch_end: u64, next_start: Option<u64>) {
@@ -855,6 +880,23 @@ impl Monitor {
             flows_active: self.flows.len() as u64,
             ..self.counters
         }
+    }
+
+    /// The DoS filter's threshold in bytes now (0: off).
+    pub fn dos_threshold(&self) -> u32 {
+        self.dos.threshold()
+    }
+
+    /// Sets the DoS filter's threshold (0 turns it off; capped at
+    /// [`crate::DOS_MAX_THRESHOLD`]). Flows already tracked stay tracked.
+    pub fn set_dos_threshold(&mut self, bytes: u32) {
+        self.dos.set_threshold(bytes);
+    }
+
+    /// True when the flow of `key` has an entry in the flow table (it is
+    /// matched and its packets are measured).
+    pub fn is_tracked(&self, key: &FlowKey) -> bool {
+        self.flows.find(key, hash_key(key)).is_some()
     }
 
     /// Current epoch length (gcd of installed intervals).

@@ -485,3 +485,83 @@ fn a_window_the_input_started_inside_is_incomplete() {
     let complete: Vec<bool> = out.iter().map(|r| r.completeness.complete).collect();
     assert_eq!(complete, vec![false, true, false]);
 }
+
+/// Issue 4, item 6: a SYN-style flood (one 28-byte packet per new flow)
+/// with a sweep budget too small for it. The monitor finds its sweeps
+/// unfinished, raises the DoS threshold by itself until they finish again;
+/// from then on attack flows are no longer inserted, while a good flow
+/// started later, above the threshold, is still monitored and reported.
+#[test]
+fn dos_threshold_rises_by_itself_when_sweeps_do_not_finish() {
+    let mut m = Monitor::new(MonitorConfig {
+        synchronous_sweep: false,
+        dos_auto_raise: true,
+        flow_timeout_ns: 5 * MS,
+        ..MonitorConfig::default()
+    });
+    m.install(event(
+        "heavy",
+        gt(agg(AggFunc::Sum, BaseVar::Volume), 1000.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    assert_eq!(m.dos_threshold(), 0);
+    const EPOCHS: u64 = 24;
+    const LATE_FROM: u64 = 14; // good flow B starts here
+    const PER_EPOCH: u64 = 1_100; // 1,000 attack packets, 100 of flow A (and B)
+    let mut out = Vec::new();
+    let mut attack = 0u32;
+    let mut threshold_at = Vec::new();
+    let mut created_at = Vec::new();
+    for epoch in 0..EPOCHS {
+        threshold_at.push(m.dos_threshold());
+        created_at.push(m.counters().flows_created);
+        for i in 0..PER_EPOCH {
+            let ts = T0 + epoch * 10 * MS + i * (10 * MS / PER_EPOCH);
+            let p = if i % 11 == 0 {
+                pkt(ts, 1, 1, 100) // good flow A: 100 packets of 128 B per epoch
+            } else if i % 11 == 5 && epoch >= LATE_FROM {
+                pkt(ts, 2, 2, 1400) // good flow B: 100 packets of 1,428 B per epoch
+            } else {
+                attack += 1;
+                pkt(ts, 100 + (attack >> 16) as u8, attack as u16, 0)
+            };
+            m.process(&p, &mut out);
+            // The caller's sweep budget: 1,650 flow visits per epoch.
+            if i % 10 == 0 {
+                m.sweep_step(15, &mut out);
+            }
+        }
+    }
+    m.finish(&mut out);
+    let c = m.counters();
+    assert!(c.sweeps_late > 0, "{c:?}");
+    assert!(c.dos_threshold_raises > 0, "{c:?}");
+    assert_eq!(
+        c.dos_threshold_raises as usize,
+        threshold_at.windows(2).filter(|w| w[1] != w[0]).count()
+    );
+    let t = m.dos_threshold();
+    assert!(t >= crate::DOS_FLOOR_THRESHOLD, "threshold {t}");
+    // The threshold settled before flow B started, and the sweeps caught up.
+    assert_eq!(threshold_at[LATE_FROM as usize], t, "{threshold_at:?}");
+    // Attack flows stopped being inserted: in the last epochs only B was new.
+    let after = created_at[EPOCHS as usize - 1] - created_at[LATE_FROM as usize];
+    assert_eq!(after, 1, "flows created since B started: {created_at:?}");
+    assert!(c.packets_dos_filtered > 0);
+    // B sends more than the threshold each epoch: it is tracked and reported in every full window.
+    assert!(u64::from(t) < 100 * 1428, "threshold {t}");
+    let b = FlowKey::new(
+        "10.0.0.2".parse().unwrap(),
+        "10.0.1.1".parse().unwrap(),
+        17,
+        Some((2, 53)),
+        None,
+    );
+    assert!(m.is_tracked(&b));
+    let b_reports: Vec<&Report> = out.iter().filter(|r| r.group.src_port == Some(Some(2))).collect();
+    assert_eq!(b_reports.len() as u64, EPOCHS - LATE_FROM, "{b_reports:?}");
+    // Windows in which attack packets were filtered say so.
+    assert!(out.iter().any(|r| r.completeness.untracked > 0));
+}
