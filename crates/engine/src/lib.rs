@@ -22,6 +22,7 @@
 mod config;
 mod dos_filter;
 mod flow_table;
+mod history;
 mod huge_pages;
 mod key;
 mod match_set;

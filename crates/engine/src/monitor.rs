@@ -32,7 +32,7 @@ use crate::match_set::MatchSet;
 use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
 use crate::prefetch::prefetch;
 use crate::tcp_state::TcpState;
-use crate::trigger::{ClosedWindow, FlowRef, Trigger, WindowValues};
+use crate::trigger::{FlowRef, Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
 
@@ -804,18 +804,15 @@ impl Monitor {
             }
             // Observed in full: the input neither started nor ended inside it.
             completeness.complete = ended && w.start_ns >= self.first_ts;
-            // Recycle the oldest kept window when the history is full.
-            let mut closed = if trig.history.len() >= self.config.history_windows {
-                trig.history.pop_front().unwrap_or_default()
-            } else {
-                ClosedWindow::default()
+            trig.close(w, end, self.config.history_windows);
+            let Some((window, groups)) = trig.history.newest() else {
+                continue;
             };
-            trig.close(w, end, &mut closed);
-            for (g, vals) in closed.groups() {
+            for (g, vals) in groups {
                 if trig.fires(vals) {
                     s.reports.push(Report {
                         event: trig.spec.name.clone(),
-                        window: closed.window,
+                        window,
                         group: report_group(g, &trig.spec.granularity),
                         values: trig
                             .value_names
@@ -828,8 +825,8 @@ impl Monitor {
                     });
                 }
             }
-            if self.config.history_windows > 0 {
-                trig.history.push_back(closed);
+            if self.config.history_windows == 0 {
+                trig.history.clear();
             }
         }
         self.open_list = still_open;
@@ -926,12 +923,12 @@ impl Monitor {
     /// `window_start_ns`, if that window is among the last few kept.
     pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
         let t = self.triggers.get(id as usize)?.as_ref()?;
-        let Some(closed) = t.history.iter().find(|w| w.window.start_ns == window_start_ns) else {
+        let Some((window, groups)) = t.history.find(window_start_ns) else {
             // A closed window with no data (so not kept) since the oldest kept one: no groups.
             let i = t.interval();
             let end = window_start_ns.checked_add(i)?;
-            let known_from = match t.history.front() {
-                Some(oldest) if t.history.len() >= self.config.history_windows => oldest.window.start_ns,
+            let known_from = match t.history.oldest_start() {
+                Some(oldest) if t.history.len() >= self.config.history_windows => oldest,
                 _ => t.start_ns,
             };
             let known =
@@ -944,15 +941,11 @@ impl Monitor {
                 groups: Vec::new(),
             });
         };
-        let mut groups: Vec<(GroupKey, Vec<f64>)> = closed
-            .groups()
+        let mut groups: Vec<(GroupKey, Vec<f64>)> = groups
             .map(|(g, v)| (report_group(g, &t.spec.granularity), v.to_vec()))
             .collect();
         groups.sort_by_key(|g| g.0);
-        Some(WindowValues {
-            window: closed.window,
-            groups,
-        })
+        Some(WindowValues { window, groups })
     }
 
     /// Flows a trigger currently lists (live or not yet compacted).

@@ -1,14 +1,13 @@
 //! An installed trigger: its compiled event, its flows, the window being
 //! gathered and the values of its last windows.
 
-use std::collections::VecDeque;
-
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::{AggCall, ArithOp, BaseVar, CmpOp, EventSpec, PacketExpr, Pred, Var};
 use clarion_report::{GroupKey, Window};
 use clarion_wire::FlowKey;
 
+use crate::history::History;
 use crate::key::KeyMask;
 use crate::measure::{Acc, Expr, StatFlags};
 
@@ -202,29 +201,6 @@ impl OpenWindow {
     }
 }
 
-/// A closed window as a trigger keeps it: each group's masked flow key, and
-/// its values (`stride` per group, flat). Kept windows are recycled, so a
-/// steady sweep allocates nothing for them.
-#[derive(Debug, Default)]
-pub(crate) struct ClosedWindow {
-    pub(crate) window: Window,
-    pub(crate) keys: Vec<FlowKey>,
-    pub(crate) values: Vec<f64>,
-    /// Values per group.
-    stride: usize,
-}
-
-impl ClosedWindow {
-    /// Each group's key and values.
-    pub(crate) fn groups(&self) -> impl Iterator<Item = (&FlowKey, &[f64])> {
-        let s = self.stride;
-        self.keys
-            .iter()
-            .enumerate()
-            .map(move |(i, k)| (k, &self.values[i * s..(i + 1) * s]))
-    }
-}
-
 /// The values of every group of one closed window.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowValues {
@@ -259,7 +235,7 @@ pub(crate) struct Trigger {
     pub(crate) start_ns: u64,
     pub(crate) open: Option<OpenWindow>,
     /// The last few closed windows.
-    pub(crate) history: VecDeque<ClosedWindow>,
+    pub(crate) history: History,
 }
 
 impl Trigger {
@@ -289,11 +265,12 @@ impl Trigger {
                 (Expr::compile(&v), last)
             }))
             .collect();
-        let value_names = aggs
+        let value_names: Vec<String> = aggs
             .iter()
             .map(ToString::to_string)
             .chain(state.iter().map(ToString::to_string))
             .collect();
+        let history = History::new(value_names.len());
         Some(Trigger {
             spec,
             aggs,
@@ -308,7 +285,7 @@ impl Trigger {
             flows: FlowList::default(),
             start_ns,
             open: None,
-            history: VecDeque::new(),
+            history,
         })
     }
 
@@ -341,11 +318,11 @@ impl Trigger {
         truthy(self.pred.eval(vals))
     }
 
-    /// Closes the open window `w` (which ends at `end_ns`) into `into` (a
-    /// recycled kept window): the values of every group that had packets,
-    /// in no particular order. Remembers the latest values for the next
-    /// window's `X_lastepoch`, and keeps `w`'s containers for the next window.
-    pub(crate) fn close(&mut self, mut w: OpenWindow, end_ns: u64, into: &mut ClosedWindow) {
+    /// Closes the open window `w` (which ends at `end_ns`) into the
+    /// history, as its newest window of at most `keep`: the values of every
+    /// group that had packets, in no particular order. Remembers the latest
+    /// values for the next window's `X_lastepoch`.
+    pub(crate) fn close(&mut self, mut w: OpenWindow, end_ns: u64, keep: usize) {
         let n_aggs = self.aggs.len();
         let interval = self.spec.interval_ns;
         let prev = self
@@ -353,13 +330,13 @@ impl Trigger {
             .take()
             .filter(|(start, _)| start.checked_add(interval) == Some(w.start_ns));
         let mut lasts_now = FxHashMap::default();
-        into.window = Window {
-            start_ns: w.start_ns,
-            end_ns,
-        };
-        into.keys.clear();
-        into.values.clear();
-        into.stride = self.value_names.len();
+        self.history.start_window(
+            Window {
+                start_ns: w.start_ns,
+                end_ns,
+            },
+            keep,
+        );
         let reads = self.reads.len();
         for (g, &i) in &w.groups {
             let i = i as usize;
@@ -367,22 +344,21 @@ impl Trigger {
                 continue;
             }
             let accs = &w.accs[i * reads..(i + 1) * reads];
-            into.keys.push(*g);
-            into.values
-                .extend(self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func)));
+            let aggs = self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func));
             if self.lasts.is_empty() {
+                self.history.push_group(*g, aggs);
                 continue;
             }
             let lasts: Vec<f64> = accs[n_aggs..].iter().map(Acc::last_value).collect();
-            for &(last_epoch, i) in &self.state {
+            let states = self.state.iter().map(|&(last_epoch, i)| {
                 let from = if last_epoch {
                     prev.as_ref().and_then(|(_, m)| m.get(g))
                 } else {
                     Some(&lasts)
                 };
-                into.values
-                    .push(from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN));
-            }
+                from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN)
+            });
+            self.history.push_group(*g, aggs.chain(states));
             lasts_now.insert(*g, lasts);
         }
         self.prev = Some((w.start_ns, lasts_now));
