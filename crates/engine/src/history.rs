@@ -127,11 +127,14 @@ mod tests {
         }
     }
 
+    /// A model window: its start and its groups.
+    type ModelWindow = (u64, Vec<(FlowKey, Vec<f64>)>);
+
     /// Against a model: a deque of windows, each a list of groups.
     #[test]
     fn keeps_the_last_windows_and_their_groups() {
         let mut h = History::new(2);
-        let mut model: VecDeque<(u64, Vec<(FlowKey, Vec<f64>)>)> = VecDeque::new();
+        let mut model: VecDeque<ModelWindow> = VecDeque::new();
         let keep = 3;
         let mut capacity_after_warmup = None;
         for i in 0..200u64 {
