@@ -40,6 +40,8 @@
 //! With threshold 0 the filter is off, allocates nothing and the monitor
 //! behaves exactly as without it.
 
+use crate::prefetch::prefetch;
+
 /// Largest byte count a slot holds; it stays there (saturates).
 pub(crate) const MAX_COUNT: u32 = u16::MAX as u32;
 
@@ -96,6 +98,15 @@ impl DosFilter {
         };
         self.set_threshold(new);
         self.threshold != old
+    }
+
+    /// Starts loading the slot of the flow with hash `hash` (while the filter is on).
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        if self.threshold != 0 {
+            let i = (hash >> 32) as usize & (self.slots.len() - 1);
+            prefetch(self.slots.as_ptr().wrapping_add(i));
+        }
     }
 
     /// True when a packet of an unknown flow must be kept out of the flow

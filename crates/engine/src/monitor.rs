@@ -372,7 +372,14 @@ impl Monitor {
                 self.flows.prefetch_slot(*h);
             }
             for (e, &h) in entries.iter_mut().zip(&hashes[..chunk.len()]) {
-                *e = self.flows.prefetch_entry(h).unwrap_or(NO_ENTRY);
+                *e = match self.flows.prefetch_entry(h) {
+                    Some(i) => i,
+                    None => {
+                        // Likely a new flow: the DoS filter will be read.
+                        self.dos.prefetch(h);
+                        NO_ENTRY
+                    }
+                };
             }
             let half = (self.epoch_seq & 1) as usize;
             for (j, (p, &h)) in chunk.iter().zip(&hashes).enumerate() {
