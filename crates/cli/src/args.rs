@@ -110,6 +110,8 @@ Optimizations (--no-opt switches them off; none changes a result):
   huge-pages      transparent huge pages for flow table, statistics, triggers
   active-sweep    sweep only triggers whose flows had packets in the epoch
   chunked-lists   per-trigger flow lists in chunks, not one growing vector
+  unlist-idle     flows idle for two epochs leave trigger lists until
+                  their next packet, so sweeps walk active flows only
 --ablation measures each: all on, each off in turn, all off, interleaved
 over --rounds rounds; the table (stdout, or stderr with --json) gives each
 one's throughput ratio to all off and all on's ratio to it.";

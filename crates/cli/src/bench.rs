@@ -130,18 +130,21 @@ pub enum Opt {
     ActiveSweep,
     /// Per-trigger flow lists in chunks (else one growing vector).
     ChunkedLists,
+    /// Idle flows leave trigger lists until their next packet.
+    UnlistIdle,
     /// All of the above.
     All,
 }
 
 impl Opt {
-    const EACH: [Opt; 6] = [
+    const EACH: [Opt; 7] = [
         Opt::BatchPrefetch,
         Opt::SweepPrefetch,
         Opt::LastFlow,
         Opt::HugePages,
         Opt::ActiveSweep,
         Opt::ChunkedLists,
+        Opt::UnlistIdle,
     ];
 
     fn name(self) -> &'static str {
@@ -152,6 +155,7 @@ impl Opt {
             Opt::HugePages => "huge-pages",
             Opt::ActiveSweep => "active-sweep",
             Opt::ChunkedLists => "chunked-lists",
+            Opt::UnlistIdle => "unlist-idle",
             Opt::All => "all",
         }
     }
@@ -181,6 +185,10 @@ impl Opt {
             },
             Opt::ChunkedLists => Tuning {
                 chunked_lists: false,
+                ..t
+            },
+            Opt::UnlistIdle => Tuning {
+                unlist_idle: false,
                 ..t
             },
             Opt::All => Tuning::NONE,

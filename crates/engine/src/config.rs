@@ -59,6 +59,10 @@ pub struct Tuning {
     /// Per-trigger flow lists grow in chunks of at most 1,024 flows (never
     /// moved once full); off, one vector each, moved as it grows.
     pub chunked_lists: bool,
+    /// A flow idle for two epochs leaves the flow lists of the triggers
+    /// that sweep it, and rejoins them on its next packet, so the sweep
+    /// walks recently active flows only, not every flow the timeout keeps.
+    pub unlist_idle: bool,
 }
 
 impl Tuning {
@@ -70,6 +74,7 @@ impl Tuning {
         huge_pages: true,
         active_sweep: true,
         chunked_lists: true,
+        unlist_idle: true,
     };
     /// Every optimization off: the naive baseline.
     pub const NONE: Tuning = Tuning {
@@ -79,6 +84,7 @@ impl Tuning {
         huge_pages: false,
         active_sweep: false,
         chunked_lists: false,
+        unlist_idle: false,
     };
 }
 

@@ -46,6 +46,10 @@ pub(crate) struct FlowEntry {
     /// ([`NO_ENTRY`] if it had no entry then), so acknowledgements reach it
     /// without a second lookup per packet.
     pub(crate) rev: (u32, u32),
+    /// Positions (in its set, below 64) of the triggers whose flow lists
+    /// dropped this flow while it was idle: it is listed there again on
+    /// its next write (`Tuning::unlist_idle`).
+    pub(crate) unlisted: u64,
     pub(crate) live: bool,
 }
 
@@ -170,6 +174,7 @@ impl FlowTable {
             wscale: None,
             tcp: None,
             rev: (NO_ENTRY, 0),
+            unlisted: 0,
             live: true,
         };
         let idx = match self.free.pop() {

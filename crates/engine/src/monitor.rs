@@ -261,6 +261,8 @@ impl Monitor {
 
     /// Moves a flow to the set of `triggers`, keeping the statistics both sets share.
     fn migrate(&mut self, entry: u32, triggers: Vec<TriggerId>) {
+        // The marks are positions in the old set: rejoin every list first.
+        self.relist(entry);
         let (old_set, old_block) = {
             let e = &self.flows.entries[entry as usize];
             (e.set, e.block)
@@ -493,6 +495,27 @@ impl Monitor {
         let (set, block) = (e.set, e.block);
         if set != NO_SET && self.sets[set as usize].update(block, half, self.epoch_start, p, cx, t) {
             self.mark_active(set, half);
+            self.relist(idx);
+        }
+    }
+
+    /// Puts a flow back in the lists of the triggers that dropped it while
+    /// it was idle (see `gather`); called on its first write in an epoch.
+    #[inline]
+    fn relist(&mut self, idx: u32) {
+        let e = &mut self.flows.entries[idx as usize];
+        if e.unlisted == 0 {
+            return;
+        }
+        let (mut bits, set, gen) = (std::mem::take(&mut e.unlisted), e.set, e.gen);
+        let chunked = self.config.tuning.chunked_lists;
+        while bits != 0 {
+            let pos = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let tid = self.sets.get(set as usize).and_then(|s| s.triggers.get(pos));
+            if let Some(t) = tid.and_then(|&t| self.triggers[t as usize].as_mut()) {
+                t.flows.push(FlowRef { entry: idx, gen }, chunked);
+            }
         }
     }
 
@@ -528,6 +551,7 @@ impl Monitor {
         let (set, block) = (e.set, e.block);
         if set != NO_SET && self.sets[set as usize].update_sample(block, half, self.epoch_start, rtt, t) {
             self.mark_active(set, half);
+            self.relist(r);
         }
     }
 
@@ -710,6 +734,7 @@ impl Monitor {
             return true;
         };
         let mut budget = budget;
+        let unlist = self.config.tuning.unlist_idle;
         while s.trig_pos < s.order.len() {
             if self.config.tuning.sweep_prefetch {
                 self.prefetch_sweep(&s.order, s.trig_pos);
@@ -717,7 +742,15 @@ impl Monitor {
             let tid = s.order[s.trig_pos];
             if let Some(trig) = self.triggers[tid as usize].as_mut() {
                 if s.epoch_start >= trig.start_ns
-                    && !gather(trig, tid, &self.flows, &self.sets, &mut s, &mut budget)
+                    && !gather(
+                        trig,
+                        tid,
+                        &mut self.flows,
+                        &self.sets,
+                        unlist,
+                        &mut s,
+                        &mut budget,
+                    )
                 {
                     self.sweep = Some(s);
                     return false;
@@ -961,15 +994,20 @@ impl Monitor {
     }
 }
 
-/// Gathers one trigger's flows for the sweep's epoch; false when the budget ran out.
+/// Gathers one trigger's flows for the sweep's epoch; false when the
+/// budget ran out. With `unlist`, flows idle for this epoch and the one
+/// before leave the trigger's list (marked in their entry, to rejoin it on
+/// their next write; see [`Monitor::relist`]).
 fn gather(
     trig: &mut Trigger,
     tid: TriggerId,
-    flows: &FlowTable,
+    flows: &mut FlowTable,
     sets: &[MatchSet],
+    unlist: bool,
     s: &mut Sweep,
     budget: &mut usize,
 ) -> bool {
+    let idle_before = s.epoch_start.saturating_sub(s.epoch_end - s.epoch_start);
     let n_reads = trig.reads_len();
     let granularity = trig.spec.granularity;
     let mut list = std::mem::take(&mut trig.flows);
@@ -987,9 +1025,19 @@ fn gather(
             let r = chunk[s.pos];
             let e = &flows.entries[r.entry as usize];
             if e.live && e.gen == r.gen && e.stats_ts < s.epoch_start {
-                // Idle this epoch (most listed flows, until the timeout frees
-                // them): skip before touching its set and statistics.
-                s.pos += 1;
+                // Idle this epoch: skip before touching its statistics.
+                // Idle for two, it leaves the list (its data were all
+                // gathered in earlier epochs) until its next write.
+                let pos = (unlist && e.stats_ts < idle_before && e.set != NO_SET)
+                    .then(|| sets[e.set as usize].position(tid))
+                    .flatten()
+                    .filter(|&p| p < 64);
+                if let Some(p) = pos {
+                    flows.entries[r.entry as usize].unlisted |= 1 << p;
+                    chunk.swap_remove(s.pos);
+                } else {
+                    s.pos += 1;
+                }
                 continue;
             }
             let pos = if e.live && e.gen == r.gen && e.set != NO_SET {

@@ -5,6 +5,8 @@ use clarion_lang::spec::{
 use clarion_report::Window;
 use clarion_wire::{FlowKey, TcpInfo};
 
+use crate::config::Tuning;
+
 const MS: u64 = 1_000_000;
 const T0: u64 = 1_700_000_000_000 * MS;
 
@@ -564,4 +566,67 @@ fn dos_threshold_rises_by_itself_when_sweeps_do_not_finish() {
     assert_eq!(b_reports.len() as u64, EPOCHS - LATE_FROM, "{b_reports:?}");
     // Windows in which attack packets were filtered say so.
     assert!(out.iter().any(|r| r.completeness.untracked > 0));
+}
+
+#[test]
+fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
+    let never = || gt(agg(AggFunc::Sum, BaseVar::Packets), 1e9);
+    let mut m = Monitor::new(MonitorConfig::default());
+    // A sees flow F only; C sees F and G. F's set is {A, C}: C at position 1.
+    let mut a = event("a", never(), Granularity::FIVE_TUPLE, 10);
+    a.filters = vec![Filter {
+        src_port: Some(clarion_lang::spec::PortRange { lo: 1000, hi: 1000 }),
+        ..Filter::default()
+    }];
+    let a = m.install(a).unwrap();
+    let c = m
+        .install(event("c", never(), Granularity::FIVE_TUPLE, 10))
+        .unwrap();
+    let f = |ts| pkt(ts, 1, 1000, 10);
+    let g = |ts| pkt(ts, 2, 2000, 10);
+    let mut out = Vec::new();
+    for p in [
+        f(T0 + MS),
+        g(T0 + MS),
+        g(T0 + 11 * MS),
+        g(T0 + 21 * MS),
+        g(T0 + 31 * MS),
+    ] {
+        m.process(&p, &mut out);
+    }
+    // Swept epoch 2: F was idle for two epochs and left C's list (A, with
+    // no active flow, was not swept and still lists it).
+    assert_eq!(m.trigger_flows(c), Some(1));
+    assert_eq!(m.trigger_flows(a), Some(1));
+    // Removing A moves F to the set {C}, where C is at position 0: F must
+    // rejoin C's list by trigger, not by its old position.
+    m.remove(a).unwrap();
+    for p in [f(T0 + 32 * MS), g(T0 + 41 * MS)] {
+        m.process(&p, &mut out);
+    }
+    assert_eq!(m.trigger_flows(c), Some(2));
+    let w = m.window_values(c, T0 + 30 * MS).expect("closed and kept");
+    assert_eq!(w.groups.len(), 2, "F and G: {w:?}");
+
+    // Off, nothing leaves the lists.
+    let mut m = Monitor::new(MonitorConfig {
+        tuning: Tuning {
+            unlist_idle: false,
+            ..Tuning::ALL
+        },
+        ..MonitorConfig::default()
+    });
+    let c = m
+        .install(event("c", never(), Granularity::FIVE_TUPLE, 10))
+        .unwrap();
+    for p in [
+        f(T0 + MS),
+        g(T0 + MS),
+        g(T0 + 11 * MS),
+        g(T0 + 21 * MS),
+        g(T0 + 31 * MS),
+    ] {
+        m.process(&p, &mut out);
+    }
+    assert_eq!(m.trigger_flows(c), Some(2));
 }
