@@ -112,6 +112,8 @@ Optimizations (--no-opt switches them off; none changes a result):
   chunked-lists   per-trigger flow lists in chunks, not one growing vector
   unlist-idle     flows idle for two epochs leave trigger lists until
                   their next packet, so sweeps walk active flows only
+  flow-windows    one-epoch per-5-tuple windows with only aggregates are
+                  tested flow by flow in the gather, with no window kept
 --ablation measures each: all on, each off in turn, all off, interleaved
 over --rounds rounds; the table (stdout, or stderr with --json) gives each
 one's throughput ratio to all off and all on's ratio to it.";

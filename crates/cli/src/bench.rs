@@ -132,12 +132,14 @@ pub enum Opt {
     ChunkedLists,
     /// Idle flows leave trigger lists until their next packet.
     UnlistIdle,
+    /// One-epoch per-5-tuple windows tested flow by flow in the gather.
+    FlowWindows,
     /// All of the above.
     All,
 }
 
 impl Opt {
-    const EACH: [Opt; 7] = [
+    const EACH: [Opt; 8] = [
         Opt::BatchPrefetch,
         Opt::SweepPrefetch,
         Opt::LastFlow,
@@ -145,6 +147,7 @@ impl Opt {
         Opt::ActiveSweep,
         Opt::ChunkedLists,
         Opt::UnlistIdle,
+        Opt::FlowWindows,
     ];
 
     fn name(self) -> &'static str {
@@ -156,6 +159,7 @@ impl Opt {
             Opt::ActiveSweep => "active-sweep",
             Opt::ChunkedLists => "chunked-lists",
             Opt::UnlistIdle => "unlist-idle",
+            Opt::FlowWindows => "flow-windows",
             Opt::All => "all",
         }
     }
@@ -189,6 +193,10 @@ impl Opt {
             },
             Opt::UnlistIdle => Tuning {
                 unlist_idle: false,
+                ..t
+            },
+            Opt::FlowWindows => Tuning {
+                flow_windows: false,
                 ..t
             },
             Opt::All => Tuning::NONE,

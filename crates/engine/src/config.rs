@@ -63,6 +63,10 @@ pub struct Tuning {
     /// that sweep it, and rejoins them on its next packet, so the sweep
     /// walks recently active flows only, not every flow the timeout keeps.
     pub unlist_idle: bool,
+    /// Triggers whose window is one epoch, grouped per 5-tuple, with only
+    /// aggregates, are tested flow by flow during the gather (no window is
+    /// opened, merged and closed for them).
+    pub flow_windows: bool,
 }
 
 impl Tuning {
@@ -75,6 +79,7 @@ impl Tuning {
         active_sweep: true,
         chunked_lists: true,
         unlist_idle: true,
+        flow_windows: true,
     };
     /// Every optimization off: the naive baseline.
     pub const NONE: Tuning = Tuning {
@@ -85,6 +90,7 @@ impl Tuning {
         active_sweep: false,
         chunked_lists: false,
         unlist_idle: false,
+        flow_windows: false,
     };
 }
 

@@ -44,6 +44,11 @@ impl History {
         self.windows.len()
     }
 
+    /// The newest kept window.
+    pub(crate) fn newest_window(&self) -> Option<Window> {
+        self.windows.back().map(|(w, _)| *w)
+    }
+
     /// Start of the oldest kept window.
     pub(crate) fn oldest_start(&self) -> Option<u64> {
         self.windows.front().map(|(w, _)| w.start_ns)

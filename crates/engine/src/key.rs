@@ -69,6 +69,14 @@ fn lens_for(l: PrefixLens, v6: bool) -> u8 {
     }
 }
 
+/// True when [`group_of`] under `g` gives distinct flows distinct groups:
+/// both full addresses, both ports and the protocol, and the VLAN too
+/// unless no flow has one (`vlans_seen` false).
+pub(crate) fn one_flow_per_group(g: &Granularity, vlans_seen: bool) -> bool {
+    let full = |l: Option<clarion_lang::spec::PrefixLens>| l.is_some_and(|l| l.v4 >= 32 && l.v6 >= 128);
+    full(g.src_ip) && full(g.dst_ip) && g.src_port && g.dst_port && g.proto && (g.vlan || !vlans_seen)
+}
+
 /// The group a flow belongs to under a granularity.
 #[inline]
 pub(crate) fn group_of(key: &FlowKey, g: &Granularity) -> FlowKey {

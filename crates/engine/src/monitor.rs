@@ -23,13 +23,13 @@ use clarion_lang::spec::EventSpec;
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 
-use crate::config::{Counters, MonitorConfig};
+use crate::config::{Counters, MonitorConfig, Tuning};
 use crate::dos_filter::DosFilter;
-use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
+use crate::flow_table::{hash_key, FlowEntry, FlowTable, NO_ENTRY, NO_SET};
 use crate::huge_pages;
-use crate::key::{group_of, report_group};
+use crate::key::{group_of, one_flow_per_group, report_group};
 use crate::match_set::MatchSet;
-use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
+use crate::measure::{Acc, Expr, FlowContext, StatFlags, TcpValues};
 use crate::prefetch::prefetch;
 use crate::tcp_state::TcpState;
 use crate::trigger::{FlowRef, Trigger, WindowValues};
@@ -60,6 +60,22 @@ struct Sweep {
     /// Triggers whose window this sweep opened.
     opened: Vec<TriggerId>,
     reports: Vec<Report>,
+    /// For triggers tested per flow (see `gather`).
+    direct: Direct,
+}
+
+/// What testing windows per flow, during the gather, needs: such a
+/// trigger's window is this one epoch, and each flow is its own group.
+#[derive(Debug)]
+struct Direct {
+    /// No packet so far had a VLAN tag: `per 5tuple` keeps flows apart.
+    vlans_seen: bool,
+    origin: Origin,
+    /// The swept epoch's traffic, the window's completeness.
+    completeness: Completeness,
+    keep: usize,
+    accs: Vec<Acc>,
+    values: Vec<f64>,
 }
 
 /// One worker's packet monitor. See the module documentation.
@@ -110,6 +126,8 @@ pub struct Monitor {
     scratch: Vec<TriggerId>,
     /// Entry of the latest packet's flow (`tuning.last_flow`).
     last_entry: u32,
+    /// Some packet had a VLAN tag (then `per 5tuple` may join flows).
+    vlans_seen: bool,
 }
 
 /// Packets per pass of [`Monitor::process_batch`]: enough misses in flight
@@ -163,6 +181,7 @@ impl Monitor {
             counters: Counters::default(),
             scratch: Vec::new(),
             last_entry: NO_ENTRY,
+            vlans_seen: false,
             config,
         }
     }
@@ -417,6 +436,7 @@ impl Monitor {
         self.epoch_counts.packets += 1;
         self.counters.packets += 1;
         self.counters.bytes += u64::from(p.size);
+        self.vlans_seen |= p.key.has_vlan();
         let (found, h) = match self.cached_flow(&p.key) {
             Some(i) => (Some(i), 0),
             None => {
@@ -662,7 +682,21 @@ impl Monitor {
     fn begin_sweep(&mut self, epoch_end: u64, next_start: Option<u64>) {
         let order = self.active_order();
         let counts = std::mem::take(&mut self.epoch_counts);
+        let mut completeness = counts;
+        // Observed in full: the input neither started nor ended inside it.
+        completeness.complete = next_start.is_some() && self.epoch_start >= self.first_ts;
         self.epoch_log.push_back((self.epoch_start, counts));
+        let direct = Direct {
+            vlans_seen: self.vlans_seen,
+            origin: Origin {
+                host: self.config.host.clone(),
+                worker: self.config.worker,
+            },
+            completeness,
+            keep: self.config.history_windows,
+            accs: Vec::new(),
+            values: Vec::new(),
+        };
         self.sweep = Some(Sweep {
             epoch_start: self.epoch_start,
             epoch_end,
@@ -674,6 +708,7 @@ impl Monitor {
             pos: 0,
             opened: Vec::new(),
             reports: Vec::new(),
+            direct,
         });
         self.epoch_seq += 1;
     }
@@ -734,7 +769,7 @@ impl Monitor {
             return true;
         };
         let mut budget = budget;
-        let unlist = self.config.tuning.unlist_idle;
+        let tuning = self.config.tuning;
         while s.trig_pos < s.order.len() {
             if self.config.tuning.sweep_prefetch {
                 self.prefetch_sweep(&s.order, s.trig_pos);
@@ -747,7 +782,7 @@ impl Monitor {
                         tid,
                         &mut self.flows,
                         &self.sets,
-                        unlist,
+                        tuning,
                         &mut s,
                         &mut budget,
                     )
@@ -963,7 +998,12 @@ impl Monitor {
     /// `window_start_ns`, if that window is among the last few kept.
     pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
         let t = self.triggers.get(id as usize)?.as_ref()?;
-        let Some((window, groups)) = t.history.find(window_start_ns) else {
+        // A window being gathered per flow is in the history before it is closed.
+        let closed = t
+            .history
+            .find(window_start_ns)
+            .filter(|(w, _)| w.end_ns <= self.closed_to);
+        let Some((window, groups)) = closed else {
             // A closed window with no data (so not kept) since the oldest kept one: no groups.
             let i = t.interval();
             let end = window_start_ns.checked_add(i)?;
@@ -995,19 +1035,33 @@ impl Monitor {
 }
 
 /// Gathers one trigger's flows for the sweep's epoch; false when the
-/// budget ran out. With `unlist`, flows idle for this epoch and the one
-/// before leave the trigger's list (marked in their entry, to rejoin it on
-/// their next write; see [`Monitor::relist`]).
+/// budget ran out. With `tuning.unlist_idle`, flows idle for this epoch and
+/// the one before leave the trigger's list (marked in their entry, to
+/// rejoin it on their next write; see [`Monitor::relist`]).
+///
+/// With `tuning.flow_windows`, a trigger whose window is this one epoch,
+/// whose groups are single flows and whose values are all aggregates is
+/// tested flow by flow, here: each flow's statistics are its group's, so
+/// there is nothing to merge and no open window to keep; its values go
+/// straight to the history and, if the predicate holds, to a report.
 fn gather(
     trig: &mut Trigger,
     tid: TriggerId,
     flows: &mut FlowTable,
     sets: &[MatchSet],
-    unlist: bool,
+    tuning: Tuning,
     s: &mut Sweep,
     budget: &mut usize,
 ) -> bool {
-    let idle_before = s.epoch_start.saturating_sub(s.epoch_end - s.epoch_start);
+    let epoch_len = s.epoch_end - s.epoch_start;
+    let idle_before = s.epoch_start.saturating_sub(epoch_len);
+    let unlist = tuning.unlist_idle;
+    let direct = tuning.flow_windows
+        && trig.open.is_none()
+        && trig.aggregates_only()
+        && trig.interval() == epoch_len
+        && s.epoch_start.is_multiple_of(epoch_len)
+        && one_flow_per_group(&trig.spec.granularity, s.direct.vlans_seen);
     let n_reads = trig.reads_len();
     let granularity = trig.spec.granularity;
     let mut list = std::mem::take(&mut trig.flows);
@@ -1052,7 +1106,9 @@ fn gather(
                 chunk.swap_remove(s.pos);
                 continue;
             };
-            if set.has_epoch(e.block, s.half, s.epoch_start) {
+            if direct && set.has_epoch(e.block, s.half, s.epoch_start) {
+                test_flow(trig, set, e, pos, s);
+            } else if set.has_epoch(e.block, s.half, s.epoch_start) {
                 let g = group_of(&e.key, &granularity);
                 if trig.open.is_none() {
                     s.opened.push(tid);
@@ -1069,8 +1125,47 @@ fn gather(
     trig.flows = list;
     if done {
         trig.flows.drop_empty_chunks();
+        if direct && s.direct.keep == 0 {
+            trig.history.clear();
+        }
     }
     done
+}
+
+/// Tests one flow of a trigger tested per flow (see [`gather`]): its
+/// statistics in the swept half are the whole window of its group.
+fn test_flow(trig: &mut Trigger, set: &MatchSet, e: &FlowEntry, pos: usize, s: &mut Sweep) {
+    let d = &mut s.direct;
+    d.accs.clear();
+    d.accs.resize(trig.reads_len(), Acc::default());
+    if set.gather(e.block, s.half, pos, &mut d.accs) == 0 {
+        return; // RTT samples only: no packet, no group
+    }
+    let window = Window {
+        start_ns: s.epoch_start,
+        end_ns: s.epoch_end,
+    };
+    if trig.history.newest_window() != Some(window) {
+        trig.history.start_window(window, d.keep);
+    }
+    let g = group_of(&e.key, &trig.spec.granularity);
+    trig.values_into(&d.accs, &mut d.values);
+    trig.history.push_group(g, d.values.iter().copied());
+    if trig.fires(&d.values) {
+        s.reports.push(Report {
+            event: trig.spec.name.clone(),
+            window,
+            group: report_group(&g, &trig.spec.granularity),
+            values: trig
+                .value_names
+                .iter()
+                .cloned()
+                .zip(d.values.iter().copied())
+                .collect(),
+            origin: d.origin.clone(),
+            completeness: d.completeness,
+        });
+    }
 }
 
 /// Mutable access to one element and shared access to another of a slice.

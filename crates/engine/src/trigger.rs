@@ -313,6 +313,18 @@ impl Trigger {
         })
     }
 
+    /// True when the trigger reads nothing outside aggregates, so a
+    /// group's values come from its statistics alone.
+    pub(crate) fn aggregates_only(&self) -> bool {
+        self.lasts.is_empty()
+    }
+
+    /// The aggregates' values from their statistics (`accs`, one per read), into `out`.
+    pub(crate) fn values_into(&self, accs: &[Acc], out: &mut Vec<f64>) {
+        out.clear();
+        out.extend(self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func)));
+    }
+
     /// True when the predicate holds for these values (aggregates, then state values).
     pub(crate) fn fires(&self, vals: &[f64]) -> bool {
         truthy(self.pred.eval(vals))

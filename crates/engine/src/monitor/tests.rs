@@ -630,3 +630,61 @@ fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
     }
     assert_eq!(m.trigger_flows(c), Some(2));
 }
+
+#[test]
+fn per_5tuple_joins_the_same_5tuple_on_two_vlans() {
+    // Tested flow by flow while no packet had a VLAN tag; once one has,
+    // `per 5tuple` must merge the two VLANs' flows into one group.
+    let mut m = Monitor::new(MonitorConfig::default());
+    m.install(event(
+        "big",
+        gt(agg(AggFunc::Sum, BaseVar::Volume), 150.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let on_vlan = |ts, vlan| {
+        let mut p = pkt(ts, 1, 1000, 100);
+        p.key = FlowKey::new(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.1.1".parse().unwrap(),
+            17,
+            Some((1000, 53)),
+            vlan,
+        );
+        p
+    };
+    let out = run(
+        &mut m,
+        &[
+            on_vlan(T0, None),
+            on_vlan(T0 + 12 * MS, Some(10)),
+            on_vlan(T0 + 13 * MS, Some(20)),
+        ],
+    );
+    let windows: Vec<_> = out.iter().map(|r| (r.window.start_ns - T0) / MS).collect();
+    assert_eq!(windows, [10], "one group of 200 B in the second window: {out:?}");
+    assert_eq!(out[0].values[0].1, 200.0);
+}
+
+#[test]
+fn a_window_gathered_flow_by_flow_is_not_shown_before_the_sweep_ends() {
+    let mut m = Monitor::new(MonitorConfig {
+        synchronous_sweep: false,
+        ..MonitorConfig::default()
+    });
+    let id = install_never_firing(&mut m);
+    let mut out = Vec::new();
+    for p in [
+        pkt(T0, 1, 1, 7),
+        pkt(T0 + MS, 2, 1, 7),
+        pkt(T0 + 11 * MS, 1, 1, 7),
+    ] {
+        m.process(&p, &mut out);
+    }
+    assert!(m.sweep_pending());
+    assert!(!m.sweep_step(1, &mut out), "one flow per step: not done");
+    assert!(m.window_values(id, T0).is_none(), "half gathered");
+    while !m.sweep_step(1, &mut out) {}
+    assert_eq!(m.window_values(id, T0).map(|w| w.groups.len()), Some(2));
+}
