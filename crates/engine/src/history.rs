@@ -57,6 +57,13 @@ impl History {
     /// Starts a new (newest) window, keeping at most `keep` windows in all
     /// (at least this one: its groups are read back for testing).
     pub(crate) fn start_window(&mut self, window: Window, keep: usize) {
+        if self.windows.capacity() == 0 {
+            // Room for a group per kept window at once: most triggers have
+            // a group or two, and growing from nothing reallocates 3 times.
+            self.windows.reserve_exact(keep.max(1));
+            self.keys.reserve_exact(keep.max(1));
+            self.values.reserve_exact(keep.max(1) * self.stride);
+        }
         while self.windows.len() >= keep.max(1) {
             self.windows.pop_front();
         }
