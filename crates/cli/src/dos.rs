@@ -96,7 +96,7 @@ const PROFILE_ADMITTED: f64 = 0.5;
 /// Default attack when `--dos-threshold auto` is given no --dos-fraction.
 const AUTO_FRACTION: f64 = 0.96;
 /// Bisection steps after the grid.
-const REFINE_STEPS: u32 = 3;
+const REFINE_STEPS: u32 = 5;
 
 pub const CSV_HEADER: &str = "attack,threshold_bytes,dos_packets,model_max_fraction,measured_max_fraction,ratio,runs,flows_over_threshold,unmonitored";
 

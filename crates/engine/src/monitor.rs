@@ -131,7 +131,8 @@ pub struct Monitor {
 }
 
 /// Packets per pass of [`Monitor::process_batch`]: enough misses in flight
-/// to hide memory latency, few enough that the prefetched lines stay cached.
+/// to hide memory latency, few enough that the prefetched lines stay cached
+/// (at most 64: a bit mask marks repeated flows).
 pub const BATCH: usize = 32;
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -388,11 +389,27 @@ impl Monitor {
         let mut hashes = [0u64; BATCH];
         let mut entries = [NO_ENTRY; BATCH];
         for chunk in packets.chunks(BATCH) {
-            for (h, p) in hashes.iter_mut().zip(chunk) {
+            // Packets of the previous packet's flow (bursts) reuse its hash
+            // and need no prefetch: bit j set for such a packet j.
+            let mut repeats: u64 = 0;
+            for (j, (h, p)) in hashes.iter_mut().zip(chunk).enumerate() {
+                if j > 0 && chunk[j - 1].key == p.key {
+                    repeats |= 1 << j;
+                    continue;
+                }
                 *h = hash_key(&p.key);
                 self.flows.prefetch_slot(*h);
             }
-            for (e, &h) in entries.iter_mut().zip(&hashes[..chunk.len()]) {
+            for j in 1..chunk.len() {
+                if repeats & (1 << j) != 0 {
+                    hashes[j] = hashes[j - 1];
+                }
+            }
+            for (j, (e, &h)) in entries.iter_mut().zip(&hashes[..chunk.len()]).enumerate() {
+                if repeats & (1 << j) != 0 {
+                    *e = NO_ENTRY;
+                    continue;
+                }
                 *e = match self.flows.prefetch_entry(h) {
                     Some(i) => i,
                     None => {
