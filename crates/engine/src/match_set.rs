@@ -34,6 +34,9 @@ pub(crate) struct MatchSet {
     per_trigger: Vec<Vec<usize>>,
     /// Some trigger reads TCP connection state, so member flows keep it.
     pub(crate) needs_tcp: bool,
+    /// Some measure reads RTT samples, so member flows list their first
+    /// transmissions (else `is_lost` needs none of that list).
+    pub(crate) needs_rtt: bool,
     /// Words per half: the tag plus every measure's statistics.
     half_words: usize,
     slab: Vec<u64>,
@@ -75,7 +78,7 @@ impl MatchSet {
             per_trigger.push(idxs);
         }
         let mut offset = 2;
-        let measures = exprs
+        let measures: Vec<(Expr, Slot, bool)> = exprs
             .into_iter()
             .map(|(e, flags)| {
                 let slot = Slot::new(offset, flags);
@@ -84,8 +87,10 @@ impl MatchSet {
                 (e, slot, on_samples)
             })
             .collect();
+        let needs_rtt = measures.iter().any(|m| m.2);
         MatchSet {
             triggers,
+            needs_rtt,
             measures,
             per_trigger,
             needs_tcp,

@@ -305,12 +305,18 @@ impl Monitor {
         // differs from the old (marked) one only by a trigger just installed,
         // which is not due before the next epoch, or one just removed.
         let keeps_tcp = new_set != NO_SET && self.sets[new_set as usize].needs_tcp;
+        let keeps_sent = new_set != NO_SET && self.sets[new_set as usize].needs_rtt;
         let e = &mut self.flows.entries[entry as usize];
         e.set = new_set;
         e.block = new_block;
         if !keeps_tcp {
             // Connection state not kept up to date must not be resumed later.
             e.tcp = None;
+        } else if !keeps_sent {
+            // Nothing reads `rtt` now; a later reader samples segments sent from then on.
+            if let Some(st) = e.tcp.as_mut() {
+                st.forget_sent();
+            }
         }
     }
 
@@ -512,7 +518,12 @@ impl Monitor {
                     _ => Box::new(TcpState::new(tcp.seq)),
                 };
                 let st = e.tcp.insert(state);
-                let seg = st.on_segment(tcp, p.volume, t, self.config.tcp_segment_limit);
+                let limit = if self.sets[e.set as usize].needs_rtt {
+                    self.config.tcp_segment_limit
+                } else {
+                    0
+                };
+                let seg = st.on_segment(tcp, p.volume, t, limit);
                 is_lost = seg.is_lost;
                 self.counters.tcp_segments_unlisted += u64::from(seg.unlisted);
             }

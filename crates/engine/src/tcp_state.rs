@@ -71,7 +71,14 @@ impl TcpState {
         self.snd_max + i64::from(x.wrapping_sub(here) as i32)
     }
 
-    /// Steps 2–5: one of the flow's own segments, with `payload` bytes, at `time`.
+    /// Forgets the first transmissions listed (when nothing reads `rtt` any more).
+    pub(crate) fn forget_sent(&mut self) {
+        self.sent = VecDeque::new();
+    }
+
+    /// Steps 2–5: one of the flow's own segments, with `payload` bytes, at
+    /// `time`. First transmissions are listed up to `limit`; 0 lists none
+    /// (no trigger reads `rtt`: `is_lost` needs only `snd_max`).
     pub(crate) fn on_segment(&mut self, tcp: &TcpInfo, payload: u32, time: u64, limit: usize) -> Segment {
         let syn_fin = i64::from(tcp.flags & SYN != 0) + i64::from(tcp.flags & FIN != 0);
         let payload = i64::from(payload);
@@ -81,7 +88,7 @@ impl TcpState {
         let probe = syn_fin == 0 && payload == 1 && end == self.snd_max;
         let is_lost = len > 0 && start < self.snd_max && !probe;
         let mut unlisted = false;
-        if len > 0 && start >= self.snd_max {
+        if len > 0 && start >= self.snd_max && limit > 0 {
             if self.sent.len() < limit {
                 self.sent.push_back(Sent {
                     start,
@@ -206,5 +213,11 @@ mod tests {
         assert!(!s.on_segment(&seg(0, ACK), 10, 0, 1).unlisted);
         assert!(s.on_segment(&seg(10, ACK), 10, 1, 1).unlisted);
         assert_eq!(s.on_ack(&ack(20), 0, 3), Some(3));
+        // Listing nothing at all is not a full list; losses are still seen.
+        let mut s = TcpState::new(0);
+        assert!(!s.on_segment(&seg(0, ACK), 10, 0, 0).unlisted);
+        assert!(s.on_segment(&seg(0, ACK), 10, 1, 0).is_lost);
+        assert_eq!(s.on_ack(&ack(10), 0, 5), None, "nothing listed, no sample");
+        assert_eq!(s.snd_una, 10);
     }
 }
