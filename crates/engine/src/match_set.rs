@@ -155,7 +155,7 @@ impl MatchSet {
             if *on_samples {
                 continue;
             }
-            if let Some(v) = e.eval(p, cx) {
+            if let Some(v) = e.eval(p, &cx) {
                 slot.update(w, v, t);
             }
         }

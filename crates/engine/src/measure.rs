@@ -365,7 +365,7 @@ impl Expr {
 
     /// The expression's value on a packet, `None` where it is undefined.
     #[inline]
-    pub(crate) fn eval(&self, p: &PacketRecord, cx: FlowContext) -> Option<i64> {
+    pub(crate) fn eval(&self, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
         // Most measures are a bare variable: skip the interpreter.
         if let Expr::Var(v) = self {
             return var(*v, p, cx);
@@ -419,7 +419,7 @@ impl Expr {
 }
 
 #[inline]
-fn var(v: BaseVar, p: &PacketRecord, cx: FlowContext) -> Option<i64> {
+fn var(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
     Some(match v {
         BaseVar::Packets => 1,
         BaseVar::Volume => i64::from(p.volume),
