@@ -401,6 +401,10 @@ pub struct PointRun {
     pub epoch_mean_ns: f64,
     /// The longest of the same, in ns.
     pub epoch_max_ns: u64,
+    /// The largest backlog a live monitor would have built, in ns: epochs
+    /// over budget add their excess, epochs under it work it off (a queue
+    /// fed at the nominal rate and served by this core).
+    pub backlog_max_ns: u64,
     /// The monitor's counters at the end of the run.
     pub counters: Counters,
     /// Epochs after the warm-up.
@@ -467,6 +471,14 @@ pub fn measure_workload(
         sweep_mean_ns,
         epoch_mean_ns: warm.iter().sum::<u64>() as f64 / warm.len().max(1) as f64,
         epoch_max_ns: warm.iter().copied().max().unwrap_or(0),
+        backlog_max_ns: warm
+            .iter()
+            .scan(0u64, |backlog, &e| {
+                *backlog = (*backlog + e).saturating_sub(epoch);
+                Some(*backlog)
+            })
+            .max()
+            .unwrap_or(0),
         counters: m.counters,
         epochs: warm.len(),
         epochs_over_budget: over(warm),
