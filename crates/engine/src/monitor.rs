@@ -290,7 +290,7 @@ impl Monitor {
         let (new_set, new_block) = if triggers.is_empty() {
             (NO_SET, 0)
         } else {
-            let s = self.intern(triggers);
+            let s = self.intern(&triggers);
             let b = self.sets[s as usize].alloc();
             if old_set != NO_SET && old_set != s {
                 let (dst, src) = pair_mut(&mut self.sets, s as usize, old_set as usize);
@@ -320,10 +320,11 @@ impl Monitor {
         }
     }
 
-    fn intern(&mut self, triggers: Vec<TriggerId>) -> u32 {
-        if let Some(&s) = self.set_ids.get(&triggers) {
+    fn intern(&mut self, triggers: &[TriggerId]) -> u32 {
+        if let Some(&s) = self.set_ids.get(triggers) {
             return s;
         }
+        let triggers = triggers.to_vec();
         let live: Vec<Option<&Trigger>> = triggers
             .iter()
             .map(|&t| self.triggers[t as usize].as_ref())
@@ -638,12 +639,27 @@ impl Monitor {
             self.counters.triggers_matched += matched.len() as u64;
             let gen = self.flows.entries[i as usize].gen;
             let chunked = self.config.tuning.chunked_lists;
+            if self.config.tuning.batch_prefetch {
+                // The triggers are far apart and cold: start every load
+                // before the first push waits on one (two levels: the
+                // list's header in the trigger, then its end).
+                for &t in &matched {
+                    if let Some(Some(trig)) = self.triggers.get(t as usize) {
+                        prefetch(&trig.flows);
+                    }
+                }
+                for &t in &matched {
+                    if let Some(Some(trig)) = self.triggers.get(t as usize) {
+                        trig.flows.prefetch_tail();
+                    }
+                }
+            }
             for &t in &matched {
                 if let Some(trig) = self.triggers[t as usize].as_mut() {
                     trig.flows.push(FlowRef { entry: i, gen }, chunked);
                 }
             }
-            let set = self.intern(matched.clone());
+            let set = self.intern(&matched);
             let block = self.sets[set as usize].alloc();
             let e = &mut self.flows.entries[i as usize];
             e.set = set;

@@ -10,6 +10,7 @@ use clarion_wire::FlowKey;
 use crate::history::History;
 use crate::key::KeyMask;
 use crate::measure::{Acc, Expr, StatFlags};
+use crate::prefetch::prefetch;
 
 /// A flow as a trigger's list names it: entry number and generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +58,13 @@ impl FlowList {
                 self.more.push(c);
             }
         }
+    }
+
+    /// Starts loading where the next [`FlowList::push`] writes.
+    #[inline]
+    pub(crate) fn prefetch_tail(&self) {
+        let last = self.more.last().unwrap_or(&self.first);
+        prefetch(last.as_ptr().wrapping_add(last.len()));
     }
 
     pub(crate) fn chunk_count(&self) -> usize {
