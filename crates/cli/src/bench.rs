@@ -165,42 +165,20 @@ impl Opt {
     }
 
     /// `t` with this optimization off.
-    fn off(self, t: Tuning) -> Tuning {
-        match self {
-            Opt::BatchPrefetch => Tuning {
-                batch_prefetch: false,
-                ..t
-            },
-            Opt::SweepPrefetch => Tuning {
-                sweep_prefetch: false,
-                ..t
-            },
-            Opt::LastFlow => Tuning {
-                last_flow: false,
-                ..t
-            },
-            Opt::HugePages => Tuning {
-                huge_pages: false,
-                ..t
-            },
-            Opt::ActiveSweep => Tuning {
-                active_sweep: false,
-                ..t
-            },
-            Opt::ChunkedLists => Tuning {
-                chunked_lists: false,
-                ..t
-            },
-            Opt::UnlistIdle => Tuning {
-                unlist_idle: false,
-                ..t
-            },
-            Opt::FlowWindows => Tuning {
-                flow_windows: false,
-                ..t
-            },
-            Opt::All => Tuning::NONE,
-        }
+    fn off(self, mut t: Tuning) -> Tuning {
+        let flag = match self {
+            Opt::BatchPrefetch => &mut t.batch_prefetch,
+            Opt::SweepPrefetch => &mut t.sweep_prefetch,
+            Opt::LastFlow => &mut t.last_flow,
+            Opt::HugePages => &mut t.huge_pages,
+            Opt::ActiveSweep => &mut t.active_sweep,
+            Opt::ChunkedLists => &mut t.chunked_lists,
+            Opt::UnlistIdle => &mut t.unlist_idle,
+            Opt::FlowWindows => &mut t.flow_windows,
+            Opt::All => return Tuning::NONE,
+        };
+        *flag = false;
+        t
     }
 }
 
