@@ -189,8 +189,8 @@ pub struct DosArgs {
     #[arg(long, default_value_t = 1, value_name = "S")]
     pub seed: u64,
 
-    /// Runs per point: a fraction holds if one of them has no epoch over
-    /// budget (another process on the machine only ever adds time), and each
+    /// Runs per point: a fraction holds if one of them holds (see --ring;
+    /// another process on the machine only ever adds time), and each
     /// profiling run keeps its lowest-cost try.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub tries: u32,
