@@ -198,7 +198,7 @@ impl MatchSet {
     pub(crate) fn gather(&self, block: u32, half: usize, trigger_pos: usize, accs: &mut [Acc]) -> u64 {
         let w = &self.slab[self.half_range(block, half)];
         for (acc, &m) in accs.iter_mut().zip(&self.per_trigger[trigger_pos]) {
-            acc.merge(&self.measures[m].1.read(w));
+            self.measures[m].1.merge_into(w, acc);
         }
         w[1]
     }

@@ -188,6 +188,17 @@ impl Slot {
         }
     }
 
+    /// Merges the statistics into `acc`, as `acc.merge(&self.read(w))`.
+    #[inline]
+    pub(crate) fn merge_into(&self, w: &[u64], acc: &mut Acc) {
+        if self.flags == StatFlags::SUM {
+            // `sum(x)` alone: the only statistic there is to merge.
+            acc.sum = acc.sum.saturating_add(get128(w, self.offset));
+        } else {
+            acc.merge(&self.read(w));
+        }
+    }
+
     /// Reads the statistics back as an accumulator (absent ones stay at identity).
     pub(crate) fn read(&self, w: &[u64]) -> Acc {
         let f = self.flags;
@@ -280,12 +291,12 @@ impl Acc {
     /// The aggregate's value as the semantics define it (`docs/semantics.md`).
     pub(crate) fn value(&self, f: AggFunc) -> f64 {
         match f {
-            AggFunc::Sum => self.sum as f64,
+            AggFunc::Sum => i128_to_f64(self.sum),
             AggFunc::Count => self.nz as f64,
             _ if self.n == 0 => f64::NAN,
             AggFunc::Min => self.min as f64,
             AggFunc::Max => self.max as f64,
-            AggFunc::Avg => self.sum as f64 / self.n as f64,
+            AggFunc::Avg => i128_to_f64(self.sum) / self.n as f64,
             AggFunc::Stddev => {
                 let n = i128::from(self.n);
                 // N = n·Σx² − (Σx)², exact; rounded to f64 once.
@@ -315,6 +326,17 @@ pub(crate) enum Expr {
     And(Box<Expr>, Box<Expr>),
     Or(Box<Expr>, Box<Expr>),
     Not(Box<Expr>),
+}
+
+/// `x` rounded to the nearest `f64`, as `x as f64`, but without the slow
+/// 128-bit conversion for the sums that fit in 64 bits (nearly all): both
+/// round the same exact integer, so the results are identical.
+#[inline]
+fn i128_to_f64(x: i128) -> f64 {
+    match i64::try_from(x) {
+        Ok(small) => small as f64,
+        Err(_) => x as f64,
+    }
 }
 
 /// What a flow knows beyond the packet itself.
@@ -450,6 +472,25 @@ fn var(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sums_convert_to_f64_exactly_as_128_bit_values() {
+        for x in [
+            0i128,
+            1,
+            -1,
+            (1 << 53) + 1,
+            -(1 << 53) - 1,
+            i128::from(i64::MAX),
+            i128::from(i64::MIN),
+            i128::from(i64::MAX) + 1,
+            i128::MAX,
+            i128::MIN,
+            123_456_789_012_345_678,
+        ] {
+            assert_eq!(i128_to_f64(x).to_bits(), (x as f64).to_bits(), "{x}");
+        }
+    }
 
     #[test]
     fn slot_round_trip_all_stats() {
