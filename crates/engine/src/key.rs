@@ -71,7 +71,8 @@ fn lens_for(l: PrefixLens, v6: bool) -> u8 {
 
 /// True when [`group_of`] under `g` gives distinct flows distinct groups:
 /// both full addresses, both ports and the protocol, and the VLAN too
-/// unless no flow has one (`vlans_seen` false).
+/// unless no flow has one (`vlans_seen` false). Then a flow's group *is*
+/// its key (see the test `one_flow_groups_are_the_keys_themselves`).
 pub(crate) fn one_flow_per_group(g: &Granularity, vlans_seen: bool) -> bool {
     let full = |l: Option<clarion_lang::spec::PrefixLens>| l.is_some_and(|l| l.v4 >= 32 && l.v6 >= 128);
     full(g.src_ip) && full(g.dst_ip) && g.src_port && g.dst_port && g.proto && (g.vlan || !vlans_seen)
@@ -141,8 +142,35 @@ mod tests {
     }
 
     #[test]
+    fn one_flow_groups_are_the_keys_themselves() {
+        let with_vlan = Granularity {
+            vlan: true,
+            ..Granularity::FIVE_TUPLE
+        };
+        assert!(one_flow_per_group(&Granularity::FIVE_TUPLE, false));
+        assert!(!one_flow_per_group(&Granularity::FIVE_TUPLE, true));
+        assert!(one_flow_per_group(&with_vlan, true));
+        let keys = [
+            key("10.0.0.1", "10.0.0.2", Some((1, 2))),
+            key("10.0.0.1", "10.0.0.2", None),
+            key("2001:db8::1", "2001:db8::2", Some((443, 50000))),
+            key("2001:db8::1", "2001:db8::2", None),
+        ];
+        for k in keys {
+            assert_eq!(group_of(&k, &Granularity::FIVE_TUPLE), k, "{k:?}");
+            assert_eq!(group_of(&k, &with_vlan), k, "{k:?}");
+            let tagged = FlowKey {
+                vlan: 7,
+                flags: k.flags | FlowKey::HAS_VLAN,
+                ..k
+            };
+            assert_eq!(group_of(&tagged, &with_vlan), tagged);
+        }
+    }
+
+    #[test]
     fn masking_keeps_exactly_the_prefix() {
-        let addr: [u8; 16] = std::array::from_fn(|i| 0xa5 ^ (i as u8 * 37));
+        let addr: [u8; 16] = std::array::from_fn(|i| 0xa5 ^ (i as u8).wrapping_mul(37));
         for bits in 0..=130u8 {
             let m = prefix_mask(bits);
             let want: [u8; 16] = std::array::from_fn(|i| addr[i] & m[i]);

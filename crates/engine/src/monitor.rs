@@ -1192,7 +1192,9 @@ fn test_flow(trig: &mut Trigger, set: &MatchSet, e: &FlowEntry, pos: usize, s: &
     if trig.history.newest_window() != Some(window) {
         trig.history.start_window(window, d.keep);
     }
-    let g = group_of(&e.key, &trig.spec.granularity);
+    // One flow per group: the group is the flow's key.
+    let g = e.key;
+    debug_assert_eq!(g, group_of(&e.key, &trig.spec.granularity));
     trig.values_into(&d.accs, &mut d.values);
     trig.history.push_group(g, d.values.iter().copied());
     if trig.fires(&d.values) {
