@@ -60,6 +60,7 @@ struct Sweep {
     /// Triggers whose window this sweep opened.
     opened: Vec<TriggerId>,
     reports: Vec<Report>,
+    origin: Origin,
     /// For triggers tested per flow (see `gather`).
     direct: Direct,
 }
@@ -70,7 +71,6 @@ struct Sweep {
 struct Direct {
     /// No packet so far had a VLAN tag: `per 5tuple` keeps flows apart.
     vlans_seen: bool,
-    origin: Origin,
     /// The swept epoch's traffic, the window's completeness.
     completeness: Completeness,
     keep: usize,
@@ -399,18 +399,16 @@ impl Monitor {
             // Packets of the previous packet's flow (bursts) reuse its hash
             // and need no prefetch: bit j set for such a packet j.
             let mut repeats: u64 = 0;
+            let mut previous = 0;
             for (j, (h, p)) in hashes.iter_mut().zip(chunk).enumerate() {
                 if j > 0 && chunk[j - 1].key == p.key {
                     repeats |= 1 << j;
+                    *h = previous;
                     continue;
                 }
                 *h = hash_key(&p.key);
+                previous = *h;
                 self.flows.prefetch_slot(*h);
-            }
-            for j in 1..chunk.len() {
-                if repeats & (1 << j) != 0 {
-                    hashes[j] = hashes[j - 1];
-                }
             }
             for (j, (e, &h)) in entries.iter_mut().zip(&hashes[..chunk.len()]).enumerate() {
                 if repeats & (1 << j) != 0 {
@@ -444,7 +442,7 @@ impl Monitor {
 
     /// The entry of the latest packet's flow, if `key` is that flow's (`tuning.last_flow`).
     #[inline]
-    fn cached_flow(&self, key: &clarion_wire::FlowKey) -> Option<u32> {
+    fn cached_flow(&self, key: &FlowKey) -> Option<u32> {
         if !self.config.tuning.last_flow {
             return None;
         }
@@ -732,10 +730,6 @@ impl Monitor {
         self.epoch_log.push_back((self.epoch_start, counts));
         let direct = Direct {
             vlans_seen: self.vlans_seen,
-            origin: Origin {
-                host: self.config.host.clone(),
-                worker: self.config.worker,
-            },
             completeness,
             keep: self.config.history_windows,
             accs: Vec::new(),
@@ -752,6 +746,10 @@ impl Monitor {
             pos: 0,
             opened: Vec::new(),
             reports: Vec::new(),
+            origin: Origin {
+                host: self.config.host.clone(),
+                worker: self.config.worker,
+            },
             direct,
         });
         self.epoch_seq += 1;
@@ -815,7 +813,7 @@ impl Monitor {
         let mut budget = budget;
         let tuning = self.config.tuning;
         while s.trig_pos < s.order.len() {
-            if self.config.tuning.sweep_prefetch {
+            if tuning.sweep_prefetch {
                 self.prefetch_sweep(&s.order, s.trig_pos);
             }
             let tid = s.order[s.trig_pos];
@@ -877,10 +875,6 @@ impl Monitor {
     }
 
     fn close_windows(&mut self, s: &mut Sweep) {
-        let origin = Origin {
-            host: self.config.host.clone(),
-            worker: self.config.worker,
-        };
         self.open_list.append(&mut s.opened);
         let mut still_open = Vec::with_capacity(self.open_list.len());
         for (i, &tid) in self.open_list.iter().enumerate() {
@@ -929,19 +923,8 @@ impl Monitor {
             };
             for (g, vals) in groups {
                 if trig.fires(vals) {
-                    s.reports.push(Report {
-                        event: trig.spec.name.clone(),
-                        window,
-                        group: report_group(g, &trig.spec.granularity),
-                        values: trig
-                            .value_names
-                            .iter()
-                            .cloned()
-                            .zip(vals.iter().copied())
-                            .collect(),
-                        origin: origin.clone(),
-                        completeness,
-                    });
+                    s.reports
+                        .push(trig.report(window, g, vals, &s.origin, completeness));
                 }
             }
             if self.config.history_windows == 0 {
@@ -1150,16 +1133,18 @@ fn gather(
                 chunk.swap_remove(s.pos);
                 continue;
             };
-            if direct && set.has_epoch(e.block, s.half, s.epoch_start) {
-                test_flow(trig, set, e, pos, s);
-            } else if set.has_epoch(e.block, s.half, s.epoch_start) {
-                let g = group_of(&e.key, &granularity);
-                if trig.open.is_none() {
-                    s.opened.push(tid);
+            if set.has_epoch(e.block, s.half, s.epoch_start) {
+                if direct {
+                    test_flow(trig, set, e, pos, s);
+                } else {
+                    let g = group_of(&e.key, &granularity);
+                    if trig.open.is_none() {
+                        s.opened.push(tid);
+                    }
+                    let w = trig.window_for(s.epoch_start);
+                    let (accs, packets) = w.group(g, n_reads);
+                    *packets += set.gather(e.block, s.half, pos, accs);
                 }
-                let w = trig.window_for(s.epoch_start);
-                let (accs, packets) = w.group(g, n_reads);
-                *packets += set.gather(e.block, s.half, pos, accs);
             }
             s.pos += 1;
         }
@@ -1198,19 +1183,8 @@ fn test_flow(trig: &mut Trigger, set: &MatchSet, e: &FlowEntry, pos: usize, s: &
     trig.values_into(&d.accs, &mut d.values);
     trig.history.push_group(g, d.values.iter().copied());
     if trig.fires(&d.values) {
-        s.reports.push(Report {
-            event: trig.spec.name.clone(),
-            window,
-            group: report_group(&g, &trig.spec.granularity),
-            values: trig
-                .value_names
-                .iter()
-                .cloned()
-                .zip(d.values.iter().copied())
-                .collect(),
-            origin: d.origin.clone(),
-            completeness: d.completeness,
-        });
+        s.reports
+            .push(trig.report(window, &g, &d.values, &s.origin, d.completeness));
     }
 }
 

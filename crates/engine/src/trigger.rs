@@ -4,11 +4,11 @@
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::{AggCall, ArithOp, BaseVar, CmpOp, EventSpec, PacketExpr, Pred, Var};
-use clarion_report::{GroupKey, Window};
+use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::FlowKey;
 
 use crate::history::History;
-use crate::key::KeyMask;
+use crate::key::{report_group, KeyMask};
 use crate::measure::{Acc, Expr, StatFlags};
 use crate::prefetch::prefetch;
 
@@ -331,6 +331,30 @@ impl Trigger {
     pub(crate) fn values_into(&self, accs: &[Acc], out: &mut Vec<f64>) {
         out.clear();
         out.extend(self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func)));
+    }
+
+    /// The report of group `g` (its key under the granularity) with these values.
+    pub(crate) fn report(
+        &self,
+        window: Window,
+        g: &FlowKey,
+        vals: &[f64],
+        origin: &Origin,
+        completeness: Completeness,
+    ) -> Report {
+        Report {
+            event: self.spec.name.clone(),
+            window,
+            group: report_group(g, &self.spec.granularity),
+            values: self
+                .value_names
+                .iter()
+                .cloned()
+                .zip(vals.iter().copied())
+                .collect(),
+            origin: origin.clone(),
+            completeness,
+        }
     }
 
     /// True when the predicate holds for these values (aggregates, then state values).
