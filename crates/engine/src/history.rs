@@ -12,8 +12,8 @@
 //!
 //! # Invariants
 //! - `windows` is in closing order, its starts increasing, every start in
-//!   `head..=keys.len()`; `values.len() == keys.len() * stride`.
-//! - Groups before `head` belong to dropped windows.
+//!   `0..=keys.len()`; `values.len() == keys.len() * stride`.
+//! - Groups before the oldest window's start belong to dropped windows.
 
 use std::collections::VecDeque;
 
@@ -27,7 +27,6 @@ pub(crate) struct History {
     windows: VecDeque<(Window, usize)>,
     keys: Vec<FlowKey>,
     values: Vec<f64>,
-    head: usize,
     stride: usize,
 }
 
@@ -57,24 +56,25 @@ impl History {
     /// Starts a new (newest) window, keeping at most `keep` windows in all
     /// (at least this one: its groups are read back for testing).
     pub(crate) fn start_window(&mut self, window: Window, keep: usize) {
+        let keep = keep.max(1);
         if self.windows.capacity() == 0 {
             // Room for a group per kept window at once: most triggers have
             // a group or two, and growing from nothing reallocates 3 times.
-            self.windows.reserve_exact(keep.max(1));
-            self.keys.reserve_exact(keep.max(1));
-            self.values.reserve_exact(keep.max(1) * self.stride);
+            self.windows.reserve_exact(keep);
+            self.keys.reserve_exact(keep);
+            self.values.reserve_exact(keep * self.stride);
         }
-        while self.windows.len() >= keep.max(1) {
+        while self.windows.len() >= keep {
             self.windows.pop_front();
         }
-        self.head = self.windows.front().map_or(self.keys.len(), |w| w.1);
-        if self.head > 0 && 2 * self.head >= self.keys.len() {
-            self.keys.drain(..self.head);
-            self.values.drain(..self.head * self.stride);
+        // Groups of dropped windows, cut off once they are half the arrays.
+        let dead = self.windows.front().map_or(self.keys.len(), |w| w.1);
+        if dead > 0 && 2 * dead >= self.keys.len() {
+            self.keys.drain(..dead);
+            self.values.drain(..dead * self.stride);
             for w in &mut self.windows {
-                w.1 -= self.head;
+                w.1 -= dead;
             }
-            self.head = 0;
         }
         self.windows.push_back((window, self.keys.len()));
     }
@@ -93,7 +93,6 @@ impl History {
         self.windows.clear();
         self.keys.clear();
         self.values.clear();
-        self.head = 0;
     }
 
     /// The kept window starting at `start_ns` and its groups.
