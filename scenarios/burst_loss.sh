@@ -38,14 +38,11 @@ LIMIT=${LIMIT:-20kb}
 CHUNK=${CHUNK:-98304}
 PERIOD_MS=${PERIOD_MS:-100}
 PACING=${PACING:-16000000}
-SND=${SC_PREFIX}snd RCV=${SC_PREFIX}rcv
-SND4=10.0.128.11 RCV4=10.20.93.10 PORT=5301
+PORT=5301
 pcap=$OUT/burst_loss.pcap meta=$OUT/burst_loss.json
 rm -f "$pcap" "$meta"
 
-sc_switch
-sc_host "$SND" snd $SND4/24 02:00:0a:00:80:0b 10.20.93.0/24
-sc_host "$RCV" rcv $RCV4/24 02:00:0a:14:5d:0a 10.0.128.0/24
+sc_sender_receiver
 # Keep the congestion window across the 100 ms pauses between writes.
 nsx "$SND" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
 sc_tbf "$SC_SW" rcv "$RATE" 3kb "$LIMIT"

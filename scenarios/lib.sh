@@ -164,6 +164,17 @@ sc_host() {
     for net in "$@"; do ip -n "$ns" route add "$net" dev eth0; done
 }
 
+# sc_sender_receiver: the switch with two hosts, a sender SND (SND4, port
+# snd) and a receiver RCV (RCV4, port rcv), in their own /24s: the layout
+# loss.sh and burst_loss.sh share (and their golden captures carry).
+sc_sender_receiver() {
+    SND=${SC_PREFIX}snd RCV=${SC_PREFIX}rcv
+    SND4=10.0.128.11 RCV4=10.20.93.10
+    sc_switch
+    sc_host "$SND" snd $SND4/24 02:00:0a:00:80:0b 10.20.93.0/24
+    sc_host "$RCV" rcv $RCV4/24 02:00:0a:14:5d:0a 10.0.128.0/24
+}
+
 # sc_tbf NS DEV RATE BURST LIMIT: token-bucket bottleneck on DEV's egress;
 # packets that find LIMIT bytes queued are dropped.
 sc_tbf() {

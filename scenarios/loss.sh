@@ -30,14 +30,11 @@ RATE=${RATE:-40mbit}
 LIMIT=${LIMIT:-100kb}
 SECONDS_TCP=${SECONDS_TCP:-3}
 FLOWS=${FLOWS:-2}
-SND=${SC_PREFIX}snd RCV=${SC_PREFIX}rcv
-SND4=10.0.128.11 RCV4=10.20.93.10 PORT=5201
+PORT=5201
 pcap=$OUT/loss.pcap meta=$OUT/loss.json
 rm -f "$pcap" "$meta"
 
-sc_switch
-sc_host "$SND" snd $SND4/24 02:00:0a:00:80:0b 10.20.93.0/24
-sc_host "$RCV" rcv $RCV4/24 02:00:0a:14:5d:0a 10.0.128.0/24
+sc_sender_receiver
 sc_tbf "$SC_SW" rcv "$RATE" 4kb "$LIMIT"
 # Only data segments (payload >= 1 byte) from the sender; the handshake,
 # the ACKs and everything the receiver sends pass untouched.
