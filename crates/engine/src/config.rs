@@ -130,6 +130,9 @@ pub struct Counters {
     pub malformed: u64,
     pub not_ip: u64,
     pub out_of_order: u64,
+    /// Packets lost before reaching the monitor, as its driver counted them
+    /// ([`crate::Monitor::note_dropped`]: kernel or ring drops).
+    pub dropped: u64,
     pub flows_created: u64,
     /// Idle flows whose entries were reclaimed.
     pub flows_evicted: u64,

@@ -617,6 +617,26 @@ impl Monitor {
         }
     }
 
+    /// Advances the clock to `now_ns` without a packet, so that epochs end
+    /// and are swept on time when traffic is quiet (live capture). It never
+    /// moves the clock backwards. A driver must only tick to a time before
+    /// which no packet can still arrive (a packet older than the clock is
+    /// counted out of order and attributed to the current epoch).
+    pub fn tick(&mut self, now_ns: u64, out: &mut Vec<Report>) {
+        if self.started && now_ns <= self.now {
+            return;
+        }
+        self.observe(now_ns, out);
+    }
+
+    /// Counts `n` packets lost before they reached the monitor (kernel or
+    /// ring drops, read by the driver) against the current epoch: the
+    /// windows that contain it report them in their completeness.
+    pub fn note_dropped(&mut self, n: u64) {
+        self.counters.dropped += n;
+        self.epoch_counts.dropped += n;
+    }
+
     fn on_new_flow(&mut self, i: u32) {
         self.counters.flows_created += 1;
         let key = self.flows.entries[i as usize].key;

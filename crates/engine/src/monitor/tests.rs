@@ -684,3 +684,32 @@ fn a_window_gathered_flow_by_flow_is_not_shown_before_the_sweep_ends() {
     while !m.sweep_step(1, &mut out) {}
     assert_eq!(m.window_values(id, T0).map(|w| w.groups.len()), Some(2));
 }
+
+#[test]
+fn ticks_end_quiet_epochs_on_time_and_drops_reach_completeness() {
+    let mut m = Monitor::new(MonitorConfig::default());
+    m.install(event(
+        "big",
+        gt(agg(AggFunc::Sum, BaseVar::Volume), 150.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let mut out = Vec::new();
+    m.tick(T0, &mut out);
+    m.process(&pkt(T0 + MS, 1, 1000, 200), &mut out);
+    m.note_dropped(3);
+    // Nothing more arrives: the clock alone ends the epoch.
+    m.tick(T0 + 9 * MS, &mut out);
+    assert!(out.is_empty() && !m.sweep_pending());
+    m.tick(T0 + 10 * MS, &mut out);
+    m.sweep_step(usize::MAX, &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].window.start_ns, T0);
+    assert_eq!(out[0].completeness.dropped, 3);
+    assert!(out[0].completeness.complete, "the first tick started observation at the window's start");
+    assert_eq!(m.counters().dropped, 3);
+    // A tick never moves the clock back.
+    m.tick(T0, &mut out);
+    assert_eq!(m.now_ns(), T0 + 10 * MS);
+}
