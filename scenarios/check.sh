@@ -6,7 +6,7 @@
 # Usage (as root): scenarios/check.sh   (scripts/test.sh runs it)
 # Skips, with the reason, where network namespaces are not permitted (not
 # root, a container without CAP_SYS_ADMIN, a kernel without veth, tbf or
-# cls_bpf); fails when they are but a tool is missing. About 40 s.
+# cls_bpf); fails when they are but a tool is missing. About 50 s.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -24,3 +24,6 @@ trap 'rm -rf "$out"' EXIT
 "$here/run-all.sh" "$out"
 cd "$here/.."
 CLARION_SCENARIOS_DIR=$out cargo test --release --locked -p clarion-conformance --test scenarios -- --nocapture
+# Live capture against tcpdump's capture of the same traffic.
+cargo build --release --locked -p clarion-cli
+"$here/live.sh" "$out/live"

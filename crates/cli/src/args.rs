@@ -68,6 +68,17 @@ pub enum Command {
 const RUN_AFTER_HELP: &str = "Examples:
   clarion run --pcap examples/demo.pcap --events examples/demo.clarion
   tcpdump -i eth0 -w - | clarion run --pcap - --events rack.clarion --format json
+  clarion run -i eth0 --events rack.clarion --duration 60s --epoch-stats epochs.jsonl
+  clarion run -i eth0 -i eth1 --workers 2 --filter 'not port 22' --events rack.clarion
+
+Live capture (--interface) uses an AF_PACKET TPACKET_V3 ring per worker and
+interface. Epochs are aligned multiples of Unix time, so hosts agree; they
+end with the packets' kernel timestamps or, when the wire is quiet, with the
+clock (lagging it by --ring-retire plus 1 ms, so no packet arrives after its
+epoch was swept). Kernel drops are read every millisecond and reported in
+the completeness of the windows they fall in, in the summary lines and in
+--epoch-stats. Ctrl-C or SIGTERM finishes the current epoch's sweep, writes
+the last reports and the summary; a second Ctrl-C exits at once.
 
 Reports go to standard output (or --output) as they are produced; the
 summary and any warning go to standard error. A damaged capture is processed
@@ -162,8 +173,21 @@ Method and results: docs/performance.md, 'DoS resilience'.";
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Capture file to read (pcap or pcapng; '-' reads standard input).
-    #[arg(long, value_name = "FILE")]
-    pub pcap: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "interface",
+        conflicts_with = "interface"
+    )]
+    pub pcap: Option<PathBuf>,
+
+    /// Capture live from this interface (repeat for several). Needs root or
+    /// CAP_NET_RAW; runs until Ctrl-C (or SIGTERM) or --duration.
+    #[arg(long, short = 'i', value_name = "IFACE", help_heading = "Live capture")]
+    pub interface: Vec<String>,
+
+    #[command(flatten)]
+    pub live: LiveArgs,
 
     /// Events file (the Clarion event language, conventionally *.clarion).
     #[arg(long, value_name = "FILE")]
@@ -215,6 +239,66 @@ pub struct RunArgs {
     /// Do not print the summary at the end.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+/// Options of live capture (`--interface`); see `clarion run --help`.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Live capture")]
+pub struct LiveArgs {
+    /// Worker threads, each with its own monitor and a share of the flows
+    /// (kernel fanout by a symmetric flow hash); their values are merged
+    /// per trigger, group and window before testing.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
+
+    /// Pin worker k to the k-th CPU of this list (e.g. 1,0); default: not pinned.
+    #[arg(long, value_delimiter = ',', value_name = "CPUS")]
+    pub cpus: Vec<usize>,
+
+    /// Keep only packets matching this tcpdump expression, in the kernel
+    /// (compiled by `tcpdump -ddd`, so the syntax is exactly tcpdump's).
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+
+    /// Bytes kept of each packet. Clarion reads headers only and takes the
+    /// length from the wire, so the default loses nothing; raise it for deep
+    /// IPv6 extension chains.
+    #[arg(long, default_value_t = 256, value_name = "BYTES")]
+    pub snaplen: u32,
+
+    /// Receive ring: bytes per block (a power of two).
+    #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
+    pub ring_block_size: u32,
+
+    /// Receive ring: blocks per worker and interface.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub ring_blocks: u32,
+
+    /// A block not yet full is handed over after this long (whole milliseconds):
+    /// the longest a packet waits unseen when traffic is light.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub ring_retire: u64,
+
+    /// Longest a sweep step runs before the worker looks at its rings again.
+    #[arg(long, default_value = "5us", value_parser = parse_duration, value_name = "DURATION")]
+    pub step_budget: u64,
+
+    /// Sweep steps also run between batches while at most this many ring blocks wait.
+    #[arg(long, default_value_t = 1, value_name = "BLOCKS")]
+    pub low_water: usize,
+
+    /// Stop after this long (e.g. 30s, 5m); default: until Ctrl-C or SIGTERM.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Option<u64>,
+
+    /// Write one JSON line per worker and epoch (packets, drops, sweep time,
+    /// late sweeps, queueing delay p99 and max) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub epoch_stats: Option<PathBuf>,
+
+    /// Print a summary line to standard error this often (0 for never).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub stats_every: u64,
 }
 
 #[derive(Args, Debug)]

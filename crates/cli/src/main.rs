@@ -8,6 +8,7 @@ mod check;
 mod dos;
 mod feasibility;
 mod gen;
+mod live;
 mod run;
 mod summary;
 

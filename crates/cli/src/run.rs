@@ -49,14 +49,14 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-fn sink_error(e: SinkError) -> Failure {
+pub fn sink_error(e: SinkError) -> Failure {
     match e {
         SinkError::BrokenPipe => Failure::BrokenPipe,
         other => Failure::Runtime(anyhow!(other).context("cannot write reports")),
     }
 }
 
-fn open_sink(a: &RunArgs) -> Result<Box<dyn ReportSink>, Failure> {
+pub fn open_sink(a: &RunArgs) -> Result<Box<dyn ReportSink>, Failure> {
     let (writer, is_tty): (Box<dyn Write>, bool) = match &a.output {
         Some(p) => {
             let f = File::create(p)
@@ -103,10 +103,9 @@ fn progress_bar(a: &RunArgs, total: Option<u64>) -> Option<ProgressBar> {
     Some(bar)
 }
 
-pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
-    let specs = load_events(&a.events)?;
-    let n_events = specs.len();
-    let config = MonitorConfig {
+/// The monitor configuration the flags describe (file and live runs alike).
+pub fn monitor_config(a: &RunArgs) -> MonitorConfig {
+    MonitorConfig {
         flow_capacity: a.flow_capacity,
         flow_timeout_ns: a.flow_timeout,
         burst_gap_ns: a.burst_gap,
@@ -115,15 +114,38 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         dos_auto_raise: a.dos_auto_raise,
         host: a.host.clone().unwrap_or_else(host_name),
         ..MonitorConfig::default()
-    };
+    }
+}
+
+/// A monitor with every event of `specs` installed.
+pub fn build_monitor(
+    a: &RunArgs,
+    config: MonitorConfig,
+    specs: &[clarion_lang::spec::EventSpec],
+) -> Result<Monitor, Failure> {
     let mut monitor = Monitor::new(config);
     for s in specs {
         monitor
-            .install(s)
+            .install(s.clone())
             .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", a.events.display())))?;
     }
-    let mut source = CaptureFile::open(&a.pcap)
-        .with_context(|| format!("cannot read capture {}", a.pcap.display()))
+    Ok(monitor)
+}
+
+pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
+    if !a.interface.is_empty() {
+        return crate::live::run_live(a);
+    }
+    let Some(pcap) = &a.pcap else {
+        return Err(Failure::Usage(
+            "clarion: give a capture file (--pcap FILE) or an interface (--interface IFACE)".into(),
+        ));
+    };
+    let specs = load_events(&a.events)?;
+    let n_events = specs.len();
+    let mut monitor = build_monitor(a, monitor_config(a), &specs)?;
+    let mut source = CaptureFile::open(pcap)
+        .with_context(|| format!("cannot read capture {}", pcap.display()))
         .map_err(Failure::Runtime)?;
     let mut sink = open_sink(a)?;
     let bar = progress_bar(a, source.stats().bytes_total);
@@ -189,7 +211,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     }
 }
 
-fn write_all(sink: &mut dyn ReportSink, reports: &mut Vec<Report>) -> Result<(), Failure> {
+pub fn write_all(sink: &mut dyn ReportSink, reports: &mut Vec<Report>) -> Result<(), Failure> {
     for r in reports.drain(..) {
         sink.write(&r).map_err(sink_error)?;
     }

@@ -158,3 +158,27 @@ pub struct Counters {
     /// First transmissions not listed because the flow's list was full (no RTT sample for them).
     pub tcp_segments_unlisted: u64,
 }
+impl Counters {
+    /// Adds another worker's totals (the host's view of several workers).
+    pub fn add(&mut self, o: &Counters) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.malformed += o.malformed;
+        self.not_ip += o.not_ip;
+        self.out_of_order += o.out_of_order;
+        self.dropped += o.dropped;
+        self.flows_created += o.flows_created;
+        self.flows_evicted += o.flows_evicted;
+        self.flows_untracked += o.flows_untracked;
+        self.packets_untracked += o.packets_untracked;
+        self.packets_dos_filtered += o.packets_dos_filtered;
+        self.dos_threshold_raises += o.dos_threshold_raises;
+        self.flows_active += o.flows_active;
+        self.triggers_matched += o.triggers_matched;
+        self.sweeps_completed += o.sweeps_completed;
+        self.sweeps_late += o.sweeps_late;
+        self.reports += o.reports;
+        self.rtt_samples += o.rtt_samples;
+        self.tcp_segments_unlisted += o.tcp_segments_unlisted;
+    }
+}

@@ -1,0 +1,281 @@
+//! `clarion run --interface`: live capture, one worker thread per core,
+//! reports and per-epoch statistics gathered on the main thread.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+
+use clarion_live::{
+    filter, EpochStats, Interface, PacketRing, RingConfig, Source, Worker, WorkerConfig, WorkerEvent,
+    WorkerMetrics, WorkerSummary,
+};
+
+use crate::args::RunArgs;
+use crate::run::{build_monitor, load_events, monitor_config, open_sink, sink_error, write_all};
+use crate::summary::{thousands, Summary};
+use crate::Failure;
+
+fn runtime(e: impl Into<anyhow::Error>) -> Failure {
+    Failure::Runtime(e.into())
+}
+
+/// Stop flag set by SIGINT/SIGTERM; a second signal exits at once (status 1).
+fn stop_flag() -> Result<Arc<AtomicBool>, Failure> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&stop))
+            .and_then(|_| signal_hook::flag::register(sig, Arc::clone(&stop)))
+            .map_err(|e| runtime(anyhow!(e).context("cannot install the signal handlers")))?;
+    }
+    Ok(stop)
+}
+
+fn ring_config(a: &RunArgs) -> Result<RingConfig, Failure> {
+    let retire_ms = a.live.ring_retire / 1_000_000;
+    if retire_ms == 0 || !a.live.ring_retire.is_multiple_of(1_000_000) || retire_ms > 10_000 {
+        return Err(Failure::Usage(format!(
+            "clarion: --ring-retire must be whole milliseconds between 1ms and 10s, not {} ns",
+            a.live.ring_retire
+        )));
+    }
+    Ok(RingConfig {
+        block_size: a.live.ring_block_size,
+        blocks: a.live.ring_blocks,
+        snaplen: a.live.snaplen,
+        retire_ms: retire_ms as u32,
+        ..RingConfig::default()
+    })
+}
+
+/// Opens worker `w`'s ring on every interface (in each interface's fanout group when several workers share it).
+fn open_rings(
+    ifaces: &[(Interface, Vec<filter::Insn>)],
+    cfg: &RingConfig,
+    workers: u32,
+) -> Result<Vec<Box<dyn Source>>, Failure> {
+    let mut out: Vec<Box<dyn Source>> = Vec::new();
+    for (k, (iface, prog)) in ifaces.iter().enumerate() {
+        // One group per interface, distinct from other processes' groups.
+        let group = (std::process::id() as u16)
+            .wrapping_mul(31)
+            .wrapping_add(k as u16);
+        let fanout = (workers > 1).then_some(group);
+        let ring = PacketRing::open(iface, cfg, prog, fanout).map_err(|e| runtime(anyhow!(e)))?;
+        out.push(Box::new(ring));
+    }
+    Ok(out)
+}
+
+pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
+    let specs = load_events(&a.events)?;
+    let n_events = specs.len();
+    let workers = a.live.workers;
+    if workers > 1 {
+        return Err(Failure::Usage(
+            "clarion: --workers above 1 needs the host-level merge, which is not built yet".into(),
+        ));
+    }
+    let ring_cfg = ring_config(a)?;
+    let mut ifaces = Vec::new();
+    for name in &a.interface {
+        let iface = Interface::lookup(name).map_err(|e| runtime(anyhow!(e)))?;
+        let prog = match &a.live.filter {
+            Some(expr) => filter::compile(expr, iface.link, ring_cfg.snaplen)
+                .map_err(|e| Failure::Usage(format!("clarion: {e}")))?,
+            None => filter::snap_only(ring_cfg.snaplen),
+        };
+        ifaces.push((iface, prog));
+    }
+    let stop = stop_flag()?;
+    let deadline = a.live.duration.map(|d| Instant::now() + Duration::from_nanos(d));
+    let (tx, rx) = mpsc::channel();
+    let mut metrics = Vec::new();
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let mut config = monitor_config(a);
+        config.synchronous_sweep = false;
+        config.worker = w;
+        let monitor = build_monitor(a, config, &specs)?;
+        let sources = open_rings(&ifaces, &ring_cfg, workers)?;
+        let m = Arc::new(WorkerMetrics::default());
+        metrics.push(Arc::clone(&m));
+        let cfg = WorkerConfig {
+            id: w,
+            step_budget: Duration::from_nanos(a.live.step_budget),
+            low_water: a.live.low_water,
+            stop: Arc::clone(&stop),
+            deadline,
+        };
+        let worker = Worker::new(cfg, monitor, sources, tx.clone(), m);
+        let cpu = a.live.cpus.get(w as usize).copied();
+        let h = std::thread::Builder::new()
+            .name(format!("clarion-worker-{w}"))
+            .spawn(move || {
+                if let Some(id) = cpu {
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
+                worker.run()
+            })
+            .map_err(|e| runtime(anyhow!(e).context("cannot start a worker thread")))?;
+        handles.push(h);
+    }
+    drop(tx);
+    if !a.quiet {
+        let names: Vec<&str> = a.interface.iter().map(String::as_str).collect();
+        eprintln!(
+            "clarion: capturing on {} with {} worker{}, {} events; Ctrl-C stops",
+            names.join(", "),
+            workers,
+            if workers == 1 { "" } else { "s" },
+            n_events
+        );
+    }
+
+    let mut sink = open_sink(a)?;
+    let mut epoch_out = match &a.live.epoch_stats {
+        Some(p) => Some(BufWriter::new(
+            File::create(p)
+                .with_context(|| format!("cannot create {}", p.display()))
+                .map_err(runtime)?,
+        )),
+        None => None,
+    };
+    let started = Instant::now();
+    let every = (a.live.stats_every > 0 && !a.quiet).then(|| Duration::from_nanos(a.live.stats_every));
+    let mut next_line = every.map(|d| started + d);
+    let mut finished: Vec<WorkerSummary> = Vec::new();
+    let mut failure: Option<anyhow::Error> = None;
+    let mut window = Periodic::default();
+    loop {
+        let timeout = next_line
+            .map(|t| t.saturating_duration_since(Instant::now()))
+            .unwrap_or(Duration::from_secs(1));
+        match rx.recv_timeout(timeout) {
+            Ok(WorkerEvent::Reports(_, mut reports)) => write_all(&mut *sink, &mut reports)?,
+            Ok(WorkerEvent::Epoch(st)) => {
+                window.add(&st);
+                if let Some(out) = epoch_out.as_mut() {
+                    writeln!(out, "{}", st.to_json_line())
+                        .context("cannot write epoch statistics")
+                        .map_err(runtime)?;
+                }
+            }
+            Ok(WorkerEvent::Finished(_, s)) => finished.push(*s),
+            Ok(WorkerEvent::Failed(w, e)) => {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                failure.get_or_insert(anyhow!(e).context(format!("worker {w} failed")));
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if let (Some(t), Some(d)) = (next_line, every) {
+            if Instant::now() >= t {
+                eprintln!("{}", window.line(started.elapsed(), &metrics));
+                window = Periodic::default();
+                next_line = Some(t + d);
+            }
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    sink.flush().map_err(sink_error)?;
+    if let Some(out) = epoch_out.as_mut() {
+        out.flush()
+            .context("cannot write epoch statistics")
+            .map_err(runtime)?;
+    }
+    if !a.quiet {
+        let mut counters = clarion_engine::Counters::default();
+        let mut frames = 0;
+        let mut drops = 0;
+        let mut delays = clarion_live::DelayHistogram::default();
+        let mut sweep_max = 0;
+        for s in &finished {
+            counters.add(&s.counters);
+            frames += s.frames;
+            drops += s.drops;
+            delays.merge(&s.delays);
+            sweep_max = sweep_max.max(s.max_sweep_wall_ns);
+        }
+        let s = Summary {
+            counters,
+            dos_threshold: 0,
+            frames,
+            skipped: 0,
+            dropped: drops,
+            elapsed: started.elapsed(),
+            events: n_events,
+        };
+        eprint!("{s}");
+        eprintln!(
+            "  live: {} kernel drops, queueing delay p99 {} max {}, longest sweep {}",
+            thousands(drops),
+            micros(delays.quantile(0.99)),
+            micros(delays.max()),
+            micros(sweep_max)
+        );
+    }
+    match failure {
+        Some(e) => Err(Failure::Runtime(e)),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn micros(ns: u64) -> String {
+    if ns >= 10_000_000 {
+        format!("{:.0} ms", ns as f64 / 1e6)
+    } else if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.0} µs", ns as f64 / 1e3)
+    }
+}
+
+/// Epoch statistics since the previous summary line.
+#[derive(Default)]
+struct Periodic {
+    epochs: u64,
+    packets: u64,
+    drops: u64,
+    late: u64,
+    delay_p99_max: u64,
+    delay_max: u64,
+    sweep_max: u64,
+}
+
+impl Periodic {
+    fn add(&mut self, st: &EpochStats) {
+        self.epochs += 1;
+        self.packets += st.packets;
+        self.drops += st.drops;
+        self.late += u64::from(st.late);
+        self.delay_p99_max = self.delay_p99_max.max(st.delay_p99_ns);
+        self.delay_max = self.delay_max.max(st.delay_max_ns);
+        self.sweep_max = self.sweep_max.max(st.sweep_wall_ns);
+    }
+
+    fn line(&self, elapsed: Duration, metrics: &[Arc<WorkerMetrics>]) -> String {
+        let reports: u64 = metrics.iter().map(|m| WorkerMetrics::get(&m.reports)).sum();
+        let flows: u64 = metrics.iter().map(|m| WorkerMetrics::get(&m.flows_active)).sum();
+        format!(
+            "clarion: {:.0}s: {} packets, {} drops, {} epochs ({} late), delay p99 {} max {}, sweep max {}, {} flows, {} reports",
+            elapsed.as_secs_f64(),
+            thousands(self.packets),
+            thousands(self.drops),
+            thousands(self.epochs),
+            self.late,
+            micros(self.delay_p99_max),
+            micros(self.delay_max),
+            micros(self.sweep_max),
+            thousands(flows),
+            thousands(reports)
+        )
+    }
+}

@@ -1,0 +1,40 @@
+//! Live capture on Linux, and the worker loop that runs a monitor on it.
+//!
+//! - [`PacketRing`]: AF_PACKET with a TPACKET_V3 memory-mapped ring, an
+//!   optional hash fanout group (several workers share an interface, each
+//!   flow on one of them, both directions together) and a classic BPF
+//!   filter ([`filter`]) that also sets the snap length.
+//! - [`Worker`]: Trumpet's main loop for one core. Packets are processed
+//!   in batches; when an epoch ends its sweep runs in steps of bounded time
+//!   whenever the receive queue is empty or below a low-water mark, so no
+//!   packet waits long and no sweep is late. Epochs follow the packets'
+//!   kernel timestamps and, when the wire is quiet, the wall clock (Unix
+//!   time, so epoch boundaries agree across hosts).
+//!
+//! The engine stays free of I/O; everything here is the driver around it.
+
+mod error;
+pub mod filter;
+mod interface;
+mod packet_ring;
+mod source;
+mod stats;
+mod worker;
+
+pub use error::LiveError;
+pub use interface::{link_type, Interface};
+pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingStats};
+pub use source::{jiffy, Source};
+pub use stats::{DelayHistogram, EpochStats, WorkerMetrics};
+pub use worker::{realtime_ns, Worker, WorkerConfig, WorkerEvent, WorkerSummary};
+
+/// One received frame, borrowed from the ring for the duration of a callback.
+#[derive(Clone, Copy, Debug)]
+pub struct Frame<'a> {
+    /// Kernel receive time, nanoseconds since the Unix epoch.
+    pub ts_ns: u64,
+    /// The captured bytes (at most the snap length).
+    pub data: &'a [u8],
+    /// Length on the wire.
+    pub orig_len: u32,
+}

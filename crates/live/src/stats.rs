@@ -1,0 +1,188 @@
+//! What a worker measures about itself: per-epoch statistics, a delay
+//! histogram, and counters shared with the metrics endpoint.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Queueing delays (kernel timestamp to processed), in log-scaled buckets:
+/// four per power of two, so a quantile is known within 19%.
+#[derive(Clone, Debug)]
+pub struct DelayHistogram {
+    buckets: [u32; 256],
+    count: u64,
+    max: u64,
+}
+
+impl Default for DelayHistogram {
+    fn default() -> Self {
+        DelayHistogram {
+            buckets: [0; 256],
+            count: 0,
+            max: 0,
+        }
+    }
+}
+
+fn bucket(ns: u64) -> usize {
+    if ns < 4 {
+        return ns as usize;
+    }
+    let log = 63 - ns.leading_zeros() as usize;
+    let sub = ((ns >> (log - 2)) & 3) as usize;
+    (log * 4 + sub).min(255)
+}
+
+/// Upper bound of a bucket (inclusive).
+fn bucket_top(b: usize) -> u64 {
+    if b < 8 {
+        // 0..=3 hold themselves; 4..=7 are never used.
+        return (b as u64).min(3);
+    }
+    let log = b / 4;
+    let sub = (b % 4) as u64;
+    if log >= 63 {
+        return u64::MAX;
+    }
+    ((4 + sub + 1) << (log - 2)) - 1
+}
+
+impl DelayHistogram {
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.buckets[bucket(ns)] = self.buckets[bucket(ns)].saturating_add(1);
+        self.count += 1;
+        self.max = self.max.max(ns);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// An upper bound of the `q` quantile (0 < q <= 1), never above the maximum.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let want = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0u64;
+        for (b, &n) in self.buckets.iter().enumerate() {
+            seen += u64::from(n);
+            if seen >= want {
+                return bucket_top(b).min(self.max);
+            }
+        }
+        self.max
+    }
+
+    pub fn merge(&mut self, other: &DelayHistogram) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
+            *a = a.saturating_add(*b);
+        }
+        self.count += other.count;
+        self.max = self.max.max(other.max);
+    }
+}
+
+/// One epoch of one worker, sent when the epoch's sweep has finished.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EpochStats {
+    pub worker: u32,
+    /// Start of the epoch (Unix ns) and its length.
+    pub epoch_start_ns: u64,
+    pub epoch_ns: u64,
+    /// Frames received in the epoch (by kernel timestamp, as the monitor counts them).
+    pub packets: u64,
+    /// Kernel drops read during the epoch.
+    pub drops: u64,
+    /// Queueing delay of the epoch's packets: kernel timestamp to processed.
+    pub delay_p99_ns: u64,
+    pub delay_max_ns: u64,
+    /// Most blocks (or frames) waiting in the receive queue, seen at a poll.
+    pub backlog_max: u64,
+    /// From the epoch's end (as the worker saw it) to the end of its sweep.
+    pub sweep_wall_ns: u64,
+    /// Time spent in sweep steps.
+    pub sweep_busy_ns: u64,
+    /// The sweep was not finished when the next epoch ended (the monitor
+    /// then finished it at once, holding packets back).
+    pub late: bool,
+}
+
+impl EpochStats {
+    /// One JSON object (schema `clarion.epoch/1`), for `--epoch-stats`.
+    pub fn to_json_line(&self) -> String {
+        format!(
+            "{{\"schema\":\"clarion.epoch/1\",\"worker\":{},\"epoch_start_ns\":{},\"epoch_ns\":{},\"packets\":{},\
+             \"drops\":{},\"delay_p99_ns\":{},\"delay_max_ns\":{},\"backlog_max\":{},\"sweep_wall_ns\":{},\
+             \"sweep_busy_ns\":{},\"late\":{}}}",
+            self.worker,
+            self.epoch_start_ns,
+            self.epoch_ns,
+            self.packets,
+            self.drops,
+            self.delay_p99_ns,
+            self.delay_max_ns,
+            self.backlog_max,
+            self.sweep_wall_ns,
+            self.sweep_busy_ns,
+            self.late
+        )
+    }
+}
+
+/// Running totals of one worker, written by it and read by the metrics
+/// endpoint and the periodic summary (relaxed: each value is independent).
+#[derive(Debug, Default)]
+pub struct WorkerMetrics {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    pub drops: AtomicU64,
+    pub malformed: AtomicU64,
+    pub epochs: AtomicU64,
+    pub sweeps_late: AtomicU64,
+    pub reports: AtomicU64,
+    pub flows_active: AtomicU64,
+    pub delay_max_ns: AtomicU64,
+    /// Of the latest finished epoch.
+    pub last_delay_p99_ns: AtomicU64,
+    pub last_sweep_wall_ns: AtomicU64,
+    pub max_sweep_wall_ns: AtomicU64,
+}
+
+impl WorkerMetrics {
+    pub fn get(v: &AtomicU64) -> u64 {
+        v.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_are_upper_bounds_within_a_bucket() {
+        let mut h = DelayHistogram::default();
+        for ns in 1..=1000u64 {
+            h.record(ns * 1000);
+        }
+        let p99 = h.quantile(0.99);
+        assert!((990_000..=990_000 * 5 / 4).contains(&p99), "{p99}");
+        assert_eq!(h.quantile(1.0), 1_000_000);
+        assert_eq!(h.max(), 1_000_000);
+        assert_eq!(DelayHistogram::default().quantile(0.99), 0);
+        for ns in [0u64, 1, 3, 4, 5, 7, 8, 1 << 20, (1 << 20) + 1, u64::MAX / 2] {
+            assert!(bucket_top(bucket(ns)) >= ns, "{ns}");
+            if bucket(ns) > 0 {
+                assert!(bucket_top(bucket(ns) - 1) < ns, "{ns}");
+            }
+        }
+        let mut m = DelayHistogram::default();
+        m.merge(&h);
+        m.merge(&h);
+        assert_eq!(m.count(), 2000);
+        assert_eq!(m.quantile(0.99), p99);
+    }
+}

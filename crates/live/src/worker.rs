@@ -1,0 +1,384 @@
+//! One worker: a monitor fed by its receive queues, in Trumpet's loop.
+//!
+//! ```text
+//! loop
+//!     take up to RECV frames from each queue, parse, process in batches
+//!     if a sweep is pending and the queues are empty or below the low-water mark
+//!         run sweep steps for at most the step budget
+//!     else if nothing arrived
+//!         advance the clock to now - hidden delay (ends quiet epochs)
+//!         wait for packets or the next epoch's end
+//! ```
+//!
+//! The worker measures each epoch ([`EpochStats`]) and sends it with the
+//! reports over a channel; it never blocks on that channel (unbounded), so
+//! a slow sink cannot make the kernel drop packets unnoticed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clarion_engine::{Counters, Monitor, Report, Unparsed};
+use clarion_wire::PacketRecord;
+
+use crate::packet_ring::poll_fds;
+use crate::stats::{DelayHistogram, EpochStats, WorkerMetrics};
+use crate::{Frame, LiveError, Source};
+
+/// Frames taken from one queue before looking at the others and the sweep.
+const RECV: usize = 256;
+/// Flow visits of a sweep step between clock reads.
+const STEP_VISITS: usize = 16;
+/// Epochs whose largest queueing delay sets the clock's lag.
+const LAG_EPOCHS: usize = 128;
+/// The lag never exceeds this: beyond it, late packets are counted out of order.
+const LAG_MAX_NS: u64 = 100_000_000;
+/// Kernel drop counters are read at most this often.
+const DROP_READ: Duration = Duration::from_millis(1);
+
+/// Nanoseconds since the Unix epoch (the clock packet timestamps use).
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is valid for writes; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    pub id: u32,
+    /// Longest a sweep step runs before the queues are looked at again.
+    pub step_budget: Duration,
+    /// Backlog (blocks or frames) at or under which sweep steps run between batches.
+    pub low_water: usize,
+    pub stop: Arc<AtomicBool>,
+    pub deadline: Option<Instant>,
+}
+
+/// What a worker sends to the host.
+#[derive(Debug)]
+pub enum WorkerEvent {
+    Reports(u32, Vec<Report>),
+    Epoch(EpochStats),
+    Finished(u32, Box<WorkerSummary>),
+    Failed(u32, LiveError),
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct WorkerSummary {
+    pub counters: Counters,
+    pub frames: u64,
+    pub drops: u64,
+    pub delays: DelayHistogram,
+    pub epochs: u64,
+    pub max_sweep_wall_ns: u64,
+}
+
+/// The epoch being received and the one being swept.
+#[derive(Debug, Default)]
+struct EpochTrack {
+    current: EpochStats,
+    delays: DelayHistogram,
+    swept: Option<(EpochStats, Instant)>,
+}
+
+pub struct Worker {
+    cfg: WorkerConfig,
+    monitor: Monitor,
+    sources: Vec<Box<dyn Source>>,
+    tx: Sender<WorkerEvent>,
+    metrics: Arc<WorkerMetrics>,
+    batch: Vec<PacketRecord>,
+    reports: Vec<Report>,
+    track: EpochTrack,
+    summary: WorkerSummary,
+    /// The monitor's clock lags the wall clock by at least this much when
+    /// the wire is quiet (see [`Source::hidden_delay`]) ...
+    lag_floor_ns: u64,
+    /// ... and by more when packets were seen arriving later than that:
+    /// the largest queueing delay of each of the last epochs.
+    recent_delays: [u64; LAG_EPOCHS],
+    recent_pos: usize,
+    last_counters: Counters,
+}
+
+impl Worker {
+    /// `monitor` must not sweep synchronously (`MonitorConfig::synchronous_sweep` false).
+    pub fn new(
+        cfg: WorkerConfig,
+        monitor: Monitor,
+        sources: Vec<Box<dyn Source>>,
+        tx: Sender<WorkerEvent>,
+        metrics: Arc<WorkerMetrics>,
+    ) -> Worker {
+        // One more millisecond for scheduling: a packet handed over late
+        // must still find its epoch open.
+        let lag =
+            sources.iter().map(|s| s.hidden_delay()).max().unwrap_or_default() + Duration::from_millis(1);
+        Worker {
+            cfg,
+            monitor,
+            sources,
+            tx,
+            metrics,
+            batch: Vec::with_capacity(clarion_engine::BATCH),
+            reports: Vec::new(),
+            track: EpochTrack::default(),
+            summary: WorkerSummary::default(),
+            lag_floor_ns: lag.as_nanos() as u64,
+            recent_delays: [0; LAG_EPOCHS],
+            recent_pos: 0,
+            last_counters: Counters::default(),
+        }
+    }
+
+    /// Runs until the stop flag is set or the deadline passes, then drains
+    /// the queues, sweeps the current epoch, closes every window and sends
+    /// the last reports and its summary.
+    pub fn run(mut self) {
+        let id = self.cfg.id;
+        let now = realtime_ns();
+        self.monitor
+            .tick(now.saturating_sub(self.lag_ns()), &mut self.reports);
+        self.track.current = self.new_epoch();
+        let mut last_drop_read = Instant::now();
+        let mut fds: Vec<libc::pollfd> = self
+            .sources
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.fd(),
+                events: libc::POLLIN | libc::POLLERR,
+                revents: 0,
+            })
+            .collect();
+        loop {
+            let stopping = self.cfg.stop.load(Ordering::Relaxed)
+                || self.cfg.deadline.is_some_and(|d| Instant::now() >= d);
+            let got = self.receive();
+            let low = self
+                .sources
+                .iter()
+                .all(|s| s.backlog(self.cfg.low_water + 1) <= self.cfg.low_water);
+            if self.monitor.sweep_pending() && (got == 0 || low) {
+                self.sweep_step();
+            } else if got == 0 {
+                if last_drop_read.elapsed() >= DROP_READ {
+                    last_drop_read = Instant::now();
+                    if let Err(e) = self.read_drops() {
+                        let _ = self.tx.send(WorkerEvent::Failed(id, e));
+                        return;
+                    }
+                }
+                if stopping {
+                    break;
+                }
+                let now = realtime_ns();
+                let clock = now.saturating_sub(self.lag_ns());
+                self.monitor.tick(clock, &mut self.reports);
+                self.after_monitor();
+                if !self.monitor.sweep_pending() {
+                    let epoch = self.monitor.epoch_ns().max(1);
+                    let next_end = clock - clock % epoch + epoch;
+                    let wait = Duration::from_nanos(next_end - clock).min(Duration::from_millis(10));
+                    if let Err(e) = poll_fds(&mut fds, wait.max(Duration::from_micros(50))) {
+                        let _ = self.tx.send(WorkerEvent::Failed(
+                            id,
+                            LiveError::os("poll", "wait for packets", e),
+                        ));
+                        return;
+                    }
+                }
+            }
+            if !self.reports.is_empty() {
+                self.flush_reports();
+            }
+        }
+        let _ = self.read_drops();
+        self.monitor.finish(&mut self.reports);
+        self.after_monitor();
+        self.flush_reports();
+        self.summary.counters = self.monitor.counters();
+        let _ = self.tx.send(WorkerEvent::Finished(id, Box::new(self.summary)));
+    }
+
+    /// How far behind the wall clock a tick may move the monitor's clock:
+    /// the floor, or a quarter more than the largest recent queueing delay.
+    fn lag_ns(&self) -> u64 {
+        let seen = self.recent_delays.iter().max().copied().unwrap_or(0);
+        self.lag_floor_ns.max((seen + seen / 4).min(LAG_MAX_NS))
+    }
+
+    fn new_epoch(&self) -> EpochStats {
+        let epoch = self.monitor.epoch_ns().max(1);
+        let now = self.monitor.now_ns();
+        EpochStats {
+            worker: self.cfg.id,
+            epoch_start_ns: now - now % epoch,
+            epoch_ns: epoch,
+            ..EpochStats::default()
+        }
+    }
+
+    /// Takes what the queues hold, up to [`RECV`] frames each; returns how many.
+    fn receive(&mut self) -> usize {
+        let mut total = 0;
+        let mut backlog_max = self.track.current.backlog_max;
+        for i in 0..self.sources.len() {
+            let src = &mut self.sources[i];
+            backlog_max = backlog_max.max(src.backlog(src.capacity()) as u64);
+            let link = src.link();
+            let monitor = &mut self.monitor;
+            let batch = &mut self.batch;
+            let reports = &mut self.reports;
+            let delays = &mut self.track.delays;
+            let mut handle =
+                |fr: Frame<'_>| match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
+                    Ok(rec) => {
+                        batch.push(rec);
+                        if batch.len() == batch.capacity() {
+                            process(monitor, batch, reports, delays);
+                        }
+                    }
+                    Err(e) => {
+                        process(monitor, batch, reports, delays);
+                        let why = if e.is_not_ip() {
+                            Unparsed::NotIp
+                        } else {
+                            Unparsed::Malformed
+                        };
+                        monitor.note_unparsed(fr.ts_ns, why, reports);
+                    }
+                };
+            let n = self.sources[i].recv(RECV, &mut handle);
+            process(
+                &mut self.monitor,
+                &mut self.batch,
+                &mut self.reports,
+                &mut self.track.delays,
+            );
+            total += n;
+        }
+        self.track.current.backlog_max = backlog_max;
+        self.summary.frames += total as u64;
+        if total > 0 {
+            self.after_monitor();
+        }
+        total
+    }
+
+    fn sweep_step(&mut self) {
+        let started = Instant::now();
+        let budget = self.cfg.step_budget;
+        loop {
+            if self.monitor.sweep_step(STEP_VISITS, &mut self.reports) || started.elapsed() >= budget {
+                break;
+            }
+        }
+        if let Some((st, _)) = self.track.swept.as_mut() {
+            st.sweep_busy_ns += started.elapsed().as_nanos() as u64;
+        }
+        self.after_monitor();
+    }
+
+    fn read_drops(&mut self) -> Result<(), LiveError> {
+        let mut drops = 0;
+        for s in &mut self.sources {
+            drops += s.take_drops()?;
+        }
+        if drops > 0 {
+            self.monitor.note_dropped(drops);
+            self.track.current.drops += drops;
+            self.summary.drops += drops;
+            self.metrics.drops.fetch_add(drops, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Follows the monitor's epochs: an epoch ended when its clock left it;
+    /// the ended epoch's statistics go out once its sweep is done.
+    fn after_monitor(&mut self) {
+        let c = self.monitor.counters();
+        let late = c.sweeps_late > self.last_counters.sweeps_late;
+        let now = self.monitor.now_ns();
+        let cur = &self.track.current;
+        let epoch_ended = now >= cur.epoch_start_ns + cur.epoch_ns;
+        if epoch_ended {
+            if let Some((mut st, _)) = self.track.swept.take() {
+                // Its sweep was finished on the spot by the monitor: late.
+                st.late = true;
+                self.emit(st);
+            }
+            let next = self.new_epoch();
+            let mut st = std::mem::replace(&mut self.track.current, next);
+            st.packets = c.packets - self.last_counters.packets;
+            st.delay_p99_ns = self.track.delays.quantile(0.99);
+            st.delay_max_ns = self.track.delays.max();
+            self.recent_delays[self.recent_pos] = st.delay_max_ns;
+            self.recent_pos = (self.recent_pos + 1) % LAG_EPOCHS;
+            self.summary.delays.merge(&self.track.delays);
+            self.track.delays = DelayHistogram::default();
+            self.track.swept = Some((st, Instant::now()));
+            self.last_counters.packets = c.packets;
+        } else if late {
+            if let Some((mut st, _)) = self.track.swept.take() {
+                st.late = true;
+                self.emit(st);
+            }
+        }
+        if !self.monitor.sweep_pending() {
+            if let Some((mut st, began)) = self.track.swept.take() {
+                st.sweep_wall_ns = began.elapsed().as_nanos() as u64;
+                self.emit(st);
+            }
+        }
+        self.last_counters.sweeps_late = c.sweeps_late;
+        let m = &self.metrics;
+        m.packets.store(c.packets, Ordering::Relaxed);
+        m.bytes.store(c.bytes, Ordering::Relaxed);
+        m.malformed.store(c.malformed, Ordering::Relaxed);
+        m.sweeps_late.store(c.sweeps_late, Ordering::Relaxed);
+        m.reports.store(c.reports, Ordering::Relaxed);
+        m.flows_active.store(c.flows_active, Ordering::Relaxed);
+    }
+
+    fn emit(&mut self, st: EpochStats) {
+        self.summary.epochs += 1;
+        self.summary.max_sweep_wall_ns = self.summary.max_sweep_wall_ns.max(st.sweep_wall_ns);
+        let m = &self.metrics;
+        m.epochs.fetch_add(1, Ordering::Relaxed);
+        m.delay_max_ns.fetch_max(st.delay_max_ns, Ordering::Relaxed);
+        m.last_delay_p99_ns.store(st.delay_p99_ns, Ordering::Relaxed);
+        m.last_sweep_wall_ns.store(st.sweep_wall_ns, Ordering::Relaxed);
+        m.max_sweep_wall_ns.fetch_max(st.sweep_wall_ns, Ordering::Relaxed);
+        let _ = self.tx.send(WorkerEvent::Epoch(st));
+    }
+
+    fn flush_reports(&mut self) {
+        if !self.reports.is_empty() {
+            let r = std::mem::take(&mut self.reports);
+            let _ = self.tx.send(WorkerEvent::Reports(self.cfg.id, r));
+        }
+    }
+}
+
+/// Processes the batch and records each packet's queueing delay.
+fn process(
+    monitor: &mut Monitor,
+    batch: &mut Vec<PacketRecord>,
+    reports: &mut Vec<Report>,
+    delays: &mut DelayHistogram,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    monitor.process_batch(batch, reports);
+    let now = realtime_ns();
+    for p in batch.iter() {
+        delays.record(now.saturating_sub(p.ts_ns));
+    }
+    batch.clear();
+}

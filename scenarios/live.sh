@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Live capture (clarion run --interface) against a capture of the same
+# traffic: Clarion attached to the receiver's interface must report exactly
+# what `clarion run --pcap` reports afterwards on tcpdump's capture of that
+# interface, window for window and value for value, when nothing was
+# dropped. Traffic: ping, an iperf3 TCP transfer and a UDP burst, from the
+# sender to the receiver of sc_sender_receiver (lib.sh).
+#
+# Usage (as root): scenarios/live.sh [OUTDIR] [-- extra clarion run flags]
+#   e.g. scenarios/live.sh /tmp/live -- --workers 2
+# Writes OUTDIR/live.jsonl (live reports), live.pcap, file.jsonl (reports
+# from the capture), epochs.jsonl (per-epoch statistics).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+outdir=${1:-}
+shift || true
+[ "${1:-}" = "--" ] && shift
+sc_init live "$outdir"
+sc_need_tools ping
+CLARION=${CLARION:-$here/../target/release/clarion}
+[ -x "$CLARION" ] || sc_die "no clarion binary at $CLARION (cargo build --release -p clarion-cli)"
+events=$here/live.clarion
+sc_sender_receiver
+
+# tcpdump first, then clarion; each says on stderr when it is listening.
+# Started with `ip netns exec` itself (not nsx) so that $! is the process.
+ip netns exec "$RCV" tcpdump -i eth0 -s 256 --time-stamp-precision nano --immediate-mode -U -w "$OUT/live.pcap" 2>"$OUT/tcpdump.err" &
+SC_PIDS+=($!)
+tcpdump_pid=$!
+ip netns exec "$RCV" "$CLARION" run -i eth0 --events "$events" --format json -o "$OUT/live.jsonl" \
+    --epoch-stats "$OUT/epochs.jsonl" --stats-every 0 --duration 60s "$@" 2>"$OUT/clarion.err" &
+SC_PIDS+=($!)
+clarion_pid=$!
+for _ in $(seq 100); do
+    grep -q "listening on" "$OUT/tcpdump.err" && grep -q "capturing on" "$OUT/clarion.err" && break
+    kill -0 $clarion_pid 2>/dev/null || { cat "$OUT/clarion.err" >&2; sc_die "clarion exited early"; }
+    sleep 0.05
+done
+
+# All traffic from one CPU: veth hands a packet to the stack on the CPU
+# that sent it, so traffic sent from two CPUs can reach two captures of one
+# interface in two different orders (and order decides retransmissions).
+cpu0="taskset -c 0"
+nsx "$RCV" $cpu0 timeout 20 iperf3 -s -1 -p 5201 >/dev/null &
+nsx "$RCV" $cpu0 timeout 20 python3 "$here/traffic.py" sink 5301 1 10 >/dev/null &
+sleep 0.3
+nsx "$SND" $cpu0 ping -c 30 -i 0.02 -q $RCV4 >/dev/null
+nsx "$SND" $cpu0 timeout 20 iperf3 -c $RCV4 -p 5201 -t 1 -b 80M >/dev/null
+nsx "$SND" $cpu0 timeout 10 python3 "$here/traffic.py" burst $RCV4 5301 2000000 200 1000 >/dev/null
+# Both captures hand their last packets over within a few milliseconds.
+sleep 1
+
+# SIGTERM (background jobs ignore SIGINT): clarion finishes the epoch's
+# sweep and writes its last reports, as on Ctrl-C.
+kill -TERM $clarion_pid
+wait $clarion_pid || sc_die "clarion exited with status $? (stderr: $(cat "$OUT/clarion.err"))"
+kill -TERM $tcpdump_pid
+wait $tcpdump_pid 2>/dev/null || true
+"$CLARION" run --pcap "$OUT/live.pcap" --events "$events" --format json -o "$OUT/file.jsonl" --quiet
+
+python3 - "$OUT" <<'PY'
+import json, re, sys
+out = sys.argv[1]
+live = [json.loads(l) for l in open(f"{out}/live.jsonl")]
+file = [json.loads(l) for l in open(f"{out}/file.jsonl")]
+epochs = [json.loads(l) for l in open(f"{out}/epochs.jsonl")]
+drops = sum(e["drops"] for e in epochs)
+late = sum(e["late"] for e in epochs)
+err = open(f"{out}/tcpdump.err").read()
+if drops or not re.search(r"^0 packets dropped by kernel", err, re.M):
+    sys.exit(f"live: packets were dropped (clarion {drops}; tcpdump: {err.strip()}); the comparison needs none")
+def capture_times(path):
+    # Every packet timestamp of a pcap (microsecond or nanosecond magic).
+    import struct
+    out = []
+    with open(path, "rb") as f:
+        magic = struct.unpack("<I", f.read(24)[:4])[0]
+        scale = 1 if magic == 0xA1B23C4D else 1000
+        while (rec := f.read(16)) and len(rec) == 16:
+            sec, frac, incl, _ = struct.unpack("<IIII", rec)
+            out.append(sec * 10**9 + frac * scale)
+            f.seek(incl, 1)
+    return out
+times = capture_times(f"{out}/live.pcap")
+first_ts, last_ts = min(times), max(times)
+# TCP segments between namespaces carry the sender's departure time (a
+# monotonic EDT stamp), which packet sockets do not use: each capture reads
+# the clock itself when the segment reaches it, so Clarion's and tcpdump's
+# timestamps of a segment differ by about a microsecond (other packets are
+# stamped once, in the stack, and agree to the nanosecond). Hence RTT values
+# agree within SKEW, and a packet within SKEW of an epoch boundary may fall
+# on either side of it: windows touching such a boundary are excused.
+SKEW = 20_000
+EPOCH = 10_000_000
+fuzzy = set()
+for t in times:
+    b = (t + EPOCH // 2) // EPOCH * EPOCH
+    if abs(t - b) < SKEW:
+        fuzzy.add(b)
+def key(r):
+    return (r["event"], r["window"]["start_ns"], json.dumps(r["group"], sort_keys=True))
+def body(r):
+    # The host and worker may differ (merged workers); everything else must
+    # not, except that the live run observed in full the windows in which
+    # the capture starts or ends.
+    b = {k: v for k, v in r.items() if k not in ("host", "worker", "values")}
+    w = r["window"]
+    if w["start_ns"] < first_ts or w["end_ns"] > last_ts:
+        b["completeness"] = dict(b["completeness"], complete=None)
+    # Two captures may see two packets stamped on different CPUs within
+    # microseconds in opposite orders: the count of timestamps that went
+    # backwards may differ.
+    b["completeness"] = dict(b["completeness"], out_of_order=None)
+    return b
+def same_values(a, b):
+    if a.keys() != b.keys():
+        return False
+    return all(a[k] == b[k] or "rtt" in k for k in a)
+def excused(k, r):
+    w = r["window"]
+    return w["start_ns"] in fuzzy or w["end_ns"] in fuzzy
+ooo = (sum(r["completeness"]["out_of_order"] for r in live), sum(r["completeness"]["out_of_order"] for r in file))
+L = {key(r): r for r in live}
+F = {key(r): r for r in file}
+bad, excuses = [], []
+for k in sorted(set(L) | set(F)):
+    a, b = L.get(k), F.get(k)
+    if a is not None and b is not None and body(a) == body(b) and same_values(a["values"], b["values"]):
+        continue
+    (excuses if excused(k, a or b) else bad).append(k)
+events = sorted({r["event"] for r in file})
+print(f"live: {len(live)} reports live, {len(file)} from the capture ({', '.join(events)}); "
+      f"{len(epochs)} epochs, {late} late, 0 drops; out-of-order counts in reports {ooo[0]} live, {ooo[1]} file; "
+      f"{len(excuses)} reports excused at {len(fuzzy)} boundaries with a packet within {SKEW // 1000} us",
+      file=sys.stderr)
+for k in bad[:5]:
+    print(f"live: differs: {k}\n  live: {L.get(k)}\n  file: {F.get(k)}", file=sys.stderr)
+if bad or len(live) != len(L):
+    sys.exit(f"live: {len(bad)} reports differ")
+if len(excuses) > max(3, len(file) // 20):
+    sys.exit(f"live: {len(excuses)} reports excused; too many to call the runs equal")
+if len(events) < 4:
+    sys.exit(f"live: only {events} fired; the scenario should exercise all four events")
+PY
+sc_log "live reports equal the capture's"
