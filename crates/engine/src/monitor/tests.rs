@@ -707,7 +707,10 @@ fn ticks_end_quiet_epochs_on_time_and_drops_reach_completeness() {
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(out[0].window.start_ns, T0);
     assert_eq!(out[0].completeness.dropped, 3);
-    assert!(out[0].completeness.complete, "the first tick started observation at the window's start");
+    assert!(
+        out[0].completeness.complete,
+        "the first tick started observation at the window's start"
+    );
     assert_eq!(m.counters().dropped, 3);
     // A tick never moves the clock back.
     m.tick(T0, &mut out);
