@@ -298,13 +298,21 @@ impl Monitor {
             // Its windows ending by then are handed out already, no later ones.
             self.merge.removed.push((id, self.closed_to));
         }
-        for fref in t.flows.iter() {
-            let e = &self.flows.entries[fref.entry as usize];
-            if e.live && e.gen == fref.gen && e.set != NO_SET {
-                let mut set = self.set_triggers(fref.entry);
-                set.retain(|&x| x != id);
-                self.migrate(fref.entry, set);
-            }
+        // Every flow of its sets, not only those it lists: a flow idle for
+        // two epochs has left the list, and must not keep statistics or
+        // connection state for it either (as `install`, one scan).
+        let members: Vec<u32> = self
+            .flows
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.live && e.set != NO_SET && self.sets[e.set as usize].triggers.contains(&id))
+            .map(|(i, _)| i as u32)
+            .collect();
+        for i in members {
+            let mut set = self.set_triggers(i);
+            set.retain(|&x| x != id);
+            self.migrate(i, set);
         }
         self.retune_epoch(None);
         Ok(t.spec)

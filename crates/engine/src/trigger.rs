@@ -88,6 +88,7 @@ impl FlowList {
         &self.first
     }
 
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &FlowRef> {
         self.first.iter().chain(self.more.iter().flatten())
     }
