@@ -10,7 +10,8 @@
 //! the host's latest time before handing a frame to one), so packet times,
 //! out-of-order counts and the first and last windows are one monitor's.
 //! Cases vary the spread (its seed), whether per-5-tuple triggers are
-//! tested on the workers or merged, and whole or stepped sweeps.
+//! tested on the workers or merged, whole or stepped sweeps, and some
+//! install events and remove one while packets flow.
 //!
 //! `PROPTEST_CASES` sets the number of cases of each test (default 1,500).
 
@@ -22,7 +23,7 @@ use clarion_conformance::{
     arb_events, arb_traffic_with, parse_traffic, TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS,
 };
 use clarion_engine::{
-    fanout_worker, Merger, MergerConfig, Monitor, MonitorConfig, Partials, Tuning, MERGED_WORKER,
+    fanout_worker, Merger, MergerConfig, Monitor, MonitorConfig, Partials, TriggerId, Tuning, MERGED_WORKER,
 };
 use clarion_lang::spec::EventSpec;
 use clarion_reference::Input;
@@ -82,17 +83,83 @@ fn ts_of(input: &Input) -> u64 {
     }
 }
 
+/// Installs and removals while packets flow, the same for one monitor and
+/// for the workers: the events from `late` on are installed before input
+/// `install_at`, and one of the installed triggers (`pick`) is removed
+/// before input `remove_at` (positions up to the number of inputs: after
+/// the last). `None`: every event installed before the traffic.
+#[derive(Clone, Copy, Debug)]
+struct Churn {
+    late: usize,
+    install_at: usize,
+    remove_at: usize,
+    pick: usize,
+}
+
+/// Runs the control actions due before input `i` on every monitor (one,
+/// or every worker, whose clocks are together), which must agree on ids.
+fn control(
+    monitors: &mut [Monitor],
+    events: &[EventSpec],
+    churn: Option<Churn>,
+    i: usize,
+    live: &mut Vec<TriggerId>,
+) {
+    let mut install = |events: &[EventSpec], live: &mut Vec<TriggerId>| {
+        for e in events {
+            let ids: Vec<_> = monitors
+                .iter_mut()
+                .map(|m| m.install(e.clone()).expect("generated events are installable"))
+                .collect();
+            assert!(ids.windows(2).all(|w| w[0] == w[1]), "same ids on every worker");
+            live.extend(ids.first());
+        }
+    };
+    let Some(c) = churn else {
+        if i == 0 {
+            install(events, live);
+        }
+        return;
+    };
+    let late = c.late.min(events.len());
+    if i == 0 {
+        install(&events[..late], live);
+    }
+    if i == c.install_at {
+        install(&events[late..], live);
+    }
+    if i == c.remove_at && !live.is_empty() {
+        let id = live.remove(c.pick % live.len());
+        for m in monitors.iter_mut() {
+            m.remove(id).expect("installed");
+        }
+    }
+}
+
+/// Completes the workers' unfinished sweeps when a control action is due:
+/// a trigger removed while a sweep is unfinished loses the window being
+/// swept, on one monitor too, and the one monitor's sweeps are whole.
+fn finish_sweeps_before_control(workers: &mut [Monitor], churn: Option<Churn>, i: usize) {
+    if churn.is_some_and(|c| i == c.install_at || i == c.remove_at) {
+        let mut none = Vec::new();
+        for m in workers {
+            m.sweep_step(usize::MAX, &mut none);
+        }
+        assert!(none.is_empty());
+    }
+}
+
 /// One monitor on the whole traffic.
-fn single(base: &MonitorConfig, events: &[EventSpec], inputs: &[Input]) -> Vec<Report> {
-    let mut m = Monitor::new(config(base, 0, None));
-    for e in events {
-        m.install(e.clone()).expect("generated events are installable");
-    }
+fn single(base: &MonitorConfig, events: &[EventSpec], inputs: &[Input], churn: Option<Churn>) -> Vec<Report> {
+    let mut m = [Monitor::new(config(base, 0, None))];
+    let mut live = Vec::new();
     let mut out = Vec::new();
-    for input in inputs {
-        common::feed(&mut m, input, &mut out);
+    for (i, input) in inputs.iter().enumerate() {
+        control(&mut m, events, churn, i, &mut live);
+        common::feed(&mut m[0], input, &mut out);
     }
-    m.finish(&mut out);
+    control(&mut m, events, churn, inputs.len(), &mut live);
+    m[0].finish(&mut out);
     out
 }
 
@@ -110,18 +177,13 @@ fn run_workers(
     events: &[EventSpec],
     inputs: &[Input],
     split: Split,
+    churn: Option<Churn>,
 ) -> Vec<VecDeque<Partials>> {
     let n = split.workers;
     let mut workers: Vec<Monitor> = (0..n)
         .map(|w| Monitor::new(config(base, w, Some(split))))
         .collect();
-    for e in events {
-        let ids: Vec<_> = workers
-            .iter_mut()
-            .map(|m| m.install(e.clone()).expect("generated events are installable"))
-            .collect();
-        assert!(ids.windows(2).all(|w| w[0] == w[1]), "same ids on every worker");
-    }
+    let mut live = Vec::new();
     let mut partials: Vec<VecDeque<Partials>> = (0..n).map(|_| VecDeque::new()).collect();
     let collect = |workers: &mut [Monitor], partials: &mut [VecDeque<Partials>]| {
         for (m, q) in workers.iter_mut().zip(partials.iter_mut()) {
@@ -133,7 +195,15 @@ fn run_workers(
     let mut now: Option<u64> = None;
     for (i, input) in inputs.iter().enumerate() {
         let ts = ts_of(input);
-        // The host's clock before this frame (its own time for the first).
+        // The host's clock before this frame (its own time for the first,
+        // after the events installed before the traffic).
+        if let Some(t) = now {
+            for m in &mut workers {
+                m.tick(t, &mut none);
+            }
+        }
+        finish_sweeps_before_control(&mut workers, churn, i);
+        control(&mut workers, events, churn, i, &mut live);
         let clock = now.unwrap_or(ts);
         for m in &mut workers {
             m.tick(clock, &mut none);
@@ -155,6 +225,10 @@ fn run_workers(
         if let Some(t) = now {
             m.tick(t, &mut none);
         }
+    }
+    finish_sweeps_before_control(&mut workers, churn, inputs.len());
+    control(&mut workers, events, churn, inputs.len(), &mut live);
+    for m in &mut workers {
         m.finish(&mut none);
     }
     collect(&mut workers, &mut partials);
@@ -166,8 +240,14 @@ fn run_workers(
 }
 
 /// The merger's reports, fed the workers' partials in an interleaving `split.order` picks.
-fn merged(base: &MonitorConfig, events: &[EventSpec], inputs: &[Input], split: Split) -> Vec<Report> {
-    let mut queues = run_workers(base, events, inputs, split);
+fn merged(
+    base: &MonitorConfig,
+    events: &[EventSpec],
+    inputs: &[Input],
+    split: Split,
+    churn: Option<Churn>,
+) -> Vec<Report> {
+    let mut queues = run_workers(base, events, inputs, split, churn);
     let mut merger = Merger::new(MergerConfig {
         host: base.host.clone(),
         workers: split.workers,
@@ -228,12 +308,20 @@ fn same_reports(got: &[Report], expected: &[Report], split: Split) -> Result<(),
 fn check(
     events: &[EventSpec],
     traffic: &clarion_conformance::Traffic,
-    knobs: (u64, bool, bool, u64),
+    knobs: Knobs,
 ) -> Result<(), TestCaseError> {
     let inputs = parse_traffic(traffic);
     let base = generated();
-    let expected = single(&base, events, &inputs);
-    let (seed, local, stepped, order) = knobs;
+    let (seed, local, stepped, order, churn) = knobs;
+    // Positions as fractions of the traffic.
+    let at = |f: u16| usize::from(f) * (inputs.len() + 1) / 65_536;
+    let churn = churn.map(|(late, install, remove, pick)| Churn {
+        late,
+        install_at: at(install),
+        remove_at: at(remove),
+        pick,
+    });
+    let expected = single(&base, events, &inputs, churn);
     for workers in [2, 3] {
         let split = Split {
             workers,
@@ -242,17 +330,25 @@ fn check(
             stepped,
             order,
         };
-        same_reports(&merged(&base, events, &inputs, split), &expected, split)?;
+        same_reports(&merged(&base, events, &inputs, split, churn), &expected, split)
+            .map_err(|e| TestCaseError::fail(format!("{churn:?}: {e}")))?;
     }
     Ok(())
 }
 
-fn knobs() -> impl Strategy<Value = (u64, bool, bool, u64)> {
+/// Spread seed, local 5-tuple triggers, stepped sweeps, interleaving, churn
+/// (first late event, install and removal positions as fractions of
+/// 65,536, which trigger to remove).
+type Knobs = (u64, bool, bool, u64, Option<(usize, u16, u16, usize)>);
+
+fn knobs() -> impl Strategy<Value = Knobs> {
+    let churn = (0..=4usize, any::<u16>(), any::<u16>(), any::<usize>());
     (
         any::<u64>(),
         any::<bool>(),
         prop::bool::weighted(0.25),
         any::<u64>(),
+        prop::option::weighted(0.4, churn),
     )
 }
 
@@ -303,7 +399,7 @@ fn merged_workers_equal_one_monitor_on_captures() {
     };
     for (capture, events) in runs {
         let (inputs, events) = (common::read_inputs(&capture), common::events(&events));
-        let expected = single(&base, &events, &inputs);
+        let expected = single(&base, &events, &inputs, None);
         for (workers, local) in [(2, true), (3, false)] {
             let split = Split {
                 workers,
@@ -312,7 +408,7 @@ fn merged_workers_equal_one_monitor_on_captures() {
                 stepped: false,
                 order: 11,
             };
-            let got = merged(&base, &events, &inputs, split);
+            let got = merged(&base, &events, &inputs, split, None);
             if let Err(e) = same_reports(&got, &expected, split) {
                 panic!("{}: {e}", capture.display());
             }
