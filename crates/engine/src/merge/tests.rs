@@ -457,3 +457,10 @@ fn fanout_keeps_connections_and_five_tuples_together() {
     }
     assert!(seen.iter().all(|&n| n > 60), "spread: {seen:?}");
 }
+
+#[test]
+fn partials_and_the_merger_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<Partials>();
+    send::<Merger>();
+}
