@@ -65,8 +65,10 @@
 //! covered it: its trigger was installed there with a first window at or
 //! before it, and not removed before the window closed. So a trigger
 //! installed mid-stream reports from the first window all workers observed,
-//! and one removed stops with the first worker that dropped it. A trigger
-//! every worker removed is forgotten once its last window is released.
+//! and one removed stops with the first worker that dropped it (a removal
+//! while a worker's sweep is unfinished also loses the window being swept
+//! there, as on one monitor). A trigger every worker removed is forgotten
+//! once its last window is released.
 //!
 //! # Equal to one monitor
 //! A worker's packet time is its own clock (the largest timestamp *it* has
