@@ -14,6 +14,6 @@ pub mod traffic;
 
 pub use events::{arb_events, arb_expr, arb_filters, arb_granularity, arb_pred, arb_tcp_pred};
 pub use traffic::{
-    arb_traffic, expected_inputs, parse_traffic, Content, Frame, FramePlan, Traffic, TEST_BURST_GAP_NS,
-    TEST_FLOW_TIMEOUT_NS,
+    arb_traffic, arb_traffic_with, expected_inputs, parse_traffic, Content, Frame, FramePlan, Traffic,
+    TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS,
 };

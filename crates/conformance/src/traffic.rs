@@ -347,11 +347,21 @@ const MAX_CONNECTIONS: usize = 3;
 /// actions each (see [`crate::connection`]), each starting somewhere in
 /// the span of the other frames.
 pub fn arb_traffic(max_packets: usize) -> impl Strategy<Value = Traffic> {
+    arb_traffic_with(max_packets, 0..=MAX_CONNECTIONS)
+}
+
+/// [`arb_traffic`] with a number of TCP connections in `connections`
+/// (at most `max_packets`).
+pub fn arb_traffic_with(
+    max_packets: usize,
+    connections: std::ops::RangeInclusive<usize>,
+) -> impl Strategy<Value = Traffic> {
     // A base that is not aligned to any interval: windows must be found, not assumed.
     let base = 1_700_000_000_000_000_000u64..1_700_000_100_000_000_000;
+    let most = (*connections.end()).min(max_packets);
     let connections = prop::collection::vec(
         (any::<u16>(), connection::arb_script(max_packets / 5)),
-        0..=MAX_CONNECTIONS.min(max_packets),
+        (*connections.start()).min(most)..=most,
     );
     (
         base,

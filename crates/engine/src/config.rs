@@ -31,6 +31,18 @@ pub struct MonitorConfig {
     pub dos_filter_slots: usize,
     pub host: String,
     pub worker: u32,
+    /// One worker among several whose results a host-level [`crate::Merger`]
+    /// combines: each sweep's closed windows leave as partial statistics
+    /// ([`crate::Partials`], taken with [`crate::Monitor::take_partials`])
+    /// and no report goes to `out`. Off, nothing changes. See `merge.rs`.
+    pub merge_output: bool,
+    /// With `merge_output`: the driver spreads flows over the workers by
+    /// their 5-tuple alone, both directions together, as
+    /// [`crate::fanout_worker`] does. Then every group of a trigger that
+    /// keeps the whole 5-tuple lives on one worker, so such triggers are
+    /// tested here and only their reports go to the merger. Leave it off
+    /// for any other fanout (every trigger then leaves as partials).
+    pub five_tuple_fanout: bool,
     /// Which optimizations run (all by default). None changes a result.
     pub tuning: Tuning,
 }
@@ -115,6 +127,8 @@ impl Default for MonitorConfig {
             dos_filter_slots: 1 << 18,
             host: "localhost".into(),
             worker: 0,
+            merge_output: false,
+            five_tuple_fanout: false,
             tuning: Tuning::ALL,
         }
     }

@@ -16,6 +16,9 @@
 //! `clarion-reference` crate implements that text independently and the
 //! conformance tests hold the two to the same output.
 //!
+//! With several workers, each monitor hands its results to a host-level
+//! [`Merger`] instead (`merge.rs`), which reports what one monitor would.
+//!
 //! Packets come in as [`clarion_wire::PacketRecord`]s and reports go out
 //! into a `Vec` the caller drains: sources and sinks stay outside.
 
@@ -27,6 +30,7 @@ mod huge_pages;
 mod key;
 mod match_set;
 mod measure;
+mod merge;
 mod monitor;
 mod prefetch;
 mod tcp_state;
@@ -36,6 +40,7 @@ mod trigger_index;
 pub use clarion_report::Report;
 pub use config::{Counters, MonitorConfig, Tuning};
 pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DOS_MAX_THRESHOLD};
+pub use merge::{fanout_worker, join_window_values, Merger, MergerConfig, Partials, MERGED_WORKER};
 pub use monitor::{Monitor, Unparsed, BATCH};
 pub use trigger::WindowValues;
 pub use trigger_index::TriggerId;
@@ -52,4 +57,22 @@ pub enum EngineError {
     BadInterval { event: String },
     #[error("no trigger with id {0} is installed")]
     UnknownTrigger(TriggerId),
+    #[error("partials from worker {worker}, but the merger has {workers} workers (0 to {workers} - 1)")]
+    UnknownWorker { worker: u32, workers: u32 },
+    #[error("partials from worker {worker} after its last ones (`finish`)")]
+    AfterLastPartials { worker: u32 },
+    #[error(
+        "worker {worker} installed trigger {id} unlike another worker: install the same events \
+         in the same order on every worker, with the same merge settings"
+    )]
+    TriggerMismatch { worker: u32, id: TriggerId },
+    #[error("worker {worker} sent partials of trigger {id}, which it never installed (were partials lost?)")]
+    NotInstalled { worker: u32, id: TriggerId },
+    #[error(
+        "worker {worker} sent partials of a window ending at {end_ns} ns, which its watermark had \
+         passed: hand each worker's partials over in the order it made them"
+    )]
+    PartialsOutOfOrder { worker: u32, end_ns: u64 },
+    #[error("worker {worker} sent partials of trigger {id} whose statistics do not fit its event")]
+    BadPartials { worker: u32, id: TriggerId },
 }

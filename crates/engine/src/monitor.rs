@@ -30,6 +30,7 @@ use crate::huge_pages;
 use crate::key::{group_of, one_flow_per_group, report_group};
 use crate::match_set::MatchSet;
 use crate::measure::{Acc, Expr, FlowContext, StatFlags, TcpValues};
+use crate::merge::{Installed, Partials, WindowPartial};
 use crate::prefetch::prefetch;
 use crate::tcp_state::TcpState;
 use crate::trigger::{FlowRef, Trigger, WindowValues};
@@ -63,6 +64,14 @@ struct Sweep {
     origin: Origin,
     /// For triggers tested per flow (see `gather`).
     direct: Direct,
+    /// The swept epoch's traffic (what the merger sums over workers).
+    counts: Completeness,
+    /// `merge_output`: results go to the merger, not to `out`.
+    merge: bool,
+    /// `merge_output`: the trigger of each report, in step with `reports`.
+    report_triggers: Vec<TriggerId>,
+    /// `merge_output`: the closed windows of exported triggers.
+    partials: Vec<WindowPartial>,
 }
 
 /// What testing windows per flow, during the gather, needs: such a
@@ -128,6 +137,18 @@ pub struct Monitor {
     last_entry: u32,
     /// Some packet had a VLAN tag (then `per 5tuple` may join flows).
     vlans_seen: bool,
+    /// What goes to the merger (`merge_output`).
+    merge: MergeOut,
+}
+
+/// A worker's output for the host-level merger, between two takes.
+#[derive(Debug, Default)]
+struct MergeOut {
+    /// Installs and removals since the last sweep, for its partials.
+    installed: Vec<Installed>,
+    removed: Vec<(TriggerId, u64)>,
+    /// Each finished sweep's partials, oldest first.
+    ready: Vec<Partials>,
 }
 
 /// Packets per pass of [`Monitor::process_batch`]: enough misses in flight
@@ -143,7 +164,7 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-fn add_counts(into: &mut Completeness, c: &Completeness) {
+pub(crate) fn add_counts(into: &mut Completeness, c: &Completeness) {
     into.packets += c.packets;
     into.malformed += c.malformed;
     into.not_ip += c.not_ip;
@@ -183,6 +204,7 @@ impl Monitor {
             scratch: Vec::new(),
             last_entry: NO_ENTRY,
             vlans_seen: false,
+            merge: MergeOut::default(),
             config,
         }
     }
@@ -217,11 +239,23 @@ impl Monitor {
             0
         };
         let name = spec.name.clone();
-        let trigger = Trigger::new(spec, rules, start_ns).ok_or(EngineError::Unsupported {
+        let mut trigger = Trigger::new(spec, rules, start_ns).ok_or(EngineError::Unsupported {
             event: name,
             variables: "connection state".into(),
         })?;
         let id = self.triggers.len() as TriggerId;
+        if self.config.merge_output {
+            // A group keeping the whole 5-tuple is on this worker alone
+            // only when flows are spread by their 5-tuple.
+            let local = self.config.five_tuple_fanout && one_flow_per_group(&trigger.spec.granularity, false);
+            trigger.exported = !local;
+            self.merge.installed.push(Installed {
+                id,
+                start_ns,
+                spec: trigger.spec.clone(),
+                local,
+            });
+        }
         self.index.insert(id, &trigger.rules);
         self.active_triggers.resize((id as usize) / 64 + 1, 0);
         let matching: Vec<u32> = self
@@ -260,13 +294,25 @@ impl Monitor {
             .and_then(Option::take)
             .ok_or(EngineError::UnknownTrigger(id))?;
         self.index.remove(id);
-        for fref in t.flows.iter() {
-            let e = &self.flows.entries[fref.entry as usize];
-            if e.live && e.gen == fref.gen && e.set != NO_SET {
-                let mut set = self.set_triggers(fref.entry);
-                set.retain(|&x| x != id);
-                self.migrate(fref.entry, set);
-            }
+        if self.config.merge_output {
+            // Its windows ending by then are handed out already, no later ones.
+            self.merge.removed.push((id, self.closed_to));
+        }
+        // Every flow of its sets, not only those it lists: a flow idle for
+        // two epochs has left the list, and must not keep statistics or
+        // connection state for it either (as `install`, one scan).
+        let members: Vec<u32> = self
+            .flows
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.live && e.set != NO_SET && self.sets[e.set as usize].triggers.contains(&id))
+            .map(|(i, _)| i as u32)
+            .collect();
+        for i in members {
+            let mut set = self.set_triggers(i);
+            set.retain(|&x| x != id);
+            self.migrate(i, set);
         }
         self.retune_epoch(None);
         Ok(t.spec)
@@ -771,6 +817,10 @@ impl Monitor {
                 worker: self.config.worker,
             },
             direct,
+            counts,
+            merge: self.config.merge_output,
+            report_triggers: Vec::new(),
+            partials: Vec::new(),
         });
         self.epoch_seq += 1;
     }
@@ -806,9 +856,25 @@ impl Monitor {
     }
 
     /// Ends the input: sweeps the current epoch and closes every open window
-    /// (reported with `complete: false`).
+    /// (reported with `complete: false`). With `merge_output`, its partials
+    /// are the worker's last ones, even if it observed nothing.
     pub fn finish(&mut self, out: &mut Vec<Report>) {
         if !self.started {
+            if self.config.merge_output {
+                // Nothing observed, but the merger must hear that this worker is done.
+                let last = Partials {
+                    worker: self.config.worker,
+                    first_ns: None,
+                    installed: std::mem::take(&mut self.merge.installed),
+                    removed: std::mem::take(&mut self.merge.removed),
+                    epoch: None,
+                    windows: Vec::new(),
+                    reports: Vec::new(),
+                    watermark: u64::MAX,
+                    last: true,
+                };
+                self.merge.ready.push(last);
+            }
             return;
         }
         self.sweep_step(usize::MAX, out);
@@ -860,10 +926,38 @@ impl Monitor {
         self.close_windows(&mut s);
         self.reclaim(s.epoch_end);
         self.counters.sweeps_completed += 1;
+        if self.config.merge_output {
+            self.hand_out(s);
+            return true;
+        }
         s.reports.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         self.counters.reports += s.reports.len() as u64;
         out.append(&mut s.reports);
         true
+    }
+
+    /// Turns a finished sweep into partials for the merger (`merge_output`).
+    fn hand_out(&mut self, s: Sweep) {
+        let reports = s.report_triggers.into_iter().zip(s.reports).collect();
+        let partials = Partials {
+            worker: self.config.worker,
+            first_ns: Some(self.first_ts),
+            installed: std::mem::take(&mut self.merge.installed),
+            removed: std::mem::take(&mut self.merge.removed),
+            epoch: Some((s.epoch_start, s.counts)),
+            windows: s.partials,
+            reports,
+            watermark: s.next_start.unwrap_or(u64::MAX),
+            last: s.next_start.is_none(),
+        };
+        self.merge.ready.push(partials);
+    }
+
+    /// The partials of every sweep finished since the last call, oldest
+    /// first (`merge_output`; always empty without it). Hand them to the
+    /// host's [`crate::Merger`] in this order.
+    pub fn take_partials(&mut self) -> Vec<Partials> {
+        std::mem::take(&mut self.merge.ready)
     }
 
     /// Starts loading what the sweep will read for the triggers a few
@@ -926,6 +1020,10 @@ impl Monitor {
                 None => false,
             };
             let Some(w) = trig.open.take() else { continue };
+            if trig.exported {
+                s.partials.push(trig.export(w, tid, end));
+                continue;
+            }
             // The traffic of every epoch of the window, on this monitor.
             let mut completeness = Completeness::default();
             for (_, c) in self
@@ -946,6 +1044,9 @@ impl Monitor {
                     s.reports
                         .push(trig.report(window, g, vals, &s.origin, completeness));
                 }
+            }
+            if self.config.merge_output {
+                s.report_triggers.resize(s.reports.len(), tid);
             }
             if self.config.history_windows == 0 {
                 trig.history.clear();
@@ -1045,6 +1146,10 @@ impl Monitor {
     /// `window_start_ns`, if that window is among the last few kept.
     pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
         let t = self.triggers.get(id as usize)?.as_ref()?;
+        if t.exported {
+            // Its values are the merger's (`Merger::window_values`).
+            return None;
+        }
         // A window being gathered per flow is in the history before it is closed.
         let closed = t
             .history
@@ -1104,6 +1209,7 @@ fn gather(
     let idle_before = s.epoch_start.saturating_sub(epoch_len);
     let unlist = tuning.unlist_idle;
     let direct = tuning.flow_windows
+        && !trig.exported
         && trig.open.is_none()
         && trig.aggregates_only()
         && trig.interval() == epoch_len
@@ -1172,6 +1278,9 @@ fn gather(
         s.pos = 0;
     }
     trig.flows = list;
+    if s.merge {
+        s.report_triggers.resize(s.reports.len(), tid);
+    }
     if done {
         trig.flows.drop_empty_chunks();
         if direct && s.direct.keep == 0 {

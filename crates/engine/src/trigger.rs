@@ -10,7 +10,9 @@ use clarion_wire::FlowKey;
 use crate::history::History;
 use crate::key::{report_group, KeyMask};
 use crate::measure::{Acc, Expr, StatFlags};
+use crate::merge::WindowPartial;
 use crate::prefetch::prefetch;
+use crate::trigger_index::TriggerId;
 
 /// A flow as a trigger's list names it: entry number and generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +88,7 @@ impl FlowList {
         &self.first
     }
 
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &FlowRef> {
         self.first.iter().chain(self.more.iter().flatten())
     }
@@ -244,6 +247,9 @@ pub(crate) struct Trigger {
     pub(crate) open: Option<OpenWindow>,
     /// The last few closed windows.
     pub(crate) history: History,
+    /// Its closed windows leave as partials for a host-level merger instead
+    /// of being tested here (`MonitorConfig::merge_output`).
+    pub(crate) exported: bool,
 }
 
 impl Trigger {
@@ -294,6 +300,7 @@ impl Trigger {
             start_ns,
             open: None,
             history,
+            exported: false,
         })
     }
 
@@ -410,6 +417,31 @@ impl Trigger {
         w.packets.clear();
         w.accs.clear();
         self.spare = Some(w);
+    }
+
+    /// Hands the open window `w` (of trigger `id`, ending at `end_ns`) out
+    /// as a partial for the merger instead of closing it here; its group
+    /// map stays as the next window's spare.
+    pub(crate) fn export(&mut self, mut w: OpenWindow, id: TriggerId, end_ns: u64) -> WindowPartial {
+        let mut keys = vec![FlowKey::default(); w.packets.len()];
+        for (g, &i) in &w.groups {
+            if let Some(k) = keys.get_mut(i as usize) {
+                *k = *g;
+            }
+        }
+        w.groups.clear();
+        let partial = WindowPartial {
+            trigger: id,
+            window: Window {
+                start_ns: w.start_ns,
+                end_ns,
+            },
+            keys,
+            packets: std::mem::take(&mut w.packets),
+            accs: std::mem::take(&mut w.accs),
+        };
+        self.spare = Some(w);
+        partial
     }
 
     /// Number of statistics each group keeps.

@@ -716,3 +716,57 @@ fn ticks_end_quiet_epochs_on_time_and_drops_reach_completeness() {
     m.tick(T0, &mut out);
     assert_eq!(m.now_ns(), T0 + 10 * MS);
 }
+
+/// A flow idle long enough to have left its triggers' lists still leaves
+/// a removed trigger's set: it keeps no connection state for it, so a TCP
+/// event installed later starts the flow's state afresh, as it does with
+/// every optimization off.
+#[test]
+fn a_removed_trigger_releases_its_idle_flows_too() {
+    use clarion_wire::tcp_flags::ACK;
+    let lost = event(
+        "lost",
+        gt(agg(AggFunc::Sum, BaseVar::IsLost), -1.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    );
+    let seq = event(
+        "seq",
+        Pred::Cmp(
+            CmpOp::Ge,
+            Box::new(state(BaseVar::Seq, false)),
+            Box::new(Pred::Num(0.0)),
+        ),
+        Granularity::FIVE_TUPLE,
+        10,
+    );
+    for tuning in [Tuning::ALL, Tuning::NONE] {
+        let mut m = Monitor::new(MonitorConfig {
+            tuning,
+            ..MonitorConfig::default()
+        });
+        let id = m.install(lost.clone()).unwrap();
+        let mut out = Vec::new();
+        // The client sends 100 bytes, then idles while the server's acks keep the trigger swept.
+        m.process(&tcp(T0 + MS, true, 1000, 0, ACK, 100), &mut out);
+        for t in [11, 21, 31] {
+            m.process(&tcp(T0 + t * MS, false, 5000, 1100, ACK, 0), &mut out);
+        }
+        m.remove(id).unwrap();
+        m.install(seq.clone()).unwrap();
+        m.process(&tcp(T0 + 45 * MS, true, 1100, 0, ACK, 100), &mut out);
+        m.process(&tcp(T0 + 55 * MS, false, 5000, 1200, ACK, 0), &mut out);
+        m.finish(&mut out);
+        let client: Vec<_> = out
+            .iter()
+            .filter(|r| r.event == "seq" && r.group.src_port == Some(Some(40000)))
+            .map(|r| (r.window.start_ns, r.values.clone()))
+            .collect();
+        // A fresh state from the first packet after `seq` was installed: 100 bytes sent.
+        assert_eq!(
+            client,
+            [(T0 + 40 * MS, vec![("seq".to_string(), 100.0)])],
+            "{tuning:?}"
+        );
+    }
+}
