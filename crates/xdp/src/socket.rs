@@ -120,7 +120,14 @@ impl XdpStats {
 /// [`XdpProgram`] are gone).
 pub struct XdpSocket {
     // Field order is drop order (after `Drop::drop` unregistered the socket):
-    // close the fd, unmap the rings and the UMEM, then release the claim.
+    // close the fd and unmap its memory, then give the queue claim back.
+    io: Io,
+    claim: Claim,
+}
+
+/// The socket proper: fd, rings, UMEM.
+struct Io {
+    // Field order is drop order: close the fd, then unmap the rings and UMEM.
     fd: OwnedFd,
     rx: Consumer<libc::xdp_desc>,
     fill: Producer<u64>,
@@ -131,14 +138,18 @@ pub struct XdpSocket {
     pending: Vec<u64>,
     frame_size: u32,
     malformed: u64,
-    claim: Claim,
 }
+
+/// How long `open` retries a queue the kernel still reports busy: it
+/// releases a closed socket's queue from a work queue, a moment later.
+const BUSY_RETRY: Duration = Duration::from_secs(1);
 
 // SAFETY: the raw pointers in the rings and mappings point into memory owned
 // by this socket alone (its own mmaps); the only other party is the kernel,
 // which synchronises through the ring indices whatever thread we run on.
-// Nothing is thread-affine, and `Shared` (behind the Arc) is Send + Sync.
-unsafe impl Send for XdpSocket {}
+// Nothing is thread-affine. (XdpSocket is then Send as its Claim's
+// Arc<Shared> is Send + Sync; a unit test checks.)
+unsafe impl Send for Io {}
 
 impl XdpSocket {
     /// Opens a copy-mode socket on `queue` of the program's interface and
@@ -149,7 +160,57 @@ impl XdpSocket {
         shared.claim(queue)?;
         // From here on, `claim` gives the queue back if anything fails.
         let claim = Claim { shared, queue };
+        let started = std::time::Instant::now();
+        let io = loop {
+            match Io::open(prog, queue, cfg) {
+                Err(XdpError::QueueBusy { .. }) if started.elapsed() < BUSY_RETRY => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                r => break r?,
+            }
+        };
+        claim.shared.register(queue, io.fd.as_fd())?;
+        Ok(XdpSocket { io, claim })
+    }
 
+    /// The socket's fd, for poll/epoll (readable when the RX ring has frames).
+    pub fn fd(&self) -> RawFd {
+        self.io.fd.as_raw_fd()
+    }
+
+    /// The RX queue this socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.claim.queue
+    }
+
+    /// Waits up to `timeout` for received frames; true if there are some.
+    /// An interrupted wait returns false.
+    pub fn wait(&self, timeout: Duration) -> Result<bool, XdpError> {
+        self.io.wait(timeout)
+    }
+
+    /// Non-blocking: hands up to `max` received frames to `f`, in arrival
+    /// order, returns their frames to the fill ring, and returns how many it
+    /// handed over. The slice is valid only during the call.
+    pub fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, XdpError> {
+        self.io.recv(max, f)
+    }
+
+    /// Frames waiting in the RX ring.
+    pub fn rx_pending(&self) -> u32 {
+        self.io.rx.available()
+    }
+
+    /// The cumulative counters (XDP_STATISTICS, plus `malformed_descs`).
+    pub fn stats(&self) -> Result<XdpStats, XdpError> {
+        self.io.stats()
+    }
+}
+
+impl Io {
+    /// A socket bound to `queue` with its rings mapped and filled; not yet in
+    /// the program's map.
+    fn open(prog: &XdpProgram, queue: u32, cfg: &XdpConfig) -> Result<Io, XdpError> {
         // SAFETY: plain syscall; the result is checked below.
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
@@ -172,7 +233,8 @@ impl XdpSocket {
             tx_metadata_len: 0,
         };
         setsockopt(&fd, libc::XDP_UMEM_REG, &reg).map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOBUFS | libc::ENOMEM) => XdpError::Memlock {
+            // xdp_umem_account_pages: over RLIMIT_MEMLOCK without CAP_IPC_LOCK.
+            Some(libc::ENOBUFS) => XdpError::Memlock {
                 bytes: umem.len as u64,
                 source: e,
             },
@@ -228,15 +290,14 @@ impl XdpSocket {
         pending.drain(..n);
 
         bind(&fd, prog.ifindex(), queue).map_err(|e| match e.raw_os_error() {
+            // Another socket (perhaps one just closed: see BUSY_RETRY).
             Some(libc::EBUSY) => XdpError::QueueBusy {
                 interface: prog.interface().to_owned(),
                 queue,
             },
             _ => XdpError::sys("bind(AF_XDP)", e),
         })?;
-        claim.shared.register(queue, fd.as_fd())?;
-
-        Ok(XdpSocket {
+        Ok(Io {
             fd,
             rx,
             fill,
@@ -246,24 +307,11 @@ impl XdpSocket {
             pending,
             frame_size: cfg.frame_size,
             malformed: 0,
-            claim,
         })
     }
 
-    /// The socket's fd, for poll/epoll (readable when the RX ring has frames).
-    pub fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-
-    /// The RX queue this socket is bound to.
-    pub fn queue(&self) -> u32 {
-        self.claim.queue
-    }
-
-    /// Waits up to `timeout` for received frames; true if there are some.
-    /// An interrupted wait returns false.
-    pub fn wait(&self, timeout: Duration) -> Result<bool, XdpError> {
-        if self.rx_pending() > 0 {
+    fn wait(&self, timeout: Duration) -> Result<bool, XdpError> {
+        if self.rx.available() > 0 {
             return Ok(true);
         }
         let mut ms = timeout.as_millis();
@@ -272,7 +320,7 @@ impl XdpSocket {
         }
         let ms = i32::try_from(ms).unwrap_or(i32::MAX);
         let mut pfd = libc::pollfd {
-            fd: self.fd(),
+            fd: self.fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };
@@ -294,10 +342,7 @@ impl XdpSocket {
         Ok(pfd.revents & libc::POLLIN != 0)
     }
 
-    /// Non-blocking: hands up to `max` received frames to `f`, in arrival
-    /// order, returns their frames to the fill ring, and returns how many it
-    /// handed over. The slice is valid only during the call.
-    pub fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, XdpError> {
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, XdpError> {
         let n = self.rx.available().min(u32::try_from(max).unwrap_or(u32::MAX));
         for i in 0..n {
             let desc = self.rx.get(i);
@@ -320,13 +365,7 @@ impl XdpSocket {
         Ok(n as usize)
     }
 
-    /// Frames waiting in the RX ring.
-    pub fn rx_pending(&self) -> u32 {
-        self.rx.available()
-    }
-
-    /// The cumulative counters (XDP_STATISTICS, plus `malformed_descs`).
-    pub fn stats(&self) -> Result<XdpStats, XdpError> {
+    fn stats(&self) -> Result<XdpStats, XdpError> {
         let s: libc::xdp_statistics = getsockopt(&self.fd, libc::XDP_STATISTICS)
             .map_err(|e| XdpError::sys("getsockopt(XDP_STATISTICS)", e))?;
         Ok(XdpStats {
@@ -356,7 +395,7 @@ impl Drop for XdpSocket {
 
 impl AsFd for XdpSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+        self.io.fd.as_fd()
     }
 }
 
