@@ -10,6 +10,9 @@ pub fn unavailable() -> Option<String> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root".into());
     }
+    if Command::new("python3").arg("--version").output().is_err() {
+        return Some("no python3 (the sender)".into());
+    }
     match Command::new("ip").args(["netns", "list"]).output() {
         Ok(o) if o.status.success() => None,
         Ok(o) => Some(format!(
