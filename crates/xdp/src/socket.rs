@@ -73,8 +73,9 @@ impl XdpConfig {
         self.frame_size.saturating_sub(XDP_PACKET_HEADROOM)
     }
 
-    fn umem_len(&self) -> usize {
-        self.frames as usize * self.frame_size as usize
+    fn umem_len(&self) -> Result<usize, XdpError> {
+        usize::try_from(u64::from(self.frames) * u64::from(self.frame_size))
+            .map_err(|_| XdpError::InvalidConfig(format!("a UMEM of {} frames does not fit", self.frames)))
     }
 }
 
@@ -223,7 +224,7 @@ impl Io {
         // SAFETY: `raw` is a fresh, valid fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
 
-        let umem = Mmap::anonymous(cfg.umem_len())?;
+        let umem = Mmap::anonymous(cfg.umem_len()?)?;
         let reg = libc::xdp_umem_reg {
             addr: umem.ptr.as_ptr() as u64,
             len: umem.len as u64,
@@ -610,7 +611,7 @@ mod tests {
         let c = XdpConfig::default();
         c.validate(4096).expect("default config");
         assert!(c.max_frame_len() >= 1514);
-        assert_eq!(c.umem_len(), 8 << 20);
+        assert_eq!(c.umem_len().expect("len"), 8 << 20);
     }
 
     #[test]
