@@ -191,8 +191,10 @@ impl XdpSocket {
     }
 
     /// Non-blocking: hands up to `max` received frames to `f`, in arrival
-    /// order, returns their frames to the fill ring, and returns how many it
-    /// handed over. The slice is valid only during the call.
+    /// order, returns their frames to the fill ring, and returns how many
+    /// descriptors it took from the RX ring (the frames handed over, plus any
+    /// malformed descriptor, which is skipped and counted in `stats`). The
+    /// slice is valid only during the call.
     pub fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, XdpError> {
         self.io.recv(max, f)
     }
