@@ -6,7 +6,7 @@
 # Usage (as root): scenarios/check.sh   (scripts/test.sh runs it)
 # Skips, with the reason, where network namespaces are not permitted (not
 # root, a container without CAP_SYS_ADMIN, a kernel without veth, tbf or
-# cls_bpf); fails when they are but a tool is missing. About 50 s.
+# cls_bpf); fails when they are but a tool is missing. About a minute.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -17,13 +17,17 @@ if ! can_use_netns; then
     echo "scenarios: skipped the live scenario runs (see the reason above); the committed captures are still tested" >&2
     exit 0
 fi
-sc_need_tools ip tc iperf3 tcpdump tshark ethtool python3 timeout
+sc_need_tools ip tc iperf3 tcpdump tshark ethtool python3 timeout ping taskset
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$here/run-all.sh" "$out"
 cd "$here/.."
 CLARION_SCENARIOS_DIR=$out cargo test --release --locked -p clarion-conformance --test scenarios -- --nocapture
-# Live capture against tcpdump's capture of the same traffic.
+# Live capture against tcpdump's capture of the same traffic: AF_PACKET and
+# AF_XDP (native and generic XDP), one worker and two merged ones.
 cargo build --release --locked -p clarion-cli
 "$here/live.sh" "$out/live"
+"$here/live.sh" "$out/live-2" -- --workers 2
+"$here/live.sh" "$out/xdp" -- --source xdp --xdp-mode generic
+"$here/live.sh" "$out/xdp-2" -- --source xdp --xdp-mode native --workers 2

@@ -20,6 +20,14 @@
       8 pieces spread at that rate. Each phase ends when all its data is
       ACKed. Prints JSON: src/sport, phase start times (CLOCK_REALTIME ns),
       chunks and bytes per phase, end_ns.
+  traffic.py mid-epochs DST PORT EPOCHS
+      For EPOCHS 10 ms epochs (aligned to Unix time, as Clarion's are),
+      sends 60 UDP datagrams to DST:PORT, PORT+1 and PORT+2 (1400, 200 and
+      200 bytes, in turn) and one ICMP echo request, all between 3 and 7 ms
+      into the epoch: no packet comes near a boundary, so captures that
+      timestamp a packet up to 3 ms apart still put it in the same epoch.
+      An epoch the sender falls behind in is cut short, never overrun.
+      Prints JSON: epochs, datagrams, echoes.
   traffic.py tcp-sink PORT MAX_S
       Accepts one TCP connection on PORT and reads it to the end (or for
       MAX_S seconds). Prints JSON: bytes, first_ns, last_ns.
@@ -52,6 +60,48 @@ def burst(dst, port, total, duration_ms, size=1400):
         sent += sz
     end = time.time_ns()
     print(json.dumps({"start_ns": start, "end_ns": end, "datagrams": n, "bytes": sent}))
+
+
+def icmp_echo(ident, seq):
+    body = struct.pack("!BBHHH", 8, 0, 0, ident, seq) + b"clarion"
+    acc = sum(struct.unpack("!%dH" % (len(body) // 2), body[: len(body) // 2 * 2]))
+    if len(body) % 2:
+        acc += body[-1] << 8
+    while acc >> 16:
+        acc = (acc & 0xFFFF) + (acc >> 16)
+    return body[:2] + struct.pack("!H", ~acc & 0xFFFF) + body[4:]
+
+
+def mid_epochs(dst, port, epochs):
+    epoch = 10_000_000
+    socks = []
+    for i in range(3):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.connect((dst, port + i))
+        socks.append(s)
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    sizes = [1400, 200, 200]
+    first = (time.time_ns() // epoch + 2) * epoch
+    sent = echoes = 0
+    for k in range(epochs):
+        base = first + k * epoch
+        for j in range(61):
+            due = base + 3_000_000 + j * 4_000_000 // 61
+            # Sleep, never spin: on a veth the receiving side runs in this
+            # CPU's softirq, which a spinning sender would hold back.
+            wait = due - time.time_ns()
+            if wait > 0:
+                time.sleep(wait / 1e9)
+            if time.time_ns() >= base + 7_000_000:
+                break
+            if j == 30:
+                raw.sendto(icmp_echo(0x4C1E, k & 0xFFFF), (dst, 0))
+                echoes += 1
+            else:
+                f = j % 3
+                socks[f].send(bytes(sizes[f]))
+                sent += 1
+    print(json.dumps({"epochs": epochs, "datagrams": sent, "echoes": echoes}))
 
 
 def sink(port, idle_s, max_s):
@@ -173,6 +223,8 @@ if __name__ == "__main__":
         sink(int(a[1]), float(a[2]), float(a[3]))
     elif a[:1] == ["tcp-bursts"] and len(a) == 8:
         tcp_bursts(a[1], int(a[2]), int(a[3]), float(a[4]), float(a[5]), float(a[6]), float(a[7]))
+    elif a[:1] == ["mid-epochs"] and len(a) == 4:
+        mid_epochs(a[1], int(a[2]), int(a[3]))
     elif a[:1] == ["tcp-sink"] and len(a) == 3:
         tcp_sink(int(a[1]), float(a[2]))
     else:

@@ -70,9 +70,11 @@ const RUN_AFTER_HELP: &str = "Examples:
   tcpdump -i eth0 -w - | clarion run --pcap - --events rack.clarion --format json
   clarion run -i eth0 --events rack.clarion --duration 60s --epoch-stats epochs.jsonl
   clarion run -i eth0 -i eth1 --workers 2 --filter 'not port 22' --events rack.clarion
+  clarion run -i mirror0 --source xdp --workers 2 --events rack.clarion
 
 Live capture (--interface) uses an AF_PACKET TPACKET_V3 ring per worker and
-interface. Epochs are aligned multiples of Unix time, so hosts agree; they
+interface, or with --source xdp an AF_XDP socket per RX queue (worker k
+takes the queues q with q mod N = k). Epochs are aligned multiples of Unix time, so hosts agree; they
 end with the packets' kernel timestamps or, when the wire is quiet, with the
 clock (lagging it by --ring-retire plus 1 ms, so no packet arrives after its
 epoch was swept). Kernel drops are read every millisecond and reported in
@@ -251,6 +253,17 @@ pub struct LiveArgs {
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub workers: u32,
 
+    /// Receive path: 'packet' (AF_PACKET TPACKET_V3 ring; sees both
+    /// directions, the host keeps receiving) or 'xdp' (AF_XDP, copy mode:
+    /// frames redirected by an XDP program never reach the host's stack, so
+    /// use it on a mirror port, a tap or an interface dedicated to monitoring).
+    #[arg(long, value_enum, default_value_t = SourceKind::Packet, value_name = "KIND")]
+    pub source: SourceKind,
+
+    /// XDP attach mode: 'native' (in the driver) or 'generic' (any device, slower).
+    #[arg(long, value_enum, default_value_t = XdpModeArg::Native, value_name = "MODE")]
+    pub xdp_mode: XdpModeArg,
+
     /// Pin worker k to the k-th CPU of this list (e.g. 1,0); default: not pinned.
     #[arg(long, value_delimiter = ',', value_name = "CPUS")]
     pub cpus: Vec<usize>,
@@ -314,6 +327,18 @@ pub struct CheckArgs {
     /// Colour in error messages: 'auto', 'always', 'never'.
     #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN")]
     pub color: When,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SourceKind {
+    Packet,
+    Xdp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum XdpModeArg {
+    Native,
+    Generic,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -16,7 +16,12 @@ use clarion_live::{
     WorkerMetrics, WorkerSummary,
 };
 
-use crate::args::RunArgs;
+use clarion_engine::{Merger, MergerConfig, Report};
+
+use clarion_live::XdpSource;
+use clarion_xdp::{XdpConfig, XdpMode, XdpProgram, XdpSocket};
+
+use crate::args::{RunArgs, SourceKind, XdpModeArg};
 use crate::run::{build_monitor, load_events, monitor_config, open_sink, sink_error, write_all};
 use crate::summary::{thousands, Summary};
 use crate::Failure;
@@ -72,18 +77,56 @@ fn open_rings(
     Ok(out)
 }
 
+/// One XDP program per interface, kept attached until the workers are done.
+fn attach_xdp(a: &RunArgs) -> Result<Vec<XdpProgram>, Failure> {
+    if a.live.filter.is_some() {
+        return Err(Failure::Usage(
+            "clarion: --filter needs --source packet (AF_XDP takes every frame of its queues)".into(),
+        ));
+    }
+    let mode = match a.live.xdp_mode {
+        XdpModeArg::Native => XdpMode::Native,
+        XdpModeArg::Generic => XdpMode::Generic,
+    };
+    let mut progs = Vec::new();
+    for name in &a.interface {
+        let prog = XdpProgram::attach(name, mode).map_err(|e| runtime(anyhow!(e)))?;
+        if prog.queues() < a.live.workers {
+            return Err(Failure::Usage(format!(
+                "clarion: {name} has {} RX queue(s) and AF_XDP reads each with one worker; use --workers {} or fewer",
+                prog.queues(),
+                prog.queues()
+            )));
+        }
+        progs.push(prog);
+    }
+    Ok(progs)
+}
+
+/// Worker `w`'s AF_XDP sockets: the queues q with q mod workers = w of every interface.
+fn open_xdp(progs: &[XdpProgram], w: u32, workers: u32) -> Result<Vec<Box<dyn Source>>, Failure> {
+    let cfg = XdpConfig::default();
+    let mut out: Vec<Box<dyn Source>> = Vec::new();
+    for prog in progs {
+        for q in (w..prog.queues()).step_by(workers as usize) {
+            let sock = XdpSocket::open(prog, q, &cfg).map_err(|e| runtime(anyhow!(e)))?;
+            out.push(Box::new(XdpSource::new(sock, prog.interface(), cfg.ring_size)));
+        }
+    }
+    Ok(out)
+}
+
 pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     let specs = load_events(&a.events)?;
     let n_events = specs.len();
     let workers = a.live.workers;
-    if workers > 1 {
-        return Err(Failure::Usage(
-            "clarion: --workers above 1 needs the host-level merge, which is not built yet".into(),
-        ));
-    }
     let ring_cfg = ring_config(a)?;
+    let xdp = match a.live.source {
+        SourceKind::Xdp => attach_xdp(a)?,
+        SourceKind::Packet => Vec::new(),
+    };
     let mut ifaces = Vec::new();
-    for name in &a.interface {
+    for name in a.interface.iter().filter(|_| xdp.is_empty()) {
         let iface = Interface::lookup(name).map_err(|e| runtime(anyhow!(e)))?;
         let prog = match &a.live.filter {
             Some(expr) => filter::compile(expr, iface.link, ring_cfg.snaplen)
@@ -101,8 +144,16 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         let mut config = monitor_config(a);
         config.synchronous_sweep = false;
         config.worker = w;
+        // Several workers hand their statistics to one merger, which tests
+        // the predicates on the host's values. Every trigger goes through
+        // it: the kernel's fanout hash leaves out the ports of IP fragments,
+        // so even a 5-tuple's packets are not promised to one worker.
+        config.merge_output = workers > 1;
         let monitor = build_monitor(a, config, &specs)?;
-        let sources = open_rings(&ifaces, &ring_cfg, workers)?;
+        let sources = match a.live.source {
+            SourceKind::Packet => open_rings(&ifaces, &ring_cfg, workers)?,
+            SourceKind::Xdp => open_xdp(&xdp, w, workers)?,
+        };
         let m = Arc::new(WorkerMetrics::default());
         metrics.push(Arc::clone(&m));
         let cfg = WorkerConfig {
@@ -129,8 +180,12 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     if !a.quiet {
         let names: Vec<&str> = a.interface.iter().map(String::as_str).collect();
         eprintln!(
-            "clarion: capturing on {} with {} worker{}, {} events; Ctrl-C stops",
+            "clarion: capturing on {} ({}) with {} worker{}, {} events; Ctrl-C stops",
             names.join(", "),
+            match a.live.source {
+                SourceKind::Packet => "AF_PACKET",
+                SourceKind::Xdp => "AF_XDP",
+            },
             workers,
             if workers == 1 { "" } else { "s" },
             n_events
@@ -138,6 +193,15 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     }
 
     let mut sink = open_sink(a)?;
+    let mut merger = (workers > 1).then(|| {
+        Merger::new(MergerConfig {
+            host: monitor_config(a).host,
+            workers,
+            history_windows: monitor_config(a).history_windows,
+        })
+    });
+    let mut merged: Vec<Report> = Vec::new();
+    let mut written: u64 = 0;
     let mut epoch_out = match &a.live.epoch_stats {
         Some(p) => Some(BufWriter::new(
             File::create(p)
@@ -157,7 +221,24 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
             .map(|t| t.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(1));
         match rx.recv_timeout(timeout) {
-            Ok(WorkerEvent::Reports(_, mut reports)) => write_all(&mut *sink, &mut reports)?,
+            Ok(WorkerEvent::Reports(_, mut reports)) => {
+                written += reports.len() as u64;
+                write_all(&mut *sink, &mut reports)?
+            }
+            Ok(WorkerEvent::Partials(w, parts)) => {
+                if let Some(m) = merger.as_mut() {
+                    for p in parts {
+                        if let Err(e) = m.push(p, &mut merged) {
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                            failure.get_or_insert(
+                                anyhow!(e).context(format!("cannot merge worker {w}'s statistics")),
+                            );
+                        }
+                    }
+                    written += merged.len() as u64;
+                    write_all(&mut *sink, &mut merged)?;
+                }
+            }
             Ok(WorkerEvent::Epoch(st)) => {
                 window.add(&st);
                 if let Some(out) = epoch_out.as_mut() {
@@ -185,6 +266,8 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     for h in handles {
         let _ = h.join();
     }
+    // Detaches the XDP programs (their sockets went with the workers).
+    drop(xdp);
     sink.flush().map_err(sink_error)?;
     if let Some(out) = epoch_out.as_mut() {
         out.flush()
@@ -204,6 +287,8 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
             delays.merge(&s.delays);
             sweep_max = sweep_max.max(s.max_sweep_wall_ns);
         }
+        // Merging workers report nothing themselves: count what was written.
+        counters.reports = written;
         let s = Summary {
             counters,
             dos_threshold: 0,

@@ -24,6 +24,8 @@ pub enum LiveError {
     LinkType { interface: String, arphrd: u32 },
     #[error("invalid ring settings: {0}")]
     Ring(String),
+    #[error(transparent)]
+    Xdp(#[from] clarion_xdp::XdpError),
     #[error("capture filter `{filter}`: {why}")]
     Filter { filter: String, why: String },
 }

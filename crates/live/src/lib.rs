@@ -4,6 +4,7 @@
 //!   optional hash fanout group (several workers share an interface, each
 //!   flow on one of them, both directions together) and a classic BPF
 //!   filter ([`filter`]) that also sets the snap length.
+//! - [`XdpSource`]: an AF_XDP socket of one RX queue (crate clarion-xdp).
 //! - [`Worker`]: Trumpet's main loop for one core. Packets are processed
 //!   in batches; when an epoch ends its sweep runs in steps of bounded time
 //!   whenever the receive queue is empty or below a low-water mark, so no
@@ -20,6 +21,7 @@ mod packet_ring;
 mod source;
 mod stats;
 mod worker;
+mod xdp_source;
 
 pub use error::LiveError;
 pub use interface::{link_type, Interface};
@@ -27,6 +29,7 @@ pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingStats};
 pub use source::{jiffy, Source};
 pub use stats::{DelayHistogram, EpochStats, WorkerMetrics};
 pub use worker::{realtime_ns, Worker, WorkerConfig, WorkerEvent, WorkerSummary};
+pub use xdp_source::XdpSource;
 
 /// One received frame, borrowed from the ring for the duration of a callback.
 #[derive(Clone, Copy, Debug)]

@@ -19,7 +19,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clarion_engine::{Counters, Monitor, Report, Unparsed};
+use clarion_engine::{Counters, Monitor, Partials, Report, Unparsed};
 use clarion_wire::PacketRecord;
 
 use crate::packet_ring::poll_fds;
@@ -63,6 +63,8 @@ pub struct WorkerConfig {
 #[derive(Debug)]
 pub enum WorkerEvent {
     Reports(u32, Vec<Report>),
+    /// With `MonitorConfig::merge_output`: each finished sweep's statistics, for the host's merger.
+    Partials(u32, Vec<Partials>),
     Epoch(EpochStats),
     Finished(u32, Box<WorkerSummary>),
     Failed(u32, LiveError),
@@ -193,9 +195,7 @@ impl Worker {
                     }
                 }
             }
-            if !self.reports.is_empty() {
-                self.flush_reports();
-            }
+            self.flush_reports();
         }
         let _ = self.read_drops();
         self.monitor.finish(&mut self.reports);
@@ -361,6 +361,10 @@ impl Worker {
         if !self.reports.is_empty() {
             let r = std::mem::take(&mut self.reports);
             let _ = self.tx.send(WorkerEvent::Reports(self.cfg.id, r));
+        }
+        let p = self.monitor.take_partials();
+        if !p.is_empty() {
+            let _ = self.tx.send(WorkerEvent::Partials(self.cfg.id, p));
         }
     }
 }
