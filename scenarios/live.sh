@@ -59,7 +59,8 @@ ip netns exec "$cap_ns" tcpdump -i "$cap_if" $cap_dir -s 256 --time-stamp-precis
 SC_PIDS+=($!)
 tcpdump_pid=$!
 ip netns exec "$RCV" "$CLARION" run -i eth0 --events "$events" --format json -o "$OUT/live.jsonl" \
-    --epoch-stats "$OUT/epochs.jsonl" --stats-every 0 --duration 60s "$@" 2>"$OUT/clarion.err" &
+    --epoch-stats "$OUT/epochs.jsonl" --stats-every 0 --duration 60s --metrics 127.0.0.1:0 "$@" \
+    2>"$OUT/clarion.err" &
 SC_PIDS+=($!)
 clarion_pid=$!
 for _ in $(seq 100); do
@@ -85,6 +86,12 @@ else
 fi
 # Both captures hand their last packets over within a few milliseconds.
 sleep 1
+# The Prometheus endpoint counts what was processed.
+metrics_url=$(grep -o 'http://[0-9.:]*/metrics' "$OUT/clarion.err" | head -1)
+sc_need_tools curl
+nsx "$RCV" curl -sf "$metrics_url" >"$OUT/metrics.txt" || sc_die "no metrics at $metrics_url"
+grep -Eq '^clarion_packets_total\{worker="0"\} [1-9]' "$OUT/metrics.txt" ||
+    sc_die "metrics show no packets: $(head -5 "$OUT/metrics.txt")"
 
 # SIGTERM (background jobs ignore SIGINT): clarion finishes the epoch's
 # sweep and writes its last reports, as on Ctrl-C.

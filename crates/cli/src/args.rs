@@ -173,6 +173,7 @@ that every flow that sent more than the threshold in an epoch is tracked
 Method and results: docs/performance.md, 'DoS resilience'.";
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "interface"])))]
 pub struct RunArgs {
     /// Capture file to read (pcap or pcapng; '-' reads standard input).
     #[arg(
@@ -308,6 +309,10 @@ pub struct LiveArgs {
     /// late sweeps, queueing delay p99 and max) to FILE.
     #[arg(long, value_name = "FILE")]
     pub epoch_stats: Option<PathBuf>,
+
+    /// Serve self-metrics for Prometheus at http://ADDR/metrics (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
 
     /// Print a summary line to standard error this often (0 for never).
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]

@@ -18,7 +18,7 @@ use clarion_live::{
 
 use clarion_engine::{Merger, MergerConfig, Report};
 
-use clarion_live::XdpSource;
+use clarion_live::{HostMetrics, XdpSource};
 use clarion_xdp::{XdpConfig, XdpMode, XdpProgram, XdpSocket};
 
 use crate::args::{RunArgs, SourceKind, XdpModeArg};
@@ -177,6 +177,13 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         handles.push(h);
     }
     drop(tx);
+    let host_metrics = Arc::new(HostMetrics::default());
+    if let Some(addr) = a.live.metrics {
+        let bound = crate::metrics_server::serve(addr, metrics.clone(), Arc::clone(&host_metrics))?;
+        if !a.quiet {
+            eprintln!("clarion: metrics at http://{bound}/metrics");
+        }
+    }
     if !a.quiet {
         let names: Vec<&str> = a.interface.iter().map(String::as_str).collect();
         eprintln!(
@@ -223,6 +230,9 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         match rx.recv_timeout(timeout) {
             Ok(WorkerEvent::Reports(_, mut reports)) => {
                 written += reports.len() as u64;
+                host_metrics
+                    .reports
+                    .store(written, std::sync::atomic::Ordering::Relaxed);
                 write_all(&mut *sink, &mut reports)?
             }
             Ok(WorkerEvent::Partials(w, parts)) => {
@@ -236,6 +246,9 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
                         }
                     }
                     written += merged.len() as u64;
+                    host_metrics
+                        .reports
+                        .store(written, std::sync::atomic::Ordering::Relaxed);
                     write_all(&mut *sink, &mut merged)?;
                 }
             }

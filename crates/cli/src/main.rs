@@ -9,6 +9,7 @@ mod dos;
 mod feasibility;
 mod gen;
 mod live;
+mod metrics_server;
 mod run;
 mod summary;
 

@@ -17,6 +17,7 @@
 mod error;
 pub mod filter;
 mod interface;
+mod metrics;
 mod packet_ring;
 mod source;
 mod stats;
@@ -25,6 +26,7 @@ mod xdp_source;
 
 pub use error::LiveError;
 pub use interface::{link_type, Interface};
+pub use metrics::{render as render_metrics, HostMetrics};
 pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingStats};
 pub use source::{jiffy, Source};
 pub use stats::{DelayHistogram, EpochStats, WorkerMetrics};

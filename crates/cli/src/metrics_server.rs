@@ -1,0 +1,74 @@
+//! `--metrics ADDR`: the Prometheus endpoint (`GET /metrics`) of a live run,
+//! served by axum on a thread of its own so it never delays a worker.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context};
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+
+use clarion_live::{render_metrics, HostMetrics, WorkerMetrics};
+
+use crate::Failure;
+
+#[derive(Clone)]
+struct Metrics {
+    workers: Arc<Vec<Arc<WorkerMetrics>>>,
+    host: Arc<HostMetrics>,
+}
+
+async fn metrics(State(m): State<Metrics>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        render_metrics(&m.workers, &m.host),
+    )
+}
+
+/// Binds `addr` now (so a busy port is reported before capture starts) and
+/// serves until the process exits. Returns the bound address (port 0 picks one).
+pub fn serve(
+    addr: SocketAddr,
+    workers: Vec<Arc<WorkerMetrics>>,
+    host: Arc<HostMetrics>,
+) -> Result<SocketAddr, Failure> {
+    let std_listener = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("cannot serve metrics on {addr}"))
+        .map_err(Failure::Runtime)?;
+    let bound = std_listener
+        .local_addr()
+        .map_err(|e| Failure::Runtime(anyhow!(e)))?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|e| Failure::Runtime(anyhow!(e)))?;
+    let state = Metrics {
+        workers: Arc::new(workers),
+        host,
+    };
+    let app = Router::new().route("/metrics", get(metrics)).with_state(state);
+    std::thread::Builder::new()
+        .name("clarion-metrics".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_io().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("clarion: warning: metrics endpoint not started: {e}");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let served = match tokio::net::TcpListener::from_std(std_listener) {
+                    Ok(l) => axum::serve(l, app).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = served {
+                    eprintln!("clarion: warning: metrics endpoint stopped: {e}");
+                }
+            });
+        })
+        .map_err(|e| Failure::Runtime(anyhow!(e).context("cannot start the metrics thread")))?;
+    Ok(bound)
+}

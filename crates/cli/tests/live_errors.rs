@@ -1,0 +1,84 @@
+//! Live capture's usage and permission errors, from the command line.
+
+use std::process::Command;
+
+use assert_cmd::cargo::CommandCargoExt;
+
+fn clarion() -> Command {
+    let mut c = Command::cargo_bin("clarion").expect("binary");
+    c.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    c
+}
+
+fn run(c: &mut Command) -> (i32, String) {
+    let out = c.output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_missing_interface_is_named() {
+    let (code, err) =
+        run(clarion().args(["run", "-i", "clarion-nope0", "--events", "examples/demo.clarion"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no such interface `clarion-nope0`"), "{err}");
+}
+
+#[test]
+fn a_file_and_an_interface_together_are_refused() {
+    let (code, err) = run(clarion().args([
+        "run",
+        "-i",
+        "lo",
+        "--pcap",
+        "examples/demo.pcap",
+        "--events",
+        "examples/demo.clarion",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, err) = run(clarion().args(["run", "--events", "examples/demo.clarion"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--pcap") && err.contains("--interface"), "{err}");
+}
+
+#[test]
+fn a_bad_filter_is_a_usage_error_with_tcpdump_s_words() {
+    if Command::new("tcpdump").arg("--version").output().is_err() {
+        eprintln!("skipped: no tcpdump");
+        return;
+    }
+    let (code, err) = run(clarion().args([
+        "run",
+        "-i",
+        "lo",
+        "--filter",
+        "tcp port 99999",
+        "--events",
+        "examples/demo.clarion",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("illegal port number"), "{err}");
+}
+
+#[test]
+fn without_the_capability_the_error_says_what_to_grant() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root (to drop to an unprivileged user) and setpriv");
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("clarion");
+    let events = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/demo.clarion");
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "--"])
+        .arg(bin)
+        .args(["run", "-i", "lo", "--events", events]);
+    let (code, err) = run(&mut c);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("permission denied; run as root or grant"), "{err}");
+    assert!(err.contains("CAP_NET_RAW"), "{err}");
+}

@@ -1,0 +1,146 @@
+//! Self-metrics in the Prometheus text exposition format (version 0.0.4).
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::WorkerMetrics;
+
+/// What the host adds to its workers' metrics.
+#[derive(Debug, Default)]
+pub struct HostMetrics {
+    /// Reports written (after the merge, when workers are merged).
+    pub reports: AtomicU64,
+}
+
+/// The metrics page: one sample per worker for each worker metric.
+pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
+    type Get = fn(&WorkerMetrics) -> &AtomicU64;
+    // (name, type, help, value, unit: 1 for counts, 1e-9 for nanoseconds as seconds)
+    let families: [(&str, &str, &str, Get, f64); 11] = [
+        (
+            "clarion_packets_total",
+            "counter",
+            "IP packets processed.",
+            |m| &m.packets,
+            1.0,
+        ),
+        (
+            "clarion_bytes_total",
+            "counter",
+            "IP bytes processed.",
+            |m| &m.bytes,
+            1.0,
+        ),
+        (
+            "clarion_kernel_drops_total",
+            "counter",
+            "Packets the kernel dropped before Clarion (full ring).",
+            |m| &m.drops,
+            1.0,
+        ),
+        (
+            "clarion_malformed_total",
+            "counter",
+            "Frames that could not be parsed.",
+            |m| &m.malformed,
+            1.0,
+        ),
+        (
+            "clarion_epochs_total",
+            "counter",
+            "Epochs swept.",
+            |m| &m.epochs,
+            1.0,
+        ),
+        (
+            "clarion_sweeps_late_total",
+            "counter",
+            "Sweeps unfinished when the next epoch ended.",
+            |m| &m.sweeps_late,
+            1.0,
+        ),
+        (
+            "clarion_flows_active",
+            "gauge",
+            "Flows in the flow table.",
+            |m| &m.flows_active,
+            1.0,
+        ),
+        (
+            "clarion_queue_delay_seconds_max",
+            "gauge",
+            "Longest queueing delay (kernel timestamp to processed) since start.",
+            |m| &m.delay_max_ns,
+            1e-9,
+        ),
+        (
+            "clarion_queue_delay_seconds_p99",
+            "gauge",
+            "99th percentile queueing delay in the latest epoch.",
+            |m| &m.last_delay_p99_ns,
+            1e-9,
+        ),
+        (
+            "clarion_sweep_seconds_last",
+            "gauge",
+            "Sweep time of the latest epoch (its end to its sweep's end).",
+            |m| &m.last_sweep_wall_ns,
+            1e-9,
+        ),
+        (
+            "clarion_sweep_seconds_max",
+            "gauge",
+            "Longest sweep since start.",
+            |m| &m.max_sweep_wall_ns,
+            1e-9,
+        ),
+    ];
+    let mut out = String::new();
+    for (name, kind, help, get, unit) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (w, m) in workers.iter().enumerate() {
+            let v = get(m).load(Ordering::Relaxed);
+            if unit == 1.0 {
+                let _ = writeln!(out, "{name}{{worker=\"{w}\"}} {v}");
+            } else {
+                let _ = writeln!(out, "{name}{{worker=\"{w}\"}} {}", v as f64 * unit);
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP clarion_reports_total Reports written.\n# TYPE clarion_reports_total counter\nclarion_reports_total {}",
+        host.reports.load(Ordering::Relaxed)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_has_help_type_and_one_sample_per_worker() {
+        let w: Vec<Arc<WorkerMetrics>> = (0..2).map(|_| Arc::new(WorkerMetrics::default())).collect();
+        w[1].packets.store(42, Ordering::Relaxed);
+        w[0].delay_max_ns.store(1_500_000, Ordering::Relaxed);
+        let host = HostMetrics::default();
+        host.reports.store(7, Ordering::Relaxed);
+        let page = render(&w, &host);
+        assert!(
+            page.contains("clarion_packets_total{worker=\"1\"} 42\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("clarion_queue_delay_seconds_max{worker=\"0\"} 0.0015\n"),
+            "{page}"
+        );
+        assert!(page.ends_with("clarion_reports_total 7\n"));
+        let samples = page.lines().filter(|l| !l.starts_with('#')).count();
+        assert_eq!(samples, 11 * 2 + 1);
+        for l in page.lines().filter(|l| l.starts_with("# TYPE")) {
+            assert!(l.ends_with(" counter") || l.ends_with(" gauge"), "{l}");
+        }
+    }
+}
