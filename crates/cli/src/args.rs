@@ -280,12 +280,14 @@ pub struct LiveArgs {
     #[arg(long, default_value_t = 256, value_name = "BYTES")]
     pub snaplen: u32,
 
-    /// Receive ring: bytes per block (a power of two).
-    #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
+    /// Receive ring: bytes per block (a power of two). Under load the kernel
+    /// hands a block over when it is full, so its size bounds the queueing
+    /// delay (64 KiB: about 450 minimal frames).
+    #[arg(long, default_value_t = 1 << 16, value_name = "BYTES")]
     pub ring_block_size: u32,
 
-    /// Receive ring: blocks per worker and interface.
-    #[arg(long, default_value_t = 64, value_name = "N")]
+    /// Receive ring: blocks per worker and interface (512 x 64 KiB = 32 MiB).
+    #[arg(long, default_value_t = 512, value_name = "N")]
     pub ring_blocks: u32,
 
     /// A block not yet full is handed over after this long (whole milliseconds):
@@ -297,8 +299,10 @@ pub struct LiveArgs {
     #[arg(long, default_value = "5us", value_parser = parse_duration, value_name = "DURATION")]
     pub step_budget: u64,
 
-    /// Sweep steps also run between batches while at most this many ring blocks wait.
-    #[arg(long, default_value_t = 1, value_name = "BLOCKS")]
+    /// Sweep steps also run between batches while at most this many ring
+    /// blocks (AF_XDP: frames) wait; past half an epoch a pending sweep
+    /// gets a step after every batch whatever the backlog.
+    #[arg(long, default_value_t = 16, value_name = "N")]
     pub low_water: usize,
 
     /// Stop after this long (e.g. 30s, 5m); default: until Ctrl-C or SIGTERM.

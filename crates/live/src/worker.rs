@@ -165,7 +165,7 @@ impl Worker {
                 .sources
                 .iter()
                 .all(|s| s.backlog(self.cfg.low_water + 1) <= self.cfg.low_water);
-            if self.monitor.sweep_pending() && (got == 0 || low) {
+            if self.monitor.sweep_pending() && (got == 0 || low || self.sweep_overdue()) {
                 self.sweep_step();
             } else if got == 0 {
                 if last_drop_read.elapsed() >= DROP_READ {
@@ -268,6 +268,16 @@ impl Worker {
             self.after_monitor();
         }
         total
+    }
+
+    /// A sweep pending for half an epoch runs between batches even when
+    /// the queue stays above the low-water mark, so it ends before the next
+    /// epoch does (a late sweep would stop packet processing until it ends).
+    fn sweep_overdue(&self) -> bool {
+        self.track
+            .swept
+            .as_ref()
+            .is_some_and(|(st, began)| began.elapsed().as_nanos() as u64 * 2 >= st.epoch_ns)
     }
 
     fn sweep_step(&mut self) {
