@@ -85,6 +85,7 @@ trial() { # SOURCE RATE
     sleep 1
     kill -TERM $pid; wait $pid 2>/dev/null || true
     local stack=$(($(stack_drops) - before))
+    [ -z "${KEEP:-}" ] || cp "$tmp/epochs.jsonl" "$KEEP/epochs-$src-$rate.jsonl" 2>/dev/null || true
     case $src in
     tcpdump)
         seen=$(awk '/packets captured/ {print $1}' "$err")

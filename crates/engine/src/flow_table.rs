@@ -113,6 +113,12 @@ impl FlowTable {
         t
     }
 
+    /// Faults in both arrays now (see [`huge_pages::populate`]).
+    pub(crate) fn populate(&self) {
+        huge_pages::populate(&self.slots);
+        huge_pages::populate(&self.entries);
+    }
+
     /// Starts loading the slot where the probe for `hash` begins.
     #[inline]
     pub(crate) fn prefetch_slot(&self, hash: u64) {

@@ -663,6 +663,14 @@ impl Monitor {
         }
     }
 
+    /// Commits the flow table's memory now (its full capacity), so that the
+    /// first packets of new flows do not each wait for the kernel to
+    /// allocate and zero a page: a live driver calls it before capture
+    /// starts (measured: a 30 ms stall at the start of traffic without it).
+    pub fn prefault(&mut self) {
+        self.flows.populate();
+    }
+
     /// Advances the clock to `now_ns` without a packet, so that epochs end
     /// and are swept on time when traffic is quiet (live capture). It never
     /// moves the clock backwards. A driver must only tick to a time before

@@ -143,6 +143,7 @@ impl Worker {
     /// the last reports and its summary.
     pub fn run(mut self) {
         let id = self.cfg.id;
+        self.monitor.prefault();
         let now = realtime_ns();
         self.monitor
             .tick(now.saturating_sub(self.lag_ns()), &mut self.reports);
