@@ -290,6 +290,11 @@ pub struct LiveArgs {
     #[arg(long, default_value_t = 512, value_name = "N")]
     pub ring_blocks: u32,
 
+    /// Receive ring: frame slot size the kernel checks the ring against (it
+    /// must divide the block size; TPACKET_V3 packs frames tightly anyway).
+    #[arg(long, default_value_t = 2048, value_name = "BYTES")]
+    pub ring_frame_size: u32,
+
     /// A block not yet full is handed over after this long (whole milliseconds):
     /// the longest a packet waits unseen when traffic is light.
     #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]

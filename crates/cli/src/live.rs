@@ -52,6 +52,7 @@ fn ring_config(a: &RunArgs) -> Result<RingConfig, Failure> {
     Ok(RingConfig {
         block_size: a.live.ring_block_size,
         blocks: a.live.ring_blocks,
+        frame_size: a.live.ring_frame_size,
         snaplen: a.live.snaplen,
         retire_ms: retire_ms as u32,
         ..RingConfig::default()
@@ -201,6 +202,21 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
             eprintln!("clarion: metrics at http://{bound}/metrics");
         }
     }
+    // Wait until every worker has committed its memory and started its
+    // clock (packets meanwhile wait in the rings), so "capturing" is true.
+    let mut pending_events = std::collections::VecDeque::new();
+    let mut ready = 0;
+    while ready < workers {
+        match rx.recv() {
+            Ok(WorkerEvent::Ready(_)) => ready += 1,
+            Ok(WorkerEvent::Failed(w, e)) => {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(runtime(anyhow!(e).context(format!("worker {w} failed"))));
+            }
+            Ok(other) => pending_events.push_back(other),
+            Err(_) => break,
+        }
+    }
     if !a.quiet {
         let names: Vec<&str> = a.interface.iter().map(String::as_str).collect();
         eprintln!(
@@ -244,7 +260,12 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         let timeout = next_line
             .map(|t| t.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(1));
-        match rx.recv_timeout(timeout) {
+        let event = match pending_events.pop_front() {
+            Some(e) => Ok(e),
+            None => rx.recv_timeout(timeout),
+        };
+        match event {
+            Ok(WorkerEvent::Ready(_)) => {}
             Ok(WorkerEvent::Reports(_, mut reports)) => {
                 written += reports.len() as u64;
                 host_metrics

@@ -140,7 +140,6 @@ unsafe impl Send for PacketRing {}
 
 // <linux/if_packet.h>
 const TPACKET_V3: libc::c_int = 2;
-const TP_FT_REQ_FILL_RXHASH: u32 = 1;
 /// Offset of `block_status` in `struct tpacket_block_desc` (version, offset_to_priv, then the header).
 const BLOCK_STATUS: usize = 8;
 const NUM_PKTS: usize = 12;
@@ -225,7 +224,9 @@ impl PacketRing {
                 as u32,
             tp_retire_blk_tov: cfg.retire_ms,
             tp_sizeof_priv: 0,
-            tp_feature_req_word: TP_FT_REQ_FILL_RXHASH,
+            // No TP_FT_REQ_FILL_RXHASH: the flow hash would cost the kernel a
+            // flow dissection per packet, and Clarion hashes flows itself.
+            tp_feature_req_word: 0,
         };
         setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
             .map_err(os("set up the receive ring (try fewer or smaller --ring-blocks)"))?;

@@ -100,7 +100,7 @@ pub struct EpochStats {
     /// Queueing delay of the epoch's packets: kernel timestamp to processed.
     pub delay_p99_ns: u64,
     pub delay_max_ns: u64,
-    /// Most blocks (or frames) waiting in the receive queue, seen at a poll.
+    /// Most blocks (or frames) waiting in the receive queue, sampled every millisecond.
     pub backlog_max: u64,
     /// From the epoch's end (as the worker saw it) to the end of its sweep.
     pub sweep_wall_ns: u64,

@@ -34,7 +34,7 @@ const STEP_VISITS: usize = 16;
 const LAG_EPOCHS: usize = 128;
 /// The lag never exceeds this: beyond it, late packets are counted out of order.
 const LAG_MAX_NS: u64 = 100_000_000;
-/// Kernel drop counters are read at most this often.
+/// Kernel drop counters (and queue occupancy) are read this often.
 const DROP_READ: Duration = Duration::from_millis(1);
 
 /// Nanoseconds since the Unix epoch (the clock packet timestamps use).
@@ -62,6 +62,8 @@ pub struct WorkerConfig {
 /// What a worker sends to the host.
 #[derive(Debug)]
 pub enum WorkerEvent {
+    /// Memory committed and the clock started: packets are processed from now on.
+    Ready(u32),
     Reports(u32, Vec<Report>),
     /// With `MonitorConfig::merge_output`: each finished sweep's statistics, for the host's merger.
     Partials(u32, Vec<Partials>),
@@ -148,6 +150,7 @@ impl Worker {
         self.monitor
             .tick(now.saturating_sub(self.lag_ns()), &mut self.reports);
         self.track.current = self.new_epoch();
+        let _ = self.tx.send(WorkerEvent::Ready(id));
         let mut last_drop_read = Instant::now();
         let mut fds: Vec<libc::pollfd> = self
             .sources
@@ -162,6 +165,15 @@ impl Worker {
             let stopping = self.cfg.stop.load(Ordering::Relaxed)
                 || self.cfg.deadline.is_some_and(|d| Instant::now() >= d);
             let got = self.receive();
+            // Drop counters and the queue's occupancy, every millisecond
+            // whether or not the wire is busy.
+            if last_drop_read.elapsed() >= DROP_READ {
+                last_drop_read = Instant::now();
+                if let Err(e) = self.read_drops() {
+                    let _ = self.tx.send(WorkerEvent::Failed(id, e));
+                    return;
+                }
+            }
             let low = self
                 .sources
                 .iter()
@@ -169,13 +181,6 @@ impl Worker {
             if self.monitor.sweep_pending() && (got == 0 || low || self.sweep_overdue()) {
                 self.sweep_step();
             } else if got == 0 {
-                if last_drop_read.elapsed() >= DROP_READ {
-                    last_drop_read = Instant::now();
-                    if let Err(e) = self.read_drops() {
-                        let _ = self.tx.send(WorkerEvent::Failed(id, e));
-                        return;
-                    }
-                }
                 if stopping {
                     break;
                 }
@@ -227,11 +232,8 @@ impl Worker {
     /// Takes what the queues hold, up to [`RECV`] frames each; returns how many.
     fn receive(&mut self) -> usize {
         let mut total = 0;
-        let mut backlog_max = self.track.current.backlog_max;
         for i in 0..self.sources.len() {
-            let src = &mut self.sources[i];
-            backlog_max = backlog_max.max(src.backlog(src.capacity()) as u64);
-            let link = src.link();
+            let link = self.sources[i].link();
             let monitor = &mut self.monitor;
             let batch = &mut self.batch;
             let reports = &mut self.reports;
@@ -263,7 +265,6 @@ impl Worker {
             );
             total += n;
         }
-        self.track.current.backlog_max = backlog_max;
         self.summary.frames += total as u64;
         if total > 0 {
             self.after_monitor();
@@ -295,10 +296,14 @@ impl Worker {
         self.after_monitor();
     }
 
+    /// Reads the kernel's drop counters into the monitor, and samples the
+    /// queues' occupancy (a walk over the ring, so not on every batch).
     fn read_drops(&mut self) -> Result<(), LiveError> {
         let mut drops = 0;
         for s in &mut self.sources {
             drops += s.take_drops()?;
+            let backlog = s.backlog(s.capacity()) as u64;
+            self.track.current.backlog_max = self.track.current.backlog_max.max(backlog);
         }
         if drops > 0 {
             self.monitor.note_dropped(drops);
