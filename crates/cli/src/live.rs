@@ -55,7 +55,6 @@ fn ring_config(a: &RunArgs) -> Result<RingConfig, Failure> {
         frame_size: a.live.ring_frame_size,
         snaplen: a.live.snaplen,
         retire_ms: retire_ms as u32,
-        ..RingConfig::default()
     })
 }
 
