@@ -1,4 +1,4 @@
-//! Live capture's usage and permission errors, from the command line.
+//! Live capture from the command line: usage and permission errors, --duration.
 
 use std::process::Command;
 
@@ -81,4 +81,39 @@ fn without_the_capability_the_error_says_what_to_grant() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("permission denied; run as root or grant"), "{err}");
     assert!(err.contains("CAP_NET_RAW"), "{err}");
+}
+
+#[test]
+fn duration_stops_a_live_run_with_its_summary() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: opening a packet socket needs root");
+        return;
+    }
+    let started = std::time::Instant::now();
+    let out = clarion()
+        .args([
+            "run",
+            "-i",
+            "lo",
+            "--duration",
+            "300ms",
+            "--flow-capacity",
+            "1024",
+            "--events",
+            "examples/demo.clarion",
+            "--format",
+            "json",
+        ])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(err.contains("capturing on lo (AF_PACKET) with 1 worker"), "{err}");
+    assert!(err.contains("live: 0 kernel drops"), "{err}");
 }
