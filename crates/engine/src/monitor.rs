@@ -1337,4 +1337,4 @@ fn pair_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &T) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,23 +1,10 @@
 use super::*;
-use clarion_lang::spec::{
-    AggCall, AggFunc, BaseVar, CmpOp, Filter, Granularity, PacketExpr, Pred, PrefixLens, Var,
-};
+use clarion_lang::spec::{AggFunc, BaseVar, CmpOp, Granularity, Pred, PrefixLens};
 use clarion_wire::PacketRecord;
 
 use crate::{Monitor, MonitorConfig};
 
-const MS: u64 = 1_000_000;
-const T0: u64 = 1_700_000_000_000 * MS;
-
-fn agg(func: AggFunc, base: BaseVar) -> Pred {
-    Pred::Agg(AggCall {
-        func,
-        arg: PacketExpr::Var(Var {
-            base,
-            last_epoch: false,
-        }),
-    })
-}
+use crate::monitor::tests::{agg, event, pkt, MS, T0};
 
 fn cmp(op: CmpOp, l: Pred, r: f64) -> Pred {
     Pred::Cmp(op, Box::new(l), Box::new(Pred::Num(r)))
@@ -25,16 +12,6 @@ fn cmp(op: CmpOp, l: Pred, r: f64) -> Pred {
 
 fn and(l: Pred, r: Pred) -> Pred {
     Pred::And(Box::new(l), Box::new(r))
-}
-
-fn event(name: &str, pred: Pred, granularity: Granularity, interval_ms: u64) -> EventSpec {
-    EventSpec {
-        name: name.into(),
-        filters: vec![Filter::default()],
-        predicate: pred,
-        granularity,
-        interval_ns: interval_ms * MS,
-    }
 }
 
 /// Groups every flow of [`pkt`] together (they share their destination).
@@ -52,24 +29,6 @@ fn big(threshold: f64, granularity: Granularity) -> EventSpec {
         granularity,
         10,
     )
-}
-
-fn pkt(ts: u64, src: u8, sport: u16, volume: u32) -> PacketRecord {
-    let key = FlowKey::new(
-        format!("10.0.0.{src}").parse().unwrap(),
-        "10.0.1.1".parse().unwrap(),
-        17,
-        Some((sport, 53)),
-        None,
-    );
-    PacketRecord {
-        ts_ns: ts,
-        key,
-        size: volume + 28,
-        volume,
-        ttl: 64,
-        ..PacketRecord::default()
-    }
 }
 
 fn config(worker: u32, five_tuple_fanout: bool) -> MonitorConfig {

@@ -7,8 +7,8 @@ use clarion_wire::{FlowKey, TcpInfo};
 
 use crate::config::Tuning;
 
-const MS: u64 = 1_000_000;
-const T0: u64 = 1_700_000_000_000 * MS;
+pub(crate) const MS: u64 = 1_000_000;
+pub(crate) const T0: u64 = 1_700_000_000_000 * MS;
 
 fn var(b: BaseVar) -> PacketExpr {
     PacketExpr::Var(Var {
@@ -17,7 +17,7 @@ fn var(b: BaseVar) -> PacketExpr {
     })
 }
 
-fn agg(func: AggFunc, b: BaseVar) -> Pred {
+pub(crate) fn agg(func: AggFunc, b: BaseVar) -> Pred {
     Pred::Agg(AggCall { func, arg: var(b) })
 }
 
@@ -25,7 +25,7 @@ fn gt(l: Pred, r: f64) -> Pred {
     Pred::Cmp(CmpOp::Gt, Box::new(l), Box::new(Pred::Num(r)))
 }
 
-fn event(name: &str, pred: Pred, g: Granularity, interval_ms: u64) -> EventSpec {
+pub(crate) fn event(name: &str, pred: Pred, g: Granularity, interval_ms: u64) -> EventSpec {
     EventSpec {
         name: name.into(),
         filters: vec![Filter::default()],
@@ -35,7 +35,7 @@ fn event(name: &str, pred: Pred, g: Granularity, interval_ms: u64) -> EventSpec 
     }
 }
 
-fn pkt(ts: u64, src: u8, sport: u16, volume: u32) -> PacketRecord {
+pub(crate) fn pkt(ts: u64, src: u8, sport: u16, volume: u32) -> PacketRecord {
     let key = FlowKey::new(
         format!("10.0.0.{src}").parse().unwrap(),
         "10.0.1.1".parse().unwrap(),
