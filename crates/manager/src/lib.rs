@@ -1,0 +1,19 @@
+//! The event manager's logic, with no I/O: turns a network-wide event into
+//! the trigger each host installs, and decides the network-wide event from
+//! the hosts' values (Trumpet's event manager, §4 of the paper).
+//!
+//! - [`split`]: threshold splitting. A network-wide predicate over
+//!   aggregates that add up across hosts (sum, count, avg through sum and
+//!   count) or combine by max/min becomes a host-local predicate that holds
+//!   on at least one host whenever the network-wide one holds, so no
+//!   network-wide event can be missed; predicates without that property are
+//!   refused with the reason.
+//!
+//! Transports (embedded, NATS), placement by inventory and polling come on
+//! top of this crate.
+
+mod error;
+pub mod split;
+
+pub use error::ManagerError;
+pub use split::{split, Combine, Split};
