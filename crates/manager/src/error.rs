@@ -10,6 +10,14 @@ pub enum ManagerError {
     NotSplittable { event: String, why: String },
     #[error("a network-wide event needs at least one host")]
     NoHosts,
+    #[error("inventory line {line}: {why}")]
+    Inventory { line: usize, why: String },
+    #[error("the inventory lists no host; write one per line: a name, then its prefixes")]
+    EmptyInventory,
+    #[error("event `{0}`: no host of the inventory owns an address its filters name, so no host can see its packets")]
+    NoPlacement(String),
+    #[error("no installed network-wide event has id {0}")]
+    UnknownEvent(usize),
     #[error("host values have {got} entries, the split needs {want}")]
     ValueCount { got: usize, want: usize },
 }

@@ -9,11 +9,19 @@
 //!   network-wide event can be missed; predicates without that property are
 //!   refused with the reason.
 //!
-//! Transports (embedded, NATS), placement by inventory and polling come on
-//! top of this crate.
+//! - [`inventory`]: the hosts and the prefixes each owns; placement of an
+//!   event's triggers on the hosts that may see its packets.
+//! - [`manager`]: the state machine of satisfaction reports, polls,
+//!   answers and decisions (partial ones when hosts do not answer).
+//!
+//! Transports (in-process, NATS) carry its messages; they live elsewhere.
 
 mod error;
+pub mod inventory;
+pub mod manager;
 pub mod split;
 
 pub use error::ManagerError;
+pub use inventory::{Host, Inventory};
+pub use manager::{Decision, EventId, HostId, Manager, NetworkEvent, Poll, NETWORK_WORKER};
 pub use split::{split, Combine, Split};

@@ -1,0 +1,227 @@
+//! The host inventory: which hosts there are and which addresses each owns,
+//! and the placement of an event's triggers on them.
+//!
+//! The file has one host per line: its name, then its prefixes; `#` starts
+//! a comment.
+//!
+//! ```text
+//! # host   prefixes it owns (IPv4 and IPv6)
+//! web-1    10.0.128.0/25  2001:db8:80::/64
+//! web-2    10.0.128.128/25
+//! ```
+//!
+//! # Placement
+//! Each host is assumed to monitor the traffic of its own addresses (sent
+//! and received). An event's trigger goes to every host that may see a
+//! packet the event's filters match: for each filter, the hosts owning
+//! part of its `dst_ip` prefix (they receive the traffic) or of its
+//! `src_ip` prefix (they send it); a filter without either goes to every
+//! host. The network-wide value of an aggregate is then the aggregate over
+//! all the placed hosts' packets together.
+
+use std::net::IpAddr;
+
+use clarion_lang::spec::{EventSpec, IpPrefix};
+
+use crate::ManagerError;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    pub name: String,
+    pub prefixes: Vec<IpPrefix>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inventory {
+    hosts: Vec<Host>,
+}
+
+/// Network order bits of an address, left-aligned in 128 bits, and its width.
+fn bits(a: IpAddr) -> (u128, u8) {
+    match a {
+        IpAddr::V4(v) => ((u128::from(u32::from(v))) << 96, 32),
+        IpAddr::V6(v) => (u128::from(v), 128),
+    }
+}
+
+fn mask(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len))
+    }
+}
+
+/// True when two prefixes share an address (same family, and the shorter contains the longer).
+pub fn overlaps(a: &IpPrefix, b: &IpPrefix) -> bool {
+    let ((x, wa), (y, wb)) = (bits(a.addr), bits(b.addr));
+    if wa != wb {
+        return false;
+    }
+    let m = mask(a.len.min(b.len));
+    x & m == y & m
+}
+
+fn parse_prefix(word: &str) -> Result<IpPrefix, String> {
+    let (addr, len) = match word.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (word, None),
+    };
+    let addr: IpAddr = addr.parse().map_err(|_| {
+        format!("`{word}` is not an address prefix (write e.g. 10.0.128.0/25 or 2001:db8::/64)")
+    })?;
+    let width = bits(addr).1;
+    let len = match len {
+        Some(l) => l
+            .parse::<u8>()
+            .ok()
+            .filter(|l| *l <= width)
+            .ok_or_else(|| format!("`{word}`: the prefix length must be 0 to {width}"))?,
+        None => width,
+    };
+    let (b, _) = bits(addr);
+    if b & !mask(len) != 0 {
+        return Err(format!("`{word}` has bits set beyond its /{len}"));
+    }
+    Ok(IpPrefix { addr, len })
+}
+
+impl Inventory {
+    /// Reads the file format of the module documentation.
+    pub fn parse(text: &str) -> Result<Inventory, ManagerError> {
+        let mut hosts: Vec<Host> = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or_default();
+            let mut words = line.split_whitespace();
+            let Some(name) = words.next() else { continue };
+            let err = |why: String| ManagerError::Inventory { line: i + 1, why };
+            if hosts.iter().any(|h| h.name == name) {
+                return Err(err(format!("host `{name}` is listed twice")));
+            }
+            let prefixes = words
+                .map(parse_prefix)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(err)?;
+            if prefixes.is_empty() {
+                return Err(err(format!(
+                    "host `{name}` owns no prefix; list its addresses after its name, e.g. `{name} 10.0.0.0/24`"
+                )));
+            }
+            hosts.push(Host {
+                name: name.to_string(),
+                prefixes,
+            });
+        }
+        if hosts.is_empty() {
+            return Err(ManagerError::EmptyInventory);
+        }
+        Ok(Inventory { hosts })
+    }
+
+    pub fn hosts(&self) -> &[Host] {
+        &self.hosts
+    }
+
+    /// The host owning `addr` (the longest matching prefix), if any.
+    pub fn owner(&self, addr: IpAddr) -> Option<usize> {
+        let one = IpPrefix {
+            addr,
+            len: bits(addr).1,
+        };
+        self.hosts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, h)| h.prefixes.iter().map(move |p| (i, p)))
+            .filter(|(_, p)| overlaps(p, &one))
+            .max_by_key(|(_, p)| p.len)
+            .map(|(i, _)| i)
+    }
+
+    /// The hosts (indices, ascending) that get a trigger of `event`.
+    pub fn placement(&self, event: &EventSpec) -> Vec<usize> {
+        let owns = |h: &Host, p: &IpPrefix| h.prefixes.iter().any(|q| overlaps(p, q));
+        (0..self.hosts.len())
+            .filter(|&i| {
+                let h = &self.hosts[i];
+                event.filters.iter().any(|f| match (&f.src_ip, &f.dst_ip) {
+                    (None, None) => true,
+                    (s, d) => {
+                        s.as_ref().is_some_and(|p| owns(h, p)) || d.as_ref().is_some_and(|p| owns(h, p))
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clarion_lang::spec::{Filter, Granularity, Pred};
+
+    const TEXT: &str = "# the test network\nweb-1  10.0.128.0/25 2001:db8:80::/64\nweb-2 10.0.128.128/25 # second half\n\ndb 10.0.200.7\n";
+
+    fn prefix(s: &str) -> IpPrefix {
+        parse_prefix(s).expect("prefix")
+    }
+
+    fn event(filters: Vec<Filter>) -> EventSpec {
+        EventSpec {
+            name: "e".into(),
+            filters,
+            predicate: Pred::Num(1.0),
+            granularity: Granularity::FIVE_TUPLE,
+            interval_ns: 10_000_000,
+        }
+    }
+
+    #[test]
+    fn reads_hosts_prefixes_and_comments() {
+        let inv = Inventory::parse(TEXT).expect("valid");
+        let names: Vec<&str> = inv.hosts().iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["web-1", "web-2", "db"]);
+        assert_eq!(inv.hosts()[0].prefixes.len(), 2);
+        assert_eq!(inv.hosts()[2].prefixes, vec![prefix("10.0.200.7/32")]);
+        assert_eq!(inv.owner("10.0.128.200".parse().expect("addr")), Some(1));
+        assert_eq!(inv.owner("2001:db8:80::9".parse().expect("addr")), Some(0));
+        assert_eq!(inv.owner("192.0.2.1".parse().expect("addr")), None);
+    }
+
+    #[test]
+    fn mistakes_name_the_line() {
+        let e = |t: &str| Inventory::parse(t).expect_err("invalid").to_string();
+        assert_eq!(
+            e("a 10.0.0.0/24\na 10.0.1.0/24"),
+            "inventory line 2: host `a` is listed twice"
+        );
+        assert!(e("a 10.0.0.1/24").contains("bits set beyond its /24"));
+        assert!(e("a 10.0.0.0/33").contains("0 to 32"));
+        assert!(e("a ten").contains("not an address prefix"));
+        assert!(e("a").contains("owns no prefix"));
+        assert!(e("# nothing\n").contains("lists no host"));
+    }
+
+    #[test]
+    fn placement_follows_the_filters_addresses() {
+        let inv = Inventory::parse(TEXT).expect("valid");
+        let to = |p: &str| Filter {
+            dst_ip: Some(prefix(p)),
+            ..Filter::default()
+        };
+        // Traffic to the whole /24: both web hosts.
+        assert_eq!(inv.placement(&event(vec![to("10.0.128.0/24")])), vec![0, 1]);
+        // To one address of web-2.
+        assert_eq!(inv.placement(&event(vec![to("10.0.128.130/32")])), vec![1]);
+        // From the database, to web-1's IPv6 prefix: the sender and the receiver.
+        let f = Filter {
+            src_ip: Some(prefix("10.0.200.7/32")),
+            ..to("2001:db8:80::/48")
+        };
+        assert_eq!(inv.placement(&event(vec![f])), vec![0, 2]);
+        // No address condition: everywhere; an address nobody owns: nowhere.
+        assert_eq!(inv.placement(&event(vec![Filter::default()])), vec![0, 1, 2]);
+        assert!(inv.placement(&event(vec![to("192.0.2.0/24")])).is_empty());
+        assert!(overlaps(&prefix("10.0.0.0/8"), &prefix("10.1.2.3/32")));
+        assert!(!overlaps(&prefix("10.0.0.0/8"), &prefix("::/0")));
+    }
+}

@@ -1,0 +1,458 @@
+//! The event manager's state machine (no I/O, no clock): installs
+//! network-wide events as per-host triggers, and turns hosts' satisfaction
+//! reports and poll answers into network-wide decisions.
+//!
+//! ```text
+//! install(event)          -> the local trigger of each placed host
+//! satisfied(host, report) -> polls: every other placed host, for the same window and group
+//! answer(poll, values)    -> the decision, once every placed host has answered
+//! expire(key)             -> the decision with the answers so far (hosts that did not
+//!                            answer are listed; the report is marked incomplete)
+//! ```
+//!
+//! A transport carries installs, reports, polls and answers (in-process, or
+//! over NATS); it also decides when to give up on a host and call
+//! [`Manager::expire`].
+
+use std::collections::HashMap;
+
+use clarion_lang::spec::EventSpec;
+use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+
+use crate::inventory::Inventory;
+use crate::split::{split, Split};
+use crate::ManagerError;
+
+pub type EventId = usize;
+pub type HostId = usize;
+
+/// `Origin::worker` of a network-wide report: no single host or worker made it.
+pub const NETWORK_WORKER: u32 = u32::MAX;
+
+/// One network-wide event: its split and the hosts holding its trigger.
+#[derive(Clone, Debug)]
+pub struct NetworkEvent {
+    pub split: Split,
+    /// Placed hosts, ascending.
+    pub hosts: Vec<HostId>,
+}
+
+/// Ask `host` for its values of `event`'s trigger in one window and group.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Poll {
+    pub event: EventId,
+    pub host: HostId,
+    pub window_start_ns: u64,
+    pub group: GroupKey,
+}
+
+/// What one (event, window, group) is waiting for.
+#[derive(Clone, Debug)]
+struct Pending {
+    window: Window,
+    /// Per placed host (same order as `NetworkEvent::hosts`): `None` until
+    /// it answers; then its values, `None` inside when it had no packets of the group.
+    answers: Vec<Option<Option<Vec<f64>>>>,
+    polled: Vec<bool>,
+    /// The satisfying hosts' completeness, summed.
+    completeness: Completeness,
+}
+
+/// A network-wide decision for one window and group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub event: EventId,
+    /// The network-wide report when the predicate holds (values over all
+    /// hosts that answered), `None` when it does not.
+    pub report: Option<Report>,
+    /// Placed hosts that answered (with values or "no packets").
+    pub answered: Vec<HostId>,
+    /// Placed hosts that did not answer before [`Manager::expire`]: the
+    /// decision is partial, and the report is marked incomplete.
+    pub missing: Vec<HostId>,
+}
+
+type Key = (EventId, u64, GroupKey);
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Manager {
+    name: String,
+    hosts: usize,
+    inventory: Inventory,
+    events: Vec<Option<NetworkEvent>>,
+    pending: HashMap<Key, Pending>,
+}
+
+impl Manager {
+    /// A manager for the hosts of `inventory`; `name` goes in its reports' origin.
+    pub fn new(name: &str, inventory: Inventory) -> Manager {
+        Manager {
+            name: name.to_string(),
+            hosts: inventory.hosts().len(),
+            inventory,
+            events: Vec::new(),
+            pending: HashMap::new(),
+        }
+    }
+
+    pub fn inventory(&self) -> &Inventory {
+        &self.inventory
+    }
+
+    /// Places and splits `spec`; returns its id and the trigger each placed host installs.
+    pub fn install(&mut self, spec: &EventSpec) -> Result<(EventId, Vec<(HostId, EventSpec)>), ManagerError> {
+        let hosts = self.inventory.placement(spec);
+        if hosts.is_empty() {
+            return Err(ManagerError::NoPlacement(spec.name.clone()));
+        }
+        let split = split(spec, hosts.len())?;
+        let local = hosts.iter().map(|&h| (h, split.local.clone())).collect();
+        self.events.push(Some(NetworkEvent { split, hosts }));
+        Ok((self.events.len() - 1, local))
+    }
+
+    /// Forgets an event and its pending decisions.
+    pub fn remove(&mut self, event: EventId) -> Result<NetworkEvent, ManagerError> {
+        let e = self
+            .events
+            .get_mut(event)
+            .and_then(Option::take)
+            .ok_or(ManagerError::UnknownEvent(event))?;
+        self.pending.retain(|k, _| k.0 != event);
+        Ok(e)
+    }
+
+    pub fn event(&self, event: EventId) -> Option<&NetworkEvent> {
+        self.events.get(event).and_then(Option::as_ref)
+    }
+
+    /// Installed events, by id.
+    pub fn events(&self) -> impl Iterator<Item = (EventId, &NetworkEvent)> {
+        self.events
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| Some((i, e.as_ref()?)))
+    }
+
+    /// Decisions waiting for answers.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// `host`'s trigger of `event` fired (its report carries the local
+    /// aggregates' values). Returns the polls to send: each placed host
+    /// that has neither answered nor been asked. A decision may already be
+    /// possible (one placed host): see [`Manager::ready`].
+    pub fn satisfied(
+        &mut self,
+        event: EventId,
+        host: HostId,
+        report: &Report,
+    ) -> Result<(Vec<Poll>, Option<Decision>), ManagerError> {
+        let e = self.event(event).ok_or(ManagerError::UnknownEvent(event))?;
+        let Some(slot) = e.hosts.iter().position(|&h| h == host) else {
+            return Ok((Vec::new(), None));
+        };
+        let values: Vec<f64> = report.values.iter().map(|(_, v)| *v).collect();
+        if values.len() != e.split.needs.len() {
+            return Err(ManagerError::ValueCount {
+                got: values.len(),
+                want: e.split.needs.len(),
+            });
+        }
+        let n = e.hosts.len();
+        let hosts = e.hosts.clone();
+        let key = (event, report.window.start_ns, report.group);
+        let p = self.pending.entry(key).or_insert_with(|| Pending {
+            window: report.window,
+            answers: vec![None; n],
+            polled: vec![false; n],
+            completeness: Completeness {
+                complete: true,
+                ..Completeness::default()
+            },
+        });
+        add_completeness(&mut p.completeness, &report.completeness);
+        p.answers[slot] = Some(Some(values));
+        p.polled[slot] = true;
+        let mut polls = Vec::new();
+        for (i, &h) in hosts.iter().enumerate() {
+            if !p.polled[i] {
+                p.polled[i] = true;
+                polls.push(Poll {
+                    event,
+                    host: h,
+                    window_start_ns: key.1,
+                    group: key.2,
+                });
+            }
+        }
+        Ok((polls, self.ready(&key)))
+    }
+
+    /// A host's answer to a poll: its values of the split's needs for the
+    /// group (`None` when it had no packets of the group). Returns the
+    /// decision when this was the last answer missing.
+    pub fn answer(
+        &mut self,
+        poll: &Poll,
+        values: Option<Vec<f64>>,
+    ) -> Result<Option<Decision>, ManagerError> {
+        let e = self
+            .event(poll.event)
+            .ok_or(ManagerError::UnknownEvent(poll.event))?;
+        if let Some(v) = &values {
+            if v.len() != e.split.needs.len() {
+                return Err(ManagerError::ValueCount {
+                    got: v.len(),
+                    want: e.split.needs.len(),
+                });
+            }
+        }
+        let Some(slot) = e.hosts.iter().position(|&h| h == poll.host) else {
+            return Ok(None);
+        };
+        let key = (poll.event, poll.window_start_ns, poll.group);
+        let Some(p) = self.pending.get_mut(&key) else {
+            return Ok(None);
+        };
+        if p.answers[slot].is_none() {
+            p.answers[slot] = Some(values);
+        }
+        Ok(self.ready(&key))
+    }
+
+    /// The decision for `key` when every placed host has answered.
+    fn ready(&mut self, key: &Key) -> Option<Decision> {
+        if self.pending.get(key)?.answers.iter().all(Option::is_some) {
+            return self.decide(key);
+        }
+        None
+    }
+
+    /// Decides now with the answers so far (a transport's timeout).
+    pub fn expire(&mut self, event: EventId, window_start_ns: u64, group: GroupKey) -> Option<Decision> {
+        self.decide(&(event, window_start_ns, group))
+    }
+
+    /// Every pending decision's key, for a transport that expires them by age.
+    pub fn pending_keys(&self) -> Vec<(EventId, u64, GroupKey)> {
+        let mut keys: Vec<Key> = self.pending.keys().copied().collect();
+        keys.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| a.2.cmp(&b.2)));
+        keys
+    }
+
+    fn decide(&mut self, key: &Key) -> Option<Decision> {
+        let p = self.pending.remove(key)?;
+        let e = self.event(key.0)?;
+        let mut answered = Vec::new();
+        let mut missing = Vec::new();
+        let mut values: Vec<&[f64]> = Vec::new();
+        for (i, a) in p.answers.iter().enumerate() {
+            match a {
+                None => missing.push(e.hosts[i]),
+                Some(v) => {
+                    answered.push(e.hosts[i]);
+                    if let Some(v) = v {
+                        values.push(v);
+                    }
+                }
+            }
+        }
+        // Lengths were checked on the way in.
+        let (holds, net) = e.split.decide(&values).ok()?;
+        let report = holds.then(|| {
+            let mut completeness = p.completeness;
+            completeness.complete &= missing.is_empty();
+            Report {
+                event: e.split.network().name.clone(),
+                window: p.window,
+                group: key.2,
+                values: net,
+                origin: Origin {
+                    host: self.name.clone(),
+                    worker: NETWORK_WORKER,
+                },
+                completeness,
+            }
+        });
+        Some(Decision {
+            event: key.0,
+            report,
+            answered,
+            missing,
+        })
+    }
+
+    /// Hosts of the inventory.
+    pub fn host_count(&self) -> usize {
+        self.hosts
+    }
+}
+
+fn add_completeness(into: &mut Completeness, c: &Completeness) {
+    into.packets += c.packets;
+    into.malformed += c.malformed;
+    into.not_ip += c.not_ip;
+    into.dropped += c.dropped;
+    into.untracked += c.untracked;
+    into.out_of_order += c.out_of_order;
+    into.complete &= c.complete;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clarion_lang::spec::{
+        AggCall, AggFunc, BaseVar, CmpOp, Filter, Granularity, IpPrefix, PacketExpr, Pred, Var,
+    };
+
+    fn inventory() -> Inventory {
+        Inventory::parse("a 10.0.0.0/24\nb 10.0.1.0/24\nc 10.0.2.0/24\n").expect("valid")
+    }
+
+    /// sum(volume) > 300, per destination, 10 ms, for traffic to 10.0.0.0/23 (hosts a and b).
+    fn spike() -> EventSpec {
+        EventSpec {
+            name: "spike".into(),
+            filters: vec![Filter {
+                dst_ip: Some(IpPrefix {
+                    addr: "10.0.0.0".parse().expect("addr"),
+                    len: 23,
+                }),
+                ..Filter::default()
+            }],
+            predicate: Pred::Cmp(
+                CmpOp::Gt,
+                Box::new(Pred::Agg(AggCall {
+                    func: AggFunc::Sum,
+                    arg: PacketExpr::Var(Var {
+                        base: BaseVar::Volume,
+                        last_epoch: false,
+                    }),
+                })),
+                Box::new(Pred::Num(300.0)),
+            ),
+            granularity: Granularity {
+                dst_ip: Some(clarion_lang::spec::PrefixLens { v4: 16, v6: 64 }),
+                ..Granularity::default()
+            },
+            interval_ns: 10_000_000,
+        }
+    }
+
+    fn report(host: &str, volume: f64) -> Report {
+        Report {
+            event: "spike".into(),
+            window: Window {
+                start_ns: 10_000_000,
+                end_ns: 20_000_000,
+            },
+            group: GroupKey::default(),
+            values: vec![("sum(volume)".into(), volume)],
+            origin: Origin {
+                host: host.into(),
+                worker: 0,
+            },
+            completeness: Completeness {
+                packets: 7,
+                complete: true,
+                ..Completeness::default()
+            },
+        }
+    }
+
+    #[test]
+    fn installs_on_the_placed_hosts_with_the_split_threshold() {
+        let mut m = Manager::new("mgr", inventory());
+        let (id, local) = m.install(&spike()).expect("installs");
+        assert_eq!(id, 0);
+        let hosts: Vec<HostId> = local.iter().map(|(h, _)| *h).collect();
+        assert_eq!(hosts, [0, 1]);
+        assert_eq!(local[0].1.predicate.to_string(), "sum(volume) > 150");
+        let mut nowhere = spike();
+        nowhere.filters[0].dst_ip = Some(IpPrefix {
+            addr: "192.0.2.0".parse().expect("addr"),
+            len: 24,
+        });
+        assert_eq!(
+            m.install(&nowhere).err(),
+            Some(ManagerError::NoPlacement("spike".into()))
+        );
+    }
+
+    #[test]
+    fn a_satisfied_host_polls_the_others_and_the_last_answer_decides() {
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        // Host a: 200 > 150 locally.
+        let (polls, now) = m.satisfied(id, 0, &report("a", 200.0)).expect("satisfied");
+        assert!(now.is_none());
+        assert_eq!(polls.len(), 1);
+        assert_eq!(polls[0].host, 1);
+        // Host b had 120: 320 > 300 network-wide.
+        let d = m
+            .answer(&polls[0], Some(vec![120.0]))
+            .expect("answer")
+            .expect("decided");
+        let r = d.report.expect("fires");
+        assert_eq!(r.values, vec![("sum(volume)".to_string(), 320.0)]);
+        assert_eq!(r.origin.host, "mgr");
+        assert_eq!(r.origin.worker, NETWORK_WORKER);
+        assert!(r.completeness.complete);
+        assert_eq!((d.answered, d.missing), (vec![0, 1], vec![]));
+        assert_eq!(m.pending(), 0);
+        // A late duplicate answer is ignored.
+        assert_eq!(m.answer(&polls[0], Some(vec![1.0])).expect("answer"), None);
+    }
+
+    #[test]
+    fn below_the_network_threshold_nothing_fires_and_silence_is_partial() {
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        let (polls, _) = m.satisfied(id, 0, &report("a", 160.0)).expect("satisfied");
+        let d = m.answer(&polls[0], None).expect("answer").expect("decided");
+        assert_eq!(d.report, None, "160 alone is not above 300");
+        // Host b never answers: the transport expires the decision.
+        let (polls, _) = m.satisfied(id, 0, &report("a", 400.0)).expect("satisfied");
+        assert_eq!(polls.len(), 1);
+        assert_eq!(m.pending_keys().len(), 1);
+        let d = m.expire(id, 10_000_000, GroupKey::default()).expect("decided");
+        assert_eq!(d.missing, vec![1]);
+        let r = d.report.expect("400 alone is above 300");
+        assert!(
+            !r.completeness.complete,
+            "a partial decision is marked incomplete"
+        );
+        // Both hosts satisfied: no poll at all.
+        let (p1, _) = m.satisfied(id, 0, &report("a", 200.0)).expect("satisfied");
+        let (p2, d) = m.satisfied(id, 1, &report("b", 200.0)).expect("satisfied");
+        assert_eq!((p1.len(), p2.len()), (1, 0));
+        assert_eq!(d.expect("decided").report.expect("fires").values[0].1, 400.0);
+    }
+
+    #[test]
+    fn wrong_input_is_an_error_not_a_panic() {
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        let mut bad = report("a", 1.0);
+        bad.values.push(("x".into(), 2.0));
+        assert_eq!(
+            m.satisfied(id, 0, &bad).err(),
+            Some(ManagerError::ValueCount { got: 2, want: 1 })
+        );
+        assert_eq!(
+            m.satisfied(9, 0, &report("a", 1.0)).err(),
+            Some(ManagerError::UnknownEvent(9))
+        );
+        // A host without the trigger is ignored.
+        assert_eq!(
+            m.satisfied(id, 2, &report("c", 999.0)).expect("ignored").0,
+            vec![]
+        );
+        m.remove(id).expect("removes");
+        assert_eq!(m.remove(id).err(), Some(ManagerError::UnknownEvent(id)));
+        assert_eq!(m.events().count(), 0);
+    }
+}
