@@ -14,7 +14,7 @@
 //! over NATS); it also decides when to give up on a host and call
 //! [`Manager::expire`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use clarion_lang::spec::EventSpec;
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
@@ -74,6 +74,10 @@ pub struct Decision {
 
 type Key = (EventId, u64, GroupKey);
 
+/// Decisions remembered, so that a host whose report arrives after the
+/// decision (its values were already polled) does not start another.
+const DECIDED_KEPT: usize = 1 << 16;
+
 /// See the module documentation.
 #[derive(Debug)]
 pub struct Manager {
@@ -82,6 +86,8 @@ pub struct Manager {
     inventory: Inventory,
     events: Vec<Option<NetworkEvent>>,
     pending: HashMap<Key, Pending>,
+    decided: HashSet<Key>,
+    decided_order: VecDeque<Key>,
 }
 
 impl Manager {
@@ -93,6 +99,8 @@ impl Manager {
             inventory,
             events: Vec::new(),
             pending: HashMap::new(),
+            decided: HashSet::new(),
+            decided_order: VecDeque::new(),
         }
     }
 
@@ -164,6 +172,10 @@ impl Manager {
         let n = e.hosts.len();
         let hosts = e.hosts.clone();
         let key = (event, report.window.start_ns, report.group);
+        if self.decided.contains(&key) {
+            // Decided already, with this host's values (it was polled).
+            return Ok((Vec::new(), None));
+        }
         let p = self.pending.entry(key).or_insert_with(|| Pending {
             window: report.window,
             answers: vec![None; n],
@@ -245,6 +257,14 @@ impl Manager {
 
     fn decide(&mut self, key: &Key) -> Option<Decision> {
         let p = self.pending.remove(key)?;
+        if self.decided.insert(*key) {
+            self.decided_order.push_back(*key);
+            if self.decided_order.len() > DECIDED_KEPT {
+                if let Some(old) = self.decided_order.pop_front() {
+                    self.decided.remove(&old);
+                }
+            }
+        }
         let e = self.event(key.0)?;
         let mut answered = Vec::new();
         let mut missing = Vec::new();
@@ -414,22 +434,30 @@ mod tests {
         let (polls, _) = m.satisfied(id, 0, &report("a", 160.0)).expect("satisfied");
         let d = m.answer(&polls[0], None).expect("answer").expect("decided");
         assert_eq!(d.report, None, "160 alone is not above 300");
-        // Host b never answers: the transport expires the decision.
-        let (polls, _) = m.satisfied(id, 0, &report("a", 400.0)).expect("satisfied");
+        // Host b never answers (next window): the transport expires the decision.
+        let mut late = report("a", 400.0);
+        late.window.start_ns += 10_000_000;
+        let (polls, _) = m.satisfied(id, 0, &late).expect("satisfied");
         assert_eq!(polls.len(), 1);
         assert_eq!(m.pending_keys().len(), 1);
-        let d = m.expire(id, 10_000_000, GroupKey::default()).expect("decided");
+        let d = m.expire(id, 20_000_000, GroupKey::default()).expect("decided");
         assert_eq!(d.missing, vec![1]);
         let r = d.report.expect("400 alone is above 300");
         assert!(
             !r.completeness.complete,
             "a partial decision is marked incomplete"
         );
-        // Both hosts satisfied: no poll at all.
-        let (p1, _) = m.satisfied(id, 0, &report("a", 200.0)).expect("satisfied");
-        let (p2, d) = m.satisfied(id, 1, &report("b", 200.0)).expect("satisfied");
+        // Both hosts satisfied (another window): the second report answers the first's poll.
+        let mut a = report("a", 200.0);
+        a.window.start_ns += 20_000_000;
+        let mut b = report("b", 200.0);
+        b.window.start_ns += 20_000_000;
+        let (p1, _) = m.satisfied(id, 0, &a).expect("satisfied");
+        let (p2, d) = m.satisfied(id, 1, &b).expect("satisfied");
         assert_eq!((p1.len(), p2.len()), (1, 0));
         assert_eq!(d.expect("decided").report.expect("fires").values[0].1, 400.0);
+        // A report for a decided window starts nothing.
+        assert_eq!(m.satisfied(id, 1, &b).expect("ignored"), (vec![], None));
     }
 
     #[test]
