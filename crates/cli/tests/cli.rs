@@ -117,6 +117,53 @@ fn check_output_is_canonical_and_stable() {
     );
 }
 
+/// The network-wide example of docs/language.md, written out of canonical order.
+const SERVICE_SPIKE: &str = "event service_load_spike across hosts
+  filter dst_ip in 10.0.128.0/24 and dst_port = 80
+  when sum(volume) > 100MB every 10ms per dst_ip/24
+";
+
+#[test]
+fn check_prints_across_hosts_as_the_last_clause() {
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("spike.clarion");
+    std::fs::write(&ev, SERVICE_SPIKE).unwrap();
+    let o = clarion().arg("check").arg(&ev).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "event service_load_spike
+  filter dst_ip in 10.0.128.0/24 and dst_port = 80
+  when sum(volume) > 100MB
+  per dst_ip/24
+  every 10ms
+  across hosts
+"
+    );
+}
+
+#[test]
+fn run_without_an_inventory_refuses_a_network_wide_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("spike.clarion");
+    std::fs::write(&ev, SERVICE_SPIKE).unwrap();
+    let o = clarion()
+        .args(["run", "--pcap", "examples/demo.pcap", "--events"])
+        .arg(&ev)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "event `service_load_spike` is network-wide (`across hosts`): a monitor runs host triggers; \
+             give `clarion run` an inventory (--inventory) so the event manager splits it"
+        ),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "no reports");
+}
+
 #[test]
 fn missing_capture_exits_1() {
     let o = run("no/such.pcap", "examples/demo.clarion").output().unwrap();

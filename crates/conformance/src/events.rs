@@ -7,7 +7,7 @@
 
 use clarion_lang::spec::{
     AggCall, AggFunc, ArithOp, BaseVar, CmpOp, EventSpec, Filter, Granularity, IpPrefix, PacketExpr,
-    PortRange, Pred, PrefixLens, Var,
+    PortRange, Pred, PrefixLens, Scope, Var,
 };
 use clarion_wire::proto;
 use proptest::prelude::*;
@@ -40,6 +40,9 @@ pub fn arb_events(max: usize) -> impl Strategy<Value = Vec<EventSpec>> {
                     predicate,
                     granularity,
                     interval_ns,
+                    // Monitors and the reference run host triggers: the
+                    // network-wide split is the manager's, tested there.
+                    scope: Scope::Host,
                 },
             )
             .collect()

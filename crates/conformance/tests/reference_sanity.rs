@@ -13,7 +13,7 @@ use clarion_conformance::{
     arb_events, arb_traffic, expected_inputs, parse_traffic, Traffic, TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS,
 };
 use clarion_lang::spec::{
-    AggCall, AggFunc, BaseVar, CmpOp, EventSpec, Filter, Granularity, PacketExpr, Pred, Var,
+    AggCall, AggFunc, BaseVar, CmpOp, EventSpec, Filter, Granularity, PacketExpr, Pred, Scope, Var,
 };
 use clarion_reference::{evaluate, Config, Input};
 use clarion_report::Report;
@@ -401,6 +401,7 @@ fn grid_events() -> Vec<EventSpec> {
                 predicate: always(),
                 granularity: g,
                 interval_ns: ms * 1_000_000,
+                scope: Scope::Host,
             });
         }
     }
@@ -691,6 +692,7 @@ fn totals_event() -> EventSpec {
             .fold(always(), |l, r| Pred::Or(Box::new(l), Box::new(r))),
         granularity: Granularity::default(),
         interval_ns: 10_000_000,
+        scope: Scope::Host,
     }
 }
 

@@ -55,6 +55,11 @@ pub enum EngineError {
     Unsupported { event: String, variables: String },
     #[error("event `{event}` has a zero-length interval")]
     BadInterval { event: String },
+    #[error(
+        "event `{event}` is network-wide (`across hosts`): a monitor runs host triggers; \
+         give `clarion run` an inventory (--inventory) so the event manager splits it"
+    )]
+    NetworkWide { event: String },
     #[error("no trigger with id {0} is installed")]
     UnknownTrigger(TriggerId),
     #[error("partials from worker {worker}, but the merger has {workers} workers (0 to {workers} - 1)")]

@@ -453,7 +453,7 @@ impl Trigger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clarion_lang::spec::{AggFunc, BaseVar, Granularity, PacketExpr, Var};
+    use clarion_lang::spec::{AggFunc, BaseVar, Granularity, PacketExpr, Scope, Var};
 
     fn sum_volume() -> AggCall {
         AggCall {
@@ -472,6 +472,7 @@ mod tests {
             predicate: pred,
             granularity: Granularity::FIVE_TUPLE,
             interval_ns: 10_000_000,
+            scope: Scope::Host,
         }
     }
 

@@ -28,6 +28,9 @@ pub struct Event {
     pub when: Expr,
     pub per: Option<Per>,
     pub every: Option<Quantity>,
+    /// `across hosts`, when written: the event is network-wide. The span
+    /// covers both words.
+    pub across: Option<Span>,
     /// From `event` to the end of the last clause.
     pub span: Span,
 }
@@ -389,6 +392,9 @@ impl Event {
         }
         if let Some(q) = &mut self.every {
             q.span = Span::default();
+        }
+        if let Some(s) = &mut self.across {
+            *s = Span::default();
         }
     }
 }

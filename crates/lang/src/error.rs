@@ -29,6 +29,7 @@ pub mod codes {
     pub const BAD_EVENT_NAME: &str = "E0208";
     pub const UNKNOWN_FIELD: &str = "E0209";
     pub const BAD_ADDRESS: &str = "E0210";
+    pub const BAD_SCOPE: &str = "E0211";
     pub const DUPLICATE_EVENT: &str = "E0301";
     pub const BAD_FILTER_VALUE: &str = "E0302";
     pub const HOST_BITS: &str = "E0303";

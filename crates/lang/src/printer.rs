@@ -1,11 +1,11 @@
 //! The canonical pretty-printer: `Display` for the syntax tree.
 //!
 //! The output is the canonical form of a source: one clause per line,
-//! indented two spaces, in the order `filter`s, `when`, `per`, `every`; a
-//! blank line between events; comments dropped; words instead of `&&`,
-//! `||`, `!`; the fewest parentheses that keep the tree's shape; a unit
-//! written right after its number (`125KB`). Parsing the output gives back
-//! the same tree, up to spans.
+//! indented two spaces, in the order `filter`s, `when`, `per`, `every`,
+//! `across hosts`; a blank line between events; comments dropped; words
+//! instead of `&&`, `||`, `!`; the fewest parentheses that keep the tree's
+//! shape; a unit written right after its number (`125KB`). Parsing the
+//! output gives back the same tree, up to spans.
 
 use std::fmt::{self, Display, Formatter};
 
@@ -38,6 +38,9 @@ impl Display for Event {
         }
         if let Some(every) = &self.every {
             writeln!(f, "  every {every}")?;
+        }
+        if self.across.is_some() {
+            writeln!(f, "  across hosts")?;
         }
         Ok(())
     }

@@ -20,6 +20,20 @@ pub struct EventSpec {
     pub granularity: Granularity,
     /// Length of the event's time interval (its windows), nanoseconds, a multiple of 1 ms.
     pub interval_ns: u64,
+    /// Whose packets the predicate is about: one monitor's, or all hosts' (`across hosts`).
+    pub scope: Scope,
+}
+
+/// Where an event's predicate holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// On the packets one monitor sees: a host trigger, installed as it is.
+    #[default]
+    Host,
+    /// On the aggregates of each group's packets on all hosts together
+    /// (`across hosts`). No monitor installs it as it is: an event manager
+    /// splits it into per-host triggers and decides from their values.
+    Network,
 }
 
 impl EventSpec {

@@ -3,7 +3,7 @@
 //! ```clarion-error block is refused (with the code its comment names, when
 //! it names one). Failures name the file and line of the block.
 
-use clarion_lang::spec::{BaseVar, EventSpec};
+use clarion_lang::spec::{BaseVar, EventSpec, Scope};
 use clarion_lang::{check, Diagnostics};
 
 struct Block {
@@ -143,6 +143,19 @@ fn doc_examples_check_as_marked() {
     assert!(blocks.iter().filter(|b| !b.must_fail).count() >= 10);
     assert!(blocks.iter().filter(|b| b.must_fail).count() >= 10);
     check_as_marked(&blocks);
+}
+
+/// The section on `across hosts` shows a network-wide event that checks.
+#[test]
+fn doc_examples_show_a_network_wide_event() {
+    let blocks = blocks();
+    let network: Vec<String> = check_as_marked(&blocks)
+        .into_iter()
+        .flat_map(|(_, specs)| specs)
+        .filter(|s| s.scope == Scope::Network)
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(network, ["service_load_spike"]);
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use clarion_lang::spec::{
     AggCall, AggFunc, ArithOp, BaseVar, CmpOp, EventSpec, Filter, Granularity, IpPrefix, PacketExpr,
-    PortRange, Pred, PrefixLens, Var,
+    PortRange, Pred, PrefixLens, Scope, Var,
 };
 use clarion_lang::{check, codes};
 
@@ -63,6 +63,23 @@ fn defaults() {
     assert_eq!(s.filters, vec![Filter::default()]);
     assert_eq!(s.granularity, Granularity::FIVE_TUPLE);
     assert_eq!(s.interval_ns, 10_000_000);
+    assert_eq!(s.scope, Scope::Host);
+}
+
+#[test]
+fn across_hosts_makes_the_event_network_wide_and_changes_nothing_else() {
+    let host = one("event e filter dst_port = 80 when sum(volume) > 100MB per dst_ip/24 every 10ms");
+    let network =
+        one("event e filter dst_port = 80 when sum(volume) > 100MB per dst_ip/24 every 10ms across hosts");
+    assert_eq!(host.scope, Scope::Host);
+    assert_eq!(network.scope, Scope::Network);
+    assert_eq!(
+        EventSpec {
+            scope: Scope::Host,
+            ..network
+        },
+        host
+    );
 }
 
 #[test]

@@ -33,6 +33,8 @@ const VOCAB: &[&str] = &[
     "when",
     "per",
     "every",
+    "across",
+    "hosts",
     "and",
     "or",
     "not",

@@ -12,8 +12,8 @@ use clarion_lang::parse;
 use clarion_lang::span::Span;
 use proptest::prelude::*;
 
-const KEYWORDS: [&str; 9] = [
-    "event", "filter", "when", "per", "every", "and", "or", "not", "in",
+const KEYWORDS: [&str; 10] = [
+    "event", "filter", "when", "per", "every", "across", "and", "or", "not", "in",
 ];
 
 fn word() -> impl Strategy<Value = String> {
@@ -167,14 +167,16 @@ fn event() -> impl Strategy<Value = Event> {
         expr(),
         prop::option::of(per()),
         prop::option::of(quantity()),
+        any::<bool>(),
     )
-        .prop_map(|(name, filters, when, per, every)| Event {
+        .prop_map(|(name, filters, when, per, every, across)| Event {
             name,
             name_span: Span::default(),
             filters,
             when,
             per,
             every,
+            across: across.then(Span::default),
             span: Span::default(),
         })
 }

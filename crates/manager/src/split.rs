@@ -36,7 +36,7 @@
 //! and evaluates the original predicate on them, `avg` as the combined sum
 //! over the combined number of defined values.
 
-use clarion_lang::spec::{AggCall, AggFunc, ArithOp, CmpOp, EventSpec, PacketExpr, Pred};
+use clarion_lang::spec::{AggCall, AggFunc, ArithOp, CmpOp, EventSpec, PacketExpr, Pred, Scope};
 
 use crate::ManagerError;
 
@@ -100,6 +100,9 @@ pub fn split(event: &EventSpec, hosts: usize) -> Result<Split, ManagerError> {
     let local_pred = local(&event.predicate, hosts as f64).map_err(refuse)?;
     let local = EventSpec {
         predicate: local_pred,
+        // What a host installs is a host trigger, whatever the event's scope:
+        // a monitor refuses network-wide specs.
+        scope: Scope::Host,
         ..event.clone()
     };
     let needs = local

@@ -17,6 +17,11 @@
 //! Events the reference cannot evaluate (division or `X_lastepoch` inside a
 //! per-packet expression, which the checker refuses; a zero interval) are skipped by
 //! [`evaluate`]; [`unsupported`] tells why.
+//!
+//! An event's scope plays no part here: a spec is evaluated over whatever
+//! frames it is given, so a network-wide (`across hosts`) event over all
+//! hosts' frames together is the network-wide truth the manager's decision
+//! is held to.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

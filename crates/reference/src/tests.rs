@@ -1,6 +1,7 @@
 //! Hand-computed cases: each expected number was worked out on paper from docs/semantics.md.
 
 use super::*;
+use clarion_lang::spec::Scope;
 use clarion_wire::TcpInfo;
 
 const MS: u64 = 1_000_000;
@@ -114,6 +115,7 @@ fn event(name: &str, filters: Vec<Filter>, predicate: Pred, granularity: Granula
         predicate,
         granularity,
         interval_ns: ms * MS,
+        scope: Scope::Host,
     }
 }
 

@@ -1,6 +1,6 @@
 use super::*;
 use clarion_lang::spec::{
-    AggCall, AggFunc, BaseVar, CmpOp, Filter, Granularity, PacketExpr, Pred, PrefixLens, Var,
+    AggCall, AggFunc, BaseVar, CmpOp, Filter, Granularity, PacketExpr, Pred, PrefixLens, Scope, Var,
 };
 use clarion_report::Window;
 use clarion_wire::{FlowKey, TcpInfo};
@@ -32,6 +32,7 @@ pub(crate) fn event(name: &str, pred: Pred, g: Granularity, interval_ms: u64) ->
         predicate: pred,
         granularity: g,
         interval_ns: interval_ms * MS,
+        scope: Scope::Host,
     }
 }
 
@@ -187,6 +188,39 @@ fn install_mid_stream_starts_at_next_window_and_remove_stops() {
     m.finish(&mut out);
     assert_eq!(out.len(), 1);
     assert_eq!(m.remove(id), Err(EngineError::UnknownTrigger(id)));
+}
+
+#[test]
+fn network_wide_events_are_refused_with_the_way_to_run_them() {
+    let mut m = Monitor::new(MonitorConfig::default());
+    let spike = EventSpec {
+        scope: Scope::Network,
+        ..event(
+            "spike",
+            gt(agg(AggFunc::Sum, BaseVar::Volume), 100e6),
+            Granularity::FIVE_TUPLE,
+            10,
+        )
+    };
+    let err = m.install(spike.clone()).unwrap_err();
+    assert_eq!(
+        err,
+        EngineError::NetworkWide {
+            event: "spike".into()
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "event `spike` is network-wide (`across hosts`): a monitor runs host triggers; \
+         give `clarion run` an inventory (--inventory) so the event manager splits it"
+    );
+    assert_eq!(m.triggers().count(), 0, "nothing is installed");
+    // The same event as a host trigger (what the manager hands a host) installs.
+    let host = EventSpec {
+        scope: Scope::Host,
+        ..spike
+    };
+    assert!(m.install(host).is_ok());
 }
 
 /// A 10 ms per-5-tuple event that never fires: only its kept values matter.

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use crate::ast::{Event, File};
 use crate::error::{codes, Diagnostic};
 use crate::span::Span;
-use crate::spec::EventSpec;
+use crate::spec::{EventSpec, Scope};
 
 /// Lowers every event of `file`, pushing a diagnostic per problem.
 pub fn lower_file(file: &File, diags: &mut Vec<Diagnostic>) -> Vec<EventSpec> {
@@ -63,5 +63,10 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
         predicate: predicate?,
         granularity,
         interval_ns: interval_ns?,
+        scope: if e.across.is_some() {
+            Scope::Network
+        } else {
+            Scope::Host
+        },
     })
 }

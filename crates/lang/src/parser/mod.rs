@@ -23,12 +23,15 @@ use crate::suggest::closest;
 use crate::token::{Token, TokenKind};
 
 /// The words that start a clause.
-const CLAUSES: [&str; 4] = ["filter", "when", "per", "every"];
+const CLAUSES: [&str; 5] = ["filter", "when", "per", "every", "across"];
 
 /// Words that can never be a name, variable or value.
-const KEYWORDS: [&str; 9] = [
-    "event", "filter", "when", "per", "every", "and", "or", "not", "in",
+const KEYWORDS: [&str; 10] = [
+    "event", "filter", "when", "per", "every", "across", "and", "or", "not", "in",
 ];
+
+/// How a clause list is named in messages ("each clause starts with …").
+const CLAUSE_LIST: &str = "`filter`, `when`, `per`, `every` or `across`";
 
 fn is_keyword(s: &str) -> bool {
     KEYWORDS.contains(&s)
@@ -151,6 +154,7 @@ impl<'t> Parser<'t> {
         let mut when: Option<(Span, Expr)> = None;
         let mut per: Option<(Span, Per)> = None;
         let mut every: Option<(Span, Quantity)> = None;
+        let mut across: Option<(Span, Span)> = None;
         while let Some(t) = self.peek() {
             let TokenKind::Ident(word) = &t.kind else {
                 return Err(self.unknown_clause(!filters.is_empty()));
@@ -177,6 +181,11 @@ impl<'t> Parser<'t> {
                     self.pos += 1;
                     every = Some((t.span, self.every()?));
                 }
+                "across" => {
+                    check_duplicate(&across, "across", t.span)?;
+                    self.pos += 1;
+                    across = Some((t.span, self.across(t.span)?));
+                }
                 _ => return Err(self.unknown_clause(!filters.is_empty())),
             }
         }
@@ -196,12 +205,13 @@ impl<'t> Parser<'t> {
             when,
             per: per.map(|(_, p)| p),
             every: every.map(|(_, q)| q),
+            across: across.map(|(_, s)| s),
             span: kw.to(self.prev_span()),
         })
     }
 
     fn unknown_clause(&self, had_filter: bool) -> Diagnostic {
-        let d = self.expected("a clause (`filter`, `when`, `per`, `every`) or the next `event`");
+        let d = self.expected("a clause (`filter`, `when`, `per`, `every`, `across`) or the next `event`");
         let Some(t) = self.peek() else { return d };
         let d = Diagnostic {
             code: codes::UNKNOWN_CLAUSE,
@@ -218,9 +228,9 @@ impl<'t> Parser<'t> {
             ),
             TokenKind::Ident(w) => match closest(w, CLAUSES.into_iter().chain(["event"])) {
                 Some(s) => d.help(format!("did you mean `{s}`?")),
-                None => d.help("each clause starts with `filter`, `when`, `per` or `every`"),
+                None => d.help(format!("each clause starts with {CLAUSE_LIST}")),
             },
-            _ => d.help("each clause starts with `filter`, `when`, `per` or `every`"),
+            _ => d.help(format!("each clause starts with {CLAUSE_LIST}")),
         }
     }
 
@@ -433,6 +443,31 @@ impl<'t> Parser<'t> {
         }
         self.quantity()
     }
+
+    /// `hosts` after `across`; the one scope there is, so anything else is
+    /// refused where it stands rather than read as the next clause.
+    fn across(&mut self, kw: Span) -> PResult<Span> {
+        if let Some(hosts) = self.eat(|k| k.is_word("hosts")) {
+            return Ok(kw.to(hosts.span));
+        }
+        let d = match self.peek() {
+            Some(t) => Diagnostic::new(
+                codes::BAD_SCOPE,
+                format!("expected `hosts` after `across`, found {}", t.kind),
+                t.span,
+            )
+            .here("expected `hosts`"),
+            None => Diagnostic::new(
+                codes::BAD_SCOPE,
+                "expected `hosts` after `across`, found end of input",
+                kw,
+            )
+            .here("expected `hosts` after this"),
+        };
+        Err(d.help(
+            "write `across hosts` (network-wide: the predicate holds over all hosts' packets together)",
+        ))
+    }
 }
 
 fn check_duplicate<T>(first: &Option<(Span, T)>, clause: &str, here: Span) -> PResult<()> {
@@ -440,6 +475,7 @@ fn check_duplicate<T>(first: &Option<(Span, T)>, clause: &str, here: Span) -> PR
     let help = match clause {
         "when" => "an event has one predicate; combine conditions with `and` or `or`",
         "per" => "list all the fields in one clause, e.g. `per (src_ip/24, dst_port)`",
+        "across" => "write `across hosts` once",
         _ => "an event has one interval",
     };
     Err(Diagnostic::new(

@@ -1,4 +1,4 @@
-use clarion_lang::spec::{BaseVar, Filter, Granularity, Var};
+use clarion_lang::spec::{BaseVar, Filter, Granularity, Scope, Var};
 use proptest::prelude::*;
 
 use super::*;
@@ -25,6 +25,7 @@ fn event(pred: Pred) -> EventSpec {
         predicate: pred,
         granularity: Granularity::FIVE_TUPLE,
         interval_ns: 10_000_000,
+        scope: Scope::Network,
     }
 }
 
@@ -52,6 +53,22 @@ fn sums_and_counts_split_their_threshold_evenly() {
     assert_eq!(
         local_text(cmp(CmpOp::Ge, l, Pred::Num(10.0)), 5).as_deref(),
         Ok("sum(volume) - 2 * count(ttl) >= 2")
+    );
+}
+
+#[test]
+fn the_local_trigger_is_host_scoped_and_the_event_stays_network_wide() {
+    let ev = event(cmp(
+        CmpOp::Gt,
+        agg(AggFunc::Sum, BaseVar::Volume),
+        Pred::Num(100e6),
+    ));
+    let s = split(&ev, 4).expect("a sum splits");
+    assert_eq!(s.local.scope, Scope::Host, "monitors install only host triggers");
+    assert_eq!(s.network().scope, Scope::Network);
+    assert_eq!(
+        (&s.local.filters, s.local.interval_ns),
+        (&ev.filters, ev.interval_ns)
     );
 }
 
