@@ -71,6 +71,13 @@ const RUN_AFTER_HELP: &str = "Examples:
   clarion run -i eth0 --events rack.clarion --duration 60s --epoch-stats epochs.jsonl
   clarion run -i eth0 -i eth1 --workers 2 --filter 'not port 22' --events rack.clarion
   clarion run -i mirror0 --source xdp --workers 2 --events rack.clarion
+  clarion run --pcap dc.pcap --inventory hosts.txt --events service.clarion
+
+With --inventory, the capture holds several hosts' traffic: each packet goes
+to the hosts owning its source and destination addresses, each host runs
+its own monitor, and the event manager splits every network-wide event
+(`across hosts`) into per-host triggers and decides it from all hosts'
+values, as it would across machines.
 
 Live capture (--interface) uses an AF_PACKET TPACKET_V3 ring per worker and
 interface, or with --source xdp an AF_XDP socket per RX queue (worker k
@@ -188,6 +195,12 @@ pub struct RunArgs {
     /// CAP_NET_RAW; runs until Ctrl-C (or SIGTERM) or --duration.
     #[arg(long, short = 'i', value_name = "IFACE", help_heading = "Live capture")]
     pub interface: Vec<String>,
+
+    /// Hosts and the prefixes each owns (one per line: a name, then its
+    /// prefixes). The capture is split into one monitor per host, and
+    /// network-wide events (`across hosts`) are decided over all of them.
+    #[arg(long, value_name = "FILE", requires = "pcap")]
+    pub inventory: Option<PathBuf>,
 
     #[command(flatten)]
     pub live: LiveArgs,

@@ -10,6 +10,7 @@ mod feasibility;
 mod gen;
 mod live;
 mod metrics_server;
+mod network;
 mod run;
 mod summary;
 

@@ -17,6 +17,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use clarion_capture::{CaptureFile, PacketSource};
 use clarion_engine::{Monitor, MonitorConfig, Report, Unparsed};
 use clarion_sinks::{JsonLinesSink, ReportSink, SinkError, TableSink};
+use clarion_wire::PacketRecord;
 
 use crate::args::{Format, RunArgs, When};
 use crate::summary::Summary;
@@ -143,7 +144,77 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     };
     let specs = load_events(&a.events)?;
     let n_events = specs.len();
-    let mut monitor = build_monitor(a, monitor_config(a), &specs)?;
+    match &a.inventory {
+        Some(path) => {
+            let mut net = crate::network::build(a, path, &specs)?;
+            let (code, run) = replay(a, pcap, &mut net)?;
+            if !a.quiet {
+                crate::network::print_summary(&net, &run, n_events);
+            }
+            Ok(code)
+        }
+        None => {
+            let mut monitor = build_monitor(a, monitor_config(a), &specs)?;
+            let (code, run) = replay(a, pcap, &mut monitor)?;
+            if !a.quiet {
+                let s = Summary {
+                    counters: monitor.counters(),
+                    dos_threshold: monitor.dos_threshold(),
+                    frames: run.frames,
+                    skipped: run.skipped,
+                    dropped: run.dropped,
+                    elapsed: run.elapsed,
+                    events: n_events,
+                };
+                eprint!("{s}");
+            }
+            Ok(code)
+        }
+    }
+}
+
+/// What consumes a capture's packets: one monitor, or a network of them.
+pub trait Stage {
+    fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>);
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>);
+    fn finish(&mut self, out: &mut Vec<Report>);
+}
+
+impl Stage for Monitor {
+    fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
+        Monitor::process(self, p, out)
+    }
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) {
+        Monitor::note_unparsed(self, ts_ns, why, out)
+    }
+    fn finish(&mut self, out: &mut Vec<Report>) {
+        Monitor::finish(self, out)
+    }
+}
+
+impl Stage for clarion_network::Network {
+    fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
+        clarion_network::Network::process(self, p, out)
+    }
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) {
+        clarion_network::Network::note_unparsed(self, ts_ns, why, out)
+    }
+    fn finish(&mut self, out: &mut Vec<Report>) {
+        clarion_network::Network::finish(self, out)
+    }
+}
+
+/// How a replay went, for the summary.
+pub struct Replay {
+    pub frames: u64,
+    pub skipped: u64,
+    pub dropped: u64,
+    pub elapsed: Duration,
+}
+
+/// Reads the capture into `stage`, writing reports as they come; the exit
+/// status is 1 when the capture is damaged (reports then cover the packets before).
+fn replay(a: &RunArgs, pcap: &Path, stage: &mut dyn Stage) -> Result<(ExitCode, Replay), Failure> {
     let mut source = CaptureFile::open(pcap)
         .with_context(|| format!("cannot read capture {}", pcap.display()))
         .map_err(Failure::Runtime)?;
@@ -169,9 +240,9 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         };
         frames += 1;
         match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
-            Ok(rec) => monitor.process(&rec, &mut reports),
-            Err(e) if e.is_not_ip() => monitor.note_unparsed(raw.ts_ns, Unparsed::NotIp, &mut reports),
-            Err(_) => monitor.note_unparsed(raw.ts_ns, Unparsed::Malformed, &mut reports),
+            Ok(rec) => stage.process(&rec, &mut reports),
+            Err(e) if e.is_not_ip() => stage.note_unparsed(raw.ts_ns, Unparsed::NotIp, &mut reports),
+            Err(_) => stage.note_unparsed(raw.ts_ns, Unparsed::Malformed, &mut reports),
         }
         if !reports.is_empty() {
             write_all(&mut *sink, &mut reports)?;
@@ -182,33 +253,27 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
             }
         }
     }
-    monitor.finish(&mut reports);
+    stage.finish(&mut reports);
     write_all(&mut *sink, &mut reports)?;
     sink.flush().map_err(sink_error)?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let elapsed = started.elapsed();
-    if !a.quiet {
-        let st = source.stats();
-        let s = Summary {
-            counters: monitor.counters(),
-            dos_threshold: monitor.dos_threshold(),
-            frames,
-            skipped: st.skipped,
-            dropped: st.dropped,
-            elapsed,
-            events: n_events,
-        };
-        eprint!("{s}");
-    }
-    match damage {
+    let st = source.stats();
+    let run = Replay {
+        frames,
+        skipped: st.skipped,
+        dropped: st.dropped,
+        elapsed: started.elapsed(),
+    };
+    let code = match damage {
         Some(e) => {
             eprintln!("clarion: warning: {e}; reports cover the packets before the damage");
-            Ok(ExitCode::from(1))
+            ExitCode::from(1)
         }
-        None => Ok(ExitCode::SUCCESS),
-    }
+        None => ExitCode::SUCCESS,
+    };
+    Ok((code, run))
 }
 
 pub fn write_all(sink: &mut dyn ReportSink, reports: &mut Vec<Report>) -> Result<(), Failure> {

@@ -224,3 +224,24 @@ fn readme_examples_check() {
         );
     }
 }
+
+#[test]
+fn manager_page_and_network_example_check() {
+    let blocks = blocks_of("docs/manager.md");
+    assert!(!blocks.is_empty(), "docs/manager.md shows a network-wide event");
+    for (b, specs) in check_as_marked(&blocks) {
+        assert!(
+            specs
+                .iter()
+                .all(|s| s.scope == clarion_lang::spec::Scope::Network),
+            "{}: the manager's page shows network-wide events",
+            b.at()
+        );
+    }
+    let path = format!("{}/examples/network.clarion", root());
+    let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let specs = check(&src).unwrap_or_else(|_| panic!("{path} does not check"));
+    assert!(specs
+        .iter()
+        .all(|s| s.scope == clarion_lang::spec::Scope::Network));
+}

@@ -157,7 +157,7 @@ impl Inventory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clarion_lang::spec::{Filter, Granularity, Pred};
+    use clarion_lang::spec::{Filter, Granularity, Pred, Scope};
 
     const TEXT: &str = "# the test network\nweb-1  10.0.128.0/25 2001:db8:80::/64\nweb-2 10.0.128.128/25 # second half\n\ndb 10.0.200.7\n";
 
@@ -172,6 +172,7 @@ mod tests {
             predicate: Pred::Num(1.0),
             granularity: Granularity::FIVE_TUPLE,
             interval_ns: 10_000_000,
+            scope: Scope::Network,
         }
     }
 

@@ -325,7 +325,7 @@ fn add_completeness(into: &mut Completeness, c: &Completeness) {
 mod tests {
     use super::*;
     use clarion_lang::spec::{
-        AggCall, AggFunc, BaseVar, CmpOp, Filter, Granularity, IpPrefix, PacketExpr, Pred, Var,
+        AggCall, AggFunc, BaseVar, CmpOp, Filter, Granularity, IpPrefix, PacketExpr, Pred, Scope, Var,
     };
 
     fn inventory() -> Inventory {
@@ -359,6 +359,7 @@ mod tests {
                 ..Granularity::default()
             },
             interval_ns: 10_000_000,
+            scope: Scope::Network,
         }
     }
 

@@ -1,0 +1,70 @@
+//! `clarion run --pcap FILE --inventory HOSTS`: the embedded transport. The
+//! capture is split by the inventory into one monitor per host, and the
+//! event manager decides the network-wide events (`across hosts`), all in
+//! this process (crate clarion-network).
+
+use std::path::Path;
+
+use clarion_lang::spec::{EventSpec, Scope};
+use clarion_manager::Inventory;
+use clarion_network::Network;
+
+use crate::args::RunArgs;
+use crate::run::{monitor_config, Replay};
+use crate::summary::{thousands, Summary};
+use crate::Failure;
+
+/// Reads the inventory and installs every event.
+pub fn build(a: &RunArgs, path: &Path, specs: &[EventSpec]) -> Result<Network, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Usage(format!("clarion: cannot read inventory {}: {e}", path.display())))?;
+    let inventory =
+        Inventory::parse(&text).map_err(|e| Failure::Usage(format!("clarion: {}: {e}", path.display())))?;
+    let config = monitor_config(a);
+    let manager = a.host.clone().unwrap_or_else(|| "manager".into());
+    let mut net = Network::new(inventory, &manager, &config);
+    for s in specs {
+        net.install(s.clone())
+            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", a.events.display())))?;
+    }
+    if !specs.iter().any(|s| s.scope == Scope::Network) {
+        eprintln!(
+            "clarion: note: {} has no network-wide event (`across hosts`); each host's events are reported per host",
+            a.events.display()
+        );
+    }
+    Ok(net)
+}
+
+pub fn print_summary(net: &Network, run: &Replay, events: usize) {
+    let mut counters = clarion_engine::Counters::default();
+    for (_, c) in net.host_counters() {
+        counters.add(&c);
+    }
+    let s = Summary {
+        counters,
+        dos_threshold: 0,
+        frames: run.frames,
+        skipped: run.skipped,
+        dropped: run.dropped,
+        elapsed: run.elapsed,
+        events,
+    };
+    eprint!("{s}");
+    for (host, c) in net.host_counters() {
+        eprintln!(
+            "  host {host}: {} packets, {} flows, {} reports",
+            thousands(c.packets),
+            thousands(c.flows_created),
+            thousands(c.reports)
+        );
+    }
+    let n = net.counters();
+    eprintln!(
+        "  network: {} decisions ({} fired), {} polls answered, {} packets of no host",
+        thousands(n.decisions),
+        thousands(n.fired),
+        thousands(n.polls),
+        thousands(n.unowned)
+    );
+}

@@ -1,0 +1,115 @@
+//! `clarion run --inventory`: network-wide events on the bundled capture.
+
+use std::process::Command;
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+
+fn clarion() -> Command {
+    let mut c = Command::cargo_bin("clarion").expect("binary");
+    c.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    c
+}
+
+/// (event, window start, group, values) of each JSON report line.
+fn reports(args: &[&str]) -> Vec<(String, u64, String, String)> {
+    let out = clarion().args(args).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut v: Vec<_> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).expect("json");
+            (
+                r["event"].as_str().unwrap_or_default().to_string(),
+                r["window"]["start_ns"].as_u64().unwrap_or_default(),
+                r["group"].to_string(),
+                r["values"].to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn both_senders_together_equal_one_monitor_on_the_whole_capture() {
+    // Network-wide: the senders each see their own packets; the manager adds them up.
+    let net = reports(&[
+        "run",
+        "--pcap",
+        "examples/demo.pcap",
+        "--inventory",
+        "examples/demo-hosts.txt",
+        "--events",
+        "examples/network.clarion",
+        "--format",
+        "json",
+        "--quiet",
+    ]);
+    let net: Vec<_> = net.into_iter().filter(|r| r.0 == "senders_to_receiver").collect();
+    assert!(net.len() >= 5, "the example should fire: {net:?}");
+    // One monitor on the whole capture, the same event without `across hosts`.
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/network.clarion"
+    ))
+    .expect("events");
+    let host_scoped = src.replace("  across hosts\n", "\n");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("host.clarion");
+    std::fs::write(&path, host_scoped).expect("write");
+    let one = reports(&[
+        "run",
+        "--pcap",
+        "examples/demo.pcap",
+        "--events",
+        path.to_str().expect("utf-8 path"),
+        "--format",
+        "json",
+        "--quiet",
+    ]);
+    let one: Vec<_> = one.into_iter().filter(|r| r.0 == "senders_to_receiver").collect();
+    assert_eq!(net, one);
+}
+
+#[test]
+fn inventory_mistakes_are_usage_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("hosts.txt");
+    std::fs::write(&bad, "a 10.0.0.0/24\na 10.0.1.0/24\n").expect("write");
+    let out = clarion()
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--events",
+            "examples/network.clarion",
+            "--inventory",
+        ])
+        .arg(&bad)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("inventory line 2: host `a` is listed twice"),
+        "{err}"
+    );
+    // An event that no host can see is refused.
+    let nobody = dir.path().join("nobody.txt");
+    std::fs::write(&nobody, "x 192.0.2.0/24\n").expect("write");
+    let out = clarion()
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--events",
+            "examples/network.clarion",
+            "--inventory",
+        ])
+        .arg(&nobody)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no host of the inventory owns"));
+}
