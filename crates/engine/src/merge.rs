@@ -98,7 +98,6 @@ use clarion_wire::FlowKey;
 
 use crate::key::report_group;
 use crate::measure::Acc;
-use crate::monitor::add_counts;
 use crate::trigger::{OpenWindow, Trigger, WindowValues};
 use crate::trigger_index::TriggerId;
 use crate::EngineError;
@@ -349,7 +348,7 @@ impl Merger {
             state.closed_to = p.watermark;
         }
         if let Some((start, counts)) = p.epoch {
-            add_counts(self.epochs.entry(start).or_default(), &counts);
+            self.epochs.entry(start).or_default().add_counts(&counts);
         }
         for part in p.windows {
             let Some(t) = self.triggers.get(&part.trigger) else {
@@ -537,7 +536,7 @@ impl Merger {
     fn completeness(&self, w: Window) -> Completeness {
         let mut c = Completeness::default();
         for (_, counts) in self.epochs.range(w.start_ns..w.end_ns) {
-            add_counts(&mut c, counts);
+            c.add_counts(counts);
         }
         c.complete = self
             .workers

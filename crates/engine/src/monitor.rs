@@ -164,15 +164,6 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-pub(crate) fn add_counts(into: &mut Completeness, c: &Completeness) {
-    into.packets += c.packets;
-    into.malformed += c.malformed;
-    into.not_ip += c.not_ip;
-    into.dropped += c.dropped;
-    into.untracked += c.untracked;
-    into.out_of_order += c.out_of_order;
-}
-
 impl Monitor {
     pub fn new(config: MonitorConfig) -> Self {
         let epoch_ns = config.default_epoch_ns.max(1);
@@ -1046,7 +1037,7 @@ impl Monitor {
                 .iter()
                 .filter(|(e, _)| (w.start_ns..end).contains(e))
             {
-                add_counts(&mut completeness, c);
+                completeness.add_counts(c);
             }
             // Observed in full: the input neither started nor ended inside it.
             completeness.complete = ended && w.start_ns >= self.first_ts;

@@ -185,7 +185,8 @@ impl Manager {
                 ..Completeness::default()
             },
         });
-        add_completeness(&mut p.completeness, &report.completeness);
+        p.completeness.add_counts(&report.completeness);
+        p.completeness.complete &= report.completeness.complete;
         p.answers[slot] = Some(Some(values));
         p.polled[slot] = true;
         let mut polls = Vec::new();
@@ -309,16 +310,6 @@ impl Manager {
     pub fn host_count(&self) -> usize {
         self.hosts
     }
-}
-
-fn add_completeness(into: &mut Completeness, c: &Completeness) {
-    into.packets += c.packets;
-    into.malformed += c.malformed;
-    into.not_ip += c.not_ip;
-    into.dropped += c.dropped;
-    into.untracked += c.untracked;
-    into.out_of_order += c.out_of_order;
-    into.complete &= c.complete;
 }
 
 #[cfg(test)]

@@ -77,6 +77,16 @@ pub struct Completeness {
 }
 
 impl Completeness {
+    /// Adds another part's counts (another epoch, worker or host); `complete` is left as it is.
+    pub fn add_counts(&mut self, c: &Completeness) {
+        self.packets += c.packets;
+        self.malformed += c.malformed;
+        self.not_ip += c.not_ip;
+        self.dropped += c.dropped;
+        self.untracked += c.untracked;
+        self.out_of_order += c.out_of_order;
+    }
+
     /// True when nothing was lost: every frame was parsed or knowingly ignored,
     /// every flow tracked, the whole window observed.
     pub fn is_lossless(&self) -> bool {
