@@ -85,6 +85,9 @@ pub struct Split {
     /// values (`local.aggregates()`), each with how it combines.
     pub needs: Vec<(AggCall, Combine)>,
     network: EventSpec,
+    /// The event's aggregates and their canonical text, computed once (a
+    /// report names each value).
+    aggregates: Vec<(AggCall, String)>,
     hosts: usize,
 }
 
@@ -117,6 +120,14 @@ pub fn split(event: &EventSpec, hosts: usize) -> Result<Split, ManagerError> {
         local,
         needs,
         network: event.clone(),
+        aggregates: event
+            .aggregates()
+            .into_iter()
+            .map(|a| {
+                let text = a.to_string();
+                (a, text)
+            })
+            .collect(),
         hosts,
     })
 }
@@ -174,10 +185,9 @@ impl Split {
         };
         let holds = eval(&self.network.predicate, &lookup) != 0.0;
         let values = self
-            .network
-            .aggregates()
+            .aggregates
             .iter()
-            .map(|a| (a.to_string(), lookup(a)))
+            .map(|(a, text)| (text.clone(), lookup(a)))
             .collect();
         Ok((holds, values))
     }
