@@ -72,11 +72,11 @@ fn both_senders_together_equal_one_monitor_on_the_whole_capture() {
     assert_eq!(net, one);
 }
 
-#[test]
-fn inventory_mistakes_are_usage_errors() {
+/// Exit status and standard error of a run of the network example with an inventory of `text`.
+fn with_inventory(text: &str) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let bad = dir.path().join("hosts.txt");
-    std::fs::write(&bad, "a 10.0.0.0/24\na 10.0.1.0/24\n").expect("write");
+    let path = dir.path().join("hosts.txt");
+    std::fs::write(&path, text).expect("write");
     let out = clarion()
         .args([
             "run",
@@ -86,30 +86,25 @@ fn inventory_mistakes_are_usage_errors() {
             "examples/network.clarion",
             "--inventory",
         ])
-        .arg(&bad)
+        .arg(&path)
         .output()
         .expect("runs");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn inventory_mistakes_are_usage_errors() {
+    let (code, err) = with_inventory("a 10.0.0.0/24\na 10.0.1.0/24\n");
+    assert_eq!(code, Some(2));
     assert!(
         err.contains("inventory line 2: host `a` is listed twice"),
         "{err}"
     );
     // An event that no host can see is refused.
-    let nobody = dir.path().join("nobody.txt");
-    std::fs::write(&nobody, "x 192.0.2.0/24\n").expect("write");
-    let out = clarion()
-        .args([
-            "run",
-            "--pcap",
-            "examples/demo.pcap",
-            "--events",
-            "examples/network.clarion",
-            "--inventory",
-        ])
-        .arg(&nobody)
-        .output()
-        .expect("runs");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no host of the inventory owns"));
+    let (code, err) = with_inventory("x 192.0.2.0/24\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no host of the inventory owns"), "{err}");
 }
