@@ -54,6 +54,19 @@ pub(crate) fn pkt(ts: u64, src: u8, sport: u16, volume: u32) -> PacketRecord {
     }
 }
 
+/// A monitor with one event: a 5-tuple sending more than 150 bytes in 10 ms.
+fn big_flows_monitor() -> Monitor {
+    let mut m = Monitor::new(MonitorConfig::default());
+    m.install(event(
+        "big",
+        gt(agg(AggFunc::Sum, BaseVar::Volume), 150.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    m
+}
+
 fn run(m: &mut Monitor, pkts: &[PacketRecord]) -> Vec<Report> {
     let mut out = Vec::new();
     for p in pkts {
@@ -65,14 +78,7 @@ fn run(m: &mut Monitor, pkts: &[PacketRecord]) -> Vec<Report> {
 
 #[test]
 fn sums_per_flow_per_window() {
-    let mut m = Monitor::new(MonitorConfig::default());
-    m.install(event(
-        "big",
-        gt(agg(AggFunc::Sum, BaseVar::Volume), 150.0),
-        Granularity::FIVE_TUPLE,
-        10,
-    ))
-    .unwrap();
+    let mut m = big_flows_monitor();
     let out = run(
         &mut m,
         &[
@@ -665,14 +671,7 @@ fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
 fn per_5tuple_joins_the_same_5tuple_on_two_vlans() {
     // Tested flow by flow while no packet had a VLAN tag; once one has,
     // `per 5tuple` must merge the two VLANs' flows into one group.
-    let mut m = Monitor::new(MonitorConfig::default());
-    m.install(event(
-        "big",
-        gt(agg(AggFunc::Sum, BaseVar::Volume), 150.0),
-        Granularity::FIVE_TUPLE,
-        10,
-    ))
-    .unwrap();
+    let mut m = big_flows_monitor();
     let on_vlan = |ts, vlan| {
         let mut p = pkt(ts, 1, 1000, 100);
         p.key = FlowKey::new(
@@ -721,14 +720,7 @@ fn a_window_gathered_flow_by_flow_is_not_shown_before_the_sweep_ends() {
 
 #[test]
 fn ticks_end_quiet_epochs_on_time_and_drops_reach_completeness() {
-    let mut m = Monitor::new(MonitorConfig::default());
-    m.install(event(
-        "big",
-        gt(agg(AggFunc::Sum, BaseVar::Volume), 150.0),
-        Granularity::FIVE_TUPLE,
-        10,
-    ))
-    .unwrap();
+    let mut m = big_flows_monitor();
     let mut out = Vec::new();
     m.tick(T0, &mut out);
     m.process(&pkt(T0 + MS, 1, 1000, 200), &mut out);
