@@ -116,7 +116,7 @@ fn open_xdp(progs: &[XdpProgram], w: u32, workers: u32) -> Result<Vec<Box<dyn So
     for prog in progs {
         for q in (w..prog.queues()).step_by(workers as usize) {
             let sock = XdpSocket::open(prog, q, &cfg).map_err(|e| runtime(anyhow!(e)))?;
-            out.push(Box::new(XdpSource::new(sock, prog.interface(), cfg.ring_size)));
+            out.push(Box::new(XdpSource::new(sock, cfg.ring_size)));
         }
     }
     Ok(out)

@@ -10,7 +10,6 @@ use crate::{Frame, LiveError};
 
 /// A receive queue the worker polls: an AF_PACKET ring (or an AF_XDP socket).
 pub trait Source: Send {
-    fn name(&self) -> &str;
     fn link(&self) -> LinkType;
     /// Hands up to `max` frames to `f` without blocking; returns how many.
     fn recv(&mut self, max: usize, f: &mut dyn FnMut(Frame<'_>)) -> usize;
@@ -20,8 +19,6 @@ pub trait Source: Send {
     fn capacity(&self) -> usize;
     /// Descriptor to wait on for new frames.
     fn fd(&self) -> RawFd;
-    /// True when frames are ready without waiting.
-    fn ready(&self) -> bool;
     /// Packets dropped by the kernel since the previous call.
     fn take_drops(&mut self) -> Result<u64, LiveError>;
     /// Longest a received packet may stay invisible to `recv` (a TPACKET_V3
@@ -32,10 +29,6 @@ pub trait Source: Send {
 }
 
 impl Source for PacketRing {
-    fn name(&self) -> &str {
-        &self.interface().name
-    }
-
     fn link(&self) -> LinkType {
         self.interface().link
     }
@@ -54,10 +47,6 @@ impl Source for PacketRing {
 
     fn fd(&self) -> RawFd {
         PacketRing::fd(self)
-    }
-
-    fn ready(&self) -> bool {
-        self.backlog_blocks(1) > 0
     }
 
     fn take_drops(&mut self) -> Result<u64, LiveError> {

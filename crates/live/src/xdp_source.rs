@@ -16,16 +16,14 @@ use crate::{Frame, LiveError, Source};
 
 pub struct XdpSource {
     socket: XdpSocket,
-    name: String,
     ring_size: usize,
     /// Cumulative drops already reported.
     dropped: u64,
 }
 
 impl XdpSource {
-    pub fn new(socket: XdpSocket, interface: &str, ring_size: u32) -> XdpSource {
+    pub fn new(socket: XdpSocket, ring_size: u32) -> XdpSource {
         XdpSource {
-            name: format!("{interface}/queue {}", socket.queue()),
             socket,
             ring_size: ring_size as usize,
             dropped: 0,
@@ -34,10 +32,6 @@ impl XdpSource {
 }
 
 impl Source for XdpSource {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
     fn link(&self) -> LinkType {
         LinkType::Ethernet
     }
@@ -65,10 +59,6 @@ impl Source for XdpSource {
 
     fn fd(&self) -> RawFd {
         self.socket.fd()
-    }
-
-    fn ready(&self) -> bool {
-        self.socket.rx_pending() > 0
     }
 
     fn take_drops(&mut self) -> Result<u64, LiveError> {

@@ -82,7 +82,6 @@ const DECIDED_KEPT: usize = 1 << 16;
 #[derive(Debug)]
 pub struct Manager {
     name: String,
-    hosts: usize,
     inventory: Inventory,
     events: Vec<Option<NetworkEvent>>,
     pending: HashMap<Key, Pending>,
@@ -95,7 +94,6 @@ impl Manager {
     pub fn new(name: &str, inventory: Inventory) -> Manager {
         Manager {
             name: name.to_string(),
-            hosts: inventory.hosts().len(),
             inventory,
             events: Vec::new(),
             pending: HashMap::new(),
@@ -304,11 +302,6 @@ impl Manager {
             answered,
             missing,
         })
-    }
-
-    /// Hosts of the inventory.
-    pub fn host_count(&self) -> usize {
-        self.hosts
     }
 }
 
