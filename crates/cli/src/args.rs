@@ -63,6 +63,17 @@ pub enum Command {
     /// attacks (SYN, threshold) over attack fractions: model vs measured breaking point.
     #[command(after_help = DOS_AFTER_HELP)]
     Dos(crate::dos::DosArgs),
+    /// One host's monitor on the NATS transport: register with the manager, replay the
+    /// host's capture, report to the manager and answer its polls.
+    #[command(after_help = crate::agent::AFTER_HELP)]
+    Agent(crate::agent::AgentArgs),
+    /// The event manager on the NATS transport: network-wide events placed on the agents'
+    /// hosts, decided from their reports and answers.
+    #[command(after_help = crate::manager::AFTER_HELP)]
+    Manager(crate::manager::ManagerArgs),
+    /// Split a capture of several hosts' traffic into one capture per host of an inventory.
+    #[command(after_help = crate::split::AFTER_HELP)]
+    Split(crate::split::SplitArgs),
 }
 
 const RUN_AFTER_HELP: &str = "Examples:

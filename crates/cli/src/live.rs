@@ -31,7 +31,7 @@ fn runtime(e: impl Into<anyhow::Error>) -> Failure {
 }
 
 /// Stop flag set by SIGINT/SIGTERM; a second signal exits at once (status 1).
-fn stop_flag() -> Result<Arc<AtomicBool>, Failure> {
+pub fn stop_flag() -> Result<Arc<AtomicBool>, Failure> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&stop))

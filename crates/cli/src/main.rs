@@ -2,16 +2,20 @@
 //! lives in its own module; errors become one `clarion:`-prefixed message
 //! and an exit status (0 ok, 1 runtime failure, 2 bad usage or bad events).
 
+mod agent;
 mod args;
 mod bench;
+mod bus;
 mod check;
 mod dos;
 mod feasibility;
 mod gen;
 mod live;
+mod manager;
 mod metrics_server;
 mod network;
 mod run;
+mod split;
 mod summary;
 
 use std::process::ExitCode;
@@ -53,6 +57,9 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::bench(&a),
         Command::Feasibility(a) => feasibility::feasibility(&a),
         Command::Dos(a) => dos::dos(&a),
+        Command::Agent(a) => agent::agent(&a),
+        Command::Manager(a) => manager::manager(&a),
+        Command::Split(a) => split::split(&a),
     };
     match result {
         Ok(code) => code,

@@ -16,10 +16,7 @@ use crate::Failure;
 
 /// Reads the inventory and installs every event.
 pub fn build(a: &RunArgs, path: &Path, specs: &[EventSpec]) -> Result<Network, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::Usage(format!("clarion: cannot read inventory {}: {e}", path.display())))?;
-    let inventory =
-        Inventory::parse(&text).map_err(|e| Failure::Usage(format!("clarion: {}: {e}", path.display())))?;
+    let inventory = read_inventory(path)?;
     let config = monitor_config(a);
     let manager = a.host.clone().unwrap_or_else(|| "manager".into());
     let mut net = Network::new(inventory, &manager, &config);
@@ -34,6 +31,13 @@ pub fn build(a: &RunArgs, path: &Path, specs: &[EventSpec]) -> Result<Network, F
         );
     }
     Ok(net)
+}
+
+/// Reads and checks an inventory file.
+pub fn read_inventory(path: &Path) -> Result<Inventory, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Usage(format!("clarion: cannot read inventory {}: {e}", path.display())))?;
+    Inventory::parse(&text).map_err(|e| Failure::Usage(format!("clarion: {}: {e}", path.display())))
 }
 
 pub fn print_summary(net: &Network, run: &Replay, events: usize) {

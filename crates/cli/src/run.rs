@@ -58,7 +58,12 @@ pub fn sink_error(e: SinkError) -> Failure {
 }
 
 pub fn open_sink(a: &RunArgs) -> Result<Box<dyn ReportSink>, Failure> {
-    let (writer, is_tty): (Box<dyn Write>, bool) = match &a.output {
+    open_sink_to(a.output.as_deref(), a.format)
+}
+
+/// Reports to a file, or to standard output (a table on a terminal, by default).
+pub fn open_sink_to(output: Option<&Path>, format: Format) -> Result<Box<dyn ReportSink>, Failure> {
+    let (writer, is_tty): (Box<dyn Write>, bool) = match output {
         Some(p) => {
             let f = File::create(p)
                 .with_context(|| format!("cannot create output file {}", p.display()))
@@ -71,7 +76,7 @@ pub fn open_sink(a: &RunArgs) -> Result<Box<dyn ReportSink>, Failure> {
             (Box::new(out), tty)
         }
     };
-    let table = match a.format {
+    let table = match format {
         Format::Table => true,
         Format::Json => false,
         Format::Auto => is_tty,

@@ -1140,6 +1140,13 @@ impl Monitor {
         self.index.patterns()
     }
 
+    /// Windows ending at or before this time are closed, their values final
+    /// ([`Monitor::window_values`] answers for them); `u64::MAX` once the
+    /// input has finished.
+    pub fn closed_to(&self) -> u64 {
+        self.closed_to
+    }
+
     /// Ids and specs of installed triggers.
     pub fn triggers(&self) -> impl Iterator<Item = (TriggerId, &EventSpec)> {
         self.triggers

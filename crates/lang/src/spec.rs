@@ -12,6 +12,7 @@ use std::net::IpAddr;
 
 /// One event, ready to install.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct EventSpec {
     pub name: String,
     /// A packet belongs to the event when it matches at least one filter. Never empty.
@@ -26,6 +27,7 @@ pub struct EventSpec {
 
 /// Where an event's predicate holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Scope {
     /// On the packets one monitor sees: a host trigger, installed as it is.
     #[default]
@@ -85,6 +87,7 @@ impl EventSpec {
 
 /// A conjunction of header conditions; an absent field is a wildcard.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Filter {
     pub src_ip: Option<IpPrefix>,
     pub dst_ip: Option<IpPrefix>,
@@ -97,6 +100,7 @@ pub struct Filter {
 /// An address prefix. It matches only addresses of its own family; the
 /// address has no bits set beyond `len`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct IpPrefix {
     pub addr: IpAddr,
     pub len: u8,
@@ -105,6 +109,7 @@ pub struct IpPrefix {
 /// An inclusive port range (`lo == hi` for one port). A port condition
 /// never matches a packet without ports (ICMP, non-first fragments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PortRange {
     pub lo: u16,
     pub hi: u16,
@@ -113,6 +118,7 @@ pub struct PortRange {
 /// Which header fields make up a group, with the prefix length kept of
 /// each address. Fields not listed are not part of the group key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Granularity {
     pub src_ip: Option<PrefixLens>,
     pub dst_ip: Option<PrefixLens>,
@@ -124,6 +130,7 @@ pub struct Granularity {
 
 /// Bits of an address kept in a group key, per family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PrefixLens {
     pub v4: u8,
     pub v6: u8,
@@ -147,6 +154,7 @@ impl Granularity {
 
 /// The predicate: evaluated per group at the end of each window, in `f64`.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Pred {
     Num(f64),
     Agg(AggCall),
@@ -203,12 +211,14 @@ impl Pred {
 
 /// An aggregate over the group's packets in the window.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct AggCall {
     pub func: AggFunc,
     pub arg: PacketExpr,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum AggFunc {
     /// Sum of the defined values (0 when none).
     Sum,
@@ -247,6 +257,7 @@ impl AggFunc {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum ArithOp {
     Add,
     Sub,
@@ -256,6 +267,7 @@ pub enum ArithOp {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum CmpOp {
     Lt,
     Le,
@@ -270,6 +282,7 @@ pub enum CmpOp {
 /// 0 or 1. If any variable it reads is undefined on the packet, the whole
 /// expression is undefined there and aggregates skip the packet.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum PacketExpr {
     Int(i64),
     Var(Var),
@@ -302,12 +315,14 @@ impl PacketExpr {
 /// A variable: a base quantity, optionally as it stood at the end of the
 /// previous window (`X_lastepoch`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Var {
     pub base: BaseVar,
     pub last_epoch: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum BaseVar {
     /// Transport payload bytes (from the headers' length fields).
     Volume,

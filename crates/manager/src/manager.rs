@@ -62,6 +62,9 @@ struct Pending {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
     pub event: EventId,
+    /// The window and group decided.
+    pub window: Window,
+    pub group: GroupKey,
     /// The network-wide report when the predicate holds (values over all
     /// hosts that answered), `None` when it does not.
     pub report: Option<Report>,
@@ -298,6 +301,8 @@ impl Manager {
         });
         Some(Decision {
             event: key.0,
+            window: p.window,
+            group: key.2,
             report,
             answered,
             missing,

@@ -16,11 +16,13 @@ pub const SCHEMA: &str = "clarion.report/1";
 
 /// One satisfied group in one window of one event.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Report {
     pub event: String,
     pub window: Window,
     pub group: GroupKey,
     /// Each aggregate of the predicate, by its canonical text, in first-use order.
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_values"))]
     pub values: Vec<(String, f64)>,
     pub origin: Origin,
     pub completeness: Completeness,
@@ -28,6 +30,7 @@ pub struct Report {
 
 /// A half-open time window `[start_ns, end_ns)`, nanoseconds since the Unix epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Window {
     pub start_ns: u64,
     pub end_ns: u64,
@@ -35,6 +38,7 @@ pub struct Window {
 
 /// Which monitor produced a report.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Origin {
     pub host: String,
     pub worker: u32,
@@ -45,13 +49,17 @@ pub struct Origin {
 /// For ports and VLAN, `Some(None)` means the field is part of the key but
 /// the group's packets have none (ICMP, later fragments, untagged frames).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct GroupKey {
     /// Address with its host bits cleared, and the prefix length kept.
     pub src_ip: Option<(IpAddr, u8)>,
     pub dst_ip: Option<(IpAddr, u8)>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_present"))]
     pub src_port: Option<Option<u16>>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_present"))]
     pub dst_port: Option<Option<u16>>,
     pub proto: Option<u8>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_present"))]
     pub vlan: Option<Option<u16>>,
 }
 
@@ -59,6 +67,7 @@ pub struct GroupKey {
 /// a quiet interval from a blind one. Counts cover all traffic the monitor
 /// handled in the window, not only the event's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Completeness {
     /// IP packets processed by the monitor.
     pub packets: u64,
@@ -91,6 +100,52 @@ impl Completeness {
     /// every flow tracked, the whole window observed.
     pub fn is_lossless(&self) -> bool {
         self.malformed == 0 && self.dropped == 0 && self.untracked == 0 && self.complete
+    }
+}
+
+/// Report values on the wire: JSON has no NaN or infinity, so an undefined
+/// value (NaN, e.g. the average of no packets) travels as `null`.
+#[cfg(feature = "serde")]
+pub mod serde_values {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {
+        let v: Vec<(&str, Option<f64>)> = v
+            .iter()
+            .map(|(k, x)| (k.as_str(), x.is_finite().then_some(*x)))
+            .collect();
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, f64)>, D::Error> {
+        let v: Vec<(String, Option<f64>)> = Vec::deserialize(d)?;
+        Ok(v.into_iter().map(|(k, x)| (k, x.unwrap_or(f64::NAN))).collect())
+    }
+}
+
+/// A key field that may be absent from the key (`None`), present without
+/// a value (`Some(None)`: e.g. an ICMP packet's port) or present with one.
+/// JSON's `null` cannot tell the first two apart, so the field travels as
+/// a list: `[]`, `[null]` or `[value]`.
+#[cfg(feature = "serde")]
+pub mod serde_present {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Option<u16>>, s: S) -> Result<S::Ok, S::Error> {
+        let list: Vec<Option<u16>> = v.iter().copied().collect();
+        list.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u16>>, D::Error> {
+        let list: Vec<Option<u16>> = Vec::deserialize(d)?;
+        match list.as_slice() {
+            [] => Ok(None),
+            [v] => Ok(Some(*v)),
+            _ => Err(serde::de::Error::invalid_length(
+                list.len(),
+                &"a list of at most one value",
+            )),
+        }
     }
 }
 

@@ -1,0 +1,296 @@
+//! `clarion agent`: one host's monitor on the NATS transport. It registers
+//! with the manager, installs the triggers it is given, replays the host's
+//! capture, sends the manager a satisfaction report whenever a trigger of a
+//! network-wide event fires, and answers the manager's polls from its kept
+//! windows (a poll for a window it has not reached yet waits until it has).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use clarion_capture::{CaptureFile, PacketSource};
+use clarion_engine::{Monitor, MonitorConfig, Report, Unparsed};
+use clarion_lang::spec::Scope;
+use clarion_nats::protocol::Control;
+use clarion_nats::{AgentLink, AgentOptions, HostDesk, Inbound};
+use clarion_sinks::ReportSink;
+
+use crate::args::{parse_duration, Format};
+use crate::bus::NatsArgs;
+use crate::run::{load_events, open_sink_to, sink_error};
+use crate::summary::thousands;
+use crate::Failure;
+
+pub const AFTER_HELP: &str = "Examples:
+  clarion agent --host web-1 --pcap web-1.pcap
+  clarion agent --nats nats://10.0.0.5:4222 --host web-2 --pcap web-2.pcap --events local.clarion
+  CLARION_NATS_TOKEN=s3cret clarion agent --host db --pcap db.pcap --linger 1m
+
+The host name must be in the manager's inventory (`clarion manager
+--inventory`); the manager answers the registration with this host's
+triggers. After the capture ends the agent keeps answering polls until the
+manager says it is done, or for --linger. Reports of the host's own events
+(--events, without `across hosts`) go to --output; network-wide reports come
+from the manager. docs/manager.md explains the protocol.";
+
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub nats: NatsArgs,
+
+    /// This host's name in the manager's inventory (letters, digits, `-`, `_`).
+    #[arg(long, value_name = "NAME")]
+    pub host: String,
+
+    /// The host's traffic, as a pcap or pcapng file (`-` reads standard input).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: PathBuf,
+
+    /// The host's own events (without `across hosts`), reported by this agent.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+
+    /// Prefixes this host owns, sent with the registration (the manager's inventory decides).
+    #[arg(long = "prefix", value_name = "PREFIX")]
+    pub prefixes: Vec<String>,
+
+    /// Closed windows each trigger keeps to answer polls. A host polled for a
+    /// window it no longer keeps is left out of that decision (partial).
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub history_windows: usize,
+
+    /// After the capture ends, keep answering polls this long, unless the manager finishes first.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub linger: u64,
+
+    /// Wait this long for a manager to answer the registration.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub register_timeout: u64,
+
+    /// Where the host's own events' reports go (default: standard output).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    #[arg(long, value_enum, default_value_t = Format::Auto, value_name = "FORMAT")]
+    pub format: Format,
+
+    /// No summary on standard error.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+fn runtime(e: impl Into<anyhow::Error>) -> Failure {
+    Failure::Runtime(e.into())
+}
+
+/// The agent's counts, for its summary.
+#[derive(Default)]
+struct Tally {
+    satisfied: u64,
+    answered: u64,
+    invalid: u64,
+    manager_done: bool,
+}
+
+struct Agent {
+    link: AgentLink,
+    monitor: Monitor,
+    desk: HostDesk<async_nats::Subject>,
+    sink: Box<dyn ReportSink>,
+    tally: Tally,
+}
+
+impl Agent {
+    /// Network-wide triggers' reports go to the manager, the host's own to the sink.
+    fn route(&mut self, reports: &mut Vec<Report>) -> Result<(), Failure> {
+        for r in reports.drain(..) {
+            match self.desk.network_event(&r) {
+                Some(event) => {
+                    self.tally.satisfied += 1;
+                    self.link.satisfied(event, &r);
+                }
+                None => self.sink.write(&r).map_err(sink_error)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, item: Inbound) {
+        match item {
+            Inbound::Control(Control::Install(t)) => {
+                let name = t.spec.name.clone();
+                if let Err(e) = self.desk.install(&mut self.monitor, t) {
+                    eprintln!("clarion: warning: cannot install {name}: {e}");
+                }
+            }
+            Inbound::Control(Control::Remove { event }) => self.desk.remove(&mut self.monitor, event),
+            Inbound::Control(Control::Done) => self.tally.manager_done = true,
+            Inbound::Poll { req, reply } => {
+                if let Some((reply, answer)) = self.desk.poll(&self.monitor, req, reply) {
+                    self.tally.answered += 1;
+                    self.link.answer(reply, &answer);
+                }
+            }
+            Inbound::Invalid(e) => {
+                self.tally.invalid += 1;
+                if self.tally.invalid == 1 {
+                    eprintln!("clarion: warning: {e} (ignored; later ones are counted in the summary)");
+                }
+            }
+        }
+    }
+
+    /// Takes what the manager sent, and answers the polls whose windows have closed.
+    fn service(&mut self) {
+        while let Some(item) = self.link.try_recv() {
+            self.handle(item);
+        }
+        for (reply, answer) in self.desk.ready(&self.monitor) {
+            self.tally.answered += 1;
+            self.link.answer(reply, &answer);
+        }
+    }
+}
+
+pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
+    let own = match &a.events {
+        Some(p) => load_events(p)?,
+        None => Vec::new(),
+    };
+    if let Some(s) = own.iter().find(|s| s.scope == Scope::Network) {
+        return Err(Failure::Usage(format!(
+            "clarion: event `{}` is network-wide (`across hosts`): give it to the manager (clarion manager --events); an agent's --events are its host's own",
+            s.name
+        )));
+    }
+    let mut source = CaptureFile::open(&a.pcap)
+        .with_context(|| format!("cannot read capture {}", a.pcap.display()))
+        .map_err(Failure::Runtime)?;
+    let stop = crate::live::stop_flag()?;
+    let opts = AgentOptions {
+        url: a.nats.url.clone(),
+        auth: a.nats.auth()?,
+        host: a.host.clone(),
+        prefixes: a.prefixes.clone(),
+        register_timeout: Duration::from_nanos(a.register_timeout),
+    };
+    let url = a.nats.url.clone();
+    let mut link = AgentLink::connect(&opts, || {
+        eprintln!("clarion: waiting for a manager on {url} (subject clarion.register)")
+    })
+    .map_err(runtime)?;
+    let mut monitor = Monitor::new(MonitorConfig {
+        host: a.host.clone(),
+        history_windows: a.history_windows,
+        ..MonitorConfig::default()
+    });
+    for s in own {
+        let name = s.name.clone();
+        monitor
+            .install(s)
+            .map_err(|e| Failure::Usage(format!("clarion: event {name}: {e}")))?;
+    }
+    let mut desk = HostDesk::new();
+    for t in link.take_triggers() {
+        desk.install(&mut monitor, t).map_err(runtime)?;
+    }
+    if !a.quiet {
+        eprintln!(
+            "clarion: agent {} registered with manager {}: {} network-wide trigger(s)",
+            a.host,
+            link.manager(),
+            desk.events()
+        );
+    }
+    let sink = open_sink_to(a.output.as_deref(), a.format)?;
+    let mut ag = Agent {
+        link,
+        monitor,
+        desk,
+        sink,
+        tally: Tally::default(),
+    };
+
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    let mut frames: u64 = 0;
+    let mut damage = None;
+    while let Some(item) = source.next_packet() {
+        let raw = match item {
+            Ok(raw) => raw,
+            Err(e) if e.is_fatal() => {
+                damage = Some(e);
+                break;
+            }
+            Err(e) => {
+                eprintln!("clarion: warning: {e}");
+                continue;
+            }
+        };
+        frames += 1;
+        match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
+            Ok(rec) => ag.monitor.process(&rec, &mut reports),
+            Err(e) if e.is_not_ip() => ag.monitor.note_unparsed(raw.ts_ns, Unparsed::NotIp, &mut reports),
+            Err(_) => ag
+                .monitor
+                .note_unparsed(raw.ts_ns, Unparsed::Malformed, &mut reports),
+        }
+        if !reports.is_empty() {
+            ag.route(&mut reports)?;
+        }
+        if frames.is_multiple_of(64) {
+            ag.service();
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+    }
+    ag.monitor.finish(&mut reports);
+    ag.route(&mut reports)?;
+    ag.sink.flush().map_err(sink_error)?;
+    ag.service();
+    ag.link.finished();
+    let replayed = started.elapsed();
+
+    // Every window is closed now: polls are answered at once.
+    let linger_until = Instant::now() + Duration::from_nanos(a.linger);
+    while !ag.tally.manager_done && !stop.load(Ordering::Relaxed) && Instant::now() < linger_until {
+        if let Some(item) = ag.link.recv_timeout(Duration::from_millis(50)) {
+            ag.handle(item);
+        }
+        ag.service();
+    }
+    ag.link.flush(Duration::from_secs(5));
+    if !a.quiet {
+        let c = ag.monitor.counters();
+        eprintln!(
+            "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}",
+            a.host,
+            thousands(frames),
+            thousands(c.packets),
+            replayed.as_secs_f64(),
+            thousands(ag.tally.satisfied),
+            thousands(ag.tally.answered),
+            if ag.desk.deferred() > 0 {
+                format!(", {} polls for windows never reached", ag.desk.deferred())
+            } else {
+                String::new()
+            },
+            if ag.tally.invalid > 0 {
+                format!(", {} unreadable messages", ag.tally.invalid)
+            } else {
+                String::new()
+            },
+        );
+    }
+    match damage {
+        Some(e) => {
+            eprintln!("clarion: warning: {e}; reports cover the packets before the damage");
+            Ok(ExitCode::from(1))
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}

@@ -1,0 +1,247 @@
+//! An agent's connection to the manager, for a synchronous monitor loop.
+//!
+//! [`AgentLink::connect`] registers the host (retrying until a manager
+//! answers) and returns with the host's triggers; a small runtime in the
+//! background then turns the host's control and poll subjects into
+//! [`Inbound`] items the monitor loop takes when it likes
+//! ([`AgentLink::try_recv`]), and sends what the loop hands it
+//! (satisfaction reports, answers, status) in the order given.
+
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use async_nats::Subject;
+use bytes::Bytes;
+use clarion_report::Report;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Trigger, Up};
+use crate::{Auth, NatsError};
+
+#[derive(Clone, Debug)]
+pub struct AgentOptions {
+    pub url: String,
+    pub auth: Auth,
+    pub host: String,
+    /// Prefixes this host owns, as it believes (the manager checks them against its inventory).
+    pub prefixes: Vec<String>,
+    /// How long to wait for a manager to answer the registration.
+    pub register_timeout: Duration,
+}
+
+/// What the manager sent this host.
+#[derive(Debug)]
+pub enum Inbound {
+    Control(Control),
+    /// Answer with [`AgentLink::answer`] and this reply subject.
+    Poll {
+        req: PollRequest,
+        reply: Subject,
+    },
+    /// A message that could not be read (logged by the loop; nothing else happens).
+    Invalid(NatsError),
+}
+
+enum Outgoing {
+    Publish(String, Bytes),
+    Flush(oneshot::Sender<()>),
+}
+
+/// See the module documentation.
+pub struct AgentLink {
+    rt: tokio::runtime::Runtime,
+    host: String,
+    manager: String,
+    triggers: Vec<Trigger>,
+    inbound: std_mpsc::Receiver<Inbound>,
+    out: mpsc::UnboundedSender<Outgoing>,
+}
+
+impl std::fmt::Debug for AgentLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentLink")
+            .field("host", &self.host)
+            .field("manager", &self.manager)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentLink {
+    /// Connects, listens on the host's subjects, and registers. `waiting`
+    /// is called once if no manager answers at first.
+    pub fn connect(opts: &AgentOptions, waiting: impl FnOnce()) -> Result<AgentLink, NatsError> {
+        protocol::check_host_name(&opts.host)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("clarion-nats")
+            .enable_all()
+            .build()?;
+        let (in_tx, inbound) = std_mpsc::channel();
+        let (out, out_rx) = mpsc::unbounded_channel();
+        let (manager, triggers) = rt.block_on(async {
+            let client =
+                crate::connect(&opts.url, &opts.auth, &format!("clarion-agent {}", opts.host)).await?;
+            // Listen before registering: nothing the manager sends after its reply is missed.
+            let control = client
+                .subscribe(protocol::control(&opts.host))
+                .await
+                .map_err(|e| NatsError::Nats(e.to_string()))?;
+            let polls = client
+                .subscribe(protocol::poll(&opts.host))
+                .await
+                .map_err(|e| NatsError::Nats(e.to_string()))?;
+            let reply = register(&client, opts, waiting).await?;
+            tokio::spawn(listen(control, polls, in_tx));
+            tokio::spawn(send(client, out_rx));
+            Ok::<_, NatsError>(reply)
+        })?;
+        Ok(AgentLink {
+            rt,
+            host: opts.host.clone(),
+            manager,
+            triggers,
+            inbound,
+            out,
+        })
+    }
+
+    /// The manager's name, from its registration reply.
+    pub fn manager(&self) -> &str {
+        &self.manager
+    }
+
+    /// The triggers the registration reply carried (taken once).
+    pub fn take_triggers(&mut self) -> Vec<Trigger> {
+        std::mem::take(&mut self.triggers)
+    }
+
+    pub fn try_recv(&self) -> Option<Inbound> {
+        self.inbound.try_recv().ok()
+    }
+
+    /// Waits up to `timeout` for the next inbound item.
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Inbound> {
+        self.inbound.recv_timeout(timeout).ok()
+    }
+
+    fn publish(&self, subject: String, payload: Bytes) {
+        // The sender task ends only with the runtime, which this link owns.
+        let _ = self.out.send(Outgoing::Publish(subject, payload));
+    }
+
+    /// A local trigger of network-wide event `event` fired.
+    pub fn satisfied(&self, event: u64, report: &Report) {
+        let up = Up::Satisfied {
+            event,
+            report: Box::new(report.clone()),
+        };
+        self.publish(protocol::up(&self.host), protocol::encode(&up));
+    }
+
+    /// The input ended: every window is closed.
+    pub fn finished(&self) {
+        self.publish(protocol::up(&self.host), protocol::encode(&Up::Finished));
+    }
+
+    pub fn answer(&self, reply: Subject, answer: &Answer) {
+        self.publish(reply.to_string(), protocol::encode(answer));
+    }
+
+    /// Waits until everything handed over so far has reached the server (at most `timeout`).
+    pub fn flush(&self, timeout: Duration) {
+        let (tx, rx) = oneshot::channel();
+        if self.out.send(Outgoing::Flush(tx)).is_ok() {
+            // The timer must be made inside the runtime.
+            let _ = self
+                .rt
+                .block_on(async { tokio::time::timeout(timeout, rx).await });
+        }
+    }
+}
+
+async fn register(
+    client: &async_nats::Client,
+    opts: &AgentOptions,
+    waiting: impl FnOnce(),
+) -> Result<(String, Vec<Trigger>), NatsError> {
+    let msg = protocol::encode(&Register {
+        host: opts.host.clone(),
+        prefixes: opts.prefixes.clone(),
+    });
+    let deadline = Instant::now() + opts.register_timeout;
+    let mut waiting = Some(waiting);
+    loop {
+        let req = async_nats::Request::new()
+            .payload(msg.clone())
+            .timeout(Some(Duration::from_secs(2)));
+        match client.send_request(protocol::REGISTER, req).await {
+            Ok(m) => {
+                return match protocol::decode::<RegisterReply>(protocol::REGISTER, &m.payload)? {
+                    RegisterReply::Accepted { manager, triggers } => Ok((manager, triggers)),
+                    RegisterReply::Refused { reason } => Err(NatsError::Refused {
+                        host: opts.host.clone(),
+                        reason,
+                    }),
+                };
+            }
+            Err(e) => {
+                if Instant::now() >= deadline {
+                    return Err(NatsError::NoManager(opts.register_timeout));
+                }
+                if matches!(e.kind(), async_nats::RequestErrorKind::Other) {
+                    return Err(NatsError::Nats(e.to_string()));
+                }
+                if let Some(w) = waiting.take() {
+                    w();
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+async fn listen(
+    mut control: async_nats::Subscriber,
+    mut polls: async_nats::Subscriber,
+    tx: std_mpsc::Sender<Inbound>,
+) {
+    loop {
+        let item = tokio::select! {
+            Some(m) = control.next() => match protocol::decode::<Control>(&m.subject, &m.payload) {
+                Ok(c) => Inbound::Control(c),
+                Err(e) => Inbound::Invalid(e),
+            },
+            Some(m) = polls.next() => {
+                let decoded = protocol::decode::<PollRequest>(&m.subject, &m.payload);
+                match (decoded, m.reply) {
+                    (Ok(req), Some(reply)) => Inbound::Poll { req, reply },
+                    (Err(e), _) => Inbound::Invalid(e),
+                    (Ok(_), None) => Inbound::Invalid(NatsError::Decode {
+                        subject: m.subject.to_string(),
+                        message: "a poll without a reply subject".into(),
+                    }),
+                }
+            },
+            else => return,
+        };
+        if tx.send(item).is_err() {
+            return;
+        }
+    }
+}
+
+async fn send(client: async_nats::Client, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+    while let Some(o) = rx.recv().await {
+        match o {
+            Outgoing::Publish(subject, payload) => {
+                // While disconnected the client buffers and reconnects by itself.
+                let _ = client.publish(subject, payload).await;
+            }
+            Outgoing::Flush(done) => {
+                let _ = client.flush().await;
+                let _ = done.send(());
+            }
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! An agent's side of the manager's conversation, with no I/O.
+//!
+//! The desk knows which of the monitor's triggers stands for which
+//! network-wide event, tells the agent which reports are satisfaction
+//! reports for the manager, and answers the manager's polls from the
+//! monitor's kept windows ([`Monitor::window_values`]). A poll for a window
+//! the monitor has not closed yet (this host is behind the one that fired)
+//! waits on the desk until it is: [`HostDesk::ready`] hands back the
+//! answers that became possible.
+
+use std::collections::HashMap;
+
+use clarion_engine::{Monitor, TriggerId};
+use clarion_report::Report;
+
+use crate::protocol::{Answer, PollRequest, Trigger};
+use crate::NatsError;
+
+#[derive(Debug)]
+struct Local {
+    id: TriggerId,
+    name: String,
+    interval_ns: u64,
+    needs: usize,
+}
+
+/// See the module documentation. `R` is how a poll is answered (a reply subject).
+#[derive(Debug)]
+pub struct HostDesk<R> {
+    by_event: HashMap<u64, Local>,
+    by_name: HashMap<String, u64>,
+    deferred: Vec<(PollRequest, R)>,
+}
+
+impl<R> Default for HostDesk<R> {
+    fn default() -> Self {
+        HostDesk {
+            by_event: HashMap::new(),
+            by_name: HashMap::new(),
+            deferred: Vec::new(),
+        }
+    }
+}
+
+impl<R> HostDesk<R> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Installs a network-wide event's local trigger (again, if the manager re-sends it).
+    pub fn install(&mut self, monitor: &mut Monitor, t: Trigger) -> Result<(), NatsError> {
+        if self.by_event.contains_key(&t.event) {
+            return Ok(());
+        }
+        let name = t.spec.name.clone();
+        if self.by_name.contains_key(&name) || monitor.triggers().any(|(_, s)| s.name == name) {
+            return Err(NatsError::Install {
+                event: name,
+                message: "another event on this host has the same name; rename one".into(),
+            });
+        }
+        let interval_ns = t.spec.interval_ns;
+        let id = monitor.install(t.spec).map_err(|e| NatsError::Install {
+            event: name.clone(),
+            message: e.to_string(),
+        })?;
+        self.by_name.insert(name.clone(), t.event);
+        self.by_event.insert(
+            t.event,
+            Local {
+                id,
+                name,
+                interval_ns,
+                needs: t.needs,
+            },
+        );
+        Ok(())
+    }
+
+    /// Removes an event's local trigger; its deferred polls are dropped
+    /// (the manager forgot the event, so their answers would be ignored).
+    pub fn remove(&mut self, monitor: &mut Monitor, event: u64) {
+        if let Some(l) = self.by_event.remove(&event) {
+            self.by_name.remove(&l.name);
+            let _ = monitor.remove(l.id);
+            self.deferred.retain(|(p, _)| p.event != event);
+        }
+    }
+
+    /// The network-wide event a report's trigger stands for, if it is one
+    /// (else the report is the host's own event's).
+    pub fn network_event(&self, r: &Report) -> Option<u64> {
+        self.by_name.get(&r.event).copied()
+    }
+
+    /// Installed network-wide events.
+    pub fn events(&self) -> usize {
+        self.by_event.len()
+    }
+
+    /// Polls waiting for their window to close.
+    pub fn deferred(&self) -> usize {
+        self.deferred.len()
+    }
+
+    /// Answers a poll now, or keeps it until its window is closed.
+    pub fn poll(&mut self, monitor: &Monitor, req: PollRequest, reply: R) -> Option<(R, Answer)> {
+        match self.try_answer(monitor, &req) {
+            Some(a) => Some((reply, a)),
+            None => {
+                self.deferred.push((req, reply));
+                None
+            }
+        }
+    }
+
+    /// The deferred polls whose windows have closed since, with their answers.
+    pub fn ready(&mut self, monitor: &Monitor) -> Vec<(R, Answer)> {
+        if self.deferred.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut still = Vec::new();
+        for (req, reply) in std::mem::take(&mut self.deferred) {
+            match self.try_answer(monitor, &req) {
+                Some(a) => out.push((reply, a)),
+                None => still.push((req, reply)),
+            }
+        }
+        self.deferred = still;
+        out
+    }
+
+    fn try_answer(&self, monitor: &Monitor, req: &PollRequest) -> Option<Answer> {
+        let Some(l) = self.by_event.get(&req.event) else {
+            return Some(Answer::UnknownEvent);
+        };
+        let end = req.window_start_ns.saturating_add(l.interval_ns);
+        if end > monitor.closed_to() {
+            return None;
+        }
+        let Some(wv) = monitor.window_values(l.id, req.window_start_ns) else {
+            return Some(Answer::Gone);
+        };
+        let values = wv
+            .groups
+            .iter()
+            .find(|(g, _)| *g == req.group)
+            .and_then(|(_, v)| v.get(..l.needs))
+            .map(<[f64]>::to_vec);
+        Some(Answer::Values(values))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clarion_engine::MonitorConfig;
+    use clarion_report::GroupKey;
+    use clarion_wire::{FlowKey, PacketRecord};
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 1_700_000_000_000 * MS;
+
+    fn trigger(event: u64, name: &str) -> Trigger {
+        let src = format!("event {name}\n  when sum(volume) > 100\n  per dst_ip\n  every 10ms\n");
+        let spec = clarion_lang::check(&src).expect("valid").remove(0);
+        Trigger {
+            event,
+            spec,
+            needs: 1,
+        }
+    }
+
+    fn packet(ts: u64, volume: u32) -> PacketRecord {
+        PacketRecord {
+            ts_ns: ts,
+            key: FlowKey::new(
+                "10.0.0.1".parse().expect("addr"),
+                "10.0.1.1".parse().expect("addr"),
+                17,
+                Some((1000, 80)),
+                None,
+            ),
+            size: volume + 28,
+            volume,
+            ..PacketRecord::default()
+        }
+    }
+
+    fn group() -> GroupKey {
+        GroupKey {
+            dst_ip: Some(("10.0.1.1".parse().expect("addr"), 32)),
+            ..GroupKey::default()
+        }
+    }
+
+    fn monitor() -> Monitor {
+        Monitor::new(MonitorConfig {
+            history_windows: 4,
+            ..MonitorConfig::default()
+        })
+    }
+
+    #[test]
+    fn a_poll_waits_for_its_window_then_gets_the_values() {
+        let mut m = monitor();
+        let mut desk = HostDesk::new();
+        desk.install(&mut m, trigger(7, "spike")).expect("installs");
+        let mut out = Vec::new();
+        m.process(&packet(T0 + MS, 60), &mut out);
+        let req = PollRequest {
+            event: 7,
+            window_start_ns: T0,
+            group: group(),
+        };
+        assert_eq!(desk.poll(&m, req.clone(), "r1"), None, "window still open");
+        assert_eq!(desk.deferred(), 1);
+        assert!(desk.ready(&m).is_empty());
+        m.process(&packet(T0 + 10 * MS, 500), &mut out);
+        assert_eq!(desk.ready(&m), vec![("r1", Answer::Values(Some(vec![60.0])))]);
+        assert_eq!(desk.deferred(), 0);
+        // The next window's report (500 > 100) is a satisfaction report for event 7.
+        m.finish(&mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(desk.network_event(&out[0]), Some(7));
+        // Another group had no packets; an unknown event is said so.
+        let other = PollRequest {
+            group: GroupKey::default(),
+            ..req.clone()
+        };
+        assert_eq!(desk.poll(&m, other, "r2"), Some(("r2", Answer::Values(None))));
+        let unknown = PollRequest { event: 9, ..req };
+        assert_eq!(desk.poll(&m, unknown, "r3"), Some(("r3", Answer::UnknownEvent)));
+    }
+
+    #[test]
+    fn windows_older_than_the_history_are_gone() {
+        let mut m = monitor();
+        let mut desk = HostDesk::new();
+        desk.install(&mut m, trigger(1, "spike")).expect("installs");
+        let mut out = Vec::new();
+        for i in 0..10 {
+            m.process(&packet(T0 + i * 10 * MS + MS, 10), &mut out);
+        }
+        let req = PollRequest {
+            event: 1,
+            window_start_ns: T0,
+            group: group(),
+        };
+        assert_eq!(desk.poll(&m, req, ()), Some(((), Answer::Gone)));
+    }
+
+    #[test]
+    fn a_name_clash_is_refused_and_remove_forgets() {
+        let mut m = monitor();
+        let mut desk: HostDesk<()> = HostDesk::new();
+        desk.install(&mut m, trigger(1, "spike")).expect("installs");
+        desk.install(&mut m, trigger(1, "spike"))
+            .expect("a re-sent install is a no-op");
+        assert!(desk.install(&mut m, trigger(2, "spike")).is_err());
+        assert_eq!(desk.events(), 1);
+        desk.remove(&mut m, 1);
+        assert_eq!(desk.events(), 0);
+        assert_eq!(m.triggers().count(), 0);
+        desk.install(&mut m, trigger(2, "spike"))
+            .expect("the name is free again");
+    }
+}

@@ -1,0 +1,21 @@
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum NatsError {
+    #[error("cannot connect to the NATS server at {url}: {message}")]
+    Connect { url: String, message: String },
+    #[error("NATS: {0}")]
+    Nats(String),
+    #[error("a message on {subject} is not a valid Clarion message: {message}")]
+    Decode { subject: String, message: String },
+    #[error("`{0}` cannot be a host name on the bus: use letters, digits, `-` and `_` only")]
+    HostName(String),
+    #[error("no manager answered on clarion.register within {0:?}; start `clarion manager` on the same NATS server, or raise --register-timeout")]
+    NoManager(std::time::Duration),
+    #[error("the manager refused host {host}: {reason}")]
+    Refused { host: String, reason: String },
+    #[error("event {event}: {message}")]
+    Install { event: String, message: String },
+    #[error("cannot start the NATS client's runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}

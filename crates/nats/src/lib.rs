@@ -1,0 +1,56 @@
+//! The NATS transport: Clarion's agents (one per host, each with its
+//! monitor) and the event manager talking through a NATS server, so that a
+//! data center's thousands of hosts share one clustered message system.
+//!
+//! - [`protocol`]: subjects and messages (JSON).
+//! - [`desk`]: the agent's side of the manager's conversation, with no I/O:
+//!   which local trigger belongs to which network-wide event, and polls
+//!   answered from the monitor's kept windows, or deferred until the
+//!   polled window is closed.
+//! - [`agent`]: an agent's connection: registration, installs, polls,
+//!   satisfaction reports, in a background runtime, for a synchronous
+//!   monitor loop.
+//! - [`service`]: the manager's service loop: registrations, satisfaction
+//!   reports, polls with timeouts, decisions published on `clarion.events`.
+//!
+//! The embedded transport (crate `clarion-network`) runs the same manager
+//! logic (crate `clarion-manager`) in one process; both give the same events.
+
+pub mod agent;
+pub mod desk;
+mod error;
+pub mod protocol;
+pub mod service;
+
+pub use agent::{AgentLink, AgentOptions, Inbound};
+pub use desk::HostDesk;
+pub use error::NatsError;
+pub use service::{serve, ManagerOptions, ManagerStats};
+
+/// How a client proves itself to the NATS server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Auth {
+    #[default]
+    None,
+    /// The server's `authorization { token: ... }`.
+    Token(String),
+    /// An nkey seed (`SU...`); the server lists the public key under `nkeys`.
+    NkeySeed(String),
+}
+
+/// Connects with a name, the given credentials, and a clear error when the server cannot be reached.
+pub(crate) async fn connect(url: &str, auth: &Auth, name: &str) -> Result<async_nats::Client, NatsError> {
+    let opts = match auth {
+        Auth::None => async_nats::ConnectOptions::new(),
+        Auth::Token(t) => async_nats::ConnectOptions::with_token(t.clone()),
+        Auth::NkeySeed(s) => async_nats::ConnectOptions::with_nkey(s.clone()),
+    };
+    opts.name(name)
+        .connection_timeout(std::time::Duration::from_secs(5))
+        .connect(url)
+        .await
+        .map_err(|e| NatsError::Connect {
+            url: url.to_string(),
+            message: e.to_string(),
+        })
+}

@@ -1,0 +1,255 @@
+//! The messages agents and the manager exchange, and their subjects.
+//!
+//! Every message is one JSON document. Subjects:
+//!
+//! | subject | from → to | message | kind |
+//! |---|---|---|---|
+//! | `clarion.register` | agent → manager | [`Register`] → [`RegisterReply`] | request-reply (queue group `clarion-managers`) |
+//! | `clarion.up.<host>` | agent → manager | [`Up`]: satisfaction reports, status | publish, in order |
+//! | `clarion.host.<host>.control` | manager → agent | [`Control`]: install, remove, shut down | publish |
+//! | `clarion.host.<host>.poll` | manager → agent | [`PollRequest`] → [`Answer`] | request-reply |
+//! | `clarion.events` | manager → anyone | a network-wide report (schema `clarion.report/1`) | publish |
+//!
+//! One subject carries all of an agent's own messages so that the manager
+//! reads them in the order they were sent (NATS keeps the order of one
+//! connection's messages on one subject): a host's satisfaction reports
+//! always arrive before its "finished".
+
+use clarion_lang::spec::EventSpec;
+use clarion_report::{GroupKey, Report};
+use serde::{Deserialize, Serialize};
+
+use crate::NatsError;
+
+pub const REGISTER: &str = "clarion.register";
+/// Managers answer registrations as one queue group: each request reaches one.
+pub const MANAGER_QUEUE: &str = "clarion-managers";
+pub const UP_ALL: &str = "clarion.up.>";
+pub const EVENTS: &str = "clarion.events";
+
+pub fn up(host: &str) -> String {
+    format!("clarion.up.{host}")
+}
+
+pub fn control(host: &str) -> String {
+    format!("clarion.host.{host}.control")
+}
+
+pub fn poll(host: &str) -> String {
+    format!("clarion.host.{host}.poll")
+}
+
+/// A host name travels inside subjects, so it must be one subject token.
+pub fn check_host_name(host: &str) -> Result<(), NatsError> {
+    let ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(NatsError::HostName(host.to_string()))
+    }
+}
+
+/// An agent announces itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Register {
+    pub host: String,
+    /// The prefixes the agent believes it owns (checked against the manager's inventory).
+    pub prefixes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RegisterReply {
+    /// The host's triggers, to install before monitoring.
+    Accepted {
+        manager: String,
+        triggers: Vec<Trigger>,
+    },
+    Refused {
+        reason: String,
+    },
+}
+
+/// One host's local trigger of a network-wide event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trigger {
+    /// The manager's id of the network-wide event.
+    pub event: u64,
+    pub spec: EventSpec,
+    /// How many of the trigger's values the manager reads (its aggregates, in order).
+    pub needs: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Control {
+    Install(Trigger),
+    Remove {
+        event: u64,
+    },
+    /// The manager is done (its input hosts finished): agents replaying a file may exit.
+    Done,
+}
+
+/// What an agent sends the manager, on its own subject.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Up {
+    /// A local trigger fired: its values for one window and group.
+    Satisfied { event: u64, report: Box<Report> },
+    /// The agent's input ended (a file replayed to its end); every window is
+    /// closed and it keeps answering polls.
+    Finished,
+}
+
+/// The manager asks a host for its values of an event's trigger in one window and group.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PollRequest {
+    pub event: u64,
+    pub window_start_ns: u64,
+    pub group: GroupKey,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Answer {
+    /// The trigger's values for the group (`None`: the host had no packets of it).
+    Values(Option<Vec<f64>>),
+    /// The window is older than the host keeps (`--history-windows`).
+    Gone,
+    /// The host has no trigger of this event.
+    UnknownEvent,
+}
+
+pub fn encode<T: Serialize>(m: &T) -> bytes::Bytes {
+    // Serializing these types cannot fail: no maps with non-string keys, no
+    // non-finite floats outside `Report::values` (which has its own codec).
+    serde_json::to_vec(m).unwrap_or_default().into()
+}
+
+pub fn decode<'a, T: Deserialize<'a>>(subject: &str, payload: &'a [u8]) -> Result<T, NatsError> {
+    serde_json::from_slice(payload).map_err(|e| NatsError::Decode {
+        subject: subject.to_string(),
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clarion_report::{Completeness, Origin, Window};
+    use proptest::prelude::*;
+
+    #[test]
+    fn host_names_are_single_subject_tokens() {
+        assert!(check_host_name("web-1_a").is_ok());
+        for bad in ["", "a.b", "a b", "a*", ">"] {
+            assert!(check_host_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn messages_round_trip_including_undefined_values() {
+        let specs = clarion_lang::check(
+            "event e\n  filter dst_ip in 10.0.0.0/8 and dst_port = 80\n  when sum(volume) > 33.333333333333336 or avg(ttl) < 3\n  per dst_ip/24\n  every 10ms\n",
+        )
+        .expect("valid");
+        let t = Trigger {
+            event: 3,
+            spec: specs[0].clone(),
+            needs: 2,
+        };
+        let back: Control = decode("s", &encode(&Control::Install(t.clone()))).expect("decodes");
+        assert_eq!(back, Control::Install(t));
+        let r = Report {
+            event: "e".into(),
+            window: Window {
+                start_ns: 10,
+                end_ns: 20,
+            },
+            group: GroupKey {
+                dst_ip: Some(("10.1.2.0".parse().expect("addr"), 24)),
+                dst_port: Some(None),
+                ..GroupKey::default()
+            },
+            values: vec![("sum(volume)".into(), 0.1 + 0.2), ("avg(ttl)".into(), f64::NAN)],
+            origin: Origin {
+                host: "h".into(),
+                worker: 0,
+            },
+            completeness: Completeness::default(),
+        };
+        let up = Up::Satisfied {
+            event: 1,
+            report: Box::new(r),
+        };
+        let Up::Satisfied { report: back, .. } = decode::<Up>("s", &encode(&up)).expect("decodes") else {
+            panic!("wrong variant");
+        };
+        assert_eq!(back.values[0].1, 0.1 + 0.2, "floats travel exactly");
+        assert!(back.values[1].1.is_nan(), "an undefined value stays undefined");
+        assert_eq!(back.group, up_group(&up));
+    }
+
+    fn up_group(u: &Up) -> GroupKey {
+        match u {
+            Up::Satisfied { report, .. } => report.group,
+            Up::Finished => GroupKey::default(),
+        }
+    }
+
+    #[test]
+    fn every_example_event_travels_unchanged() {
+        for src in [
+            include_str!("../../../examples/paper.clarion"),
+            include_str!("../../../examples/demo.clarion"),
+            include_str!("../../../examples/network.clarion"),
+        ] {
+            for spec in clarion_lang::check(src).expect("valid") {
+                let t = Trigger {
+                    event: 0,
+                    spec,
+                    needs: 0,
+                };
+                assert_eq!(decode::<Trigger>("s", &encode(&t)).expect("decodes"), t);
+            }
+        }
+    }
+
+    fn arb_present() -> impl Strategy<Value = Option<Option<u16>>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(None)),
+            any::<u16>().prop_map(|p| Some(Some(p)))
+        ]
+    }
+
+    fn arb_addr() -> impl Strategy<Value = Option<(std::net::IpAddr, u8)>> {
+        prop_oneof![
+            Just(None),
+            (any::<u32>(), 0u8..=32).prop_map(|(a, l)| Some((std::net::Ipv4Addr::from(a).into(), l))),
+            (any::<u128>(), 0u8..=128).prop_map(|(a, l)| Some((std::net::Ipv6Addr::from(a).into(), l))),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_group_key_travels_unchanged(
+            src_ip in arb_addr(),
+            dst_ip in arb_addr(),
+            src_port in arb_present(),
+            dst_port in arb_present(),
+            proto in prop::option::of(any::<u8>()),
+            vlan in arb_present(),
+        ) {
+            let group = GroupKey { src_ip, dst_ip, src_port, dst_port, proto, vlan };
+            let req = PollRequest { event: 1, window_start_ns: 2, group };
+            prop_assert_eq!(decode::<PollRequest>("s", &encode(&req)).expect("decodes"), req);
+        }
+    }
+
+    #[test]
+    fn garbage_is_a_decode_error() {
+        let e = decode::<Up>("clarion.up.h", b"{not json").expect_err("fails");
+        assert!(e.to_string().contains("clarion.up.h"), "{e}");
+    }
+}
