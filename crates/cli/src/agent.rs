@@ -28,6 +28,7 @@ pub const AFTER_HELP: &str = "Examples:
   clarion agent --host web-1 --pcap web-1.pcap
   clarion agent --nats nats://10.0.0.5:4222 --host web-2 --pcap web-2.pcap --events local.clarion
   CLARION_NATS_TOKEN=s3cret clarion agent --host db --pcap db.pcap --linger 1m
+  clarion agent --host web-1 --pcap web-1.pcap --speed 1      # at the capture's pace, like a live host
 
 The host name must be in the manager's inventory (`clarion manager
 --inventory`); the manager answers the registration with this host's
@@ -66,6 +67,11 @@ pub struct AgentArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub linger: u64,
 
+    /// Replay at this many times the capture's own pace (1: as it was
+    /// captured, like a live host); default: as fast as possible.
+    #[arg(long, value_name = "FACTOR", value_parser = parse_speed)]
+    pub speed: Option<f64>,
+
     /// Wait this long for a manager to answer the registration.
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub register_timeout: u64,
@@ -80,6 +86,15 @@ pub struct AgentArgs {
     /// No summary on standard error.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a speed: give a factor above 0, e.g. 1 (capture pace) or 10"
+        )),
+    }
 }
 
 fn runtime(e: impl Into<anyhow::Error>) -> Failure {
@@ -217,6 +232,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     let started = Instant::now();
     let mut reports = Vec::new();
     let mut frames: u64 = 0;
+    let mut first_ts: Option<u64> = None;
     let mut damage = None;
     while let Some(item) = source.next_packet() {
         let raw = match item {
@@ -231,6 +247,18 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             }
         };
         frames += 1;
+        if let Some(speed) = a.speed {
+            // Paced: wait (answering the manager meanwhile) until this packet's time comes.
+            let first = *first_ts.get_or_insert(raw.ts_ns);
+            let due = started + Duration::from_secs_f64(raw.ts_ns.saturating_sub(first) as f64 / 1e9 / speed);
+            while let Some(left) = due.checked_duration_since(Instant::now()) {
+                ag.service();
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(left.min(Duration::from_millis(1)));
+            }
+        }
         match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
             Ok(rec) => ag.monitor.process(&rec, &mut reports),
             Err(e) if e.is_not_ip() => ag.monitor.note_unparsed(raw.ts_ns, Unparsed::NotIp, &mut reports),

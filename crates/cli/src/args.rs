@@ -74,6 +74,9 @@ pub enum Command {
     /// Split a capture of several hosts' traffic into one capture per host of an inventory.
     #[command(after_help = crate::split::AFTER_HELP)]
     Split(crate::split::SplitArgs),
+    /// Add, list, show and remove the manager's network-wide events, follow fired ones, list hosts.
+    #[command(after_help = crate::events::AFTER_HELP)]
+    Events(crate::events::EventsArgs),
 }
 
 const RUN_AFTER_HELP: &str = "Examples:

@@ -8,6 +8,7 @@ mod bench;
 mod bus;
 mod check;
 mod dos;
+mod events;
 mod feasibility;
 mod gen;
 mod live;
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
         Command::Agent(a) => agent::agent(&a),
         Command::Manager(a) => manager::manager(&a),
         Command::Split(a) => split::split(&a),
+        Command::Events(a) => events::events(&a),
     };
     match result {
         Ok(code) => code,

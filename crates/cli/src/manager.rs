@@ -4,38 +4,45 @@
 //! hosts when one's trigger fires, and writes (and publishes on
 //! `clarion.events`) every network-wide report.
 
-use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
-use clarion_lang::spec::Scope;
-use clarion_manager::{HostId, Manager};
-use clarion_nats::protocol::Trigger;
-use clarion_nats::{serve, ManagerOptions, ManagerStats};
+use clarion_control::{ControlError, ControlHandle};
+use clarion_manager::Manager;
+use clarion_nats::{serve, ControlLink, EventBook, ManagerOptions, ManagerStats, OnDuplicate};
+use clarion_store::Store;
+use tokio::sync::{broadcast, mpsc};
 
 use crate::args::{parse_duration, Format};
 use crate::bus::NatsArgs;
 use crate::network::read_inventory;
-use crate::run::{load_events, open_sink_to, sink_error};
+use crate::run::{open_sink_to, sink_error};
 use crate::summary::thousands;
 use crate::Failure;
 
 pub const AFTER_HELP: &str = "Examples:
   clarion manager --inventory hosts.txt --events service.clarion
-  clarion manager --nats nats://10.0.0.5:4222 --inventory hosts.txt --events service.clarion -o events.jsonl
-  clarion manager --inventory hosts.txt --events service.clarion --until-finished --poll-timeout 5s
+  clarion manager --nats nats://10.0.0.5:4222 --inventory hosts.txt -o events.jsonl \\
+      --api 0.0.0.0:8700 --api-token \"$TOKEN\"
+  clarion manager --inventory hosts.txt --events service.clarion --until-finished --no-store
+  clarion events add spike.clarion && clarion events watch     # from another terminal
 
-Every event of --events must be network-wide (`across hosts`); a host's own
-events go to its agent (clarion agent --events). Agents register by the
-names of the inventory. Reports go to --output (JSON lines or a table) and,
-as JSON, to the NATS subject clarion.events. With --until-finished the
-manager exits once every host's agent has replayed its capture and every
-decision is made; otherwise it runs until Ctrl-C or --duration.
-docs/manager.md explains placement, threshold splitting and the protocol.";
+Every event must be network-wide (`across hosts`); a host's own events go to
+its agent (clarion agent --events). Installed events are kept in --store and
+reinstalled at the next start, under the same ids; --events adds to them
+(replacing a stored event of the same name). Agents register by the names of
+the inventory. Reports go to --output (JSON lines or a table), to the API's
+stream (clarion events watch) and, as JSON, to the NATS subject
+clarion.events. With --until-finished the manager exits once every host's
+agent has replayed its capture and every decision is made; otherwise it runs
+until Ctrl-C or --duration. docs/manager.md explains placement, threshold
+splitting, the protocol and the API.";
 
 #[derive(Args, Debug)]
 pub struct ManagerArgs {
@@ -46,9 +53,39 @@ pub struct ManagerArgs {
     #[arg(long, value_name = "FILE")]
     pub inventory: PathBuf,
 
-    /// The network-wide events (`across hosts`).
+    /// Network-wide events (`across hosts`) to install at start, besides the stored ones.
     #[arg(long, value_name = "FILE")]
-    pub events: PathBuf,
+    pub events: Option<PathBuf>,
+
+    /// Where installed events are kept across restarts (SQLite; created if missing).
+    #[arg(
+        long,
+        default_value = "clarion-manager.sqlite",
+        value_name = "FILE",
+        conflicts_with = "no_store"
+    )]
+    pub store: PathBuf,
+
+    /// Keep nothing: events live as long as this process.
+    #[arg(long)]
+    pub no_store: bool,
+
+    /// The control API's address (HTTP: events, hosts, a stream of fired events).
+    #[arg(
+        long,
+        default_value = "127.0.0.1:8700",
+        value_name = "ADDR",
+        conflicts_with = "no_api"
+    )]
+    pub api: SocketAddr,
+
+    /// No control API.
+    #[arg(long)]
+    pub no_api: bool,
+
+    /// Require `Authorization: Bearer TOKEN` on the API (required when --api is not a loopback address).
+    #[arg(long, env = "CLARION_API_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub api_token: Option<String>,
 
     /// How long a polled host has to answer; after it, the decision is made
     /// with the hosts that answered and the report is marked incomplete.
@@ -79,39 +116,99 @@ pub struct ManagerArgs {
     pub quiet: bool,
 }
 
-pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
+fn usage(e: ControlError) -> Failure {
+    Failure::Usage(format!("clarion: {e}"))
+}
+
+/// The stored events, then those of --events.
+fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
     let inventory = read_inventory(&a.inventory)?;
-    let specs = load_events(&a.events)?;
-    let file = a.events.display();
-    let mut names = HashSet::new();
-    let mut m = Manager::new(&a.name, inventory);
-    let mut triggers: HashMap<HostId, Vec<Trigger>> = HashMap::new();
-    for s in &specs {
-        if s.scope != Scope::Network {
-            return Err(Failure::Usage(format!(
-                "clarion: {file}: event `{}` is not network-wide: add `across hosts`, or give it to the agents (clarion agent --events)",
-                s.name
-            )));
-        }
-        if !names.insert(s.name.clone()) {
-            return Err(Failure::Usage(format!(
-                "clarion: {file}: two events are named `{}`; network-wide events need distinct names",
-                s.name
-            )));
-        }
-        let (id, local) = m
-            .install(s)
-            .map_err(|e| Failure::Usage(format!("clarion: {file}: {e}")))?;
-        let needs = m.event(id).map_or(0, |e| e.split.needs.len());
-        for (host, spec) in local {
-            triggers.entry(host).or_default().push(Trigger {
-                event: id as u64,
-                spec,
-                needs,
-            });
+    let store = if a.no_store {
+        None
+    } else {
+        let s = Store::open(&a.store)
+            .context("cannot open the event store (--store, or --no-store to keep nothing)")
+            .map_err(Failure::Runtime)?;
+        Some(s)
+    };
+    let mut book = EventBook::new(Manager::new(&a.name, inventory), store);
+    let (restored, skipped) = book.restore().map_err(|e| Failure::Runtime(e.into()))?;
+    if restored > 0 && !a.quiet {
+        eprintln!(
+            "clarion: manager: {restored} event(s) restored from {}",
+            a.store.display()
+        );
+    }
+    for (name, why) in skipped {
+        eprintln!("clarion: warning: stored event `{name}` not installed (it stays stored): {why}");
+    }
+    if let Some(path) = &a.events {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Failure::Usage(format!(
+                "clarion: cannot read events file {}: {e}",
+                path.display()
+            ))
+        })?;
+        let (_, replaced) = book.add(&text, OnDuplicate::Replace).map_err(|e| match e {
+            ControlError::Invalid(m) => Failure::Usage(format!("clarion: {}: {m}", path.display())),
+            other => usage(other),
+        })?;
+        if !replaced.is_empty() && !a.quiet {
+            eprintln!(
+                "clarion: manager: {} stored event(s) replaced by {}'s version",
+                replaced.len(),
+                path.display()
+            );
         }
     }
-    let hosts: Vec<String> = m.inventory().hosts().iter().map(|h| h.name.clone()).collect();
+    Ok(book)
+}
+
+/// Starts the control API, refusing to expose it beyond loopback without a token.
+fn start_api(a: &ManagerArgs) -> Result<Option<ControlLink>, Failure> {
+    if a.no_api {
+        return Ok(None);
+    }
+    if !a.api.ip().is_loopback() && a.api_token.is_none() {
+        return Err(Failure::Usage(format!(
+            "clarion: the control API on {} would be reachable beyond this machine: give --api-token (or CLARION_API_TOKEN), or bind it to 127.0.0.1",
+            a.api
+        )));
+    }
+    let listener = std::net::TcpListener::bind(a.api)
+        .with_context(|| {
+            format!(
+                "cannot serve the control API on {} (another manager there? use --api or --no-api)",
+                a.api
+            )
+        })
+        .map_err(Failure::Runtime)?;
+    let (tx, rx) = mpsc::channel(64);
+    let (reports, _) = broadcast::channel(4096);
+    let handle = ControlHandle::new(tx, reports.clone(), a.api_token.clone());
+    let bound = clarion_control::spawn(listener, handle)
+        .context("cannot start the control API")
+        .map_err(Failure::Runtime)?;
+    if !a.quiet {
+        eprintln!("clarion: manager: control API on http://{bound}");
+    }
+    Ok(Some(ControlLink {
+        commands: rx,
+        reports,
+    }))
+}
+
+pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
+    let book = book(a)?;
+    let events = book.manager().events().count();
+    let hosts: Vec<String> = book
+        .manager()
+        .inventory()
+        .hosts()
+        .iter()
+        .map(|h| h.name.clone())
+        .collect();
+    let control = start_api(a)?;
     let stop = crate::live::stop_flag()?;
     if let Some(d) = a.duration {
         let stop = Arc::clone(&stop);
@@ -123,10 +220,9 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     let mut sink = open_sink_to(a.output.as_deref(), a.format)?;
     if !a.quiet {
         eprintln!(
-            "clarion: manager {} on {}: {} network-wide event(s) over {} host(s); waiting for agents",
+            "clarion: manager {} on {}: {events} network-wide event(s) over {} host(s); waiting for agents",
             a.name,
             a.nats.url,
-            specs.len(),
             hosts.len()
         );
     }
@@ -137,7 +233,7 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         until_finished: a.until_finished,
     };
     let mut write_error = None;
-    let stats = serve(&opts, &a.name, m, triggers, stop, &mut |r| {
+    let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {
         if write_error.is_none() {
             if let Err(e) = sink.write(r) {
                 write_error = Some(e);
@@ -194,6 +290,23 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
             Some(_) => eprintln!("  host {h}: its windows are more than an hour old (a replayed capture)"),
             None => {}
         }
+    }
+    for (h, missed) in hosts.iter().zip(&s.missed_windows) {
+        if let (Some(first), Some(last)) = (missed.first(), missed.last()) {
+            eprintln!(
+                "  host {h}: did not answer polls for {} window(s) from {} to {} (decided without it, marked incomplete)",
+                missed.len(),
+                clarion_report::rfc3339(*first),
+                clarion_report::rfc3339(*last)
+            );
+        }
+    }
+    for (from, to) in &s.gaps {
+        eprintln!(
+            "  gap: windows from {} to {} were not decided (the manager was down)",
+            clarion_report::rfc3339(*from),
+            clarion_report::rfc3339(*to)
+        );
     }
     if s.invalid > 0 {
         eprintln!(

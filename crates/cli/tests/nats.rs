@@ -8,216 +8,22 @@
 //! Skipped, saying so, where `nats-server` is not installed (`.ci/run`
 //! installs it: Debian package `nats-server`).
 
+mod bus;
+
 use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
+use std::time::Duration;
 
-use assert_cmd::cargo::CommandCargoExt;
-use clarion_capture::{PcapWriter, TsResolution};
-use clarion_reference::{evaluate, Config, Input};
-use clarion_wire::build::{FrameSpec, IpPair, Transport};
-use clarion_wire::LinkType;
-use serde_json::Value;
-
-const MS: u64 = 1_000_000;
-const T0: u64 = 1_700_000_000_000 * MS;
-
-const INVENTORY: &str = "\
-web-1 10.0.128.0/26
-web-2 10.0.128.64/26
-web-3 10.0.128.128/26
-web-4 10.0.128.192/26
-";
-
-/// Trumpet's "service load spike", and an average that splits through sum and count.
-const EVENTS: &str = "\
-event service_load_spike
-  filter dst_ip in 10.0.128.0/24 and dst_port = 80
-  when sum(volume) > 40KB
-  per dst_ip/24
-  every 10ms
-  across hosts
-
-event big_packets_to_a_host
-  filter dst_ip in 10.0.128.0/24
-  when avg(size) > 1000 and count(packets) > 5
-  per dst_ip
-  every 20ms
-  across hosts
-";
-
-fn nats_server() -> Option<PathBuf> {
-    let out = Command::new("sh")
-        .args(["-c", "command -v nats-server"])
-        .output()
-        .ok()?;
-    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// Kills the child when dropped (a failed assertion leaves no server behind).
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_server(bin: &Path, port: u16) -> Guard {
-    let child = Command::new(bin)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nats-server starts");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Guard(child)
-}
-
-/// A small deterministic generator (no dependency on the order of other tests).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
-}
-
-/// Two seconds of clients (outside every host) and hosts (to each other)
-/// sending UDP to the service, at a load that crosses 40 KB per 10 ms in
-/// some windows only.
-fn traffic() -> Vec<(u64, Vec<u8>)> {
-    let mut rng = Lcg(7);
-    let mut frames = Vec::new();
-    for w in 0..200u64 {
-        let n = rng.next(90);
-        for _ in 0..n {
-            let ts = T0 + w * 10 * MS + rng.next(10 * MS);
-            let from_host = rng.next(8) == 0;
-            let src = if from_host {
-                Ipv4Addr::new(10, 0, 128, rng.next(256) as u8)
-            } else {
-                Ipv4Addr::new(192, 0, 2, 1 + rng.next(20) as u8)
-            };
-            let dst = Ipv4Addr::new(10, 0, 128, rng.next(256) as u8);
-            let dst_port = if rng.next(6) == 0 { 443 } else { 80 };
-            let spec = FrameSpec {
-                link: LinkType::Ethernet,
-                ip: IpPair::V4 { src, dst },
-                transport: Transport::Udp {
-                    src_port: 30_000 + rng.next(50) as u16,
-                    dst_port,
-                },
-                payload_len: 100 + rng.next(1300) as usize,
-                ttl: 64,
-                ..FrameSpec::default()
-            };
-            frames.push((ts, spec.build()));
-        }
-    }
-    frames.sort_by_key(|f| f.0);
-    frames
-}
-
-fn write_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
-    let f = std::fs::File::create(path).expect("create");
-    let mut w =
-        PcapWriter::new(std::io::BufWriter::new(f), LinkType::Ethernet, TsResolution::Nano).expect("header");
-    for (ts, data) in frames {
-        w.write_packet(*ts, data, data.len() as u32).expect("write");
-    }
-    let mut inner = w.into_inner().expect("flush");
-    std::io::Write::flush(&mut inner).expect("flush");
-}
-
-type Row = (String, u64, String, String);
-
-fn row(r: &Value) -> Row {
-    (
-        r["event"].as_str().unwrap_or_default().to_string(),
-        r["window"]["start_ns"].as_u64().unwrap_or_default(),
-        r["group"].to_string(),
-        r["values"].to_string(),
-    )
-}
-
-fn rows_of_jsonl(text: &str) -> BTreeSet<Row> {
-    text.lines()
-        .map(|l| row(&serde_json::from_str(l).expect("a JSON report")))
-        .collect()
-}
-
-/// The reference evaluator over every host's packets together (a packet
-/// between two hosts counted on both, as both see it).
-fn reference(frames: &[(u64, Vec<u8>)]) -> BTreeSet<Row> {
-    let inventory = clarion_manager::Inventory::parse(INVENTORY).expect("inventory");
-    let specs = clarion_lang::check(EVENTS).expect("events");
-    let mut inputs = Vec::new();
-    for (ts, data) in frames {
-        let rec =
-            clarion_wire::parse_frame(LinkType::Ethernet, data, *ts, data.len() as u32).expect("parses");
-        let src = inventory.owner(rec.key.src_addr());
-        let dst = inventory.owner(rec.key.dst_addr()).filter(|d| Some(*d) != src);
-        for _ in [src, dst].into_iter().flatten() {
-            inputs.push(Input::Packet(rec));
-        }
-    }
-    evaluate(&specs, &inputs, &Config::default())
-        .iter()
-        .map(|r| row(&r.to_json()))
-        .collect()
-}
-
-fn clarion() -> Command {
-    Command::cargo_bin("clarion").expect("binary")
-}
-
-fn wait(mut child: Child, what: &str, limit: Duration) -> std::process::Output {
-    let deadline = Instant::now() + limit;
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "{what} did not finish in {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use bus::*;
 
 #[test]
 fn four_agents_and_a_manager_over_nats_equal_the_reference_and_the_embedded_transport() {
-    let Some(server) = nats_server() else {
-        eprintln!("skipped: nats-server is not installed (apt-get install nats-server)");
+    let Some(server) = require_server() else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let frames = traffic();
+    let frames = traffic(200);
     write_pcap(&d.join("all.pcap"), &frames);
     std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
     std::fs::write(d.join("events.clarion"), EVENTS).expect("events");

@@ -16,6 +16,10 @@ pub enum ManagerError {
     EmptyInventory,
     #[error("event `{0}`: no host of the inventory owns an address its filters name, so no host can see its packets")]
     NoPlacement(String),
+    #[error("event id {0} is taken")]
+    IdTaken(usize),
+    #[error("an event named `{0}` is installed already; remove it first or choose another name")]
+    DuplicateName(String),
     #[error("no installed network-wide event has id {0}")]
     UnknownEvent(usize),
     #[error("host values have {got} entries, the split needs {want}")]

@@ -82,7 +82,7 @@ type Key = (EventId, u64, GroupKey);
 const DECIDED_KEPT: usize = 1 << 16;
 
 /// See the module documentation.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Manager {
     name: String,
     inventory: Inventory,
@@ -111,14 +111,42 @@ impl Manager {
 
     /// Places and splits `spec`; returns its id and the trigger each placed host installs.
     pub fn install(&mut self, spec: &EventSpec) -> Result<(EventId, Vec<(HostId, EventSpec)>), ManagerError> {
+        let id = self.events.len();
+        self.install_as(id, spec).map(|local| (id, local))
+    }
+
+    /// Installs `spec` under a given id (one it had before a restart, so
+    /// that hosts still holding its trigger keep it); later installs get
+    /// ids above every id used.
+    pub fn install_as(
+        &mut self,
+        id: EventId,
+        spec: &EventSpec,
+    ) -> Result<Vec<(HostId, EventSpec)>, ManagerError> {
+        if self.event(id).is_some() {
+            return Err(ManagerError::IdTaken(id));
+        }
+        if self.events().any(|(_, e)| e.split.network().name == spec.name) {
+            return Err(ManagerError::DuplicateName(spec.name.clone()));
+        }
         let hosts = self.inventory.placement(spec);
         if hosts.is_empty() {
             return Err(ManagerError::NoPlacement(spec.name.clone()));
         }
         let split = split(spec, hosts.len())?;
         let local = hosts.iter().map(|&h| (h, split.local.clone())).collect();
-        self.events.push(Some(NetworkEvent { split, hosts }));
-        Ok((self.events.len() - 1, local))
+        if self.events.len() <= id {
+            self.events.resize_with(id + 1, || None);
+        }
+        self.events[id] = Some(NetworkEvent { split, hosts });
+        Ok(local)
+    }
+
+    /// The id of the installed event named `name`.
+    pub fn id_of(&self, name: &str) -> Option<EventId> {
+        self.events()
+            .find(|(_, e)| e.split.network().name == name)
+            .map(|(id, _)| id)
     }
 
     /// Forgets an event and its pending decisions.
@@ -382,13 +410,14 @@ mod tests {
         assert_eq!(hosts, [0, 1]);
         assert_eq!(local[0].1.predicate.to_string(), "sum(volume) > 150");
         let mut nowhere = spike();
+        nowhere.name = "nowhere".into();
         nowhere.filters[0].dst_ip = Some(IpPrefix {
             addr: "192.0.2.0".parse().expect("addr"),
             len: 24,
         });
         assert_eq!(
             m.install(&nowhere).err(),
-            Some(ManagerError::NoPlacement("spike".into()))
+            Some(ManagerError::NoPlacement("nowhere".into()))
         );
     }
 
@@ -448,6 +477,24 @@ mod tests {
         assert_eq!(d.expect("decided").report.expect("fires").values[0].1, 400.0);
         // A report for a decided window starts nothing.
         assert_eq!(m.satisfied(id, 1, &b).expect("ignored"), (vec![], None));
+    }
+
+    #[test]
+    fn an_id_from_before_a_restart_is_kept_and_names_stay_unique() {
+        let mut m = Manager::new("mgr", inventory());
+        m.install_as(5, &spike()).expect("installs at 5");
+        assert_eq!(m.id_of("spike"), Some(5));
+        assert_eq!(m.install_as(5, &spike()).err(), Some(ManagerError::IdTaken(5)));
+        assert_eq!(
+            m.install(&spike()).err(),
+            Some(ManagerError::DuplicateName("spike".into()))
+        );
+        let mut other = spike();
+        other.name = "other".into();
+        let (id, _) = m.install(&other).expect("installs");
+        assert_eq!(id, 6, "new ids come after every id used");
+        m.remove(5).expect("removes");
+        assert_eq!(m.id_of("spike"), None);
     }
 
     #[test]

@@ -94,6 +94,7 @@ impl AgentLink {
             let reply = register(&client, opts, waiting).await?;
             tokio::spawn(listen(control, polls, in_tx));
             tokio::spawn(send(client, out_rx));
+            tokio::spawn(heartbeat(out.clone(), protocol::up(&opts.host)));
             Ok::<_, NatsError>(reply)
         })?;
         Ok(AgentLink {
@@ -226,6 +227,18 @@ async fn listen(
             else => return,
         };
         if tx.send(item).is_err() {
+            return;
+        }
+    }
+}
+
+/// Tells the manager every second that this host is alive, in order with its other messages.
+async fn heartbeat(out: mpsc::UnboundedSender<Outgoing>, subject: String) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        let beat = Outgoing::Publish(subject.clone(), protocol::encode(&Up::Heartbeat));
+        if out.send(beat).is_err() {
             return;
         }
     }

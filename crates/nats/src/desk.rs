@@ -49,14 +49,22 @@ impl<R> HostDesk<R> {
 
     /// Installs a network-wide event's local trigger (again, if the manager re-sends it).
     pub fn install(&mut self, monitor: &mut Monitor, t: Trigger) -> Result<(), NatsError> {
-        if self.by_event.contains_key(&t.event) {
+        if self.by_event.get(&t.event).is_some_and(|l| l.name == t.spec.name) {
             return Ok(());
         }
         let name = t.spec.name.clone();
-        if self.by_name.contains_key(&name) || monitor.triggers().any(|(_, s)| s.name == name) {
+        // The same event under another id (a manager that restarted without
+        // its store), or another event under this id: the manager's word is the latest.
+        if let Some(&old) = self.by_name.get(&name) {
+            self.remove(monitor, old);
+        }
+        if self.by_event.contains_key(&t.event) {
+            self.remove(monitor, t.event);
+        }
+        if monitor.triggers().any(|(_, s)| s.name == name) {
             return Err(NatsError::Install {
                 event: name,
-                message: "another event on this host has the same name; rename one".into(),
+                message: "one of this host's own events (--events) has the same name; rename one".into(),
             });
         }
         let interval_ns = t.spec.interval_ns;
@@ -252,18 +260,24 @@ mod tests {
     }
 
     #[test]
-    fn a_name_clash_is_refused_and_remove_forgets() {
+    fn reinstalls_replace_and_a_host_event_name_clash_is_refused() {
         let mut m = monitor();
         let mut desk: HostDesk<()> = HostDesk::new();
         desk.install(&mut m, trigger(1, "spike")).expect("installs");
         desk.install(&mut m, trigger(1, "spike"))
             .expect("a re-sent install is a no-op");
-        assert!(desk.install(&mut m, trigger(2, "spike")).is_err());
-        assert_eq!(desk.events(), 1);
-        desk.remove(&mut m, 1);
+        assert_eq!(m.triggers().count(), 1);
+        desk.install(&mut m, trigger(2, "spike"))
+            .expect("the same event under a new id replaces it");
+        assert_eq!((desk.events(), m.triggers().count()), (1, 1));
+        desk.remove(&mut m, 2);
         assert_eq!(desk.events(), 0);
         assert_eq!(m.triggers().count(), 0);
-        desk.install(&mut m, trigger(2, "spike"))
-            .expect("the name is free again");
+        let own = clarion_lang::check("event mine\n  when sum(volume) > 1\n").expect("valid");
+        m.install(own[0].clone()).expect("the host's own event");
+        assert!(
+            desk.install(&mut m, trigger(3, "mine")).is_err(),
+            "clashes with a host event"
+        );
     }
 }

@@ -3,6 +3,8 @@
 //! data center's thousands of hosts share one clustered message system.
 //!
 //! - [`protocol`]: subjects and messages (JSON).
+//! - [`book`]: the manager's installed events with their sources, kept in
+//!   the persistent store; adds and removals from the events file or the API.
 //! - [`desk`]: the agent's side of the manager's conversation, with no I/O:
 //!   which local trigger belongs to which network-wide event, and polls
 //!   answered from the monitor's kept windows, or deferred until the
@@ -17,15 +19,17 @@
 //! logic (crate `clarion-manager`) in one process; both give the same events.
 
 pub mod agent;
+pub mod book;
 pub mod desk;
 mod error;
 pub mod protocol;
 pub mod service;
 
 pub use agent::{AgentLink, AgentOptions, Inbound};
+pub use book::{EventBook, OnDuplicate};
 pub use desk::HostDesk;
 pub use error::NatsError;
-pub use service::{serve, ManagerOptions, ManagerStats};
+pub use service::{serve, ControlLink, ManagerOptions, ManagerStats};
 
 /// How a client proves itself to the NATS server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

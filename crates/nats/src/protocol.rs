@@ -100,6 +100,9 @@ pub enum Up {
     /// The agent's input ended (a file replayed to its end); every window is
     /// closed and it keeps answering polls.
     Finished,
+    /// Sent every second: the host is alive (the manager lists hosts' health
+    /// from it, and re-sends the triggers of a host that comes back).
+    Heartbeat,
 }
 
 /// The manager asks a host for its values of an event's trigger in one window and group.
@@ -193,7 +196,7 @@ mod tests {
     fn up_group(u: &Up) -> GroupKey {
         match u {
             Up::Satisfied { report, .. } => report.group,
-            Up::Finished => GroupKey::default(),
+            Up::Finished | Up::Heartbeat => GroupKey::default(),
         }
     }
 

@@ -1,26 +1,39 @@
 //! The manager's service: the event manager's state machine
-//! (`clarion_manager::Manager`) driven by NATS messages.
+//! (`clarion_manager::Manager`, inside an [`EventBook`]) driven by NATS
+//! messages and control-API commands.
 //!
-//! One task owns the manager and reads, in turn: registrations (answered
-//! with the host's triggers), the agents' own subjects (satisfaction
-//! reports and status, in each agent's order), and the outcomes of its
-//! polls. Each poll is a NATS request in its own task with the poll
-//! timeout; a host that does not answer in time (or no longer keeps the
-//! window) is left out and the decision is made with the others, marked
-//! partial, once no poll of it is outstanding.
+//! One task owns the book and reads, in turn: registrations (answered with
+//! the host's triggers), the agents' own subjects (satisfaction reports,
+//! status and heartbeats, in each agent's order), the outcomes of its
+//! polls, and control commands. Each poll is a NATS request in its own task
+//! with the poll timeout; a host that does not answer in time (or no longer
+//! keeps the window) is left out and the decision is made with the others,
+//! marked partial, once no poll of it is outstanding.
+//!
+//! Ownership among several managers: registrations go to the queue group
+//! `clarion-managers`, but satisfaction reports reach every manager
+//! subscribed, so today one manager serves a NATS account (see
+//! docs/manager.md).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clarion_manager::{Decision, EventId, HostId, Manager, Poll};
+use clarion_control::{Command, ControlError, EventInfo, HostInfo};
+use clarion_manager::{Decision, EventId, HostId, Poll};
 use clarion_report::{GroupKey, Report};
 use futures_util::StreamExt;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
-use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Trigger, Up};
+use crate::book::{EventBook, OnDuplicate};
+use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Up};
 use crate::{Auth, NatsError};
+
+/// A host not heard from for this long is `down`.
+const HOST_SILENT: Duration = Duration::from_secs(3);
+/// How often the manager writes its progress to the store.
+const STORE_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug)]
 pub struct ManagerOptions {
@@ -31,6 +44,14 @@ pub struct ManagerOptions {
     /// Stop once every inventory host has said its input ended and no
     /// decision is waiting (replays of capture files); else run until `stop`.
     pub until_finished: bool,
+}
+
+/// The control API's side of the service: its commands, and where fired
+/// events go as JSON text.
+#[derive(Debug)]
+pub struct ControlLink {
+    pub commands: mpsc::Receiver<Command>,
+    pub reports: broadcast::Sender<String>,
 }
 
 /// What the service did, for the summary.
@@ -55,6 +76,11 @@ pub struct ManagerStats {
     /// of a satisfaction report and the end of its window, an upper bound of
     /// the host's clock skew plus its reporting delay (replays: their lag).
     pub report_lag: Vec<Option<Duration>>,
+    /// Windows this manager could not decide because it was down
+    /// (start, end, nanoseconds), found from the store at restart.
+    pub gaps: Vec<(u64, u64)>,
+    /// Per host: windows (start) in which it was polled and did not answer.
+    pub missed_windows: Vec<Vec<u64>>,
 }
 
 type Key = (EventId, u64, GroupKey);
@@ -64,14 +90,33 @@ struct PollOutcome {
     answer: Option<Answer>,
 }
 
+/// What the manager knows of each host.
+#[derive(Clone, Debug, Default)]
+struct HostState {
+    last_seen: Option<Instant>,
+    finished: bool,
+    satisfied: u64,
+    answered: u64,
+    missed: u64,
+}
+
+/// Where the manager left off before a restart (from the store).
+#[derive(Clone, Copy, Debug)]
+struct Resume {
+    /// Wall clock when it was last alive.
+    alive_ns: u64,
+    /// The latest window end it had seen.
+    windows_to_ns: u64,
+}
+
 /// Runs the manager's service until `stop` is set (or, with
 /// `until_finished`, until every host finished). Each fired network-wide
-/// report goes to `on_report` and is published on `clarion.events`.
+/// report goes to `on_report`, the control API's stream, and `clarion.events`.
 pub fn serve(
     opts: &ManagerOptions,
     name: &str,
-    manager: Manager,
-    triggers: HashMap<HostId, Vec<Trigger>>,
+    book: EventBook,
+    control: Option<ControlLink>,
     stop: Arc<AtomicBool>,
     on_report: &mut dyn FnMut(&Report),
 ) -> Result<ManagerStats, NatsError> {
@@ -80,8 +125,8 @@ pub fn serve(
         .build()?;
     rt.block_on(async move {
         let client = crate::connect(&opts.url, &opts.auth, &format!("clarion-manager {name}")).await?;
-        let mut s = Service::new(client, name, manager, triggers, opts.poll_timeout);
-        s.run(opts, &stop, on_report).await?;
+        let mut s = Service::new(client, name, book, opts.poll_timeout);
+        s.run(opts, control, &stop, on_report).await?;
         Ok(s.stats)
     })
 }
@@ -89,48 +134,79 @@ pub fn serve(
 struct Service {
     client: async_nats::Client,
     name: String,
-    manager: Manager,
-    triggers: HashMap<HostId, Vec<Trigger>>,
+    book: EventBook,
     poll_timeout: Duration,
     outstanding: HashMap<Key, usize>,
     first_report: HashMap<Key, Instant>,
-    finished: HashSet<HostId>,
+    hosts: Vec<HostState>,
+    resume: Option<Resume>,
+    windows_to_ns: u64,
     stats: ManagerStats,
     results: (
         mpsc::UnboundedSender<PollOutcome>,
         mpsc::UnboundedReceiver<PollOutcome>,
     ),
+    reports: Option<broadcast::Sender<String>>,
+}
+
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 impl Service {
-    fn new(
-        client: async_nats::Client,
-        name: &str,
-        manager: Manager,
-        triggers: HashMap<HostId, Vec<Trigger>>,
-        poll_timeout: Duration,
-    ) -> Service {
-        let hosts = manager.inventory().hosts().len();
+    fn new(client: async_nats::Client, name: &str, book: EventBook, poll_timeout: Duration) -> Service {
+        let n = book.manager().inventory().hosts().len();
+        let resume = book.store().and_then(|s| {
+            Some(Resume {
+                alive_ns: s.meta("alive_ns").ok()??,
+                windows_to_ns: s.meta("windows_to_ns").ok()??,
+            })
+        });
         Service {
             client,
             name: name.to_string(),
-            manager,
-            triggers,
+            book,
             poll_timeout,
             outstanding: HashMap::new(),
             first_report: HashMap::new(),
-            finished: HashSet::new(),
+            hosts: vec![HostState::default(); n],
+            resume,
+            windows_to_ns: 0,
             stats: ManagerStats {
-                report_lag: vec![None; hosts],
+                report_lag: vec![None; n],
+                missed_windows: vec![Vec::new(); n],
                 ..ManagerStats::default()
             },
             results: mpsc::unbounded_channel(),
+            reports: None,
+        }
+    }
+
+    fn host_name(&self, h: HostId) -> String {
+        self.book.manager().inventory().hosts()[h].name.clone()
+    }
+
+    async fn send_control(&self, host: HostId, c: &Control) {
+        let _ = self
+            .client
+            .publish(protocol::control(&self.host_name(host)), protocol::encode(c))
+            .await;
+    }
+
+    /// Sends `host` every trigger it should hold (installs are idempotent on the agent).
+    async fn send_triggers(&self, host: HostId) {
+        for t in self.book.triggers_of(host) {
+            self.send_control(host, &Control::Install(t)).await;
         }
     }
 
     async fn run(
         &mut self,
         opts: &ManagerOptions,
+        control: Option<ControlLink>,
         stop: &AtomicBool,
         on_report: &mut dyn FnMut(&Report),
     ) -> Result<(), NatsError> {
@@ -141,21 +217,23 @@ impl Service {
             .await
             .map_err(nats)?;
         let mut ups = self.client.subscribe(protocol::UP_ALL).await.map_err(nats)?;
-        // Hosts that registered before this manager started get their triggers again.
-        for (host, triggers) in &self.triggers {
-            let name = &self.manager.inventory().hosts()[*host].name;
-            for t in triggers {
-                let msg = protocol::encode(&Control::Install(t.clone()));
-                let _ = self.client.publish(protocol::control(name), msg).await;
-            }
+        let (mut commands, reports) = match control {
+            Some(c) => (Some(c.commands), Some(c.reports)),
+            None => (None, None),
+        };
+        self.reports = reports;
+        // Hosts that registered with an earlier run of this manager get their triggers again.
+        for h in 0..self.hosts.len() {
+            self.send_triggers(h).await;
         }
         let mut tick = tokio::time::interval(Duration::from_millis(50));
+        let mut stored_at = Instant::now();
         loop {
             tokio::select! {
                 Some(m) = registrations.next() => self.register(m).await,
                 Some(m) = ups.next() => {
-                    for r in self.up(m) {
-                        self.emit(r, on_report).await;
+                    for d in self.up(m).await {
+                        self.emit(d, on_report).await;
                     }
                 },
                 Some(o) = self.results.1.recv() => {
@@ -163,6 +241,7 @@ impl Service {
                         self.emit(d, on_report).await;
                     }
                 },
+                Some(c) = async { commands.as_mut()?.recv().await } => self.command(c).await,
                 _ = tick.tick() => {
                     if stop.load(Ordering::Relaxed) {
                         break;
@@ -170,31 +249,45 @@ impl Service {
                     if opts.until_finished && self.all_finished() {
                         break;
                     }
+                    if stored_at.elapsed() >= STORE_EVERY {
+                        stored_at = Instant::now();
+                        self.store_progress();
+                    }
                 },
             }
         }
         // Whatever is still undecided is decided with the answers received.
-        for (event, start, group) in self.manager.pending_keys() {
-            if let Some(d) = self.manager.expire(event, start, group) {
+        for (event, start, group) in self.book.manager().pending_keys() {
+            if let Some(d) = self.book.manager_mut().expire(event, start, group) {
                 self.emit(d, on_report).await;
             }
         }
-        for h in self.manager.inventory().hosts() {
-            let msg = protocol::encode(&Control::Done);
-            let _ = self.client.publish(protocol::control(&h.name), msg).await;
+        self.store_progress();
+        for h in 0..self.hosts.len() {
+            self.send_control(h, &Control::Done).await;
         }
         let _ = self.client.flush().await;
         Ok(())
     }
 
+    fn store_progress(&self) {
+        if let Some(store) = self.book.store() {
+            let _ = store.set_meta("alive_ns", wall_ns());
+            if self.windows_to_ns > 0 {
+                let _ = store.set_meta("windows_to_ns", self.windows_to_ns);
+            }
+        }
+    }
+
     fn all_finished(&self) -> bool {
-        self.finished.len() == self.manager.inventory().hosts().len()
+        self.hosts.iter().all(|h| h.finished)
             && self.outstanding.is_empty()
-            && self.manager.pending() == 0
+            && self.book.manager().pending() == 0
     }
 
     fn host_id(&self, name: &str) -> Option<HostId> {
-        self.manager
+        self.book
+            .manager()
             .inventory()
             .hosts()
             .iter()
@@ -220,10 +313,12 @@ impl Service {
                 Some(h) => {
                     self.stats.registrations += 1;
                     // A host that registers again (it restarted) replays its input anew.
-                    self.finished.remove(&h);
+                    let st = &mut self.hosts[h];
+                    st.finished = false;
+                    st.last_seen = Some(Instant::now());
                     RegisterReply::Accepted {
                         manager: self.name.clone(),
-                        triggers: self.triggers.get(&h).cloned().unwrap_or_default(),
+                        triggers: self.book.triggers_of(h),
                     }
                 }
             },
@@ -232,29 +327,38 @@ impl Service {
     }
 
     /// An agent's message: decisions made at once (one placed host), polls sent.
-    fn up(&mut self, m: async_nats::Message) -> Vec<Decision> {
+    async fn up(&mut self, m: async_nats::Message) -> Vec<Decision> {
         let host_name = m.subject.as_str().strip_prefix("clarion.up.").unwrap_or_default();
         let Some(host) = self.host_id(host_name) else {
             self.stats.invalid += 1;
             return Vec::new();
         };
-        let up = match protocol::decode::<Up>(&m.subject, &m.payload) {
-            Ok(u) => u,
-            Err(_) => {
-                self.stats.invalid += 1;
-                return Vec::new();
-            }
+        let Ok(up) = protocol::decode::<Up>(&m.subject, &m.payload) else {
+            self.stats.invalid += 1;
+            return Vec::new();
         };
+        let back = self.hosts[host]
+            .last_seen
+            .is_some_and(|t| t.elapsed() > HOST_SILENT);
+        self.hosts[host].last_seen = Some(Instant::now());
+        if back {
+            // It was silent (disconnected, or the manager missed it): it may have lost installs.
+            self.send_triggers(host).await;
+        }
         let (event, report) = match up {
+            Up::Heartbeat => return Vec::new(),
             Up::Finished => {
-                self.finished.insert(host);
+                self.hosts[host].finished = true;
                 return Vec::new();
             }
             Up::Satisfied { event, report } => (event, report),
         };
         self.stats.satisfied += 1;
-        let lag = wall_ns().saturating_sub(report.window.end_ns);
-        let lag = Some(Duration::from_nanos(lag));
+        self.hosts[host].satisfied += 1;
+        self.note_window(report.window.start_ns, report.window.end_ns);
+        let lag = Some(Duration::from_nanos(
+            wall_ns().saturating_sub(report.window.end_ns),
+        ));
         if let Some(l) = self.stats.report_lag.get_mut(host) {
             *l = (*l).max(lag);
         }
@@ -264,7 +368,7 @@ impl Service {
         };
         let key = (event, report.window.start_ns, report.group);
         self.first_report.entry(key).or_insert_with(Instant::now);
-        let Ok((polls, decided)) = self.manager.satisfied(event, host, &report) else {
+        let Ok((polls, decided)) = self.book.manager_mut().satisfied(event, host, &report) else {
             self.stats.invalid += 1;
             return Vec::new();
         };
@@ -274,11 +378,27 @@ impl Service {
         decided.into_iter().collect()
     }
 
+    /// Tracks the latest window seen; the first one after a restart shows the gap.
+    fn note_window(&mut self, start_ns: u64, end_ns: u64) {
+        if let Some(r) = self.resume.take() {
+            if start_ns > r.windows_to_ns {
+                self.stats.gaps.push((r.windows_to_ns, start_ns));
+                eprintln!(
+                    "clarion: manager: windows from {} to {} were not decided: the manager was down (last alive {})",
+                    clarion_report::rfc3339(r.windows_to_ns),
+                    clarion_report::rfc3339(start_ns),
+                    clarion_report::rfc3339(r.alive_ns),
+                );
+            }
+        }
+        self.windows_to_ns = self.windows_to_ns.max(end_ns);
+    }
+
     fn send_poll(&mut self, p: Poll) {
         let key = (p.event, p.window_start_ns, p.group);
         *self.outstanding.entry(key).or_default() += 1;
         self.stats.polls += 1;
-        let name = self.manager.inventory().hosts()[p.host].name.clone();
+        let name = self.host_name(p.host);
         let req = protocol::encode(&PollRequest {
             event: p.event as u64,
             window_start_ns: p.window_start_ns,
@@ -299,19 +419,29 @@ impl Service {
 
     fn outcome(&mut self, o: PollOutcome) -> Option<Decision> {
         let key = (o.poll.event, o.poll.window_start_ns, o.poll.group);
+        let host = o.poll.host;
         let left = self.outstanding.get_mut(&key).map(|n| {
             *n = n.saturating_sub(1);
             *n
         });
         let decided = match o.answer {
-            Some(Answer::Values(v)) => self.manager.answer(&o.poll, v).ok().flatten(),
+            Some(Answer::Values(v)) => {
+                self.hosts[host].answered += 1;
+                self.hosts[host].last_seen = Some(Instant::now());
+                self.book.manager_mut().answer(&o.poll, v).ok().flatten()
+            }
             Some(Answer::Gone) => {
                 self.stats.gone += 1;
+                self.missed(host, key.1);
                 None
             }
-            Some(Answer::UnknownEvent) => None,
+            Some(Answer::UnknownEvent) => {
+                self.missed(host, key.1);
+                None
+            }
             None => {
                 self.stats.poll_timeouts += 1;
+                self.missed(host, key.1);
                 None
             }
         };
@@ -320,9 +450,17 @@ impl Service {
         }
         decided.or_else(|| {
             (left == Some(0))
-                .then(|| self.manager.expire(key.0, key.1, key.2))
+                .then(|| self.book.manager_mut().expire(key.0, key.1, key.2))
                 .flatten()
         })
+    }
+
+    fn missed(&mut self, host: HostId, window_start_ns: u64) {
+        self.hosts[host].missed += 1;
+        let w = &mut self.stats.missed_windows[host];
+        if w.last() != Some(&window_start_ns) {
+            w.push(window_start_ns);
+        }
     }
 
     async fn emit(&mut self, d: Decision, on_report: &mut dyn FnMut(&Report)) {
@@ -337,15 +475,91 @@ impl Service {
         if let Some(r) = d.report {
             self.stats.fired += 1;
             on_report(&r);
-            let json = serde_json::to_vec(&r.to_json()).unwrap_or_default();
+            let json = r.to_json().to_string();
+            if let Some(tx) = &self.reports {
+                // No subscriber is not an error.
+                let _ = tx.send(json.clone());
+            }
             let _ = self.client.publish(protocol::EVENTS, json.into()).await;
         }
     }
+
+    async fn command(&mut self, c: Command) {
+        match c {
+            Command::List { reply } => {
+                let _ = reply.send(Ok(self.book.infos()));
+            }
+            Command::Show { name, reply } => {
+                let found = self.book.manager().id_of(&name).and_then(|id| self.book.info(id));
+                let _ = reply.send(found.ok_or_else(|| not_found(&name)));
+            }
+            Command::Hosts { reply } => {
+                let _ = reply.send(Ok(self.host_infos()));
+            }
+            Command::Add { source, reply } => {
+                let r = self.add(&source).await;
+                let _ = reply.send(r);
+            }
+            Command::Remove { name, reply } => {
+                let r = match self.book.remove(&name) {
+                    Ok((id, info)) => {
+                        for host in info.hosts.iter().filter_map(|h| self.host_id(h)) {
+                            self.send_control(host, &Control::Remove { event: id as u64 })
+                                .await;
+                        }
+                        Ok(info)
+                    }
+                    Err(e) => Err(e),
+                };
+                let _ = reply.send(r);
+            }
+        }
+    }
+
+    async fn add(&mut self, source: &str) -> Result<Vec<EventInfo>, ControlError> {
+        let (added, replaced) = self.book.add(source, OnDuplicate::Refuse)?;
+        debug_assert!(replaced.is_empty());
+        let mut infos = Vec::new();
+        for id in added {
+            for host in self.book.hosts_of(id) {
+                if let Some(t) = self.book.trigger(id, host) {
+                    self.send_control(host, &Control::Install(t)).await;
+                }
+            }
+            infos.extend(self.book.info(id));
+        }
+        Ok(infos)
+    }
+
+    fn host_infos(&self) -> Vec<HostInfo> {
+        let inv = self.book.manager().inventory();
+        inv.hosts()
+            .iter()
+            .zip(&self.hosts)
+            .enumerate()
+            .map(|(i, (h, st))| HostInfo {
+                name: h.name.clone(),
+                prefixes: h
+                    .prefixes
+                    .iter()
+                    .map(|p| format!("{}/{}", p.addr, p.len))
+                    .collect(),
+                state: match st.last_seen {
+                    None => "unknown".into(),
+                    Some(t) if t.elapsed() <= HOST_SILENT => "up".into(),
+                    Some(_) => "down".into(),
+                },
+                last_seen_ms: st.last_seen.map(|t| t.elapsed().as_millis() as u64),
+                finished: st.finished,
+                triggers: self.book.triggers_of(i).len(),
+                satisfaction_reports: st.satisfied,
+                polls_answered: st.answered,
+                polls_missed: st.missed,
+            })
+            .collect()
+    }
 }
 
-fn wall_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+fn not_found(name: &str) -> ControlError {
+    ControlError::NotFound(format!("no network-wide event is named `{name}`"))
 }

@@ -1,0 +1,194 @@
+//! `clarion events`: the manager's control API from the command line.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use clarion_control::{Client, ClientError, EventInfo};
+
+use crate::Failure;
+
+pub const AFTER_HELP: &str = "Examples:
+  clarion events add spike.clarion
+  clarion events list
+  clarion events show service_load_spike
+  clarion events rm service_load_spike
+  clarion events watch | jq .values
+  clarion events hosts
+  clarion events --api http://10.0.0.5:8700 --token \"$TOKEN\" list
+
+The manager serves its API on 127.0.0.1:8700 unless told otherwise
+(clarion manager --api). `watch` prints each fired network-wide event as a
+JSON line (schema clarion.report/1) until interrupted.";
+
+#[derive(Args, Debug)]
+pub struct EventsArgs {
+    /// The manager's control API.
+    #[arg(
+        long,
+        env = "CLARION_API",
+        default_value = "http://127.0.0.1:8700",
+        value_name = "URL",
+        global = true
+    )]
+    pub api: String,
+
+    /// Bearer token, when the manager requires one.
+    #[arg(
+        long,
+        env = "CLARION_API_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
+    pub token: Option<String>,
+
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Action {
+    /// Install every event of an events file (all or none; `-` reads standard input).
+    Add {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// List the installed network-wide events.
+    List,
+    /// Show one event: its source, hosts and local predicate.
+    Show {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Remove an event (its hosts drop their triggers).
+    #[command(alias = "remove")]
+    Rm {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Print fired network-wide events as JSON lines as they come.
+    Watch,
+    /// List the inventory's hosts and their health.
+    Hosts,
+}
+
+fn failure(e: ClientError) -> Failure {
+    match e {
+        // The manager refused what was asked (an invalid event, an unknown name): bad usage.
+        ClientError::Refused { status, message } if status < 500 => {
+            Failure::Usage(format!("clarion: {message}"))
+        }
+        other => Failure::Runtime(other.into()),
+    }
+}
+
+fn print_event(out: &mut impl Write, e: &EventInfo) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{} (id {}): on {} host(s) [{}], each testing {}",
+        e.name,
+        e.id,
+        e.hosts.len(),
+        e.hosts.join(", "),
+        e.local_predicate
+    )
+}
+
+pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
+    let client = Client::new(&a.api, a.token.clone());
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let io = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::BrokenPipe
+        } else {
+            Failure::Runtime(e.into())
+        }
+    };
+    match &a.action {
+        Action::Add { file } => {
+            let text = if file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::Runtime(e.into()))?
+            } else {
+                std::fs::read_to_string(file).map_err(|e| {
+                    Failure::Usage(format!(
+                        "clarion: cannot read events file {}: {e}",
+                        file.display()
+                    ))
+                })?
+            };
+            for e in client.add(&text).map_err(failure)? {
+                write!(out, "installed ").map_err(io)?;
+                print_event(&mut out, &e).map_err(io)?;
+            }
+        }
+        Action::List => {
+            let list = client.list().map_err(failure)?;
+            if list.is_empty() {
+                eprintln!("clarion: no network-wide event is installed (clarion events add FILE)");
+            }
+            for e in list {
+                print_event(&mut out, &e).map_err(io)?;
+            }
+        }
+        Action::Show { name } => {
+            let e = client.show(name).map_err(failure)?;
+            print_event(&mut out, &e).map_err(io)?;
+            writeln!(out, "installed {}\n\n{}", e.added, e.source).map_err(io)?;
+        }
+        Action::Rm { name } => {
+            let e = client.remove(name).map_err(failure)?;
+            write!(out, "removed ").map_err(io)?;
+            print_event(&mut out, &e).map_err(io)?;
+        }
+        Action::Hosts => {
+            writeln!(
+                out,
+                "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7}  prefixes",
+                "host", "state", "seen", "triggers", "reports", "answered", "missed"
+            )
+            .map_err(io)?;
+            for h in client.hosts().map_err(failure)? {
+                let seen = h
+                    .last_seen_ms
+                    .map_or("never".to_string(), |ms| format!("{:.1}s ago", ms as f64 / 1e3));
+                let state = if h.finished {
+                    format!("{} (done)", h.state)
+                } else {
+                    h.state
+                };
+                writeln!(
+                    out,
+                    "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7}  {}",
+                    h.name,
+                    state,
+                    seen,
+                    h.triggers,
+                    h.satisfaction_reports,
+                    h.polls_answered,
+                    h.polls_missed,
+                    h.prefixes.join(" ")
+                )
+                .map_err(io)?;
+            }
+        }
+        Action::Watch => {
+            let mut failed = None;
+            client
+                .watch(|json| match writeln!(out, "{json}").and_then(|_| out.flush()) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        failed = Some(e);
+                        false
+                    }
+                })
+                .map_err(failure)?;
+            if let Some(e) = failed {
+                return Err(io(e));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,137 @@
+//! The control API's client (`clarion events`): blocking, one request at a time.
+
+use std::io::{BufRead, BufReader};
+
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+
+use crate::model::{ErrorBody, EventInfo, HostInfo};
+
+#[derive(Debug, Error)]
+pub enum ClientError {
+    #[error(
+        "cannot reach the manager's API at {url}: {message} (is `clarion manager` running with --api there?)"
+    )]
+    Unreachable { url: String, message: String },
+    /// The API answered with an error; the text is the manager's.
+    #[error("{message}")]
+    Refused { status: u16, message: String },
+    #[error("the manager's answer could not be read: {0}")]
+    Body(String),
+    #[error("the manager closed the stream ({0}); it stopped or restarted")]
+    Closed(String),
+}
+
+#[derive(Debug)]
+pub struct Client {
+    base: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    /// `base` is the API's address, e.g. `http://127.0.0.1:8700`.
+    pub fn new(base: &str, token: Option<String>) -> Client {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            agent,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn unreachable(&self, e: ureq::Error) -> ClientError {
+        ClientError::Unreachable {
+            url: self.base.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    fn auth<B>(&self, req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.token {
+            Some(t) => req.header("Authorization", format!("Bearer {t}")),
+            None => req,
+        }
+    }
+
+    fn read<T: DeserializeOwned>(
+        &self,
+        resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<T, ClientError> {
+        let mut resp = resp.map_err(|e| self.unreachable(e))?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| ClientError::Body(e.to_string()))?;
+        if !(200..300).contains(&status) {
+            let message = serde_json::from_str::<ErrorBody>(&text)
+                .map(|b| b.error)
+                .unwrap_or_else(|_| format!("HTTP {status}: {}", text.trim()));
+            return Err(ClientError::Refused { status, message });
+        }
+        serde_json::from_str(&text).map_err(|e| ClientError::Body(e.to_string()))
+    }
+
+    pub fn list(&self) -> Result<Vec<EventInfo>, ClientError> {
+        self.read(self.auth(self.agent.get(self.url("/v1/events"))).call())
+    }
+
+    pub fn show(&self, name: &str) -> Result<EventInfo, ClientError> {
+        self.read(
+            self.auth(self.agent.get(self.url(&format!("/v1/events/{name}"))))
+                .call(),
+        )
+    }
+
+    pub fn add(&self, source: &str) -> Result<Vec<EventInfo>, ClientError> {
+        let req = self
+            .auth(self.agent.post(self.url("/v1/events")))
+            .header("Content-Type", "text/plain; charset=utf-8");
+        self.read(req.send(source))
+    }
+
+    pub fn remove(&self, name: &str) -> Result<EventInfo, ClientError> {
+        self.read(
+            self.auth(self.agent.delete(self.url(&format!("/v1/events/{name}"))))
+                .call(),
+        )
+    }
+
+    pub fn hosts(&self) -> Result<Vec<HostInfo>, ClientError> {
+        self.read(self.auth(self.agent.get(self.url("/v1/hosts"))).call())
+    }
+
+    /// Follows fired events: calls `each` with every report's JSON text
+    /// until the stream ends or `each` returns false. A stream the manager
+    /// drops (it stopped) is [`ClientError::Closed`].
+    pub fn watch(&self, mut each: impl FnMut(&str) -> bool) -> Result<(), ClientError> {
+        let resp = self.auth(self.agent.get(self.url("/v1/reports"))).call();
+        let mut resp = resp.map_err(|e| self.unreachable(e))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            let text = resp.body_mut().read_to_string().unwrap_or_default();
+            let message = serde_json::from_str::<ErrorBody>(&text)
+                .map(|b| b.error)
+                .unwrap_or_else(|_| format!("HTTP {status}"));
+            return Err(ClientError::Refused { status, message });
+        }
+        let reader = BufReader::new(resp.into_body().into_reader());
+        for line in reader.lines() {
+            let line = line.map_err(|e| ClientError::Closed(e.to_string()))?;
+            if let Some(data) = line.strip_prefix("data:") {
+                if !each(data.trim_start()) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}

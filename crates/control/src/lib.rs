@@ -1,0 +1,21 @@
+//! The event manager's control API: HTTP with JSON bodies, so operators and
+//! programs can add, list, show and remove network-wide events at runtime,
+//! see the hosts and their health, and follow fired events as they come
+//! (server-sent events). `docs/api/openapi.yaml` describes it.
+//!
+//! - [`model`]: the request and response bodies, and the [`model::Command`]s
+//!   the server hands to whoever owns the manager (the NATS service), each
+//!   with a channel for its answer.
+//! - [`server`]: the axum router (bearer-token check, routes) and a server thread.
+//! - [`client`]: the client `clarion events` uses.
+
+pub mod client;
+pub mod model;
+pub mod server;
+
+pub use client::{Client, ClientError};
+pub use model::{Command, ControlError, EventInfo, HostInfo};
+pub use server::{spawn, ControlHandle};
+
+/// The OpenAPI description of this API (served at `/v1/openapi.yaml`).
+pub const OPENAPI: &str = include_str!("../../../docs/api/openapi.yaml");

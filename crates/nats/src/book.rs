@@ -1,0 +1,318 @@
+//! The manager's book of installed network-wide events: the manager's
+//! state machine plus what the operator wrote (each event's canonical
+//! source and when it came), kept in the persistent store when there is
+//! one. Adding and removing go through here, from the events file at start
+//! or from the control API, so both paths check, place and store alike.
+
+use std::collections::HashMap;
+
+use clarion_control::{ControlError, EventInfo};
+use clarion_lang::spec::Scope;
+use clarion_manager::{EventId, HostId, Manager};
+use clarion_store::{Store, StoredEvent};
+
+use crate::protocol::Trigger;
+
+#[derive(Clone, Debug)]
+struct Source {
+    text: String,
+    added_ns: u64,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct EventBook {
+    manager: Manager,
+    sources: HashMap<EventId, Source>,
+    store: Option<Store>,
+}
+
+/// What [`EventBook::add`] does with an event whose name is installed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnDuplicate {
+    /// Refuse the whole request (the API: remove first).
+    Refuse,
+    /// Keep the installed one if it is the same, else replace it (the events file at start).
+    Replace,
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+impl EventBook {
+    pub fn new(manager: Manager, store: Option<Store>) -> EventBook {
+        EventBook {
+            manager,
+            sources: HashMap::new(),
+            store,
+        }
+    }
+
+    pub fn manager(&self) -> &Manager {
+        &self.manager
+    }
+
+    pub fn manager_mut(&mut self) -> &mut Manager {
+        &mut self.manager
+    }
+
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
+    /// Reinstalls the stored events under their ids. Events that no longer
+    /// check or place (the language or the inventory changed) are skipped
+    /// and returned with the reason; they stay in the store.
+    pub fn restore(&mut self) -> Result<(usize, Vec<(String, String)>), ControlError> {
+        let Some(store) = &self.store else {
+            return Ok((0, Vec::new()));
+        };
+        let stored = store.events().map_err(|e| ControlError::Failed(e.to_string()))?;
+        let mut skipped = Vec::new();
+        let mut restored = 0;
+        for e in stored {
+            let spec = match clarion_lang::check(&e.source) {
+                Ok(mut specs) if specs.len() == 1 => specs.remove(0),
+                Ok(_) => {
+                    skipped.push((e.name, "the stored source is not one event".into()));
+                    continue;
+                }
+                Err(d) => {
+                    skipped.push((e.name, d.render("store", &e.source, false)));
+                    continue;
+                }
+            };
+            match self.manager.install_as(e.id as EventId, &spec) {
+                Ok(_) => {
+                    restored += 1;
+                    self.sources.insert(
+                        e.id as EventId,
+                        Source {
+                            text: e.source,
+                            added_ns: e.added_ns,
+                        },
+                    );
+                }
+                Err(err) => skipped.push((e.name, err.to_string())),
+            }
+        }
+        Ok((restored, skipped))
+    }
+
+    /// Checks every event of an events file's text and installs them all,
+    /// or none. Returns the ids installed and the ids removed (replaced).
+    pub fn add(
+        &mut self,
+        text: &str,
+        on_duplicate: OnDuplicate,
+    ) -> Result<(Vec<EventId>, Vec<EventId>), ControlError> {
+        let file =
+            clarion_lang::parse(text).map_err(|d| ControlError::Invalid(d.render("request", text, false)))?;
+        let specs = clarion_lang::lower(&file)
+            .map_err(|d| ControlError::Invalid(d.render("request", text, false)))?;
+        if specs.is_empty() {
+            return Err(ControlError::Invalid(
+                "no event in the request; send an events file's text, e.g. `event spike ... across hosts`"
+                    .into(),
+            ));
+        }
+        let mut todo = Vec::new();
+        let mut replaced = Vec::new();
+        for (ast, spec) in file.events.iter().zip(specs) {
+            if spec.scope != Scope::Network {
+                return Err(ControlError::Invalid(format!(
+                    "event `{}` is not network-wide: add `across hosts` (a host's own events belong to its agent)",
+                    spec.name
+                )));
+            }
+            let source = ast.to_string();
+            if let Some(id) = self.manager.id_of(&spec.name) {
+                let same = self.sources.get(&id).is_some_and(|s| s.text == source);
+                match on_duplicate {
+                    OnDuplicate::Refuse => return Err(ControlError::Invalid(format!(
+                        "an event named `{}` is installed already; remove it first (clarion events rm {})",
+                        spec.name, spec.name
+                    ))),
+                    OnDuplicate::Replace if same => continue,
+                    OnDuplicate::Replace => replaced.push(id),
+                }
+            }
+            todo.push((spec, source));
+        }
+        // Check placement and splitting on a copy first: all or nothing.
+        let mut trial = self.manager.clone();
+        for id in &replaced {
+            let _ = trial.remove(*id);
+        }
+        for (spec, _) in &todo {
+            trial
+                .install(spec)
+                .map_err(|e| ControlError::Invalid(e.to_string()))?;
+        }
+        for id in &replaced {
+            self.remove_id(*id)?;
+        }
+        let mut added = Vec::new();
+        for (spec, source) in todo {
+            let (id, _) = self
+                .manager
+                .install(&spec)
+                .map_err(|e| ControlError::Invalid(e.to_string()))?;
+            let src = Source {
+                text: source,
+                added_ns: now_ns(),
+            };
+            if let Some(store) = &self.store {
+                let stored = StoredEvent {
+                    id: id as u64,
+                    name: spec.name.clone(),
+                    source: src.text.clone(),
+                    added_ns: src.added_ns,
+                };
+                if let Err(e) = store.put(&stored) {
+                    let _ = self.manager.remove(id);
+                    return Err(ControlError::Failed(e.to_string()));
+                }
+            }
+            self.sources.insert(id, src);
+            added.push(id);
+        }
+        Ok((added, replaced))
+    }
+
+    /// Removes the event named `name`; returns what it was.
+    pub fn remove(&mut self, name: &str) -> Result<(EventId, EventInfo), ControlError> {
+        let id = self
+            .manager
+            .id_of(name)
+            .ok_or_else(|| ControlError::NotFound(format!("no network-wide event is named `{name}`")))?;
+        let info = self
+            .info(id)
+            .ok_or_else(|| ControlError::NotFound(name.to_string()))?;
+        self.remove_id(id)?;
+        Ok((id, info))
+    }
+
+    fn remove_id(&mut self, id: EventId) -> Result<(), ControlError> {
+        if let Some(store) = &self.store {
+            store
+                .remove(id as u64)
+                .map_err(|e| ControlError::Failed(e.to_string()))?;
+        }
+        self.sources.remove(&id);
+        self.manager
+            .remove(id)
+            .map(|_| ())
+            .map_err(|e| ControlError::NotFound(e.to_string()))
+    }
+
+    /// The hosts an event is placed on.
+    pub fn hosts_of(&self, id: EventId) -> Vec<HostId> {
+        self.manager
+            .event(id)
+            .map(|e| e.hosts.clone())
+            .unwrap_or_default()
+    }
+
+    /// The trigger `host` installs for event `id`, if it is placed there.
+    pub fn trigger(&self, id: EventId, host: HostId) -> Option<Trigger> {
+        let e = self.manager.event(id)?;
+        e.hosts.contains(&host).then(|| Trigger {
+            event: id as u64,
+            spec: e.split.local.clone(),
+            needs: e.split.needs.len(),
+        })
+    }
+
+    /// Every trigger `host` installs.
+    pub fn triggers_of(&self, host: HostId) -> Vec<Trigger> {
+        let ids: Vec<EventId> = self.manager.events().map(|(id, _)| id).collect();
+        ids.into_iter().filter_map(|id| self.trigger(id, host)).collect()
+    }
+
+    pub fn info(&self, id: EventId) -> Option<EventInfo> {
+        let e = self.manager.event(id)?;
+        let names = self.manager.inventory().hosts();
+        let src = self.sources.get(&id);
+        Some(EventInfo {
+            id: id as u64,
+            name: e.split.network().name.clone(),
+            source: src.map(|s| s.text.clone()).unwrap_or_default(),
+            hosts: e.hosts.iter().map(|&h| names[h].name.clone()).collect(),
+            local_predicate: e.split.local.predicate.to_string(),
+            interval_ns: e.split.network().interval_ns,
+            added: clarion_report::rfc3339(src.map_or(0, |s| s.added_ns)),
+        })
+    }
+
+    pub fn infos(&self) -> Vec<EventInfo> {
+        let ids: Vec<EventId> = self.manager.events().map(|(id, _)| id).collect();
+        ids.into_iter().filter_map(|id| self.info(id)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clarion_manager::Inventory;
+
+    const SPIKE: &str = "event spike\n  filter dst_ip in 10.0.0.0/23\n  when sum(volume) > 300\n  per dst_ip/16\n  every 10ms\n  across hosts\n";
+
+    fn book(store: Option<Store>) -> EventBook {
+        let inv = Inventory::parse("a 10.0.0.0/24\nb 10.0.1.0/24\nc 10.0.2.0/24\n").expect("inventory");
+        EventBook::new(Manager::new("m", inv), store)
+    }
+
+    #[test]
+    fn added_events_are_placed_split_and_survive_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.sqlite");
+        let mut b = book(Some(Store::open(&path).expect("store")));
+        let (added, _) = b.add(SPIKE, OnDuplicate::Refuse).expect("adds");
+        let info = b.info(added[0]).expect("info");
+        assert_eq!(info.hosts, ["a", "b"]);
+        assert_eq!(info.local_predicate, "sum(volume) > 150");
+        assert_eq!(b.triggers_of(0).len(), 1);
+        assert!(b.triggers_of(2).is_empty());
+        drop(b);
+        let mut again = book(Some(Store::open(&path).expect("store")));
+        assert_eq!(again.restore().expect("restores"), (1, vec![]));
+        assert_eq!(again.infos()[0].id, info.id);
+        assert_eq!(again.infos()[0].source, info.source);
+    }
+
+    #[test]
+    fn a_request_is_all_or_nothing_and_names_are_unique() {
+        let mut b = book(None);
+        let bad = format!("{SPIKE}\nevent nowhere\n  filter dst_ip in 192.0.2.0/24\n  when sum(volume) > 1\n  across hosts\n");
+        let e = b.add(&bad, OnDuplicate::Refuse).expect_err("refused");
+        assert!(e.to_string().contains("nowhere"), "{e}");
+        assert!(b.infos().is_empty(), "the first event was not installed either");
+        b.add(SPIKE, OnDuplicate::Refuse).expect("adds");
+        let e = b.add(SPIKE, OnDuplicate::Refuse).expect_err("duplicate");
+        assert!(e.to_string().contains("remove it first"), "{e}");
+        assert_eq!(
+            b.add(SPIKE, OnDuplicate::Replace).expect("same: kept"),
+            (vec![], vec![])
+        );
+        let changed = SPIKE.replace("300", "600");
+        let (added, replaced) = b.add(&changed, OnDuplicate::Replace).expect("replaced");
+        assert_eq!((added.len(), replaced.len()), (1, 1));
+        assert_eq!(b.infos()[0].local_predicate, "sum(volume) > 300");
+        let e = b
+            .add("event h\n  when sum(volume) > 1\n", OnDuplicate::Refuse)
+            .expect_err("host event");
+        assert!(e.to_string().contains("across hosts"), "{e}");
+        let e = b
+            .add("event x\n  when bogus(volume) > 1\n", OnDuplicate::Refuse)
+            .expect_err("invalid");
+        assert!(matches!(e, ControlError::Invalid(_)), "{e:?}");
+        assert!(matches!(b.remove("nope"), Err(ControlError::NotFound(_))));
+        b.remove("spike").expect("removes");
+        assert!(b.infos().is_empty());
+    }
+}
