@@ -1176,8 +1176,12 @@ impl Monitor {
                 Some(oldest) if t.history.len() >= self.config.history_windows => oldest,
                 _ => t.start_ns,
             };
-            let known =
-                window_start_ns.is_multiple_of(i) && window_start_ns >= known_from && end <= self.closed_to;
+            // A window that ended before the first packet was never observed: unknown, not empty.
+            let observed = self.started && end > self.first_ts;
+            let known = observed
+                && window_start_ns.is_multiple_of(i)
+                && window_start_ns >= known_from
+                && end <= self.closed_to;
             return known.then(|| WindowValues {
                 window: Window {
                     start_ns: window_start_ns,

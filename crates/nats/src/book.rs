@@ -133,10 +133,12 @@ impl EventBook {
             if let Some(id) = self.manager.id_of(&spec.name) {
                 let same = self.sources.get(&id).is_some_and(|s| s.text == source);
                 match on_duplicate {
-                    OnDuplicate::Refuse => return Err(ControlError::Invalid(format!(
+                    OnDuplicate::Refuse => {
+                        return Err(ControlError::Invalid(format!(
                         "an event named `{}` is installed already; remove it first (clarion events rm {})",
                         spec.name, spec.name
-                    ))),
+                    )))
+                    }
                     OnDuplicate::Replace if same => continue,
                     OnDuplicate::Replace => replaced.push(id),
                 }

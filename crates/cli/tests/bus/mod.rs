@@ -242,3 +242,48 @@ pub fn wait(mut child: Child, what: &str, limit: Duration) -> std::process::Outp
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The frames host `host` (inventory order) sees, from `from_ns` on.
+pub fn host_frames(frames: &[(u64, Vec<u8>)], host: usize, from_ns: u64) -> Vec<(u64, Vec<u8>)> {
+    let inventory = clarion_manager::Inventory::parse(INVENTORY).expect("inventory");
+    frames
+        .iter()
+        .filter(|(ts, data)| {
+            let Ok(rec) = clarion_wire::parse_frame(LinkType::Ethernet, data, *ts, data.len() as u32) else {
+                return false;
+            };
+            *ts >= from_ns
+                && (inventory.owner(rec.key.src_addr()) == Some(host)
+                    || inventory.owner(rec.key.dst_addr()) == Some(host))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Starts `clarion agent` for `host` on `pcap` (relative to `dir`), at the capture's pace.
+pub fn paced_agent(dir: &Path, nats: &str, host: &str, pcap: &str) -> Guard {
+    let child = clarion()
+        .args(["agent", "--nats", nats, "--host", host, "--pcap", pcap])
+        .args(["--speed", "1", "--linger", "60s"])
+        .current_dir(dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agent starts");
+    Guard::new(child)
+}
+
+/// The reports of a JSON-lines text whose window starts in `[from, to)`, as rows.
+pub fn rows_between(text: &str, from: u64, to: u64) -> BTreeSet<Row> {
+    rows_of_jsonl(text)
+        .into_iter()
+        .filter(|r| r.1 >= from && r.1 < to)
+        .collect()
+}
+
+/// The same for the reference.
+pub fn reference_between(frames: &[(u64, Vec<u8>)], from: u64, to: u64) -> BTreeSet<Row> {
+    reference(frames)
+        .into_iter()
+        .filter(|r| r.1 >= from && r.1 < to)
+        .collect()
+}

@@ -254,6 +254,10 @@ fn windows_without_data_are_known_empty_once_closed() {
     assert_eq!(m.window_values(id, T0 + 30 * MS).map(|w| w.groups.len()), Some(1));
     assert!(m.window_values(id, T0 + 50 * MS).is_none(), "still open");
     assert!(m.window_values(id, T0 + 5 * MS).is_none(), "not a window start");
+    assert!(
+        m.window_values(id, T0 - 10 * MS).is_none(),
+        "before the first packet: never observed, so unknown rather than empty"
+    );
 }
 
 #[test]

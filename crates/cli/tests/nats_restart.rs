@@ -1,0 +1,195 @@
+//! Robustness of the NATS transport, with agents replaying at the capture's
+//! pace like live hosts: an agent killed and started again, then the
+//! manager killed and started again. No installed event is lost, reports
+//! resume (equal to the reference evaluator's once everyone is back), and
+//! the gap is reported: decisions made without the dead agent are marked
+//! incomplete and listed per host, and a restarted manager names the
+//! windows it could not decide.
+
+mod bus;
+
+use std::time::{Duration, Instant};
+
+use bus::*;
+
+const S: u64 = 1_000 * MS;
+
+fn sleep_until(start: Instant, after: Duration) {
+    if let Some(left) = (start + after).checked_duration_since(Instant::now()) {
+        std::thread::sleep(left);
+    }
+}
+
+fn setup(d: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
+    let frames = traffic(400);
+    write_pcap(&d.join("all.pcap"), &frames);
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    std::fs::write(d.join("events.clarion"), EVENTS).expect("events");
+    let split = clarion()
+        .args([
+            "split",
+            "--pcap",
+            "all.pcap",
+            "--inventory",
+            "hosts.txt",
+            "--out-dir",
+            "hosts",
+        ])
+        .current_dir(d)
+        .output()
+        .expect("split");
+    assert!(split.status.success());
+    frames
+}
+
+#[test]
+fn a_killed_agent_comes_back_and_the_windows_it_missed_are_marked() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let frames = setup(d);
+    // What web-2 sees once it is back: its traffic from 2.5 s on.
+    write_pcap(
+        &d.join("web-2-late.pcap"),
+        &host_frames(&frames, 1, T0 + 2_500 * MS),
+    );
+    let port = free_port();
+    let _server = start_server(&server, port);
+    let nats = format!("nats://127.0.0.1:{port}");
+    let manager = Guard::new(
+        clarion()
+            .args([
+                "manager",
+                "--nats",
+                &nats,
+                "--inventory",
+                "hosts.txt",
+                "--events",
+                "events.clarion",
+            ])
+            .args([
+                "--no-store",
+                "--no-api",
+                "--until-finished",
+                "--format",
+                "json",
+                "-o",
+                "net.jsonl",
+            ])
+            .current_dir(d)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("manager starts"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    let mut agents: Vec<Guard> = [1, 3, 4]
+        .iter()
+        .map(|i| paced_agent(d, &nats, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
+        .collect();
+    let web2 = paced_agent(d, &nats, "web-2", "hosts/web-2.pcap");
+    sleep_until(start, Duration::from_millis(1_500));
+    web2.kill();
+    sleep_until(start, Duration::from_millis(2_300));
+    agents.push(paced_agent(d, &nats, "web-2", "web-2-late.pcap"));
+
+    let out = wait(manager.take(), "the manager", Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for a in agents {
+        assert!(wait(a.take(), "an agent", Duration::from_secs(30))
+            .status
+            .success());
+    }
+    assert!(err.contains("5 registrations"), "web-2 registered again: {err}");
+    assert!(
+        err.contains("host web-2: did not answer polls for"),
+        "the gap is listed: {err}"
+    );
+    let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
+    // Before the kill and once web-2 is back: exactly the reference.
+    assert_eq!(
+        rows_between(&text, T0, T0 + S),
+        reference_between(&frames, T0, T0 + S)
+    );
+    let end = T0 + 10 * S;
+    let back = rows_between(&text, T0 + 2_600 * MS, end);
+    assert!(!back.is_empty(), "reports resume");
+    assert_eq!(back, reference_between(&frames, T0 + 2_600 * MS, end));
+    // In between, whatever differs from the reference was decided without web-2 and says so.
+    let want = reference(&frames);
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).expect("json");
+        if !want.contains(&row(&r)) {
+            assert_eq!(
+                r["completeness"]["complete"], false,
+                "a partial decision is marked: {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_killed_manager_comes_back_with_its_events_and_names_the_gap() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let frames = setup(d);
+    let port = free_port();
+    let _server = start_server(&server, port);
+    let nats = format!("nats://127.0.0.1:{port}");
+    let manager = |out: &str, events: bool| {
+        let mut c = clarion();
+        c.args([
+            "manager",
+            "--nats",
+            &nats,
+            "--inventory",
+            "hosts.txt",
+            "--store",
+            "m.sqlite",
+        ])
+        .args(["--no-api", "--until-finished", "--format", "json", "-o", out])
+        .current_dir(d)
+        .stderr(std::process::Stdio::piped());
+        if events {
+            c.args(["--events", "events.clarion"]);
+        }
+        Guard::new(c.spawn().expect("manager starts"))
+    };
+    let first = manager("net1.jsonl", true);
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    let agents: Vec<Guard> = (1..=4)
+        .map(|i| paced_agent(d, &nats, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
+        .collect();
+    sleep_until(start, Duration::from_millis(1_500));
+    first.kill();
+    sleep_until(start, Duration::from_millis(2_000));
+    // No --events: the store brings them back.
+    let second = manager("net2.jsonl", false);
+    let out = wait(second.take(), "the restarted manager", Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for a in agents {
+        assert!(wait(a.take(), "an agent", Duration::from_secs(30))
+            .status
+            .success());
+    }
+    assert!(err.contains("2 event(s) restored"), "{err}");
+    assert!(err.contains("the manager was down"), "the gap is named: {err}");
+    let before = std::fs::read_to_string(d.join("net1.jsonl")).expect("reports");
+    let after = std::fs::read_to_string(d.join("net2.jsonl")).expect("reports");
+    assert_eq!(
+        rows_between(&before, T0, T0 + S),
+        reference_between(&frames, T0, T0 + S)
+    );
+    let end = T0 + 10 * S;
+    let resumed = rows_between(&after, T0 + 2_500 * MS, end);
+    assert!(!resumed.is_empty(), "reports resume");
+    assert_eq!(resumed, reference_between(&frames, T0 + 2_500 * MS, end));
+}
