@@ -187,7 +187,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     let stop = crate::live::stop_flag()?;
     let opts = AgentOptions {
         url: a.nats.url.clone(),
-        auth: a.nats.auth()?,
+        security: a.nats.security()?,
         host: a.host.clone(),
         prefixes: a.prefixes.clone(),
         register_timeout: Duration::from_nanos(a.register_timeout),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use clarion_nats::Auth;
+use clarion_nats::{Auth, Security};
 
 use crate::Failure;
 
@@ -31,10 +31,41 @@ pub struct NatsArgs {
     /// Authenticate with the nkey seed in this file (`SU...`, as `nk -gen user` writes it).
     #[arg(long, value_name = "FILE")]
     pub nats_nkey: Option<PathBuf>,
+
+    /// Require TLS and trust this CA certificate (PEM) for the server's certificate.
+    #[arg(long, value_name = "FILE")]
+    pub nats_ca: Option<PathBuf>,
+
+    /// Present this client certificate (PEM) to a server that verifies clients (with --nats-key).
+    #[arg(long, value_name = "FILE", requires = "nats_key")]
+    pub nats_cert: Option<PathBuf>,
+
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "nats_cert")]
+    pub nats_key: Option<PathBuf>,
 }
 
 impl NatsArgs {
-    pub fn auth(&self) -> Result<Auth, Failure> {
+    pub fn security(&self) -> Result<Security, Failure> {
+        for p in [&self.nats_ca, &self.nats_cert, &self.nats_key]
+            .into_iter()
+            .flatten()
+        {
+            if !p.is_file() {
+                return Err(Failure::Usage(format!(
+                    "clarion: {} is not a readable file",
+                    p.display()
+                )));
+            }
+        }
+        Ok(Security {
+            auth: self.auth()?,
+            ca: self.nats_ca.clone(),
+            client_cert: self.nats_cert.clone().zip(self.nats_key.clone()),
+        })
+    }
+
+    fn auth(&self) -> Result<Auth, Failure> {
         if let Some(t) = &self.nats_token {
             return Ok(Auth::Token(t.clone()));
         }

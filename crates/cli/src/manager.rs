@@ -228,7 +228,7 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     }
     let opts = ManagerOptions {
         url: a.nats.url.clone(),
-        auth: a.nats.auth()?,
+        security: a.nats.security()?,
         poll_timeout: Duration::from_nanos(a.poll_timeout),
         until_finished: a.until_finished,
     };

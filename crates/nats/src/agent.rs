@@ -17,12 +17,12 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Trigger, Up};
-use crate::{Auth, NatsError};
+use crate::{NatsError, Security};
 
 #[derive(Clone, Debug)]
 pub struct AgentOptions {
     pub url: String,
-    pub auth: Auth,
+    pub security: Security,
     pub host: String,
     /// Prefixes this host owns, as it believes (the manager checks them against its inventory).
     pub prefixes: Vec<String>,
@@ -81,7 +81,7 @@ impl AgentLink {
         let (out, out_rx) = mpsc::unbounded_channel();
         let (manager, triggers) = rt.block_on(async {
             let client =
-                crate::connect(&opts.url, &opts.auth, &format!("clarion-agent {}", opts.host)).await?;
+                crate::connect(&opts.url, &opts.security, &format!("clarion-agent {}", opts.host)).await?;
             // Listen before registering: nothing the manager sends after its reply is missed.
             let control = client
                 .subscribe(protocol::control(&opts.host))

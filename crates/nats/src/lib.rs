@@ -42,13 +42,29 @@ pub enum Auth {
     NkeySeed(String),
 }
 
+/// Credentials and TLS for the connection to the NATS server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Security {
+    pub auth: Auth,
+    /// Trust this CA (PEM) for the server's certificate; TLS is then required.
+    pub ca: Option<std::path::PathBuf>,
+    /// A client certificate and its key (PEM), for servers that verify clients.
+    pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
+}
+
 /// Connects with a name, the given credentials, and a clear error when the server cannot be reached.
-pub(crate) async fn connect(url: &str, auth: &Auth, name: &str) -> Result<async_nats::Client, NatsError> {
-    let opts = match auth {
+pub(crate) async fn connect(url: &str, sec: &Security, name: &str) -> Result<async_nats::Client, NatsError> {
+    let mut opts = match &sec.auth {
         Auth::None => async_nats::ConnectOptions::new(),
         Auth::Token(t) => async_nats::ConnectOptions::with_token(t.clone()),
         Auth::NkeySeed(s) => async_nats::ConnectOptions::with_nkey(s.clone()),
     };
+    if let Some(ca) = &sec.ca {
+        opts = opts.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    if let Some((cert, key)) = &sec.client_cert {
+        opts = opts.add_client_certificate(cert.clone(), key.clone());
+    }
     opts.name(name)
         .connection_timeout(std::time::Duration::from_secs(5))
         .connect(url)

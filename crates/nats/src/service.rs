@@ -28,7 +28,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::book::{EventBook, OnDuplicate};
 use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Up};
-use crate::{Auth, NatsError};
+use crate::{NatsError, Security};
 
 /// A host not heard from for this long is `down`.
 const HOST_SILENT: Duration = Duration::from_secs(3);
@@ -38,7 +38,7 @@ const STORE_EVERY: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug)]
 pub struct ManagerOptions {
     pub url: String,
-    pub auth: Auth,
+    pub security: Security,
     /// How long a polled host has to answer.
     pub poll_timeout: Duration,
     /// Stop once every inventory host has said its input ended and no
@@ -124,7 +124,7 @@ pub fn serve(
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let client = crate::connect(&opts.url, &opts.auth, &format!("clarion-manager {name}")).await?;
+        let client = crate::connect(&opts.url, &opts.security, &format!("clarion-manager {name}")).await?;
         let mut s = Service::new(client, name, book, opts.poll_timeout);
         s.run(opts, control, &stop, on_report).await?;
         Ok(s.stats)
@@ -408,11 +408,7 @@ impl Service {
         let tx = self.results.0.clone();
         let timeout = self.poll_timeout;
         tokio::spawn(async move {
-            let req = async_nats::Request::new().payload(req).timeout(Some(timeout));
-            let answer = match client.send_request(protocol::poll(&name), req).await {
-                Ok(m) => protocol::decode::<Answer>(&m.subject, &m.payload).ok(),
-                Err(_) => None,
-            };
+            let answer = ask_host(&client, protocol::poll(&name), req, timeout).await;
             let _ = tx.send(PollOutcome { poll: p, answer });
         });
     }
@@ -557,6 +553,31 @@ impl Service {
                 polls_missed: st.missed,
             })
             .collect()
+    }
+}
+
+/// Polls a host until the timeout. A host with nobody listening yet (its
+/// agent is starting, or restarting) is asked again every 50 ms: a host is
+/// given up on only when the timeout says so.
+async fn ask_host(
+    client: &async_nats::Client,
+    subject: String,
+    req: bytes::Bytes,
+    timeout: Duration,
+) -> Option<Answer> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        let r = async_nats::Request::new()
+            .payload(req.clone())
+            .timeout(Some(left));
+        match client.send_request(subject.clone(), r).await {
+            Ok(m) => return protocol::decode::<Answer>(&m.subject, &m.payload).ok(),
+            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                tokio::time::sleep(Duration::from_millis(50).min(left)).await;
+            }
+            Err(_) => return None,
+        }
     }
 }
 

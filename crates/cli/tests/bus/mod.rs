@@ -109,8 +109,14 @@ impl Drop for Guard {
 }
 
 pub fn start_server(bin: &Path, port: u16) -> Guard {
+    start_server_with(bin, port, &[])
+}
+
+/// A server with more options (`--auth TOKEN`, `--tls ...`).
+pub fn start_server_with(bin: &Path, port: u16, extra: &[&str]) -> Guard {
     let child = Command::new(bin)
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
