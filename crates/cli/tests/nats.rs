@@ -135,3 +135,43 @@ fn four_agents_and_a_manager_over_nats_equal_the_reference_and_the_embedded_tran
     );
     assert_eq!(rows_of_jsonl(&String::from_utf8_lossy(&embedded.stdout)), got);
 }
+
+#[test]
+fn the_demo_script_over_nats_equals_the_embedded_run() {
+    if require_server().is_none() {
+        return;
+    }
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let bin = assert_cmd::cargo::cargo_bin("clarion");
+    let demo = std::process::Command::new("bash")
+        .arg("scripts/nats-demo.sh")
+        .env("CLARION", &bin)
+        .current_dir(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the demo runs");
+    let demo = wait(demo, "scripts/nats-demo.sh", Duration::from_secs(60));
+    assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
+    let embedded = clarion()
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--inventory",
+            "examples/demo-hosts.txt",
+        ])
+        .args([
+            "--events",
+            "examples/network.clarion",
+            "--format",
+            "json",
+            "--quiet",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("run");
+    let want = rows_of_jsonl(&String::from_utf8_lossy(&embedded.stdout));
+    assert!(!want.is_empty());
+    assert_eq!(rows_of_jsonl(&String::from_utf8_lossy(&demo.stdout)), want);
+}
