@@ -143,10 +143,10 @@ impl Agent {
             }
             Inbound::Control(Control::Remove { event }) => self.desk.remove(&mut self.monitor, event),
             Inbound::Control(Control::Done) => self.tally.manager_done = true,
-            Inbound::Poll { req, reply } => {
-                if let Some((reply, answer)) = self.desk.poll(&self.monitor, req, reply) {
-                    self.tally.answered += 1;
-                    self.link.answer(reply, &answer);
+            Inbound::Poll { reqs, reply } => {
+                if let Some((reply, answers)) = self.desk.poll(&self.monitor, reqs, reply) {
+                    self.tally.answered += answers.len() as u64;
+                    self.link.answer(reply, &answers);
                 }
             }
             Inbound::Invalid(e) => {
@@ -163,9 +163,9 @@ impl Agent {
         while let Some(item) = self.link.try_recv() {
             self.handle(item);
         }
-        for (reply, answer) in self.desk.ready(&self.monitor) {
-            self.tally.answered += 1;
-            self.link.answer(reply, &answer);
+        for (reply, answers) in self.desk.ready(&self.monitor) {
+            self.tally.answered += answers.len() as u64;
+            self.link.answer(reply, &answers);
         }
     }
 }

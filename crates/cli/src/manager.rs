@@ -231,6 +231,7 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         security: a.nats.security()?,
         poll_timeout: Duration::from_nanos(a.poll_timeout),
         until_finished: a.until_finished,
+        max_poll_batch: 1024,
     };
     let mut write_error = None;
     let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {

@@ -73,7 +73,7 @@ fn report(event: usize, window: u64, host: usize) -> Report {
 /// One run: `windows` windows of 256 satisfied events, a window every
 /// `pace` (None: as fast as possible). Returns the manager's stats and the
 /// time from the first report sent to the last decision.
-fn run(url: &str, windows: u64, pace: Option<Duration>) -> (ManagerStats, Duration) {
+fn run(url: &str, windows: u64, pace: Option<Duration>, max_poll_batch: usize) -> (ManagerStats, Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     let fired = Arc::new(AtomicU64::new(0));
     let opts = ManagerOptions {
@@ -81,6 +81,7 @@ fn run(url: &str, windows: u64, pace: Option<Duration>) -> (ManagerStats, Durati
         security: Security::default(),
         poll_timeout: Duration::from_secs(5),
         until_finished: false,
+        max_poll_batch,
     };
     let manager = {
         let (stop, fired) = (Arc::clone(&stop), Arc::clone(&fired));
@@ -107,11 +108,10 @@ fn run(url: &str, windows: u64, pace: Option<Duration>) -> (ManagerStats, Durati
             let c = client.clone();
             tokio::spawn(async move {
                 while let Some(m) = polls.next().await {
-                    if let (Some(reply), Ok(_)) =
-                        (m.reply, protocol::decode::<PollRequest>("poll", &m.payload))
-                    {
-                        let a = protocol::encode(&Answer::Values(Some(vec![300.0])));
-                        let _ = c.publish(reply, a).await;
+                    let polls = protocol::decode::<Vec<PollRequest>>("poll", &m.payload);
+                    if let (Some(reply), Ok(reqs)) = (m.reply, polls) {
+                        let answers = vec![Answer::Values(Some(vec![300.0])); reqs.len()];
+                        let _ = c.publish(reply, protocol::encode(&answers)).await;
                     }
                 }
             });
@@ -138,7 +138,13 @@ fn run(url: &str, windows: u64, pace: Option<Duration>) -> (ManagerStats, Durati
                     // Closed loop: at most IN_FLIGHT windows undecided, so that
                     // the server's buffers never overflow (a slow consumer loses messages).
                     let decided = (w + 1).saturating_sub(IN_FLIGHT) * EVENTS as u64;
+                    let stuck = Instant::now() + Duration::from_secs(10);
                     while fired.load(Ordering::Relaxed) < decided {
+                        assert!(
+                            Instant::now() < stuck,
+                            "window {w}: {} of {decided} decisions fired after 10 s",
+                            fired.load(Ordering::Relaxed)
+                        );
                         tokio::time::sleep(Duration::from_micros(200)).await;
                     }
                 }
@@ -178,34 +184,36 @@ fn main() {
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    let windows = 200;
-    let (stats, _) = run(&url, windows, Some(Duration::from_millis(10)));
-    let mut lat = stats.decision_latency.clone();
-    lat.sort();
-    println!(
-        "paced: {} events x {windows} epochs of 10 ms over {HOSTS} agents: {} decisions ({} fired, {} partial), \
-         first report to decision p50 {:?}, p99 {:?}, max {:?}",
-        EVENTS,
-        stats.decisions,
-        stats.fired,
-        stats.partial,
-        pct(&lat, 0.5),
-        pct(&lat, 0.99),
-        pct(&lat, 1.0)
-    );
-
-    let windows = 400;
-    let (stats, elapsed) = run(&url, windows, None);
-    let decisions = stats.decisions as f64;
-    let messages = stats.satisfied + 2 * stats.polls; // reports, polls, answers
-    println!(
-        "flood ({IN_FLIGHT} windows of {EVENTS} events in flight): {} decisions in {:.3} s: {:.0} decisions/s, {:.0} satisfaction reports/s, {:.0} messages/s (reports + polls + answers)",
-        stats.decisions,
-        elapsed.as_secs_f64(),
-        decisions / elapsed.as_secs_f64(),
-        stats.satisfied as f64 / elapsed.as_secs_f64(),
-        messages as f64 / elapsed.as_secs_f64()
-    );
+    // Each figure with polls batched per host (the default) and sent one by
+    // one, in the same run, alternating, so that drift hits both alike.
+    for round in 0..2 {
+        for (label, batch) in [("batched", 1024), ("one by one", 1)] {
+            let windows = 200;
+            let (stats, _) = run(&url, windows, Some(Duration::from_millis(10)), batch);
+            let mut lat = stats.decision_latency.clone();
+            lat.sort();
+            println!(
+                "round {round}, polls {label}: paced, {EVENTS} events x {windows} epochs of 10 ms over {HOSTS} agents: \
+                 {} decisions ({} fired, {} partial), first report to decision p50 {:?}, p99 {:?}, max {:?}",
+                stats.decisions,
+                stats.fired,
+                stats.partial,
+                pct(&lat, 0.5),
+                pct(&lat, 0.99),
+                pct(&lat, 1.0)
+            );
+            let windows = 400;
+            let (stats, elapsed) = run(&url, windows, None, batch);
+            let secs = elapsed.as_secs_f64();
+            println!(
+                "round {round}, polls {label}: flood ({IN_FLIGHT} windows of {EVENTS} events in flight): {} decisions in {secs:.3} s: \
+                 {:.0} decisions/s, {:.0} satisfaction reports/s",
+                stats.decisions,
+                stats.decisions as f64 / secs,
+                stats.satisfied as f64 / secs,
+            );
+        }
+    }
     let _ = server.kill();
     let _ = server.wait();
 }

@@ -34,9 +34,9 @@ pub struct AgentOptions {
 #[derive(Debug)]
 pub enum Inbound {
     Control(Control),
-    /// Answer with [`AgentLink::answer`] and this reply subject.
+    /// A batch of polls: answer them all, in order, with [`AgentLink::answer`] and this reply subject.
     Poll {
-        req: PollRequest,
+        reqs: Vec<PollRequest>,
         reply: Subject,
     },
     /// A message that could not be read (logged by the loop; nothing else happens).
@@ -145,8 +145,8 @@ impl AgentLink {
         self.publish(protocol::up(&self.host), protocol::encode(&Up::Finished));
     }
 
-    pub fn answer(&self, reply: Subject, answer: &Answer) {
-        self.publish(reply.to_string(), protocol::encode(answer));
+    pub fn answer(&self, reply: Subject, answers: &[Answer]) {
+        self.publish(reply.to_string(), protocol::encode(&answers));
     }
 
     /// Waits until everything handed over so far has reached the server (at most `timeout`).
@@ -214,9 +214,9 @@ async fn listen(
                 Err(e) => Inbound::Invalid(e),
             },
             Some(m) = polls.next() => {
-                let decoded = protocol::decode::<PollRequest>(&m.subject, &m.payload);
+                let decoded = protocol::decode::<Vec<PollRequest>>(&m.subject, &m.payload);
                 match (decoded, m.reply) {
-                    (Ok(req), Some(reply)) => Inbound::Poll { req, reply },
+                    (Ok(reqs), Some(reply)) => Inbound::Poll { reqs, reply },
                     (Err(e), _) => Inbound::Invalid(e),
                     (Ok(_), None) => Inbound::Invalid(NatsError::Decode {
                         subject: m.subject.to_string(),

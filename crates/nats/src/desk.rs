@@ -3,10 +3,11 @@
 //! The desk knows which of the monitor's triggers stands for which
 //! network-wide event, tells the agent which reports are satisfaction
 //! reports for the manager, and answers the manager's polls from the
-//! monitor's kept windows ([`Monitor::window_values`]). A poll for a window
-//! the monitor has not closed yet (this host is behind the one that fired)
-//! waits on the desk until it is: [`HostDesk::ready`] hands back the
-//! answers that became possible.
+//! monitor's kept windows ([`Monitor::window_values`]). Polls come in
+//! batches (the manager sends a host every poll it has for it at once); a
+//! batch with a window the monitor has not closed yet (this host is behind
+//! the one that fired) waits on the desk until every window of it is
+//! closed: [`HostDesk::ready`] hands back the answers that became possible.
 
 use std::collections::HashMap;
 
@@ -29,7 +30,7 @@ struct Local {
 pub struct HostDesk<R> {
     by_event: HashMap<u64, Local>,
     by_name: HashMap<String, u64>,
-    deferred: Vec<(PollRequest, R)>,
+    deferred: Vec<(Vec<PollRequest>, R)>,
 }
 
 impl<R> Default for HostDesk<R> {
@@ -85,13 +86,12 @@ impl<R> HostDesk<R> {
         Ok(())
     }
 
-    /// Removes an event's local trigger; its deferred polls are dropped
-    /// (the manager forgot the event, so their answers would be ignored).
+    /// Removes an event's local trigger; its polls in deferred batches will
+    /// be answered "unknown event" (the manager forgot it already).
     pub fn remove(&mut self, monitor: &mut Monitor, event: u64) {
         if let Some(l) = self.by_event.remove(&event) {
             self.by_name.remove(&l.name);
             let _ = monitor.remove(l.id);
-            self.deferred.retain(|(p, _)| p.event != event);
         }
     }
 
@@ -106,37 +106,42 @@ impl<R> HostDesk<R> {
         self.by_event.len()
     }
 
-    /// Polls waiting for their window to close.
+    /// Batches of polls waiting for a window to close.
     pub fn deferred(&self) -> usize {
         self.deferred.len()
     }
 
-    /// Answers a poll now, or keeps it until its window is closed.
-    pub fn poll(&mut self, monitor: &Monitor, req: PollRequest, reply: R) -> Option<(R, Answer)> {
-        match self.try_answer(monitor, &req) {
+    /// Answers a batch of polls now (in order), or keeps it until every
+    /// window it names is closed.
+    pub fn poll(&mut self, monitor: &Monitor, reqs: Vec<PollRequest>, reply: R) -> Option<(R, Vec<Answer>)> {
+        match self.try_answer_all(monitor, &reqs) {
             Some(a) => Some((reply, a)),
             None => {
-                self.deferred.push((req, reply));
+                self.deferred.push((reqs, reply));
                 None
             }
         }
     }
 
-    /// The deferred polls whose windows have closed since, with their answers.
-    pub fn ready(&mut self, monitor: &Monitor) -> Vec<(R, Answer)> {
+    /// The deferred batches whose windows have all closed since, with their answers.
+    pub fn ready(&mut self, monitor: &Monitor) -> Vec<(R, Vec<Answer>)> {
         if self.deferred.is_empty() {
             return Vec::new();
         }
         let mut out = Vec::new();
         let mut still = Vec::new();
-        for (req, reply) in std::mem::take(&mut self.deferred) {
-            match self.try_answer(monitor, &req) {
+        for (reqs, reply) in std::mem::take(&mut self.deferred) {
+            match self.try_answer_all(monitor, &reqs) {
                 Some(a) => out.push((reply, a)),
-                None => still.push((req, reply)),
+                None => still.push((reqs, reply)),
             }
         }
         self.deferred = still;
         out
+    }
+
+    fn try_answer_all(&self, monitor: &Monitor, reqs: &[PollRequest]) -> Option<Vec<Answer>> {
+        reqs.iter().map(|r| self.try_answer(monitor, r)).collect()
     }
 
     fn try_answer(&self, monitor: &Monitor, req: &PollRequest) -> Option<Answer> {
@@ -222,11 +227,14 @@ mod tests {
             window_start_ns: T0,
             group: group(),
         };
-        assert_eq!(desk.poll(&m, req.clone(), "r1"), None, "window still open");
+        assert_eq!(desk.poll(&m, vec![req.clone()], "r1"), None, "window still open");
         assert_eq!(desk.deferred(), 1);
         assert!(desk.ready(&m).is_empty());
         m.process(&packet(T0 + 10 * MS, 500), &mut out);
-        assert_eq!(desk.ready(&m), vec![("r1", Answer::Values(Some(vec![60.0])))]);
+        assert_eq!(
+            desk.ready(&m),
+            vec![("r1", vec![Answer::Values(Some(vec![60.0]))])]
+        );
         assert_eq!(desk.deferred(), 0);
         // The next window's report (500 > 100) is a satisfaction report for event 7.
         m.finish(&mut out);
@@ -237,9 +245,22 @@ mod tests {
             group: GroupKey::default(),
             ..req.clone()
         };
-        assert_eq!(desk.poll(&m, other, "r2"), Some(("r2", Answer::Values(None))));
-        let unknown = PollRequest { event: 9, ..req };
-        assert_eq!(desk.poll(&m, unknown, "r3"), Some(("r3", Answer::UnknownEvent)));
+        let unknown = PollRequest {
+            event: 9,
+            ..req.clone()
+        };
+        assert_eq!(
+            desk.poll(&m, vec![other, unknown, req], "r2"),
+            Some((
+                "r2",
+                vec![
+                    Answer::Values(None),
+                    Answer::UnknownEvent,
+                    Answer::Values(Some(vec![60.0]))
+                ]
+            )),
+            "a batch is answered in order"
+        );
     }
 
     #[test]
@@ -256,7 +277,7 @@ mod tests {
             window_start_ns: T0,
             group: group(),
         };
-        assert_eq!(desk.poll(&m, req, ()), Some(((), Answer::Gone)));
+        assert_eq!(desk.poll(&m, vec![req], ()), Some(((), vec![Answer::Gone])));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! | `clarion.register` | agent → manager | [`Register`] → [`RegisterReply`] | request-reply (queue group `clarion-managers`) |
 //! | `clarion.up.<host>` | agent → manager | [`Up`]: satisfaction reports, status | publish, in order |
 //! | `clarion.host.<host>.control` | manager → agent | [`Control`]: install, remove, shut down | publish |
-//! | `clarion.host.<host>.poll` | manager → agent | [`PollRequest`] → [`Answer`] | request-reply |
+//! | `clarion.host.<host>.poll` | manager → agent | a batch of [`PollRequest`]s → their [`Answer`]s, in order | request-reply |
 //! | `clarion.events` | manager → anyone | a network-wide report (schema `clarion.report/1`) | publish |
 //!
 //! One subject carries all of an agent's own messages so that the manager

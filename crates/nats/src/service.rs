@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use clarion_control::{Command, ControlError, EventInfo, HostInfo};
 use clarion_manager::{Decision, EventId, HostId, Poll};
 use clarion_report::{GroupKey, Report};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::book::{EventBook, OnDuplicate};
@@ -32,6 +32,8 @@ use crate::{NatsError, Security};
 
 /// A host not heard from for this long is `down`.
 const HOST_SILENT: Duration = Duration::from_secs(3);
+/// Most agent messages read in one go before the polls they cause are sent.
+const UP_BATCH: usize = 4096;
 /// How often the manager writes its progress to the store.
 const STORE_EVERY: Duration = Duration::from_secs(1);
 
@@ -44,6 +46,10 @@ pub struct ManagerOptions {
     /// Stop once every inventory host has said its input ended and no
     /// decision is waiting (replays of capture files); else run until `stop`.
     pub until_finished: bool,
+    /// Polls for one host that arise together (from the satisfaction
+    /// reports read in one go) travel in one request of at most this many;
+    /// 1 sends each alone.
+    pub max_poll_batch: usize,
 }
 
 /// The control API's side of the service: its commands, and where fired
@@ -126,6 +132,7 @@ pub fn serve(
     rt.block_on(async move {
         let client = crate::connect(&opts.url, &opts.security, &format!("clarion-manager {name}")).await?;
         let mut s = Service::new(client, name, book, opts.poll_timeout);
+        s.max_poll_batch = opts.max_poll_batch.max(1);
         s.run(opts, control, &stop, on_report).await?;
         Ok(s.stats)
     })
@@ -147,6 +154,9 @@ struct Service {
         mpsc::UnboundedReceiver<PollOutcome>,
     ),
     reports: Option<broadcast::Sender<String>>,
+    /// Polls waiting to be sent, per host.
+    to_poll: Vec<Vec<Poll>>,
+    max_poll_batch: usize,
 }
 
 fn wall_ns() -> u64 {
@@ -182,6 +192,8 @@ impl Service {
             },
             results: mpsc::unbounded_channel(),
             reports: None,
+            to_poll: vec![Vec::new(); n],
+            max_poll_batch: 1,
         }
     }
 
@@ -232,9 +244,20 @@ impl Service {
             tokio::select! {
                 Some(m) = registrations.next() => self.register(m).await,
                 Some(m) = ups.next() => {
-                    for d in self.up(m).await {
-                        self.emit(d, on_report).await;
+                    // Take what else has arrived, so that the polls it causes go out together.
+                    let mut batch = vec![m];
+                    while batch.len() < UP_BATCH {
+                        match ups.next().now_or_never() {
+                            Some(Some(m)) => batch.push(m),
+                            _ => break,
+                        }
                     }
+                    for m in batch {
+                        for d in self.up(m).await {
+                            self.emit(d, on_report).await;
+                        }
+                    }
+                    self.flush_polls();
                 },
                 Some(o) = self.results.1.recv() => {
                     if let Some(d) = self.outcome(o) {
@@ -398,19 +421,39 @@ impl Service {
         let key = (p.event, p.window_start_ns, p.group);
         *self.outstanding.entry(key).or_default() += 1;
         self.stats.polls += 1;
-        let name = self.host_name(p.host);
-        let req = protocol::encode(&PollRequest {
-            event: p.event as u64,
-            window_start_ns: p.window_start_ns,
-            group: p.group,
-        });
-        let client = self.client.clone();
-        let tx = self.results.0.clone();
-        let timeout = self.poll_timeout;
-        tokio::spawn(async move {
-            let answer = ask_host(&client, protocol::poll(&name), req, timeout).await;
-            let _ = tx.send(PollOutcome { poll: p, answer });
-        });
+        self.to_poll[p.host].push(p);
+    }
+
+    /// Sends the waiting polls: one request per host and batch.
+    fn flush_polls(&mut self) {
+        for host in 0..self.to_poll.len() {
+            if self.to_poll[host].is_empty() {
+                continue;
+            }
+            let polls = std::mem::take(&mut self.to_poll[host]);
+            let subject = protocol::poll(&self.host_name(host));
+            for chunk in polls.chunks(self.max_poll_batch) {
+                let reqs: Vec<PollRequest> = chunk
+                    .iter()
+                    .map(|p| PollRequest {
+                        event: p.event as u64,
+                        window_start_ns: p.window_start_ns,
+                        group: p.group,
+                    })
+                    .collect();
+                let chunk = chunk.to_vec();
+                let (client, tx, subject) = (self.client.clone(), self.results.0.clone(), subject.clone());
+                let timeout = self.poll_timeout;
+                tokio::spawn(async move {
+                    let answers = ask_host(&client, subject, protocol::encode(&reqs), timeout).await;
+                    let answers = answers.filter(|a| a.len() == chunk.len());
+                    for (i, poll) in chunk.into_iter().enumerate() {
+                        let answer = answers.as_ref().map(|a| a[i].clone());
+                        let _ = tx.send(PollOutcome { poll, answer });
+                    }
+                });
+            }
+        }
     }
 
     fn outcome(&mut self, o: PollOutcome) -> Option<Decision> {
@@ -556,15 +599,15 @@ impl Service {
     }
 }
 
-/// Polls a host until the timeout. A host with nobody listening yet (its
-/// agent is starting, or restarting) is asked again every 50 ms: a host is
-/// given up on only when the timeout says so.
+/// Polls a host (a batch) until the timeout. A host with nobody listening
+/// yet (its agent is starting, or restarting) is asked again every 50 ms: a
+/// host is given up on only when the timeout says so.
 async fn ask_host(
     client: &async_nats::Client,
     subject: String,
     req: bytes::Bytes,
     timeout: Duration,
-) -> Option<Answer> {
+) -> Option<Vec<Answer>> {
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.checked_duration_since(Instant::now())?;
@@ -572,7 +615,7 @@ async fn ask_host(
             .payload(req.clone())
             .timeout(Some(left));
         match client.send_request(subject.clone(), r).await {
-            Ok(m) => return protocol::decode::<Answer>(&m.subject, &m.payload).ok(),
+            Ok(m) => return protocol::decode::<Vec<Answer>>(&m.subject, &m.payload).ok(),
             Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
                 tokio::time::sleep(Duration::from_millis(50).min(left)).await;
             }
