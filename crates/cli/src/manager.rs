@@ -92,6 +92,11 @@ pub struct ManagerArgs {
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub poll_timeout: u64,
 
+    /// Also keep fired events in the JetStream stream CLARION_EVENTS (created
+    /// if missing; the server must run with JetStream, `nats-server -js`), for durable consumers.
+    #[arg(long)]
+    pub jetstream: bool,
+
     /// Exit once every inventory host's agent has finished its capture and every decision is made.
     #[arg(long)]
     pub until_finished: bool,
@@ -232,6 +237,7 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         poll_timeout: Duration::from_nanos(a.poll_timeout),
         until_finished: a.until_finished,
         max_poll_batch: 1024,
+        jetstream: a.jetstream,
     };
     let mut write_error = None;
     let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {

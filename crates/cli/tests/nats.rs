@@ -175,3 +175,127 @@ fn the_demo_script_over_nats_equals_the_embedded_run() {
     assert!(!want.is_empty());
     assert_eq!(rows_of_jsonl(&String::from_utf8_lossy(&demo.stdout)), want);
 }
+
+#[test]
+fn with_jetstream_fired_events_are_kept_in_a_stream() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let frames = traffic(60);
+    write_pcap(&d.join("all.pcap"), &frames);
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    std::fs::write(d.join("events.clarion"), EVENTS).expect("events");
+    let split = clarion()
+        .args([
+            "split",
+            "--pcap",
+            "all.pcap",
+            "--inventory",
+            "hosts.txt",
+            "--out-dir",
+            "hosts",
+        ])
+        .current_dir(d)
+        .output()
+        .expect("split");
+    assert!(split.status.success());
+    let port = free_port();
+    let store = d.join("js");
+    let _server = start_server_with(&server, port, &["-js", "-sd", &store.to_string_lossy()]);
+    let url = format!("nats://127.0.0.1:{port}");
+    let manager = clarion()
+        .args([
+            "manager",
+            "--nats",
+            &url,
+            "--inventory",
+            "hosts.txt",
+            "--events",
+            "events.clarion",
+        ])
+        .args([
+            "--jetstream",
+            "--no-store",
+            "--no-api",
+            "--until-finished",
+            "--format",
+            "json",
+            "-o",
+            "net.jsonl",
+        ])
+        .current_dir(d)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("manager starts");
+    let agents: Vec<Child> = (1..=4)
+        .map(|i| {
+            let host = format!("web-{i}");
+            clarion()
+                .args([
+                    "agent",
+                    "--nats",
+                    &url,
+                    "--host",
+                    &host,
+                    "--pcap",
+                    &format!("hosts/{host}.pcap"),
+                ])
+                .current_dir(d)
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("agent starts")
+        })
+        .collect();
+    let m = wait(manager, "the manager", Duration::from_secs(60));
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    for a in agents {
+        assert!(wait(a, "an agent", Duration::from_secs(30)).status.success());
+    }
+    let written = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
+    assert!(!written.is_empty());
+    // Read the stream back after the fact, as a durable consumer would.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let stored: Vec<String> = rt.block_on(async {
+        let client = async_nats::connect(&url).await.expect("connects");
+        let js = async_nats::jetstream::new(client);
+        let mut stream = js.get_stream("CLARION_EVENTS").await.expect("the stream exists");
+        let n = stream.info().await.expect("info").state.messages;
+        let mut out = Vec::new();
+        for seq in 1..=n {
+            let m = stream.get_raw_message(seq).await.expect("message");
+            out.push(String::from_utf8_lossy(&m.payload).to_string());
+        }
+        out
+    });
+    assert_eq!(rows_of_jsonl(&stored.join("\n")), rows_of_jsonl(&written));
+    assert_eq!(stored.len(), written.lines().count());
+
+    // Without JetStream on the server, --jetstream is refused with the reason.
+    let plain_port = free_port();
+    let _plain = start_server(&server, plain_port);
+    let refused = clarion()
+        .args([
+            "manager",
+            "--nats",
+            &format!("nats://127.0.0.1:{plain_port}"),
+            "--inventory",
+            "hosts.txt",
+        ])
+        .args([
+            "--events",
+            "events.clarion",
+            "--jetstream",
+            "--no-store",
+            "--no-api",
+        ])
+        .current_dir(d)
+        .output()
+        .expect("runs");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("nats-server -js"));
+}

@@ -82,6 +82,7 @@ fn run(url: &str, windows: u64, pace: Option<Duration>, max_poll_batch: usize) -
         poll_timeout: Duration::from_secs(5),
         until_finished: false,
         max_poll_batch,
+        jetstream: false,
     };
     let manager = {
         let (stop, fired) = (Arc::clone(&stop), Arc::clone(&fired));

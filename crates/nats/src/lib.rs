@@ -29,7 +29,7 @@ pub use agent::{AgentLink, AgentOptions, Inbound};
 pub use book::{EventBook, OnDuplicate};
 pub use desk::HostDesk;
 pub use error::NatsError;
-pub use service::{serve, ControlLink, ManagerOptions, ManagerStats};
+pub use service::{serve, ControlLink, ManagerOptions, ManagerStats, EVENTS_STREAM};
 
 /// How a client proves itself to the NATS server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -50,6 +50,28 @@ pub struct ManagerOptions {
     /// reports read in one go) travel in one request of at most this many;
     /// 1 sends each alone.
     pub max_poll_batch: usize,
+    /// Also keep fired events in the JetStream stream [`EVENTS_STREAM`]
+    /// (created if missing) for durable consumers.
+    pub jetstream: bool,
+}
+
+/// The JetStream stream that keeps `clarion.events` with `--jetstream`.
+pub const EVENTS_STREAM: &str = "CLARION_EVENTS";
+
+/// Makes sure the events stream exists; the server stores what is published on its subject.
+async fn ensure_stream(client: &async_nats::Client) -> Result<(), NatsError> {
+    let js = async_nats::jetstream::new(client.clone());
+    let config = async_nats::jetstream::stream::Config {
+        name: EVENTS_STREAM.to_string(),
+        subjects: vec![protocol::EVENTS.to_string()],
+        ..Default::default()
+    };
+    js.get_or_create_stream(config).await.map_err(|e| {
+        NatsError::Nats(format!(
+            "cannot create the JetStream stream {EVENTS_STREAM} ({e}); is JetStream enabled on the server (nats-server -js)?"
+        ))
+    })?;
+    Ok(())
 }
 
 /// The control API's side of the service: its commands, and where fired
@@ -131,6 +153,9 @@ pub fn serve(
         .build()?;
     rt.block_on(async move {
         let client = crate::connect(&opts.url, &opts.security, &format!("clarion-manager {name}")).await?;
+        if opts.jetstream {
+            ensure_stream(&client).await?;
+        }
         let mut s = Service::new(client, name, book, opts.poll_timeout);
         s.max_poll_batch = opts.max_poll_batch.max(1);
         s.run(opts, control, &stop, on_report).await?;
