@@ -13,7 +13,6 @@ use anyhow::Context;
 use clap::Args;
 use clarion_capture::{CaptureFile, PacketSource};
 use clarion_engine::{Monitor, MonitorConfig, Report, Unparsed};
-use clarion_lang::spec::Scope;
 use clarion_nats::protocol::Control;
 use clarion_nats::{AgentLink, AgentOptions, HostDesk, Inbound};
 use clarion_sinks::ReportSink;
@@ -175,7 +174,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         Some(p) => load_events(p)?,
         None => Vec::new(),
     };
-    if let Some(s) = own.iter().find(|s| s.scope == Scope::Network) {
+    if let Some(s) = own.iter().find(|s| s.scope.is_network()) {
         return Err(Failure::Usage(format!(
             "clarion: event `{}` is network-wide (`across hosts`): give it to the manager (clarion manager --events); an agent's --events are its host's own",
             s.name

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use clarion_lang::spec::{EventSpec, Scope};
+use clarion_lang::spec::EventSpec;
 use clarion_manager::Inventory;
 use clarion_network::Network;
 
@@ -24,7 +24,7 @@ pub fn build(a: &RunArgs, path: &Path, specs: &[EventSpec]) -> Result<Network, F
         net.install(s.clone())
             .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", a.events.display())))?;
     }
-    if !specs.iter().any(|s| s.scope == Scope::Network) {
+    if !specs.iter().any(|s| s.scope.is_network()) {
         eprintln!(
             "clarion: note: {} has no network-wide event (`across hosts`); each host's events are reported per host",
             a.events.display()

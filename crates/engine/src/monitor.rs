@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use clarion_lang::spec::{EventSpec, Scope};
+use clarion_lang::spec::EventSpec;
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 
@@ -204,13 +204,14 @@ impl Monitor {
 
     /// Installs an event. Before the first packet it covers every window;
     /// afterwards it starts with the first window that begins at or after
-    /// the next epoch boundary. A network-wide event ([`Scope::Network`])
-    /// is refused: an event manager installs its per-host triggers instead.
+    /// the next epoch boundary. A network-wide event (`across ...`, see
+    /// [`clarion_lang::spec::Scope`]) is refused: an event manager installs
+    /// its per-host triggers instead.
     pub fn install(&mut self, spec: EventSpec) -> Result<TriggerId, EngineError> {
         // One monitor sees one host's packets: a network-wide predicate
         // evaluated on them would be a different event, so it only comes
         // here split into host triggers.
-        if spec.scope == Scope::Network {
+        if spec.scope.is_network() {
             return Err(EngineError::NetworkWide { event: spec.name });
         }
         let unsupported = spec.unsupported_variables();

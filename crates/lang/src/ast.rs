@@ -28,10 +28,26 @@ pub struct Event {
     pub when: Expr,
     pub per: Option<Per>,
     pub every: Option<Quantity>,
-    /// `across hosts`, when written: the event is network-wide. The span
-    /// covers both words.
-    pub across: Option<Span>,
+    /// `across hosts` or `across more than N[%] [of] hosts`, when written:
+    /// the event is network-wide.
+    pub across: Option<Across>,
     /// From `event` to the end of the last clause.
+    pub span: Span,
+}
+
+/// The `across` clause. The span covers all its words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Across {
+    pub span: Span,
+    /// `more than N hosts` (`percent: false`) or `more than N% of hosts`.
+    pub quorum: Option<QuorumLit>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuorumLit {
+    pub n: u64,
+    pub percent: bool,
+    /// The number (and `%`).
     pub span: Span,
 }
 
@@ -393,8 +409,11 @@ impl Event {
         if let Some(q) = &mut self.every {
             q.span = Span::default();
         }
-        if let Some(s) = &mut self.across {
-            *s = Span::default();
+        if let Some(a) = &mut self.across {
+            a.span = Span::default();
+            if let Some(q) = &mut a.quorum {
+                q.span = Span::default();
+            }
         }
     }
 }

@@ -44,6 +44,7 @@ pub mod codes {
     pub const MISPLACED_PERCENT: &str = "E0317";
     pub const MISPLACED_UNIT: &str = "E0318";
     pub const BAD_GRANULARITY: &str = "E0320";
+    pub const BAD_QUORUM: &str = "E0340";
     pub const BAD_INTERVAL: &str = "E0330";
 }
 

@@ -39,8 +39,12 @@ impl Display for Event {
         if let Some(every) = &self.every {
             writeln!(f, "  every {every}")?;
         }
-        if self.across.is_some() {
-            writeln!(f, "  across hosts")?;
+        if let Some(a) = &self.across {
+            match &a.quorum {
+                None => writeln!(f, "  across hosts")?,
+                Some(q) if q.percent => writeln!(f, "  across more than {}% of hosts", q.n)?,
+                Some(q) => writeln!(f, "  across more than {} hosts", q.n)?,
+            }
         }
         Ok(())
     }

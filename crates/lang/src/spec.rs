@@ -21,7 +21,8 @@ pub struct EventSpec {
     pub granularity: Granularity,
     /// Length of the event's time interval (its windows), nanoseconds, a multiple of 1 ms.
     pub interval_ns: u64,
-    /// Whose packets the predicate is about: one monitor's, or all hosts' (`across hosts`).
+    /// Whose packets the predicate is about: one monitor's, all hosts'
+    /// (`across hosts`), or each host's with a quorum (`across more than ...`).
     pub scope: Scope,
 }
 
@@ -36,6 +37,47 @@ pub enum Scope {
     /// (`across hosts`). No monitor installs it as it is: an event manager
     /// splits it into per-host triggers and decides from their values.
     Network,
+    /// On each host's own packets, and the event holds for a group when it
+    /// holds on more than a number (or a share) of the hosts it is placed on
+    /// (`across more than 50% of hosts`): a network-wide counting event.
+    Quorum(Quorum),
+}
+
+impl Scope {
+    /// True for events an event manager decides (`across ...`), which no monitor installs as they are.
+    pub fn is_network(self) -> bool {
+        !matches!(self, Scope::Host)
+    }
+}
+
+/// How many hosts must see an event hold: more than `more_than` hosts, or
+/// more than `more_than` percent of the hosts it is placed on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Quorum {
+    pub more_than: u32,
+    pub percent: bool,
+}
+
+impl Quorum {
+    /// True when `fired` of `placed` hosts is more than the quorum asks.
+    pub fn holds(self, fired: usize, placed: usize) -> bool {
+        if self.percent {
+            fired as u128 * 100 > u128::from(self.more_than) * placed as u128
+        } else {
+            fired as u128 > u128::from(self.more_than)
+        }
+    }
+}
+
+impl fmt::Display for Quorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.percent {
+            write!(f, "more than {}% of hosts", self.more_than)
+        } else {
+            write!(f, "more than {} hosts", self.more_than)
+        }
+    }
 }
 
 impl EventSpec {

@@ -1,4 +1,5 @@
-//! The `across hosts` clause: parsing, its mistakes, printing.
+//! The `across` clause (`across hosts`, `across more than N hosts`,
+//! `across more than N% of hosts`): parsing, its mistakes, printing, lowering.
 
 use clarion_lang::{codes, parse, Diagnostic};
 
@@ -10,8 +11,7 @@ const SPIKE: &str = "event service_load_spike
   across hosts
 ";
 
-const HELP: &str =
-    "write `across hosts` (network-wide: the predicate holds over all hosts' packets together)";
+const HELP: &str = "write `across hosts` (over all hosts' packets together), `across more than 3 hosts` or `across more than 50% of hosts` (the event holds on that many hosts)";
 
 /// The one diagnostic `src` gives.
 #[track_caller]
@@ -38,8 +38,9 @@ fn range_of(src: &str, needle: &str, nth: usize) -> std::ops::Range<usize> {
 fn across_hosts_parses_with_its_span() {
     let file = parse(SPIKE).expect("parses");
     let e = &file.events[0];
-    let span = e.across.expect("the clause is kept");
-    assert_eq!(&SPIKE[span.range()], "across hosts");
+    let across = e.across.as_ref().expect("the clause is kept");
+    assert_eq!(&SPIKE[across.span.range()], "across hosts");
+    assert_eq!(across.quorum, None);
     assert!(
         SPIKE[e.span.range()].ends_with("across hosts"),
         "the event ends with the clause"
@@ -62,7 +63,10 @@ fn another_word_after_across_is_refused_where_it_stands() {
     let src = "event e\n  when sum(volume) > 1MB\n  across racks\n";
     let d = only_error(src);
     assert_eq!(d.code, codes::BAD_SCOPE);
-    assert_eq!(d.message, "expected `hosts` after `across`, found `racks`");
+    assert_eq!(
+        d.message,
+        "expected `hosts` or `more than` in `across`, found `racks`"
+    );
     assert_eq!(d.span, range_of(src, "racks", 0));
     assert_eq!(d.help.as_deref(), Some(HELP));
 }
@@ -88,7 +92,10 @@ fn across_at_the_end_of_input_points_at_across() {
     let src = "event e when sum(volume) > 1MB across";
     let d = only_error(src);
     assert_eq!(d.code, codes::BAD_SCOPE);
-    assert_eq!(d.message, "expected `hosts` after `across`, found end of input");
+    assert_eq!(
+        d.message,
+        "expected `hosts` or `more than` in `across`, found end of input"
+    );
     assert_eq!(d.span, range_of(src, "across", 0));
     assert_eq!(d.help.as_deref(), Some(HELP));
 }
@@ -163,4 +170,75 @@ fn canonical_form_puts_across_hosts_last() {
         SPIKE,
         "SPIKE is canonical"
     );
+}
+
+#[test]
+fn a_quorum_of_hosts_parses_prints_and_lowers() {
+    use clarion_lang::spec::{Quorum, Scope};
+    for (clause, more_than, percent) in [
+        ("across more than 50% of hosts", 50, true),
+        ("across more than 2 hosts", 2, false),
+        ("across more than 0 hosts", 0, false),
+    ] {
+        let src = format!("event e\n  when sum(volume) > 1MB\n  per dst_ip\n  {clause}\n");
+        let file = parse(&src).expect("parses");
+        let a = file.events[0].across.as_ref().expect("kept");
+        assert_eq!(&src[a.span.range()], clause);
+        assert_eq!(file.to_string(), src, "canonical");
+        let spec = clarion_lang::check(&src).expect("checks").remove(0);
+        assert_eq!(spec.scope, Scope::Quorum(Quorum { more_than, percent }));
+        assert!(spec.scope.is_network());
+    }
+}
+
+#[test]
+fn a_quorum_holds_above_its_count_or_share() {
+    use clarion_lang::spec::Quorum;
+    let half = Quorum {
+        more_than: 50,
+        percent: true,
+    };
+    assert!(!half.holds(2, 4) && half.holds(3, 4) && half.holds(1, 1) && !half.holds(0, 1));
+    let two = Quorum {
+        more_than: 2,
+        percent: false,
+    };
+    assert!(!two.holds(2, 10) && two.holds(3, 4));
+}
+
+#[test]
+fn a_broken_quorum_says_what_is_missing() {
+    for (src, message, at) in [
+        (
+            "event e when sum(volume) > 1 across more 3 hosts",
+            "expected `than` after `more` in `across`, found number `3`",
+            "3",
+        ),
+        (
+            "event e when sum(volume) > 1 across more than x hosts",
+            "expected a whole number after `more than` in `across`, found `x`",
+            "x",
+        ),
+        (
+            "event e when sum(volume) > 1 across more than 30% hosts",
+            "expected `of hosts` after the percentage in `across`, found `hosts`",
+            "hosts",
+        ),
+        (
+            "event e when sum(volume) > 1 across more than 3 racks",
+            "expected `hosts` in `across`, found `racks`",
+            "racks",
+        ),
+    ] {
+        let d = only_error(src);
+        assert_eq!(d.code, codes::BAD_SCOPE, "{src}");
+        assert_eq!(d.message, message, "{src}");
+        let start = src.rfind(at).expect("in the source");
+        assert_eq!(d.span, start..start + at.len(), "{src}");
+        assert_eq!(d.help.as_deref(), Some(HELP), "{src}");
+    }
+    let src = "event e when sum(volume) > 1 across more than 150% of hosts";
+    let d = clarion_lang::check(src).expect_err("out of range");
+    assert_eq!(d[0].code, codes::BAD_QUORUM);
+    assert_eq!(d[0].span, range_of(src, "150%", 0));
 }

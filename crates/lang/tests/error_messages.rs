@@ -415,14 +415,14 @@ fn across_without_hosts() {
     assert_renders(
         "event rack\n  when sum(volume) > 100MB\n  across racks\n",
         r#"
-[E0211] Error: expected `hosts` after `across`, found `racks`
+[E0211] Error: expected `hosts` or `more than` in `across`, found `racks`
    ╭─[ rack.clarion:3:10 ]
    │
  3 │   across racks
    │          ──┬──
-   │            ╰──── expected `hosts`
+   │            ╰──── expected `hosts` or `more than`
    │
-   │ Help: write `across hosts` (network-wide: the predicate holds over all hosts' packets together)
+   │ Help: write `across hosts` (over all hosts' packets together), `across more than 3 hosts` or `across more than 50% of hosts` (the event holds on that many hosts)
 ───╯
 "#,
     );

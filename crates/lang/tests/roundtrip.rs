@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 
 use clarion_lang::ast::{
-    BinOp, Cond, CondValue, Event, Expr, ExprKind, Field, File, FilterClause, GroupField, NumLit, Per,
-    PerKind, PrefixLen, Quantity, UnOp, Unit,
+    Across, BinOp, Cond, CondValue, Event, Expr, ExprKind, Field, File, FilterClause, GroupField, NumLit,
+    Per, PerKind, PrefixLen, Quantity, QuorumLit, UnOp, Unit,
 };
 use clarion_lang::parse;
 use clarion_lang::span::Span;
@@ -167,7 +167,7 @@ fn event() -> impl Strategy<Value = Event> {
         expr(),
         prop::option::of(per()),
         prop::option::of(quantity()),
-        any::<bool>(),
+        prop::option::of(prop::option::of((0u64..200, any::<bool>()))),
     )
         .prop_map(|(name, filters, when, per, every, across)| Event {
             name,
@@ -176,7 +176,14 @@ fn event() -> impl Strategy<Value = Event> {
             when,
             per,
             every,
-            across: across.then(Span::default),
+            across: across.map(|quorum| Across {
+                span: Span::default(),
+                quorum: quorum.map(|(n, percent)| QuorumLit {
+                    n,
+                    percent,
+                    span: Span::default(),
+                }),
+            }),
             span: Span::default(),
         })
 }

@@ -36,7 +36,7 @@
 //! and evaluates the original predicate on them, `avg` as the combined sum
 //! over the combined number of defined values.
 
-use clarion_lang::spec::{AggCall, AggFunc, ArithOp, CmpOp, EventSpec, PacketExpr, Pred, Scope};
+use clarion_lang::spec::{AggCall, AggFunc, ArithOp, CmpOp, EventSpec, PacketExpr, Pred, Quorum, Scope};
 
 use crate::ManagerError;
 
@@ -85,6 +85,8 @@ pub struct Split {
     /// values (`local.aggregates()`), each with how it combines.
     pub needs: Vec<(AggCall, Combine)>,
     network: EventSpec,
+    /// A counting event (`across more than ...`): hosts count, values do not add.
+    quorum: Option<Quorum>,
     /// The event's aggregates and their canonical text, computed once (a
     /// report names each value).
     aggregates: Vec<(AggCall, String)>,
@@ -100,7 +102,25 @@ pub fn split(event: &EventSpec, hosts: usize) -> Result<Split, ManagerError> {
         event: event.name.clone(),
         why,
     };
-    let local_pred = local(&event.predicate, hosts as f64).map_err(refuse)?;
+    let quorum = match event.scope {
+        Scope::Quorum(q) => Some(q),
+        _ => None,
+    };
+    let local_pred = match quorum {
+        // Each host tests the predicate itself; the manager counts the hosts.
+        Some(_) => {
+            let mut state = false;
+            event.predicate.visit_state(&mut |_| state = true);
+            if state {
+                return Err(refuse(
+                    "a host's connection-state values outside aggregates cannot be polled; use aggregates"
+                        .into(),
+                ));
+            }
+            event.predicate.clone()
+        }
+        None => local(&event.predicate, hosts as f64).map_err(refuse)?,
+    };
     let local = EventSpec {
         predicate: local_pred,
         // What a host installs is a host trigger, whatever the event's scope:
@@ -120,6 +140,7 @@ pub fn split(event: &EventSpec, hosts: usize) -> Result<Split, ManagerError> {
         local,
         needs,
         network: event.clone(),
+        quorum,
         aggregates: event
             .aggregates()
             .into_iter()
@@ -149,6 +170,9 @@ impl Split {
     /// aggregate of the event's predicate (canonical text, first-use order),
     /// as a report carries them.
     pub fn decide(&self, hosts: &[&[f64]]) -> Result<(bool, Vec<(String, f64)>), ManagerError> {
+        if let Some(q) = self.quorum {
+            return self.count(q, hosts);
+        }
         let mut combined: Vec<f64> = self.needs.iter().map(|(_, c)| c.start()).collect();
         for values in hosts {
             if values.len() != self.needs.len() {
@@ -190,6 +214,36 @@ impl Split {
             .map(|(a, text)| (text.clone(), lookup(a)))
             .collect();
         Ok((holds, values))
+    }
+}
+
+impl Split {
+    /// A counting event: how many hosts' values make the predicate hold,
+    /// against the quorum of the placed hosts. The report's one value is
+    /// that number, named `hosts`.
+    fn count(&self, q: Quorum, hosts: &[&[f64]]) -> Result<(bool, Vec<(String, f64)>), ManagerError> {
+        let mut fired = 0;
+        for values in hosts {
+            if values.len() != self.needs.len() {
+                return Err(ManagerError::ValueCount {
+                    got: values.len(),
+                    want: self.needs.len(),
+                });
+            }
+            let lookup = |a: &AggCall| {
+                self.needs
+                    .iter()
+                    .position(|(n, _)| n == a)
+                    .map_or(f64::NAN, |i| values[i])
+            };
+            if eval(&self.local.predicate, &lookup) != 0.0 {
+                fired += 1;
+            }
+        }
+        Ok((
+            q.holds(fired, self.hosts),
+            vec![("hosts".to_string(), fired as f64)],
+        ))
     }
 }
 

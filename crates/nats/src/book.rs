@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 
 use clarion_control::{ControlError, EventInfo};
-use clarion_lang::spec::Scope;
 use clarion_manager::{EventId, HostId, Manager};
 use clarion_store::{Store, StoredEvent};
 
@@ -123,7 +122,7 @@ impl EventBook {
         let mut todo = Vec::new();
         let mut replaced = Vec::new();
         for (ast, spec) in file.events.iter().zip(specs) {
-            if spec.scope != Scope::Network {
+            if !spec.scope.is_network() {
                 return Err(ControlError::Invalid(format!(
                     "event `{}` is not network-wide: add `across hosts` (a host's own events belong to its agent)",
                     spec.name

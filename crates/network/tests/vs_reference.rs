@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use clarion_engine::{MonitorConfig, Report};
 use clarion_lang::spec::{
     AggCall, AggFunc, BaseVar, CmpOp, EventSpec, Filter, Granularity, IpPrefix, PacketExpr, Pred, PrefixLens,
-    Scope, Var,
+    Quorum, Scope, Var,
 };
 use clarion_manager::Inventory;
 use clarion_network::Network;
@@ -198,5 +198,70 @@ proptest! {
         }
         let want = if inputs.is_empty() { Vec::new() } else { evaluate(std::slice::from_ref(&event), &inputs, &Config::default()) };
         prop_assert_eq!(summary(&got), summary(&want), "event {:?}", event.predicate.to_string());
+    }
+}
+
+fn arb_quorum() -> impl Strategy<Value = Quorum> {
+    prop_oneof![
+        (0u32..3).prop_map(|n| Quorum {
+            more_than: n,
+            percent: false
+        }),
+        prop::sample::select(vec![0u32, 33, 50, 66]).prop_map(|p| Quorum {
+            more_than: p,
+            percent: true
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(600))]
+
+    /// A counting event (`across more than ...`) fires for a window and
+    /// group exactly when more than its quorum of the placed hosts would
+    /// each report the event on their own packets (the reference, run host
+    /// by host), and says how many did.
+    #[test]
+    fn counting_events_equal_the_reference_host_by_host(
+        event in arb_event(),
+        quorum in arb_quorum(),
+        traffic in arb_traffic(),
+    ) {
+        let event = EventSpec { scope: Scope::Quorum(quorum), ..event };
+        let inventory = Inventory::parse(INVENTORY).expect("inventory");
+        let placed = inventory.placement(&event);
+        let mut net = Network::new(inventory.clone(), "manager", &MonitorConfig::default());
+        if net.install(event.clone()).is_err() {
+            return Ok(());
+        }
+        let mut got = Vec::new();
+        for p in &traffic {
+            net.process(p, &mut got);
+        }
+        net.finish(&mut got);
+        // Each placed host alone, as a host event.
+        let host_event = EventSpec { scope: Scope::Host, ..event.clone() };
+        let mut fired: std::collections::BTreeMap<(u64, String), usize> = Default::default();
+        for &h in &placed {
+            let inputs: Vec<Input> = traffic
+                .iter()
+                .filter(|p| {
+                    inventory.owner(p.key.src_addr()) == Some(h) || inventory.owner(p.key.dst_addr()) == Some(h)
+                })
+                .map(|p| Input::Packet(*p))
+                .collect();
+            if inputs.is_empty() {
+                continue;
+            }
+            for r in evaluate(std::slice::from_ref(&host_event), &inputs, &Config::default()) {
+                *fired.entry((r.window.start_ns, format!("{:?}", r.group))).or_default() += 1;
+            }
+        }
+        let want: BTreeSet<(u64, String, String)> = fired
+            .into_iter()
+            .filter(|(_, n)| quorum.holds(*n, placed.len()))
+            .map(|((w, g), n)| (w, g, format!("{:?}", vec![("hosts".to_string(), n as f64)])))
+            .collect();
+        prop_assert_eq!(summary(&got), want, "event {:?} {}", event.predicate.to_string(), quorum);
     }
 }

@@ -42,6 +42,13 @@ event big_packets_to_a_host
   per dst_ip
   every 20ms
   across hosts
+
+event busy_on_most_hosts
+  filter dst_ip in 10.0.128.0/24
+  when sum(volume) > 9KB
+  per dst_ip/24
+  every 10ms
+  across more than 50% of hosts
 ";
 
 /// Where a test that needs a NATS server finds it; `None`: the test says it is skipped.
@@ -207,24 +214,58 @@ pub fn rows_of_jsonl(text: &str) -> BTreeSet<Row> {
 }
 
 /// The reference evaluator over every host's packets together (a packet
-/// between two hosts counted on both, as both see it).
+/// between two hosts counted on both, as both see it); a counting event
+/// (`across more than ...`) host by host, counting the hosts that report it.
 pub fn reference(frames: &[(u64, Vec<u8>)]) -> BTreeSet<Row> {
     let inventory = clarion_manager::Inventory::parse(INVENTORY).expect("inventory");
     let specs = clarion_lang::check(EVENTS).expect("events");
-    let mut inputs = Vec::new();
-    for (ts, data) in frames {
-        let rec =
-            clarion_wire::parse_frame(LinkType::Ethernet, data, *ts, data.len() as u32).expect("parses");
+    let records: Vec<_> = frames
+        .iter()
+        .map(|(ts, data)| {
+            clarion_wire::parse_frame(LinkType::Ethernet, data, *ts, data.len() as u32).expect("parses")
+        })
+        .collect();
+    let owners = |rec: &clarion_wire::PacketRecord| {
         let src = inventory.owner(rec.key.src_addr());
         let dst = inventory.owner(rec.key.dst_addr()).filter(|d| Some(*d) != src);
-        for _ in [src, dst].into_iter().flatten() {
-            inputs.push(Input::Packet(rec));
+        [src, dst].into_iter().flatten().collect::<Vec<_>>()
+    };
+    let mut rows = BTreeSet::new();
+    for spec in specs {
+        let clarion_lang::spec::Scope::Quorum(q) = spec.scope else {
+            let inputs: Vec<Input> = records
+                .iter()
+                .flat_map(|r| owners(r).into_iter().map(|_| Input::Packet(*r)))
+                .collect();
+            rows.extend(
+                evaluate(&[spec], &inputs, &Config::default())
+                    .iter()
+                    .map(|r| row(&r.to_json())),
+            );
+            continue;
+        };
+        let placed = inventory.placement(&spec);
+        let mut fired: std::collections::BTreeMap<(u64, String), usize> = Default::default();
+        for &h in &placed {
+            let inputs: Vec<Input> = records
+                .iter()
+                .filter(|r| owners(r).contains(&h))
+                .map(|r| Input::Packet(*r))
+                .collect();
+            for r in evaluate(std::slice::from_ref(&spec), &inputs, &Config::default()) {
+                let j = r.to_json();
+                *fired
+                    .entry((r.window.start_ns, j["group"].to_string()))
+                    .or_default() += 1;
+            }
+        }
+        for ((start, group), n) in fired {
+            if q.holds(n, placed.len()) {
+                rows.insert((spec.name.clone(), start, group, format!("{{\"hosts\":{n}}}")));
+            }
         }
     }
-    evaluate(&specs, &inputs, &Config::default())
-        .iter()
-        .map(|r| row(&r.to_json()))
-        .collect()
+    rows
 }
 
 pub fn clarion() -> Command {

@@ -63,10 +63,42 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
         predicate: predicate?,
         granularity,
         interval_ns: interval_ns?,
-        scope: if e.across.is_some() {
-            Scope::Network
-        } else {
-            Scope::Host
-        },
+        scope: scope(e.across.as_ref(), diags)?,
     })
+}
+
+/// The event's scope; a share above 100% or a count beyond 2^32 is refused.
+fn scope(across: Option<&crate::ast::Across>, diags: &mut Vec<Diagnostic>) -> Option<Scope> {
+    let Some(a) = across else {
+        return Some(Scope::Host);
+    };
+    let Some(q) = &a.quorum else {
+        return Some(Scope::Network);
+    };
+    let max = if q.percent { 99 } else { u64::from(u32::MAX) };
+    match u32::try_from(q.n) {
+        Ok(n) if q.n <= max => Some(Scope::Quorum(crate::spec::Quorum {
+            more_than: n,
+            percent: q.percent,
+        })),
+        _ => {
+            let (msg, help) = if q.percent {
+                (
+                    format!("no share of the hosts is more than {}%", q.n),
+                    "a share is 0 to 99: `across more than 50% of hosts`",
+                )
+            } else {
+                (
+                    format!("{} hosts is more than Clarion counts", q.n),
+                    "count hosts up to 4294967295",
+                )
+            };
+            diags.push(
+                Diagnostic::new(codes::BAD_QUORUM, msg, q.span)
+                    .here("out of range")
+                    .help(help),
+            );
+            None
+        }
+    }
 }

@@ -14,7 +14,8 @@ mod expr;
 pub use expr::MAX_DEPTH;
 
 use crate::ast::{
-    Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField, Per, PerKind, PrefixLen, Quantity,
+    Across, Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField, Per, PerKind, PrefixLen,
+    Quantity, QuorumLit,
 };
 use crate::error::{codes, Diagnostic};
 use crate::lexer::lex;
@@ -154,7 +155,7 @@ impl<'t> Parser<'t> {
         let mut when: Option<(Span, Expr)> = None;
         let mut per: Option<(Span, Per)> = None;
         let mut every: Option<(Span, Quantity)> = None;
-        let mut across: Option<(Span, Span)> = None;
+        let mut across: Option<(Span, Across)> = None;
         while let Some(t) = self.peek() {
             let TokenKind::Ident(word) = &t.kind else {
                 return Err(self.unknown_clause(!filters.is_empty()));
@@ -444,29 +445,64 @@ impl<'t> Parser<'t> {
         self.quantity()
     }
 
-    /// `hosts` after `across`; the one scope there is, so anything else is
-    /// refused where it stands rather than read as the next clause.
-    fn across(&mut self, kw: Span) -> PResult<Span> {
+    /// What follows `across`: `hosts`, `more than N hosts` or `more than N%
+    /// of hosts`. Anything else is refused where it stands rather than read
+    /// as the next clause.
+    fn across(&mut self, kw: Span) -> PResult<Across> {
         if let Some(hosts) = self.eat(|k| k.is_word("hosts")) {
-            return Ok(kw.to(hosts.span));
+            return Ok(Across {
+                span: kw.to(hosts.span),
+                quorum: None,
+            });
         }
+        if self.eat(|k| k.is_word("more")).is_some() {
+            self.eat(|k| k.is_word("than"))
+                .ok_or_else(|| self.scope_error(kw, "`than` after `more`"))?;
+            let (n, start) = match self.peek().map(|t| (&t.kind, t.span)) {
+                Some((TokenKind::Int(n), span)) => (*n, span),
+                _ => return Err(self.scope_error(kw, "a whole number after `more than`")),
+            };
+            self.pos += 1;
+            let mut span = start;
+            let percent = match self.eat(|k| *k == TokenKind::Percent) {
+                Some(t) => {
+                    span = start.to(t.span);
+                    self.eat(|k| k.is_word("of"))
+                        .ok_or_else(|| self.scope_error(kw, "`of hosts` after the percentage"))?;
+                    true
+                }
+                None => false,
+            };
+            let hosts = self
+                .eat(|k| k.is_word("hosts"))
+                .ok_or_else(|| self.scope_error(kw, "`hosts`"))?;
+            return Ok(Across {
+                span: kw.to(hosts.span),
+                quorum: Some(QuorumLit { n, percent, span }),
+            });
+        }
+        Err(self.scope_error(kw, "`hosts` or `more than`"))
+    }
+
+    fn scope_error(&self, kw: Span, want: &str) -> Diagnostic {
         let d = match self.peek() {
             Some(t) => Diagnostic::new(
                 codes::BAD_SCOPE,
-                format!("expected `hosts` after `across`, found {}", t.kind),
+                format!("expected {want} in `across`, found {}", t.kind),
                 t.span,
             )
-            .here("expected `hosts`"),
+            .here(format!("expected {want}")),
             None => Diagnostic::new(
                 codes::BAD_SCOPE,
-                "expected `hosts` after `across`, found end of input",
-                kw,
+                format!("expected {want} in `across`, found end of input"),
+                self.prev_span(),
             )
-            .here("expected `hosts` after this"),
+            .here(format!("expected {want} after this"))
+            .label(kw, "in this `across` clause"),
         };
-        Err(d.help(
-            "write `across hosts` (network-wide: the predicate holds over all hosts' packets together)",
-        ))
+        d.help(
+            "write `across hosts` (over all hosts' packets together), `across more than 3 hosts` or `across more than 50% of hosts` (the event holds on that many hosts)",
+        )
     }
 }
 
@@ -475,7 +511,7 @@ fn check_duplicate<T>(first: &Option<(Span, T)>, clause: &str, here: Span) -> PR
     let help = match clause {
         "when" => "an event has one predicate; combine conditions with `and` or `or`",
         "per" => "list all the fields in one clause, e.g. `per (src_ip/24, dst_port)`",
-        "across" => "write `across hosts` once",
+        "across" => "an event has one scope: write `across` once",
         _ => "an event has one interval",
     };
     Err(Diagnostic::new(
