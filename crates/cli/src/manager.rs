@@ -267,7 +267,7 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
 }
 
 fn print_summary(s: &ManagerStats, hosts: &[String]) {
-    let mut lat = s.decision_latency.clone();
+    let mut lat: Vec<Duration> = s.decision_latency.iter().copied().collect();
     lat.sort();
     eprintln!(
         "clarion: manager: {} registrations, {} satisfaction reports, {} polls ({} unanswered, {} for windows no longer kept), {} decisions ({} fired, {} partial)",
@@ -299,12 +299,12 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
         }
     }
     for (h, missed) in hosts.iter().zip(&s.missed_windows) {
-        if let (Some(first), Some(last)) = (missed.first(), missed.last()) {
+        if let Some(m) = missed {
             eprintln!(
                 "  host {h}: did not answer polls for {} window(s) from {} to {} (decided without it, marked incomplete)",
-                missed.len(),
-                clarion_report::rfc3339(*first),
-                clarion_report::rfc3339(*last)
+                m.windows,
+                clarion_report::rfc3339(m.first_ns),
+                clarion_report::rfc3339(m.last_ns)
             );
         }
     }

@@ -191,7 +191,7 @@ fn main() {
         for (label, batch) in [("batched", 1024), ("one by one", 1)] {
             let windows = 200;
             let (stats, _) = run(&url, windows, Some(Duration::from_millis(10)), batch);
-            let mut lat = stats.decision_latency.clone();
+            let mut lat: Vec<Duration> = stats.decision_latency.iter().copied().collect();
             lat.sort();
             println!(
                 "round {round}, polls {label}: paced, {EVENTS} events x {windows} epochs of 10 ms over {HOSTS} agents: \

@@ -98,8 +98,9 @@ pub struct ManagerStats {
     pub partial: u64,
     /// Messages that could not be read, or from hosts not in the inventory.
     pub invalid: u64,
-    /// Time from the first satisfaction report of a window and group to its decision.
-    pub decision_latency: Vec<Duration>,
+    /// Time from the first satisfaction report of a window and group to its
+    /// decision: the latest [`LATENCIES_KEPT`] decisions.
+    pub decision_latency: std::collections::VecDeque<Duration>,
     /// Per host (inventory order): the largest gap seen between the arrival
     /// of a satisfaction report and the end of its window, an upper bound of
     /// the host's clock skew plus its reporting delay (replays: their lag).
@@ -107,11 +108,23 @@ pub struct ManagerStats {
     /// Windows this manager could not decide because it was down
     /// (start, end, nanoseconds), found from the store at restart.
     pub gaps: Vec<(u64, u64)>,
-    /// Per host: windows (start) in which it was polled and did not answer.
-    pub missed_windows: Vec<Vec<u64>>,
+    /// Per host: the windows in which it was polled and did not answer:
+    /// how many, the first and the last (window starts).
+    pub missed_windows: Vec<Option<Missed>>,
 }
 
 type Key = (EventId, u64, GroupKey);
+
+/// Decision latencies kept for the summary (a long-running manager keeps the latest).
+pub const LATENCIES_KEPT: usize = 1 << 16;
+
+/// The windows a host missed, in brief.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Missed {
+    pub windows: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
 
 struct PollOutcome {
     poll: Poll,
@@ -212,7 +225,7 @@ impl Service {
             windows_to_ns: 0,
             stats: ManagerStats {
                 report_lag: vec![None; n],
-                missed_windows: vec![Vec::new(); n],
+                missed_windows: vec![None; n],
                 ..ManagerStats::default()
             },
             results: mpsc::unbounded_channel(),
@@ -415,11 +428,16 @@ impl Service {
             return Vec::new();
         };
         let key = (event, report.window.start_ns, report.group);
-        self.first_report.entry(key).or_insert_with(Instant::now);
+        let arrived = Instant::now();
         let Ok((polls, decided)) = self.book.manager_mut().satisfied(event, host, &report) else {
             self.stats.invalid += 1;
             return Vec::new();
         };
+        // Only a report that starts a decision starts its clock (a late one
+        // for a decided window starts nothing, and must leave nothing behind).
+        if !polls.is_empty() || decided.is_some() {
+            self.first_report.entry(key).or_insert(arrived);
+        }
         for p in polls {
             self.send_poll(p);
         }
@@ -521,10 +539,16 @@ impl Service {
 
     fn missed(&mut self, host: HostId, window_start_ns: u64) {
         self.hosts[host].missed += 1;
-        let w = &mut self.stats.missed_windows[host];
-        if w.last() != Some(&window_start_ns) {
-            w.push(window_start_ns);
+        let m = self.stats.missed_windows[host].get_or_insert(Missed {
+            windows: 0,
+            first_ns: window_start_ns,
+            last_ns: window_start_ns,
+        });
+        if m.windows == 0 || m.last_ns != window_start_ns {
+            m.windows += 1;
         }
+        m.first_ns = m.first_ns.min(window_start_ns);
+        m.last_ns = m.last_ns.max(window_start_ns);
     }
 
     async fn emit(&mut self, d: Decision, on_report: &mut dyn FnMut(&Report)) {
@@ -534,7 +558,10 @@ impl Service {
         }
         // The latency is kept for every decision, fired or not.
         if let Some(t) = self.first_report.remove(&(d.event, d.window.start_ns, d.group)) {
-            self.stats.decision_latency.push(t.elapsed());
+            if self.stats.decision_latency.len() == LATENCIES_KEPT {
+                self.stats.decision_latency.pop_front();
+            }
+            self.stats.decision_latency.push_back(t.elapsed());
         }
         if let Some(r) = d.report {
             self.stats.fired += 1;
