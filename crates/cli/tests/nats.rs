@@ -11,7 +11,7 @@
 mod bus;
 
 use std::collections::BTreeSet;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use bus::*;
@@ -23,84 +23,18 @@ fn four_agents_and_a_manager_over_nats_equal_the_reference_and_the_embedded_tran
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let frames = traffic(200);
-    write_pcap(&d.join("all.pcap"), &frames);
-    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
-    std::fs::write(d.join("events.clarion"), EVENTS).expect("events");
+    let frames = setup(d, 200);
     let want = reference(&frames);
     let fired: BTreeSet<&str> = want.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(fired.len(), 3, "every event should fire somewhere: {want:?}");
     assert!(want.len() > 20 && want.len() < 300, "{} reports", want.len());
 
-    let split = clarion()
-        .args([
-            "split",
-            "--pcap",
-            "all.pcap",
-            "--inventory",
-            "hosts.txt",
-            "--out-dir",
-            "hosts",
-        ])
-        .current_dir(d)
-        .output()
-        .expect("split runs");
-    assert!(
-        split.status.success(),
-        "{}",
-        String::from_utf8_lossy(&split.stderr)
-    );
-
     let port = free_port();
     let _server = start_server(&server, port);
     let url = format!("nats://127.0.0.1:{port}");
-    let manager = clarion()
-        .args([
-            "manager",
-            "--nats",
-            &url,
-            "--inventory",
-            "hosts.txt",
-            "--events",
-            "events.clarion",
-        ])
-        .args([
-            "--until-finished",
-            "--poll-timeout",
-            "20s",
-            "--format",
-            "json",
-            "-o",
-            "net.jsonl",
-        ])
-        .current_dir(d)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("manager starts");
-    let agents: Vec<Child> = (1..=4)
-        .map(|i| {
-            let host = format!("web-{i}");
-            clarion()
-                .args(["agent", "--nats", &url, "--host", &host])
-                .args(["--pcap", &format!("hosts/{host}.pcap"), "--linger", "60s"])
-                .current_dir(d)
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("agent starts")
-        })
-        .collect();
-    let m = wait(manager, "the manager", Duration::from_secs(120));
+    let m = run_network(d, &url, &["--poll-timeout", "20s"], &["--linger", "60s"]);
     let m_err = String::from_utf8_lossy(&m.stderr).to_string();
     assert!(m.status.success(), "{m_err}");
-    for (i, a) in agents.into_iter().enumerate() {
-        let out = wait(a, "an agent", Duration::from_secs(30));
-        assert!(
-            out.status.success(),
-            "agent {}: {}",
-            i + 1,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
     assert!(m_err.contains("4 registrations"), "{m_err}");
     assert!(
         m_err.contains("0 partial"),
@@ -183,76 +117,13 @@ fn with_jetstream_fired_events_are_kept_in_a_stream() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let frames = traffic(60);
-    write_pcap(&d.join("all.pcap"), &frames);
-    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
-    std::fs::write(d.join("events.clarion"), EVENTS).expect("events");
-    let split = clarion()
-        .args([
-            "split",
-            "--pcap",
-            "all.pcap",
-            "--inventory",
-            "hosts.txt",
-            "--out-dir",
-            "hosts",
-        ])
-        .current_dir(d)
-        .output()
-        .expect("split");
-    assert!(split.status.success());
+    setup(d, 60);
     let port = free_port();
     let store = d.join("js");
     let _server = start_server_with(&server, port, &["-js", "-sd", &store.to_string_lossy()]);
     let url = format!("nats://127.0.0.1:{port}");
-    let manager = clarion()
-        .args([
-            "manager",
-            "--nats",
-            &url,
-            "--inventory",
-            "hosts.txt",
-            "--events",
-            "events.clarion",
-        ])
-        .args([
-            "--jetstream",
-            "--no-store",
-            "--no-api",
-            "--until-finished",
-            "--format",
-            "json",
-            "-o",
-            "net.jsonl",
-        ])
-        .current_dir(d)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("manager starts");
-    let agents: Vec<Child> = (1..=4)
-        .map(|i| {
-            let host = format!("web-{i}");
-            clarion()
-                .args([
-                    "agent",
-                    "--nats",
-                    &url,
-                    "--host",
-                    &host,
-                    "--pcap",
-                    &format!("hosts/{host}.pcap"),
-                ])
-                .current_dir(d)
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("agent starts")
-        })
-        .collect();
-    let m = wait(manager, "the manager", Duration::from_secs(60));
+    let m = run_network(d, &url, &["--jetstream"], &[]);
     assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
-    for a in agents {
-        assert!(wait(a, "an agent", Duration::from_secs(30)).status.success());
-    }
     let written = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
     assert!(!written.is_empty());
     // Read the stream back after the fact, as a durable consumer would.

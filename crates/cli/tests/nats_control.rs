@@ -62,30 +62,13 @@ fn events_are_managed_at_runtime_kept_across_restarts_and_streamed() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
-    std::fs::write(d.join("events.clarion"), EVENTS).expect("events");
+    let frames = setup(d, 100);
     std::fs::write(
         d.join("bad.clarion"),
         "event x\n  when sum(volum) > 1\n  across hosts\n",
     )
     .expect("bad");
     std::fs::write(d.join("host.clarion"), "event h\n  when sum(volume) > 1\n").expect("host event");
-    let frames = traffic(100);
-    write_pcap(&d.join("all.pcap"), &frames);
-    let split = clarion()
-        .args([
-            "split",
-            "--pcap",
-            "all.pcap",
-            "--inventory",
-            "hosts.txt",
-            "--out-dir",
-            "hosts",
-        ])
-        .current_dir(d)
-        .output()
-        .expect("split");
-    assert!(split.status.success());
 
     let nats_port = free_port();
     let _server = start_server(&server, nats_port);

@@ -20,28 +20,6 @@ fn sleep_until(start: Instant, after: Duration) {
     }
 }
 
-fn setup(d: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
-    let frames = traffic(400);
-    write_pcap(&d.join("all.pcap"), &frames);
-    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
-    std::fs::write(d.join("events.clarion"), EVENTS).expect("events");
-    let split = clarion()
-        .args([
-            "split",
-            "--pcap",
-            "all.pcap",
-            "--inventory",
-            "hosts.txt",
-            "--out-dir",
-            "hosts",
-        ])
-        .current_dir(d)
-        .output()
-        .expect("split");
-    assert!(split.status.success());
-    frames
-}
-
 #[test]
 fn a_killed_agent_comes_back_and_the_windows_it_missed_are_marked() {
     let Some(server) = require_server() else {
@@ -49,7 +27,7 @@ fn a_killed_agent_comes_back_and_the_windows_it_missed_are_marked() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let frames = setup(d);
+    let frames = setup(d, 400);
     // What web-2 sees once it is back: its traffic from 2.5 s on.
     write_pcap(
         &d.join("web-2-late.pcap"),
@@ -138,7 +116,7 @@ fn a_killed_manager_comes_back_with_its_events_and_names_the_gap() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let frames = setup(d);
+    let frames = setup(d, 400);
     let port = free_port();
     let _server = start_server(&server, port);
     let nats = format!("nats://127.0.0.1:{port}");

@@ -5,86 +5,9 @@
 mod bus;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::process::{Command, Output};
 
 use bus::*;
-
-/// Runs a manager and the four agents to the end with `flags` on each; the manager's output.
-fn run_all(d: &Path, url: &str, flags: &[&str]) -> Output {
-    let manager = clarion()
-        .args([
-            "manager",
-            "--nats",
-            url,
-            "--inventory",
-            "hosts.txt",
-            "--events",
-            "events.clarion",
-        ])
-        .args([
-            "--no-store",
-            "--no-api",
-            "--until-finished",
-            "--format",
-            "json",
-            "-o",
-            "net.jsonl",
-        ])
-        .args(flags)
-        .current_dir(d)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("manager starts");
-    let agents: Vec<_> = (1..=4)
-        .map(|i| {
-            let host = format!("web-{i}");
-            clarion()
-                .args([
-                    "agent",
-                    "--nats",
-                    url,
-                    "--host",
-                    &host,
-                    "--pcap",
-                    &format!("hosts/{host}.pcap"),
-                ])
-                .args(flags)
-                .current_dir(d)
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("agent starts")
-        })
-        .collect();
-    let out = wait(manager, "the manager", Duration::from_secs(60));
-    for a in agents {
-        let o = wait(a, "an agent", Duration::from_secs(30));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    out
-}
-
-fn setup(d: &Path) -> Vec<(u64, Vec<u8>)> {
-    let frames = traffic(60);
-    write_pcap(&d.join("all.pcap"), &frames);
-    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
-    std::fs::write(d.join("events.clarion"), EVENTS).expect("events");
-    let split = clarion()
-        .args([
-            "split",
-            "--pcap",
-            "all.pcap",
-            "--inventory",
-            "hosts.txt",
-            "--out-dir",
-            "hosts",
-        ])
-        .current_dir(d)
-        .output()
-        .expect("split");
-    assert!(split.status.success());
-    frames
-}
 
 fn agent_alone(d: &Path, url: &str, flags: &[&str]) -> Output {
     clarion()
@@ -112,7 +35,7 @@ fn a_token_protected_server_admits_only_clients_with_the_token() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let frames = setup(d);
+    let frames = setup(d, 60);
     let port = free_port();
     let _server = start_server_with(&server, port, &["--auth", "s3cret"]);
     let url = format!("nats://127.0.0.1:{port}");
@@ -120,7 +43,7 @@ fn a_token_protected_server_admits_only_clients_with_the_token() {
     assert_eq!(denied.status.code(), Some(1));
     let e = String::from_utf8_lossy(&denied.stderr);
     assert!(e.contains("cannot connect to the NATS server"), "{e}");
-    let out = run_all(d, &url, &["--nats-token", "s3cret"]);
+    let out = run_network(d, &url, &["--nats-token", "s3cret"], &["--nats-token", "s3cret"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = rows_of_jsonl(&std::fs::read_to_string(d.join("net.jsonl")).expect("reports"));
     assert_eq!(got, reference(&frames));
@@ -150,7 +73,7 @@ fn over_tls_clients_trust_the_ca_they_are_given() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let frames = setup(d);
+    let frames = setup(d, 60);
     // A private CA, and a certificate for 127.0.0.1 signed by it.
     openssl(
         d,
@@ -225,7 +148,7 @@ fn over_tls_clients_trust_the_ca_they_are_given() {
     assert_eq!(untrusted.status.code(), Some(1));
     let e = String::from_utf8_lossy(&untrusted.stderr);
     assert!(e.contains("cannot connect to the NATS server"), "{e}");
-    let out = run_all(d, &url, &["--nats-ca", "ca.pem"]);
+    let out = run_network(d, &url, &["--nats-ca", "ca.pem"], &["--nats-ca", "ca.pem"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = rows_of_jsonl(&std::fs::read_to_string(d.join("net.jsonl")).expect("reports"));
     assert_eq!(got, reference(&frames));

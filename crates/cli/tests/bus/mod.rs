@@ -334,3 +334,99 @@ pub fn reference_between(frames: &[(u64, Vec<u8>)], from: u64, to: u64) -> BTree
         .filter(|r| r.1 >= from && r.1 < to)
         .collect()
 }
+
+/// Writes `windows` × 10 ms of traffic (`all.pcap`), the inventory
+/// (`hosts.txt`) and the events (`events.clarion`) into `d`, and splits the
+/// capture into `hosts/HOST.pcap` with `clarion split`.
+pub fn setup(d: &Path, windows: u64) -> Vec<(u64, Vec<u8>)> {
+    let frames = traffic(windows);
+    write_pcap(&d.join("all.pcap"), &frames);
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    std::fs::write(d.join("events.clarion"), EVENTS).expect("events");
+    let split = clarion()
+        .args([
+            "split",
+            "--pcap",
+            "all.pcap",
+            "--inventory",
+            "hosts.txt",
+            "--out-dir",
+            "hosts",
+        ])
+        .current_dir(d)
+        .output()
+        .expect("split runs");
+    assert!(
+        split.status.success(),
+        "{}",
+        String::from_utf8_lossy(&split.stderr)
+    );
+    frames
+}
+
+/// A manager (until every agent has finished, no store, no API, JSON
+/// reports to `net.jsonl`) and the four agents replaying `hosts/HOST.pcap`,
+/// run to the end, with `manager_flags` and `agent_flags` added. Checks
+/// that every agent succeeded; returns the manager's output.
+pub fn run_network(
+    d: &Path,
+    url: &str,
+    manager_flags: &[&str],
+    agent_flags: &[&str],
+) -> std::process::Output {
+    let manager = clarion()
+        .args([
+            "manager",
+            "--nats",
+            url,
+            "--inventory",
+            "hosts.txt",
+            "--events",
+            "events.clarion",
+        ])
+        .args([
+            "--no-store",
+            "--no-api",
+            "--until-finished",
+            "--format",
+            "json",
+            "-o",
+            "net.jsonl",
+        ])
+        .args(manager_flags)
+        .current_dir(d)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("manager starts");
+    let agents: Vec<Child> = (1..=4)
+        .map(|i| {
+            let host = format!("web-{i}");
+            clarion()
+                .args([
+                    "agent",
+                    "--nats",
+                    url,
+                    "--host",
+                    &host,
+                    "--pcap",
+                    &format!("hosts/{host}.pcap"),
+                ])
+                .args(agent_flags)
+                .current_dir(d)
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("agent starts")
+        })
+        .collect();
+    let out = wait(manager, "the manager", Duration::from_secs(120));
+    for (i, a) in agents.into_iter().enumerate() {
+        let o = wait(a, "an agent", Duration::from_secs(60));
+        assert!(
+            o.status.success(),
+            "agent web-{}: {}",
+            i + 1,
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    out
+}
