@@ -32,6 +32,17 @@ pub fn parse_frame(
     orig_len: u32,
 ) -> Result<PacketRecord, ParseError> {
     let _ = orig_len;
+    if link == LinkType::Ethernet {
+        if let Some(rec) = fast::ethernet_ipv4(frame, ts_ns) {
+            return Ok(rec);
+        }
+    }
+    parse_general(link, frame, ts_ns)
+}
+
+/// [`parse_frame`] without the fast path: every link type and header.
+#[inline]
+fn parse_general(link: LinkType, frame: &[u8], ts_ns: u64) -> Result<PacketRecord, ParseError> {
     let l3 = decapsulate(link, frame)?;
     let mut rec = PacketRecord {
         ts_ns,
@@ -150,6 +161,8 @@ fn check_version(layer: Layer, bytes: &[u8], want: u8) -> Result<(), ParseError>
 fn len32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
+
+mod fast;
 
 #[cfg(test)]
 mod tests;
