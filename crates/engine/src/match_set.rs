@@ -14,7 +14,9 @@
 use clarion_wire::PacketRecord;
 
 use crate::huge_pages;
-use crate::measure::{Acc, Expr, FlowContext, Slot, StatFlags};
+use clarion_lang::spec::BaseVar;
+
+use crate::measure::{add_sum, var, Acc, Expr, FlowContext, Slot, StatFlags};
 use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
 
@@ -29,6 +31,11 @@ pub(crate) struct MatchSet {
     /// Distinct measures with their place in a half block (offsets after
     /// the tag and packet count), and whether they read RTT samples rather than packets.
     measures: Vec<(Expr, Slot, bool)>,
+    /// The packet measures (those not on RTT samples) with their sum's
+    /// offset, when every one is a bare variable kept as a sum alone (as
+    /// `sum(volume)`): `update` then adds each value without interpreting
+    /// the expression or testing flags.
+    plain_sums: Option<Vec<(BaseVar, usize)>>,
     /// For each trigger (same order as `triggers`), for each statistic it
     /// reads ([`crate::trigger::Trigger::reads`]), the index of the measure.
     per_trigger: Vec<Vec<usize>>,
@@ -88,10 +95,19 @@ impl MatchSet {
             })
             .collect();
         let needs_rtt = measures.iter().any(|m| m.2);
+        let plain_sums = measures
+            .iter()
+            .filter(|m| !m.2)
+            .map(|(e, slot, _)| match e {
+                Expr::Var(v) if slot.flags == StatFlags::SUM => Some((*v, slot.offset)),
+                _ => None,
+            })
+            .collect();
         MatchSet {
             triggers,
             needs_rtt,
             measures,
+            plain_sums,
             per_trigger,
             needs_tcp,
             half_words: offset,
@@ -151,6 +167,14 @@ impl MatchSet {
         let r = self.half_range(block, half);
         let (w, fresh) = half_for(&mut self.slab[r], &self.measures, epoch);
         w[1] += 1;
+        if let Some(sums) = &self.plain_sums {
+            for &(v, at) in sums {
+                if let Some(x) = var(v, p, &cx) {
+                    add_sum(w, at, x);
+                }
+            }
+            return fresh;
+        }
         for (e, slot, on_samples) in &self.measures {
             if *on_samples {
                 continue;
@@ -230,17 +254,24 @@ impl MatchSet {
 
 /// A block's half (`w`) made ready for the epoch starting at `epoch`:
 /// reset if it held an older one (then the flag is true).
-#[inline]
+#[inline(always)]
 fn half_for<'a>(w: &'a mut [u64], measures: &[(Expr, Slot, bool)], epoch: u64) -> (&'a mut [u64], bool) {
     if w[0] == epoch {
         return (w, false);
     }
+    reset_half(w, measures, epoch);
+    (w, true)
+}
+
+/// Once per flow and epoch: kept out of line, off the packet path.
+#[cold]
+#[inline(never)]
+fn reset_half(w: &mut [u64], measures: &[(Expr, Slot, bool)], epoch: u64) {
     w[0] = epoch;
     w[1] = 0;
     for (_, slot, _) in measures {
         slot.reset(w);
     }
-    (w, true)
 }
 
 #[cfg(test)]

@@ -145,14 +145,7 @@ impl Slot {
         let f = self.flags;
         let b = self.offset;
         if f == StatFlags::SUM {
-            // `sum(x)` alone, the most common aggregate: no flag tests. No
-            // saturation needed: fewer than 2^64 values of at most 2^63
-            // each cannot leave an i128.
-            if let Some(pair) = w.get_mut(b..b + 2) {
-                let s = (u128::from(pair[0]) | (u128::from(pair[1]) << 64)).wrapping_add(v as i128 as u128);
-                pair[0] = s as u64;
-                pair[1] = (s >> 64) as u64;
-            }
+            add_sum(w, b, v);
             return;
         }
         if f.has(StatFlags::N) {
@@ -238,6 +231,18 @@ impl Slot {
                 dst[d..d + n].copy_from_slice(&src[s..s + n]);
             }
         }
+    }
+}
+
+/// Adds `v` to the 128-bit sum at `at`: `sum(x)` alone, the most common
+/// aggregate. No saturation needed: fewer than 2^64 values of at most 2^63
+/// each cannot leave an i128.
+#[inline(always)]
+pub(crate) fn add_sum(w: &mut [u64], at: usize, v: i64) {
+    if let Some(pair) = w.get_mut(at..at + 2) {
+        let s = (u128::from(pair[0]) | (u128::from(pair[1]) << 64)).wrapping_add(v as i128 as u128);
+        pair[0] = s as u64;
+        pair[1] = (s >> 64) as u64;
     }
 }
 
@@ -440,8 +445,8 @@ impl Expr {
     }
 }
 
-#[inline]
-fn var(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
+#[inline(always)]
+pub(crate) fn var(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
     Some(match v {
         BaseVar::Packets => 1,
         BaseVar::Volume => i64::from(p.volume),
