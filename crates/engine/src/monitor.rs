@@ -479,7 +479,7 @@ impl Monitor {
                         prefetch(&**tcp);
                     }
                 }
-                self.process_hashed(p, Some(h), out);
+                self.process_hashed(p, Some((h, entries[j])), out);
             }
         }
     }
@@ -494,19 +494,26 @@ impl Monitor {
         (e.live && e.key == *key).then_some(self.last_entry)
     }
 
-    /// [`Monitor::process`] with the key's [`hash_key`], if already computed.
+    /// [`Monitor::process`] with the key's [`hash_key`] and the entry its
+    /// probe most likely ends at ([`NO_ENTRY`] if none), if already computed.
     #[inline]
-    fn process_hashed(&mut self, p: &PacketRecord, hash: Option<u64>, out: &mut Vec<Report>) {
+    fn process_hashed(&mut self, p: &PacketRecord, hint: Option<(u64, u32)>, out: &mut Vec<Report>) {
         self.observe(p.ts_ns, out);
         let t = self.now;
         self.epoch_counts.packets += 1;
         self.counters.packets += 1;
         self.counters.bytes += u64::from(p.size);
         self.vlans_seen |= p.key.has_vlan();
-        let (found, h) = match self.cached_flow(&p.key) {
+        // A live entry with the packet's key is its flow's (keys are unique
+        // in the table), however the table changed since the hint was taken.
+        let hinted = hint.and_then(|(_, i)| {
+            let e = self.flows.entries.get(i as usize)?;
+            (e.live && e.key == p.key).then_some(i)
+        });
+        let (found, h) = match hinted.or_else(|| self.cached_flow(&p.key)) {
             Some(i) => (Some(i), 0),
             None => {
-                let h = hash.unwrap_or_else(|| hash_key(&p.key));
+                let h = hint.map_or_else(|| hash_key(&p.key), |(h, _)| h);
                 (self.flows.find(&p.key, h), h)
             }
         };
@@ -555,13 +562,17 @@ impl Monitor {
             }
             cx.wscale = e.wscale;
             let mut is_lost = false;
-            if e.set != NO_SET && self.sets[e.set as usize].needs_tcp {
-                let state = match e.tcp.take() {
-                    Some(s) if !s.restarts(tcp) => s,
-                    _ => Box::new(TcpState::new(tcp.seq)),
-                };
-                let st = e.tcp.insert(state);
-                let limit = if self.sets[e.set as usize].needs_rtt {
+            let set = if e.set == NO_SET {
+                None
+            } else {
+                self.sets.get(e.set as usize)
+            };
+            if let Some(set) = set.filter(|s| s.needs_tcp) {
+                if e.tcp.as_ref().is_some_and(|s| s.restarts(tcp)) {
+                    e.tcp = None;
+                }
+                let st = e.tcp.get_or_insert_with(|| Box::new(TcpState::new(tcp.seq)));
+                let limit = if set.needs_rtt {
                     self.config.tcp_segment_limit
                 } else {
                     0
@@ -570,7 +581,8 @@ impl Monitor {
                 is_lost = seg.is_lost;
                 self.counters.tcp_segments_unlisted += u64::from(seg.unlisted);
             }
-            if tcp.flags & tcp_flags::ACK != 0 {
+            // Without a reverse flow there is nothing to acknowledge: skip the call.
+            if tcp.flags & tcp_flags::ACK != 0 && e.rev.0 != NO_ENTRY {
                 self.acknowledge(idx, tcp, p.volume, t, half);
             }
             cx.tcp = self.flows.entries[idx as usize].tcp.as_ref().map(|st| TcpValues {
