@@ -219,6 +219,7 @@ impl MatchSet {
 
     /// Adds the statistics a trigger reads to `accs` (one per read); gives
     /// the flow's packet count in the half.
+    #[inline]
     pub(crate) fn gather(&self, block: u32, half: usize, trigger_pos: usize, accs: &mut [Acc]) -> u64 {
         let w = &self.slab[self.half_range(block, half)];
         for (acc, &m) in accs.iter_mut().zip(&self.per_trigger[trigger_pos]) {

@@ -1335,7 +1335,7 @@ fn test_flow(trig: &mut Trigger, set: &MatchSet, e: &FlowEntry, pos: usize, s: &
     let g = e.key;
     debug_assert_eq!(g, group_of(&e.key, &trig.spec.granularity));
     trig.values_into(&d.accs, &mut d.values);
-    trig.history.push_group(g, d.values.iter().copied());
+    trig.history.push_slice(g, &d.values);
     if trig.fires(&d.values) {
         s.reports
             .push(trig.report(window, &g, &d.values, &s.origin, d.completeness));
