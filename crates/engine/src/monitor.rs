@@ -445,7 +445,7 @@ impl Monitor {
             let mut repeats: u64 = 0;
             let mut previous = 0;
             for (j, (h, p)) in hashes.iter_mut().zip(chunk).enumerate() {
-                if j > 0 && chunk[j - 1].key == p.key {
+                if j > 0 && same_flow(&chunk[j - 1].key, &p.key) {
                     repeats |= 1 << j;
                     *h = previous;
                     continue;
@@ -496,7 +496,9 @@ impl Monitor {
 
     /// [`Monitor::process`] with the key's [`hash_key`] and the entry its
     /// probe most likely ends at ([`NO_ENTRY`] if none), if already computed.
-    #[inline]
+    /// Inlined into the batch loop: the call's register saves cost ~20
+    /// instructions a packet.
+    #[inline(always)]
     fn process_hashed(&mut self, p: &PacketRecord, hint: Option<(u64, u32)>, out: &mut Vec<Report>) {
         self.observe(p.ts_ns, out);
         let t = self.now;
@@ -1340,6 +1342,13 @@ fn test_flow(trig: &mut Trigger, set: &MatchSet, e: &FlowEntry, pos: usize, s: &
         s.reports
             .push(trig.report(window, &g, &d.values, &s.origin, d.completeness));
     }
+}
+
+/// `a == b`, testing the ports first: consecutive packets of different
+/// flows nearly always differ there, so the usual answer takes two compares.
+#[inline(always)]
+fn same_flow(a: &FlowKey, b: &FlowKey) -> bool {
+    a.src_port == b.src_port && a.dst_port == b.dst_port && a == b
 }
 
 /// Mutable access to one element and shared access to another of a slice.
