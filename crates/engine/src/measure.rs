@@ -445,6 +445,51 @@ impl Expr {
     }
 }
 
+/// Where a plain sum's per-packet value comes from (`MatchSet`'s fast
+/// path). The common variables are read inline; the rest through [`var`],
+/// out of line, so the compiler does not compute every variable's value
+/// up front for each packet (it did, hoisting them out of the loop).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    One,
+    Volume,
+    Size,
+    IsLost,
+    IsBurst,
+    Other(BaseVar),
+}
+
+impl Source {
+    pub(crate) fn of(v: BaseVar) -> Source {
+        match v {
+            BaseVar::Packets => Source::One,
+            BaseVar::Volume => Source::Volume,
+            BaseVar::Size => Source::Size,
+            BaseVar::IsLost => Source::IsLost,
+            BaseVar::IsBurst => Source::IsBurst,
+            other => Source::Other(other),
+        }
+    }
+
+    /// `var(v, p, cx)` for the variable `v` this source was made from.
+    #[inline(always)]
+    pub(crate) fn value(self, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
+        match self {
+            Source::One => Some(1),
+            Source::Volume => Some(i64::from(p.volume)),
+            Source::Size => Some(i64::from(p.size)),
+            Source::IsLost => cx.tcp.map(|t| i64::from(t.is_lost)),
+            Source::IsBurst => Some(i64::from(cx.is_burst)),
+            Source::Other(v) => var_out_of_line(v, p, cx),
+        }
+    }
+}
+
+#[inline(never)]
+fn var_out_of_line(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
+    var(v, p, cx)
+}
+
 #[inline(always)]
 pub(crate) fn var(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
     Some(match v {
@@ -494,6 +539,58 @@ mod tests {
             123_456_789_012_345_678,
         ] {
             assert_eq!(i128_to_f64(x).to_bits(), (x as f64).to_bits(), "{x}");
+        }
+    }
+
+    #[test]
+    fn sources_read_what_var_reads() {
+        use clarion_wire::TcpInfo;
+        let p = PacketRecord {
+            volume: 7,
+            size: 60,
+            ttl: 3,
+            ecn: 1,
+            tcp: Some(TcpInfo {
+                flags: 0x12,
+                window: 9,
+                ..TcpInfo::default()
+            }),
+            ..PacketRecord::default()
+        };
+        let tcp = TcpValues {
+            is_lost: true,
+            seq: 5,
+            ack: 4,
+            dup: 2,
+        };
+        let all = [
+            BaseVar::Packets,
+            BaseVar::Volume,
+            BaseVar::Size,
+            BaseVar::Ttl,
+            BaseVar::Ecn,
+            BaseVar::TcpFlags,
+            BaseVar::Rwnd,
+            BaseVar::IsBurst,
+            BaseVar::IsLost,
+            BaseVar::Seq,
+            BaseVar::Ack,
+            BaseVar::Dup,
+            BaseVar::Rtt,
+        ];
+        for cx in [
+            FlowContext::default(),
+            FlowContext {
+                wscale: Some(3),
+                is_burst: true,
+                tcp: Some(tcp),
+            },
+        ] {
+            for q in [p, PacketRecord::default()] {
+                for v in all {
+                    assert_eq!(Source::of(v).value(&q, &cx), var(v, &q, &cx), "{v:?}");
+                }
+            }
         }
     }
 
