@@ -14,7 +14,7 @@
 use clarion_wire::PacketRecord;
 
 use crate::huge_pages;
-use crate::measure::{add_sum, Acc, Expr, FlowContext, Slot, Source, StatFlags};
+use crate::measure::{add_sum, common_index, common_values, Acc, Expr, FlowContext, Slot, StatFlags};
 use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
 
@@ -29,12 +29,12 @@ pub(crate) struct MatchSet {
     /// Distinct measures with their place in a half block (offsets after
     /// the tag and packet count), and whether they read RTT samples rather than packets.
     measures: Vec<(Expr, Slot, bool)>,
-    /// Where each measure's values come from, when every measure is a bare
-    /// packet variable kept as a sum alone (as `sum(volume)`): their sums
-    /// then follow each other from word 2 of a half, and `update` adds each
-    /// value without interpreting the expression, testing flags or
-    /// checking bounds per measure.
-    plain_sums: Option<Vec<Source>>,
+    /// Each measure's variable (its [`common_index`]), when every measure
+    /// is a bare common packet variable kept as a sum alone (as
+    /// `sum(volume)`): their sums then follow each other from word 2 of a
+    /// half, and `update` adds each value without interpreting the
+    /// expression or testing flags.
+    plain_sums: Option<Vec<u8>>,
     /// For each trigger (same order as `triggers`), for each statistic it
     /// reads ([`crate::trigger::Trigger::reads`]), the index of the measure.
     per_trigger: Vec<Vec<usize>>,
@@ -99,7 +99,7 @@ impl MatchSet {
             .enumerate()
             .map(|(i, (e, slot, on_samples))| match e {
                 Expr::Var(v) if !on_samples && slot.flags == StatFlags::SUM && slot.offset == 2 + 2 * i => {
-                    Some(Source::of(*v))
+                    common_index(*v)
                 }
                 _ => None,
             })
@@ -170,13 +170,14 @@ impl MatchSet {
         let (w, fresh) = half_for(&mut self.slab[r], &self.measures, epoch);
         w[1] += 1;
         match &self.plain_sums {
-            Some(srcs) => {
-                if let Some(sums) = w.get_mut(2..2 + 2 * srcs.len()) {
-                    for (src, pair) in srcs.iter().zip(sums.chunks_exact_mut(2)) {
-                        if let Some(x) = src.value(p, &cx) {
-                            add_sum(pair, 0, x);
-                        }
+            Some(vars) => {
+                let (values, defined) = common_values(p, &cx);
+                let mut at = 2;
+                for &i in vars {
+                    if defined & (1 << i) != 0 {
+                        add_sum(w, at, values[usize::from(i & 7)]);
                     }
+                    at += 2;
                 }
             }
             None => update_general(w, &self.measures, p, &cx, t),
@@ -340,7 +341,7 @@ mod tests {
         let sums = [
             read(AggFunc::Sum, BaseVar::Volume),
             read(AggFunc::Sum, BaseVar::Packets),
-            read(AggFunc::Sum, BaseVar::Ttl),
+            read(AggFunc::Sum, BaseVar::Size),
         ];
         // The same sums next to a maximum: interpreted.
         let mixed = [
@@ -356,7 +357,8 @@ mod tests {
         for (i, volume) in [100, 0, 7].into_iter().enumerate() {
             let p = PacketRecord {
                 volume,
-                ttl: 60 + i as u8,
+                size: 60 + i as u32,
+                ttl: 64,
                 ..PacketRecord::default()
             };
             fast.update(bf, 1, 10, &p, FlowContext::default(), 11);

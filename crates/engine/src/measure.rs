@@ -445,49 +445,40 @@ impl Expr {
     }
 }
 
-/// Where a plain sum's per-packet value comes from (`MatchSet`'s fast
-/// path). The common variables are read inline; the rest through [`var`],
-/// out of line, so the compiler does not compute every variable's value
-/// up front for each packet (it did, hoisting them out of the loop).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
-    One,
-    Volume,
-    Size,
-    IsLost,
-    IsBurst,
-    Other(BaseVar),
+/// The packet variables whose sums `MatchSet` adds on its fast path, by
+/// their index in [`common_values`]; `None` for the others (interpreted).
+pub(crate) fn common_index(v: BaseVar) -> Option<u8> {
+    Some(match v {
+        BaseVar::Packets => 0,
+        BaseVar::Volume => 1,
+        BaseVar::Size => 2,
+        BaseVar::IsBurst => 3,
+        BaseVar::IsLost => 4,
+        _ => return None,
+    })
 }
 
-impl Source {
-    pub(crate) fn of(v: BaseVar) -> Source {
-        match v {
-            BaseVar::Packets => Source::One,
-            BaseVar::Volume => Source::Volume,
-            BaseVar::Size => Source::Size,
-            BaseVar::IsLost => Source::IsLost,
-            BaseVar::IsBurst => Source::IsBurst,
-            other => Source::Other(other),
-        }
-    }
-
-    /// `var(v, p, cx)` for the variable `v` this source was made from.
-    #[inline(always)]
-    pub(crate) fn value(self, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
-        match self {
-            Source::One => Some(1),
-            Source::Volume => Some(i64::from(p.volume)),
-            Source::Size => Some(i64::from(p.size)),
-            Source::IsLost => cx.tcp.map(|t| i64::from(t.is_lost)),
-            Source::IsBurst => Some(i64::from(cx.is_burst)),
-            Source::Other(v) => var_out_of_line(v, p, cx),
-        }
-    }
-}
-
-#[inline(never)]
-fn var_out_of_line(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
-    var(v, p, cx)
+/// The values of the [`common_index`] variables on a packet (padded to 8,
+/// so an index masked with 7 needs no bounds check), and a mask of those
+/// defined (bit `i` for index `i`): as [`var`] gives them, computed once
+/// per packet with no branch per variable.
+#[inline(always)]
+pub(crate) fn common_values(p: &PacketRecord, cx: &FlowContext) -> ([i64; 8], u32) {
+    let (lost, has_tcp) = match cx.tcp {
+        Some(t) => (i64::from(t.is_lost), 1 << 4),
+        None => (0, 0),
+    };
+    let values = [
+        1,
+        i64::from(p.volume),
+        i64::from(p.size),
+        i64::from(cx.is_burst),
+        lost,
+        0,
+        0,
+        0,
+    ];
+    (values, 0b1111 | has_tcp)
 }
 
 #[inline(always)]
@@ -543,7 +534,7 @@ mod tests {
     }
 
     #[test]
-    fn sources_read_what_var_reads() {
+    fn common_values_are_what_var_reads() {
         use clarion_wire::TcpInfo;
         let p = PacketRecord {
             volume: 7,
@@ -587,8 +578,12 @@ mod tests {
             },
         ] {
             for q in [p, PacketRecord::default()] {
+                let (values, defined) = common_values(&q, &cx);
                 for v in all {
-                    assert_eq!(Source::of(v).value(&q, &cx), var(v, &q, &cx), "{v:?}");
+                    let Some(i) = common_index(v) else { continue };
+                    let i = usize::from(i);
+                    let fast = (defined & (1 << i) != 0).then_some(values[i]);
+                    assert_eq!(fast, var(v, &q, &cx), "{v:?}");
                 }
             }
         }
