@@ -25,26 +25,34 @@ fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// The record of an Ethernet frame of the common shape; `None` otherwise.
+/// Writes the record of an Ethernet frame of the common shape into `out`
+/// (every field); false, with `out` untouched, for any other frame.
 #[inline(always)]
-pub(super) fn ethernet_ipv4(frame: &[u8], ts_ns: u64) -> Option<PacketRecord> {
+pub(super) fn ethernet_ipv4(frame: &[u8], ts_ns: u64, out: &mut PacketRecord) -> bool {
     // One checked view of fixed size: the indexing below needs no further checks.
-    let h: &[u8; ETH_IPV4_UDP] = frame.get(..ETH_IPV4_UDP)?.try_into().ok()?;
+    let Some(h) = frame
+        .get(..ETH_IPV4_UDP)
+        .and_then(|h| <&[u8; ETH_IPV4_UDP]>::try_from(h).ok())
+    else {
+        return false;
+    };
     // EtherType IPv4 (so no VLAN tag), version 4 with a 20-byte header.
     if h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 {
-        return None;
+        return false;
     }
     let total = be16(h, 16);
     // A total below the header is malformed; a fragment offset means no transport header.
     if total < 20 || be16(h, 20) & 0x1fff != 0 {
-        return None;
+        return false;
     }
     let (tcp, l4_header) = match h[23] {
         proto::TCP => {
-            let t: &[u8; 20] = frame.get(L4..L4 + 20)?.try_into().ok()?;
+            let Some(t) = frame.get(L4..L4 + 20).and_then(|t| <&[u8; 20]>::try_from(t).ok()) else {
+                return false;
+            };
             // Data offset 5: no options, so neither window scale nor MSS.
             if t[12] >> 4 != 5 {
-                return None;
+                return false;
             }
             let info = TcpInfo {
                 seq: be32(t, 4),
@@ -57,18 +65,22 @@ pub(super) fn ethernet_ipv4(frame: &[u8], ts_ns: u64) -> Option<PacketRecord> {
             (Some(info), 20)
         }
         proto::UDP => (None, 8),
-        _ => return None,
+        _ => return false,
     };
-    let mut key = FlowKey {
+    // An IPv4 address fills the first 4 bytes of the 16 (as little-endian
+    // bytes of a u128 whatever the target): one load, two stores.
+    let v4 =
+        |at: usize| u128::from(u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]])).to_le_bytes();
+    let key = FlowKey {
+        src_ip: v4(26),
+        dst_ip: v4(30),
         src_port: be16(h, L4),
         dst_port: be16(h, L4 + 2),
+        vlan: 0,
         proto: h[23],
         flags: FlowKey::HAS_PORTS,
-        ..FlowKey::default()
     };
-    key.src_ip[..4].copy_from_slice(&h[26..30]);
-    key.dst_ip[..4].copy_from_slice(&h[30..34]);
-    Some(PacketRecord {
+    *out = PacketRecord {
         ts_ns,
         key,
         size: u32::from(total),
@@ -78,5 +90,6 @@ pub(super) fn ethernet_ipv4(frame: &[u8], ts_ns: u64) -> Option<PacketRecord> {
         is_later_fragment: false,
         tcp,
         captured_len: u32::try_from(frame.len()).unwrap_or(u32::MAX),
-    })
+    };
+    true
 }

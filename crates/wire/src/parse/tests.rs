@@ -470,15 +470,33 @@ fn plain_frame(tcp: bool) -> Vec<u8> {
 fn fast_path_takes_plain_frames() {
     for tcp in [true, false] {
         let f = plain_frame(tcp);
-        let rec = fast::ethernet_ipv4(&f, 5).expect("plain frame");
+        let mut rec = PacketRecord::default();
+        assert!(fast::ethernet_ipv4(&f, 5, &mut rec), "plain frame");
         assert_eq!(Ok(rec), parse_general(LinkType::Ethernet, &f, 5));
         assert_eq!(rec.volume, 10);
+        // Every field is written: a stale record in the slot changes nothing.
+        let mut stale = PacketRecord {
+            is_later_fragment: true,
+            key: FlowKey::new(
+                Ipv6Addr::LOCALHOST.into(),
+                Ipv6Addr::LOCALHOST.into(),
+                6,
+                Some((1, 2)),
+                Some(3),
+            ),
+            ..rec
+        };
+        stale.tcp = Some(TcpInfo::default());
+        assert!(fast::ethernet_ipv4(&f, 5, &mut stale));
+        assert_eq!(stale, rec);
     }
     // Options, tags, IPv6 and fragments go the general way.
     let mut f = eth_ipv4_tcp();
-    assert!(fast::ethernet_ipv4(&f, 0).is_none());
+    let mut rec = PacketRecord::default();
+    assert!(!fast::ethernet_ipv4(&f, 0, &mut rec));
     f[14] = 0x46;
-    assert!(fast::ethernet_ipv4(&f, 0).is_none());
+    assert!(!fast::ethernet_ipv4(&f, 0, &mut rec));
+    assert_eq!(rec, PacketRecord::default());
 }
 
 proptest! {
@@ -497,9 +515,11 @@ proptest! {
             frame[at % n] ^= if v & 0x80 == 0 { 1 << (v & 7) } else { v };
         }
         let frame = &frame[..cut.min(frame.len())];
-        prop_assert_eq!(
-            parse_frame(LinkType::Ethernet, frame, 9, 0),
-            parse_general(LinkType::Ethernet, frame, 9)
-        );
+        let general = parse_general(LinkType::Ethernet, frame, 9);
+        prop_assert_eq!(parse_frame(LinkType::Ethernet, frame, 9, 0), general);
+        // In place, over a slot holding another packet's record.
+        let mut slot = PacketRecord { ts_ns: 1, size: 2, tcp: Some(TcpInfo::default()), ..PacketRecord::default() };
+        let into = parse_frame_into(LinkType::Ethernet, frame, 9, 0, &mut slot).map(|()| slot);
+        prop_assert_eq!(into, general);
     }
 }
