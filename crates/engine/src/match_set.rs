@@ -14,7 +14,9 @@
 use clarion_wire::PacketRecord;
 
 use crate::huge_pages;
-use crate::measure::{add_sum, common_index, common_values, Acc, Expr, FlowContext, Slot, StatFlags};
+use crate::measure::{
+    add_sum, common_index, common_values, Acc, Expr, FlowContext, Slot, StatFlags, COMMON_VARS,
+};
 use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
 
@@ -29,12 +31,12 @@ pub(crate) struct MatchSet {
     /// Distinct measures with their place in a half block (offsets after
     /// the tag and packet count), and whether they read RTT samples rather than packets.
     measures: Vec<(Expr, Slot, bool)>,
-    /// Each measure's variable (its [`common_index`]), when every measure
-    /// is a bare common packet variable kept as a sum alone (as
-    /// `sum(volume)`): their sums then follow each other from word 2 of a
-    /// half, and `update` adds each value without interpreting the
-    /// expression or testing flags.
-    plain_sums: Option<Vec<u8>>,
+    /// When every measure is a bare common packet variable kept as a sum
+    /// alone (as `sum(volume)`): for each such variable (by its
+    /// [`common_index`]) the word offset of its sum in a half, 0 if no
+    /// measure reads it. `update` then adds the values in straight-line
+    /// code, without interpreting expressions or testing flags.
+    plain_sums: Option<[usize; COMMON_VARS]>,
     /// For each trigger (same order as `triggers`), for each statistic it
     /// reads ([`crate::trigger::Trigger::reads`]), the index of the measure.
     per_trigger: Vec<Vec<usize>>,
@@ -96,14 +98,15 @@ impl MatchSet {
         let needs_rtt = measures.iter().any(|m| m.2);
         let plain_sums = measures
             .iter()
-            .enumerate()
-            .map(|(i, (e, slot, on_samples))| match e {
-                Expr::Var(v) if !on_samples && slot.flags == StatFlags::SUM && slot.offset == 2 + 2 * i => {
-                    common_index(*v)
-                }
-                _ => None,
-            })
-            .collect();
+            .try_fold([0; COMMON_VARS], |mut at, (e, slot, on_samples)| {
+                let Expr::Var(v) = e else { return None };
+                let i = usize::from(common_index(*v)?);
+                // Offsets start at 2 (after the tag and packet count): 0 is free to mean "none".
+                (!on_samples && slot.flags == StatFlags::SUM && at[i] == 0).then(|| {
+                    at[i] = slot.offset;
+                    at
+                })
+            });
         MatchSet {
             triggers,
             needs_rtt,
@@ -170,14 +173,12 @@ impl MatchSet {
         let (w, fresh) = half_for(&mut self.slab[r], &self.measures, epoch);
         w[1] += 1;
         match &self.plain_sums {
-            Some(vars) => {
+            Some(at) => {
                 let (values, defined) = common_values(p, &cx);
-                let mut at = 2;
-                for &i in vars {
-                    if defined & (1 << i) != 0 {
-                        add_sum(w, at, values[usize::from(i & 7)]);
+                for (i, &at) in at.iter().enumerate() {
+                    if at != 0 && defined & (1 << i) != 0 {
+                        add_sum(w, at, values[i]);
                     }
-                    at += 2;
                 }
             }
             None => update_general(w, &self.measures, p, &cx, t),

@@ -458,12 +458,13 @@ pub(crate) fn common_index(v: BaseVar) -> Option<u8> {
     })
 }
 
-/// The values of the [`common_index`] variables on a packet (padded to 8,
-/// so an index masked with 7 needs no bounds check), and a mask of those
-/// defined (bit `i` for index `i`): as [`var`] gives them, computed once
-/// per packet with no branch per variable.
+/// How many variables [`common_index`] numbers.
+pub(crate) const COMMON_VARS: usize = 5;
+
+/// The values of the [`common_index`] variables on a packet and a mask of
+/// those defined (bit `i` for index `i`), as [`var`] gives them.
 #[inline(always)]
-pub(crate) fn common_values(p: &PacketRecord, cx: &FlowContext) -> ([i64; 8], u32) {
+pub(crate) fn common_values(p: &PacketRecord, cx: &FlowContext) -> ([i64; COMMON_VARS], u32) {
     let (lost, has_tcp) = match cx.tcp {
         Some(t) => (i64::from(t.is_lost), 1 << 4),
         None => (0, 0),
@@ -474,9 +475,6 @@ pub(crate) fn common_values(p: &PacketRecord, cx: &FlowContext) -> ([i64; 8], u3
         i64::from(p.size),
         i64::from(cx.is_burst),
         lost,
-        0,
-        0,
-        0,
     ];
     (values, 0b1111 | has_tcp)
 }
