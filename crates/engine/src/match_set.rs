@@ -24,36 +24,40 @@ use crate::trigger_index::TriggerId;
 const NO_EPOCH: u64 = u64::MAX;
 
 /// See the module documentation.
+///
+/// What every packet reads comes first, in the first cache line (the
+/// struct is aligned to one): a packet then misses at most once here.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(crate) struct MatchSet {
-    /// Sorted, distinct.
-    pub(crate) triggers: Vec<TriggerId>,
-    /// Distinct measures with their place in a half block (offsets after
-    /// the tag and packet count), and whether they read RTT samples rather than packets.
-    measures: Vec<(Expr, Slot, bool)>,
+    slab: Vec<u64>,
+    /// Words per half: the tag plus every measure's statistics.
+    half_words: usize,
+    /// Per half, the start of the latest epoch in which some member flow
+    /// wrote statistics: the monitor lists the set for that epoch's sweep once.
+    pub(crate) marked: [u64; 2],
     /// When every measure is a bare common packet variable kept as a sum
     /// alone (as `sum(volume)`): for each such variable (by its
     /// [`common_index`]) the word offset of its sum in a half, 0 if no
     /// measure reads it. `update` then adds the values in straight-line
     /// code, without interpreting expressions or testing flags.
-    plain_sums: Option<[usize; COMMON_VARS]>,
-    /// For each trigger (same order as `triggers`), for each statistic it
-    /// reads ([`crate::trigger::Trigger::reads`]), the index of the measure.
-    per_trigger: Vec<Vec<usize>>,
+    plain_sums: Option<[u8; COMMON_VARS]>,
     /// Some trigger reads TCP connection state, so member flows keep it.
     pub(crate) needs_tcp: bool,
     /// Some measure reads RTT samples, so member flows list their first
     /// transmissions (else `is_lost` needs none of that list).
     pub(crate) needs_rtt: bool,
-    /// Words per half: the tag plus every measure's statistics.
-    half_words: usize,
-    slab: Vec<u64>,
+    /// Sorted, distinct.
+    pub(crate) triggers: Vec<TriggerId>,
+    /// Distinct measures with their place in a half block (offsets after
+    /// the tag and packet count), and whether they read RTT samples rather than packets.
+    measures: Vec<(Expr, Slot, bool)>,
+    /// For each trigger (same order as `triggers`), for each statistic it
+    /// reads ([`crate::trigger::Trigger::reads`]), the index of the measure.
+    per_trigger: Vec<Vec<usize>>,
     free: Vec<u32>,
     /// Live flows using this set.
     pub(crate) flows: usize,
-    /// Per half, the start of the latest epoch in which some member flow
-    /// wrote statistics: the monitor lists the set for that epoch's sweep once.
-    pub(crate) marked: [u64; 2],
     /// Advise the slab for huge pages as it grows.
     huge: bool,
 }
@@ -102,8 +106,9 @@ impl MatchSet {
                 let Expr::Var(v) = e else { return None };
                 let i = usize::from(common_index(*v)?);
                 // Offsets start at 2 (after the tag and packet count): 0 is free to mean "none".
+                let offset = u8::try_from(slot.offset).ok()?;
                 (!on_samples && slot.flags == StatFlags::SUM && at[i] == 0).then(|| {
-                    at[i] = slot.offset;
+                    at[i] = offset;
                     at
                 })
             });
@@ -177,7 +182,7 @@ impl MatchSet {
                 let (values, defined) = common_values(p, &cx);
                 for (i, &at) in at.iter().enumerate() {
                     if at != 0 && defined & (1 << i) != 0 {
-                        add_sum(w, at, values[i]);
+                        add_sum(w, usize::from(at), values[i]);
                     }
                 }
             }
