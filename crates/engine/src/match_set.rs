@@ -207,8 +207,10 @@ impl MatchSet {
     /// Starts loading the start of a block's half.
     #[inline]
     pub(crate) fn prefetch(&self, block: u32, half: usize) {
-        let start = self.half_range(block, half).start;
-        prefetch(self.slab.as_ptr().wrapping_add(start));
+        let r = self.half_range(block, half);
+        // A half is not line-aligned: load its first and last word's lines.
+        prefetch(self.slab.as_ptr().wrapping_add(r.start));
+        prefetch(self.slab.as_ptr().wrapping_add(r.end - 1));
     }
 
     /// True when the half holds statistics of the epoch starting at `epoch`.
