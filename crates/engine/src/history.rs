@@ -20,6 +20,8 @@ use std::collections::VecDeque;
 use clarion_report::Window;
 use clarion_wire::FlowKey;
 
+use crate::prefetch::prefetch;
+
 /// See the module documentation.
 #[derive(Debug, Default)]
 pub(crate) struct History {
@@ -97,6 +99,13 @@ impl History {
         }
         self.keys.push(key);
         self.values.extend_from_slice(values);
+    }
+
+    /// Starts loading where the next group's key and values go.
+    #[inline]
+    pub(crate) fn prefetch_tail(&self) {
+        prefetch(self.keys.as_ptr().wrapping_add(self.keys.len()));
+        prefetch(self.values.as_ptr().wrapping_add(self.values.len()));
     }
 
     /// Keeps nothing (the groups' memory stays for later windows).

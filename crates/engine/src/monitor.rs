@@ -920,7 +920,7 @@ impl Monitor {
         let tuning = self.config.tuning;
         while s.trig_pos < s.order.len() {
             if tuning.sweep_prefetch {
-                self.prefetch_sweep(&s.order, s.trig_pos);
+                self.prefetch_sweep(&s.order, s.trig_pos, s.half);
             }
             let tid = s.order[s.trig_pos];
             if let Some(trig) = self.triggers[tid as usize].as_mut() {
@@ -982,11 +982,13 @@ impl Monitor {
 
     /// Starts loading what the sweep will read for the triggers a few
     /// places ahead of `pos` in `order`, one level of indirection per
-    /// distance: trigger slots 8 ahead, their lists' and windows' headers 4
-    /// ahead, the list heads 2 ahead, their flow entries 1 ahead. So each
-    /// trigger's data arrives while earlier ones are gathered.
+    /// distance: trigger slots 8 ahead, their lists', windows' and
+    /// histories' headers 4 ahead, the list heads 3 ahead, their flow
+    /// entries and the histories' ends 2 ahead, the entries' sets and
+    /// statistics 1 ahead. So each trigger's data arrives while earlier
+    /// ones are gathered.
     #[inline]
-    fn prefetch_sweep(&self, order: &[TriggerId], pos: usize) {
+    fn prefetch_sweep(&self, order: &[TriggerId], pos: usize, half: usize) {
         let at = |k: usize| order.get(pos + k).and_then(|&t| self.triggers.get(t as usize));
         if let Some(slot) = at(8) {
             prefetch(slot);
@@ -995,14 +997,25 @@ impl Monitor {
             prefetch(&t.flows);
             prefetch(&t.open);
             prefetch(&t.spec.granularity);
+            prefetch(&t.history);
         }
-        if let Some(Some(t)) = at(2) {
+        if let Some(Some(t)) = at(3) {
             prefetch(t.flows.head().as_ptr());
         }
-        if let Some(Some(t)) = at(1) {
+        if let Some(Some(t)) = at(2) {
+            t.history.prefetch_tail();
             for r in t.flows.head().iter().take(2) {
                 if let Some(e) = self.flows.entries.get(r.entry as usize) {
                     prefetch(e);
+                }
+            }
+        }
+        if let Some(Some(t)) = at(1) {
+            for r in t.flows.head().iter().take(2) {
+                let e = self.flows.entries.get(r.entry as usize);
+                if let Some(set) = e.and_then(|e| self.sets.get(e.set as usize).map(|s| (s, e.block))) {
+                    prefetch(set.0);
+                    set.0.prefetch(set.1, half);
                 }
             }
         }
