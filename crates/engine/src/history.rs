@@ -55,17 +55,25 @@ impl History {
         self.windows.front().map(|(w, _)| w.start_ns)
     }
 
-    /// Starts a new (newest) window, keeping at most `keep` windows in all
-    /// (at least this one: its groups are read back for testing).
-    pub(crate) fn start_window(&mut self, window: Window, keep: usize) {
-        let keep = keep.max(1);
+    /// Room for `keep` windows of a group each, once: most triggers have a
+    /// group or two, and growing from nothing reallocates 3 times. The
+    /// monitor calls it when a trigger gets its first flow, so that the
+    /// first sweep does not make every trigger's allocations at once.
+    #[inline]
+    pub(crate) fn reserve(&mut self, keep: usize) {
         if self.windows.capacity() == 0 {
-            // Room for a group per kept window at once: most triggers have
-            // a group or two, and growing from nothing reallocates 3 times.
+            let keep = keep.max(1);
             self.windows.reserve_exact(keep);
             self.keys.reserve_exact(keep);
             self.values.reserve_exact(keep * self.stride);
         }
+    }
+
+    /// Starts a new (newest) window, keeping at most `keep` windows in all
+    /// (at least this one: its groups are read back for testing).
+    pub(crate) fn start_window(&mut self, window: Window, keep: usize) {
+        let keep = keep.max(1);
+        self.reserve(keep);
         while self.windows.len() >= keep {
             self.windows.pop_front();
         }

@@ -738,9 +738,11 @@ impl Monitor {
                     }
                 }
             }
+            let keep = self.config.history_windows;
             for &t in &matched {
                 if let Some(trig) = self.triggers[t as usize].as_mut() {
                     trig.flows.push(FlowRef { entry: i, gen }, chunked);
+                    trig.history.reserve(keep);
                 }
             }
             let set = self.intern(&matched);
