@@ -57,6 +57,9 @@ impl History {
 
     /// Room for `keep` windows of a group each, once: most triggers have a
     /// group or two, and growing from nothing reallocates 3 times. The
+    /// arrays get twice that, since they also hold dropped windows' groups
+    /// until those are half of them: triggers started together would
+    /// otherwise all grow in the same sweep, `keep` windows later. The
     /// monitor calls it when a trigger gets its first flow, so that the
     /// first sweep does not make every trigger's allocations at once.
     #[inline]
@@ -64,8 +67,8 @@ impl History {
         if self.windows.capacity() == 0 {
             let keep = keep.max(1);
             self.windows.reserve_exact(keep);
-            self.keys.reserve_exact(keep);
-            self.values.reserve_exact(keep * self.stride);
+            self.keys.reserve_exact(2 * keep);
+            self.values.reserve_exact(2 * keep * self.stride);
         }
     }
 
