@@ -6,7 +6,7 @@
 //!    loop drives itself (`synchronous_sweep: false`). Not timed.
 //! 2. On a thread pinned to one core, the timed loop: for each batch of
 //!    `--batch` frames, parse them from their bytes
-//!    (`clarion_wire::parse_frame`) and hand the records to
+//!    (`clarion_wire::parse_frame_into`, in place) and hand the records to
 //!    `Monitor::process_batch`; when a sweep is pending (a packet crossed an
 //!    epoch boundary), run it to completion with `sweep_step` and time that
 //!    call alone: one epoch's sweep. The clock is read once per batch and
@@ -39,7 +39,7 @@ use serde_json::json;
 use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Tuning, Unparsed};
 use clarion_lang::spec::EventSpec;
 use clarion_reference::{evaluate, Config, Input};
-use clarion_wire::{parse_frame, LinkType, PacketRecord};
+use clarion_wire::{parse_frame, parse_frame_into, LinkType, PacketRecord};
 use clarion_workload::{TriggerSpec, Workload, WorkloadSpec};
 
 use crate::args::parse_duration;
@@ -504,29 +504,30 @@ fn measure(
     let start = Instant::now();
     let mut batch_start = start;
     let mut epoch_start = start; // when the packets of the running epoch began
-    let mut records: Vec<PacketRecord> = Vec::with_capacity(batch);
+                                 // Frames are parsed in place into the batch's slots (no copy per record).
+    let mut records = vec![PacketRecord::default(); batch];
     for chunk in frames.chunks(batch) {
         let mut swept = Duration::ZERO; // sweep time inside this batch
-        records.clear();
+        let mut n = 0;
         for f in chunk {
             let at = f.offset as usize;
-            let Some(data) = bytes.get(at..at + f.len as usize) else {
+            let (Some(data), Some(slot)) = (bytes.get(at..at + f.len as usize), records.get_mut(n)) else {
                 continue;
             };
-            let why = match parse_frame(LinkType::Ethernet, data, f.ts_ns, f.len) {
-                Ok(rec) => {
-                    records.push(rec);
+            let why = match parse_frame_into(LinkType::Ethernet, data, f.ts_ns, f.len, slot) {
+                Ok(()) => {
+                    n += 1;
                     continue;
                 }
                 Err(e) if e.is_not_ip() => Unparsed::NotIp,
                 Err(_) => Unparsed::Malformed,
             };
             // Keep the order: the packets before this frame first.
-            monitor.process_batch(&records, &mut out);
-            records.clear();
+            monitor.process_batch(&records[..n], &mut out);
+            n = 0;
             monitor.note_unparsed(f.ts_ns, why, &mut out);
         }
-        monitor.process_batch(&records, &mut out);
+        monitor.process_batch(&records[..n], &mut out);
         if monitor.sweep_pending() {
             let s0 = Instant::now();
             monitor.sweep_step(usize::MAX, &mut out);

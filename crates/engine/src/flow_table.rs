@@ -137,7 +137,10 @@ impl FlowTable {
             return None;
         }
         let idx = (s as u32).wrapping_sub(1);
-        prefetch(self.entries.as_ptr().wrapping_add(idx as usize));
+        let e = self.entries.as_ptr().wrapping_add(idx as usize);
+        // An entry (~100 bytes) spans two or three lines: load its first and last.
+        prefetch(e);
+        prefetch(e.wrapping_add(1).cast::<u8>().wrapping_sub(1));
         Some(idx)
     }
 

@@ -20,6 +20,8 @@ use std::collections::VecDeque;
 use clarion_report::Window;
 use clarion_wire::FlowKey;
 
+use crate::prefetch::prefetch;
+
 /// See the module documentation.
 #[derive(Debug, Default)]
 pub(crate) struct History {
@@ -53,17 +55,28 @@ impl History {
         self.windows.front().map(|(w, _)| w.start_ns)
     }
 
+    /// Room for `keep` windows of a group each, once: most triggers have a
+    /// group or two, and growing from nothing reallocates 3 times. The
+    /// arrays get twice that, since they also hold dropped windows' groups
+    /// until those are half of them: triggers started together would
+    /// otherwise all grow in the same sweep, `keep` windows later. The
+    /// monitor calls it when a trigger gets its first flow, so that the
+    /// first sweep does not make every trigger's allocations at once.
+    #[inline]
+    pub(crate) fn reserve(&mut self, keep: usize) {
+        if self.windows.capacity() == 0 {
+            let keep = keep.max(1);
+            self.windows.reserve_exact(keep);
+            self.keys.reserve_exact(2 * keep);
+            self.values.reserve_exact(2 * keep * self.stride);
+        }
+    }
+
     /// Starts a new (newest) window, keeping at most `keep` windows in all
     /// (at least this one: its groups are read back for testing).
     pub(crate) fn start_window(&mut self, window: Window, keep: usize) {
         let keep = keep.max(1);
-        if self.windows.capacity() == 0 {
-            // Room for a group per kept window at once: most triggers have
-            // a group or two, and growing from nothing reallocates 3 times.
-            self.windows.reserve_exact(keep);
-            self.keys.reserve_exact(keep);
-            self.values.reserve_exact(keep * self.stride);
-        }
+        self.reserve(keep);
         while self.windows.len() >= keep {
             self.windows.pop_front();
         }
@@ -86,6 +99,24 @@ impl History {
         self.values.extend(values);
         // Keep the layout even if a caller gave too few or too many.
         self.values.resize(before + self.stride, f64::NAN);
+    }
+
+    /// [`History::push_group`] from a slice: one copy when it holds
+    /// `stride` values (the sweep's per-flow test calls it per group).
+    #[inline]
+    pub(crate) fn push_slice(&mut self, key: FlowKey, values: &[f64]) {
+        if values.len() != self.stride {
+            return self.push_group(key, values.iter().copied());
+        }
+        self.keys.push(key);
+        self.values.extend_from_slice(values);
+    }
+
+    /// Starts loading where the next group's key and values go.
+    #[inline]
+    pub(crate) fn prefetch_tail(&self) {
+        prefetch(self.keys.as_ptr().wrapping_add(self.keys.len()));
+        prefetch(self.values.as_ptr().wrapping_add(self.values.len()));
     }
 
     /// Keeps nothing (the groups' memory stays for later windows).
@@ -156,8 +187,12 @@ mod tests {
             let groups: Vec<_> = (0..(i % 5) as u32)
                 .map(|g| (key(g), vec![i as f64, f64::from(g)]))
                 .collect();
-            for (k, v) in &groups {
-                h.push_group(*k, v.iter().copied());
+            for (j, (k, v)) in groups.iter().enumerate() {
+                if j % 2 == 0 {
+                    h.push_group(*k, v.iter().copied());
+                } else {
+                    h.push_slice(*k, v);
+                }
             }
             model.push_back((i * 10, groups));
             for (start, groups) in &model {
@@ -193,12 +228,13 @@ mod tests {
         h.push_group(key(1), [5.0]);
         h.start_window(window(1), 0);
         h.push_group(key(2), [6.0, 7.0]);
+        h.push_slice(key(3), &[]);
         let (w, g) = h.newest().unwrap();
         assert_eq!(w.start_ns, 10);
-        assert_eq!(
-            g.map(|(k, v)| (*k, v.to_vec())).collect::<Vec<_>>(),
-            vec![(key(2), vec![6.0])]
-        );
+        let g: Vec<_> = g.map(|(k, v)| (*k, v.to_vec())).collect();
+        assert_eq!(g[0], (key(2), vec![6.0]));
+        assert_eq!(g[1].0, key(3));
+        assert!(g[1].1.len() == 1 && g[1].1[0].is_nan());
         assert_eq!(h.len(), 1);
     }
 }

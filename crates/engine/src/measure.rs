@@ -145,14 +145,7 @@ impl Slot {
         let f = self.flags;
         let b = self.offset;
         if f == StatFlags::SUM {
-            // `sum(x)` alone, the most common aggregate: no flag tests. No
-            // saturation needed: fewer than 2^64 values of at most 2^63
-            // each cannot leave an i128.
-            if let Some(pair) = w.get_mut(b..b + 2) {
-                let s = (u128::from(pair[0]) | (u128::from(pair[1]) << 64)).wrapping_add(v as i128 as u128);
-                pair[0] = s as u64;
-                pair[1] = (s >> 64) as u64;
-            }
+            add_sum(w, b, v);
             return;
         }
         if f.has(StatFlags::N) {
@@ -238,6 +231,18 @@ impl Slot {
                 dst[d..d + n].copy_from_slice(&src[s..s + n]);
             }
         }
+    }
+}
+
+/// Adds `v` to the 128-bit sum at `at`: `sum(x)` alone, the most common
+/// aggregate. No saturation needed: fewer than 2^64 values of at most 2^63
+/// each cannot leave an i128.
+#[inline(always)]
+pub(crate) fn add_sum(w: &mut [u64], at: usize, v: i64) {
+    if let Some(pair) = w.get_mut(at..at + 2) {
+        let s = (u128::from(pair[0]) | (u128::from(pair[1]) << 64)).wrapping_add(v as i128 as u128);
+        pair[0] = s as u64;
+        pair[1] = (s >> 64) as u64;
     }
 }
 
@@ -440,8 +445,42 @@ impl Expr {
     }
 }
 
-#[inline]
-fn var(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
+/// The packet variables whose sums `MatchSet` adds on its fast path, by
+/// their index in [`common_values`]; `None` for the others (interpreted).
+pub(crate) fn common_index(v: BaseVar) -> Option<u8> {
+    Some(match v {
+        BaseVar::Packets => 0,
+        BaseVar::Volume => 1,
+        BaseVar::Size => 2,
+        BaseVar::IsBurst => 3,
+        BaseVar::IsLost => 4,
+        _ => return None,
+    })
+}
+
+/// How many variables [`common_index`] numbers.
+pub(crate) const COMMON_VARS: usize = 5;
+
+/// The values of the [`common_index`] variables on a packet and a mask of
+/// those defined (bit `i` for index `i`), as [`var`] gives them.
+#[inline(always)]
+pub(crate) fn common_values(p: &PacketRecord, cx: &FlowContext) -> ([i64; COMMON_VARS], u32) {
+    let (lost, has_tcp) = match cx.tcp {
+        Some(t) => (i64::from(t.is_lost), 1 << 4),
+        None => (0, 0),
+    };
+    let values = [
+        1,
+        i64::from(p.volume),
+        i64::from(p.size),
+        i64::from(cx.is_burst),
+        lost,
+    ];
+    (values, 0b1111 | has_tcp)
+}
+
+#[inline(always)]
+pub(crate) fn var(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
     Some(match v {
         BaseVar::Packets => 1,
         BaseVar::Volume => i64::from(p.volume),
@@ -489,6 +528,62 @@ mod tests {
             123_456_789_012_345_678,
         ] {
             assert_eq!(i128_to_f64(x).to_bits(), (x as f64).to_bits(), "{x}");
+        }
+    }
+
+    #[test]
+    fn common_values_are_what_var_reads() {
+        use clarion_wire::TcpInfo;
+        let p = PacketRecord {
+            volume: 7,
+            size: 60,
+            ttl: 3,
+            ecn: 1,
+            tcp: Some(TcpInfo {
+                flags: 0x12,
+                window: 9,
+                ..TcpInfo::default()
+            }),
+            ..PacketRecord::default()
+        };
+        let tcp = TcpValues {
+            is_lost: true,
+            seq: 5,
+            ack: 4,
+            dup: 2,
+        };
+        let all = [
+            BaseVar::Packets,
+            BaseVar::Volume,
+            BaseVar::Size,
+            BaseVar::Ttl,
+            BaseVar::Ecn,
+            BaseVar::TcpFlags,
+            BaseVar::Rwnd,
+            BaseVar::IsBurst,
+            BaseVar::IsLost,
+            BaseVar::Seq,
+            BaseVar::Ack,
+            BaseVar::Dup,
+            BaseVar::Rtt,
+        ];
+        for cx in [
+            FlowContext::default(),
+            FlowContext {
+                wscale: Some(3),
+                is_burst: true,
+                tcp: Some(tcp),
+            },
+        ] {
+            for q in [p, PacketRecord::default()] {
+                let (values, defined) = common_values(&q, &cx);
+                for v in all {
+                    let Some(i) = common_index(v) else { continue };
+                    let i = usize::from(i);
+                    let fast = (defined & (1 << i) != 0).then_some(values[i]);
+                    assert_eq!(fast, var(v, &q, &cx), "{v:?}");
+                }
+            }
         }
     }
 

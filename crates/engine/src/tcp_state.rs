@@ -61,11 +61,13 @@ impl TcpState {
     }
 
     /// A SYN with another initial sequence number starts a new connection.
+    #[inline]
     pub(crate) fn restarts(&self, tcp: &TcpInfo) -> bool {
         tcp.flags & SYN != 0 && tcp.seq != self.isn
     }
 
     /// `x` unwrapped to the 64-bit relative value nearest `snd_max`.
+    #[inline]
     fn unwrap(&self, x: u32) -> i64 {
         let here = self.isn.wrapping_add(self.snd_max as u32);
         self.snd_max + i64::from(x.wrapping_sub(here) as i32)
@@ -79,6 +81,8 @@ impl TcpState {
     /// Steps 2–5: one of the flow's own segments, with `payload` bytes, at
     /// `time`. First transmissions are listed up to `limit`; 0 lists none
     /// (no trigger reads `rtt`: `is_lost` needs only `snd_max`).
+    /// Inlined into the packet path; the list's work is out of line.
+    #[inline]
     pub(crate) fn on_segment(&mut self, tcp: &TcpInfo, payload: u32, time: u64, limit: usize) -> Segment {
         let syn_fin = i64::from(tcp.flags & SYN != 0) + i64::from(tcp.flags & FIN != 0);
         let payload = i64::from(payload);
@@ -89,28 +93,41 @@ impl TcpState {
         let is_lost = len > 0 && start < self.snd_max && !probe;
         let mut unlisted = false;
         if len > 0 && start >= self.snd_max && limit > 0 {
-            if self.sent.len() < limit {
-                self.sent.push_back(Sent {
-                    start,
-                    end,
-                    time,
-                    retransmitted: false,
-                });
-            } else {
-                unlisted = true;
-            }
+            unlisted = !self.list(start, end, time, limit);
         }
-        if is_lost {
-            // First transmissions are disjoint and in sequence order: find the
-            // first that ends after `start`, mark on while they begin before `end`.
-            let first = self.sent.partition_point(|s| s.end <= start);
-            for s in self.sent.range_mut(first..).take_while(|s| s.start < end) {
-                s.retransmitted = true;
-            }
+        if is_lost && !self.sent.is_empty() {
+            self.mark_retransmitted(start, end);
         }
         self.snd_max = self.snd_max.max(end);
         self.mss = self.mss.max(payload);
         Segment { is_lost, unlisted }
+    }
+
+    /// Lists a first transmission; false when the list is full.
+    #[inline(never)]
+    fn list(&mut self, start: i64, end: i64, time: u64, limit: usize) -> bool {
+        if self.sent.len() >= limit {
+            return false;
+        }
+        self.sent.push_back(Sent {
+            start,
+            end,
+            time,
+            retransmitted: false,
+        });
+        true
+    }
+
+    /// Marks the listed first transmissions a retransmission of `start..end` overlaps.
+    #[cold]
+    #[inline(never)]
+    fn mark_retransmitted(&mut self, start: i64, end: i64) {
+        // First transmissions are disjoint and in sequence order: find the
+        // first that ends after `start`, mark on while they begin before `end`.
+        let first = self.sent.partition_point(|s| s.end <= start);
+        for s in self.sent.range_mut(first..).take_while(|s| s.start < end) {
+            s.retransmitted = true;
+        }
     }
 
     /// Step 6: a segment of the reverse flow acknowledging this flow's data

@@ -117,6 +117,9 @@ enum CPred {
     Neg(Box<CPred>),
     Arith(ArithOp, Box<CPred>, Box<CPred>),
     Cmp(CmpOp, Box<CPred>, Box<CPred>),
+    /// `Cmp(op, Agg(i), Num(c))`, the usual threshold (`sum(volume) > 1000`),
+    /// without the recursion: the sweep tests it for every group.
+    CmpAggNum(CmpOp, usize, f64),
     And(Box<CPred>, Box<CPred>),
     Or(Box<CPred>, Box<CPred>),
     Not(Box<CPred>),
@@ -134,6 +137,19 @@ fn bool_f(b: bool) -> f64 {
     }
 }
 
+/// `a op b`; IEEE comparisons are already false with NaN, except `!=`.
+#[inline]
+fn compare(op: CmpOp, a: f64, b: f64) -> bool {
+    match op {
+        CmpOp::Lt => a < b,
+        CmpOp::Le => a <= b,
+        CmpOp::Gt => a > b,
+        CmpOp::Ge => a >= b,
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => !a.is_nan() && !b.is_nan() && a != b,
+    }
+}
+
 impl CPred {
     /// Values are numbered aggregates first, then state values; `None` if
     /// the predicate names one not in the lists.
@@ -145,7 +161,10 @@ impl CPred {
             Pred::State(v) => CPred::Agg(aggs.len() + state.iter().position(|x| x == v)?),
             Pred::Neg(x) => CPred::Neg(b(x)?),
             Pred::Arith(op, l, r) => CPred::Arith(*op, b(l)?, b(r)?),
-            Pred::Cmp(op, l, r) => CPred::Cmp(*op, b(l)?, b(r)?),
+            Pred::Cmp(op, l, r) => match (*b(l)?, *b(r)?) {
+                (CPred::Agg(i), CPred::Num(c)) => CPred::CmpAggNum(*op, i, c),
+                (l, r) => CPred::Cmp(*op, Box::new(l), Box::new(r)),
+            },
             Pred::And(l, r) => CPred::And(b(l)?, b(r)?),
             Pred::Or(l, r) => CPred::Or(b(l)?, b(r)?),
             Pred::Not(x) => CPred::Not(b(x)?),
@@ -167,18 +186,8 @@ impl CPred {
                     ArithOp::Div => a / b,
                 }
             }
-            CPred::Cmp(op, l, r) => {
-                let (a, b) = (l.eval(vals), r.eval(vals));
-                // IEEE comparisons are already false with NaN, except `!=`.
-                bool_f(match op {
-                    CmpOp::Lt => a < b,
-                    CmpOp::Le => a <= b,
-                    CmpOp::Gt => a > b,
-                    CmpOp::Ge => a >= b,
-                    CmpOp::Eq => a == b,
-                    CmpOp::Ne => !a.is_nan() && !b.is_nan() && a != b,
-                })
-            }
+            CPred::Cmp(op, l, r) => bool_f(compare(*op, l.eval(vals), r.eval(vals))),
+            CPred::CmpAggNum(op, i, c) => bool_f(compare(*op, vals.get(*i).copied().unwrap_or(f64::NAN), *c)),
             CPred::And(l, r) => bool_f(truthy(l.eval(vals)) && truthy(r.eval(vals))),
             CPred::Or(l, r) => bool_f(truthy(l.eval(vals)) || truthy(r.eval(vals))),
             CPred::Not(x) => bool_f(!truthy(x.eval(vals))),
@@ -500,6 +509,26 @@ mod tests {
         )
         .unwrap();
         assert!(t.fires(&[5.0]) && !t.fires(&[4.0]));
+    }
+
+    #[test]
+    fn threshold_fast_path_agrees_with_the_general_comparison() {
+        let ops = [CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq, CmpOp::Ne];
+        for op in ops {
+            for c in [4.0, 5.0, f64::NAN] {
+                let a = || Box::new(Pred::Agg(sum_volume()));
+                let num = || Box::new(Pred::Num(c));
+                let fast = Trigger::new(spec(Pred::Cmp(op, a(), num())), vec![], 0).unwrap();
+                assert!(matches!(fast.pred, CPred::CmpAggNum(..)));
+                // `x + 0` is not the plain pattern: the general comparison.
+                let plus0 = Box::new(Pred::Arith(ArithOp::Add, a(), Box::new(Pred::Num(0.0))));
+                let general = Trigger::new(spec(Pred::Cmp(op, plus0, num())), vec![], 0).unwrap();
+                for v in [4.0, 5.0, f64::NAN] {
+                    assert_eq!(fast.fires(&[v]), general.fires(&[v]), "{op:?} {v} {c}");
+                }
+                assert_eq!(fast.fires(&[]), general.fires(&[]));
+            }
+        }
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub use ipv6ext::{
 };
 pub use link::LinkType;
 pub use loopback::{family as loopback_family, Packet as LoopbackPacket, HEADER_LEN as LOOPBACK_HEADER_LEN};
-pub use parse::parse_frame;
+pub use parse::{parse_frame, parse_frame_into};
 pub use record::{proto, tcp_flags, FlowKey, PacketRecord, TcpInfo};
 pub use sll::{Packet as SllPacket, HEADER_LEN as SLL_HEADER_LEN};
 pub use sll2::{Packet as Sll2Packet, HEADER_LEN as SLL2_HEADER_LEN};

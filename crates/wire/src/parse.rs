@@ -31,7 +31,34 @@ pub fn parse_frame(
     ts_ns: u64,
     orig_len: u32,
 ) -> Result<PacketRecord, ParseError> {
+    let mut rec = PacketRecord::default();
+    parse_frame_into(link, frame, ts_ns, orig_len, &mut rec)?;
+    Ok(rec)
+}
+
+/// [`parse_frame`] into `out`, which is left unspecified on error: a
+/// caller filling a batch parses in place instead of copying each record
+/// out of a `Result` (about 30 instructions a packet on the fast path).
+#[inline(always)]
+pub fn parse_frame_into(
+    link: LinkType,
+    frame: &[u8],
+    ts_ns: u64,
+    orig_len: u32,
+    out: &mut PacketRecord,
+) -> Result<(), ParseError> {
     let _ = orig_len;
+    if link == LinkType::Ethernet && fast::ethernet_ipv4(frame, ts_ns, out) {
+        return Ok(());
+    }
+    *out = parse_general(link, frame, ts_ns)?;
+    Ok(())
+}
+
+/// [`parse_frame`] without the fast path: every link type and header.
+/// Out of line, so that the fast path inlines into its caller.
+#[inline(never)]
+fn parse_general(link: LinkType, frame: &[u8], ts_ns: u64) -> Result<PacketRecord, ParseError> {
     let l3 = decapsulate(link, frame)?;
     let mut rec = PacketRecord {
         ts_ns,
@@ -150,6 +177,8 @@ fn check_version(layer: Layer, bytes: &[u8], want: u8) -> Result<(), ParseError>
 fn len32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
+
+mod fast;
 
 #[cfg(test)]
 mod tests;

@@ -36,7 +36,10 @@ pub mod tcp_flags {
 /// fragment or of ICMP, the VLAN of an untagged frame) are zero with their
 /// presence bit clear, so a key is always fully defined and can be hashed
 /// and compared as plain bytes.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+// `PartialEq` is written out (as whole words, see below) but means the
+// derived field-by-field equality, so the derived `Hash` agrees with it.
+#[allow(clippy::derived_hash_with_manual_eq)]
+#[derive(Clone, Copy, Eq, Hash, PartialOrd, Ord, Default)]
 #[repr(C)]
 pub struct FlowKey {
     pub src_ip: [u8; 16],
@@ -50,7 +53,29 @@ pub struct FlowKey {
     pub flags: u8,
 }
 
+impl PartialEq for FlowKey {
+    /// Every field equal, compared as two 128-bit and one 64-bit word: the
+    /// flow table and the batching compare keys on every packet, and the
+    /// derived comparison tests the seven fields one by one.
+    #[inline]
+    fn eq(&self, o: &Self) -> bool {
+        let ip = |a: [u8; 16], b: [u8; 16]| u128::from_ne_bytes(a) ^ u128::from_ne_bytes(b);
+        (ip(self.src_ip, o.src_ip) | ip(self.dst_ip, o.dst_ip) | u128::from(self.tail() ^ o.tail())) == 0
+    }
+}
+
 impl FlowKey {
+    /// Ports, VLAN, protocol and flags in one word (little-endian, in
+    /// field order: one load where the target allows).
+    #[inline(always)]
+    fn tail(&self) -> u64 {
+        u64::from(self.src_port)
+            | u64::from(self.dst_port) << 16
+            | u64::from(self.vlan) << 32
+            | u64::from(self.proto) << 48
+            | u64::from(self.flags) << 56
+    }
+
     /// The addresses are IPv6 (otherwise IPv4 in the first four bytes).
     pub const IPV6: u8 = 0x01;
     /// `src_port`/`dst_port` are meaningful (TCP/UDP, first fragment or unfragmented).
@@ -189,4 +214,51 @@ pub struct PacketRecord {
     pub tcp: Option<TcpInfo>,
     /// Bytes captured on the wire for this frame (captured length), for accounting.
     pub captured_len: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(k: &FlowKey) -> ([u8; 16], [u8; 16], u16, u16, u16, u8, u8) {
+        (
+            k.src_ip, k.dst_ip, k.src_port, k.dst_port, k.vlan, k.proto, k.flags,
+        )
+    }
+
+    #[test]
+    fn key_equality_is_field_equality() {
+        let base = FlowKey::new(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            6,
+            Some((1234, 80)),
+            Some(7),
+        );
+        let mut keys = vec![base, base.reversed(), FlowKey::default()];
+        for i in 0..16 {
+            let mut k = base;
+            k.src_ip[i] ^= 1;
+            keys.push(k);
+            let mut k = base;
+            k.dst_ip[i] ^= 0x80;
+            keys.push(k);
+        }
+        for f in 0..5 {
+            let mut k = base;
+            match f {
+                0 => k.src_port ^= 0x100,
+                1 => k.dst_port ^= 1,
+                2 => k.vlan ^= 0x800,
+                3 => k.proto ^= 0x80,
+                _ => k.flags ^= 1,
+            }
+            keys.push(k);
+        }
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(a == b, fields(a) == fields(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
 }

@@ -447,3 +447,79 @@ proptest! {
         prop_assert_eq!(parse_frame(spec.link, &frame, ts, 0), Ok(spec.record(ts)));
     }
 }
+
+/// Ethernet + IPv4 + TCP (no options) or UDP, 10 payload bytes: the fast path's shape.
+fn plain_frame(tcp: bool) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+    let total: u8 = if tcp { 50 } else { 38 };
+    let p = if tcp { 6 } else { 17 };
+    f.extend_from_slice(&[
+        0x45, 0x01, 0, total, 0, 1, 0x40, 0, 64, p, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ]);
+    f.extend_from_slice(&[0x30, 0x39, 0x01, 0xbb]);
+    if tcp {
+        f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2, 0x50, 0x18, 0x72, 0x10, 0, 0, 0, 0]);
+    } else {
+        f.extend_from_slice(&[0, 18, 0, 0]);
+    }
+    f.extend_from_slice(&[7; 10]);
+    f
+}
+
+#[test]
+fn fast_path_takes_plain_frames() {
+    for tcp in [true, false] {
+        let f = plain_frame(tcp);
+        let mut rec = PacketRecord::default();
+        assert!(fast::ethernet_ipv4(&f, 5, &mut rec), "plain frame");
+        assert_eq!(Ok(rec), parse_general(LinkType::Ethernet, &f, 5));
+        assert_eq!(rec.volume, 10);
+        // Every field is written: a stale record in the slot changes nothing.
+        let mut stale = PacketRecord {
+            is_later_fragment: true,
+            key: FlowKey::new(
+                Ipv6Addr::LOCALHOST.into(),
+                Ipv6Addr::LOCALHOST.into(),
+                6,
+                Some((1, 2)),
+                Some(3),
+            ),
+            ..rec
+        };
+        stale.tcp = Some(TcpInfo::default());
+        assert!(fast::ethernet_ipv4(&f, 5, &mut stale));
+        assert_eq!(stale, rec);
+    }
+    // Options, tags, IPv6 and fragments go the general way.
+    let mut f = eth_ipv4_tcp();
+    let mut rec = PacketRecord::default();
+    assert!(!fast::ethernet_ipv4(&f, 0, &mut rec));
+    f[14] = 0x46;
+    assert!(!fast::ethernet_ipv4(&f, 0, &mut rec));
+    assert_eq!(rec, PacketRecord::default());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    #[test]
+    fn fast_path_agrees_with_the_general_path(
+        tcp in any::<bool>(),
+        flips in proptest::collection::vec((0usize..64, any::<u8>()), 0..4),
+        cut in 0usize..80,
+    ) {
+        let mut frame = plain_frame(tcp);
+        for (at, v) in flips {
+            let n = frame.len();
+            // Mostly single bits, so that many mutants stay near the fast path's shape.
+            frame[at % n] ^= if v & 0x80 == 0 { 1 << (v & 7) } else { v };
+        }
+        let frame = &frame[..cut.min(frame.len())];
+        let general = parse_general(LinkType::Ethernet, frame, 9);
+        prop_assert_eq!(parse_frame(LinkType::Ethernet, frame, 9, 0), general);
+        // In place, over a slot holding another packet's record.
+        let mut slot = PacketRecord { ts_ns: 1, size: 2, tcp: Some(TcpInfo::default()), ..PacketRecord::default() };
+        let into = parse_frame_into(LinkType::Ethernet, frame, 9, 0, &mut slot).map(|()| slot);
+        prop_assert_eq!(into, general);
+    }
+}
