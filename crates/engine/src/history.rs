@@ -32,6 +32,9 @@ pub(crate) struct History {
     stride: usize,
 }
 
+/// Most windows a trigger's history reserves room for up front.
+const RESERVE_MAX: usize = 64;
+
 impl History {
     /// An empty history of windows with `stride` values per group.
     pub(crate) fn new(stride: usize) -> Self {
@@ -61,11 +64,13 @@ impl History {
     /// until those are half of them: triggers started together would
     /// otherwise all grow in the same sweep, `keep` windows later. The
     /// monitor calls it when a trigger gets its first flow, so that the
-    /// first sweep does not make every trigger's allocations at once.
+    /// first sweep does not make every trigger's allocations at once. A
+    /// long history (an agent keeps thousands of windows for polls) is
+    /// reserved for [`RESERVE_MAX`] windows and grows as it fills.
     #[inline]
     pub(crate) fn reserve(&mut self, keep: usize) {
         if self.windows.capacity() == 0 {
-            let keep = keep.max(1);
+            let keep = keep.clamp(1, RESERVE_MAX);
             self.windows.reserve_exact(keep);
             self.keys.reserve_exact(2 * keep);
             self.values.reserve_exact(2 * keep * self.stride);
