@@ -11,12 +11,14 @@ clarion=${CLARION:-$root/target/release/clarion}
 if [ ! -x "$clarion" ]; then
   cargo build --release -q -p clarion-cli
 fi
-command -v nats-server >/dev/null || { echo "nats-demo: nats-server not found (apt-get install nats-server)" >&2; exit 2; }
+nats_server=$(command -v nats-server || true)
+[ -z "$nats_server" ] && [ -x /usr/sbin/nats-server ] && nats_server=/usr/sbin/nats-server
+[ -n "$nats_server" ] || { echo "nats-demo: nats-server not found (apt-get install nats-server)" >&2; exit 2; }
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-nats-server -a 127.0.0.1 -p "$port" >"$work/nats.log" 2>&1 &
+"$nats_server" -a 127.0.0.1 -p "$port" >"$work/nats.log" 2>&1 &
 server=$!
 for _ in $(seq 100); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
 

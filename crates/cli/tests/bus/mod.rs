@@ -66,7 +66,12 @@ pub fn nats_server() -> Option<PathBuf> {
         .output()
         .ok()?;
     let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+    if out.status.success() && !path.is_empty() {
+        return Some(PathBuf::from(path));
+    }
+    // Debian installs it in /usr/sbin, which a user's PATH may lack.
+    let sbin = PathBuf::from("/usr/sbin/nats-server");
+    sbin.exists().then_some(sbin)
 }
 
 pub fn free_port() -> u16 {
