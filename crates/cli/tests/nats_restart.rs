@@ -172,3 +172,71 @@ fn a_killed_manager_comes_back_with_its_events_and_names_the_gap() {
     assert!(!resumed.is_empty(), "reports resume");
     assert_eq!(resumed, reference_between(&frames, T0 + 2_500 * MS, end));
 }
+
+#[test]
+fn everyone_reconnects_when_the_nats_server_comes_back() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let frames = setup(d, 700);
+    let port = free_port();
+    let first = start_server(&server, port);
+    let nats = format!("nats://127.0.0.1:{port}");
+    let manager = Guard::new(
+        clarion()
+            .args([
+                "manager",
+                "--nats",
+                &nats,
+                "--inventory",
+                "hosts.txt",
+                "--events",
+                "events.clarion",
+            ])
+            .args([
+                "--no-store",
+                "--no-api",
+                "--until-finished",
+                "--format",
+                "json",
+                "-o",
+                "net.jsonl",
+            ])
+            .current_dir(d)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("manager starts"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    let agents: Vec<Guard> = (1..=4)
+        .map(|i| paced_agent(d, &nats, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
+        .collect();
+    sleep_until(start, Duration::from_millis(1_500));
+    first.kill();
+    // Down for longer than a host may be silent (3 s): the manager re-sends every host's triggers.
+    sleep_until(start, Duration::from_millis(5_000));
+    let _second = start_server(&server, port);
+    let out = wait(manager.take(), "the manager", Duration::from_secs(90));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for a in agents {
+        let o = wait(a.take(), "an agent", Duration::from_secs(60));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(
+        err.contains("is back after"),
+        "hosts silent during the outage get their triggers again: {err}"
+    );
+    let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
+    assert_eq!(
+        rows_between(&text, T0, T0 + S),
+        reference_between(&frames, T0, T0 + S)
+    );
+    let end = T0 + 10 * S;
+    let after = rows_between(&text, T0 + 6_500 * MS, end);
+    assert!(!after.is_empty(), "reports resume");
+    assert_eq!(after, reference_between(&frames, T0 + 6_500 * MS, end));
+}

@@ -98,6 +98,8 @@ pub struct ManagerStats {
     pub partial: u64,
     /// Messages that could not be read, or from hosts not in the inventory.
     pub invalid: u64,
+    /// Hosts heard from again after more than 3 s of silence (their triggers were re-sent).
+    pub returns: u64,
     /// Time from the first satisfaction report of a window and group to its
     /// decision: the latest [`LATENCIES_KEPT`] decisions.
     pub decision_latency: std::collections::VecDeque<Duration>,
@@ -398,13 +400,19 @@ impl Service {
             self.stats.invalid += 1;
             return Vec::new();
         };
-        let back = self.hosts[host]
+        let silent = self.hosts[host]
             .last_seen
-            .is_some_and(|t| t.elapsed() > HOST_SILENT);
+            .map(|t| t.elapsed())
+            .filter(|s| *s > HOST_SILENT);
         self.hosts[host].last_seen = Some(Instant::now());
-        if back {
+        if let Some(s) = silent {
             // It was silent (disconnected, or the manager missed it): it may have lost installs.
             self.send_triggers(host).await;
+            self.stats.returns += 1;
+            eprintln!(
+                "clarion: manager: host {host_name} is back after {:.1} s of silence; its triggers were sent again",
+                s.as_secs_f64()
+            );
         }
         let (event, report) = match up {
             Up::Heartbeat => return Vec::new(),
