@@ -19,6 +19,7 @@
 //! host. The network-wide value of an aggregate is then the aggregate over
 //! all the placed hosts' packets together.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 use clarion_lang::spec::{EventSpec, IpPrefix};
@@ -34,6 +35,8 @@ pub struct Host {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inventory {
     hosts: Vec<Host>,
+    /// Each host's position in `hosts`, by name (transports name hosts on the wire).
+    by_name: HashMap<String, usize>,
 }
 
 /// Network order bits of an address, left-aligned in 128 bits, and its width.
@@ -90,12 +93,13 @@ impl Inventory {
     /// Reads the file format of the module documentation.
     pub fn parse(text: &str) -> Result<Inventory, ManagerError> {
         let mut hosts: Vec<Host> = Vec::new();
+        let mut by_name = HashMap::new();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or_default();
             let mut words = line.split_whitespace();
             let Some(name) = words.next() else { continue };
             let err = |why: String| ManagerError::Inventory { line: i + 1, why };
-            if hosts.iter().any(|h| h.name == name) {
+            if by_name.contains_key(name) {
                 return Err(err(format!("host `{name}` is listed twice")));
             }
             let prefixes = words
@@ -107,6 +111,7 @@ impl Inventory {
                     "host `{name}` owns no prefix; list its addresses after its name, e.g. `{name} 10.0.0.0/24`"
                 )));
             }
+            by_name.insert(name.to_string(), hosts.len());
             hosts.push(Host {
                 name: name.to_string(),
                 prefixes,
@@ -115,11 +120,16 @@ impl Inventory {
         if hosts.is_empty() {
             return Err(ManagerError::EmptyInventory);
         }
-        Ok(Inventory { hosts })
+        Ok(Inventory { hosts, by_name })
     }
 
     pub fn hosts(&self) -> &[Host] {
         &self.hosts
+    }
+
+    /// The position of the host named `name`, if the inventory lists it.
+    pub fn host_id(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
     }
 
     /// The host owning `addr` (the longest matching prefix), if any.
@@ -186,6 +196,7 @@ mod tests {
         assert_eq!(inv.owner("10.0.128.200".parse().expect("addr")), Some(1));
         assert_eq!(inv.owner("2001:db8:80::9".parse().expect("addr")), Some(0));
         assert_eq!(inv.owner("192.0.2.1".parse().expect("addr")), None);
+        assert_eq!((inv.host_id("db"), inv.host_id("web-9")), (Some(2), None));
     }
 
     #[test]

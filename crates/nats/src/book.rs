@@ -35,13 +35,6 @@ pub enum OnDuplicate {
     Replace,
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
 impl EventBook {
     pub fn new(manager: Manager, store: Option<Store>) -> EventBook {
         EventBook {
@@ -165,7 +158,7 @@ impl EventBook {
                 .map_err(|e| ControlError::Invalid(e.to_string()))?;
             let src = Source {
                 text: source,
-                added_ns: now_ns(),
+                added_ns: crate::wall_ns(),
             };
             if let Some(store) = &self.store {
                 let stored = StoredEvent {

@@ -52,6 +52,14 @@ pub struct Security {
     pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
+/// The wall clock, nanoseconds since the Unix epoch (0 before it).
+pub(crate) fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
 /// Connects with a name, the given credentials, and a clear error when the server cannot be reached.
 pub(crate) async fn connect(url: &str, sec: &Security, name: &str) -> Result<async_nats::Client, NatsError> {
     let mut opts = match &sec.auth {

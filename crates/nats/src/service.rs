@@ -199,13 +199,6 @@ struct Service {
     max_poll_batch: usize,
 }
 
-fn wall_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
 impl Service {
     fn new(client: async_nats::Client, name: &str, book: EventBook, poll_timeout: Duration) -> Service {
         let n = book.manager().inventory().hosts().len();
@@ -335,7 +328,7 @@ impl Service {
 
     fn store_progress(&self) {
         if let Some(store) = self.book.store() {
-            let _ = store.set_meta("alive_ns", wall_ns());
+            let _ = store.set_meta("alive_ns", crate::wall_ns());
             if self.windows_to_ns > 0 {
                 let _ = store.set_meta("windows_to_ns", self.windows_to_ns);
             }
@@ -349,12 +342,7 @@ impl Service {
     }
 
     fn host_id(&self, name: &str) -> Option<HostId> {
-        self.book
-            .manager()
-            .inventory()
-            .hosts()
-            .iter()
-            .position(|h| h.name == name)
+        self.book.manager().inventory().host_id(name)
     }
 
     async fn register(&mut self, m: async_nats::Message) {
@@ -426,7 +414,7 @@ impl Service {
         self.hosts[host].satisfied += 1;
         self.note_window(report.window.start_ns, report.window.end_ns);
         let lag = Some(Duration::from_nanos(
-            wall_ns().saturating_sub(report.window.end_ns),
+            crate::wall_ns().saturating_sub(report.window.end_ns),
         ));
         if let Some(l) = self.stats.report_lag.get_mut(host) {
             *l = (*l).max(lag);
