@@ -7,7 +7,7 @@
 mod bus;
 
 use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bus::*;
 
@@ -30,28 +30,13 @@ fn refused(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
-/// Starts a manager on `nats` with its API on `port` and its store in `dir`; waits until the API answers.
-fn manager(dir: &std::path::Path, nats: &str, port: u16, extra: &[&str]) -> Guard {
-    let child = clarion()
-        .args(["manager", "--nats", nats, "--inventory", "hosts.txt"])
-        .args([
-            "--api",
-            &format!("127.0.0.1:{port}"),
-            "--format",
-            "json",
-            "-o",
-            "net.jsonl",
-        ])
-        .args(extra)
-        .current_dir(dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("manager starts");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the API did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Starts a manager on `nats` with its API on `port`, reports to `net.jsonl`; waits until the API answers.
+fn api_manager(dir: &std::path::Path, nats: &str, port: u16, extra: &[&str]) -> Guard {
+    let api = format!("127.0.0.1:{port}");
+    let mut flags = vec!["--api", &api, "-o", "net.jsonl"];
+    flags.extend_from_slice(extra);
+    let child = manager(dir, nats, &flags);
+    wait_for_port(port, "the API", Duration::from_secs(20));
     Guard::new(child)
 }
 
@@ -75,7 +60,7 @@ fn events_are_managed_at_runtime_kept_across_restarts_and_streamed() {
     let nats = format!("nats://127.0.0.1:{nats_port}");
     let port = free_port();
     let api = format!("http://127.0.0.1:{port}");
-    let m = manager(d, &nats, port, &["--store", "m.sqlite"]);
+    let m = api_manager(d, &nats, port, &["--store", "m.sqlite"]);
 
     assert!(ok(&events(&api, &["list"])).is_empty());
     let e = refused(&events(&api, &["add", &d.join("bad.clarion").to_string_lossy()]));
@@ -117,7 +102,7 @@ fn events_are_managed_at_runtime_kept_across_restarts_and_streamed() {
         out.status.success() && summary.contains("0 registrations"),
         "{summary}"
     );
-    let m = manager(d, &nats, port, &["--store", "m.sqlite", "--until-finished"]);
+    let m = api_manager(d, &nats, port, &["--store", "m.sqlite", "--until-finished"]);
     assert_eq!(ok(&events(&api, &["list"])), before);
 
     // Fired events reach `watch` as the manager writes them.
@@ -192,7 +177,7 @@ fn a_token_is_required_when_given_and_beyond_loopback() {
     let _server = start_server(&server, nats_port);
     let port = free_port();
     let api = format!("http://127.0.0.1:{port}");
-    let m = manager(
+    let m = api_manager(
         d,
         &format!("nats://127.0.0.1:{nats_port}"),
         port,

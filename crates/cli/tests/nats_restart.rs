@@ -14,6 +14,28 @@ use bus::*;
 
 const S: u64 = 1_000 * MS;
 
+/// Reports of windows in the first second (`before`, written before the
+/// failure) and from `back_ns` on (`after`) equal the reference, and some
+/// come after `back_ns`: they resumed.
+fn assert_reference_outside_the_gap(before: &str, after: &str, frames: &[(u64, Vec<u8>)], back_ns: u64) {
+    assert_eq!(
+        rows_between(before, T0, T0 + S),
+        reference_between(frames, T0, T0 + S)
+    );
+    let end = T0 + 10 * S;
+    let resumed = rows_between(after, back_ns, end);
+    assert!(!resumed.is_empty(), "reports resume");
+    assert_eq!(resumed, reference_between(frames, back_ns, end));
+}
+
+/// Waits for every agent to end (each within `limit`), successfully.
+fn wait_agents(agents: Vec<Guard>, limit: Duration) {
+    for a in agents {
+        let o = wait(a.take(), "an agent", limit);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
 fn sleep_until(start: Instant, after: Duration) {
     if let Some(left) = (start + after).checked_duration_since(Instant::now()) {
         std::thread::sleep(left);
@@ -36,31 +58,7 @@ fn a_killed_agent_comes_back_and_the_windows_it_missed_are_marked() {
     let port = free_port();
     let _server = start_server(&server, port);
     let nats = format!("nats://127.0.0.1:{port}");
-    let manager = Guard::new(
-        clarion()
-            .args([
-                "manager",
-                "--nats",
-                &nats,
-                "--inventory",
-                "hosts.txt",
-                "--events",
-                "events.clarion",
-            ])
-            .args([
-                "--no-store",
-                "--no-api",
-                "--until-finished",
-                "--format",
-                "json",
-                "-o",
-                "net.jsonl",
-            ])
-            .current_dir(d)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("manager starts"),
-    );
+    let manager = Guard::new(manager(d, &nats, &REPLAY));
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
     let mut agents: Vec<Guard> = [1, 3, 4]
@@ -76,11 +74,7 @@ fn a_killed_agent_comes_back_and_the_windows_it_missed_are_marked() {
     let out = wait(manager.take(), "the manager", Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    for a in agents {
-        assert!(wait(a.take(), "an agent", Duration::from_secs(30))
-            .status
-            .success());
-    }
+    wait_agents(agents, Duration::from_secs(30));
     assert!(err.contains("5 registrations"), "web-2 registered again: {err}");
     assert!(
         err.contains("host web-2: did not answer polls for"),
@@ -88,14 +82,7 @@ fn a_killed_agent_comes_back_and_the_windows_it_missed_are_marked() {
     );
     let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
     // Before the kill and once web-2 is back: exactly the reference.
-    assert_eq!(
-        rows_between(&text, T0, T0 + S),
-        reference_between(&frames, T0, T0 + S)
-    );
-    let end = T0 + 10 * S;
-    let back = rows_between(&text, T0 + 2_600 * MS, end);
-    assert!(!back.is_empty(), "reports resume");
-    assert_eq!(back, reference_between(&frames, T0 + 2_600 * MS, end));
+    assert_reference_outside_the_gap(&text, &text, &frames, T0 + 2_600 * MS);
     // In between, whatever differs from the reference was decided without web-2 and says so.
     let want = reference(&frames);
     for line in text.lines() {
@@ -120,26 +107,14 @@ fn a_killed_manager_comes_back_with_its_events_and_names_the_gap() {
     let port = free_port();
     let _server = start_server(&server, port);
     let nats = format!("nats://127.0.0.1:{port}");
-    let manager = |out: &str, events: bool| {
-        let mut c = clarion();
-        c.args([
-            "manager",
-            "--nats",
-            &nats,
-            "--inventory",
-            "hosts.txt",
-            "--store",
-            "m.sqlite",
-        ])
-        .args(["--no-api", "--until-finished", "--format", "json", "-o", out])
-        .current_dir(d)
-        .stderr(std::process::Stdio::piped());
+    let with_store = |out: &str, events: bool| {
+        let mut flags = vec!["--store", "m.sqlite", "--no-api", "--until-finished", "-o", out];
         if events {
-            c.args(["--events", "events.clarion"]);
+            flags.extend(["--events", "events.clarion"]);
         }
-        Guard::new(c.spawn().expect("manager starts"))
+        Guard::new(manager(d, &nats, &flags))
     };
-    let first = manager("net1.jsonl", true);
+    let first = with_store("net1.jsonl", true);
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
     let agents: Vec<Guard> = (1..=4)
@@ -149,28 +124,17 @@ fn a_killed_manager_comes_back_with_its_events_and_names_the_gap() {
     first.kill();
     sleep_until(start, Duration::from_millis(2_000));
     // No --events: the store brings them back.
-    let second = manager("net2.jsonl", false);
+    let second = with_store("net2.jsonl", false);
     let out = wait(second.take(), "the restarted manager", Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    for a in agents {
-        assert!(wait(a.take(), "an agent", Duration::from_secs(30))
-            .status
-            .success());
-    }
+    wait_agents(agents, Duration::from_secs(30));
     let n = clarion_lang::check(EVENTS).expect("events").len();
     assert!(err.contains(&format!("{n} event(s) restored")), "{err}");
     assert!(err.contains("the manager was down"), "the gap is named: {err}");
     let before = std::fs::read_to_string(d.join("net1.jsonl")).expect("reports");
     let after = std::fs::read_to_string(d.join("net2.jsonl")).expect("reports");
-    assert_eq!(
-        rows_between(&before, T0, T0 + S),
-        reference_between(&frames, T0, T0 + S)
-    );
-    let end = T0 + 10 * S;
-    let resumed = rows_between(&after, T0 + 2_500 * MS, end);
-    assert!(!resumed.is_empty(), "reports resume");
-    assert_eq!(resumed, reference_between(&frames, T0 + 2_500 * MS, end));
+    assert_reference_outside_the_gap(&before, &after, &frames, T0 + 2_500 * MS);
 }
 
 #[test]
@@ -184,31 +148,7 @@ fn everyone_reconnects_when_the_nats_server_comes_back() {
     let port = free_port();
     let first = start_server(&server, port);
     let nats = format!("nats://127.0.0.1:{port}");
-    let manager = Guard::new(
-        clarion()
-            .args([
-                "manager",
-                "--nats",
-                &nats,
-                "--inventory",
-                "hosts.txt",
-                "--events",
-                "events.clarion",
-            ])
-            .args([
-                "--no-store",
-                "--no-api",
-                "--until-finished",
-                "--format",
-                "json",
-                "-o",
-                "net.jsonl",
-            ])
-            .current_dir(d)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("manager starts"),
-    );
+    let manager = Guard::new(manager(d, &nats, &REPLAY));
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
     let agents: Vec<Guard> = (1..=4)
@@ -222,21 +162,11 @@ fn everyone_reconnects_when_the_nats_server_comes_back() {
     let out = wait(manager.take(), "the manager", Duration::from_secs(90));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    for a in agents {
-        let o = wait(a.take(), "an agent", Duration::from_secs(60));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    wait_agents(agents, Duration::from_secs(60));
     assert!(
         err.contains("is back after"),
         "hosts silent during the outage get their triggers again: {err}"
     );
     let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
-    assert_eq!(
-        rows_between(&text, T0, T0 + S),
-        reference_between(&frames, T0, T0 + S)
-    );
-    let end = T0 + 10 * S;
-    let after = rows_between(&text, T0 + 6_500 * MS, end);
-    assert!(!after.is_empty(), "reports resume");
-    assert_eq!(after, reference_between(&frames, T0 + 6_500 * MS, end));
+    assert_reference_outside_the_gap(&text, &text, &frames, T0 + 6_500 * MS);
 }

@@ -151,6 +151,23 @@ fn arb_event() -> impl Strategy<Value = EventSpec> {
     })
 }
 
+/// The embedded network's reports for `event` over `traffic`, or `None`
+/// when the manager refuses the event (not splittable, placed nowhere).
+fn network_reports(
+    inventory: &Inventory,
+    event: &EventSpec,
+    traffic: &[PacketRecord],
+) -> Option<Vec<Report>> {
+    let mut net = Network::new(inventory.clone(), "manager", &MonitorConfig::default());
+    net.install(event.clone()).ok()?;
+    let mut got = Vec::new();
+    for p in traffic {
+        net.process(p, &mut got);
+    }
+    net.finish(&mut got);
+    Some(got)
+}
+
 /// (window start, group, values) of each report.
 fn summary(reports: &[Report]) -> BTreeSet<(u64, String, String)> {
     reports
@@ -175,16 +192,10 @@ proptest! {
     ) {
         let inventory = Inventory::parse(INVENTORY).expect("inventory");
         let placed = inventory.placement(&event);
-        let mut net = Network::new(inventory.clone(), "manager", &MonitorConfig::default());
-        if net.install(event.clone()).is_err() {
+        let Some(got) = network_reports(&inventory, &event, &traffic) else {
             // Not splittable, or placed nowhere: refused, nothing to compare.
             return Ok(());
-        }
-        let mut got = Vec::new();
-        for p in &traffic {
-            net.process(p, &mut got);
-        }
-        net.finish(&mut got);
+        };
         // The reference sees each packet once per placed host that owns one of its addresses.
         let mut inputs = Vec::new();
         for p in &traffic {
@@ -230,15 +241,9 @@ proptest! {
         let event = EventSpec { scope: Scope::Quorum(quorum), ..event };
         let inventory = Inventory::parse(INVENTORY).expect("inventory");
         let placed = inventory.placement(&event);
-        let mut net = Network::new(inventory.clone(), "manager", &MonitorConfig::default());
-        if net.install(event.clone()).is_err() {
+        let Some(got) = network_reports(&inventory, &event, &traffic) else {
             return Ok(());
-        }
-        let mut got = Vec::new();
-        for p in &traffic {
-            net.process(p, &mut got);
-        }
-        net.finish(&mut got);
+        };
         // Each placed host alone, as a host event.
         let host_event = EventSpec { scope: Scope::Host, ..event.clone() };
         let mut fired: std::collections::BTreeMap<(u64, String), usize> = Default::default();

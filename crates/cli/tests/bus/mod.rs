@@ -133,13 +133,50 @@ pub fn start_server_with(bin: &Path, port: u16, extra: &[&str]) -> Guard {
         .stderr(Stdio::null())
         .spawn()
         .expect("nats-server starts");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_port(port, "nats-server", Duration::from_secs(10));
     Guard::new(child)
 }
+
+/// Waits until something listens on the loopback `port`.
+pub fn wait_for_port(port: u16, what: &str, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `clarion manager` on `url` with the inventory `hosts.txt` of `d`,
+/// writing JSON lines, with `flags` added; its standard error is piped.
+pub fn manager(d: &Path, url: &str, flags: &[&str]) -> Child {
+    clarion()
+        .args([
+            "manager",
+            "--nats",
+            url,
+            "--inventory",
+            "hosts.txt",
+            "--format",
+            "json",
+        ])
+        .args(flags)
+        .current_dir(d)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("manager starts")
+}
+
+/// What a manager replaying captures usually gets: the events, no store,
+/// no API, run until every agent has finished, reports to `net.jsonl`.
+pub const REPLAY: [&str; 7] = [
+    "--events",
+    "events.clarion",
+    "--no-store",
+    "--no-api",
+    "--until-finished",
+    "-o",
+    "net.jsonl",
+];
 
 /// A small deterministic generator (no dependency on the order of other tests).
 pub struct Lcg(pub u64);
@@ -379,30 +416,8 @@ pub fn run_network(
     manager_flags: &[&str],
     agent_flags: &[&str],
 ) -> std::process::Output {
-    let manager = clarion()
-        .args([
-            "manager",
-            "--nats",
-            url,
-            "--inventory",
-            "hosts.txt",
-            "--events",
-            "events.clarion",
-        ])
-        .args([
-            "--no-store",
-            "--no-api",
-            "--until-finished",
-            "--format",
-            "json",
-            "-o",
-            "net.jsonl",
-        ])
-        .args(manager_flags)
-        .current_dir(d)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("manager starts");
+    let flags: Vec<&str> = REPLAY.iter().chain(manager_flags).copied().collect();
+    let manager = manager(d, url, &flags);
     let agents: Vec<Child> = (1..=4)
         .map(|i| {
             let host = format!("web-{i}");
