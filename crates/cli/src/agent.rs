@@ -19,6 +19,7 @@ use clarion_sinks::ReportSink;
 
 use crate::args::{parse_duration, Format};
 use crate::bus::NatsArgs;
+use crate::live::runtime;
 use crate::run::{load_events, open_sink_to, sink_error};
 use crate::summary::thousands;
 use crate::Failure;
@@ -94,10 +95,6 @@ fn parse_speed(s: &str) -> Result<f64, String> {
             "`{s}` is not a speed: give a factor above 0, e.g. 1 (capture pace) or 10"
         )),
     }
-}
-
-fn runtime(e: impl Into<anyhow::Error>) -> Failure {
-    Failure::Runtime(e.into())
 }
 
 /// The agent's counts, for its summary.

@@ -770,7 +770,7 @@ fn verify(
 }
 
 /// The nearest-rank percentile `q` (0–1) of sorted values.
-fn percentile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
+pub fn percentile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
     if sorted.is_empty() {
         return T::default();
     }

@@ -26,7 +26,7 @@ use crate::run::{build_monitor, load_events, monitor_config, open_sink, sink_err
 use crate::summary::{thousands, Summary};
 use crate::Failure;
 
-fn runtime(e: impl Into<anyhow::Error>) -> Failure {
+pub fn runtime(e: impl Into<anyhow::Error>) -> Failure {
     Failure::Runtime(e.into())
 }
 

@@ -20,6 +20,7 @@ use clarion_store::Store;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::args::{parse_duration, Format};
+use crate::bench::percentile;
 use crate::bus::NatsArgs;
 use crate::network::read_inventory;
 use crate::run::{open_sink_to, sink_error};
@@ -256,14 +257,6 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         print_summary(&stats, &hosts);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 fn print_summary(s: &ManagerStats, hosts: &[String]) {

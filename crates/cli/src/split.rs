@@ -13,6 +13,7 @@ use anyhow::Context;
 use clap::Args;
 use clarion_capture::{CaptureFile, PacketSource, PcapWriter, TsResolution};
 
+use crate::live::runtime;
 use crate::network::read_inventory;
 use crate::summary::thousands;
 use crate::Failure;
@@ -38,10 +39,6 @@ pub struct SplitArgs {
     /// Where to write one capture per host (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
-}
-
-fn runtime(e: anyhow::Error) -> Failure {
-    Failure::Runtime(e)
 }
 
 pub fn split(a: &SplitArgs) -> Result<ExitCode, Failure> {
