@@ -270,7 +270,9 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
                 host_metrics
                     .reports
                     .store(written, std::sync::atomic::Ordering::Relaxed);
-                write_all(&mut *sink, &mut reports)?
+                write_all(&mut *sink, &mut reports)?;
+                // A live run has no end in sight: an epoch's reports reach the output at once.
+                sink.flush().map_err(sink_error)?;
             }
             Ok(WorkerEvent::Partials(w, parts)) => {
                 if let Some(m) = merger.as_mut() {
@@ -287,6 +289,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
                         .reports
                         .store(written, std::sync::atomic::Ordering::Relaxed);
                     write_all(&mut *sink, &mut merged)?;
+                    sink.flush().map_err(sink_error)?;
                 }
             }
             Ok(WorkerEvent::Epoch(st)) => {

@@ -242,8 +242,10 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     };
     let mut write_error = None;
     let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {
+        // The manager runs for days: each fired event reaches the file at
+        // once (a reader tailing it sees it; a crash loses none).
         if write_error.is_none() {
-            if let Err(e) = sink.write(r) {
+            if let Err(e) = sink.write(r).and_then(|()| sink.flush()) {
                 write_error = Some(e);
             }
         }
