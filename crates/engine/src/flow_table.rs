@@ -13,6 +13,7 @@
 
 use clarion_wire::FlowKey;
 
+use crate::flow_list::FlowRef;
 use crate::huge_pages;
 use crate::prefetch::prefetch;
 use crate::tcp_state::TcpState;
@@ -46,11 +47,22 @@ pub(crate) struct FlowEntry {
     /// ([`NO_ENTRY`] if it had no entry then), so acknowledgements reach it
     /// without a second lookup per packet.
     pub(crate) rev: (u32, u32),
-    /// Positions (in its set, below 64) of the triggers whose flow lists
-    /// dropped this flow while it was idle: it is listed there again on
-    /// its next write (`Tuning::unlist_idle`).
-    pub(crate) unlisted: u64,
+    /// Bumped each time the flow is put in a set's list (and kept across
+    /// the entry's reuse): only the reference made then is valid, so a flow
+    /// moved between sets, or back, is never listed twice.
+    pub(crate) stamp: u32,
+    /// Its set's list dropped it while it was idle: it is listed there
+    /// again on its next write (`Tuning::unlist_idle`).
+    pub(crate) unlisted: bool,
     pub(crate) live: bool,
+}
+
+impl FlowEntry {
+    /// True when `r`, found in the list of set `set`, is this flow's valid reference there.
+    #[inline]
+    pub(crate) fn listed_by(&self, r: FlowRef, set: u32) -> bool {
+        self.live && self.stamp == r.stamp && self.set == set
+    }
 }
 
 /// See the module documentation.
@@ -148,6 +160,19 @@ impl FlowTable {
         self.len
     }
 
+    /// A new reference to entry `idx`, for its set's list: every older one
+    /// goes stale (see [`FlowEntry::stamp`]).
+    #[inline]
+    pub(crate) fn new_ref(&mut self, idx: u32) -> FlowRef {
+        let e = &mut self.entries[idx as usize];
+        e.stamp = e.stamp.wrapping_add(1);
+        e.unlisted = false;
+        FlowRef {
+            entry: idx,
+            stamp: e.stamp,
+        }
+    }
+
     /// Finds the entry of `key`, whose [`hash_key`] is `hash`.
     #[inline]
     pub(crate) fn find(&self, key: &FlowKey, hash: u64) -> Option<u32> {
@@ -183,13 +208,14 @@ impl FlowTable {
             wscale: None,
             tcp: None,
             rev: (NO_ENTRY, 0),
-            unlisted: 0,
+            stamp: 0,
+            unlisted: false,
             live: true,
         };
         let idx = match self.free.pop() {
             Some(i) => {
-                let gen = self.entries[i as usize].gen;
-                self.entries[i as usize] = FlowEntry { gen, ..entry };
+                let (gen, stamp) = (self.entries[i as usize].gen, self.entries[i as usize].stamp);
+                self.entries[i as usize] = FlowEntry { gen, stamp, ..entry };
                 i
             }
             None => {

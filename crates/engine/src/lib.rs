@@ -5,11 +5,11 @@
 //!   against the trigger index (a tuple-space search, see
 //!   `trigger_index.rs`) and remember the matched set; then update only the
 //!   statistics that set's triggers read.
-//! - **Gather, test and report**, per epoch: a sweep walks each trigger's
-//!   compact flow list, folds the finished epoch's flow statistics into the
-//!   trigger's groups, and at the end of each of the trigger's windows
-//!   evaluates the predicate and emits a [`Report`] for every group that
-//!   satisfies it. The sweep runs at the epoch boundary (files) or in
+//! - **Gather, test and report**, per epoch: a sweep walks the compact flow
+//!   list of each match set written in the epoch, folds each flow's
+//!   statistics for the finished epoch into the groups of every trigger of
+//!   its set, and at the end of each of a trigger's windows evaluates the
+//!   predicate and emits a [`Report`] for every group that satisfies it. The sweep runs at the epoch boundary (files) or in
 //!   bounded steps interleaved with packets ([`Monitor::sweep_step`]).
 //!
 //! The exact meaning of every report is `docs/semantics.md`; the
@@ -24,6 +24,7 @@
 
 mod config;
 mod dos_filter;
+mod flow_list;
 mod flow_table;
 mod history;
 mod huge_pages;

@@ -13,6 +13,7 @@
 
 use clarion_wire::PacketRecord;
 
+use crate::flow_list::FlowList;
 use crate::huge_pages;
 use crate::measure::{
     add_sum, common_index, common_values, Acc, Expr, FlowContext, Slot, StatFlags, COMMON_VARS,
@@ -47,17 +48,25 @@ pub(crate) struct MatchSet {
     /// Some measure reads RTT samples, so member flows list their first
     /// transmissions (else `is_lost` needs none of that list).
     pub(crate) needs_rtt: bool,
+    // Second line: what the sweep reads per set.
+    /// The member flows the sweep walks: every flow of the set that wrote
+    /// statistics in the last two epochs, and maybe stale references (see
+    /// `flow_list.rs`); a flow idle for longer leaves it until its next write.
+    pub(crate) members: FlowList,
     /// Sorted, distinct.
     pub(crate) triggers: Vec<TriggerId>,
-    /// Distinct measures with their place in a half block (offsets after
-    /// the tag and packet count), and whether they read RTT samples rather than packets.
-    measures: Vec<(Expr, Slot, bool)>,
     /// For each trigger (same order as `triggers`), for each statistic it
     /// reads ([`crate::trigger::Trigger::reads`]), the index of the measure.
     per_trigger: Vec<Vec<usize>>,
+    /// Distinct measures with their place in a half block (offsets after
+    /// the tag and packet count), and whether they read RTT samples rather than packets.
+    measures: Vec<(Expr, Slot, bool)>,
     free: Vec<u32>,
     /// Live flows using this set.
     pub(crate) flows: usize,
+    /// Start of the epoch of the latest sweep this set was added to after
+    /// it began (a flow moved here with that epoch's statistics).
+    pub(crate) queued: u64,
     /// Advise the slab for huge pages as it grows.
     huge: bool,
 }
@@ -121,8 +130,10 @@ impl MatchSet {
             needs_tcp,
             half_words: offset,
             slab: Vec::new(),
+            members: FlowList::default(),
             free: Vec::new(),
             flows: 0,
+            queued: NO_EPOCH,
             marked: [NO_EPOCH; 2],
             huge,
         }
@@ -217,6 +228,28 @@ impl MatchSet {
     #[inline]
     pub(crate) fn has_epoch(&self, block: u32, half: usize, epoch: u64) -> bool {
         self.slab[self.half_range(block, half).start] == epoch
+    }
+
+    /// Marks the half as gathered by the sweep of its epoch (its tag no
+    /// longer matches any epoch), so that a flow moved to another set
+    /// during that sweep (an install or removal between sweep steps) is
+    /// not gathered twice. Its next write resets it as usual.
+    #[inline]
+    pub(crate) fn consume(&mut self, block: u32, half: usize) {
+        let at = self.half_range(block, half).start;
+        self.slab[at] = NO_EPOCH;
+    }
+
+    /// The half's tag: the start of the epoch whose statistics it holds.
+    #[inline]
+    pub(crate) fn epoch_of(&self, block: u32, half: usize) -> u64 {
+        self.slab[self.half_range(block, half).start]
+    }
+
+    /// Where the statistic indices of each trigger are (to prefetch them).
+    #[inline]
+    pub(crate) fn per_trigger_ptr(&self) -> *const Vec<usize> {
+        self.per_trigger.as_ptr()
     }
 
     /// Position of a trigger in this set.

@@ -23,19 +23,23 @@ use clarion_lang::spec::EventSpec;
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 
-use crate::config::{Counters, MonitorConfig, Tuning};
+use crate::config::{Counters, MonitorConfig};
 use crate::dos_filter::DosFilter;
-use crate::flow_table::{hash_key, FlowEntry, FlowTable, NO_ENTRY, NO_SET};
+use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::huge_pages;
-use crate::key::{group_of, one_flow_per_group, report_group};
+use crate::key::{one_flow_per_group, report_group};
 use crate::match_set::MatchSet;
-use crate::measure::{Acc, Expr, FlowContext, StatFlags, TcpValues};
-use crate::merge::{Installed, Partials, WindowPartial};
+use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
+use crate::merge::{Installed, Partials};
 use crate::prefetch::prefetch;
 use crate::tcp_state::TcpState;
-use crate::trigger::{FlowRef, Trigger, WindowValues};
+use crate::trigger::{Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
+
+mod sweep;
+
+use sweep::{Direct, Sweep};
 
 /// Why a frame never became a packet record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,47 +48,6 @@ pub enum Unparsed {
     Malformed,
     /// Not an IP packet (ARP, LLDP, …): knowingly ignored.
     NotIp,
-}
-
-/// A sweep in progress: which epoch, and where it stopped.
-#[derive(Debug)]
-struct Sweep {
-    epoch_start: u64,
-    epoch_end: u64,
-    half: usize,
-    /// Start of the epoch now running; `None` at end of input (close every window).
-    next_start: Option<u64>,
-    order: Vec<TriggerId>,
-    trig_pos: usize,
-    chunk: usize,
-    pos: usize,
-    /// Triggers whose window this sweep opened.
-    opened: Vec<TriggerId>,
-    reports: Vec<Report>,
-    origin: Origin,
-    /// For triggers tested per flow (see `gather`).
-    direct: Direct,
-    /// The swept epoch's traffic (what the merger sums over workers).
-    counts: Completeness,
-    /// `merge_output`: results go to the merger, not to `out`.
-    merge: bool,
-    /// `merge_output`: the trigger of each report, in step with `reports`.
-    report_triggers: Vec<TriggerId>,
-    /// `merge_output`: the closed windows of exported triggers.
-    partials: Vec<WindowPartial>,
-}
-
-/// What testing windows per flow, during the gather, needs: such a
-/// trigger's window is this one epoch, and each flow is its own group.
-#[derive(Debug)]
-struct Direct {
-    /// No packet so far had a VLAN tag: `per 5tuple` keeps flows apart.
-    vlans_seen: bool,
-    /// The swept epoch's traffic, the window's completeness.
-    completeness: Completeness,
-    keep: usize,
-    accs: Vec<Acc>,
-    values: Vec<f64>,
 }
 
 /// One worker's packet monitor. See the module documentation.
@@ -121,10 +84,8 @@ pub struct Monitor {
     open_list: Vec<TriggerId>,
     /// Per half, the sets some member flow wrote statistics to in that
     /// half's latest epoch (each once, see `MatchSet::marked`): a sweep
-    /// gathers only their triggers, not every installed one.
+    /// visits only them, not every set.
     active_sets: [Vec<u32>; 2],
-    /// Scratch bitset over trigger ids, to list each active trigger once, in id order.
-    active_triggers: Vec<u64>,
     /// Every window ending at or before this is closed.
     closed_to: u64,
     /// Traffic of the current epoch, for completeness records.
@@ -186,7 +147,6 @@ impl Monitor {
             intervals: (0, 0),
             open_list: Vec::new(),
             active_sets: [Vec::new(), Vec::new()],
-            active_triggers: Vec::new(),
             closed_to: 0,
             epoch_counts: Completeness::default(),
             sweep: None,
@@ -256,7 +216,6 @@ impl Monitor {
             });
         }
         self.index.insert(id, &trigger.rules);
-        self.active_triggers.resize((id as usize) / 64 + 1, 0);
         let matching: Vec<u32> = self
             .flows
             .entries
@@ -270,16 +229,11 @@ impl Monitor {
         if self.config.tuning.huge_pages && self.triggers.capacity() != cap {
             huge_pages::advise(&self.triggers);
         }
-        let chunked = self.config.tuning.chunked_lists;
         for i in matching {
             let mut set = self.set_triggers(i);
             set.push(id);
             set.sort_unstable();
             self.migrate(i, set);
-            let gen = self.flows.entries[i as usize].gen;
-            if let Some(t) = self.triggers[id as usize].as_mut() {
-                t.flows.push(FlowRef { entry: i, gen }, chunked);
-            }
         }
         self.retune_epoch(Some(interval));
         Ok(id)
@@ -324,10 +278,9 @@ impl Monitor {
         }
     }
 
-    /// Moves a flow to the set of `triggers`, keeping the statistics both sets share.
+    /// Moves a flow to the set of `triggers`, keeping the statistics both
+    /// sets share, and lists it there.
     fn migrate(&mut self, entry: u32, triggers: Vec<TriggerId>) {
-        // The marks are positions in the old set: rejoin every list first.
-        self.relist(entry);
         let (old_set, old_block) = {
             let e = &self.flows.entries[entry as usize];
             (e.set, e.block)
@@ -346,9 +299,6 @@ impl Monitor {
         if old_set != NO_SET {
             self.sets[old_set as usize].release(old_block);
         }
-        // The new set needs no sweep mark for statistics copied into it: it
-        // differs from the old (marked) one only by a trigger just installed,
-        // which is not due before the next epoch, or one just removed.
         let keeps_tcp = new_set != NO_SET && self.sets[new_set as usize].needs_tcp;
         let keeps_sent = new_set != NO_SET && self.sets[new_set as usize].needs_rtt;
         let e = &mut self.flows.entries[entry as usize];
@@ -361,6 +311,28 @@ impl Monitor {
             // Nothing reads `rtt` now; a later reader samples segments sent from then on.
             if let Some(st) = e.tcp.as_mut() {
                 st.forget_sent();
+            }
+        }
+        if new_set == NO_SET {
+            return;
+        }
+        // A fresh reference: the old set's goes stale.
+        let r = self.flows.new_ref(entry);
+        let chunked = self.config.tuning.chunked_lists;
+        self.sets[new_set as usize].members.push(r, chunked);
+        // Statistics copied along are swept with the new set: the current
+        // epoch's by marking it, those of a sweep in progress (between its
+        // steps) by adding it to that sweep. Halves the sweep has gathered
+        // already are marked consumed, so none is counted twice.
+        let half_now = (self.epoch_seq & 1) as usize;
+        if self.sets[new_set as usize].epoch_of(new_block, half_now) == self.epoch_start {
+            self.mark_active(new_set, half_now);
+        }
+        if let Some(s) = self.sweep.as_mut() {
+            let set = &mut self.sets[new_set as usize];
+            if set.epoch_of(new_block, s.half) == s.epoch_start && set.queued != s.epoch_start {
+                set.queued = s.epoch_start;
+                s.order.push(new_set);
             }
         }
     }
@@ -605,23 +577,19 @@ impl Monitor {
         }
     }
 
-    /// Puts a flow back in the lists of the triggers that dropped it while
-    /// it was idle (see `gather`); called on its first write in an epoch.
+    /// Puts a flow back in its set's list if the sweep dropped it while it
+    /// was idle (see `sweep.rs`); called on its first write in an epoch.
     #[inline]
     fn relist(&mut self, idx: u32) {
-        let e = &mut self.flows.entries[idx as usize];
-        if e.unlisted == 0 {
+        let e = &self.flows.entries[idx as usize];
+        if !e.unlisted {
             return;
         }
-        let (mut bits, set, gen) = (std::mem::take(&mut e.unlisted), e.set, e.gen);
+        let set = e.set;
+        let r = self.flows.new_ref(idx);
         let chunked = self.config.tuning.chunked_lists;
-        while bits != 0 {
-            let pos = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let tid = self.sets.get(set as usize).and_then(|s| s.triggers.get(pos));
-            if let Some(t) = tid.and_then(|&t| self.triggers[t as usize].as_mut()) {
-                t.flows.push(FlowRef { entry: idx, gen }, chunked);
-            }
+        if let Some(s) = self.sets.get_mut(set as usize) {
+            s.members.push(r, chunked);
         }
     }
 
@@ -722,27 +690,18 @@ impl Monitor {
             .lookup(&self.flows.entries[i as usize].key, &mut matched);
         if !matched.is_empty() {
             self.counters.triggers_matched += matched.len() as u64;
-            let gen = self.flows.entries[i as usize].gen;
-            let chunked = self.config.tuning.chunked_lists;
             if self.config.tuning.batch_prefetch {
                 // The triggers are far apart and cold: start every load
-                // before the first push waits on one (two levels: the
-                // list's header in the trigger, then its end).
+                // before the first reservation waits on one.
                 for &t in &matched {
                     if let Some(Some(trig)) = self.triggers.get(t as usize) {
-                        prefetch(&trig.flows);
-                    }
-                }
-                for &t in &matched {
-                    if let Some(Some(trig)) = self.triggers.get(t as usize) {
-                        trig.flows.prefetch_tail();
+                        prefetch(&trig.history);
                     }
                 }
             }
             let keep = self.config.history_windows;
             for &t in &matched {
                 if let Some(trig) = self.triggers[t as usize].as_mut() {
-                    trig.flows.push(FlowRef { entry: i, gen }, chunked);
                     trig.history.reserve(keep);
                 }
             }
@@ -751,6 +710,9 @@ impl Monitor {
             let e = &mut self.flows.entries[i as usize];
             e.set = set;
             e.block = block;
+            let r = self.flows.new_ref(i);
+            let chunked = self.config.tuning.chunked_lists;
+            self.sets[set as usize].members.push(r, chunked);
         }
         self.scratch = matched;
     }
@@ -830,9 +792,11 @@ impl Monitor {
             half: (self.epoch_seq & 1) as usize,
             next_start,
             order,
-            trig_pos: 0,
+            set_pos: 0,
             chunk: 0,
             pos: 0,
+            modes: Vec::new(),
+            tested: Vec::new(),
             opened: Vec::new(),
             reports: Vec::new(),
             origin: Origin {
@@ -848,34 +812,16 @@ impl Monitor {
         self.epoch_seq += 1;
     }
 
-    /// The triggers of the sets written in the epoch being swept, in id order, each once.
-    fn active_order(&mut self) -> Vec<TriggerId> {
+    /// The sets written in the epoch being swept, each once (every set without `tuning.active_sweep`).
+    fn active_order(&mut self) -> Vec<u32> {
         let half = (self.epoch_seq & 1) as usize;
+        let active = std::mem::take(&mut self.active_sets[half]);
         if !self.config.tuning.active_sweep {
+            self.active_sets[half] = active;
             self.active_sets[half].clear();
-            return (0..self.triggers.len() as TriggerId)
-                .filter(|&t| self.triggers[t as usize].is_some())
-                .collect();
+            return (0..self.sets.len() as u32).collect();
         }
-        let bits = &mut self.active_triggers;
-        for &s in &self.active_sets[half] {
-            for &t in &self.sets[s as usize].triggers {
-                bits[t as usize / 64] |= 1 << (t % 64);
-            }
-        }
-        self.active_sets[half].clear();
-        let mut order = Vec::new();
-        for (i, word) in bits.iter_mut().enumerate() {
-            let mut w = std::mem::take(word);
-            while w != 0 {
-                let t = (i * 64) as TriggerId + w.trailing_zeros();
-                w &= w - 1;
-                if self.triggers[t as usize].is_some() {
-                    order.push(t);
-                }
-            }
-        }
-        order
+        active
     }
 
     /// Ends the input: sweeps the current epoch and closes every open window
@@ -920,31 +866,17 @@ impl Monitor {
             return true;
         };
         let mut budget = budget;
-        let tuning = self.config.tuning;
-        while s.trig_pos < s.order.len() {
-            if tuning.sweep_prefetch {
-                self.prefetch_sweep(&s.order, s.trig_pos, s.half);
-            }
-            let tid = s.order[s.trig_pos];
-            if let Some(trig) = self.triggers[tid as usize].as_mut() {
-                if s.epoch_start >= trig.start_ns
-                    && !gather(
-                        trig,
-                        tid,
-                        &mut self.flows,
-                        &self.sets,
-                        tuning,
-                        &mut s,
-                        &mut budget,
-                    )
-                {
-                    self.sweep = Some(s);
-                    return false;
+        if !self.gather_sets(&mut s, &mut budget) {
+            self.sweep = Some(s);
+            return false;
+        }
+        if s.direct.keep == 0 {
+            // Tested flow by flow and reported: nothing is kept.
+            for &tid in &s.tested {
+                if let Some(t) = self.triggers[tid as usize].as_mut() {
+                    t.history.clear();
                 }
             }
-            s.trig_pos += 1;
-            s.chunk = 0;
-            s.pos = 0;
         }
         self.close_windows(&mut s);
         self.reclaim(s.epoch_end);
@@ -981,47 +913,6 @@ impl Monitor {
     /// host's [`crate::Merger`] in this order.
     pub fn take_partials(&mut self) -> Vec<Partials> {
         std::mem::take(&mut self.merge.ready)
-    }
-
-    /// Starts loading what the sweep will read for the triggers a few
-    /// places ahead of `pos` in `order`, one level of indirection per
-    /// distance: trigger slots 8 ahead, their lists', windows' and
-    /// histories' headers 4 ahead, the list heads 3 ahead, their flow
-    /// entries and the histories' ends 2 ahead, the entries' sets and
-    /// statistics 1 ahead. So each trigger's data arrives while earlier
-    /// ones are gathered.
-    #[inline]
-    fn prefetch_sweep(&self, order: &[TriggerId], pos: usize, half: usize) {
-        let at = |k: usize| order.get(pos + k).and_then(|&t| self.triggers.get(t as usize));
-        if let Some(slot) = at(8) {
-            prefetch(slot);
-        }
-        if let Some(Some(t)) = at(4) {
-            prefetch(&t.flows);
-            prefetch(&t.open);
-            prefetch(&t.spec.granularity);
-            prefetch(&t.history);
-        }
-        if let Some(Some(t)) = at(3) {
-            prefetch(t.flows.head().as_ptr());
-        }
-        if let Some(Some(t)) = at(2) {
-            t.history.prefetch_tail();
-            for r in t.flows.head().iter().take(2) {
-                if let Some(e) = self.flows.entries.get(r.entry as usize) {
-                    prefetch(e);
-                }
-            }
-        }
-        if let Some(Some(t)) = at(1) {
-            for r in t.flows.head().iter().take(2) {
-                let e = self.flows.entries.get(r.entry as usize);
-                if let Some(set) = e.and_then(|e| self.sets.get(e.set as usize).map(|s| (s, e.block))) {
-                    prefetch(set.0);
-                    set.0.prefetch(set.1, half);
-                }
-            }
-        }
     }
 
     fn close_windows(&mut self, s: &mut Sweep) {
@@ -1227,140 +1118,12 @@ impl Monitor {
         Some(WindowValues { window, groups })
     }
 
-    /// Flows a trigger currently lists (live or not yet compacted).
+    /// Flows listed for a trigger (live or not yet compacted): the lists
+    /// of the sets it is in, which the sweep walks for it.
     pub fn trigger_flows(&self, id: TriggerId) -> Option<usize> {
-        Some(self.triggers.get(id as usize)?.as_ref()?.flows.len())
-    }
-}
-
-/// Gathers one trigger's flows for the sweep's epoch; false when the
-/// budget ran out. With `tuning.unlist_idle`, flows idle for this epoch and
-/// the one before leave the trigger's list (marked in their entry, to
-/// rejoin it on their next write; see [`Monitor::relist`]).
-///
-/// With `tuning.flow_windows`, a trigger whose window is this one epoch,
-/// whose groups are single flows and whose values are all aggregates is
-/// tested flow by flow, here: each flow's statistics are its group's, so
-/// there is nothing to merge and no open window to keep; its values go
-/// straight to the history and, if the predicate holds, to a report.
-fn gather(
-    trig: &mut Trigger,
-    tid: TriggerId,
-    flows: &mut FlowTable,
-    sets: &[MatchSet],
-    tuning: Tuning,
-    s: &mut Sweep,
-    budget: &mut usize,
-) -> bool {
-    let epoch_len = s.epoch_end - s.epoch_start;
-    let idle_before = s.epoch_start.saturating_sub(epoch_len);
-    let unlist = tuning.unlist_idle;
-    let direct = tuning.flow_windows
-        && !trig.exported
-        && trig.open.is_none()
-        && trig.aggregates_only()
-        && trig.interval() == epoch_len
-        && s.epoch_start.is_multiple_of(epoch_len)
-        && one_flow_per_group(&trig.spec.granularity, s.direct.vlans_seen);
-    let n_reads = trig.reads_len();
-    let granularity = trig.spec.granularity;
-    let mut list = std::mem::take(&mut trig.flows);
-    let mut done = true;
-    'chunks: while s.chunk < list.chunk_count() {
-        let Some(chunk) = list.chunk_mut(s.chunk) else {
-            break;
-        };
-        while s.pos < chunk.len() {
-            if *budget == 0 {
-                done = false;
-                break 'chunks;
-            }
-            *budget -= 1;
-            let r = chunk[s.pos];
-            let e = &flows.entries[r.entry as usize];
-            if e.live && e.gen == r.gen && e.stats_ts < s.epoch_start {
-                // Idle this epoch: skip before touching its statistics.
-                // Idle for two, it leaves the list (its data were all
-                // gathered in earlier epochs) until its next write.
-                let pos = (unlist && e.stats_ts < idle_before && e.set != NO_SET)
-                    .then(|| sets[e.set as usize].position(tid))
-                    .flatten()
-                    .filter(|&p| p < 64);
-                if let Some(p) = pos {
-                    flows.entries[r.entry as usize].unlisted |= 1 << p;
-                    chunk.swap_remove(s.pos);
-                } else {
-                    s.pos += 1;
-                }
-                continue;
-            }
-            let pos = if e.live && e.gen == r.gen && e.set != NO_SET {
-                sets[e.set as usize]
-                    .position(tid)
-                    .map(|p| (p, &sets[e.set as usize]))
-            } else {
-                None
-            };
-            let Some((pos, set)) = pos else {
-                // Stale reference (flow freed or moved off this trigger): compact it away.
-                chunk.swap_remove(s.pos);
-                continue;
-            };
-            if set.has_epoch(e.block, s.half, s.epoch_start) {
-                if direct {
-                    test_flow(trig, set, e, pos, s);
-                } else {
-                    let g = group_of(&e.key, &granularity);
-                    if trig.open.is_none() {
-                        s.opened.push(tid);
-                    }
-                    let w = trig.window_for(s.epoch_start);
-                    let (accs, packets) = w.group(g, n_reads);
-                    *packets += set.gather(e.block, s.half, pos, accs);
-                }
-            }
-            s.pos += 1;
-        }
-        s.chunk += 1;
-        s.pos = 0;
-    }
-    trig.flows = list;
-    if s.merge {
-        s.report_triggers.resize(s.reports.len(), tid);
-    }
-    if done {
-        trig.flows.drop_empty_chunks();
-        if direct && s.direct.keep == 0 {
-            trig.history.clear();
-        }
-    }
-    done
-}
-
-/// Tests one flow of a trigger tested per flow (see [`gather`]): its
-/// statistics in the swept half are the whole window of its group.
-fn test_flow(trig: &mut Trigger, set: &MatchSet, e: &FlowEntry, pos: usize, s: &mut Sweep) {
-    let d = &mut s.direct;
-    d.accs.clear();
-    d.accs.resize(trig.reads_len(), Acc::default());
-    if set.gather(e.block, s.half, pos, &mut d.accs) == 0 {
-        return; // RTT samples only: no packet, no group
-    }
-    let window = Window {
-        start_ns: s.epoch_start,
-        end_ns: s.epoch_end,
-    };
-    if trig.history.newest_window() != Some(window) {
-        trig.history.start_window(window, d.keep);
-    }
-    // One flow per group: the group is the flow's key.
-    let g = e.key;
-    debug_assert_eq!(g, group_of(&e.key, &trig.spec.granularity));
-    trig.values_into(&d.accs, &mut d.values);
-    trig.history.push_slice(g, &d.values);
-    if trig.fires(&d.values) {
-        s.reports
-            .push(trig.report(window, &g, &d.values, &s.origin, d.completeness));
+        self.triggers.get(id as usize)?.as_ref()?;
+        let sets = self.sets.iter().filter(|s| s.position(id).is_some());
+        Some(sets.map(|s| s.members.len()).sum())
     }
 }
 

@@ -616,7 +616,7 @@ fn dos_threshold_rises_by_itself_when_sweeps_do_not_finish() {
 fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
     let never = || gt(agg(AggFunc::Sum, BaseVar::Packets), 1e9);
     let mut m = Monitor::new(MonitorConfig::default());
-    // A sees flow F only; C sees F and G. F's set is {A, C}: C at position 1.
+    // A sees flows F and H; C sees F, G and H. F and H share the set {A, C}, G is in {C}.
     let mut a = event("a", never(), Granularity::FIVE_TUPLE, 10);
     a.filters = vec![Filter {
         src_port: Some(clarion_lang::spec::PortRange { lo: 1000, hi: 1000 }),
@@ -628,31 +628,30 @@ fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
         .unwrap();
     let f = |ts| pkt(ts, 1, 1000, 10);
     let g = |ts| pkt(ts, 2, 2000, 10);
-    // F once, then only G, for three epochs.
-    let quiet_f = [
-        f(T0 + MS),
-        g(T0 + MS),
-        g(T0 + 11 * MS),
-        g(T0 + 21 * MS),
-        g(T0 + 31 * MS),
-    ];
+    let h = |ts| pkt(ts, 3, 1000, 10);
+    // F once, then only G and H, for three epochs.
+    let mut quiet_f = vec![f(T0 + MS)];
+    for ms in [1, 11, 21, 31] {
+        quiet_f.extend([g(T0 + ms * MS), h(T0 + ms * MS)]);
+    }
     let mut out = Vec::new();
     for p in &quiet_f {
         m.process(p, &mut out);
     }
-    // Swept epoch 2: F was idle for two epochs and left C's list (A, with
-    // no active flow, was not swept and still lists it).
-    assert_eq!(m.trigger_flows(c), Some(1));
+    // Swept epoch 2 (H kept {A, C} active): F was idle for two epochs and
+    // left the set's list, which both A and C read.
+    assert_eq!(m.trigger_flows(c), Some(2));
     assert_eq!(m.trigger_flows(a), Some(1));
-    // Removing A moves F to the set {C}, where C is at position 0: F must
-    // rejoin C's list by trigger, not by its old position.
+    // Removing A moves F and H to the set {C}: F, unlisted, must be listed
+    // there (and H once, not twice).
     m.remove(a).unwrap();
-    for p in [f(T0 + 32 * MS), g(T0 + 41 * MS)] {
+    for p in [f(T0 + 32 * MS), g(T0 + 32 * MS), h(T0 + 32 * MS), g(T0 + 41 * MS)] {
         m.process(&p, &mut out);
     }
-    assert_eq!(m.trigger_flows(c), Some(2));
     let w = m.window_values(c, T0 + 30 * MS).expect("closed and kept");
-    assert_eq!(w.groups.len(), 2, "F and G: {w:?}");
+    assert_eq!(w.groups.len(), 3, "F, G and H: {w:?}");
+    let packets: Vec<f64> = w.groups.iter().map(|(_, v)| v[0]).collect();
+    assert_eq!(packets, [1.0, 2.0, 2.0], "each flow's packets once: {w:?}");
 
     // Off, nothing leaves the lists.
     let mut m = Monitor::new(MonitorConfig {
@@ -668,7 +667,7 @@ fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
     for p in &quiet_f {
         m.process(p, &mut out);
     }
-    assert_eq!(m.trigger_flows(c), Some(2));
+    assert_eq!(m.trigger_flows(c), Some(3), "F stays listed with G and H");
 }
 
 #[test]
@@ -799,4 +798,100 @@ fn a_removed_trigger_releases_its_idle_flows_too() {
             "{tuning:?}"
         );
     }
+}
+
+/// Installs and removals between the steps of a sweep move flows between
+/// match sets while their sets are being gathered: every flow's statistics
+/// must still be gathered once, as when the sweep had finished first.
+#[test]
+fn installs_and_removals_between_sweep_steps_gather_every_flow_once() {
+    let per_src = Granularity {
+        src_ip: Some(PrefixLens { v4: 32, v6: 128 }),
+        ..Granularity::default()
+    };
+    let events = [
+        event(
+            "a",
+            gt(agg(AggFunc::Sum, BaseVar::Volume), 0.0),
+            Granularity::FIVE_TUPLE,
+            10,
+        ),
+        event("b", gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0), per_src, 10),
+        event(
+            "c",
+            gt(agg(AggFunc::Max, BaseVar::Volume), 5.0),
+            Granularity::FIVE_TUPLE,
+            20,
+        ),
+    ];
+    let mut late = event(
+        "late",
+        gt(agg(AggFunc::Count, BaseVar::Packets), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    );
+    late.filters = vec![Filter {
+        src_port: Some(clarion_lang::spec::PortRange { lo: 1, hi: 3 }),
+        ..Filter::default()
+    }];
+    let pkts: Vec<_> = (0..600u64)
+        .map(|i| pkt(T0 + i * MS / 8, (i % 5) as u8, (i % 7) as u16, (i % 50) as u32))
+        .collect();
+    // At these packets, install `late`, then remove it (and `b`).
+    let (install_at, remove_at) = (170, 420);
+    let drive = |stepwise: bool| {
+        let mut m = Monitor::new(MonitorConfig {
+            synchronous_sweep: !stepwise,
+            ..MonitorConfig::default()
+        });
+        let ids: Vec<_> = events.iter().map(|e| m.install(e.clone()).unwrap()).collect();
+        let mut late_id = None;
+        let mut out = Vec::new();
+        let mut mid_sweep = 0;
+        for (i, p) in pkts.iter().enumerate() {
+            m.process(p, &mut out);
+            if stepwise {
+                m.sweep_step(1, &mut out);
+            }
+            if i == install_at || i == remove_at {
+                mid_sweep += usize::from(m.sweep_pending());
+            }
+            if i == install_at {
+                late_id = Some(m.install(late.clone()).unwrap());
+            }
+            if i == remove_at {
+                m.remove(late_id.unwrap()).unwrap();
+                m.remove(ids[1]).unwrap();
+            }
+        }
+        m.finish(&mut out);
+        let values: Vec<_> = (0..6u64)
+            .map(|w| {
+                (
+                    m.window_values(ids[0], T0 + w * 10 * MS),
+                    m.window_values(late_id.unwrap(), T0 + w * 10 * MS),
+                )
+            })
+            .collect();
+        (out, values, mid_sweep)
+    };
+    // A trigger removed during a sweep loses the window being swept (as
+    // documented for `remove`), unlike one removed after it: compare the
+    // removed triggers' reports up to that window only.
+    let comparable = |(out, values, mid): (Vec<Report>, _, usize)| {
+        let keep = |r: &Report| r.event == "a" || r.event == "c" || r.window.end_ns <= T0 + 40 * MS;
+        (out.into_iter().filter(keep).collect::<Vec<_>>(), values, mid)
+    };
+    let (expect, expect_values, _) = comparable(drive(false));
+    let (got, got_values, mid_sweep) = comparable(drive(true));
+    assert_eq!(mid_sweep, 2, "both changes land between sweep steps");
+    assert!(expect.iter().any(|r| r.event == "late"));
+    let first_difference = got.iter().zip(&expect).position(|(g, e)| g != e);
+    assert_eq!(
+        (got.len(), first_difference),
+        (expect.len(), None),
+        "first difference: {:?}",
+        first_difference.map(|i| (&got[i], &expect[i]))
+    );
+    assert_eq!(got_values, expect_values);
 }

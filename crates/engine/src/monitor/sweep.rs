@@ -1,0 +1,312 @@
+//! The gather of a sweep, set by set.
+//!
+//! A sweep visits the match sets some member flow wrote in the swept epoch
+//! (`Monitor::active_sets`), not the triggers: the triggers of a set (the
+//! workload's eight a flow) all read the same flows and the same
+//! statistics halves, so walking the set's one list reads each flow's
+//! entry and half once and hands them to every trigger of the set in
+//! turn. A trigger in several active sets is reached from each; results
+//! never depend on the order (accumulators are integer sums, minima,
+//! maxima and latest values; a window's groups and the reports are sorted
+//! where order shows).
+
+use clarion_report::{Completeness, Origin, Report, Window};
+use clarion_wire::FlowKey;
+
+use crate::config::Tuning;
+use crate::flow_table::FlowTable;
+use crate::key::{group_of, one_flow_per_group};
+use crate::match_set::MatchSet;
+use crate::measure::Acc;
+use crate::merge::WindowPartial;
+use crate::prefetch::prefetch;
+use crate::trigger::Trigger;
+use crate::trigger_index::TriggerId;
+
+use super::Monitor;
+
+/// A sweep in progress: which epoch, and where it stopped.
+#[derive(Debug)]
+pub(super) struct Sweep {
+    pub(super) epoch_start: u64,
+    pub(super) epoch_end: u64,
+    pub(super) half: usize,
+    /// Start of the epoch now running; `None` at end of input (close every window).
+    pub(super) next_start: Option<u64>,
+    /// Sets to visit (a set may appear twice: see `Monitor::migrate`).
+    pub(super) order: Vec<u32>,
+    pub(super) set_pos: usize,
+    pub(super) chunk: usize,
+    pub(super) pos: usize,
+    /// The triggers of the set being visited that take part in this sweep.
+    pub(super) modes: Vec<Part>,
+    /// With `history_windows` 0: triggers tested per flow, whose histories
+    /// are cleared once the sweep is done.
+    pub(super) tested: Vec<TriggerId>,
+    /// Triggers whose window this sweep opened.
+    pub(super) opened: Vec<TriggerId>,
+    pub(super) reports: Vec<Report>,
+    pub(super) origin: Origin,
+    /// For triggers tested per flow (see [`gather_set`]).
+    pub(super) direct: Direct,
+    /// The swept epoch's traffic (what the merger sums over workers).
+    pub(super) counts: Completeness,
+    /// `merge_output`: results go to the merger, not to `out`.
+    pub(super) merge: bool,
+    /// `merge_output`: the trigger of each report, in step with `reports`.
+    pub(super) report_triggers: Vec<TriggerId>,
+    /// `merge_output`: the closed windows of exported triggers.
+    pub(super) partials: Vec<WindowPartial>,
+}
+
+/// What testing windows per flow, during the gather, needs: such a
+/// trigger's window is this one epoch, and each flow is its own group.
+#[derive(Debug)]
+pub(super) struct Direct {
+    /// No packet so far had a VLAN tag: `per 5tuple` keeps flows apart.
+    pub(super) vlans_seen: bool,
+    /// The swept epoch's traffic, the window's completeness.
+    pub(super) completeness: Completeness,
+    pub(super) keep: usize,
+    pub(super) accs: Vec<Acc>,
+    pub(super) values: Vec<f64>,
+}
+
+/// A trigger's part in the visit of one set: its position there, its id,
+/// and whether it is tested flow by flow (else its flows join groups).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Part {
+    pos: u32,
+    tid: TriggerId,
+    direct: bool,
+}
+
+impl Monitor {
+    /// Gathers the sweep's sets from where it stopped; false when the
+    /// budget ran out first.
+    pub(super) fn gather_sets(&mut self, s: &mut Sweep, budget: &mut usize) -> bool {
+        let tuning = self.config.tuning;
+        while s.set_pos < s.order.len() {
+            if tuning.sweep_prefetch {
+                self.prefetch_sweep(&s.order, s.set_pos, s.half);
+            }
+            let sid = s.order[s.set_pos];
+            if !gather_set(
+                sid,
+                &mut self.flows,
+                &mut self.sets,
+                &mut self.triggers,
+                tuning,
+                s,
+                budget,
+            ) {
+                return false;
+            }
+            s.set_pos += 1;
+            s.chunk = 0;
+            s.pos = 0;
+        }
+        true
+    }
+
+    /// Starts loading what the sweep will read for the sets a few places
+    /// ahead of `pos` in `order`, one level of indirection per distance:
+    /// set headers 4 ahead, their lists' and trigger arrays 3 ahead, the
+    /// first flow entries and the triggers 2 ahead, the entries'
+    /// statistics and the histories' ends 1 ahead. So each set's data
+    /// arrive while earlier ones are gathered.
+    #[inline]
+    fn prefetch_sweep(&self, order: &[u32], pos: usize, half: usize) {
+        let at = |k: usize| order.get(pos + k).and_then(|&s| self.sets.get(s as usize));
+        if let Some(set) = at(4) {
+            prefetch(set);
+            prefetch(&set.members);
+        }
+        if let Some(set) = at(3) {
+            prefetch(set.members.head().as_ptr());
+            prefetch(set.triggers.as_ptr());
+            prefetch(set.per_trigger_ptr());
+        }
+        if let Some(set) = at(2) {
+            for r in set.members.head().iter().take(2) {
+                if let Some(e) = self.flows.entries.get(r.entry as usize) {
+                    prefetch(e);
+                }
+            }
+            for &t in &set.triggers {
+                if let Some(Some(t)) = self.triggers.get(t as usize) {
+                    prefetch(&t.history);
+                    prefetch(&t.open);
+                }
+            }
+        }
+        if let Some(set) = at(1) {
+            for r in set.members.head().iter().take(2) {
+                if let Some(e) = self.flows.entries.get(r.entry as usize) {
+                    set.prefetch(e.block, half);
+                }
+            }
+            for &t in &set.triggers {
+                if let Some(Some(t)) = self.triggers.get(t as usize) {
+                    t.history.prefetch_tail();
+                }
+            }
+        }
+    }
+}
+
+/// Gathers one set's flows for the sweep's epoch into its triggers; false
+/// when the budget (flow visits, each counted once per trigger of the set)
+/// ran out. With `tuning.unlist_idle`, flows idle for this epoch and the
+/// one before leave the set's list (marked in their entry, to rejoin it
+/// on their next write; see `Monitor::relist`).
+///
+/// With `tuning.flow_windows`, a trigger whose window is this one epoch,
+/// whose groups are single flows and whose values are all aggregates is
+/// tested flow by flow, here: each flow's statistics are its group's, so
+/// there is nothing to merge and no open window to keep; its values go
+/// straight to the history and, if the predicate holds, to a report.
+fn gather_set(
+    sid: u32,
+    flows: &mut FlowTable,
+    sets: &mut [MatchSet],
+    triggers: &mut [Option<Trigger>],
+    tuning: Tuning,
+    s: &mut Sweep,
+    budget: &mut usize,
+) -> bool {
+    let Some(set) = sets.get_mut(sid as usize) else {
+        return true;
+    };
+    let epoch_len = s.epoch_end - s.epoch_start;
+    let idle_before = s.epoch_start.saturating_sub(epoch_len);
+    let mut parts = std::mem::take(&mut s.modes);
+    parts.clear();
+    for (pos, &tid) in set.triggers.iter().enumerate() {
+        let Some(trig) = triggers.get(tid as usize).and_then(Option::as_ref) else {
+            continue;
+        };
+        if s.epoch_start < trig.start_ns {
+            continue; // installed during the epoch: not due yet
+        }
+        // Fixed for the whole sweep: a trigger tested per flow opens no window.
+        let direct = tuning.flow_windows
+            && !trig.exported
+            && trig.open.is_none()
+            && trig.aggregates_only()
+            && trig.interval() == epoch_len
+            && s.epoch_start.is_multiple_of(epoch_len)
+            && one_flow_per_group(&trig.spec.granularity, s.direct.vlans_seen);
+        parts.push(Part {
+            pos: pos as u32,
+            tid,
+            direct,
+        });
+    }
+    let cost = parts.len().max(1);
+    let mut list = std::mem::take(&mut set.members);
+    let mut done = true;
+    'chunks: while s.chunk < list.chunk_count() {
+        let Some(chunk) = list.chunk_mut(s.chunk) else {
+            break;
+        };
+        while s.pos < chunk.len() {
+            if *budget == 0 {
+                done = false;
+                break 'chunks;
+            }
+            *budget = budget.saturating_sub(cost);
+            let r = chunk[s.pos];
+            let e = &flows.entries[r.entry as usize];
+            if !e.listed_by(r, sid) {
+                // Stale reference (flow freed, moved or listed again): compact it away.
+                chunk.swap_remove(s.pos);
+                continue;
+            }
+            if e.stats_ts < s.epoch_start {
+                // Idle this epoch: skip before touching its statistics.
+                // Idle for two, it leaves the list (its data were all
+                // gathered in earlier epochs) until its next write.
+                if tuning.unlist_idle && e.stats_ts < idle_before {
+                    flows.entries[r.entry as usize].unlisted = true;
+                    chunk.swap_remove(s.pos);
+                } else {
+                    s.pos += 1;
+                }
+                continue;
+            }
+            let block = e.block;
+            if set.has_epoch(block, s.half, s.epoch_start) {
+                for p in &parts {
+                    let Some(trig) = triggers.get_mut(p.tid as usize).and_then(Option::as_mut) else {
+                        continue;
+                    };
+                    let pos = p.pos as usize;
+                    if p.direct {
+                        test_flow(trig, p.tid, set, block, &e.key, pos, s);
+                    } else {
+                        let g = group_of(&e.key, &trig.spec.granularity);
+                        if trig.open.is_none() {
+                            s.opened.push(p.tid);
+                        }
+                        let n_reads = trig.reads_len();
+                        let w = trig.window_for(s.epoch_start);
+                        let (accs, packets) = w.group(g, n_reads);
+                        *packets += set.gather(block, s.half, pos, accs);
+                    }
+                }
+                set.consume(block, s.half);
+            }
+            s.pos += 1;
+        }
+        s.chunk += 1;
+        s.pos = 0;
+    }
+    set.members = list;
+    if done {
+        set.members.drop_empty_chunks();
+    }
+    s.modes = parts;
+    done
+}
+
+/// Tests one flow of a trigger tested per flow (see [`gather_set`]): its
+/// statistics in the swept half are the whole window of its group.
+fn test_flow(
+    trig: &mut Trigger,
+    tid: TriggerId,
+    set: &MatchSet,
+    block: u32,
+    key: &FlowKey,
+    pos: usize,
+    s: &mut Sweep,
+) {
+    let d = &mut s.direct;
+    d.accs.clear();
+    d.accs.resize(trig.reads_len(), Acc::default());
+    if set.gather(block, s.half, pos, &mut d.accs) == 0 {
+        return; // RTT samples only: no packet, no group
+    }
+    let window = Window {
+        start_ns: s.epoch_start,
+        end_ns: s.epoch_end,
+    };
+    if trig.history.newest_window() != Some(window) {
+        trig.history.start_window(window, d.keep);
+        if d.keep == 0 {
+            s.tested.push(tid);
+        }
+    }
+    // One flow per group: the group is the flow's key.
+    let g = *key;
+    debug_assert_eq!(g, group_of(key, &trig.spec.granularity));
+    trig.values_into(&d.accs, &mut d.values);
+    trig.history.push_slice(g, &d.values);
+    if trig.fires(&d.values) {
+        s.reports
+            .push(trig.report(window, &g, &d.values, &s.origin, d.completeness));
+        if s.merge {
+            s.report_triggers.push(tid);
+        }
+    }
+}
