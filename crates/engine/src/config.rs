@@ -57,23 +57,23 @@ pub struct Tuning {
     /// process), so their cache misses overlap; off, it processes packets
     /// one by one.
     pub batch_prefetch: bool,
-    /// The sweep prefetches the trigger data and flow entries a few
-    /// triggers ahead.
+    /// The sweep prefetches the sets, flow entries, statistics and
+    /// triggers a few sets ahead.
     pub sweep_prefetch: bool,
     /// A packet of the same flow as the previous one skips the lookup.
     pub last_flow: bool,
-    /// The flow table, statistics slabs and trigger repository are advised
-    /// to the kernel for transparent huge pages.
+    /// The flow table and statistics slabs are advised to the kernel for
+    /// transparent huge pages.
     pub huge_pages: bool,
-    /// The sweep visits only triggers some flow wrote statistics for in the
-    /// swept epoch (listed at lazy reset), not every installed trigger.
+    /// The sweep visits only the match sets some flow wrote statistics to
+    /// in the swept epoch (listed at lazy reset), not every set.
     pub active_sweep: bool,
-    /// Per-trigger flow lists grow in chunks of at most 1,024 flows (never
+    /// Per-set flow lists grow in chunks of at most 1,024 flows (never
     /// moved once full); off, one vector each, moved as it grows.
     pub chunked_lists: bool,
-    /// A flow idle for two epochs leaves the flow lists of the triggers
-    /// that sweep it, and rejoins them on its next packet, so the sweep
-    /// walks recently active flows only, not every flow the timeout keeps.
+    /// A flow idle for two epochs leaves its set's flow list, and rejoins
+    /// it on its next packet, so the sweep walks recently active flows
+    /// only, not every flow the timeout keeps.
     pub unlist_idle: bool,
     /// Triggers whose window is one epoch, grouped per 5-tuple, with only
     /// aggregates, are tested flow by flow during the gather (no window is

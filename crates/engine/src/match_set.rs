@@ -16,7 +16,7 @@ use clarion_wire::PacketRecord;
 use crate::flow_list::FlowList;
 use crate::huge_pages;
 use crate::measure::{
-    add_sum, common_index, common_values, Acc, Expr, FlowContext, Slot, StatFlags, COMMON_VARS,
+    add_sum, common_index, common_values, sum_value, Acc, Expr, FlowContext, Slot, StatFlags, COMMON_VARS,
 };
 use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
@@ -55,6 +55,10 @@ pub(crate) struct MatchSet {
     pub(crate) members: FlowList,
     /// Sorted, distinct.
     pub(crate) triggers: Vec<TriggerId>,
+    /// For each trigger (same order as `triggers`) that reads one measure
+    /// only, the word offset of that measure's sum in a half, if it keeps
+    /// one (else 0): a `sum(x)` tested per flow reads it without `gather`.
+    sum_at: Vec<u32>,
     /// For each trigger (same order as `triggers`), for each statistic it
     /// reads ([`crate::trigger::Trigger::reads`]), the index of the measure.
     per_trigger: Vec<Vec<usize>>,
@@ -109,6 +113,17 @@ impl MatchSet {
             })
             .collect();
         let needs_rtt = measures.iter().any(|m| m.2);
+        let sum_at = per_trigger
+            .iter()
+            .map(|idxs| match idxs[..] {
+                [m] => measures[m]
+                    .1
+                    .sum_at()
+                    .and_then(|at| u32::try_from(at).ok())
+                    .unwrap_or(0),
+                _ => 0,
+            })
+            .collect();
         let plain_sums = measures
             .iter()
             .try_fold([0; COMMON_VARS], |mut at, (e, slot, on_samples)| {
@@ -123,6 +138,7 @@ impl MatchSet {
             });
         MatchSet {
             triggers,
+            sum_at,
             needs_rtt,
             measures,
             plain_sums,
@@ -246,10 +262,20 @@ impl MatchSet {
         self.slab[self.half_range(block, half).start]
     }
 
-    /// Where the statistic indices of each trigger are (to prefetch them).
+    /// Where the sums' offsets of the triggers are (to prefetch them).
     #[inline]
-    pub(crate) fn per_trigger_ptr(&self) -> *const Vec<usize> {
-        self.per_trigger.as_ptr()
+    pub(crate) fn sum_at_ptr(&self) -> *const u32 {
+        self.sum_at.as_ptr()
+    }
+
+    /// The packets of a block's half and the value of the sum the trigger
+    /// at `trigger_pos` reads, if it reads one sum only (else `None`: see
+    /// [`MatchSet::gather`]).
+    #[inline]
+    pub(crate) fn read_sum(&self, block: u32, half: usize, trigger_pos: usize) -> Option<(u64, f64)> {
+        let at = *self.sum_at.get(trigger_pos)? as usize;
+        let w = &self.slab[self.half_range(block, half)];
+        (at != 0).then(|| (w[1], sum_value(w, at)))
     }
 
     /// Position of a trigger in this set.

@@ -192,6 +192,11 @@ impl Slot {
         }
     }
 
+    /// Word offset of the sum, if this measure keeps one.
+    pub(crate) fn sum_at(&self) -> Option<usize> {
+        self.flags.has(StatFlags::SUM).then_some(self.at[AT_SUM])
+    }
+
     /// Reads the statistics back as an accumulator (absent ones stay at identity).
     pub(crate) fn read(&self, w: &[u64]) -> Acc {
         let f = self.flags;
@@ -232,6 +237,13 @@ impl Slot {
             }
         }
     }
+}
+
+/// The value of `sum(x)` whose 128-bit sum is at `at` in a half's words `w`
+/// (as `Acc::value(AggFunc::Sum)` of the statistics read back).
+#[inline]
+pub(crate) fn sum_value(w: &[u64], at: usize) -> f64 {
+    i128_to_f64(get128(w, at))
 }
 
 /// Adds `v` to the 128-bit sum at `at`: `sum(x)` alone, the most common

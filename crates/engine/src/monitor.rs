@@ -26,7 +26,6 @@ use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 use crate::config::{Counters, MonitorConfig};
 use crate::dos_filter::DosFilter;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
-use crate::huge_pages;
 use crate::key::{one_flow_per_group, report_group};
 use crate::match_set::MatchSet;
 use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
@@ -58,8 +57,12 @@ pub struct Monitor {
     /// In front of matching, on the flow table's miss path only.
     dos: DosFilter,
     index: TriggerIndex,
-    /// By id; ids are never reused, so interned sets never name a dead trigger's successor.
-    triggers: Vec<Option<Trigger>>,
+    /// By id; ids are never reused, so interned sets never name a dead
+    /// trigger's successor. Boxed: the sweep finds a trigger through one
+    /// dense array of pointers (the ~8 triggers of a set in one line), and
+    /// an inline `Option<Trigger>` would keep its tag in the trigger's last
+    /// line (a `Vec` capacity's niche), one more line per trigger swept.
+    triggers: Vec<Option<Box<Trigger>>>,
     sets: Vec<MatchSet>,
     set_ids: FxHashMap<Vec<TriggerId>, u32>,
     started: bool,
@@ -224,11 +227,7 @@ impl Monitor {
             .filter(|(_, e)| e.live && filter_matches(&trigger.rules, &e.key))
             .map(|(i, _)| i as u32)
             .collect();
-        let cap = self.triggers.capacity();
-        self.triggers.push(Some(trigger));
-        if self.config.tuning.huge_pages && self.triggers.capacity() != cap {
-            huge_pages::advise(&self.triggers);
-        }
+        self.triggers.push(Some(Box::new(trigger)));
         for i in matching {
             let mut set = self.set_triggers(i);
             set.push(id);
@@ -344,7 +343,7 @@ impl Monitor {
         let triggers = triggers.to_vec();
         let live: Vec<Option<&Trigger>> = triggers
             .iter()
-            .map(|&t| self.triggers[t as usize].as_ref())
+            .map(|&t| self.triggers[t as usize].as_deref())
             .collect();
         let reads: Vec<&[(Expr, StatFlags)]> = live
             .iter()
@@ -369,7 +368,7 @@ impl Monitor {
                 .triggers
                 .iter()
                 .flatten()
-                .map(Trigger::interval)
+                .map(|t| t.interval())
                 .fold((0, 0), |(m, g), i| (m.max(i), gcd(g, i))),
         };
         let (longest, common) = self.intervals;
@@ -929,14 +928,14 @@ impl Monitor {
                     prefetch(slot);
                 }
                 if let Some(Some(t)) = ahead(2) {
-                    prefetch(&t.open);
+                    t.prefetch_open();
                     prefetch(&t.history);
                 }
             }
             let Some(trig) = self.triggers[tid as usize].as_mut() else {
                 continue;
             };
-            let Some(open) = &trig.open else { continue };
+            let Some(open) = trig.open() else { continue };
             let end = open.start_ns + trig.interval();
             let ended = match s.next_start {
                 Some(next) if end <= next => true,
@@ -946,7 +945,7 @@ impl Monitor {
                 }
                 None => false,
             };
-            let Some(w) = trig.open.take() else { continue };
+            let Some(w) = trig.take_open() else { continue };
             if trig.exported {
                 s.partials.push(trig.export(w, tid, end));
                 continue;

@@ -4,14 +4,15 @@
 
 use rustc_hash::FxHashMap;
 
-use clarion_lang::spec::{AggCall, ArithOp, BaseVar, CmpOp, EventSpec, PacketExpr, Pred, Var};
+use clarion_lang::spec::{AggCall, AggFunc, ArithOp, BaseVar, CmpOp, EventSpec, PacketExpr, Pred, Var};
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::FlowKey;
 
 use crate::history::History;
-use crate::key::{report_group, KeyMask};
+use crate::key::{one_flow_per_group, report_group, KeyMask};
 use crate::measure::{Acc, Expr, StatFlags};
 use crate::merge::WindowPartial;
+use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
 
 /// The predicate with aggregates and state values replaced by their index.
@@ -136,9 +137,49 @@ pub struct WindowValues {
     pub groups: Vec<(GroupKey, Vec<f64>)>,
 }
 
+/// The predicate when it is one threshold on the trigger's only value, an
+/// aggregate (`sum(volume) > 1000`, as most are): the sweep tests it from
+/// the trigger's first cache line, without the predicate's tree.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Threshold {
+    pub(crate) func: AggFunc,
+    op: CmpOp,
+    c: f64,
+}
+
+impl Threshold {
+    /// True when the predicate holds for the value `v` (as [`Trigger::fires`] on `[v]`).
+    #[inline]
+    pub(crate) fn holds(&self, v: f64) -> bool {
+        compare(self.op, v, self.c)
+    }
+}
+
 /// See the module documentation.
+///
+/// What the sweep reads for every flow it tests comes first, `start_ns` to
+/// `history`, in the first two cache lines (the struct is aligned to one),
+/// so that a trigger costs the sweep two lines and its history's ends.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(crate) struct Trigger {
+    /// Start of the first window this trigger reports.
+    pub(crate) start_ns: u64,
+    /// `spec.interval_ns`, here beside the rest.
+    interval_ns: u64,
+    pub(crate) threshold: Option<Threshold>,
+    /// Every group is one flow and every value an aggregate, so a window of
+    /// one epoch can be tested flow by flow: while no flow had a VLAN tag
+    /// (`[0]`), and since one had (`[1]`).
+    per_flow: [bool; 2],
+    /// Its closed windows leave as partials for a host-level merger instead
+    /// of being tested here (`MonitorConfig::merge_output`).
+    pub(crate) exported: bool,
+    /// `open` is `Some` (the sweep tests this, not `open`, a line further).
+    is_open: bool,
+    /// The last few closed windows.
+    pub(crate) history: History,
+    open: Option<OpenWindow>,
     pub(crate) spec: EventSpec,
     aggs: Vec<AggCall>,
     /// Values read outside aggregates ([`EventSpec::state_values`]), each
@@ -156,14 +197,6 @@ pub(crate) struct Trigger {
     /// Latest values (one per `lasts`) of each group of the last closed window, for `X_lastepoch`.
     prev: Option<(u64, FxHashMap<FlowKey, Vec<f64>>)>,
     pub(crate) rules: Vec<(KeyMask, FlowKey)>,
-    /// Start of the first window this trigger reports.
-    pub(crate) start_ns: u64,
-    pub(crate) open: Option<OpenWindow>,
-    /// The last few closed windows.
-    pub(crate) history: History,
-    /// Its closed windows leave as partials for a host-level merger instead
-    /// of being tested here (`MonitorConfig::merge_output`).
-    pub(crate) exported: bool,
 }
 
 impl Trigger {
@@ -199,7 +232,21 @@ impl Trigger {
             .chain(state.iter().map(ToString::to_string))
             .collect();
         let history = History::new(value_names.len());
+        let threshold = match &pred {
+            &CPred::CmpAggNum(op, 0, c) if aggs.len() == 1 && state.is_empty() => Some(Threshold {
+                func: aggs[0].func,
+                op,
+                c,
+            }),
+            _ => None,
+        };
+        let per_flow =
+            [false, true].map(|vlans| lasts.is_empty() && one_flow_per_group(&spec.granularity, vlans));
         Some(Trigger {
+            interval_ns: spec.interval_ns,
+            threshold,
+            per_flow,
+            is_open: false,
             spec,
             aggs,
             state: state_reads,
@@ -218,14 +265,51 @@ impl Trigger {
     }
 
     pub(crate) fn interval(&self) -> u64 {
-        self.spec.interval_ns
+        self.interval_ns
+    }
+
+    /// True when the window of the epoch `epoch_start..+epoch_len` is
+    /// tested flow by flow, during the gather (`Tuning::flow_windows`; see
+    /// `monitor/sweep.rs`): the window is that one epoch, each flow its own
+    /// group, every value an aggregate, and no window already open.
+    #[inline]
+    pub(crate) fn tested_per_flow(&self, epoch_start: u64, epoch_len: u64, vlans_seen: bool) -> bool {
+        !self.exported
+            && !self.is_open
+            && self.per_flow[usize::from(vlans_seen)]
+            && self.interval_ns == epoch_len
+            && epoch_start.is_multiple_of(epoch_len)
+    }
+
+    /// The window being gathered, if any.
+    pub(crate) fn open(&self) -> Option<&OpenWindow> {
+        self.open.as_ref()
+    }
+
+    /// Takes the window being gathered out (to close or export it).
+    pub(crate) fn take_open(&mut self) -> Option<OpenWindow> {
+        self.is_open = false;
+        self.open.take()
+    }
+
+    /// Starts loading the window being gathered.
+    #[inline]
+    pub(crate) fn prefetch_open(&self) {
+        prefetch(&self.open);
+    }
+
+    /// True while a window is being gathered.
+    #[inline]
+    pub(crate) fn is_open(&self) -> bool {
+        self.is_open
     }
 
     /// The open window for the epoch starting at `epoch_start`, created on
     /// demand (only triggers with data in an epoch have one).
     pub(crate) fn window_for(&mut self, epoch_start: u64) -> &mut OpenWindow {
-        let start_ns = epoch_start - epoch_start % self.spec.interval_ns;
+        let start_ns = epoch_start - epoch_start % self.interval_ns;
         let spare = &mut self.spare;
+        self.is_open = true;
         self.open.get_or_insert_with(|| match spare.take() {
             // The last window's containers, already sized for a steady load.
             Some(mut w) => {
@@ -239,12 +323,6 @@ impl Trigger {
                 accs: Vec::new(),
             },
         })
-    }
-
-    /// True when the trigger reads nothing outside aggregates, so a
-    /// group's values come from its statistics alone.
-    pub(crate) fn aggregates_only(&self) -> bool {
-        self.lasts.is_empty()
     }
 
     /// The aggregates' values from their statistics (`accs`, one per read), into `out`.
@@ -433,6 +511,33 @@ mod tests {
                 assert_eq!(fast.fires(&[]), general.fires(&[]));
             }
         }
+    }
+
+    #[test]
+    fn what_the_sweep_reads_fits_the_first_two_lines() {
+        assert_eq!(std::mem::align_of::<Trigger>(), 64);
+        let end = std::mem::offset_of!(Trigger, history) + std::mem::size_of::<History>();
+        assert!(end <= 128, "history ends at byte {end}");
+    }
+
+    #[test]
+    fn threshold_is_the_predicate_of_one_aggregate_only() {
+        let a = || Box::new(Pred::Agg(sum_volume()));
+        let t = Trigger::new(
+            spec(Pred::Cmp(CmpOp::Ge, a(), Box::new(Pred::Num(4.0)))),
+            vec![],
+            0,
+        )
+        .unwrap();
+        let th = t.threshold.expect("sum(volume) >= 4");
+        for v in [3.0, 4.0, 5.0, f64::NAN] {
+            assert_eq!(th.holds(v), t.fires(&[v]), "{v}");
+        }
+        let two = Pred::And(
+            Box::new(Pred::Cmp(CmpOp::Ge, a(), Box::new(Pred::Num(4.0)))),
+            Box::new(Pred::Cmp(CmpOp::Le, a(), Box::new(Pred::Num(9.0)))),
+        );
+        assert!(Trigger::new(spec(two), vec![], 0).unwrap().threshold.is_none());
     }
 
     #[test]

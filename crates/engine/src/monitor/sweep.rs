@@ -10,12 +10,13 @@
 //! maxima and latest values; a window's groups and the reports are sorted
 //! where order shows).
 
+use clarion_lang::spec::AggFunc;
 use clarion_report::{Completeness, Origin, Report, Window};
 use clarion_wire::FlowKey;
 
 use crate::config::Tuning;
 use crate::flow_table::FlowTable;
-use crate::key::{group_of, one_flow_per_group};
+use crate::key::group_of;
 use crate::match_set::MatchSet;
 use crate::measure::Acc;
 use crate::merge::WindowPartial;
@@ -125,7 +126,7 @@ impl Monitor {
         if let Some(set) = at(3) {
             prefetch(set.members.head().as_ptr());
             prefetch(set.triggers.as_ptr());
-            prefetch(set.per_trigger_ptr());
+            prefetch(set.sum_at_ptr());
         }
         if let Some(set) = at(2) {
             for r in set.members.head().iter().take(2) {
@@ -133,10 +134,13 @@ impl Monitor {
                     prefetch(e);
                 }
             }
+            // A trigger's first two lines (see `Trigger`), by address
+            // only: no load waits here for a cold slot.
             for &t in &set.triggers {
                 if let Some(Some(t)) = self.triggers.get(t as usize) {
-                    prefetch(&t.history);
-                    prefetch(&t.open);
+                    let p: *const Trigger = &**t;
+                    prefetch(p);
+                    prefetch(p.cast::<u8>().wrapping_add(64));
                 }
             }
         }
@@ -170,7 +174,7 @@ fn gather_set(
     sid: u32,
     flows: &mut FlowTable,
     sets: &mut [MatchSet],
-    triggers: &mut [Option<Trigger>],
+    triggers: &mut [Option<Box<Trigger>>],
     tuning: Tuning,
     s: &mut Sweep,
     budget: &mut usize,
@@ -183,20 +187,15 @@ fn gather_set(
     let mut parts = std::mem::take(&mut s.modes);
     parts.clear();
     for (pos, &tid) in set.triggers.iter().enumerate() {
-        let Some(trig) = triggers.get(tid as usize).and_then(Option::as_ref) else {
+        let Some(trig) = triggers.get(tid as usize).and_then(Option::as_deref) else {
             continue;
         };
         if s.epoch_start < trig.start_ns {
             continue; // installed during the epoch: not due yet
         }
         // Fixed for the whole sweep: a trigger tested per flow opens no window.
-        let direct = tuning.flow_windows
-            && !trig.exported
-            && trig.open.is_none()
-            && trig.aggregates_only()
-            && trig.interval() == epoch_len
-            && s.epoch_start.is_multiple_of(epoch_len)
-            && one_flow_per_group(&trig.spec.granularity, s.direct.vlans_seen);
+        let direct =
+            tuning.flow_windows && trig.tested_per_flow(s.epoch_start, epoch_len, s.direct.vlans_seen);
         parts.push(Part {
             pos: pos as u32,
             tid,
@@ -238,7 +237,7 @@ fn gather_set(
             let block = e.block;
             if set.has_epoch(block, s.half, s.epoch_start) {
                 for p in &parts {
-                    let Some(trig) = triggers.get_mut(p.tid as usize).and_then(Option::as_mut) else {
+                    let Some(trig) = triggers.get_mut(p.tid as usize).and_then(Option::as_deref_mut) else {
                         continue;
                     };
                     let pos = p.pos as usize;
@@ -246,7 +245,7 @@ fn gather_set(
                         test_flow(trig, p.tid, set, block, &e.key, pos, s);
                     } else {
                         let g = group_of(&e.key, &trig.spec.granularity);
-                        if trig.open.is_none() {
+                        if !trig.is_open() {
                             s.opened.push(p.tid);
                         }
                         let n_reads = trig.reads_len();
@@ -282,11 +281,26 @@ fn test_flow(
     s: &mut Sweep,
 ) {
     let d = &mut s.direct;
-    d.accs.clear();
-    d.accs.resize(trig.reads_len(), Acc::default());
-    if set.gather(block, s.half, pos, &mut d.accs) == 0 {
-        return; // RTT samples only: no packet, no group
-    }
+    // `sum(x) op c`, the usual trigger: its value straight from the half,
+    // its predicate from the trigger's first line.
+    let threshold = trig.threshold.filter(|t| t.func == AggFunc::Sum);
+    let fires = match threshold.zip(set.read_sum(block, s.half, pos)) {
+        Some((_, (0, _))) => return, // RTT samples only: no packet, no group
+        Some((t, (_, v))) => {
+            d.values.clear();
+            d.values.push(v);
+            t.holds(v)
+        }
+        None => {
+            d.accs.clear();
+            d.accs.resize(trig.reads_len(), Acc::default());
+            if set.gather(block, s.half, pos, &mut d.accs) == 0 {
+                return;
+            }
+            trig.values_into(&d.accs, &mut d.values);
+            trig.fires(&d.values)
+        }
+    };
     let window = Window {
         start_ns: s.epoch_start,
         end_ns: s.epoch_end,
@@ -300,9 +314,8 @@ fn test_flow(
     // One flow per group: the group is the flow's key.
     let g = *key;
     debug_assert_eq!(g, group_of(key, &trig.spec.granularity));
-    trig.values_into(&d.accs, &mut d.values);
     trig.history.push_slice(g, &d.values);
-    if trig.fires(&d.values) {
+    if fires {
         s.reports
             .push(trig.report(window, &g, &d.values, &s.origin, d.completeness));
         if s.merge {
