@@ -243,7 +243,16 @@ impl Slot {
 /// (as `Acc::value(AggFunc::Sum)` of the statistics read back).
 #[inline]
 pub(crate) fn sum_value(w: &[u64], at: usize) -> f64 {
-    i128_to_f64(get128(w, at))
+    let (lo, hi) = (w[at], w[at + 1]);
+    // The high word only sign-extends the low one: the sum fits in 64 bits
+    // (nearly always), and converts without the 128-bit routine, which the
+    // compiler would otherwise call for every sum (as `i128_to_f64` does
+    // when inlined here).
+    if hi == ((lo as i64) >> 63) as u64 {
+        lo as i64 as f64
+    } else {
+        i128_to_f64(get128(w, at))
+    }
 }
 
 /// Adds `v` to the 128-bit sum at `at`: `sum(x)` alone, the most common
@@ -540,6 +549,9 @@ mod tests {
             123_456_789_012_345_678,
         ] {
             assert_eq!(i128_to_f64(x).to_bits(), (x as f64).to_bits(), "{x}");
+            let mut w = [0u64; 3];
+            put128(&mut w, 1, x);
+            assert_eq!(sum_value(&w, 1).to_bits(), (x as f64).to_bits(), "{x}");
         }
     }
 
