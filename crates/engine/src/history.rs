@@ -239,9 +239,15 @@ impl History {
         }
     }
 
-    /// Starts loading where the next group goes.
+    /// Starts loading what closing the next window reads and writes: the
+    /// newest window (the sweep compares it with the window it tests), the
+    /// slot the next one goes to, and where the next group goes.
     #[inline]
     pub(crate) fn prefetch_tail(&self) {
+        let (a, b) = self.windows.as_slices();
+        let end = if b.is_empty() { a } else { b };
+        prefetch(end.as_ptr().wrapping_add(end.len().saturating_sub(1)));
+        prefetch(end.as_ptr().wrapping_add(end.len()));
         match &self.groups {
             Groups::Pairs(p) => prefetch(p.as_ptr().wrapping_add(p.len())),
             Groups::Split { keys, values } => {
