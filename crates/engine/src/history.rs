@@ -244,10 +244,12 @@ impl History {
     /// slot the next one goes to, and where the next group goes.
     #[inline]
     pub(crate) fn prefetch_tail(&self) {
-        let (a, b) = self.windows.as_slices();
-        let end = if b.is_empty() { a } else { b };
-        prefetch(end.as_ptr().wrapping_add(end.len().saturating_sub(1)));
-        prefetch(end.as_ptr().wrapping_add(end.len()));
+        if let Some(newest) = self.windows.back() {
+            let p: *const (Window, usize) = newest;
+            prefetch(p);
+            // The next slot, unless the ring wraps there (then a wasted hint).
+            prefetch(p.wrapping_add(1));
+        }
         match &self.groups {
             Groups::Pairs(p) => prefetch(p.as_ptr().wrapping_add(p.len())),
             Groups::Split { keys, values } => {
