@@ -7,8 +7,9 @@
 //! statistics once for all its triggers.
 
 /// A flow as a list names it: entry number and the entry's listing stamp
-/// when it was listed ([`crate::flow_table::FlowEntry::stamp`]): the
-/// reference is stale once the entry was listed again, anywhere, or freed.
+/// when it was listed ([`crate::flow_table::FlowEntry::stamp`]). The
+/// reference is stale once the entry is listed again (anywhere), freed, or
+/// moved to another set ([`crate::flow_table::FlowEntry::listed_by`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FlowRef {
     pub(crate) entry: u32,
@@ -18,7 +19,7 @@ pub(crate) struct FlowRef {
 /// A list of flows in chunks of at most [`CHUNK`]: compact (8 bytes a
 /// flow), appends never move a full chunk, and the sweep compacts a chunk in
 /// place once it has passed it. The first chunk's header is inline (most
-/// triggers list a few flows: the sweep reaches them with one pointer less)
+/// sets list a few flows: the sweep reaches them with one pointer less)
 /// and grows by doubling from [`FIRST_CHUNK`]: small lists packed by the
 /// allocator share cache lines and sets, where 8 KiB chunks would collide.
 #[derive(Debug, Default)]

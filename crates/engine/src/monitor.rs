@@ -794,7 +794,7 @@ impl Monitor {
             set_pos: 0,
             chunk: 0,
             pos: 0,
-            modes: Vec::new(),
+            parts: Vec::new(),
             tested: Vec::new(),
             opened: Vec::new(),
             reports: Vec::new(),

@@ -40,7 +40,7 @@ pub(super) struct Sweep {
     pub(super) chunk: usize,
     pub(super) pos: usize,
     /// The triggers of the set being visited that take part in this sweep.
-    pub(super) modes: Vec<Part>,
+    pub(super) parts: Vec<Part>,
     /// With `history_windows` 0: triggers tested per flow, whose histories
     /// are cleared once the sweep is done.
     pub(super) tested: Vec<TriggerId>,
@@ -134,8 +134,8 @@ impl Monitor {
                     prefetch(e);
                 }
             }
-            // A trigger's first two lines (see `Trigger`), by address
-            // only: no load waits here for a cold slot.
+            // A trigger's first two lines (see `Trigger`): only the dense
+            // pointer array is read here, not the cold trigger.
             for &t in &set.triggers {
                 if let Some(Some(t)) = self.triggers.get(t as usize) {
                     let p: *const Trigger = &**t;
@@ -184,7 +184,7 @@ fn gather_set(
     };
     let epoch_len = s.epoch_end - s.epoch_start;
     let idle_before = s.epoch_start.saturating_sub(epoch_len);
-    let mut parts = std::mem::take(&mut s.modes);
+    let mut parts = std::mem::take(&mut s.parts);
     parts.clear();
     for (pos, &tid) in set.triggers.iter().enumerate() {
         let Some(trig) = triggers.get(tid as usize).and_then(Option::as_deref) else {
@@ -265,7 +265,7 @@ fn gather_set(
     if done {
         set.members.drop_empty_chunks();
     }
-    s.modes = parts;
+    s.parts = parts;
     done
 }
 
