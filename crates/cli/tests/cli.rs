@@ -165,6 +165,59 @@ fn run_without_an_inventory_refuses_a_network_wide_event() {
 }
 
 #[test]
+fn drill_down_example_reports_instances_and_counts_them() {
+    let o = run("examples/demo.pcap", "examples/drilldown.clarion")
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for name in [
+        "\"event\":\"lossy_flow\"",
+        "\"event\":\"senders_to_lossy_dst[dst_ip=10.20.93.0/24]\"",
+        "\"event\":\"senders_to_lossy_dst[dst_ip=fd00:20:93::/64]\"",
+    ] {
+        assert!(out.contains(name), "{name} in {out}");
+    }
+    assert!(
+        !out.contains("\"event\":\"senders_to_lossy_dst\""),
+        "never installed on its own"
+    );
+    let err = stderr(&o);
+    assert!(err.contains("drill-downs: 3 instances installed"), "{err}");
+    assert!(err.contains("0 started late"), "{err}");
+    // The embedded network runs host drill-downs on every host; network-wide ones are refused.
+    let o = run("examples/demo.pcap", "examples/drilldown.clarion")
+        .args(["--inventory", "examples/demo-hosts.txt", "-o", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("net.clarion");
+    let net = "event spike when sum(volume) > 1MB per dst_ip every 10ms across hosts then install detail\n\
+               event detail when sum(volume) > 1KB per src_ip every 10ms across hosts on demand\n";
+    std::fs::write(&ev, net).unwrap();
+    let o = clarion()
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--inventory",
+            "examples/demo-hosts.txt",
+            "--events",
+        ])
+        .arg(&ev)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("network-wide events do not support yet"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn missing_capture_exits_1() {
     let o = run("no/such.pcap", "examples/demo.clarion").output().unwrap();
     assert_eq!(o.status.code(), Some(1));

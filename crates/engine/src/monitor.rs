@@ -37,6 +37,8 @@ use crate::trigger::{FlowRef, Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
 
+mod drill;
+
 /// Why a frame never became a packet record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unparsed {
@@ -54,6 +56,8 @@ struct Sweep {
     half: usize,
     /// Start of the epoch now running; `None` at end of input (close every window).
     next_start: Option<u64>,
+    /// Packet time when it began: that of the first frame after the epoch.
+    begun_ns: u64,
     order: Vec<TriggerId>,
     trig_pos: usize,
     chunk: usize,
@@ -139,6 +143,12 @@ pub struct Monitor {
     vlans_seen: bool,
     /// What goes to the merger (`merge_output`).
     merge: MergeOut,
+    /// Drill-down instances installed, by name (see [`drill`]).
+    drill: clarion_drilldown::Book<TriggerId>,
+    /// Installed triggers with drill-downs, by name (their reports name
+    /// them). Two instances of one name live side by side while the older
+    /// one's last windows are swept; they install the same drill-downs.
+    drill_parents: FxHashMap<String, Vec<TriggerId>>,
 }
 
 /// A worker's output for the host-level merger, between two takes.
@@ -155,6 +165,14 @@ struct MergeOut {
 /// to hide memory latency, few enough that the prefetched lines stay cached
 /// (at most 64: a bit mask marks repeated flows).
 pub const BATCH: usize = 32;
+
+/// The gcd of an event's interval and those of the events its drill-downs
+/// install, at every level.
+fn drill_gcd(spec: &EventSpec) -> u64 {
+    spec.drill_downs
+        .iter()
+        .fold(spec.interval_ns, |g, d| gcd(g, drill_gcd(&d.event)))
+}
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
@@ -196,6 +214,8 @@ impl Monitor {
             last_entry: NO_ENTRY,
             vlans_seen: false,
             merge: MergeOut::default(),
+            drill: clarion_drilldown::Book::default(),
+            drill_parents: FxHashMap::default(),
             config,
         }
     }
@@ -206,8 +226,31 @@ impl Monitor {
     /// afterwards it starts with the first window that begins at or after
     /// the next epoch boundary. A network-wide event (`across ...`, see
     /// [`clarion_lang::spec::Scope`]) is refused: an event manager installs
-    /// its per-host triggers instead.
+    /// its per-host triggers instead; so is an `on demand` one, which its
+    /// parent's drill-down installs.
     pub fn install(&mut self, spec: EventSpec) -> Result<TriggerId, EngineError> {
+        if spec.on_demand {
+            return Err(EngineError::OnDemand { event: spec.name });
+        }
+        let interval = spec.interval_ns.max(1);
+        let start_ns = if self.started {
+            let boundary = self.epoch_start + self.epoch_ns;
+            boundary.div_ceil(interval) * interval
+        } else {
+            0
+        };
+        self.install_from(spec, start_ns)
+    }
+
+    /// Installs an event whose first window starts at `start_ns`, a
+    /// multiple of its interval that no packet measured so far reaches
+    /// (the caller's business: see `install`, and `drill` for instances).
+    pub(crate) fn install_from(&mut self, spec: EventSpec, start_ns: u64) -> Result<TriggerId, EngineError> {
+        // A drill-down fires on what one monitor saw: with workers merged,
+        // no worker sees the whole host's groups.
+        if !spec.drill_downs.is_empty() && self.config.merge_output {
+            return Err(EngineError::DrillDownAcrossWorkers { event: spec.name });
+        }
         // One monitor sees one host's packets: a network-wide predicate
         // evaluated on them would be a different event, so it only comes
         // here split into host triggers.
@@ -231,12 +274,9 @@ impl Monitor {
         }
         let rules: Vec<_> = spec.filters.iter().flat_map(filter_rules).collect();
         let interval = spec.interval_ns;
-        let start_ns = if self.started {
-            let boundary = self.epoch_start + self.epoch_ns;
-            boundary.div_ceil(interval) * interval
-        } else {
-            0
-        };
+        // The epoch divides the intervals of the events it may install
+        // too, so that an instance's windows are whole epochs.
+        let epoch_interval = drill_gcd(&spec);
         let name = spec.name.clone();
         let mut trigger = Trigger::new(spec, rules, start_ns).ok_or(EngineError::Unsupported {
             event: name,
@@ -254,6 +294,12 @@ impl Monitor {
                 spec: trigger.spec.clone(),
                 local,
             });
+        }
+        if !trigger.spec.drill_downs.is_empty() {
+            self.drill_parents
+                .entry(trigger.spec.name.clone())
+                .or_default()
+                .push(id);
         }
         self.index.insert(id, &trigger.rules);
         self.active_triggers.resize((id as usize) / 64 + 1, 0);
@@ -281,7 +327,7 @@ impl Monitor {
                 t.flows.push(FlowRef { entry: i, gen }, chunked);
             }
         }
-        self.retune_epoch(Some(interval));
+        self.retune_epoch(Some((interval, epoch_interval)));
         Ok(id)
     }
 
@@ -293,6 +339,13 @@ impl Monitor {
             .and_then(Option::take)
             .ok_or(EngineError::UnknownTrigger(id))?;
         self.index.remove(id);
+        self.drill.forget(id);
+        if let Some(ids) = self.drill_parents.get_mut(&t.spec.name) {
+            ids.retain(|&x| x != id);
+            if ids.is_empty() {
+                self.drill_parents.remove(&t.spec.name);
+            }
+        }
         if self.config.merge_output {
             // Its windows ending by then are handed out already, no later ones.
             self.merge.removed.push((id, self.closed_to));
@@ -387,18 +440,19 @@ impl Monitor {
     }
 
     /// Epoch = gcd of the installed intervals; a change waits for an aligned
-    /// boundary. `installed`: the interval of a trigger just added (the
+    /// boundary. `installed`: the interval of a trigger just added and the
+    /// gcd with its drill-downs' (the
     /// figures are updated from it, so installing n triggers is O(n), not
     /// O(n²)); `None` after a removal (recomputed).
-    fn retune_epoch(&mut self, installed: Option<u64>) {
+    fn retune_epoch(&mut self, installed: Option<(u64, u64)>) {
         self.intervals = match installed {
-            Some(i) => (self.intervals.0.max(i), gcd(self.intervals.1, i)),
+            Some((i, d)) => (self.intervals.0.max(i), gcd(self.intervals.1, d)),
             None => self
                 .triggers
                 .iter()
                 .flatten()
-                .map(Trigger::interval)
-                .fold((0, 0), |(m, g), i| (m.max(i), gcd(g, i))),
+                .map(|t| (t.interval(), drill_gcd(&t.spec)))
+                .fold((0, 0), |(m, g), (i, d)| (m.max(i), gcd(g, d))),
         };
         let (longest, common) = self.intervals;
         self.max_interval_ns = longest.max(self.epoch_ns);
@@ -829,6 +883,7 @@ impl Monitor {
             epoch_end,
             half: (self.epoch_seq & 1) as usize,
             next_start,
+            begun_ns: self.now,
             order,
             trig_pos: 0,
             chunk: 0,
@@ -927,7 +982,7 @@ impl Monitor {
             }
             let tid = s.order[s.trig_pos];
             if let Some(trig) = self.triggers[tid as usize].as_mut() {
-                if s.epoch_start >= trig.start_ns
+                if (trig.start_ns..trig.end_ns).contains(&s.epoch_start)
                     && !gather(
                         trig,
                         tid,
@@ -955,6 +1010,7 @@ impl Monitor {
         }
         s.reports.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         self.counters.reports += s.reports.len() as u64;
+        self.apply_drill_downs(&s.reports, s.begun_ns);
         out.append(&mut s.reports);
         true
     }

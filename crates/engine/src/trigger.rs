@@ -253,6 +253,9 @@ pub(crate) struct Trigger {
     pub(crate) flows: FlowList,
     /// Start of the first window this trigger reports.
     pub(crate) start_ns: u64,
+    /// No window starting at or after this is gathered (a drill-down
+    /// instance's end; `u64::MAX` for every other trigger).
+    pub(crate) end_ns: u64,
     pub(crate) open: Option<OpenWindow>,
     /// The last few closed windows.
     pub(crate) history: History,
@@ -307,6 +310,7 @@ impl Trigger {
             rules,
             flows: FlowList::default(),
             start_ns,
+            end_ns: u64::MAX,
             open: None,
             history,
             exported: false,
@@ -482,6 +486,8 @@ mod tests {
             granularity: Granularity::FIVE_TUPLE,
             interval_ns: 10_000_000,
             scope: Scope::Host,
+            drill_downs: Vec::new(),
+            on_demand: false,
         }
     }
 

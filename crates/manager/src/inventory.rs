@@ -183,6 +183,8 @@ mod tests {
             granularity: Granularity::FIVE_TUPLE,
             interval_ns: 10_000_000,
             scope: Scope::Network,
+            drill_downs: Vec::new(),
+            on_demand: false,
         }
     }
 

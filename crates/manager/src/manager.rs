@@ -126,6 +126,9 @@ impl Manager {
         if self.event(id).is_some() {
             return Err(ManagerError::IdTaken(id));
         }
+        if spec.on_demand || !spec.drill_downs.is_empty() {
+            return Err(ManagerError::DrillDown(spec.name.clone()));
+        }
         if self.events().any(|(_, e)| e.split.network().name == spec.name) {
             return Err(ManagerError::DuplicateName(spec.name.clone()));
         }
@@ -377,6 +380,8 @@ mod tests {
             },
             interval_ns: 10_000_000,
             scope: Scope::Network,
+            drill_downs: Vec::new(),
+            on_demand: false,
         }
     }
 

@@ -93,6 +93,10 @@ impl Network {
     pub fn install(&mut self, spec: EventSpec) -> Result<(), NetworkError> {
         let names = self.manager.inventory().hosts().iter().map(|h| h.name.clone());
         let names: Vec<String> = names.collect();
+        // A host event installed by its parents' drill-downs, which carry it.
+        if spec.on_demand && spec.scope == Scope::Host {
+            return Ok(());
+        }
         if spec.scope == Scope::Host {
             for (m, host) in self.monitors.iter_mut().zip(&names) {
                 m.install(spec.clone()).map_err(|source| NetworkError::Engine {

@@ -148,6 +148,8 @@ fn arb_event() -> impl Strategy<Value = EventSpec> {
         granularity,
         interval_ns: if long { 20 * MS } else { 10 * MS },
         scope: Scope::Network,
+        drill_downs: Vec::new(),
+        on_demand: false,
     })
 }
 
