@@ -186,32 +186,24 @@ fn drill_down_example_reports_instances_and_counts_them() {
     let err = stderr(&o);
     assert!(err.contains("drill-downs: 3 instances installed"), "{err}");
     assert!(err.contains("0 started late"), "{err}");
-    // The embedded network runs host drill-downs on every host; network-wide ones are refused.
+    // The embedded network runs host drill-downs on every host, and network-wide ones.
     let o = run("examples/demo.pcap", "examples/drilldown.clarion")
         .args(["--inventory", "examples/demo-hosts.txt", "-o", "/dev/null"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    let dir = tempfile::tempdir().unwrap();
-    let ev = dir.path().join("net.clarion");
-    let net = "event spike when sum(volume) > 1MB per dst_ip every 10ms across hosts then install detail\n\
-               event detail when sum(volume) > 1KB per src_ip every 10ms across hosts on demand\n";
-    std::fs::write(&ev, net).unwrap();
-    let o = clarion()
-        .args([
-            "run",
-            "--pcap",
-            "examples/demo.pcap",
-            "--inventory",
-            "examples/demo-hosts.txt",
-            "--events",
-        ])
-        .arg(&ev)
+    let o = run("examples/demo.pcap", "examples/network-drilldown.clarion")
+        .args(["--inventory", "examples/demo-hosts.txt", "--format", "json"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("network-wide events do not support yet"),
+        stdout(&o).contains("\"event\":\"senders_to_busy_port[dst_port="),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("drill-down instances installed"),
         "{}",
         stderr(&o)
     );

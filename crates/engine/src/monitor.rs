@@ -145,6 +145,8 @@ pub struct Monitor {
     merge: MergeOut,
     /// Drill-down instances installed, by name (see [`drill`]).
     drill: clarion_drilldown::Book<TriggerId>,
+    /// Gcd of the intervals included by [`Monitor::include_interval`] (0: none).
+    included_gcd: u64,
     /// Installed triggers with drill-downs, by name (their reports name
     /// them). Two instances of one name live side by side while the older
     /// one's last windows are swept; they install the same drill-downs.
@@ -216,6 +218,7 @@ impl Monitor {
             merge: MergeOut::default(),
             drill: clarion_drilldown::Book::default(),
             drill_parents: FxHashMap::default(),
+            included_gcd: 0,
             config,
         }
     }
@@ -439,11 +442,21 @@ impl Monitor {
         id
     }
 
-    /// Epoch = gcd of the installed intervals; a change waits for an aligned
+    /// Makes the epoch divide `interval_ns` too, whether or not an event of
+    /// that interval is installed here: an event manager that may install
+    /// one at a window boundary asks for it (drill-downs), so that the
+    /// boundary is an epoch boundary when it comes. 0 asks for nothing.
+    pub fn include_interval(&mut self, interval_ns: u64) {
+        self.included_gcd = gcd(self.included_gcd, interval_ns);
+        self.retune_epoch(Some((0, interval_ns)));
+    }
+
+    /// Epoch = gcd of the installed intervals (and of those included,
+    /// [`Monitor::include_interval`]); a change waits for an aligned
     /// boundary. `installed`: the interval of a trigger just added and the
-    /// gcd with its drill-downs' (the
-    /// figures are updated from it, so installing n triggers is O(n), not
-    /// O(n²)); `None` after a removal (recomputed).
+    /// gcd with its drill-downs' (the figures are updated from it, so
+    /// installing n triggers is O(n), not O(n²)); `None` after a removal
+    /// (recomputed).
     fn retune_epoch(&mut self, installed: Option<(u64, u64)>) {
         self.intervals = match installed {
             Some((i, d)) => (self.intervals.0.max(i), gcd(self.intervals.1, d)),
@@ -452,7 +465,7 @@ impl Monitor {
                 .iter()
                 .flatten()
                 .map(|t| (t.interval(), drill_gcd(&t.spec)))
-                .fold((0, 0), |(m, g), (i, d)| (m.max(i), gcd(g, d))),
+                .fold((0, self.included_gcd), |(m, g), (i, d)| (m.max(i), gcd(g, d))),
         };
         let (longest, common) = self.intervals;
         self.max_interval_ns = longest.max(self.epoch_ns);

@@ -115,6 +115,14 @@ impl EventBook {
         let mut todo = Vec::new();
         let mut replaced = Vec::new();
         for (ast, spec) in file.events.iter().zip(specs) {
+            if spec.on_demand || !spec.drill_downs.is_empty() {
+                return Err(ControlError::Invalid(format!(
+                    "event `{}` takes part in a drill-down (`then install`, `on demand`), which the NATS \
+                     manager does not run yet; run network-wide drill-downs with `clarion run --inventory`, \
+                     or host drill-downs in an agent's own events (--events)",
+                    spec.name
+                )));
+            }
             if !spec.scope.is_network() {
                 return Err(ControlError::Invalid(format!(
                     "event `{}` is not network-wide: add `across hosts` (a host's own events belong to its agent)",
@@ -307,6 +315,13 @@ mod tests {
         assert!(matches!(e, ControlError::Invalid(_)), "{e:?}");
         assert!(matches!(b.remove("nope"), Err(ControlError::NotFound(_))));
         b.remove("spike").expect("removes");
+        assert!(b.infos().is_empty());
+        let drill = format!(
+            "{}  then install detail\nevent detail when count(packets) > 1 every 10ms across hosts on demand\n",
+            SPIKE
+        );
+        let e = b.add(&drill, OnDuplicate::Refuse).expect_err("not over NATS yet");
+        assert!(e.to_string().contains("does not run yet"), "{e}");
         assert!(b.infos().is_empty());
     }
 }

@@ -15,9 +15,11 @@
 //! ever fail (`drill_downs_late`), it starts at the next boundary instead.
 
 use clarion_drilldown::{instance, Action};
+use clarion_lang::spec::EventSpec;
 use clarion_report::Report;
 
 use super::Monitor;
+use crate::{EngineError, TriggerId};
 
 impl Monitor {
     /// Applies the drill-downs of the reports of the sweep that just finished.
@@ -44,10 +46,8 @@ impl Monitor {
                     match self.drill.fired(inst) {
                         Action::Install(inst) => self.install_instance(inst),
                         Action::Extend { handle, end_ns } => {
-                            if let Some(Some(t)) = self.triggers.get_mut(handle as usize) {
-                                t.end_ns = end_ns.unwrap_or(u64::MAX);
-                                self.counters.drill_downs_extended += 1;
-                            }
+                            self.set_end(handle, end_ns);
+                            self.counters.drill_downs_extended += 1;
                         }
                         Action::Nothing => {}
                     }
@@ -63,26 +63,54 @@ impl Monitor {
 
     fn install_instance(&mut self, inst: clarion_drilldown::Instance) {
         let name = inst.spec.name.clone();
-        let interval = inst.spec.interval_ns.max(1);
+        if let Ok(id) = self.install_at(inst.spec, inst.start_ns, inst.end_ns) {
+            self.counters.drill_downs_installed += 1;
+            self.drill.installed(&name, id, inst.end_ns);
+        }
+        // Otherwise it cannot install where its parent did (it can: it is
+        // a checked event narrowed): nothing to do.
+    }
+
+    /// Installs a host event for the windows in `[start_ns, end_ns)` (to
+    /// the end without `end_ns`): a drill-down instance, here or decided by
+    /// an event manager. `start_ns` is a multiple of the event's interval.
+    /// Should a packet at or after `start_ns` have been measured already,
+    /// the event starts at the next window boundary instead, and the
+    /// instance is counted as started late (`drill_downs_late`).
+    pub fn install_at(
+        &mut self,
+        spec: EventSpec,
+        start_ns: u64,
+        end_ns: Option<u64>,
+    ) -> Result<TriggerId, EngineError> {
+        if spec.on_demand {
+            return Err(EngineError::OnDemand { event: spec.name });
+        }
+        let interval = spec.interval_ns.max(1);
+        // On time when no packet it covers can have been measured: it
+        // starts at a later epoch, or at this one before any packet of it.
         let next_boundary = self.epoch_start + self.epoch_ns;
-        let measured_here = self.epoch_counts.packets > 0;
-        let start_ns = if measured_here && inst.start_ns < next_boundary {
+        let on_time = !self.started
+            || start_ns >= next_boundary
+            || (start_ns == self.epoch_start && self.epoch_counts.packets == 0);
+        let start_ns = if !on_time {
             self.counters.drill_downs_late += 1;
             next_boundary.div_ceil(interval) * interval
         } else {
-            inst.start_ns
+            start_ns
         };
-        let Ok(id) = self.install_from(inst.spec, start_ns) else {
-            // Instances are checked events of an installed trigger: they
-            // install wherever their parent did.
-            return;
-        };
-        self.counters.drill_downs_installed += 1;
-        let Some(t) = self.triggers.get_mut(id as usize).and_then(Option::as_mut) else {
-            return;
-        };
-        t.end_ns = inst.end_ns.unwrap_or(u64::MAX);
-        self.drill.installed(&name, id, inst.end_ns);
+        let id = self.install_from(spec, start_ns)?;
+        self.set_end(id, end_ns);
+        Ok(id)
+    }
+
+    /// Moves the end of an installed event's windows (a drill-down
+    /// instance extended): no window starting at or after `end_ns` is
+    /// gathered; `None`: no end.
+    pub fn set_end(&mut self, id: TriggerId, end_ns: Option<u64>) {
+        if let Some(Some(t)) = self.triggers.get_mut(id as usize) {
+            t.end_ns = end_ns.unwrap_or(u64::MAX);
+        }
     }
 }
 
