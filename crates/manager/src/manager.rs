@@ -119,7 +119,7 @@ impl Manager {
     }
 
     /// An id above every id used.
-    pub(crate) fn next_id(&self) -> EventId {
+    pub fn next_id(&self) -> EventId {
         self.events.len()
     }
 
