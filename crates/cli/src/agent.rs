@@ -198,7 +198,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         history_windows: a.history_windows,
         ..MonitorConfig::default()
     });
-    for s in own {
+    for s in own.into_iter().filter(|s| !s.on_demand) {
         let name = s.name.clone();
         monitor
             .install(s)

@@ -102,6 +102,15 @@ pub struct ManagerArgs {
     #[arg(long)]
     pub until_finished: bool,
 
+    /// Share the load with the other managers on this NATS server: the
+    /// events and which manager decides each are kept in JetStream
+    /// key-value buckets (clarion-events, clarion-owners; the server needs
+    /// -js), every event is decided by one manager at a time, and a
+    /// manager that stops or dies hands its events over within 3 s.
+    /// Replaces the local store (--store).
+    #[arg(long, conflicts_with = "store")]
+    pub shared: bool,
+
     /// Stop after this long (default: until Ctrl-C or SIGTERM, or --until-finished).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Option<u64>,
@@ -129,6 +138,10 @@ fn usage(e: ControlError) -> Failure {
 /// The stored events, then those of --events.
 fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
     let inventory = read_inventory(&a.inventory)?;
+    if a.shared {
+        // The shared bucket holds the events; the service reads it and adds --events.
+        return Ok(EventBook::new(Manager::new(&a.name, inventory), None));
+    }
     let store = if a.no_store {
         None
     } else {
@@ -225,8 +238,13 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     }
     let mut sink = open_sink_to(a.output.as_deref(), a.format)?;
     if !a.quiet {
+        let events = if a.shared {
+            "the shared bucket's events".to_string()
+        } else {
+            format!("{events} network-wide event(s)")
+        };
         eprintln!(
-            "clarion: manager {} on {}: {events} network-wide event(s) over {} host(s); waiting for agents",
+            "clarion: manager {} on {}: {events} over {} host(s); waiting for agents",
             a.name,
             a.nats.url,
             hosts.len()
@@ -239,6 +257,16 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         until_finished: a.until_finished,
         max_poll_batch: 1024,
         jetstream: a.jetstream,
+        shared: a.shared,
+        shared_events: match (&a.events, a.shared) {
+            (Some(path), true) => Some(std::fs::read_to_string(path).map_err(|e| {
+                Failure::Usage(format!(
+                    "clarion: cannot read events file {}: {e}",
+                    path.display()
+                ))
+            })?),
+            _ => None,
+        },
     };
     let mut write_error = None;
     let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {
@@ -275,6 +303,13 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
         thousands(s.fired),
         thousands(s.partial),
     );
+    if s.claimed > 0 || s.not_owned > 0 {
+        eprintln!(
+            "  shared: took {} event(s) over; left {} satisfaction reports to the managers deciding their events",
+            thousands(s.claimed),
+            thousands(s.not_owned)
+        );
+    }
     if !lat.is_empty() {
         eprintln!(
             "  first satisfaction report to decision: p50 {:?}, p99 {:?}, max {:?}",

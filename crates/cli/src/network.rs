@@ -71,4 +71,11 @@ pub fn print_summary(net: &Network, run: &Replay, events: usize) {
         thousands(n.polls),
         thousands(n.unowned)
     );
+    if n.drill_downs > 0 {
+        eprintln!(
+            "  network: {} drill-down instances installed, {} extended",
+            thousands(n.drill_downs),
+            thousands(n.drill_downs_extended)
+        );
+    }
 }

@@ -130,7 +130,8 @@ pub fn build_monitor(
     specs: &[clarion_lang::spec::EventSpec],
 ) -> Result<Monitor, Failure> {
     let mut monitor = Monitor::new(config);
-    for s in specs {
+    // `on demand` events come with the drill-downs of the events installing them.
+    for s in specs.iter().filter(|s| !s.on_demand) {
         monitor
             .install(s.clone())
             .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", a.events.display())))?;

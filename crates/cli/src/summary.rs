@@ -88,6 +88,15 @@ impl fmt::Display for Summary {
                 thousands(c.tcp_segments_unlisted)
             )?;
         }
+        if c.drill_downs_installed > 0 {
+            writeln!(
+                f,
+                "  drill-downs: {} instances installed, {} extended, {} started late",
+                thousands(c.drill_downs_installed),
+                thousands(c.drill_downs_extended),
+                thousands(c.drill_downs_late)
+            )?;
+        }
         writeln!(
             f,
             "  {} events, {} trigger matches, {} sweeps ({} late), {} reports",

@@ -165,6 +165,51 @@ fn run_without_an_inventory_refuses_a_network_wide_event() {
 }
 
 #[test]
+fn drill_down_example_reports_instances_and_counts_them() {
+    let o = run("examples/demo.pcap", "examples/drilldown.clarion")
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for name in [
+        "\"event\":\"lossy_flow\"",
+        "\"event\":\"senders_to_lossy_dst[dst_ip=10.20.93.0/24]\"",
+        "\"event\":\"senders_to_lossy_dst[dst_ip=fd00:20:93::/64]\"",
+    ] {
+        assert!(out.contains(name), "{name} in {out}");
+    }
+    assert!(
+        !out.contains("\"event\":\"senders_to_lossy_dst\""),
+        "never installed on its own"
+    );
+    let err = stderr(&o);
+    assert!(err.contains("drill-downs: 3 instances installed"), "{err}");
+    assert!(err.contains("0 started late"), "{err}");
+    // The embedded network runs host drill-downs on every host, and network-wide ones.
+    let o = run("examples/demo.pcap", "examples/drilldown.clarion")
+        .args(["--inventory", "examples/demo-hosts.txt", "-o", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run("examples/demo.pcap", "examples/network-drilldown.clarion")
+        .args(["--inventory", "examples/demo-hosts.txt", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("\"event\":\"senders_to_busy_port[dst_port="),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("drill-down instances installed"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn missing_capture_exits_1() {
     let o = run("no/such.pcap", "examples/demo.clarion").output().unwrap();
     assert_eq!(o.status.code(), Some(1));

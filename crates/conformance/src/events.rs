@@ -6,8 +6,8 @@
 //! little.
 
 use clarion_lang::spec::{
-    AggCall, AggFunc, ArithOp, BaseVar, CmpOp, EventSpec, Filter, Granularity, IpPrefix, PacketExpr,
-    PortRange, Pred, PrefixLens, Scope, Var,
+    AggCall, AggFunc, ArithOp, BaseVar, CmpOp, DrillDown, EventSpec, Filter, Granularity, IpPrefix,
+    PacketExpr, PortRange, Pred, PrefixLens, Scope, Var,
 };
 use clarion_wire::proto;
 use proptest::prelude::*;
@@ -32,24 +32,100 @@ pub fn arb_events(max: usize) -> impl Strategy<Value = Vec<EventSpec>> {
         bodies
             .into_iter()
             .enumerate()
-            .map(
-                |(i, (word, (filters, predicate, granularity, interval_ns)))| EventSpec {
-                    // The index keeps names unique; the word varies their sort order against event order.
-                    name: format!("{word}{i}"),
-                    filters,
-                    predicate,
-                    granularity,
-                    interval_ns,
-                    // Monitors and the reference run host triggers: the
-                    // network-wide split is the manager's, tested there.
-                    scope: Scope::Host,
-                },
-            )
+            // The index keeps names unique; the word varies their sort order against event order.
+            .map(|(i, (word, body))| spec(&format!("{word}{i}"), body))
             .collect()
     })
 }
 
 type Body = (Vec<Filter>, Pred, Granularity, u64);
+
+/// Drill-downs: a parent event installing one or two `on demand` events
+/// (`t1`, and `t2` either from the parent or from `t1`: a chain), each
+/// narrowed on some of its parent's group fields (addresses at most as
+/// long as the parent keeps them), with or without a duration. The parent
+/// may read TCP state; the installed events may not (the checker refuses it).
+pub fn arb_drill_down_events() -> impl Strategy<Value = Vec<EventSpec>> {
+    let child = || {
+        (
+            arb_filters(),
+            arb_pred(),
+            arb_granularity(),
+            select(&INTERVALS_MS[..]).prop_map(|ms| ms * MS),
+        )
+            .prop_filter("installed events read no TCP state", |(f, p, g, i)| {
+                !spec("t", (f.clone(), p.clone(), *g, *i)).needs_connection_state()
+            })
+    };
+    let link = || (arb_narrowing(), prop::option::of(1u64..=4));
+    (arb_event_body(), child(), child(), link(), link(), 0u8..3).prop_map(
+        |(parent, c1, c2, (on1, k1), (on2, k2), shape)| {
+            let mut t2 = spec("t2", c2);
+            t2.on_demand = true;
+            let mut t1 = spec("t1", c1);
+            t1.on_demand = true;
+            let mut p = spec("p0", parent);
+            // shape 0: p → t1; 1: p → t1 and p → t2; 2: p → t1 → t2.
+            if shape == 2 {
+                t1.drill_downs.push(drill(&t1, &t2, on2, k2));
+            }
+            p.drill_downs.push(drill(&p, &t1, on1, k1));
+            if shape == 1 {
+                p.drill_downs.push(drill(&p, &t2, on2, k2));
+            }
+            vec![p, t1, t2]
+        },
+    )
+}
+
+/// A host event: monitors and the reference run host triggers (the
+/// network-wide split is the manager's, tested there).
+fn spec(name: &str, (filters, predicate, granularity, interval_ns): Body) -> EventSpec {
+    EventSpec {
+        name: name.into(),
+        filters,
+        predicate,
+        granularity,
+        interval_ns,
+        scope: Scope::Host,
+        drill_downs: Vec::new(),
+        on_demand: false,
+    }
+}
+
+/// Which of the parent's group fields narrow (one flag per field) and how
+/// short the addresses get (IPv4, IPv6 lengths, capped at the parent's).
+type Narrowing = ([bool; 6], u8, u8);
+
+fn arb_narrowing() -> impl Strategy<Value = Narrowing> {
+    (
+        prop::array::uniform6(prop::bool::weighted(0.5)),
+        prop_oneof![select(&[8u8, 16, 24, 32][..]), 0u8..=32],
+        prop_oneof![select(&[32u8, 64, 128][..]), 0u8..=128],
+    )
+}
+
+fn drill(parent: &EventSpec, child: &EventSpec, (pick, v4, v6): Narrowing, k: Option<u64>) -> DrillDown {
+    let g = parent.granularity;
+    let lens = |l: Option<PrefixLens>, on: bool| {
+        l.filter(|_| on).map(|l| PrefixLens {
+            v4: v4.min(l.v4),
+            v6: v6.min(l.v6),
+        })
+    };
+    DrillDown {
+        event: Box::new(child.clone()),
+        on: Granularity {
+            src_ip: lens(g.src_ip, pick[0]),
+            dst_ip: lens(g.dst_ip, pick[1]),
+            src_port: g.src_port && pick[2],
+            dst_port: g.dst_port && pick[3],
+            proto: g.proto && pick[4],
+            vlan: g.vlan && pick[5],
+        },
+        duration_ns: k.map(|k| k * child.interval_ns),
+    }
+}
 
 /// Half the events are about TCP connections: their predicates read the
 /// connection-state variables (in aggregates, bare, `_lastepoch`), their

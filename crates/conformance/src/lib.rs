@@ -12,7 +12,9 @@ pub mod events;
 pub mod pool;
 pub mod traffic;
 
-pub use events::{arb_events, arb_expr, arb_filters, arb_granularity, arb_pred, arb_tcp_pred};
+pub use events::{
+    arb_drill_down_events, arb_events, arb_expr, arb_filters, arb_granularity, arb_pred, arb_tcp_pred,
+};
 pub use traffic::{
     arb_traffic, arb_traffic_with, expected_inputs, parse_traffic, Content, Frame, FramePlan, Traffic,
     TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS,

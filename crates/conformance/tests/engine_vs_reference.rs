@@ -9,7 +9,9 @@
 
 mod common;
 
-use clarion_conformance::{arb_events, arb_traffic, parse_traffic, TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS};
+use clarion_conformance::{
+    arb_drill_down_events, arb_events, arb_traffic, parse_traffic, TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS,
+};
 use clarion_engine::{Monitor, MonitorConfig, Tuning};
 use clarion_lang::spec::EventSpec;
 use clarion_reference::{evaluate, Config, Input};
@@ -87,7 +89,7 @@ fn monitor_reports(events: &[EventSpec], inputs: &[Input], drive: Drive) -> Vec<
         ..MonitorConfig::default()
     };
     let mut m = Monitor::new(cfg);
-    for e in events {
+    for e in events.iter().filter(|e| !e.on_demand) {
         m.install(e.clone()).expect("generated events are installable");
     }
     let mut out = Vec::new();
@@ -121,26 +123,79 @@ fn monitor_reports(events: &[EventSpec], inputs: &[Input], drive: Drive) -> Vec<
     out
 }
 
+/// The reference's reports over `traffic`, and the monitor's driven every
+/// way (whole sweeps with every optimization; stepped sweeps with every
+/// optimization off, the naive baseline; batches) must equal them.
+fn check_every_drive(
+    events: &[EventSpec],
+    traffic: &clarion_conformance::Traffic,
+) -> Result<(), TestCaseError> {
+    let inputs = parse_traffic(traffic);
+    let cfg = Config {
+        flow_timeout_ns: TEST_FLOW_TIMEOUT_NS,
+        burst_gap_ns: TEST_BURST_GAP_NS,
+        host: "h".into(),
+        worker: 0,
+        ..Config::default()
+    };
+    let expected = evaluate(events, &inputs, &cfg);
+    for drive in [
+        Drive::Whole(Tuning::ALL),
+        Drive::Stepped(2, Tuning::NONE),
+        Drive::Batched(Tuning::ALL),
+    ] {
+        same_reports(&monitor_reports(events, &inputs, drive), &expected)?;
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 4096, ..ProptestConfig::default() })]
 
     #[test]
     fn monitor_equals_reference(events in arb_events(4), traffic in arb_traffic(300)) {
-        let inputs = parse_traffic(&traffic);
-        let cfg = Config {
-            flow_timeout_ns: TEST_FLOW_TIMEOUT_NS,
-            burst_gap_ns: TEST_BURST_GAP_NS,
-            host: "h".into(),
-            worker: 0,
-            ..Config::default()
-        };
-        let expected = evaluate(&events, &inputs, &cfg);
-        let got = monitor_reports(&events, &inputs, Drive::Whole(Tuning::ALL));
-        same_reports(&got, &expected)?;
-        // Stepped sweeps with every optimization off (the naive baseline).
-        let stepped = monitor_reports(&events, &inputs, Drive::Stepped(2, Tuning::NONE));
-        same_reports(&stepped, &expected)?;
-        let batched = monitor_reports(&events, &inputs, Drive::Batched(Tuning::ALL));
-        same_reports(&batched, &expected)?;
+        check_every_drive(&events, &traffic)?;
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 4, max_shrink_iters: 4096, ..ProptestConfig::default() })]
+
+    /// Drill-downs: the instances the parent's reports install, their
+    /// windows (from when the firing window is decided, for their
+    /// duration, extended when fired again) and their narrowed groups.
+    #[test]
+    fn drill_downs_equal_reference(events in arb_drill_down_events(), traffic in arb_traffic(300)) {
+        check_every_drive(&events, &traffic)?;
+    }
+}
+
+/// The generated drill-down cases exercise instances (else the property
+/// above would test little): in a fixed sample, a good share report from
+/// at least one instance, and some from a chained one.
+#[test]
+fn generated_drill_downs_report_from_instances() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let cfg = Config {
+        flow_timeout_ns: TEST_FLOW_TIMEOUT_NS,
+        burst_gap_ns: TEST_BURST_GAP_NS,
+        ..Config::default()
+    };
+    let (n, mut instances, mut chained) = (200, 0, 0);
+    for _ in 0..n {
+        let events = arb_drill_down_events()
+            .new_tree(&mut runner)
+            .expect("events")
+            .current();
+        let traffic = arb_traffic(300).new_tree(&mut runner).expect("traffic").current();
+        let reports = evaluate(&events, &parse_traffic(&traffic), &cfg);
+        instances += usize::from(reports.iter().any(|r| r.event.starts_with('t')));
+        let t1_installs_t2 = events[1].drill_downs.iter().any(|d| d.event.name == "t2");
+        chained += usize::from(t1_installs_t2 && reports.iter().any(|r| r.event.starts_with("t2")));
+    }
+    eprintln!("{instances} of {n} cases report from an instance, {chained} from a chained one");
+    assert!(instances * 4 >= n, "{instances} of {n}");
+    assert!(chained * 50 >= n, "{chained} of {n}");
 }

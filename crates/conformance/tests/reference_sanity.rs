@@ -402,6 +402,8 @@ fn grid_events() -> Vec<EventSpec> {
                 granularity: g,
                 interval_ns: ms * 1_000_000,
                 scope: Scope::Host,
+                drill_downs: Vec::new(),
+                on_demand: false,
             });
         }
     }
@@ -693,6 +695,8 @@ fn totals_event() -> EventSpec {
         granularity: Granularity::default(),
         interval_ns: 10_000_000,
         scope: Scope::Host,
+        drill_downs: Vec::new(),
+        on_demand: false,
     }
 }
 

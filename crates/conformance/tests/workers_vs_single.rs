@@ -398,7 +398,9 @@ fn merged_workers_equal_one_monitor_on_captures() {
         ..MonitorConfig::default()
     };
     for (capture, events) in runs {
-        let (inputs, events) = (common::read_inputs(&capture), common::events(&events));
+        let (inputs, mut events) = (common::read_inputs(&capture), common::events(&events));
+        // Drill-downs need one monitor (merged workers refuse them; see the test below).
+        events.retain(|e| !e.on_demand && e.drill_downs.is_empty());
         let expected = single(&base, &events, &inputs, None);
         for (workers, local) in [(2, true), (3, false)] {
             let split = Split {
@@ -419,4 +421,17 @@ fn merged_workers_equal_one_monitor_on_captures() {
             expected.len()
         );
     }
+}
+
+/// Workers merged on a host refuse an event with drill-downs: a worker sees
+/// only its own flows, so it cannot decide what the host's would install.
+#[test]
+fn merged_workers_refuse_drill_downs() {
+    let events = common::events(&common::repo().join("examples/drilldown.clarion"));
+    let mut m = Monitor::new(MonitorConfig {
+        merge_output: true,
+        ..MonitorConfig::default()
+    });
+    let err = m.install(events[0].clone()).expect_err("refused");
+    assert!(err.to_string().contains("--workers 1"), "{err}");
 }

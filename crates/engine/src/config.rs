@@ -171,6 +171,12 @@ pub struct Counters {
     pub rtt_samples: u64,
     /// First transmissions not listed because the flow's list was full (no RTT sample for them).
     pub tcp_segments_unlisted: u64,
+    /// Drill-down instances installed (`then install`), and extended.
+    pub drill_downs_installed: u64,
+    pub drill_downs_extended: u64,
+    /// Instances installed after their first window had begun (a sweep
+    /// ran late): they start at the next window instead.
+    pub drill_downs_late: u64,
 }
 impl Counters {
     /// Adds another worker's totals (the host's view of several workers).
@@ -194,5 +200,8 @@ impl Counters {
         self.reports += o.reports;
         self.rtt_samples += o.rtt_samples;
         self.tcp_segments_unlisted += o.tcp_segments_unlisted;
+        self.drill_downs_installed += o.drill_downs_installed;
+        self.drill_downs_extended += o.drill_downs_extended;
+        self.drill_downs_late += o.drill_downs_late;
     }
 }

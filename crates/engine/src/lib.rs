@@ -81,4 +81,11 @@ pub enum EngineError {
     PartialsOutOfOrder { worker: u32, end_ns: u64 },
     #[error("worker {worker} sent partials of trigger {id} whose statistics do not fit its event")]
     BadPartials { worker: u32, id: TriggerId },
+    #[error("event `{event}` is installed on demand, by another event's `then install`, not on its own")]
+    OnDemand { event: String },
+    #[error(
+        "event `{event}` installs events when it fires (`then install`), which needs all of the \
+         host's packets in one monitor: run it with one worker (--workers 1)"
+    )]
+    DrillDownAcrossWorkers { event: String },
 }

@@ -36,6 +36,7 @@ use crate::trigger::{Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
 
+mod drill;
 mod sweep;
 
 use sweep::{Direct, Sweep};
@@ -103,6 +104,14 @@ pub struct Monitor {
     vlans_seen: bool,
     /// What goes to the merger (`merge_output`).
     merge: MergeOut,
+    /// Drill-down instances installed, by name (see [`drill`]).
+    drill: clarion_drilldown::Book<TriggerId>,
+    /// Gcd of the intervals included by [`Monitor::include_interval`] (0: none).
+    included_gcd: u64,
+    /// Installed triggers with drill-downs, by name (their reports name
+    /// them). Two instances of one name live side by side while the older
+    /// one's last windows are swept; they install the same drill-downs.
+    drill_parents: FxHashMap<String, Vec<TriggerId>>,
 }
 
 /// A worker's output for the host-level merger, between two takes.
@@ -119,6 +128,14 @@ struct MergeOut {
 /// to hide memory latency, few enough that the prefetched lines stay cached
 /// (at most 64: a bit mask marks repeated flows).
 pub const BATCH: usize = 32;
+
+/// The gcd of an event's interval and those of the events its drill-downs
+/// install, at every level.
+fn drill_gcd(spec: &EventSpec) -> u64 {
+    spec.drill_downs
+        .iter()
+        .fold(spec.interval_ns, |g, d| gcd(g, drill_gcd(&d.event)))
+}
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
@@ -159,6 +176,9 @@ impl Monitor {
             last_entry: NO_ENTRY,
             vlans_seen: false,
             merge: MergeOut::default(),
+            drill: clarion_drilldown::Book::default(),
+            drill_parents: FxHashMap::default(),
+            included_gcd: 0,
             config,
         }
     }
@@ -169,8 +189,31 @@ impl Monitor {
     /// afterwards it starts with the first window that begins at or after
     /// the next epoch boundary. A network-wide event (`across ...`, see
     /// [`clarion_lang::spec::Scope`]) is refused: an event manager installs
-    /// its per-host triggers instead.
+    /// its per-host triggers instead; so is an `on demand` one, which its
+    /// parent's drill-down installs.
     pub fn install(&mut self, spec: EventSpec) -> Result<TriggerId, EngineError> {
+        if spec.on_demand {
+            return Err(EngineError::OnDemand { event: spec.name });
+        }
+        let interval = spec.interval_ns.max(1);
+        let start_ns = if self.started {
+            let boundary = self.epoch_start + self.epoch_ns;
+            boundary.div_ceil(interval) * interval
+        } else {
+            0
+        };
+        self.install_from(spec, start_ns)
+    }
+
+    /// Installs an event whose first window starts at `start_ns`, a
+    /// multiple of its interval that no packet measured so far reaches
+    /// (the caller's business: see `install`, and `drill` for instances).
+    pub(crate) fn install_from(&mut self, spec: EventSpec, start_ns: u64) -> Result<TriggerId, EngineError> {
+        // A drill-down fires on what one monitor saw: with workers merged,
+        // no worker sees the whole host's groups.
+        if !spec.drill_downs.is_empty() && self.config.merge_output {
+            return Err(EngineError::DrillDownAcrossWorkers { event: spec.name });
+        }
         // One monitor sees one host's packets: a network-wide predicate
         // evaluated on them would be a different event, so it only comes
         // here split into host triggers.
@@ -194,12 +237,9 @@ impl Monitor {
         }
         let rules: Vec<_> = spec.filters.iter().flat_map(filter_rules).collect();
         let interval = spec.interval_ns;
-        let start_ns = if self.started {
-            let boundary = self.epoch_start + self.epoch_ns;
-            boundary.div_ceil(interval) * interval
-        } else {
-            0
-        };
+        // The epoch divides the intervals of the events it may install
+        // too, so that an instance's windows are whole epochs.
+        let epoch_interval = drill_gcd(&spec);
         let name = spec.name.clone();
         let mut trigger = Trigger::new(spec, rules, start_ns).ok_or(EngineError::Unsupported {
             event: name,
@@ -218,6 +258,12 @@ impl Monitor {
                 local,
             });
         }
+        if !trigger.spec.drill_downs.is_empty() {
+            self.drill_parents
+                .entry(trigger.spec.name.clone())
+                .or_default()
+                .push(id);
+        }
         self.index.insert(id, &trigger.rules);
         let matching: Vec<u32> = self
             .flows
@@ -234,7 +280,7 @@ impl Monitor {
             set.sort_unstable();
             self.migrate(i, set);
         }
-        self.retune_epoch(Some(interval));
+        self.retune_epoch(Some((interval, epoch_interval)));
         Ok(id)
     }
 
@@ -246,6 +292,13 @@ impl Monitor {
             .and_then(Option::take)
             .ok_or(EngineError::UnknownTrigger(id))?;
         self.index.remove(id);
+        self.drill.forget(id);
+        if let Some(ids) = self.drill_parents.get_mut(&t.spec.name) {
+            ids.retain(|&x| x != id);
+            if ids.is_empty() {
+                self.drill_parents.remove(&t.spec.name);
+            }
+        }
         if self.config.merge_output {
             // Its windows ending by then are handed out already, no later ones.
             self.merge.removed.push((id, self.closed_to));
@@ -357,19 +410,30 @@ impl Monitor {
         id
     }
 
-    /// Epoch = gcd of the installed intervals; a change waits for an aligned
-    /// boundary. `installed`: the interval of a trigger just added (the
-    /// figures are updated from it, so installing n triggers is O(n), not
-    /// O(n²)); `None` after a removal (recomputed).
-    fn retune_epoch(&mut self, installed: Option<u64>) {
+    /// Makes the epoch divide `interval_ns` too, whether or not an event of
+    /// that interval is installed here: an event manager that may install
+    /// one at a window boundary asks for it (drill-downs), so that the
+    /// boundary is an epoch boundary when it comes. 0 asks for nothing.
+    pub fn include_interval(&mut self, interval_ns: u64) {
+        self.included_gcd = gcd(self.included_gcd, interval_ns);
+        self.retune_epoch(Some((0, interval_ns)));
+    }
+
+    /// Epoch = gcd of the installed intervals (and of those included,
+    /// [`Monitor::include_interval`]); a change waits for an aligned
+    /// boundary. `installed`: the interval of a trigger just added and the
+    /// gcd with its drill-downs' (the figures are updated from it, so
+    /// installing n triggers is O(n), not O(n²)); `None` after a removal
+    /// (recomputed).
+    fn retune_epoch(&mut self, installed: Option<(u64, u64)>) {
         self.intervals = match installed {
-            Some(i) => (self.intervals.0.max(i), gcd(self.intervals.1, i)),
+            Some((i, d)) => (self.intervals.0.max(i), gcd(self.intervals.1, d)),
             None => self
                 .triggers
                 .iter()
                 .flatten()
-                .map(|t| t.interval())
-                .fold((0, 0), |(m, g), i| (m.max(i), gcd(g, i))),
+                .map(|t| (t.interval(), drill_gcd(&t.spec)))
+                .fold((0, self.included_gcd), |(m, g), (i, d)| (m.max(i), gcd(g, d))),
         };
         let (longest, common) = self.intervals;
         self.max_interval_ns = longest.max(self.epoch_ns);
@@ -790,6 +854,7 @@ impl Monitor {
             epoch_end,
             half: (self.epoch_seq & 1) as usize,
             next_start,
+            begun_ns: self.now,
             order,
             set_pos: 0,
             chunk: 0,
@@ -886,6 +951,7 @@ impl Monitor {
         }
         s.reports.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         self.counters.reports += s.reports.len() as u64;
+        self.apply_drill_downs(&s.reports, s.begun_ns);
         out.append(&mut s.reports);
         true
     }

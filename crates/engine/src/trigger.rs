@@ -177,6 +177,8 @@ pub(crate) struct Trigger {
     pub(crate) exported: bool,
     /// `open` is `Some` (the sweep tests this, not `open`, a line further).
     is_open: bool,
+    /// `end_ns` is set (a drill-down instance): the sweep reads it only then.
+    has_end: bool,
     /// The last few closed windows.
     pub(crate) history: History,
     open: Option<OpenWindow>,
@@ -197,6 +199,9 @@ pub(crate) struct Trigger {
     /// Latest values (one per `lasts`) of each group of the last closed window, for `X_lastepoch`.
     prev: Option<(u64, FxHashMap<FlowKey, Vec<f64>>)>,
     pub(crate) rules: Vec<(KeyMask, FlowKey)>,
+    /// No window starting at or after this is gathered (a drill-down
+    /// instance's end; `u64::MAX` for every other trigger).
+    end_ns: u64,
 }
 
 impl Trigger {
@@ -247,6 +252,7 @@ impl Trigger {
             threshold,
             per_flow,
             is_open: false,
+            has_end: false,
             spec,
             aggs,
             state: state_reads,
@@ -258,6 +264,7 @@ impl Trigger {
             prev: None,
             rules,
             start_ns,
+            end_ns: u64::MAX,
             open: None,
             history,
             exported: false,
@@ -279,6 +286,19 @@ impl Trigger {
             && self.per_flow[usize::from(vlans_seen)]
             && self.interval_ns == epoch_len
             && epoch_start.is_multiple_of(epoch_len)
+    }
+
+    /// True when the epoch starting at `epoch_start` belongs to a window
+    /// this trigger gathers: at or after its start, before its end.
+    #[inline]
+    pub(crate) fn gathers(&self, epoch_start: u64) -> bool {
+        epoch_start >= self.start_ns && !(self.has_end && epoch_start >= self.end_ns)
+    }
+
+    /// Sets the start of the first window not gathered (`u64::MAX`: none).
+    pub(crate) fn set_end_ns(&mut self, end_ns: u64) {
+        self.end_ns = end_ns;
+        self.has_end = end_ns != u64::MAX;
     }
 
     /// The window being gathered, if any.
@@ -464,6 +484,8 @@ mod tests {
             granularity: Granularity::FIVE_TUPLE,
             interval_ns: 10_000_000,
             scope: Scope::Host,
+            drill_downs: Vec::new(),
+            on_demand: false,
         }
     }
 

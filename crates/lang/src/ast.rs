@@ -31,7 +31,26 @@ pub struct Event {
     /// `across hosts` or `across more than N[%] [of] hosts`, when written:
     /// the event is network-wide.
     pub across: Option<Across>,
+    /// `then install ...` clauses, in source order: drill-downs.
+    pub then: Vec<Then>,
+    /// The `on demand` clause, when written: the event is installed only
+    /// by another event's drill-down.
+    pub on_demand: Option<Span>,
     /// From `event` to the end of the last clause.
+    pub span: Span,
+}
+
+/// `then install EVENT [on FIELDS] [for DURATION]`: when this event fires
+/// for a group, install `EVENT` narrowed to the group's values of `FIELDS`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Then {
+    pub event: String,
+    pub event_span: Span,
+    /// The group fields that narrow the installed event, as in `per`.
+    pub on: Vec<GroupField>,
+    /// How long each instance stays installed; absent: until removed.
+    pub duration: Option<Quantity>,
+    /// From `then` to the end of the clause.
     pub span: Span,
 }
 
@@ -398,12 +417,7 @@ impl Event {
         if let Some(per) = &mut self.per {
             per.span = Span::default();
             if let PerKind::Fields(fields) = &mut per.kind {
-                for g in fields {
-                    g.span = Span::default();
-                    for l in &mut g.lens {
-                        l.span = Span::default();
-                    }
-                }
+                fields.iter_mut().for_each(GroupField::strip_spans);
             }
         }
         if let Some(q) = &mut self.every {
@@ -414,6 +428,26 @@ impl Event {
             if let Some(q) = &mut a.quorum {
                 q.span = Span::default();
             }
+        }
+        for t in &mut self.then {
+            t.span = Span::default();
+            t.event_span = Span::default();
+            t.on.iter_mut().for_each(GroupField::strip_spans);
+            if let Some(q) = &mut t.duration {
+                q.span = Span::default();
+            }
+        }
+        if self.on_demand.is_some() {
+            self.on_demand = Some(Span::default());
+        }
+    }
+}
+
+impl GroupField {
+    fn strip_spans(&mut self) {
+        self.span = Span::default();
+        for l in &mut self.lens {
+            l.span = Span::default();
         }
     }
 }

@@ -45,6 +45,13 @@ pub mod codes {
     pub const MISPLACED_UNIT: &str = "E0318";
     pub const BAD_GRANULARITY: &str = "E0320";
     pub const BAD_QUORUM: &str = "E0340";
+    pub const UNKNOWN_EVENT: &str = "E0350";
+    pub const NOT_ON_DEMAND: &str = "E0351";
+    pub const DRILL_DOWN_CYCLE: &str = "E0352";
+    pub const BAD_NARROWING: &str = "E0353";
+    pub const BAD_DURATION: &str = "E0354";
+    pub const BAD_ON_DEMAND: &str = "E0355";
+    pub const DRILL_DOWN_SCOPE: &str = "E0356";
     pub const BAD_INTERVAL: &str = "E0330";
 }
 

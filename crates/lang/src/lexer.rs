@@ -160,7 +160,10 @@ impl Lexer<'_> {
     }
 
     fn word(&mut self, start: usize) {
-        let after_event = self.toks.last().is_some_and(|t| t.is_word("event"));
+        // Event names may contain `-`: after `event`, and after `then install`.
+        let n = self.toks.len();
+        let after_event = self.toks.last().is_some_and(|t| t.is_word("event"))
+            || (n >= 2 && self.toks[n - 1].is_word("install") && self.toks[n - 2].is_word("then"));
         if after_event {
             let end = self.run_end(start, |b| is_word_byte(b) || b == b'-');
             self.push(TokenKind::Ident(self.src[start..end].to_string()), start, end);

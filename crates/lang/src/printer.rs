@@ -2,7 +2,7 @@
 //!
 //! The output is the canonical form of a source: one clause per line,
 //! indented two spaces, in the order `filter`s, `when`, `per`, `every`,
-//! `across hosts`; a blank line between events; comments dropped; words
+//! `across hosts`, `then install`s, `on demand`; a blank line between events; comments dropped; words
 //! instead of `&&`, `||`, `!`; the fewest parentheses that keep the tree's
 //! shape; a unit written right after its number (`125KB`). Parsing the
 //! output gives back the same tree, up to spans.
@@ -45,6 +45,20 @@ impl Display for Event {
                 Some(q) if q.percent => writeln!(f, "  across more than {}% of hosts", q.n)?,
                 Some(q) => writeln!(f, "  across more than {} hosts", q.n)?,
             }
+        }
+        for t in &self.then {
+            write!(f, "  then install {}", t.event)?;
+            for (i, g) in t.on.iter().enumerate() {
+                f.write_str(if i == 0 { " on " } else { ", " })?;
+                write!(f, "{g}")?;
+            }
+            if let Some(d) = &t.duration {
+                write!(f, " for {d}")?;
+            }
+            writeln!(f)?;
+        }
+        if self.on_demand.is_some() {
+            writeln!(f, "  on demand")?;
         }
         Ok(())
     }

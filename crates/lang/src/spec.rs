@@ -24,6 +24,33 @@ pub struct EventSpec {
     /// Whose packets the predicate is about: one monitor's, all hosts'
     /// (`across hosts`), or each host's with a quorum (`across more than ...`).
     pub scope: Scope,
+    /// Events this one installs when it fires (`then install`), in source order.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
+    pub drill_downs: Vec<DrillDown>,
+    /// Installed only by another event's drill-down (`on demand`), never on its own.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "std::ops::Not::not"))]
+    pub on_demand: bool,
+}
+
+/// `then install EVENT on FIELDS for DURATION`: when the event fires for a
+/// group in a window, an *instance* of `event` is installed, its filters
+/// narrowed to the group's values of the fields of `on`, for the windows
+/// of `event` in `[start, start + duration)` (or from `start` on, without
+/// a duration). `start` is the first window boundary of `event` at or
+/// after the end of the firing window plus the firing event's interval:
+/// the firing window's decision is due by then, so every monitor can count
+/// the instance's windows whole. See `docs/semantics.md`.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct DrillDown {
+    /// The event installed (an `on demand` event, with its own drill-downs).
+    pub event: Box<EventSpec>,
+    /// The firing group's fields that narrow the instance; every one is in
+    /// the firing event's granularity, with addresses no longer than kept there.
+    pub on: Granularity,
+    /// How long an instance stays installed, a multiple of `event`'s
+    /// interval; `None`: until removed (or the end of the input).
+    pub duration_ns: Option<u64>,
 }
 
 /// Where an event's predicate holds.

@@ -144,12 +144,16 @@ fn across_is_a_keyword() {
 fn clause_errors_list_across() {
     let d = only_error("event e when sum(volume) > 1 acros hosts");
     assert_eq!(d.code, codes::UNKNOWN_CLAUSE);
-    assert!(d.message.contains("`every`, `across`)"), "{}", d.message);
+    assert!(
+        d.message.contains("`every`, `across`, `then`, `on demand`)"),
+        "{}",
+        d.message
+    );
     assert_eq!(d.help.as_deref(), Some("did you mean `across`?"));
     let d = only_error("event e when sum(volume) > 1 5");
     assert_eq!(
         d.help.as_deref(),
-        Some("each clause starts with `filter`, `when`, `per`, `every` or `across`")
+        Some("each clause starts with `filter`, `when`, `per`, `every`, `across`, `then install` or `on demand`")
     );
 }
 

@@ -212,17 +212,30 @@ fn every_variable_has_a_page_with_an_example() {
 #[test]
 fn readme_examples_check() {
     let blocks = blocks_of("README.md");
-    assert!(!blocks.is_empty(), "the README shows the language");
-    for b in blocks {
-        let specs =
-            check(&b.text).unwrap_or_else(|d| panic!("{}: README block fails:\n{}", b.at(), b.render(&d)));
-        assert_eq!(
-            specs.len(),
-            5,
-            "{}: the README shows the language in five examples",
-            b.at()
-        );
-    }
+    assert_eq!(
+        blocks.len(),
+        2,
+        "the language in five examples, then a drill-down"
+    );
+    let specs: Vec<_> = blocks
+        .iter()
+        .map(|b| {
+            check(&b.text).unwrap_or_else(|d| panic!("{}: README block fails:\n{}", b.at(), b.render(&d)))
+        })
+        .collect();
+    assert_eq!(
+        specs[0].len(),
+        5,
+        "{}: the README shows the language in five examples",
+        blocks[0].at()
+    );
+    assert_eq!(
+        specs[1].len(),
+        2,
+        "{}: a drill-down and its event",
+        blocks[1].at()
+    );
+    assert_eq!(specs[1][0].drill_downs.len(), 1);
 }
 
 #[test]

@@ -46,7 +46,7 @@ fn misspelt_clause() {
     assert_renders(
         "event rack\n  wehn sum(volume) > 125KB\n",
         r#"
-[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`) or the next `event`, found `wehn`
+[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`) or the next `event`, found `wehn`
    ╭─[ rack.clarion:2:3 ]
    │
  2 │   wehn sum(volume) > 125KB
@@ -350,7 +350,7 @@ fn or_between_conditions() {
     assert_renders(
         "event web\n  filter dst_port = 80 or dst_port = 443\n  when count(packets) > 10\n",
         r#"
-[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`) or the next `event`, found `or`
+[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`) or the next `event`, found `or`
    ╭─[ rack.clarion:2:24 ]
    │
  2 │   filter dst_port = 80 or dst_port = 443

@@ -76,6 +76,8 @@ fn across_hosts_makes_the_event_network_wide_and_changes_nothing_else() {
     assert_eq!(
         EventSpec {
             scope: Scope::Host,
+            drill_downs: Vec::new(),
+            on_demand: false,
             ..network
         },
         host

@@ -6,14 +6,14 @@ use std::net::IpAddr;
 
 use clarion_lang::ast::{
     Across, BinOp, Cond, CondValue, Event, Expr, ExprKind, Field, File, FilterClause, GroupField, NumLit,
-    Per, PerKind, PrefixLen, Quantity, QuorumLit, UnOp, Unit,
+    Per, PerKind, PrefixLen, Quantity, QuorumLit, Then, UnOp, Unit,
 };
 use clarion_lang::parse;
 use clarion_lang::span::Span;
 use proptest::prelude::*;
 
-const KEYWORDS: [&str; 10] = [
-    "event", "filter", "when", "per", "every", "across", "and", "or", "not", "in",
+const KEYWORDS: [&str; 11] = [
+    "event", "filter", "when", "per", "every", "across", "then", "and", "or", "not", "in",
 ];
 
 fn word() -> impl Strategy<Value = String> {
@@ -136,19 +136,37 @@ fn cond() -> impl Strategy<Value = Cond> {
     })
 }
 
-fn per() -> impl Strategy<Value = Per> {
+fn group_field() -> impl Strategy<Value = GroupField> {
     let len = any::<u64>().prop_map(|value| PrefixLen {
         value,
         span: Span::default(),
     });
-    let gf = (field(), prop::collection::vec(len, 0..=2)).prop_map(|(field, lens)| GroupField {
+    (field(), prop::collection::vec(len, 0..=2)).prop_map(|(field, lens)| GroupField {
         field,
         lens,
         span: Span::default(),
-    });
+    })
+}
+
+fn then() -> impl Strategy<Value = Then> {
+    (
+        name(),
+        prop::collection::vec(group_field(), 0..3),
+        prop::option::of(quantity()),
+    )
+        .prop_map(|(event, on, duration)| Then {
+            event,
+            event_span: Span::default(),
+            on,
+            duration,
+            span: Span::default(),
+        })
+}
+
+fn per() -> impl Strategy<Value = Per> {
     prop_oneof![
         Just(PerKind::FiveTuple),
-        prop::collection::vec(gf, 1..5).prop_map(PerKind::Fields)
+        prop::collection::vec(group_field(), 1..5).prop_map(PerKind::Fields)
     ]
     .prop_map(|kind| Per {
         kind,
@@ -168,24 +186,30 @@ fn event() -> impl Strategy<Value = Event> {
         prop::option::of(per()),
         prop::option::of(quantity()),
         prop::option::of(prop::option::of((0u64..200, any::<bool>()))),
+        prop::collection::vec(then(), 0..3),
+        any::<bool>(),
     )
-        .prop_map(|(name, filters, when, per, every, across)| Event {
-            name,
-            name_span: Span::default(),
-            filters,
-            when,
-            per,
-            every,
-            across: across.map(|quorum| Across {
-                span: Span::default(),
-                quorum: quorum.map(|(n, percent)| QuorumLit {
-                    n,
-                    percent,
+        .prop_map(
+            |(name, filters, when, per, every, across, then, on_demand)| Event {
+                name,
+                name_span: Span::default(),
+                filters,
+                when,
+                per,
+                every,
+                across: across.map(|quorum| Across {
                     span: Span::default(),
+                    quorum: quorum.map(|(n, percent)| QuorumLit {
+                        n,
+                        percent,
+                        span: Span::default(),
+                    }),
                 }),
-            }),
-            span: Span::default(),
-        })
+                then,
+                on_demand: on_demand.then(Span::default),
+                span: Span::default(),
+            },
+        )
 }
 
 fn file() -> impl Strategy<Value = File> {

@@ -38,6 +38,8 @@ fn event(i: usize) -> EventSpec {
         },
         interval_ns: 10_000_000,
         scope: Scope::Network,
+        drill_downs: Vec::new(),
+        on_demand: false,
     }
 }
 

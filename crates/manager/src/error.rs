@@ -24,4 +24,6 @@ pub enum ManagerError {
     UnknownEvent(usize),
     #[error("host values have {got} entries, the split needs {want}")]
     ValueCount { got: usize, want: usize },
+    #[error("event `{0}` is installed on demand, by another event's `then install`, not on its own")]
+    OnDemand(String),
 }

@@ -37,6 +37,42 @@ pub struct Inventory {
     hosts: Vec<Host>,
     /// Each host's position in `hosts`, by name (transports name hosts on the wire).
     by_name: HashMap<String, usize>,
+    /// The owners of the prefixes of each family and length, longest first:
+    /// [`Inventory::owner`] probes one table per length present (a handful)
+    /// instead of every prefix, once or twice for every packet.
+    by_prefix: Vec<PrefixTable>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct PrefixTable {
+    v6: bool,
+    len: u8,
+    /// Masked address bits (as [`bits`]) → host; the later host of two listing one prefix.
+    owners: HashMap<u128, usize>,
+}
+
+fn prefix_tables(hosts: &[Host]) -> Vec<PrefixTable> {
+    let mut tables: Vec<PrefixTable> = Vec::new();
+    for (i, h) in hosts.iter().enumerate() {
+        for p in &h.prefixes {
+            let (b, width) = bits(p.addr);
+            let (v6, len) = (width == 128, p.len.min(width));
+            let at = match tables.iter().position(|t| t.v6 == v6 && t.len == len) {
+                Some(at) => at,
+                None => {
+                    tables.push(PrefixTable {
+                        v6,
+                        len,
+                        owners: HashMap::new(),
+                    });
+                    tables.len() - 1
+                }
+            };
+            tables[at].owners.insert(b & mask(len), i);
+        }
+    }
+    tables.sort_by(|a, b| b.len.cmp(&a.len).then(a.v6.cmp(&b.v6)));
+    tables
 }
 
 /// Network order bits of an address, left-aligned in 128 bits, and its width.
@@ -120,7 +156,12 @@ impl Inventory {
         if hosts.is_empty() {
             return Err(ManagerError::EmptyInventory);
         }
-        Ok(Inventory { hosts, by_name })
+        let by_prefix = prefix_tables(&hosts);
+        Ok(Inventory {
+            hosts,
+            by_name,
+            by_prefix,
+        })
     }
 
     pub fn hosts(&self) -> &[Host] {
@@ -134,17 +175,12 @@ impl Inventory {
 
     /// The host owning `addr` (the longest matching prefix), if any.
     pub fn owner(&self, addr: IpAddr) -> Option<usize> {
-        let one = IpPrefix {
-            addr,
-            len: bits(addr).1,
-        };
-        self.hosts
+        let (b, width) = bits(addr);
+        let v6 = width == 128;
+        self.by_prefix
             .iter()
-            .enumerate()
-            .flat_map(|(i, h)| h.prefixes.iter().map(move |p| (i, p)))
-            .filter(|(_, p)| overlaps(p, &one))
-            .max_by_key(|(_, p)| p.len)
-            .map(|(i, _)| i)
+            .filter(|t| t.v6 == v6)
+            .find_map(|t| t.owners.get(&(b & mask(t.len))).copied())
     }
 
     /// The hosts (indices, ascending) that get a trigger of `event`.
@@ -183,6 +219,8 @@ mod tests {
             granularity: Granularity::FIVE_TUPLE,
             interval_ns: 10_000_000,
             scope: Scope::Network,
+            drill_downs: Vec::new(),
+            on_demand: false,
         }
     }
 
@@ -235,5 +273,50 @@ mod tests {
         assert!(inv.placement(&event(vec![to("192.0.2.0/24")])).is_empty());
         assert!(overlaps(&prefix("10.0.0.0/8"), &prefix("10.1.2.3/32")));
         assert!(!overlaps(&prefix("10.0.0.0/8"), &prefix("::/0")));
+    }
+
+    proptest::proptest! {
+        /// The prefix tables find the owner the longest matching prefix
+        /// names, as a scan over every prefix does (ties: the later host).
+        #[test]
+        fn owner_is_the_longest_matching_prefix(
+            nets in proptest::collection::vec((0u8..4, 0u8..=32, proptest::bool::ANY), 1..12),
+            probes in proptest::collection::vec((0u8..4, proptest::num::u8::ANY, proptest::bool::ANY), 1..40),
+        ) {
+            let text: String = nets
+                .iter()
+                .enumerate()
+                .map(|(i, (a, len, v6))| {
+                    let p = if *v6 {
+                        let l = u16::from(*len) * 4;
+                        let bits = u128::from(*a) << 120;
+                        format!("{}/{l}", std::net::Ipv6Addr::from(bits & mask(l as u8)))
+                    } else {
+                        let bits = u32::from(*a) << 30;
+                        let m = if *len == 0 { 0 } else { u32::MAX << (32 - u32::from(*len)) };
+                        format!("{}/{len}", std::net::Ipv4Addr::from(bits & m))
+                    };
+                    format!("h{i} {p}\n")
+                })
+                .collect();
+            let inv = Inventory::parse(&text).expect("inventory");
+            for (a, low, v6) in probes {
+                let addr: IpAddr = if v6 {
+                    std::net::Ipv6Addr::from((u128::from(a) << 120) | u128::from(low)).into()
+                } else {
+                    std::net::Ipv4Addr::from((u32::from(a) << 30) | u32::from(low)).into()
+                };
+                let one = IpPrefix { addr, len: bits(addr).1 };
+                let scan = inv
+                    .hosts
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, h)| h.prefixes.iter().map(move |p| (i, p)))
+                    .filter(|(_, p)| overlaps(p, &one))
+                    .max_by_key(|(_, p)| p.len)
+                    .map(|(i, _)| i);
+                proptest::prop_assert_eq!(inv.owner(addr), scan, "{} in {}", addr, text);
+            }
+        }
     }
 }

@@ -13,14 +13,18 @@
 //!   event's triggers on the hosts that may see its packets.
 //! - [`manager`]: the state machine of satisfaction reports, polls,
 //!   answers and decisions (partial ones when hosts do not answer).
+//! - [`drill`]: network-wide drill-downs, the instances a fired decision
+//!   installs, extends and, once ended, removes.
 //!
 //! Transports (in-process, NATS) carry its messages; they live elsewhere.
 
+pub mod drill;
 mod error;
 pub mod inventory;
 pub mod manager;
 pub mod split;
 
+pub use drill::DrillAction;
 pub use error::ManagerError;
 pub use inventory::{Host, Inventory};
 pub use manager::{Decision, EventId, HostId, Manager, NetworkEvent, Poll, NETWORK_WORKER};

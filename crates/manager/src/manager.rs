@@ -90,6 +90,8 @@ pub struct Manager {
     pending: HashMap<Key, Pending>,
     decided: HashSet<Key>,
     decided_order: VecDeque<Key>,
+    /// Drill-down instances installed, by name (see [`crate::drill`]).
+    pub(crate) drill: clarion_drilldown::Book<EventId>,
 }
 
 impl Manager {
@@ -102,6 +104,7 @@ impl Manager {
             pending: HashMap::new(),
             decided: HashSet::new(),
             decided_order: VecDeque::new(),
+            drill: clarion_drilldown::Book::default(),
         }
     }
 
@@ -111,8 +114,13 @@ impl Manager {
 
     /// Places and splits `spec`; returns its id and the trigger each placed host installs.
     pub fn install(&mut self, spec: &EventSpec) -> Result<(EventId, Vec<(HostId, EventSpec)>), ManagerError> {
-        let id = self.events.len();
+        let id = self.next_id();
         self.install_as(id, spec).map(|local| (id, local))
+    }
+
+    /// An id above every id used.
+    pub fn next_id(&self) -> EventId {
+        self.events.len()
     }
 
     /// Installs `spec` under a given id (one it had before a restart, so
@@ -126,9 +134,28 @@ impl Manager {
         if self.event(id).is_some() {
             return Err(ManagerError::IdTaken(id));
         }
+        if spec.on_demand {
+            return Err(ManagerError::OnDemand(spec.name.clone()));
+        }
+        // What its drill-downs install must split too, at every level.
+        let mut installs: Vec<&EventSpec> = spec.drill_downs.iter().map(|d| d.event.as_ref()).collect();
+        while let Some(e) = installs.pop() {
+            split(e, 1)?;
+            installs.extend(e.drill_downs.iter().map(|d| d.event.as_ref()));
+        }
         if self.events().any(|(_, e)| e.split.network().name == spec.name) {
             return Err(ManagerError::DuplicateName(spec.name.clone()));
         }
+        self.place(id, spec)
+    }
+
+    /// Places, splits and records `spec` under `id`, whatever its name (a
+    /// drill-down instance may share its name with one ending).
+    pub(crate) fn place(
+        &mut self,
+        id: EventId,
+        spec: &EventSpec,
+    ) -> Result<Vec<(HostId, EventSpec)>, ManagerError> {
         let hosts = self.inventory.placement(spec);
         if hosts.is_empty() {
             return Err(ManagerError::NoPlacement(spec.name.clone()));
@@ -157,6 +184,7 @@ impl Manager {
             .and_then(Option::take)
             .ok_or(ManagerError::UnknownEvent(event))?;
         self.pending.retain(|k, _| k.0 != event);
+        self.drill.forget(event);
         Ok(e)
     }
 
@@ -377,6 +405,8 @@ mod tests {
             },
             interval_ns: 10_000_000,
             scope: Scope::Network,
+            drill_downs: Vec::new(),
+            on_demand: false,
         }
     }
 

@@ -124,8 +124,11 @@ pub fn split(event: &EventSpec, hosts: usize) -> Result<Split, ManagerError> {
     let local = EventSpec {
         predicate: local_pred,
         // What a host installs is a host trigger, whatever the event's scope:
-        // a monitor refuses network-wide specs.
+        // a monitor refuses network-wide specs. Its drill-downs are the
+        // manager's to apply, on network-wide decisions, not the host's.
         scope: Scope::Host,
+        drill_downs: Vec::new(),
+        on_demand: false,
         ..event.clone()
     };
     let needs = local

@@ -83,6 +83,8 @@ fn run(url: &str, windows: u64, pace: Option<Duration>, max_poll_batch: usize) -
         until_finished: false,
         max_poll_batch,
         jetstream: false,
+        shared: false,
+        shared_events: None,
     };
     let manager = {
         let (stop, fired) = (Arc::clone(&stop), Arc::clone(&fired));

@@ -67,32 +67,85 @@ impl EventBook {
         let mut skipped = Vec::new();
         let mut restored = 0;
         for e in stored {
-            let spec = match clarion_lang::check(&e.source) {
-                Ok(mut specs) if specs.len() == 1 => specs.remove(0),
-                Ok(_) => {
-                    skipped.push((e.name, "the stored source is not one event".into()));
-                    continue;
-                }
-                Err(d) => {
-                    skipped.push((e.name, d.render("store", &e.source, false)));
-                    continue;
-                }
-            };
-            match self.manager.install_as(e.id as EventId, &spec) {
-                Ok(_) => {
-                    restored += 1;
-                    self.sources.insert(
-                        e.id as EventId,
-                        Source {
-                            text: e.source,
-                            added_ns: e.added_ns,
-                        },
-                    );
-                }
-                Err(err) => skipped.push((e.name, err.to_string())),
+            match self.install_stored(e.id as EventId, &e.source, e.added_ns) {
+                Ok(()) => restored += 1,
+                Err(why) => skipped.push((e.name, why)),
             }
         }
         Ok((restored, skipped))
+    }
+
+    /// Installs an event kept elsewhere (the store, at restart; the shared
+    /// bucket) under its id; the error says why it cannot be.
+    pub fn install_stored(&mut self, id: EventId, source: &str, added_ns: u64) -> Result<(), String> {
+        let spec = match clarion_lang::check(source) {
+            Ok(mut specs) if specs.len() == 1 => specs.remove(0),
+            Ok(_) => return Err("the stored source is not one event".into()),
+            Err(d) => return Err(d.render("store", source, false)),
+        };
+        self.manager.install_as(id, &spec).map_err(|e| e.to_string())?;
+        self.sources.insert(
+            id,
+            Source {
+                text: source.to_string(),
+                added_ns,
+            },
+        );
+        Ok(())
+    }
+
+    /// Checks the events of a request as [`EventBook::add`] does, without
+    /// installing them: their names and canonical sources, in order. Events
+    /// whose name is installed are refused, or left out with `skip_installed`.
+    pub fn check_new(&self, text: &str, skip_installed: bool) -> Result<Vec<(String, String)>, ControlError> {
+        let file =
+            clarion_lang::parse(text).map_err(|d| ControlError::Invalid(d.render("request", text, false)))?;
+        let specs = clarion_lang::lower(&file)
+            .map_err(|d| ControlError::Invalid(d.render("request", text, false)))?;
+        let mut trial = self.manager.clone();
+        let mut out = Vec::new();
+        for (ast, spec) in file.events.iter().zip(specs) {
+            Self::servable(&spec)?;
+            if self.manager.id_of(&spec.name).is_some() {
+                if skip_installed {
+                    continue;
+                }
+                return Err(ControlError::Invalid(format!(
+                    "an event named `{}` is installed already; remove it first (clarion events rm {})",
+                    spec.name, spec.name
+                )));
+            }
+            trial
+                .install(&spec)
+                .map_err(|e| ControlError::Invalid(e.to_string()))?;
+            out.push((spec.name.clone(), ast.to_string()));
+        }
+        Ok(out)
+    }
+
+    /// Refuses what this manager does not serve: host events, drill-downs.
+    fn servable(spec: &clarion_lang::spec::EventSpec) -> Result<(), ControlError> {
+        if spec.on_demand || !spec.drill_downs.is_empty() {
+            return Err(ControlError::Invalid(format!(
+                "event `{}` takes part in a drill-down (`then install`, `on demand`), which the NATS \
+                 manager does not run yet; run network-wide drill-downs with `clarion run --inventory`, \
+                 or host drill-downs in an agent's own events (--events)",
+                spec.name
+            )));
+        }
+        if !spec.scope.is_network() {
+            return Err(ControlError::Invalid(format!(
+                "event `{}` is not network-wide: add `across hosts` (a host's own events belong to its agent)",
+                spec.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Forgets an event removed elsewhere (another manager, through the shared bucket).
+    pub fn forget(&mut self, id: EventId) {
+        self.sources.remove(&id);
+        let _ = self.manager.remove(id);
     }
 
     /// Checks every event of an events file's text and installs them all,
@@ -115,12 +168,7 @@ impl EventBook {
         let mut todo = Vec::new();
         let mut replaced = Vec::new();
         for (ast, spec) in file.events.iter().zip(specs) {
-            if !spec.scope.is_network() {
-                return Err(ControlError::Invalid(format!(
-                    "event `{}` is not network-wide: add `across hosts` (a host's own events belong to its agent)",
-                    spec.name
-                )));
-            }
+            Self::servable(&spec)?;
             let source = ast.to_string();
             if let Some(id) = self.manager.id_of(&spec.name) {
                 let same = self.sources.get(&id).is_some_and(|s| s.text == source);
@@ -307,6 +355,13 @@ mod tests {
         assert!(matches!(e, ControlError::Invalid(_)), "{e:?}");
         assert!(matches!(b.remove("nope"), Err(ControlError::NotFound(_))));
         b.remove("spike").expect("removes");
+        assert!(b.infos().is_empty());
+        let drill = format!(
+            "{}  then install detail\nevent detail when count(packets) > 1 every 10ms across hosts on demand\n",
+            SPIKE
+        );
+        let e = b.add(&drill, OnDuplicate::Refuse).expect_err("not over NATS yet");
+        assert!(e.to_string().contains("does not run yet"), "{e}");
         assert!(b.infos().is_empty());
     }
 }

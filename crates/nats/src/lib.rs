@@ -14,6 +14,8 @@
 //!   monitor loop.
 //! - [`service`]: the manager's service loop: registrations, satisfaction
 //!   reports, polls with timeouts, decisions published on `clarion.events`.
+//! - [`shared`]: several managers on one NATS account: events and their
+//!   owners in JetStream key-value buckets, each event decided by one.
 //!
 //! The embedded transport (crate `clarion-network`) runs the same manager
 //! logic (crate `clarion-manager`) in one process; both give the same events.
@@ -24,6 +26,7 @@ pub mod desk;
 mod error;
 pub mod protocol;
 pub mod service;
+pub mod shared;
 
 pub use agent::{AgentLink, AgentOptions, Inbound};
 pub use book::{EventBook, OnDuplicate};

@@ -10,10 +10,9 @@
 //! keeps the window) is left out and the decision is made with the others,
 //! marked partial, once no poll of it is outstanding.
 //!
-//! Ownership among several managers: registrations go to the queue group
-//! `clarion-managers`, but satisfaction reports reach every manager
-//! subscribed, so today one manager serves a NATS account (see
-//! docs/manager.md).
+//! Several managers (`shared`): registrations go to the queue group
+//! `clarion-managers` and satisfaction reports reach every manager; each
+//! decides only the events it owns ([`crate::shared`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +27,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::book::{EventBook, OnDuplicate};
 use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Up};
+use crate::shared::{Shared, SharedEvent, TEND_EVERY};
 use crate::{NatsError, Security};
 
 /// A host not heard from for this long is `down`.
@@ -53,6 +53,12 @@ pub struct ManagerOptions {
     /// Also keep fired events in the JetStream stream [`EVENTS_STREAM`]
     /// (created if missing) for durable consumers.
     pub jetstream: bool,
+    /// Share the load with the other managers of the NATS account: events
+    /// and owners in JetStream key-value buckets (see [`crate::shared`]);
+    /// `shared_events` (an events file's text) is added to the bucket at
+    /// start, leaving out names stored already.
+    pub shared: bool,
+    pub shared_events: Option<String>,
 }
 
 /// The JetStream stream that keeps `clarion.events` with `--jetstream`.
@@ -113,6 +119,10 @@ pub struct ManagerStats {
     /// Per host: the windows in which it was polled and did not answer:
     /// how many, the first and the last (window starts).
     pub missed_windows: Vec<Option<Missed>>,
+    /// With other managers: satisfaction reports of events another manager
+    /// decides (left to it), and events this one took over.
+    pub not_owned: u64,
+    pub claimed: u64,
 }
 
 type Key = (EventId, u64, GroupKey);
@@ -171,8 +181,19 @@ pub fn serve(
         if opts.jetstream {
             ensure_stream(&client).await?;
         }
-        let mut s = Service::new(client, name, book, opts.poll_timeout);
+        let mut s = Service::new(client.clone(), name, book, opts.poll_timeout);
         s.max_poll_batch = opts.max_poll_batch.max(1);
+        if opts.shared {
+            s.shared = Some(Shared::open(&client, name).await?);
+            s.sync_shared().await?;
+            if let Some(text) = &opts.shared_events {
+                s.add_shared(text, true).await.map_err(|e| NatsError::Install {
+                    event: "(events file)".into(),
+                    message: e.to_string(),
+                })?;
+            }
+            s.tend().await;
+        }
         s.run(opts, control, &stop, on_report).await?;
         Ok(s.stats)
     })
@@ -197,6 +218,8 @@ struct Service {
     /// Polls waiting to be sent, per host.
     to_poll: Vec<Vec<Poll>>,
     max_poll_batch: usize,
+    /// With other managers: the shared buckets and what this one owns.
+    shared: Option<Shared>,
 }
 
 impl Service {
@@ -227,6 +250,7 @@ impl Service {
             reports: None,
             to_poll: vec![Vec::new(); n],
             max_poll_batch: 1,
+            shared: None,
         }
     }
 
@@ -273,6 +297,7 @@ impl Service {
         }
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut stored_at = Instant::now();
+        let mut tended_at = Instant::now();
         loop {
             tokio::select! {
                 Some(m) = registrations.next() => self.register(m).await,
@@ -309,6 +334,13 @@ impl Service {
                         stored_at = Instant::now();
                         self.store_progress();
                     }
+                    if self.shared.is_some() && tended_at.elapsed() >= TEND_EVERY {
+                        tended_at = Instant::now();
+                        if let Err(e) = self.sync_shared().await {
+                            eprintln!("clarion: manager: {e}");
+                        }
+                        self.tend().await;
+                    }
                 },
             }
         }
@@ -319,11 +351,120 @@ impl Service {
             }
         }
         self.store_progress();
-        for h in 0..self.hosts.len() {
-            self.send_control(h, &Control::Done).await;
+        // Agents stop when told; other managers may still need them.
+        let alone = match &mut self.shared {
+            Some(sh) => {
+                sh.leave().await;
+                sh.others().await == 0
+            }
+            None => true,
+        };
+        if alone {
+            for h in 0..self.hosts.len() {
+                self.send_control(h, &Control::Done).await;
+            }
         }
         let _ = self.client.flush().await;
         Ok(())
+    }
+
+    /// Installs the events other managers added to the shared bucket, and
+    /// forgets those they removed.
+    async fn sync_shared(&mut self) -> Result<(), NatsError> {
+        let Some(sh) = &self.shared else { return Ok(()) };
+        let stored = sh.stored().await?;
+        let installed: Vec<EventId> = self.book.manager().events().map(|(id, _)| id).collect();
+        for id in installed {
+            if !stored.contains_key(&id) {
+                self.book.forget(id);
+            }
+        }
+        for (id, e) in stored {
+            if self.book.manager().event(id).is_some() {
+                continue;
+            }
+            match self.book.install_stored(id, &e.source, e.added_ns) {
+                Ok(()) => {
+                    for h in self.book.hosts_of(id) {
+                        if let Some(t) = self.book.trigger(id, h) {
+                            self.send_control(h, &Control::Install(t)).await;
+                        }
+                    }
+                }
+                Err(why) => eprintln!("clarion: warning: shared event `{}` not installed: {why}", e.name),
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a request's events to the shared bucket (ids taken there) and installs them.
+    async fn add_shared(&mut self, text: &str, skip_installed: bool) -> Result<Vec<EventId>, ControlError> {
+        let new = self.book.check_new(text, skip_installed)?;
+        let mut added = Vec::new();
+        for (name, source) in new {
+            let Some(sh) = &self.shared else { break };
+            let from = self.book.manager().next_id();
+            let e = SharedEvent {
+                id: 0,
+                name: name.clone(),
+                source: source.clone(),
+                added_ns: crate::wall_ns(),
+            };
+            let failed = |e: NatsError| ControlError::Failed(e.to_string());
+            let mut id = sh.add(e, from).await.map_err(failed)?;
+            // Two managers adding one name at once: the lowest id stays.
+            let stored = sh.stored().await.map_err(failed)?;
+            if let Some((&first, _)) = stored.iter().find(|(_, e)| e.name == name) {
+                if first != id {
+                    sh.remove(id).await.map_err(failed)?;
+                    id = first;
+                }
+            }
+            if self.book.manager().event(id).is_some() {
+                continue;
+            }
+            let added_ns = crate::wall_ns();
+            self.book
+                .install_stored(id, &source, added_ns)
+                .map_err(ControlError::Invalid)?;
+            added.push(id);
+        }
+        Ok(added)
+    }
+
+    /// Refreshes, gives back and claims events; says what moved.
+    async fn tend(&mut self) {
+        let Some(sh) = &mut self.shared else { return };
+        let events: Vec<EventId> = self.book.manager().events().map(|(id, _)| id).collect();
+        match sh.tend(&events).await {
+            Ok(t) => {
+                let name = |id: &EventId| {
+                    self.book
+                        .manager()
+                        .event(*id)
+                        .map_or_else(|| id.to_string(), |e| e.split.network().name.clone())
+                };
+                let list = |ids: &[EventId]| ids.iter().map(name).collect::<Vec<_>>().join(", ");
+                if !t.claimed.is_empty() {
+                    self.stats.claimed += t.claimed.len() as u64;
+                    eprintln!(
+                        "clarion: manager {}: now deciding {} ({} manager(s) present)",
+                        self.name,
+                        list(&t.claimed),
+                        t.managers
+                    );
+                }
+                if !t.released.is_empty() || !t.lost.is_empty() {
+                    eprintln!(
+                        "clarion: manager {}: handed over {} ({} manager(s) present)",
+                        self.name,
+                        list(&[t.released, t.lost].concat()),
+                        t.managers
+                    );
+                }
+            }
+            Err(e) => eprintln!("clarion: manager: {e}"),
+        }
     }
 
     fn store_progress(&self) {
@@ -423,6 +564,11 @@ impl Service {
             self.stats.invalid += 1;
             return Vec::new();
         };
+        if self.shared.as_ref().is_some_and(|sh| !sh.owns(event)) {
+            // Another manager decides it.
+            self.stats.not_owned += 1;
+            return Vec::new();
+        }
         let key = (event, report.window.start_ns, report.group);
         let arrived = Instant::now();
         let Ok((polls, decided)) = self.book.manager_mut().satisfied(event, host, &report) else {
@@ -590,6 +736,11 @@ impl Service {
             Command::Remove { name, reply } => {
                 let r = match self.book.remove(&name) {
                     Ok((id, info)) => {
+                        if let Some(sh) = &self.shared {
+                            if let Err(e) = sh.remove(id).await {
+                                eprintln!("clarion: manager: {e}");
+                            }
+                        }
                         for host in info.hosts.iter().filter_map(|h| self.host_id(h)) {
                             self.send_control(host, &Control::Remove { event: id as u64 })
                                 .await;
@@ -604,8 +755,13 @@ impl Service {
     }
 
     async fn add(&mut self, source: &str) -> Result<Vec<EventInfo>, ControlError> {
-        let (added, replaced) = self.book.add(source, OnDuplicate::Refuse)?;
-        debug_assert!(replaced.is_empty());
+        let added = if self.shared.is_some() {
+            self.add_shared(source, false).await?
+        } else {
+            let (added, replaced) = self.book.add(source, OnDuplicate::Refuse)?;
+            debug_assert!(replaced.is_empty());
+            added
+        };
         let mut infos = Vec::new();
         for id in added {
             for host in self.book.hosts_of(id) {

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use clarion_engine::{Counters, Monitor, MonitorConfig, Report, TriggerId, Unparsed};
 use clarion_lang::spec::{EventSpec, Scope};
-use clarion_manager::{EventId, Inventory, Manager, ManagerError, Poll};
+use clarion_manager::{DrillAction, EventId, Inventory, Manager, ManagerError, Poll};
 use clarion_wire::PacketRecord;
 use thiserror::Error;
 
@@ -45,13 +45,19 @@ pub struct NetworkCounters {
     pub fired: u64,
     /// Polls answered from the hosts' kept windows.
     pub polls: u64,
+    /// Network-wide drill-down instances installed, and extended.
+    pub drill_downs: u64,
+    pub drill_downs_extended: u64,
 }
 
-/// One network-wide event: its manager id and each host's trigger.
+/// One network-wide event: its manager id, each host's trigger, and the
+/// windows it covers (a drill-down instance's; all for the others).
 #[derive(Debug)]
 struct Installed {
     event: EventId,
     triggers: Vec<Option<TriggerId>>,
+    start_ns: u64,
+    end_ns: u64,
 }
 
 /// See the crate documentation.
@@ -59,9 +65,15 @@ struct Installed {
 pub struct Network {
     manager: Manager,
     monitors: Vec<Monitor>,
-    network_events: HashMap<String, Installed>,
+    /// By name; two drill-down instances of one name may be installed at
+    /// once (one ending, one starting), over windows that do not overlap.
+    network_events: HashMap<String, Vec<Installed>>,
     pending: Vec<(usize, Report)>,
     counters: NetworkCounters,
+    /// Packet time: the largest timestamp seen (when windows are decided).
+    now: u64,
+    /// The input has ended: decisions install no drill-down.
+    finished: bool,
 }
 
 impl Network {
@@ -85,6 +97,8 @@ impl Network {
             network_events: HashMap::new(),
             pending: Vec::new(),
             counters: NetworkCounters::default(),
+            now: 0,
+            finished: false,
         }
     }
 
@@ -93,6 +107,10 @@ impl Network {
     pub fn install(&mut self, spec: EventSpec) -> Result<(), NetworkError> {
         let names = self.manager.inventory().hosts().iter().map(|h| h.name.clone());
         let names: Vec<String> = names.collect();
+        // Installed by its parents' drill-downs, which carry it.
+        if spec.on_demand {
+            return Ok(());
+        }
         if spec.scope == Scope::Host {
             for (m, host) in self.monitors.iter_mut().zip(&names) {
                 m.install(spec.clone()).map_err(|source| NetworkError::Engine {
@@ -106,6 +124,15 @@ impl Network {
             return Err(NetworkError::DuplicateName(spec.name));
         }
         let (event, local) = self.manager.install(&spec)?;
+        // Every host may get an instance of what its drill-downs install,
+        // starting at a window boundary: make it an epoch boundary.
+        let mut installs: Vec<&EventSpec> = spec.drill_downs.iter().map(|d| d.event.as_ref()).collect();
+        while let Some(e) = installs.pop() {
+            for m in &mut self.monitors {
+                m.include_interval(e.interval_ns);
+            }
+            installs.extend(e.drill_downs.iter().map(|d| d.event.as_ref()));
+        }
         let mut triggers = vec![None; self.monitors.len()];
         for (h, local) in local {
             let id = self.monitors[h]
@@ -116,8 +143,15 @@ impl Network {
                 })?;
             triggers[h] = Some(id);
         }
-        self.network_events
-            .insert(spec.name, Installed { event, triggers });
+        self.network_events.insert(
+            spec.name,
+            vec![Installed {
+                event,
+                triggers,
+                start_ns: 0,
+                end_ns: u64::MAX,
+            }],
+        );
         Ok(())
     }
 
@@ -148,6 +182,7 @@ impl Network {
     }
 
     fn tick(&mut self, ts_ns: u64, out: &mut Vec<Report>) {
+        self.now = self.now.max(ts_ns);
         for (h, m) in self.monitors.iter_mut().enumerate() {
             let mut reports = Vec::new();
             m.tick(ts_ns, &mut reports);
@@ -158,6 +193,7 @@ impl Network {
 
     /// Ends the input: every host closes its windows, and the last decisions are made.
     pub fn finish(&mut self, out: &mut Vec<Report>) {
+        self.finished = true;
         for (h, m) in self.monitors.iter_mut().enumerate() {
             let mut reports = Vec::new();
             m.finish(&mut reports);
@@ -170,11 +206,10 @@ impl Network {
     /// manager, whose polls are answered from the hosts' kept windows.
     fn route(&mut self, out: &mut Vec<Report>) {
         for (host, r) in std::mem::take(&mut self.pending) {
-            let Some(inst) = self.network_events.get(&r.event) else {
+            let Some(event) = self.installed(&r.event, r.window.start_ns).map(|i| i.event) else {
                 out.push(r);
                 continue;
             };
-            let event = inst.event;
             let Ok((polls, decided)) = self.manager.satisfied(event, host, &r) else {
                 continue;
             };
@@ -188,11 +223,90 @@ impl Network {
             }
             for d in decisions {
                 self.counters.decisions += 1;
+                if !self.finished {
+                    for action in self.manager.drill(&d, self.now) {
+                        self.apply(action);
+                    }
+                }
                 if let Some(r) = d.report {
                     self.counters.fired += 1;
                     out.push(r);
                 }
             }
+        }
+        self.expire_instances();
+    }
+
+    /// The installed event named `name` covering the window starting at `window_start_ns`.
+    fn installed(&self, name: &str, window_start_ns: u64) -> Option<&Installed> {
+        self.network_events
+            .get(name)?
+            .iter()
+            .find(|i| (i.start_ns..i.end_ns).contains(&window_start_ns))
+    }
+
+    /// Installs or extends a drill-down instance on its hosts.
+    fn apply(&mut self, action: DrillAction) {
+        match action {
+            DrillAction::Install {
+                event,
+                name,
+                local,
+                start_ns,
+                end_ns,
+            } => {
+                let mut triggers = vec![None; self.monitors.len()];
+                for (h, spec) in local {
+                    // A split instance installs wherever its parent did.
+                    if let Ok(id) = self.monitors[h].install_at(spec, start_ns, end_ns) {
+                        triggers[h] = Some(id);
+                    }
+                }
+                self.counters.drill_downs += 1;
+                self.network_events.entry(name).or_default().push(Installed {
+                    event,
+                    triggers,
+                    start_ns,
+                    end_ns: end_ns.unwrap_or(u64::MAX),
+                });
+            }
+            DrillAction::Extend { event, end_ns } => {
+                let Some(inst) = self
+                    .network_events
+                    .values_mut()
+                    .flatten()
+                    .find(|i| i.event == event)
+                else {
+                    return;
+                };
+                inst.end_ns = end_ns.unwrap_or(u64::MAX);
+                for (m, id) in self.monitors.iter_mut().zip(&inst.triggers) {
+                    if let Some(id) = id {
+                        m.set_end(*id, end_ns);
+                    }
+                }
+                self.counters.drill_downs_extended += 1;
+            }
+        }
+    }
+
+    /// Removes the instances whose last window every host has closed.
+    fn expire_instances(&mut self) {
+        let closed_to = self.monitors.iter().map(Monitor::closed_to).min().unwrap_or(0);
+        for (event, _) in self.manager.drill_expired(closed_to) {
+            for list in self.network_events.values_mut() {
+                let Some(at) = list.iter().position(|i| i.event == event) else {
+                    continue;
+                };
+                let inst = list.remove(at);
+                for (m, id) in self.monitors.iter_mut().zip(inst.triggers) {
+                    if let Some(id) = id {
+                        // Gone already only if removed by hand.
+                        let _ = m.remove(id);
+                    }
+                }
+            }
+            self.network_events.retain(|_, list| !list.is_empty());
         }
     }
 
@@ -200,7 +314,7 @@ impl Network {
     /// `None` when it had no packets of the group.
     fn answer(&self, poll: &Poll) -> Option<Vec<f64>> {
         let name = &self.manager.event(poll.event)?.split.network().name;
-        let inst = self.network_events.get(name)?;
+        let inst = self.installed(name, poll.window_start_ns)?;
         let id = inst.triggers.get(poll.host).copied().flatten()?;
         let needs = self.manager.event(poll.event)?.split.needs.len();
         let wv = self.monitors[poll.host].window_values(id, poll.window_start_ns)?;

@@ -7,8 +7,8 @@ use std::net::IpAddr;
 
 use clarion_engine::{MonitorConfig, Report};
 use clarion_lang::spec::{
-    AggCall, AggFunc, BaseVar, CmpOp, EventSpec, Filter, Granularity, IpPrefix, PacketExpr, Pred, PrefixLens,
-    Quorum, Scope, Var,
+    AggCall, AggFunc, BaseVar, CmpOp, DrillDown, EventSpec, Filter, Granularity, IpPrefix, PacketExpr, Pred,
+    PrefixLens, Quorum, Scope, Var,
 };
 use clarion_manager::Inventory;
 use clarion_network::Network;
@@ -148,6 +148,8 @@ fn arb_event() -> impl Strategy<Value = EventSpec> {
         granularity,
         interval_ns: if long { 20 * MS } else { 10 * MS },
         scope: Scope::Network,
+        drill_downs: Vec::new(),
+        on_demand: false,
     })
 }
 
@@ -269,4 +271,113 @@ proptest! {
             .collect();
         prop_assert_eq!(summary(&got), want, "event {:?} {}", event.predicate.to_string(), quorum);
     }
+}
+
+/// A network-wide event installing a network-wide one, narrowed to the
+/// firing group's source port or not, for a few windows or for good. Both
+/// filter on no address, so both are placed on every host and the
+/// reference over every host's packets is the truth for both.
+fn arb_drill_down() -> impl Strategy<Value = Vec<EventSpec>> {
+    (
+        arb_event(),
+        arb_event(),
+        prop::bool::ANY,
+        prop::option::of(1u64..4),
+    )
+        .prop_map(|(parent, child, narrow, windows)| {
+            let child = EventSpec {
+                name: "t".into(),
+                filters: vec![Filter::default()],
+                on_demand: true,
+                ..child
+            };
+            let mut parent = EventSpec {
+                name: "p".into(),
+                filters: vec![Filter::default()],
+                ..parent
+            };
+            if narrow {
+                parent.granularity = Granularity::FIVE_TUPLE;
+            }
+            parent.drill_downs.push(DrillDown {
+                on: Granularity {
+                    src_port: narrow,
+                    ..Granularity::default()
+                },
+                duration_ns: windows.map(|k| k * child.interval_ns),
+                event: Box::new(child.clone()),
+            });
+            vec![parent, child]
+        })
+}
+
+/// (event, window start, group, values) of each report.
+fn named(reports: &[Report]) -> BTreeSet<(String, u64, String, String)> {
+    reports
+        .iter()
+        .map(|r| {
+            (
+                r.event.clone(),
+                r.window.start_ns,
+                format!("{:?}", r.group),
+                format!("{:?}", r.values),
+            )
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Network-wide drill-downs: the manager installs each instance on the
+    /// hosts from the window after the decision, for its windows, and
+    /// decides it like any network-wide event.
+    #[test]
+    fn network_drill_downs_equal_the_reference(events in arb_drill_down(), traffic in arb_traffic()) {
+        let inventory = Inventory::parse(INVENTORY).expect("inventory");
+        let mut net = Network::new(inventory.clone(), "manager", &MonitorConfig::default());
+        if events.iter().try_for_each(|e| net.install(e.clone())).is_err() {
+            return Ok(()); // not splittable: refused
+        }
+        let mut got = Vec::new();
+        for p in &traffic {
+            net.process(p, &mut got);
+        }
+        net.finish(&mut got);
+        let mut inputs = Vec::new();
+        for p in &traffic {
+            let src = inventory.owner(p.key.src_addr());
+            let dst = inventory.owner(p.key.dst_addr()).filter(|d| Some(*d) != src);
+            inputs.extend([src, dst].into_iter().flatten().map(|_| Input::Packet(*p)));
+        }
+        let want = if inputs.is_empty() { Vec::new() } else { evaluate(&events, &inputs, &Config::default()) };
+        prop_assert_eq!(named(&got), named(&want));
+    }
+}
+
+/// The generated drill-down cases install and report from instances
+/// (else the property above would prove little).
+#[test]
+fn generated_network_drill_downs_report_from_instances() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let inventory = Inventory::parse(INVENTORY).expect("inventory");
+    let (n, mut reporting) = (200, 0);
+    for _ in 0..n {
+        let events = arb_drill_down().new_tree(&mut runner).expect("events").current();
+        let traffic = arb_traffic().new_tree(&mut runner).expect("traffic").current();
+        let mut net = Network::new(inventory.clone(), "manager", &MonitorConfig::default());
+        if events.iter().try_for_each(|e| net.install(e.clone())).is_err() {
+            continue;
+        }
+        let mut got = Vec::new();
+        for p in &traffic {
+            net.process(p, &mut got);
+        }
+        net.finish(&mut got);
+        reporting += usize::from(got.iter().any(|r| r.event.starts_with('t')));
+    }
+    eprintln!("{reporting} of {n} cases report from an instance");
+    assert!(reporting * 4 >= n, "{reporting} of {n}");
 }

@@ -23,6 +23,9 @@
 //! hosts' frames together is the network-wide truth the manager's decision
 //! is held to.
 
+mod drill;
+
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -145,7 +148,8 @@ struct GroupWindow<'a> {
 }
 
 /// Every report the events produce over the frames, in canonical order
-/// ([`Report::sort_key`]). Events that [`unsupported`] refuses are skipped.
+/// ([`Report::sort_key`]), drill-down instances included. Events that
+/// [`unsupported`] refuses are skipped.
 pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<Report> {
     let frames = packet_times(inputs);
     let (Some(first_time), Some(last_time)) = (frames.first().map(|f| f.time), frames.last().map(|f| f.time))
@@ -153,19 +157,54 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
         return Vec::new();
     };
     let (packets, samples) = replay(&frames, config);
-    let origin = Origin {
-        host: config.host.clone(),
-        worker: config.worker,
+    let run = Run {
+        origin: Origin {
+            host: config.host.clone(),
+            worker: config.worker,
+        },
+        frames: &frames,
+        span: (first_time, last_time),
+        packets: &packets,
+        samples: &samples,
+        completeness_of: RefCell::new(HashMap::new()),
     };
-
-    // Per interval length: the completeness of every window on its grid that saw a frame.
-    let mut completeness_of: HashMap<u64, BTreeMap<Window, Completeness>> = HashMap::new();
     let mut reports = Vec::new();
-    for event in events {
+    for event in events.iter().filter(|e| !e.on_demand) {
+        reports.extend(run.event_reports(event, &event.name, &|_, _| true));
+    }
+    let instances = drill::instance_reports(&run, events, &reports);
+    reports.extend(instances);
+    reports.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    reports
+}
+
+/// One evaluation's frames and per-packet values, shared by its events.
+struct Run<'a> {
+    origin: Origin,
+    frames: &'a [Frame<'a>],
+    /// The first and last packet times.
+    span: (u64, u64),
+    packets: &'a [Packet<'a>],
+    samples: &'a [RttSample],
+    /// Per interval length: the completeness of every window on its grid that saw a frame.
+    completeness_of: RefCell<HashMap<u64, BTreeMap<Window, Completeness>>>,
+}
+
+impl Run<'_> {
+    /// The reports of `event`, named `name`, over the packets (and RTT
+    /// samples) of its filters that `admits` takes, by flow and packet time.
+    fn event_reports(
+        &self,
+        event: &EventSpec,
+        name: &str,
+        admits: &dyn Fn(&FlowKey, u64) -> bool,
+    ) -> Vec<Report> {
         if unsupported(event).is_some() {
-            continue;
+            return Vec::new();
         }
-        let matches = |key: &FlowKey| event.filters.iter().any(|f| filter_matches(f, key));
+        let matches = |key: &FlowKey, time: u64| {
+            event.filters.iter().any(|f| filter_matches(f, key)) && admits(key, time)
+        };
         let place = |time: u64, key: &FlowKey| {
             (
                 window_of(time, event.interval_ns),
@@ -173,8 +212,8 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
             )
         };
         let mut buckets: BTreeMap<(Window, GroupKey), Bucket> = BTreeMap::new();
-        for p in &packets {
-            if matches(&p.record.key) {
+        for p in self.packets {
+            if matches(&p.record.key, p.time) {
                 buckets
                     .entry(place(p.time, &p.record.key))
                     .or_default()
@@ -183,8 +222,8 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
             }
         }
         // A sample joins its flow's group only where that group exists (has a packet).
-        for s in &samples {
-            if matches(&s.flow) {
+        for s in self.samples {
+            if matches(&s.flow, s.time) {
                 if let Some(b) = buckets.get_mut(&place(s.time, &s.flow)) {
                     b.samples.push(s);
                 }
@@ -200,6 +239,7 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
             .into_iter()
             .map(|v| (v.to_string(), v))
             .collect();
+        let mut reports = Vec::new();
         for ((window, group), bucket) in &buckets {
             let previous = window
                 .start_ns
@@ -230,24 +270,25 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
                         .map(|(text, v)| (text.clone(), state_value(*v, &gw))),
                 )
                 .collect();
-            let completeness = completeness_of
+            let completeness = self
+                .completeness_of
+                .borrow_mut()
                 .entry(event.interval_ns)
-                .or_insert_with(|| completeness_grid(&frames, event.interval_ns, (first_time, last_time)))
+                .or_insert_with(|| completeness_grid(self.frames, event.interval_ns, self.span))
                 .get(window)
                 .copied()
                 .unwrap_or_default();
             reports.push(Report {
-                event: event.name.clone(),
+                event: name.to_string(),
                 window: *window,
                 group: *group,
                 values,
-                origin: origin.clone(),
+                origin: self.origin.clone(),
                 completeness,
             });
         }
+        reports
     }
-    reports.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    reports
 }
 
 // ---------------------------------------------------------------- time

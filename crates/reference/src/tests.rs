@@ -116,6 +116,8 @@ fn event(name: &str, filters: Vec<Filter>, predicate: Pred, granularity: Granula
         granularity,
         interval_ns: ms * MS,
         scope: Scope::Host,
+        drill_downs: Vec::new(),
+        on_demand: false,
     }
 }
 

@@ -34,6 +34,8 @@ pub(super) struct Sweep {
     pub(super) half: usize,
     /// Start of the epoch now running; `None` at end of input (close every window).
     pub(super) next_start: Option<u64>,
+    /// Packet time when it began: that of the first frame after the epoch.
+    pub(super) begun_ns: u64,
     /// Sets to visit (a set may appear twice: see `Monitor::migrate`).
     pub(super) order: Vec<u32>,
     pub(super) set_pos: usize,
@@ -190,8 +192,8 @@ fn gather_set(
         let Some(trig) = triggers.get(tid as usize).and_then(Option::as_deref) else {
             continue;
         };
-        if s.epoch_start < trig.start_ns {
-            continue; // installed during the epoch: not due yet
+        if !trig.gathers(s.epoch_start) {
+            continue; // installed during the epoch (not due yet), or ended
         }
         // Fixed for the whole sweep: a trigger tested per flow opens no window.
         let direct =

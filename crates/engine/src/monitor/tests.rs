@@ -33,6 +33,8 @@ pub(crate) fn event(name: &str, pred: Pred, g: Granularity, interval_ms: u64) ->
         granularity: g,
         interval_ns: interval_ms * MS,
         scope: Scope::Host,
+        drill_downs: Vec::new(),
+        on_demand: false,
     }
 }
 
@@ -201,6 +203,8 @@ fn network_wide_events_are_refused_with_the_way_to_run_them() {
     let mut m = Monitor::new(MonitorConfig::default());
     let spike = EventSpec {
         scope: Scope::Network,
+        drill_downs: Vec::new(),
+        on_demand: false,
         ..event(
             "spike",
             gt(agg(AggFunc::Sum, BaseVar::Volume), 100e6),
@@ -224,6 +228,8 @@ fn network_wide_events_are_refused_with_the_way_to_run_them() {
     // The same event as a host trigger (what the manager hands a host) installs.
     let host = EventSpec {
         scope: Scope::Host,
+        drill_downs: Vec::new(),
+        on_demand: false,
         ..spike
     };
     assert!(m.install(host).is_ok());

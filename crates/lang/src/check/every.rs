@@ -59,7 +59,7 @@ pub fn lower_every(q: Option<&Quantity>, diags: &mut Vec<Diagnostic>) -> Option<
 
 /// The value in whole milliseconds, if it is one (values past an hour
 /// saturate, to be refused by the caller).
-fn whole_ms(v: NumLit, unit_ns: u64) -> Option<u64> {
+pub(super) fn whole_ms(v: NumLit, unit_ns: u64) -> Option<u64> {
     match v {
         NumLit::Int(n) => {
             let ns = u128::from(n) * u128::from(unit_ns);

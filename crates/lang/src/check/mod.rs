@@ -13,6 +13,7 @@ mod every;
 mod filter;
 mod per;
 mod pred;
+mod then;
 
 use std::collections::HashMap;
 
@@ -25,7 +26,7 @@ use crate::spec::{EventSpec, Scope};
 pub fn lower_file(file: &File, diags: &mut Vec<Diagnostic>) -> Vec<EventSpec> {
     let mut first_by_name: HashMap<&str, Span> = HashMap::new();
     let mut specs = Vec::new();
-    for e in &file.events {
+    for (i, e) in file.events.iter().enumerate() {
         if let Some(first) = first_by_name.get(e.name.as_str()) {
             diags.push(
                 Diagnostic::new(
@@ -41,10 +42,10 @@ pub fn lower_file(file: &File, diags: &mut Vec<Diagnostic>) -> Vec<EventSpec> {
             first_by_name.insert(&e.name, e.name_span);
         }
         if let Some(spec) = lower_event(e, diags) {
-            specs.push(spec);
+            specs.push((i, spec));
         }
     }
-    specs
+    then::resolve(file, specs, diags)
 }
 
 fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
@@ -57,14 +58,31 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
     if diags.len() > before {
         return None;
     }
-    Some(EventSpec {
+    let spec = EventSpec {
         name: e.name.clone(),
         filters,
         predicate: predicate?,
         granularity,
         interval_ns: interval_ns?,
         scope: scope(e.across.as_ref(), diags)?,
-    })
+        drill_downs: Vec::new(),
+        on_demand: e.on_demand.is_some(),
+    };
+    if let Some(span) = e.on_demand {
+        if spec.needs_connection_state() {
+            diags.push(
+                Diagnostic::new(
+                    codes::BAD_ON_DEMAND,
+                    format!("event `{}` reads TCP connection state and cannot be installed on demand", e.name),
+                    span,
+                )
+                .here("installed mid-stream")
+                .help("`is_lost`, `rtt`, `seq`, `ack` and `dup` follow a connection from its first packet, which an event installed on demand has not seen; use them in an event installed from the start"),
+            );
+            return None;
+        }
+    }
+    Some(spec)
 }
 
 /// The event's scope; a share above 100% or a count beyond 2^32 is refused.

@@ -15,6 +15,11 @@ pub fn lower_per(per: Option<&Per>, diags: &mut Vec<Diagnostic>) -> Granularity 
     else {
         return Granularity::FIVE_TUPLE;
     };
+    lower_fields(fields, "the granularity", diags)
+}
+
+/// The fields of a list (`per`, a drill-down's `on`), each at most once.
+pub fn lower_fields(fields: &[GroupField], list: &str, diags: &mut Vec<Diagnostic>) -> Granularity {
     let mut g = Granularity::default();
     let mut seen: Vec<(Field, Span)> = Vec::new();
     for gf in fields {
@@ -22,7 +27,7 @@ pub fn lower_per(per: Option<&Per>, diags: &mut Vec<Diagnostic>) -> Granularity 
             diags.push(
                 Diagnostic::new(
                     codes::DUPLICATE_FIELD,
-                    format!("`{}` appears twice in the granularity", gf.field.name()),
+                    format!("`{}` appears twice in {list}", gf.field.name()),
                     gf.span,
                 )
                 .here("listed again")

@@ -15,7 +15,7 @@ pub use expr::MAX_DEPTH;
 
 use crate::ast::{
     Across, Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField, Per, PerKind, PrefixLen,
-    Quantity, QuorumLit,
+    Quantity, QuorumLit, Then,
 };
 use crate::error::{codes, Diagnostic};
 use crate::lexer::lex;
@@ -24,15 +24,15 @@ use crate::suggest::closest;
 use crate::token::{Token, TokenKind};
 
 /// The words that start a clause.
-const CLAUSES: [&str; 5] = ["filter", "when", "per", "every", "across"];
+const CLAUSES: [&str; 7] = ["filter", "when", "per", "every", "across", "then", "on"];
 
 /// Words that can never be a name, variable or value.
-const KEYWORDS: [&str; 10] = [
-    "event", "filter", "when", "per", "every", "across", "and", "or", "not", "in",
+const KEYWORDS: [&str; 11] = [
+    "event", "filter", "when", "per", "every", "across", "then", "and", "or", "not", "in",
 ];
 
 /// How a clause list is named in messages ("each clause starts with …").
-const CLAUSE_LIST: &str = "`filter`, `when`, `per`, `every` or `across`";
+const CLAUSE_LIST: &str = "`filter`, `when`, `per`, `every`, `across`, `then install` or `on demand`";
 
 fn is_keyword(s: &str) -> bool {
     KEYWORDS.contains(&s)
@@ -156,6 +156,8 @@ impl<'t> Parser<'t> {
         let mut per: Option<(Span, Per)> = None;
         let mut every: Option<(Span, Quantity)> = None;
         let mut across: Option<(Span, Across)> = None;
+        let mut then = Vec::new();
+        let mut on_demand: Option<(Span, ())> = None;
         while let Some(t) = self.peek() {
             let TokenKind::Ident(word) = &t.kind else {
                 return Err(self.unknown_clause(!filters.is_empty()));
@@ -187,6 +189,16 @@ impl<'t> Parser<'t> {
                     self.pos += 1;
                     across = Some((t.span, self.across(t.span)?));
                 }
+                "then" => {
+                    self.pos += 1;
+                    then.push(self.then(t.span)?);
+                }
+                "on" if self.toks.get(self.pos + 1).is_some_and(|n| n.is_word("demand")) => {
+                    let span = t.span.to(self.toks[self.pos + 1].span);
+                    check_duplicate(&on_demand, "on demand", span)?;
+                    self.pos += 2;
+                    on_demand = Some((span, ()));
+                }
                 _ => return Err(self.unknown_clause(!filters.is_empty())),
             }
         }
@@ -207,12 +219,16 @@ impl<'t> Parser<'t> {
             per: per.map(|(_, p)| p),
             every: every.map(|(_, q)| q),
             across: across.map(|(_, s)| s),
+            then,
+            on_demand: on_demand.map(|(s, ())| s),
             span: kw.to(self.prev_span()),
         })
     }
 
     fn unknown_clause(&self, had_filter: bool) -> Diagnostic {
-        let d = self.expected("a clause (`filter`, `when`, `per`, `every`, `across`) or the next `event`");
+        let d = self.expected(
+            "a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`) or the next `event`",
+        );
         let Some(t) = self.peek() else { return d };
         let d = Diagnostic {
             code: codes::UNKNOWN_CLAUSE,
@@ -484,6 +500,51 @@ impl<'t> Parser<'t> {
         Err(self.scope_error(kw, "`hosts` or `more than`"))
     }
 
+    /// What follows `then`: `install EVENT [on FIELD, ...] [for DURATION]`.
+    fn then(&mut self, kw: Span) -> PResult<Then> {
+        let help = "write e.g. `then install heavy_to_dst on dst_ip/24 for 100ms`";
+        if self.eat(|k| k.is_word("install")).is_none() {
+            return Err(self.expected("`install` after `then`").help(help));
+        }
+        let (event, event_span) = match self.peek() {
+            Some(Token {
+                kind: TokenKind::Ident(s),
+                span,
+            }) if !is_keyword(s) => {
+                self.pos += 1;
+                (s.clone(), *span)
+            }
+            _ => return Err(self.expected("the name of the event to install").help(help)),
+        };
+        let mut on = Vec::new();
+        let narrows = self.peek().is_some_and(|t| t.is_word("on"))
+            && !self.toks.get(self.pos + 1).is_some_and(|t| t.is_word("demand"));
+        if narrows {
+            self.pos += 1;
+            on.push(self.group_field()?);
+            while self
+                .eat(|k| *k == TokenKind::Comma || *k == TokenKind::AndAnd || k.is_word("and"))
+                .is_some()
+            {
+                on.push(self.group_field()?);
+            }
+        }
+        let duration = match self.eat(|k| k.is_word("for")) {
+            Some(_) if matches!(self.peek_kind(), Some(TokenKind::Int(_) | TokenKind::Dec(_))) => {
+                Some(self.quantity()?)
+            }
+            Some(_) => return Err(self.expected("a duration after `for`").help(help)),
+            None => None,
+        };
+        Ok(Then {
+            event,
+            event_span,
+            on,
+            duration,
+            span: kw.to(self.prev_span()),
+        })
+    }
+
     fn scope_error(&self, kw: Span, want: &str) -> Diagnostic {
         let d = match self.peek() {
             Some(t) => Diagnostic::new(
@@ -512,6 +573,7 @@ fn check_duplicate<T>(first: &Option<(Span, T)>, clause: &str, here: Span) -> PR
         "when" => "an event has one predicate; combine conditions with `and` or `or`",
         "per" => "list all the fields in one clause, e.g. `per (src_ip/24, dst_port)`",
         "across" => "an event has one scope: write `across` once",
+        "on demand" => "write `on demand` once",
         _ => "an event has one interval",
     };
     Err(Diagnostic::new(

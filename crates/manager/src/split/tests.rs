@@ -26,6 +26,8 @@ fn event(pred: Pred) -> EventSpec {
         granularity: Granularity::FIVE_TUPLE,
         interval_ns: 10_000_000,
         scope: Scope::Network,
+        drill_downs: Vec::new(),
+        on_demand: false,
     }
 }
 
