@@ -125,7 +125,7 @@ fn monitor_reports(events: &[EventSpec], inputs: &[Input], drive: Drive) -> Vec<
 
 /// The reference's reports over `traffic`, and the monitor's driven every
 /// way (whole sweeps with every optimization; stepped sweeps with every
-/// optimization off, the naive baseline; batches) must equal them.
+/// optimization off, the naive baseline, and on; batches) must equal them.
 fn check_every_drive(
     events: &[EventSpec],
     traffic: &clarion_conformance::Traffic,
@@ -142,6 +142,7 @@ fn check_every_drive(
     for drive in [
         Drive::Whole(Tuning::ALL),
         Drive::Stepped(2, Tuning::NONE),
+        Drive::Stepped(3, Tuning::ALL),
         Drive::Batched(Tuning::ALL),
     ] {
         same_reports(&monitor_reports(events, &inputs, drive), &expected)?;
