@@ -121,7 +121,7 @@ impl Agent {
             match self.desk.network_event(&r) {
                 Some(event) => {
                     self.tally.satisfied += 1;
-                    self.link.satisfied(event, &r);
+                    self.link.satisfied(event, &r, self.monitor.now_ns());
                 }
                 None => self.sink.write(&r).map_err(sink_error)?,
             }
@@ -138,6 +138,9 @@ impl Agent {
                 }
             }
             Inbound::Control(Control::Remove { event }) => self.desk.remove(&mut self.monitor, event),
+            Inbound::Control(Control::Extend { event, end_ns }) => {
+                self.desk.extend(&mut self.monitor, event, end_ns)
+            }
             Inbound::Control(Control::Done) => self.tally.manager_done = true,
             Inbound::Poll { reqs, reply } => {
                 if let Some((reply, answers)) = self.desk.poll(&self.monitor, reqs, reply) {

@@ -303,6 +303,12 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
         thousands(s.fired),
         thousands(s.partial),
     );
+    if s.instances > 0 {
+        eprintln!(
+            "  {} drill-down instances installed (windows an agent installed too late to see are partial)",
+            thousands(s.instances)
+        );
+    }
     if s.claimed > 0 || s.not_owned > 0 {
         eprintln!(
             "  shared: took {} event(s) over; left {} satisfaction reports to the managers deciding their events",

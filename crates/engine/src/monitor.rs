@@ -1167,6 +1167,7 @@ impl Monitor {
             let known = observed
                 && window_start_ns.is_multiple_of(i)
                 && window_start_ns >= known_from
+                && window_start_ns < t.end_ns()
                 && end <= self.closed_to;
             return known.then(|| WindowValues {
                 window: Window {

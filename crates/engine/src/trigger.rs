@@ -295,6 +295,11 @@ impl Trigger {
         epoch_start >= self.start_ns && !(self.has_end && epoch_start >= self.end_ns)
     }
 
+    /// The start of the first window not gathered (`u64::MAX`: none).
+    pub(crate) fn end_ns(&self) -> u64 {
+        self.end_ns
+    }
+
     /// Sets the start of the first window not gathered (`u64::MAX`: none).
     pub(crate) fn set_end_ns(&mut self, end_ns: u64) {
         self.end_ns = end_ns;

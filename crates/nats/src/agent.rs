@@ -131,11 +131,13 @@ impl AgentLink {
         let _ = self.out.send(Outgoing::Publish(subject, payload));
     }
 
-    /// A local trigger of network-wide event `event` fired.
-    pub fn satisfied(&self, event: u64, report: &Report) {
+    /// A local trigger of network-wide event `event` fired; the monitor
+    /// closed its window at packet time `decided_ns`.
+    pub fn satisfied(&self, event: u64, report: &Report, decided_ns: u64) {
         let up = Up::Satisfied {
             event,
             report: Box::new(report.clone()),
+            decided_ns,
         };
         self.publish(protocol::up(&self.host), protocol::encode(&up));
     }

@@ -69,7 +69,12 @@ impl<R> HostDesk<R> {
             });
         }
         let interval_ns = t.spec.interval_ns;
-        let id = monitor.install(t.spec).map_err(|e| NatsError::Install {
+        let installed = match t.start_ns {
+            // A drill-down instance: its windows, as the manager decided them.
+            Some(start) => monitor.install_at(t.spec, start, t.end_ns),
+            None => monitor.install(t.spec),
+        };
+        let id = installed.map_err(|e| NatsError::Install {
             event: name.clone(),
             message: e.to_string(),
         })?;
@@ -84,6 +89,13 @@ impl<R> HostDesk<R> {
             },
         );
         Ok(())
+    }
+
+    /// Moves the end of a drill-down instance's windows.
+    pub fn extend(&mut self, monitor: &mut Monitor, event: u64, end_ns: Option<u64>) {
+        if let Some(l) = self.by_event.get(&event) {
+            monitor.set_end(l.id, end_ns);
+        }
     }
 
     /// Removes an event's local trigger; its polls in deferred batches will
@@ -182,6 +194,8 @@ mod tests {
             event,
             spec,
             needs: 1,
+            start_ns: None,
+            end_ns: None,
         }
     }
 

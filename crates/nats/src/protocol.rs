@@ -80,6 +80,12 @@ pub struct Trigger {
     pub spec: EventSpec,
     /// How many of the trigger's values the manager reads (its aggregates, in order).
     pub needs: usize,
+    /// A drill-down instance's windows: from `start_ns` (a window boundary)
+    /// to `end_ns` (none: no end). Absent for every other trigger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,6 +94,11 @@ pub enum Control {
     Remove {
         event: u64,
     },
+    /// A drill-down instance now lasts until `end_ns` (none: no end).
+    Extend {
+        event: u64,
+        end_ns: Option<u64>,
+    },
     /// The manager is done (its input hosts finished): agents replaying a file may exit.
     Done,
 }
@@ -95,8 +106,15 @@ pub enum Control {
 /// What an agent sends the manager, on its own subject.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Up {
-    /// A local trigger fired: its values for one window and group.
-    Satisfied { event: u64, report: Box<Report> },
+    /// A local trigger fired: its values for one window and group, and the
+    /// host's packet time when its monitor closed the window (the window's
+    /// decision time, for drill-downs; 0 from older agents).
+    Satisfied {
+        event: u64,
+        report: Box<Report>,
+        #[serde(default)]
+        decided_ns: u64,
+    },
     /// The agent's input ended (a file replayed to its end); every window is
     /// closed and it keeps answering polls.
     Finished,
@@ -160,6 +178,8 @@ mod tests {
             event: 3,
             spec: specs[0].clone(),
             needs: 2,
+            start_ns: None,
+            end_ns: None,
         };
         let back: Control = decode("s", &encode(&Control::Install(t.clone()))).expect("decodes");
         assert_eq!(back, Control::Install(t));
@@ -184,6 +204,7 @@ mod tests {
         let up = Up::Satisfied {
             event: 1,
             report: Box::new(r),
+            decided_ns: 7,
         };
         let Up::Satisfied { report: back, .. } = decode::<Up>("s", &encode(&up)).expect("decodes") else {
             panic!("wrong variant");
@@ -212,6 +233,8 @@ mod tests {
                     event: 0,
                     spec,
                     needs: 0,
+                    start_ns: None,
+                    end_ns: None,
                 };
                 assert_eq!(decode::<Trigger>("s", &encode(&t)).expect("decodes"), t);
             }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clarion_control::{Command, ControlError, EventInfo, HostInfo};
-use clarion_manager::{Decision, EventId, HostId, Poll};
+use clarion_manager::{Decision, DrillAction, EventId, HostId, Poll};
 use clarion_report::{GroupKey, Report};
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{broadcast, mpsc};
@@ -123,6 +123,8 @@ pub struct ManagerStats {
     /// decides (left to it), and events this one took over.
     pub not_owned: u64,
     pub claimed: u64,
+    /// Drill-down instances installed.
+    pub instances: u64,
 }
 
 type Key = (EventId, u64, GroupKey);
@@ -220,6 +222,9 @@ struct Service {
     max_poll_batch: usize,
     /// With other managers: the shared buckets and what this one owns.
     shared: Option<Shared>,
+    /// Per pending decision, the earliest packet time at which a host
+    /// closed its window (from satisfaction reports): its decision time.
+    decided_at: HashMap<Key, u64>,
 }
 
 impl Service {
@@ -251,6 +256,7 @@ impl Service {
             to_poll: vec![Vec::new(); n],
             max_poll_batch: 1,
             shared: None,
+            decided_at: HashMap::new(),
         }
     }
 
@@ -333,6 +339,7 @@ impl Service {
                     if stored_at.elapsed() >= STORE_EVERY {
                         stored_at = Instant::now();
                         self.store_progress();
+                        self.expire_instances().await;
                     }
                     if self.shared.is_some() && tended_at.elapsed() >= TEND_EVERY {
                         tended_at = Instant::now();
@@ -543,13 +550,17 @@ impl Service {
                 s.as_secs_f64()
             );
         }
-        let (event, report) = match up {
+        let (event, report, decided_ns) = match up {
             Up::Heartbeat => return Vec::new(),
             Up::Finished => {
                 self.hosts[host].finished = true;
                 return Vec::new();
             }
-            Up::Satisfied { event, report } => (event, report),
+            Up::Satisfied {
+                event,
+                report,
+                decided_ns,
+            } => (event, report, decided_ns),
         };
         self.stats.satisfied += 1;
         self.hosts[host].satisfied += 1;
@@ -579,6 +590,11 @@ impl Service {
         // for a decided window starts nothing, and must leave nothing behind).
         if !polls.is_empty() || decided.is_some() {
             self.first_report.entry(key).or_insert(arrived);
+        }
+        // The window was decided when the first host closed it (packet time).
+        if decided_ns > 0 && (!polls.is_empty() || decided.is_some() || self.decided_at.contains_key(&key)) {
+            let at = self.decided_at.entry(key).or_insert(decided_ns);
+            *at = (*at).min(decided_ns);
         }
         for p in polls {
             self.send_poll(p);
@@ -705,6 +721,11 @@ impl Service {
             }
             self.stats.decision_latency.push_back(t.elapsed());
         }
+        let key = (d.event, d.window.start_ns, d.group);
+        let decided_ns = self.decided_at.remove(&key).unwrap_or(d.window.end_ns);
+        if d.report.is_some() {
+            self.drill(&d, decided_ns).await;
+        }
         if let Some(r) = d.report {
             self.stats.fired += 1;
             on_report(&r);
@@ -714,6 +735,50 @@ impl Service {
                 let _ = tx.send(json.clone());
             }
             let _ = self.client.publish(protocol::EVENTS, json.into()).await;
+        }
+    }
+
+    /// Installs or extends the drill-down instances a fired decision asks for.
+    async fn drill(&mut self, d: &Decision, decided_ns: u64) {
+        for action in self.book.manager_mut().drill(d, decided_ns) {
+            match action {
+                DrillAction::Install {
+                    event,
+                    start_ns,
+                    end_ns,
+                    ..
+                } => {
+                    self.book.set_span(event, start_ns, end_ns);
+                    self.stats.instances += 1;
+                    for h in self.book.hosts_of(event) {
+                        if let Some(t) = self.book.trigger(event, h) {
+                            self.send_control(h, &Control::Install(t)).await;
+                        }
+                    }
+                }
+                DrillAction::Extend { event, end_ns } => {
+                    self.book.set_end(event, end_ns);
+                    for h in self.book.hosts_of(event) {
+                        let c = Control::Extend {
+                            event: event as u64,
+                            end_ns,
+                        };
+                        self.send_control(h, &c).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes the drill-down instances whose windows all ended a while ago
+    /// (their decisions are made: polls last at most the poll timeout).
+    async fn expire_instances(&mut self) {
+        let margin = 2 * self.poll_timeout.as_nanos().min(u128::from(u64::MAX / 4)) as u64;
+        let closed = self.windows_to_ns.saturating_sub(margin);
+        for (id, hosts) in self.book.expire_instances(closed) {
+            for h in hosts {
+                self.send_control(h, &Control::Remove { event: id as u64 }).await;
+            }
         }
     }
 

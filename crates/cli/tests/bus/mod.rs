@@ -259,8 +259,15 @@ pub fn rows_of_jsonl(text: &str) -> BTreeSet<Row> {
 /// between two hosts counted on both, as both see it); a counting event
 /// (`across more than ...`) host by host, counting the hosts that report it.
 pub fn reference(frames: &[(u64, Vec<u8>)]) -> BTreeSet<Row> {
+    reference_of(EVENTS, frames)
+}
+
+/// [`reference`] for the network-wide events of `events` (drill-downs included).
+pub fn reference_of(events: &str, frames: &[(u64, Vec<u8>)]) -> BTreeSet<Row> {
     let inventory = clarion_manager::Inventory::parse(INVENTORY).expect("inventory");
-    let specs = clarion_lang::check(EVENTS).expect("events");
+    let all = clarion_lang::check(events).expect("events");
+    // `on demand` events are evaluated through their parents' drill-downs.
+    let specs: Vec<_> = all.iter().filter(|s| !s.on_demand).cloned().collect();
     let records: Vec<_> = frames
         .iter()
         .map(|(ts, data)| {
@@ -279,8 +286,10 @@ pub fn reference(frames: &[(u64, Vec<u8>)]) -> BTreeSet<Row> {
                 .iter()
                 .flat_map(|r| owners(r).into_iter().map(|_| Input::Packet(*r)))
                 .collect();
+            let mut with_installed = vec![spec];
+            with_installed.extend(all.iter().filter(|s| s.on_demand).cloned());
             rows.extend(
-                evaluate(&[spec], &inputs, &Config::default())
+                evaluate(&with_installed, &inputs, &Config::default())
                     .iter()
                     .map(|r| row(&r.to_json())),
             );

@@ -106,11 +106,24 @@ impl Monitor {
 
     /// Moves the end of an installed event's windows (a drill-down
     /// instance extended): no window starting at or after `end_ns` is
-    /// gathered; `None`: no end.
+    /// gathered; `None`: no end. An extension that comes after a sweep
+    /// passed the old end (a manager's, late) cannot bring those epochs
+    /// back: the event then starts again at the first window boundary no
+    /// sweep has reached, its windows in between unknown to
+    /// [`Monitor::window_values`], and it counts as started late.
     pub fn set_end(&mut self, id: TriggerId, end_ns: Option<u64>) {
-        if let Some(Some(t)) = self.triggers.get_mut(id as usize) {
-            t.set_end_ns(end_ns.unwrap_or(u64::MAX));
+        let end = end_ns.unwrap_or(u64::MAX);
+        // Every epoch before the current one is swept, or being swept.
+        let (started, unswept) = (self.started, self.epoch_start);
+        let Some(Some(t)) = self.triggers.get_mut(id as usize) else {
+            return;
+        };
+        if end > t.end_ns() && started && t.end_ns() < unswept {
+            let interval = t.interval().max(1);
+            t.start_ns = unswept.div_ceil(interval) * interval;
+            self.counters.drill_downs_late += 1;
         }
+        t.set_end_ns(end);
     }
 }
 
@@ -254,5 +267,40 @@ event t when sum(packets) > 0 per src_ip every 10ms on demand";
             (2, 1, 1)
         );
         assert_eq!(m.triggers().count(), 2);
+    }
+
+    #[test]
+    fn a_late_extension_restarts_the_instance_and_leaves_the_gap_unknown() {
+        let spec = events("event t when sum(packets) > 0 per src_ip every 10ms")[0].clone();
+        let mut m = Monitor::new(MonitorConfig {
+            synchronous_sweep: true,
+            ..MonitorConfig::default()
+        });
+        let mut out = Vec::new();
+        m.process(&pkt(T0 + MS, 1, 1000, 100), &mut out);
+        // Installed for [10, 30) ms, as a manager would.
+        let id = m
+            .install_at(spec, T0 + 10 * MS, Some(T0 + 30 * MS))
+            .expect("installs");
+        for t in [11, 21, 31, 41, 51] {
+            m.process(&pkt(T0 + t * MS, 1, 1000, 100), &mut out);
+        }
+        // [30, 40) and [40, 50) were swept without it: extending now restarts it at 50.
+        m.set_end(id, Some(T0 + 80 * MS));
+        assert_eq!(m.counters().drill_downs_late, 1);
+        for t in [61, 71, 81] {
+            m.process(&pkt(T0 + t * MS, 1, 1000, 100), &mut out);
+        }
+        let windows: Vec<u64> = of(&out, "t").iter().map(|r| r.1 / MS).collect();
+        assert_eq!(windows, vec![10, 20, 50, 60, 70], "{out:?}");
+        assert!(m.window_values(id, T0 + 20 * MS).is_some());
+        assert!(
+            m.window_values(id, T0 + 30 * MS).is_none(),
+            "the gap is unknown, not empty"
+        );
+        assert!(m.window_values(id, T0 + 40 * MS).is_none());
+        // An extension in time changes nothing else.
+        m.set_end(id, Some(T0 + 90 * MS));
+        assert_eq!(m.counters().drill_downs_late, 1);
     }
 }
