@@ -278,6 +278,46 @@ mod tests {
     }
 
     #[test]
+    fn an_instance_counts_only_its_windows_and_an_extension_moves_its_end() {
+        let mut m = monitor();
+        let mut desk = HostDesk::new();
+        let mut out = Vec::new();
+        m.process(&packet(T0 + MS, 10), &mut out);
+        // A drill-down instance for [20, 40) ms.
+        let mut t = Trigger {
+            start_ns: Some(T0 + 20 * MS),
+            end_ns: Some(T0 + 40 * MS),
+            ..trigger(3, "spike")
+        };
+        t.spec.name = "spike[dst_ip=10.0.1.0/24]".into();
+        desk.install(&mut m, t).expect("installs");
+        desk.extend(&mut m, 3, Some(T0 + 50 * MS));
+        for ms in [11, 21, 31, 41, 51, 61] {
+            m.process(&packet(T0 + ms * MS, 10), &mut out);
+        }
+        let poll = |at: u64| PollRequest {
+            event: 3,
+            window_start_ns: T0 + at * MS,
+            group: group(),
+        };
+        let answers = desk.poll(&m, vec![poll(10), poll(20), poll(40), poll(50)], ());
+        let unknown = Answer::Gone;
+        assert_eq!(
+            answers,
+            Some((
+                (),
+                vec![
+                    unknown.clone(),
+                    Answer::Values(Some(vec![10.0])),
+                    Answer::Values(Some(vec![10.0])),
+                    unknown
+                ]
+            )),
+            "before its start and after its (extended) end it knows nothing"
+        );
+    }
+
+    #[test]
     fn windows_older_than_the_history_are_gone() {
         let mut m = monitor();
         let mut desk = HostDesk::new();
