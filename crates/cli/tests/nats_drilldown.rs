@@ -57,9 +57,7 @@ fn a_fired_network_wide_event_installs_its_instance_on_the_agents() {
     let nats = format!("nats://127.0.0.1:{port}");
     let manager = Guard::new(manager(d, &nats, &REPLAY));
     std::thread::sleep(Duration::from_millis(300));
-    let agents: Vec<Guard> = (1..=4)
-        .map(|i| paced_agent(d, &nats, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
-        .collect();
+    let agents = paced_agents(d, &nats);
     let out = wait(manager.take(), "the manager", Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");

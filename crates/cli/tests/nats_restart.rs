@@ -117,9 +117,7 @@ fn a_killed_manager_comes_back_with_its_events_and_names_the_gap() {
     let first = with_store("net1.jsonl", true);
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
-    let agents: Vec<Guard> = (1..=4)
-        .map(|i| paced_agent(d, &nats, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
-        .collect();
+    let agents = paced_agents(d, &nats);
     sleep_until(start, Duration::from_millis(1_500));
     first.kill();
     sleep_until(start, Duration::from_millis(2_000));
@@ -160,9 +158,7 @@ fn everyone_reconnects_when_the_nats_server_comes_back() {
     let manager = Guard::new(manager(d, &nats, &REPLAY));
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
-    let agents: Vec<Guard> = (1..=4)
-        .map(|i| paced_agent(d, &nats, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
-        .collect();
+    let agents = paced_agents(d, &nats);
     sleep_until(start, Duration::from_millis(1_500));
     first.kill();
     // Down for longer than a host may be silent (3 s): the manager re-sends every host's triggers.

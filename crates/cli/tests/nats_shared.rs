@@ -123,9 +123,7 @@ fn a_killed_manager_s_events_are_taken_over() {
     let m2 = Guard::new(shared_manager(d, &url, "m2"));
     std::thread::sleep(Duration::from_millis(3_000));
     let start = Instant::now();
-    let agents: Vec<Guard> = (1..=4)
-        .map(|i| paced_agent(d, &url, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
-        .collect();
+    let agents = paced_agents(d, &url);
     std::thread::sleep(Duration::from_millis(2_000).saturating_sub(start.elapsed()));
     m1.kill();
     let o2 = wait(m2.take(), "manager m2", Duration::from_secs(60));

@@ -132,9 +132,9 @@ pub const BATCH: usize = 32;
 /// The gcd of an event's interval and those of the events its drill-downs
 /// install, at every level.
 fn drill_gcd(spec: &EventSpec) -> u64 {
-    spec.drill_downs
+    spec.installed_events()
         .iter()
-        .fold(spec.interval_ns, |g, d| gcd(g, drill_gcd(&d.event)))
+        .fold(spec.interval_ns, |g, e| gcd(g, e.interval_ns))
 }
 
 fn gcd(a: u64, b: u64) -> u64 {

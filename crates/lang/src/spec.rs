@@ -108,6 +108,18 @@ impl fmt::Display for Quorum {
 }
 
 impl EventSpec {
+    /// Every event its drill-downs install, at every level (an event named
+    /// by two drill-downs comes once per naming), parents before children.
+    pub fn installed_events(&self) -> Vec<&EventSpec> {
+        let mut out: Vec<&EventSpec> = self.drill_downs.iter().map(|d| d.event.as_ref()).collect();
+        let mut next = 0;
+        while let Some(e) = out.get(next).copied() {
+            out.extend(e.drill_downs.iter().map(|d| d.event.as_ref()));
+            next += 1;
+        }
+        out
+    }
+
     /// Every aggregate the predicate uses, in first-use order, without duplicates.
     pub fn aggregates(&self) -> Vec<AggCall> {
         let mut out = Vec::new();

@@ -138,10 +138,8 @@ impl Manager {
             return Err(ManagerError::OnDemand(spec.name.clone()));
         }
         // What its drill-downs install must split too, at every level.
-        let mut installs: Vec<&EventSpec> = spec.drill_downs.iter().map(|d| d.event.as_ref()).collect();
-        while let Some(e) = installs.pop() {
+        for e in spec.installed_events() {
             split(e, 1)?;
-            installs.extend(e.drill_downs.iter().map(|d| d.event.as_ref()));
         }
         if self.events().any(|(_, e)| e.split.network().name == spec.name) {
             return Err(ManagerError::DuplicateName(spec.name.clone()));

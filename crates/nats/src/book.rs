@@ -344,15 +344,8 @@ fn with_installed_events(
     ast: &clarion_lang::ast::Event,
     spec: &clarion_lang::spec::EventSpec,
 ) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    let mut stack: Vec<&clarion_lang::spec::EventSpec> =
-        spec.drill_downs.iter().map(|d| d.event.as_ref()).collect();
-    while let Some(e) = stack.pop() {
-        if !names.contains(&e.name.as_str()) {
-            names.push(&e.name);
-        }
-        stack.extend(e.drill_downs.iter().map(|d| d.event.as_ref()));
-    }
+    let installed = spec.installed_events();
+    let names: Vec<&str> = installed.iter().map(|e| e.name.as_str()).collect();
     let mut text = ast.to_string();
     for e in file.events.iter().filter(|e| names.contains(&e.name.as_str())) {
         text.push('\n');

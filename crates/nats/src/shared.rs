@@ -187,16 +187,7 @@ impl Shared {
             .put(format!("m.{}", self.name), crate::wall_ns().to_string().into())
             .await
             .map_err(|e| kv_err("announcing the manager", e))?;
-        let mut keys = self
-            .owners
-            .keys()
-            .await
-            .map_err(|e| kv_err("listing managers", e))?;
-        while let Some(key) = keys.next().await {
-            if key.is_ok_and(|k| k.starts_with("m.")) {
-                t.managers += 1;
-            }
-        }
+        t.managers = self.managers().await?.len();
         let managers = t.managers.max(1);
         // Refresh what is held; drop what is no longer installed.
         let mut held: Vec<(EventId, u64)> = self.held.drain().collect();
@@ -244,19 +235,26 @@ impl Shared {
         Ok(t)
     }
 
-    /// How many other managers are present.
-    pub async fn others(&self) -> usize {
-        let Ok(mut keys) = self.owners.keys().await else {
-            return 0;
-        };
-        let me = format!("m.{}", self.name);
-        let mut n = 0;
+    /// The names of the managers present (this one included, once it tended).
+    async fn managers(&self) -> Result<Vec<String>, NatsError> {
+        let mut keys = self
+            .owners
+            .keys()
+            .await
+            .map_err(|e| kv_err("listing managers", e))?;
+        let mut out = Vec::new();
         while let Some(key) = keys.next().await {
-            if key.is_ok_and(|k| k.starts_with("m.") && k != me) {
-                n += 1;
+            if let Some(name) = key.ok().and_then(|k| k.strip_prefix("m.").map(str::to_string)) {
+                out.push(name);
             }
         }
-        n
+        Ok(out)
+    }
+
+    /// How many other managers are present (none if the bucket cannot be read).
+    pub async fn others(&self) -> usize {
+        let present = self.managers().await.unwrap_or_default();
+        present.iter().filter(|n| **n != self.name).count()
     }
 
     /// Leaves: gives back every event and the presence entry, so that the

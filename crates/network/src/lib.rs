@@ -74,6 +74,8 @@ pub struct Network {
     now: u64,
     /// The input has ended: decisions install no drill-down.
     finished: bool,
+    /// Instances ending by this were removed already (see `expire_instances`).
+    expired_to: u64,
 }
 
 impl Network {
@@ -99,6 +101,7 @@ impl Network {
             counters: NetworkCounters::default(),
             now: 0,
             finished: false,
+            expired_to: 0,
         }
     }
 
@@ -126,12 +129,10 @@ impl Network {
         let (event, local) = self.manager.install(&spec)?;
         // Every host may get an instance of what its drill-downs install,
         // starting at a window boundary: make it an epoch boundary.
-        let mut installs: Vec<&EventSpec> = spec.drill_downs.iter().map(|d| d.event.as_ref()).collect();
-        while let Some(e) = installs.pop() {
+        for e in spec.installed_events() {
             for m in &mut self.monitors {
                 m.include_interval(e.interval_ns);
             }
-            installs.extend(e.drill_downs.iter().map(|d| d.event.as_ref()));
         }
         let mut triggers = vec![None; self.monitors.len()];
         for (h, local) in local {
@@ -292,7 +293,12 @@ impl Network {
 
     /// Removes the instances whose last window every host has closed.
     fn expire_instances(&mut self) {
+        // Runs after every packet's routing: only when windows closed since.
         let closed_to = self.monitors.iter().map(Monitor::closed_to).min().unwrap_or(0);
+        if closed_to <= self.expired_to {
+            return;
+        }
+        self.expired_to = closed_to;
         for (event, _) in self.manager.drill_expired(closed_to) {
             for list in self.network_events.values_mut() {
                 let Some(at) = list.iter().position(|i| i.event == event) else {

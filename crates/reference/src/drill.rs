@@ -89,12 +89,10 @@ pub(crate) fn instance_reports(run: &Run, events: &[EventSpec], reports: &[Repor
 /// name (instances' names are `EVENT[...]` or `EVENT`).
 fn instance_events(events: &[EventSpec], reports: &[Report]) -> BTreeMap<String, EventSpec> {
     let mut out = BTreeMap::new();
-    let mut all: Vec<&EventSpec> = Vec::new();
-    let mut stack: Vec<&EventSpec> = events.iter().collect();
-    while let Some(e) = stack.pop() {
-        all.push(e);
-        stack.extend(e.drill_downs.iter().map(|d| d.event.as_ref()));
-    }
+    let all: Vec<&EventSpec> = events
+        .iter()
+        .flat_map(|e| std::iter::once(e).chain(e.installed_events()))
+        .collect();
     for r in reports {
         let base = r.event.split('[').next().unwrap_or(&r.event);
         if let Some(e) = all.iter().find(|e| e.on_demand && e.name == base) {

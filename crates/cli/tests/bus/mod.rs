@@ -370,6 +370,13 @@ pub fn paced_agent(dir: &Path, nats: &str, host: &str, pcap: &str) -> Guard {
     Guard::new(child)
 }
 
+/// The four agents, each replaying `hosts/HOST.pcap` of `dir` at the capture's pace.
+pub fn paced_agents(dir: &Path, nats: &str) -> Vec<Guard> {
+    (1..=4)
+        .map(|i| paced_agent(dir, nats, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
+        .collect()
+}
+
 /// The reports of a JSON-lines text whose window starts in `[from, to)`, as rows.
 pub fn rows_between(text: &str, from: u64, to: u64) -> BTreeSet<Row> {
     rows_of_jsonl(text)
