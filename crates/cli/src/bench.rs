@@ -36,7 +36,9 @@ use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Tuning, Unparsed};
+use clarion_engine::{
+    reserve_heap, Counters, Monitor, MonitorConfig, Report, Tuning, Unparsed, HEAP_RESERVE,
+};
 use clarion_lang::spec::EventSpec;
 use clarion_reference::{evaluate, Config, Input};
 use clarion_wire::{parse_frame, parse_frame_into, LinkType, PacketRecord};
@@ -357,6 +359,11 @@ fn measure_pinned(
     std::thread::scope(|s| {
         s.spawn(move || {
             let pinned = pin(core);
+            // As a live driver does before capture: commit the flow table
+            // and the heap the monitor grows into over its first epochs.
+            let mut monitor = monitor;
+            monitor.prefault();
+            reserve_heap(HEAP_RESERVE);
             measure(workload, monitor, batch, pinned, raise_on_overrun)
         })
         .join()

@@ -480,7 +480,18 @@ impl Monitor {
             // and need no prefetch: bit j set for such a packet j.
             let mut repeats: u64 = 0;
             let mut previous = 0;
+            // Whether the whole chunk is in order and inside the running
+            // epoch: then no packet moves the clock past an epoch's end, and
+            // the per-packet clock and counters are kept once per chunk.
+            let mut in_order = self.started;
+            let mut last_ts = self.now;
+            let mut bytes = 0;
+            let mut vlans = false;
             for (j, (h, p)) in hashes.iter_mut().zip(chunk).enumerate() {
+                in_order &= p.ts_ns >= last_ts;
+                last_ts = p.ts_ns;
+                bytes += u64::from(p.size);
+                vlans |= p.key.has_vlan();
                 if j > 0 && same_flow(&chunk[j - 1].key, &p.key) {
                     repeats |= 1 << j;
                     *h = previous;
@@ -504,6 +515,14 @@ impl Monitor {
                     }
                 };
             }
+            let within = in_order && last_ts < self.epoch_start + self.epoch_ns;
+            if within {
+                let n = chunk.len() as u64;
+                self.epoch_counts.packets += n;
+                self.counters.packets += n;
+                self.counters.bytes += bytes;
+                self.vlans_seen |= vlans;
+            }
             let half = (self.epoch_seq & 1) as usize;
             for (j, (p, &h)) in chunk.iter().zip(&hashes).enumerate() {
                 let ahead = entries[..chunk.len()].get(j + 2);
@@ -515,7 +534,12 @@ impl Monitor {
                         prefetch(&**tcp);
                     }
                 }
-                self.process_hashed(p, Some((h, entries[j])), out);
+                if within {
+                    self.now = p.ts_ns;
+                } else {
+                    self.count(p, out);
+                }
+                self.scatter(p, Some((h, entries[j])));
             }
         }
     }
@@ -536,12 +560,26 @@ impl Monitor {
     /// instructions a packet.
     #[inline(always)]
     fn process_hashed(&mut self, p: &PacketRecord, hint: Option<(u64, u32)>, out: &mut Vec<Report>) {
+        self.count(p, out);
+        self.scatter(p, hint);
+    }
+
+    /// Moves the clock to packet `p` (closing the epoch it ends) and counts it.
+    #[inline(always)]
+    fn count(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
         self.observe(p.ts_ns, out);
-        let t = self.now;
         self.epoch_counts.packets += 1;
         self.counters.packets += 1;
         self.counters.bytes += u64::from(p.size);
         self.vlans_seen |= p.key.has_vlan();
+    }
+
+    /// The rest of [`Monitor::process_hashed`], once the clock is at the
+    /// packet and the packet is counted: find or insert its flow, update
+    /// the flow's statistics.
+    #[inline(always)]
+    fn scatter(&mut self, p: &PacketRecord, hint: Option<(u64, u32)>) {
+        let t = self.now;
         // A live entry with the packet's key is its flow's (keys are unique
         // in the table), however the table changed since the hint was taken.
         let hinted = hint.and_then(|(_, i)| {
