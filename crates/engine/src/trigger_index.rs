@@ -38,11 +38,13 @@
 //! ports can expand to 30×30 rules. That costs memory at install time only;
 //! lookups still probe once per tuple.
 
-use rustc_hash::FxHashMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use clarion_lang::spec::{Filter, IpPrefix, PortRange};
 use clarion_wire::FlowKey;
 
+use crate::flow_table::hash_key;
 use crate::key::{prefix_mask, KeyMask};
 
 /// Dense id of an installed trigger.
@@ -51,7 +53,40 @@ pub type TriggerId = u32;
 #[derive(Default, Debug)]
 struct Tuple {
     mask: KeyMask,
-    rules: FxHashMap<FlowKey, Vec<TriggerId>>,
+    rules: HashMap<Masked, Vec<TriggerId>, BuildHasherDefault<Prehashed>>,
+}
+
+/// A masked key, hashed with the flow table's [`hash_key`] (two
+/// multiplies) rather than field by field: a new flow probes every tuple,
+/// so this hash runs once per pattern per new flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Masked(FlowKey);
+
+impl Hash for Masked {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(hash_key(&self.0));
+    }
+}
+
+/// Hands on the one `u64` a [`Masked`] writes, already well mixed.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used (by `Masked`); anything else still hashes.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
 }
 
 /// Tuple-space search over all installed triggers' filters.
@@ -160,12 +195,12 @@ impl TriggerIndex {
                 None => {
                     self.tuples.push(Tuple {
                         mask: *mask,
-                        rules: FxHashMap::default(),
+                        rules: HashMap::default(),
                     });
                     self.tuples.len() - 1
                 }
             };
-            self.tuples[pos].rules.entry(*val).or_default().push(id);
+            self.tuples[pos].rules.entry(Masked(*val)).or_default().push(id);
         }
     }
 
@@ -184,7 +219,7 @@ impl TriggerIndex {
     pub(crate) fn lookup(&self, key: &FlowKey, out: &mut Vec<TriggerId>) {
         out.clear();
         for t in &self.tuples {
-            if let Some(ids) = t.rules.get(&t.mask.apply(key)) {
+            if let Some(ids) = t.rules.get(&Masked(t.mask.apply(key))) {
                 out.extend_from_slice(ids);
             }
         }
