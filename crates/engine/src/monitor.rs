@@ -631,8 +631,12 @@ impl Monitor {
             is_burst,
             ..FlowContext::default()
         };
+        // One checked borrow of the entry for the whole update (the fields
+        // it reads beside it are other fields of the monitor).
+        let Some(mut e) = self.flows.entries.get_mut(idx as usize) else {
+            return;
+        };
         if let Some(tcp) = &p.tcp {
-            let e = &mut self.flows.entries[idx as usize];
             if tcp.flags & tcp_flags::SYN != 0 {
                 e.wscale = tcp.wscale;
             }
@@ -660,21 +664,36 @@ impl Monitor {
             // Without a reverse flow there is nothing to acknowledge: skip the call.
             if tcp.flags & tcp_flags::ACK != 0 && e.rev.0 != NO_ENTRY {
                 self.acknowledge(idx, tcp, p.volume, t, half);
+                // The reverse flow may be this one (same addresses and ports).
+                let Some(again) = self.flows.entries.get_mut(idx as usize) else {
+                    return;
+                };
+                e = again;
             }
-            cx.tcp = self.flows.entries[idx as usize].tcp.as_ref().map(|st| TcpValues {
+            cx.tcp = e.tcp.as_ref().map(|st| TcpValues {
                 is_lost,
                 seq: st.snd_max,
                 ack: st.snd_una,
                 dup: st.dup,
             });
         } else {
-            cx.wscale = self.flows.entries[idx as usize].wscale;
+            cx.wscale = e.wscale;
         }
-        let e = &self.flows.entries[idx as usize];
-        let (set, block) = (e.set, e.block);
-        if set != NO_SET && self.sets[set as usize].update(block, half, self.epoch_start, p, cx, t) {
-            self.mark_active(set, half);
-            self.relist(idx);
+        let (set, block, unlisted) = (e.set, e.block, e.unlisted);
+        if set == NO_SET {
+            return;
+        }
+        let Some(s) = self.sets.get_mut(set as usize) else {
+            return;
+        };
+        if s.update(block, half, self.epoch_start, p, cx, t) {
+            if s.marked[half] != self.epoch_start {
+                s.marked[half] = self.epoch_start;
+                self.active_sets[half].push(set);
+            }
+            if unlisted {
+                self.relist(idx);
+            }
         }
     }
 
