@@ -169,6 +169,8 @@ const DOS_AFTER_HELP: &str = "Examples:
   clarion dos                                   # both attacks, 5 thresholds, 10 fractions (~2 minutes)
   clarion dos --model-only                      # the profiled costs and the thresholds they imply
   clarion dos --attacks threshold --thresholds 384,832 --rate 4000000
+  clarion dos --size 1514 --rate 8800000 --thresholds 832 --fractions 0.96
+                                                # the paper's run: 10 Gb/s, 96 % attack packets
   clarion dos --quick                           # a tiny run (the test)
   clarion bench --dos-fraction 0.96 --dos-threshold 832 --rate 14880000
 

@@ -394,6 +394,15 @@ impl Monitor {
             return s;
         }
         let triggers = triggers.to_vec();
+        // A trigger's first flow comes with a new set, as does each new
+        // combination of triggers: reserve their histories here, so that a
+        // new flow of a known set touches none of its triggers' (cold) lines.
+        let keep = self.config.history_windows;
+        for &t in &triggers {
+            if let Some(Some(trig)) = self.triggers.get_mut(t as usize) {
+                trig.history.reserve(keep);
+            }
+        }
         let live: Vec<Option<&Trigger>> = triggers
             .iter()
             .map(|&t| self.triggers[t as usize].as_deref())
@@ -810,21 +819,6 @@ impl Monitor {
             .lookup(&self.flows.entries[i as usize].key, &mut matched);
         if !matched.is_empty() {
             self.counters.triggers_matched += matched.len() as u64;
-            if self.config.tuning.batch_prefetch {
-                // The triggers are far apart and cold: start every load
-                // before the first reservation waits on one.
-                for &t in &matched {
-                    if let Some(Some(trig)) = self.triggers.get(t as usize) {
-                        prefetch(&trig.history);
-                    }
-                }
-            }
-            let keep = self.config.history_windows;
-            for &t in &matched {
-                if let Some(trig) = self.triggers[t as usize].as_mut() {
-                    trig.history.reserve(keep);
-                }
-            }
             let set = self.intern(&matched);
             let block = self.sets[set as usize].alloc();
             let e = &mut self.flows.entries[i as usize];
