@@ -226,6 +226,31 @@ struct Measured {
     reports: Vec<Report>,
     /// The monitor after the run (for queries such as the DoS threshold).
     monitor: Monitor,
+    /// Page faults the measuring thread took inside the timed loop (each
+    /// a stall of microseconds); `None` where the count is unavailable.
+    page_faults: Option<u64>,
+}
+
+/// Page faults (minor and major) this thread has taken so far; `None`
+/// where the kernel does not count them per thread.
+fn thread_page_faults() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `u` is a writable, properly sized rusage; getrusage only
+        // writes it, and on success (0) every field is initialized.
+        let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, u.as_mut_ptr()) };
+        if r != 0 {
+            return None;
+        }
+        // SAFETY: getrusage succeeded, so it filled the structure.
+        let u = unsafe { u.assume_init() };
+        Some(u64::try_from(u.ru_minflt).unwrap_or(0) + u64::try_from(u.ru_majflt).unwrap_or(0))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
 }
 
 /// The reference's verdict on a prefix.
@@ -513,6 +538,7 @@ fn measure(
     let mut epoch_start = start; // when the packets of the running epoch began
                                  // Frames are parsed in place into the batch's slots (no copy per record).
     let mut records = vec![PacketRecord::default(); batch];
+    let faults_before = thread_page_faults();
     for chunk in frames.chunks(batch) {
         let mut swept = Duration::ZERO; // sweep time inside this batch
         let mut n = 0;
@@ -557,6 +583,9 @@ fn measure(
         batch_start = now;
     }
     let elapsed = batch_start - start;
+    let page_faults = thread_page_faults()
+        .zip(faults_before)
+        .map(|(after, before)| after.saturating_sub(before));
     reports.append(&mut out);
     Measured {
         pinned,
@@ -568,6 +597,7 @@ fn measure(
         counters: monitor.counters(),
         reports,
         monitor,
+        page_faults,
     }
 }
 
@@ -941,6 +971,7 @@ impl Results<'_> {
             "sweeps_completed": c.sweeps_completed,
             "sweeps_late": c.sweeps_late,
             "epochs_over_budget": self.m.epochs_over_budget,
+            "page_faults": self.m.page_faults,
             "reports": c.reports,
             "flows_created": c.flows_created,
             "triggers_matched": c.triggers_matched,
