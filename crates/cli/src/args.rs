@@ -148,6 +148,8 @@ Optimizations (--no-opt switches them off; none changes a result):
                   their next packet, so sweeps walk active flows only
   flow-windows    one-epoch per-5-tuple windows with only aggregates are
                   tested flow by flow in the gather, with no window kept
+  prefault        memory committed before traffic (the flow table, and
+                  32 MiB of heap the monitor grows into): no page faults
 --ablation measures each: all on, each off in turn, all off, interleaved
 over --rounds rounds; the table (stdout, or stderr with --json) gives each
 one's throughput ratio to all off and all on's ratio to it.";

@@ -174,11 +174,12 @@ fn ablation_measures_each_optimization_against_all_on_and_all_off() {
             "no chunked-lists",
             "no unlist-idle",
             "no flow-windows",
+            "no prefault",
             "all off"
         ]
     );
     assert_eq!(v["variants"][0]["all_on_over_this"], 1.0);
-    assert_eq!(v["variants"][9]["speedup_over_all_off"], 1.0);
+    assert_eq!(v["variants"][10]["speedup_over_all_off"], 1.0);
     assert!(err.contains("round 1/1, all off"), "{err}");
     assert!(
         err.contains("/all_off"),

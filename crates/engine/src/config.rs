@@ -79,6 +79,10 @@ pub struct Tuning {
     /// aggregates, are tested flow by flow during the gather (no window is
     /// opened, merged and closed for them).
     pub flow_windows: bool,
+    /// [`crate::Monitor::prefault`] commits memory before traffic: the flow
+    /// table's pages and [`crate::HEAP_RESERVE`] of the calling thread's
+    /// heap, so that the first epochs take no page faults.
+    pub prefault: bool,
 }
 
 impl Tuning {
@@ -92,6 +96,7 @@ impl Tuning {
         chunked_lists: true,
         unlist_idle: true,
         flow_windows: true,
+        prefault: true,
     };
     /// Every optimization off: the naive baseline.
     pub const NONE: Tuning = Tuning {
@@ -103,6 +108,7 @@ impl Tuning {
         chunked_lists: false,
         unlist_idle: false,
         flow_windows: false,
+        prefault: false,
     };
 }
 

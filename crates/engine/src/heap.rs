@@ -26,7 +26,7 @@ const BLOCK: usize = 64 << 10;
 /// beyond 1 GiB. Call it once, from the thread that runs the monitor,
 /// before traffic starts. True when done (glibc on Linux); false elsewhere
 /// or when memory ran out (nothing is kept then).
-pub fn reserve_heap(bytes: usize) -> bool {
+pub(crate) fn reserve_heap(bytes: usize) -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         keep_freed_memory() && touch_blocks(bytes)

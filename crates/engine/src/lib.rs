@@ -42,7 +42,7 @@ mod trigger_index;
 pub use clarion_report::Report;
 pub use config::{Counters, MonitorConfig, Tuning};
 pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DOS_MAX_THRESHOLD};
-pub use heap::{reserve_heap, HEAP_RESERVE};
+pub use heap::HEAP_RESERVE;
 pub use merge::{fanout_worker, join_window_values, Merger, MergerConfig, Partials, MERGED_WORKER};
 pub use monitor::{Monitor, Unparsed, BATCH};
 pub use trigger::WindowValues;

@@ -146,7 +146,6 @@ impl Worker {
     pub fn run(mut self) {
         let id = self.cfg.id;
         self.monitor.prefault();
-        clarion_engine::reserve_heap(clarion_engine::HEAP_RESERVE);
         let now = realtime_ns();
         self.monitor
             .tick(now.saturating_sub(self.lag_ns()), &mut self.reports);
