@@ -5,26 +5,32 @@
 //! All windows share one ring of groups, in window order: with one value
 //! per group (most triggers) each key sits beside its value, so the sweep
 //! writes one line per group; with more, keys and values (`stride` a
-//! group) are two rings. Groups are numbered in the order they were added;
-//! group `n` sits at `n` modulo the rings' capacity (a power of two).
-//! `windows` says which group each kept window begins with. A new window
-//! is appended at the end; once `keep` are kept, appending one drops the
-//! oldest in O(1) (the ring's start moves to the next window's first
-//! group; nothing is moved or freed). So closing a window costs the same
-//! in every sweep, and triggers started together never drop their old
-//! windows all in one sweep (as a bulk drop did, with one `memmove` each).
-//! The rings grow (doubling, re-laid out) only when the kept windows hold
-//! more groups than they have room for: once the arrays have grown to a
-//! steady load, closing a window allocates nothing.
+//! group) are two rings. Groups are numbered in the order they were added
+//! (wrapping `u32`s); group `n` sits at `n` modulo the rings' capacity, a
+//! power of two. The kept windows, each with the number of its first
+//! group, are a ring of their own, numbered the same way. A new window is
+//! written after the newest; once `keep` are kept, the oldest goes by
+//! moving the start of the windows' ring (O(1), nothing read, moved or
+//! freed). So closing a window costs the same in every sweep, and triggers
+//! started together never drop their old windows all in one sweep (as a
+//! bulk drop did, with one `memmove` each). The header caches the newest
+//! window, so that the sweep's test "is this window started" reads no
+//! ring: closing a window only writes the rings' ends.
+//!
+//! The groups' ring learns where the oldest kept group is (`base`) only
+//! when it looks full; it grows (doubling, re-laid out) only when the kept
+//! windows hold more groups than it has room for. Once the rings have
+//! grown to a steady load, closing a window allocates nothing.
 //!
 //! # Invariants
-//! - `windows` is in closing order, at most `keep` long, its first groups
-//!   non-decreasing and in `base..=end`; `base` is the first group of the
-//!   oldest kept window (`end` when none is kept).
-//! - `end - base` <= the rings' capacity, which is 0 or a power of two;
-//!   `values` holds `stride` slots per key slot.
-
-use std::collections::VecDeque;
+//! - `count` <= `keep` after `start_window`; the kept windows are numbers
+//!   `first..first + count`, in closing order, their first groups in
+//!   adding order; `newest` is the newest one's window when `count` > 0.
+//! - `base` is at or before the first group of the oldest kept window
+//!   (`end` when none is kept), and `end - base` <= the groups' capacity:
+//!   the groups from `base` on are in the ring.
+//! - Both rings' capacities are 0 or powers of two; `values` holds
+//!   `stride` slots per key slot.
 
 use clarion_report::Window;
 use clarion_wire::FlowKey;
@@ -34,16 +40,22 @@ use crate::prefetch::prefetch;
 /// See the module documentation.
 #[derive(Debug)]
 pub(crate) struct History {
-    /// Kept windows, oldest first, with the number of their first group.
-    windows: VecDeque<(Window, u64)>,
+    /// Window ring: each kept window with the number of its first group.
+    windows: Box<[(Window, u32)]>,
+    /// Number of the oldest kept window.
+    first: u32,
+    /// Windows kept.
+    count: u32,
     groups: Groups,
-    /// Number of the oldest kept group (of the oldest kept window).
-    base: u64,
+    /// At or before the first group of the oldest kept window.
+    base: u32,
     /// Number the next group gets.
-    end: u64,
+    end: u32,
     stride: u32,
     /// Windows kept (at least 1), as the latest `start_window` was told.
     keep: u32,
+    /// The newest kept window (when `count` > 0).
+    newest: Window,
 }
 
 /// The groups' keys and values, as rings of the same capacity (0 or a
@@ -67,11 +79,10 @@ impl Groups {
         }
     }
 
-    /// Group `n`'s key and values (`n` among the kept ones).
+    /// Group `n`'s key and values (`n` in the ring).
     #[inline]
-    fn get(&self, n: u64, stride: usize) -> (&FlowKey, &[f64]) {
-        let mask = self.capacity().wrapping_sub(1);
-        let i = n as usize & mask;
+    fn get(&self, n: u32, stride: usize) -> (&FlowKey, &[f64]) {
+        let i = n as usize & self.capacity().wrapping_sub(1);
         match self {
             Groups::Pairs(p) => {
                 let (k, v) = &p[i];
@@ -83,22 +94,23 @@ impl Groups {
 
     /// Rings of `capacity` (a power of two) holding groups `from..to` of
     /// these, at their new places.
-    fn regrown(&self, capacity: usize, from: u64, to: u64, stride: usize) -> Groups {
+    fn regrown(&self, capacity: usize, from: u32, to: u32, stride: usize) -> Groups {
         let old = self.capacity().wrapping_sub(1);
         let new = capacity - 1;
+        let numbers = (0..to.wrapping_sub(from)).map(|k| from.wrapping_add(k) as usize);
         match self {
             Groups::Pairs(p) => {
                 let mut q = vec![(FlowKey::default(), f64::NAN); capacity].into_boxed_slice();
-                for n in from..to {
-                    q[n as usize & new] = p[n as usize & old];
+                for n in numbers {
+                    q[n & new] = p[n & old];
                 }
                 Groups::Pairs(q)
             }
             Groups::Split { keys, values } => {
                 let mut k = vec![FlowKey::default(); capacity].into_boxed_slice();
                 let mut v = vec![f64::NAN; capacity * stride].into_boxed_slice();
-                for n in from..to {
-                    let (i, j) = (n as usize & old, n as usize & new);
+                for n in numbers {
+                    let (i, j) = (n & old, n & new);
                     k[j] = keys[i];
                     v[j * stride..(j + 1) * stride].copy_from_slice(&values[i * stride..(i + 1) * stride]);
                 }
@@ -110,6 +122,15 @@ impl Groups {
 
 /// Most windows a trigger's history reserves room for up front.
 const RESERVE_MAX: usize = 64;
+
+/// A window slot's filler.
+const NO_WINDOW: (Window, u32) = (
+    Window {
+        start_ns: 0,
+        end_ns: 0,
+    },
+    0,
+);
 
 impl History {
     /// An empty history of windows with `stride` values per group.
@@ -123,12 +144,15 @@ impl History {
             }
         };
         History {
-            windows: VecDeque::new(),
+            windows: Box::default(),
+            first: 0,
+            count: 0,
             groups,
             base: 0,
             end: 0,
             stride: u32::try_from(stride).unwrap_or(u32::MAX),
             keep: 1,
+            newest: NO_WINDOW.0,
         }
     }
 
@@ -138,17 +162,24 @@ impl History {
 
     /// Windows kept.
     pub(crate) fn len(&self) -> usize {
-        self.windows.len()
+        self.count as usize
+    }
+
+    /// Slot in `windows` of window number `k`.
+    #[inline]
+    fn window_slot(&self, k: u32) -> usize {
+        k as usize & self.windows.len().wrapping_sub(1)
     }
 
     /// The newest kept window.
+    #[inline]
     pub(crate) fn newest_window(&self) -> Option<Window> {
-        self.windows.back().map(|(w, _)| *w)
+        (self.count > 0).then_some(self.newest)
     }
 
     /// Start of the oldest kept window.
     pub(crate) fn oldest_start(&self) -> Option<u64> {
-        self.windows.front().map(|(w, _)| w.start_ns)
+        (self.count > 0).then(|| self.windows[self.window_slot(self.first)].0.start_ns)
     }
 
     /// Room for `keep` windows and twice as many groups, once: most
@@ -161,7 +192,7 @@ impl History {
     /// grows as it fills.
     #[inline]
     pub(crate) fn reserve(&mut self, keep: usize) {
-        if self.windows.capacity() == 0 {
+        if self.windows.is_empty() {
             self.reserve_first(keep);
         }
     }
@@ -170,14 +201,27 @@ impl History {
     #[inline(never)]
     fn reserve_first(&mut self, keep: usize) {
         let keep = keep.clamp(1, RESERVE_MAX);
-        self.windows.reserve_exact(keep);
+        self.grow_windows(keep);
         if self.groups.capacity() == 0 {
             self.grow(2 * keep);
         }
     }
 
-    /// Makes the rings hold at least `need` groups (a power of two, at
-    /// least twice what they held), keeping the kept groups.
+    /// Makes the window ring hold at least `need` windows (a power of
+    /// two, at least twice what it held), keeping the kept ones.
+    #[cold]
+    #[inline(never)]
+    fn grow_windows(&mut self, need: usize) {
+        let capacity = need.max(2 * self.windows.len()).max(1).next_power_of_two();
+        let mut w = vec![NO_WINDOW; capacity].into_boxed_slice();
+        for k in (0..self.count).map(|i| self.first.wrapping_add(i)) {
+            w[k as usize & (capacity - 1)] = self.windows[self.window_slot(k)];
+        }
+        self.windows = w;
+    }
+
+    /// Makes the group rings hold at least `need` groups (a power of two,
+    /// at least twice what they held), keeping the groups from `base` on.
     #[cold]
     #[inline(never)]
     fn grow(&mut self, need: usize) {
@@ -185,12 +229,27 @@ impl History {
         self.groups = self.groups.regrown(capacity, self.base, self.end, self.stride());
     }
 
+    /// The group ring looked full: moves `base` up to the oldest kept
+    /// window's first group, and grows the ring if it is full still.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self) {
+        self.base = if self.count > 0 {
+            self.windows[self.window_slot(self.first)].1
+        } else {
+            self.end
+        };
+        let held = self.end.wrapping_sub(self.base) as usize;
+        if held >= self.groups.capacity() {
+            self.grow(held + 1);
+        }
+    }
+
     /// Where group `end` goes, making room for it if the rings are full.
     #[inline]
     fn next_slot(&mut self) -> usize {
-        let held = (self.end - self.base) as usize;
-        if held >= self.groups.capacity() {
-            self.grow(held + 1);
+        if self.end.wrapping_sub(self.base) as usize >= self.groups.capacity() {
+            self.make_room();
         }
         self.end as usize & (self.groups.capacity() - 1)
     }
@@ -201,26 +260,22 @@ impl History {
     /// calls it for every trigger it tests.
     #[inline]
     pub(crate) fn start_window(&mut self, window: Window, keep: usize) {
-        let keep = keep.clamp(1, u32::MAX as usize);
-        self.keep = keep as u32;
-        self.reserve(keep);
-        if self.windows.len() >= keep {
-            // At a steady load, one goes for the one that comes.
-            self.windows.pop_front();
-            if self.windows.len() >= keep {
-                self.trim(keep);
-            }
-            self.base = self.windows.front().map_or(self.end, |w| w.1);
+        let keep = keep.clamp(1, u32::MAX as usize) as u32;
+        self.keep = keep;
+        self.reserve(keep as usize);
+        if self.count >= keep {
+            // Usually one goes for the one that comes; more if `keep` was lowered.
+            let drop = self.count + 1 - keep;
+            self.first = self.first.wrapping_add(drop);
+            self.count -= drop;
         }
-        self.windows.push_back((window, self.end));
-    }
-
-    /// Drops the oldest windows but `keep` − 1 (`keep` was lowered).
-    #[cold]
-    #[inline(never)]
-    fn trim(&mut self, keep: usize) {
-        let n = self.windows.len() + 1 - keep;
-        self.windows.drain(..n);
+        if self.count as usize >= self.windows.len() {
+            self.grow_windows(self.count as usize + 1);
+        }
+        let slot = self.window_slot(self.first.wrapping_add(self.count));
+        self.windows[slot] = (window, self.end);
+        self.count += 1;
+        self.newest = window;
     }
 
     /// Adds a group to the newest window; `values` must yield `stride` values.
@@ -243,7 +298,7 @@ impl History {
                 }
             }
         }
-        self.end += 1;
+        self.end = self.end.wrapping_add(1);
     }
 
     /// [`History::push_group`] from a slice: one copy when it holds
@@ -262,27 +317,16 @@ impl History {
                 vals[i * stride..(i + 1) * stride].copy_from_slice(values);
             }
         }
-        self.end += 1;
+        self.end = self.end.wrapping_add(1);
     }
 
-    /// Starts loading what closing the next window reads and writes: the
-    /// newest window (the sweep compares it with the window it tests), the
-    /// slot the next one goes to, the oldest two (dropping one reads the
-    /// other's first group) and where the next group goes.
+    /// Starts loading what closing the next window writes: the slot the
+    /// next window goes to and where the next group goes (the newest
+    /// window is in the header).
     #[inline]
     pub(crate) fn prefetch_tail(&self) {
-        if let Some(newest) = self.windows.back() {
-            let p: *const (Window, u64) = newest;
-            prefetch(p);
-            // The next slot, unless the ring wraps there (then a wasted hint).
-            prefetch(p.wrapping_add(1));
-        }
-        if self.windows.len() >= self.keep as usize {
-            if let Some(oldest) = self.windows.front() {
-                let p: *const (Window, u64) = oldest;
-                prefetch(p.wrapping_add(1));
-            }
-        }
+        let w = self.window_slot(self.first.wrapping_add(self.count));
+        prefetch(self.windows.as_ptr().wrapping_add(w));
         let i = self.end as usize & self.groups.capacity().wrapping_sub(1);
         match &self.groups {
             Groups::Pairs(p) => prefetch(p.as_ptr().wrapping_add(i)),
@@ -295,27 +339,37 @@ impl History {
 
     /// Keeps nothing (the rings stay for later windows).
     pub(crate) fn clear(&mut self) {
-        self.windows.clear();
+        self.count = 0;
         self.base = self.end;
     }
 
     /// The kept window starting at `start_ns` and its groups.
     pub(crate) fn find(&self, start_ns: u64) -> Option<(Window, impl Iterator<Item = (&FlowKey, &[f64])>)> {
-        let i = self.windows.iter().position(|(w, _)| w.start_ns == start_ns)?;
-        Some(self.window_at(i))
+        let i = (0..self.count).position(|i| {
+            self.windows[self.window_slot(self.first.wrapping_add(i))]
+                .0
+                .start_ns
+                == start_ns
+        })?;
+        Some(self.window_at(i as u32))
     }
 
     /// The newest window and its groups.
     pub(crate) fn newest(&self) -> Option<(Window, impl Iterator<Item = (&FlowKey, &[f64])>)> {
-        let n = self.windows.len();
-        (n > 0).then(|| self.window_at(n - 1))
+        (self.count > 0).then(|| self.window_at(self.count - 1))
     }
 
-    fn window_at(&self, i: usize) -> (Window, impl Iterator<Item = (&FlowKey, &[f64])>) {
-        let (window, from) = self.windows[i];
-        let to = self.windows.get(i + 1).map_or(self.end, |w| w.1);
+    /// The `i`th kept window (0: the oldest) and its groups.
+    fn window_at(&self, i: u32) -> (Window, impl Iterator<Item = (&FlowKey, &[f64])>) {
+        let k = self.first.wrapping_add(i);
+        let (window, from) = self.windows[self.window_slot(k)];
+        let to = if i + 1 < self.count {
+            self.windows[self.window_slot(k.wrapping_add(1))].1
+        } else {
+            self.end
+        };
         let stride = self.stride();
-        let groups = (from..to).map(move |n| self.groups.get(n, stride));
+        let groups = (0..to.wrapping_sub(from)).map(move |j| self.groups.get(from.wrapping_add(j), stride));
         (window, groups)
     }
 }
@@ -323,6 +377,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
     use std::net::{IpAddr, Ipv4Addr};
 
     fn key(i: u32) -> FlowKey {
@@ -440,6 +495,28 @@ mod tests {
                     let got: Vec<_> = got.map(|(k, v)| (*k, v.to_vec())).collect();
                     assert_eq!(&got, groups, "stride {stride}, window {i}");
                 }
+            }
+        }
+    }
+
+    /// Window and group numbers wrap around `u32::MAX` unnoticed.
+    #[test]
+    fn numbers_wrap() {
+        let mut h = History::new(1);
+        h.reserve(3);
+        (h.first, h.base, h.end) = (u32::MAX - 2, u32::MAX - 4, u32::MAX - 4);
+        for i in 0..20u64 {
+            h.start_window(window(i), 3);
+            for g in 0..(i % 4) as u32 {
+                h.push_slice(key(g), &[i as f64]);
+            }
+            let kept: Vec<_> = (i.saturating_sub(2)..=i).collect();
+            assert_eq!(h.len(), kept.len());
+            for &j in &kept {
+                let (_, got) = h.find(j * 10).expect("kept");
+                let got: Vec<_> = got.map(|(k, v)| (*k, v.to_vec())).collect();
+                let want: Vec<_> = (0..(j % 4) as u32).map(|g| (key(g), vec![j as f64])).collect();
+                assert_eq!(got, want, "window {j} after {i}");
             }
         }
     }
