@@ -41,7 +41,7 @@ use crate::prefetch::prefetch;
 #[derive(Debug)]
 pub(crate) struct History {
     /// Window ring: each kept window with the number of its first group.
-    windows: Box<[(Window, u32)]>,
+    windows: Box<[Slot]>,
     /// Number of the oldest kept window.
     first: u32,
     /// Windows kept.
@@ -63,7 +63,7 @@ pub(crate) struct History {
 #[derive(Debug)]
 enum Groups {
     /// One value per group, beside its key.
-    Pairs(Box<[(FlowKey, f64)]>),
+    Pairs(Box<[Pair]>),
     /// Any other number of values per group: `stride` values each.
     Split {
         keys: Box<[FlowKey]>,
@@ -85,8 +85,8 @@ impl Groups {
         let i = n as usize & self.capacity().wrapping_sub(1);
         match self {
             Groups::Pairs(p) => {
-                let (k, v) = &p[i];
-                (k, std::slice::from_ref(v))
+                let Pair { key, value } = &p[i];
+                (key, std::slice::from_ref(value))
             }
             Groups::Split { keys, values } => (&keys[i], &values[i * stride..(i + 1) * stride]),
         }
@@ -100,7 +100,7 @@ impl Groups {
         let numbers = (0..to.wrapping_sub(from)).map(|k| from.wrapping_add(k) as usize);
         match self {
             Groups::Pairs(p) => {
-                let mut q = vec![(FlowKey::default(), f64::NAN); capacity].into_boxed_slice();
+                let mut q = vec![Pair::default(); capacity].into_boxed_slice();
                 for n in numbers {
                     q[n & new] = p[n & old];
                 }
@@ -120,17 +120,45 @@ impl Groups {
     }
 }
 
+/// A group of a history with one value a group: a line each (the ring is
+/// line-aligned), so that writing one never touches two lines (at 48
+/// bytes, half of them straddled two).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Pair {
+    key: FlowKey,
+    value: f64,
+}
+
+impl Default for Pair {
+    fn default() -> Self {
+        Pair {
+            key: FlowKey::default(),
+            value: f64::NAN,
+        }
+    }
+}
+
+/// A kept window and the number of its first group: half a line, so that
+/// writing one never touches two lines.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
+struct Slot {
+    window: Window,
+    first: u32,
+}
+
 /// Most windows a trigger's history reserves room for up front.
 const RESERVE_MAX: usize = 64;
 
 /// A window slot's filler.
-const NO_WINDOW: (Window, u32) = (
-    Window {
+const NO_WINDOW: Slot = Slot {
+    window: Window {
         start_ns: 0,
         end_ns: 0,
     },
-    0,
-);
+    first: 0,
+};
 
 impl History {
     /// An empty history of windows with `stride` values per group.
@@ -152,7 +180,7 @@ impl History {
             end: 0,
             stride: u32::try_from(stride).unwrap_or(u32::MAX),
             keep: 1,
-            newest: NO_WINDOW.0,
+            newest: NO_WINDOW.window,
         }
     }
 
@@ -179,7 +207,7 @@ impl History {
 
     /// Start of the oldest kept window.
     pub(crate) fn oldest_start(&self) -> Option<u64> {
-        (self.count > 0).then(|| self.windows[self.window_slot(self.first)].0.start_ns)
+        (self.count > 0).then(|| self.windows[self.window_slot(self.first)].window.start_ns)
     }
 
     /// Room for `keep` windows and twice as many groups, once: most
@@ -235,7 +263,7 @@ impl History {
     #[inline(never)]
     fn make_room(&mut self) {
         self.base = if self.count > 0 {
-            self.windows[self.window_slot(self.first)].1
+            self.windows[self.window_slot(self.first)].first
         } else {
             self.end
         };
@@ -273,7 +301,10 @@ impl History {
             self.grow_windows(self.count as usize + 1);
         }
         let slot = self.window_slot(self.first.wrapping_add(self.count));
-        self.windows[slot] = (window, self.end);
+        self.windows[slot] = Slot {
+            window,
+            first: self.end,
+        };
         self.count += 1;
         self.newest = window;
     }
@@ -286,7 +317,7 @@ impl History {
             Groups::Pairs(p) => {
                 // Keep the layout even if a caller gave none.
                 let v = values.into_iter().next().unwrap_or(f64::NAN);
-                p[i] = (key, v);
+                p[i] = Pair { key, value: v };
             }
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
@@ -311,7 +342,12 @@ impl History {
         }
         let i = self.next_slot();
         match &mut self.groups {
-            Groups::Pairs(p) => p[i] = (key, values[0]),
+            Groups::Pairs(p) => {
+                p[i] = Pair {
+                    key,
+                    value: values[0],
+                }
+            }
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
                 vals[i * stride..(i + 1) * stride].copy_from_slice(values);
@@ -347,7 +383,7 @@ impl History {
     pub(crate) fn find(&self, start_ns: u64) -> Option<(Window, impl Iterator<Item = (&FlowKey, &[f64])>)> {
         let i = (0..self.count).position(|i| {
             self.windows[self.window_slot(self.first.wrapping_add(i))]
-                .0
+                .window
                 .start_ns
                 == start_ns
         })?;
@@ -362,9 +398,9 @@ impl History {
     /// The `i`th kept window (0: the oldest) and its groups.
     fn window_at(&self, i: u32) -> (Window, impl Iterator<Item = (&FlowKey, &[f64])>) {
         let k = self.first.wrapping_add(i);
-        let (window, from) = self.windows[self.window_slot(k)];
+        let Slot { window, first: from } = self.windows[self.window_slot(k)];
         let to = if i + 1 < self.count {
-            self.windows[self.window_slot(k.wrapping_add(1))].1
+            self.windows[self.window_slot(k.wrapping_add(1))].first
         } else {
             self.end
         };
