@@ -62,8 +62,10 @@ pub(crate) struct History {
 /// power of two): group `n` sits at `n & (capacity - 1)`.
 #[derive(Debug)]
 enum Groups {
-    /// One value per group, beside its key.
-    Pairs(Box<[Pair]>),
+    /// One value per group, beside its key. The ring is the `Vec`'s
+    /// capacity, filled as groups come (see [`put_pair`]): reserving it, on
+    /// a trigger's first flow in the packet path, writes nothing.
+    Pairs(Vec<Pair>),
     /// Any other number of values per group: `stride` values each.
     Split {
         keys: Box<[FlowKey]>,
@@ -74,7 +76,7 @@ enum Groups {
 impl Groups {
     fn capacity(&self) -> usize {
         match self {
-            Groups::Pairs(p) => p.len(),
+            Groups::Pairs(p) => p.capacity(),
             Groups::Split { keys, .. } => keys.len(),
         }
     }
@@ -100,7 +102,9 @@ impl Groups {
         let numbers = (0..to.wrapping_sub(from)).map(|k| from.wrapping_add(k) as usize);
         match self {
             Groups::Pairs(p) => {
-                let mut q = vec![Pair::default(); capacity].into_boxed_slice();
+                // Exactly `capacity` (`Vec::with_capacity` guarantees it).
+                let mut q = Vec::with_capacity(capacity);
+                q.resize(capacity, Pair::default());
                 for n in numbers {
                     q[n & new] = p[n & old];
                 }
@@ -139,6 +143,23 @@ impl Default for Pair {
     }
 }
 
+/// Writes `pair` at slot `i` (below `p`'s capacity) of a ring filled as
+/// groups come: the slots up to the first write past the end are filled
+/// (none, when groups are numbered from 0 on).
+#[inline]
+fn put_pair(p: &mut Vec<Pair>, i: usize, pair: Pair) {
+    debug_assert!(i < p.capacity());
+    if let Some(slot) = p.get_mut(i) {
+        *slot = pair;
+    } else {
+        if i > p.len() {
+            p.resize(i, Pair::default());
+        }
+        // Within the capacity: no reallocation.
+        p.push(pair);
+    }
+}
+
 /// A kept window and the number of its first group: half a line, so that
 /// writing one never touches two lines.
 #[derive(Clone, Copy, Debug)]
@@ -164,7 +185,7 @@ impl History {
     /// An empty history of windows with `stride` values per group.
     pub(crate) fn new(stride: usize) -> Self {
         let groups = if stride == 1 {
-            Groups::Pairs(Box::default())
+            Groups::Pairs(Vec::new())
         } else {
             Groups::Split {
                 keys: Box::default(),
@@ -210,11 +231,15 @@ impl History {
         (self.count > 0).then(|| self.windows[self.window_slot(self.first)].window.start_ns)
     }
 
-    /// Room for `keep` windows and twice as many groups, once: most
-    /// triggers have a group or two, and growing from nothing reallocates
-    /// several times (room for two a window keeps the triggers with two
-    /// from growing at all). The monitor calls it when a trigger gets its
-    /// first flow, so that the first sweep does not make every trigger's
+    /// Room for `keep` windows and four times as many groups, once: most
+    /// triggers have a group or two a window, and growing from nothing
+    /// reallocates several times. Triggers started together with like
+    /// loads fill their rings in the same sweep, so any growth comes in
+    /// bursts (at twice `keep`, a hundred triggers or more grew in each of
+    /// sweeps 10-14 of `clarion bench`); reserving four a window spares
+    /// all but the busiest, and costs no writes (a one-value ring fills as
+    /// groups come). The monitor calls it when a trigger gets its first
+    /// flow, so that the first sweep does not make every trigger's
     /// allocations at once. A long history (an agent keeps thousands of
     /// windows for polls) is reserved for [`RESERVE_MAX`] windows and
     /// grows as it fills.
@@ -231,7 +256,7 @@ impl History {
         let keep = keep.clamp(1, RESERVE_MAX);
         self.grow_windows(keep);
         if self.groups.capacity() == 0 {
-            self.grow(2 * keep);
+            self.grow(4 * keep);
         }
     }
 
@@ -255,6 +280,7 @@ impl History {
     fn grow(&mut self, need: usize) {
         let capacity = need.max(2 * self.groups.capacity()).max(1).next_power_of_two();
         self.groups = self.groups.regrown(capacity, self.base, self.end, self.stride());
+        debug_assert_eq!(self.groups.capacity(), capacity);
     }
 
     /// The group ring looked full: moves `base` up to the oldest kept
@@ -317,7 +343,7 @@ impl History {
             Groups::Pairs(p) => {
                 // Keep the layout even if a caller gave none.
                 let v = values.into_iter().next().unwrap_or(f64::NAN);
-                p[i] = Pair { key, value: v };
+                put_pair(p, i, Pair { key, value: v });
             }
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
@@ -343,10 +369,14 @@ impl History {
         let i = self.next_slot();
         match &mut self.groups {
             Groups::Pairs(p) => {
-                p[i] = Pair {
-                    key,
-                    value: values[0],
-                }
+                put_pair(
+                    p,
+                    i,
+                    Pair {
+                        key,
+                        value: values[0],
+                    },
+                );
             }
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
