@@ -62,10 +62,8 @@ pub(crate) struct History {
 /// power of two): group `n` sits at `n & (capacity - 1)`.
 #[derive(Debug)]
 enum Groups {
-    /// One value per group, beside its key. The ring is the `Vec`'s
-    /// capacity, filled as groups come (see [`put_pair`]): reserving it, on
-    /// a trigger's first flow in the packet path, writes nothing.
-    Pairs(Vec<Pair>),
+    /// One value per group, beside its key.
+    Pairs(Box<[Pair]>),
     /// Any other number of values per group: `stride` values each.
     Split {
         keys: Box<[FlowKey]>,
@@ -76,7 +74,7 @@ enum Groups {
 impl Groups {
     fn capacity(&self) -> usize {
         match self {
-            Groups::Pairs(p) => p.capacity(),
+            Groups::Pairs(p) => p.len(),
             Groups::Split { keys, .. } => keys.len(),
         }
     }
@@ -102,9 +100,7 @@ impl Groups {
         let numbers = (0..to.wrapping_sub(from)).map(|k| from.wrapping_add(k) as usize);
         match self {
             Groups::Pairs(p) => {
-                // Exactly `capacity` (`Vec::with_capacity` guarantees it).
-                let mut q = Vec::with_capacity(capacity);
-                q.resize(capacity, Pair::default());
+                let mut q = vec![Pair::default(); capacity].into_boxed_slice();
                 for n in numbers {
                     q[n & new] = p[n & old];
                 }
@@ -143,23 +139,6 @@ impl Default for Pair {
     }
 }
 
-/// Writes `pair` at slot `i` (below `p`'s capacity) of a ring filled as
-/// groups come: the slots up to the first write past the end are filled
-/// (none, when groups are numbered from 0 on).
-#[inline]
-fn put_pair(p: &mut Vec<Pair>, i: usize, pair: Pair) {
-    debug_assert!(i < p.capacity());
-    if let Some(slot) = p.get_mut(i) {
-        *slot = pair;
-    } else {
-        if i > p.len() {
-            p.resize(i, Pair::default());
-        }
-        // Within the capacity: no reallocation.
-        p.push(pair);
-    }
-}
-
 /// A kept window and the number of its first group: half a line, so that
 /// writing one never touches two lines.
 #[derive(Clone, Copy, Debug)]
@@ -185,7 +164,7 @@ impl History {
     /// An empty history of windows with `stride` values per group.
     pub(crate) fn new(stride: usize) -> Self {
         let groups = if stride == 1 {
-            Groups::Pairs(Vec::new())
+            Groups::Pairs(Box::default())
         } else {
             Groups::Split {
                 keys: Box::default(),
@@ -237,10 +216,12 @@ impl History {
     /// loads fill their rings in the same sweep, so any growth comes in
     /// bursts (at twice `keep`, a hundred triggers or more grew in each of
     /// sweeps 10-14 of `clarion bench`); reserving four a window spares
-    /// all but the busiest, and costs no writes (a one-value ring fills as
-    /// groups come). The monitor calls it when a trigger gets its first
-    /// flow, so that the first sweep does not make every trigger's
-    /// allocations at once. A long history (an agent keeps thousands of
+    /// all but the busiest. The rings are written in full here (the memory
+    /// is fresh), so that the sweep does not take those page faults: left
+    /// to fill as groups came, the first sweep took ~200 µs instead of
+    /// ~125. The monitor calls it when a trigger gets its first flow, so
+    /// that the first sweep does not make every trigger's allocations at
+    /// once. A long history (an agent keeps thousands of
     /// windows for polls) is reserved for [`RESERVE_MAX`] windows and
     /// grows as it fills.
     #[inline]
@@ -280,7 +261,6 @@ impl History {
     fn grow(&mut self, need: usize) {
         let capacity = need.max(2 * self.groups.capacity()).max(1).next_power_of_two();
         self.groups = self.groups.regrown(capacity, self.base, self.end, self.stride());
-        debug_assert_eq!(self.groups.capacity(), capacity);
     }
 
     /// The group ring looked full: moves `base` up to the oldest kept
@@ -343,7 +323,7 @@ impl History {
             Groups::Pairs(p) => {
                 // Keep the layout even if a caller gave none.
                 let v = values.into_iter().next().unwrap_or(f64::NAN);
-                put_pair(p, i, Pair { key, value: v });
+                p[i] = Pair { key, value: v };
             }
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
@@ -369,14 +349,10 @@ impl History {
         let i = self.next_slot();
         match &mut self.groups {
             Groups::Pairs(p) => {
-                put_pair(
-                    p,
-                    i,
-                    Pair {
-                        key,
-                        value: values[0],
-                    },
-                );
+                p[i] = Pair {
+                    key,
+                    value: values[0],
+                }
             }
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
@@ -565,15 +541,17 @@ mod tests {
         }
     }
 
-    /// Window and group numbers wrap around `u32::MAX` unnoticed.
+    /// Window and group numbers wrap around `u32::MAX` unnoticed, also
+    /// while the rings grow (window 10).
     #[test]
     fn numbers_wrap() {
         let mut h = History::new(1);
         h.reserve(3);
         (h.first, h.base, h.end) = (u32::MAX - 2, u32::MAX - 4, u32::MAX - 4);
+        let groups = |j: u64| if j == 10 { 40 } else { (j % 4) as u32 };
         for i in 0..20u64 {
             h.start_window(window(i), 3);
-            for g in 0..(i % 4) as u32 {
+            for g in 0..groups(i) {
                 h.push_slice(key(g), &[i as f64]);
             }
             let kept: Vec<_> = (i.saturating_sub(2)..=i).collect();
@@ -581,7 +559,7 @@ mod tests {
             for &j in &kept {
                 let (_, got) = h.find(j * 10).expect("kept");
                 let got: Vec<_> = got.map(|(k, v)| (*k, v.to_vec())).collect();
-                let want: Vec<_> = (0..(j % 4) as u32).map(|g| (key(g), vec![j as f64])).collect();
+                let want: Vec<_> = (0..groups(j)).map(|g| (key(g), vec![j as f64])).collect();
                 assert_eq!(got, want, "window {j} after {i}");
             }
         }
