@@ -151,6 +151,10 @@ struct Slot {
 /// Most windows a trigger's history reserves room for up front.
 const RESERVE_MAX: usize = 64;
 
+/// Groups a trigger's history reserves room for up front at four a window
+/// (a 4 KB ring of one-value groups); past that, at two a window.
+const RESERVE_GROUPS: usize = 64;
+
 /// A window slot's filler.
 const NO_WINDOW: Slot = Slot {
     window: Window {
@@ -210,20 +214,20 @@ impl History {
         (self.count > 0).then(|| self.windows[self.window_slot(self.first)].window.start_ns)
     }
 
-    /// Room for `keep` windows and four times as many groups, once: most
-    /// triggers have a group or two a window, and growing from nothing
-    /// reallocates several times. Triggers started together with like
-    /// loads fill their rings in the same sweep, so any growth comes in
-    /// bursts (at twice `keep`, a hundred triggers or more grew in each of
-    /// sweeps 10-14 of `clarion bench`); reserving four a window spares
-    /// all but the busiest. The rings are written in full here (the memory
-    /// is fresh), so that the sweep does not take those page faults: left
-    /// to fill as groups came, the first sweep took ~200 µs instead of
-    /// ~125. The monitor calls it when a trigger gets its first flow, so
-    /// that the first sweep does not make every trigger's allocations at
-    /// once. A long history (an agent keeps thousands of
-    /// windows for polls) is reserved for [`RESERVE_MAX`] windows and
-    /// grows as it fills.
+    /// Room for `keep` windows and, once, for four groups a window up to
+    /// [`RESERVE_GROUPS`], two past it: most triggers have a group or two a window,
+    /// and growing from nothing reallocates several times. Triggers
+    /// started together with like loads fill their rings in the same
+    /// sweep, so any growth comes in bursts (with room for two a window, a
+    /// hundred triggers or more grew in each of sweeps 10-14 of `clarion
+    /// bench`, at the default 16 windows); four a window there spares all
+    /// but the busiest. The rings are written in full here (the memory is
+    /// fresh), so that the sweep does not take those page faults: left to
+    /// fill as groups came, the first sweep took ~200 µs instead of ~125.
+    /// The monitor calls it when a trigger gets its first flow, so that
+    /// the first sweep does not make every trigger's allocations at once.
+    /// A long history (an agent keeps thousands of windows for polls) is
+    /// reserved for [`RESERVE_MAX`] windows and grows as it fills.
     #[inline]
     pub(crate) fn reserve(&mut self, keep: usize) {
         if self.windows.is_empty() {
@@ -237,7 +241,7 @@ impl History {
         let keep = keep.clamp(1, RESERVE_MAX);
         self.grow_windows(keep);
         if self.groups.capacity() == 0 {
-            self.grow(4 * keep);
+            self.grow((4 * keep).min(RESERVE_GROUPS).max(2 * keep));
         }
     }
 
