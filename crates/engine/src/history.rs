@@ -4,9 +4,9 @@
 //! # Layout
 //! All windows share one ring of groups, in window order: with one value
 //! per group (most triggers) and a small ring, each key sits beside its
-//! value in a line of its own, so the sweep writes one line per group;
-//! with more values, or more groups, keys and values (`stride` a group)
-//! are two packed rings. Groups are numbered in the order they were added
+//! value in a line of its own, so the sweep writes one line per group
+//! (packed, 48 bytes a group, once the ring grew); with more values, keys
+//! and values (`stride` a group) are two rings. Groups are numbered in the order they were added
 //! (wrapping `u32`s); group `n` sits at `n` modulo the rings' capacity, a
 //! power of two. The kept windows, each with the number of its first
 //! group, are a ring of their own, numbered the same way. A new window is
@@ -15,7 +15,7 @@
 //! freed). So closing a window costs the same in every sweep, and triggers
 //! started together never drop their old windows all in one sweep (as a
 //! bulk drop did, with one `memmove` each). The header caches the newest
-//! window, so that the sweep's test "is this window started" reads no
+//! window's start, so that the sweep's test "is this window started" reads no
 //! ring: closing a window only writes the rings' ends.
 //!
 //! The groups' ring learns where the oldest kept group is (`base`) only
@@ -26,7 +26,8 @@
 //! # Invariants
 //! - `count` <= `keep` after `start_window`; the kept windows are numbers
 //!   `first..first + count`, in closing order, their first groups in
-//!   adding order; `newest` is the newest one's window when `count` > 0.
+//!   adding order; `newest_start` is the newest one's start when `count`
+//!   > 0.
 //! - `base` is at or before the first group of the oldest kept window
 //!   (`end` when none is kept), and `end - base` <= the groups' capacity:
 //!   the groups from `base` on are in the ring.
@@ -55,18 +56,19 @@ pub(crate) struct History {
     stride: u32,
     /// Windows kept (at least 1), as the latest `start_window` was told.
     keep: u32,
-    /// The newest kept window (when `count` > 0).
-    newest: Window,
+    /// Start of the newest kept window (when `count` > 0).
+    newest_start: u64,
 }
 
 /// The groups' keys and values, as rings of the same capacity (0 or a
 /// power of two): group `n` sits at `n & (capacity - 1)`.
 #[derive(Debug)]
 enum Groups {
-    /// One value per group, beside its key.
+    /// One value per group, beside its key, a line each.
     Pairs(Box<[Pair]>),
-    /// Any other number of values per group, `stride` each, or one when
-    /// a ring of pairs grew past [`PAIRS_MAX`].
+    /// The same packed, once a ring of pairs grew past [`PAIRS_MAX`].
+    Packed(Box<[(FlowKey, f64)]>),
+    /// Any other number of values per group: `stride` values each.
     Split {
         keys: Box<[FlowKey]>,
         values: Box<[f64]>,
@@ -77,6 +79,7 @@ impl Groups {
     fn capacity(&self) -> usize {
         match self {
             Groups::Pairs(p) => p.len(),
+            Groups::Packed(p) => p.len(),
             Groups::Split { keys, .. } => keys.len(),
         }
     }
@@ -89,6 +92,10 @@ impl Groups {
             Groups::Pairs(p) => {
                 let Pair { key, value } = &p[i];
                 (key, std::slice::from_ref(value))
+            }
+            Groups::Packed(p) => {
+                let (k, v) = &p[i];
+                (k, std::slice::from_ref(v))
             }
             Groups::Split { keys, values } => (&keys[i], &values[i * stride..(i + 1) * stride]),
         }
@@ -109,15 +116,19 @@ impl Groups {
                 Groups::Pairs(q)
             }
             Groups::Pairs(p) => {
-                // Many groups a window: packed, keys and values apart.
-                let mut k = vec![FlowKey::default(); capacity].into_boxed_slice();
-                let mut v = vec![f64::NAN; capacity].into_boxed_slice();
+                // Many groups a window: packed.
+                let mut q = vec![(FlowKey::default(), f64::NAN); capacity].into_boxed_slice();
                 for n in numbers {
-                    let (i, j) = (n & old, n & new);
-                    k[j] = p[i].key;
-                    v[j] = p[i].value;
+                    q[n & new] = (p[n & old].key, p[n & old].value);
                 }
-                Groups::Split { keys: k, values: v }
+                Groups::Packed(q)
+            }
+            Groups::Packed(p) => {
+                let mut q = vec![(FlowKey::default(), f64::NAN); capacity].into_boxed_slice();
+                for n in numbers {
+                    q[n & new] = p[n & old];
+                }
+                Groups::Packed(q)
             }
             Groups::Split { keys, values } => {
                 let mut k = vec![FlowKey::default(); capacity].into_boxed_slice();
@@ -139,8 +150,8 @@ impl Groups {
 /// [`PAIRS_MAX`] groups: a trigger with tens of groups a window writes
 /// them in a row, where the padding is only more lines (`clarion bench
 /// --flows 20000 --arrival 20000` swept in 15.7 ms instead of 9.4 with
-/// every ring of lines), so a ring grown past it is two packed rings,
-/// keys and values (as [`Groups::Split`] with one value a group).
+/// every ring of lines), so a ring grown past it packs them
+/// ([`Groups::Packed`]; as two rings, keys and values, 10.8 ms).
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 struct Pair {
@@ -205,7 +216,7 @@ impl History {
             end: 0,
             stride: u32::try_from(stride).unwrap_or(u32::MAX),
             keep: 1,
-            newest: NO_WINDOW.window,
+            newest_start: 0,
         }
     }
 
@@ -224,10 +235,10 @@ impl History {
         k as usize & self.windows.len().wrapping_sub(1)
     }
 
-    /// The newest kept window.
+    /// Start of the newest kept window.
     #[inline]
-    pub(crate) fn newest_window(&self) -> Option<Window> {
-        (self.count > 0).then_some(self.newest)
+    pub(crate) fn newest_start(&self) -> Option<u64> {
+        (self.count > 0).then_some(self.newest_start)
     }
 
     /// Start of the oldest kept window.
@@ -337,7 +348,7 @@ impl History {
             first: self.end,
         };
         self.count += 1;
-        self.newest = window;
+        self.newest_start = window.start_ns;
     }
 
     /// Adds a group to the newest window; `values` must yield `stride` values.
@@ -349,6 +360,10 @@ impl History {
                 // Keep the layout even if a caller gave none.
                 let v = values.into_iter().next().unwrap_or(f64::NAN);
                 p[i] = Pair { key, value: v };
+            }
+            Groups::Packed(p) => {
+                // Keep the layout even if a caller gave none.
+                p[i] = (key, values.into_iter().next().unwrap_or(f64::NAN));
             }
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
@@ -379,6 +394,7 @@ impl History {
                     value: values[0],
                 }
             }
+            Groups::Packed(p) => p[i] = (key, values[0]),
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
                 vals[i * stride..(i + 1) * stride].copy_from_slice(values);
@@ -397,6 +413,7 @@ impl History {
         let i = self.end as usize & self.groups.capacity().wrapping_sub(1);
         match &self.groups {
             Groups::Pairs(p) => prefetch(p.as_ptr().wrapping_add(i)),
+            Groups::Packed(p) => prefetch(p.as_ptr().wrapping_add(i)),
             Groups::Split { keys, values } => {
                 prefetch(keys.as_ptr().wrapping_add(i));
                 prefetch(values.as_ptr().wrapping_add(i * self.stride()));
