@@ -607,6 +607,30 @@ mod tests {
         }
     }
 
+    /// A one-value ring grows from lines of pairs to packed pairs and on.
+    #[test]
+    fn one_value_rings_pack_as_they_grow() {
+        let mut h = History::new(1);
+        h.reserve(2);
+        assert!(matches!(h.groups, Groups::Pairs(_)));
+        for i in 0..6u64 {
+            h.start_window(window(i), 2);
+            for g in 0..(i as u32 * 60) {
+                h.push_group(key(g), [f64::from(g) + i as f64]);
+            }
+            for j in i.saturating_sub(1)..=i {
+                let (_, got) = h.find(j * 10).expect("kept");
+                let got: Vec<_> = got.map(|(k, v)| (*k, v.to_vec())).collect();
+                let want: Vec<_> = (0..(j as u32 * 60))
+                    .map(|g| (key(g), vec![f64::from(g) + j as f64]))
+                    .collect();
+                assert_eq!(got, want, "window {j} after {i}");
+            }
+        }
+        assert!(matches!(h.groups, Groups::Packed(_)));
+        assert!(h.groups.capacity() >= 600);
+    }
+
     #[test]
     fn keep_zero_still_holds_the_newest_window() {
         let mut h = History::new(1);
