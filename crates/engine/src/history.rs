@@ -256,8 +256,10 @@ impl History {
     /// but the busiest. The rings are written in full here (the memory is
     /// fresh), so that the sweep does not take those page faults: left to
     /// fill as groups came, the first sweep took ~200 µs instead of ~125.
-    /// The monitor calls it when a trigger gets its first flow, so that
-    /// the first sweep does not make every trigger's allocations at once.
+    /// The monitor calls it when it makes a match set with the trigger
+    /// (the trigger's first flow makes one), so that the first sweep does
+    /// not make every trigger's allocations at once, and a new flow of a
+    /// known set touches none of its triggers.
     /// A long history (an agent keeps thousands of windows for polls) is
     /// reserved for [`RESERVE_MAX`] windows and grows as it fills.
     #[inline]
@@ -265,6 +267,15 @@ impl History {
         if self.windows.is_empty() {
             self.reserve_first(keep);
         }
+    }
+
+    /// Bytes [`History::reserve`] allocates for a one-value history
+    /// keeping `keep` windows (the monitor commits that much heap per
+    /// trigger before traffic, [`crate::Monitor::prefault`]).
+    pub(crate) fn reserve_bytes(keep: usize) -> usize {
+        let keep = keep.clamp(1, RESERVE_MAX);
+        let groups = (4 * keep).min(RESERVE_GROUPS).max(2 * keep).next_power_of_two();
+        keep.next_power_of_two() * std::mem::size_of::<Slot>() + groups * std::mem::size_of::<Pair>()
     }
 
     #[cold]

@@ -26,6 +26,7 @@ use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 use crate::config::{Counters, MonitorConfig};
 use crate::dos_filter::DosFilter;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
+use crate::history::History;
 use crate::key::{one_flow_per_group, report_group};
 use crate::match_set::MatchSet;
 use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
@@ -776,15 +777,17 @@ impl Monitor {
     /// Commits the memory the monitor will use now (`tuning.prefault`), so
     /// that packets and sweeps do not wait for the kernel to allocate and
     /// zero pages: the flow table's full capacity (measured: a 30 ms stall
-    /// at the start of traffic without it) and [`crate::HEAP_RESERVE`] of
-    /// the calling thread's heap, which histories, sets and slabs grow into
-    /// over the first epochs (~2,600 page faults in a 5 M-packet
+    /// at the start of traffic without it), and [`crate::HEAP_RESERVE`] plus
+    /// the installed triggers' history rings of the calling thread's heap,
+    /// which histories, sets and slabs grow into over the first epochs (~2,600 page faults in a 5 M-packet
     /// `clarion bench` run without it). Call it from the thread that will
     /// run the monitor, before traffic starts.
     pub fn prefault(&mut self) {
         if self.config.tuning.prefault {
             self.flows.populate();
-            crate::heap::reserve_heap(crate::heap::HEAP_RESERVE);
+            // Each trigger's history rings are reserved on its first flow.
+            let rings = self.triggers.len() * History::reserve_bytes(self.config.history_windows);
+            crate::heap::reserve_heap(crate::heap::HEAP_RESERVE + rings);
         }
     }
 
