@@ -2,17 +2,18 @@
 //! first epochs (trigger histories filling up, match sets and their
 //! statistics slabs appearing), and each fresh heap page costs a page
 //! fault in the middle of a batch or a sweep, a few microseconds each on a
-//! virtual machine (measured: ~900 faults in a 5 M-packet `clarion bench`
-//! run, 425 of them inside sweeps). [`reserve_heap`] faults that memory in
-//! up front, in the thread that will run the monitor, and keeps the
-//! allocator from giving it back.
+//! virtual machine (measured: 2,686 faults inside a 5 M-packet `clarion
+//! bench` loop, hundreds of them in sweeps). [`reserve_heap`] faults that
+//! memory in up front, in the thread that will run the monitor, and keeps
+//! the allocator from giving it back.
 //!
 //! Only glibc's allocator is handled (the one Rust's `System` uses on
 //! Linux); elsewhere it does nothing.
 
-/// What a monitor's thread reserves by default: room for the histories of
-/// thousands of triggers (~6 MiB at 4,096 triggers and 16 windows) and the
-/// sets and slabs new flows bring, with a margin.
+/// What a monitor's thread reserves besides its triggers' history rings
+/// (which [`crate::Monitor::prefault`] adds): room for the match sets,
+/// statistics slabs and flow lists new flows bring, and for histories
+/// that outgrow their rings, with a margin.
 pub const HEAP_RESERVE: usize = 32 << 20;
 
 /// Blocks the reservation is made of: below glibc's default mmap threshold
@@ -47,9 +48,9 @@ fn keep_freed_memory() -> bool {
     unsafe { libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30) == 1 }
 }
 
-/// Allocates `bytes` in blocks, writes one byte per page so the kernel
-/// backs every page now, then frees them all: they merge back into the
-/// heap's top, committed.
+/// Allocates `bytes` in blocks, writes them so the kernel backs every
+/// page now, then frees them all: they merge back into the heap's top,
+/// committed.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn touch_blocks(bytes: usize) -> bool {
     let mut blocks: Vec<Vec<u8>> = Vec::new();

@@ -777,11 +777,12 @@ impl Monitor {
     /// Commits the memory the monitor will use now (`tuning.prefault`), so
     /// that packets and sweeps do not wait for the kernel to allocate and
     /// zero pages: the flow table's full capacity (measured: a 30 ms stall
-    /// at the start of traffic without it), and [`crate::HEAP_RESERVE`] plus
-    /// the installed triggers' history rings of the calling thread's heap,
-    /// which histories, sets and slabs grow into over the first epochs (~2,600 page faults in a 5 M-packet
-    /// `clarion bench` run without it). Call it from the thread that will
-    /// run the monitor, before traffic starts.
+    /// at the start of traffic without it), and, of the calling thread's
+    /// heap, [`crate::HEAP_RESERVE`] plus the installed triggers' history
+    /// rings, which histories, sets and slabs grow into over the first
+    /// epochs (~2,600 page faults in a 5 M-packet `clarion bench` run
+    /// without it). Call it from the thread that will run the monitor,
+    /// before traffic starts.
     pub fn prefault(&mut self) {
         if self.config.tuning.prefault {
             self.flows.populate();
