@@ -532,10 +532,23 @@ fn measure(
     let (bytes, frames) = (w.bytes(), w.frames());
     let mut out = Vec::new();
     let mut reports = Vec::new();
-    let mut per_packet_ns = Vec::with_capacity(frames.len() / batch + 1);
-    let mut sweep_ns = Vec::new();
+    // The loop's own vectors, written once now so that filling them takes
+    // no page fault inside the timed loop.
+    let committed = |n: usize| {
+        let mut v = vec![1u64; n];
+        v.clear();
+        v
+    };
+    let mut per_packet_ns: Vec<f64> = vec![1.0; frames.len() / batch + 1];
+    per_packet_ns.clear();
+    let span = match (frames.first(), frames.last()) {
+        (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns),
+        _ => 0,
+    };
+    let epochs = usize::try_from(span / monitor.epoch_ns().max(1)).unwrap_or(0) + 2;
+    let mut sweep_ns = committed(epochs);
     let mut epochs_over_budget = 0;
-    let mut epoch_ns = Vec::new();
+    let mut epoch_ns = committed(epochs);
     let start = Instant::now();
     let mut batch_start = start;
     let mut epoch_start = start; // when the packets of the running epoch began
