@@ -286,12 +286,12 @@ fn test_flow(
     // `sum(x) op c`, the usual trigger: its value straight from the half,
     // its predicate from the trigger's first line.
     let threshold = trig.threshold.filter(|t| t.func == AggFunc::Sum);
-    let fires = match threshold.zip(set.read_sum(block, s.half, pos)) {
+    let one: f64;
+    let (fires, values): (bool, &[f64]) = match threshold.zip(set.read_sum(block, s.half, pos)) {
         Some((_, (0, _))) => return, // RTT samples only: no packet, no group
         Some((t, (_, v))) => {
-            d.values.clear();
-            d.values.push(v);
-            t.holds(v)
+            one = v;
+            (t.holds(v), std::slice::from_ref(&one))
         }
         None => {
             d.accs.clear();
@@ -300,7 +300,7 @@ fn test_flow(
                 return;
             }
             trig.values_into(&d.accs, &mut d.values);
-            trig.fires(&d.values)
+            (trig.fires(&d.values), &d.values)
         }
     };
     let window = Window {
@@ -317,10 +317,10 @@ fn test_flow(
     // One flow per group: the group is the flow's key.
     let g = *key;
     debug_assert_eq!(g, group_of(key, &trig.spec.granularity));
-    trig.history.push_slice(g, &d.values);
+    trig.history.push_slice(g, values);
     if fires {
         s.reports
-            .push(trig.report(window, &g, &d.values, &s.origin, d.completeness));
+            .push(trig.report(window, &g, values, &s.origin, d.completeness));
         if s.merge {
             s.report_triggers.push(tid);
         }
