@@ -517,6 +517,15 @@ fn pin(core: Option<usize>) -> Result<usize, String> {
     }
 }
 
+/// An empty vector with room for `n` values, its memory written once (with
+/// `fill`, not 0, which the allocator may hand over unwritten), so that
+/// filling it inside the timed loop takes no page fault.
+fn committed<T: Clone>(n: usize, fill: T) -> Vec<T> {
+    let mut v = vec![fill; n];
+    v.clear();
+    v
+}
+
 /// The timed loop. See the module documentation. With `raise_on_overrun`,
 /// each epoch over budget raises the monitor's DoS threshold, as a late
 /// sweep would on a live link. Never inlined, so a profiler can count it
@@ -532,23 +541,15 @@ fn measure(
     let (bytes, frames) = (w.bytes(), w.frames());
     let mut out = Vec::new();
     let mut reports = Vec::new();
-    // The loop's own vectors, written once now so that filling them takes
-    // no page fault inside the timed loop.
-    let committed = |n: usize| {
-        let mut v = vec![1u64; n];
-        v.clear();
-        v
-    };
-    let mut per_packet_ns: Vec<f64> = vec![1.0; frames.len() / batch + 1];
-    per_packet_ns.clear();
+    let mut per_packet_ns = committed(frames.len() / batch + 1, 1.0);
     let span = match (frames.first(), frames.last()) {
         (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns),
         _ => 0,
     };
     let epochs = usize::try_from(span / monitor.epoch_ns().max(1)).unwrap_or(0) + 2;
-    let mut sweep_ns = committed(epochs);
+    let mut sweep_ns = committed(epochs, 1u64);
     let mut epochs_over_budget = 0;
-    let mut epoch_ns = committed(epochs);
+    let mut epoch_ns = committed(epochs, 1u64);
     let start = Instant::now();
     let mut batch_start = start;
     let mut epoch_start = start; // when the packets of the running epoch began

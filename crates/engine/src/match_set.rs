@@ -36,7 +36,7 @@ pub(crate) struct MatchSet {
     half_words: usize,
     /// Per half, the start of the latest epoch in which some member flow
     /// wrote statistics: the monitor lists the set for that epoch's sweep once.
-    pub(crate) marked: [u64; 2],
+    marked: [u64; 2],
     /// When every measure is a bare common packet variable kept as a sum
     /// alone (as `sum(volume)`): for each such variable (by its
     /// [`common_index`]) the word offset of its sum in a half, 0 if no
@@ -229,6 +229,16 @@ impl MatchSet {
             }
         }
         fresh
+    }
+
+    /// Marks the set as written in the epoch starting at `epoch` (in
+    /// `half`); true the first time, when the monitor lists it for that
+    /// epoch's sweep.
+    #[inline]
+    pub(crate) fn mark(&mut self, half: usize, epoch: u64) -> bool {
+        let first = self.marked[half] != epoch;
+        self.marked[half] = epoch;
+        first
     }
 
     /// Starts loading the start of a block's half.

@@ -467,7 +467,8 @@ impl Monitor {
     /// Match and scatter one packet. Reports of windows that ended before it go to `out`.
     #[inline]
     pub fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
-        self.process_hashed(p, None, out);
+        self.count(p, out);
+        self.scatter(p, None);
     }
 
     /// [`Monitor::process`] on each packet in turn, with the same results.
@@ -564,16 +565,6 @@ impl Monitor {
         (e.live && e.key == *key).then_some(self.last_entry)
     }
 
-    /// [`Monitor::process`] with the key's [`hash_key`] and the entry its
-    /// probe most likely ends at ([`NO_ENTRY`] if none), if already computed.
-    /// Inlined into the batch loop: the call's register saves cost ~20
-    /// instructions a packet.
-    #[inline(always)]
-    fn process_hashed(&mut self, p: &PacketRecord, hint: Option<(u64, u32)>, out: &mut Vec<Report>) {
-        self.count(p, out);
-        self.scatter(p, hint);
-    }
-
     /// Moves the clock to packet `p` (closing the epoch it ends) and counts it.
     #[inline(always)]
     fn count(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
@@ -584,9 +575,12 @@ impl Monitor {
         self.vlans_seen |= p.key.has_vlan();
     }
 
-    /// The rest of [`Monitor::process_hashed`], once the clock is at the
-    /// packet and the packet is counted: find or insert its flow, update
-    /// the flow's statistics.
+    /// The rest of [`Monitor::process`], once the clock is at the packet and
+    /// the packet is counted: find or insert its flow, update the flow's
+    /// statistics. `hint` is the key's [`hash_key`] and the entry its probe
+    /// most likely ends at ([`NO_ENTRY`] if none), when the batch loop has
+    /// them. Inlined into the batch loop: the call's register saves cost
+    /// ~20 instructions a packet.
     #[inline(always)]
     fn scatter(&mut self, p: &PacketRecord, hint: Option<(u64, u32)>) {
         let t = self.now;
@@ -697,8 +691,7 @@ impl Monitor {
             return;
         };
         if s.update(block, half, self.epoch_start, p, cx, t) {
-            if s.marked[half] != self.epoch_start {
-                s.marked[half] = self.epoch_start;
+            if s.mark(half, self.epoch_start) {
                 self.active_sets[half].push(set);
             }
             if unlisted {
@@ -726,9 +719,7 @@ impl Monitor {
     /// Lists set `s` for the sweep of the current epoch (in `half`), once.
     #[inline]
     fn mark_active(&mut self, s: u32, half: usize) {
-        let set = &mut self.sets[s as usize];
-        if set.marked[half] != self.epoch_start {
-            set.marked[half] = self.epoch_start;
+        if self.sets[s as usize].mark(half, self.epoch_start) {
             self.active_sets[half].push(s);
         }
     }
