@@ -61,10 +61,7 @@ fn a_fired_network_wide_event_installs_its_instance_on_the_agents() {
     let out = wait(manager.take(), "the manager", Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    for a in agents {
-        let o = wait(a.take(), "an agent", Duration::from_secs(30));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    wait_agents(agents, Duration::from_secs(30));
     let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
     let want = reference_of(EVENTS_DD, &frames);
     let is_instance = |r: &Row| r.0.starts_with("busy_sources[");

@@ -28,14 +28,6 @@ fn assert_reference_outside_the_gap(before: &str, after: &str, frames: &[(u64, V
     assert_eq!(resumed, reference_between(frames, back_ns, end));
 }
 
-/// Waits for every agent to end (each within `limit`), successfully.
-fn wait_agents(agents: Vec<Guard>, limit: Duration) {
-    for a in agents {
-        let o = wait(a.take(), "an agent", limit);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-}
-
 fn sleep_until(start: Instant, after: Duration) {
     if let Some(left) = (start + after).checked_duration_since(Instant::now()) {
         std::thread::sleep(left);

@@ -78,10 +78,7 @@ fn two_managers_share_the_events_and_decide_each_once() {
         .collect();
     let o1 = wait(m1.take(), "manager m1", Duration::from_secs(60));
     let o2 = wait(m2.take(), "manager m2", Duration::from_secs(60));
-    for a in agents {
-        let o = wait(a.take(), "an agent", Duration::from_secs(60));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    wait_agents(agents, Duration::from_secs(60));
     let (e1, e2) = (
         String::from_utf8_lossy(&o1.stderr),
         String::from_utf8_lossy(&o2.stderr),
@@ -129,10 +126,7 @@ fn a_killed_manager_s_events_are_taken_over() {
     let o2 = wait(m2.take(), "manager m2", Duration::from_secs(60));
     let e2 = String::from_utf8_lossy(&o2.stderr);
     assert!(o2.status.success(), "{e2}");
-    for a in agents {
-        let o = wait(a.take(), "an agent", Duration::from_secs(60));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    wait_agents(agents, Duration::from_secs(60));
     // m2 took m1's events over once their entries expired (3 s lease).
     assert!(e2.matches("manager m2: now deciding").count() >= 2, "{e2}");
     let (r1, r2) = (read(d, "m1.jsonl"), read(d, "m2.jsonl"));

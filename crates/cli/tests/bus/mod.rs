@@ -370,6 +370,14 @@ pub fn paced_agent(dir: &Path, nats: &str, host: &str, pcap: &str) -> Guard {
     Guard::new(child)
 }
 
+/// Waits for every agent to end (each within `limit`), successfully.
+pub fn wait_agents(agents: Vec<Guard>, limit: Duration) {
+    for a in agents {
+        let o = wait(a.take(), "an agent", limit);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
 /// The four agents, each replaying `hosts/HOST.pcap` of `dir` at the capture's pace.
 pub fn paced_agents(dir: &Path, nats: &str) -> Vec<Guard> {
     (1..=4)
