@@ -125,6 +125,21 @@ impl Chunks {
         &mut self.list[c][i]
     }
 
+    /// Writes group `n` (which must have its chunk). Out of line, as the
+    /// rest of the chunks' code (see [`History::next_slot`]).
+    #[inline(never)]
+    fn put(&mut self, n: u32, key: FlowKey, value: f64) {
+        *self.get_mut(n) = (key, value);
+    }
+
+    /// Starts loading group `n`'s place, if it has one.
+    #[inline(never)]
+    fn prefetch(&self, n: u32) {
+        if !self.lacks(n) {
+            prefetch(self.get(n));
+        }
+    }
+
     /// True when group `n` has no chunk yet.
     #[inline]
     fn lacks(&self, n: u32) -> bool {
@@ -415,15 +430,15 @@ impl History {
 
     /// Where group `end` goes in the rings, making room for it if they
     /// are full (for chunks: adding its chunk if it has none; the place
-    /// returned is then unused). A ring of pairs with room or a chunk
-    /// with room, the sweep's usual cases, are decided inline.
+    /// returned is then unused). A ring of pairs with room, the sweep's
+    /// usual case, is decided inline; the rest is out of line, so that
+    /// it does not weigh on the code of the sweep it is inlined into.
     #[inline]
     fn next_slot(&mut self) -> usize {
         match &self.groups {
             Groups::Pairs(p) if (self.end.wrapping_sub(self.base) as usize) < p.len() => {
                 self.end as usize & (p.len() - 1)
             }
-            Groups::Chunked(c) if !c.lacks(self.end) => 0,
             _ => self.next_slot_slow(),
         }
     }
@@ -522,8 +537,26 @@ impl History {
 
     /// [`History::push_group`] from a slice: one copy when it holds
     /// `stride` values (the sweep's per-flow test calls it per group).
+    /// A ring of pairs with room, the sweep's usual case, is written
+    /// inline; the rest is out of line ([`History::push_other`]).
     #[inline]
     pub(crate) fn push_slice(&mut self, key: FlowKey, values: &[f64]) {
+        if let (Groups::Pairs(p), [value]) = (&mut self.groups, values) {
+            if (self.end.wrapping_sub(self.base) as usize) < p.len() {
+                // In bounds: the length is a power of two.
+                if let Some(slot) = p.get_mut(self.end as usize & (p.len() - 1)) {
+                    *slot = Pair { key, value: *value };
+                }
+                self.end = self.end.wrapping_add(1);
+                return;
+            }
+        }
+        self.push_other(key, values);
+    }
+
+    /// [`History::push_slice`] when the rings are full, split or chunks.
+    #[inline(never)]
+    fn push_other(&mut self, key: FlowKey, values: &[f64]) {
         let stride = self.stride();
         if values.len() != stride {
             return self.push_group(key, values.iter().copied());
@@ -537,7 +570,7 @@ impl History {
                     value: values[0],
                 }
             }
-            Groups::Chunked(c) => *c.get_mut(end) = (key, values[0]),
+            Groups::Chunked(c) => c.put(end, key, values[0]),
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
                 vals[i * stride..(i + 1) * stride].copy_from_slice(values);
@@ -556,11 +589,7 @@ impl History {
         let i = self.end as usize & self.groups.capacity().wrapping_sub(1);
         match &self.groups {
             Groups::Pairs(p) => prefetch(p.as_ptr().wrapping_add(i)),
-            Groups::Chunked(c) => {
-                if !c.lacks(self.end) {
-                    prefetch(c.get(self.end));
-                }
-            }
+            Groups::Chunked(c) => c.prefetch(self.end),
             Groups::Split { keys, values } => {
                 prefetch(keys.as_ptr().wrapping_add(i));
                 prefetch(values.as_ptr().wrapping_add(i * self.stride()));
