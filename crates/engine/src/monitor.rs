@@ -1122,8 +1122,14 @@ impl Monitor {
         }
         let budget = n / 8 + 64;
         for _ in 0..budget.min(n) {
-            let i = self.reclaim_cursor % n;
-            self.reclaim_cursor = (i + 1) % n;
+            // The table only grows, so the cursor is past its end only
+            // when it was reached: no division per visit.
+            let i = if self.reclaim_cursor < n {
+                self.reclaim_cursor
+            } else {
+                0
+            };
+            self.reclaim_cursor = if i + 1 < n { i + 1 } else { 0 };
             let e = &self.flows.entries[i];
             if e.live
                 && self.now.saturating_sub(e.last_ts) > self.config.flow_timeout_ns

@@ -280,12 +280,14 @@ impl Trigger {
     /// `monitor/sweep.rs`): the window is that one epoch, each flow its own
     /// group, every value an aggregate, and no window already open.
     #[inline]
-    pub(crate) fn tested_per_flow(&self, epoch_start: u64, epoch_len: u64, vlans_seen: bool) -> bool {
-        !self.exported
+    /// `aligned`: the epoch starts at a multiple of its length (the caller
+    /// decides it once per set, not per trigger).
+    pub(crate) fn tested_per_flow(&self, epoch_len: u64, aligned: bool, vlans_seen: bool) -> bool {
+        aligned
+            && !self.exported
             && !self.is_open
             && self.per_flow[usize::from(vlans_seen)]
             && self.interval_ns == epoch_len
-            && epoch_start.is_multiple_of(epoch_len)
     }
 
     /// True when the epoch starting at `epoch_start` belongs to a window

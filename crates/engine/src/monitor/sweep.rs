@@ -186,6 +186,7 @@ fn gather_set(
     };
     let epoch_len = s.epoch_end - s.epoch_start;
     let idle_before = s.epoch_start.saturating_sub(epoch_len);
+    let aligned = s.epoch_start.is_multiple_of(epoch_len);
     let mut parts = std::mem::take(&mut s.parts);
     parts.clear();
     for (pos, &tid) in set.triggers.iter().enumerate() {
@@ -196,8 +197,7 @@ fn gather_set(
             continue; // installed during the epoch (not due yet), or ended
         }
         // Fixed for the whole sweep: a trigger tested per flow opens no window.
-        let direct =
-            tuning.flow_windows && trig.tested_per_flow(s.epoch_start, epoch_len, s.direct.vlans_seen);
+        let direct = tuning.flow_windows && trig.tested_per_flow(epoch_len, aligned, s.direct.vlans_seen);
         parts.push(Part {
             pos: pos as u32,
             tid,
