@@ -140,6 +140,21 @@ impl Chunks {
         }
     }
 
+    /// Writes group `n` if its chunk is there (else false: see
+    /// [`Chunks::add`]). Inlined: under an attack whose flows pass the
+    /// filter, the sweep writes tens of thousands of groups an epoch.
+    #[inline]
+    fn try_put(&mut self, n: u32, key: FlowKey, value: f64) -> bool {
+        let (c, i) = self.place(n);
+        match self.list.get_mut(c).and_then(|chunk| chunk.get_mut(i)) {
+            Some(slot) => {
+                *slot = (key, value);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// True when group `n` has no chunk yet.
     #[inline]
     fn lacks(&self, n: u32) -> bool {
@@ -537,21 +552,28 @@ impl History {
 
     /// [`History::push_group`] from a slice: one copy when it holds
     /// `stride` values (the sweep's per-flow test calls it per group).
-    /// A ring of pairs with room, the sweep's usual case, is written
-    /// inline; the rest is out of line ([`History::push_other`]).
+    /// A ring of pairs with room (the sweep's usual case) or a chunk with
+    /// room is written inline; the rest is out of line
+    /// ([`History::push_other`]).
     #[inline]
     pub(crate) fn push_slice(&mut self, key: FlowKey, values: &[f64]) {
-        if let (Groups::Pairs(p), [value]) = (&mut self.groups, values) {
-            if (self.end.wrapping_sub(self.base) as usize) < p.len() {
+        match (&mut self.groups, values) {
+            (Groups::Pairs(p), [value]) if (self.end.wrapping_sub(self.base) as usize) < p.len() => {
                 // In bounds: the length is a power of two.
                 if let Some(slot) = p.get_mut(self.end as usize & (p.len() - 1)) {
                     *slot = Pair { key, value: *value };
                 }
                 self.end = self.end.wrapping_add(1);
-                return;
             }
+            (Groups::Chunked(c), [value]) => {
+                if c.try_put(self.end, key, *value) {
+                    self.end = self.end.wrapping_add(1);
+                } else {
+                    self.push_other(key, values);
+                }
+            }
+            _ => self.push_other(key, values),
         }
-        self.push_other(key, values);
     }
 
     /// [`History::push_slice`] when the rings are full, split or chunks.
