@@ -30,8 +30,10 @@
 //!   adding order; `newest_start` is the newest one's start when `count`
 //!   > 0.
 //! - `base` is at or before the first group of the oldest kept window
-//!   (`end` when none is kept), and `end - base` <= the groups' capacity:
-//!   the groups from `base` on are in the ring.
+//!   (`end` when none is kept), and the groups from `base` to `end` are
+//!   stored: in a ring, `end - base` <= its capacity; in chunks, the
+//!   chunks from `base`'s on are in the list, in order (chunks before it
+//!   go only when a chunk is added).
 //! - Both rings' capacities are 0 or powers of two; `values` holds
 //!   `stride` slots per key slot.
 
@@ -427,16 +429,22 @@ impl History {
         self.groups = self.groups.regrown(capacity, self.base, self.end, self.stride());
     }
 
-    /// The group ring looked full: moves `base` up to the oldest kept
-    /// window's first group, and grows the ring if it is full still.
-    #[cold]
-    #[inline(never)]
-    fn make_room(&mut self) {
+    /// Moves `base` up to the oldest kept window's first group (`end`
+    /// when none is kept).
+    fn move_base(&mut self) {
         self.base = if self.count > 0 {
             self.windows[self.window_slot(self.first)].first
         } else {
             self.end
         };
+    }
+
+    /// The group ring looked full: moves `base` up to the oldest kept
+    /// window's first group, and grows the ring if it is full still.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self) {
+        self.move_base();
         let held = self.end.wrapping_sub(self.base) as usize;
         if held >= self.groups.capacity() {
             self.grow(held + 1);
@@ -484,11 +492,7 @@ impl History {
     #[cold]
     #[inline(never)]
     fn add_chunk(&mut self) {
-        self.base = if self.count > 0 {
-            self.windows[self.window_slot(self.first)].first
-        } else {
-            self.end
-        };
+        self.move_base();
         let (end, base) = (self.end, self.base);
         if let Groups::Chunked(c) = &mut self.groups {
             c.add(end, base);
