@@ -80,8 +80,9 @@ pub struct Tuning {
     /// opened, merged and closed for them).
     pub flow_windows: bool,
     /// [`crate::Monitor::prefault`] commits memory before traffic: the flow
-    /// table's pages and [`crate::HEAP_RESERVE`] of the calling thread's
-    /// heap, so that the first epochs take no page faults.
+    /// table's pages and, of the calling thread's heap,
+    /// [`crate::HEAP_RESERVE`] plus the installed triggers' history rings,
+    /// so that the first epochs take no page faults.
     pub prefault: bool,
 }
 

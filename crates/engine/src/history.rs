@@ -4,20 +4,21 @@
 //! # Layout
 //! All windows share one ring of groups, in window order: with one value
 //! per group (most triggers) and a small ring, each key sits beside its
-//! value in a line of its own, so the sweep writes one line per group
-//! (once the ring would grow past 64 groups, they are packed, 48 bytes a
-//! group, in chunks that never move: see `Chunks`); with more values, keys
-//! and values (`stride` a group) are two rings. Groups are numbered in the
-//! order they were added (wrapping `u32`s); in a ring, group `n` sits at `n`
-//! modulo the ring's capacity, a power of two. The kept windows, each with the number of its first
-//! group, are a ring of their own, numbered the same way. A new window is
-//! written after the newest; once `keep` are kept, the oldest goes by
-//! moving the start of the windows' ring (O(1), nothing read, moved or
-//! freed). So closing a window costs the same in every sweep, and triggers
-//! started together never drop their old windows all in one sweep (as a
-//! bulk drop did, with one `memmove` each). The header caches the newest
-//! window's start, so that the sweep's test "is this window started" reads no
-//! ring: closing a window only writes the rings' ends.
+//! value in a line of its own, so the sweep writes one line per group (once
+//! the ring would grow past 64 groups, they are packed, 48 bytes a group,
+//! in chunks that never move: see `Chunks`); with more values, keys and
+//! values (`stride` a group) are two rings. Groups are numbered in the
+//! order they were added (wrapping `u32`s); in a ring, group `n` sits at
+//! `n` modulo the ring's capacity, a power of two. The kept windows, each
+//! with the number of its first group, are a ring of their own, numbered
+//! the same way. A new window is written after the newest; once `keep` are
+//! kept, the oldest goes by moving the start of the windows' ring (O(1),
+//! nothing read, moved or freed). So closing a window costs the same in
+//! every sweep, and triggers started together never drop their old windows
+//! all in one sweep (as a bulk drop did, with one `memmove` each). The
+//! header caches the newest window's start, so that the sweep's test "is
+//! this window started" reads no ring: closing a window only writes the
+//! rings' ends.
 //!
 //! The groups' ring learns where the oldest kept group is (`base`) only
 //! when it looks full; it grows (doubling, re-laid out) only when the kept
@@ -127,13 +128,6 @@ impl Chunks {
         &mut self.list[c][i]
     }
 
-    /// Writes group `n` (which must have its chunk). Out of line, as the
-    /// rest of the chunks' code (see [`History::next_slot`]).
-    #[inline(never)]
-    fn put(&mut self, n: u32, key: FlowKey, value: f64) {
-        *self.get_mut(n) = (key, value);
-    }
-
     /// Starts loading group `n`'s place, if it has one.
     #[inline(never)]
     fn prefetch(&self, n: u32) {
@@ -168,11 +162,7 @@ impl Chunks {
     #[cold]
     #[inline(never)]
     fn add(&mut self, end: u32, base: u32) {
-        let unused = if self.list.is_empty() {
-            0
-        } else {
-            self.place(base).0.min(self.list.len())
-        };
+        let unused = self.place(base).0.min(self.list.len());
         let mut spare = None;
         for _ in 0..unused {
             spare = self.list.pop_front();
@@ -469,21 +459,20 @@ impl History {
     /// [`History::next_slot`] for full rings, split rings and chunks.
     #[inline(never)]
     fn next_slot_slow(&mut self) -> usize {
-        if !matches!(self.groups, Groups::Chunked(_)) {
-            if self.end.wrapping_sub(self.base) as usize >= self.groups.capacity() {
-                // May turn the ring into chunks.
-                self.make_room();
-            }
-            if !matches!(self.groups, Groups::Chunked(_)) {
-                return self.end as usize & (self.groups.capacity() - 1);
-            }
+        let full = self.end.wrapping_sub(self.base) as usize >= self.groups.capacity();
+        if full && !matches!(self.groups, Groups::Chunked(_)) {
+            // May turn the ring into chunks.
+            self.make_room();
         }
-        if let Groups::Chunked(c) = &self.groups {
-            if c.lacks(self.end) {
-                self.add_chunk();
+        match &self.groups {
+            Groups::Chunked(c) => {
+                if c.lacks(self.end) {
+                    self.add_chunk();
+                }
+                0
             }
+            _ => self.end as usize & (self.groups.capacity() - 1),
         }
-        0
     }
 
     /// Adds the chunk group `end` goes to, reusing one that no kept
@@ -596,7 +585,7 @@ impl History {
                     value: values[0],
                 }
             }
-            Groups::Chunked(c) => c.put(end, key, values[0]),
+            Groups::Chunked(c) => *c.get_mut(end) = (key, values[0]),
             Groups::Split { keys, values: vals } => {
                 keys[i] = key;
                 vals[i * stride..(i + 1) * stride].copy_from_slice(values);

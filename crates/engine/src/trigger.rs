@@ -279,9 +279,9 @@ impl Trigger {
     /// tested flow by flow, during the gather (`Tuning::flow_windows`; see
     /// `monitor/sweep.rs`): the window is that one epoch, each flow its own
     /// group, every value an aggregate, and no window already open.
-    #[inline]
     /// `aligned`: the epoch starts at a multiple of its length (the caller
     /// decides it once per set, not per trigger).
+    #[inline]
     pub(crate) fn tested_per_flow(&self, epoch_len: u64, aligned: bool, vlans_seen: bool) -> bool {
         aligned
             && !self.exported
