@@ -510,7 +510,7 @@ impl Merger {
                 out.push(r);
             }
         }
-        out[first..].sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        clarion_report::sort_reports(&mut out[first..]);
         self.released_to = to;
         // Windows still to come end after `to`, so start after `to` minus
         // the longest interval (a trigger installed later starts later).

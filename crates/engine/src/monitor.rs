@@ -1002,7 +1002,7 @@ impl Monitor {
             self.hand_out(s);
             return true;
         }
-        s.reports.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        clarion_report::sort_reports(&mut s.reports);
         self.counters.reports += s.reports.len() as u64;
         self.apply_drill_downs(&s.reports, s.begun_ns);
         out.append(&mut s.reports);
