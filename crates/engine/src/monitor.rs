@@ -536,13 +536,24 @@ impl Monitor {
             }
             let half = (self.epoch_seq & 1) as usize;
             for (j, (p, &h)) in chunk.iter().zip(&hashes).enumerate() {
-                let ahead = entries[..chunk.len()].get(j + 2);
-                if let Some(e) = ahead.and_then(|&i| self.flows.entries.get(i as usize)) {
-                    if e.set != NO_SET {
-                        self.sets[e.set as usize].prefetch(e.block, half);
+                // Three ahead, the set's header (its address needs only the
+                // entry); two ahead, what it locates: the statistics half.
+                let entry = |k: usize| {
+                    let i = *entries[..chunk.len()].get(j + k)?;
+                    self.flows.entries.get(i as usize)
+                };
+                if let Some(e) = entry(3).filter(|e| e.set != NO_SET) {
+                    prefetch(self.sets.as_ptr().wrapping_add(e.set as usize));
+                }
+                if let Some(e) = entry(2) {
+                    if let Some(set) = self.sets.get(e.set as usize) {
+                        set.prefetch(e.block, half);
                     }
                     if let Some(tcp) = &e.tcp {
-                        prefetch(&**tcp);
+                        // ~72 bytes, not line-aligned: its first and last lines.
+                        let p: *const TcpState = &**tcp;
+                        prefetch(p);
+                        prefetch(p.wrapping_add(1).cast::<u8>().wrapping_sub(1));
                     }
                 }
                 if within {
@@ -646,6 +657,8 @@ impl Monitor {
             }
             cx.wscale = e.wscale;
             let mut is_lost = false;
+            // `snd_max` as the segment left it, if it went through the state.
+            let mut sent_to = None;
             let set = if e.set == NO_SET {
                 None
             } else {
@@ -663,6 +676,7 @@ impl Monitor {
                 };
                 let seg = st.on_segment(tcp, p.volume, t, limit);
                 is_lost = seg.is_lost;
+                sent_to = Some(seg.snd_max);
                 self.counters.tcp_segments_unlisted += u64::from(seg.unlisted);
             }
             // Without a reverse flow there is nothing to acknowledge: skip the call.
@@ -676,7 +690,7 @@ impl Monitor {
             }
             cx.tcp = e.tcp.as_ref().map(|st| TcpValues {
                 is_lost,
-                seq: st.snd_max,
+                seq: sent_to.unwrap_or(st.snd_max),
                 ack: st.snd_una,
                 dup: st.dup,
             });

