@@ -139,6 +139,8 @@ packets are compared with the reference evaluator: any difference exits 1.
 Optimizations (--no-opt switches them off; none changes a result):
   batch-prefetch  process each batch in passes that prefetch flow slots,
                   entries and statistics before any packet is processed
+  header-prefetch the loop prefetches each frame's header 32 frames before
+                  parsing it, as a NIC poll loop prefetches its next burst
   sweep-prefetch  prefetch trigger data and flow entries ahead in the sweep
   last-flow       a packet of the previous packet's flow skips the lookup
   huge-pages      transparent huge pages for flow table, statistics, triggers

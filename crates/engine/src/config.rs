@@ -57,6 +57,11 @@ pub struct Tuning {
     /// process), so their cache misses overlap; off, it processes packets
     /// one by one.
     pub batch_prefetch: bool,
+    /// The loop that feeds the monitor prefetches each frame's first line
+    /// some frames before it parses it, as a poll loop prefetches the
+    /// headers of its next burst (Trumpet's "prefetching packet headers").
+    /// Read by that loop (`clarion bench`), not by the monitor.
+    pub header_prefetch: bool,
     /// The sweep prefetches the sets, flow entries, statistics and
     /// triggers a few sets ahead.
     pub sweep_prefetch: bool,
@@ -90,6 +95,7 @@ impl Tuning {
     /// Every optimization on (the default).
     pub const ALL: Tuning = Tuning {
         batch_prefetch: true,
+        header_prefetch: true,
         sweep_prefetch: true,
         last_flow: true,
         huge_pages: true,
@@ -102,6 +108,7 @@ impl Tuning {
     /// Every optimization off: the naive baseline.
     pub const NONE: Tuning = Tuning {
         batch_prefetch: false,
+        header_prefetch: false,
         sweep_prefetch: false,
         last_flow: false,
         huge_pages: false,

@@ -45,6 +45,7 @@ pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DO
 pub use heap::HEAP_RESERVE;
 pub use merge::{fanout_worker, join_window_values, Merger, MergerConfig, Partials, MERGED_WORKER};
 pub use monitor::{Monitor, Unparsed, BATCH};
+pub use prefetch::prefetch;
 pub use trigger::WindowValues;
 pub use trigger_index::TriggerId;
 

@@ -23,7 +23,7 @@ use clarion_lang::spec::EventSpec;
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 
-use crate::config::{Counters, MonitorConfig};
+use crate::config::{Counters, MonitorConfig, Tuning};
 use crate::dos_filter::DosFilter;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::history::History;
@@ -1182,6 +1182,11 @@ impl Monitor {
     /// matched and its packets are measured).
     pub fn is_tracked(&self, key: &FlowKey) -> bool {
         self.flows.find(key, hash_key(key)).is_some()
+    }
+
+    /// The optimizations this monitor runs with.
+    pub fn tuning(&self) -> Tuning {
+        self.config.tuning
     }
 
     /// Current epoch length (gcd of installed intervals).

@@ -6,7 +6,7 @@
 /// Hints the CPU to bring the line holding `*p` into every cache level.
 /// A hint only: it never faults and changes no value, whatever `p` is.
 #[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
+pub fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `prefetch` is a hint that does not access memory
     // architecturally: it cannot fault or change program state for any

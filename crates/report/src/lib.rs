@@ -291,7 +291,11 @@ impl Report {
 /// at every comparison, ~2,400 instructions a report (as much as making
 /// it). This sorts the keys once built, then moves each report once.
 pub fn sort_reports(reports: &mut [Report]) {
-    let mut keys: Vec<_> = reports.iter().zip(0u32..).map(|(r, i)| (r.sort_key(), i)).collect();
+    let mut keys: Vec<_> = reports
+        .iter()
+        .zip(0u32..)
+        .map(|(r, i)| (r.sort_key(), i))
+        .collect();
     // Ties broken by position: the order of a stable sort.
     keys.sort_unstable();
     let order: Vec<usize> = keys.into_iter().map(|(_, i)| i as usize).collect();
@@ -380,7 +384,9 @@ mod tests {
         // Small ranges, so that keys tie often; the values tell reports apart.
         let mut x: u64 = 7;
         let mut next = |m: u64| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (x >> 33) % m
         };
         for n in [0, 1, 2, 3, 17, 200] {
