@@ -58,8 +58,10 @@ pub struct AgentArgs {
     #[arg(long = "prefix", value_name = "PREFIX")]
     pub prefixes: Vec<String>,
 
-    /// Closed windows each trigger keeps to answer polls. A host polled for a
-    /// window it no longer keeps is left out of that decision (partial).
+    /// Closed windows each trigger keeps to answer polls (for one-epoch
+    /// per-5-tuple windows, tested flow by flow: those of the last N epochs
+    /// swept). A host polled for a window it no longer keeps is left out of
+    /// that decision (partial).
     #[arg(long, default_value_t = 4096, value_name = "N")]
     pub history_windows: usize,
 

@@ -7,7 +7,9 @@ pub struct MonitorConfig {
     pub flow_capacity: usize,
     /// A flow idle for longer than this starts afresh (and its entry may be reclaimed).
     pub flow_timeout_ns: u64,
-    /// Closed windows whose values each trigger keeps for later queries.
+    /// Closed windows whose values each trigger keeps for later queries;
+    /// for windows tested flow by flow (`Tuning::flow_windows`), the last
+    /// this many swept epochs' (whether the trigger had groups in them or not).
     pub history_windows: usize,
     /// Epoch used while no trigger is installed.
     pub default_epoch_ns: u64,

@@ -15,10 +15,12 @@
 //! kept, the oldest goes by moving the start of the windows' ring (O(1),
 //! nothing read, moved or freed). So closing a window costs the same in
 //! every sweep, and triggers started together never drop their old windows
-//! all in one sweep (as a bulk drop did, with one `memmove` each). The
-//! header caches the newest window's start, so that the sweep's test "is
-//! this window started" reads no ring: closing a window only writes the
-//! rings' ends.
+//! all in one sweep (as a bulk drop did, with one `memmove` each): closing
+//! a window only writes the rings' ends.
+//!
+//! Triggers tested flow by flow in the gather keep no history here: their
+//! values go to the monitor's recent epochs (`recent.rs`). (The sweep
+//! times quoted below were measured when they still wrote here.)
 //!
 //! The groups' ring learns where the oldest kept group is (`base`) only
 //! when it looks full; it grows (doubling, re-laid out) only when the kept
@@ -28,8 +30,7 @@
 //! # Invariants
 //! - `count` <= `keep` after `start_window`; the kept windows are numbers
 //!   `first..first + count`, in closing order, their first groups in
-//!   adding order; `newest_start` is the newest one's start when `count`
-//!   > 0.
+//!   adding order.
 //! - `base` is at or before the first group of the oldest kept window
 //!   (`end` when none is kept), and the groups from `base` to `end` are
 //!   stored: in a ring, `end - base` <= its capacity; in chunks, the
@@ -42,8 +43,6 @@ use clarion_report::Window;
 use clarion_wire::FlowKey;
 
 use std::collections::VecDeque;
-
-use crate::prefetch::prefetch;
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -62,8 +61,6 @@ pub(crate) struct History {
     stride: u32,
     /// Windows kept (at least 1), as the latest `start_window` was told.
     keep: u32,
-    /// Start of the newest kept window (when `count` > 0).
-    newest_start: u64,
 }
 
 /// The groups' keys and values, as rings of the same capacity (0 or a
@@ -126,29 +123,6 @@ impl Chunks {
     fn get_mut(&mut self, n: u32) -> &mut (FlowKey, f64) {
         let (c, i) = self.place(n);
         &mut self.list[c][i]
-    }
-
-    /// Starts loading group `n`'s place, if it has one.
-    #[inline(never)]
-    fn prefetch(&self, n: u32) {
-        if !self.lacks(n) {
-            prefetch(self.get(n));
-        }
-    }
-
-    /// Writes group `n` if its chunk is there (else false: see
-    /// [`Chunks::add`]). Inlined: under an attack whose flows pass the
-    /// filter, the sweep writes tens of thousands of groups an epoch.
-    #[inline]
-    fn try_put(&mut self, n: u32, key: FlowKey, value: f64) -> bool {
-        let (c, i) = self.place(n);
-        match self.list.get_mut(c).and_then(|chunk| chunk.get_mut(i)) {
-            Some(slot) => {
-                *slot = (key, value);
-                true
-            }
-            None => false,
-        }
     }
 
     /// True when group `n` has no chunk yet.
@@ -325,7 +299,6 @@ impl History {
             end: 0,
             stride: u32::try_from(stride).unwrap_or(u32::MAX),
             keep: 1,
-            newest_start: 0,
         }
     }
 
@@ -342,12 +315,6 @@ impl History {
     #[inline]
     fn window_slot(&self, k: u32) -> usize {
         k as usize & self.windows.len().wrapping_sub(1)
-    }
-
-    /// Start of the newest kept window.
-    #[inline]
-    pub(crate) fn newest_start(&self) -> Option<u64> {
-        (self.count > 0).then_some(self.newest_start)
     }
 
     /// Start of the oldest kept window.
@@ -490,9 +457,7 @@ impl History {
 
     /// Starts a new (newest) window, keeping at most `keep` windows in all
     /// (at least this one: its groups are read back for testing); the
-    /// oldest ones go (see the module documentation). Inlined: the sweep
-    /// calls it for every trigger it tests.
-    #[inline]
+    /// oldest ones go (see the module documentation).
     pub(crate) fn start_window(&mut self, window: Window, keep: usize) {
         let keep = keep.clamp(1, u32::MAX as usize) as u32;
         self.keep = keep;
@@ -512,7 +477,6 @@ impl History {
             first: self.end,
         };
         self.count += 1;
-        self.newest_start = window.start_ns;
     }
 
     /// Adds a group to the newest window; `values` must yield `stride` values.
@@ -541,75 +505,6 @@ impl History {
             }
         }
         self.end = self.end.wrapping_add(1);
-    }
-
-    /// [`History::push_group`] from a slice: one copy when it holds
-    /// `stride` values (the sweep's per-flow test calls it per group).
-    /// A ring of pairs with room (the sweep's usual case) or a chunk with
-    /// room is written inline; the rest is out of line
-    /// ([`History::push_other`]).
-    #[inline]
-    pub(crate) fn push_slice(&mut self, key: FlowKey, values: &[f64]) {
-        match (&mut self.groups, values) {
-            (Groups::Pairs(p), [value]) if (self.end.wrapping_sub(self.base) as usize) < p.len() => {
-                // In bounds: the length is a power of two.
-                if let Some(slot) = p.get_mut(self.end as usize & (p.len() - 1)) {
-                    *slot = Pair { key, value: *value };
-                }
-                self.end = self.end.wrapping_add(1);
-            }
-            (Groups::Chunked(c), [value]) => {
-                if c.try_put(self.end, key, *value) {
-                    self.end = self.end.wrapping_add(1);
-                } else {
-                    self.push_other(key, values);
-                }
-            }
-            _ => self.push_other(key, values),
-        }
-    }
-
-    /// [`History::push_slice`] when the rings are full, split or chunks.
-    #[inline(never)]
-    fn push_other(&mut self, key: FlowKey, values: &[f64]) {
-        let stride = self.stride();
-        if values.len() != stride {
-            return self.push_group(key, values.iter().copied());
-        }
-        let i = self.next_slot();
-        let end = self.end;
-        match &mut self.groups {
-            Groups::Pairs(p) => {
-                p[i] = Pair {
-                    key,
-                    value: values[0],
-                }
-            }
-            Groups::Chunked(c) => *c.get_mut(end) = (key, values[0]),
-            Groups::Split { keys, values: vals } => {
-                keys[i] = key;
-                vals[i * stride..(i + 1) * stride].copy_from_slice(values);
-            }
-        }
-        self.end = self.end.wrapping_add(1);
-    }
-
-    /// Starts loading what closing the next window writes: the slot the
-    /// next window goes to and where the next group goes (the newest
-    /// window is in the header).
-    #[inline]
-    pub(crate) fn prefetch_tail(&self) {
-        let w = self.window_slot(self.first.wrapping_add(self.count));
-        prefetch(self.windows.as_ptr().wrapping_add(w));
-        let i = self.end as usize & self.groups.capacity().wrapping_sub(1);
-        match &self.groups {
-            Groups::Pairs(p) => prefetch(p.as_ptr().wrapping_add(i)),
-            Groups::Chunked(c) => c.prefetch(self.end),
-            Groups::Split { keys, values } => {
-                prefetch(keys.as_ptr().wrapping_add(i));
-                prefetch(values.as_ptr().wrapping_add(i * self.stride()));
-            }
-        }
     }
 
     /// Keeps nothing (the rings stay for later windows).
@@ -697,12 +592,8 @@ mod tests {
                         )
                     })
                     .collect();
-                for (j, (k, v)) in groups.iter().enumerate() {
-                    if j % 2 == 0 {
-                        h.push_group(*k, v.iter().copied());
-                    } else {
-                        h.push_slice(*k, v);
-                    }
+                for (k, v) in &groups {
+                    h.push_group(*k, v.iter().copied());
                 }
                 model.push_back((i * 10, groups));
                 for (start, groups) in &model {
@@ -760,7 +651,7 @@ mod tests {
                     })
                     .collect();
                 for (k, v) in &groups {
-                    h.push_slice(*k, v);
+                    h.push_group(*k, v.iter().copied());
                 }
                 model.push_back((i * 10, groups));
                 assert_eq!(h.len(), model.len());
@@ -792,7 +683,7 @@ mod tests {
         for i in 0..20u64 {
             h.start_window(window(i), 3);
             for g in 0..groups(i) {
-                h.push_slice(key(g), &[i as f64]);
+                h.push_group(key(g), [i as f64]);
             }
             let kept: Vec<_> = (i.saturating_sub(2)..=i).collect();
             assert_eq!(h.len(), kept.len());
@@ -842,7 +733,7 @@ mod tests {
         h.push_group(key(1), [5.0]);
         h.start_window(window(1), 0);
         h.push_group(key(2), [6.0, 7.0]);
-        h.push_slice(key(3), &[]);
+        h.push_group(key(3), []);
         let (w, g) = h.newest().unwrap();
         assert_eq!(w.start_ns, 10);
         let g: Vec<_> = g.map(|(k, v)| (*k, v.to_vec())).collect();

@@ -35,6 +35,7 @@ mod measure;
 mod merge;
 mod monitor;
 mod prefetch;
+mod recent;
 mod tcp_state;
 mod trigger;
 mod trigger_index;

@@ -241,6 +241,18 @@ impl MatchSet {
         first
     }
 
+    /// Starts loading every line of the header the sweep reads: up to the
+    /// sum offsets (the list and trigger ids are on the second line, the
+    /// sum offsets' pointer on the third).
+    #[inline]
+    pub(crate) fn prefetch_header(&self) {
+        let base: *const u8 = (self as *const Self).cast();
+        let end = std::mem::offset_of!(MatchSet, sum_at) + std::mem::size_of::<Vec<u32>>();
+        for off in (0..end).step_by(64) {
+            prefetch(base.wrapping_add(off));
+        }
+    }
+
     /// Starts loading the start of a block's half.
     #[inline]
     pub(crate) fn prefetch(&self, block: u32, half: usize) {

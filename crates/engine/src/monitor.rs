@@ -32,6 +32,7 @@ use crate::match_set::MatchSet;
 use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
 use crate::merge::{Installed, Partials};
 use crate::prefetch::prefetch;
+use crate::recent::Recent;
 use crate::tcp_state::TcpState;
 use crate::trigger::{Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
@@ -105,6 +106,9 @@ pub struct Monitor {
     vlans_seen: bool,
     /// What goes to the merger (`merge_output`).
     merge: MergeOut,
+    /// The values of the per-flow tests of the last `history_windows`
+    /// swept epochs (triggers tested per flow keep no history of their own).
+    recent: Recent,
     /// Drill-down instances installed, by name (see [`drill`]).
     drill: clarion_drilldown::Book<TriggerId>,
     /// Gcd of the intervals included by [`Monitor::include_interval`] (0: none).
@@ -177,6 +181,7 @@ impl Monitor {
             last_entry: NO_ENTRY,
             vlans_seen: false,
             merge: MergeOut::default(),
+            recent: Recent::default(),
             drill: clarion_drilldown::Book::default(),
             drill_parents: FxHashMap::default(),
             included_gcd: 0,
@@ -912,7 +917,10 @@ impl Monitor {
         let direct = Direct {
             vlans_seen: self.vlans_seen,
             completeness,
-            keep: self.config.history_windows,
+            kept: self.recent.open(Window {
+                start_ns: self.epoch_start,
+                end_ns: epoch_end,
+            }),
             accs: Vec::new(),
             values: Vec::new(),
         };
@@ -927,7 +935,6 @@ impl Monitor {
             chunk: 0,
             pos: 0,
             parts: Vec::new(),
-            tested: Vec::new(),
             opened: Vec::new(),
             reports: Vec::new(),
             origin: Origin {
@@ -1001,14 +1008,8 @@ impl Monitor {
             self.sweep = Some(s);
             return false;
         }
-        if s.direct.keep == 0 {
-            // Tested flow by flow and reported: nothing is kept.
-            for &tid in &s.tested {
-                if let Some(t) = self.triggers[tid as usize].as_mut() {
-                    t.history.clear();
-                }
-            }
-        }
+        let kept = std::mem::take(&mut s.direct.kept);
+        self.recent.close(kept, self.config.history_windows);
         self.close_windows(&mut s);
         self.reclaim(s.epoch_end);
         self.counters.sweeps_completed += 1;
@@ -1227,39 +1228,58 @@ impl Monitor {
             // Its values are the merger's (`Merger::window_values`).
             return None;
         }
-        // A window being gathered per flow is in the history before it is closed.
-        let closed = t
-            .history
-            .find(window_start_ns)
-            .filter(|(w, _)| w.end_ns <= self.closed_to);
-        let Some((window, groups)) = closed else {
-            // A closed window with no data (so not kept) since the oldest kept one: no groups.
-            let i = t.interval();
-            let end = window_start_ns.checked_add(i)?;
-            let known_from = match t.history.oldest_start() {
-                Some(oldest) if t.history.len() >= self.config.history_windows => oldest,
-                _ => t.start_ns,
-            };
-            // A window that ended before the first packet was never observed: unknown, not empty.
-            let observed = self.started && end > self.first_ts;
-            let known = observed
-                && window_start_ns.is_multiple_of(i)
-                && window_start_ns >= known_from
-                && window_start_ns < t.end_ns()
-                && end <= self.closed_to;
-            return known.then(|| WindowValues {
-                window: Window {
-                    start_ns: window_start_ns,
-                    end_ns: end,
-                },
-                groups: Vec::new(),
-            });
+        let granularity = &t.spec.granularity;
+        let groups_of = |groups: &mut dyn Iterator<Item = (&FlowKey, &[f64])>| {
+            let mut groups: Vec<(GroupKey, Vec<f64>)> = groups
+                .map(|(g, v)| (report_group(g, granularity), v.to_vec()))
+                .collect();
+            groups.sort_by_key(|g| g.0);
+            groups
         };
-        let mut groups: Vec<(GroupKey, Vec<f64>)> = groups
-            .map(|(g, v)| (report_group(g, &t.spec.granularity), v.to_vec()))
-            .collect();
-        groups.sort_by_key(|g| g.0);
-        Some(WindowValues { window, groups })
+        let keep = self.config.history_windows;
+        if let Some((window, mut groups)) = t.history.find(window_start_ns) {
+            return Some(WindowValues {
+                window,
+                groups: groups_of(&mut groups),
+            });
+        }
+        // Windows tested flow by flow are in the recent epochs (once swept).
+        let recent = self
+            .recent
+            .find(window_start_ns)
+            .filter(|e| t.tested_per_flow_once && e.window().end_ns <= self.closed_to);
+        if let Some(e) = recent.filter(|e| e.groups(id).next().is_some()) {
+            return Some(WindowValues {
+                window: e.window(),
+                groups: groups_of(&mut e.groups(id)),
+            });
+        }
+        // A closed window with no data (so not kept) since the oldest kept
+        // one, in the history and, if it was tested per flow, in the recent
+        // epochs: no groups.
+        let i = t.interval();
+        let end = window_start_ns.checked_add(i)?;
+        let mut known_from = match t.history.oldest_start() {
+            Some(oldest) if t.history.len() >= keep => oldest,
+            _ => t.start_ns,
+        };
+        if t.tested_per_flow_once {
+            known_from = known_from.max(self.recent.full_from(keep).unwrap_or(0));
+        }
+        // A window that ended before the first packet was never observed: unknown, not empty.
+        let observed = self.started && end > self.first_ts;
+        let known = observed
+            && window_start_ns.is_multiple_of(i)
+            && window_start_ns >= known_from
+            && window_start_ns < t.end_ns()
+            && end <= self.closed_to;
+        known.then(|| WindowValues {
+            window: Window {
+                start_ns: window_start_ns,
+                end_ns: end,
+            },
+            groups: Vec::new(),
+        })
     }
 
     /// Flows listed for a trigger (live or not yet compacted): the lists

@@ -179,6 +179,9 @@ pub(crate) struct Trigger {
     is_open: bool,
     /// `end_ns` is set (a drill-down instance): the sweep reads it only then.
     has_end: bool,
+    /// Some window was tested flow by flow: its values went to the
+    /// monitor's recent epochs (`recent.rs`), not to `history`.
+    pub(crate) tested_per_flow_once: bool,
     /// The last few closed windows.
     pub(crate) history: History,
     open: Option<OpenWindow>,
@@ -253,6 +256,7 @@ impl Trigger {
             per_flow,
             is_open: false,
             has_end: false,
+            tested_per_flow_once: false,
             spec,
             aggs,
             state: state_reads,

@@ -11,7 +11,7 @@
 //! where order shows).
 
 use clarion_lang::spec::AggFunc;
-use clarion_report::{Completeness, Origin, Report, Window};
+use clarion_report::{Completeness, Origin, Report};
 use clarion_wire::FlowKey;
 
 use crate::config::Tuning;
@@ -21,6 +21,7 @@ use crate::match_set::MatchSet;
 use crate::measure::Acc;
 use crate::merge::WindowPartial;
 use crate::prefetch::prefetch;
+use crate::recent::EpochValues;
 use crate::trigger::Trigger;
 use crate::trigger_index::TriggerId;
 
@@ -43,9 +44,6 @@ pub(super) struct Sweep {
     pub(super) pos: usize,
     /// The triggers of the set being visited that take part in this sweep.
     pub(super) parts: Vec<Part>,
-    /// With `history_windows` 0: triggers tested per flow, whose histories
-    /// are cleared once the sweep is done.
-    pub(super) tested: Vec<TriggerId>,
     /// Triggers whose window this sweep opened.
     pub(super) opened: Vec<TriggerId>,
     pub(super) reports: Vec<Report>,
@@ -70,7 +68,8 @@ pub(super) struct Direct {
     pub(super) vlans_seen: bool,
     /// The swept epoch's traffic, the window's completeness.
     pub(super) completeness: Completeness,
-    pub(super) keep: usize,
+    /// Every group's values, for the monitor's recent epochs.
+    pub(super) kept: EpochValues,
     pub(super) accs: Vec<Acc>,
     pub(super) values: Vec<f64>,
 }
@@ -113,17 +112,25 @@ impl Monitor {
     }
 
     /// Starts loading what the sweep will read for the sets a few places
-    /// ahead of `pos` in `order`, one level of indirection per distance:
-    /// set headers 4 ahead, their lists' and trigger arrays 3 ahead, the
-    /// first flow entries and the triggers 2 ahead, the entries'
-    /// statistics and the histories' ends 1 ahead. So each set's data
-    /// arrive while earlier ones are gathered.
+    /// ahead of `pos` in `order`, one level of indirection per distance,
+    /// each level reading only lines the level before loaded:
+    ///
+    /// | ahead | loads | reading |
+    /// |---|---|---|
+    /// | 4 | the set's header (every line the sweep reads) | `order` |
+    /// | 3 | its list's first chunk, trigger ids and sum offsets | the header |
+    /// | 2 | the first flow entries; the triggers' slots in `triggers` | the chunk, the ids |
+    /// | 1 | the entries' statistics; each trigger's first line | the entries, the slots |
+    ///
+    /// So each set's data arrive while earlier ones are gathered. A load
+    /// of a line not prefetched stalls the sweep: the header's second line
+    /// and the slots of `triggers` (32 KiB for 4,096 triggers) were once
+    /// ~40 % of its samples.
     #[inline]
     fn prefetch_sweep(&self, order: &[u32], pos: usize, half: usize) {
         let at = |k: usize| order.get(pos + k).and_then(|&s| self.sets.get(s as usize));
         if let Some(set) = at(4) {
-            prefetch(set);
-            prefetch(&set.members);
+            set.prefetch_header();
         }
         if let Some(set) = at(3) {
             prefetch(set.members.head().as_ptr());
@@ -136,14 +143,9 @@ impl Monitor {
                     prefetch(e);
                 }
             }
-            // A trigger's first two lines (see `Trigger`): only the dense
-            // pointer array is read here, not the cold trigger.
+            let slots = self.triggers.as_ptr();
             for &t in &set.triggers {
-                if let Some(Some(t)) = self.triggers.get(t as usize) {
-                    let p: *const Trigger = &**t;
-                    prefetch(p);
-                    prefetch(p.cast::<u8>().wrapping_add(64));
-                }
+                prefetch(slots.wrapping_add(t as usize));
             }
         }
         if let Some(set) = at(1) {
@@ -152,9 +154,11 @@ impl Monitor {
                     set.prefetch(e.block, half);
                 }
             }
+            // A trigger's first line, all a per-flow test reads of it (see
+            // `Trigger`).
             for &t in &set.triggers {
                 if let Some(Some(t)) = self.triggers.get(t as usize) {
-                    t.history.prefetch_tail();
+                    prefetch::<Trigger>(&**t);
                 }
             }
         }
@@ -303,21 +307,14 @@ fn test_flow(
             (trig.fires(&d.values), &d.values)
         }
     };
-    let window = Window {
-        start_ns: s.epoch_start,
-        end_ns: s.epoch_end,
-    };
-    // A trigger's windows of one start are one window (one interval).
-    if trig.history.newest_start() != Some(window.start_ns) {
-        trig.history.start_window(window, d.keep);
-        if d.keep == 0 {
-            s.tested.push(tid);
-        }
+    let window = d.kept.window();
+    if !trig.tested_per_flow_once {
+        trig.tested_per_flow_once = true;
     }
     // One flow per group: the group is the flow's key.
     let g = *key;
     debug_assert_eq!(g, group_of(key, &trig.spec.granularity));
-    trig.history.push_slice(g, values);
+    d.kept.push(tid, &g, values);
     if fires {
         s.reports
             .push(trig.report(window, &g, values, &s.origin, d.completeness));

@@ -286,6 +286,57 @@ fn history_keeps_all_groups_of_recent_windows() {
 }
 
 #[test]
+fn per_flow_values_are_kept_for_the_last_epochs_swept() {
+    // `sparse` sees port 1000 only, in the first epoch; `busy` keeps
+    // epochs being swept. Both are tested flow by flow.
+    let cfg = MonitorConfig {
+        history_windows: 2,
+        ..MonitorConfig::default()
+    };
+    let mut m = Monitor::new(cfg);
+    let mut sparse = event(
+        "sparse",
+        gt(agg(AggFunc::Sum, BaseVar::Volume), 1e12),
+        Granularity::FIVE_TUPLE,
+        10,
+    );
+    sparse.filters = vec![Filter {
+        src_port: Some(clarion_lang::spec::PortRange { lo: 1000, hi: 1000 }),
+        ..Filter::default()
+    }];
+    let sparse = m.install(sparse).unwrap();
+    let busy = install_never_firing(&mut m);
+    let mut pkts = vec![pkt(T0 + MS, 1, 1000, 7)];
+    pkts.extend((0..3).map(|i| pkt(T0 + i * 10 * MS + 2 * MS, 2, 2000, 5)));
+    let mut out = Vec::new();
+    for p in &pkts {
+        m.process(p, &mut out);
+    }
+    // Swept: epochs 0 and 1; epoch 2 is running.
+    let w = m.window_values(sparse, T0).expect("kept");
+    assert_eq!(w.groups.len(), 1);
+    assert_eq!(w.groups[0].1, vec![7.0]);
+    let quiet = m
+        .window_values(sparse, T0 + 10 * MS)
+        .expect("swept, in the last two");
+    assert!(quiet.groups.is_empty());
+    assert_eq!(m.window_values(busy, T0).map(|w| w.groups.len()), Some(2));
+    m.finish(&mut out);
+    // Epoch 2 swept too: epoch 0 is no longer among the last two, for
+    // either trigger, though `sparse` had no group since.
+    assert!(m.window_values(sparse, T0).is_none(), "dropped, so unknown");
+    assert!(m.window_values(busy, T0).is_none());
+    assert_eq!(
+        m.window_values(sparse, T0 + 20 * MS).map(|w| w.groups.len()),
+        Some(0)
+    );
+    assert_eq!(
+        m.window_values(busy, T0 + 20 * MS).map(|w| w.groups.len()),
+        Some(1)
+    );
+}
+
+#[test]
 fn full_table_counts_untracked_packets_in_completeness() {
     let cfg = MonitorConfig {
         flow_capacity: 1,
