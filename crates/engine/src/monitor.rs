@@ -34,7 +34,7 @@ use crate::merge::{Installed, Partials};
 use crate::prefetch::prefetch;
 use crate::recent::Recent;
 use crate::tcp_state::TcpState;
-use crate::trigger::{Trigger, WindowValues};
+use crate::trigger::{Head, Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
 
@@ -66,6 +66,8 @@ pub struct Monitor {
     /// an inline `Option<Trigger>` would keep its tag in the trigger's last
     /// line (a `Vec` capacity's niche), one more line per trigger swept.
     triggers: Vec<Option<Box<Trigger>>>,
+    /// By id, beside `triggers`: what a per-flow test reads of each (see [`Head`]).
+    heads: Vec<Head>,
     sets: Vec<MatchSet>,
     set_ids: FxHashMap<Vec<TriggerId>, u32>,
     started: bool,
@@ -158,6 +160,7 @@ impl Monitor {
             dos: DosFilter::new(config.dos_filter_slots, config.dos_threshold_bytes),
             index: TriggerIndex::default(),
             triggers: Vec::new(),
+            heads: Vec::new(),
             sets: Vec::new(),
             set_ids: FxHashMap::default(),
             started: false,
@@ -279,6 +282,7 @@ impl Monitor {
             .filter(|(_, e)| e.live && filter_matches(&trigger.rules, &e.key))
             .map(|(i, _)| i as u32)
             .collect();
+        self.heads.push(Head::of(&trigger, false));
         self.triggers.push(Some(Box::new(trigger)));
         for i in matching {
             let mut set = self.set_triggers(i);
@@ -297,6 +301,9 @@ impl Monitor {
             .get_mut(id as usize)
             .and_then(Option::take)
             .ok_or(EngineError::UnknownTrigger(id))?;
+        if let Some(h) = self.heads.get_mut(id as usize) {
+            *h = Head::GONE;
+        }
         self.index.remove(id);
         self.drill.forget(id);
         if let Some(ids) = self.drill_parents.get_mut(&t.spec.name) {
@@ -1080,6 +1087,9 @@ impl Monitor {
                 None => false,
             };
             let Some(w) = trig.take_open() else { continue };
+            if let Some(h) = self.heads.get_mut(tid as usize) {
+                h.set_open(false);
+            }
             if trig.exported {
                 s.partials.push(trig.export(w, tid, end));
                 continue;
@@ -1237,6 +1247,7 @@ impl Monitor {
             groups
         };
         let keep = self.config.history_windows;
+        let tested = self.heads.get(id as usize).is_some_and(Head::tested);
         if let Some((window, mut groups)) = t.history.find(window_start_ns) {
             return Some(WindowValues {
                 window,
@@ -1247,7 +1258,7 @@ impl Monitor {
         let recent = self
             .recent
             .find(window_start_ns)
-            .filter(|e| t.tested_per_flow_once && e.window().end_ns <= self.closed_to);
+            .filter(|e| tested && e.window().end_ns <= self.closed_to);
         if let Some(e) = recent.filter(|e| e.groups(id).next().is_some()) {
             return Some(WindowValues {
                 window: e.window(),
@@ -1263,7 +1274,7 @@ impl Monitor {
             Some(oldest) if t.history.len() >= keep => oldest,
             _ => t.start_ns,
         };
-        if t.tested_per_flow_once {
+        if tested {
             known_from = known_from.max(self.recent.full_from(keep).unwrap_or(0));
         }
         // A window that ended before the first packet was never observed: unknown, not empty.

@@ -155,11 +155,116 @@ impl Threshold {
     }
 }
 
+/// What the sweep reads of a trigger to test a flow, copied into one dense
+/// array beside the triggers (`Monitor::heads`, by id): a set's ~8
+/// triggers, consecutive ids, then cost the sweep a few lines, not a
+/// pointer and a cold line each. A copy, refreshed ([`Head::of`]) wherever
+/// one of these fields of the trigger changes; whether the trigger was
+/// ever tested flow by flow is kept here only.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Head {
+    start_ns: u64,
+    interval_ns: u64,
+    threshold: Option<Threshold>,
+    flags: u8,
+}
+
+const LIVE: u8 = 1;
+/// `per_flow[0]`; `per_flow[1]` is the next bit.
+const PER_FLOW: u8 = 2;
+const EXPORTED: u8 = 8;
+const OPEN: u8 = 16;
+const HAS_END: u8 = 32;
+const TESTED: u8 = 64;
+
+impl Head {
+    /// A removed trigger's.
+    pub(crate) const GONE: Head = Head {
+        start_ns: 0,
+        interval_ns: 0,
+        threshold: None,
+        flags: 0,
+    };
+
+    /// The copy of `t`'s fields, with whether it was tested per flow.
+    pub(crate) fn of(t: &Trigger, tested: bool) -> Head {
+        let bit = |on: bool, b: u8| if on { b } else { 0 };
+        Head {
+            start_ns: t.start_ns,
+            interval_ns: t.interval_ns,
+            threshold: t.threshold,
+            flags: LIVE
+                | bit(t.per_flow[0], PER_FLOW)
+                | bit(t.per_flow[1], PER_FLOW << 1)
+                | bit(t.exported, EXPORTED)
+                | bit(t.is_open, OPEN)
+                | bit(t.has_end, HAS_END)
+                | bit(tested, TESTED),
+        }
+    }
+
+    /// Installed (not removed).
+    #[inline]
+    pub(crate) fn live(&self) -> bool {
+        self.flags & LIVE != 0
+    }
+
+    /// True when the epoch starting at `epoch_start` belongs to a window
+    /// the trigger gathers: at or after its start, before its end (`end`,
+    /// read only when it has one: a drill-down instance).
+    #[inline]
+    pub(crate) fn gathers(&self, epoch_start: u64, end: impl FnOnce() -> u64) -> bool {
+        epoch_start >= self.start_ns && (self.flags & HAS_END == 0 || epoch_start < end())
+    }
+
+    /// True when the window of the epoch `epoch_start..+epoch_len` is
+    /// tested flow by flow, during the gather (`Tuning::flow_windows`; see
+    /// `monitor/sweep.rs`): the window is that one epoch, each flow its own
+    /// group, every value an aggregate, and no window already open.
+    /// `aligned`: the epoch starts at a multiple of its length (the caller
+    /// decides it once per set, not per trigger).
+    #[inline]
+    pub(crate) fn tested_per_flow(&self, epoch_len: u64, aligned: bool, vlans_seen: bool) -> bool {
+        aligned
+            && self.flags & (EXPORTED | OPEN) == 0
+            && self.flags & (PER_FLOW << u8::from(vlans_seen)) != 0
+            && self.interval_ns == epoch_len
+    }
+
+    /// The predicate as one threshold on a sum, if it is one.
+    #[inline]
+    pub(crate) fn sum_threshold(&self) -> Option<Threshold> {
+        self.threshold.filter(|t| t.func == AggFunc::Sum)
+    }
+
+    /// Whether a window is being gathered, as the trigger's `is_open`.
+    #[inline]
+    pub(crate) fn set_open(&mut self, open: bool) {
+        self.flags = if open {
+            self.flags | OPEN
+        } else {
+            self.flags & !OPEN
+        };
+    }
+
+    /// Some window of the trigger was tested flow by flow.
+    #[inline]
+    pub(crate) fn tested(&self) -> bool {
+        self.flags & TESTED != 0
+    }
+
+    #[inline]
+    pub(crate) fn mark_tested(&mut self) {
+        self.flags |= TESTED;
+    }
+}
+
 /// See the module documentation.
 ///
-/// What the sweep reads for every flow it tests comes first, `start_ns` to
-/// `history`, in the first two cache lines (the struct is aligned to one),
-/// so that a trigger costs the sweep two lines and its history's ends.
+/// What the sweep reads for a trigger whose flows join groups comes
+/// first, `start_ns` to `history`, in the first two cache lines (the
+/// struct is aligned to one); a trigger tested flow by flow is read
+/// through its [`Head`] instead, and here only to report.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(crate) struct Trigger {
@@ -179,9 +284,6 @@ pub(crate) struct Trigger {
     is_open: bool,
     /// `end_ns` is set (a drill-down instance): the sweep reads it only then.
     has_end: bool,
-    /// Some window was tested flow by flow: its values went to the
-    /// monitor's recent epochs (`recent.rs`), not to `history`.
-    pub(crate) tested_per_flow_once: bool,
     /// The last few closed windows.
     pub(crate) history: History,
     open: Option<OpenWindow>,
@@ -256,7 +358,6 @@ impl Trigger {
             per_flow,
             is_open: false,
             has_end: false,
-            tested_per_flow_once: false,
             spec,
             aggs,
             state: state_reads,
@@ -277,28 +378,6 @@ impl Trigger {
 
     pub(crate) fn interval(&self) -> u64 {
         self.interval_ns
-    }
-
-    /// True when the window of the epoch `epoch_start..+epoch_len` is
-    /// tested flow by flow, during the gather (`Tuning::flow_windows`; see
-    /// `monitor/sweep.rs`): the window is that one epoch, each flow its own
-    /// group, every value an aggregate, and no window already open.
-    /// `aligned`: the epoch starts at a multiple of its length (the caller
-    /// decides it once per set, not per trigger).
-    #[inline]
-    pub(crate) fn tested_per_flow(&self, epoch_len: u64, aligned: bool, vlans_seen: bool) -> bool {
-        aligned
-            && !self.exported
-            && !self.is_open
-            && self.per_flow[usize::from(vlans_seen)]
-            && self.interval_ns == epoch_len
-    }
-
-    /// True when the epoch starting at `epoch_start` belongs to a window
-    /// this trigger gathers: at or after its start, before its end.
-    #[inline]
-    pub(crate) fn gathers(&self, epoch_start: u64) -> bool {
-        epoch_start >= self.start_ns && !(self.has_end && epoch_start >= self.end_ns)
     }
 
     /// The start of the first window not gathered (`u64::MAX`: none).

@@ -19,6 +19,7 @@ use clarion_lang::spec::EventSpec;
 use clarion_report::Report;
 
 use super::Monitor;
+use crate::trigger::Head;
 use crate::{EngineError, TriggerId};
 
 impl Monitor {
@@ -124,6 +125,9 @@ impl Monitor {
             self.counters.drill_downs_late += 1;
         }
         t.set_end_ns(end);
+        if let Some(h) = self.heads.get_mut(id as usize) {
+            *h = Head::of(t, h.tested());
+        }
     }
 }
 

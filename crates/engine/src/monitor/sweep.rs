@@ -10,7 +10,6 @@
 //! maxima and latest values; a window's groups and the reports are sorted
 //! where order shows).
 
-use clarion_lang::spec::AggFunc;
 use clarion_report::{Completeness, Origin, Report};
 use clarion_wire::FlowKey;
 
@@ -22,7 +21,7 @@ use crate::measure::Acc;
 use crate::merge::WindowPartial;
 use crate::prefetch::prefetch;
 use crate::recent::EpochValues;
-use crate::trigger::Trigger;
+use crate::trigger::{Head, Trigger};
 use crate::trigger_index::TriggerId;
 
 use super::Monitor;
@@ -97,7 +96,10 @@ impl Monitor {
                 sid,
                 &mut self.flows,
                 &mut self.sets,
-                &mut self.triggers,
+                Triggers {
+                    all: &mut self.triggers,
+                    heads: &mut self.heads,
+                },
                 tuning,
                 s,
                 budget,
@@ -119,13 +121,12 @@ impl Monitor {
     /// |---|---|---|
     /// | 4 | the set's header (every line the sweep reads) | `order` |
     /// | 3 | its list's first chunk, trigger ids and sum offsets | the header |
-    /// | 2 | the first flow entries; the triggers' slots in `triggers` | the chunk, the ids |
-    /// | 1 | the entries' statistics; each trigger's first line | the entries, the slots |
+    /// | 2 | the first flow entries; the triggers' heads | the chunk, the ids |
+    /// | 1 | the entries' statistics | the entries |
     ///
     /// So each set's data arrive while earlier ones are gathered. A load
     /// of a line not prefetched stalls the sweep: the header's second line
-    /// and the slots of `triggers` (32 KiB for 4,096 triggers) were once
-    /// ~40 % of its samples.
+    /// and the trigger pointers were once ~40 % of its samples.
     #[inline]
     fn prefetch_sweep(&self, order: &[u32], pos: usize, half: usize) {
         let at = |k: usize| order.get(pos + k).and_then(|&s| self.sets.get(s as usize));
@@ -143,9 +144,10 @@ impl Monitor {
                     prefetch(e);
                 }
             }
-            let slots = self.triggers.as_ptr();
+            // What a per-flow test reads of each trigger (see `Head`).
+            let heads = self.heads.as_ptr();
             for &t in &set.triggers {
-                prefetch(slots.wrapping_add(t as usize));
+                prefetch(heads.wrapping_add(t as usize));
             }
         }
         if let Some(set) = at(1) {
@@ -154,15 +156,15 @@ impl Monitor {
                     set.prefetch(e.block, half);
                 }
             }
-            // A trigger's first line, all a per-flow test reads of it (see
-            // `Trigger`).
-            for &t in &set.triggers {
-                if let Some(Some(t)) = self.triggers.get(t as usize) {
-                    prefetch::<Trigger>(&**t);
-                }
-            }
         }
     }
+}
+
+/// The monitor's triggers by id and their heads (see [`Head`]), as the
+/// sweep borrows them.
+struct Triggers<'a> {
+    all: &'a mut [Option<Box<Trigger>>],
+    heads: &'a mut [Head],
 }
 
 /// Gathers one set's flows for the sweep's epoch into its triggers; false
@@ -180,11 +182,12 @@ fn gather_set(
     sid: u32,
     flows: &mut FlowTable,
     sets: &mut [MatchSet],
-    triggers: &mut [Option<Box<Trigger>>],
+    t: Triggers,
     tuning: Tuning,
     s: &mut Sweep,
     budget: &mut usize,
 ) -> bool {
+    let Triggers { all: triggers, heads } = t;
     let Some(set) = sets.get_mut(sid as usize) else {
         return true;
     };
@@ -194,14 +197,20 @@ fn gather_set(
     let mut parts = std::mem::take(&mut s.parts);
     parts.clear();
     for (pos, &tid) in set.triggers.iter().enumerate() {
-        let Some(trig) = triggers.get(tid as usize).and_then(Option::as_deref) else {
+        let Some(head) = heads.get(tid as usize).filter(|h| h.live()) else {
             continue;
         };
-        if !trig.gathers(s.epoch_start) {
+        let end = || {
+            triggers
+                .get(tid as usize)
+                .and_then(Option::as_deref)
+                .map_or(0, Trigger::end_ns)
+        };
+        if !head.gathers(s.epoch_start, end) {
             continue; // installed during the epoch (not due yet), or ended
         }
         // Fixed for the whole sweep: a trigger tested per flow opens no window.
-        let direct = tuning.flow_windows && trig.tested_per_flow(epoch_len, aligned, s.direct.vlans_seen);
+        let direct = tuning.flow_windows && head.tested_per_flow(epoch_len, aligned, s.direct.vlans_seen);
         parts.push(Part {
             pos: pos as u32,
             tid,
@@ -243,22 +252,29 @@ fn gather_set(
             let block = e.block;
             if set.has_epoch(block, s.half, s.epoch_start) {
                 for p in &parts {
+                    let pos = p.pos as usize;
+                    if p.direct {
+                        let t = Triggers {
+                            all: &mut *triggers,
+                            heads: &mut *heads,
+                        };
+                        test_flow(t, p.tid, set, block, &e.key, pos, s);
+                        continue;
+                    }
                     let Some(trig) = triggers.get_mut(p.tid as usize).and_then(Option::as_deref_mut) else {
                         continue;
                     };
-                    let pos = p.pos as usize;
-                    if p.direct {
-                        test_flow(trig, p.tid, set, block, &e.key, pos, s);
-                    } else {
-                        let g = group_of(&e.key, &trig.spec.granularity);
-                        if !trig.is_open() {
-                            s.opened.push(p.tid);
+                    let g = group_of(&e.key, &trig.spec.granularity);
+                    if !trig.is_open() {
+                        s.opened.push(p.tid);
+                        if let Some(h) = heads.get_mut(p.tid as usize) {
+                            h.set_open(true);
                         }
-                        let n_reads = trig.reads_len();
-                        let w = trig.window_for(s.epoch_start);
-                        let (accs, packets) = w.group(g, n_reads);
-                        *packets += set.gather(block, s.half, pos, accs);
                     }
+                    let n_reads = trig.reads_len();
+                    let w = trig.window_for(s.epoch_start);
+                    let (accs, packets) = w.group(g, n_reads);
+                    *packets += set.gather(block, s.half, pos, accs);
                 }
                 set.consume(block, s.half);
             }
@@ -276,9 +292,12 @@ fn gather_set(
 }
 
 /// Tests one flow of a trigger tested per flow (see [`gather_set`]): its
-/// statistics in the swept half are the whole window of its group.
+/// statistics in the swept half are the whole window of its group. A
+/// `sum(x) op c` (the usual trigger) that does not hold reads nothing of
+/// the trigger but its [`Head`]; the trigger itself is read to gather
+/// other values and to report.
 fn test_flow(
-    trig: &mut Trigger,
+    t: Triggers,
     tid: TriggerId,
     set: &MatchSet,
     block: u32,
@@ -287,17 +306,20 @@ fn test_flow(
     s: &mut Sweep,
 ) {
     let d = &mut s.direct;
-    // `sum(x) op c`, the usual trigger: its value straight from the half,
-    // its predicate from the trigger's first line.
-    let threshold = trig.threshold.filter(|t| t.func == AggFunc::Sum);
+    let Some(head) = t.heads.get_mut(tid as usize) else {
+        return;
+    };
+    let triggers = &*t.all;
+    let trigger = || triggers.get(tid as usize).and_then(Option::as_deref);
     let one: f64;
-    let (fires, values): (bool, &[f64]) = match threshold.zip(set.read_sum(block, s.half, pos)) {
+    let (fires, values): (bool, &[f64]) = match head.sum_threshold().zip(set.read_sum(block, s.half, pos)) {
         Some((_, (0, _))) => return, // RTT samples only: no packet, no group
         Some((t, (_, v))) => {
             one = v;
             (t.holds(v), std::slice::from_ref(&one))
         }
         None => {
+            let Some(trig) = trigger() else { return };
             d.accs.clear();
             d.accs.resize(trig.reads_len(), Acc::default());
             if set.gather(block, s.half, pos, &mut d.accs) == 0 {
@@ -307,17 +329,16 @@ fn test_flow(
             (trig.fires(&d.values), &d.values)
         }
     };
-    let window = d.kept.window();
-    if !trig.tested_per_flow_once {
-        trig.tested_per_flow_once = true;
+    if !head.tested() {
+        head.mark_tested();
     }
     // One flow per group: the group is the flow's key.
-    let g = *key;
-    debug_assert_eq!(g, group_of(key, &trig.spec.granularity));
-    d.kept.push(tid, &g, values);
+    d.kept.push(tid, key, values);
     if fires {
+        let Some(trig) = trigger() else { return };
+        debug_assert_eq!(*key, group_of(key, &trig.spec.granularity));
         s.reports
-            .push(trig.report(window, &g, values, &s.origin, d.completeness));
+            .push(trig.report(d.kept.window(), key, values, &s.origin, d.completeness));
         if s.merge {
             s.report_triggers.push(tid);
         }
