@@ -177,7 +177,8 @@ struct Triggers<'a> {
 /// whose groups are single flows and whose values are all aggregates is
 /// tested flow by flow, here: each flow's statistics are its group's, so
 /// there is nothing to merge and no open window to keep; its values go
-/// straight to the history and, if the predicate holds, to a report.
+/// straight to the epoch's arena (`recent.rs`) and, if the predicate
+/// holds, to a report.
 fn gather_set(
     sid: u32,
     flows: &mut FlowTable,
