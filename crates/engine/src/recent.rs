@@ -13,8 +13,9 @@
 //!
 //! # Invariants
 //! - `epochs` holds at most `keep` arenas, oldest first, one per swept
-//!   epoch, with increasing windows; an arena's rows are in test order and
-//!   each row's values are `values[first..first + len]`.
+//!   epoch, with increasing windows; an arena's rows are in test order,
+//!   their `first` increasing, each row's key in `keys` and its values
+//!   from its `first` to the next row's (the last row's, to the end).
 //! - The arenas dropped from `epochs` wait in `spare`, emptied, so that in
 //!   steady state a sweep allocates nothing.
 
