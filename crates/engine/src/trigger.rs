@@ -197,7 +197,7 @@ impl Head {
                 | bit(t.per_flow[0], PER_FLOW)
                 | bit(t.per_flow[1], PER_FLOW << 1)
                 | bit(t.exported, EXPORTED)
-                | bit(t.is_open, OPEN)
+                | bit(t.open.is_some(), OPEN)
                 | bit(t.has_end, HAS_END)
                 | bit(tested, TESTED),
         }
@@ -237,7 +237,7 @@ impl Head {
         self.threshold.filter(|t| t.func == AggFunc::Sum)
     }
 
-    /// Whether a window is being gathered, as the trigger's `is_open`.
+    /// Whether a window is being gathered (the trigger's `open` is `Some`).
     #[inline]
     pub(crate) fn set_open(&mut self, open: bool) {
         self.flags = if open {
@@ -280,8 +280,6 @@ pub(crate) struct Trigger {
     /// Its closed windows leave as partials for a host-level merger instead
     /// of being tested here (`MonitorConfig::merge_output`).
     pub(crate) exported: bool,
-    /// `open` is `Some` (the sweep tests this, not `open`, a line further).
-    is_open: bool,
     /// `end_ns` is set (a drill-down instance): the sweep reads it only then.
     has_end: bool,
     /// The last few closed windows.
@@ -356,7 +354,6 @@ impl Trigger {
             interval_ns: spec.interval_ns,
             threshold,
             per_flow,
-            is_open: false,
             has_end: false,
             spec,
             aggs,
@@ -398,7 +395,6 @@ impl Trigger {
 
     /// Takes the window being gathered out (to close or export it).
     pub(crate) fn take_open(&mut self) -> Option<OpenWindow> {
-        self.is_open = false;
         self.open.take()
     }
 
@@ -411,7 +407,7 @@ impl Trigger {
     /// True while a window is being gathered.
     #[inline]
     pub(crate) fn is_open(&self) -> bool {
-        self.is_open
+        self.open.is_some()
     }
 
     /// The open window for the epoch starting at `epoch_start`, created on
@@ -419,7 +415,6 @@ impl Trigger {
     pub(crate) fn window_for(&mut self, epoch_start: u64) -> &mut OpenWindow {
         let start_ns = epoch_start - epoch_start % self.interval_ns;
         let spare = &mut self.spare;
-        self.is_open = true;
         self.open.get_or_insert_with(|| match spare.take() {
             // The last window's containers, already sized for a steady load.
             Some(mut w) => {
