@@ -402,6 +402,20 @@ impl Monitor {
         }
     }
 
+    /// Whether trigger `t` (installed) will likely write its own history:
+    /// not when, at the current epoch, its windows are tested flow by flow,
+    /// whose values go to the epoch arenas (`recent.rs`). Only decides what
+    /// is reserved ahead: a history grows on demand either way.
+    fn keeps_history(&self, t: TriggerId) -> bool {
+        let per_flow = self.config.tuning.flow_windows
+            && self
+                .heads
+                .get(t as usize)
+                .is_some_and(|h| h.tested_per_flow(self.epoch_ns, true, self.vlans_seen));
+        let live = self.triggers.get(t as usize).is_some_and(Option::is_some);
+        live && !per_flow
+    }
+
     fn intern(&mut self, triggers: &[TriggerId]) -> u32 {
         if let Some(&s) = self.set_ids.get(triggers) {
             return s;
@@ -411,7 +425,12 @@ impl Monitor {
         // combination of triggers: reserve their histories here, so that a
         // new flow of a known set touches none of its triggers' (cold) lines.
         let keep = self.config.history_windows;
-        for &t in &triggers {
+        let reserve: Vec<TriggerId> = triggers
+            .iter()
+            .copied()
+            .filter(|&t| self.keeps_history(t))
+            .collect();
+        for t in reserve {
             if let Some(Some(trig)) = self.triggers.get_mut(t as usize) {
                 trig.history.reserve(keep);
             }
@@ -804,7 +823,10 @@ impl Monitor {
         if self.config.tuning.prefault {
             self.flows.populate();
             // Each trigger's history rings are reserved on its first flow.
-            let rings = self.triggers.len() * History::reserve_bytes(self.config.history_windows);
+            let histories = (0..self.triggers.len() as TriggerId)
+                .filter(|&t| self.keeps_history(t))
+                .count();
+            let rings = histories * History::reserve_bytes(self.config.history_windows);
             crate::heap::reserve_heap(crate::heap::HEAP_RESERVE + rings);
         }
     }
