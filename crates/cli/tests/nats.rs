@@ -29,8 +29,7 @@ fn four_agents_and_a_manager_over_nats_equal_the_reference_and_the_embedded_tran
     assert_eq!(fired.len(), 3, "every event should fire somewhere: {want:?}");
     assert!(want.len() > 20 && want.len() < 300, "{} reports", want.len());
 
-    let port = free_port();
-    let _server = start_server(&server, port);
+    let (_server, port) = start_server(&server);
     let url = format!("nats://127.0.0.1:{port}");
     let m = run_network(d, &url, &["--poll-timeout", "20s"], &["--linger", "60s"]);
     let m_err = String::from_utf8_lossy(&m.stderr).to_string();
@@ -118,9 +117,8 @@ fn with_jetstream_fired_events_are_kept_in_a_stream() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     setup(d, 60);
-    let port = free_port();
     let store = d.join("js");
-    let _server = start_server_with(&server, port, &["-js", "-sd", &store.to_string_lossy()]);
+    let (_server, port) = start_server_with(&server, &["-js", "-sd", &store.to_string_lossy()]);
     let url = format!("nats://127.0.0.1:{port}");
     let m = run_network(d, &url, &["--jetstream"], &[]);
     assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
@@ -147,8 +145,7 @@ fn with_jetstream_fired_events_are_kept_in_a_stream() {
     assert_eq!(stored.len(), written.lines().count());
 
     // Without JetStream on the server, --jetstream is refused with the reason.
-    let plain_port = free_port();
-    let _plain = start_server(&server, plain_port);
+    let (_plain, plain_port) = start_server(&server);
     let refused = clarion()
         .args([
             "manager",

@@ -30,14 +30,12 @@ fn refused(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
-/// Starts a manager on `nats` with its API on `port`, reports to `net.jsonl`; waits until the API answers.
-fn api_manager(dir: &std::path::Path, nats: &str, port: u16, extra: &[&str]) -> Guard {
-    let api = format!("127.0.0.1:{port}");
-    let mut flags = vec!["--api", &api, "-o", "net.jsonl"];
+/// A manager on `nats` with its API on a free port, reporting to
+/// `net.jsonl`, once the API answers; and the API's port.
+fn manager_with_api(dir: &std::path::Path, nats: &str, extra: &[&str]) -> (Guard, u16) {
+    let mut flags = vec!["-o", "net.jsonl"];
     flags.extend_from_slice(extra);
-    let child = manager(dir, nats, &flags);
-    wait_for_port(port, "the API", Duration::from_secs(20));
-    Guard::new(child)
+    api_manager(dir, nats, &flags)
 }
 
 #[test]
@@ -55,12 +53,10 @@ fn events_are_managed_at_runtime_kept_across_restarts_and_streamed() {
     .expect("bad");
     std::fs::write(d.join("host.clarion"), "event h\n  when sum(volume) > 1\n").expect("host event");
 
-    let nats_port = free_port();
-    let _server = start_server(&server, nats_port);
+    let (_server, nats_port) = start_server(&server);
     let nats = format!("nats://127.0.0.1:{nats_port}");
-    let port = free_port();
+    let (m, port) = manager_with_api(d, &nats, &["--store", "m.sqlite"]);
     let api = format!("http://127.0.0.1:{port}");
-    let m = api_manager(d, &nats, port, &["--store", "m.sqlite"]);
 
     assert!(ok(&events(&api, &["list"])).is_empty());
     let e = refused(&events(&api, &["add", &d.join("bad.clarion").to_string_lossy()]));
@@ -102,7 +98,12 @@ fn events_are_managed_at_runtime_kept_across_restarts_and_streamed() {
         out.status.success() && summary.contains("0 registrations"),
         "{summary}"
     );
-    let m = api_manager(d, &nats, port, &["--store", "m.sqlite", "--until-finished"]);
+    let m = restart_api_manager(
+        d,
+        &nats,
+        port,
+        &["-o", "net.jsonl", "--store", "m.sqlite", "--until-finished"],
+    );
     assert_eq!(ok(&events(&api, &["list"])), before);
 
     // Fired events reach `watch` as the manager writes them.
@@ -173,16 +174,13 @@ fn a_token_is_required_when_given_and_beyond_loopback() {
     assert_eq!(open.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&open.stderr).contains("--api-token"));
 
-    let nats_port = free_port();
-    let _server = start_server(&server, nats_port);
-    let port = free_port();
-    let api = format!("http://127.0.0.1:{port}");
-    let m = api_manager(
+    let (_server, nats_port) = start_server(&server);
+    let (m, port) = manager_with_api(
         d,
         &format!("nats://127.0.0.1:{nats_port}"),
-        port,
         &["--no-store", "--api-token", "s3cret"],
     );
+    let api = format!("http://127.0.0.1:{port}");
     let e = refused(&events(&api, &["list"]));
     assert!(e.contains("Bearer"), "{e}");
     let e = refused(&events(&api, &["--token", "wrong", "list"]));

@@ -52,8 +52,7 @@ fn a_fired_network_wide_event_installs_its_instance_on_the_agents() {
     let d = dir.path();
     let frames = setup(d, 250);
     std::fs::write(d.join("events.clarion"), EVENTS_DD).expect("events");
-    let port = free_port();
-    let _server = start_server(&server, port);
+    let (_server, port) = start_server(&server);
     let nats = format!("nats://127.0.0.1:{port}");
     let manager = Guard::new(manager(d, &nats, &REPLAY));
     std::thread::sleep(Duration::from_millis(300));

@@ -47,8 +47,7 @@ fn a_killed_agent_comes_back_and_the_windows_it_missed_are_marked() {
         &d.join("web-2-late.pcap"),
         &host_frames(&frames, 1, T0 + 2_500 * MS),
     );
-    let port = free_port();
-    let _server = start_server(&server, port);
+    let (_server, port) = start_server(&server);
     let nats = format!("nats://127.0.0.1:{port}");
     let manager = Guard::new(manager(d, &nats, &REPLAY));
     std::thread::sleep(Duration::from_millis(300));
@@ -96,8 +95,7 @@ fn a_killed_manager_comes_back_with_its_events_and_names_the_gap() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let frames = setup(d, 400);
-    let port = free_port();
-    let _server = start_server(&server, port);
+    let (_server, port) = start_server(&server);
     let nats = format!("nats://127.0.0.1:{port}");
     let with_store = |out: &str, events: bool| {
         let mut flags = vec!["--store", "m.sqlite", "--no-api", "--until-finished", "-o", out];
@@ -144,8 +142,7 @@ fn everyone_reconnects_when_the_nats_server_comes_back() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let frames = setup(d, 700);
-    let port = free_port();
-    let first = start_server(&server, port);
+    let (first, port) = start_server(&server);
     let nats = format!("nats://127.0.0.1:{port}");
     let manager = Guard::new(manager(d, &nats, &REPLAY));
     std::thread::sleep(Duration::from_millis(300));
@@ -155,7 +152,7 @@ fn everyone_reconnects_when_the_nats_server_comes_back() {
     first.kill();
     // Down for longer than a host may be silent (3 s): the manager re-sends every host's triggers.
     sleep_until(start, Duration::from_millis(5_000));
-    let _second = start_server(&server, port);
+    let _second = restart_server(&server, port);
     let out = wait(manager.take(), "the manager", Duration::from_secs(90));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");

@@ -36,8 +36,7 @@ fn a_token_protected_server_admits_only_clients_with_the_token() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let frames = setup(d, 60);
-    let port = free_port();
-    let _server = start_server_with(&server, port, &["--auth", "s3cret"]);
+    let (_server, port) = start_server_with(&server, &["--auth", "s3cret"]);
     let url = format!("nats://127.0.0.1:{port}");
     let denied = agent_alone(d, &url, &[]);
     assert_eq!(denied.status.code(), Some(1));
@@ -109,7 +108,6 @@ fn over_tls_clients_trust_the_ca_they_are_given() {
             "/CN=127.0.0.1",
         ],
     );
-    let port = free_port();
     let cert = d.join("server.pem");
     openssl(
         d,
@@ -132,9 +130,8 @@ fn over_tls_clients_trust_the_ca_they_are_given() {
         ],
     );
     let key = d.join("server.key");
-    let _server = start_server_with(
+    let (_server, port) = start_server_with(
         &server,
-        port,
         &[
             "--tls",
             "--tlscert",

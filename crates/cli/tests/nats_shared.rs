@@ -15,9 +15,8 @@ const S: u64 = 1_000 * MS;
 /// A JetStream-enabled server on a free port, storing in `d`.
 fn jetstream_server(d: &std::path::Path) -> Option<(Guard, String)> {
     let server = require_server()?;
-    let port = free_port();
     let store = d.join("js");
-    let guard = start_server_with(&server, port, &["-js", "-sd", &store.display().to_string()]);
+    let (guard, port) = start_server_with(&server, &["-js", "-sd", &store.display().to_string()]);
     Some((guard, format!("nats://127.0.0.1:{port}")))
 }
 
@@ -178,21 +177,10 @@ fn an_event_added_on_one_manager_is_installed_on_all_and_removed_from_all() {
         return;
     };
     setup(d, 10);
-    let ports = [free_port(), free_port()];
-    let managers: Vec<Guard> = ["m1", "m2"]
+    let (managers, ports): (Vec<Guard>, Vec<u16>) = ["m1", "m2"]
         .iter()
-        .zip(ports)
-        .map(|(name, port)| {
-            let api = format!("127.0.0.1:{port}");
-            let child = manager(
-                d,
-                &url,
-                &["--shared", "--name", name, "--api", &api, "--duration", "20s"],
-            );
-            wait_for_port(port, "the control API", Duration::from_secs(10));
-            Guard::new(child)
-        })
-        .collect();
+        .map(|name| api_manager(d, &url, &["--shared", "--name", name, "--duration", "20s"]))
+        .unzip();
     let new = d.join("new.clarion");
     std::fs::write(
         &new,

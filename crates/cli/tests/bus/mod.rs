@@ -120,30 +120,96 @@ impl Drop for Guard {
     }
 }
 
-pub fn start_server(bin: &Path, port: u16) -> Guard {
-    start_server_with(bin, port, &[])
+/// A `nats-server` on a free loopback port, and that port.
+pub fn start_server(bin: &Path) -> (Guard, u16) {
+    start_server_with(bin, &[])
 }
 
-/// A server with more options (`--auth TOKEN`, `--tls ...`).
-pub fn start_server_with(bin: &Path, port: u16, extra: &[&str]) -> Guard {
-    let child = Command::new(bin)
+/// A server with more options (`--auth TOKEN`, `--tls ...`), on a free port.
+pub fn start_server_with(bin: &Path, extra: &[&str]) -> (Guard, u16) {
+    listen_on_free_port("nats-server", |port| nats_server_on(bin, port, extra))
+}
+
+/// A server on `port` again (a restart), waiting until it listens.
+pub fn restart_server(bin: &Path, port: u16) -> Guard {
+    let mut server = Guard::new(nats_server_on(bin, port, &[]));
+    if let Err(why) = wait_listening(&mut server, port, Duration::from_secs(10)) {
+        panic!("nats-server did not restart on {port}: {why}");
+    }
+    server
+}
+
+fn nats_server_on(bin: &Path, port: u16, extra: &[&str]) -> Child {
+    Command::new(bin)
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("nats-server starts");
-    wait_for_port(port, "nats-server", Duration::from_secs(10));
-    Guard::new(child)
+        .expect("nats-server starts")
 }
 
-/// Waits until something listens on the loopback `port`.
-pub fn wait_for_port(port: u16, what: &str, limit: Duration) {
+/// Starts what `spawn(port)` starts on a free loopback port and waits until
+/// it listens there. A port `free_port` found can be taken before the child
+/// binds it (an outgoing connection of a test running beside this one gets
+/// it as its local port); the child then exits, and another port is tried.
+pub fn listen_on_free_port(what: &str, mut spawn: impl FnMut(u16) -> Child) -> (Guard, u16) {
+    let mut why = String::new();
+    for _ in 0..5 {
+        let port = free_port();
+        let mut child = Guard::new(spawn(port));
+        match wait_listening(&mut child, port, Duration::from_secs(20)) {
+            Ok(()) => return (child, port),
+            Err(e) => why = e,
+        }
+    }
+    panic!("{what} did not listen on any of 5 free ports; the last time: {why}");
+}
+
+/// Waits until something listens on the loopback `port`; `Err` (with the
+/// child's standard error when it is piped) when the child exits first.
+fn wait_listening(child: &mut Guard, port: u16, limit: Duration) -> Result<(), String> {
     let deadline = Instant::now() + limit;
+    let c = child.0.as_mut().expect("a guard holds its child until taken");
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
+        if let Ok(Some(status)) = c.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = c.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            return Err(format!("it exited ({status}) before listening on {port}: {err}"));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("it did not listen on {port} within {limit:?}"));
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+    Ok(())
+}
+
+/// A manager (`clarion manager` on `url` with `flags`, see [`manager`])
+/// with its control API on a free loopback port, and that port.
+pub fn api_manager(d: &Path, url: &str, flags: &[&str]) -> (Guard, u16) {
+    listen_on_free_port("the manager's control API", |port| {
+        api_manager_on(d, url, port, flags)
+    })
+}
+
+/// A manager with its control API on `port` (a restart on the same address),
+/// waiting until it listens.
+pub fn restart_api_manager(d: &Path, url: &str, port: u16, flags: &[&str]) -> Guard {
+    let mut m = Guard::new(api_manager_on(d, url, port, flags));
+    if let Err(why) = wait_listening(&mut m, port, Duration::from_secs(20)) {
+        panic!("the manager's control API did not come back on {port}: {why}");
+    }
+    m
+}
+
+fn api_manager_on(d: &Path, url: &str, port: u16, flags: &[&str]) -> Child {
+    let api = format!("127.0.0.1:{port}");
+    let mut all = vec!["--api", &api];
+    all.extend_from_slice(flags);
+    manager(d, url, &all)
 }
 
 /// `clarion manager` on `url` with the inventory `hosts.txt` of `d`,
