@@ -1286,11 +1286,14 @@ impl Monitor {
             .recent
             .find(window_start_ns)
             .filter(|e| tested && e.window().end_ns <= self.closed_to);
-        if let Some(e) = recent.filter(|e| e.groups(id).next().is_some()) {
-            return Some(WindowValues {
-                window: e.window(),
-                groups: groups_of(&mut e.groups(id)),
-            });
+        if let Some(e) = recent {
+            let groups = groups_of(&mut e.groups(id));
+            if !groups.is_empty() {
+                return Some(WindowValues {
+                    window: e.window(),
+                    groups,
+                });
+            }
         }
         // A closed window with no data (so not kept) since the oldest kept
         // one, in the history and, if it was tested per flow, in the recent
