@@ -132,11 +132,12 @@ pub fn start_server_with(bin: &Path, extra: &[&str]) -> (Guard, u16) {
 
 /// A server on `port` again (a restart), waiting until it listens.
 pub fn restart_server(bin: &Path, port: u16) -> Guard {
-    let mut server = Guard::new(nats_server_on(bin, port, &[]));
-    if let Err(why) = wait_listening(&mut server, port, Duration::from_secs(10)) {
-        panic!("nats-server did not restart on {port}: {why}");
-    }
-    server
+    listening_again(
+        "nats-server",
+        port,
+        Duration::from_secs(10),
+        nats_server_on(bin, port, &[]),
+    )
 }
 
 fn nats_server_on(bin: &Path, port: u16, extra: &[&str]) -> Child {
@@ -164,6 +165,15 @@ pub fn listen_on_free_port(what: &str, mut spawn: impl FnMut(u16) -> Child) -> (
         }
     }
     panic!("{what} did not listen on any of 5 free ports; the last time: {why}");
+}
+
+/// `child`, started again on `port` (which it had), once it listens there.
+fn listening_again(what: &str, port: u16, limit: Duration, child: Child) -> Guard {
+    let mut child = Guard::new(child);
+    if let Err(why) = wait_listening(&mut child, port, limit) {
+        panic!("{what} did not come back on {port}: {why}");
+    }
+    child
 }
 
 /// Waits until something listens on the loopback `port`; `Err` (with the
@@ -198,11 +208,12 @@ pub fn api_manager(d: &Path, url: &str, flags: &[&str]) -> (Guard, u16) {
 /// A manager with its control API on `port` (a restart on the same address),
 /// waiting until it listens.
 pub fn restart_api_manager(d: &Path, url: &str, port: u16, flags: &[&str]) -> Guard {
-    let mut m = Guard::new(api_manager_on(d, url, port, flags));
-    if let Err(why) = wait_listening(&mut m, port, Duration::from_secs(20)) {
-        panic!("the manager's control API did not come back on {port}: {why}");
-    }
-    m
+    listening_again(
+        "the manager's control API",
+        port,
+        Duration::from_secs(20),
+        api_manager_on(d, url, port, flags),
+    )
 }
 
 fn api_manager_on(d: &Path, url: &str, port: u16, flags: &[&str]) -> Child {
