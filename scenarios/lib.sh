@@ -29,8 +29,9 @@ sc_die() { echo "$SC_NAME: $*" >&2; exit 1; }
 declare -A SC_PKG=([ip]=iproute2 [tc]=iproute2 [iperf3]=iperf3 [tcpdump]=tcpdump
     [tshark]=tshark [capinfos]=tshark [ethtool]=ethtool [python3]=python3 [timeout]=coreutils [ping]=iputils-ping [curl]=curl [taskset]=util-linux)
 
-# sc_need_tools TOOL...: exits with the apt packages to install when any is missing.
-sc_need_tools() {
+# sc_missing_tools TOOL...: prints what is missing and the apt packages to
+# install; false when something is.
+sc_missing_tools() {
     local t missing=() pkgs=()
     for t in "$@"; do
         command -v "$t" >/dev/null 2>&1 && continue
@@ -38,7 +39,20 @@ sc_need_tools() {
         pkgs+=("${SC_PKG[$t]:-$t}")
     done
     [ ${#missing[@]} = 0 ] && return 0
-    sc_die "missing ${missing[*]}; install with: apt-get install -y $(printf '%s\n' "${pkgs[@]}" | sort -u | tr '\n' ' ')"
+    echo "missing ${missing[*]}; install with: apt-get install -y $(printf '%s\n' "${pkgs[@]}" | sort -u | tr '\n' ' ')"
+    return 1
+}
+
+# sc_need_tools TOOL...: exits with the apt packages to install when any is missing.
+sc_need_tools() {
+    local why
+    why=$(sc_missing_tools "$@") || sc_die "$why"
+}
+
+# sc_have_tools TOOL...: false, saying what to install, when any is missing.
+sc_have_tools() {
+    local why
+    why=$(sc_missing_tools "$@") || { sc_log "$why"; return 1; }
 }
 
 # can_use_netns: true when this process may create network namespaces, veth

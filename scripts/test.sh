@@ -3,8 +3,12 @@
 # golden, documentation), then the live scenarios (real TCP between network
 # namespaces; as root, else skipped with the reason).
 # Usage: bash scripts/test.sh
+# First installs the Debian packages the tests call when run as root
+# (scripts/deps.sh says which); without them those tests skip, saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "== test tools (scripts/deps.sh)"
+bash scripts/deps.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

@@ -70,8 +70,10 @@ pub fn nats_server() -> Option<PathBuf> {
         return Some(PathBuf::from(path));
     }
     // Debian installs it in /usr/sbin, which a user's PATH may lack.
+    use std::os::unix::fs::PermissionsExt;
     let sbin = PathBuf::from("/usr/sbin/nats-server");
-    sbin.exists().then_some(sbin)
+    let runnable = std::fs::metadata(&sbin).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    runnable.then_some(sbin)
 }
 
 pub fn free_port() -> u16 {

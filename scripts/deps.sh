@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The Debian packages the tests call, in one place; scripts/test.sh and
+# .ci/run run this first.
+#
+# Usage: bash scripts/deps.sh
+#   As root with apt-get: installs the missing ones, saying which.
+#   Otherwise (not root, no apt-get, CLARION_NO_INSTALL=1, or apt-get
+#   failing, e.g. offline): says what is missing and which tests will skip,
+#   and exits 0; those tests skip with the reason.
+#   CLARION_REQUIRE_TOOLS=1 (CI) turns every missing tool into a failure.
+set -uo pipefail
+
+# tool:package:the tests that need it
+DEPS=(
+  "nats-server:nats-server:the NATS transport (a real server)"
+  "openssl:openssl:NATS over TLS"
+  "ip:iproute2:live capture and the scenarios (network namespaces)"
+  "tc:iproute2:the scenarios (shaped links)"
+  "iperf3:iperf3:the scenarios (TCP and UDP traffic)"
+  "tcpdump:tcpdump:live capture and the scenarios (reference captures, BPF filters)"
+  "tshark:tshark:the scenarios (loss and RTT reference)"
+  "ethtool:ethtool:the scenarios (offloads off)"
+  "ping:iputils-ping:the scenarios (links up)"
+  "python3:python3:live capture and the scenarios (traffic senders)"
+  "curl:curl:the scenarios (metrics scrape)"
+)
+
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+
+missing_tools=() missing_pkgs=() missing_why=()
+for d in "${DEPS[@]}"; do
+  tool=${d%%:*} rest=${d#*:}
+  pkg=${rest%%:*} why=${rest#*:}
+  have "$tool" && continue
+  missing_tools+=("$tool")
+  missing_why+=("  $tool ($pkg): $why")
+  case " ${missing_pkgs[*]} " in *" $pkg "*) ;; *) missing_pkgs+=("$pkg") ;; esac
+done
+[ ${#missing_tools[@]} = 0 ] && exit 0
+
+why_not=""
+if [ "${CLARION_NO_INSTALL:-0}" = 1 ]; then
+  why_not="CLARION_NO_INSTALL=1"
+elif [ "$(id -u)" != 0 ]; then
+  why_not="not root"
+elif ! command -v apt-get >/dev/null 2>&1; then
+  why_not="no apt-get"
+fi
+
+if [ -z "$why_not" ]; then
+  echo "deps: installing ${missing_pkgs[*]} (apt-get, about a minute):" >&2
+  printf '%s\n' "${missing_why[@]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  # tshark asks whether non-root users may capture; answer no.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null
+  if apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null; then
+    exit 0
+  fi
+  why_not="apt-get failed (offline?)"
+fi
+
+echo "deps: not installing ${missing_pkgs[*]} ($why_not); these tests will be skipped, each saying why:" >&2
+printf '%s\n' "${missing_why[@]}" >&2
+if [ "${CLARION_REQUIRE_TOOLS:-0}" = 1 ]; then
+  echo "deps: CLARION_REQUIRE_TOOLS=1: every tool is required" >&2
+  exit 1
+fi
+[ "$why_not" = "not root" ] && echo "deps: run as root (sudo bash scripts/test.sh) to install them" >&2
+exit 0
