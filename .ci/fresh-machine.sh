@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the README's test command as a newcomer's fresh machine would: with
 # nothing but a Rust toolchain. The Debian tools of scripts/deps.sh are
-# hidden (in a private mount namespace each is covered by an empty file
-# that cannot be executed, so `command -v` and exec both miss it) and
+# hidden (in a private mount namespace, each directory holding one is
+# covered by an overlay in which its name is deleted) and
 # installing is off (CLARION_NO_INSTALL=1). The command must pass, and the
 # tests needing those tools must say they were skipped and why.
 #
@@ -20,14 +20,33 @@ set +e
 # shellcheck disable=SC2016
 unshare --mount --propagation private bash -c '
   set -euo pipefail
-  blank=$(mktemp)
-  chmod 0644 "$blank"
+  # Each directory holding a hidden tool gets an overlay whose upper layer
+  # has a whiteout (a 0/0 character device) for it: the name is gone.
+  scratch=$(mktemp -d)
+  mount -t tmpfs fresh "$scratch"
+  declare -A dirs=()
   for tool in "$@"; do
-    for p in $(command -v "$tool" 2>/dev/null) /usr/sbin/$tool /usr/bin/$tool /sbin/$tool /bin/$tool; do
+    for p in $(type -ap "$tool") /usr/sbin/$tool /sbin/$tool /usr/bin/$tool /bin/$tool; do
       [ -e "$p" ] || continue
-      mount --bind "$blank" "$(readlink -f "$p")"
+      d=$(readlink -f "$(dirname "$p")")
+      dirs[$d]+=" $tool"
     done
-    if command -v "$tool" >/dev/null 2>&1; then echo "fresh-machine: cannot hide $tool" >&2; exit 1; fi
+  done
+  n=0
+  for d in "${!dirs[@]}"; do
+    n=$((n + 1))
+    mkdir -p "$scratch/$n/upper" "$scratch/$n/work"
+    for tool in ${dirs[$d]}; do
+      [ -e "$scratch/$n/upper/$tool" ] || mknod "$scratch/$n/upper/$tool" c 0 0
+    done
+    mount -t overlay fresh -o "lowerdir=$d,upperdir=$scratch/$n/upper,workdir=$scratch/$n/work" "$d"
+  done
+  for tool in "$@"; do
+    for p in $(type -ap "$tool") /usr/sbin/$tool /sbin/$tool; do
+      [ -e "$p" ] || continue
+      echo "fresh-machine: cannot hide $tool ($p)" >&2
+      exit 1
+    done
   done
   echo "fresh-machine: hidden: $*" >&2
   CLARION_NO_INSTALL=1 bash scripts/test.sh
