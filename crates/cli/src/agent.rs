@@ -6,13 +6,15 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use clarion_capture::{CaptureFile, PacketSource};
-use clarion_engine::{Monitor, MonitorConfig, Report, Unparsed};
+use clarion_capture::{CaptureError, CaptureFile};
+use clarion_engine::{Monitor, MonitorConfig, Report};
+use clarion_host::{replay, Driver, ReplayOptions};
 use clarion_nats::protocol::Control;
 use clarion_nats::{AgentLink, AgentOptions, HostDesk, Inbound};
 use clarion_sinks::ReportSink;
@@ -110,42 +112,26 @@ struct Tally {
 
 struct Agent {
     link: AgentLink,
-    monitor: Monitor,
     desk: HostDesk<async_nats::Subject>,
     sink: Box<dyn ReportSink>,
     tally: Tally,
+    stop: Arc<AtomicBool>,
 }
 
 impl Agent {
-    /// Network-wide triggers' reports go to the manager, the host's own to the sink.
-    fn route(&mut self, reports: &mut Vec<Report>) -> Result<(), Failure> {
-        for r in reports.drain(..) {
-            match self.desk.network_event(&r) {
-                Some(event) => {
-                    self.tally.satisfied += 1;
-                    self.link.satisfied(event, &r, self.monitor.now_ns());
-                }
-                None => self.sink.write(&r).map_err(sink_error)?,
-            }
-        }
-        Ok(())
-    }
-
-    fn handle(&mut self, item: Inbound) {
+    fn handle(&mut self, monitor: &mut Monitor, item: Inbound) {
         match item {
             Inbound::Control(Control::Install(t)) => {
                 let name = t.spec.name.clone();
-                if let Err(e) = self.desk.install(&mut self.monitor, t) {
+                if let Err(e) = self.desk.install(monitor, t) {
                     eprintln!("clarion: warning: cannot install {name}: {e}");
                 }
             }
-            Inbound::Control(Control::Remove { event }) => self.desk.remove(&mut self.monitor, event),
-            Inbound::Control(Control::Extend { event, end_ns }) => {
-                self.desk.extend(&mut self.monitor, event, end_ns)
-            }
+            Inbound::Control(Control::Remove { event }) => self.desk.remove(monitor, event),
+            Inbound::Control(Control::Extend { event, end_ns }) => self.desk.extend(monitor, event, end_ns),
             Inbound::Control(Control::Done) => self.tally.manager_done = true,
             Inbound::Poll { reqs, reply } => {
-                if let Some((reply, answers)) = self.desk.poll(&self.monitor, reqs, reply) {
+                if let Some((reply, answers)) = self.desk.poll(monitor, reqs, reply) {
                     self.tally.answered += answers.len() as u64;
                     self.link.answer(reply, &answers);
                 }
@@ -160,14 +146,43 @@ impl Agent {
     }
 
     /// Takes what the manager sent, and answers the polls whose windows have closed.
-    fn service(&mut self) {
+    fn serve(&mut self, monitor: &mut Monitor) {
         while let Some(item) = self.link.try_recv() {
-            self.handle(item);
+            self.handle(monitor, item);
         }
-        for (reply, answers) in self.desk.ready(&self.monitor) {
+        for (reply, answers) in self.desk.ready(monitor) {
             self.tally.answered += answers.len() as u64;
             self.link.answer(reply, &answers);
         }
+    }
+}
+
+/// The agent's side of the replay: network-wide triggers' reports go to
+/// the manager, the host's own to the sink; between frames, the manager's
+/// messages are served.
+impl Driver<Monitor> for Agent {
+    type Error = Failure;
+
+    fn reports(&mut self, monitor: &mut Monitor, reports: &mut Vec<Report>) -> Result<(), Failure> {
+        for r in reports.drain(..) {
+            match self.desk.network_event(&r) {
+                Some(event) => {
+                    self.tally.satisfied += 1;
+                    self.link.satisfied(event, &r, monitor.now_ns());
+                }
+                None => self.sink.write(&r).map_err(sink_error)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn service(&mut self, monitor: &mut Monitor) -> Result<bool, Failure> {
+        self.serve(monitor);
+        Ok(!self.stop.load(Ordering::Relaxed))
+    }
+
+    fn warning(&mut self, error: &CaptureError) {
+        eprintln!("clarion: warning: {error}");
     }
 }
 
@@ -224,83 +239,37 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     let sink = open_sink_to(a.output.as_deref(), a.format)?;
     let mut ag = Agent {
         link,
-        monitor,
         desk,
         sink,
         tally: Tally::default(),
+        stop: Arc::clone(&stop),
     };
-
-    let started = Instant::now();
-    let mut reports = Vec::new();
-    let mut frames: u64 = 0;
-    let mut first_ts: Option<u64> = None;
-    let mut damage = None;
-    while let Some(item) = source.next_packet() {
-        let raw = match item {
-            Ok(raw) => raw,
-            Err(e) if e.is_fatal() => {
-                damage = Some(e);
-                break;
-            }
-            Err(e) => {
-                eprintln!("clarion: warning: {e}");
-                continue;
-            }
-        };
-        frames += 1;
-        if let Some(speed) = a.speed {
-            // Paced: wait (answering the manager meanwhile) until this packet's time comes.
-            let first = *first_ts.get_or_insert(raw.ts_ns);
-            let due = started + Duration::from_secs_f64(raw.ts_ns.saturating_sub(first) as f64 / 1e9 / speed);
-            while let Some(left) = due.checked_duration_since(Instant::now()) {
-                ag.service();
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                std::thread::sleep(left.min(Duration::from_millis(1)));
-            }
-        }
-        match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
-            Ok(rec) => ag.monitor.process(&rec, &mut reports),
-            Err(e) if e.is_not_ip() => ag.monitor.note_unparsed(raw.ts_ns, Unparsed::NotIp, &mut reports),
-            Err(_) => ag
-                .monitor
-                .note_unparsed(raw.ts_ns, Unparsed::Malformed, &mut reports),
-        }
-        if !reports.is_empty() {
-            ag.route(&mut reports)?;
-        }
-        if frames.is_multiple_of(64) {
-            ag.service();
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-        }
-    }
-    ag.monitor.finish(&mut reports);
-    ag.route(&mut reports)?;
+    let options = ReplayOptions {
+        speed: a.speed,
+        ..ReplayOptions::default()
+    };
+    let run = replay(&mut source, &mut monitor, &mut ag, &options)?;
     ag.sink.flush().map_err(sink_error)?;
-    ag.service();
+    ag.serve(&mut monitor);
     ag.link.finished();
-    let replayed = started.elapsed();
 
     // Every window is closed now: polls are answered at once.
     let linger_until = Instant::now() + Duration::from_nanos(a.linger);
     while !ag.tally.manager_done && !stop.load(Ordering::Relaxed) && Instant::now() < linger_until {
         if let Some(item) = ag.link.recv_timeout(Duration::from_millis(50)) {
-            ag.handle(item);
+            ag.handle(&mut monitor, item);
         }
-        ag.service();
+        ag.serve(&mut monitor);
     }
     ag.link.flush(Duration::from_secs(5));
     if !a.quiet {
-        let c = ag.monitor.counters();
+        let c = monitor.counters();
         eprintln!(
             "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}",
             a.host,
-            thousands(frames),
+            thousands(run.frames),
             thousands(c.packets),
-            replayed.as_secs_f64(),
+            run.elapsed.as_secs_f64(),
             thousands(ag.tally.satisfied),
             thousands(ag.tally.answered),
             if ag.desk.deferred() > 0 {
@@ -315,7 +284,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             },
         );
     }
-    match damage {
+    match run.damage {
         Some(e) => {
             eprintln!("clarion: warning: {e}; reports cover the packets before the damage");
             Ok(ExitCode::from(1))

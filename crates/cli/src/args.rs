@@ -86,12 +86,16 @@ const RUN_AFTER_HELP: &str = "Examples:
   clarion run -i eth0 -i eth1 --workers 2 --filter 'not port 22' --events rack.clarion
   clarion run -i mirror0 --source xdp --workers 2 --events rack.clarion
   clarion run --pcap dc.pcap --inventory hosts.txt --events service.clarion
+  clarion run --inventory hosts.txt --pcap web-1=web-1.pcap --pcap web-2=web-2.pcap --events service.clarion
+  clarion run --pcap big.pcap --workers 2 --events rack.clarion
 
-With --inventory, the capture holds several hosts' traffic: each packet goes
-to the hosts owning its source and destination addresses, each host runs
-its own monitor, and the event manager splits every network-wide event
-(`across hosts`) into per-host triggers and decides it from all hosts'
-values, as it would across machines.
+With --inventory, each host of the inventory runs its own monitor, and the
+event manager splits every network-wide event (`across hosts`) into
+per-host triggers and decides it from all hosts' values, as it would
+across machines. One capture of several hosts' traffic gives each packet
+to the hosts owning its source and destination addresses; one capture per
+host (--pcap NAME=FILE, as tcpdump writes on each host's interface) gives
+each host its own capture's packets, the captures merged by time.
 
 Live capture (--interface) uses an AF_PACKET TPACKET_V3 ring per worker and
 interface, or with --source xdp an AF_XDP socket per RX queue (worker k
@@ -203,13 +207,16 @@ Method and results: docs/performance.md, 'DoS resilience'.";
 #[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "interface"])))]
 pub struct RunArgs {
     /// Capture file to read (pcap or pcapng; '-' reads standard input).
+    /// With --inventory, repeat as NAME=FILE for one capture per host
+    /// (merged by time; each host measures its own capture's packets).
     #[arg(
         long,
         value_name = "FILE",
+        value_parser = parse_capture,
         required_unless_present = "interface",
         conflicts_with = "interface"
     )]
-    pub pcap: Option<PathBuf>,
+    pub pcap: Vec<CaptureArg>,
 
     /// Capture live from this interface (repeat for several). Needs root or
     /// CAP_NET_RAW; runs until Ctrl-C (or SIGTERM) or --duration.
@@ -217,13 +224,11 @@ pub struct RunArgs {
     pub interface: Vec<String>,
 
     /// Hosts and the prefixes each owns (one per line: a name, then its
-    /// prefixes). The capture is split into one monitor per host, and
-    /// network-wide events (`across hosts`) are decided over all of them.
+    /// prefixes). One monitor per host, fed the packets of its addresses
+    /// from one capture, or its own capture (--pcap NAME=FILE); network-wide
+    /// events (`across hosts`) are decided over all of them.
     #[arg(long, value_name = "FILE", requires = "pcap")]
     pub inventory: Option<PathBuf>,
-
-    #[command(flatten)]
-    pub live: LiveArgs,
 
     /// Events file (the Clarion event language, conventionally *.clarion).
     #[arg(long, value_name = "FILE")]
@@ -268,96 +273,103 @@ pub struct RunArgs {
     #[arg(long)]
     pub dos_auto_raise: bool,
 
-    /// Show a progress bar: 'auto' (when standard error is a terminal), 'always', 'never'.
-    #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN")]
+    /// Show a progress bar over a capture file: 'auto' (when standard error
+    /// is a terminal), 'always', 'never'.
+    #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN", conflicts_with = "interface")]
     pub progress: When,
 
     /// Do not print the summary at the end.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+
+    /// Worker threads, each with its own monitor and a share of the flows
+    /// (both directions of a connection together: the kernel's fanout live,
+    /// a symmetric flow hash on files); their statistics are merged per
+    /// event, group and window before testing, so the reports are one
+    /// monitor's. Events with drill-downs need one worker.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
+
+    // Last: its heading would carry over to the flags after it.
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 /// Options of live capture (`--interface`); see `clarion run --help`.
 #[derive(Args, Debug)]
 #[command(next_help_heading = "Live capture")]
 pub struct LiveArgs {
-    /// Worker threads, each with its own monitor and a share of the flows
-    /// (kernel fanout by a symmetric flow hash); their values are merged
-    /// per trigger, group and window before testing.
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub workers: u32,
-
     /// Receive path: 'packet' (AF_PACKET TPACKET_V3 ring; sees both
     /// directions, the host keeps receiving) or 'xdp' (AF_XDP, copy mode:
     /// frames redirected by an XDP program never reach the host's stack, so
     /// use it on a mirror port, a tap or an interface dedicated to monitoring).
-    #[arg(long, value_enum, default_value_t = SourceKind::Packet, value_name = "KIND")]
+    #[arg(long, conflicts_with = "pcap", value_enum, default_value_t = SourceKind::Packet, value_name = "KIND")]
     pub source: SourceKind,
 
     /// XDP attach mode: 'native' (in the driver) or 'generic' (any device, slower).
-    #[arg(long, value_enum, default_value_t = XdpModeArg::Native, value_name = "MODE")]
+    #[arg(long, conflicts_with = "pcap", value_enum, default_value_t = XdpModeArg::Native, value_name = "MODE")]
     pub xdp_mode: XdpModeArg,
 
     /// Pin worker k to the k-th CPU of this list (e.g. 1,0); default: not pinned.
-    #[arg(long, value_delimiter = ',', value_name = "CPUS")]
+    #[arg(long, conflicts_with = "pcap", value_delimiter = ',', value_name = "CPUS")]
     pub cpus: Vec<usize>,
 
     /// Keep only packets matching this tcpdump expression, in the kernel
     /// (compiled by `tcpdump -ddd`, so the syntax is exactly tcpdump's).
-    #[arg(long, value_name = "EXPR")]
+    #[arg(long, conflicts_with = "pcap", value_name = "EXPR")]
     pub filter: Option<String>,
 
     /// Bytes kept of each packet. Clarion reads headers only and takes the
     /// length from the wire, so the default loses nothing; raise it for deep
     /// IPv6 extension chains.
-    #[arg(long, default_value_t = 256, value_name = "BYTES")]
+    #[arg(long, conflicts_with = "pcap", default_value_t = 256, value_name = "BYTES")]
     pub snaplen: u32,
 
     /// Receive ring: bytes per block (a power of two). Under load the kernel
     /// hands a block over when it is full, so its size bounds the queueing
     /// delay (64 KiB: about 450 minimal frames).
-    #[arg(long, default_value_t = 1 << 16, value_name = "BYTES")]
+    #[arg(long, conflicts_with = "pcap", default_value_t = 1 << 16, value_name = "BYTES")]
     pub ring_block_size: u32,
 
     /// Receive ring: blocks per worker and interface (512 x 64 KiB = 32 MiB).
-    #[arg(long, default_value_t = 512, value_name = "N")]
+    #[arg(long, conflicts_with = "pcap", default_value_t = 512, value_name = "N")]
     pub ring_blocks: u32,
 
     /// Receive ring: frame slot size the kernel checks the ring against (it
     /// must divide the block size; TPACKET_V3 packs frames tightly anyway).
-    #[arg(long, default_value_t = 2048, value_name = "BYTES")]
+    #[arg(long, conflicts_with = "pcap", default_value_t = 2048, value_name = "BYTES")]
     pub ring_frame_size: u32,
 
     /// A block not yet full is handed over after this long (whole milliseconds):
     /// the longest a packet waits unseen when traffic is light.
-    #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, conflicts_with = "pcap", default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
     pub ring_retire: u64,
 
     /// Longest a sweep step runs before the worker looks at its rings again.
-    #[arg(long, default_value = "5us", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, conflicts_with = "pcap", default_value = "5us", value_parser = parse_duration, value_name = "DURATION")]
     pub step_budget: u64,
 
     /// Sweep steps also run between batches while at most this many ring
     /// blocks (AF_XDP: frames) wait; past half an epoch a pending sweep
     /// gets a step after every batch whatever the backlog.
-    #[arg(long, default_value_t = 16, value_name = "N")]
+    #[arg(long, conflicts_with = "pcap", default_value_t = 16, value_name = "N")]
     pub low_water: usize,
 
     /// Stop after this long (e.g. 30s, 5m); default: until Ctrl-C or SIGTERM.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, conflicts_with = "pcap", value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Option<u64>,
 
     /// Write one JSON line per worker and epoch (packets, drops, sweep time,
     /// late sweeps, queueing delay p99 and max) to FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, conflicts_with = "pcap", value_name = "FILE")]
     pub epoch_stats: Option<PathBuf>,
 
     /// Serve self-metrics for Prometheus at http://ADDR/metrics (e.g. 127.0.0.1:9464).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, conflicts_with = "pcap", value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
 
     /// Print a summary line to standard error this often (0 for never).
-    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, conflicts_with = "pcap", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub stats_every: u64,
 }
 
@@ -402,6 +414,33 @@ pub enum When {
     Never,
 }
 
+/// A capture file, or one host's: `FILE` or `NAME=FILE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureArg {
+    pub host: Option<String>,
+    pub path: PathBuf,
+}
+
+/// `NAME=FILE` when the text before the first `=` is non-empty and has no
+/// `/` (so `./a=b.pcap` is a file); else a file.
+pub fn parse_capture(s: &str) -> Result<CaptureArg, String> {
+    match s.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !name.contains('/') => {
+            if path.is_empty() {
+                return Err(format!("`{s}` names host {name} but no file; write {name}=FILE"));
+            }
+            Ok(CaptureArg {
+                host: Some(name.to_string()),
+                path: PathBuf::from(path),
+            })
+        }
+        _ => Ok(CaptureArg {
+            host: None,
+            path: PathBuf::from(s),
+        }),
+    }
+}
+
 /// Parses `60s`, `500ms`, `2m`, `1h`, `250us` into nanoseconds.
 pub fn parse_duration(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -434,6 +473,20 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn captures_are_files_or_hosts_files() {
+        let c = |s| parse_capture(s).map(|c| (c.host, c.path.display().to_string()));
+        assert_eq!(c("a.pcap"), Ok((None, "a.pcap".into())));
+        assert_eq!(c("-"), Ok((None, "-".into())));
+        assert_eq!(c("web-1=w1.pcap"), Ok((Some("web-1".into()), "w1.pcap".into())));
+        assert_eq!(
+            c("web-1=dir/a=b.pcap"),
+            Ok((Some("web-1".into()), "dir/a=b.pcap".into()))
+        );
+        assert_eq!(c("./a=b.pcap"), Ok((None, "./a=b.pcap".into())));
+        assert!(c("web-1=").is_err());
     }
 
     #[test]

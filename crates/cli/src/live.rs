@@ -91,7 +91,7 @@ fn attach_xdp(a: &RunArgs) -> Result<Vec<XdpProgram>, Failure> {
     let mut progs = Vec::new();
     for name in &a.interface {
         let prog = XdpProgram::attach(name, mode).map_err(|e| runtime(anyhow!(e)))?;
-        if prog.queues() < a.live.workers {
+        if prog.queues() < a.workers {
             return Err(Failure::Usage(format!(
                 "clarion: {name} has {} RX queue(s) and AF_XDP reads each with one worker; use --workers {} or fewer",
                 prog.queues(),
@@ -125,7 +125,7 @@ fn open_xdp(progs: &[XdpProgram], w: u32, workers: u32) -> Result<Vec<Box<dyn So
 pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     let specs = load_events(&a.events)?;
     let n_events = specs.len();
-    let workers = a.live.workers;
+    let workers = a.workers;
     let ring_cfg = ring_config(a)?;
     let xdp = match a.live.source {
         SourceKind::Xdp => attach_xdp(a)?,

@@ -10,7 +10,9 @@ use clarion_manager::Inventory;
 use clarion_network::Network;
 
 use crate::args::RunArgs;
-use crate::run::{monitor_config, Replay};
+use clarion_host::Replayed;
+
+use crate::run::monitor_config;
 use crate::summary::{thousands, Summary};
 use crate::Failure;
 
@@ -40,7 +42,7 @@ pub fn read_inventory(path: &Path) -> Result<Inventory, Failure> {
     Inventory::parse(&text).map_err(|e| Failure::Usage(format!("clarion: {}: {e}", path.display())))
 }
 
-pub fn print_summary(net: &Network, run: &Replay, events: usize) {
+pub fn print_summary(net: &Network, run: &Replayed, events: usize) {
     let mut counters = clarion_engine::Counters::default();
     for (_, c) in net.host_counters() {
         counters.add(&c);
@@ -49,8 +51,8 @@ pub fn print_summary(net: &Network, run: &Replay, events: usize) {
         counters,
         dos_threshold: 0,
         frames: run.frames,
-        skipped: run.skipped,
-        dropped: run.dropped,
+        skipped: run.source.skipped,
+        dropped: run.source.dropped,
         elapsed: run.elapsed,
         events,
     };

@@ -1,25 +1,27 @@
-//! `clarion run`: capture file → parser → monitor → report sink.
-//!
-//! This is the pipeline's seam: a source yields raw frames, the wire parser
-//! turns each into a record, per-packet stages (today the monitor) consume
-//! records, and reports go to a sink. Live capture, flow export and packet
-//! export plug in at those three points.
+//! `clarion run --pcap`: flags in, a host assembled by `clarion-host` out —
+//! the capture replayed into one monitor, several merged workers, or a
+//! network of hosts (`--inventory`), its reports to a sink.
 
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use clarion_capture::{CaptureFile, PacketSource};
-use clarion_engine::{Monitor, MonitorConfig, Report, Unparsed};
+use clarion_capture::{CaptureError, CaptureFile, SourceStats};
+use clarion_engine::{Monitor, MonitorConfig, Report};
+use clarion_host::{
+    replay, Driver, Frames, HostError, MergedCaptures, PerHost, ReplayOptions, Replayed, Stage, Workers,
+    WorkersConfig,
+};
+use clarion_lang::spec::EventSpec;
+use clarion_network::Network;
 use clarion_sinks::{JsonLinesSink, ReportSink, SinkError, TableSink};
-use clarion_wire::PacketRecord;
 
-use crate::args::{Format, RunArgs, When};
+use crate::args::{CaptureArg, Format, RunArgs, When};
 use crate::summary::Summary;
 use crate::Failure;
 
@@ -143,143 +145,168 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     if !a.interface.is_empty() {
         return crate::live::run_live(a);
     }
-    let Some(pcap) = &a.pcap else {
+    let specs = load_events(&a.events)?;
+    if let Some(path) = &a.inventory {
+        return run_network(a, path, &specs);
+    }
+    let [capture] = a.pcap.as_slice() else {
         return Err(Failure::Usage(
-            "clarion: give a capture file (--pcap FILE) or an interface (--interface IFACE)".into(),
+            "clarion: several captures are several hosts': give --inventory and each as --pcap NAME=FILE"
+                .into(),
         ));
     };
-    let specs = load_events(&a.events)?;
-    let n_events = specs.len();
-    match &a.inventory {
-        Some(path) => {
-            let mut net = crate::network::build(a, path, &specs)?;
-            let (code, run) = replay(a, pcap, &mut net)?;
-            if !a.quiet {
-                crate::network::print_summary(&net, &run, n_events);
-            }
-            Ok(code)
-        }
-        None => {
-            let mut monitor = build_monitor(a, monitor_config(a), &specs)?;
-            let (code, run) = replay(a, pcap, &mut monitor)?;
-            if !a.quiet {
-                let s = Summary {
-                    counters: monitor.counters(),
-                    dos_threshold: monitor.dos_threshold(),
-                    frames: run.frames,
-                    skipped: run.skipped,
-                    dropped: run.dropped,
-                    elapsed: run.elapsed,
-                    events: n_events,
-                };
-                eprint!("{s}");
-            }
-            Ok(code)
-        }
+    if let Some(host) = &capture.host {
+        return Err(Failure::Usage(format!(
+            "clarion: --pcap {host}=FILE names a host of an inventory: give --inventory, or the file alone"
+        )));
     }
-}
-
-/// What consumes a capture's packets: one monitor, or a network of them.
-pub trait Stage {
-    fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>);
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>);
-    fn finish(&mut self, out: &mut Vec<Report>);
-}
-
-impl Stage for Monitor {
-    fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
-        Monitor::process(self, p, out)
-    }
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) {
-        Monitor::note_unparsed(self, ts_ns, why, out)
-    }
-    fn finish(&mut self, out: &mut Vec<Report>) {
-        Monitor::finish(self, out)
-    }
-}
-
-impl Stage for clarion_network::Network {
-    fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
-        clarion_network::Network::process(self, p, out)
-    }
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) {
-        clarion_network::Network::note_unparsed(self, ts_ns, why, out)
-    }
-    fn finish(&mut self, out: &mut Vec<Report>) {
-        clarion_network::Network::finish(self, out)
-    }
-}
-
-/// How a replay went, for the summary.
-pub struct Replay {
-    pub frames: u64,
-    pub skipped: u64,
-    pub dropped: u64,
-    pub elapsed: Duration,
-}
-
-/// Reads the capture into `stage`, writing reports as they come; the exit
-/// status is 1 when the capture is damaged (reports then cover the packets before).
-fn replay(a: &RunArgs, pcap: &Path, stage: &mut dyn Stage) -> Result<(ExitCode, Replay), Failure> {
-    let mut source = CaptureFile::open(pcap)
-        .with_context(|| format!("cannot read capture {}", pcap.display()))
-        .map_err(Failure::Runtime)?;
-    let mut sink = open_sink(a)?;
-    let bar = progress_bar(a, source.stats().bytes_total);
-
-    let started = Instant::now();
-    let mut reports: Vec<Report> = Vec::new();
-    let mut damage = None;
-    let mut frames: u64 = 0;
-    while let Some(item) = source.next_packet() {
-        let raw = match item {
-            Ok(raw) => raw,
-            Err(e) if e.is_fatal() => {
-                damage = Some(e);
-                break;
-            }
-            Err(e) => {
-                // E.g. a pcapng interface of an unsupported link type: its packets are skipped.
-                eprintln!("clarion: warning: {e}");
-                continue;
-            }
+    let mut source = open_capture(&capture.path)?;
+    let (run, counters, dos_threshold) = if a.workers > 1 {
+        let config = WorkersConfig {
+            workers: a.workers,
+            ..WorkersConfig::default()
         };
-        frames += 1;
-        match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
-            Ok(rec) => stage.process(&rec, &mut reports),
-            Err(e) if e.is_not_ip() => stage.note_unparsed(raw.ts_ns, Unparsed::NotIp, &mut reports),
-            Err(_) => stage.note_unparsed(raw.ts_ns, Unparsed::Malformed, &mut reports),
-        }
-        if !reports.is_empty() {
-            write_all(&mut *sink, &mut reports)?;
-        }
-        if frames.is_multiple_of(65_536) {
-            if let Some(b) = &bar {
-                b.set_position(source.stats().bytes_read);
-            }
-        }
-    }
-    stage.finish(&mut reports);
-    write_all(&mut *sink, &mut reports)?;
-    sink.flush().map_err(sink_error)?;
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    let st = source.stats();
-    let run = Replay {
-        frames,
-        skipped: st.skipped,
-        dropped: st.dropped,
-        elapsed: started.elapsed(),
+        let mut workers = Workers::start(&monitor_config(a), &specs, config)
+            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", a.events.display())))?;
+        let run = replay_into(a, &mut source, &mut workers)?;
+        (run, workers.counters(), 0)
+    } else {
+        let mut monitor = build_monitor(a, monitor_config(a), &specs)?;
+        let run = replay_into(a, &mut source, &mut monitor)?;
+        (run, monitor.counters(), monitor.dos_threshold())
     };
-    let code = match damage {
+    if !a.quiet {
+        let s = Summary {
+            counters,
+            dos_threshold,
+            frames: run.frames,
+            skipped: run.source.skipped,
+            dropped: run.source.dropped,
+            elapsed: run.elapsed,
+            events: specs.len(),
+        };
+        eprint!("{s}");
+    }
+    Ok(exit_code(run.damage))
+}
+
+fn open_capture(path: &Path) -> Result<CaptureFile, Failure> {
+    CaptureFile::open(path)
+        .with_context(|| format!("cannot read capture {}", path.display()))
+        .map_err(Failure::Runtime)
+}
+
+/// `--inventory`: one capture of several hosts' traffic, or one per host.
+fn run_network(a: &RunArgs, inventory: &Path, specs: &[EventSpec]) -> Result<ExitCode, Failure> {
+    if a.workers > 1 {
+        return Err(Failure::Usage(
+            "clarion: --workers applies to one host's traffic; with --inventory each host runs one monitor"
+                .into(),
+        ));
+    }
+    let net = crate::network::build(a, inventory, specs)?;
+    let run = match a.pcap.as_slice() {
+        [one] if one.host.is_none() => {
+            let mut net = net;
+            let run = replay_into(a, &mut open_capture(&one.path)?, &mut net)?;
+            (run, net)
+        }
+        captures => {
+            let (hosts, files) = per_host(&net, captures)?;
+            let mut source = MergedCaptures::new(files);
+            let mut stage = PerHost::new(net, hosts);
+            let run = replay_into(a, &mut source, &mut stage)?;
+            (run, stage.network)
+        }
+    };
+    if !a.quiet {
+        crate::network::print_summary(&run.1, &run.0, specs.len());
+    }
+    Ok(exit_code(run.0.damage))
+}
+
+/// Each `NAME=FILE` capture's host (inventory index) and opened file.
+fn per_host(net: &Network, captures: &[CaptureArg]) -> Result<(Vec<usize>, Vec<CaptureFile>), Failure> {
+    let mut hosts = Vec::new();
+    let mut files = Vec::new();
+    for c in captures {
+        let Some(name) = &c.host else {
+            return Err(Failure::Usage(format!(
+                "clarion: with several captures each is one host's: write --pcap NAME={}",
+                c.path.display()
+            )));
+        };
+        let Some(h) = net.host_index(name) else {
+            return Err(Failure::Usage(format!(
+                "clarion: --pcap {name}=…: the inventory lists no host {name}"
+            )));
+        };
+        if hosts.contains(&h) {
+            return Err(Failure::Usage(format!("clarion: two captures for host {name}")));
+        }
+        hosts.push(h);
+        files.push(open_capture(&c.path)?);
+    }
+    Ok((hosts, files))
+}
+
+/// Status 1 when the capture was damaged (the reports cover the packets before).
+fn exit_code(damage: Option<CaptureError>) -> ExitCode {
+    match damage {
         Some(e) => {
             eprintln!("clarion: warning: {e}; reports cover the packets before the damage");
             ExitCode::from(1)
         }
         None => ExitCode::SUCCESS,
+    }
+}
+
+/// Reports to a sink as they come, with a progress bar.
+struct ToSink {
+    sink: Box<dyn ReportSink>,
+    bar: Option<ProgressBar>,
+}
+
+impl<St: Stage + ?Sized> Driver<St> for ToSink {
+    type Error = Failure;
+
+    fn reports(&mut self, _stage: &mut St, reports: &mut Vec<Report>) -> Result<(), Failure> {
+        write_all(&mut *self.sink, reports)
+    }
+
+    fn warning(&mut self, error: &CaptureError) {
+        eprintln!("clarion: warning: {error}");
+    }
+
+    fn progress(&mut self, stats: &SourceStats) {
+        if let Some(b) = &self.bar {
+            b.set_position(stats.bytes_read);
+        }
+    }
+}
+
+/// Replays the capture into `stage`, writing its reports to the run's sink.
+fn replay_into<S: Frames, St: Stage + ?Sized>(
+    a: &RunArgs,
+    source: &mut S,
+    stage: &mut St,
+) -> Result<Replayed, Failure> {
+    let mut driver = ToSink {
+        sink: open_sink(a)?,
+        bar: progress_bar(a, source.source_stats().bytes_total),
     };
-    Ok((code, run))
+    let run = replay(source, stage, &mut driver, &ReplayOptions::default())?;
+    driver.sink.flush().map_err(sink_error)?;
+    if let Some(b) = &driver.bar {
+        b.finish_and_clear();
+    }
+    Ok(run)
+}
+
+impl From<HostError> for Failure {
+    fn from(e: HostError) -> Self {
+        Failure::Runtime(e.into())
+    }
 }
 
 pub fn write_all(sink: &mut dyn ReportSink, reports: &mut Vec<Report>) -> Result<(), Failure> {

@@ -176,6 +176,33 @@ impl Network {
         self.route(out);
     }
 
+    /// One packet captured on host `host` (its own capture or interface,
+    /// by inventory index): every host's clock moves to its time, then
+    /// that host measures it, whatever its addresses. A packet between two
+    /// hosts is in both hosts' captures, so each measures it once, as
+    /// [`Network::process`] has both measure it from one capture. An index
+    /// outside the inventory counts the packet as of no host.
+    pub fn process_on(&mut self, host: usize, p: &PacketRecord, out: &mut Vec<Report>) {
+        self.tick(p.ts_ns, out);
+        let Some(m) = self.monitors.get_mut(host) else {
+            self.counters.unowned += 1;
+            return;
+        };
+        let mut reports = Vec::new();
+        m.process(p, &mut reports);
+        self.pending.extend(reports.into_iter().map(|r| (host, r)));
+        self.route(out);
+    }
+
+    /// The inventory index of the host named `name`.
+    pub fn host_index(&self, name: &str) -> Option<usize> {
+        self.manager
+            .inventory()
+            .hosts()
+            .iter()
+            .position(|h| h.name == name)
+    }
+
     /// A frame that did not parse: every host's clock still moves.
     pub fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) {
         let _ = why;

@@ -1,0 +1,304 @@
+//! `clarion run`'s flags: none silently ignored, `--workers` on files, the help's headings.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn clarion() -> Command {
+    let mut c = Command::cargo_bin("clarion").expect("binary builds");
+    c.current_dir(repo());
+    c
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Every flag of live capture, with a valid value, refused beside --pcap with its name.
+#[test]
+fn live_capture_flags_are_errors_with_a_capture_file() {
+    let flags: &[&[&str]] = &[
+        &["--filter", "tcp"],
+        &["--cpus", "0"],
+        &["--metrics", "127.0.0.1:9464"],
+        &["--source", "xdp"],
+        &["--xdp-mode", "generic"],
+        &["--snaplen", "128"],
+        &["--ring-block-size", "65536"],
+        &["--ring-blocks", "64"],
+        &["--ring-frame-size", "2048"],
+        &["--ring-retire", "2ms"],
+        &["--step-budget", "10us"],
+        &["--low-water", "8"],
+        &["--duration", "5s"],
+        &["--epoch-stats", "/tmp/never-written.jsonl"],
+        &["--stats-every", "1s"],
+    ];
+    for flag in flags {
+        let o = clarion()
+            .args([
+                "run",
+                "--pcap",
+                "examples/demo.pcap",
+                "--events",
+                "examples/demo.clarion",
+            ])
+            .args(*flag)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(2), "{flag:?} with --pcap: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(flag[0]) && err.contains("--pcap") && err.contains("cannot be used with"),
+            "{flag:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{flag:?}: no reports");
+    }
+}
+
+#[test]
+fn progress_is_an_error_with_an_interface() {
+    let o = clarion()
+        .args([
+            "run",
+            "-i",
+            "lo",
+            "--events",
+            "examples/demo.clarion",
+            "--progress",
+            "always",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--progress"), "{}", stderr(&o));
+}
+
+#[test]
+fn workers_with_an_inventory_is_an_error() {
+    let o = clarion()
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--events",
+            "examples/network.clarion",
+        ])
+        .args(["--inventory", "examples/demo-hosts.txt", "--workers", "2"])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--workers"), "{}", stderr(&o));
+}
+
+#[test]
+fn drill_downs_on_several_workers_are_an_error_that_says_what_to_do() {
+    let o = clarion()
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--events",
+            "examples/drilldown.clarion",
+        ])
+        .args(["--workers", "2"])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--workers 1"), "{}", stderr(&o));
+}
+
+/// JSON lines of a run, with the origin's worker (which names the merged
+/// workers on several) blanked.
+fn reports(capture: &Path, events: &Path, workers: u32) -> Vec<String> {
+    let o = clarion()
+        .args(["run", "--format", "json", "-q", "--host", "h", "--events"])
+        .arg(events)
+        .arg("--pcap")
+        .arg(capture)
+        .args(["--workers", &workers.to_string()])
+        .output()
+        .expect("runs");
+    assert!(
+        o.status.success(),
+        "{} on {workers}: {}",
+        capture.display(),
+        stderr(&o)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).expect("a JSON report");
+            v["worker"] = serde_json::Value::Null;
+            v.to_string()
+        })
+        .collect()
+}
+
+/// `--workers N` on a file: the bundled example and every shared capture
+/// give one worker's reports.
+#[test]
+fn workers_on_capture_files_report_as_one() {
+    let repo = repo();
+    let mut runs = vec![(
+        repo.join("examples/demo.pcap"),
+        repo.join("examples/demo.clarion"),
+    )];
+    // The golden events of real captures but their drill-downs (which need one worker).
+    let golden = std::fs::read_to_string(repo.join("crates/conformance/tests/golden/real_captures.clarion"))
+        .expect("golden events");
+    let (without_drill_downs, _) = golden
+        .split_once("\n# Drill-downs")
+        .expect("drill-downs come last");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let real = dir.path().join("real.clarion");
+    std::fs::write(&real, without_drill_downs).expect("written");
+    match std::fs::read_dir(repo.join("../shared/captures")) {
+        Ok(dir) => {
+            let mut files: Vec<_> = dir.flatten().map(|e| e.path()).collect();
+            files.sort();
+            runs.extend(files.into_iter().map(|f| (f, real.clone())));
+        }
+        Err(e) => eprintln!("../shared/captures: {e}; only the example runs"),
+    }
+    for (capture, events) in runs {
+        let one = reports(&capture, &events, 1);
+        assert!(!one.is_empty(), "{}: no reports", capture.display());
+        for n in [2, 4] {
+            assert_eq!(
+                reports(&capture, &events, n),
+                one,
+                "{} on {n} workers",
+                capture.display()
+            );
+        }
+    }
+}
+
+/// General flags are listed under "Options", live capture's under their own heading.
+#[test]
+fn run_help_lists_general_flags_before_live_capture() {
+    let o = clarion().args(["run", "--help"]).output().expect("runs");
+    let help = String::from_utf8_lossy(&o.stdout);
+    let live = help.find("Live capture:").expect("a live capture heading");
+    for flag in [
+        "--events",
+        "--format",
+        "--output",
+        "--host",
+        "--workers",
+        "--quiet",
+    ] {
+        let at = help
+            .find(&format!("  {flag}"))
+            .or_else(|| help.find(&format!(", {flag}")));
+        assert!(at.is_some_and(|i| i < live), "{flag} is a general flag:\n{help}");
+    }
+    for flag in ["--filter", "--cpus", "--metrics", "--snaplen"] {
+        assert!(
+            help.find(&format!("  {flag}")).is_some_and(|i| i > live),
+            "{flag} is live capture's:\n{help}"
+        );
+    }
+}
+
+/// `--inventory` with one capture per host (as `clarion split` writes them,
+/// as tcpdump on each host's interface would) reports what one capture of
+/// all hosts' traffic does.
+#[test]
+fn one_capture_per_host_reports_as_one_capture_of_all() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let o = clarion()
+        .args([
+            "split",
+            "--pcap",
+            "examples/demo.pcap",
+            "--inventory",
+            "examples/demo-hosts.txt",
+            "--out-dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let network = |captures: &[String]| {
+        let mut c = clarion();
+        c.args([
+            "run",
+            "--format",
+            "json",
+            "-q",
+            "--events",
+            "examples/network.clarion",
+        ])
+        .args(["--inventory", "examples/demo-hosts.txt"]);
+        for p in captures {
+            c.args(["--pcap", p]);
+        }
+        let o = c.output().expect("runs");
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let per_host: Vec<String> = ["sender-1", "sender-2", "receiver"]
+        .iter()
+        .map(|h| format!("{h}={}", dir.path().join(format!("{h}.pcap")).display()))
+        .collect();
+    let one = network(&["examples/demo.pcap".to_string()]);
+    assert!(one.lines().count() > 5, "the example fires network-wide: {one}");
+    assert_eq!(network(&per_host), one);
+}
+
+#[test]
+fn capture_host_mistakes_are_usage_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--pcap", "receiver=examples/demo.pcap"], "give --inventory"),
+        (
+            &["--pcap", "examples/demo.pcap", "--pcap", "examples/demo.pcap"],
+            "--inventory",
+        ),
+        (
+            &[
+                "--inventory",
+                "examples/demo-hosts.txt",
+                "--pcap",
+                "nosuch=examples/demo.pcap",
+            ],
+            "no host nosuch",
+        ),
+        (
+            &[
+                "--inventory",
+                "examples/demo-hosts.txt",
+                "--pcap",
+                "receiver=examples/demo.pcap",
+                "--pcap",
+                "receiver=examples/demo.pcap",
+            ],
+            "two captures for host receiver",
+        ),
+        (
+            &[
+                "--inventory",
+                "examples/demo-hosts.txt",
+                "--pcap",
+                "receiver=examples/demo.pcap",
+                "--pcap",
+                "examples/demo.pcap",
+            ],
+            "--pcap NAME=examples/demo.pcap",
+        ),
+    ];
+    for (args, says) in cases {
+        let o = clarion()
+            .args(["run", "--events", "examples/network.clarion"])
+            .args(*args)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}

@@ -1,0 +1,28 @@
+use thiserror::Error;
+
+/// Why a host's pipeline stopped.
+#[derive(Debug, Error)]
+pub enum HostError {
+    /// An event could not be installed on a worker.
+    #[error(transparent)]
+    Engine(#[from] clarion_engine::EngineError),
+    #[error(transparent)]
+    Network(#[from] clarion_network::NetworkError),
+    /// The merger refused a worker's statistics (a bug, not bad input).
+    #[error("cannot merge worker {worker}'s statistics: {source}")]
+    Merge {
+        worker: u32,
+        #[source]
+        source: clarion_engine::EngineError,
+    },
+    /// A worker thread could not be started, or ended without finishing.
+    #[error("worker {worker} {what}")]
+    Worker { worker: u32, what: String },
+    /// The capture could not be opened.
+    #[error("cannot read capture {path}: {source}")]
+    Capture {
+        path: String,
+        #[source]
+        source: clarion_capture::CaptureError,
+    },
+}
