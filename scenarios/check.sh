@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 SC_NAME=scenarios
 
-tools=(ip tc iperf3 tcpdump tshark ethtool python3 timeout ping taskset curl)
+tools=(ip tc iperf3 tcpdump tshark ethtool python3 timeout ping taskset curl nats-server)
 if [ "${CLARION_REQUIRE_TOOLS:-0}" = 1 ]; then
     sc_need_tools "${tools[@]}"
 elif ! sc_have_tools "${tools[@]}"; then
@@ -38,3 +38,7 @@ cargo build --release --locked -p clarion-cli
 "$here/live.sh" "$out/live-2" -- --workers 2
 "$here/live.sh" "$out/xdp" -- --source xdp --xdp-mode generic
 "$here/live.sh" "$out/xdp-2" -- --source xdp --xdp-mode native --workers 2
+# Network-wide events from live agents over NATS against the captures of
+# their interfaces: one worker each, and two merged.
+"$here/agents.sh" "$out/agents"
+"$here/agents.sh" "$out/agents-2" -- --workers 2

@@ -27,7 +27,7 @@ sc_die() { echo "$SC_NAME: $*" >&2; exit 1; }
 
 # apt package that provides each tool we use.
 declare -A SC_PKG=([ip]=iproute2 [tc]=iproute2 [iperf3]=iperf3 [tcpdump]=tcpdump
-    [tshark]=tshark [capinfos]=tshark [ethtool]=ethtool [python3]=python3 [timeout]=coreutils [ping]=iputils-ping [curl]=curl [taskset]=util-linux)
+    [tshark]=tshark [capinfos]=tshark [ethtool]=ethtool [python3]=python3 [timeout]=coreutils [ping]=iputils-ping [curl]=curl [taskset]=util-linux [nats-server]=nats-server)
 
 # sc_missing_tools TOOL...: prints what is missing and the apt packages to
 # install; false when something is.

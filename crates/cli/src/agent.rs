@@ -13,13 +13,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use clarion_capture::{CaptureError, CaptureFile};
-use clarion_engine::{Monitor, MonitorConfig, Report};
-use clarion_host::{replay, Driver, ReplayOptions};
+use clarion_engine::{Monitor, MonitorConfig, Report, TriggerId, WindowValues};
+use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions};
+use clarion_lang::spec::EventSpec;
 use clarion_nats::protocol::Control;
-use clarion_nats::{AgentLink, AgentOptions, HostDesk, Inbound};
+use clarion_nats::{AgentLink, AgentOptions, HostDesk, Inbound, Triggers};
 use clarion_sinks::ReportSink;
 
-use crate::args::{parse_duration, Format};
+use crate::args::{parse_duration, Format, LiveArgs};
 use crate::bus::NatsArgs;
 use crate::live::runtime;
 use crate::run::{load_events, open_sink_to, sink_error};
@@ -31,11 +32,15 @@ pub const AFTER_HELP: &str = "Examples:
   clarion agent --nats nats://10.0.0.5:4222 --host web-2 --pcap web-2.pcap --events local.clarion
   CLARION_NATS_TOKEN=s3cret clarion agent --host db --pcap db.pcap --linger 1m
   clarion agent --host web-1 --pcap web-1.pcap --speed 1      # at the capture's pace, like a live host
+  clarion agent --host web-1 -i eth0 --workers 2 --filter 'not port 22'   # live
 
 The host name must be in the manager's inventory (`clarion manager
 --inventory`); the manager answers the registration with this host's
-triggers. After the capture ends the agent keeps answering polls until the
-manager says it is done, or for --linger. Reports of the host's own events
+triggers. After a capture file ends the agent keeps answering polls until
+the manager says it is done, or for --linger. Live (-i), it captures as
+`clarion run -i` does until Ctrl-C, SIGTERM or --duration, sends each
+satisfaction report as its window closes and answers polls from the
+workers' merged windows (--history-windows of them). Reports of the host's own events
 (--events, without `across hosts`) go to --output; network-wide reports come
 from the manager. docs/manager.md explains the protocol.";
 
@@ -49,8 +54,19 @@ pub struct AgentArgs {
     pub host: String,
 
     /// The host's traffic, as a pcap or pcapng file (`-` reads standard input).
-    #[arg(long, value_name = "FILE")]
-    pub pcap: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "interface",
+        conflicts_with = "interface"
+    )]
+    pub pcap: Option<PathBuf>,
+
+    /// Capture this interface live (repeat for several), as `clarion run
+    /// -i` does; runs until Ctrl-C, SIGTERM or --duration. Needs root or
+    /// CAP_NET_RAW.
+    #[arg(long, short = 'i', value_name = "IFACE", help_heading = "Live capture")]
+    pub interface: Vec<String>,
 
     /// The host's own events (without `across hosts`), reported by this agent.
     #[arg(long, value_name = "FILE")]
@@ -67,13 +83,13 @@ pub struct AgentArgs {
     #[arg(long, default_value_t = 4096, value_name = "N")]
     pub history_windows: usize,
 
-    /// After the capture ends, keep answering polls this long, unless the manager finishes first.
-    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    /// After the capture file ends, keep answering polls this long, unless the manager finishes first.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION", conflicts_with = "interface")]
     pub linger: u64,
 
     /// Replay at this many times the capture's own pace (1: as it was
     /// captured, like a live host); default: as fast as possible.
-    #[arg(long, value_name = "FACTOR", value_parser = parse_speed)]
+    #[arg(long, value_name = "FACTOR", value_parser = parse_speed, conflicts_with = "interface")]
     pub speed: Option<f64>,
 
     /// Wait this long for a manager to answer the registration.
@@ -90,6 +106,15 @@ pub struct AgentArgs {
     /// No summary on standard error.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+
+    /// Live capture: worker threads, each with its own monitor and a share
+    /// of the flows, merged into the host's values (as `clarion run -i`).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), conflicts_with = "pcap")]
+    pub workers: u32,
+
+    // Last: its heading would carry over to the flags after it.
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 fn parse_speed(s: &str) -> Result<f64, String> {
@@ -113,13 +138,14 @@ struct Tally {
 struct Agent {
     link: AgentLink,
     desk: HostDesk<async_nats::Subject>,
-    sink: Box<dyn ReportSink>,
+    /// The host's own events' reports (a live agent hands it to its live output).
+    sink: Option<Box<dyn ReportSink>>,
     tally: Tally,
     stop: Arc<AtomicBool>,
 }
 
 impl Agent {
-    fn handle(&mut self, monitor: &mut Monitor, item: Inbound) {
+    fn handle<T: Triggers + ?Sized>(&mut self, monitor: &mut T, item: Inbound) {
         match item {
             Inbound::Control(Control::Install(t)) => {
                 let name = t.spec.name.clone();
@@ -145,8 +171,27 @@ impl Agent {
         }
     }
 
+    /// Network-wide triggers' reports go to the manager (`decided_ns`: the
+    /// host's time as their windows closed), the host's own to the sink.
+    fn route(&mut self, reports: &mut Vec<Report>, decided_ns: u64) -> Result<(), Failure> {
+        for r in reports.drain(..) {
+            match self.desk.network_event(&r) {
+                Some(event) => {
+                    self.tally.satisfied += 1;
+                    self.link.satisfied(event, &r, decided_ns.max(r.window.end_ns));
+                }
+                None => {
+                    if let Some(sink) = self.sink.as_mut() {
+                        sink.write(&r).map_err(sink_error)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Takes what the manager sent, and answers the polls whose windows have closed.
-    fn serve(&mut self, monitor: &mut Monitor) {
+    fn serve<T: Triggers + ?Sized>(&mut self, monitor: &mut T) {
         while let Some(item) = self.link.try_recv() {
             self.handle(monitor, item);
         }
@@ -164,16 +209,7 @@ impl Driver<Monitor> for Agent {
     type Error = Failure;
 
     fn reports(&mut self, monitor: &mut Monitor, reports: &mut Vec<Report>) -> Result<(), Failure> {
-        for r in reports.drain(..) {
-            match self.desk.network_event(&r) {
-                Some(event) => {
-                    self.tally.satisfied += 1;
-                    self.link.satisfied(event, &r, monitor.now_ns());
-                }
-                None => self.sink.write(&r).map_err(sink_error)?,
-            }
-        }
-        Ok(())
+        self.route(reports, monitor.now_ns())
     }
 
     fn service(&mut self, monitor: &mut Monitor) -> Result<bool, Failure> {
@@ -197,65 +233,43 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             s.name
         )));
     }
-    let mut source = CaptureFile::open(&a.pcap)
-        .with_context(|| format!("cannot read capture {}", a.pcap.display()))
-        .map_err(Failure::Runtime)?;
     let stop = crate::live::stop_flag()?;
-    let opts = AgentOptions {
-        url: a.nats.url.clone(),
-        security: a.nats.security()?,
-        host: a.host.clone(),
-        prefixes: a.prefixes.clone(),
-        register_timeout: Duration::from_nanos(a.register_timeout),
-    };
-    let url = a.nats.url.clone();
-    let mut link = AgentLink::connect(&opts, || {
-        eprintln!("clarion: waiting for a manager on {url} (subject clarion.register)")
-    })
-    .map_err(runtime)?;
-    let mut monitor = Monitor::new(MonitorConfig {
+    let monitor = MonitorConfig {
         host: a.host.clone(),
         history_windows: a.history_windows,
         ..MonitorConfig::default()
-    });
-    for s in own.into_iter().filter(|s| !s.on_demand) {
-        let name = s.name.clone();
-        monitor
-            .install(s)
-            .map_err(|e| Failure::Usage(format!("clarion: event {name}: {e}")))?;
-    }
-    let mut desk = HostDesk::new();
-    for t in link.take_triggers() {
-        desk.install(&mut monitor, t).map_err(runtime)?;
-    }
-    if !a.quiet {
-        eprintln!(
-            "clarion: agent {} registered with manager {}: {} network-wide trigger(s)",
-            a.host,
-            link.manager(),
-            desk.events()
-        );
-    }
-    let sink = open_sink_to(a.output.as_deref(), a.format)?;
-    let mut ag = Agent {
-        link,
-        desk,
-        sink,
-        tally: Tally::default(),
-        stop: Arc::clone(&stop),
     };
+    if !a.interface.is_empty() {
+        return live_agent(a, &own, monitor, stop);
+    }
+    let Some(pcap) = &a.pcap else {
+        return Err(Failure::Usage(
+            "clarion: give the host's traffic: --pcap FILE or -i IFACE".into(),
+        ));
+    };
+    let mut source = CaptureFile::open(pcap)
+        .with_context(|| format!("cannot read capture {}", pcap.display()))
+        .map_err(Failure::Runtime)?;
+    let mut monitor = Monitor::new(monitor);
+    for s in own.iter().filter(|s| !s.on_demand) {
+        monitor
+            .install(s.clone())
+            .map_err(|e| Failure::Usage(format!("clarion: event {}: {e}", s.name)))?;
+    }
+    let mut ag = Agent::register(a, &mut monitor, stop)?;
     let options = ReplayOptions {
         speed: a.speed,
         ..ReplayOptions::default()
     };
     let run = replay(&mut source, &mut monitor, &mut ag, &options)?;
-    ag.sink.flush().map_err(sink_error)?;
+    if let Some(sink) = ag.sink.as_mut() {
+        sink.flush().map_err(sink_error)?;
+    }
     ag.serve(&mut monitor);
     ag.link.finished();
-
     // Every window is closed now: polls are answered at once.
     let linger_until = Instant::now() + Duration::from_nanos(a.linger);
-    while !ag.tally.manager_done && !stop.load(Ordering::Relaxed) && Instant::now() < linger_until {
+    while !ag.tally.manager_done && !ag.stopped() && Instant::now() < linger_until {
         if let Some(item) = ag.link.recv_timeout(Duration::from_millis(50)) {
             ag.handle(&mut monitor, item);
         }
@@ -263,26 +277,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     }
     ag.link.flush(Duration::from_secs(5));
     if !a.quiet {
-        let c = monitor.counters();
-        eprintln!(
-            "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}",
-            a.host,
-            thousands(run.frames),
-            thousands(c.packets),
-            run.elapsed.as_secs_f64(),
-            thousands(ag.tally.satisfied),
-            thousands(ag.tally.answered),
-            if ag.desk.deferred() > 0 {
-                format!(", {} polls for windows never reached", ag.desk.deferred())
-            } else {
-                String::new()
-            },
-            if ag.tally.invalid > 0 {
-                format!(", {} unreadable messages", ag.tally.invalid)
-            } else {
-                String::new()
-            },
-        );
+        ag.print_summary(&a.host, run.frames, monitor.counters().packets, run.elapsed);
     }
     match run.damage {
         Some(e) => {
@@ -290,5 +285,195 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             Ok(ExitCode::from(1))
         }
         None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// `clarion agent -i`: the host's interfaces captured live; polls are
+/// answered from the merged workers' kept windows.
+fn live_agent(
+    a: &AgentArgs,
+    own: &[EventSpec],
+    monitor: MonitorConfig,
+    stop: Arc<AtomicBool>,
+) -> Result<ExitCode, Failure> {
+    let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor)?;
+    config.keep_windows = true;
+    let events = a.events.clone().unwrap_or_default();
+    let mut host = LiveHost::start(&config, own, Arc::clone(&stop))
+        .map_err(|e| crate::live::start_failure(e, &events))?;
+    crate::live::serve_metrics(&a.live, &host, a.quiet)?;
+    let mut ag = Agent::register(a, &mut Merged(&mut host), stop)?;
+    if !a.quiet {
+        eprintln!(
+            "clarion: agent {} capturing on {}; Ctrl-C stops",
+            a.host,
+            crate::live::capturing(&a.interface, &a.live, a.workers)
+        );
+    }
+    // The host's own reports go out with the live output's.
+    let sink = match ag.sink.take() {
+        Some(s) => s,
+        None => open_sink_to(a.output.as_deref(), a.format)?,
+    };
+    let mut out = crate::live::LiveOutput::open(&a.live, a.quiet, sink, host.metrics().0)?;
+    loop {
+        // Short waits: the manager's messages are served between them.
+        match host.next(Duration::from_micros(500)) {
+            Live::Ended => break,
+            Live::Reports(mut reports) => {
+                let decided = host.closed_to();
+                ag.route_live(&mut reports, decided, &mut out)?;
+            }
+            other => out.take(other)?,
+        }
+        ag.serve(&mut Merged(&mut host));
+        out.tick();
+    }
+    // Windows closed while stopping still reach the manager and the sink.
+    let mut failure = None;
+    let mut last = Vec::new();
+    let summary = host.finish(&mut |l| match l {
+        Live::Reports(r) => last.extend(r),
+        other => {
+            if let Err(e) = out.take(other) {
+                failure.get_or_insert(e);
+            }
+        }
+    });
+    ag.route_live(&mut last, u64::MAX, &mut out)?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    ag.link.finished();
+    ag.link.flush(Duration::from_secs(5));
+    out.close()?;
+    let summary = summary.map_err(runtime)?;
+    if !a.quiet {
+        crate::live::print_summary(&summary, own.len());
+        ag.print_summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A live host's workers as the desk sees them: installed alike, merged,
+/// their closed windows kept by the merger.
+struct Merged<'a>(&'a mut LiveHost);
+
+impl Triggers for Merged<'_> {
+    fn install(
+        &mut self,
+        spec: EventSpec,
+        start_ns: Option<u64>,
+        end_ns: Option<u64>,
+    ) -> Result<TriggerId, String> {
+        self.0.install(&spec, start_ns, end_ns).map_err(|e| e.to_string())
+    }
+    fn remove(&mut self, id: TriggerId) {
+        if let Err(e) = self.0.remove(id) {
+            eprintln!("clarion: warning: cannot remove trigger {id}: {e}");
+        }
+    }
+    fn set_end(&mut self, id: TriggerId, end_ns: Option<u64>) {
+        self.0.set_end(id, end_ns)
+    }
+    fn has_event(&self, name: &str) -> bool {
+        self.0.events().any(|(_, n)| n == name)
+    }
+    fn closed_to(&self) -> u64 {
+        self.0.closed_to()
+    }
+    fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
+        self.0.window_values(id, window_start_ns)
+    }
+}
+
+impl Agent {
+    /// Registers with a manager and installs the network-wide triggers it sends.
+    fn register<T: Triggers + ?Sized>(
+        a: &AgentArgs,
+        host: &mut T,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Agent, Failure> {
+        let opts = AgentOptions {
+            url: a.nats.url.clone(),
+            security: a.nats.security()?,
+            host: a.host.clone(),
+            prefixes: a.prefixes.clone(),
+            register_timeout: Duration::from_nanos(a.register_timeout),
+        };
+        let url = a.nats.url.clone();
+        let mut link = AgentLink::connect(&opts, || {
+            eprintln!("clarion: waiting for a manager on {url} (subject clarion.register)")
+        })
+        .map_err(runtime)?;
+        let mut desk = HostDesk::new();
+        for t in link.take_triggers() {
+            desk.install(host, t).map_err(runtime)?;
+        }
+        if !a.quiet {
+            eprintln!(
+                "clarion: agent {} registered with manager {}: {} network-wide trigger(s)",
+                a.host,
+                link.manager(),
+                desk.events()
+            );
+        }
+        Ok(Agent {
+            link,
+            desk,
+            sink: Some(open_sink_to(a.output.as_deref(), a.format)?),
+            tally: Tally::default(),
+            stop,
+        })
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// As [`Agent::route`], the host's own reports to the live output's sink.
+    fn route_live(
+        &mut self,
+        reports: &mut Vec<Report>,
+        decided_ns: u64,
+        out: &mut crate::live::LiveOutput,
+    ) -> Result<(), Failure> {
+        let own: Vec<Report> = reports
+            .drain(..)
+            .filter_map(|r| match self.desk.network_event(&r) {
+                Some(event) => {
+                    self.tally.satisfied += 1;
+                    self.link.satisfied(event, &r, decided_ns.max(r.window.end_ns));
+                    None
+                }
+                None => Some(r),
+            })
+            .collect();
+        if !own.is_empty() {
+            out.take(Live::Reports(own))?;
+        }
+        Ok(())
+    }
+
+    fn print_summary(&self, host: &str, frames: u64, packets: u64, elapsed: Duration) {
+        eprintln!(
+            "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}",
+            host,
+            thousands(frames),
+            thousands(packets),
+            elapsed.as_secs_f64(),
+            thousands(self.tally.satisfied),
+            thousands(self.tally.answered),
+            if self.desk.deferred() > 0 {
+                format!(", {} polls for windows never reached", self.desk.deferred())
+            } else {
+                String::new()
+            },
+            if self.tally.invalid > 0 {
+                format!(", {} unreadable messages", self.tally.invalid)
+            } else {
+                String::new()
+            },
+        );
     }
 }

@@ -324,6 +324,17 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
             percentile(&lat, 1.0)
         );
     }
+    let mut end: Vec<Duration> = s.window_to_decision.iter().copied().collect();
+    end.sort();
+    if !end.is_empty() {
+        eprintln!(
+            "  window end to decision (live hosts): p50 {:?}, p99 {:?}, max {:?} over {} decisions",
+            percentile(&end, 0.5),
+            percentile(&end, 0.99),
+            percentile(&end, 1.0),
+            thousands(end.len() as u64)
+        );
+    }
     for (h, lag) in hosts.iter().zip(&s.report_lag) {
         match lag {
             Some(l) if l.as_secs() < 3600 => eprintln!(

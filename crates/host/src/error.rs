@@ -18,6 +18,19 @@ pub enum HostError {
     /// A worker thread could not be started, or ended without finishing.
     #[error("worker {worker} {what}")]
     Worker { worker: u32, what: String },
+    /// A setting the user must change (exit status 2 at the command line).
+    #[error("{0}")]
+    Usage(String),
+    /// A live source could not be set up (no such interface, no permission, ...).
+    #[error(transparent)]
+    Setup(clarion_live::LiveError),
+    /// A live worker failed while capturing.
+    #[error("worker {worker} failed: {source}")]
+    Live {
+        worker: u32,
+        #[source]
+        source: clarion_live::LiveError,
+    },
     /// The capture could not be opened.
     #[error("cannot read capture {path}: {source}")]
     Capture {

@@ -25,12 +25,14 @@
 //! [`Monitor`]: clarion_engine::Monitor
 
 mod error;
+mod live;
 mod replay;
 mod source;
 mod stage;
 mod workers;
 
 pub use error::HostError;
+pub use live::{Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
 pub use replay::{replay, Driver, ReplayOptions, Replayed};
 pub use source::{Frames, MergedCaptures};
 pub use stage::{PerHost, Stage};

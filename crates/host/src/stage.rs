@@ -52,7 +52,7 @@ impl Stage for Monitor {
 
 /// A network fed one capture per host: input `k` is host `hosts[k]`'s
 /// (inventory indices), and each of its packets is measured by that host
-/// alone ([`Network::process_on`]).
+/// alone ([`Network::process_on`]), as are its frames that do not parse.
 #[derive(Debug)]
 pub struct PerHost {
     pub network: Network,
@@ -83,7 +83,9 @@ impl Stage for PerHost {
         Ok(())
     }
     fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
-        Stage::note_unparsed(&mut self.network, ts_ns, why, out)
+        let host = self.hosts.get(self.input).copied().unwrap_or(usize::MAX);
+        self.network.note_unparsed_on(host, ts_ns, why, out);
+        Ok(())
     }
     fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
         Stage::finish(&mut self.network, out)

@@ -30,7 +30,7 @@ pub use metrics::{render as render_metrics, HostMetrics};
 pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingStats};
 pub use source::{jiffy, Source};
 pub use stats::{DelayHistogram, EpochStats, WorkerMetrics};
-pub use worker::{realtime_ns, Worker, WorkerConfig, WorkerEvent, WorkerSummary};
+pub use worker::{realtime_ns, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerSummary};
 pub use xdp_source::XdpSource;
 
 /// One received frame, borrowed from the ring for the duration of a callback.

@@ -15,11 +15,12 @@
 //! a slow sink cannot make the kernel drop packets unnoticed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clarion_engine::{Counters, Monitor, Partials, Report, Unparsed};
+use clarion_engine::{Counters, EngineError, Monitor, Partials, Report, TriggerId, Unparsed};
+use clarion_lang::spec::EventSpec;
 use clarion_wire::PacketRecord;
 
 use crate::packet_ring::poll_fds;
@@ -72,6 +73,28 @@ pub enum WorkerEvent {
     Failed(u32, LiveError),
 }
 
+/// A change of a running worker's events. Applied between batches, after
+/// any pending sweep is finished (a trigger removed mid-sweep would lose
+/// the window being swept), so a command waits at most one sweep and one
+/// wait for packets (10 ms).
+#[derive(Debug)]
+pub enum WorkerCommand {
+    /// [`Monitor::install`] (from the next window boundary), or with
+    /// `start_ns` [`Monitor::install_at`] until `end_ns`.
+    Install {
+        spec: Box<EventSpec>,
+        start_ns: Option<u64>,
+        end_ns: Option<u64>,
+        reply: Sender<Result<TriggerId, EngineError>>,
+    },
+    Remove {
+        id: TriggerId,
+        reply: Sender<Result<(), EngineError>>,
+    },
+    /// [`Monitor::set_end`].
+    SetEnd { id: TriggerId, end_ns: Option<u64> },
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct WorkerSummary {
     pub counters: Counters,
@@ -108,6 +131,7 @@ pub struct Worker {
     recent_delays: [u64; LAG_EPOCHS],
     recent_pos: usize,
     last_counters: Counters,
+    commands: Option<Receiver<WorkerCommand>>,
 }
 
 impl Worker {
@@ -137,6 +161,45 @@ impl Worker {
             recent_delays: [0; LAG_EPOCHS],
             recent_pos: 0,
             last_counters: Counters::default(),
+            commands: None,
+        }
+    }
+
+    /// Takes changes of its events from `commands` while it runs.
+    pub fn with_commands(mut self, commands: Receiver<WorkerCommand>) -> Worker {
+        self.commands = Some(commands);
+        self
+    }
+
+    /// Applies the commands waiting, finishing a pending sweep first.
+    fn apply_commands(&mut self) {
+        let Some(rx) = &self.commands else { return };
+        let Ok(first) = rx.try_recv() else { return };
+        if self.monitor.sweep_pending() {
+            while !self.monitor.sweep_step(usize::MAX, &mut self.reports) {}
+            self.after_monitor();
+        }
+        let mut next = Some(first);
+        while let Some(cmd) = next {
+            match cmd {
+                WorkerCommand::Install {
+                    spec,
+                    start_ns,
+                    end_ns,
+                    reply,
+                } => {
+                    let r = match start_ns {
+                        Some(start) => self.monitor.install_at(*spec, start, end_ns),
+                        None => self.monitor.install(*spec),
+                    };
+                    let _ = reply.send(r);
+                }
+                WorkerCommand::Remove { id, reply } => {
+                    let _ = reply.send(self.monitor.remove(id).map(|_| ()));
+                }
+                WorkerCommand::SetEnd { id, end_ns } => self.monitor.set_end(id, end_ns),
+            }
+            next = self.commands.as_ref().and_then(|rx| rx.try_recv().ok());
         }
     }
 
@@ -162,6 +225,7 @@ impl Worker {
             })
             .collect();
         loop {
+            self.apply_commands();
             let stopping = self.cfg.stop.load(Ordering::Relaxed)
                 || self.cfg.deadline.is_some_and(|d| Instant::now() >= d);
             let got = self.receive();

@@ -11,11 +11,63 @@
 
 use std::collections::HashMap;
 
-use clarion_engine::{Monitor, TriggerId};
+use clarion_engine::{Monitor, TriggerId, WindowValues};
+use clarion_lang::spec::EventSpec;
 use clarion_report::Report;
 
 use crate::protocol::{Answer, PollRequest, Trigger};
 use crate::NatsError;
+
+/// What the desk needs of the host's monitoring: one [`Monitor`] (a
+/// replaying agent), or a live host's workers, installed alike and merged,
+/// with the merged windows kept for polls.
+pub trait Triggers {
+    /// From the next window boundary, or for the windows in `[start_ns,
+    /// end_ns)`; an error is the reason, for the operator.
+    fn install(
+        &mut self,
+        spec: EventSpec,
+        start_ns: Option<u64>,
+        end_ns: Option<u64>,
+    ) -> Result<TriggerId, String>;
+    fn remove(&mut self, id: TriggerId);
+    fn set_end(&mut self, id: TriggerId, end_ns: Option<u64>);
+    /// Whether an installed event has this name.
+    fn has_event(&self, name: &str) -> bool;
+    /// Every window ending at or before this is closed.
+    fn closed_to(&self) -> u64;
+    fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues>;
+}
+
+impl Triggers for Monitor {
+    fn install(
+        &mut self,
+        spec: EventSpec,
+        start_ns: Option<u64>,
+        end_ns: Option<u64>,
+    ) -> Result<TriggerId, String> {
+        match start_ns {
+            Some(start) => self.install_at(spec, start, end_ns),
+            None => Monitor::install(self, spec),
+        }
+        .map_err(|e| e.to_string())
+    }
+    fn remove(&mut self, id: TriggerId) {
+        let _ = Monitor::remove(self, id);
+    }
+    fn set_end(&mut self, id: TriggerId, end_ns: Option<u64>) {
+        Monitor::set_end(self, id, end_ns)
+    }
+    fn has_event(&self, name: &str) -> bool {
+        self.triggers().any(|(_, s)| s.name == name)
+    }
+    fn closed_to(&self) -> u64 {
+        Monitor::closed_to(self)
+    }
+    fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
+        Monitor::window_values(self, id, window_start_ns)
+    }
+}
 
 #[derive(Debug)]
 struct Local {
@@ -49,7 +101,7 @@ impl<R> HostDesk<R> {
     }
 
     /// Installs a network-wide event's local trigger (again, if the manager re-sends it).
-    pub fn install(&mut self, monitor: &mut Monitor, t: Trigger) -> Result<(), NatsError> {
+    pub fn install<T: Triggers + ?Sized>(&mut self, monitor: &mut T, t: Trigger) -> Result<(), NatsError> {
         if self.by_event.get(&t.event).is_some_and(|l| l.name == t.spec.name) {
             return Ok(());
         }
@@ -62,21 +114,18 @@ impl<R> HostDesk<R> {
         if self.by_event.contains_key(&t.event) {
             self.remove(monitor, t.event);
         }
-        if monitor.triggers().any(|(_, s)| s.name == name) {
+        if monitor.has_event(&name) {
             return Err(NatsError::Install {
                 event: name,
                 message: "one of this host's own events (--events) has the same name; rename one".into(),
             });
         }
         let interval_ns = t.spec.interval_ns;
-        let installed = match t.start_ns {
-            // A drill-down instance: its windows, as the manager decided them.
-            Some(start) => monitor.install_at(t.spec, start, t.end_ns),
-            None => monitor.install(t.spec),
-        };
-        let id = installed.map_err(|e| NatsError::Install {
+        // With a start: a drill-down instance, its windows as the manager decided them.
+        let installed = monitor.install(t.spec, t.start_ns, t.end_ns);
+        let id = installed.map_err(|message| NatsError::Install {
             event: name.clone(),
-            message: e.to_string(),
+            message,
         })?;
         self.by_name.insert(name.clone(), t.event);
         self.by_event.insert(
@@ -92,7 +141,7 @@ impl<R> HostDesk<R> {
     }
 
     /// Moves the end of a drill-down instance's windows.
-    pub fn extend(&mut self, monitor: &mut Monitor, event: u64, end_ns: Option<u64>) {
+    pub fn extend<T: Triggers + ?Sized>(&mut self, monitor: &mut T, event: u64, end_ns: Option<u64>) {
         if let Some(l) = self.by_event.get(&event) {
             monitor.set_end(l.id, end_ns);
         }
@@ -100,10 +149,10 @@ impl<R> HostDesk<R> {
 
     /// Removes an event's local trigger; its polls in deferred batches will
     /// be answered "unknown event" (the manager forgot it already).
-    pub fn remove(&mut self, monitor: &mut Monitor, event: u64) {
+    pub fn remove<T: Triggers + ?Sized>(&mut self, monitor: &mut T, event: u64) {
         if let Some(l) = self.by_event.remove(&event) {
             self.by_name.remove(&l.name);
-            let _ = monitor.remove(l.id);
+            monitor.remove(l.id);
         }
     }
 
@@ -125,7 +174,12 @@ impl<R> HostDesk<R> {
 
     /// Answers a batch of polls now (in order), or keeps it until every
     /// window it names is closed.
-    pub fn poll(&mut self, monitor: &Monitor, reqs: Vec<PollRequest>, reply: R) -> Option<(R, Vec<Answer>)> {
+    pub fn poll<T: Triggers + ?Sized>(
+        &mut self,
+        monitor: &T,
+        reqs: Vec<PollRequest>,
+        reply: R,
+    ) -> Option<(R, Vec<Answer>)> {
         match self.try_answer_all(monitor, &reqs) {
             Some(a) => Some((reply, a)),
             None => {
@@ -136,7 +190,7 @@ impl<R> HostDesk<R> {
     }
 
     /// The deferred batches whose windows have all closed since, with their answers.
-    pub fn ready(&mut self, monitor: &Monitor) -> Vec<(R, Vec<Answer>)> {
+    pub fn ready<T: Triggers + ?Sized>(&mut self, monitor: &T) -> Vec<(R, Vec<Answer>)> {
         if self.deferred.is_empty() {
             return Vec::new();
         }
@@ -152,11 +206,11 @@ impl<R> HostDesk<R> {
         out
     }
 
-    fn try_answer_all(&self, monitor: &Monitor, reqs: &[PollRequest]) -> Option<Vec<Answer>> {
+    fn try_answer_all<T: Triggers + ?Sized>(&self, monitor: &T, reqs: &[PollRequest]) -> Option<Vec<Answer>> {
         reqs.iter().map(|r| self.try_answer(monitor, r)).collect()
     }
 
-    fn try_answer(&self, monitor: &Monitor, req: &PollRequest) -> Option<Answer> {
+    fn try_answer<T: Triggers + ?Sized>(&self, monitor: &T, req: &PollRequest) -> Option<Answer> {
         let Some(l) = self.by_event.get(&req.event) else {
             return Some(Answer::UnknownEvent);
         };

@@ -30,7 +30,7 @@ pub mod shared;
 
 pub use agent::{AgentLink, AgentOptions, Inbound};
 pub use book::{EventBook, OnDuplicate};
-pub use desk::HostDesk;
+pub use desk::{HostDesk, Triggers};
 pub use error::NatsError;
 pub use service::{serve, ControlLink, ManagerOptions, ManagerStats, EVENTS_STREAM};
 

@@ -109,6 +109,11 @@ pub struct ManagerStats {
     /// Time from the first satisfaction report of a window and group to its
     /// decision: the latest [`LATENCIES_KEPT`] decisions.
     pub decision_latency: std::collections::VecDeque<Duration>,
+    /// Time from the end of a window (Unix time, as live hosts stamp
+    /// packets) to its decision: the latest [`LATENCIES_KEPT`] decisions
+    /// of windows that ended less than an hour before (replays of old
+    /// captures are left out).
+    pub window_to_decision: std::collections::VecDeque<Duration>,
     /// Per host (inventory order): the largest gap seen between the arrival
     /// of a satisfaction report and the end of its window, an upper bound of
     /// the host's clock skew plus its reporting delay (replays: their lag).
@@ -720,6 +725,15 @@ impl Service {
                 self.stats.decision_latency.pop_front();
             }
             self.stats.decision_latency.push_back(t.elapsed());
+        }
+        let since_end = crate::wall_ns()
+            .checked_sub(d.window.end_ns)
+            .map(Duration::from_nanos);
+        if let Some(since_end) = since_end.filter(|d| d.as_secs() < 3600) {
+            if self.stats.window_to_decision.len() == LATENCIES_KEPT {
+                self.stats.window_to_decision.pop_front();
+            }
+            self.stats.window_to_decision.push_back(since_end);
         }
         let key = (d.event, d.window.start_ns, d.group);
         let decided_ns = self.decided_at.remove(&key).unwrap_or(d.window.end_ns);

@@ -194,6 +194,18 @@ impl Network {
         self.route(out);
     }
 
+    /// A frame captured on host `host` that did not parse: every host's
+    /// clock moves, and that host counts it (as its live agent would).
+    pub fn note_unparsed_on(&mut self, host: usize, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) {
+        self.tick(ts_ns, out);
+        if let Some(m) = self.monitors.get_mut(host) {
+            let mut reports = Vec::new();
+            m.note_unparsed(ts_ns, why, &mut reports);
+            self.pending.extend(reports.into_iter().map(|r| (host, r)));
+            self.route(out);
+        }
+    }
+
     /// The inventory index of the host named `name`.
     pub fn host_index(&self, name: &str) -> Option<usize> {
         self.manager
@@ -232,34 +244,42 @@ impl Network {
 
     /// Host reports go out; a network-wide trigger's report goes to the
     /// manager, whose polls are answered from the hosts' kept windows.
+    /// Every satisfaction report of the step reaches the manager before
+    /// any poll is answered, as over NATS (a host's satisfaction report
+    /// leaves before its answer to a poll of the same window), so a
+    /// decision's completeness sums every satisfying host's on both
+    /// transports.
     fn route(&mut self, out: &mut Vec<Report>) {
+        let mut polls = Vec::new();
+        let mut decisions = Vec::new();
         for (host, r) in std::mem::take(&mut self.pending) {
             let Some(event) = self.installed(&r.event, r.window.start_ns).map(|i| i.event) else {
                 out.push(r);
                 continue;
             };
-            let Ok((polls, decided)) = self.manager.satisfied(event, host, &r) else {
+            let Ok((asked, decided)) = self.manager.satisfied(event, host, &r) else {
                 continue;
             };
-            let mut decisions: Vec<_> = decided.into_iter().collect();
-            for poll in polls {
-                let values = self.answer(&poll);
-                self.counters.polls += 1;
-                if let Ok(Some(d)) = self.manager.answer(&poll, values) {
-                    decisions.push(d);
+            polls.extend(asked);
+            decisions.extend(decided);
+        }
+        for poll in polls {
+            let values = self.answer(&poll);
+            self.counters.polls += 1;
+            if let Ok(Some(d)) = self.manager.answer(&poll, values) {
+                decisions.push(d);
+            }
+        }
+        for d in decisions {
+            self.counters.decisions += 1;
+            if !self.finished {
+                for action in self.manager.drill(&d, self.now) {
+                    self.apply(action);
                 }
             }
-            for d in decisions {
-                self.counters.decisions += 1;
-                if !self.finished {
-                    for action in self.manager.drill(&d, self.now) {
-                        self.apply(action);
-                    }
-                }
-                if let Some(r) = d.report {
-                    self.counters.fired += 1;
-                    out.push(r);
-                }
+            if let Some(r) = d.report {
+                self.counters.fired += 1;
+                out.push(r);
             }
         }
         self.expire_instances();

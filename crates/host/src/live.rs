@@ -1,0 +1,490 @@
+//! A live host: one worker thread per core on the interfaces' receive
+//! queues (AF_PACKET rings or AF_XDP sockets), their reports, and — when
+//! there are several, or the caller keeps windows for polls — their
+//! statistics merged into one host's.
+//!
+//! ```text
+//!  interfaces ─► worker 0 (clarion_live::Worker: Monitor) ─┐ WorkerEvent channel
+//!               worker n ─────────────────────────────────┼─► LiveHost::next ─► Live::Reports / Epoch
+//!  install, remove, set_end ─► WorkerCommand, every worker ┘       (Merger when merged)
+//! ```
+//!
+//! The caller's thread owns the `LiveHost` and calls [`LiveHost::next`]
+//! in a loop; everything the workers send arrives there, in each worker's
+//! order. Events change at runtime through [`LiveHost::install`] and
+//! [`LiveHost::remove`], applied by every worker in the same order (so
+//! trigger ids agree, as the merger requires), each between its batches.
+//! A merged host keeps every trigger's last closed windows
+//! ([`LiveHost::window_values`]) for an event manager's polls.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use clarion_engine::{
+    Counters, Merger, MergerConfig, Monitor, MonitorConfig, Report, TriggerId, WindowValues,
+};
+use clarion_lang::spec::EventSpec;
+use clarion_live::{
+    filter, DelayHistogram, EpochStats, HostMetrics, Interface, PacketRing, RingConfig, Source, Worker,
+    WorkerCommand, WorkerConfig, WorkerEvent, WorkerMetrics, WorkerSummary, XdpSource,
+};
+use clarion_xdp::{XdpConfig, XdpMode, XdpProgram, XdpSocket};
+
+use crate::HostError;
+
+/// The receive path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LiveSource {
+    /// AF_PACKET TPACKET_V3 rings (every interface, both directions).
+    Packet,
+    /// AF_XDP copy-mode sockets, one per RX queue, behind an XDP program.
+    Xdp(XdpMode),
+}
+
+/// How a live host is set up.
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    pub interfaces: Vec<String>,
+    pub source: LiveSource,
+    pub workers: u32,
+    /// Worker k is pinned to `cpus[k]` when given.
+    pub cpus: Vec<usize>,
+    /// A tcpdump expression applied in the kernel (AF_PACKET only).
+    pub filter: Option<String>,
+    pub ring: RingConfig,
+    pub step_budget: Duration,
+    pub low_water: usize,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Every worker's monitor (its `worker` and merge settings are set here).
+    pub monitor: MonitorConfig,
+    /// Merge even one worker's statistics, so that the host keeps every
+    /// trigger's closed windows for polls ([`LiveHost::window_values`]).
+    pub keep_windows: bool,
+}
+
+/// What [`LiveHost::next`] found.
+#[derive(Debug)]
+pub enum Live {
+    /// Reports of closed windows, in window order.
+    Reports(Vec<Report>),
+    /// One worker's statistics of a finished epoch.
+    Epoch(EpochStats),
+    /// Nothing within the timeout.
+    Idle,
+    /// Every worker has finished (stopped, or past the duration).
+    Ended,
+}
+
+/// Totals at the end of a live run.
+#[derive(Clone, Debug, Default)]
+pub struct LiveSummary {
+    pub counters: Counters,
+    pub frames: u64,
+    pub drops: u64,
+    pub delays: DelayHistogram,
+    pub max_sweep_wall_ns: u64,
+    pub elapsed: Duration,
+}
+
+/// See the module documentation.
+pub struct LiveHost {
+    stop: Arc<AtomicBool>,
+    rx: Receiver<WorkerEvent>,
+    handles: Vec<JoinHandle<()>>,
+    commands: Vec<Sender<WorkerCommand>>,
+    metrics: Vec<Arc<WorkerMetrics>>,
+    host_metrics: Arc<HostMetrics>,
+    merger: Option<Merger>,
+    /// Kept attached until the workers are done.
+    xdp: Vec<XdpProgram>,
+    /// Events that arrived while waiting for the workers to be ready.
+    early: VecDeque<WorkerEvent>,
+    finished: Vec<WorkerSummary>,
+    failure: Option<HostError>,
+    written: u64,
+    started: Instant,
+    /// Installed events by trigger id (the same on every worker).
+    events: BTreeMap<TriggerId, String>,
+}
+
+impl LiveHost {
+    /// Opens every queue, starts the workers with `specs` installed and
+    /// waits until each has committed its memory and started its clock
+    /// (packets meanwhile wait in the queues). `stop` ends the run.
+    pub fn start(
+        config: &LiveConfig,
+        specs: &[EventSpec],
+        stop: Arc<AtomicBool>,
+    ) -> Result<LiveHost, HostError> {
+        let workers = config.workers.max(1);
+        let xdp = match config.source {
+            LiveSource::Xdp(mode) => attach_xdp(config, mode, workers)?,
+            LiveSource::Packet => Vec::new(),
+        };
+        let rings = match config.source {
+            LiveSource::Packet => packet_interfaces(config)?,
+            LiveSource::Xdp(_) => Vec::new(),
+        };
+        pin_off_workers(&config.cpus);
+        let merged = workers > 1 || config.keep_windows;
+        let deadline = config.duration.map(|d| Instant::now() + d);
+        let (tx, rx) = mpsc::channel();
+        let mut host = LiveHost {
+            stop: Arc::clone(&stop),
+            rx,
+            handles: Vec::new(),
+            commands: Vec::new(),
+            metrics: Vec::new(),
+            host_metrics: Arc::new(HostMetrics::default()),
+            merger: merged.then(|| {
+                Merger::new(MergerConfig {
+                    host: config.monitor.host.clone(),
+                    workers,
+                    history_windows: config.monitor.history_windows,
+                })
+            }),
+            xdp,
+            early: VecDeque::new(),
+            finished: Vec::new(),
+            failure: None,
+            written: 0,
+            started: Instant::now(),
+            events: BTreeMap::new(),
+        };
+        for w in 0..workers {
+            let mut monitor = Monitor::new(MonitorConfig {
+                synchronous_sweep: false,
+                worker: w,
+                // Every trigger goes through the merger: the kernel's fanout
+                // hash leaves out the ports of IP fragments, so even a
+                // 5-tuple's packets are not promised to one worker.
+                merge_output: merged,
+                ..config.monitor.clone()
+            });
+            for s in specs.iter().filter(|s| !s.on_demand) {
+                let id = monitor.install(s.clone())?;
+                host.events.insert(id, s.name.clone());
+            }
+            let sources = match config.source {
+                LiveSource::Packet => open_rings(&rings, &config.ring, workers)?,
+                LiveSource::Xdp(_) => open_xdp(&host.xdp, w, workers)?,
+            };
+            let m = Arc::new(WorkerMetrics::default());
+            host.metrics.push(Arc::clone(&m));
+            let cfg = WorkerConfig {
+                id: w,
+                step_budget: config.step_budget,
+                low_water: config.low_water,
+                stop: Arc::clone(&stop),
+                deadline,
+            };
+            let (ctx, crx) = mpsc::channel();
+            host.commands.push(ctx);
+            let worker = Worker::new(cfg, monitor, sources, tx.clone(), m).with_commands(crx);
+            let cpu = config.cpus.get(w as usize).copied();
+            let handle = std::thread::Builder::new()
+                .name(format!("clarion-worker-{w}"))
+                .spawn(move || {
+                    if let Some(id) = cpu {
+                        core_affinity::set_for_current(core_affinity::CoreId { id });
+                    }
+                    worker.run()
+                })
+                .map_err(|e| HostError::Worker {
+                    worker: w,
+                    what: format!("cannot start: {e}"),
+                })?;
+            host.handles.push(handle);
+        }
+        drop(tx);
+        host.wait_ready(workers)?;
+        host.started = Instant::now();
+        Ok(host)
+    }
+
+    fn wait_ready(&mut self, workers: u32) -> Result<(), HostError> {
+        let mut ready = 0;
+        while ready < workers {
+            match self.rx.recv() {
+                Ok(WorkerEvent::Ready(_)) => ready += 1,
+                Ok(WorkerEvent::Failed(w, e)) => {
+                    self.stop.store(true, Ordering::Relaxed);
+                    return Err(HostError::Live { worker: w, source: e });
+                }
+                Ok(other) => self.early.push_back(other),
+                Err(_) => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The workers' and the host's self-metrics (for a metrics endpoint).
+    pub fn metrics(&self) -> (Vec<Arc<WorkerMetrics>>, Arc<HostMetrics>) {
+        (self.metrics.clone(), Arc::clone(&self.host_metrics))
+    }
+
+    /// Waits up to `timeout` for what the workers send next.
+    pub fn next(&mut self, timeout: Duration) -> Live {
+        loop {
+            let event = match self.early.pop_front() {
+                Some(e) => Ok(e),
+                None => self.rx.recv_timeout(timeout),
+            };
+            let event = match event {
+                Ok(e) => e,
+                Err(RecvTimeoutError::Timeout) => return Live::Idle,
+                Err(RecvTimeoutError::Disconnected) => return Live::Ended,
+            };
+            match event {
+                WorkerEvent::Ready(_) => {}
+                WorkerEvent::Reports(_, reports) => return self.written(reports),
+                WorkerEvent::Partials(w, parts) => {
+                    let mut merged = Vec::new();
+                    let mut refused = None;
+                    if let Some(m) = self.merger.as_mut() {
+                        for p in parts {
+                            if let Err(source) = m.push(p, &mut merged) {
+                                refused.get_or_insert(source);
+                            }
+                        }
+                    }
+                    if let Some(source) = refused {
+                        self.fail(HostError::Merge { worker: w, source });
+                    }
+                    if !merged.is_empty() {
+                        return self.written(merged);
+                    }
+                }
+                WorkerEvent::Epoch(st) => return Live::Epoch(st),
+                WorkerEvent::Finished(_, s) => self.finished.push(*s),
+                WorkerEvent::Failed(w, e) => self.fail(HostError::Live { worker: w, source: e }),
+            }
+        }
+    }
+
+    fn written(&mut self, reports: Vec<Report>) -> Live {
+        self.written += reports.len() as u64;
+        self.host_metrics.reports.store(self.written, Ordering::Relaxed);
+        Live::Reports(reports)
+    }
+
+    /// Records the first failure and stops every worker.
+    fn fail(&mut self, e: HostError) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.failure.get_or_insert(e);
+    }
+
+    /// Installs an event on every worker (from the next window boundary, or
+    /// for the windows in `[start_ns, end_ns)`), waiting until each has it.
+    pub fn install(
+        &mut self,
+        spec: &EventSpec,
+        start_ns: Option<u64>,
+        end_ns: Option<u64>,
+    ) -> Result<TriggerId, HostError> {
+        let mut replies = Vec::new();
+        for (w, c) in self.commands.iter().enumerate() {
+            let (tx, rx) = mpsc::channel();
+            let cmd = WorkerCommand::Install {
+                spec: Box::new(spec.clone()),
+                start_ns,
+                end_ns,
+                reply: tx,
+            };
+            c.send(cmd).map_err(|_| gone(w))?;
+            replies.push(rx);
+        }
+        let mut id = None;
+        for (w, rx) in replies.into_iter().enumerate() {
+            let got = rx.recv().map_err(|_| gone(w))??;
+            if id.is_some_and(|i| i != got) {
+                return Err(HostError::Worker {
+                    worker: w as u32,
+                    what: format!("installed `{}` under another id", spec.name),
+                });
+            }
+            id = Some(got);
+        }
+        let id = id.ok_or(HostError::Worker {
+            worker: 0,
+            what: "is missing".into(),
+        })?;
+        self.events.insert(id, spec.name.clone());
+        Ok(id)
+    }
+
+    /// Removes an event from every worker; it stops at the end of its current window.
+    pub fn remove(&mut self, id: TriggerId) -> Result<(), HostError> {
+        let mut replies = Vec::new();
+        for (w, c) in self.commands.iter().enumerate() {
+            let (tx, rx) = mpsc::channel();
+            c.send(WorkerCommand::Remove { id, reply: tx })
+                .map_err(|_| gone(w))?;
+            replies.push(rx);
+        }
+        self.events.remove(&id);
+        for (w, rx) in replies.into_iter().enumerate() {
+            rx.recv().map_err(|_| gone(w))??;
+        }
+        Ok(())
+    }
+
+    /// The installed events' trigger ids and names.
+    pub fn events(&self) -> impl Iterator<Item = (TriggerId, &str)> {
+        self.events.iter().map(|(id, n)| (*id, n.as_str()))
+    }
+
+    /// Moves the end of an event's windows on every worker.
+    pub fn set_end(&mut self, id: TriggerId, end_ns: Option<u64>) {
+        for c in &self.commands {
+            let _ = c.send(WorkerCommand::SetEnd { id, end_ns });
+        }
+    }
+
+    /// A closed window's values, kept for polls (a merged host only).
+    pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
+        self.merger.as_ref()?.window_values(id, window_start_ns)
+    }
+
+    /// Every window ending at or before this is closed on every worker.
+    pub fn closed_to(&self) -> u64 {
+        self.merger.as_ref().map_or(0, Merger::released_to)
+    }
+
+    /// Stops the workers (they sweep the current epoch and close every
+    /// window), waits for them and detaches the XDP programs. Reports
+    /// still queued are handed to `rest`.
+    pub fn finish(mut self, rest: &mut dyn FnMut(Live)) -> Result<LiveSummary, HostError> {
+        self.stop.store(true, Ordering::Relaxed);
+        loop {
+            match self.next(Duration::from_millis(100)) {
+                Live::Ended => break,
+                Live::Idle => {}
+                other => rest(other),
+            }
+        }
+        for h in std::mem::take(&mut self.handles) {
+            let _ = h.join();
+        }
+        self.xdp.clear();
+        if let Some(e) = self.failure.take() {
+            return Err(e);
+        }
+        let mut s = LiveSummary {
+            elapsed: self.started.elapsed(),
+            ..LiveSummary::default()
+        };
+        for f in &self.finished {
+            s.counters.add(&f.counters);
+            s.frames += f.frames;
+            s.drops += f.drops;
+            s.delays.merge(&f.delays);
+            s.max_sweep_wall_ns = s.max_sweep_wall_ns.max(f.max_sweep_wall_ns);
+        }
+        // Merging workers report nothing themselves: count what was written.
+        s.counters.reports = self.written;
+        Ok(s)
+    }
+}
+
+fn gone(worker: usize) -> HostError {
+    HostError::Worker {
+        worker: worker as u32,
+        what: "stopped".into(),
+    }
+}
+
+/// Keeps the caller's thread (merging, writing reports, metrics) off the
+/// workers' CPUs when there is another one, so it never preempts them.
+fn pin_off_workers(cpus: &[usize]) {
+    if cpus.is_empty() {
+        return;
+    }
+    let spare = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| !cpus.contains(&c.id));
+    if let Some(core) = spare {
+        core_affinity::set_for_current(core);
+    }
+}
+
+/// Every interface with its compiled filter.
+fn packet_interfaces(config: &LiveConfig) -> Result<Vec<(Interface, Vec<filter::Insn>)>, HostError> {
+    let mut out = Vec::new();
+    for name in &config.interfaces {
+        let iface = Interface::lookup(name).map_err(HostError::Setup)?;
+        let prog = match &config.filter {
+            Some(expr) => filter::compile(expr, iface.link, config.ring.snaplen)
+                .map_err(|e| HostError::Usage(e.to_string()))?,
+            None => filter::snap_only(config.ring.snaplen),
+        };
+        out.push((iface, prog));
+    }
+    Ok(out)
+}
+
+/// Worker `w`'s ring on every interface (in each interface's fanout group when several workers share it).
+fn open_rings(
+    ifaces: &[(Interface, Vec<filter::Insn>)],
+    cfg: &RingConfig,
+    workers: u32,
+) -> Result<Vec<Box<dyn Source>>, HostError> {
+    let mut out: Vec<Box<dyn Source>> = Vec::new();
+    for (k, (iface, prog)) in ifaces.iter().enumerate() {
+        // One group per interface, distinct from other processes' groups.
+        let group = (std::process::id() as u16)
+            .wrapping_mul(31)
+            .wrapping_add(k as u16);
+        let fanout = (workers > 1).then_some(group);
+        let ring = PacketRing::open(iface, cfg, prog, fanout).map_err(HostError::Setup)?;
+        out.push(Box::new(ring));
+    }
+    Ok(out)
+}
+
+/// One XDP program per interface.
+fn attach_xdp(config: &LiveConfig, mode: XdpMode, workers: u32) -> Result<Vec<XdpProgram>, HostError> {
+    if config.filter.is_some() {
+        return Err(HostError::Usage(
+            "--filter needs --source packet (AF_XDP takes every frame of its queues)".into(),
+        ));
+    }
+    let mut progs = Vec::new();
+    for name in &config.interfaces {
+        let prog = XdpProgram::attach(name, mode).map_err(|e| HostError::Setup(e.into()))?;
+        if prog.queues() < workers {
+            return Err(HostError::Usage(format!(
+                "{name} has {} RX queue(s) and AF_XDP reads each with one worker; use --workers {} or fewer",
+                prog.queues(),
+                prog.queues()
+            )));
+        }
+        progs.push(prog);
+    }
+    Ok(progs)
+}
+
+/// Worker `w`'s AF_XDP sockets: the queues q with q mod workers = w of every interface.
+fn open_xdp(progs: &[XdpProgram], w: u32, workers: u32) -> Result<Vec<Box<dyn Source>>, HostError> {
+    // 16,384 frames (32 MiB) and an RX ring of 8,192 per queue: tens of
+    // milliseconds of buffering at a million frames/s, like the AF_PACKET ring.
+    let cfg = XdpConfig {
+        frames: 1 << 14,
+        ring_size: 1 << 13,
+        ..XdpConfig::default()
+    };
+    let mut out: Vec<Box<dyn Source>> = Vec::new();
+    for prog in progs {
+        for q in (w..prog.queues()).step_by(workers as usize) {
+            let sock = XdpSocket::open(prog, q, &cfg).map_err(|e| HostError::Setup(e.into()))?;
+            out.push(Box::new(XdpSource::new(sock, cfg.ring_size)));
+        }
+    }
+    Ok(out)
+}
