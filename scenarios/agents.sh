@@ -181,12 +181,20 @@ for k in sorted(set(L) | set(F)):
         bad.append(k)
 incomplete = [r for r in live if not r["completeness"]["complete"]
               and first_ts <= r["window"]["start_ns"] and r["window"]["end_ns"] <= last_ts]
+left = {}
+for h in hosts:
+    m = re.search(r"satisfaction reports left (.*) after their window closed here \(its end plus the clock's lag, (.*)\)",
+                  open(f"{out}/{h}.agent.err").read())
+    if m:
+        left[h] = f"{m.group(1)} (lag {m.group(2)})"
 man = open(f"{out}/manager.err").read()
 lat = re.search(r"window end to decision \(live hosts\): (.*)", man)
 events = sorted({r["event"] for r in file})
 print(f"agents: {len(live)} network-wide reports live, {len(file)} from the captures ({', '.join(events)}); "
       f"{len(excused)} excused at {len(implicated)} of {len(fuzzy)} boundaries with a packet within {SKEW // 1000} us; "
       f"window end to decision: {lat.group(1) if lat else 'not reported'}", file=sys.stderr)
+for h, l in left.items():
+    print(f"agents: {h}: satisfaction reports left {l} after their window closed", file=sys.stderr)
 for k in bad[:5]:
     print(f"agents: differs: {k}\n  live: {L.get(k)}\n  file: {F.get(k)}", file=sys.stderr)
 if bad or len(live) != len(L):

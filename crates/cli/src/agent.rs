@@ -129,6 +129,9 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 /// The agent's counts, for its summary.
 #[derive(Default)]
 struct Tally {
+    /// Live: how long after its window closed here each satisfaction
+    /// report left (wall clock minus window end minus the clock's lag).
+    close_to_sent: Vec<u64>,
     satisfied: u64,
     answered: u64,
     invalid: u64,
@@ -322,7 +325,7 @@ fn live_agent(
             Live::Ended => break,
             Live::Reports(mut reports) => {
                 let decided = host.closed_to();
-                ag.route_live(&mut reports, decided, &mut out)?;
+                ag.route_live(&mut reports, decided, host.clock_lag_ns(), &mut out)?;
             }
             other => out.take(other)?,
         }
@@ -332,6 +335,7 @@ fn live_agent(
     // Windows closed while stopping still reach the manager and the sink.
     let mut failure = None;
     let mut last = Vec::new();
+    let host_lag_ms = host.clock_lag_ns() as f64 / 1e6;
     let summary = host.finish(&mut |l| match l {
         Live::Reports(r) => last.extend(r),
         other => {
@@ -340,7 +344,10 @@ fn live_agent(
             }
         }
     });
-    ag.route_live(&mut last, u64::MAX, &mut out)?;
+    // Not timed: these windows closed because the agent stopped.
+    let timed = ag.tally.close_to_sent.len();
+    ag.route_live(&mut last, u64::MAX, 0, &mut out)?;
+    ag.tally.close_to_sent.truncate(timed);
     if let Some(e) = failure {
         return Err(e);
     }
@@ -351,6 +358,18 @@ fn live_agent(
     if !a.quiet {
         crate::live::print_summary(&summary, own.len());
         ag.print_summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed);
+        let mut d = std::mem::take(&mut ag.tally.close_to_sent);
+        if !d.is_empty() {
+            d.sort_unstable();
+            let at = |q: f64| d[((d.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
+            eprintln!(
+                "  satisfaction reports left p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs after their window closed here (its end plus the clock's lag, {:.1} ms)",
+                at(0.5),
+                at(0.99),
+                at(1.0),
+                host_lag_ms
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -431,11 +450,13 @@ impl Agent {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// As [`Agent::route`], the host's own reports to the live output's sink.
+    /// As [`Agent::route`], the host's own reports to the live output's
+    /// sink; `lag_ns`: how far the workers' clocks lag the wall clock.
     fn route_live(
         &mut self,
         reports: &mut Vec<Report>,
         decided_ns: u64,
+        lag_ns: u64,
         out: &mut crate::live::LiveOutput,
     ) -> Result<(), Failure> {
         let own: Vec<Report> = reports
@@ -444,6 +465,10 @@ impl Agent {
                 Some(event) => {
                     self.tally.satisfied += 1;
                     self.link.satisfied(event, &r, decided_ns.max(r.window.end_ns));
+                    let since_close = clarion_live::realtime_ns()
+                        .saturating_sub(r.window.end_ns)
+                        .saturating_sub(lag_ns);
+                    self.tally.close_to_sent.push(since_close);
                     None
                 }
                 None => Some(r),

@@ -346,6 +346,16 @@ impl LiveHost {
         }
     }
 
+    /// How far the workers' clocks lag the wall clock (the largest): a
+    /// window closes this long after it ends when the wire is quiet.
+    pub fn clock_lag_ns(&self) -> u64 {
+        self.metrics
+            .iter()
+            .map(|m| m.clock_lag_ns.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// A closed window's values, kept for polls (a merged host only).
     pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
         self.merger.as_ref()?.window_values(id, window_start_ns)

@@ -17,7 +17,7 @@ pub struct HostMetrics {
 pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
     type Get = fn(&WorkerMetrics) -> &AtomicU64;
     // (name, type, help, value, unit: 1 for counts, 1e-9 for nanoseconds as seconds)
-    let families: [(&str, &str, &str, Get, f64); 11] = [
+    let families: [(&str, &str, &str, Get, f64); 12] = [
         (
             "clarion_packets_total",
             "counter",
@@ -93,6 +93,13 @@ pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
             "gauge",
             "Longest sweep since start.",
             |m| &m.max_sweep_wall_ns,
+            1e-9,
+        ),
+        (
+            "clarion_clock_lag_seconds",
+            "gauge",
+            "How far the monitor's clock lags the wall clock on a quiet wire: windows close this long after they end.",
+            |m| &m.clock_lag_ns,
             1e-9,
         ),
     ];

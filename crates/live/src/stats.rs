@@ -150,6 +150,10 @@ pub struct WorkerMetrics {
     pub last_delay_p99_ns: AtomicU64,
     pub last_sweep_wall_ns: AtomicU64,
     pub max_sweep_wall_ns: AtomicU64,
+    /// How far the monitor's clock lags the wall clock when the wire is
+    /// quiet (the receive queue's hidden delay, or recent queueing delays):
+    /// a window closes this long after it ends.
+    pub clock_lag_ns: AtomicU64,
 }
 
 impl WorkerMetrics {

@@ -249,7 +249,9 @@ impl Worker {
                     break;
                 }
                 let now = realtime_ns();
-                let clock = now.saturating_sub(self.lag_ns());
+                let lag = self.lag_ns();
+                self.metrics.clock_lag_ns.store(lag, Ordering::Relaxed);
+                let clock = now.saturating_sub(lag);
                 self.monitor.tick(clock, &mut self.reports);
                 self.after_monitor();
                 if !self.monitor.sweep_pending() {
