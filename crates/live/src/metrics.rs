@@ -145,7 +145,7 @@ mod tests {
         );
         assert!(page.ends_with("clarion_reports_total 7\n"));
         let samples = page.lines().filter(|l| !l.starts_with('#')).count();
-        assert_eq!(samples, 11 * 2 + 1);
+        assert_eq!(samples, 12 * 2 + 1);
         for l in page.lines().filter(|l| l.starts_with("# TYPE")) {
             assert!(l.ends_with(" counter") || l.ends_with(" gauge"), "{l}");
         }
