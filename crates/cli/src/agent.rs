@@ -23,6 +23,7 @@ use clarion_sinks::ReportSink;
 use crate::args::{parse_duration, Format, LiveArgs};
 use crate::bus::NatsArgs;
 use crate::live::runtime;
+use crate::local_events::LocalEvents;
 use crate::run::{load_events, open_sink_to, sink_error};
 use crate::summary::thousands;
 use crate::Failure;
@@ -319,17 +320,25 @@ fn live_agent(
         None => open_sink_to(a.output.as_deref(), a.format)?,
     };
     let mut out = crate::live::LiveOutput::open(&a.live, a.quiet, sink, host.metrics().0)?;
+    let mut local = LocalEvents::start(
+        &a.host,
+        a.events.as_deref(),
+        &host,
+        a.live.api.map(|addr| (addr, a.live.api_token.clone())),
+        a.quiet,
+    )?;
     loop {
         // Short waits: the manager's messages are served between them.
         match host.next(Duration::from_micros(500)) {
             Live::Ended => break,
             Live::Reports(mut reports) => {
                 let decided = host.closed_to();
-                ag.route_live(&mut reports, decided, host.clock_lag_ns(), &mut out)?;
+                ag.route_live(&mut reports, decided, host.clock_lag_ns(), &mut out, &local)?;
             }
             other => out.take(other)?,
         }
         ag.serve(&mut Merged(&mut host));
+        local.service(&mut host);
         out.tick();
     }
     // Windows closed while stopping still reach the manager and the sink.
@@ -346,7 +355,7 @@ fn live_agent(
     });
     // Not timed: these windows closed because the agent stopped.
     let timed = ag.tally.close_to_sent.len();
-    ag.route_live(&mut last, u64::MAX, 0, &mut out)?;
+    ag.route_live(&mut last, u64::MAX, 0, &mut out, &local)?;
     ag.tally.close_to_sent.truncate(timed);
     if let Some(e) = failure {
         return Err(e);
@@ -385,7 +394,10 @@ impl Triggers for Merged<'_> {
         start_ns: Option<u64>,
         end_ns: Option<u64>,
     ) -> Result<TriggerId, String> {
-        self.0.install(&spec, start_ns, end_ns).map_err(|e| e.to_string())
+        self.0
+            .install(&spec, start_ns, end_ns)
+            .map(|(id, _)| id)
+            .map_err(|e| e.to_string())
     }
     fn remove(&mut self, id: TriggerId) {
         if let Err(e) = self.0.remove(id) {
@@ -458,6 +470,7 @@ impl Agent {
         decided_ns: u64,
         lag_ns: u64,
         out: &mut crate::live::LiveOutput,
+        local: &LocalEvents,
     ) -> Result<(), Failure> {
         let own: Vec<Report> = reports
             .drain(..)
@@ -474,6 +487,7 @@ impl Agent {
                 None => Some(r),
             })
             .collect();
+        own.iter().for_each(|r| local.publish(r));
         if !own.is_empty() {
             out.take(Live::Reports(own))?;
         }

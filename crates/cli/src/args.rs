@@ -368,6 +368,18 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "pcap", value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
 
+    /// Serve the control API for this host's own events at ADDR (e.g.
+    /// 127.0.0.1:8701): add, list, show and remove them at runtime, with the
+    /// manager's routes (`clarion events --api http://ADDR`). Beyond
+    /// loopback it needs --api-token. SIGHUP reloads the events file with
+    /// or without it.
+    #[arg(long, conflicts_with = "pcap", value_name = "ADDR")]
+    pub api: Option<std::net::SocketAddr>,
+
+    /// Bearer token the control API (--api) requires.
+    #[arg(long, env = "CLARION_API_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub api_token: Option<String>,
+
     /// Print a summary line to standard error this often (0 for never).
     #[arg(long, conflicts_with = "pcap", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub stats_every: u64,

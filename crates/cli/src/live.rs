@@ -18,9 +18,13 @@ use clarion_sinks::ReportSink;
 use clarion_xdp::XdpMode;
 
 use crate::args::{LiveArgs, RunArgs, SourceKind, XdpModeArg};
+use crate::local_events::LocalEvents;
 use crate::run::{load_events, monitor_config, open_sink, sink_error, write_all};
 use crate::summary::{thousands, Summary};
 use crate::Failure;
+
+/// Longest wait for the workers before the control API and SIGHUP are served.
+pub const SERVICE_EVERY: Duration = Duration::from_millis(20);
 
 pub fn runtime(e: impl Into<anyhow::Error>) -> Failure {
     Failure::Runtime(e.into())
@@ -131,11 +135,23 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         );
     }
     let mut out = LiveOutput::open(&a.live, a.quiet, open_sink(a)?, host.metrics().0)?;
+    let mut local = LocalEvents::start(
+        &config.monitor.host,
+        Some(&a.events),
+        &host,
+        a.live.api.map(|addr| (addr, a.live.api_token.clone())),
+        a.quiet,
+    )?;
     loop {
-        match host.next(out.timeout()) {
+        match host.next(out.timeout().min(SERVICE_EVERY)) {
             Live::Ended => break,
+            Live::Reports(reports) => {
+                reports.iter().for_each(|r| local.publish(r));
+                out.take(Live::Reports(reports))?;
+            }
             other => out.take(other)?,
         }
+        local.service(&mut host);
         out.tick();
     }
     let mut failure = None;

@@ -12,6 +12,7 @@ mod events;
 mod feasibility;
 mod gen;
 mod live;
+mod local_events;
 mod manager;
 mod metrics_server;
 mod network;

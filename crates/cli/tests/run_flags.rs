@@ -37,6 +37,7 @@ fn live_capture_flags_are_errors_with_a_capture_file() {
         &["--duration", "5s"],
         &["--epoch-stats", "/tmp/never-written.jsonl"],
         &["--stats-every", "1s"],
+        &["--api", "127.0.0.1:8701"],
     ];
     for flag in flags {
         let o = clarion()
@@ -57,6 +58,28 @@ fn live_capture_flags_are_errors_with_a_capture_file() {
             "{flag:?}: {err}"
         );
         assert!(o.stdout.is_empty(), "{flag:?}: no reports");
+    }
+}
+
+/// An agent's flags of capture files are refused with an interface, and its live flags with a file.
+#[test]
+fn agent_flags_that_do_not_apply_are_errors() {
+    let cases: &[&[&str]] = &[
+        &["-i", "lo", "--speed", "1"],
+        &["-i", "lo", "--linger", "5s"],
+        &["-i", "lo", "--pcap", "examples/demo.pcap"],
+        &["--pcap", "examples/demo.pcap", "--workers", "2"],
+        &["--pcap", "examples/demo.pcap", "--filter", "tcp"],
+        &["--pcap", "examples/demo.pcap", "--api", "127.0.0.1:8701"],
+    ];
+    for args in cases {
+        let o = clarion()
+            .args(["agent", "--host", "h", "--nats", "nats://127.0.0.1:1"])
+            .args(*args)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("cannot be used with"), "{args:?}: {}", stderr(&o));
     }
 }
 

@@ -18,6 +18,11 @@ pub struct EventInfo {
     pub interval_ns: u64,
     /// When it was installed (RFC 3339).
     pub added: String,
+    /// A live host's event added at runtime: the start of its first window
+    /// (the next window boundary every worker reaches), nanoseconds since
+    /// the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts_ns: Option<u64>,
 }
 
 /// One host of the inventory as the manager sees it.

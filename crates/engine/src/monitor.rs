@@ -1257,6 +1257,12 @@ impl Monitor {
             .filter_map(|(i, t)| t.as_ref().map(|t| (i as TriggerId, &t.spec)))
     }
 
+    /// The start of an installed trigger's first window (an event installed
+    /// while packets flow starts at the next window boundary).
+    pub fn first_window_ns(&self, id: TriggerId) -> Option<u64> {
+        self.triggers.get(id as usize)?.as_ref().map(|t| t.start_ns)
+    }
+
     /// The values every group of a trigger had in the window starting at
     /// `window_start_ns`, if that window is among the last few kept.
     pub fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {

@@ -280,13 +280,15 @@ impl LiveHost {
     }
 
     /// Installs an event on every worker (from the next window boundary, or
-    /// for the windows in `[start_ns, end_ns)`), waiting until each has it.
+    /// for the windows in `[start_ns, end_ns)`), waiting until each has it;
+    /// returns its trigger id and the first window every worker covers
+    /// (the host's first report can be of that window).
     pub fn install(
         &mut self,
         spec: &EventSpec,
         start_ns: Option<u64>,
         end_ns: Option<u64>,
-    ) -> Result<TriggerId, HostError> {
+    ) -> Result<(TriggerId, u64), HostError> {
         let mut replies = Vec::new();
         for (w, c) in self.commands.iter().enumerate() {
             let (tx, rx) = mpsc::channel();
@@ -300,8 +302,10 @@ impl LiveHost {
             replies.push(rx);
         }
         let mut id = None;
+        let mut first = 0;
         for (w, rx) in replies.into_iter().enumerate() {
-            let got = rx.recv().map_err(|_| gone(w))??;
+            let (got, start) = rx.recv().map_err(|_| gone(w))??;
+            first = first.max(start);
             if id.is_some_and(|i| i != got) {
                 return Err(HostError::Worker {
                     worker: w as u32,
@@ -315,7 +319,7 @@ impl LiveHost {
             what: "is missing".into(),
         })?;
         self.events.insert(id, spec.name.clone());
-        Ok(id)
+        Ok((id, first))
     }
 
     /// Removes an event from every worker; it stops at the end of its current window.

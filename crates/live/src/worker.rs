@@ -85,7 +85,8 @@ pub enum WorkerCommand {
         spec: Box<EventSpec>,
         start_ns: Option<u64>,
         end_ns: Option<u64>,
-        reply: Sender<Result<TriggerId, EngineError>>,
+        /// The trigger's id and the start of its first window.
+        reply: Sender<Result<(TriggerId, u64), EngineError>>,
     },
     Remove {
         id: TriggerId,
@@ -192,7 +193,8 @@ impl Worker {
                         Some(start) => self.monitor.install_at(*spec, start, end_ns),
                         None => self.monitor.install(*spec),
                     };
-                    let _ = reply.send(r);
+                    let first = |id| (id, self.monitor.first_window_ns(id).unwrap_or(0));
+                    let _ = reply.send(r.map(first));
                 }
                 WorkerCommand::Remove { id, reply } => {
                     let _ = reply.send(self.monitor.remove(id).map(|_| ()));

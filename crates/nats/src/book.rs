@@ -328,6 +328,7 @@ impl EventBook {
             local_predicate: e.split.local.predicate.to_string(),
             interval_ns: e.split.network().interval_ns,
             added: clarion_report::rfc3339(src.map_or(0, |s| s.added_ns)),
+            starts_ns: None,
         })
     }
 

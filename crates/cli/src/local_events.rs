@@ -1,0 +1,325 @@
+//! A live host's own events at runtime (`clarion run -i`, `clarion agent
+//! -i`): the control API's commands (`--api`: add, list, show, remove, the
+//! same routes as the manager's) and SIGHUP's reload of the events file,
+//! applied to the `LiveHost` between the live loop's waits.
+//!
+//! An added event starts at the next window boundary every worker reaches
+//! (its `starts_ns` says which); a removed one stops at the end of its
+//! current window: it gathers no later window, and leaves the workers once
+//! that window has been reported.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context};
+use clarion_control::{Command, ControlError, ControlHandle, EventInfo, HostInfo};
+use clarion_engine::TriggerId;
+use clarion_host::LiveHost;
+use clarion_lang::spec::EventSpec;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::Failure;
+
+/// How long after a removed event's last window ends it leaves the workers
+/// (its sweep and report are done by then).
+const REMOVAL_GRACE_NS: u64 = 200_000_000;
+
+struct Local {
+    id: TriggerId,
+    source: String,
+    spec: EventSpec,
+    added_ns: u64,
+    starts_ns: Option<u64>,
+}
+
+/// The host's own events by name, and those stopping.
+pub struct LocalEvents {
+    host: String,
+    file: Option<PathBuf>,
+    events: BTreeMap<String, Local>,
+    /// Removed events still reporting their last window: (id, leaves after).
+    stopping: Vec<(TriggerId, u64)>,
+    reload: Arc<AtomicBool>,
+    api: Option<mpsc::Receiver<Command>>,
+    /// Reports for the API's `/v1/reports` stream.
+    pub reports: Option<broadcast::Sender<String>>,
+}
+
+/// Every event of an events file's text with its canonical source.
+pub fn parse_events(text: &str, name: &str) -> Result<Vec<(EventSpec, String)>, String> {
+    let file = clarion_lang::parse(text).map_err(|d| d.render(name, text, false))?;
+    let specs = clarion_lang::lower(&file).map_err(|d| d.render(name, text, false))?;
+    Ok(specs
+        .into_iter()
+        .zip(&file.events)
+        .map(|(s, ast)| (s, ast.to_string()))
+        .collect())
+}
+
+impl LocalEvents {
+    /// The events `host` was started with (its events file's, read again
+    /// for their sources), SIGHUP registered, and the control API at `api`.
+    pub fn start(
+        host_name: &str,
+        file: Option<&Path>,
+        host: &LiveHost,
+        api: Option<(SocketAddr, Option<String>)>,
+        quiet: bool,
+    ) -> Result<LocalEvents, Failure> {
+        let reload = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
+            .map_err(|e| Failure::Runtime(anyhow!(e).context("cannot install the SIGHUP handler")))?;
+        let mut book = LocalEvents {
+            host: host_name.to_string(),
+            file: file.map(Path::to_path_buf),
+            events: BTreeMap::new(),
+            stopping: Vec::new(),
+            reload,
+            api: None,
+            reports: None,
+        };
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))
+                .map_err(Failure::Runtime)?;
+            let parsed = parse_events(&text, &path.display().to_string()).map_err(Failure::Usage)?;
+            let ids: BTreeMap<&str, TriggerId> = host.events().map(|(id, n)| (n, id)).collect();
+            for (spec, source) in parsed {
+                if let Some(&id) = ids.get(spec.name.as_str()) {
+                    let local = Local {
+                        id,
+                        source,
+                        spec,
+                        added_ns: clarion_live::realtime_ns(),
+                        starts_ns: None,
+                    };
+                    book.events.insert(local.spec.name.clone(), local);
+                }
+            }
+        }
+        if let Some((addr, token)) = api {
+            book.serve(addr, token, quiet)?;
+        }
+        Ok(book)
+    }
+
+    /// Starts the control API, refusing to expose it beyond loopback without a token.
+    fn serve(&mut self, addr: SocketAddr, token: Option<String>, quiet: bool) -> Result<(), Failure> {
+        if !addr.ip().is_loopback() && token.is_none() {
+            return Err(Failure::Usage(format!(
+                "clarion: the control API on {addr} would be reachable beyond this machine: give --api-token (or CLARION_API_TOKEN), or bind it to 127.0.0.1"
+            )));
+        }
+        let listener = std::net::TcpListener::bind(addr)
+            .with_context(|| format!("cannot serve the control API on {addr}"))
+            .map_err(Failure::Runtime)?;
+        let (tx, rx) = mpsc::channel(64);
+        let (reports, _) = broadcast::channel(4096);
+        let bound = clarion_control::spawn(listener, ControlHandle::new(tx, reports.clone(), token))
+            .context("cannot start the control API")
+            .map_err(Failure::Runtime)?;
+        if !quiet {
+            eprintln!("clarion: control API for this host's events on http://{bound}/v1/events");
+        }
+        self.api = Some(rx);
+        self.reports = Some(reports);
+        Ok(())
+    }
+
+    /// Serves what came since the last call: API commands, a SIGHUP
+    /// reload, removed events whose last window has been reported.
+    pub fn service(&mut self, host: &mut LiveHost) {
+        while let Some(cmd) = self.api.as_mut().and_then(|rx| rx.try_recv().ok()) {
+            self.command(cmd, host);
+        }
+        if self.reload.swap(false, Ordering::Relaxed) {
+            self.reload(host);
+        }
+        let now = clarion_live::realtime_ns();
+        let (gone, kept): (Vec<_>, Vec<_>) = self.stopping.iter().partition(|&&(_, after)| now >= after);
+        self.stopping = kept;
+        for (id, _) in gone {
+            if let Err(e) = host.remove(id) {
+                eprintln!("clarion: warning: cannot remove trigger {id}: {e}");
+            }
+        }
+    }
+
+    fn command(&mut self, cmd: Command, host: &mut LiveHost) {
+        match cmd {
+            Command::Add { source, reply } => {
+                let _ = reply.send(self.add(&source, host));
+            }
+            Command::Remove { name, reply } => {
+                let _ = reply.send(self.remove(&name, host));
+            }
+            Command::List { reply } => {
+                let _ = reply.send(Ok(self.events.values().map(|l| self.info(l)).collect()));
+            }
+            Command::Show { name, reply } => {
+                let found = self.events.get(&name).map(|l| self.info(l));
+                let _ = reply.send(found.ok_or_else(|| not_found(&name)));
+            }
+            Command::Hosts { reply } => {
+                let _ = reply.send(Ok(vec![HostInfo {
+                    name: self.host.clone(),
+                    prefixes: Vec::new(),
+                    state: "up".into(),
+                    last_seen_ms: Some(0),
+                    finished: false,
+                    triggers: host.events().count(),
+                    satisfaction_reports: 0,
+                    polls_answered: 0,
+                    polls_missed: 0,
+                }]));
+            }
+        }
+    }
+
+    /// Installs every event of an events file's text, or none.
+    fn add(&mut self, text: &str, host: &mut LiveHost) -> Result<Vec<EventInfo>, ControlError> {
+        let parsed = parse_events(text, "request").map_err(ControlError::Invalid)?;
+        if parsed.is_empty() {
+            return Err(ControlError::Invalid("no event in the request".into()));
+        }
+        for (spec, _) in &parsed {
+            if spec.scope.is_network() {
+                return Err(ControlError::Invalid(format!(
+                    "event `{}` is network-wide (`across hosts`): add it to the manager (clarion events add)",
+                    spec.name
+                )));
+            }
+            if self.events.contains_key(&spec.name) || host.events().any(|(_, n)| n == spec.name) {
+                return Err(ControlError::Invalid(format!(
+                    "an event named `{}` is installed already; remove it first",
+                    spec.name
+                )));
+            }
+        }
+        let mut added = Vec::new();
+        for (spec, source) in parsed.into_iter().filter(|(s, _)| !s.on_demand) {
+            added.push(self.install(spec, source, host).map_err(ControlError::Invalid)?);
+        }
+        Ok(added)
+    }
+
+    fn install(&mut self, spec: EventSpec, source: String, host: &mut LiveHost) -> Result<EventInfo, String> {
+        let (id, starts) = host.install(&spec, None, None).map_err(|e| e.to_string())?;
+        eprintln!(
+            "clarion: event {} added; its first window starts at {}",
+            spec.name,
+            clarion_report::rfc3339(starts)
+        );
+        let name = spec.name.clone();
+        let local = Local {
+            id,
+            source,
+            spec,
+            added_ns: clarion_live::realtime_ns(),
+            starts_ns: Some(starts),
+        };
+        let info = self.info(&local);
+        self.events.insert(name, local);
+        Ok(info)
+    }
+
+    /// Stops an event at the end of its current window.
+    fn remove(&mut self, name: &str, host: &mut LiveHost) -> Result<EventInfo, ControlError> {
+        let local = self.events.remove(name).ok_or_else(|| not_found(name))?;
+        let info = self.info(&local);
+        let interval = local.spec.interval_ns.max(1);
+        // The window the host's clock is in: its end is the last one gathered.
+        let clock = clarion_live::realtime_ns().saturating_sub(host.clock_lag_ns());
+        let end = clock.div_ceil(interval) * interval;
+        host.set_end(local.id, Some(end));
+        self.stopping
+            .push((local.id, end + host.clock_lag_ns() + REMOVAL_GRACE_NS));
+        eprintln!(
+            "clarion: event {name} removed; its last window ends at {}",
+            clarion_report::rfc3339(end)
+        );
+        Ok(info)
+    }
+
+    /// SIGHUP: the events file again; events gone or changed are removed
+    /// (at the end of their window), new or changed ones installed.
+    fn reload(&mut self, host: &mut LiveHost) {
+        let Some(path) = self.file.clone() else {
+            eprintln!("clarion: SIGHUP: no events file to reload");
+            return;
+        };
+        let parsed = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+            .and_then(|text| parse_events(&text, &path.display().to_string()));
+        let parsed = match parsed {
+            Ok(p) => p,
+            Err(why) => {
+                eprintln!("clarion: SIGHUP: events unchanged: {why}");
+                return;
+            }
+        };
+        if let Some((s, _)) = parsed.iter().find(|(s, _)| s.scope.is_network()) {
+            eprintln!(
+                "clarion: SIGHUP: events unchanged: event `{}` is network-wide; give it to the manager",
+                s.name
+            );
+            return;
+        }
+        let wanted: BTreeMap<&str, &String> = parsed.iter().map(|(s, src)| (s.name.as_str(), src)).collect();
+        let stale: Vec<String> = self
+            .events
+            .iter()
+            .filter(|(name, l)| wanted.get(name.as_str()) != Some(&&l.source))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &stale {
+            let _ = self.remove(name, host);
+        }
+        let mut added = 0;
+        for (spec, source) in parsed.into_iter().filter(|(s, _)| !s.on_demand) {
+            if self.events.contains_key(&spec.name) {
+                continue;
+            }
+            let name = spec.name.clone();
+            match self.install(spec, source, host) {
+                Ok(_) => added += 1,
+                Err(e) => eprintln!("clarion: SIGHUP: cannot install {name}: {e}"),
+            }
+        }
+        eprintln!(
+            "clarion: SIGHUP: reloaded {}: {} removed or changed, {} installed",
+            path.display(),
+            stale.len(),
+            added
+        );
+    }
+
+    fn info(&self, l: &Local) -> EventInfo {
+        EventInfo {
+            id: u64::from(l.id),
+            name: l.spec.name.clone(),
+            source: l.source.clone(),
+            hosts: vec![self.host.clone()],
+            local_predicate: l.spec.predicate.to_string(),
+            interval_ns: l.spec.interval_ns,
+            added: clarion_report::rfc3339(l.added_ns),
+            starts_ns: l.starts_ns,
+        }
+    }
+
+    /// Hands a report to the API's stream, if anyone follows it.
+    pub fn publish(&self, report: &clarion_report::Report) {
+        if let Some(tx) = &self.reports {
+            if tx.receiver_count() > 0 {
+                let _ = tx.send(report.to_json().to_string());
+            }
+        }
+    }
+}
+
+fn not_found(name: &str) -> ControlError {
+    ControlError::NotFound(format!("no event of this host is named `{name}`"))
+}
