@@ -10,9 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Args;
-use clarion_capture::{CaptureError, CaptureFile};
+use clarion_capture::CaptureError;
 use clarion_engine::{Monitor, MonitorConfig, Report, TriggerId, WindowValues};
 use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions};
 use clarion_lang::spec::EventSpec;
@@ -251,9 +250,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             "clarion: give the host's traffic: --pcap FILE or -i IFACE".into(),
         ));
     };
-    let mut source = CaptureFile::open(pcap)
-        .with_context(|| format!("cannot read capture {}", pcap.display()))
-        .map_err(Failure::Runtime)?;
+    let mut source = crate::run::open_capture(pcap)?;
     let mut monitor = Monitor::new(monitor);
     for s in own.iter().filter(|s| !s.on_demand) {
         monitor

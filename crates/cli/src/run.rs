@@ -190,10 +190,15 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     Ok(exit_code(run.damage))
 }
 
-fn open_capture(path: &Path) -> Result<CaptureFile, Failure> {
-    CaptureFile::open(path)
-        .with_context(|| format!("cannot read capture {}", path.display()))
-        .map_err(Failure::Runtime)
+/// Opens a capture file ("-": standard input); the error names the file and its reason, once.
+pub fn open_capture(path: &Path) -> Result<CaptureFile, Failure> {
+    CaptureFile::open(path).map_err(|e| {
+        let why = match &e {
+            CaptureError::Open { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        Failure::Runtime(anyhow!("cannot read capture {}: {why}", path.display()))
+    })
 }
 
 /// `--inventory`: one capture of several hosts' traffic, or one per host.

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use clarion_capture::{CaptureFile, PacketSource, PcapWriter, TsResolution};
+use clarion_capture::{PacketSource, PcapWriter, TsResolution};
 
 use crate::live::runtime;
 use crate::network::read_inventory;
@@ -43,9 +43,7 @@ pub struct SplitArgs {
 
 pub fn split(a: &SplitArgs) -> Result<ExitCode, Failure> {
     let inventory = read_inventory(&a.inventory)?;
-    let mut source = CaptureFile::open(&a.pcap)
-        .with_context(|| format!("cannot read capture {}", a.pcap.display()))
-        .map_err(runtime)?;
+    let mut source = crate::run::open_capture(&a.pcap)?;
     std::fs::create_dir_all(&a.out_dir)
         .with_context(|| format!("cannot create {}", a.out_dir.display()))
         .map_err(runtime)?;
