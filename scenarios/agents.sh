@@ -166,6 +166,11 @@ def body(r):
         c["complete"] = None
     b["completeness"] = c
     return b
+# The manager writes each event's reports in window order.
+for e in {r["event"] for r in live}:
+    order = [r["window"]["start_ns"] for r in live if r["event"] == e]
+    if order != sorted(order):
+        sys.exit(f"agents: the manager wrote {e}'s reports out of window order")
 L, F = {key(r): r for r in live}, {key(r): r for r in file}
 bad, excused, implicated = [], [], set()
 for k in sorted(set(L) | set(F)):

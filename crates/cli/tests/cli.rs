@@ -218,7 +218,12 @@ fn missing_capture_exits_1() {
         "{}",
         stderr(&o)
     );
-    assert_eq!(stderr(&o).matches("No such file").count(), 1, "the reason once: {}", stderr(&o));
+    assert_eq!(
+        stderr(&o).matches("No such file").count(),
+        1,
+        "the reason once: {}",
+        stderr(&o)
+    );
 }
 
 #[test]

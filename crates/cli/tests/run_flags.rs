@@ -79,7 +79,11 @@ fn agent_flags_that_do_not_apply_are_errors() {
             .output()
             .expect("runs");
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains("cannot be used with"), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot be used with"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
     }
 }
 

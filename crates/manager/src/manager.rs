@@ -304,6 +304,11 @@ impl Manager {
         self.decide(&(event, window_start_ns, group))
     }
 
+    /// The start of the oldest window of `event` still waiting for answers.
+    pub fn oldest_pending(&self, event: EventId) -> Option<u64> {
+        self.pending.keys().filter(|k| k.0 == event).map(|k| k.1).min()
+    }
+
     /// Every pending decision's key, for a transport that expires them by age.
     pub fn pending_keys(&self) -> Vec<(EventId, u64, GroupKey)> {
         let mut keys: Vec<Key> = self.pending.keys().copied().collect();

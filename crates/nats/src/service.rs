@@ -230,6 +230,14 @@ struct Service {
     /// Per pending decision, the earliest packet time at which a host
     /// closed its window (from satisfaction reports): its decision time.
     decided_at: HashMap<Key, u64>,
+    /// Fired reports held until no earlier window of their event is still
+    /// being decided, so each event's reports go out in window order, as
+    /// one monitor's and the embedded transport's do. An agent sends its
+    /// satisfaction report of a window before it answers any poll of a
+    /// later one, so an earlier window's decision is pending, or made,
+    /// before a later one can be; the groups of one window go out in the
+    /// order they were decided.
+    held: std::collections::BTreeMap<Key, Report>,
 }
 
 impl Service {
@@ -262,6 +270,7 @@ impl Service {
             max_poll_batch: 1,
             shared: None,
             decided_at: HashMap::new(),
+            held: std::collections::BTreeMap::new(),
         }
     }
 
@@ -338,6 +347,10 @@ impl Service {
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
+                    // Held reports of events removed since.
+                    if !self.held.is_empty() {
+                        self.release(None, on_report).await;
+                    }
                     if opts.until_finished && self.all_finished() {
                         break;
                     }
@@ -362,6 +375,8 @@ impl Service {
                 self.emit(d, on_report).await;
             }
         }
+        // Reports of events removed meanwhile, whose pending decisions went with them.
+        self.release(None, on_report).await;
         self.store_progress();
         // Agents stop when told; other managers may still need them.
         let alone = match &mut self.shared {
@@ -742,6 +757,24 @@ impl Service {
         }
         if let Some(r) = d.report {
             self.stats.fired += 1;
+            self.held.insert(key, r);
+        }
+        self.release(Some(d.event), on_report).await;
+    }
+
+    /// Writes and publishes the held reports of `event` (every event's with
+    /// `None`) whose windows start before its oldest undecided one.
+    async fn release(&mut self, event: Option<EventId>, on_report: &mut dyn FnMut(&Report)) {
+        let manager = self.book.manager();
+        let ready: Vec<Key> = self
+            .held
+            .keys()
+            .filter(|k| event.is_none_or(|e| k.0 == e))
+            .filter(|k| manager.oldest_pending(k.0).is_none_or(|oldest| k.1 < oldest))
+            .copied()
+            .collect();
+        for k in ready {
+            let Some(r) = self.held.remove(&k) else { continue };
             on_report(&r);
             let json = r.to_json().to_string();
             if let Some(tx) = &self.reports {
