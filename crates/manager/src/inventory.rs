@@ -15,7 +15,9 @@
 //! and received). An event's trigger goes to every host that may see a
 //! packet the event's filters match: for each filter, the hosts owning
 //! part of its `dst_ip` prefix (they receive the traffic) or of its
-//! `src_ip` prefix (they send it); a filter without either goes to every
+//! `src_ip` prefix (they send it). A filter without either, or naming only
+//! addresses no host owns (a service's virtual address, a prefix outside
+//! the network: any host may send to it or receive from it), goes to every
 //! host. The network-wide value of an aggregate is then the aggregate over
 //! all the placed hosts' packets together.
 
@@ -186,15 +188,17 @@ impl Inventory {
     /// The hosts (indices, ascending) that get a trigger of `event`.
     pub fn placement(&self, event: &EventSpec) -> Vec<usize> {
         let owns = |h: &Host, p: &IpPrefix| h.prefixes.iter().any(|q| overlaps(p, q));
+        let sees = |h: &Host, f: &clarion_lang::spec::Filter| {
+            f.src_ip.as_ref().is_some_and(|p| owns(h, p)) || f.dst_ip.as_ref().is_some_and(|p| owns(h, p))
+        };
+        // A filter naming only addresses no host owns (a service's virtual
+        // address, an outside prefix): any host may send to them or receive
+        // from them.
+        let anywhere = |f: &clarion_lang::spec::Filter| !self.hosts.iter().any(|h| sees(h, f));
         (0..self.hosts.len())
             .filter(|&i| {
                 let h = &self.hosts[i];
-                event.filters.iter().any(|f| match (&f.src_ip, &f.dst_ip) {
-                    (None, None) => true,
-                    (s, d) => {
-                        s.as_ref().is_some_and(|p| owns(h, p)) || d.as_ref().is_some_and(|p| owns(h, p))
-                    }
-                })
+                event.filters.iter().any(|f| anywhere(f) || sees(h, f))
             })
             .collect()
     }
@@ -268,9 +272,14 @@ mod tests {
             ..to("2001:db8:80::/48")
         };
         assert_eq!(inv.placement(&event(vec![f])), vec![0, 2]);
-        // No address condition: everywhere; an address nobody owns: nowhere.
+        // No address condition: everywhere.
         assert_eq!(inv.placement(&event(vec![Filter::default()])), vec![0, 1, 2]);
-        assert!(inv.placement(&event(vec![to("192.0.2.0/24")])).is_empty());
+        // Addresses no host owns (a VIP, an outside prefix): every host.
+        assert_eq!(inv.placement(&event(vec![to("192.0.2.0/24")])), vec![0, 1, 2]);
+        // ... unless the filter also names owned ones: their owners only.
+        let mut vip_from_web = to("192.0.2.10/32");
+        vip_from_web.src_ip = Some(prefix("10.0.128.0/25"));
+        assert_eq!(inv.placement(&event(vec![vip_from_web])), vec![0]);
         assert!(overlaps(&prefix("10.0.0.0/8"), &prefix("10.1.2.3/32")));
         assert!(!overlaps(&prefix("10.0.0.0/8"), &prefix("::/0")));
     }

@@ -442,16 +442,15 @@ mod tests {
         let hosts: Vec<HostId> = local.iter().map(|(h, _)| *h).collect();
         assert_eq!(hosts, [0, 1]);
         assert_eq!(local[0].1.predicate.to_string(), "sum(volume) > 150");
-        let mut nowhere = spike();
-        nowhere.name = "nowhere".into();
-        nowhere.filters[0].dst_ip = Some(IpPrefix {
-            addr: "192.0.2.0".parse().expect("addr"),
-            len: 24,
+        // A service's virtual address, which no host owns: any host may send to it.
+        let mut vip = spike();
+        vip.name = "vip".into();
+        vip.filters[0].dst_ip = Some(IpPrefix {
+            addr: "192.0.2.10".parse().expect("addr"),
+            len: 32,
         });
-        assert_eq!(
-            m.install(&nowhere).err(),
-            Some(ManagerError::NoPlacement("nowhere".into()))
-        );
+        let (_, local) = m.install(&vip).expect("placed on every host");
+        assert_eq!(local.len(), m.inventory().hosts().len());
     }
 
     #[test]

@@ -388,9 +388,9 @@ mod tests {
     #[test]
     fn a_request_is_all_or_nothing_and_names_are_unique() {
         let mut b = book(None);
-        let bad = format!("{SPIKE}\nevent nowhere\n  filter dst_ip in 192.0.2.0/24\n  when sum(volume) > 1\n  across hosts\n");
+        let bad = format!("{SPIKE}\nevent unsplittable\n  when sum(volume) < 100\n  across hosts\n");
         let e = b.add(&bad, OnDuplicate::Refuse).expect_err("refused");
-        assert!(e.to_string().contains("nowhere"), "{e}");
+        assert!(e.to_string().contains("unsplittable"), "{e}");
         assert!(b.infos().is_empty(), "the first event was not installed either");
         b.add(SPIKE, OnDuplicate::Refuse).expect("adds");
         let e = b.add(SPIKE, OnDuplicate::Refuse).expect_err("duplicate");

@@ -154,7 +154,7 @@ fn arb_event() -> impl Strategy<Value = EventSpec> {
 }
 
 /// The embedded network's reports for `event` over `traffic`, or `None`
-/// when the manager refuses the event (not splittable, placed nowhere).
+/// when the manager refuses the event (not splittable).
 fn network_reports(
     inventory: &Inventory,
     event: &EventSpec,
@@ -195,7 +195,7 @@ proptest! {
         let inventory = Inventory::parse(INVENTORY).expect("inventory");
         let placed = inventory.placement(&event);
         let Some(got) = network_reports(&inventory, &event, &traffic) else {
-            // Not splittable, or placed nowhere: refused, nothing to compare.
+            // Not splittable: refused, nothing to compare.
             return Ok(());
         };
         // The reference sees each packet once per placed host that owns one of its addresses.
