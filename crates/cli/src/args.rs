@@ -37,6 +37,11 @@ Language reference: docs/language.md. Report schema: docs/reports.md.";
 #[derive(Parser, Debug)]
 #[command(name = "clarion", version, about = ABOUT, after_help = AFTER_HELP, max_term_width = 100)]
 pub struct Cli {
+    /// Settings for run, agent and manager from a TOML file, one table per
+    /// command with the flags' names (examples/clarion.toml); flags override.
+    #[arg(long, global = true, env = "CLARION_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod bus;
 mod check;
+mod config;
 mod dos;
 mod events;
 mod feasibility;
@@ -22,7 +23,7 @@ mod summary;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use args::{Cli, Command};
 
@@ -44,7 +45,18 @@ impl From<anyhow::Error> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cmd = match config::with_config(Cli::command(), &args) {
+        Ok(cmd) => cmd,
+        Err(msg) => {
+            eprintln!("clarion: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let parsed = cmd
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             // clap prints help/version to stdout with exit 0 and usage errors with exit 2.

@@ -329,3 +329,41 @@ fn capture_host_mistakes_are_usage_errors() {
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// The example config file runs the README's job; a mistake in a config
+/// names the file, the table and the key.
+#[test]
+fn config_files_set_defaults_and_name_their_mistakes() {
+    let o = clarion()
+        .args([
+            "--config",
+            "examples/clarion.toml",
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "-q",
+        ])
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().count(),
+        69,
+        "the example's 69 reports, as JSON"
+    );
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[run]\nworkerz = 2\n").expect("written");
+    let o = clarion()
+        .arg("--config")
+        .arg(&bad)
+        .args(["run", "--pcap", "examples/demo.pcap"])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("[run] workerz") && stderr(&o).contains("bad.toml"),
+        "{}",
+        stderr(&o)
+    );
+}
