@@ -74,8 +74,9 @@ for h in "${hosts[@]}"; do
     tcpdump_pids+=($!)
 done
 for h in "${hosts[@]}"; do
+    # Each agent serves the control API for its own events on its loopback.
     ip netns exec "$SC_PREFIX$h" "$CLARION" agent --nats "$url" --host "$h" -i eth0 --duration 60s \
-        --stats-every 0 "$@" 2>"$OUT/$h.agent.err" &
+        --stats-every 0 --api 127.0.0.1:8701 --format json -o "$OUT/$h.own.jsonl" "$@" 2>"$OUT/$h.agent.err" &
     SC_PIDS+=($!)
     agent_pids+=($!)
 done
@@ -86,6 +87,18 @@ for h in "${hosts[@]}"; do
     done
     grep -q "capturing on" "$OUT/$h.agent.err" || { cat "$OUT/$h.agent.err" >&2; sc_die "agent $h did not start"; }
 done
+
+# A host event added at runtime on r1's agent, before the traffic: it must
+# report from the window its answer names on, with no restart.
+cat >"$OUT/r1-own.clarion" <<'EV'
+event r1_udp_in
+  filter proto = udp
+  when count(packets) > 10
+  per dst_port
+  every 10ms
+EV
+nsx "${SC_PREFIX}r1" "$CLARION" events --api http://127.0.0.1:8701 add "$OUT/r1-own.clarion" >/dev/null ||
+    sc_die "could not add an event to r1's agent ($(cat "$OUT/r1.agent.err"))"
 
 # Traffic from one CPU (see live.sh): two TCP transfers into the receivers
 # at once, then UDP bursts from each sender.
@@ -212,5 +225,12 @@ if len(events) < 3 or len(file) < 10:
     sys.exit(f"agents: the traffic fired too little to compare ({len(file)} reports of {events})")
 if not lat:
     sys.exit("agents: the manager reported no window-end-to-decision time")
+# The event added at runtime on r1: reports from the window named on.
+own = [json.loads(l) for l in open(f"{out}/r1.own.jsonl")]
+said = re.search(r"event r1_udp_in added; its first window starts at (\S+)", open(f"{out}/r1.agent.err").read())
+starts = sorted(r["window"]["start"] for r in own if r["event"] == "r1_udp_in")
+if not said or len(starts) < 5 or starts[0] < said.group(1):
+    sys.exit(f"agents: r1's runtime event: announced {said and said.group(1)}, reported {starts[:3]} ({len(starts)})")
+print(f"agents: r1_udp_in, added at runtime on r1's agent from {said.group(1)}: {len(starts)} reports", file=sys.stderr)
 PY
 sc_log "ok: $OUT"
