@@ -24,8 +24,9 @@
 //! the same epochs with the same contents, plus:
 //! - every worker is ticked to the first frame's time, so all start
 //!   observing together (completeness depends on it);
-//! - every worker is ticked whenever the host's clock enters a new epoch,
-//!   so each closes its windows and the merger releases them on time;
+//! - every worker is ticked when the host's clock has moved on by
+//!   [`TICK_EVERY_NS`] of packet time (at least an epoch), so each closes
+//!   its windows and the merger releases them within that much;
 //! - at the end every worker is ticked to the last time, then finished.
 //!
 //! Frames that do not parse go to the workers in turn.
@@ -46,6 +47,11 @@ use clarion_wire::PacketRecord;
 
 use crate::{HostError, Stage};
 
+/// Packet time between ticks of every worker: how long a window may wait
+/// for a worker without packets before the merger can release it. Ticking
+/// at every epoch cost three messages a packet on sparse traffic.
+const TICK_EVERY_NS: u64 = 100_000_000;
+
 /// How packets are spread and queued.
 #[derive(Clone, Copy, Debug)]
 pub struct WorkersConfig {
@@ -64,8 +70,8 @@ impl Default for WorkersConfig {
         WorkersConfig {
             workers: 2,
             seed: 0,
-            batch: 256,
-            queue: 64,
+            batch: 1024,
+            queue: 16,
         }
     }
 }
@@ -88,6 +94,9 @@ enum Msg {
 struct Thread {
     tx: Option<SyncSender<Msg>>,
     pending: Vec<Item>,
+    /// Batches the worker has emptied, for reuse (no allocation, and no
+    /// freeing on another thread, per batch).
+    emptied: Receiver<Vec<Item>>,
     handle: Option<JoinHandle<Monitor>>,
 }
 
@@ -100,7 +109,7 @@ pub struct Workers {
     /// The host's clock: the largest timestamp seen.
     clock: Option<u64>,
     epoch_ns: u64,
-    /// The epoch of the clock every worker was last ticked to.
+    /// The clock every worker was last ticked to.
     ticked: Option<u64>,
     next_unparsed: u32,
     /// The workers' counters, once they have finished.
@@ -134,10 +143,11 @@ impl Workers {
             }
             epoch_ns = m.epoch_ns().max(1);
             let (tx, rx) = mpsc::sync_channel(config.queue.max(1));
+            let (etx, erx) = mpsc::channel();
             let ptx = ptx.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("clarion-worker-{w}"))
-                .spawn(move || work(w, m, rx, ptx))
+                .spawn(move || work(w, m, rx, ptx, etx))
                 .map_err(|e| HostError::Worker {
                     worker: w,
                     what: format!("cannot start: {e}"),
@@ -145,6 +155,7 @@ impl Workers {
             threads.push(Thread {
                 tx: Some(tx),
                 pending: Vec::with_capacity(config.batch),
+                emptied: erx,
                 handle: Some(handle),
             });
         }
@@ -167,13 +178,17 @@ impl Workers {
     }
 
     /// The host's clock before a frame of time `ts_ns`; every worker is
-    /// ticked to it when it is the first frame's time or in a new epoch.
+    /// ticked to it when it is the first frame's time or at least
+    /// [`TICK_EVERY_NS`] (and an epoch) past the last such tick.
     fn clock_before(&mut self, ts_ns: u64, out: &mut Vec<Report>) -> Result<u64, HostError> {
         let clock = self.clock.unwrap_or(ts_ns);
-        let epoch = clock / self.epoch_ns;
-        if self.ticked != Some(epoch) {
+        let due = match self.ticked {
+            None => true,
+            Some(t) => clock >= t.saturating_add(TICK_EVERY_NS.max(self.epoch_ns)),
+        };
+        if due {
             self.broadcast(|| Msg::Tick(clock), out)?;
-            self.ticked = Some(epoch);
+            self.ticked = Some(clock);
         }
         self.clock = Some(clock.max(ts_ns));
         Ok(clock)
@@ -194,7 +209,11 @@ impl Workers {
         if t.pending.is_empty() {
             return Ok(());
         }
-        let items = std::mem::replace(&mut t.pending, Vec::with_capacity(self.config.batch));
+        let next = t
+            .emptied
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(self.config.batch));
+        let items = std::mem::replace(&mut t.pending, next);
         self.send(w, Msg::Frames(items))
     }
 
@@ -319,14 +338,20 @@ impl Drop for Workers {
 }
 
 /// A worker's loop: frames in, each finished sweep's partials out.
-fn work(id: u32, mut m: Monitor, rx: Receiver<Msg>, tx: Sender<(u32, Vec<Partials>)>) -> Monitor {
+fn work(
+    id: u32,
+    mut m: Monitor,
+    rx: Receiver<Msg>,
+    tx: Sender<(u32, Vec<Partials>)>,
+    emptied: Sender<Vec<Item>>,
+) -> Monitor {
     // With merge_output a monitor reports nothing itself.
     let mut none = Vec::new();
     let mut run: Vec<PacketRecord> = Vec::with_capacity(BATCH);
     for msg in rx {
         match msg {
-            Msg::Frames(items) => {
-                for item in items {
+            Msg::Frames(mut items) => {
+                for item in items.drain(..) {
                     match item {
                         Item::Packet { clock, rec } => {
                             if clock > rec.ts_ns {
@@ -350,6 +375,7 @@ fn work(id: u32, mut m: Monitor, rx: Receiver<Msg>, tx: Sender<(u32, Vec<Partial
                 }
                 m.process_batch(&run, &mut none);
                 run.clear();
+                let _ = emptied.send(items);
             }
             Msg::Tick(t) => m.tick(t, &mut none),
             Msg::Finish(t) => {
