@@ -324,58 +324,21 @@ fn live_agent(
         a.live.api.map(|addr| (addr, a.live.api_token.clone())),
         a.quiet,
     )?;
-    loop {
-        // Short waits: the manager's messages are served between them.
-        match host.next(Duration::from_micros(500)) {
-            Live::Ended => break,
-            Live::Reports(mut reports) => {
-                let decided = host.closed_to();
-                ag.route_live(&mut reports, decided, host.clock_lag_ns(), &mut out, &local)?;
-            }
-            other => out.take(other)?,
-        }
-        ag.serve(&mut Merged(&mut host));
-        local.service(&mut host);
-        out.tick();
-    }
-    // Windows closed while stopping still reach the manager and the sink.
-    let mut failure = None;
-    let mut last = Vec::new();
-    let host_lag_ms = host.clock_lag_ns() as f64 / 1e6;
-    let summary = host.finish(&mut |l| match l {
-        Live::Reports(r) => last.extend(r),
-        other => {
-            if let Err(e) = out.take(other) {
-                failure.get_or_insert(e);
-            }
-        }
-    });
-    // Not timed: these windows closed because the agent stopped.
+    ag.live_loop(&mut host, &mut out, &mut local)?;
+    let lag_ms = host.clock_lag_ns() as f64 / 1e6;
+    let (summary, mut last) = crate::live::finish_host(host, &mut out)?;
+    // Windows closed because the agent stopped still reach the manager and
+    // the sink, untimed.
     let timed = ag.tally.close_to_sent.len();
     ag.route_live(&mut last, u64::MAX, 0, &mut out, &local)?;
     ag.tally.close_to_sent.truncate(timed);
-    if let Some(e) = failure {
-        return Err(e);
-    }
     ag.link.finished();
     ag.link.flush(Duration::from_secs(5));
     out.close()?;
-    let summary = summary.map_err(runtime)?;
     if !a.quiet {
         crate::live::print_summary(&summary, own.len());
         ag.print_summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed);
-        let mut d = std::mem::take(&mut ag.tally.close_to_sent);
-        if !d.is_empty() {
-            d.sort_unstable();
-            let at = |q: f64| d[((d.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
-            eprintln!(
-                "  satisfaction reports left p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs after their window closed here (its end plus the clock's lag, {:.1} ms)",
-                at(0.5),
-                at(0.99),
-                at(1.0),
-                host_lag_ms
-            );
-        }
+        ag.print_close_to_sent(lag_ms);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -489,6 +452,45 @@ impl Agent {
             out.take(Live::Reports(own))?;
         }
         Ok(())
+    }
+
+    /// Until the host ends: its reports routed, the manager's messages and
+    /// the host's own control API served between short waits.
+    fn live_loop(
+        &mut self,
+        host: &mut LiveHost,
+        out: &mut crate::live::LiveOutput,
+        local: &mut LocalEvents,
+    ) -> Result<(), Failure> {
+        loop {
+            match host.next(Duration::from_micros(500)) {
+                Live::Ended => return Ok(()),
+                Live::Reports(mut reports) => {
+                    let decided = host.closed_to();
+                    self.route_live(&mut reports, decided, host.clock_lag_ns(), out, local)?;
+                }
+                other => out.take(other)?,
+            }
+            self.serve(&mut Merged(host));
+            local.service(host);
+            out.tick();
+        }
+    }
+
+    /// How long after their window closed the satisfaction reports left.
+    fn print_close_to_sent(&mut self, lag_ms: f64) {
+        let mut d = std::mem::take(&mut self.tally.close_to_sent);
+        if d.is_empty() {
+            return;
+        }
+        d.sort_unstable();
+        let at = |q: f64| d[((d.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
+        eprintln!(
+            "  satisfaction reports left p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs after their window closed here (its end plus the clock's lag, {lag_ms:.1} ms)",
+            at(0.5),
+            at(0.99),
+            at(1.0),
+        );
     }
 
     fn print_summary(&self, host: &str, frames: u64, packets: u64, elapsed: Duration) {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 
-use clarion_engine::MonitorConfig;
+use clarion_engine::{MonitorConfig, Report};
 use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
 use clarion_live::{EpochStats, RingConfig, WorkerMetrics};
 use clarion_sinks::ReportSink;
@@ -154,21 +154,33 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         local.service(&mut host);
         out.tick();
     }
-    let mut failure = None;
-    let summary = host.finish(&mut |l| {
-        if let Err(e) = out.take(l) {
-            failure.get_or_insert(e);
-        }
-    });
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    let summary = summary.map_err(runtime)?;
+    let (summary, last) = finish_host(host, &mut out)?;
+    out.take(Live::Reports(last))?;
     out.close()?;
     if !a.quiet {
         print_summary(&summary, specs.len());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stops the host; the epoch statistics its workers still send go to
+/// `out`, and the reports of the windows they close are returned (an agent
+/// routes them before they reach `out`).
+pub fn finish_host(host: LiveHost, out: &mut LiveOutput) -> Result<(LiveSummary, Vec<Report>), Failure> {
+    let mut failure = None;
+    let mut last = Vec::new();
+    let summary = host.finish(&mut |l| match l {
+        Live::Reports(r) => last.extend(r),
+        other => {
+            if let Err(e) = out.take(other) {
+                failure.get_or_insert(e);
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok((summary.map_err(runtime)?, last))
 }
 
 /// Where a live run's output goes: reports to the sink, epoch statistics
@@ -219,7 +231,7 @@ impl LiveOutput {
 
     pub fn take(&mut self, l: Live) -> Result<(), Failure> {
         match l {
-            Live::Reports(mut reports) => {
+            Live::Reports(mut reports) if !reports.is_empty() => {
                 write_all(&mut *self.sink, &mut reports)?;
                 // A live run has no end in sight: an epoch's reports reach the output at once.
                 self.sink.flush().map_err(sink_error)?;
@@ -232,7 +244,7 @@ impl LiveOutput {
                         .map_err(runtime)?;
                 }
             }
-            Live::Idle | Live::Ended => {}
+            Live::Reports(_) | Live::Idle | Live::Ended => {}
         }
         Ok(())
     }
