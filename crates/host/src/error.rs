@@ -9,7 +9,7 @@ pub enum HostError {
     #[error(transparent)]
     Network(#[from] clarion_network::NetworkError),
     /// The merger refused a worker's statistics (a bug, not bad input).
-    #[error("cannot merge worker {worker}'s statistics: {source}")]
+    #[error("cannot merge worker {worker}'s statistics")]
     Merge {
         worker: u32,
         #[source]
@@ -25,17 +25,10 @@ pub enum HostError {
     #[error(transparent)]
     Setup(clarion_live::LiveError),
     /// A live worker failed while capturing.
-    #[error("worker {worker} failed: {source}")]
+    #[error("worker {worker} failed")]
     Live {
         worker: u32,
         #[source]
         source: clarion_live::LiveError,
-    },
-    /// The capture could not be opened.
-    #[error("cannot read capture {path}: {source}")]
-    Capture {
-        path: String,
-        #[source]
-        source: clarion_capture::CaptureError,
     },
 }
