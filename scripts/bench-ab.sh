@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Compare two clarion binaries on the same machine, in the same run:
-# `clarion bench` alternates between them N times (so drift on a shared
+# Compare two clarion-lab binaries on the same machine, in the same run:
+# `clarion-lab bench` alternates between them N times (so drift on a shared
 # machine hits both alike) and the medians and minima of each figure are
 # printed.
 #
-#   scripts/bench-ab.sh OLD_BINARY NEW_BINARY N [clarion bench flags...]
-#   scripts/bench-ab.sh /tmp/clarion-old target/release/clarion 5 --packets 5000000
+#   scripts/bench-ab.sh OLD_BINARY NEW_BINARY N [clarion-lab bench flags...]
+#   scripts/bench-ab.sh /tmp/clarion-lab-old target/release/clarion-lab 5 --packets 5000000
 set -euo pipefail
 if [ $# -lt 3 ]; then
-  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 a=$1 b=$2 n=$3

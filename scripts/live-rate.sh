@@ -5,7 +5,7 @@
 #
 # Usage (as root): scripts/live-rate.sh [RATES] [PACKETS]
 #   RATES    comma-separated packets/s to try, ascending (default below)
-#   PACKETS  frames replayed per trial (default 3000000; 64-byte frames from `clarion gen`)
+#   PACKETS  frames replayed per trial (default 3000000; 64-byte frames from `clarion-lab gen`)
 # For each source (tcpdump, clarion AF_PACKET, clarion AF_XDP) and rate it
 # replays the workload with tcpreplay from one namespace into the other,
 # then prints one line per trial: the rate tcpreplay achieved, frames sent
@@ -21,10 +21,11 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 RATES=${1:-250000,500000,750000,1000000,1250000,1500000}
 PACKETS=${2:-3000000}
 CLARION=${CLARION:-$here/target/release/clarion}
+CLARION_LAB=${CLARION_LAB:-$here/target/release/clarion-lab}
 for t in ip tcpreplay tcpdump ethtool taskset; do
     command -v $t >/dev/null || { echo "live-rate: missing $t (apt-get install -y iproute2 tcpreplay tcpdump ethtool util-linux)" >&2; exit 1; }
 done
-[ -x "$CLARION" ] || { echo "live-rate: build first: cargo build --release -p clarion-cli" >&2; exit 1; }
+[ -x "$CLARION" ] && [ -x "$CLARION_LAB" ] || { echo "live-rate: build first: cargo build --release -p clarion-cli -p clarion-lab" >&2; exit 1; }
 tmp=$(mktemp -d)
 TX=clr-rate-tx RX=clr-rate-rx
 cleanup() {
@@ -46,7 +47,7 @@ for ns in $TX $RX; do
     ip -n $ns link set eth0 up
     ip -n $ns link set lo up
 done
-"$CLARION" gen --out "$tmp/w.pcap" --events-out "$tmp/w.clarion" --packets "$PACKETS" 2>/dev/null
+"$CLARION_LAB" gen --out "$tmp/w.pcap" --events-out "$tmp/w.clarion" --packets "$PACKETS" 2>/dev/null
 
 # Packets the kernel dropped before any socket: softnet backlog overflows
 # (all CPUs) plus the veth pair's rx/tx drop counters.

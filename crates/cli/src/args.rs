@@ -1,5 +1,5 @@
 //! Command-line arguments: parsing only; `run.rs` and `check.rs` do the work.
-//! `gen.rs` and `bench.rs` keep their flags beside their work.
+//! The research harness (bench, gen, dos, feasibility) is `clarion-lab`.
 
 use std::path::PathBuf;
 
@@ -21,14 +21,8 @@ const AFTER_HELP: &str = "Examples:
   Validate an events file and print it in canonical form:
     clarion check examples/paper.clarion
 
-  Measure the monitor on Trumpet's workload (4,096 triggers, 300 flows, 64 B):
-    clarion bench --packets 5000000 --json
-
-  Find the feasibility region (Trumpet's Figure 13) as CSV and PNG:
-    clarion feasibility --csv feasibility.csv --png feasibility.png
-
-  Profile the DoS cost model and bench the SYN and threshold attacks:
-    clarion dos
+  Benchmark, feasibility region, DoS profiling: the research harness, its own binary:
+    clarion-lab --help
 
 Exit status: 0 ok, 1 runtime failure (unreadable or damaged capture, write
 error), 2 bad usage or an invalid events file.
@@ -54,20 +48,6 @@ pub enum Command {
     /// Validate an events file and print it in canonical form.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
-    /// Write the benchmark workload (Trumpet's evaluation traffic) as a pcap file.
-    #[command(after_help = GEN_AFTER_HELP)]
-    Gen(crate::gen::GenArgs),
-    /// Measure the monitor on one pinned core over the benchmark workload held in memory.
-    #[command(after_help = BENCH_AFTER_HELP)]
-    Bench(crate::bench::BenchArgs),
-    /// Find the highest packet rate with no late sweep over a grid of triggers per flow,
-    /// intervals and active flows (Trumpet's feasibility region, Figure 13).
-    #[command(after_help = FEASIBILITY_AFTER_HELP)]
-    Feasibility(crate::feasibility::FeasibilityArgs),
-    /// Profile the DoS filter's cost model on this machine and bench the paper's two
-    /// attacks (SYN, threshold) over attack fractions: model vs measured breaking point.
-    #[command(after_help = DOS_AFTER_HELP)]
-    Dos(crate::dos::DosArgs),
     /// One host's monitor on the NATS transport: register with the manager, replay the
     /// host's capture, report to the manager and answer its polls.
     #[command(after_help = crate::agent::AFTER_HELP)]
@@ -122,91 +102,6 @@ const CHECK_AFTER_HELP: &str = "Examples:
   clarion check --quiet rack.clarion && echo valid
 
 Errors name the line and column, underline the span and suggest a fix.";
-
-const GEN_AFTER_HELP: &str = "Examples:
-  clarion gen --out bench.pcap --events-out bench.clarion
-  clarion gen --out dos.pcap --packets 200000 --dos-fraction 0.9 --seed 7
-  clarion run --pcap bench.pcap --events bench.clarion --format json
-
-The same seed and flags give the same bytes. Every packet matches exactly
---per-packet of the synthesized triggers, which use exactly --patterns
-filter patterns (crates/workload/src/layout.rs explains the construction).";
-
-const BENCH_AFTER_HELP: &str = "Examples:
-  clarion bench
-  clarion bench --packets 5000000 --rate 30000000 --json
-  clarion bench --triggers 16384 --per-packet 16 --core 1
-  clarion bench --no-opt batch-prefetch,sweep-prefetch
-  clarion bench --ablation --packets 2000000 --rounds 5
-
-Frames are generated into memory first (not timed); the timed loop parses
-each batch of frames and processes it, and runs each epoch's sweep when it
-is due, timed apart. The summary goes to standard error, the JSON object
-(--json) to standard output. The reports of the first --verify-prefix
-packets are compared with the reference evaluator: any difference exits 1.
-
-Optimizations (--no-opt switches them off; none changes a result):
-  batch-prefetch  process each batch in passes that prefetch flow slots,
-                  entries and statistics before any packet is processed
-  header-prefetch the loop prefetches each frame's header 32 frames before
-                  parsing it, as a NIC poll loop prefetches its next burst
-  sweep-prefetch  prefetch trigger data and flow entries ahead in the sweep
-  last-flow       a packet of the previous packet's flow skips the lookup
-  huge-pages      transparent huge pages for flow table, statistics, triggers
-  active-sweep    sweep only triggers whose flows had packets in the epoch
-  chunked-lists   per-trigger flow lists in chunks, not one growing vector
-  unlist-idle     flows idle for two epochs leave trigger lists until
-                  their next packet, so sweeps walk active flows only
-  flow-windows    one-epoch per-5-tuple windows with only aggregates are
-                  tested flow by flow in the gather, with no window kept
-  prefault        memory committed before traffic (the flow table, and
-                  32 MiB of heap the monitor grows into): no page faults
---ablation measures each: all on, each off in turn, all off, interleaved
-over --rounds rounds; the table (stdout, or stderr with --json) gives each
-one's throughput ratio to all off and all on's ratio to it.";
-
-const FEASIBILITY_AFTER_HELP: &str = "Examples:
-  clarion feasibility --csv docs/feasibility.csv --png docs/feasibility.png
-  clarion feasibility --per-flow 8 --intervals 10 --flows 300
-  clarion feasibility --quick --csv /tmp/f.csv --png /tmp/f.png
-
-Each point is measured with `clarion bench`'s loop on one pinned core: the
-median ns per packet p and the p99 sweep time S. The highest rate R with
-R*I*p + S <= I (I the interval, one epoch) is then verified by a run at
-0.95*R in which no epoch may be over budget, stepping down 10% at most
-three times. Progress goes to standard error; the CSV to --csv or standard
-output. The plot's text needs a TrueType font (CLARION_FONT or DejaVu Sans).
-Method and results: docs/performance.md.";
-
-const DOS_AFTER_HELP: &str = "Examples:
-  clarion dos                                   # both attacks, 5 thresholds, 10 fractions (~2 minutes)
-  clarion dos --model-only                      # the profiled costs and the thresholds they imply
-  clarion dos --attacks threshold --thresholds 384,832 --rate 4000000
-  clarion dos --size 1514 --rate 8800000 --thresholds 832 --fractions 0.96
-                                                # the paper's run: 10 Gb/s, 96 % attack packets
-  clarion dos --quick                           # a tiny run (the test)
-  clarion bench --dos-fraction 0.96 --dos-threshold 832 --rate 14880000
-
-The DoS filter (--dos-threshold of bench and run) keeps a new flow out of
-the flow table, unmatched, until it has sent more than the threshold of
-bytes (IP length) within one epoch. First the four costs of the paper's
-model (Trumpet, SIGCOMM'16, Eq. 1-4) are profiled here with bench's loop:
-Tp per filtered packet, Update per packet of a known flow, Match(P) per
-admitted flow (linear in the patterns P) and Sweep per admitted flow. An
-epoch of I ns at R packets/s, a share f of them in attack flows of N
-packets of which a share a pass the filter, costs
-
-  E(f) = R*I*((1-f)*Update + f*Tp) + R*I*f*a/N*(Match(P) + Sweep) + S0
-
-and the monitor keeps up while E(f) <= I. The SYN attack sends one minimal
-packet per flow; the threshold attack floor(T/40)+1, the smallest flows
-that pass threshold T. For each attack and threshold the model's largest
-safe attack fraction is printed beside the measured one (largest fraction
-of the grid with no epoch over budget at --rate, refined by bisection) and
-their ratio, as CSV on standard output; every run is also replayed to check
-that every flow that sent more than the threshold in an epoch is tracked
-(exit 1 if one is not). Progress goes to standard error.
-Method and results: docs/performance.md, 'DoS resilience'.";
 
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "interface"])))]

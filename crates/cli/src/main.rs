@@ -4,14 +4,10 @@
 
 mod agent;
 mod args;
-mod bench;
 mod bus;
 mod check;
 mod config;
-mod dos;
 mod events;
-mod feasibility;
-mod gen;
 mod live;
 mod local_events;
 mod manager;
@@ -67,10 +63,6 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::run(&a),
         Command::Check(a) => check::check(&a),
-        Command::Gen(a) => gen::gen(&a),
-        Command::Bench(a) => bench::bench(&a),
-        Command::Feasibility(a) => feasibility::feasibility(&a),
-        Command::Dos(a) => dos::dos(&a),
         Command::Agent(a) => agent::agent(&a),
         Command::Manager(a) => manager::manager(&a),
         Command::Split(a) => split::split(&a),

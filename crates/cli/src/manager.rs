@@ -20,11 +20,10 @@ use clarion_store::Store;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::args::{parse_duration, Format};
-use crate::bench::percentile;
 use crate::bus::NatsArgs;
 use crate::network::read_inventory;
 use crate::run::{open_sink_to, sink_error};
-use crate::summary::thousands;
+use crate::summary::{percentile, thousands};
 use crate::Failure;
 
 pub const AFTER_HELP: &str = "Examples:

@@ -100,6 +100,41 @@ fn the_paper_events_check_and_run() {
 }
 
 #[test]
+fn the_benchmark_workload_checks_and_runs() {
+    // What `clarion-lab gen --packets 50000 --dos-fraction 0.1 --seed 7
+    // --events-out` writes (crates/lab tests the command), made here with
+    // the same library, since this crate cannot run that binary.
+    let dir = tempfile::tempdir().unwrap();
+    let (pcap, events) = (dir.path().join("a.pcap"), dir.path().join("bench.clarion"));
+    let triggers = clarion_workload::TriggerSpec::default();
+    let traffic = clarion_workload::WorkloadSpec {
+        packets: 50_000,
+        dos_fraction: 0.1,
+        seed: 7,
+        groups: triggers.traffic_groups(),
+        ..clarion_workload::WorkloadSpec::default()
+    };
+    let set = triggers.synthesize(&traffic).expect("a valid workload");
+    std::fs::write(&events, set.text).unwrap();
+    let out = std::io::BufWriter::new(std::fs::File::create(&pcap).unwrap());
+    traffic.write_pcap(out).expect("pcap written");
+
+    let check = clarion().arg("check").arg(&events).output().unwrap();
+    assert!(check.status.success(), "{}", stderr(&check));
+    assert_eq!(stdout(&check).matches("event g").count(), 4096);
+
+    let o = clarion()
+        .args(["run", "--format", "json", "--pcap"])
+        .arg(&pcap)
+        .arg("--events")
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("50,000 frames"), "{}", stderr(&o));
+}
+
+#[test]
 fn check_output_is_canonical_and_stable() {
     let first = clarion()
         .args(["check", "examples/demo.clarion"])

@@ -50,7 +50,7 @@ pub struct MonitorConfig {
 }
 
 /// The optimizations of the packet path and the sweep, each switchable so
-/// its contribution can be measured (`clarion bench --ablation`). Results
+/// its contribution can be measured (`clarion-lab bench --ablation`). Results
 /// are the same with any of them off; only speed changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tuning {
@@ -62,7 +62,7 @@ pub struct Tuning {
     /// The loop that feeds the monitor prefetches each frame's first line
     /// some frames before it parses it, as a poll loop prefetches the
     /// headers of its next burst (Trumpet's "prefetching packet headers").
-    /// Read by that loop (`clarion bench`), not by the monitor.
+    /// Read by that loop (`clarion-lab bench`), not by the monitor.
     pub header_prefetch: bool,
     /// The sweep prefetches the sets, flow entries, statistics and
     /// triggers a few sets ahead.

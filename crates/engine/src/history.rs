@@ -93,7 +93,7 @@ const CHUNK_NUMBERS: u32 = u32::MAX >> CHUNK_SHIFT;
 /// are reused for new ones. A ring that doubles copies every kept group
 /// instead, and triggers started together double in the same sweep: with
 /// 12 % of the packets in attack flows, the sweeps where that happened
-/// took 4.5–7.4 ms against ~1.3 ms (`clarion bench --rate 4000000
+/// took 4.5–7.4 ms against ~1.3 ms (`clarion-lab bench --rate 4000000
 /// --dos-fraction 0.12 --flow-timeout 20ms`).
 #[derive(Debug)]
 struct Chunks {
@@ -230,7 +230,7 @@ impl Groups {
 /// line-aligned), so that writing one never touches two lines (at 48
 /// bytes, half of them straddled two). Only while the ring holds at most
 /// [`PAIRS_MAX`] groups: a trigger with tens of groups a window writes
-/// them in a row, where the padding is only more lines (`clarion bench
+/// them in a row, where the padding is only more lines (`clarion-lab bench
 /// --flows 20000 --arrival 20000` swept in 15.7 ms instead of 9.4 with
 /// every ring of lines), so a ring grown past it packs them
 /// (packed in a ring, 9.4 ms; as two rings, keys and values, 10.8 ms;

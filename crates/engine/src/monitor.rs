@@ -816,7 +816,7 @@ impl Monitor {
     /// at the start of traffic without it), and, of the calling thread's
     /// heap, [`crate::HEAP_RESERVE`] plus the installed triggers' history
     /// rings, which histories, sets and slabs grow into over the first
-    /// epochs (~2,600 page faults in a 5 M-packet `clarion bench` run
+    /// epochs (~2,600 page faults in a 5 M-packet `clarion-lab bench` run
     /// without it). Call it from the thread that will run the monitor,
     /// before traffic starts.
     pub fn prefault(&mut self) {

@@ -1,4 +1,4 @@
-//! `clarion bench`: the monitor on one pinned core over the benchmark
+//! `clarion-lab bench`: the monitor on one pinned core over the benchmark
 //! workload held in memory.
 //!
 //! 1. Generate the workload (`clarion-workload`) into one flat buffer and
@@ -46,7 +46,7 @@ use clarion_workload::{TriggerSpec, Workload, WorkloadSpec};
 
 use crate::args::parse_duration;
 use crate::gen::{usage, WorkloadArgs};
-use crate::summary::thousands;
+use crate::thousands;
 use crate::Failure;
 
 #[derive(Args, Debug)]
@@ -98,7 +98,7 @@ pub struct BenchArgs {
     /// DoS filter threshold: a new flow is matched and inserted only once it
     /// has sent more than BYTES (IP length) in one epoch. 'off' (0) disables
     /// the filter; 'auto' profiles this machine and takes the smallest
-    /// threshold the cost model (`clarion dos --help`) says keeps a
+    /// threshold the cost model (`clarion-lab dos --help`) says keeps a
     /// threshold attack of --dos-fraction (0.96 when 0) within every epoch.
     #[arg(long, default_value = "off", value_parser = parse_dos_threshold, value_name = "BYTES|auto|off")]
     pub dos_threshold: DosThreshold,
@@ -279,7 +279,7 @@ const HOST: &str = "bench";
 
 pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
     if a.batch == 0 {
-        return Err(Failure::Usage("clarion: --batch must be at least 1".into()));
+        return Err(Failure::Usage("clarion-lab: --batch must be at least 1".into()));
     }
     let (traffic, triggers) = a.workload.specs(a.packets)?;
     let mut config = MonitorConfig {
@@ -342,7 +342,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
     eprintln!("{}", results.summary());
     if verified.packets > 0 && verified.windows == 0 {
         eprintln!(
-            "clarion: warning: the first {} packets span no complete {} ms window, so no report was verified; raise --verify-prefix",
+            "clarion-lab: warning: the first {} packets span no complete {} ms window, so no report was verified; raise --verify-prefix",
             thousands(verified.packets as u64),
             triggers.interval_ns as f64 / 1e6
         );
@@ -352,7 +352,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
     }
     if verified.differing > 0 {
         eprintln!(
-            "clarion: {} reports differ between the monitor and the reference evaluator on the first {} packets",
+            "clarion-lab: {} reports differ between the monitor and the reference evaluator on the first {} packets",
             thousands(verified.differing as u64),
             thousands(verified.packets as u64)
         );
@@ -407,7 +407,7 @@ fn measure_pinned(
 }
 
 /// What one timed run over a workload gave, for other commands
-/// (`clarion feasibility`): the same loop and figures as `clarion bench`.
+/// (`clarion-lab feasibility`): the same loop and figures as `clarion-lab bench`.
 pub struct PointRun {
     /// Median over batches of ns per packet (parse + match-and-scatter), sweeps excluded.
     pub ns_per_packet_median: f64,
@@ -438,7 +438,7 @@ pub struct PointRun {
 }
 
 /// Generates the workload and times the monitor over it exactly as
-/// `clarion bench` does (default monitor configuration, no verification).
+/// `clarion-lab bench` does (default monitor configuration, no verification).
 /// The first `warmup` epochs (cold start: every flow new, memory untouched)
 /// are left out of the sweep figure and the epochs over budget.
 pub fn measure_point(
@@ -544,7 +544,7 @@ const HEADER_PREFETCH_AHEAD: usize = 32;
 /// The timed loop. See the module documentation. With `raise_on_overrun`,
 /// each epoch over budget raises the monitor's DoS threshold, as a late
 /// sweep would on a live link. Never inlined, so a profiler can count it
-/// alone (`valgrind --tool=callgrind --toggle-collect='clarion::bench::measure'`).
+/// alone (`valgrind --tool=callgrind --toggle-collect='clarion_lab::bench::measure'`).
 #[inline(never)]
 fn measure(
     w: &Workload,
@@ -697,7 +697,7 @@ fn ablation(
             let m = measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise)?;
             let f = Figures::of(&m, workload.len());
             eprintln!(
-                "clarion bench: round {round}/{rounds}, {:<18} {:.2} Mpps, sweep median {:.1} us",
+                "clarion-lab bench: round {round}/{rounds}, {:<18} {:.2} Mpps, sweep median {:.1} us",
                 v.name,
                 f.pps / 1e6,
                 f.sweep_median as f64 / 1e3
@@ -938,7 +938,7 @@ impl Results<'_> {
             String::new()
         };
         format!(
-            "clarion bench: {} packets, {} triggers ({} per packet, {} patterns): {:.2} Mpps, {:.1} ns/packet \
+            "clarion-lab bench: {} packets, {} triggers ({} per packet, {} patterns): {:.2} Mpps, {:.1} ns/packet \
              (median {:.1}, p99 {:.1} per {}-packet batch); sweep median {:.1} us, p99 {:.1} us, max {:.1} us; \
              {} sweeps ({} late, {} epochs over budget at {} pps); {} reports{dos}; {verified}; {pinned}",
             thousands(self.workload.len() as u64),

@@ -1,9 +1,9 @@
-//! `clarion dos`: the DoS filter's cost model and the paper's two attacks
+//! `clarion-lab dos`: the DoS filter's cost model and the paper's two attacks
 //! (Trumpet, SIGCOMM'16 §5.6, §6 Eq. 1-4, §7 Figure 11).
 //!
 //! # The cost model
 //!
-//! Four costs are profiled on this machine with `clarion bench`'s own loop
+//! Four costs are profiled on this machine with `clarion-lab bench`'s own loop
 //! ([`crate::bench::measure_workload`]) on the benchmark workload at the
 //! chosen rate R, every attack flow one minimal packet:
 //!
@@ -89,7 +89,7 @@ const TCP_ATTACK_BYTES: u32 = 40;
 const UDP_ATTACK_BYTES: u32 = 28;
 /// Most packets per attack flow the generator makes.
 const MAX_DOS_PACKETS: u32 = 1 << 16;
-/// Epochs at the start of a run left out (cold start), as `clarion feasibility`.
+/// Epochs at the start of a run left out (cold start), as `clarion-lab feasibility`.
 const WARMUP_EPOCHS: usize = 2;
 /// Attack fraction of the run that profiles `Tp`.
 const PROFILE_FILTERED: f64 = 0.9;
@@ -258,7 +258,7 @@ pub struct Model {
     pub ring_ns: f64,
 }
 
-/// Receive ring assumed by `clarion bench --dos-threshold auto`, in packets.
+/// Receive ring assumed by `clarion-lab bench --dos-threshold auto`, in packets.
 pub const DEFAULT_RING: u32 = 4096;
 
 /// P(Poisson(λ) ≥ k).
@@ -365,7 +365,7 @@ impl AutoThreshold {
     pub fn describe(&self) -> String {
         let c = &self.model.costs;
         format!(
-            "clarion: DoS cost model at {:.2} Mpps: Tp {:.1} ns, Update {:.1} ns, Match({}) {:.0} ns, Sweep {:.0} ns/flow, S0 {:.0} us; \
+            "clarion-lab: DoS cost model at {:.2} Mpps: Tp {:.1} ns, Update {:.1} ns, Match({}) {:.0} ns, Sweep {:.0} ns/flow, S0 {:.0} us; \
              {} threshold for a {:.0}% threshold attack: {} B",
             self.model.rate / 1e6,
             c.tp,
@@ -632,15 +632,15 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
     };
     if fractions.is_empty() || fractions.iter().any(|f| !(0.0..=1.0).contains(f)) {
         return Err(Failure::Usage(
-            "clarion: --fractions must list shares between 0 and 1".into(),
+            "clarion-lab: --fractions must list shares between 0 and 1".into(),
         ));
     }
     if fractions.windows(2).any(|w| w[1] <= w[0]) {
-        return Err(Failure::Usage("clarion: --fractions must increase".into()));
+        return Err(Failure::Usage("clarion-lab: --fractions must increase".into()));
     }
     if let Some(t) = thresholds.iter().find(|&&t| t > DOS_MAX_THRESHOLD) {
         return Err(Failure::Usage(format!(
-            "clarion: threshold {t} is above the filter's largest, {DOS_MAX_THRESHOLD}"
+            "clarion-lab: threshold {t} is above the filter's largest, {DOS_MAX_THRESHOLD}"
         )));
     }
     let triggers = TriggerSpec {
@@ -677,7 +677,7 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
     )?;
     let c = &model.costs;
     eprintln!(
-        "clarion dos: costs at {:.2} Mpps ({:.0} s): Tp {:.1} ns/filtered packet, Update {:.1} ns/packet, \
+        "clarion-lab dos: costs at {:.2} Mpps ({:.0} s): Tp {:.1} ns/filtered packet, Update {:.1} ns/packet, \
          Match(P) {:.0} + {:.1}·P ns/flow (P = {}: {:.0} ns), Sweep {:.0} ns/admitted flow \
          ({:.1} ns per flow-trigger pair, listed {:.2} epochs), S0 {:.0} us/epoch, jitter {:.0} us (longest epoch − mean)",
         rate as f64 / 1e6,
@@ -810,7 +810,7 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
         }
     }
     eprintln!(
-        "clarion dos: done in {:.0} s; {unmonitored_total} flows above the threshold left unmonitored",
+        "clarion-lab dos: done in {:.0} s; {unmonitored_total} flows above the threshold left unmonitored",
         started.elapsed().as_secs_f64()
     );
     Ok(if unmonitored_total > 0 {

@@ -1,4 +1,4 @@
-//! `clarion feasibility`: the feasibility region of Trumpet's Figure 13
+//! `clarion-lab feasibility`: the feasibility region of Trumpet's Figure 13
 //! (SIGCOMM'16 §7.2): for each number of triggers per flow K, time interval
 //! I and number of active flows, the highest packet rate at which no sweep
 //! is late on one core.
@@ -7,7 +7,7 @@
 //!
 //! 1. **Measure.** Generate the benchmark workload for the point (4,096
 //!    triggers by default, K per packet, 32 patterns, interval I) and time it
-//!    with `clarion bench`'s loop ([`crate::bench::measure_point`]) on one
+//!    with `clarion-lab bench`'s loop ([`crate::bench::measure_point`]) on one
 //!    pinned core: `p`, the ns per packet (parse + match-and-scatter, sweeps
 //!    excluded), and `S`, the p99 of the sweep time over the epochs after a
 //!    warm-up of [`WARMUP_EPOCHS`] (the cold start: every flow new, memory
@@ -98,7 +98,7 @@ pub struct FeasibilityArgs {
     #[arg(long, default_value_t = 32, value_name = "P")]
     pub patterns: u32,
 
-    /// Packets per timed batch (as `clarion bench --batch`).
+    /// Packets per timed batch (as `clarion-lab bench --batch`).
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub batch: usize,
 
@@ -180,15 +180,15 @@ pub fn feasibility(a: &FeasibilityArgs) -> Result<ExitCode, Failure> {
         )
     };
     if per_flow.is_empty() || intervals.is_empty() || flows.is_empty() {
-        return Err(Failure::Usage("clarion: the grid is empty".into()));
+        return Err(Failure::Usage("clarion-lab: the grid is empty".into()));
     }
     if intervals.contains(&0) {
         return Err(Failure::Usage(
-            "clarion: --intervals must be at least 1 ms".into(),
+            "clarion-lab: --intervals must be at least 1 ms".into(),
         ));
     }
     if packets == 0 {
-        return Err(Failure::Usage("clarion: --packets must be at least 1".into()));
+        return Err(Failure::Usage("clarion-lab: --packets must be at least 1".into()));
     }
     let total = per_flow.len() * intervals.len() * flows.len();
     let started = Instant::now();
@@ -235,7 +235,7 @@ pub fn feasibility(a: &FeasibilityArgs) -> Result<ExitCode, Failure> {
         .filter(|p| p.verified.is_none() && p.max_rate_pps >= 1.0)
         .count();
     eprintln!(
-        "clarion feasibility: {total} points in {:.0} s; {failed} not verified",
+        "clarion-lab feasibility: {total} points in {:.0} s; {failed} not verified",
         started.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
@@ -271,7 +271,7 @@ fn specs(
 fn run(a: &FeasibilityArgs, t: &WorkloadSpec, g: &TriggerSpec) -> Result<PointRun, Failure> {
     let r = measure_point(t, g, a.batch, a.core, WARMUP_EPOCHS)?;
     if let Err(why) = &r.pinned {
-        eprintln!("clarion: warning: the measured loop is not pinned: {why}");
+        eprintln!("clarion-lab: warning: the measured loop is not pinned: {why}");
     }
     Ok(r)
 }
@@ -388,7 +388,7 @@ const COLORS: [RGBColor; 6] = [
 pub fn plot(points: &[Point], path: &Path) -> anyhow::Result<()> {
     let text = load_font();
     if !text {
-        eprintln!("clarion: warning: no TrueType font found (set CLARION_FONT); the plot has no text");
+        eprintln!("clarion-lab: warning: no TrueType font found (set CLARION_FONT); the plot has no text");
     }
     let mut flows: Vec<u32> = points.iter().map(|p| p.flows).collect();
     flows.sort_unstable();

@@ -1,6 +1,6 @@
-//! `clarion gen`: the benchmark workload as a capture file, and optionally
+//! `clarion-lab gen`: the benchmark workload as a capture file, and optionally
 //! the synthesized events that go with it. The workload's flags are shared
-//! with `clarion bench` ([`WorkloadArgs`]).
+//! with `clarion-lab bench` ([`WorkloadArgs`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -13,7 +13,7 @@ use clap::Args;
 use clarion_workload::{TriggerSpec, WorkloadError, WorkloadSpec, WorkloadStats};
 
 use crate::args::parse_duration;
-use crate::summary::thousands;
+use crate::thousands;
 use crate::Failure;
 
 /// The traffic and the triggers, as in Trumpet's evaluation (SIGCOMM'16 §7.2).
@@ -107,7 +107,7 @@ impl WorkloadArgs {
 }
 
 pub fn usage(e: WorkloadError) -> Failure {
-    Failure::Usage(format!("clarion: {e}"))
+    Failure::Usage(format!("clarion-lab: {e}"))
 }
 
 #[derive(Args, Debug)]
@@ -172,7 +172,7 @@ pub fn gen(a: &GenArgs) -> Result<ExitCode, Failure> {
 
 fn summary(a: &GenArgs, w: &WorkloadSpec, s: &WorkloadStats) -> String {
     let mut line = format!(
-        "clarion: wrote {} packets ({:.1} ms at {} packets/s) to {}: {} flows ({} at the start), {} attack packets in {} flows",
+        "clarion-lab: wrote {} packets ({:.1} ms at {} packets/s) to {}: {} flows ({} at the start), {} attack packets in {} flows",
         thousands(s.packets),
         s.duration_ns as f64 / 1e6,
         thousands(w.rate_pps),

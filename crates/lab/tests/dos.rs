@@ -1,4 +1,4 @@
-//! `clarion dos --quick` end to end: the cost model is profiled, both
+//! `clarion-lab dos --quick` end to end: the cost model is profiled, both
 //! attacks run, the CSV compares the model's breaking point with the
 //! measured one, and no flow above the threshold is left unmonitored.
 
@@ -6,7 +6,7 @@ use assert_cmd::Command;
 
 #[test]
 fn quick_attack_bench_prints_model_and_measured_breaking_points() {
-    let o = Command::cargo_bin("clarion")
+    let o = Command::cargo_bin("clarion-lab")
         .expect("binary builds")
         .args(["dos", "--quick"])
         .output()
@@ -14,7 +14,7 @@ fn quick_attack_bench_prints_model_and_measured_breaking_points() {
     let err = String::from_utf8_lossy(&o.stderr);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("clarion dos: costs at"), "{err}");
+    assert!(err.contains("clarion-lab dos: costs at"), "{err}");
     assert!(
         err.contains("0 flows above the threshold left unmonitored"),
         "{err}"
@@ -44,7 +44,7 @@ fn quick_attack_bench_prints_model_and_measured_breaking_points() {
 
 #[test]
 fn bench_reports_the_dos_threshold() {
-    let o = Command::cargo_bin("clarion")
+    let o = Command::cargo_bin("clarion-lab")
         .expect("binary builds")
         .args([
             "bench",
@@ -73,7 +73,7 @@ fn bench_reports_the_dos_threshold() {
 
 #[test]
 fn bad_dos_threshold_is_a_usage_error() {
-    Command::cargo_bin("clarion")
+    Command::cargo_bin("clarion-lab")
         .expect("binary builds")
         .args(["bench", "--dos-threshold", "lots"])
         .assert()

@@ -1,4 +1,4 @@
-//! `clarion feasibility --quick` end to end: it writes the CSV (header and
+//! `clarion-lab feasibility --quick` end to end: it writes the CSV (header and
 //! one row per point of the tiny grid) and a PNG plot.
 
 use assert_cmd::Command;
@@ -8,7 +8,7 @@ fn quick_grid_writes_csv_and_png() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("f.csv");
     let png = dir.path().join("f.png");
-    let o = Command::cargo_bin("clarion")
+    let o = Command::cargo_bin("clarion-lab")
         .expect("binary builds")
         .args(["feasibility", "--quick", "--csv"])
         .arg(&csv)
@@ -18,7 +18,7 @@ fn quick_grid_writes_csv_and_png() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("clarion feasibility: 2 points"), "{err}");
+    assert!(err.contains("clarion-lab feasibility: 2 points"), "{err}");
 
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();
@@ -46,7 +46,7 @@ fn quick_grid_writes_csv_and_png() {
 
 #[test]
 fn empty_grid_is_a_usage_error() {
-    Command::cargo_bin("clarion")
+    Command::cargo_bin("clarion-lab")
         .expect("binary builds")
         .args(["feasibility", "--intervals", "0"])
         .assert()

@@ -1,0 +1,186 @@
+//! Command-line arguments of `clarion-lab`: parsing only. Each command's
+//! flags live beside its work (`gen.rs`, `bench.rs`, `dos.rs`,
+//! `feasibility.rs`); its examples and notes are here.
+
+use clap::{Parser, Subcommand};
+
+const ABOUT: &str = "Clarion lab: the research harness, apart from the clarion binary.
+
+It measures the monitor on Trumpet's evaluation workload (SIGCOMM'16):
+the benchmark on one pinned core, the feasibility region, and the DoS
+filter's cost model against the paper's attacks; and it writes that
+workload as a capture file for `clarion run`.";
+
+const AFTER_HELP: &str = "Examples:
+  Measure the monitor on Trumpet's workload (4,096 triggers, 300 flows, 64 B):
+    clarion-lab bench --packets 5000000 --json
+
+  Find the feasibility region (Trumpet's Figure 13) as CSV and PNG:
+    clarion-lab feasibility --csv feasibility.csv --png feasibility.png
+
+  Profile the DoS cost model and bench the SYN and threshold attacks:
+    clarion-lab dos
+
+  Write the workload and its events, then monitor them with the product binary:
+    clarion-lab gen --out bench.pcap --events-out bench.clarion
+    clarion run --pcap bench.pcap --events bench.clarion --format json
+
+Exit status: 0 ok, 1 runtime failure (write error, a measured loop that
+failed, a missed or wrong event, an unmonitored flow), 2 bad usage.
+Method and results: docs/performance.md.";
+
+#[derive(Parser, Debug)]
+#[command(name = "clarion-lab", version, about = ABOUT, after_help = AFTER_HELP, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Write the benchmark workload (Trumpet's evaluation traffic) as a pcap file.
+    #[command(after_help = GEN_AFTER_HELP)]
+    Gen(crate::gen::GenArgs),
+    /// Measure the monitor on one pinned core over the benchmark workload held in memory.
+    #[command(after_help = BENCH_AFTER_HELP)]
+    Bench(crate::bench::BenchArgs),
+    /// Find the highest packet rate with no late sweep over a grid of triggers per flow,
+    /// intervals and active flows (Trumpet's feasibility region, Figure 13).
+    #[command(after_help = FEASIBILITY_AFTER_HELP)]
+    Feasibility(crate::feasibility::FeasibilityArgs),
+    /// Profile the DoS filter's cost model on this machine and bench the paper's two
+    /// attacks (SYN, threshold) over attack fractions: model vs measured breaking point.
+    #[command(after_help = DOS_AFTER_HELP)]
+    Dos(crate::dos::DosArgs),
+}
+
+const GEN_AFTER_HELP: &str = "Examples:
+  clarion-lab gen --out bench.pcap --events-out bench.clarion
+  clarion-lab gen --out dos.pcap --packets 200000 --dos-fraction 0.9 --seed 7
+  clarion run --pcap bench.pcap --events bench.clarion --format json
+
+The same seed and flags give the same bytes. Every packet matches exactly
+--per-packet of the synthesized triggers, which use exactly --patterns
+filter patterns (crates/workload/src/layout.rs explains the construction).";
+
+const BENCH_AFTER_HELP: &str = "Examples:
+  clarion-lab bench
+  clarion-lab bench --packets 5000000 --rate 30000000 --json
+  clarion-lab bench --triggers 16384 --per-packet 16 --core 1
+  clarion-lab bench --no-opt batch-prefetch,sweep-prefetch
+  clarion-lab bench --ablation --packets 2000000 --rounds 5
+
+Frames are generated into memory first (not timed); the timed loop parses
+each batch of frames and processes it, and runs each epoch's sweep when it
+is due, timed apart. The summary goes to standard error, the JSON object
+(--json) to standard output. The reports of the first --verify-prefix
+packets are compared with the reference evaluator: any difference exits 1.
+
+Optimizations (--no-opt switches them off; none changes a result):
+  batch-prefetch  process each batch in passes that prefetch flow slots,
+                  entries and statistics before any packet is processed
+  header-prefetch the loop prefetches each frame's header 32 frames before
+                  parsing it, as a NIC poll loop prefetches its next burst
+  sweep-prefetch  prefetch trigger data and flow entries ahead in the sweep
+  last-flow       a packet of the previous packet's flow skips the lookup
+  huge-pages      transparent huge pages for flow table, statistics, triggers
+  active-sweep    sweep only triggers whose flows had packets in the epoch
+  chunked-lists   per-trigger flow lists in chunks, not one growing vector
+  unlist-idle     flows idle for two epochs leave trigger lists until
+                  their next packet, so sweeps walk active flows only
+  flow-windows    one-epoch per-5-tuple windows with only aggregates are
+                  tested flow by flow in the gather, with no window kept
+  prefault        memory committed before traffic (the flow table, and
+                  32 MiB of heap the monitor grows into): no page faults
+--ablation measures each: all on, each off in turn, all off, interleaved
+over --rounds rounds; the table (stdout, or stderr with --json) gives each
+one's throughput ratio to all off and all on's ratio to it.";
+
+const FEASIBILITY_AFTER_HELP: &str = "Examples:
+  clarion-lab feasibility --csv docs/feasibility.csv --png docs/feasibility.png
+  clarion-lab feasibility --per-flow 8 --intervals 10 --flows 300
+  clarion-lab feasibility --quick --csv /tmp/f.csv --png /tmp/f.png
+
+Each point is measured with `clarion-lab bench`'s loop on one pinned core: the
+median ns per packet p and the p99 sweep time S. The highest rate R with
+R*I*p + S <= I (I the interval, one epoch) is then verified by a run at
+0.95*R in which no epoch may be over budget, stepping down 10% at most
+three times. Progress goes to standard error; the CSV to --csv or standard
+output. The plot's text needs a TrueType font (CLARION_FONT or DejaVu Sans).
+Method and results: docs/performance.md.";
+
+const DOS_AFTER_HELP: &str = "Examples:
+  clarion-lab dos                               # both attacks, 5 thresholds, 10 fractions (~2 minutes)
+  clarion-lab dos --model-only                  # the profiled costs and the thresholds they imply
+  clarion-lab dos --attacks threshold --thresholds 384,832 --rate 4000000
+  clarion-lab dos --size 1514 --rate 8800000 --thresholds 832 --fractions 0.96
+                                                # the paper's run: 10 Gb/s, 96 % attack packets
+  clarion-lab dos --quick                       # a tiny run (the test)
+  clarion-lab bench --dos-fraction 0.96 --dos-threshold 832 --rate 14880000
+
+The DoS filter (--dos-threshold of bench and run) keeps a new flow out of
+the flow table, unmatched, until it has sent more than the threshold of
+bytes (IP length) within one epoch. First the four costs of the paper's
+model (Trumpet, SIGCOMM'16, Eq. 1-4) are profiled here with bench's loop:
+Tp per filtered packet, Update per packet of a known flow, Match(P) per
+admitted flow (linear in the patterns P) and Sweep per admitted flow. An
+epoch of I ns at R packets/s, a share f of them in attack flows of N
+packets of which a share a pass the filter, costs
+
+  E(f) = R*I*((1-f)*Update + f*Tp) + R*I*f*a/N*(Match(P) + Sweep) + S0
+
+and the monitor keeps up while E(f) <= I. The SYN attack sends one minimal
+packet per flow; the threshold attack floor(T/40)+1, the smallest flows
+that pass threshold T. For each attack and threshold the model's largest
+safe attack fraction is printed beside the measured one (largest fraction
+of the grid with no epoch over budget at --rate, refined by bisection) and
+their ratio, as CSV on standard output; every run is also replayed to check
+that every flow that sent more than the threshold in an epoch is tracked
+(exit 1 if one is not). Progress goes to standard error.
+Method and results: docs/performance.md, 'DoS resilience'.";
+
+/// Parses `60s`, `500ms`, `2m`, `1h`, `250us` into nanoseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration; write e.g. 60s or 500ms"))?;
+    let mult: u64 = match unit {
+        "ns" => 1,
+        "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" | "" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{s}`; use ns, us, ms, s, m or h"
+            ))
+        }
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s"), Ok(60_000_000_000));
+        assert_eq!(parse_duration("500ms"), Ok(500_000_000));
+        assert_eq!(parse_duration("10ms"), Ok(10_000_000));
+        assert_eq!(parse_duration("5us"), Ok(5_000));
+        assert_eq!(parse_duration("2"), Ok(2_000_000_000));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}
