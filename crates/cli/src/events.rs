@@ -1,11 +1,12 @@
-//! `clarion events`: the manager's control API from the command line.
+//! `clarion events`: the control API from the command line (a manager's,
+//! or a live host's for its own events).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use clarion_control::{Client, ClientError, EventInfo};
+use clarion_control::{Client, ClientError, EventInfo, HostInfo};
 
 use crate::Failure;
 
@@ -17,14 +18,17 @@ pub const AFTER_HELP: &str = "Examples:
   clarion events watch | jq .values
   clarion events hosts
   clarion events --api http://10.0.0.5:8700 --token \"$TOKEN\" list
+  clarion events --api http://127.0.0.1:8701 add local.clarion   # a live host's own events
 
 The manager serves its API on 127.0.0.1:8700 unless told otherwise
-(clarion manager --api). `watch` prints each fired network-wide event as a
+(clarion manager --api); a live host serves the same routes for its own
+events when started with --api (clarion run -i, clarion agent -i).
+`watch` prints each fired network-wide event (a host's: each report) as a
 JSON line (schema clarion.report/1) until interrupted.";
 
 #[derive(Args, Debug)]
 pub struct EventsArgs {
-    /// The manager's control API.
+    /// The control API: a manager's, or a live host's (its --api).
     #[arg(
         long,
         env = "CLARION_API",
@@ -100,25 +104,9 @@ pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
     let client = Client::new(&a.api, a.token.clone());
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let io = |e: std::io::Error| {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            Failure::BrokenPipe
-        } else {
-            Failure::Runtime(e.into())
-        }
-    };
     match &a.action {
         Action::Add { file } => {
-            let text = if file.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::Runtime(e.into()))?
-            } else {
-                std::fs::read_to_string(file).map_err(|e| {
-                    Failure::Usage(format!(
-                        "clarion: cannot read events file {}: {e}",
-                        file.display()
-                    ))
-                })?
-            };
+            let text = read_events(file)?;
             for e in client.add(&text).map_err(failure)? {
                 write!(out, "installed ").map_err(io)?;
                 print_event(&mut out, &e).map_err(io)?;
@@ -127,7 +115,7 @@ pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
         Action::List => {
             let list = client.list().map_err(failure)?;
             if list.is_empty() {
-                eprintln!("clarion: no network-wide event is installed (clarion events add FILE)");
+                eprintln!("clarion: no event is installed (clarion events add FILE)");
             }
             for e in list {
                 print_event(&mut out, &e).map_err(io)?;
@@ -143,37 +131,7 @@ pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
             write!(out, "removed ").map_err(io)?;
             print_event(&mut out, &e).map_err(io)?;
         }
-        Action::Hosts => {
-            writeln!(
-                out,
-                "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7}  prefixes",
-                "host", "state", "seen", "triggers", "reports", "answered", "missed"
-            )
-            .map_err(io)?;
-            for h in client.hosts().map_err(failure)? {
-                let seen = h
-                    .last_seen_ms
-                    .map_or("never".to_string(), |ms| format!("{:.1}s ago", ms as f64 / 1e3));
-                let state = if h.finished {
-                    format!("{} (done)", h.state)
-                } else {
-                    h.state
-                };
-                writeln!(
-                    out,
-                    "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7}  {}",
-                    h.name,
-                    state,
-                    seen,
-                    h.triggers,
-                    h.satisfaction_reports,
-                    h.polls_answered,
-                    h.polls_missed,
-                    h.prefixes.join(" ")
-                )
-                .map_err(io)?;
-            }
-        }
+        Action::Hosts => print_hosts(&mut out, client.hosts().map_err(failure)?).map_err(io)?,
         Action::Watch => {
             let mut failed = None;
             client
@@ -191,4 +149,57 @@ pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A write to standard output failed: a closed pipe ends quietly.
+fn io(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::BrokenPipe
+    } else {
+        Failure::Runtime(e.into())
+    }
+}
+
+/// An events file's text (`-`: standard input).
+fn read_events(file: &std::path::Path) -> Result<String, Failure> {
+    if file.as_os_str() == "-" {
+        return std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::Runtime(e.into()));
+    }
+    std::fs::read_to_string(file).map_err(|e| {
+        Failure::Usage(format!(
+            "clarion: cannot read events file {}: {e}",
+            file.display()
+        ))
+    })
+}
+
+fn print_hosts(out: &mut impl Write, hosts: Vec<HostInfo>) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7}  prefixes",
+        "host", "state", "seen", "triggers", "reports", "answered", "missed"
+    )?;
+    for h in hosts {
+        let seen = h
+            .last_seen_ms
+            .map_or("never".to_string(), |ms| format!("{:.1}s ago", ms as f64 / 1e3));
+        let state = if h.finished {
+            format!("{} (done)", h.state)
+        } else {
+            h.state
+        };
+        writeln!(
+            out,
+            "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7}  {}",
+            h.name,
+            state,
+            seen,
+            h.triggers,
+            h.satisfaction_reports,
+            h.polls_answered,
+            h.polls_missed,
+            h.prefixes.join(" ")
+        )?;
+    }
+    Ok(())
 }

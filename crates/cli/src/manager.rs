@@ -216,6 +216,29 @@ fn start_api(a: &ManagerArgs) -> Result<Option<ControlLink>, Failure> {
     }))
 }
 
+/// The service's options the flags describe.
+fn options(a: &ManagerArgs) -> Result<ManagerOptions, Failure> {
+    let shared_events = match (&a.events, a.shared) {
+        (Some(path), true) => Some(std::fs::read_to_string(path).map_err(|e| {
+            Failure::Usage(format!(
+                "clarion: cannot read events file {}: {e}",
+                path.display()
+            ))
+        })?),
+        _ => None,
+    };
+    Ok(ManagerOptions {
+        url: a.nats.url.clone(),
+        security: a.nats.security()?,
+        poll_timeout: Duration::from_nanos(a.poll_timeout),
+        until_finished: a.until_finished,
+        max_poll_batch: 1024,
+        jetstream: a.jetstream,
+        shared: a.shared,
+        shared_events,
+    })
+}
+
 pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     let book = book(a)?;
     let events = book.manager().events().count();
@@ -249,24 +272,7 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
             hosts.len()
         );
     }
-    let opts = ManagerOptions {
-        url: a.nats.url.clone(),
-        security: a.nats.security()?,
-        poll_timeout: Duration::from_nanos(a.poll_timeout),
-        until_finished: a.until_finished,
-        max_poll_batch: 1024,
-        jetstream: a.jetstream,
-        shared: a.shared,
-        shared_events: match (&a.events, a.shared) {
-            (Some(path), true) => Some(std::fs::read_to_string(path).map_err(|e| {
-                Failure::Usage(format!(
-                    "clarion: cannot read events file {}: {e}",
-                    path.display()
-                ))
-            })?),
-            _ => None,
-        },
-    };
+    let opts = options(a)?;
     let mut write_error = None;
     let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {
         // The manager runs for days: each fired event reaches the file at
@@ -288,9 +294,46 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_summary(s: &ManagerStats, hosts: &[String]) {
-    let mut lat: Vec<Duration> = s.decision_latency.iter().copied().collect();
+/// p50, p99 and max of some latencies, when there are any.
+fn print_latency(what: &str, kept: &std::collections::VecDeque<Duration>) {
+    let mut lat: Vec<Duration> = kept.iter().copied().collect();
     lat.sort();
+    if !lat.is_empty() {
+        eprintln!(
+            "  {what}: p50 {:?}, p99 {:?}, max {:?} over {} decisions",
+            percentile(&lat, 0.5),
+            percentile(&lat, 0.99),
+            percentile(&lat, 1.0),
+            thousands(lat.len() as u64)
+        );
+    }
+}
+
+/// Per host: how late its reports came, the windows it missed.
+fn print_hosts(s: &ManagerStats, hosts: &[String]) {
+    for (h, lag) in hosts.iter().zip(&s.report_lag) {
+        match lag {
+            Some(l) if l.as_secs() < 3600 => eprintln!(
+                "  host {h}: reports arrived up to {:.3} ms after their window ended (clock skew + reporting delay)",
+                l.as_secs_f64() * 1e3
+            ),
+            Some(_) => eprintln!("  host {h}: its windows are more than an hour old (a replayed capture)"),
+            None => {}
+        }
+    }
+    for (h, missed) in hosts.iter().zip(&s.missed_windows) {
+        if let Some(m) = missed {
+            eprintln!(
+                "  host {h}: did not answer polls for {} window(s) from {} to {} (decided without it, marked incomplete)",
+                m.windows,
+                clarion_report::rfc3339(m.first_ns),
+                clarion_report::rfc3339(m.last_ns)
+            );
+        }
+    }
+}
+
+fn print_summary(s: &ManagerStats, hosts: &[String]) {
     eprintln!(
         "clarion: manager: {} registrations, {} satisfaction reports, {} polls ({} unanswered, {} for windows no longer kept), {} decisions ({} fired, {} partial)",
         thousands(s.registrations),
@@ -315,45 +358,9 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
             thousands(s.not_owned)
         );
     }
-    if !lat.is_empty() {
-        eprintln!(
-            "  first satisfaction report to decision: p50 {:?}, p99 {:?}, max {:?}",
-            percentile(&lat, 0.5),
-            percentile(&lat, 0.99),
-            percentile(&lat, 1.0)
-        );
-    }
-    let mut end: Vec<Duration> = s.window_to_decision.iter().copied().collect();
-    end.sort();
-    if !end.is_empty() {
-        eprintln!(
-            "  window end to decision (live hosts): p50 {:?}, p99 {:?}, max {:?} over {} decisions",
-            percentile(&end, 0.5),
-            percentile(&end, 0.99),
-            percentile(&end, 1.0),
-            thousands(end.len() as u64)
-        );
-    }
-    for (h, lag) in hosts.iter().zip(&s.report_lag) {
-        match lag {
-            Some(l) if l.as_secs() < 3600 => eprintln!(
-                "  host {h}: reports arrived up to {:.3} ms after their window ended (clock skew + reporting delay)",
-                l.as_secs_f64() * 1e3
-            ),
-            Some(_) => eprintln!("  host {h}: its windows are more than an hour old (a replayed capture)"),
-            None => {}
-        }
-    }
-    for (h, missed) in hosts.iter().zip(&s.missed_windows) {
-        if let Some(m) = missed {
-            eprintln!(
-                "  host {h}: did not answer polls for {} window(s) from {} to {} (decided without it, marked incomplete)",
-                m.windows,
-                clarion_report::rfc3339(m.first_ns),
-                clarion_report::rfc3339(m.last_ns)
-            );
-        }
-    }
+    print_latency("first satisfaction report to decision", &s.decision_latency);
+    print_latency("window end to decision (live hosts)", &s.window_to_decision);
+    print_hosts(s, hosts);
     for (from, to) in &s.gaps {
         eprintln!(
             "  gap: windows from {} to {} were not decided (the manager was down)",

@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use clarion_capture::{PacketSource, PcapWriter, TsResolution};
+use clarion_capture::{PacketSource, PcapWriter, RawPacket, TsResolution};
+use clarion_manager::Inventory;
 
 use crate::live::runtime;
 use crate::network::read_inventory;
@@ -47,9 +48,7 @@ pub fn split(a: &SplitArgs) -> Result<ExitCode, Failure> {
     std::fs::create_dir_all(&a.out_dir)
         .with_context(|| format!("cannot create {}", a.out_dir.display()))
         .map_err(runtime)?;
-    // Writers open on a host's first packet (the link type is the packet's).
-    let mut writers: HashMap<usize, PcapWriter<BufWriter<File>>> = HashMap::new();
-    let mut counts = vec![0u64; inventory.hosts().len()];
+    let mut out = HostFiles::new(&inventory, &a.out_dir);
     let (mut frames, mut unowned, mut not_ip) = (0u64, 0u64, 0u64);
     let mut damage = None;
     while let Some(item) = source.next_packet() {
@@ -75,39 +74,10 @@ pub fn split(a: &SplitArgs) -> Result<ExitCode, Failure> {
             unowned += 1;
         }
         for h in [src, dst].into_iter().flatten() {
-            let w = match writers.entry(h) {
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    let path = a.out_dir.join(format!("{}.pcap", inventory.hosts()[h].name));
-                    let f = File::create(&path)
-                        .with_context(|| format!("cannot create {}", path.display()))
-                        .map_err(runtime)?;
-                    let w = PcapWriter::new(BufWriter::new(f), raw.link, TsResolution::Nano)
-                        .with_context(|| format!("cannot write {}", path.display()))
-                        .map_err(runtime)?;
-                    v.insert(w)
-                }
-            };
-            w.write_packet(raw.ts_ns, raw.data, raw.orig_len)
-                .context("cannot write a host's capture")
-                .map_err(runtime)?;
-            counts[h] += 1;
+            out.write(h, &raw)?;
         }
     }
-    for (h, w) in writers {
-        w.into_inner()
-            .and_then(|mut b| std::io::Write::flush(&mut b))
-            .with_context(|| format!("cannot write the capture of {}", inventory.hosts()[h].name))
-            .map_err(runtime)?;
-    }
-    for (host, n) in inventory.hosts().iter().zip(&counts) {
-        let note = if *n == 0 {
-            " (no packets: no file written)"
-        } else {
-            ""
-        };
-        eprintln!("  {}: {} packets{note}", host.name, thousands(*n));
-    }
+    out.finish()?;
     eprintln!(
         "clarion: split {} frames into {}: {} of no host, {} not IP or malformed",
         thousands(frames),
@@ -122,4 +92,63 @@ pub fn split(a: &SplitArgs) -> Result<ExitCode, Failure> {
         }
         None => ExitCode::SUCCESS,
     })
+}
+
+/// One capture per host, opened on the host's first packet (the link type is the packet's).
+struct HostFiles<'a> {
+    inventory: &'a Inventory,
+    dir: &'a Path,
+    writers: HashMap<usize, PcapWriter<BufWriter<File>>>,
+    counts: Vec<u64>,
+}
+
+impl<'a> HostFiles<'a> {
+    fn new(inventory: &'a Inventory, dir: &'a Path) -> Self {
+        HostFiles {
+            inventory,
+            dir,
+            writers: HashMap::new(),
+            counts: vec![0; inventory.hosts().len()],
+        }
+    }
+
+    fn write(&mut self, h: usize, raw: &RawPacket<'_>) -> Result<(), Failure> {
+        let w = match self.writers.entry(h) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let path = self.dir.join(format!("{}.pcap", self.inventory.hosts()[h].name));
+                let f = File::create(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))
+                    .map_err(runtime)?;
+                let w = PcapWriter::new(BufWriter::new(f), raw.link, TsResolution::Nano)
+                    .with_context(|| format!("cannot write {}", path.display()))
+                    .map_err(runtime)?;
+                v.insert(w)
+            }
+        };
+        w.write_packet(raw.ts_ns, raw.data, raw.orig_len)
+            .context("cannot write a host's capture")
+            .map_err(runtime)?;
+        self.counts[h] += 1;
+        Ok(())
+    }
+
+    /// Flushes every file and says how many packets each host got.
+    fn finish(self) -> Result<(), Failure> {
+        for (h, w) in self.writers {
+            w.into_inner()
+                .and_then(|mut b| std::io::Write::flush(&mut b))
+                .with_context(|| format!("cannot write the capture of {}", self.inventory.hosts()[h].name))
+                .map_err(runtime)?;
+        }
+        for (host, n) in self.inventory.hosts().iter().zip(&self.counts) {
+            let note = if *n == 0 {
+                " (no packets: no file written)"
+            } else {
+                ""
+            };
+            eprintln!("  {}: {} packets{note}", host.name, thousands(*n));
+        }
+        Ok(())
+    }
 }

@@ -91,6 +91,15 @@ pub struct LiveSummary {
     pub elapsed: Duration,
 }
 
+/// What one worker gets besides the host's settings.
+struct WorkerSetup {
+    id: u32,
+    merged: bool,
+    deadline: Option<Instant>,
+    sources: Vec<Box<dyn Source>>,
+    events: mpsc::Sender<WorkerEvent>,
+}
+
 /// See the module documentation.
 pub struct LiveHost {
     stop: Arc<AtomicBool>,
@@ -157,54 +166,73 @@ impl LiveHost {
             events: BTreeMap::new(),
         };
         for w in 0..workers {
-            let mut monitor = Monitor::new(MonitorConfig {
-                synchronous_sweep: false,
-                worker: w,
-                // Every trigger goes through the merger: the kernel's fanout
-                // hash leaves out the ports of IP fragments, so even a
-                // 5-tuple's packets are not promised to one worker.
-                merge_output: merged,
-                ..config.monitor.clone()
-            });
-            for s in specs.iter().filter(|s| !s.on_demand) {
-                let id = monitor.install(s.clone())?;
-                host.events.insert(id, s.name.clone());
-            }
             let sources = match config.source {
                 LiveSource::Packet => open_rings(&rings, &config.ring, workers)?,
                 LiveSource::Xdp(_) => open_xdp(&host.xdp, w, workers)?,
             };
-            let m = Arc::new(WorkerMetrics::default());
-            host.metrics.push(Arc::clone(&m));
-            let cfg = WorkerConfig {
+            let worker = WorkerSetup {
                 id: w,
-                step_budget: config.step_budget,
-                low_water: config.low_water,
-                stop: Arc::clone(&stop),
+                merged,
                 deadline,
+                sources,
+                events: tx.clone(),
             };
-            let (ctx, crx) = mpsc::channel();
-            host.commands.push(ctx);
-            let worker = Worker::new(cfg, monitor, sources, tx.clone(), m).with_commands(crx);
-            let cpu = config.cpus.get(w as usize).copied();
-            let handle = std::thread::Builder::new()
-                .name(format!("clarion-worker-{w}"))
-                .spawn(move || {
-                    if let Some(id) = cpu {
-                        core_affinity::set_for_current(core_affinity::CoreId { id });
-                    }
-                    worker.run()
-                })
-                .map_err(|e| HostError::Worker {
-                    worker: w,
-                    what: format!("cannot start: {e}"),
-                })?;
-            host.handles.push(handle);
+            host.spawn(config, specs, worker)?;
         }
         drop(tx);
         host.wait_ready(workers)?;
         host.started = Instant::now();
         Ok(host)
+    }
+
+    /// Worker `w`'s monitor with every event installed, on a thread of its own.
+    fn spawn(
+        &mut self,
+        config: &LiveConfig,
+        specs: &[EventSpec],
+        setup: WorkerSetup,
+    ) -> Result<(), HostError> {
+        let w = setup.id;
+        let mut monitor = Monitor::new(MonitorConfig {
+            synchronous_sweep: false,
+            worker: w,
+            // Every trigger goes through the merger: the kernel's fanout
+            // hash leaves out the ports of IP fragments, so even a
+            // 5-tuple's packets are not promised to one worker.
+            merge_output: setup.merged,
+            ..config.monitor.clone()
+        });
+        for s in specs.iter().filter(|s| !s.on_demand) {
+            let id = monitor.install(s.clone())?;
+            self.events.insert(id, s.name.clone());
+        }
+        let m = Arc::new(WorkerMetrics::default());
+        self.metrics.push(Arc::clone(&m));
+        let cfg = WorkerConfig {
+            id: w,
+            step_budget: config.step_budget,
+            low_water: config.low_water,
+            stop: Arc::clone(&self.stop),
+            deadline: setup.deadline,
+        };
+        let (ctx, crx) = mpsc::channel();
+        self.commands.push(ctx);
+        let worker = Worker::new(cfg, monitor, setup.sources, setup.events, m).with_commands(crx);
+        let cpu = config.cpus.get(w as usize).copied();
+        let handle = std::thread::Builder::new()
+            .name(format!("clarion-worker-{w}"))
+            .spawn(move || {
+                if let Some(id) = cpu {
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
+                worker.run()
+            })
+            .map_err(|e| HostError::Worker {
+                worker: w,
+                what: format!("cannot start: {e}"),
+            })?;
+        self.handles.push(handle);
+        Ok(())
     }
 
     fn wait_ready(&mut self, workers: u32) -> Result<(), HostError> {
