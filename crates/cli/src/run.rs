@@ -252,6 +252,19 @@ fn per_host(net: &Network, captures: &[CaptureArg]) -> Result<(Vec<usize>, Vec<C
         hosts.push(h);
         files.push(open_capture(&c.path)?);
     }
+    let missing: Vec<String> = net
+        .host_counters()
+        .into_iter()
+        .enumerate()
+        .filter(|(h, _)| !hosts.contains(h))
+        .map(|(_, (name, _))| name)
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "clarion: note: no capture for {} of the inventory: they see no packet, and decisions count them as hosts without traffic",
+            missing.join(", ")
+        );
+    }
     Ok((hosts, files))
 }
 
