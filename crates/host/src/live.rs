@@ -434,6 +434,14 @@ impl LiveHost {
     }
 }
 
+impl Drop for LiveHost {
+    /// A host dropped unfinished (an error while starting, or the caller's)
+    /// stops its workers rather than leaving them capturing.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 fn gone(worker: usize) -> HostError {
     HostError::Worker {
         worker: worker as u32,
