@@ -321,7 +321,7 @@ fn live_agent(
         &a.host,
         a.events.as_deref(),
         &host,
-        a.live.api.map(|addr| (addr, a.live.api_token.clone())),
+        crate::local_events::ApiSettings::of(&a.live),
         a.quiet,
     )?;
     ag.live_loop(&mut host, &mut out, &mut local)?;

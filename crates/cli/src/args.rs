@@ -276,6 +276,11 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "pcap", value_name = "ADDR")]
     pub api: Option<std::net::SocketAddr>,
 
+    /// Also accept control API requests naming this host (repeat for
+    /// several); loopback names and the bound address always are.
+    #[arg(long = "api-host", conflicts_with = "pcap", value_name = "NAME")]
+    pub api_hosts: Vec<String>,
+
     /// Bearer token the control API (--api) requires.
     #[arg(long, env = "CLARION_API_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub api_token: Option<String>,

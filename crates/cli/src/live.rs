@@ -139,7 +139,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         &config.monitor.host,
         Some(&a.events),
         &host,
-        a.live.api.map(|addr| (addr, a.live.api_token.clone())),
+        crate::local_events::ApiSettings::of(&a.live),
         a.quiet,
     )?;
     loop {

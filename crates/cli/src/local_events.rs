@@ -35,6 +35,23 @@ struct Local {
     starts_ns: Option<u64>,
 }
 
+/// Where a live host serves its control API (`--api`, `--api-token`, `--api-host`).
+pub struct ApiSettings {
+    pub addr: SocketAddr,
+    pub token: Option<String>,
+    pub hosts: Vec<String>,
+}
+
+impl ApiSettings {
+    pub fn of(live: &crate::args::LiveArgs) -> Option<ApiSettings> {
+        live.api.map(|addr| ApiSettings {
+            addr,
+            token: live.api_token.clone(),
+            hosts: live.api_hosts.clone(),
+        })
+    }
+}
+
 /// The host's own events by name, and those stopping.
 pub struct LocalEvents {
     host: String,
@@ -66,7 +83,7 @@ impl LocalEvents {
         host_name: &str,
         file: Option<&Path>,
         host: &LiveHost,
-        api: Option<(SocketAddr, Option<String>)>,
+        api: Option<ApiSettings>,
         quiet: bool,
     ) -> Result<LocalEvents, Failure> {
         let reload = Arc::new(AtomicBool::new(false));
@@ -100,14 +117,18 @@ impl LocalEvents {
                 }
             }
         }
-        if let Some((addr, token)) = api {
-            book.serve(addr, token, quiet)?;
+        if let Some(api) = api {
+            book.serve(api, quiet)?;
         }
         Ok(book)
     }
 
     /// Starts the control API, refusing to expose it beyond loopback without a token.
-    fn serve(&mut self, addr: SocketAddr, token: Option<String>, quiet: bool) -> Result<(), Failure> {
+    fn serve(&mut self, api: ApiSettings, quiet: bool) -> Result<(), Failure> {
+        let addr = api.addr;
+        let token = clarion_control::usable_token(api.token.as_deref())
+            .map_err(|e| Failure::Usage(format!("clarion: --api-token: {e}")))?
+            .map(str::to_string);
         if !addr.ip().is_loopback() && token.is_none() {
             return Err(Failure::Usage(format!(
                 "clarion: the control API on {addr} would be reachable beyond this machine: give --api-token (or CLARION_API_TOKEN), or bind it to 127.0.0.1"
@@ -118,7 +139,13 @@ impl LocalEvents {
             .map_err(Failure::Runtime)?;
         let (tx, rx) = mpsc::channel(64);
         let (reports, _) = broadcast::channel(4096);
-        let bound = clarion_control::spawn(listener, ControlHandle::new(tx, reports.clone(), token))
+        let handle = api
+            .hosts
+            .iter()
+            .fold(ControlHandle::new(tx, reports.clone(), token), |h, n| {
+                h.allow_host(n)
+            });
+        let bound = clarion_control::spawn(listener, handle)
             .context("cannot start the control API")
             .map_err(Failure::Runtime)?;
         if !quiet {

@@ -79,6 +79,12 @@ pub struct ManagerArgs {
     )]
     pub api: SocketAddr,
 
+    /// Also accept requests naming this host (a DNS name or address the API
+    /// is reached by; repeat for several). Loopback names and the bound
+    /// address are always accepted; any other `Host` or `Origin` gets 403.
+    #[arg(long = "api-host", value_name = "NAME")]
+    pub api_hosts: Vec<String>,
+
     /// No control API.
     #[arg(long)]
     pub no_api: bool,
@@ -201,9 +207,14 @@ fn start_api(a: &ManagerArgs) -> Result<Option<ControlLink>, Failure> {
             )
         })
         .map_err(Failure::Runtime)?;
+    let token = clarion_control::usable_token(a.api_token.as_deref())
+        .map_err(|e| Failure::Usage(format!("clarion: --api-token: {e}")))?;
     let (tx, rx) = mpsc::channel(64);
     let (reports, _) = broadcast::channel(4096);
-    let handle = ControlHandle::new(tx, reports.clone(), a.api_token.clone());
+    let handle = a.api_hosts.iter().fold(
+        ControlHandle::new(tx, reports.clone(), token.map(str::to_string)),
+        |h, n| h.allow_host(n),
+    );
     let bound = clarion_control::spawn(listener, handle)
         .context("cannot start the control API")
         .map_err(Failure::Runtime)?;

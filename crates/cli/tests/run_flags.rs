@@ -367,3 +367,27 @@ fn config_files_set_defaults_and_name_their_mistakes() {
         stderr(&o)
     );
 }
+
+/// An empty API token would refuse every request: it is an error at start,
+/// for the manager and for a live host's own API.
+#[test]
+fn an_empty_api_token_is_refused_at_start() {
+    let o = clarion()
+        .args([
+            "manager",
+            "--inventory",
+            "examples/demo-hosts.txt",
+            "--no-store",
+            "--api",
+            "127.0.0.1:0",
+        ])
+        .args(["--api-token", ""])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--api-token") && stderr(&o).contains("empty"),
+        "{}",
+        stderr(&o)
+    );
+}

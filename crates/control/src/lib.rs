@@ -15,7 +15,7 @@ pub mod server;
 
 pub use client::{Client, ClientError};
 pub use model::{Command, ControlError, EventInfo, HostInfo};
-pub use server::{spawn, ControlHandle};
+pub use server::{spawn, usable_token, ControlHandle};
 
 /// The OpenAPI description of this API (served at `/v1/openapi.yaml`).
 pub const OPENAPI: &str = include_str!("../../../docs/api/openapi.yaml");

@@ -6,7 +6,15 @@
 //! oldest and is told how many, as an SSE comment).
 //!
 //! With a token, every route but `/v1/health` needs `Authorization: Bearer
-//! <token>`; the caller decides when a token is required (beyond loopback).
+//! <token>` (compared in constant time); the caller decides when a token
+//! is required (beyond loopback) and refuses an empty one ([`usable_token`]).
+//!
+//! Every route checks `Host` and `Origin`, so that a web page in the
+//! operator's browser can neither call the API (a foreign `Origin`, sent
+//! by browsers with every cross-site POST) nor reach it through a name it
+//! controls (DNS rebinding: a foreign `Host`). Allowed: `localhost`,
+//! loopback addresses, the address the API is bound to, and the names the
+//! caller adds ([`ControlHandle::allow_host`]); any port.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -33,6 +41,8 @@ pub struct ControlHandle {
     pub commands: mpsc::Sender<Command>,
     pub reports: broadcast::Sender<String>,
     token: Option<String>,
+    /// Host names (lowercase, no port) requests may name besides loopback ones.
+    hosts: Vec<String>,
 }
 
 impl ControlHandle {
@@ -45,8 +55,49 @@ impl ControlHandle {
             commands,
             reports,
             token,
+            hosts: Vec::new(),
         }
     }
+
+    /// Also accepts requests naming `host` (a DNS name or an address the
+    /// operator reaches the API by), in `Host` and `Origin`.
+    pub fn allow_host(mut self, host: &str) -> Self {
+        self.hosts
+            .push(host.trim_matches(['[', ']']).to_ascii_lowercase());
+        self
+    }
+
+    fn allows(&self, authority: &str) -> bool {
+        let host = host_of(authority);
+        host == "localhost"
+            || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            || self.hosts.contains(&host)
+    }
+}
+
+/// The token a caller gave, if it can be used: an empty one would refuse
+/// every request, so it is an error at start.
+pub fn usable_token(token: Option<&str>) -> Result<Option<&str>, String> {
+    match token {
+        Some(t) if t.trim().is_empty() => {
+            Err("the API token is empty; give a non-empty one, or none for loopback only".into())
+        }
+        other => Ok(other),
+    }
+}
+
+/// The host of an authority (`host`, `host:port`, `[v6]:port`), lowercase.
+fn host_of(authority: &str) -> String {
+    let a = authority.trim();
+    let host = if let Some(rest) = a.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        match a.rsplit_once(':') {
+            Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) && !h.contains(':') => h,
+            _ => a,
+        }
+    };
+    host.to_ascii_lowercase()
 }
 
 impl IntoResponse for ControlError {
@@ -133,6 +184,38 @@ async fn reports(State(h): State<ControlHandle>) -> Sse<impl Stream<Item = Resul
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(10)))
 }
 
+/// Refuses requests that name a foreign host or come from a foreign page.
+async fn check_origin(State(h): State<ControlHandle>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    // A browser always sends `Host`; a request without one (HTTP/1.0
+    // health checks) cannot come from a rebound page.
+    if let Some(host) = headers.get(header::HOST) {
+        let host = host.to_str().unwrap_or("");
+        if !h.allows(host) {
+            return forbidden(format!(
+                "requests must name this API's host (`Host: {host}` is not one; --api-host NAME allows a name)"
+            ));
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("null");
+        let authority = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .map(|rest| rest.split('/').next().unwrap_or_default());
+        if !authority.is_some_and(|a| h.allows(a)) {
+            return forbidden(format!(
+                "requests from web pages of other sites are refused (`Origin: {origin}`)"
+            ));
+        }
+    }
+    next.run(req).await
+}
+
+fn forbidden(error: String) -> Response {
+    (StatusCode::FORBIDDEN, Json(ErrorBody { error })).into_response()
+}
+
 async fn check_token(State(h): State<ControlHandle>, req: Request, next: Next) -> Response {
     if let Some(token) = &h.token {
         let given = req
@@ -140,7 +223,9 @@ async fn check_token(State(h): State<ControlHandle>, req: Request, next: Next) -
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(token.as_str()) {
+        let same =
+            given.is_some_and(|g| bool::from(subtle::ConstantTimeEq::ct_eq(g.as_bytes(), token.as_bytes())));
+        if !same {
             let body = ErrorBody {
                 error: "this API needs `Authorization: Bearer <token>` (clarion events --token, or CLARION_API_TOKEN)"
                     .into(),
@@ -163,6 +248,7 @@ pub fn router(h: ControlHandle) -> Router {
     Router::new()
         .route("/v1/health", get(health))
         .merge(guarded)
+        .layer(middleware::from_fn_with_state(h.clone(), check_origin))
         .with_state(h)
 }
 
@@ -171,6 +257,12 @@ pub fn router(h: ControlHandle) -> Router {
 pub fn spawn(listener: std::net::TcpListener, h: ControlHandle) -> std::io::Result<SocketAddr> {
     let bound = listener.local_addr()?;
     listener.set_nonblocking(true)?;
+    // Requests may name the address the API is bound to.
+    let h = if bound.ip().is_unspecified() {
+        h
+    } else {
+        h.allow_host(&bound.ip().to_string())
+    };
     let app = router(h);
     std::thread::Builder::new()
         .name("clarion-api".into())
@@ -193,4 +285,111 @@ pub fn spawn(listener: std::net::TcpListener, h: ControlHandle) -> std::io::Resu
             });
         })?;
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    use super::*;
+
+    /// An API on a loopback port whose commands nobody answers (these tests
+    /// stop at the checks, or use routes that ask nothing).
+    fn serve(token: Option<&str>) -> (SocketAddr, mpsc::Receiver<Command>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let (tx, rx) = mpsc::channel(4);
+        let (reports, _) = broadcast::channel(4);
+        let h = ControlHandle::new(tx, reports, token.map(str::to_string)).allow_host("Clarion.Example");
+        (spawn(listener, h).expect("serves"), rx)
+    }
+
+    /// The status code of one raw HTTP/1.1 request.
+    fn status(addr: SocketAddr, head: &str) -> u16 {
+        let mut s = TcpStream::connect(addr).expect("connects");
+        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        write!(s, "{head}Connection: close\r\nContent-Length: 0\r\n\r\n").expect("sent");
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    }
+
+    #[test]
+    fn foreign_hosts_and_origins_are_refused() {
+        let (addr, _commands) = serve(None);
+        let port = addr.port();
+        let get = |path: &str, extra: &str| format!("GET {path} HTTP/1.1\r\n{extra}");
+        assert_eq!(
+            status(addr, &get("/v1/health", &format!("Host: 127.0.0.1:{port}\r\n"))),
+            200
+        );
+        assert_eq!(
+            status(addr, &get("/v1/health", &format!("Host: localhost:{port}\r\n"))),
+            200
+        );
+        assert_eq!(
+            status(addr, &get("/v1/health", &format!("Host: [::1]:{port}\r\n"))),
+            200
+        );
+        assert_eq!(
+            status(addr, &get("/v1/health", "Host: clarion.example\r\n")),
+            200,
+            "an allowed name"
+        );
+        // DNS rebinding: the page's own name, resolved to loopback.
+        assert_eq!(
+            status(
+                addr,
+                &get("/v1/health", &format!("Host: evil.example:{port}\r\n"))
+            ),
+            403
+        );
+        assert_eq!(
+            status(addr, &get("/v1/openapi.yaml", "Host: 127.0.0.1.evil.example\r\n")),
+            403
+        );
+        // A page of another site posting to the API (a "simple" text/plain POST).
+        let post = format!(
+            "POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\n"
+        );
+        assert_eq!(status(addr, &post), 403);
+        let null = format!("GET /v1/openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: null\r\n");
+        assert_eq!(status(addr, &null), 403);
+        let same = format!(
+            "GET /v1/openapi.yaml HTTP/1.1\r\nHost: localhost:{port}\r\nOrigin: http://localhost:{port}\r\n"
+        );
+        assert_eq!(status(addr, &same), 200, "the API's own origin");
+    }
+
+    #[test]
+    fn the_token_must_match_exactly() {
+        let (addr, _commands) = serve(Some("s3cret"));
+        let with = |auth: &str| {
+            status(
+                addr,
+                &format!("GET /v1/openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}"),
+            )
+        };
+        assert_eq!(with(""), 401);
+        assert_eq!(with("Authorization: Bearer s3cre\r\n"), 401);
+        assert_eq!(with("Authorization: Bearer s3crets\r\n"), 401);
+        assert_eq!(with("Authorization: Bearer s3cret\r\n"), 200);
+        assert_eq!(
+            status(addr, "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n"),
+            200,
+            "health needs none"
+        );
+    }
+
+    #[test]
+    fn an_empty_token_is_refused_and_hosts_are_read_from_authorities() {
+        assert!(usable_token(Some("")).is_err());
+        assert!(usable_token(Some("  ")).is_err());
+        assert_eq!(usable_token(Some("t")), Ok(Some("t")));
+        assert_eq!(usable_token(None), Ok(None));
+        assert_eq!(host_of("LocalHost:8700"), "localhost");
+        assert_eq!(host_of("[::1]:8700"), "::1");
+        assert_eq!(host_of("::1"), "::1");
+        assert_eq!(host_of("10.0.0.5"), "10.0.0.5");
+    }
 }
