@@ -117,3 +117,53 @@ fn duration_stops_a_live_run_with_its_summary() {
     assert!(err.contains("capturing on lo (AF_PACKET) with 1 worker"), "{err}");
     assert!(err.contains("live: 0 kernel drops"), "{err}");
 }
+
+/// An interface that goes down (or away) while captured stops the run with
+/// an error naming it, instead of quiet windows that saw nothing.
+#[test]
+fn an_interface_going_down_is_an_error_naming_it() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
+        eprintln!("skipped: needs root and ip");
+        return;
+    }
+    let (a, b) = (
+        format!("clrdn{}a", std::process::id() % 10_000),
+        format!("clrdn{}b", std::process::id() % 10_000),
+    );
+    let ip = |args: &[&str]| Command::new("ip").args(args).status().is_ok_and(|s| s.success());
+    assert!(
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]),
+        "a veth pair"
+    );
+    ip(&["link", "set", &a, "up"]);
+    ip(&["link", "set", &b, "up"]);
+    let mut child = clarion()
+        .args([
+            "run",
+            "-i",
+            &a,
+            "--events",
+            "examples/demo.clarion",
+            "--stats-every",
+            "0",
+            "--duration",
+            "30s",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    ip(&["link", "set", &a, "down"]);
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().expect("ends");
+    ip(&["link", "del", &a]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("interface {a} went down")), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "noticed at once"
+    );
+}

@@ -22,6 +22,8 @@ pub enum LiveError {
     },
     #[error("interface {interface} has link type {arphrd} (from /sys/class/net/{interface}/type), which Clarion cannot parse; supported: Ethernet, loopback, raw IP (tun)")]
     LinkType { interface: String, arphrd: u32 },
+    #[error("interface {0} went down or was removed while capturing (nothing it carried since was seen)")]
+    Down(String),
     #[error("invalid ring settings: {0}")]
     Ring(String),
     #[error(transparent)]

@@ -486,6 +486,23 @@ impl PacketRing {
         if rc != 0 {
             return Err(last_os_error(&self.interface, "read the ring's drop counters"));
         }
+        // The kernel reports an interface going down or away as a pending
+        // socket error (ENETDOWN), once; reading it clears it.
+        let mut err: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `err` and `len` are valid for writes of the given size.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc == 0 && err == libc::ENETDOWN {
+            return Err(LiveError::Down(self.interface.name.clone()));
+        }
         Ok(RingStats {
             packets: u64::from(st.tp_packets),
             drops: u64::from(st.tp_drops),
