@@ -138,7 +138,7 @@ fn an_interface_going_down_is_an_error_naming_it() {
     );
     ip(&["link", "set", &a, "up"]);
     ip(&["link", "set", &b, "up"]);
-    let mut child = clarion()
+    let child = clarion()
         .args([
             "run",
             "-i",
