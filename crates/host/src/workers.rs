@@ -34,7 +34,10 @@
 //! # Cost
 //! One channel message per worker per [`WorkersConfig::batch`] packets and
 //! a hash per packet on the reading thread; the merge work per window is
-//! that of the groups the workers share.
+//! that of the groups the workers share. The reading thread parses every
+//! frame, so N workers need N + 1 cores to gain: on 2 cores, 1 M packets of
+//! `pathspider_real` x16 under one 5-tuple event take about twice as long
+//! on 2 workers as on one (0.43-0.50 s against 0.22-0.27 s).
 
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
