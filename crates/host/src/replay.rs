@@ -63,7 +63,7 @@ pub trait Driver<St: ?Sized> {
     /// A frame the source skipped (e.g. a pcapng interface of an unsupported link type).
     fn warning(&mut self, _error: &CaptureError) {}
 
-    /// The source's counters, every [`PROGRESS_EVERY`] frames (progress bars).
+    /// The source's counters, every 65,536 frames (progress bars).
     fn progress(&mut self, _stats: &SourceStats) {}
 }
 
