@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+pub(crate) use clarion_cmdline::{percentile, thousands};
 use clarion_engine::Counters;
 
 pub struct Summary {
@@ -16,28 +17,6 @@ pub struct Summary {
     pub dropped: u64,
     pub elapsed: Duration,
     pub events: usize,
-}
-
-/// 1234567 → "1,234,567".
-pub(crate) fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// The nearest-rank percentile `q` (0–1) of sorted values.
-pub(crate) fn percentile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
-    if sorted.is_empty() {
-        return T::default();
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 impl fmt::Display for Summary {
@@ -115,27 +94,5 @@ impl fmt::Display for Summary {
             thousands(c.sweeps_late),
             thousands(c.reports)
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn groups_digits() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1234567), "1,234,567");
-    }
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 0.5), 50);
-        assert_eq!(percentile(&v, 0.99), 99);
-        assert_eq!(percentile(&v, 1.0), 100);
-        assert_eq!(percentile::<u64>(&[], 0.5), 0);
     }
 }

@@ -3,6 +3,7 @@
 //! `feasibility.rs`); its examples and notes are here.
 
 use clap::{Parser, Subcommand};
+pub use clarion_cmdline::parse_duration;
 
 const ABOUT: &str = "Clarion lab: the research harness, apart from the clarion binary.
 
@@ -139,30 +140,6 @@ that every flow that sent more than the threshold in an epoch is tracked
 (exit 1 if one is not). Progress goes to standard error.
 Method and results: docs/performance.md, 'DoS resilience'.";
 
-/// Parses `60s`, `500ms`, `2m`, `1h`, `250us` into nanoseconds.
-pub fn parse_duration(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration; write e.g. 60s or 500ms"))?;
-    let mult: u64 = match unit {
-        "ns" => 1,
-        "us" => 1_000,
-        "ms" => 1_000_000,
-        "s" | "" => 1_000_000_000,
-        "m" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{s}`; use ns, us, ms, s, m or h"
-            ))
-        }
-    };
-    n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too long"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,16 +148,5 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("60s"), Ok(60_000_000_000));
-        assert_eq!(parse_duration("500ms"), Ok(500_000_000));
-        assert_eq!(parse_duration("10ms"), Ok(10_000_000));
-        assert_eq!(parse_duration("5us"), Ok(5_000));
-        assert_eq!(parse_duration("2"), Ok(2_000_000_000));
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("").is_err());
     }
 }

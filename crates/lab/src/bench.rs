@@ -44,6 +44,8 @@ use clarion_reference::{evaluate, Config, Input};
 use clarion_wire::{parse_frame, parse_frame_into, LinkType, PacketRecord};
 use clarion_workload::{TriggerSpec, Workload, WorkloadSpec};
 
+use clarion_cmdline::percentile;
+
 use crate::args::parse_duration;
 use crate::gen::{usage, WorkloadArgs};
 use crate::thousands;
@@ -845,15 +847,6 @@ fn verify(
     }
 }
 
-/// The nearest-rank percentile `q` (0–1) of sorted values.
-pub fn percentile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
-    if sorted.is_empty() {
-        return T::default();
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 struct Results<'a> {
     a: &'a BenchArgs,
     traffic: &'a WorkloadSpec,
@@ -1032,20 +1025,5 @@ impl Results<'_> {
                 "elapsed_s": self.v.elapsed.as_secs_f64(),
             },
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 0.5), 50);
-        assert_eq!(percentile(&v, 0.99), 99);
-        assert_eq!(percentile(&v, 1.0), 100);
-        assert_eq!(percentile(&[7u64], 0.99), 7);
-        assert_eq!(percentile::<u64>(&[], 0.5), 0);
     }
 }

@@ -25,6 +25,7 @@ mod gen;
 use std::process::ExitCode;
 
 use clap::Parser;
+pub(crate) use clarion_cmdline::thousands;
 
 use args::{Cli, Command};
 
@@ -43,19 +44,6 @@ impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Self {
         Failure::Runtime(e)
     }
-}
-
-/// `1234567` as `1,234,567`.
-pub(crate) fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn main() -> ExitCode {
@@ -87,18 +75,5 @@ fn main() -> ExitCode {
             eprintln!("clarion-lab: {e:#}");
             ExitCode::from(1)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::thousands;
-
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
-        assert_eq!(thousands(14_880_000), "14,880,000");
     }
 }
