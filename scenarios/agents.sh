@@ -133,8 +133,9 @@ for h in "${hosts[@]}"; do captures+=(--pcap "$h=$OUT/$h.pcap"); done
 "$CLARION" run --inventory "$OUT/hosts.txt" "${captures[@]}" --events "$events" --format json \
     -o "$OUT/file.jsonl" --quiet
 
-python3 - "$OUT" "${hosts[@]}" <<'PY'
-import json, re, struct, sys
+PYTHONPATH="$here" python3 - "$OUT" "${hosts[@]}" <<'PY'
+import json, re, sys
+from captures import SKEW, capture_times, fuzzy_boundaries
 out, hosts = sys.argv[1], sys.argv[2:]
 live = [json.loads(l) for l in open(f"{out}/manager.jsonl")]
 file = [json.loads(l) for l in open(f"{out}/file.jsonl")]
@@ -146,28 +147,11 @@ for h in hosts:
     m = re.search(r"live: ([0-9,]+) kernel drops", agent)
     if not m or m.group(1) != "0":
         sys.exit(f"agents: agent {h} dropped packets or said nothing: {agent.strip()}")
-def times(path):
-    t = []
-    with open(path, "rb") as f:
-        magic = struct.unpack("<I", f.read(24)[:4])[0]
-        scale = 1 if magic == 0xA1B23C4D else 1000
-        while (rec := f.read(16)) and len(rec) == 16:
-            sec, frac, incl, _ = struct.unpack("<IIII", rec)
-            t.append(sec * 10**9 + frac * scale)
-            f.seek(incl, 1)
-    return t
-all_times = [t for h in hosts for t in times(f"{out}/{h}.pcap")]
+all_times = [t for h in hosts for t in capture_times(f"{out}/{h}.pcap")]
 first_ts, last_ts = min(all_times), max(all_times)
-# As in live.sh: a TCP segment's two stamps (the agent's, tcpdump's) differ
-# by about a microsecond, so a packet within SKEW of a boundary may fall on
-# either side of it; windows touching such a boundary are excused, within
-# a bound on how many boundaries differ.
-SKEW, EPOCH = 20_000, 10_000_000
-fuzzy = set()
-for t in all_times:
-    b = (t + EPOCH // 2) // EPOCH * EPOCH
-    if abs(t - b) < SKEW:
-        fuzzy.add(b)
+# As in live.sh: windows touching a boundary with a packet within SKEW of
+# it are excused (captures.py), within a bound on how many boundaries differ.
+fuzzy = fuzzy_boundaries(all_times)
 def key(r):
     return (r["event"], r["window"]["start_ns"], json.dumps(r["group"], sort_keys=True))
 def body(r):

@@ -103,8 +103,9 @@ kill -TERM $tcpdump_pid
 wait $tcpdump_pid 2>/dev/null || true
 "$CLARION" run --pcap "$OUT/live.pcap" --events "$events" --format json -o "$OUT/file.jsonl" --quiet
 
-python3 - "$OUT" $xdp <<'PY'
+PYTHONPATH="$here" python3 - "$OUT" $xdp <<'PY'
 import json, re, sys
+from captures import SKEW, capture_times, fuzzy_boundaries
 out, xdp = sys.argv[1], sys.argv[2] == "1"
 live = [json.loads(l) for l in open(f"{out}/live.jsonl")]
 file = [json.loads(l) for l in open(f"{out}/file.jsonl")]
@@ -114,34 +115,11 @@ late = sum(e["late"] for e in epochs)
 err = open(f"{out}/tcpdump.err").read()
 if drops or not re.search(r"^0 packets dropped by kernel", err, re.M):
     sys.exit(f"live: packets were dropped (clarion {drops}; tcpdump: {err.strip()}); the comparison needs none")
-def capture_times(path):
-    # Every packet timestamp of a pcap (microsecond or nanosecond magic).
-    import struct
-    out = []
-    with open(path, "rb") as f:
-        magic = struct.unpack("<I", f.read(24)[:4])[0]
-        scale = 1 if magic == 0xA1B23C4D else 1000
-        while (rec := f.read(16)) and len(rec) == 16:
-            sec, frac, incl, _ = struct.unpack("<IIII", rec)
-            out.append(sec * 10**9 + frac * scale)
-            f.seek(incl, 1)
-    return out
 times = capture_times(f"{out}/live.pcap")
 first_ts, last_ts = min(times), max(times)
-# TCP segments between namespaces carry the sender's departure time (a
-# monotonic EDT stamp), which packet sockets do not use: each capture reads
-# the clock itself when the segment reaches it, so Clarion's and tcpdump's
-# timestamps of a segment differ by about a microsecond (other packets are
-# stamped once, in the stack, and agree to the nanosecond). Hence RTT values
-# agree within SKEW, and a packet within SKEW of an epoch boundary may fall
-# on either side of it: windows touching such a boundary are excused.
-SKEW = 20_000
-EPOCH = 10_000_000
-fuzzy = set()
-for t in times:
-    b = (t + EPOCH // 2) // EPOCH * EPOCH
-    if abs(t - b) < SKEW:
-        fuzzy.add(b)
+# Windows touching a boundary with a packet within SKEW of it are excused
+# (captures.py), and RTT values agree within SKEW.
+fuzzy = fuzzy_boundaries(times)
 def key(r):
     return (r["event"], r["window"]["start_ns"], json.dumps(r["group"], sort_keys=True))
 def body(r):
