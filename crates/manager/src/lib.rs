@@ -15,17 +15,23 @@
 //!   answers and decisions (partial ones when hosts do not answer).
 //! - [`drill`]: network-wide drill-downs, the instances a fired decision
 //!   installs, extends and, once ended, removes.
+//! - [`manager_loop`]: the manager's loop over those, once for every
+//!   transport: polls outstanding, decisions, drill-downs, reports in
+//!   window order, as effects a transport carries out.
 //!
-//! Transports (in-process, NATS) carry its messages; they live elsewhere.
+//! Transports (in-process in `clarion_network`, NATS in `clarion_nats`)
+//! carry its messages; they live elsewhere.
 
 pub mod drill;
 mod error;
 pub mod inventory;
 pub mod manager;
+pub mod manager_loop;
 pub mod split;
 
 pub use drill::DrillAction;
 pub use error::ManagerError;
 pub use inventory::{Host, Inventory};
 pub use manager::{Decision, EventId, HostId, Manager, NetworkEvent, Poll, NETWORK_WORKER};
+pub use manager_loop::{Effect, LoopCounters, ManagerLoop};
 pub use split::{split, Combine, Split};

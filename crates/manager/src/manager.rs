@@ -10,9 +10,9 @@
 //!                            answer are listed; the report is marked incomplete)
 //! ```
 //!
-//! A transport carries installs, reports, polls and answers (in-process, or
-//! over NATS); it also decides when to give up on a host and call
-//! [`Manager::expire`].
+//! [`crate::ManagerLoop`] drives it for every transport (in-process, or
+//! over NATS), which carries installs, reports, polls and answers and
+//! decides when to give up on a host.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -206,7 +206,7 @@ impl Manager {
     /// `host`'s trigger of `event` fired (its report carries the local
     /// aggregates' values). Returns the polls to send: each placed host
     /// that has neither answered nor been asked. A decision may already be
-    /// possible (one placed host): see [`Manager::ready`].
+    /// possible (one placed host).
     pub fn satisfied(
         &mut self,
         event: EventId,

@@ -164,16 +164,9 @@ impl EventBook {
         }
     }
 
-    /// Removes the instances whose last window ends by `closed_to` from the
-    /// manager; returns each with the hosts holding its trigger.
-    pub fn expire_instances(&mut self, closed_to: u64) -> Vec<(EventId, Vec<HostId>)> {
-        let gone = self.manager.drill_expired(closed_to);
-        gone.into_iter()
-            .map(|(id, e)| {
-                self.spans.remove(&id);
-                (id, e.hosts)
-            })
-            .collect()
+    /// Forgets an instance's windows (the manager forgot the instance).
+    pub fn forget_span(&mut self, id: EventId) {
+        self.spans.remove(&id);
     }
 
     /// Forgets an event removed elsewhere (another manager, through the shared bucket).

@@ -1,6 +1,6 @@
-//! The manager's service: the event manager's state machine
-//! (`clarion_manager::Manager`, inside an [`EventBook`]) driven by NATS
-//! messages and control-API commands.
+//! The manager's service: the manager's loop (`clarion_manager::ManagerLoop`
+//! over the `Manager` inside an [`EventBook`]) driven by NATS messages and
+//! control-API commands; this file carries the loop's effects over NATS.
 //!
 //! One task owns the book and reads, in turn: registrations (answered with
 //! the host's triggers), the agents' own subjects (satisfaction reports,
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clarion_control::{Command, ControlError, EventInfo, HostInfo};
-use clarion_manager::{Decision, DrillAction, EventId, HostId, Poll};
+use clarion_manager::{Effect, EventId, HostId, ManagerLoop, Poll};
 use clarion_report::{GroupKey, Report};
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{broadcast, mpsc};
@@ -202,7 +202,15 @@ pub fn serve(
             s.tend().await;
         }
         s.run(opts, control, &stop, on_report).await?;
-        Ok(s.stats)
+        let c = s.desk.counters();
+        Ok(ManagerStats {
+            polls: c.polls,
+            decisions: c.decisions,
+            fired: c.fired,
+            partial: c.partial,
+            instances: c.instances,
+            ..s.stats
+        })
     })
 }
 
@@ -211,7 +219,9 @@ struct Service {
     name: String,
     book: EventBook,
     poll_timeout: Duration,
-    outstanding: HashMap<Key, usize>,
+    /// The manager's loop: polls outstanding, decisions, drill-downs,
+    /// reports in window order (the embedded transport runs the same one).
+    desk: ManagerLoop,
     first_report: HashMap<Key, Instant>,
     hosts: Vec<HostState>,
     resume: Option<Resume>,
@@ -227,17 +237,6 @@ struct Service {
     max_poll_batch: usize,
     /// With other managers: the shared buckets and what this one owns.
     shared: Option<Shared>,
-    /// Per pending decision, the earliest packet time at which a host
-    /// closed its window (from satisfaction reports): its decision time.
-    decided_at: HashMap<Key, u64>,
-    /// Fired reports held until no earlier window of their event is still
-    /// being decided, so each event's reports go out in window order, as
-    /// one monitor's and the embedded transport's do. An agent sends its
-    /// satisfaction report of a window before it answers any poll of a
-    /// later one, so an earlier window's decision is pending, or made,
-    /// before a later one can be; the groups of one window go out in the
-    /// order they were decided.
-    held: std::collections::BTreeMap<Key, Report>,
 }
 
 impl Service {
@@ -254,7 +253,7 @@ impl Service {
             name: name.to_string(),
             book,
             poll_timeout,
-            outstanding: HashMap::new(),
+            desk: ManagerLoop::new(),
             first_report: HashMap::new(),
             hosts: vec![HostState::default(); n],
             resume,
@@ -269,8 +268,6 @@ impl Service {
             to_poll: vec![Vec::new(); n],
             max_poll_batch: 1,
             shared: None,
-            decided_at: HashMap::new(),
-            held: std::collections::BTreeMap::new(),
         }
     }
 
@@ -331,16 +328,14 @@ impl Service {
                         }
                     }
                     for m in batch {
-                        for d in self.up(m).await {
-                            self.emit(d, on_report).await;
-                        }
+                        let effects = self.up(m).await;
+                        self.carry(effects, on_report).await;
                     }
                     self.flush_polls();
                 },
                 Some(o) = self.results.1.recv() => {
-                    if let Some(d) = self.outcome(o) {
-                        self.emit(d, on_report).await;
-                    }
+                    let effects = self.outcome(o);
+                    self.carry(effects, on_report).await;
                 },
                 Some(c) = async { commands.as_mut()?.recv().await } => self.command(c).await,
                 _ = tick.tick() => {
@@ -348,16 +343,16 @@ impl Service {
                         break;
                     }
                     // Held reports of events removed since.
-                    if !self.held.is_empty() {
-                        self.release(None, on_report).await;
-                    }
+                    let mut effects = Vec::new();
+                    self.desk.release(self.book.manager(), &mut effects);
+                    self.carry(effects, on_report).await;
                     if opts.until_finished && self.all_finished() {
                         break;
                     }
                     if stored_at.elapsed() >= STORE_EVERY {
                         stored_at = Instant::now();
                         self.store_progress();
-                        self.expire_instances().await;
+                        self.expire_instances(on_report).await;
                     }
                     if self.shared.is_some() && tended_at.elapsed() >= TEND_EVERY {
                         tended_at = Instant::now();
@@ -370,13 +365,9 @@ impl Service {
             }
         }
         // Whatever is still undecided is decided with the answers received.
-        for (event, start, group) in self.book.manager().pending_keys() {
-            if let Some(d) = self.book.manager_mut().expire(event, start, group) {
-                self.emit(d, on_report).await;
-            }
-        }
-        // Reports of events removed meanwhile, whose pending decisions went with them.
-        self.release(None, on_report).await;
+        let mut effects = Vec::new();
+        self.desk.finish(self.book.manager_mut(), &mut effects);
+        self.carry(effects, on_report).await;
         self.store_progress();
         // Agents stop when told; other managers may still need them.
         let alone = match &mut self.shared {
@@ -504,9 +495,7 @@ impl Service {
     }
 
     fn all_finished(&self) -> bool {
-        self.hosts.iter().all(|h| h.finished)
-            && self.outstanding.is_empty()
-            && self.book.manager().pending() == 0
+        self.hosts.iter().all(|h| h.finished) && !self.desk.waiting(self.book.manager())
     }
 
     fn host_id(&self, name: &str) -> Option<HostId> {
@@ -545,8 +534,8 @@ impl Service {
         let _ = self.client.publish(reply, protocol::encode(&answer)).await;
     }
 
-    /// An agent's message: decisions made at once (one placed host), polls sent.
-    async fn up(&mut self, m: async_nats::Message) -> Vec<Decision> {
+    /// An agent's message: what the manager's loop makes of it.
+    async fn up(&mut self, m: async_nats::Message) -> Vec<Effect> {
         let host_name = m.subject.as_str().strip_prefix("clarion.up.").unwrap_or_default();
         let Some(host) = self.host_id(host_name) else {
             self.stats.invalid += 1;
@@ -602,24 +591,21 @@ impl Service {
         }
         let key = (event, report.window.start_ns, report.group);
         let arrived = Instant::now();
-        let Ok((polls, decided)) = self.book.manager_mut().satisfied(event, host, &report) else {
-            self.stats.invalid += 1;
-            return Vec::new();
-        };
-        // Only a report that starts a decision starts its clock (a late one
-        // for a decided window starts nothing, and must leave nothing behind).
-        if !polls.is_empty() || decided.is_some() {
-            self.first_report.entry(key).or_insert(arrived);
+        let mut effects = Vec::new();
+        let manager = self.book.manager_mut();
+        match self
+            .desk
+            .satisfied(manager, host, event, &report, decided_ns, &mut effects)
+        {
+            Err(_) => self.stats.invalid += 1,
+            // Only a report that starts a decision starts its clock (a late
+            // one for a decided window starts nothing, and must leave nothing behind).
+            Ok(true) => {
+                self.first_report.entry(key).or_insert(arrived);
+            }
+            Ok(false) => {}
         }
-        // The window was decided when the first host closed it (packet time).
-        if decided_ns > 0 && (!polls.is_empty() || decided.is_some() || self.decided_at.contains_key(&key)) {
-            let at = self.decided_at.entry(key).or_insert(decided_ns);
-            *at = (*at).min(decided_ns);
-        }
-        for p in polls {
-            self.send_poll(p);
-        }
-        decided.into_iter().collect()
+        effects
     }
 
     /// Tracks the latest window seen; the first one after a restart shows the gap.
@@ -636,13 +622,6 @@ impl Service {
             }
         }
         self.windows_to_ns = self.windows_to_ns.max(end_ns);
-    }
-
-    fn send_poll(&mut self, p: Poll) {
-        let key = (p.event, p.window_start_ns, p.group);
-        *self.outstanding.entry(key).or_default() += 1;
-        self.stats.polls += 1;
-        self.to_poll[p.host].push(p);
     }
 
     /// Sends the waiting polls: one request per host and batch.
@@ -677,42 +656,28 @@ impl Service {
         }
     }
 
-    fn outcome(&mut self, o: PollOutcome) -> Option<Decision> {
-        let key = (o.poll.event, o.poll.window_start_ns, o.poll.group);
+    /// A poll's outcome, for the manager's loop.
+    fn outcome(&mut self, o: PollOutcome) -> Vec<Effect> {
         let host = o.poll.host;
-        let left = self.outstanding.get_mut(&key).map(|n| {
-            *n = n.saturating_sub(1);
-            *n
-        });
-        let decided = match o.answer {
+        let mut effects = Vec::new();
+        let manager = self.book.manager_mut();
+        match o.answer {
             Some(Answer::Values(v)) => {
                 self.hosts[host].answered += 1;
                 self.hosts[host].last_seen = Some(Instant::now());
-                self.book.manager_mut().answer(&o.poll, v).ok().flatten()
+                self.desk.answered(manager, &o.poll, v, &mut effects);
             }
-            Some(Answer::Gone) => {
-                self.stats.gone += 1;
-                self.missed(host, key.1);
-                None
+            other => {
+                match other {
+                    Some(Answer::Gone) => self.stats.gone += 1,
+                    None => self.stats.poll_timeouts += 1,
+                    _ => {}
+                }
+                self.desk.unanswered(manager, &o.poll, &mut effects);
+                self.missed(host, o.poll.window_start_ns);
             }
-            Some(Answer::UnknownEvent) => {
-                self.missed(host, key.1);
-                None
-            }
-            None => {
-                self.stats.poll_timeouts += 1;
-                self.missed(host, key.1);
-                None
-            }
-        };
-        if decided.is_some() || left == Some(0) {
-            self.outstanding.remove(&key);
         }
-        decided.or_else(|| {
-            (left == Some(0))
-                .then(|| self.book.manager_mut().expire(key.0, key.1, key.2))
-                .flatten()
-        })
+        effects
     }
 
     fn missed(&mut self, host: HostId, window_start_ns: u64) {
@@ -729,20 +694,69 @@ impl Service {
         m.last_ns = m.last_ns.max(window_start_ns);
     }
 
-    async fn emit(&mut self, d: Decision, on_report: &mut dyn FnMut(&Report)) {
-        self.stats.decisions += 1;
-        if !d.missing.is_empty() {
-            self.stats.partial += 1;
+    /// Carries out the manager loop's effects: polls wait for
+    /// [`Service::flush_polls`], drill-down instances go to their hosts,
+    /// fired reports out.
+    async fn carry(&mut self, effects: Vec<Effect>, on_report: &mut dyn FnMut(&Report)) {
+        for effect in effects {
+            match effect {
+                Effect::Poll(p) => self.to_poll[p.host].push(p),
+                Effect::Install {
+                    event,
+                    start_ns,
+                    end_ns,
+                    ..
+                } => {
+                    self.book.set_span(event, start_ns, end_ns);
+                    for h in self.book.hosts_of(event) {
+                        if let Some(t) = self.book.trigger(event, h) {
+                            self.send_control(h, &Control::Install(t)).await;
+                        }
+                    }
+                }
+                Effect::Extend { event, hosts, end_ns } => {
+                    self.book.set_end(event, end_ns);
+                    let c = Control::Extend {
+                        event: event as u64,
+                        end_ns,
+                    };
+                    for h in hosts {
+                        self.send_control(h, &c).await;
+                    }
+                }
+                Effect::Remove { event, hosts } => {
+                    self.book.forget_span(event);
+                    for h in hosts {
+                        self.send_control(h, &Control::Remove { event: event as u64 })
+                            .await;
+                    }
+                }
+                Effect::Decided {
+                    event, window, group, ..
+                } => self.note_decision(event, window, group),
+                Effect::Report(r) => {
+                    on_report(&r);
+                    let json = r.to_json().to_string();
+                    if let Some(tx) = &self.reports {
+                        // No subscriber is not an error.
+                        let _ = tx.send(json.clone());
+                    }
+                    let _ = self.client.publish(protocol::EVENTS, json.into()).await;
+                }
+            }
         }
-        // The latency is kept for every decision, fired or not.
-        if let Some(t) = self.first_report.remove(&(d.event, d.window.start_ns, d.group)) {
+    }
+
+    /// A decision's latencies (every decision's, fired or not).
+    fn note_decision(&mut self, event: EventId, window: clarion_report::Window, group: GroupKey) {
+        if let Some(t) = self.first_report.remove(&(event, window.start_ns, group)) {
             if self.stats.decision_latency.len() == LATENCIES_KEPT {
                 self.stats.decision_latency.pop_front();
             }
             self.stats.decision_latency.push_back(t.elapsed());
         }
         let since_end = crate::wall_ns()
-            .checked_sub(d.window.end_ns)
+            .checked_sub(window.end_ns)
             .map(Duration::from_nanos);
         if let Some(since_end) = since_end.filter(|d| d.as_secs() < 3600) {
             if self.stats.window_to_decision.len() == LATENCIES_KEPT {
@@ -750,83 +764,17 @@ impl Service {
             }
             self.stats.window_to_decision.push_back(since_end);
         }
-        let key = (d.event, d.window.start_ns, d.group);
-        let decided_ns = self.decided_at.remove(&key).unwrap_or(d.window.end_ns);
-        if d.report.is_some() {
-            self.drill(&d, decided_ns).await;
-        }
-        if let Some(r) = d.report {
-            self.stats.fired += 1;
-            self.held.insert(key, r);
-        }
-        self.release(Some(d.event), on_report).await;
-    }
-
-    /// Writes and publishes the held reports of `event` (every event's with
-    /// `None`) whose windows start before its oldest undecided one.
-    async fn release(&mut self, event: Option<EventId>, on_report: &mut dyn FnMut(&Report)) {
-        let manager = self.book.manager();
-        let ready: Vec<Key> = self
-            .held
-            .keys()
-            .filter(|k| event.is_none_or(|e| k.0 == e))
-            .filter(|k| manager.oldest_pending(k.0).is_none_or(|oldest| k.1 < oldest))
-            .copied()
-            .collect();
-        for k in ready {
-            let Some(r) = self.held.remove(&k) else { continue };
-            on_report(&r);
-            let json = r.to_json().to_string();
-            if let Some(tx) = &self.reports {
-                // No subscriber is not an error.
-                let _ = tx.send(json.clone());
-            }
-            let _ = self.client.publish(protocol::EVENTS, json.into()).await;
-        }
-    }
-
-    /// Installs or extends the drill-down instances a fired decision asks for.
-    async fn drill(&mut self, d: &Decision, decided_ns: u64) {
-        for action in self.book.manager_mut().drill(d, decided_ns) {
-            match action {
-                DrillAction::Install {
-                    event,
-                    start_ns,
-                    end_ns,
-                    ..
-                } => {
-                    self.book.set_span(event, start_ns, end_ns);
-                    self.stats.instances += 1;
-                    for h in self.book.hosts_of(event) {
-                        if let Some(t) = self.book.trigger(event, h) {
-                            self.send_control(h, &Control::Install(t)).await;
-                        }
-                    }
-                }
-                DrillAction::Extend { event, end_ns } => {
-                    self.book.set_end(event, end_ns);
-                    for h in self.book.hosts_of(event) {
-                        let c = Control::Extend {
-                            event: event as u64,
-                            end_ns,
-                        };
-                        self.send_control(h, &c).await;
-                    }
-                }
-            }
-        }
     }
 
     /// Removes the drill-down instances whose windows all ended a while ago
     /// (their decisions are made: polls last at most the poll timeout).
-    async fn expire_instances(&mut self) {
+    async fn expire_instances(&mut self, on_report: &mut dyn FnMut(&Report)) {
         let margin = 2 * self.poll_timeout.as_nanos().min(u128::from(u64::MAX / 4)) as u64;
         let closed = self.windows_to_ns.saturating_sub(margin);
-        for (id, hosts) in self.book.expire_instances(closed) {
-            for h in hosts {
-                self.send_control(h, &Control::Remove { event: id as u64 }).await;
-            }
-        }
+        let mut effects = Vec::new();
+        self.desk
+            .expire_instances(self.book.manager_mut(), closed, &mut effects);
+        self.carry(effects, on_report).await;
     }
 
     async fn command(&mut self, c: Command) {

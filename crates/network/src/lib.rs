@@ -1,6 +1,7 @@
 //! A network on one machine: one monitor per host of an inventory and the
-//! event manager, over one stream of packets (the embedded transport's
-//! core, with no I/O: `clarion run --inventory` feeds it a capture).
+//! manager's loop (`clarion_manager::ManagerLoop`), over one stream of
+//! packets: the embedded transport, with no I/O (`clarion run --inventory`
+//! feeds it captures).
 //!
 //! Each packet goes to the monitor of the host owning its source address
 //! and to the one owning its destination (a packet between two hosts is
@@ -17,7 +18,7 @@ use std::collections::HashMap;
 
 use clarion_engine::{Counters, Monitor, MonitorConfig, Report, TriggerId, Unparsed};
 use clarion_lang::spec::{EventSpec, Scope};
-use clarion_manager::{DrillAction, EventId, Inventory, Manager, ManagerError, Poll};
+use clarion_manager::{Effect, EventId, Inventory, Manager, ManagerError, ManagerLoop, Poll};
 use clarion_wire::PacketRecord;
 use thiserror::Error;
 
@@ -64,6 +65,8 @@ struct Installed {
 #[derive(Debug)]
 pub struct Network {
     manager: Manager,
+    /// The manager's loop; polls are answered in the step that asks them.
+    desk: ManagerLoop,
     monitors: Vec<Monitor>,
     /// By name; two drill-down instances of one name may be installed at
     /// once (one ending, one starting), over windows that do not overlap.
@@ -72,8 +75,6 @@ pub struct Network {
     counters: NetworkCounters,
     /// Packet time: the largest timestamp seen (when windows are decided).
     now: u64,
-    /// The input has ended: decisions install no drill-down.
-    finished: bool,
     /// Instances ending by this were removed already (see `expire_instances`).
     expired_to: u64,
 }
@@ -95,12 +96,12 @@ impl Network {
             .collect();
         Network {
             manager: Manager::new(manager, inventory),
+            desk: ManagerLoop::new(),
             monitors,
             network_events: HashMap::new(),
             pending: Vec::new(),
             counters: NetworkCounters::default(),
             now: 0,
-            finished: false,
             expired_to: 0,
         }
     }
@@ -233,56 +234,102 @@ impl Network {
 
     /// Ends the input: every host closes its windows, and the last decisions are made.
     pub fn finish(&mut self, out: &mut Vec<Report>) {
-        self.finished = true;
+        // Nothing after this would see a drill-down's instance.
+        self.desk.end_of_input();
         for (h, m) in self.monitors.iter_mut().enumerate() {
             let mut reports = Vec::new();
             m.finish(&mut reports);
             self.pending.extend(reports.into_iter().map(|r| (h, r)));
         }
         self.route(out);
+        let mut effects = Vec::new();
+        self.desk.finish(&mut self.manager, &mut effects);
+        self.carry(effects, out);
     }
 
     /// Host reports go out; a network-wide trigger's report goes to the
-    /// manager, whose polls are answered from the hosts' kept windows.
-    /// Every satisfaction report of the step reaches the manager before
-    /// any poll is answered, as over NATS (a host's satisfaction report
-    /// leaves before its answer to a poll of the same window), so a
-    /// decision's completeness sums every satisfying host's on both
-    /// transports.
+    /// manager's loop, whose polls are answered at once from the hosts'
+    /// kept windows. Every satisfaction report of the step reaches the
+    /// manager before any poll is answered, as over NATS (a host's
+    /// satisfaction report leaves before its answer to a poll of the same
+    /// window), so a decision's completeness sums every satisfying host's
+    /// on both transports.
     fn route(&mut self, out: &mut Vec<Report>) {
-        let mut polls = Vec::new();
-        let mut decisions = Vec::new();
+        let mut effects = Vec::new();
         for (host, r) in std::mem::take(&mut self.pending) {
             let Some(event) = self.installed(&r.event, r.window.start_ns).map(|i| i.event) else {
                 out.push(r);
                 continue;
             };
-            let Ok((asked, decided)) = self.manager.satisfied(event, host, &r) else {
-                continue;
-            };
-            polls.extend(asked);
-            decisions.extend(decided);
+            // A report the manager refuses (its event just ended) decides nothing.
+            let _ = self
+                .desk
+                .satisfied(&mut self.manager, host, event, &r, self.now, &mut effects);
         }
-        for poll in polls {
-            let values = self.answer(&poll);
-            self.counters.polls += 1;
-            if let Ok(Some(d)) = self.manager.answer(&poll, values) {
-                decisions.push(d);
-            }
+        self.carry(effects, out);
+        // Only when windows closed since the last expiry.
+        let closed_to = self.monitors.iter().map(Monitor::closed_to).min().unwrap_or(0);
+        if closed_to > self.expired_to {
+            self.expired_to = closed_to;
+            let mut effects = Vec::new();
+            self.desk
+                .expire_instances(&mut self.manager, closed_to, &mut effects);
+            self.carry(effects, out);
         }
-        for d in decisions {
-            self.counters.decisions += 1;
-            if !self.finished {
-                for action in self.manager.drill(&d, self.now) {
-                    self.apply(action);
+    }
+
+    /// Carries out the manager loop's effects, and those they cause, in order.
+    fn carry(&mut self, effects: Vec<Effect>, out: &mut Vec<Report>) {
+        let mut queue = std::collections::VecDeque::from(effects);
+        let mut more = Vec::new();
+        while let Some(effect) = queue.pop_front() {
+            match effect {
+                Effect::Poll(poll) => {
+                    let values = self.answer(&poll);
+                    self.desk.answered(&mut self.manager, &poll, values, &mut more);
                 }
+                Effect::Install {
+                    event,
+                    name,
+                    local,
+                    start_ns,
+                    end_ns,
+                } => {
+                    let mut triggers = vec![None; self.monitors.len()];
+                    for (h, spec) in local {
+                        // A split instance installs wherever its parent did.
+                        if let Ok(id) = self.monitors[h].install_at(spec, start_ns, end_ns) {
+                            triggers[h] = Some(id);
+                        }
+                    }
+                    self.network_events.entry(name).or_default().push(Installed {
+                        event,
+                        triggers,
+                        start_ns,
+                        end_ns: end_ns.unwrap_or(u64::MAX),
+                    });
+                }
+                Effect::Extend { event, end_ns, .. } => {
+                    let found = self
+                        .network_events
+                        .values_mut()
+                        .flatten()
+                        .find(|i| i.event == event);
+                    if let Some(inst) = found {
+                        inst.end_ns = end_ns.unwrap_or(u64::MAX);
+                        for (m, id) in self.monitors.iter_mut().zip(&inst.triggers) {
+                            if let Some(id) = id {
+                                m.set_end(*id, end_ns);
+                            }
+                        }
+                    }
+                }
+                Effect::Remove { event, .. } => self.remove_instance(event),
+                Effect::Decided { .. } => {}
+                Effect::Report(r) => out.push(r),
             }
-            if let Some(r) = d.report {
-                self.counters.fired += 1;
-                out.push(r);
-            }
+            queue.extend(more.drain(..));
         }
-        self.expire_instances();
     }
 
     /// The installed event named `name` covering the window starting at `window_start_ns`.
@@ -293,74 +340,21 @@ impl Network {
             .find(|i| (i.start_ns..i.end_ns).contains(&window_start_ns))
     }
 
-    /// Installs or extends a drill-down instance on its hosts.
-    fn apply(&mut self, action: DrillAction) {
-        match action {
-            DrillAction::Install {
-                event,
-                name,
-                local,
-                start_ns,
-                end_ns,
-            } => {
-                let mut triggers = vec![None; self.monitors.len()];
-                for (h, spec) in local {
-                    // A split instance installs wherever its parent did.
-                    if let Ok(id) = self.monitors[h].install_at(spec, start_ns, end_ns) {
-                        triggers[h] = Some(id);
-                    }
-                }
-                self.counters.drill_downs += 1;
-                self.network_events.entry(name).or_default().push(Installed {
-                    event,
-                    triggers,
-                    start_ns,
-                    end_ns: end_ns.unwrap_or(u64::MAX),
-                });
-            }
-            DrillAction::Extend { event, end_ns } => {
-                let Some(inst) = self
-                    .network_events
-                    .values_mut()
-                    .flatten()
-                    .find(|i| i.event == event)
-                else {
-                    return;
-                };
-                inst.end_ns = end_ns.unwrap_or(u64::MAX);
-                for (m, id) in self.monitors.iter_mut().zip(&inst.triggers) {
-                    if let Some(id) = id {
-                        m.set_end(*id, end_ns);
-                    }
-                }
-                self.counters.drill_downs_extended += 1;
-            }
-        }
-    }
-
-    /// Removes the instances whose last window every host has closed.
-    fn expire_instances(&mut self) {
-        // Runs after every packet's routing: only when windows closed since.
-        let closed_to = self.monitors.iter().map(Monitor::closed_to).min().unwrap_or(0);
-        if closed_to <= self.expired_to {
-            return;
-        }
-        self.expired_to = closed_to;
-        for (event, _) in self.manager.drill_expired(closed_to) {
-            for list in self.network_events.values_mut() {
-                let Some(at) = list.iter().position(|i| i.event == event) else {
-                    continue;
-                };
-                let inst = list.remove(at);
-                for (m, id) in self.monitors.iter_mut().zip(inst.triggers) {
-                    if let Some(id) = id {
-                        // Gone already only if removed by hand.
-                        let _ = m.remove(id);
-                    }
+    /// Removes a drill-down instance's triggers from its hosts.
+    fn remove_instance(&mut self, event: EventId) {
+        for list in self.network_events.values_mut() {
+            let Some(at) = list.iter().position(|i| i.event == event) else {
+                continue;
+            };
+            let inst = list.remove(at);
+            for (m, id) in self.monitors.iter_mut().zip(inst.triggers) {
+                if let Some(id) = id {
+                    // Gone already only if removed by hand.
+                    let _ = m.remove(id);
                 }
             }
-            self.network_events.retain(|_, list| !list.is_empty());
         }
+        self.network_events.retain(|_, list| !list.is_empty());
     }
 
     /// A host's values for a poll: its group's aggregates in the window, or
@@ -387,6 +381,14 @@ impl Network {
     }
 
     pub fn counters(&self) -> NetworkCounters {
-        self.counters
+        let l = self.desk.counters();
+        NetworkCounters {
+            decisions: l.decisions,
+            fired: l.fired,
+            polls: l.polls,
+            drill_downs: l.instances,
+            drill_downs_extended: l.extended,
+            ..self.counters
+        }
     }
 }
