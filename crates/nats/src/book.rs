@@ -92,6 +92,8 @@ impl EventBook {
             }
             Err(d) => return Err(d.render("store", source, false)),
         };
+        // As the API checks it: an event edited into the store gets no further.
+        Self::servable(&spec, true).map_err(|e| e.to_string())?;
         self.manager.install_as(id, &spec).map_err(|e| e.to_string())?;
         self.sources.insert(
             id,

@@ -8,6 +8,14 @@
 //! The source, not a serialized spec, is what is kept: it is what the
 //! operator wrote, and it is checked again by the language of the version
 //! that reads it.
+//!
+//! A missing file is created with the schema (a first start). An existing
+//! file must already be a store: one that is empty, or an SQLite database
+//! without the store's tables, is refused ([`StoreError::NoSchema`]) unless
+//! opened with [`Store::init`], which creates them; a file that is not
+//! SQLite, or a database holding other tables or tables of another shape,
+//! is refused either way ([`StoreError::Foreign`]): a mistyped path never
+//! turns someone else's file into an empty store.
 
 use std::path::Path;
 
@@ -22,8 +30,31 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    #[error("event store {path}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("event store {path} was written by a newer Clarion (schema {found}, this one reads {known})")]
     Schema { path: String, found: i64, known: i64 },
+    #[error(
+        "event store {path} {why}; if it is meant to be the store, --init creates its tables \
+         (its events are gone), else give another --store"
+    )]
+    NoSchema { path: String, why: String },
+    #[error("{path} is not a Clarion event store: {why}; give another --store (it is left untouched)")]
+    Foreign { path: String, why: String },
+    #[error("event store {path} is damaged: {why}")]
+    Damaged { path: String, why: String },
+}
+
+impl StoreError {
+    /// Whether the operator gave the wrong file (a flag to change) rather
+    /// than the file failing to be read or written.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, StoreError::NoSchema { .. } | StoreError::Foreign { .. })
+    }
 }
 
 /// One installed event.
@@ -39,6 +70,12 @@ pub struct StoredEvent {
 
 const SCHEMA: i64 = 1;
 
+/// The store's tables and their columns, in order.
+const TABLES: [(&str, &[&str]); 2] = [
+    ("events", &["id", "name", "source", "added_ns"]),
+    ("meta", &["key", "value"]),
+];
+
 /// See the crate documentation.
 #[derive(Debug)]
 pub struct Store {
@@ -47,14 +84,31 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store at `path`.
+    /// Opens the store at `path`, creating it if there is no file there;
+    /// an existing file without the store's tables is refused.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::open_with(path, false)
+    }
+
+    /// Opens the store at `path`, also creating its tables in an existing
+    /// file that lacks them, if it holds nothing else (`--init`).
+    pub fn init(path: &Path) -> Result<Store, StoreError> {
+        Store::open_with(path, true)
+    }
+
+    fn open_with(path: &Path, init: bool) -> Result<Store, StoreError> {
         let name = path.display().to_string();
+        // Checked before SQLite opens it, which would create it.
+        let fresh = match std::fs::metadata(path) {
+            Ok(_) => false,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(source) => return Err(StoreError::Io { path: name, source }),
+        };
         let conn = Connection::open(path).map_err(|source| StoreError::Sqlite {
             path: name.clone(),
             source,
         })?;
-        Store::init(conn, name)
+        Store::ready(conn, name, fresh || init)
     }
 
     /// A store that lives as long as the value (tests, `--no-store`).
@@ -63,21 +117,32 @@ impl Store {
             path: ":memory:".into(),
             source,
         })?;
-        Store::init(conn, ":memory:".into())
+        Store::ready(conn, ":memory:".into(), true)
     }
 
-    fn init(conn: Connection, path: String) -> Result<Store, StoreError> {
+    /// Checks what the file holds before writing anything to it, then
+    /// creates the missing tables when `create` allows.
+    fn ready(conn: Connection, path: String, create: bool) -> Result<Store, StoreError> {
         let s = Store { conn, path };
         let found: i64 = s
             .conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| s.err(e))?;
+            .map_err(|e| s.read_err(e))?;
         if found > SCHEMA {
             return Err(StoreError::Schema {
                 path: s.path,
                 found,
                 known: SCHEMA,
             });
+        }
+        let missing = s.check_tables()?;
+        if !missing.is_empty() && !create {
+            let why = if missing.len() == TABLES.len() {
+                "is empty (it has none of the store's tables)".to_string()
+            } else {
+                format!("lacks its table(s) {}", missing.join(", "))
+            };
+            return Err(StoreError::NoSchema { path: s.path, why });
         }
         s.conn
             .execute_batch(
@@ -96,6 +161,68 @@ impl Store {
             )
             .map_err(|e| s.err(e))?;
         Ok(s)
+    }
+
+    /// The store's tables the file lacks; an error when it holds anything
+    /// else (another program's tables, views or indexes) or a table of the
+    /// store's name with other columns.
+    fn check_tables(&self) -> Result<Vec<&'static str>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")
+            .map_err(|e| self.read_err(e))?;
+        let objects = st
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.read_err(e))?;
+        let others: Vec<String> = objects
+            .iter()
+            .filter(|(kind, name)| !(kind == "table" && TABLES.iter().any(|(t, _)| t == name)))
+            .map(|(kind, name)| format!("{kind} {name}"))
+            .collect();
+        if !others.is_empty() {
+            return Err(StoreError::Foreign {
+                path: self.path.clone(),
+                why: format!("it is an SQLite database holding {}", others.join(", ")),
+            });
+        }
+        let mut missing = Vec::new();
+        for (table, columns) in TABLES {
+            if !objects.iter().any(|(_, name)| name == table) {
+                missing.push(table);
+                continue;
+            }
+            let mut st = self
+                .conn
+                .prepare(&format!("PRAGMA table_info({table})"))
+                .map_err(|e| self.read_err(e))?;
+            let found = st
+                .query_map([], |r| r.get::<_, String>(1))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| self.read_err(e))?;
+            if found != columns {
+                return Err(StoreError::Foreign {
+                    path: self.path.clone(),
+                    why: format!(
+                        "its table {table} has columns ({}), the store's has ({})",
+                        found.join(", "),
+                        columns.join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(missing)
+    }
+
+    /// A read's error: a file SQLite does not recognise is foreign.
+    fn read_err(&self, source: rusqlite::Error) -> StoreError {
+        match source.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => StoreError::Foreign {
+                path: self.path.clone(),
+                why: "it is not an SQLite database".into(),
+            },
+            _ => self.err(source),
+        }
     }
 
     fn err(&self, source: rusqlite::Error) -> StoreError {
@@ -117,15 +244,41 @@ impl Store {
             .map_err(|e| self.err(e))?;
         let rows = st
             .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.damaged_or(e))?;
+        // Ids and times are never negative here; one that is was edited in.
+        rows.into_iter()
+            .map(|(id, name, source, added_ns)| {
+                let damaged = |what: &str| StoreError::Damaged {
+                    path: self.path.clone(),
+                    why: format!("event `{name}` has a negative {what}"),
+                };
                 Ok(StoredEvent {
-                    id: r.get::<_, i64>(0)? as u64,
-                    name: r.get(1)?,
-                    source: r.get(2)?,
-                    added_ns: r.get::<_, i64>(3)? as u64,
+                    id: u64::try_from(id).map_err(|_| damaged("id"))?,
+                    added_ns: u64::try_from(added_ns).map_err(|_| damaged("time"))?,
+                    name,
+                    source,
                 })
             })
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+            .collect()
+    }
+
+    /// A row's value of the wrong type (NULL, text for a number) is damage.
+    fn damaged_or(&self, source: rusqlite::Error) -> StoreError {
+        match source {
+            rusqlite::Error::InvalidColumnType(_, column, kind) => StoreError::Damaged {
+                path: self.path.clone(),
+                why: format!("a row has {kind} in column {column}"),
+            },
+            other => self.err(other),
+        }
     }
 
     /// Adds an event, or replaces the one with its id; another event's name is refused.
@@ -170,8 +323,14 @@ impl Store {
                 r.get(0)
             })
             .optional()
-            .map_err(|e| self.err(e))?;
-        Ok(v.map(|v| v as u64))
+            .map_err(|e| self.damaged_or(e))?;
+        v.map(|v| {
+            u64::try_from(v).map_err(|_| StoreError::Damaged {
+                path: self.path.clone(),
+                why: format!("its number {key} is negative"),
+            })
+        })
+        .transpose()
     }
 }
 
@@ -223,11 +382,115 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_is_not_sqlite_is_an_error() {
+    fn a_file_that_is_not_sqlite_is_refused_even_with_init() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("junk");
-        std::fs::write(&path, b"this is not a database, just some text long enough").expect("write");
+        for text in [
+            &b"this is not a database, just some text long enough"[..],
+            b"x\n",
+            &[0u8; 4096],
+        ] {
+            let path = dir.path().join("junk");
+            std::fs::write(&path, text).expect("write");
+            for open in [Store::open, Store::init] {
+                let e = open(&path).expect_err("refused");
+                assert!(matches!(e, StoreError::Foreign { .. }), "{e}");
+                assert!(
+                    e.to_string().contains("junk") && e.to_string().contains("not an SQLite"),
+                    "{e}"
+                );
+                assert!(e.is_usage());
+            }
+            assert_eq!(std::fs::read(&path).expect("read"), text, "left untouched");
+        }
+    }
+
+    #[test]
+    fn an_empty_file_needs_init() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.sqlite");
+        std::fs::write(&path, b"").expect("write");
         let e = Store::open(&path).expect_err("refused");
-        assert!(e.to_string().contains("junk"), "{e}");
+        assert!(matches!(e, StoreError::NoSchema { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("m.sqlite") && text.contains("is empty") && text.contains("--init"),
+            "{text}"
+        );
+        assert_eq!(
+            std::fs::metadata(&path).expect("meta").len(),
+            0,
+            "nothing written"
+        );
+        let s = Store::init(&path).expect("init creates the tables");
+        s.put(&ev(1, "a")).expect("put");
+        drop(s);
+        let s = Store::open(&path).expect("a store now");
+        assert_eq!(s.events().expect("events"), vec![ev(1, "a")]);
+    }
+
+    #[test]
+    fn a_missing_table_needs_init_and_another_database_is_never_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A store whose events table was dropped.
+        let path = dir.path().join("m.sqlite");
+        Store::open(&path)
+            .and_then(|s| s.put(&ev(1, "a")).map(|()| s))
+            .expect("a store");
+        Connection::open(&path)
+            .and_then(|c| c.execute_batch("DROP TABLE events;"))
+            .expect("drop");
+        let e = Store::open(&path).expect_err("refused");
+        assert!(e.to_string().contains("lacks its table(s) events"), "{e}");
+        let s = Store::init(&path).expect("init recreates it");
+        assert!(s.events().expect("events").is_empty());
+
+        // Another program's database.
+        let other = dir.path().join("other.db");
+        Connection::open(&other)
+            .and_then(|c| c.execute_batch("CREATE TABLE users (id INTEGER, name TEXT);"))
+            .expect("write");
+        let before = std::fs::read(&other).expect("read");
+        for open in [Store::open, Store::init] {
+            let e = open(&other).expect_err("refused");
+            assert!(matches!(e, StoreError::Foreign { .. }), "{e}");
+            assert!(e.to_string().contains("table users"), "{e}");
+        }
+        assert_eq!(std::fs::read(&other).expect("read"), before, "left untouched");
+
+        // A table of the store's name and another shape.
+        let shaped = dir.path().join("shaped.db");
+        Connection::open(&shaped)
+            .and_then(|c| c.execute_batch("CREATE TABLE events (id INTEGER, what TEXT);"))
+            .expect("write");
+        let e = Store::init(&shaped).expect_err("refused");
+        assert!(e.to_string().contains("has columns (id, what)"), "{e}");
+    }
+
+    #[test]
+    fn damaged_rows_are_errors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.sqlite");
+        let s = Store::open(&path).expect("a store");
+        s.conn
+            .execute_batch("INSERT INTO events VALUES (-1, 'a', 'event a', 0);")
+            .expect("insert");
+        let e = s.events().expect_err("a negative id");
+        assert!(
+            matches!(e, StoreError::Damaged { .. }) && e.to_string().contains("negative id"),
+            "{e}"
+        );
+        s.conn
+            .execute_batch("UPDATE events SET id = 1, added_ns = 'x';")
+            .expect("update");
+        let e = s.events().expect_err("text for a time");
+        assert!(
+            matches!(e, StoreError::Damaged { .. }) && e.to_string().contains("added_ns"),
+            "{e}"
+        );
+        s.set_meta("alive_ns", 5).expect("meta");
+        s.conn
+            .execute_batch("UPDATE meta SET value = -5;")
+            .expect("update");
+        assert!(matches!(s.meta("alive_ns"), Err(StoreError::Damaged { .. })));
     }
 }
