@@ -4,7 +4,7 @@
 //! of what the input holds, and answers with a [`Step`]: a packet (where its
 //! data lies and how long the record is), a record to skip, or "I need at
 //! least N bytes". It never reads and never allocates per packet, so the
-//! same code serves a memory-mapped file (where "need more" means the file
+//! same code serves a capture in memory (where "need more" means the file
 //! is truncated) and a pipe (where it means "read more").
 
 use std::ops::Range;

@@ -9,17 +9,25 @@ use std::io;
 use std::path::PathBuf;
 
 /// Why a capture could not be read (further).
+///
+/// An OS error's text is part of the message and not also its
+/// [`source`](std::error::Error::source), so a chain printed in full
+/// (`anyhow`'s `{:#}`) says it once.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
-    #[error("cannot open {}: {source}", path.display())]
-    Open { path: PathBuf, source: io::Error },
+    #[error("cannot open {}: {error}", path.display())]
+    Open { path: PathBuf, error: io::Error },
 
-    #[error("read error {} at byte offset {byte_offset}: {source}", after(*packet_index))]
+    #[error("read error {} at byte offset {byte_offset}: {error}", after(*packet_index))]
     Read {
         packet_index: u64,
         byte_offset: u64,
-        source: io::Error,
+        error: io::Error,
     },
+
+    /// An error met while reading a file opened by path, naming it.
+    #[error("{}: {error}", path.display())]
+    File { path: PathBuf, error: Box<CaptureError> },
 
     #[error("not a capture file: {0}")]
     NotCapture(NotCapture),
@@ -56,13 +64,22 @@ impl CaptureError {
     /// Whether the source stops after this error (every error but a
     /// per-interface unsupported link type).
     pub fn is_fatal(&self) -> bool {
-        !matches!(
-            self,
+        match self {
             CaptureError::UnsupportedLinkType {
                 packet_index: Some(_),
                 ..
-            }
-        )
+            } => false,
+            CaptureError::File { error, .. } => error.is_fatal(),
+            _ => true,
+        }
+    }
+
+    /// The error without the file it was met in ([`CaptureError::File`]'s inner one).
+    pub fn in_file(&self) -> &CaptureError {
+        match self {
+            CaptureError::File { error, .. } => error.in_file(),
+            other => other,
+        }
     }
 }
 
@@ -336,5 +353,36 @@ mod tests {
             e.to_string(),
             "capture corrupt before the first packet at byte offset 0: unsupported pcap version 3.0"
         );
+        let e = CaptureError::File {
+            path: "/srv/a.pcap".into(),
+            error: Box::new(e),
+        };
+        assert_eq!(
+            e.to_string(),
+            "/srv/a.pcap: capture corrupt before the first packet at byte offset 0: unsupported pcap version 3.0"
+        );
+        assert!(e.is_fatal() && matches!(e.in_file(), CaptureError::Corrupt { .. }));
+    }
+
+    /// An OS error is said once when the chain is printed in full (`{:#}`):
+    /// in the message, not again as the source.
+    #[test]
+    fn os_errors_are_said_once() {
+        let os = || io::Error::from_raw_os_error(19);
+        let errors = [
+            CaptureError::Open {
+                path: "/x.pcap".into(),
+                error: os(),
+            },
+            CaptureError::Read {
+                packet_index: 3,
+                byte_offset: 90,
+                error: os(),
+            },
+        ];
+        for e in errors {
+            assert!(e.to_string().ends_with(&os().to_string()), "{e}");
+            assert!(std::error::Error::source(&e).is_none(), "{e}");
+        }
     }
 }

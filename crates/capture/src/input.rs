@@ -1,5 +1,5 @@
-//! Where a reader's bytes come from: memory (a mapped or loaded file, a
-//! slice) or a stream (stdin, a pipe) copied into one reusable buffer.
+//! Where a reader's bytes come from: memory (a loaded file, a slice) or a
+//! stream (a file, stdin, a pipe) copied into one reusable buffer.
 
 use std::io::{self, Read};
 
@@ -69,10 +69,17 @@ pub(crate) struct StreamInput<R> {
     end: usize,
     offset: u64, // input offset of buf[start]
     eof: bool,
+    total: Option<u64>, // a regular file's size when opened: ending before it means it shrank
 }
 
 impl<R: Read> StreamInput<R> {
     pub fn new(reader: R) -> Self {
+        Self::with_total(reader, None)
+    }
+
+    /// A stream whose length is known, such as a regular file: for
+    /// progress, and to tell a file that shrank while read from damage.
+    pub fn with_total(reader: R, total: Option<u64>) -> Self {
         StreamInput {
             reader,
             buf: Vec::new(),
@@ -80,6 +87,7 @@ impl<R: Read> StreamInput<R> {
             end: 0,
             offset: 0,
             eof: false,
+            total,
         }
     }
 }
@@ -98,7 +106,20 @@ impl<R: Read> Input for StreamInput<R> {
                 }
             }
             match self.reader.read(&mut self.buf[self.end..]) {
-                Ok(0) => self.eof = true,
+                Ok(0) => {
+                    self.eof = true;
+                    let ended = self.offset + (self.end - self.start) as u64;
+                    if let Some(size) = self.total.filter(|&size| ended < size) {
+                        // Not damage in the capture: the file lost its tail while being read.
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!(
+                                "the file ended at byte {ended} but had {size} bytes when opened: \
+                                 another process truncated it while it was read"
+                            ),
+                        ));
+                    }
+                }
                 Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -124,7 +145,7 @@ impl<R: Read> Input for StreamInput<R> {
     }
 
     fn total(&self) -> Option<u64> {
-        None
+        self.total
     }
 }
 

@@ -11,10 +11,11 @@
 //! over its backings, so the per-packet call is statically dispatched;
 //! callers that mix sources can still hold a `Box<dyn PacketSource>`.
 //!
-//! Files are memory-mapped and packets are slices of the map (see
-//! [`CaptureFile`] for the one risk that brings); streams go through one
-//! reusable buffer. Either way a packet's bytes are valid until the next
-//! call, and nothing is allocated per packet.
+//! Files, pipes and stdin are read through one reusable buffer (a file
+//! truncated while read ends like a damaged one; see [`CaptureFile`] for
+//! why not a memory map); captures in memory are read in place. Either
+//! way a packet's bytes are valid until the next call, and nothing is
+//! allocated per packet.
 //!
 //! # Formats
 //!
@@ -28,8 +29,10 @@
 //!
 //! A truncated or corrupt file is read up to the damage; then
 //! `next_packet` returns one [`CaptureError::Truncated`] or
-//! [`CaptureError::Corrupt`] naming the packet count and byte offset, and
-//! `None` after it. The only error reading goes on after is a pcapng
+//! [`CaptureError::Corrupt`] naming the packet count and byte offset (or
+//! [`CaptureError::Read`] when reading failed, or the file shrank while
+//! read), and `None` after it. A [`CaptureFile`] opened by path wraps
+//! these in [`CaptureError::File`], which names the file. The only error reading goes on after is a pcapng
 //! interface whose link type Clarion cannot parse: reported once at its
 //! first packet ([`CaptureError::is_fatal`] is false), its packets skipped.
 //!

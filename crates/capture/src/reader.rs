@@ -150,10 +150,10 @@ impl<I: Input> Reader<I> {
     }
 
     fn fill(&mut self, need: usize) -> Result<usize, CaptureError> {
-        self.input.fill(need).map_err(|source| CaptureError::Read {
+        self.input.fill(need).map_err(|error| CaptureError::Read {
             packet_index: self.next_index,
             byte_offset: self.input.offset(),
-            source,
+            error,
         })
     }
 }

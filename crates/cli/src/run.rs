@@ -194,7 +194,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
 pub fn open_capture(path: &Path) -> Result<CaptureFile, Failure> {
     CaptureFile::open(path).map_err(|e| {
         let why = match &e {
-            CaptureError::Open { source, .. } => source.to_string(),
+            CaptureError::Open { error, .. } => error.to_string(),
             other => other.to_string(),
         };
         Failure::Runtime(anyhow!("cannot read capture {}: {why}", path.display()))

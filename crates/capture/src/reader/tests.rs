@@ -309,19 +309,141 @@ fn pcapng_truncation_and_corruption() {
     };
 }
 
+/// A path for a test file, unique per process and name.
+fn temp_path(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("clarion-capture-{}-{name}", std::process::id()))
+}
+
 #[test]
-fn mapped_file_reads_like_memory() {
+fn file_reads_like_memory() {
     let (file, _) = sample_pcap(TsResolution::Nano, false);
-    let path = std::env::temp_dir().join(format!("clarion-capture-test-{}.pcap", std::process::id()));
+    let path = temp_path("whole.pcap");
     std::fs::write(&path, &file).unwrap();
-    let mapped = drain(&mut crate::open(&path).unwrap());
-    let empty = std::env::temp_dir().join(format!("clarion-capture-empty-{}.pcap", std::process::id()));
+    let mut opened = crate::open(&path).unwrap();
+    let read = drain(&mut opened);
+    let stats = opened.stats();
+    let empty = temp_path("empty.pcap");
     std::fs::write(&empty, b"").unwrap();
     let e = CaptureFile::open(&empty).unwrap_err();
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&empty);
-    assert_eq!(mapped, drain(&mut SliceReader::new(&file).unwrap()));
+    assert_eq!(read, drain(&mut SliceReader::new(&file).unwrap()));
+    assert_eq!(
+        stats.bytes_total,
+        Some(file.len() as u64),
+        "a regular file's size is known"
+    );
+    assert_eq!(stats.bytes_read, file.len() as u64);
     assert_eq!(e.to_string(), "not a capture file: the file is empty");
+}
+
+/// A capture of `n` packets of 1,000 bytes: far more than one read's worth.
+fn big_pcap(n: u32) -> Vec<u8> {
+    let mut w = PcapWriter::new(Vec::new(), LinkType::Ethernet, TsResolution::Nano).unwrap();
+    for i in 0..n {
+        let data = vec![i as u8; 1000];
+        w.write_packet(1_700_000_000_000_000_000 + u64::from(i) * 1000, &data, 1000)
+            .unwrap();
+    }
+    w.into_inner().unwrap()
+}
+
+/// Issue 18: a file truncated while read was memory-mapped and killed the
+/// process with SIGBUS. Read, it ends with an error naming the file, the
+/// packet and the offset, after every packet before the cut.
+#[test]
+fn file_truncated_while_read_ends_with_an_error_naming_it() {
+    let bytes = big_pcap(3000); // 3 MB: the cut lies many reads ahead
+    let path = temp_path("shrinking.pcap");
+    std::fs::write(&path, &bytes).unwrap();
+    let mut src = crate::open(&path).unwrap();
+    let first = src
+        .next_packet()
+        .unwrap()
+        .map(|p| p.index)
+        .map_err(|e| e.to_string());
+    let cut = bytes.len() / 2 + 7; // inside a record
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(cut as u64)
+        .unwrap();
+    let rest = drain(&mut src);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(first, Ok(0));
+    let (last, packets) = rest.split_last().unwrap();
+    let whole = drain(&mut SliceReader::new(&bytes).unwrap());
+    assert_eq!(
+        packets,
+        &whole[1..=packets.len()],
+        "the packets before the cut, intact"
+    );
+    let n = packets.len() + 1; // with the first
+    let at = 24 + 1016 * n; // where packet n's record starts
+    assert!(at < cut && cut < at + 1016, "the cut is in packet {n}'s record");
+    let err = last.clone().unwrap_err();
+    assert_eq!(
+        err,
+        format!(
+            "{}: read error after packet {n} at byte offset {at}: the file ended at byte {cut} \
+             but had {} bytes when opened: another process truncated it while it was read",
+            path.display(),
+            bytes.len()
+        )
+    );
+    assert!(src.next_packet().is_none(), "the error is the last item");
+}
+
+/// Issue 18: FIFOs, `<(…)` and `/dev/stdin` were refused as "the file is
+/// empty" (a map of a pipe has length 0). What the path opens decides:
+/// here `/proc/self/fd/N` of a pipe, a FIFO by `fstat`.
+#[test]
+fn a_pipe_by_path_is_read_as_a_stream() {
+    let bytes = big_pcap(700); // more than one read
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let fed = bytes.clone();
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        writer.write_all(&fed).unwrap();
+    });
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&reader));
+    let mut src = CaptureFile::open(std::path::Path::new(&path)).unwrap();
+    drop(reader); // the path opened its own descriptor of the pipe
+    let got = drain(&mut src);
+    feeder.join().unwrap();
+    assert_eq!(got, drain(&mut SliceReader::new(&bytes).unwrap()));
+    let stats = src.stats();
+    assert_eq!((stats.bytes_total, stats.bytes_read), (None, bytes.len() as u64));
+}
+
+#[test]
+fn a_directory_is_refused_at_open() {
+    let e = CaptureFile::open(&std::env::temp_dir()).unwrap_err();
+    assert!(
+        matches!(e, CaptureError::Open { .. }) && e.to_string().ends_with(": it is a directory"),
+        "{e}"
+    );
+}
+
+/// Damage met in a file opened by path names the file; the packets before
+/// it are returned as from memory.
+#[test]
+fn damage_in_a_file_names_it() {
+    let (file, _) = sample_pcap(TsResolution::Micro, false);
+    let cut = &file[..file.len() - 3];
+    let path = temp_path("cut.pcap");
+    std::fs::write(&path, cut).unwrap();
+    let got = drain(&mut crate::open(&path).unwrap());
+    let _ = std::fs::remove_file(&path);
+    let want = drain(&mut SliceReader::new(cut).unwrap());
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got[..got.len() - 1], want[..want.len() - 1]);
+    let (got, want) = (got.last().unwrap(), want.last().unwrap());
+    assert_eq!(
+        got.clone().unwrap_err(),
+        format!("{}: {}", path.display(), want.clone().unwrap_err())
+    );
 }
 
 proptest! {
