@@ -13,12 +13,13 @@ pub enum LiveError {
          CAP_NET_RAW and CAP_NET_ADMIN (setcap cap_net_raw,cap_net_admin+ep $(which clarion))"
     )]
     Permission { interface: String, what: &'static str },
-    #[error("cannot {what} on {interface}: {source}")]
+    /// The OS error's text is in the message, so it is not also the
+    /// error's source: a chain printed in full (`{:#}`) says it once.
+    #[error("cannot {what} on {interface}: {error}")]
     Io {
         interface: String,
         what: &'static str,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     #[error("interface {interface} has link type {arphrd} (from /sys/class/net/{interface}/type), which Clarion cannot parse; supported: Ethernet, loopback, raw IP (tun)")]
     LinkType { interface: String, arphrd: u32 },
@@ -44,8 +45,34 @@ impl LiveError {
             _ => LiveError::Io {
                 interface: interface.to_string(),
                 what,
-                source: e,
+                error: e,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 18: "No such device (os error 19): No such device (os error 19)".
+    #[test]
+    fn an_os_error_is_said_once_in_the_chain() {
+        for errno in [libc::ENODEV, libc::EIO, libc::ENETDOWN] {
+            let os = io::Error::from_raw_os_error(errno).to_string();
+            let e = LiveError::os("eth9", "bind", io::Error::from_raw_os_error(errno));
+            let mut chain = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                chain.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            assert!(chain.matches(&os).count() <= 1, "{chain}");
+        }
+        let e = LiveError::os("eth9", "bind", io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(
+            e.to_string(),
+            format!("cannot bind on eth9: {}", io::Error::from_raw_os_error(libc::EIO))
+        );
     }
 }

@@ -80,13 +80,10 @@ pub enum XdpError {
     #[error("registering the socket for queue {queue} in the XSKMAP failed: {reason}")]
     Map { queue: u32, reason: String },
 
-    /// Any other failed system call.
-    #[error("{op} failed: {source}")]
-    Sys {
-        op: &'static str,
-        #[source]
-        source: io::Error,
-    },
+    /// Any other failed system call. The OS error's text is in the
+    /// message, so it is not also the error's source (said once in a chain).
+    #[error("{op} failed: {error}")]
+    Sys { op: &'static str, error: io::Error },
 }
 
 impl XdpError {
@@ -95,7 +92,7 @@ impl XdpError {
         if is_permission(source.raw_os_error()) {
             XdpError::Permission { op, source }
         } else {
-            XdpError::Sys { op, source }
+            XdpError::Sys { op, error: source }
         }
     }
 
@@ -163,6 +160,17 @@ mod tests {
         }
         let e = XdpError::sys("bind", io::Error::from_raw_os_error(libc::EINVAL));
         assert!(!e.is_permission());
+    }
+
+    #[test]
+    fn a_failed_call_says_its_os_error_once() {
+        let e = XdpError::sys("bind", io::Error::from_raw_os_error(libc::ENODEV));
+        assert_eq!(
+            e.to_string(),
+            format!("bind failed: {}", io::Error::from_raw_os_error(libc::ENODEV))
+        );
+        // Its source would repeat the text in `{:#}` and in chain_message.
+        assert!(std::error::Error::source(&e).is_none());
     }
 
     #[test]

@@ -105,7 +105,7 @@ impl XdpProgram {
             rx_queues(&Path::new("/sys/class/net").join(interface).join("queues")).map_err(|source| {
                 XdpError::Sys {
                     op: "reading the interface's RX queues from /sys",
-                    source,
+                    error: source,
                 }
             })?;
 

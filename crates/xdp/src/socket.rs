@@ -278,7 +278,7 @@ impl Io {
         };
         let bad_ring = || XdpError::Sys {
             op: "mapping the rings",
-            source: io::Error::other("bad ring layout"),
+            error: io::Error::other("bad ring layout"),
         };
         let (rx, mut fill) = (
             Consumer::new(rx.ok_or_else(bad_ring)?),
@@ -339,7 +339,7 @@ impl Io {
         if pfd.revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
             return Err(XdpError::Sys {
                 op: "poll",
-                source: io::Error::other("error condition on the socket"),
+                error: io::Error::other("error condition on the socket"),
             });
         }
         Ok(pfd.revents & libc::POLLIN != 0)
@@ -449,7 +449,7 @@ fn ring_len(desc_off: u64, entries: u32, entry_size: usize) -> Result<usize, Xdp
         .and_then(|o| o.checked_add((entries as usize).checked_mul(entry_size)?))
         .ok_or_else(|| XdpError::Sys {
             op: "mapping the rings",
-            source: io::Error::other("ring too large"),
+            error: io::Error::other("ring too large"),
         })
 }
 
@@ -590,7 +590,7 @@ impl Mmap {
             Ok(o) if o < self.len => Ok(unsafe { self.ptr.as_ptr().add(o) }),
             _ => Err(XdpError::Sys {
                 op: "mapping the rings",
-                source: io::Error::other("offset outside the ring"),
+                error: io::Error::other("offset outside the ring"),
             }),
         }
     }
