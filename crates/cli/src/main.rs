@@ -60,6 +60,12 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if let Some(hint) = stdout_hint(&cli.command) {
+        if stdout_closed() {
+            eprintln!("clarion: stdout is closed; {hint}");
+            return ExitCode::from(1);
+        }
+    }
     let result = match cli.command {
         Command::Run(a) => run::run(&a),
         Command::Check(a) => check::check(&a),
@@ -83,4 +89,50 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// What to do instead of writing to standard output, for a command that
+/// would; `None` for one that writes nothing there.
+fn stdout_hint(command: &Command) -> Option<&'static str> {
+    const OUTPUT: &str = "use --output FILE or redirect to /dev/null explicitly";
+    match command {
+        Command::Run(a) => a.output.is_none().then_some(OUTPUT),
+        Command::Agent(a) => a.output.is_none().then_some(OUTPUT),
+        Command::Manager(a) => a.output.is_none().then_some(OUTPUT),
+        Command::Check(a) => (!a.quiet).then_some("use --quiet or redirect to /dev/null explicitly"),
+        Command::Events(_) => Some("redirect it to a file or to /dev/null explicitly"),
+        Command::Split(_) => None,
+    }
+}
+
+/// Whether the caller closed standard output (`>&-`), which would discard
+/// every report without an error.
+///
+/// The Rust runtime reopens a closed descriptor 1 on `/dev/null` before
+/// `main`, read-write; a shell's `>/dev/null` opens it write-only. So
+/// descriptor 1 on `/dev/null` and opened read-write means closed
+/// (`1<>/dev/null` looks the same and is refused too). Linux only, like
+/// the rest: the mode is read from procfs. Anything unreadable: not closed.
+fn stdout_closed() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+
+    // fstat through a duplicate, so no `unsafe` is needed to borrow fd 1 as a File.
+    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let (Ok(out), Ok(null)) = (std::fs::File::from(fd).metadata(), std::fs::metadata("/dev/null")) else {
+        return false;
+    };
+    if (out.dev(), out.ino()) != (null.dev(), null.ino()) {
+        return false;
+    }
+    // "flags:\t0100002": the open flags in octal; O_ACCMODE is the low two bits, O_RDWR 2.
+    let Ok(info) = std::fs::read_to_string("/proc/self/fdinfo/1") else {
+        return false;
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|flags| flags & 0o3 == 0o2)
 }
