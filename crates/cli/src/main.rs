@@ -22,23 +22,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches};
 
 use args::{Cli, Command};
-
-/// How a command failed, which decides the exit status.
-#[derive(Debug)]
-pub enum Failure {
-    /// Bad usage or an invalid events file: exit 2. The message is already rendered.
-    Usage(String),
-    /// Runtime failure: exit 1.
-    Runtime(anyhow::Error),
-    /// Standard output was closed by the reader (`| head`): exit 0 quietly.
-    BrokenPipe,
-}
-
-impl From<anyhow::Error> for Failure {
-    fn from(e: anyhow::Error) -> Self {
-        Failure::Runtime(e)
-    }
-}
+pub use clarion_cmdline::Failure;
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -54,11 +38,7 @@ fn main() -> ExitCode {
         .and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {
         Ok(c) => c,
-        Err(e) => {
-            // clap prints help/version to stdout with exit 0 and usage errors with exit 2.
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
+        Err(e) => return clarion_cmdline::parse_exit(&e),
     };
     if let Some(hint) = stdout_hint(&cli.command) {
         if stdout_closed() {
@@ -74,21 +54,7 @@ fn main() -> ExitCode {
         Command::Split(a) => split::split(&a),
         Command::Events(a) => events::events(&a),
     };
-    match result {
-        Ok(code) => code,
-        Err(Failure::BrokenPipe) => ExitCode::SUCCESS,
-        Err(Failure::Usage(msg)) => {
-            eprint!("{msg}");
-            if !msg.ends_with('\n') {
-                eprintln!();
-            }
-            ExitCode::from(2)
-        }
-        Err(Failure::Runtime(e)) => {
-            eprintln!("clarion: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+    clarion_cmdline::exit("clarion", result)
 }
 
 /// What to do instead of writing to standard output, for a command that

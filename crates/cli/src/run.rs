@@ -14,8 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use clarion_capture::{CaptureError, CaptureFile, SourceStats};
 use clarion_engine::{Monitor, MonitorConfig, Report};
 use clarion_host::{
-    replay, Driver, Frames, HostError, MergedCaptures, PerHost, ReplayOptions, Replayed, Stage, Workers,
-    WorkersConfig,
+    replay, Driver, Frames, MergedCaptures, PerHost, ReplayOptions, Replayed, Stage, Workers, WorkersConfig,
 };
 use clarion_lang::spec::EventSpec;
 use clarion_network::Network;
@@ -319,12 +318,6 @@ fn replay_into<S: Frames, St: Stage + ?Sized>(
         b.finish_and_clear();
     }
     Ok(run)
-}
-
-impl From<HostError> for Failure {
-    fn from(e: HostError) -> Self {
-        Failure::Runtime(e.into())
-    }
 }
 
 pub fn write_all(sink: &mut dyn ReportSink, reports: &mut Vec<Report>) -> Result<(), Failure> {

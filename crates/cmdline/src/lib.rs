@@ -1,5 +1,10 @@
 //! What Clarion's command-line binaries (`clarion`, `clarion-lab`) share:
-//! durations as their flags take them, numbers as their summaries print them.
+//! how a command fails and what exit status that gives, durations as their
+//! flags take them, numbers as their summaries print them.
+
+mod exit;
+
+pub use exit::{exit, parse_exit, Failure};
 
 /// Parses `60s`, `500ms`, `2m`, `1h`, `250us` (a bare number: seconds) into nanoseconds.
 pub fn parse_duration(s: &str) -> Result<u64, String> {

@@ -25,35 +25,14 @@ mod gen;
 use std::process::ExitCode;
 
 use clap::Parser;
-pub(crate) use clarion_cmdline::thousands;
+pub(crate) use clarion_cmdline::{thousands, Failure};
 
 use args::{Cli, Command};
-
-/// How a command failed, which decides the exit status.
-#[derive(Debug)]
-pub enum Failure {
-    /// Bad usage: exit 2. The message is already rendered.
-    Usage(String),
-    /// Runtime failure: exit 1.
-    Runtime(anyhow::Error),
-    /// Standard output was closed by the reader (`| head`): exit 0 quietly.
-    BrokenPipe,
-}
-
-impl From<anyhow::Error> for Failure {
-    fn from(e: anyhow::Error) -> Self {
-        Failure::Runtime(e)
-    }
-}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            // clap prints help/version to stdout with exit 0 and usage errors with exit 2.
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
+        Err(e) => return clarion_cmdline::parse_exit(&e),
     };
     let result = match cli.command {
         Command::Gen(a) => gen::gen(&a),
@@ -61,19 +40,5 @@ fn main() -> ExitCode {
         Command::Feasibility(a) => feasibility::feasibility(&a),
         Command::Dos(a) => dos::dos(&a),
     };
-    match result {
-        Ok(code) => code,
-        Err(Failure::BrokenPipe) => ExitCode::SUCCESS,
-        Err(Failure::Usage(msg)) => {
-            eprint!("{msg}");
-            if !msg.ends_with('\n') {
-                eprintln!();
-            }
-            ExitCode::from(2)
-        }
-        Err(Failure::Runtime(e)) => {
-            eprintln!("clarion-lab: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+    clarion_cmdline::exit("clarion-lab", result)
 }
