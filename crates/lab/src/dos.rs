@@ -451,86 +451,139 @@ pub fn profile(
     tries: u32,
     ring: u32,
 ) -> Result<Model, Failure> {
-    let cfg = |t: u32| MonitorConfig {
-        dos_threshold_bytes: t,
-        dos_auto_raise: false,
-        ..config.clone()
-    };
-    let base = WorkloadSpec {
-        dos_fraction: 0.0,
-        dos_packets: 1,
-        ..traffic.clone()
-    };
-    let b = best_run(&base, triggers, &cfg(0), batch, core, tries)?;
-    let update = b.ns_per_packet_mean;
-    let p = best_run(
-        &attacked(&base, Attack::Syn, 0, PROFILE_FILTERED),
+    let p = Profiler {
+        base: WorkloadSpec {
+            dos_fraction: 0.0,
+            dos_packets: 1,
+            ..traffic.clone()
+        },
         triggers,
-        &cfg(PROFILE_THRESHOLD),
+        config,
         batch,
         core,
         tries,
+    };
+    let no_attack = p.best(&p.base, triggers, 0)?;
+    let update = no_attack.ns_per_packet_mean;
+    let filtered = p.best(
+        &attacked(&p.base, Attack::Syn, 0, PROFILE_FILTERED),
+        triggers,
+        PROFILE_THRESHOLD,
     )?;
     // Every packet, good or attack, is filtered in this run.
-    let tp = p.ns_per_packet_mean;
-    let f = PROFILE_ADMITTED;
-    let admitted_run = |patterns: u32| -> Result<(f64, PointRun), Failure> {
-        let g = TriggerSpec {
-            patterns,
-            ..triggers.clone()
-        };
-        let m = best_run(
-            &attacked(&base, Attack::Syn, 0, f),
-            &g,
-            &cfg(0),
-            batch,
-            core,
-            tries,
-        )?;
-        Ok(((m.ns_per_packet_mean - (1.0 - f) * update) / f - tp, m))
+    let tp = filtered.ns_per_packet_mean;
+    let (match_base, match_per_pattern, admitted) = p.match_costs(update, tp)?;
+    let runs = Profiled {
+        no_attack,
+        admitted,
+        tp,
+        match_base,
+        match_per_pattern,
     };
-    let p_hi = triggers.patterns;
-    let p_lo = (p_hi / 4).max(1);
-    let (match_hi, m) = admitted_run(p_hi)?;
-    let (match_per_pattern, match_base) = if p_lo < p_hi {
+    Ok(runs.model(traffic, triggers, config, ring))
+}
+
+/// What the profiling runs share: the workload without attack, the monitor
+/// configuration, and how to run.
+struct Profiler<'a> {
+    base: WorkloadSpec,
+    triggers: &'a TriggerSpec,
+    config: &'a MonitorConfig,
+    batch: usize,
+    core: Option<usize>,
+    tries: u32,
+}
+
+impl Profiler<'_> {
+    /// The best try of `traffic` with the filter at threshold `t` (never raised).
+    fn best(&self, traffic: &WorkloadSpec, triggers: &TriggerSpec, t: u32) -> Result<PointRun, Failure> {
+        let cfg = MonitorConfig {
+            dos_threshold_bytes: t,
+            dos_auto_raise: false,
+            ..self.config.clone()
+        };
+        best_run(traffic, triggers, &cfg, self.batch, self.core, self.tries)
+    }
+
+    /// Match(P) per admitted flow, as (base, per pattern), from SYN attacks
+    /// with the filter off at P and P/4 patterns, given the per-packet
+    /// costs; and the run at P (for the sweep).
+    fn match_costs(&self, update: f64, tp: f64) -> Result<(f64, f64, PointRun), Failure> {
+        let f = PROFILE_ADMITTED;
+        let attack = attacked(&self.base, Attack::Syn, 0, f);
+        let admitted_run = |patterns: u32| -> Result<(f64, PointRun), Failure> {
+            let g = TriggerSpec {
+                patterns,
+                ..self.triggers.clone()
+            };
+            let m = self.best(&attack, &g, 0)?;
+            Ok(((m.ns_per_packet_mean - (1.0 - f) * update) / f - tp, m))
+        };
+        let p_hi = self.triggers.patterns;
+        let p_lo = (p_hi / 4).max(1);
+        let (match_hi, m) = admitted_run(p_hi)?;
+        if p_lo >= p_hi {
+            return Ok((match_hi, 0.0, m));
+        }
         let (match_lo, _) = admitted_run(p_lo)?;
         let slope = (match_hi - match_lo) / f64::from(p_hi - p_lo);
-        (slope, match_hi - slope * f64::from(p_hi))
-    } else {
-        (0.0, match_hi)
-    };
-    let interval_ns = triggers.interval_ns as f64;
-    let per_epoch = traffic.rate_pps as f64 * interval_ns / 1e9;
-    let admitted_per_epoch = per_epoch * f;
-    let sweep_extra = (m.sweep_mean_ns - b.sweep_mean_ns).max(0.0);
-    let listed = m.counters.flows_active.saturating_sub(b.counters.flows_active) as f64;
-    let k = f64::from(triggers.per_packet);
-    let groups = traffic.groups.max(1);
-    let tcp = (0..groups).filter(|&g| layout::proto(g) == Proto::Tcp).count();
-    Ok(Model {
-        costs: Costs {
-            tp,
-            update,
-            match_base,
-            match_per_pattern,
-            sweep_per_flow: sweep_extra / admitted_per_epoch.max(1.0),
-            sweep_per_pair: if listed > 0.0 {
-                sweep_extra / (k * listed)
-            } else {
-                0.0
+        Ok((match_hi - slope * f64::from(p_hi), slope, m))
+    }
+}
+
+/// The profiling runs' results, from which the model's costs are solved.
+struct Profiled {
+    /// The run without attack (Update, S0, the jitter).
+    no_attack: PointRun,
+    /// The SYN attack of [`PROFILE_ADMITTED`] with the filter off, at P patterns (Sweep).
+    admitted: PointRun,
+    tp: f64,
+    match_base: f64,
+    match_per_pattern: f64,
+}
+
+impl Profiled {
+    fn model(
+        self,
+        traffic: &WorkloadSpec,
+        triggers: &TriggerSpec,
+        config: &MonitorConfig,
+        ring: u32,
+    ) -> Model {
+        let (b, m) = (&self.no_attack, &self.admitted);
+        let interval_ns = triggers.interval_ns as f64;
+        let per_epoch = traffic.rate_pps as f64 * interval_ns / 1e9;
+        let admitted_per_epoch = per_epoch * PROFILE_ADMITTED;
+        let sweep_extra = (m.sweep_mean_ns - b.sweep_mean_ns).max(0.0);
+        let listed = m.counters.flows_active.saturating_sub(b.counters.flows_active) as f64;
+        let k = f64::from(triggers.per_packet);
+        let groups = traffic.groups.max(1);
+        let tcp = (0..groups).filter(|&g| layout::proto(g) == Proto::Tcp).count();
+        Model {
+            costs: Costs {
+                tp: self.tp,
+                update: b.ns_per_packet_mean,
+                match_base: self.match_base,
+                match_per_pattern: self.match_per_pattern,
+                sweep_per_flow: sweep_extra / admitted_per_epoch.max(1.0),
+                sweep_per_pair: if listed > 0.0 {
+                    sweep_extra / (k * listed)
+                } else {
+                    0.0
+                },
+                listed_epochs: listed / admitted_per_epoch.max(1.0),
+                sweep_base: b.sweep_mean_ns,
+                jitter: (b.epoch_max_ns as f64 - b.epoch_mean_ns).max(0.0),
             },
-            listed_epochs: listed / admitted_per_epoch.max(1.0),
-            sweep_base: b.sweep_mean_ns,
-            jitter: (b.epoch_max_ns as f64 - b.epoch_mean_ns).max(0.0),
-        },
-        rate: traffic.rate_pps as f64,
-        interval_ns,
-        patterns: triggers.patterns,
-        slots: config.dos_filter_slots.max(1).next_power_of_two() as f64,
-        tcp_share: tcp as f64 / f64::from(groups),
-        good_arrivals: traffic.arrival_rate * interval_ns / 1e9,
-        ring_ns: f64::from(ring) * 1e9 / traffic.rate_pps.max(1) as f64,
-    })
+            rate: traffic.rate_pps as f64,
+            interval_ns,
+            patterns: triggers.patterns,
+            slots: config.dos_filter_slots.max(1).next_power_of_two() as f64,
+            tcp_share: tcp as f64 / f64::from(groups),
+            good_arrivals: traffic.arrival_rate * interval_ns / 1e9,
+            ring_ns: f64::from(ring) * 1e9 / traffic.rate_pps.max(1) as f64,
+        }
+    }
 }
 
 /// `--dos-threshold auto`: profile, then the smallest threshold the model
@@ -610,48 +663,81 @@ fn check_monitored(
     Ok((over.len() as u64, missed))
 }
 
-/// One measured point.
-struct Point {
-    fraction: f64,
-    ok: bool,
+/// The grid and the size of its runs, `--quick` applied and checked.
+struct Plan {
+    thresholds: Vec<u32>,
+    fractions: Vec<f64>,
+    packets: u64,
+    triggers: u32,
+    rate: u64,
+    /// Bisection steps after the grid.
+    refine: u32,
+    tries: u32,
 }
 
-pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
-    let (thresholds, fractions, packets, triggers_n, rate, refine, tries) = if a.quick {
-        (vec![0, 384], vec![0.5, 0.9], 100_000, 512, 1_000_000, 0, 1)
-    } else {
-        (
-            a.thresholds.clone(),
-            a.fractions.clone(),
-            a.packets,
-            a.triggers,
-            a.rate,
-            REFINE_STEPS,
-            a.tries.max(1),
-        )
-    };
-    if fractions.is_empty() || fractions.iter().any(|f| !(0.0..=1.0).contains(f)) {
-        return Err(Failure::Usage(
-            "clarion-lab: --fractions must list shares between 0 and 1".into(),
-        ));
+impl Plan {
+    fn of(a: &DosArgs) -> Result<Plan, Failure> {
+        let plan = if a.quick {
+            Plan {
+                thresholds: vec![0, 384],
+                fractions: vec![0.5, 0.9],
+                packets: 100_000,
+                triggers: 512,
+                rate: 1_000_000,
+                refine: 0,
+                tries: 1,
+            }
+        } else {
+            Plan {
+                thresholds: a.thresholds.clone(),
+                fractions: a.fractions.clone(),
+                packets: a.packets,
+                triggers: a.triggers,
+                rate: a.rate,
+                refine: REFINE_STEPS,
+                tries: a.tries.max(1),
+            }
+        };
+        let fractions = &plan.fractions;
+        if fractions.is_empty() || fractions.iter().any(|f| !(0.0..=1.0).contains(f)) {
+            return Err(Failure::Usage(
+                "clarion-lab: --fractions must list shares between 0 and 1".into(),
+            ));
+        }
+        if fractions.windows(2).any(|w| w[1] <= w[0]) {
+            return Err(Failure::Usage("clarion-lab: --fractions must increase".into()));
+        }
+        if let Some(t) = plan.thresholds.iter().find(|&&t| t > DOS_MAX_THRESHOLD) {
+            return Err(Failure::Usage(format!(
+                "clarion-lab: threshold {t} is above the filter's largest, {DOS_MAX_THRESHOLD}"
+            )));
+        }
+        Ok(plan)
     }
-    if fractions.windows(2).any(|w| w[1] <= w[0]) {
-        return Err(Failure::Usage("clarion-lab: --fractions must increase".into()));
-    }
-    if let Some(t) = thresholds.iter().find(|&&t| t > DOS_MAX_THRESHOLD) {
-        return Err(Failure::Usage(format!(
-            "clarion-lab: threshold {t} is above the filter's largest, {DOS_MAX_THRESHOLD}"
-        )));
-    }
+}
+
+/// What every run of `dos` shares: the workload without attack, its
+/// triggers, the monitor configuration and the profiled model.
+struct Setup<'a> {
+    a: &'a DosArgs,
+    traffic: WorkloadSpec,
+    triggers: TriggerSpec,
+    config: MonitorConfig,
+    model: Model,
+    tries: u32,
+}
+
+/// The workload, triggers and monitor configuration of `a` and `plan`, checked.
+fn specs(a: &DosArgs, plan: &Plan) -> Result<(WorkloadSpec, TriggerSpec, MonitorConfig), Failure> {
     let triggers = TriggerSpec {
-        triggers: triggers_n,
+        triggers: plan.triggers,
         per_packet: a.per_packet,
-        patterns: a.patterns.min(triggers_n),
+        patterns: a.patterns.min(plan.triggers),
         interval_ns: a.interval,
     };
     let traffic = WorkloadSpec {
-        packets,
-        rate_pps: rate,
+        packets: plan.packets,
+        rate_pps: plan.rate,
         packet_size: a.size,
         groups: triggers.traffic_groups(),
         seed: a.seed,
@@ -665,7 +751,14 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
         host: "bench".into(),
         ..MonitorConfig::default()
     };
+    Ok((traffic, triggers, config))
+}
+
+pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
+    let plan = Plan::of(a)?;
+    let (traffic, triggers, config) = specs(a, &plan)?;
     let started = Instant::now();
+    let tries = plan.tries;
     let model = profile(
         &traffic,
         &triggers,
@@ -675,6 +768,44 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
         tries.min(2),
         a.ring,
     )?;
+    print_model(&model, plan.rate, &started);
+    if a.model_only {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let setup = Setup {
+        a,
+        traffic,
+        triggers,
+        config,
+        model,
+        tries,
+    };
+    println!("{CSV_HEADER}");
+    let mut unmonitored_total = 0;
+    for &attack in &a.attacks {
+        for &t in &plan.thresholds {
+            if attack == Attack::Threshold && t == 0 {
+                continue; // the same flows as the SYN attack with the filter off
+            }
+            let mut series = Series::new(&setup, attack, t);
+            let measured = series.breaking_point(&plan.fractions, plan.refine)?;
+            unmonitored_total += series.unmonitored;
+            series.print_row(measured, &plan.fractions);
+        }
+    }
+    eprintln!(
+        "clarion-lab dos: done in {:.0} s; {unmonitored_total} flows above the threshold left unmonitored",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(if unmonitored_total > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The profiled costs, and the thresholds the model asks for three threshold attacks.
+fn print_model(model: &Model, rate: u64, started: &Instant) {
     let c = &model.costs;
     eprintln!(
         "clarion-lab dos: costs at {:.2} Mpps ({:.0} s): Tp {:.1} ns/filtered packet, Update {:.1} ns/packet, \
@@ -706,118 +837,152 @@ pub fn dos(a: &DosArgs) -> Result<ExitCode, Failure> {
             ),
         }
     }
-    if a.model_only {
-        return Ok(ExitCode::SUCCESS);
-    }
-    let max_f = fractions.last().copied().unwrap_or(1.0);
-    println!("{CSV_HEADER}");
-    let mut unmonitored_total = 0;
-    for &attack in &a.attacks {
-        for &t in &thresholds {
-            if attack == Attack::Threshold && t == 0 {
-                continue; // the same flows as the SYN attack with the filter off
-            }
-            let cfg = MonitorConfig {
-                dos_threshold_bytes: t,
-                ..config.clone()
-            };
-            let mut runs = 0;
-            let mut flows_over = 0;
-            let mut unmonitored = 0;
-            let mut measure = |f: f64, check: bool| -> Result<Point, Failure> {
-                let spec = attacked(&traffic, attack, t, f);
-                let (mut r, w) = run(&spec, &triggers, &cfg, a.batch.max(1), a.core)?;
-                runs += 1;
-                let holds = |r: &PointRun| {
-                    r.epochs > 0
-                        && if a.ring == 0 {
-                            r.epochs_over_budget == 0
-                        } else {
-                            r.backlog_max_ns as f64 <= model.ring_ns
-                        }
-                };
-                for _ in 1..tries {
-                    if holds(&r) {
-                        break;
-                    }
-                    r = measure_workload(&w, &spec, &triggers, &cfg, a.batch.max(1), a.core, WARMUP_EPOCHS)?;
-                    runs += 1;
-                }
-                let ok = holds(&r);
-                let (over, missed) = if check && t > 0 {
-                    check_monitored(&w, &spec, &triggers, &cfg)?
-                } else {
-                    (0, 0)
-                };
-                flows_over += over;
-                unmonitored += missed;
-                eprintln!(
-                    "  {} T={t} f={f:.3}: {:.1} ns/packet, sweep mean {:.0} us, {} of {} epochs over budget, \
-                     backlog {:.0} us; epoch mean {:.2} of the epoch (model {:.2}), {} flows created, \
-                     {} packets filtered{}",
-                    attack.name(),
-                    r.ns_per_packet_mean,
-                    r.sweep_mean_ns / 1e3,
-                    r.epochs_over_budget,
-                    r.epochs,
-                    r.backlog_max_ns as f64 / 1e3,
-                    r.epoch_mean_ns / model.interval_ns,
-                    model.epoch_ns(attack, t, f) / model.interval_ns,
-                    r.counters.flows_created,
-                    r.counters.packets_dos_filtered,
-                    if check && t > 0 {
-                        format!("; {over} flows above the threshold, {missed} unmonitored")
-                    } else {
-                        String::new()
-                    }
-                );
-                Ok(Point { fraction: f, ok })
-            };
-            let mut measured = 0.0;
-            let mut next_fail = None;
-            for &f in &fractions {
-                let p = measure(f, true)?;
-                if !p.ok {
-                    next_fail = Some(p.fraction);
-                    break;
-                }
-                measured = p.fraction;
-            }
-            if let Some(mut hi) = next_fail {
-                let mut lo = measured;
-                for _ in 0..refine {
-                    let mid = (lo + hi) / 2.0;
-                    if measure(mid, false)?.ok {
-                        lo = mid;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                measured = lo;
-            }
-            let predicted = model.max_fraction(attack, t, max_f);
-            let ratio = if measured > 0.0 {
-                format!("{:.2}", predicted / measured)
-            } else {
-                String::new()
-            };
-            unmonitored_total += unmonitored;
-            println!(
-                "{},{t},{},{predicted:.3},{measured:.3},{ratio},{runs},{flows_over},{unmonitored}",
-                attack.name(),
-                attack.packets(t),
-            );
+}
+
+/// One attack at one threshold over the fractions: its runs, and what the
+/// checks of them found.
+struct Series<'a> {
+    s: &'a Setup<'a>,
+    attack: Attack,
+    t: u32,
+    cfg: MonitorConfig,
+    runs: u32,
+    flows_over: u64,
+    unmonitored: u64,
+}
+
+impl<'a> Series<'a> {
+    fn new(s: &'a Setup<'a>, attack: Attack, t: u32) -> Self {
+        let cfg = MonitorConfig {
+            dos_threshold_bytes: t,
+            ..s.config.clone()
+        };
+        Series {
+            s,
+            attack,
+            t,
+            cfg,
+            runs: 0,
+            flows_over: 0,
+            unmonitored: 0,
         }
     }
-    eprintln!(
-        "clarion-lab dos: done in {:.0} s; {unmonitored_total} flows above the threshold left unmonitored",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(if unmonitored_total > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+
+    /// The largest fraction of the grid that holds with every smaller one,
+    /// refined by `refine` bisection steps towards the first that does not.
+    fn breaking_point(&mut self, fractions: &[f64], refine: u32) -> Result<f64, Failure> {
+        let mut measured = 0.0;
+        let mut next_fail = None;
+        for &f in fractions {
+            if !self.holds_at(f, true)? {
+                next_fail = Some(f);
+                break;
+            }
+            measured = f;
+        }
+        let Some(mut hi) = next_fail else {
+            return Ok(measured);
+        };
+        let mut lo = measured;
+        for _ in 0..refine {
+            let mid = (lo + hi) / 2.0;
+            if self.holds_at(mid, false)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Whether a run at attack fraction `f` holds (any of the tries); with
+    /// `check`, the workload is also replayed to count unmonitored flows.
+    fn holds_at(&mut self, f: f64, check: bool) -> Result<bool, Failure> {
+        let (s, a) = (self.s, self.s.a);
+        let spec = attacked(&s.traffic, self.attack, self.t, f);
+        let (mut r, w) = run(&spec, &s.triggers, &self.cfg, a.batch.max(1), a.core)?;
+        self.runs += 1;
+        for _ in 1..s.tries {
+            if self.holds(&r) {
+                break;
+            }
+            r = measure_workload(
+                &w,
+                &spec,
+                &s.triggers,
+                &self.cfg,
+                a.batch.max(1),
+                a.core,
+                WARMUP_EPOCHS,
+            )?;
+            self.runs += 1;
+        }
+        let ok = self.holds(&r);
+        let checked = check && self.t > 0;
+        let (over, missed) = if checked {
+            check_monitored(&w, &spec, &s.triggers, &self.cfg)?
+        } else {
+            (0, 0)
+        };
+        self.flows_over += over;
+        self.unmonitored += missed;
+        self.print_run(f, &r, checked.then_some((over, missed)));
+        Ok(ok)
+    }
+
+    /// Whether a run held: its backlog fit in the ring (`--ring 0`: no epoch over budget).
+    fn holds(&self, r: &PointRun) -> bool {
+        r.epochs > 0
+            && if self.s.a.ring == 0 {
+                r.epochs_over_budget == 0
+            } else {
+                r.backlog_max_ns as f64 <= self.s.model.ring_ns
+            }
+    }
+
+    /// One run's progress line, with (flows over the threshold, unmonitored) when checked.
+    fn print_run(&self, f: f64, r: &PointRun, checked: Option<(u64, u64)>) {
+        let (model, t) = (&self.s.model, self.t);
+        eprintln!(
+            "  {} T={t} f={f:.3}: {:.1} ns/packet, sweep mean {:.0} us, {} of {} epochs over budget, \
+             backlog {:.0} us; epoch mean {:.2} of the epoch (model {:.2}), {} flows created, \
+             {} packets filtered{}",
+            self.attack.name(),
+            r.ns_per_packet_mean,
+            r.sweep_mean_ns / 1e3,
+            r.epochs_over_budget,
+            r.epochs,
+            r.backlog_max_ns as f64 / 1e3,
+            r.epoch_mean_ns / model.interval_ns,
+            model.epoch_ns(self.attack, t, f) / model.interval_ns,
+            r.counters.flows_created,
+            r.counters.packets_dos_filtered,
+            match checked {
+                Some((over, missed)) => format!("; {over} flows above the threshold, {missed} unmonitored"),
+                None => String::new(),
+            }
+        );
+    }
+
+    /// The CSV row: the model's breaking point beside the `measured` one.
+    fn print_row(&self, measured: f64, fractions: &[f64]) {
+        let max_f = fractions.last().copied().unwrap_or(1.0);
+        let predicted = self.s.model.max_fraction(self.attack, self.t, max_f);
+        let ratio = if measured > 0.0 {
+            format!("{:.2}", predicted / measured)
+        } else {
+            String::new()
+        };
+        println!(
+            "{},{},{},{predicted:.3},{measured:.3},{ratio},{},{},{}",
+            self.attack.name(),
+            self.t,
+            self.attack.packets(self.t),
+            self.runs,
+            self.flows_over,
+            self.unmonitored,
+        );
+    }
 }
 
 #[cfg(test)]
