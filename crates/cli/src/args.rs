@@ -271,9 +271,9 @@ pub struct LiveArgs {
 
     /// Serve the control API for this host's own events at ADDR (e.g.
     /// 127.0.0.1:8701): add, list, show and remove them at runtime, with the
-    /// manager's routes (`clarion events --api http://ADDR`). Beyond
-    /// loopback it needs --api-token. SIGHUP reloads the events file with
-    /// or without it.
+    /// manager's routes (`clarion events --api http://ADDR`), with the
+    /// token of --api-token or --api-token-file (generated at first start)
+    /// unless --api-no-auth. SIGHUP reloads the events file with or without it.
     #[arg(long, conflicts_with = "pcap", value_name = "ADDR")]
     pub api: Option<std::net::SocketAddr>,
 
@@ -282,9 +282,22 @@ pub struct LiveArgs {
     #[arg(long = "api-host", conflicts_with = "pcap", value_name = "NAME")]
     pub api_hosts: Vec<String>,
 
-    /// Bearer token the control API (--api) requires.
+    /// Bearer token the control API (--api) requires, instead of the token file's.
     #[arg(long, env = "CLARION_API_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub api_token: Option<String>,
+
+    /// Where the control API's token is kept: read if present (mode 0600
+    /// only), else generated there and printed once. Default:
+    /// $XDG_CONFIG_HOME/clarion/api-token (~/.config/clarion/api-token),
+    /// where clarion events looks too.
+    #[arg(long, env = "CLARION_API_TOKEN_FILE", value_name = "FILE")]
+    pub api_token_file: Option<PathBuf>,
+
+    /// No token on the control API: any local process may change events.
+    /// Only with a loopback --api (tests, demos); a token given or a token
+    /// file is then ignored.
+    #[arg(long, conflicts_with = "pcap")]
+    pub api_no_auth: bool,
 
     /// Print a summary line to standard error this often (0 for never).
     #[arg(long, conflicts_with = "pcap", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]

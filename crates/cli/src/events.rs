@@ -23,6 +23,11 @@ pub const AFTER_HELP: &str = "Examples:
 The manager serves its API on 127.0.0.1:8700 unless told otherwise
 (clarion manager --api); a live host serves the same routes for its own
 events when started with --api (clarion run -i, clarion agent -i).
+The token sent is --token (CLARION_API_TOKEN), else the one in
+--token-file (CLARION_API_TOKEN_FILE), else the one in
+~/.config/clarion/api-token ($XDG_CONFIG_HOME/clarion/api-token) if it
+exists: where a server run by the same user keeps its own. A server run
+as root keeps root's: use sudo, or copy the token.
 `watch` prints each fired network-wide event (a host's: each report) as a
 JSON line (schema clarion.report/1) until interrupted.";
 
@@ -38,7 +43,7 @@ pub struct EventsArgs {
     )]
     pub api: String,
 
-    /// Bearer token, when the manager requires one.
+    /// Bearer token (default: the token file's).
     #[arg(
         long,
         env = "CLARION_API_TOKEN",
@@ -47,6 +52,11 @@ pub struct EventsArgs {
         global = true
     )]
     pub token: Option<String>,
+
+    /// A file holding the token, e.g. a server's --api-token-file (default:
+    /// ~/.config/clarion/api-token when it exists).
+    #[arg(long, env = "CLARION_API_TOKEN_FILE", value_name = "FILE", global = true)]
+    pub token_file: Option<PathBuf>,
 
     #[command(subcommand)]
     pub action: Action,
@@ -78,8 +88,12 @@ pub enum Action {
     Hosts,
 }
 
-fn failure(e: ClientError) -> Failure {
+/// `e` as a failure; a 401 also says which token was sent (`sent`).
+fn failure(e: ClientError, sent: &str) -> Failure {
     match e {
+        ClientError::Refused { status: 401, message } => {
+            Failure::Usage(format!("clarion: {message}\n  ({sent})"))
+        }
         // The manager refused what was asked (an invalid event, an unknown name): bad usage.
         ClientError::Refused { status, message } if status < 500 => {
             Failure::Usage(format!("clarion: {message}"))
@@ -101,7 +115,16 @@ fn print_event(out: &mut impl Write, e: &EventInfo) -> std::io::Result<()> {
 }
 
 pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
-    let client = Client::new(&a.api, a.token.clone());
+    let (token, looked) = clarion_control::token::client_token(a.token.as_deref(), a.token_file.as_deref())
+        .map_err(crate::manager::token_failure)?;
+    let sent = match (&a.token, &looked, &token) {
+        (Some(_), _, _) => "the token given (--token, CLARION_API_TOKEN) is not the server's".to_string(),
+        (None, Some(p), Some(_)) => format!("the token in {} is not the server's", p.display()),
+        (None, Some(p), None) => format!("no token was sent: none given, and no {}", p.display()),
+        (None, None, _) => "no token was sent: none given, and no HOME to find a token file in".into(),
+    };
+    let client = Client::new(&a.api, token);
+    let failure = |e| failure(e, &sent);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match &a.action {

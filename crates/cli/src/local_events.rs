@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
-use clarion_control::{Command, ControlError, ControlHandle, EventInfo, HostInfo};
+use clarion_control::{Command, ControlError, ControlHandle, EventInfo, HostInfo, ServerToken};
 use clarion_engine::TriggerId;
 use clarion_host::LiveHost;
 use clarion_lang::spec::EventSpec;
@@ -35,10 +35,13 @@ struct Local {
     starts_ns: Option<u64>,
 }
 
-/// Where a live host serves its control API (`--api`, `--api-token`, `--api-host`).
+/// Where a live host serves its control API (`--api`, `--api-host`) and
+/// how it authenticates (`--api-token`, `--api-token-file`, `--api-no-auth`).
 pub struct ApiSettings {
     pub addr: SocketAddr,
     pub token: Option<String>,
+    pub token_file: Option<PathBuf>,
+    pub no_auth: bool,
     pub hosts: Vec<String>,
 }
 
@@ -47,6 +50,8 @@ impl ApiSettings {
         live.api.map(|addr| ApiSettings {
             addr,
             token: live.api_token.clone(),
+            token_file: live.api_token_file.clone(),
+            no_auth: live.api_no_auth,
             hosts: live.api_hosts.clone(),
         })
     }
@@ -123,33 +128,32 @@ impl LocalEvents {
         Ok(book)
     }
 
-    /// Starts the control API, refusing to expose it beyond loopback without a token.
+    /// Starts the control API, with a token unless --api-no-auth (loopback only).
     fn serve(&mut self, api: ApiSettings, quiet: bool) -> Result<(), Failure> {
         let addr = api.addr;
-        let token = clarion_control::usable_token(api.token.as_deref())
-            .map_err(|e| Failure::Usage(format!("clarion: --api-token: {e}")))?
-            .map(str::to_string);
-        if !addr.ip().is_loopback() && token.is_none() {
-            return Err(Failure::Usage(format!(
-                "clarion: the control API on {addr} would be reachable beyond this machine: give --api-token (or CLARION_API_TOKEN), or bind it to 127.0.0.1"
-            )));
-        }
+        let token = ServerToken::resolve(addr, api.no_auth, api.token.as_deref(), api.token_file.as_deref())
+            .map_err(crate::manager::token_failure)?;
         let listener = std::net::TcpListener::bind(addr)
             .with_context(|| format!("cannot serve the control API on {addr}"))
             .map_err(Failure::Runtime)?;
         let (tx, rx) = mpsc::channel(64);
         let (reports, _) = broadcast::channel(4096);
-        let handle = api
-            .hosts
-            .iter()
-            .fold(ControlHandle::new(tx, reports.clone(), token), |h, n| {
-                h.allow_host(n)
-            });
+        let handle = api.hosts.iter().fold(
+            ControlHandle::new(tx, reports.clone(), token.token().map(str::to_string)),
+            |h, n| h.allow_host(n),
+        );
         let bound = clarion_control::spawn(listener, handle)
             .context("cannot start the control API")
             .map_err(Failure::Runtime)?;
+        // Shown even when quiet: it is the only time the token is printed.
+        if let Some(said) = token.announcement(bound) {
+            eprintln!("{said}");
+        }
         if !quiet {
-            eprintln!("clarion: control API for this host's events on http://{bound}/v1/events");
+            eprintln!(
+                "clarion: control API for this host's events on http://{bound}/v1/events{}",
+                crate::manager::auth_note(&token)
+            );
         }
         self.api = Some(rx);
         self.reports = Some(reports);

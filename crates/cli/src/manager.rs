@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use clarion_control::{ControlError, ControlHandle};
+use clarion_control::{ControlError, ControlHandle, ServerToken};
 use clarion_manager::Manager;
 use clarion_nats::{serve, ControlLink, EventBook, ManagerOptions, ManagerStats, OnDuplicate};
 use clarion_store::Store;
@@ -29,16 +29,21 @@ use crate::Failure;
 pub const AFTER_HELP: &str = "Examples:
   clarion manager --inventory hosts.txt --events service.clarion
   clarion manager --nats nats://10.0.0.5:4222 --inventory hosts.txt -o events.jsonl \\
-      --api 0.0.0.0:8700 --api-token \"$TOKEN\"
+      --api 0.0.0.0:8700 --api-token-file /etc/clarion/api-token
   clarion manager --inventory hosts.txt --events service.clarion --until-finished --no-store
   clarion events add spike.clarion && clarion events watch     # from another terminal
 
 Every event must be network-wide (`across hosts`); a host's own events go to
 its agent (clarion agent --events). Installed events are kept in --store and
 reinstalled at the next start, under the same ids; --events adds to them
-(replacing a stored event of the same name). Agents register by the names of
-the inventory. Reports go to --output (JSON lines or a table), to the API's
-stream (clarion events watch) and, as JSON, to the NATS subject
+(replacing a stored event of the same name). An existing --store file that
+is not a store (empty, or without its tables) is refused unless --init.
+Agents register by the names of the inventory. The API needs a bearer
+token: the one given (--api-token), or the one kept in --api-token-file
+(default ~/.config/clarion/api-token, which clarion events reads too),
+generated at the first start and printed once; --api-no-auth (loopback
+only) needs none. Reports go to --output (JSON lines or a table), to the
+API's stream (clarion events watch) and, as JSON, to the NATS subject
 clarion.events. With --until-finished the manager exits once every host's
 agent has replayed its capture and every decision is made; otherwise it runs
 until Ctrl-C or --duration. docs/manager.md explains placement, threshold
@@ -57,7 +62,9 @@ pub struct ManagerArgs {
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
 
-    /// Where installed events are kept across restarts (SQLite; created if missing).
+    /// Where installed events are kept across restarts (SQLite; created if
+    /// missing). An existing file that is not a Clarion store (empty, or
+    /// without its tables) is refused unless --init.
     #[arg(
         long,
         default_value = "clarion-manager.sqlite",
@@ -69,6 +76,12 @@ pub struct ManagerArgs {
     /// Keep nothing: events live as long as this process.
     #[arg(long)]
     pub no_store: bool,
+
+    /// Create the store's tables in an existing --store file that lacks
+    /// them: an empty file, or a database with no other table (a database
+    /// holding other tables is never written to).
+    #[arg(long, conflicts_with_all = ["no_store", "shared"])]
+    pub init: bool,
 
     /// The control API's address (HTTP: events, hosts, a stream of fired events).
     #[arg(
@@ -89,9 +102,21 @@ pub struct ManagerArgs {
     #[arg(long)]
     pub no_api: bool,
 
-    /// Require `Authorization: Bearer TOKEN` on the API (required when --api is not a loopback address).
+    /// Require `Authorization: Bearer TOKEN` on the API, instead of the token file's.
     #[arg(long, env = "CLARION_API_TOKEN", value_name = "TOKEN", hide_env_values = true)]
     pub api_token: Option<String>,
+
+    /// Where the API's token is kept: read if present (it must be private,
+    /// mode 0600), else generated there (and printed once). Default:
+    /// $XDG_CONFIG_HOME/clarion/api-token (~/.config/clarion/api-token),
+    /// where clarion events looks too.
+    #[arg(long, env = "CLARION_API_TOKEN_FILE", value_name = "FILE")]
+    pub api_token_file: Option<PathBuf>,
+
+    /// No token: any local process may change events. Only with a loopback
+    /// --api (tests, demos); a token given or a token file is then ignored.
+    #[arg(long)]
+    pub api_no_auth: bool,
 
     /// How long a polled host has to answer; after it, the decision is made
     /// with the hosts that answered and the report is marked incomplete.
@@ -140,6 +165,27 @@ fn usage(e: ControlError) -> Failure {
     Failure::Usage(format!("clarion: {e}"))
 }
 
+/// A store that is not one (empty, foreign) is the operator's to fix: usage.
+fn store_failure(e: clarion_store::StoreError) -> Failure {
+    if e.is_usage() {
+        Failure::Usage(format!("clarion: {e}"))
+    } else {
+        Failure::Runtime(
+            anyhow::Error::new(e)
+                .context("cannot open the event store (--store, or --no-store to keep nothing)"),
+        )
+    }
+}
+
+/// The API's token (see [`clarion_control::token`]); an unusable one is bad usage.
+pub fn token_failure(e: clarion_control::TokenError) -> Failure {
+    if e.is_usage() {
+        Failure::Usage(format!("clarion: {e}"))
+    } else {
+        Failure::Runtime(e.into())
+    }
+}
+
 /// The stored events, then those of --events.
 fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
     let inventory = read_inventory(&a.inventory)?;
@@ -150,10 +196,12 @@ fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
     let store = if a.no_store {
         None
     } else {
-        let s = Store::open(&a.store)
-            .context("cannot open the event store (--store, or --no-store to keep nothing)")
-            .map_err(Failure::Runtime)?;
-        Some(s)
+        let opened = if a.init {
+            Store::init(&a.store)
+        } else {
+            Store::open(&a.store)
+        };
+        Some(opened.map_err(store_failure)?)
     };
     let mut book = EventBook::new(Manager::new(&a.name, inventory), store);
     let (restored, skipped) = book.restore().map_err(|e| Failure::Runtime(e.into()))?;
@@ -188,17 +236,18 @@ fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
     Ok(book)
 }
 
-/// Starts the control API, refusing to expose it beyond loopback without a token.
+/// Starts the control API, with a token unless --api-no-auth (loopback only).
 fn start_api(a: &ManagerArgs) -> Result<Option<ControlLink>, Failure> {
     if a.no_api {
         return Ok(None);
     }
-    if !a.api.ip().is_loopback() && a.api_token.is_none() {
-        return Err(Failure::Usage(format!(
-            "clarion: the control API on {} would be reachable beyond this machine: give --api-token (or CLARION_API_TOKEN), or bind it to 127.0.0.1",
-            a.api
-        )));
-    }
+    let token = ServerToken::resolve(
+        a.api,
+        a.api_no_auth,
+        a.api_token.as_deref(),
+        a.api_token_file.as_deref(),
+    )
+    .map_err(token_failure)?;
     let listener = std::net::TcpListener::bind(a.api)
         .with_context(|| {
             format!(
@@ -207,24 +256,38 @@ fn start_api(a: &ManagerArgs) -> Result<Option<ControlLink>, Failure> {
             )
         })
         .map_err(Failure::Runtime)?;
-    let token = clarion_control::usable_token(a.api_token.as_deref())
-        .map_err(|e| Failure::Usage(format!("clarion: --api-token: {e}")))?;
     let (tx, rx) = mpsc::channel(64);
     let (reports, _) = broadcast::channel(4096);
     let handle = a.api_hosts.iter().fold(
-        ControlHandle::new(tx, reports.clone(), token.map(str::to_string)),
+        ControlHandle::new(tx, reports.clone(), token.token().map(str::to_string)),
         |h, n| h.allow_host(n),
     );
     let bound = clarion_control::spawn(listener, handle)
         .context("cannot start the control API")
         .map_err(Failure::Runtime)?;
+    // Shown even with --quiet: it is the only time the token is printed.
+    if let Some(said) = token.announcement(bound) {
+        eprintln!("{said}");
+    }
     if !a.quiet {
-        eprintln!("clarion: manager: control API on http://{bound}");
+        eprintln!(
+            "clarion: manager: control API on http://{bound}{}",
+            auth_note(&token)
+        );
     }
     Ok(Some(ControlLink {
         commands: rx,
         reports,
     }))
+}
+
+/// How the API's clients authenticate, for its start line.
+pub fn auth_note(token: &ServerToken) -> String {
+    match token {
+        ServerToken::Open => " (no token: --api-no-auth)".into(),
+        ServerToken::Given(_) => " (token given)".into(),
+        ServerToken::File { path, .. } => format!(" (token in {})", path.display()),
+    }
 }
 
 /// The service's options the flags describe.

@@ -39,9 +39,12 @@ fn said(err: &std::path::Path, what: &str, child: &mut Child) -> String {
     }
 }
 
-fn events_cli(api: &str, args: &[&str]) -> String {
+/// `clarion events` on `api`, with the token kept in `token_file`.
+fn events_cli(api: &str, token_file: &std::path::Path, args: &[&str]) -> String {
     let out = Command::cargo_bin("clarion")
         .expect("binary")
+        .env("CLARION_API_TOKEN_FILE", token_file)
+        .env_remove("CLARION_API_TOKEN")
         .args(["events", "--api", api])
         .args(args)
         .output()
@@ -72,8 +75,11 @@ fn events_are_added_removed_and_reloaded_without_a_restart() {
     let events = dir.path().join("host.clarion");
     std::fs::write(&events, event("probe_a", port)).expect("written");
     let (out, err) = (dir.path().join("reports.jsonl"), dir.path().join("err.txt"));
+    let token = dir.path().join("api-token");
     let mut child = Command::cargo_bin("clarion")
         .expect("binary")
+        .env("CLARION_API_TOKEN_FILE", &token)
+        .env_remove("CLARION_API_TOKEN")
         .args([
             "run",
             "-i",
@@ -95,6 +101,23 @@ fn events_are_added_removed_and_reloaded_without_a_restart() {
         .spawn()
         .expect("starts");
     said(&err, "control API for this host's events", &mut child);
+    // Closed by default: a token generated at start, private, and needed.
+    said(&err, "control API token generated", &mut child);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&token)
+            .expect("token file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let anonymous = Command::cargo_bin("clarion")
+        .expect("binary")
+        .env("CLARION_API_TOKEN_FILE", dir.path().join("none"))
+        .args(["events", "--api", &api, "--token", "wrong", "list"])
+        .output()
+        .expect("runs");
+    assert_eq!(anonymous.status.code(), Some(2), "401 without the token");
 
     // One datagram every 10 ms to the events' port, until told to stop.
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
@@ -108,7 +131,7 @@ fn events_are_added_removed_and_reloaded_without_a_restart() {
     std::thread::sleep(Duration::from_millis(600));
     let b = dir.path().join("b.clarion");
     std::fs::write(&b, event("probe_b", port)).expect("written");
-    let added = events_cli(&api, &["add", b.to_str().expect("utf-8")]);
+    let added = events_cli(&api, &token, &["add", b.to_str().expect("utf-8")]);
     assert!(added.contains("probe_b"), "{added}");
     let starts = said(
         &err,
@@ -116,14 +139,14 @@ fn events_are_added_removed_and_reloaded_without_a_restart() {
         &mut child,
     );
     let starts = starts.rsplit(' ').next().expect("a time").to_string();
-    let listed = events_cli(&api, &["list"]);
+    let listed = events_cli(&api, &token, &["list"]);
     assert!(
         listed.contains("probe_a") && listed.contains("probe_b"),
         "{listed}"
     );
 
     std::thread::sleep(Duration::from_millis(600));
-    events_cli(&api, &["rm", "probe_a"]);
+    events_cli(&api, &token, &["rm", "probe_a"]);
     let ends = said(
         &err,
         "event probe_a removed; its last window ends at ",

@@ -1,11 +1,15 @@
 //! The manager's control API through `clarion events`: events added,
 //! listed, shown and removed at runtime (all or none, with the language's
-//! errors), kept across a restart under the same ids, a token required when
-//! asked for (and refused beyond loopback without one), fired events
-//! streamed to `clarion events watch` exactly as the manager writes them.
+//! errors), kept across a restart under the same ids, fired events
+//! streamed to `clarion events watch` exactly as the manager writes them;
+//! the API closed by default (a token generated at first start, kept
+//! private, printed once, found by the client), open only on loopback and
+//! only when asked for.
 
 mod bus;
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
@@ -150,8 +154,117 @@ fn events_are_managed_at_runtime_kept_across_restarts_and_streamed() {
     assert!(e.contains("closed the stream"), "watch says why it ended: {e}");
 }
 
+/// A manager on `url` with its API on a free loopback port, its token
+/// file in the default place under `conf` (XDG_CONFIG_HOME), and `extra`.
+fn default_token_manager(d: &Path, url: &str, conf: &Path, extra: &[&str]) -> (Guard, u16) {
+    listen_on_free_port("the manager's control API", |port| {
+        clarion()
+            .env_remove("CLARION_API_TOKEN_FILE")
+            .env("XDG_CONFIG_HOME", conf)
+            .args(["manager", "--nats", url, "--inventory", "hosts.txt", "--no-store"])
+            .args(["--api", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .current_dir(d)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("manager starts")
+    })
+}
+
+/// `clarion events` with the default token file under `conf`.
+fn events_with_conf(api: &str, conf: &Path, args: &[&str]) -> Output {
+    clarion()
+        .env_remove("CLARION_API_TOKEN_FILE")
+        .env("XDG_CONFIG_HOME", conf)
+        .args(["events", "--api", api])
+        .args(args)
+        .output()
+        .expect("clarion events runs")
+}
+
 #[test]
-fn a_token_is_required_when_given_and_beyond_loopback() {
+fn the_api_is_closed_by_default_with_a_token_made_once() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    let (_server, nats_port) = start_server(&server);
+    let nats = format!("nats://127.0.0.1:{nats_port}");
+    let conf = d.join("conf");
+    let file = conf.join("clarion/api-token");
+
+    // First start: a token generated in ~/.config/clarion/api-token (here
+    // under XDG_CONFIG_HOME), private, printed with how to use it.
+    let (m, port) = default_token_manager(d, &nats, &conf, &[]);
+    let api = format!("http://127.0.0.1:{port}");
+    let mode = std::fs::metadata(&file).expect("token file").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let token = std::fs::read_to_string(&file).expect("token").trim().to_string();
+    assert_eq!(token.len(), 64, "{token}");
+    // The same user's client finds it: nothing to type.
+    ok(&events_with_conf(&api, &conf, &["list"]));
+    // Anyone else gets 401, told which token was sent.
+    let e = refused(&events_with_conf(&api, &d.join("elsewhere"), &["list"]));
+    assert!(e.contains("Bearer") && e.contains("no token was sent"), "{e}");
+    let e = refused(&events_with_conf(&api, &conf, &["--token", "wrong", "list"]));
+    assert!(e.contains("the token given"), "{e}");
+    assert!(clarion_control::Client::new(&api, None).list().is_err());
+    assert!(clarion_control::Client::new(&api, Some(token.clone()))
+        .list()
+        .is_ok());
+    let out = m.terminate("the manager");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said.matches(&token).count(), 1, "printed once: {said}");
+    assert!(
+        said.contains(&format!(
+            "curl -H \"Authorization: Bearer $(cat '{}')\"",
+            file.display()
+        )),
+        "{said}"
+    );
+
+    // Next start: the same token, not printed again.
+    let (m, port) = default_token_manager(d, &nats, &conf, &["-q"]);
+    ok(&events_with_conf(
+        &format!("http://127.0.0.1:{port}"),
+        &conf,
+        &["list"],
+    ));
+    let out = m.terminate("the manager");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(&token));
+    assert_eq!(std::fs::read_to_string(&file).expect("token").trim(), token);
+
+    // A token file others may read is refused, as ssh refuses such a key.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let exposed = clarion()
+        .env_remove("CLARION_API_TOKEN_FILE")
+        .env("XDG_CONFIG_HOME", &conf)
+        .args([
+            "manager",
+            "--nats",
+            &nats,
+            "--inventory",
+            "hosts.txt",
+            "--no-store",
+        ])
+        .args(["--api", "127.0.0.1:0"])
+        .current_dir(d)
+        .output()
+        .expect("runs");
+    assert_eq!(exposed.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&exposed.stderr);
+    assert!(
+        e.contains("chmod 600") && e.contains(&file.display().to_string()),
+        "{e}"
+    );
+    let e = refused(&events_with_conf(&api, &conf, &["list"]));
+    assert!(e.contains("chmod 600"), "the client refuses it too: {e}");
+}
+
+#[test]
+fn no_auth_is_for_loopback_only_and_a_given_token_is_required() {
     let Some(server) = require_server() else {
         return;
     };
@@ -166,23 +279,27 @@ fn a_token_is_required_when_given_and_beyond_loopback() {
             "--no-store",
             "--api",
             "0.0.0.0:0",
+            "--api-no-auth",
         ])
-        .env_remove("CLARION_API_TOKEN")
         .current_dir(d)
         .output()
         .expect("runs");
     assert_eq!(open.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&open.stderr).contains("--api-token"));
+    let e = String::from_utf8_lossy(&open.stderr);
+    assert!(e.contains("--api-no-auth") && e.contains("loopback"), "{e}");
 
     let (_server, nats_port) = start_server(&server);
-    let (m, port) = manager_with_api(
-        d,
-        &format!("nats://127.0.0.1:{nats_port}"),
-        &["--no-store", "--api-token", "s3cret"],
-    );
+    let nats = format!("nats://127.0.0.1:{nats_port}");
+    let (m, port) = manager_with_api(d, &nats, &["--no-store", "--api-no-auth"]);
     let api = format!("http://127.0.0.1:{port}");
-    let e = refused(&events(&api, &["list"]));
-    assert!(e.contains("Bearer"), "{e}");
+    assert!(
+        clarion_control::Client::new(&api, None).list().is_ok(),
+        "open on loopback"
+    );
+    m.terminate("the manager");
+
+    let (m, port) = manager_with_api(d, &nats, &["--no-store", "--api-token", "s3cret"]);
+    let api = format!("http://127.0.0.1:{port}");
     let e = refused(&events(&api, &["--token", "wrong", "list"]));
     assert!(e.contains("Bearer"), "{e}");
     ok(&events(&api, &["--token", "s3cret", "list"]));

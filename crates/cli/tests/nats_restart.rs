@@ -164,3 +164,102 @@ fn everyone_reconnects_when_the_nats_server_comes_back() {
     let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
     assert_reference_outside_the_gap(&text, &text, &frames, T0 + 6_500 * MS);
 }
+
+/// `clarion manager --store FILE` with `flags`, no API, on a NATS server
+/// that is not there (a manager that gets past its store fails on it).
+fn manager_on_store(d: &std::path::Path, store: &str, flags: &[&str]) -> std::process::Output {
+    clarion()
+        .args([
+            "manager",
+            "--nats",
+            "nats://127.0.0.1:1",
+            "--inventory",
+            "hosts.txt",
+            "--no-api",
+        ])
+        .args(["--store", store])
+        .args(flags)
+        .current_dir(d)
+        .output()
+        .expect("runs")
+}
+
+#[test]
+fn an_empty_or_foreign_store_is_refused_unless_init() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    std::fs::write(d.join("empty.sqlite"), b"").expect("empty");
+    std::fs::write(d.join("notes.txt"), b"not a database\n").expect("text");
+
+    let out = manager_on_store(d, "empty.sqlite", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("empty.sqlite is empty") && e.contains("--init"), "{e}");
+    assert_eq!(std::fs::metadata(d.join("empty.sqlite")).expect("kept").len(), 0);
+
+    let out = manager_on_store(d, "notes.txt", &["--init"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("notes.txt is not a Clarion event store"), "{e}");
+    assert_eq!(
+        std::fs::read(d.join("notes.txt")).expect("kept"),
+        b"not a database\n"
+    );
+
+    // --init makes the empty file a store; a missing file is created without it.
+    for (store, flags) in [("empty.sqlite", &["--init"][..]), ("new.sqlite", &[])] {
+        let out = manager_on_store(d, store, flags);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            e.contains("cannot connect to the NATS server"),
+            "past the store: {e}"
+        );
+        assert!(
+            clarion_store::Store::open(&d.join(store)).is_ok(),
+            "{store} is a store"
+        );
+    }
+}
+
+#[test]
+fn events_edited_into_the_store_are_checked_as_the_api_checks_them() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    let store = clarion_store::Store::open(&d.join("m.sqlite")).expect("store");
+    let put = |id: u64, name: &str, source: &str| {
+        store
+            .put(&clarion_store::StoredEvent {
+                id,
+                name: name.into(),
+                source: source.into(),
+                added_ns: T0,
+            })
+            .expect("put");
+    };
+    put(0, "net", "event net\n  when sum(volume) > 1000\n  across hosts\n");
+    // A host's own event, which the API refuses: not network-wide.
+    put(1, "own", "event own\n  when sum(volume) > 1000\n");
+    put(2, "bad", "event bad\n  when sum(volum) > 1000\n  across hosts\n");
+    drop(store);
+    let (_server, nats_port) = start_server(&server);
+    let out = manager(
+        d,
+        &format!("nats://127.0.0.1:{nats_port}"),
+        &["--store", "m.sqlite", "--no-api", "--duration", "1s"],
+    )
+    .wait_with_output()
+    .expect("manager runs");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{e}");
+    assert!(e.contains("1 event(s) restored"), "{e}");
+    assert!(
+        e.contains("stored event `own` not installed") && e.contains("across hosts"),
+        "{e}"
+    );
+    assert!(e.contains("stored event `bad` not installed"), "{e}");
+}

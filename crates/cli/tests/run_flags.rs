@@ -38,6 +38,7 @@ fn live_capture_flags_are_errors_with_a_capture_file() {
         &["--epoch-stats", "/tmp/never-written.jsonl"],
         &["--stats-every", "1s"],
         &["--api", "127.0.0.1:8701"],
+        &["--api-no-auth"],
     ];
     for flag in flags {
         let o = clarion()
@@ -386,7 +387,7 @@ fn an_empty_api_token_is_refused_at_start() {
         .expect("runs");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("--api-token") && stderr(&o).contains("empty"),
+        stderr(&o).contains("--api-token") && stderr(&o).contains("is empty"),
         "{}",
         stderr(&o)
     );

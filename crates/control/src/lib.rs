@@ -8,14 +8,18 @@
 //!   with a channel for its answer.
 //! - [`server`]: the axum router (bearer-token check, routes) and a server thread.
 //! - [`client`]: the client `clarion events` uses.
+//! - [`token`]: the bearer token: given, or generated at first start and
+//!   kept in a private file that clients read too.
 
 pub mod client;
 pub mod model;
 pub mod server;
+pub mod token;
 
 pub use client::{Client, ClientError};
 pub use model::{Command, ControlError, EventInfo, HostInfo};
-pub use server::{spawn, usable_token, ControlHandle};
+pub use server::{spawn, ControlHandle};
+pub use token::{ServerToken, TokenError};
 
 /// The OpenAPI description of this API (served at `/v1/openapi.yaml`).
 pub const OPENAPI: &str = include_str!("../../../docs/api/openapi.yaml");

@@ -6,8 +6,9 @@
 //! oldest and is told how many, as an SSE comment).
 //!
 //! With a token, every route but `/v1/health` needs `Authorization: Bearer
-//! <token>` (compared in constant time); the caller decides when a token
-//! is required (beyond loopback) and refuses an empty one ([`usable_token`]).
+//! <token>` (compared in constant time); the caller decides the token
+//! ([`crate::token::ServerToken`]: given, or kept in a file, or none on
+//! loopback when asked for).
 //!
 //! Every route checks `Host` and `Origin`, so that a web page in the
 //! operator's browser can neither call the API (a foreign `Origin`, sent
@@ -72,17 +73,6 @@ impl ControlHandle {
         host == "localhost"
             || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
             || self.hosts.contains(&host)
-    }
-}
-
-/// The token a caller gave, if it can be used: an empty one would refuse
-/// every request, so it is an error at start.
-pub fn usable_token(token: Option<&str>) -> Result<Option<&str>, String> {
-    match token {
-        Some(t) if t.trim().is_empty() => {
-            Err("the API token is empty; give a non-empty one, or none for loopback only".into())
-        }
-        other => Ok(other),
     }
 }
 
@@ -227,7 +217,10 @@ async fn check_token(State(h): State<ControlHandle>, req: Request, next: Next) -
             given.is_some_and(|g| bool::from(subtle::ConstantTimeEq::ct_eq(g.as_bytes(), token.as_bytes())));
         if !same {
             let body = ErrorBody {
-                error: "this API needs `Authorization: Bearer <token>` (clarion events --token, or CLARION_API_TOKEN)"
+                error: "this API needs `Authorization: Bearer <token>`: the token the server printed \
+                        when it created its token file (by default ~/.config/clarion/api-token, which \
+                        clarion events reads), or the one it was given (clarion events --token, or \
+                        CLARION_API_TOKEN)"
                     .into(),
             };
             return (StatusCode::UNAUTHORIZED, Json(body)).into_response();
@@ -382,11 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_token_is_refused_and_hosts_are_read_from_authorities() {
-        assert!(usable_token(Some("")).is_err());
-        assert!(usable_token(Some("  ")).is_err());
-        assert_eq!(usable_token(Some("t")), Ok(Some("t")));
-        assert_eq!(usable_token(None), Ok(None));
+    fn hosts_are_read_from_authorities() {
         assert_eq!(host_of("LocalHost:8700"), "localhost");
         assert_eq!(host_of("[::1]:8700"), "::1");
         assert_eq!(host_of("::1"), "::1");
