@@ -23,7 +23,9 @@ use crate::token::{Token, TokenKind};
 pub fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     let mut lx = Lexer {
         src,
-        pos: 0,
+        // A leading byte-order mark is skipped: editors on Windows write
+        // one, and it says only that the text is UTF-8.
+        pos: if src.starts_with(BOM) { BOM.len_utf8() } else { 0 },
         toks: Vec::new(),
         diags: Vec::new(),
     };
@@ -31,12 +33,34 @@ pub fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     (lx.toks, lx.diags)
 }
 
+/// U+FEFF, the byte-order mark (elsewhere than first: a zero-width no-break space).
+const BOM: char = '\u{FEFF}';
+
 struct Lexer<'a> {
     src: &'a str,
     /// Always on a `char` boundary.
     pos: usize,
     toks: Vec<Token>,
     diags: Vec<Diagnostic>,
+}
+
+/// A character as a message quotes it: invisible ones by code point and
+/// name, so that the message says what is there.
+fn shown(c: char) -> String {
+    match c {
+        BOM => "U+FEFF (a byte-order mark)".into(),
+        '\u{A0}' => "U+00A0 (a no-break space)".into(),
+        '\u{200B}' => "U+200B (a zero-width space)".into(),
+        c if invisible(c) => format!("U+{:04X}", u32::from(c)),
+        c => format!("`{c}`"),
+    }
+}
+
+/// Characters that print as nothing or as a plain space.
+fn invisible(c: char) -> bool {
+    c.is_control()
+        || c.is_whitespace()
+        || matches!(c, '\u{AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | BOM)
 }
 
 fn is_word_byte(b: u8) -> bool {
@@ -145,7 +169,7 @@ impl Lexer<'_> {
         let span = Span::new(start, start + c.len_utf8());
         let mut d = Diagnostic::new(
             codes::UNEXPECTED_CHAR,
-            format!("unexpected character `{c}`"),
+            format!("unexpected character {}", shown(c)),
             span,
         );
         d = match c {
@@ -153,6 +177,10 @@ impl Lexer<'_> {
             '|' => d.help("write `or` (or `||`)"),
             '"' | '\'' => d.help("Clarion has no strings: write names and addresses without quotes"),
             ';' => d.help("clauses need no separator: start the next one on a new line"),
+            BOM => d.help(
+                "a byte-order mark is allowed only as the first character of the file: remove this one",
+            ),
+            c if invisible(c) => d.help("remove it (it does not show in most editors)"),
             _ => d,
         };
         self.diags.push(d);

@@ -32,8 +32,45 @@ pub mod spec;
 mod suggest;
 mod token;
 
-pub use error::{codes, Diagnostic, Diagnostics, Label};
+pub use error::{codes, Diagnostic, Diagnostics, Label, MAX_RENDERED};
 pub use parser::MAX_DEPTH;
+
+/// The text of an events file read as bytes. A leading byte-order mark
+/// is kept (the lexer skips it, so spans stay offsets into the file).
+///
+/// Invalid UTF-8 is a diagnostic at the first bad byte, so that it shows
+/// a line and a column like any other: render it against
+/// `String::from_utf8_lossy(bytes)`, which is the same text up to there
+/// and shows the bad bytes as `�`.
+pub fn decode(bytes: &[u8]) -> Result<&str, Diagnostics> {
+    let e = match std::str::from_utf8(bytes) {
+        Ok(text) => return Ok(text),
+        Err(e) => e,
+    };
+    let at = e.valid_up_to();
+    let bad = match e.error_len() {
+        Some(n) => bytes.get(at..at + n).unwrap_or_default(),
+        None => bytes.get(at..).unwrap_or_default(),
+    };
+    let hex: Vec<String> = bad.iter().map(|b| format!("0x{b:02X}")).collect();
+    let (what, here) = match (e.error_len(), hex.len()) {
+        (None, _) => (
+            format!("the text ends inside a character ({})", hex.join(" ")),
+            "cut short",
+        ),
+        (Some(_), 1) => (format!("byte {} is not UTF-8", hex.join(" ")), "not UTF-8"),
+        (Some(_), _) => (format!("bytes {} are not UTF-8", hex.join(" ")), "not UTF-8"),
+    };
+    // In the lossy text the bad bytes are one U+FFFD (3 bytes) at `at`.
+    let d = Diagnostic::new(
+        codes::INVALID_UTF8,
+        format!("invalid UTF-8: {what}"),
+        span::Span::new(at, at + 3),
+    )
+    .here(here)
+    .help("events files are UTF-8 text: convert this one, e.g. `iconv -f latin1 -t utf-8 FILE`");
+    Err(Diagnostics(vec![d]))
+}
 
 /// Parses `src` (syntax only: values are not range-checked).
 pub fn parse(src: &str) -> Result<ast::File, Diagnostics> {

@@ -8,52 +8,66 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     if word.len() > 64 {
         return None;
     }
-    let lower = word.to_ascii_lowercase();
-    let limit = match word.chars().count() {
+    let chars = word.chars().count();
+    let limit = match chars {
         0..=2 => 1,
         3..=5 => 2,
         _ => 3,
     };
     candidates
         .into_iter()
-        .filter(|c| *c != word)
-        .map(|c| {
-            (
-                distance(&lower, &c.to_ascii_lowercase()),
-                c.len().abs_diff(word.len()),
-                c,
-            )
-        })
+        // The distance is at least the difference in length: most
+        // candidates are dismissed without computing it.
+        .filter(|c| *c != word && c.chars().count().abs_diff(chars) <= limit)
+        .map(|c| (distance(word, c), c.len().abs_diff(word.len()), c))
         .filter(|(d, ..)| *d <= limit)
         .min_by_key(|(d, len_diff, _)| (*d, *len_diff))
         .map(|(.., c)| c)
 }
 
-/// Optimal string alignment distance (Levenshtein plus adjacent swaps).
+/// The longest word [`distance`] compares (longer ones are never close).
+const MAX_CHARS: usize = 68;
+
+/// Optimal string alignment distance (Levenshtein plus adjacent swaps),
+/// ignoring ASCII case; `usize::MAX` past [`MAX_CHARS`] characters. On the
+/// stack: it runs for each candidate of each misspelt name.
 fn distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    // rows[i][j]: distance between a[..i] and b[..j].
-    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in rows.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in rows[0].iter_mut().enumerate() {
+    let mut ca = ['\0'; MAX_CHARS];
+    let mut cb = ['\0'; MAX_CHARS];
+    let (Some(n), Some(m)) = (fill(&mut ca, a), fill(&mut cb, b)) else {
+        return usize::MAX;
+    };
+    // rows[i % 3][j]: distance between a[..i] and b[..j].
+    let mut rows = [[0usize; MAX_CHARS + 1]; 3];
+    for (j, cell) in rows[0].iter_mut().enumerate().take(m + 1) {
         *cell = j;
     }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut d = (rows[i - 1][j] + 1)
-                .min(rows[i][j - 1] + 1)
-                .min(rows[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d = d.min(rows[i - 2][j - 2] + 1);
+    for i in 1..=n {
+        let (cur, prev, prev2) = (i % 3, (i + 2) % 3, (i + 1) % 3);
+        rows[cur][0] = i;
+        for j in 1..=m {
+            let cost = usize::from(ca[i - 1] != cb[j - 1]);
+            let mut d = (rows[prev][j] + 1)
+                .min(rows[cur][j - 1] + 1)
+                .min(rows[prev][j - 1] + cost);
+            if i > 1 && j > 1 && ca[i - 1] == cb[j - 2] && ca[i - 2] == cb[j - 1] {
+                d = d.min(rows[prev2][j - 2] + 1);
             }
-            rows[i][j] = d;
+            rows[cur][j] = d;
         }
     }
-    rows[a.len()][b.len()]
+    rows[n % 3][m]
+}
+
+/// Puts `s`'s characters, lowercased (ASCII), into `out`; their number, or
+/// `None` if they do not fit.
+fn fill(out: &mut [char; MAX_CHARS], s: &str) -> Option<usize> {
+    let mut n = 0;
+    for c in s.chars() {
+        *out.get_mut(n)? = c.to_ascii_lowercase();
+        n += 1;
+    }
+    Some(n)
 }
 
 #[cfg(test)]
@@ -67,5 +81,9 @@ mod tests {
         assert_eq!(closest("kb", ["KB", "MB"]), Some("KB"));
         assert_eq!(closest("xyzzy", ["when", "per"]), None);
         assert_eq!(distance("abc", "acb"), 1);
+        assert_eq!(distance("KB", "kb"), 0);
+        assert_eq!(distance("", "abc"), 3);
+        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(distance(&"x".repeat(69), "x"), usize::MAX);
     }
 }

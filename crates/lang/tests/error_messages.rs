@@ -2,7 +2,7 @@
 //!
 //! Trailing spaces are ignored: `ariadne` pads some lines.
 
-use clarion_lang::check;
+use clarion_lang::{check, decode, Diagnostics};
 
 #[track_caller]
 fn assert_renders(src: &str, expected: &str) {
@@ -10,7 +10,21 @@ fn assert_renders(src: &str, expected: &str) {
         Ok(specs) => panic!("expected an error, got {specs:?}"),
         Err(d) => d,
     };
-    let got = diags.render("rack.clarion", src, false);
+    assert_rendered(&diags.render("rack.clarion", src, false), expected);
+}
+
+/// Like [`assert_renders`], showing the first `max` diagnostics only.
+#[track_caller]
+fn assert_renders_first(max: usize, src: &str, expected: &str) {
+    let diags = match check(src) {
+        Ok(specs) => panic!("expected an error, got {specs:?}"),
+        Err(d) => d,
+    };
+    assert_rendered(&diags.render_first(max, "rack.clarion", src, false), expected);
+}
+
+#[track_caller]
+fn assert_rendered(got: &str, expected: &str) {
     let trim = |s: &str| {
         s.lines()
             .map(str::trim_end)
@@ -19,7 +33,7 @@ fn assert_renders(src: &str, expected: &str) {
             .trim()
             .to_string()
     };
-    let (got, expected) = (trim(&got), trim(expected));
+    let (got, expected) = (trim(got), trim(expected));
     assert!(got == expected, "rendered:\n{got}\n\nexpected:\n{expected}");
 }
 
@@ -423,6 +437,117 @@ fn across_without_hosts() {
    │            ╰──── expected `hosts` or `more than`
    │
    │ Help: write `across hosts` (over all hosts' packets together), `across more than 3 hosts` or `across more than 50% of hosts` (the event holds on that many hosts)
+───╯
+"#,
+    );
+}
+
+#[test]
+fn errors_past_the_limit_are_counted() {
+    let src = format!(
+        "event rack\n  when sum(volume) > 1\n  per (src_ip, {})\n",
+        ["src_ip"; 3].join(", ")
+    );
+    assert_renders_first(
+        1,
+        &src,
+        r#"
+[E0304] Error: `src_ip` appears twice in the granularity
+   ╭─[ rack.clarion:3:16 ]
+   │
+ 3 │   per (src_ip, src_ip, src_ip, src_ip)
+   │        ───┬──  ───┬──
+   │           │       ╰──── listed again
+   │           │
+   │           ╰──────────── first listed here
+   │
+   │ Help: list each field once
+───╯
+and 2 more errors (3 in all)
+"#,
+    );
+}
+
+#[test]
+fn a_long_line_is_shown_around_each_place() {
+    // 60 fields: a line of 486 characters, shown as windows of 40 on each side.
+    let src = format!(
+        "event rack\n  when sum(volume) > 1\n  per ({})\n",
+        ["src_ip"; 60].join(", ")
+    );
+    assert_renders_first(
+        1,
+        &src[..],
+        r#"
+[E0304] Error: `src_ip` appears twice in the granularity
+   ╭─[ rack.clarion:3:16 ]
+   │
+ 3 │   per (src_ip, src_ip, src_ip, src_ip, src_ip, src_ip, src_ip…
+   │        ───┬──  ───┬──
+   │           │       ╰──── listed again
+   │           │
+   │           ╰──────────── first listed here
+   │
+   │ Help: list each field once
+───╯
+and 58 more errors (59 in all)
+"#,
+    );
+    // Far along the line: the column is the source's, not the window's.
+    let diags = check(&src).expect_err("duplicates");
+    let last = Diagnostics(diags.0[58..].to_vec());
+    assert_rendered(
+        &last.render("rack.clarion", &src, false),
+        r#"
+[E0304] Error: `src_ip` appears twice in the granularity
+   ╭─[ rack.clarion:3:480 ]
+   │
+ 3 │   per (src_ip, src_ip, src_ip, src_ip, src_ip, src_ip…src_ip, src_ip, src_ip, src_ip, src_ip, src_ip)
+   │        ───┬──                                                                                 ───┬──
+   │           │                                                                                      ╰──── listed again
+   │           │
+   │           ╰─────────────────────────────────────────────────────────────────────────────────────────── first listed here
+   │
+   │ Help: list each field once
+───╯
+"#,
+    );
+}
+
+#[test]
+fn a_byte_order_mark_is_named() {
+    // A leading one is skipped; another is an error that says what it is.
+    assert_renders(
+        "\u{FEFF}event rack\n  when sum(volume) > 1\u{FEFF}\n",
+        r#"
+[E0101] Error: unexpected character U+FEFF (a byte-order mark)
+   ╭─[ rack.clarion:2:23 ]
+   │
+ 2 │   when sum(volume) > 1﻿
+   │
+   │                       ── unexpected character U+FEFF (a byte-order mark)
+   │
+   │ Help: a byte-order mark is allowed only as the first character of the file: remove this one
+───╯
+"#,
+    );
+}
+
+#[test]
+fn invalid_utf8_has_a_line_and_a_column() {
+    let bytes: &[u8] = b"event rack\n  when sum(volume) > 1\n  per src_ip # caf\xE9\n";
+    let diags = decode(bytes).expect_err("not UTF-8");
+    assert_rendered(
+        &diags.render("rack.clarion", &String::from_utf8_lossy(bytes), false),
+        r#"
+[E0103] Error: invalid UTF-8: byte 0xE9 is not UTF-8
+   ╭─[ rack.clarion:3:19 ]
+   │
+ 3 │   per src_ip # caf�
+   │                   ┬
+   │                   ╰── not UTF-8
+   │
+   │ Help: events files are UTF-8 text: convert this one, e.g. `iconv -f latin1 -t utf-8 FILE`
 ───╯
 "#,
     );

@@ -1,5 +1,6 @@
 //! `filter` clauses: header conditions.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::ast::{Cond, CondValue, Field, FilterClause};
@@ -20,9 +21,11 @@ pub fn lower_filters(clauses: &[FilterClause], diags: &mut Vec<Diagnostic>) -> V
 
 fn lower_filter(clause: &FilterClause, diags: &mut Vec<Diagnostic>) -> Filter {
     let mut f = Filter::default();
-    let mut seen: Vec<(Field, Span)> = Vec::new();
+    // Each field's first condition, looked up in constant time: a filter
+    // has no length limit, and every repeat is checked against it.
+    let mut seen: HashMap<Field, Span> = HashMap::new();
     for c in &clause.conds {
-        if let Some((_, first)) = seen.iter().find(|(field, _)| *field == c.field) {
+        if let Some(first) = seen.get(&c.field) {
             diags.push(
                 Diagnostic::new(
                     codes::DUPLICATE_FIELD,
@@ -37,7 +40,7 @@ fn lower_filter(clause: &FilterClause, diags: &mut Vec<Diagnostic>) -> Filter {
             );
             continue;
         }
-        seen.push((c.field, c.field_span));
+        seen.insert(c.field, c.field_span);
         if c.value == CondValue::Any {
             continue;
         }

@@ -1,5 +1,7 @@
 //! `per GRANULARITY`: the fields of the group key.
 
+use std::collections::HashMap;
+
 use crate::ast::{Field, GroupField, Per, PerKind, PrefixLen};
 use crate::error::{codes, Diagnostic};
 use crate::span::Span;
@@ -21,9 +23,11 @@ pub fn lower_per(per: Option<&Per>, diags: &mut Vec<Diagnostic>) -> Granularity 
 /// The fields of a list (`per`, a drill-down's `on`), each at most once.
 pub fn lower_fields(fields: &[GroupField], list: &str, diags: &mut Vec<Diagnostic>) -> Granularity {
     let mut g = Granularity::default();
-    let mut seen: Vec<(Field, Span)> = Vec::new();
+    // Each field's first place, looked up in constant time: a list has no
+    // length limit, and every repeat is checked against it.
+    let mut seen: HashMap<Field, Span> = HashMap::new();
     for gf in fields {
-        if let Some((_, first)) = seen.iter().find(|(f, _)| *f == gf.field) {
+        if let Some(first) = seen.get(&gf.field) {
             diags.push(
                 Diagnostic::new(
                     codes::DUPLICATE_FIELD,
@@ -36,7 +40,7 @@ pub fn lower_fields(fields: &[GroupField], list: &str, diags: &mut Vec<Diagnosti
             );
             continue;
         }
-        seen.push((gf.field, gf.span));
+        seen.insert(gf.field, gf.span);
         match gf.field {
             Field::SrcIp => g.src_ip = lens(gf, diags),
             Field::DstIp => g.dst_ip = lens(gf, diags),

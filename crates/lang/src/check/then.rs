@@ -9,7 +9,7 @@
 //! [`MAX_CHAIN`] or expanding to more than [`MAX_EXPANDED`] events, so that
 //! embedding stays small and never recurses deeply.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::ast::{Event, Field, File, Then, Unit};
 use crate::error::{codes, Diagnostic};
@@ -29,6 +29,11 @@ const MAX_EXPANDED: usize = 256;
 const MAX_DURATION_MS: u64 = 86_400_000;
 
 const NS_PER_MS: u64 = 1_000_000;
+
+/// How many unknown drill-down targets get a "did you mean": each reads
+/// every event name, so thousands of them took minutes. Past the first
+/// screens of errors nobody reads them.
+const SUGGESTIONS: usize = 64;
 
 /// A checked `then install`: the target's index, its narrowing and duration.
 type Edge = (usize, Granularity, Option<u64>);
@@ -51,22 +56,25 @@ pub fn resolve(file: &File, specs: Vec<(usize, EventSpec)>, diags: &mut Vec<Diag
     let lowered: HashMap<usize, &EventSpec> = specs.iter().map(|(i, s)| (*i, s)).collect();
     // Per event, its checked drill-downs: (target index, on, duration).
     let mut edges: Edges = HashMap::new();
+    let mut suggestions = SUGGESTIONS;
     for (i, e) in file.events.iter().enumerate() {
         for t in &e.then {
-            if let Some(edge) = check_then(file, &by_name, &lowered, i, t, diags) {
+            if let Some(edge) = check_then(file, &by_name, &lowered, i, t, &mut suggestions, diags) {
                 edges.entry(i).or_default().push(edge);
             }
         }
     }
     // A misspelt target is reported once, not again as an event never installed.
     let misspelt = diags[before..].iter().any(|d| d.code == codes::UNKNOWN_EVENT);
+    // Every target, once: a search of all events per event was quadratic.
+    let named: HashSet<&str> = file
+        .events
+        .iter()
+        .flat_map(|p| p.then.iter().map(|t| t.event.as_str()))
+        .collect();
     for e in file.events.iter().filter(|_| !misspelt) {
         let Some(span) = e.on_demand else { continue };
-        let named = file
-            .events
-            .iter()
-            .any(|p| p.then.iter().any(|t| t.event == e.name));
-        if !named {
+        if !named.contains(e.name.as_str()) {
             diags.push(
                 Diagnostic::new(
                     codes::BAD_ON_DEMAND,
@@ -114,6 +122,7 @@ fn check_then(
     lowered: &HashMap<usize, &EventSpec>,
     i: usize,
     t: &Then,
+    suggestions: &mut usize,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Edge> {
     let parent = &file.events[i];
@@ -125,7 +134,14 @@ fn check_then(
         )
         .here("unknown event");
         let names = file.events.iter().map(|e| e.name.as_str());
-        diags.push(match closest(&t.event, names) {
+        // Each suggestion reads every name: only the first few get one.
+        let suggested = if *suggestions > 0 {
+            *suggestions -= 1;
+            closest(&t.event, names)
+        } else {
+            None
+        };
+        diags.push(match suggested {
             Some(s) => d.help(format!("did you mean `{s}`?")),
             None => d.help(format!(
                 "define it in the same file with `on demand`: `event {} ... on demand`",
