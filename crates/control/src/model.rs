@@ -47,7 +47,59 @@ pub struct HostInfo {
 /// The body of every error response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
+    /// Sent cut to [`MAX_ERROR_BYTES`].
+    #[serde(serialize_with = "capped")]
     pub error: String,
+}
+
+/// The most bytes of an error text a response carries. The manager renders
+/// at most 50 diagnostics, each cut to a bounded size (a few kilobytes at
+/// worst), so this bounds what any other error could send: a 4,000-error
+/// body once made a 1.4 GB answer.
+pub const MAX_ERROR_BYTES: usize = 64 * 1024;
+
+/// `text` cut to [`MAX_ERROR_BYTES`] at a line's end (or a character's, for
+/// one long line), with a last line saying so.
+pub fn cap_error(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_ERROR_BYTES {
+        return text.into();
+    }
+    let mut end = MAX_ERROR_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    // Keep whole lines when there are any: a rendered report cut mid-line is harder to read.
+    let end = text[..end].rfind('\n').map_or(end, |i| i + 1);
+    format!(
+        "{}\n… cut at {} of {} bytes",
+        text[..end].trim_end(),
+        end,
+        text.len()
+    )
+    .into()
+}
+
+fn capped<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&cap_error(text))
+}
+
+/// The text of an events file sent as a body. Invalid UTF-8 is refused
+/// with its line and column, as `clarion check` shows it.
+pub fn events_text(body: &[u8]) -> Result<String, ControlError> {
+    match std::str::from_utf8(body) {
+        Ok(text) => Ok(text.to_string()),
+        Err(e) => {
+            let before = &body[..e.valid_up_to()];
+            let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+            let start = before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            // `before` is valid UTF-8: its characters are counted exactly.
+            let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+            let byte = body.get(e.valid_up_to()).copied().unwrap_or_default();
+            Err(ControlError::Invalid(format!(
+                "the body must be an events file's text in UTF-8: byte 0x{byte:02X} at line {line}, column {column} is not"
+            )))
+        }
+    }
 }
 
 /// Why a command failed; each maps to an HTTP status.
@@ -91,4 +143,52 @@ pub enum Command {
     Hosts {
         reply: Reply<Vec<HostInfo>>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_are_capped_at_a_line_end() {
+        let line = "x".repeat(99) + "\n";
+        let text = line.repeat(10_000);
+        let body = serde_json::to_string(&ErrorBody { error: text.clone() }).expect("serializes");
+        let sent: ErrorBody = serde_json::from_str(&body).expect("reads back");
+        assert!(sent.error.len() <= MAX_ERROR_BYTES + 64, "{}", sent.error.len());
+        assert!(
+            sent.error
+                .ends_with(&format!("… cut at 65500 of {} bytes", text.len())),
+            "{}",
+            &sent.error[sent.error.len() - 80..]
+        );
+        assert!(
+            sent.error.lines().rev().skip(1).all(|l| l.len() == 99),
+            "whole lines only"
+        );
+        // Short texts go as they are.
+        assert_eq!(cap_error("short"), "short");
+    }
+
+    #[test]
+    fn one_long_line_is_cut_at_a_character() {
+        let text = "é".repeat(MAX_ERROR_BYTES);
+        let cut = cap_error(&text);
+        assert!(cut.len() <= MAX_ERROR_BYTES + 64);
+        assert!(
+            cut.starts_with("éé") && cut.contains("… cut at 65536 of 131072 bytes"),
+            "{}",
+            &cut[cut.len() - 40..]
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_placed_by_line_and_column() {
+        assert_eq!(events_text(b"event a\n").as_deref(), Ok("event a\n"));
+        let e = events_text(b"event a\n  when \xC3\xA9 \xFF\n").expect_err("invalid");
+        assert_eq!(
+            e.to_string(),
+            "the body must be an events file's text in UTF-8: byte 0xFF at line 2, column 10 is not"
+        );
+    }
 }
