@@ -159,6 +159,8 @@ impl Agent {
             Inbound::Control(Control::Remove { event }) => self.desk.remove(monitor, event),
             Inbound::Control(Control::Extend { event, end_ns }) => self.desk.extend(monitor, event, end_ns),
             Inbound::Control(Control::Done) => self.tally.manager_done = true,
+            // The link takes acknowledgements itself.
+            Inbound::Control(Control::Ack { .. }) => {}
             Inbound::Poll { reqs, reply } => {
                 if let Some((reply, answers)) = self.desk.poll(monitor, reqs, reply) {
                     self.tally.answered += answers.len() as u64;
@@ -495,13 +497,20 @@ impl Agent {
 
     fn print_summary(&self, host: &str, frames: u64, packets: u64, elapsed: Duration) {
         eprintln!(
-            "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}",
+            "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}{}",
             host,
             thousands(frames),
             thousands(packets),
             elapsed.as_secs_f64(),
             thousands(self.tally.satisfied),
             thousands(self.tally.answered),
+            match self.link.unacked() {
+                0 => String::new(),
+                n => format!(
+                    ", {} satisfaction reports never acknowledged by a manager (their windows may be undecided)",
+                    thousands(n)
+                ),
+            },
             if self.desk.deferred() > 0 {
                 format!(", {} polls for windows never reached", self.desk.deferred())
             } else {

@@ -435,11 +435,13 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
     print_latency("first satisfaction report to decision", &s.decision_latency);
     print_latency("window end to decision (live hosts)", &s.window_to_decision);
     print_hosts(s, hosts);
-    for (from, to) in &s.gaps {
+    for g in &s.gaps {
         eprintln!(
-            "  gap: windows from {} to {} were not decided (the manager was down)",
-            clarion_report::rfc3339(*from),
-            clarion_report::rfc3339(*to)
+            "  gap: windows from {} to {} were not decided ({} satisfaction report(s) host {} could not keep until acknowledged)",
+            clarion_report::rfc3339(g.first_ns),
+            clarion_report::rfc3339(g.last_ns),
+            thousands(g.reports),
+            g.host
         );
     }
     if s.invalid > 0 {

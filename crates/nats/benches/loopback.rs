@@ -129,6 +129,8 @@ fn run(url: &str, windows: u64, pace: Option<Duration>, max_poll_batch: usize) -
                     event: k as u64,
                     report: Box::new(report(k, w, host)),
                     decided_ns: 0,
+                    // These hosts want no acknowledgement.
+                    seq: 0,
                 };
                 client
                     .publish(protocol::up(&format!("h{host}")), protocol::encode(&up))

@@ -5,9 +5,13 @@
 //! background then turns the host's control and poll subjects into
 //! [`Inbound`] items the monitor loop takes when it likes
 //! ([`AgentLink::try_recv`]), and sends what the loop hands it
-//! (satisfaction reports, answers, status) in the order given.
+//! (satisfaction reports, answers, status) in the order given. Satisfaction
+//! reports stay in the link's [`Outbox`] until the manager acknowledges
+//! them, and are sent again until it does.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::Subject;
@@ -16,6 +20,7 @@ use clarion_report::Report;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::outbox::{Outbox, OUTBOX_CAP};
 use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Trigger, Up};
 use crate::{NatsError, Security};
 
@@ -44,7 +49,14 @@ pub enum Inbound {
 }
 
 enum Outgoing {
+    /// A poll's answers, to its reply subject.
     Publish(String, Bytes),
+    Satisfied(Up, u64),
+    Finished,
+    /// The manager acknowledged these satisfaction reports.
+    Acked(Vec<u64>),
+    /// A second passed: heartbeat, and reports to send again.
+    Beat,
     Flush(oneshot::Sender<()>),
 }
 
@@ -56,6 +68,8 @@ pub struct AgentLink {
     triggers: Vec<Trigger>,
     inbound: std_mpsc::Receiver<Inbound>,
     out: mpsc::UnboundedSender<Outgoing>,
+    /// Satisfaction reports the manager has not acknowledged yet.
+    unacked: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for AgentLink {
@@ -79,6 +93,7 @@ impl AgentLink {
             .build()?;
         let (in_tx, inbound) = std_mpsc::channel();
         let (out, out_rx) = mpsc::unbounded_channel();
+        let unacked = Arc::new(AtomicU64::new(0));
         let (manager, triggers) = rt.block_on(async {
             let client =
                 crate::connect(&opts.url, &opts.security, &format!("clarion-agent {}", opts.host)).await?;
@@ -92,9 +107,16 @@ impl AgentLink {
                 .await
                 .map_err(|e| NatsError::Nats(e.to_string()))?;
             let reply = register(&client, opts, waiting).await?;
-            tokio::spawn(listen(control, polls, in_tx));
-            tokio::spawn(send(client, out_rx));
-            tokio::spawn(heartbeat(out.clone(), protocol::up(&opts.host)));
+            tokio::spawn(listen(control, polls, in_tx, out.clone()));
+            let sender = Sender {
+                client,
+                subject: protocol::up(&opts.host),
+                outbox: Outbox::new(OUTBOX_CAP),
+                finished: false,
+                unacked: Arc::clone(&unacked),
+            };
+            tokio::spawn(sender.run(out_rx));
+            tokio::spawn(heartbeat(out.clone()));
             Ok::<_, NatsError>(reply)
         })?;
         Ok(AgentLink {
@@ -104,6 +126,7 @@ impl AgentLink {
             triggers,
             inbound,
             out,
+            unacked,
         })
     }
 
@@ -126,29 +149,37 @@ impl AgentLink {
         self.inbound.recv_timeout(timeout).ok()
     }
 
-    fn publish(&self, subject: String, payload: Bytes) {
+    fn send(&self, o: Outgoing) {
         // The sender task ends only with the runtime, which this link owns.
-        let _ = self.out.send(Outgoing::Publish(subject, payload));
+        let _ = self.out.send(o);
     }
 
     /// A local trigger of network-wide event `event` fired; the monitor
-    /// closed its window at packet time `decided_ns`.
+    /// closed its window at packet time `decided_ns`. Kept until the
+    /// manager acknowledges it.
     pub fn satisfied(&self, event: u64, report: &Report, decided_ns: u64) {
         let up = Up::Satisfied {
             event,
             report: Box::new(report.clone()),
             decided_ns,
+            seq: 0,
         };
-        self.publish(protocol::up(&self.host), protocol::encode(&up));
+        self.send(Outgoing::Satisfied(up, report.window.start_ns));
     }
 
     /// The input ended: every window is closed.
     pub fn finished(&self) {
-        self.publish(protocol::up(&self.host), protocol::encode(&Up::Finished));
+        self.send(Outgoing::Finished);
     }
 
     pub fn answer(&self, reply: Subject, answers: &[Answer]) {
-        self.publish(reply.to_string(), protocol::encode(&answers));
+        self.send(Outgoing::Publish(reply.to_string(), protocol::encode(&answers)));
+    }
+
+    /// Satisfaction reports sent and not yet acknowledged by the manager
+    /// (those handed over but not yet sent are not counted).
+    pub fn unacked(&self) -> u64 {
+        self.unacked.load(Ordering::Relaxed)
     }
 
     /// Waits until everything handed over so far has reached the server (at most `timeout`).
@@ -208,10 +239,16 @@ async fn listen(
     mut control: async_nats::Subscriber,
     mut polls: async_nats::Subscriber,
     tx: std_mpsc::Sender<Inbound>,
+    out: mpsc::UnboundedSender<Outgoing>,
 ) {
     loop {
         let item = tokio::select! {
             Some(m) = control.next() => match protocol::decode::<Control>(&m.subject, &m.payload) {
+                // Acknowledgements concern the sender, not the monitor loop.
+                Ok(Control::Ack { seqs }) => {
+                    let _ = out.send(Outgoing::Acked(seqs));
+                    continue;
+                }
                 Ok(c) => Inbound::Control(c),
                 Err(e) => Inbound::Invalid(e),
             },
@@ -234,29 +271,86 @@ async fn listen(
     }
 }
 
-/// Tells the manager every second that this host is alive, in order with its other messages.
-async fn heartbeat(out: mpsc::UnboundedSender<Outgoing>, subject: String) {
+/// Every second: the sender heartbeats and sends unacknowledged reports again.
+async fn heartbeat(out: mpsc::UnboundedSender<Outgoing>) {
     let mut every = tokio::time::interval(Duration::from_secs(1));
     loop {
         every.tick().await;
-        let beat = Outgoing::Publish(subject.clone(), protocol::encode(&Up::Heartbeat));
-        if out.send(beat).is_err() {
+        if out.send(Outgoing::Beat).is_err() {
             return;
         }
     }
 }
 
-async fn send(client: async_nats::Client, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
-    while let Some(o) = rx.recv().await {
-        match o {
-            Outgoing::Publish(subject, payload) => {
-                // While disconnected the client buffers and reconnects by itself.
-                let _ = client.publish(subject, payload).await;
+/// The task that sends everything, in the order handed over, on the
+/// host's subject (answers on their reply subjects).
+struct Sender {
+    client: async_nats::Client,
+    subject: String,
+    outbox: Outbox,
+    finished: bool,
+    unacked: Arc<AtomicU64>,
+}
+
+impl Sender {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+        while let Some(o) = rx.recv().await {
+            match o {
+                Outgoing::Publish(subject, payload) => self.publish(subject, payload).await,
+                Outgoing::Satisfied(mut up, window_start_ns) => {
+                    let payload = self.outbox.add(Instant::now(), window_start_ns, |seq| {
+                        if let Up::Satisfied { seq: s, .. } = &mut up {
+                            *s = seq;
+                        }
+                        protocol::encode(&up)
+                    });
+                    self.publish(self.subject.clone(), payload).await;
+                }
+                Outgoing::Finished => {
+                    self.finished = true;
+                    self.status().await;
+                }
+                Outgoing::Acked(seqs) => {
+                    let before = self.outbox.len();
+                    self.outbox.ack(&seqs);
+                    // The manager may be waiting for this host to be done.
+                    if self.finished && before > 0 && self.outbox.is_empty() {
+                        self.status().await;
+                    }
+                }
+                Outgoing::Beat => {
+                    for payload in self.outbox.due(Instant::now()) {
+                        self.publish(self.subject.clone(), payload).await;
+                    }
+                    self.status().await;
+                }
+                Outgoing::Flush(done) => {
+                    let _ = self.client.flush().await;
+                    let _ = done.send(());
+                }
             }
-            Outgoing::Flush(done) => {
-                let _ = client.flush().await;
-                let _ = done.send(());
-            }
+            self.unacked.store(self.outbox.len() as u64, Ordering::Relaxed);
         }
+    }
+
+    /// The heartbeat (once finished, "finished" with what is still unacknowledged), and any gap.
+    async fn status(&mut self) {
+        if let Some(dropped) = self.outbox.take_dropped() {
+            self.publish(self.subject.clone(), protocol::encode(&dropped))
+                .await;
+        }
+        let up = if self.finished {
+            Up::Finished {
+                unacked: self.outbox.len() as u64,
+            }
+        } else {
+            Up::Heartbeat
+        };
+        self.publish(self.subject.clone(), protocol::encode(&up)).await;
+    }
+
+    async fn publish(&self, subject: String, payload: Bytes) {
+        // While disconnected the client buffers and reconnects by itself.
+        let _ = self.client.publish(subject, payload).await;
     }
 }

@@ -12,6 +12,8 @@
 //! - [`agent`]: an agent's connection: registration, installs, polls,
 //!   satisfaction reports, in a background runtime, for a synchronous
 //!   monitor loop.
+//! - [`outbox`]: an agent's satisfaction reports kept until the manager
+//!   acknowledges them (delivery at least once, across manager restarts).
 //! - [`service`]: the manager's service loop: registrations, satisfaction
 //!   reports, polls with timeouts, decisions published on `clarion.events`.
 //! - [`shared`]: several managers on one NATS account: events and their
@@ -24,6 +26,7 @@ pub mod agent;
 pub mod book;
 pub mod desk;
 mod error;
+pub mod outbox;
 pub mod protocol;
 pub mod service;
 pub mod shared;
@@ -32,7 +35,7 @@ pub use agent::{AgentLink, AgentOptions, Inbound};
 pub use book::{EventBook, OnDuplicate};
 pub use desk::{HostDesk, Triggers};
 pub use error::NatsError;
-pub use service::{serve, ControlLink, ManagerOptions, ManagerStats, EVENTS_STREAM};
+pub use service::{serve, ControlLink, Gap, ManagerOptions, ManagerStats, EVENTS_STREAM};
 
 /// How a client proves itself to the NATS server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

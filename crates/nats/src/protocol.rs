@@ -14,6 +14,15 @@
 //! reads them in the order they were sent (NATS keeps the order of one
 //! connection's messages on one subject): a host's satisfaction reports
 //! always arrive before its "finished".
+//!
+//! Satisfaction reports are delivered at least once: each carries the
+//! agent's sequence number, and the agent keeps it, sending it again every
+//! [`RESEND_AFTER`], until the manager acknowledges it
+//! ([`Control::Ack`]) once the decision it took part in is made (or it
+//! can take part in none). A manager that dies loses no report: its
+//! successor gets every unacknowledged one again and polls the hosts'
+//! kept windows. A report may so be decided twice around a crash; the
+//! manager ignores one it is still deciding.
 
 use clarion_lang::spec::EventSpec;
 use clarion_report::{GroupKey, Report};
@@ -101,7 +110,15 @@ pub enum Control {
     },
     /// The manager is done (its input hosts finished): agents replaying a file may exit.
     Done,
+    /// The satisfaction reports of these sequence numbers were decided (or
+    /// can be part of no decision): the agent forgets them.
+    Ack {
+        seqs: Vec<u64>,
+    },
 }
+
+/// An agent sends an unacknowledged satisfaction report again after this.
+pub const RESEND_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What an agent sends the manager, on its own subject.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -114,10 +131,26 @@ pub enum Up {
         report: Box<Report>,
         #[serde(default)]
         decided_ns: u64,
+        /// The agent's sequence number of the report, acknowledged by
+        /// [`Control::Ack`] (0: an agent that wants no acknowledgement).
+        #[serde(default)]
+        seq: u64,
     },
     /// The agent's input ended (a file replayed to its end); every window is
-    /// closed and it keeps answering polls.
-    Finished,
+    /// closed and it keeps answering polls. Sent instead of the heartbeat
+    /// from then on: the host is done once `unacked` is 0.
+    Finished {
+        /// Satisfaction reports the agent still holds for acknowledgement.
+        unacked: u64,
+    },
+    /// The agent held more unacknowledged satisfaction reports than it
+    /// keeps and forgot the oldest: `reports` of them, of windows starting
+    /// from `first_ns` to `last_ns`. The manager reports the gap.
+    Dropped {
+        reports: u64,
+        first_ns: u64,
+        last_ns: u64,
+    },
     /// Sent every second: the host is alive (the manager lists hosts' health
     /// from it, and re-sends the triggers of a host that comes back).
     Heartbeat,
@@ -205,6 +238,7 @@ mod tests {
             event: 1,
             report: Box::new(r),
             decided_ns: 7,
+            seq: 1,
         };
         let Up::Satisfied { report: back, .. } = decode::<Up>("s", &encode(&up)).expect("decodes") else {
             panic!("wrong variant");
@@ -217,7 +251,7 @@ mod tests {
     fn up_group(u: &Up) -> GroupKey {
         match u {
             Up::Satisfied { report, .. } => report.group,
-            Up::Finished | Up::Heartbeat => GroupKey::default(),
+            _ => GroupKey::default(),
         }
     }
 

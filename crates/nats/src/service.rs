@@ -118,9 +118,11 @@ pub struct ManagerStats {
     /// of a satisfaction report and the end of its window, an upper bound of
     /// the host's clock skew plus its reporting delay (replays: their lag).
     pub report_lag: Vec<Option<Duration>>,
-    /// Windows this manager could not decide because it was down
-    /// (start, end, nanoseconds), found from the store at restart.
-    pub gaps: Vec<(u64, u64)>,
+    /// Windows some host's satisfaction reports will never reach a
+    /// manager for (the agent held more unacknowledged ones than it keeps,
+    /// while no manager acknowledged them): host, first and last window
+    /// start (nanoseconds), and how many reports.
+    pub gaps: Vec<Gap>,
     /// Per host: the windows in which it was polled and did not answer:
     /// how many, the first and the last (window starts).
     pub missed_windows: Vec<Option<Missed>>,
@@ -160,13 +162,13 @@ struct HostState {
     missed: u64,
 }
 
-/// Where the manager left off before a restart (from the store).
-#[derive(Clone, Copy, Debug)]
-struct Resume {
-    /// Wall clock when it was last alive.
-    alive_ns: u64,
-    /// The latest window end it had seen.
-    windows_to_ns: u64,
+/// Satisfaction reports a host forgot before any manager acknowledged them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gap {
+    pub host: String,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub reports: u64,
 }
 
 /// Runs the manager's service until `stop` is set (or, with
@@ -224,7 +226,14 @@ struct Service {
     desk: ManagerLoop,
     first_report: HashMap<Key, Instant>,
     hosts: Vec<HostState>,
-    resume: Option<Resume>,
+    /// Wall clock when an earlier run of this manager was last alive (from the store).
+    down_since: Option<u64>,
+    /// Satisfaction reports (host, agent's sequence number) taking part in
+    /// each pending decision: acknowledged once it is made.
+    taking_part: HashMap<Key, Vec<(HostId, u64)>>,
+    in_decision: std::collections::HashSet<(HostId, u64)>,
+    /// Acknowledgements waiting to be sent, per host.
+    to_ack: Vec<Vec<u64>>,
     windows_to_ns: u64,
     stats: ManagerStats,
     results: (
@@ -242,12 +251,7 @@ struct Service {
 impl Service {
     fn new(client: async_nats::Client, name: &str, book: EventBook, poll_timeout: Duration) -> Service {
         let n = book.manager().inventory().hosts().len();
-        let resume = book.store().and_then(|s| {
-            Some(Resume {
-                alive_ns: s.meta("alive_ns").ok()??,
-                windows_to_ns: s.meta("windows_to_ns").ok()??,
-            })
-        });
+        let down_since = book.store().and_then(|s| s.meta("alive_ns").ok()?);
         Service {
             client,
             name: name.to_string(),
@@ -256,7 +260,10 @@ impl Service {
             desk: ManagerLoop::new(),
             first_report: HashMap::new(),
             hosts: vec![HostState::default(); n],
-            resume,
+            down_since,
+            taking_part: HashMap::new(),
+            in_decision: std::collections::HashSet::new(),
+            to_ack: vec![Vec::new(); n],
             windows_to_ns: 0,
             stats: ManagerStats {
                 report_lag: vec![None; n],
@@ -312,6 +319,12 @@ impl Service {
         for h in 0..self.hosts.len() {
             self.send_triggers(h).await;
         }
+        if let Some(ns) = self.down_since {
+            eprintln!(
+                "clarion: manager: restarted (last alive {}); hosts send again every satisfaction report it had not acknowledged, and the windows they cover are decided now",
+                clarion_report::rfc3339(ns)
+            );
+        }
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut stored_at = Instant::now();
         let mut tended_at = Instant::now();
@@ -331,7 +344,7 @@ impl Service {
                         let effects = self.up(m).await;
                         self.carry(effects, on_report).await;
                     }
-                    self.flush_polls();
+                    self.flush_polls().await;
                 },
                 Some(o) = self.results.1.recv() => {
                     let effects = self.outcome(o);
@@ -353,7 +366,9 @@ impl Service {
                         stored_at = Instant::now();
                         self.store_progress();
                         self.expire_instances(on_report).await;
+                        self.forget_undecided();
                     }
+                    self.flush_polls().await;
                     if self.shared.is_some() && tended_at.elapsed() >= TEND_EVERY {
                         tended_at = Instant::now();
                         if let Err(e) = self.sync_shared().await {
@@ -368,6 +383,8 @@ impl Service {
         let mut effects = Vec::new();
         self.desk.finish(self.book.manager_mut(), &mut effects);
         self.carry(effects, on_report).await;
+        // Their reports are acknowledged.
+        self.flush_polls().await;
         self.store_progress();
         // Agents stop when told; other managers may still need them.
         let alone = match &mut self.shared {
@@ -488,9 +505,6 @@ impl Service {
     fn store_progress(&self) {
         if let Some(store) = self.book.store() {
             let _ = store.set_meta("alive_ns", crate::wall_ns());
-            if self.windows_to_ns > 0 {
-                let _ = store.set_meta("windows_to_ns", self.windows_to_ns);
-            }
         }
     }
 
@@ -559,21 +573,35 @@ impl Service {
                 s.as_secs_f64()
             );
         }
-        let (event, report, decided_ns) = match up {
+        let (event, report, decided_ns, seq) = match up {
             Up::Heartbeat => return Vec::new(),
-            Up::Finished => {
-                self.hosts[host].finished = true;
+            Up::Finished { unacked } => {
+                // Done once every report it sent is acknowledged.
+                self.hosts[host].finished = unacked == 0;
+                return Vec::new();
+            }
+            Up::Dropped {
+                reports,
+                first_ns,
+                last_ns,
+            } => {
+                self.dropped(host, reports, first_ns, last_ns);
                 return Vec::new();
             }
             Up::Satisfied {
                 event,
                 report,
                 decided_ns,
-            } => (event, report, decided_ns),
+                seq,
+            } => (event, report, decided_ns, seq),
         };
+        if seq > 0 && self.in_decision.contains(&(host, seq)) {
+            // Sent again while its decision is still being made.
+            return Vec::new();
+        }
         self.stats.satisfied += 1;
         self.hosts[host].satisfied += 1;
-        self.note_window(report.window.start_ns, report.window.end_ns);
+        self.windows_to_ns = self.windows_to_ns.max(report.window.end_ns);
         let lag = Some(Duration::from_nanos(
             crate::wall_ns().saturating_sub(report.window.end_ns),
         ));
@@ -582,10 +610,11 @@ impl Service {
         }
         let Ok(event) = EventId::try_from(event) else {
             self.stats.invalid += 1;
+            self.ack(host, seq);
             return Vec::new();
         };
         if self.shared.as_ref().is_some_and(|sh| !sh.owns(event)) {
-            // Another manager decides it.
+            // Another manager decides it, and acknowledges it.
             self.stats.not_owned += 1;
             return Vec::new();
         }
@@ -597,35 +626,79 @@ impl Service {
             .desk
             .satisfied(manager, host, event, &report, decided_ns, &mut effects)
         {
-            Err(_) => self.stats.invalid += 1,
+            Err(_) => {
+                self.stats.invalid += 1;
+                self.ack(host, seq);
+            }
             // Only a report that starts a decision starts its clock (a late
             // one for a decided window starts nothing, and must leave nothing behind).
             Ok(true) => {
                 self.first_report.entry(key).or_insert(arrived);
+                if seq > 0 {
+                    // Acknowledged when the decision is made (in `carry`).
+                    self.taking_part.entry(key).or_default().push((host, seq));
+                    self.in_decision.insert((host, seq));
+                }
             }
-            Ok(false) => {}
+            // Decided already (it was polled): nothing more to do with it.
+            Ok(false) => self.ack(host, seq),
         }
         effects
     }
 
-    /// Tracks the latest window seen; the first one after a restart shows the gap.
-    fn note_window(&mut self, start_ns: u64, end_ns: u64) {
-        if let Some(r) = self.resume.take() {
-            if start_ns > r.windows_to_ns {
-                self.stats.gaps.push((r.windows_to_ns, start_ns));
-                eprintln!(
-                    "clarion: manager: windows from {} to {} were not decided: the manager was down (last alive {})",
-                    clarion_report::rfc3339(r.windows_to_ns),
-                    clarion_report::rfc3339(start_ns),
-                    clarion_report::rfc3339(r.alive_ns),
-                );
-            }
+    fn ack(&mut self, host: HostId, seq: u64) {
+        if seq > 0 {
+            self.to_ack[host].push(seq);
         }
-        self.windows_to_ns = self.windows_to_ns.max(end_ns);
     }
 
-    /// Sends the waiting polls: one request per host and batch.
-    fn flush_polls(&mut self) {
+    /// The reports that took part in a decision just made are acknowledged.
+    fn decided(&mut self, key: Key) {
+        for (host, seq) in self.taking_part.remove(&key).unwrap_or_default() {
+            self.in_decision.remove(&(host, seq));
+            self.ack(host, seq);
+        }
+    }
+
+    /// Reports of pending decisions that went away without one (their
+    /// event was removed, or its instance expired) are acknowledged.
+    fn forget_undecided(&mut self) {
+        let manager = self.book.manager();
+        let gone: Vec<Key> = self
+            .taking_part
+            .keys()
+            .filter(|k| manager.event(k.0).is_none())
+            .copied()
+            .collect();
+        for k in gone {
+            self.decided(k);
+        }
+    }
+
+    /// A host forgot reports no manager acknowledged: the gap is reported.
+    fn dropped(&mut self, host: HostId, reports: u64, first_ns: u64, last_ns: u64) {
+        let host = self.host_name(host);
+        eprintln!(
+            "clarion: manager: host {host} could not keep {reports} satisfaction report(s) of windows from {} to {} until a manager acknowledged them: those windows are not decided",
+            clarion_report::rfc3339(first_ns),
+            clarion_report::rfc3339(last_ns),
+        );
+        self.stats.gaps.push(Gap {
+            host,
+            first_ns,
+            last_ns,
+            reports,
+        });
+    }
+
+    /// Sends the waiting polls (one request per host and batch), and acknowledgements.
+    async fn flush_polls(&mut self) {
+        for host in 0..self.to_ack.len() {
+            if !self.to_ack[host].is_empty() {
+                let seqs = std::mem::take(&mut self.to_ack[host]);
+                self.send_control(host, &Control::Ack { seqs }).await;
+            }
+        }
         for host in 0..self.to_poll.len() {
             if self.to_poll[host].is_empty() {
                 continue;
@@ -733,7 +806,10 @@ impl Service {
                 }
                 Effect::Decided {
                     event, window, group, ..
-                } => self.note_decision(event, window, group),
+                } => {
+                    self.decided((event, window.start_ns, group));
+                    self.note_decision(event, window, group);
+                }
                 Effect::Report(r) => {
                     on_report(&r);
                     let json = r.to_json().to_string();
