@@ -40,6 +40,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context};
 use clap::Args;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use clarion_workload::{TriggerSpec, WorkloadSpec};
@@ -168,65 +169,55 @@ pub fn max_rate(ns_per_packet: f64, sweep_ns: f64, interval_ns: f64) -> f64 {
     (1.0 - sweep_ns / interval_ns) / (ns_per_packet * 1e-9)
 }
 
-pub fn feasibility(a: &FeasibilityArgs) -> Result<ExitCode, Failure> {
-    let (per_flow, intervals, flows, packets) = if a.quick {
-        (vec![4, 8], vec![5], vec![300], 100_000)
-    } else {
-        (
-            a.per_flow.clone(),
-            a.intervals.clone(),
-            a.flows.clone(),
-            a.packets,
-        )
-    };
-    if per_flow.is_empty() || intervals.is_empty() || flows.is_empty() {
-        return Err(Failure::Usage("clarion-lab: the grid is empty".into()));
-    }
-    if intervals.contains(&0) {
-        return Err(Failure::Usage(
-            "clarion-lab: --intervals must be at least 1 ms".into(),
-        ));
-    }
-    if packets == 0 {
-        return Err(Failure::Usage("clarion-lab: --packets must be at least 1".into()));
-    }
-    let total = per_flow.len() * intervals.len() * flows.len();
-    let started = Instant::now();
-    let mut points = Vec::with_capacity(total);
-    for &f in &flows {
-        for &i in &intervals {
-            for &k in &per_flow {
-                let p = point(a, k, i, f, packets)?;
-                eprintln!(
-                    "[{}/{total} {:.0}s] K={k} interval={i}ms flows={f}: {:.1} ns/packet (median {:.1}), sweep p99 {:.1} us -> max {:.2} Mpps; verified: {}",
-                    points.len() + 1,
-                    started.elapsed().as_secs_f64(),
-                    p.ns_per_packet,
-                    p.ns_per_packet_median,
-                    p.sweep_p99_us,
-                    p.max_rate_pps / 1e6,
-                    match p.verified {
-                        _ if p.max_rate_pps < 1.0 => "infeasible (the sweep is longer than the epoch)".into(),
-                        Some(v) => format!("no epoch over budget at {:.2} Mpps ({v:.2} R)", v * p.max_rate_pps / 1e6),
-                        None => "FAILED".into(),
-                    }
-                );
-                points.push(p);
+/// The grid, `--quick` applied and checked.
+struct Grid {
+    per_flow: Vec<u32>,
+    intervals: Vec<u64>,
+    flows: Vec<u32>,
+    packets: u64,
+}
+
+impl Grid {
+    fn of(a: &FeasibilityArgs) -> Result<Grid, Failure> {
+        let grid = if a.quick {
+            Grid {
+                per_flow: vec![4, 8],
+                intervals: vec![5],
+                flows: vec![300],
+                packets: 100_000,
             }
+        } else {
+            Grid {
+                per_flow: a.per_flow.clone(),
+                intervals: a.intervals.clone(),
+                flows: a.flows.clone(),
+                packets: a.packets,
+            }
+        };
+        if grid.per_flow.is_empty() || grid.intervals.is_empty() || grid.flows.is_empty() {
+            return Err(Failure::Usage("clarion-lab: the grid is empty".into()));
         }
+        if grid.intervals.contains(&0) {
+            return Err(Failure::Usage(
+                "clarion-lab: --intervals must be at least 1 ms".into(),
+            ));
+        }
+        if grid.packets == 0 {
+            return Err(Failure::Usage("clarion-lab: --packets must be at least 1".into()));
+        }
+        Ok(grid)
     }
-    let mut csv = String::from(CSV_HEADER);
-    csv.push('\n');
-    for p in &points {
-        csv.push_str(&p.csv_row());
-        csv.push('\n');
+
+    fn len(&self) -> usize {
+        self.per_flow.len() * self.intervals.len() * self.flows.len()
     }
-    match &a.csv {
-        Some(path) => std::fs::write(path, &csv)
-            .with_context(|| format!("cannot write {}", path.display()))
-            .map_err(Failure::Runtime)?,
-        None => print!("{csv}"),
-    }
+}
+
+pub fn feasibility(a: &FeasibilityArgs) -> Result<ExitCode, Failure> {
+    let grid = Grid::of(a)?;
+    let started = Instant::now();
+    let points = measure_grid(a, &grid, started)?;
+    write_csv(a.csv.as_deref(), &points)?;
     if let Some(path) = &a.png {
         plot(&points, path).map_err(Failure::Runtime)?;
     }
@@ -235,37 +226,71 @@ pub fn feasibility(a: &FeasibilityArgs) -> Result<ExitCode, Failure> {
         .filter(|p| p.verified.is_none() && p.max_rate_pps >= 1.0)
         .count();
     eprintln!(
-        "clarion-lab feasibility: {total} points in {:.0} s; {failed} not verified",
+        "clarion-lab feasibility: {} points in {:.0} s; {failed} not verified",
+        grid.len(),
         started.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
 }
 
-fn specs(
-    a: &FeasibilityArgs,
-    k: u32,
-    interval_ms: u64,
-    flows: u32,
-    packets: u64,
-    rate: u64,
-) -> Result<(WorkloadSpec, TriggerSpec), Failure> {
-    let triggers = TriggerSpec {
-        triggers: if a.scale_triggers { 512 * k } else { a.triggers },
-        per_packet: k,
-        patterns: a.patterns,
-        interval_ns: interval_ms * 1_000_000,
-    };
-    let traffic = WorkloadSpec {
-        packets,
-        rate_pps: rate.max(1),
-        active_flows: flows,
-        groups: triggers.traffic_groups(),
-        seed: a.seed,
-        ..WorkloadSpec::default()
-    };
-    triggers.validate().map_err(usage)?;
-    traffic.validate().map_err(usage)?;
-    Ok((traffic, triggers))
+/// Every point of the grid, flows outermost and K innermost, each with its progress line.
+fn measure_grid(a: &FeasibilityArgs, grid: &Grid, started: Instant) -> Result<Vec<Point>, Failure> {
+    let total = grid.len();
+    let mut points = Vec::with_capacity(total);
+    for &flows in &grid.flows {
+        for &interval_ms in &grid.intervals {
+            for &k in &grid.per_flow {
+                let at = At {
+                    a,
+                    k,
+                    interval_ms,
+                    flows,
+                    packets: grid.packets,
+                };
+                let p = at.point()?;
+                print_progress(points.len() + 1, total, started, &p);
+                points.push(p);
+            }
+        }
+    }
+    Ok(points)
+}
+
+/// The progress line of the `n`th point of `total`.
+fn print_progress(n: usize, total: usize, started: Instant, p: &Point) {
+    eprintln!(
+        "[{n}/{total} {:.0}s] K={} interval={}ms flows={}: {:.1} ns/packet (median {:.1}), sweep p99 {:.1} us -> max {:.2} Mpps; verified: {}",
+        started.elapsed().as_secs_f64(),
+        p.per_flow,
+        p.interval_ms,
+        p.flows,
+        p.ns_per_packet,
+        p.ns_per_packet_median,
+        p.sweep_p99_us,
+        p.max_rate_pps / 1e6,
+        match p.verified {
+            _ if p.max_rate_pps < 1.0 => "infeasible (the sweep is longer than the epoch)".into(),
+            Some(v) => format!("no epoch over budget at {:.2} Mpps ({v:.2} R)", v * p.max_rate_pps / 1e6),
+            None => "FAILED".into(),
+        }
+    );
+}
+
+/// The CSV of the points to `path`, or standard output.
+fn write_csv(path: Option<&Path>, points: &[Point]) -> Result<(), Failure> {
+    let mut csv = String::from(CSV_HEADER);
+    csv.push('\n');
+    for p in points {
+        csv.push_str(&p.csv_row());
+        csv.push('\n');
+    }
+    match path {
+        Some(path) => std::fs::write(path, &csv)
+            .with_context(|| format!("cannot write {}", path.display()))
+            .map_err(Failure::Runtime)?,
+        None => print!("{csv}"),
+    }
+    Ok(())
 }
 
 fn run(a: &FeasibilityArgs, t: &WorkloadSpec, g: &TriggerSpec) -> Result<PointRun, Failure> {
@@ -282,39 +307,108 @@ fn packets_for(packets: u64, rate: u64, interval_ns: u64, epochs: u64) -> u64 {
     packets.max(per_epoch.saturating_mul(epochs))
 }
 
-/// Measures, models and verifies one point (see the module documentation).
-fn point(a: &FeasibilityArgs, k: u32, interval_ms: u64, flows: u32, packets: u64) -> Result<Point, Failure> {
-    let interval_ns = interval_ms * 1_000_000;
-    // The per-packet cost depends on the rate, so measure at the line rate
-    // first, then again at the model's rate while that is far from it.
-    let mut rate = MEASURE_RATE;
-    let mut m;
-    let mut r;
-    let mut pass = 0;
-    loop {
-        let n = packets_for(packets, rate, interval_ns, MEASURE_EPOCHS + WARMUP_EPOCHS as u64);
-        let (t, g) = specs(a, k, interval_ms, flows, n, rate)?;
-        m = run(a, &t, &g)?;
-        r = max_rate(m.ns_per_packet_mean, m.sweep_p99_ns as f64, interval_ns as f64);
-        pass += 1;
-        let off = (r - rate as f64).abs() / rate as f64;
-        if pass == MEASURE_PASSES || r < 1.0 || off <= REMEASURE_OFF {
-            break;
-        }
-        rate = r as u64;
+/// One point of the grid, to be measured.
+struct At<'a> {
+    a: &'a FeasibilityArgs,
+    k: u32,
+    interval_ms: u64,
+    flows: u32,
+    /// Packets per measuring run at the least.
+    packets: u64,
+}
+
+impl At<'_> {
+    fn interval_ns(&self) -> u64 {
+        self.interval_ms * 1_000_000
     }
-    let sweep_ns = m.sweep_p99_ns as f64;
-    let mut verified = None;
-    if r >= 1.0 {
+
+    /// Measures, models and verifies the point (see the module documentation).
+    fn point(&self) -> Result<Point, Failure> {
+        let (m, r) = self.measure()?;
+        let verified = if r >= 1.0 { self.verify(r)? } else { None };
+        Ok(Point {
+            per_flow: self.k,
+            interval_ms: self.interval_ms,
+            flows: self.flows,
+            ns_per_packet: m.ns_per_packet_mean,
+            ns_per_packet_median: m.ns_per_packet_median,
+            sweep_p99_us: m.sweep_p99_ns as f64 / 1e3,
+            max_rate_pps: r,
+            verified,
+        })
+    }
+
+    /// The workload and triggers of a run of `packets` packets at `rate`, checked.
+    fn specs(&self, packets: u64, rate: u64) -> Result<(WorkloadSpec, TriggerSpec), Failure> {
+        let a = self.a;
+        let triggers = TriggerSpec {
+            triggers: if a.scale_triggers {
+                512 * self.k
+            } else {
+                a.triggers
+            },
+            per_packet: self.k,
+            patterns: a.patterns,
+            interval_ns: self.interval_ns(),
+        };
+        let traffic = WorkloadSpec {
+            packets,
+            rate_pps: rate.max(1),
+            active_flows: self.flows,
+            groups: triggers.traffic_groups(),
+            seed: a.seed,
+            ..WorkloadSpec::default()
+        };
+        triggers.validate().map_err(usage)?;
+        traffic.validate().map_err(usage)?;
+        Ok((traffic, triggers))
+    }
+
+    /// A run at `rate` spanning `epochs` epochs after the warm-up (and `packets` at least).
+    fn run(&self, rate: u64, epochs: u64) -> Result<PointRun, Failure> {
+        let n = packets_for(
+            self.packets,
+            rate,
+            self.interval_ns(),
+            epochs + WARMUP_EPOCHS as u64,
+        );
+        let (t, g) = self.specs(n, rate)?;
+        run(self.a, &t, &g)
+    }
+
+    /// The measuring run and the model's rate R from it. The per-packet cost
+    /// depends on the rate, so measure at the line rate first, then again at
+    /// the model's rate while that is far from it.
+    fn measure(&self) -> Result<(PointRun, f64), Failure> {
+        let mut rate = MEASURE_RATE;
+        let mut pass = 0;
+        loop {
+            let m = self.run(rate, MEASURE_EPOCHS)?;
+            let r = max_rate(
+                m.ns_per_packet_mean,
+                m.sweep_p99_ns as f64,
+                self.interval_ns() as f64,
+            );
+            pass += 1;
+            let off = (r - rate as f64).abs() / rate as f64;
+            if pass == MEASURE_PASSES || r < 1.0 || off <= REMEASURE_OFF {
+                return Ok((m, r));
+            }
+            rate = r as u64;
+        }
+    }
+
+    /// The fraction of R at which a run had no epoch over budget after the
+    /// warm-up, stepping down from [`VERIFY_FACTOR`]; `None` if none did.
+    fn verify(&self, r: f64) -> Result<Option<f64>, Failure> {
+        let (k, interval_ms, flows) = (self.k, self.interval_ms, self.flows);
         let mut factor = VERIFY_FACTOR;
         for step in 0..=MAX_STEPS {
             if step > 0 {
                 factor *= 0.9;
             }
             let rate = (r * factor) as u64;
-            let n = packets_for(packets, rate, interval_ns, VERIFY_EPOCHS + WARMUP_EPOCHS as u64);
-            let (t, g) = specs(a, k, interval_ms, flows, n, rate)?;
-            let v = run(a, &t, &g)?;
+            let v = self.run(rate, VERIFY_EPOCHS)?;
             if v.warmup_over_budget > 0 {
                 eprintln!(
                     "  K={k} interval={interval_ms}ms flows={flows}: {} warm-up epochs over budget at {:.2} Mpps (not counted)",
@@ -323,8 +417,7 @@ fn point(a: &FeasibilityArgs, k: u32, interval_ms: u64, flows: u32, packets: u64
                 );
             }
             if v.epochs > 0 && v.epochs_over_budget == 0 {
-                verified = Some(factor);
-                break;
+                return Ok(Some(factor));
             }
             eprintln!(
                 "  K={k} interval={interval_ms}ms flows={flows}: {} of {} epochs over budget at {:.2} Mpps; stepping down",
@@ -333,17 +426,8 @@ fn point(a: &FeasibilityArgs, k: u32, interval_ms: u64, flows: u32, packets: u64
                 rate as f64 / 1e6
             );
         }
+        Ok(None)
     }
-    Ok(Point {
-        per_flow: k,
-        interval_ms,
-        flows,
-        ns_per_packet: m.ns_per_packet_mean,
-        ns_per_packet_median: m.ns_per_packet_median,
-        sweep_p99_us: sweep_ns / 1e3,
-        max_rate_pps: r,
-        verified,
-    })
 }
 
 /// Registers a TrueType font for the plot's text; false if none is found.
@@ -390,122 +474,191 @@ pub fn plot(points: &[Point], path: &Path) -> anyhow::Result<()> {
     if !text {
         eprintln!("clarion-lab: warning: no TrueType font found (set CLARION_FONT); the plot has no text");
     }
-    let mut flows: Vec<u32> = points.iter().map(|p| p.flows).collect();
-    flows.sort_unstable();
-    flows.dedup();
-    let mut intervals: Vec<u64> = points.iter().map(|p| p.interval_ms).collect();
-    intervals.sort_unstable();
-    intervals.dedup();
-    let kmin = points.iter().map(|p| p.per_flow).min().unwrap_or(0) as f64;
-    let kmax = points.iter().map(|p| p.per_flow).max().unwrap_or(1) as f64;
-    let ymax = points
-        .iter()
-        .map(|p| p.max_rate_pps / 1e6)
-        .fold(14.88_f64, f64::max)
-        * 1.1;
-    let xpad = ((kmax - kmin) * 0.05).max(0.5);
-
-    let (w, h) = (420 * flows.len() as u32 + 20, 460u32);
+    let axes = Axes::of(points);
+    let (w, h) = (420 * axes.flows.len() as u32 + 20, 460u32);
     let mut buf = vec![255u8; (w * h * 3) as usize];
-    {
-        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
-        let root = root.margin(10, 10, 10, 10);
-        let panels = root.split_evenly((1, flows.len()));
-        for (panel, &f) in panels.iter().zip(&flows) {
-            let mut b = ChartBuilder::on(panel);
-            b.margin(8);
-            if text {
-                b.caption(format!("{f} active flows"), ("sans-serif", 20))
-                    .x_label_area_size(45)
-                    .y_label_area_size(55);
-            } else {
-                b.x_label_area_size(10).y_label_area_size(10);
-            }
-            let mut chart = b
-                .build_cartesian_2d((kmin - xpad)..(kmax + xpad), 0.0..ymax)
-                .map_err(|e| anyhow!("{e:?}"))?;
-            let mut mesh = chart.configure_mesh();
-            mesh.light_line_style(RGBColor(245, 245, 245));
-            if text {
-                mesh.x_desc("Triggers per flow")
-                    .y_desc("Max rate with no late sweep (Mpps)")
-                    .x_label_formatter(&|x| {
-                        // Ticks between whole trigger counts get no label.
-                        if (x - x.round()).abs() < 1e-6 {
-                            format!("{x:.0}")
-                        } else {
-                            String::new()
-                        }
-                    })
-                    .y_label_formatter(&|y| format!("{y:.0}"))
-                    .label_style(("sans-serif", 14))
-                    .axis_desc_style(("sans-serif", 15));
-            } else {
-                mesh.x_labels(0).y_labels(0);
-            }
-            mesh.draw().map_err(|e| anyhow!("{e:?}"))?;
-            // 10 GbE line rate at 64 B, Trumpet's target.
-            let line = RGBColor(120, 120, 120);
-            let s = chart
-                .draw_series(LineSeries::new(
-                    [(kmin - xpad, 14.88), (kmax + xpad, 14.88)],
-                    line.stroke_width(1),
-                ))
-                .map_err(|e| anyhow!("{e:?}"))?;
-            if text {
-                s.label("14.88 Mpps (10 GbE, 64 B)")
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], line));
-            }
-            for (n, &i) in intervals.iter().enumerate() {
-                let color = COLORS[n % COLORS.len()];
-                let mut at: Vec<&Point> = points
-                    .iter()
-                    .filter(|p| p.flows == f && p.interval_ms == i)
-                    .collect();
-                at.sort_by_key(|p| p.per_flow);
-                // The model's rate R, faint; the rate verified (F·R, or 0 when
-                // no rate is feasible), solid with markers.
-                let model: Vec<(f64, f64)> = at
-                    .iter()
-                    .map(|p| (f64::from(p.per_flow), p.max_rate_pps / 1e6))
-                    .collect();
-                chart
-                    .draw_series(LineSeries::new(model, color.mix(0.35).stroke_width(1)))
-                    .map_err(|e| anyhow!("{e:?}"))?;
-                let verified: Vec<(f64, f64)> = at
-                    .iter()
-                    .filter_map(|p| match p.verified {
-                        Some(v) => Some((f64::from(p.per_flow), v * p.max_rate_pps / 1e6)),
-                        None if p.max_rate_pps < 1.0 => Some((f64::from(p.per_flow), 0.0)),
-                        None => None,
-                    })
-                    .collect();
-                let s = chart
-                    .draw_series(LineSeries::new(verified.clone(), color.stroke_width(2)))
-                    .map_err(|e| anyhow!("{e:?}"))?;
-                if text {
-                    s.label(format!("{i} ms")).legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                    });
-                }
-                chart
-                    .draw_series(verified.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                    .map_err(|e| anyhow!("{e:?}"))?;
-            }
-            if text {
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
-                    .label_font(("sans-serif", 13))
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .draw()
-                    .map_err(|e| anyhow!("{e:?}"))?;
-            }
+    draw(points, &axes, text, &mut buf, (w, h))?;
+    write_png(path, &buf, (w, h))
+}
+
+/// What the panels share: their flow counts, the intervals (one line
+/// each), and the ranges of the axes.
+struct Axes {
+    flows: Vec<u32>,
+    intervals: Vec<u64>,
+    kmin: f64,
+    kmax: f64,
+    /// Of the rate, in Mpps.
+    ymax: f64,
+    /// Room left and right of the triggers per flow.
+    xpad: f64,
+}
+
+impl Axes {
+    fn of(points: &[Point]) -> Axes {
+        let mut flows: Vec<u32> = points.iter().map(|p| p.flows).collect();
+        flows.sort_unstable();
+        flows.dedup();
+        let mut intervals: Vec<u64> = points.iter().map(|p| p.interval_ms).collect();
+        intervals.sort_unstable();
+        intervals.dedup();
+        let kmin = points.iter().map(|p| p.per_flow).min().unwrap_or(0) as f64;
+        let kmax = points.iter().map(|p| p.per_flow).max().unwrap_or(1) as f64;
+        let ymax = points
+            .iter()
+            .map(|p| p.max_rate_pps / 1e6)
+            .fold(14.88_f64, f64::max)
+            * 1.1;
+        Axes {
+            flows,
+            intervals,
+            kmin,
+            kmax,
+            ymax,
+            xpad: ((kmax - kmin) * 0.05).max(0.5),
         }
-        root.present().map_err(|e| anyhow!("{e:?}"))?;
     }
+}
+
+/// A panel's chart: triggers per flow by Mpps.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A drawing error of plotters, as text.
+fn drawing(e: impl std::fmt::Debug) -> anyhow::Error {
+    anyhow!("{e:?}")
+}
+
+/// Draws the panels into `buf`, an RGB image of `size`.
+fn draw(points: &[Point], axes: &Axes, text: bool, buf: &mut [u8], size: (u32, u32)) -> anyhow::Result<()> {
+    let root = BitMapBackend::with_buffer(buf, size).into_drawing_area();
+    root.fill(&WHITE).map_err(drawing)?;
+    let root = root.margin(10, 10, 10, 10);
+    let panels = root.split_evenly((1, axes.flows.len()));
+    for (panel, &f) in panels.iter().zip(&axes.flows) {
+        let mut b = ChartBuilder::on(panel);
+        b.margin(8);
+        if text {
+            b.caption(format!("{f} active flows"), ("sans-serif", 20))
+                .x_label_area_size(45)
+                .y_label_area_size(55);
+        } else {
+            b.x_label_area_size(10).y_label_area_size(10);
+        }
+        let mut chart = b
+            .build_cartesian_2d((axes.kmin - axes.xpad)..(axes.kmax + axes.xpad), 0.0..axes.ymax)
+            .map_err(drawing)?;
+        draw_mesh(&mut chart, text)?;
+        draw_line_rate(&mut chart, axes, text)?;
+        for (n, &i) in axes.intervals.iter().enumerate() {
+            let at: Vec<&Point> = points
+                .iter()
+                .filter(|p| p.flows == f && p.interval_ms == i)
+                .collect();
+            draw_interval(&mut chart, at, i, COLORS[n % COLORS.len()], text)?;
+        }
+        if text {
+            draw_legend(&mut chart)?;
+        }
+    }
+    root.present().map_err(drawing)
+}
+
+/// The grid, and with text the axes' labels.
+fn draw_mesh<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>, text: bool) -> anyhow::Result<()> {
+    let mut mesh = chart.configure_mesh();
+    mesh.light_line_style(RGBColor(245, 245, 245));
+    if text {
+        mesh.x_desc("Triggers per flow")
+            .y_desc("Max rate with no late sweep (Mpps)")
+            .x_label_formatter(&|x| {
+                // Ticks between whole trigger counts get no label.
+                if (x - x.round()).abs() < 1e-6 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 15));
+    } else {
+        mesh.x_labels(0).y_labels(0);
+    }
+    mesh.draw().map_err(drawing)
+}
+
+/// 10 GbE line rate at 64 B, Trumpet's target.
+fn draw_line_rate<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    axes: &Axes,
+    text: bool,
+) -> anyhow::Result<()> {
+    let line = RGBColor(120, 120, 120);
+    let s = chart
+        .draw_series(LineSeries::new(
+            [(axes.kmin - axes.xpad, 14.88), (axes.kmax + axes.xpad, 14.88)],
+            line.stroke_width(1),
+        ))
+        .map_err(drawing)?;
+    if text {
+        s.label("14.88 Mpps (10 GbE, 64 B)")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], line));
+    }
+    Ok(())
+}
+
+/// The line of interval `i` over the points `at` (one panel's, of that interval).
+fn draw_interval<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    mut at: Vec<&Point>,
+    i: u64,
+    color: RGBColor,
+    text: bool,
+) -> anyhow::Result<()> {
+    at.sort_by_key(|p| p.per_flow);
+    // The model's rate R, faint; the rate verified (F·R, or 0 when
+    // no rate is feasible), solid with markers.
+    let model: Vec<(f64, f64)> = at
+        .iter()
+        .map(|p| (f64::from(p.per_flow), p.max_rate_pps / 1e6))
+        .collect();
+    chart
+        .draw_series(LineSeries::new(model, color.mix(0.35).stroke_width(1)))
+        .map_err(drawing)?;
+    let verified: Vec<(f64, f64)> = at
+        .iter()
+        .filter_map(|p| match p.verified {
+            Some(v) => Some((f64::from(p.per_flow), v * p.max_rate_pps / 1e6)),
+            None if p.max_rate_pps < 1.0 => Some((f64::from(p.per_flow), 0.0)),
+            None => None,
+        })
+        .collect();
+    let s = chart
+        .draw_series(LineSeries::new(verified.clone(), color.stroke_width(2)))
+        .map_err(drawing)?;
+    if text {
+        s.label(format!("{i} ms"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .draw_series(verified.iter().map(|&p| Circle::new(p, 3, color.filled())))
+        .map_err(drawing)?;
+    Ok(())
+}
+
+fn draw_legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>) -> anyhow::Result<()> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(drawing)
+}
+
+/// Writes `buf`, an RGB image of `size`, to `path` as a PNG.
+fn write_png(path: &Path, buf: &[u8], (w, h): (u32, u32)) -> anyhow::Result<()> {
     let file = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
     enc.set_color(png::ColorType::Rgb);
@@ -514,7 +667,7 @@ pub fn plot(points: &[Point], path: &Path) -> anyhow::Result<()> {
         .write_header()
         .with_context(|| format!("cannot write {}", path.display()))?;
     writer
-        .write_image_data(&buf)
+        .write_image_data(buf)
         .with_context(|| format!("cannot write {}", path.display()))?;
     writer
         .finish()
