@@ -9,17 +9,18 @@ use crate::args::{CheckArgs, When};
 use crate::Failure;
 
 pub fn check(a: &CheckArgs) -> Result<ExitCode, Failure> {
-    let src = std::fs::read_to_string(&a.file)
-        .with_context(|| format!("cannot read events file {}", a.file.display()))
-        .map_err(|e| Failure::Usage(format!("clarion: {e:#}")))?;
     let name = a.file.display().to_string();
     let color = match a.color {
         When::Always => true,
         When::Never => false,
         When::Auto => std::io::stderr().is_terminal(),
     };
-    let file = clarion_lang::parse(&src).map_err(|d| Failure::Usage(d.render(&name, &src, color)))?;
-    let specs = clarion_lang::lower(&file).map_err(|d| Failure::Usage(d.render(&name, &src, color)))?;
+    let bytes = std::fs::read(&a.file)
+        .with_context(|| format!("cannot read events file {name}"))
+        .map_err(|e| Failure::Usage(format!("clarion: {e:#}")))?;
+    let src = &events_text(&name, bytes, color)?;
+    let file = clarion_lang::parse(src).map_err(|d| Failure::Usage(d.render(&name, src, color)))?;
+    let specs = clarion_lang::lower(&file).map_err(|d| Failure::Usage(d.render(&name, src, color)))?;
     if a.quiet {
         return Ok(ExitCode::SUCCESS);
     }
@@ -47,4 +48,19 @@ pub fn check(a: &CheckArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An events file's text from its bytes (`name` is what errors call it).
+/// Invalid UTF-8 is rendered in place like any error, with line and column;
+/// a leading byte-order mark is left for the lexer to skip.
+pub fn events_text(name: &str, bytes: Vec<u8>, color: bool) -> Result<String, Failure> {
+    if let Err(d) = clarion_lang::decode(&bytes) {
+        return Err(Failure::Usage(d.render(
+            name,
+            &String::from_utf8_lossy(&bytes),
+            color,
+        )));
+    }
+    // Checked just above: this conversion cannot fail, and copies nothing.
+    String::from_utf8(bytes).map_err(|e| Failure::Usage(format!("clarion: {name}: {e}")))
 }

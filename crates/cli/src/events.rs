@@ -183,17 +183,23 @@ fn io(e: std::io::Error) -> Failure {
     }
 }
 
-/// An events file's text (`-`: standard input).
+/// An events file's text (`-`: standard input); invalid UTF-8 is shown
+/// with line and column before anything is sent.
 fn read_events(file: &std::path::Path) -> Result<String, Failure> {
+    let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
     if file.as_os_str() == "-" {
-        return std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::Runtime(e.into()));
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+            .map_err(|e| Failure::Runtime(e.into()))?;
+        return crate::check::events_text("standard input", bytes, color);
     }
-    std::fs::read_to_string(file).map_err(|e| {
+    let bytes = std::fs::read(file).map_err(|e| {
         Failure::Usage(format!(
             "clarion: cannot read events file {}: {e}",
             file.display()
         ))
-    })
+    })?;
+    crate::check::events_text(&file.display().to_string(), bytes, color)
 }
 
 fn print_hosts(out: &mut impl Write, hosts: Vec<HostInfo>) -> std::io::Result<()> {

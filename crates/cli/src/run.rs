@@ -26,13 +26,14 @@ use crate::Failure;
 
 /// Reads and checks an events file; errors are rendered for the terminal.
 pub fn load_events(path: &Path) -> Result<Vec<clarion_lang::spec::EventSpec>, Failure> {
-    let src = std::fs::read_to_string(path).map_err(|e| {
+    let bytes = std::fs::read(path).map_err(|e| {
         Failure::Usage(format!(
             "clarion: cannot read events file {}: {e}",
             path.display()
         ))
     })?;
     let name = path.display().to_string();
+    let src = crate::check::events_text(&name, bytes, std::io::stderr().is_terminal())?;
     let specs = clarion_lang::check(&src)
         .map_err(|d| Failure::Usage(d.render(&name, &src, std::io::stderr().is_terminal())))?;
     if specs.is_empty() {

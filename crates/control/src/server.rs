@@ -131,9 +131,9 @@ async fn list(State(h): State<ControlHandle>) -> Response {
 }
 
 async fn add(State(h): State<ControlHandle>, body: Bytes) -> Response {
-    let Ok(source) = String::from_utf8(body.to_vec()) else {
-        return ControlError::Invalid("the body must be an events file's text (UTF-8)".into())
-            .into_response();
+    let source = match crate::model::events_text(&body) {
+        Ok(source) => source,
+        Err(e) => return e.into_response(),
     };
     match ask(&h, |reply| Command::Add { source, reply }).await {
         Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),

@@ -1,10 +1,12 @@
 //! The add route's error path over HTTP: error bodies are capped whatever
-//! the manager answers (issue 18, bounded diagnostics).
+//! the manager answers, and a body that is not UTF-8 is refused with its
+//! line and column (issue 18, bounded diagnostics).
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use clarion_control::model::MAX_ERROR_BYTES;
+use clarion_control::model::{ErrorBody, MAX_ERROR_BYTES};
 use clarion_control::{Client, ClientError, Command, ControlError, ControlHandle};
 use tokio::sync::{broadcast, mpsc};
 
@@ -44,4 +46,29 @@ fn a_huge_refusal_is_cut_to_the_cap() {
         &message[message.len() - 80..]
     );
     assert!(took < Duration::from_secs(1), "{took:?}");
+}
+
+#[test]
+fn a_body_not_in_utf8_is_refused_with_line_and_column() {
+    let addr = serve(String::new());
+    let body: &[u8] = b"event a\n  when sum(volume) > 1\n  per \xFF\n";
+    let mut s = TcpStream::connect(addr).expect("connects");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    write!(
+        s,
+        "POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        addr.port(),
+        body.len()
+    )
+    .expect("sent");
+    s.write_all(body).expect("sent");
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    let json = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let body: ErrorBody = serde_json::from_str(json).expect("an error body");
+    assert_eq!(
+        body.error,
+        "the body must be an events file's text in UTF-8: byte 0xFF at line 3, column 7 is not"
+    );
 }
