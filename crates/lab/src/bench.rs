@@ -42,7 +42,7 @@ use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Tuning, Unparsed}
 use clarion_lang::spec::EventSpec;
 use clarion_reference::{evaluate, Config, Input};
 use clarion_wire::{parse_frame, parse_frame_into, LinkType, PacketRecord};
-use clarion_workload::{TriggerSpec, Workload, WorkloadSpec};
+use clarion_workload::{FrameRef, TriggerSpec, Workload, WorkloadSpec};
 
 use clarion_cmdline::percentile;
 
@@ -284,53 +284,15 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         return Err(Failure::Usage("clarion-lab: --batch must be at least 1".into()));
     }
     let (traffic, triggers) = a.workload.specs(a.packets)?;
-    let mut config = MonitorConfig {
-        flow_capacity: a.flow_capacity,
-        flow_timeout_ns: a.flow_timeout,
-        synchronous_sweep: false,
-        dos_filter_slots: a.dos_filter_slots,
-        dos_auto_raise: a.dos_auto_raise,
-        host: HOST.into(),
-        tuning: tuning_without(&a.no_opt),
-        ..MonitorConfig::default()
-    };
-    let auto = match a.dos_threshold {
-        DosThreshold::Bytes(b) => {
-            config.dos_threshold_bytes = b;
-            None
-        }
-        DosThreshold::Auto => {
-            let choice = crate::dos::auto_threshold(&traffic, &triggers, &config, a.batch, a.core)?;
-            eprintln!("{}", choice.describe());
-            config.dos_threshold_bytes = choice.threshold;
-            Some(choice)
-        }
-    };
+    let mut config = monitor_config(a);
+    let auto = choose_dos_threshold(a, &traffic, &triggers, &mut config)?;
     if a.ablation {
         return ablation(a, &traffic, &triggers, &config);
     }
     let (specs, monitor) = setup(&traffic, &triggers, &config)?;
     let workload = traffic.generate().map_err(usage)?;
     let measured = measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise)?;
-
-    // The reference evaluator has no DoS filter: with the filter on, reports legitimately differ.
-    let filtering = config.dos_threshold_bytes > 0 || measured.counters.dos_threshold_raises > 0;
-    let prefix = if filtering {
-        0
-    } else {
-        usize::try_from(a.verify_prefix)
-            .unwrap_or(usize::MAX)
-            .min(workload.len())
-    };
-    let verified = verify(
-        &workload,
-        &specs,
-        prefix,
-        &measured.reports,
-        &config,
-        triggers.interval_ns,
-    );
-
+    let verified = verify_prefix(a, &workload, &specs, &measured, &config, triggers.interval_ns);
     let results = Results {
         a,
         traffic: &traffic,
@@ -341,26 +303,65 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         dos_initial: config.dos_threshold_bytes,
         auto: auto.as_ref(),
     };
-    eprintln!("{}", results.summary());
-    if verified.packets > 0 && verified.windows == 0 {
-        eprintln!(
-            "clarion-lab: warning: the first {} packets span no complete {} ms window, so no report was verified; raise --verify-prefix",
-            thousands(verified.packets as u64),
-            triggers.interval_ns as f64 / 1e6
-        );
+    Ok(results.report())
+}
+
+/// The monitor configuration of `a`, its DoS threshold left to [`choose_dos_threshold`].
+fn monitor_config(a: &BenchArgs) -> MonitorConfig {
+    MonitorConfig {
+        flow_capacity: a.flow_capacity,
+        flow_timeout_ns: a.flow_timeout,
+        synchronous_sweep: false,
+        dos_filter_slots: a.dos_filter_slots,
+        dos_auto_raise: a.dos_auto_raise,
+        host: HOST.into(),
+        tuning: tuning_without(&a.no_opt),
+        ..MonitorConfig::default()
     }
-    if a.json {
-        println!("{}", results.json());
+}
+
+/// Sets the DoS threshold of `config`: as given, or chosen by the cost model
+/// (`--dos-threshold auto`, said on standard error and returned).
+fn choose_dos_threshold(
+    a: &BenchArgs,
+    traffic: &WorkloadSpec,
+    triggers: &TriggerSpec,
+    config: &mut MonitorConfig,
+) -> Result<Option<crate::dos::AutoThreshold>, Failure> {
+    match a.dos_threshold {
+        DosThreshold::Bytes(b) => {
+            config.dos_threshold_bytes = b;
+            Ok(None)
+        }
+        DosThreshold::Auto => {
+            let choice = crate::dos::auto_threshold(traffic, triggers, config, a.batch, a.core)?;
+            eprintln!("{}", choice.describe());
+            config.dos_threshold_bytes = choice.threshold;
+            Ok(Some(choice))
+        }
     }
-    if verified.differing > 0 {
-        eprintln!(
-            "clarion-lab: {} reports differ between the monitor and the reference evaluator on the first {} packets",
-            thousands(verified.differing as u64),
-            thousands(verified.packets as u64)
-        );
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
+}
+
+/// [`verify`] on the first `--verify-prefix` packets, or on none while the
+/// DoS filter was on: the reference evaluator has none, so reports
+/// legitimately differ.
+fn verify_prefix(
+    a: &BenchArgs,
+    workload: &Workload,
+    specs: &[EventSpec],
+    measured: &Measured,
+    config: &MonitorConfig,
+    interval_ns: u64,
+) -> Verified {
+    let filtering = config.dos_threshold_bytes > 0 || measured.counters.dos_threshold_raises > 0;
+    let prefix = if filtering {
+        0
+    } else {
+        usize::try_from(a.verify_prefix)
+            .unwrap_or(usize::MAX)
+            .min(workload.len())
+    };
+    verify(workload, specs, prefix, &measured.reports, config, interval_ns)
 }
 
 /// The synthesized events, checked, and a monitor with all of them installed
@@ -555,37 +556,86 @@ fn measure(
     pinned: Result<usize, String>,
     raise_on_overrun: bool,
 ) -> Measured {
-    let (bytes, frames) = (w.bytes(), w.frames());
-    let prefetch_headers = monitor.tuning().header_prefetch;
+    let frames = Frames {
+        bytes: w.bytes(),
+        frames: w.frames(),
+        prefetch_headers: monitor.tuning().header_prefetch,
+    };
     let mut out = Vec::new();
     let mut reports = Vec::new();
-    let mut per_packet_ns = committed(frames.len() / batch + 1, 1.0);
-    let span = match (frames.first(), frames.last()) {
-        (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns),
-        _ => 0,
-    };
-    let epochs = usize::try_from(span / monitor.epoch_ns().max(1)).unwrap_or(0) + 2;
-    let mut sweep_ns = committed(epochs, 1u64);
-    let mut epochs_over_budget = 0;
-    let mut epoch_ns = committed(epochs, 1u64);
+    let mut samples = Samples::committed(frames.frames, batch, monitor.epoch_ns());
     let start = Instant::now();
     let mut batch_start = start;
     let mut epoch_start = start; // when the packets of the running epoch began
-                                 // Frames are parsed in place into the batch's slots (no copy per record).
+
+    // Frames are parsed in place into the batch's slots (no copy per record).
     let mut records = vec![PacketRecord::default(); batch];
     let faults_before = thread_page_faults();
-    for (c, chunk) in frames.chunks(batch).enumerate() {
+    for (c, chunk) in frames.frames.chunks(batch).enumerate() {
         let mut swept = Duration::ZERO; // sweep time inside this batch
+        frames.process(c * batch, chunk, &mut records, &mut monitor, &mut out);
+        if monitor.sweep_pending() {
+            swept = samples.sweep(&mut monitor, &mut epoch_start, raise_on_overrun, &mut out);
+            reports.append(&mut out);
+        }
+        let now = Instant::now();
+        let busy = (now - batch_start).saturating_sub(swept);
+        samples
+            .per_packet_ns
+            .push(busy.as_nanos() as f64 / chunk.len() as f64);
+        batch_start = now;
+    }
+    let elapsed = batch_start - start;
+    let page_faults = thread_page_faults()
+        .zip(faults_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    reports.append(&mut out);
+    Measured {
+        pinned,
+        elapsed,
+        per_packet_ns: samples.per_packet_ns,
+        sweep_ns: samples.sweep_ns,
+        epochs_over_budget: samples.epochs_over_budget,
+        epoch_ns: samples.epoch_ns,
+        counters: monitor.counters(),
+        reports,
+        monitor,
+        page_faults,
+    }
+}
+
+/// The frames of the timed loop, as the workload holds them.
+struct Frames<'a> {
+    bytes: &'a [u8],
+    frames: &'a [FrameRef],
+    /// Prefetch each frame's header [`HEADER_PREFETCH_AHEAD`] frames earlier.
+    prefetch_headers: bool,
+}
+
+impl Frames<'_> {
+    /// Parses `chunk`, the frames from index `first` on, into `records` and
+    /// hands them to the monitor in order, unparsed frames between them.
+    #[inline(always)]
+    fn process(
+        &self,
+        first: usize,
+        chunk: &[FrameRef],
+        records: &mut [PacketRecord],
+        monitor: &mut Monitor,
+        out: &mut Vec<Report>,
+    ) {
         let mut n = 0;
         for (j, f) in chunk.iter().enumerate() {
-            if let Some(g) = frames
-                .get(c * batch + j + HEADER_PREFETCH_AHEAD)
-                .filter(|_| prefetch_headers)
+            if let Some(g) = self
+                .frames
+                .get(first + j + HEADER_PREFETCH_AHEAD)
+                .filter(|_| self.prefetch_headers)
             {
-                clarion_engine::prefetch(bytes.as_ptr().wrapping_add(g.offset as usize));
+                clarion_engine::prefetch(self.bytes.as_ptr().wrapping_add(g.offset as usize));
             }
             let at = f.offset as usize;
-            let (Some(data), Some(slot)) = (bytes.get(at..at + f.len as usize), records.get_mut(n)) else {
+            let (Some(data), Some(slot)) = (self.bytes.get(at..at + f.len as usize), records.get_mut(n))
+            else {
                 continue;
             };
             let why = match parse_frame_into(LinkType::Ethernet, data, f.ts_ns, f.len, slot) {
@@ -597,48 +647,64 @@ fn measure(
                 Err(_) => Unparsed::Malformed,
             };
             // Keep the order: the packets before this frame first.
-            monitor.process_batch(&records[..n], &mut out);
+            monitor.process_batch(&records[..n], out);
             n = 0;
-            monitor.note_unparsed(f.ts_ns, why, &mut out);
+            monitor.note_unparsed(f.ts_ns, why, out);
         }
-        monitor.process_batch(&records[..n], &mut out);
-        if monitor.sweep_pending() {
-            let s0 = Instant::now();
-            monitor.sweep_step(usize::MAX, &mut out);
-            let s1 = Instant::now();
-            swept = s1 - s0;
-            sweep_ns.push((s1 - s0).as_nanos() as u64);
-            epoch_ns.push((s1 - epoch_start).as_nanos() as u64);
-            if (s1 - epoch_start).as_nanos() > u128::from(monitor.epoch_ns()) {
-                epochs_over_budget += 1;
-                if raise_on_overrun {
-                    monitor.raise_dos_threshold();
-                }
-            }
-            epoch_start = s1;
-            reports.append(&mut out);
-        }
-        let now = Instant::now();
-        let busy = (now - batch_start).saturating_sub(swept);
-        per_packet_ns.push(busy.as_nanos() as f64 / chunk.len() as f64);
-        batch_start = now;
+        monitor.process_batch(&records[..n], out);
     }
-    let elapsed = batch_start - start;
-    let page_faults = thread_page_faults()
-        .zip(faults_before)
-        .map(|(after, before)| after.saturating_sub(before));
-    reports.append(&mut out);
-    Measured {
-        pinned,
-        elapsed,
-        per_packet_ns,
-        sweep_ns,
-        epochs_over_budget,
-        epoch_ns,
-        counters: monitor.counters(),
-        reports,
-        monitor,
-        page_faults,
+}
+
+/// What the timed loop records, its memory committed before the loop.
+struct Samples {
+    /// ns per packet of each batch, sweeps excluded.
+    per_packet_ns: Vec<f64>,
+    /// ns of each epoch's sweep.
+    sweep_ns: Vec<u64>,
+    /// ns from the end of the previous sweep (or the start) to the end of each epoch's sweep.
+    epoch_ns: Vec<u64>,
+    epochs_over_budget: u64,
+}
+
+impl Samples {
+    /// Room for every batch of `batch` of `frames` and every epoch of `epoch` ns they span.
+    fn committed(frames: &[FrameRef], batch: usize, epoch: u64) -> Samples {
+        let span = match (frames.first(), frames.last()) {
+            (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns),
+            _ => 0,
+        };
+        let epochs = usize::try_from(span / epoch.max(1)).unwrap_or(0) + 2;
+        Samples {
+            per_packet_ns: committed(frames.len() / batch + 1, 1.0),
+            sweep_ns: committed(epochs, 1u64),
+            epoch_ns: committed(epochs, 1u64),
+            epochs_over_budget: 0,
+        }
+    }
+
+    /// Runs the pending sweep to completion and records it and its epoch
+    /// (begun at `epoch_start`, which moves to its end); the sweep's time.
+    #[inline(always)]
+    fn sweep(
+        &mut self,
+        monitor: &mut Monitor,
+        epoch_start: &mut Instant,
+        raise_on_overrun: bool,
+        out: &mut Vec<Report>,
+    ) -> Duration {
+        let s0 = Instant::now();
+        monitor.sweep_step(usize::MAX, out);
+        let s1 = Instant::now();
+        self.sweep_ns.push((s1 - s0).as_nanos() as u64);
+        self.epoch_ns.push((s1 - *epoch_start).as_nanos() as u64);
+        if (s1 - *epoch_start).as_nanos() > u128::from(monitor.epoch_ns()) {
+            self.epochs_over_budget += 1;
+            if raise_on_overrun {
+                monitor.raise_dos_threshold();
+            }
+        }
+        *epoch_start = s1;
+        s1 - s0
     }
 }
 
@@ -650,12 +716,53 @@ struct Variant {
 }
 
 impl Variant {
+    /// All on, each optimization off in turn, all off.
+    fn all() -> Vec<Variant> {
+        std::iter::once(("all on".to_string(), Tuning::ALL))
+            .chain(
+                Opt::EACH
+                    .iter()
+                    .map(|o| (format!("no {}", o.name()), o.off(Tuning::ALL))),
+            )
+            .chain(std::iter::once(("all off".to_string(), Tuning::NONE)))
+            .map(|(name, tuning)| Variant {
+                name,
+                tuning,
+                runs: Vec::new(),
+            })
+            .collect()
+    }
+
     /// Median over rounds of one figure.
     fn median(&self, f: impl Fn(&Figures, u64) -> f64) -> f64 {
         let mut v: Vec<f64> = self.runs.iter().map(|(x, over)| f(x, *over)).collect();
         v.sort_by(f64::total_cmp);
         percentile(&v, 0.5)
     }
+
+    /// The medians of the table.
+    fn medians(&self) -> Medians {
+        Medians {
+            mpps: self.median(|f, _| f.pps / 1e6),
+            mean: self.median(|f, _| f.mean),
+            median: self.median(|f, _| f.median),
+            sweep_us: self.median(|f, _| f.sweep_median as f64 / 1e3),
+            sweep_p99_us: self.median(|f, _| f.sweep_p99 as f64 / 1e3),
+            over: self.median(|_, o| o as f64),
+        }
+    }
+}
+
+/// A variant's medians over rounds.
+struct Medians {
+    mpps: f64,
+    /// ns per packet.
+    mean: f64,
+    median: f64,
+    sweep_us: f64,
+    sweep_p99_us: f64,
+    /// Epochs over budget.
+    over: f64,
 }
 
 /// `--ablation`: the workload with every optimization on, each off in
@@ -667,37 +774,85 @@ fn ablation(
     triggers: &TriggerSpec,
     base: &MonitorConfig,
 ) -> Result<ExitCode, Failure> {
-    let mut variants: Vec<Variant> = std::iter::once(("all on".to_string(), Tuning::ALL))
-        .chain(
-            Opt::EACH
-                .iter()
-                .map(|o| (format!("no {}", o.name()), o.off(Tuning::ALL))),
-        )
-        .chain(std::iter::once(("all off".to_string(), Tuning::NONE)))
-        .map(|(name, tuning)| Variant {
-            name,
-            tuning,
-            runs: Vec::new(),
-        })
-        .collect();
+    let mut variants = Variant::all();
     let workload = traffic.generate().map_err(usage)?;
+    let runs = Ablation {
+        a,
+        traffic,
+        triggers,
+        base,
+        workload: &workload,
+    };
     // A first, unrecorded run touches the frames and warms the allocator,
     // which would otherwise count against whichever variant runs first.
-    let (_, monitor) = setup(traffic, triggers, base)?;
-    measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise)?;
+    runs.measure(base)?;
     let rounds = a.rounds.max(1);
-    let n = variants.len();
     for round in 1..=rounds {
+        runs.round(&mut variants, round, rounds)?;
+    }
+    let (on, off) = match (variants.first(), variants.last()) {
+        (Some(on), Some(off)) => (on.medians(), off.medians()),
+        _ => return Err(Failure::Runtime(anyhow!("no variant ran"))),
+    };
+    let rows: Vec<(String, Medians)> = variants.iter().map(|v| (v.name.clone(), v.medians())).collect();
+    let table = ablation_table(&rows, &on, &off);
+    // The table goes to standard output, unless the JSON object does.
+    if !a.json {
+        print!("{table}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprint!("{table}");
+    let rows: Vec<_> = rows
+        .iter()
+        .map(|(name, m)| ablation_json(name, m, &on, &off))
+        .collect();
+    println!(
+        "{}",
+        json!({
+            "schema": "clarion.bench.ablation/1",
+            "packets": workload.len(),
+            "rounds": rounds,
+            "batch": a.batch,
+            "variants": rows,
+        })
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What every run of `--ablation` shares.
+struct Ablation<'a> {
+    a: &'a BenchArgs,
+    traffic: &'a WorkloadSpec,
+    triggers: &'a TriggerSpec,
+    base: &'a MonitorConfig,
+    workload: &'a Workload,
+}
+
+impl Ablation<'_> {
+    /// One timed run with `config`.
+    fn measure(&self, config: &MonitorConfig) -> Result<Measured, Failure> {
+        let (_, monitor) = setup(self.traffic, self.triggers, config)?;
+        measure_pinned(
+            self.workload,
+            monitor,
+            self.a.batch,
+            self.a.core,
+            self.a.dos_auto_raise,
+        )
+    }
+
+    /// Round `round` of `rounds`: every variant once, each with its progress line.
+    fn round(&self, variants: &mut [Variant], round: usize, rounds: usize) -> Result<(), Failure> {
         // Rotate the order each round, so no variant always follows the same one.
+        let n = variants.len();
         for k in 0..n {
             let v = &mut variants[(k + round - 1) % n];
             let config = MonitorConfig {
                 tuning: v.tuning,
-                ..base.clone()
+                ..self.base.clone()
             };
-            let (_, monitor) = setup(traffic, triggers, &config)?;
-            let m = measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise)?;
-            let f = Figures::of(&m, workload.len());
+            let m = self.measure(&config)?;
+            let f = Figures::of(&m, self.workload.len());
             eprintln!(
                 "clarion-lab bench: round {round}/{rounds}, {:<18} {:.2} Mpps, sweep median {:.1} us",
                 v.name,
@@ -706,16 +861,14 @@ fn ablation(
             );
             v.runs.push((f, m.epochs_over_budget));
         }
+        Ok(())
     }
-    let mpps = |v: &Variant| v.median(|f, _| f.pps / 1e6);
-    let sweep = |v: &Variant| v.median(|f, _| f.sweep_median as f64 / 1e3);
-    let (on, off) = match (variants.first(), variants.last()) {
-        (Some(on), Some(off)) => ((mpps(on), sweep(on)), (mpps(off), sweep(off))),
-        _ => return Err(Failure::Runtime(anyhow!("no variant ran"))),
-    };
-    // Columns: throughput and its ratio to all off (the naive baseline)
-    // and to all on (how much this optimization gives); sweep figures and
-    // the sweep's ratio to all on.
+}
+
+/// The table of `--ablation`. Columns: throughput and its ratio to all off
+/// (the naive baseline) and to all on (how much this optimization gives);
+/// sweep figures and the sweep's ratio to all on.
+fn ablation_table(rows: &[(String, Medians)], on: &Medians, off: &Medians) -> String {
     let mut table = format!(
         "{:<20} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>6} {:>9} {:>9}\n",
         "variant",
@@ -729,55 +882,38 @@ fn ablation(
         "sweep/on",
         "median_ns"
     );
-    let mut rows = Vec::new();
-    for v in &variants {
-        let (m, sw) = (mpps(v), sweep(v));
-        let row = json!({
-            "variant": v.name,
-            "mpps": m,
-            "ns_per_packet_mean": v.median(|f, _| f.mean),
-            "ns_per_packet_median": v.median(|f, _| f.median),
-            "sweep_median_us": sw,
-            "sweep_p99_us": v.median(|f, _| f.sweep_p99 as f64 / 1e3),
-            "epochs_over_budget": v.median(|_, o| o as f64),
-            "speedup_over_all_off": m / off.0,
-            "all_on_over_this": on.0 / m,
-            "sweep_over_all_on": sw / on.1,
-        });
+    for (name, m) in rows {
         table += &format!(
             "{:<20} {:>7.2} {:>8.2} {:>8.2} {:>8.1} {:>9.1} {:>9.1} {:>6} {:>9.2} {:>9.1}\n",
-            v.name,
-            m,
-            m / off.0,
-            on.0 / m,
-            v.median(|f, _| f.mean),
-            sw,
-            v.median(|f, _| f.sweep_p99 as f64 / 1e3),
-            v.median(|_, o| o as f64),
-            sw / on.1,
-            v.median(|f, _| f.median),
-        );
-        rows.push(row);
-    }
-    // The table goes to standard output, unless the JSON object does.
-    if !a.json {
-        print!("{table}");
-        return Ok(ExitCode::SUCCESS);
-    }
-    eprint!("{table}");
-    {
-        println!(
-            "{}",
-            json!({
-                "schema": "clarion.bench.ablation/1",
-                "packets": workload.len(),
-                "rounds": rounds,
-                "batch": a.batch,
-                "variants": rows,
-            })
+            name,
+            m.mpps,
+            m.mpps / off.mpps,
+            on.mpps / m.mpps,
+            m.mean,
+            m.sweep_us,
+            m.sweep_p99_us,
+            m.over,
+            m.sweep_us / on.sweep_us,
+            m.median,
         );
     }
-    Ok(ExitCode::SUCCESS)
+    table
+}
+
+/// One variant of the `--ablation` JSON object: its medians and ratios.
+fn ablation_json(name: &str, m: &Medians, on: &Medians, off: &Medians) -> serde_json::Value {
+    json!({
+        "variant": name,
+        "mpps": m.mpps,
+        "ns_per_packet_mean": m.mean,
+        "ns_per_packet_median": m.median,
+        "sweep_median_us": m.sweep_us,
+        "sweep_p99_us": m.sweep_p99_us,
+        "epochs_over_budget": m.over,
+        "speedup_over_all_off": m.mpps / off.mpps,
+        "all_on_over_this": on.mpps / m.mpps,
+        "sweep_over_all_on": m.sweep_us / on.sweep_us,
+    })
 }
 
 /// The reference evaluator on the first `prefix` packets, against the
@@ -790,41 +926,13 @@ fn verify(
     config: &MonitorConfig,
     interval_ns: u64,
 ) -> Verified {
-    let inputs: Vec<Input> = (0..prefix)
-        .filter_map(|i| w.frame(i))
-        .map(
-            |(d, ts)| match parse_frame(LinkType::Ethernet, d, ts, d.len() as u32) {
-                Ok(r) => Input::Packet(r),
-                Err(e) if e.is_not_ip() => Input::NotIp { ts_ns: ts },
-                Err(_) => Input::Malformed { ts_ns: ts },
-            },
-        )
-        .collect();
+    let inputs = reference_inputs(w, prefix);
     let (Some(first), Some(last)) = (inputs.first().map(Input::ts_ns), inputs.last().map(Input::ts_ns))
     else {
         return Verified::default();
     };
     let started = Instant::now();
-    let rc = Config {
-        flow_timeout_ns: config.flow_timeout_ns,
-        burst_gap_ns: config.burst_gap_ns,
-        max_first_transmissions: config.tcp_segment_limit,
-        host: config.host.clone(),
-        worker: config.worker,
-    };
-    // Events are independent: split them over the cores.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = specs.len().div_ceil(threads).max(1);
-    let expected: Vec<Report> = std::thread::scope(|s| {
-        let handles: Vec<_> = specs
-            .chunks(chunk)
-            .map(|part| s.spawn(|| evaluate(part, &inputs, &rc)))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
+    let expected = reference_reports(specs, &inputs, config);
     // Windows that closed within the prefix; the last one may still be open in either.
     let closed = |r: &&Report| r.window.end_ns <= last;
     let mut diff: HashMap<String, i64> = HashMap::new();
@@ -845,6 +953,44 @@ fn verify(
         differing: diff.values().map(|d| d.unsigned_abs() as usize).sum(),
         elapsed: started.elapsed(),
     }
+}
+
+/// The first `prefix` frames of `w` as the reference evaluator takes them.
+fn reference_inputs(w: &Workload, prefix: usize) -> Vec<Input> {
+    (0..prefix)
+        .filter_map(|i| w.frame(i))
+        .map(
+            |(d, ts)| match parse_frame(LinkType::Ethernet, d, ts, d.len() as u32) {
+                Ok(r) => Input::Packet(r),
+                Err(e) if e.is_not_ip() => Input::NotIp { ts_ns: ts },
+                Err(_) => Input::Malformed { ts_ns: ts },
+            },
+        )
+        .collect()
+}
+
+/// The reference evaluator's reports of `specs` over `inputs`, with the
+/// monitor's configuration; the events (independent) split over the cores.
+fn reference_reports(specs: &[EventSpec], inputs: &[Input], config: &MonitorConfig) -> Vec<Report> {
+    let rc = Config {
+        flow_timeout_ns: config.flow_timeout_ns,
+        burst_gap_ns: config.burst_gap_ns,
+        max_first_transmissions: config.tcp_segment_limit,
+        host: config.host.clone(),
+        worker: config.worker,
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = specs.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = specs
+            .chunks(chunk)
+            .map(|part| s.spawn(|| evaluate(part, inputs, &rc)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
 }
 
 struct Results<'a> {
@@ -895,6 +1041,37 @@ impl Results<'_> {
         Figures::of(self.m, self.workload.len())
     }
 
+    /// Prints the summary, its warnings and `--json`'s object; exit status 1
+    /// if any report differed from the reference evaluator's.
+    fn report(&self) -> ExitCode {
+        let v = self.v;
+        eprintln!("{}", self.summary());
+        if v.packets > 0 && v.windows == 0 {
+            eprintln!(
+                "clarion-lab: warning: the first {} packets span no complete {} ms window, so no report was verified; raise --verify-prefix",
+                thousands(v.packets as u64),
+                self.triggers.interval_ns as f64 / 1e6
+            );
+        }
+        if self.a.json {
+            println!("{}", self.json());
+        }
+        if v.differing > 0 {
+            eprintln!(
+                "clarion-lab: {} reports differ between the monitor and the reference evaluator on the first {} packets",
+                thousands(v.differing as u64),
+                thousands(v.packets as u64)
+            );
+            return ExitCode::from(1);
+        }
+        ExitCode::SUCCESS
+    }
+
+    /// Whether the DoS filter was on at any time of the run.
+    fn filtering(&self) -> bool {
+        self.dos_initial > 0 || self.m.counters.dos_threshold_raises > 0
+    }
+
     fn summary(&self) -> String {
         let f = self.figures();
         let c = &self.m.counters;
@@ -902,34 +1079,7 @@ impl Results<'_> {
             Ok(core) => format!("pinned to core {core}"),
             Err(why) => format!("NOT pinned ({why})"),
         };
-        let verified = if self.v.packets > 0 {
-            format!(
-                "{} missed events in {} reports over the first {} packets",
-                self.v.differing,
-                thousands(self.v.reports as u64),
-                thousands(self.v.packets as u64)
-            )
-        } else if self.dos_initial > 0 || c.dos_threshold_raises > 0 {
-            "not verified (DoS filter on: the reference evaluator has none)".into()
-        } else {
-            "not verified".into()
-        };
-        let dos = if self.dos_initial > 0 || c.dos_threshold_raises > 0 {
-            format!(
-                "; DoS threshold {} B (from {} B, {} raises{}), {} packets filtered",
-                thousands(u64::from(self.m.monitor.dos_threshold())),
-                thousands(u64::from(self.dos_initial)),
-                c.dos_threshold_raises,
-                if self.auto.is_some() {
-                    ", chosen by the model"
-                } else {
-                    ""
-                },
-                thousands(c.packets_dos_filtered)
-            )
-        } else {
-            String::new()
-        };
+        let (dos, verified) = (self.dos_summary(), self.verified_summary());
         format!(
             "clarion-lab bench: {} packets, {} triggers ({} per packet, {} patterns): {:.2} Mpps, {:.1} ns/packet \
              (median {:.1}, p99 {:.1} per {}-packet batch); sweep median {:.1} us, p99 {:.1} us, max {:.1} us; \
@@ -954,33 +1104,48 @@ impl Results<'_> {
         )
     }
 
+    /// The summary's part on the DoS filter (empty when it was off).
+    fn dos_summary(&self) -> String {
+        let c = &self.m.counters;
+        if !self.filtering() {
+            return String::new();
+        }
+        format!(
+            "; DoS threshold {} B (from {} B, {} raises{}), {} packets filtered",
+            thousands(u64::from(self.m.monitor.dos_threshold())),
+            thousands(u64::from(self.dos_initial)),
+            c.dos_threshold_raises,
+            if self.auto.is_some() {
+                ", chosen by the model"
+            } else {
+                ""
+            },
+            thousands(c.packets_dos_filtered)
+        )
+    }
+
+    /// The summary's part on the verification.
+    fn verified_summary(&self) -> String {
+        if self.v.packets > 0 {
+            format!(
+                "{} missed events in {} reports over the first {} packets",
+                self.v.differing,
+                thousands(self.v.reports as u64),
+                thousands(self.v.packets as u64)
+            )
+        } else if self.filtering() {
+            "not verified (DoS filter on: the reference evaluator has none)".into()
+        } else {
+            "not verified".into()
+        }
+    }
+
     fn json(&self) -> serde_json::Value {
         let f = self.figures();
         let c = &self.m.counters;
-        let t = self.traffic;
-        let s = self.workload.stats();
         json!({
             "schema": "clarion.bench/1",
-            "workload": {
-                "packets": s.packets,
-                "rate_pps": t.rate_pps,
-                "packet_size": t.packet_size,
-                "active_flows": t.active_flows,
-                "arrival_rate": t.arrival_rate,
-                "burst": t.burst,
-                "dos_fraction": t.dos_fraction,
-                "dos_packets": t.dos_packets,
-                "retransmit_fraction": t.retransmit_fraction,
-                "seed": t.seed,
-                "measured": {
-                    "mean_active_flows": s.mean_active_flows,
-                    "initial_flows": s.initial_flows,
-                    "arrivals": s.arrivals,
-                    "dos_packets": s.dos_packets,
-                    "dos_flows": s.dos_flows,
-                    "duration_ns": s.duration_ns,
-                },
-            },
+            "workload": self.workload_json(),
             "triggers": {
                 "count": self.triggers.triggers,
                 "per_packet": self.triggers.per_packet,
@@ -1008,14 +1173,7 @@ impl Results<'_> {
             "flows_created": c.flows_created,
             "triggers_matched": c.triggers_matched,
             "packets_untracked": c.packets_untracked,
-            "dos": {
-                "threshold_bytes": self.dos_initial,
-                "final_threshold_bytes": self.m.monitor.dos_threshold(),
-                "auto_raise": self.a.dos_auto_raise,
-                "threshold_raises": c.dos_threshold_raises,
-                "packets_filtered": c.packets_dos_filtered,
-                "model": self.auto.map(crate::dos::AutoThreshold::json),
-            },
+            "dos": self.dos_json(),
             "missed_events": self.v.differing,
             "verify": {
                 "packets": self.v.packets,
@@ -1024,6 +1182,44 @@ impl Results<'_> {
                 "differing": self.v.differing,
                 "elapsed_s": self.v.elapsed.as_secs_f64(),
             },
+        })
+    }
+
+    /// The workload as asked for and as generated.
+    fn workload_json(&self) -> serde_json::Value {
+        let t = self.traffic;
+        let s = self.workload.stats();
+        json!({
+            "packets": s.packets,
+            "rate_pps": t.rate_pps,
+            "packet_size": t.packet_size,
+            "active_flows": t.active_flows,
+            "arrival_rate": t.arrival_rate,
+            "burst": t.burst,
+            "dos_fraction": t.dos_fraction,
+            "dos_packets": t.dos_packets,
+            "retransmit_fraction": t.retransmit_fraction,
+            "seed": t.seed,
+            "measured": {
+                "mean_active_flows": s.mean_active_flows,
+                "initial_flows": s.initial_flows,
+                "arrivals": s.arrivals,
+                "dos_packets": s.dos_packets,
+                "dos_flows": s.dos_flows,
+                "duration_ns": s.duration_ns,
+            },
+        })
+    }
+
+    fn dos_json(&self) -> serde_json::Value {
+        let c = &self.m.counters;
+        json!({
+            "threshold_bytes": self.dos_initial,
+            "final_threshold_bytes": self.m.monitor.dos_threshold(),
+            "auto_raise": self.a.dos_auto_raise,
+            "threshold_raises": c.dos_threshold_raises,
+            "packets_filtered": c.packets_dos_filtered,
+            "model": self.auto.map(crate::dos::AutoThreshold::json),
         })
     }
 }
