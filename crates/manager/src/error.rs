@@ -24,6 +24,15 @@ pub enum ManagerError {
     UnknownEvent(usize),
     #[error("host values have {got} entries, the split needs {want}")]
     ValueCount { got: usize, want: usize },
+    #[error("a window from {start_ns} to {end_ns} ns is not one of event {event}'s windows (every {interval_ns} ns from 0)")]
+    NotAWindow {
+        event: usize,
+        start_ns: u64,
+        end_ns: u64,
+        interval_ns: u64,
+    },
+    #[error("{value} cannot be a value of `{aggregate}`")]
+    ImpossibleValue { aggregate: String, value: f64 },
     #[error("event `{0}` is installed on demand, by another event's `then install`, not on its own")]
     OnDemand(String),
 }

@@ -16,7 +16,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use clarion_lang::spec::EventSpec;
+use clarion_lang::spec::{AggCall, AggFunc, ArithOp, EventSpec, PacketExpr};
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 
 use crate::inventory::Inventory;
@@ -218,10 +218,18 @@ impl Manager {
             return Ok((Vec::new(), None));
         };
         let values: Vec<f64> = report.values.iter().map(|(_, v)| *v).collect();
-        if values.len() != e.split.needs.len() {
-            return Err(ManagerError::ValueCount {
-                got: values.len(),
-                want: e.split.needs.len(),
+        check_values(e, &values)?;
+        let interval_ns = e.split.local.interval_ns;
+        let w = report.window;
+        if interval_ns == 0
+            || !w.start_ns.is_multiple_of(interval_ns)
+            || w.end_ns != w.start_ns.saturating_add(interval_ns)
+        {
+            return Err(ManagerError::NotAWindow {
+                event,
+                start_ns: w.start_ns,
+                end_ns: w.end_ns,
+                interval_ns,
             });
         }
         let n = e.hosts.len();
@@ -271,12 +279,7 @@ impl Manager {
             .event(poll.event)
             .ok_or(ManagerError::UnknownEvent(poll.event))?;
         if let Some(v) = &values {
-            if v.len() != e.split.needs.len() {
-                return Err(ManagerError::ValueCount {
-                    got: v.len(),
-                    want: e.split.needs.len(),
-                });
-            }
+            check_values(e, v)?;
         }
         let Some(slot) = e.hosts.iter().position(|&h| h == poll.host) else {
             return Ok(None);
@@ -366,6 +369,58 @@ impl Manager {
             answered,
             missing,
         })
+    }
+}
+
+/// A host's values must be as many as the split needs, each one its
+/// aggregate can take: a host that lies (or is broken) is refused, not
+/// summed into a network-wide decision.
+fn check_values(e: &NetworkEvent, values: &[f64]) -> Result<(), ManagerError> {
+    if values.len() != e.split.needs.len() {
+        return Err(ManagerError::ValueCount {
+            got: values.len(),
+            want: e.split.needs.len(),
+        });
+    }
+    for ((call, _), &v) in e.split.needs.iter().zip(values) {
+        if !possible(call, v) {
+            return Err(ManagerError::ImpossibleValue {
+                aggregate: call.to_string(),
+                value: v,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether `v` can be `call`'s value in a window: a count is a whole
+/// number, no aggregate of a quantity that is never negative is negative,
+/// only min, max, avg and stddev can be undefined (NaN), none is infinite.
+fn possible(call: &AggCall, v: f64) -> bool {
+    if v.is_infinite() {
+        return false;
+    }
+    let undefined_ok = !matches!(call.func, AggFunc::Count | AggFunc::Sum);
+    if v.is_nan() {
+        return undefined_ok;
+    }
+    match call.func {
+        AggFunc::Count => v >= 0.0 && v.fract() == 0.0,
+        AggFunc::Stddev => v >= 0.0,
+        _ => v >= 0.0 || !never_negative(&call.arg),
+    }
+}
+
+/// Whether an expression over packet variables (all counts and sizes,
+/// never negative) can never be negative.
+fn never_negative(x: &PacketExpr) -> bool {
+    match x {
+        PacketExpr::Int(i) => *i >= 0,
+        PacketExpr::Var(_) => true,
+        PacketExpr::Neg(_) | PacketExpr::Arith(ArithOp::Sub | ArithOp::Div, _, _) => false,
+        PacketExpr::Arith(_, l, r) => never_negative(l) && never_negative(r),
+        // Truth values: 0 or 1.
+        PacketExpr::Cmp(..) | PacketExpr::And(..) | PacketExpr::Or(..) | PacketExpr::Not(_) => true,
     }
 }
 
@@ -488,6 +543,7 @@ mod tests {
         // Host b never answers (next window): the transport expires the decision.
         let mut late = report("a", 400.0);
         late.window.start_ns += 10_000_000;
+        late.window.end_ns += 10_000_000;
         let (polls, _) = m.satisfied(id, 0, &late).expect("satisfied");
         assert_eq!(polls.len(), 1);
         assert_eq!(m.pending_keys().len(), 1);
@@ -501,8 +557,9 @@ mod tests {
         // Both hosts satisfied (another window): the second report answers the first's poll.
         let mut a = report("a", 200.0);
         a.window.start_ns += 20_000_000;
+        a.window.end_ns += 20_000_000;
         let mut b = report("b", 200.0);
-        b.window.start_ns += 20_000_000;
+        b.window = a.window;
         let (p1, _) = m.satisfied(id, 0, &a).expect("satisfied");
         let (p2, d) = m.satisfied(id, 1, &b).expect("satisfied");
         assert_eq!((p1.len(), p2.len()), (1, 0));
@@ -551,5 +608,62 @@ mod tests {
         m.remove(id).expect("removes");
         assert_eq!(m.remove(id).err(), Some(ManagerError::UnknownEvent(id)));
         assert_eq!(m.events().count(), 0);
+    }
+
+    #[test]
+    fn what_a_host_cannot_have_seen_is_refused() {
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        for v in [-1.0, f64::NAN, f64::INFINITY] {
+            let e = m.satisfied(id, 0, &report("a", v)).expect_err("refused");
+            assert!(matches!(e, ManagerError::ImpossibleValue { .. }), "{v}: {e}");
+            assert!(e.to_string().contains("sum(volume)"), "{e}");
+        }
+        for (start_ns, end_ns) in [
+            (10_000_001, 20_000_001),
+            (10_000_000, 10_000_001),
+            (0, 20_000_000),
+        ] {
+            let mut r = report("a", 400.0);
+            r.window = Window { start_ns, end_ns };
+            let e = m.satisfied(id, 0, &r).expect_err("refused");
+            assert!(matches!(e, ManagerError::NotAWindow { .. }), "{e}");
+        }
+        assert_eq!(m.pending(), 0, "nothing refused starts a decision");
+        let (polls, _) = m.satisfied(id, 0, &report("a", 400.0)).expect("valid");
+        assert!(
+            m.answer(&polls[0], Some(vec![-5.0])).is_err(),
+            "a poll's answer too"
+        );
+        assert!(m.answer(&polls[0], Some(vec![5.0])).expect("valid").is_some());
+    }
+
+    #[test]
+    fn only_what_can_be_negative_or_undefined_may_be() {
+        let var = |base| {
+            PacketExpr::Var(Var {
+                base,
+                last_epoch: false,
+            })
+        };
+        let call = |func, arg| AggCall { func, arg };
+        let ttl = || var(BaseVar::Ttl);
+        assert!(possible(&call(AggFunc::Count, ttl()), 3.0));
+        assert!(!possible(&call(AggFunc::Count, ttl()), 2.5));
+        assert!(!possible(&call(AggFunc::Count, ttl()), f64::NAN));
+        assert!(
+            possible(&call(AggFunc::Avg, ttl()), f64::NAN),
+            "no packets: undefined"
+        );
+        assert!(!possible(&call(AggFunc::Max, ttl()), -1.0));
+        assert!(!possible(&call(AggFunc::Stddev, ttl()), -0.5));
+        let diff = PacketExpr::Arith(ArithOp::Sub, Box::new(ttl()), Box::new(PacketExpr::Int(64)));
+        assert!(possible(&call(AggFunc::Sum, diff.clone()), -10.0));
+        assert!(possible(
+            &call(AggFunc::Min, PacketExpr::Neg(Box::new(ttl()))),
+            -1.0
+        ));
+        let scaled = PacketExpr::Arith(ArithOp::Mul, Box::new(ttl()), Box::new(PacketExpr::Int(2)));
+        assert!(!possible(&call(AggFunc::Sum, scaled), -2.0));
     }
 }

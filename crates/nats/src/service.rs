@@ -160,6 +160,8 @@ struct HostState {
     satisfied: u64,
     answered: u64,
     missed: u64,
+    /// Reports and answers refused as impossible.
+    refused: u64,
 }
 
 /// Satisfaction reports a host forgot before any manager acknowledged them.
@@ -626,8 +628,8 @@ impl Service {
             .desk
             .satisfied(manager, host, event, &report, decided_ns, &mut effects)
         {
-            Err(_) => {
-                self.stats.invalid += 1;
+            Err(e) => {
+                self.refused(host, &e);
                 self.ack(host, seq);
             }
             // Only a report that starts a decision starts its clock (a late
@@ -644,6 +646,23 @@ impl Service {
             Ok(false) => self.ack(host, seq),
         }
         effects
+    }
+
+    /// A host's report or answer that cannot be true (an impossible
+    /// value, a window not of its event) is refused and counted; the first
+    /// of each host is named. One of an event removed meanwhile is no fault.
+    fn refused(&mut self, host: HostId, e: &clarion_manager::ManagerError) {
+        if matches!(e, clarion_manager::ManagerError::UnknownEvent(_)) {
+            return;
+        }
+        self.stats.invalid += 1;
+        self.hosts[host].refused += 1;
+        if self.hosts[host].refused == 1 {
+            eprintln!(
+                "clarion: manager: refused a message of host {}: {e} (later ones are counted in the summary)",
+                self.host_name(host)
+            );
+        }
     }
 
     fn ack(&mut self, host: HostId, seq: u64) {
@@ -738,7 +757,9 @@ impl Service {
             Some(Answer::Values(v)) => {
                 self.hosts[host].answered += 1;
                 self.hosts[host].last_seen = Some(Instant::now());
-                self.desk.answered(manager, &o.poll, v, &mut effects);
+                if let Err(e) = self.desk.answered(manager, &o.poll, v, &mut effects) {
+                    self.refused(host, &e);
+                }
             }
             other => {
                 match other {
