@@ -54,12 +54,17 @@ for h in "${hosts[@]}"; do
 done
 for h in "${hosts[@]}"; do echo "$h ${addr[$h]}/32"; done >"$OUT/hosts.txt"
 
+# Per-host credentials: each agent may speak only as its own host (the
+# server enforces it), the manager as anything.
+rm -rf "$OUT/creds"
+"$CLARION" credentials --inventory "$OUT/hosts.txt" --out-dir "$OUT/creds" -q || sc_die "clarion credentials failed"
 url=nats://192.168.77.1:4222
 nats=$(command -v nats-server || echo /usr/sbin/nats-server)
-ip netns exec "$CTL" "$nats" -a 192.168.77.1 -p 4222 >"$OUT/nats.log" 2>&1 &
+ip netns exec "$CTL" "$nats" -c "$OUT/creds/nats-server.conf" -a 192.168.77.1 -p 4222 >"$OUT/nats.log" 2>&1 &
 SC_PIDS+=($!)
 for _ in $(seq 100); do nsx "$CTL" bash -c 'echo >/dev/tcp/192.168.77.1/4222' 2>/dev/null && break; sleep 0.05; done
-ip netns exec "$CTL" "$CLARION" manager --nats "$url" --inventory "$OUT/hosts.txt" --events "$events" \
+ip netns exec "$CTL" "$CLARION" manager --nats "$url" --nats-nkey "$OUT/creds/manager.nk" \
+    --inventory "$OUT/hosts.txt" --events "$events" \
     --no-store --no-api --until-finished --poll-timeout 1s --format json -o "$OUT/manager.jsonl" \
     2>"$OUT/manager.err" &
 SC_PIDS+=($!)
@@ -79,7 +84,7 @@ export CLARION_API_TOKEN_FILE=$OUT/api-token
 rm -f "$CLARION_API_TOKEN_FILE"
 for h in "${hosts[@]}"; do
     # Each agent serves the control API for its own events on its loopback.
-    ip netns exec "$SC_PREFIX$h" "$CLARION" agent --nats "$url" --host "$h" -i eth0 --duration 60s \
+    ip netns exec "$SC_PREFIX$h" "$CLARION" agent --nats "$url" --nats-nkey "$OUT/creds/$h.nk" --host "$h" -i eth0 --duration 60s \
         --stats-every 0 --api 127.0.0.1:8701 --format json -o "$OUT/$h.own.jsonl" "$@" 2>"$OUT/$h.agent.err" &
     SC_PIDS+=($!)
     agent_pids+=($!)

@@ -63,6 +63,10 @@ pub enum Command {
     /// Add, list, show and remove the manager's network-wide events, follow fired ones, list hosts.
     #[command(after_help = crate::events::AFTER_HELP)]
     Events(crate::events::EventsArgs),
+    /// Make an nkey per host of an inventory and one for the manager, and the nats-server
+    /// authorization that lets each host speak only as itself.
+    #[command(after_help = crate::credentials::AFTER_HELP)]
+    Credentials(crate::credentials::CredentialsArgs),
 }
 
 const RUN_AFTER_HELP: &str = "Examples:

@@ -7,6 +7,7 @@ mod args;
 mod bus;
 mod check;
 mod config;
+mod credentials;
 mod events;
 mod live;
 mod local_events;
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
         Command::Agent(a) => agent::agent(&a),
         Command::Manager(a) => manager::manager(&a),
         Command::Split(a) => split::split(&a),
+        Command::Credentials(a) => credentials::credentials(&a),
         Command::Events(a) => events::events(&a),
     };
     clarion_cmdline::exit("clarion", result)
@@ -67,7 +69,7 @@ fn stdout_hint(command: &Command) -> Option<&'static str> {
         Command::Manager(a) => a.output.is_none().then_some(OUTPUT),
         Command::Check(a) => (!a.quiet).then_some("use --quiet or redirect to /dev/null explicitly"),
         Command::Events(_) => Some("redirect it to a file or to /dev/null explicitly"),
-        Command::Split(_) => None,
+        Command::Split(_) | Command::Credentials(_) => None,
     }
 }
 

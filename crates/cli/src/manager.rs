@@ -123,6 +123,12 @@ pub struct ManagerArgs {
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub poll_timeout: u64,
 
+    /// Run with no NATS credentials (no --nats-nkey, --nats-token): any client
+    /// of the server could then pose as a host. For tests and demos on a
+    /// server no one else reaches; `clarion credentials` makes per-host keys.
+    #[arg(long)]
+    pub insecure: bool,
+
     /// Also keep fired events in the JetStream stream CLARION_EVENTS (created
     /// if missing; the server must run with JetStream, `nats-server -js`), for durable consumers.
     #[arg(long)]
@@ -301,9 +307,18 @@ fn options(a: &ManagerArgs) -> Result<ManagerOptions, Failure> {
         })?),
         _ => None,
     };
+    let security = a.nats.security()?;
+    if security.auth == clarion_nats::Auth::None && !a.insecure {
+        return Err(Failure::Usage(
+            "clarion: manager: no NATS credentials: any client of the server could pose as a host and forge its reports; \
+give --nats-nkey FILE (`clarion credentials` makes one per host and the server's authorization) or --nats-token, \
+or --insecure to run without"
+                .into(),
+        ));
+    }
     Ok(ManagerOptions {
         url: a.nats.url.clone(),
-        security: a.nats.security()?,
+        security,
         poll_timeout: Duration::from_nanos(a.poll_timeout),
         until_finished: a.until_finished,
         max_poll_batch: 1024,

@@ -149,6 +149,7 @@ fn with_jetstream_fired_events_are_kept_in_a_stream() {
     let refused = clarion()
         .args([
             "manager",
+            "--insecure",
             "--nats",
             &format!("nats://127.0.0.1:{plain_port}"),
             "--inventory",

@@ -161,7 +161,15 @@ fn default_token_manager(d: &Path, url: &str, conf: &Path, extra: &[&str]) -> (G
         clarion()
             .env_remove("CLARION_API_TOKEN_FILE")
             .env("XDG_CONFIG_HOME", conf)
-            .args(["manager", "--nats", url, "--inventory", "hosts.txt", "--no-store"])
+            .args([
+                "manager",
+                "--insecure",
+                "--nats",
+                url,
+                "--inventory",
+                "hosts.txt",
+                "--no-store",
+            ])
             .args(["--api", &format!("127.0.0.1:{port}")])
             .args(extra)
             .current_dir(d)
@@ -243,6 +251,7 @@ fn the_api_is_closed_by_default_with_a_token_made_once() {
         .env("XDG_CONFIG_HOME", &conf)
         .args([
             "manager",
+            "--insecure",
             "--nats",
             &nats,
             "--inventory",
@@ -274,6 +283,7 @@ fn no_auth_is_for_loopback_only_and_a_given_token_is_required() {
     let open = clarion()
         .args([
             "manager",
+            "--insecure",
             "--inventory",
             "hosts.txt",
             "--no-store",

@@ -119,7 +119,10 @@ fn a_killed_manager_comes_back_with_its_events_and_loses_no_report() {
     wait_agents(agents, Duration::from_secs(30));
     let n = clarion_lang::check(EVENTS).expect("events").len();
     assert!(err.contains(&format!("{n} event(s) restored")), "{err}");
-    assert!(err.contains("restarted (last alive"), "the restart is said: {err}");
+    assert!(
+        err.contains("restarted (last alive"),
+        "the restart is said: {err}"
+    );
     assert!(!err.contains("gap:"), "no gap: {err}");
     // The agents sent again what the first manager had not acknowledged:
     // every window is decided by one of the two, as the reference decides it.
@@ -167,6 +170,7 @@ fn manager_on_store(d: &std::path::Path, store: &str, flags: &[&str]) -> std::pr
     clarion()
         .args([
             "manager",
+            "--insecure",
             "--nats",
             "nats://127.0.0.1:1",
             "--inventory",

@@ -150,3 +150,143 @@ fn over_tls_clients_trust_the_ca_they_are_given() {
     let got = rows_of_jsonl(&std::fs::read_to_string(d.join("net.jsonl")).expect("reports"));
     assert_eq!(got, reference(&frames));
 }
+
+/// A raw client with `seed` publishes on `subject`; the server's answer to
+/// it (a permissions violation, or nothing).
+fn publish_as(url: &str, seed: &str, subject: &str) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = async_nats::ConnectOptions::with_nkey(seed.trim().to_string())
+            .event_callback(move |e| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(e.to_string());
+                }
+            })
+            .connect(url)
+            .await
+            .expect("connects with its key");
+        client
+            .publish(subject.to_string(), "{}".into())
+            .await
+            .expect("hands over");
+        client.flush().await.expect("flush");
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        while let Ok(Some(e)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+            if e.contains("ermission") {
+                return Some(e);
+            }
+        }
+        None
+    })
+}
+
+#[test]
+fn with_per_host_keys_each_host_speaks_only_as_itself() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let frames = setup(d, 60);
+    let made = clarion()
+        .args(["credentials", "--inventory", "hosts.txt", "--out-dir", "creds"])
+        .current_dir(d)
+        .output()
+        .expect("runs");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let mode = |f: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(d.join("creds").join(f))
+            .expect("written")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!((mode("web-1.nk"), mode("manager.nk")), (0o600, 0o600));
+    // Never over keys already made.
+    let again = clarion()
+        .args(["credentials", "--inventory", "hosts.txt", "--out-dir", "creds"])
+        .current_dir(d)
+        .output()
+        .expect("runs");
+    assert_eq!(again.status.code(), Some(2));
+
+    let conf = d.join("creds/nats-server.conf");
+    let (_server, port) = start_server_with(&server, &["-c", conf.to_str().expect("utf-8")]);
+    let url = format!("nats://127.0.0.1:{port}");
+    let out = run_network(
+        d,
+        &url,
+        &["--nats-nkey", "creds/manager.nk"],
+        &["--nats-nkey", "creds/{host}.nk"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = rows_of_jsonl(&std::fs::read_to_string(d.join("net.jsonl")).expect("reports"));
+    assert_eq!(
+        got,
+        reference(&frames),
+        "every host speaks as itself: as without keys"
+    );
+
+    // web-1's key may not publish as web-2, nor read web-2's polls.
+    let seed = std::fs::read_to_string(d.join("creds/web-1.nk")).expect("seed");
+    let refused = publish_as(&url, &seed, "clarion.up.web-2");
+    assert!(
+        refused.is_some_and(|e| e.contains("clarion.up.web-2")),
+        "the server refuses it"
+    );
+    assert_eq!(
+        publish_as(&url, &seed, "clarion.up.web-1"),
+        None,
+        "its own subject is fine"
+    );
+    // An agent posing as web-2 with web-1's key cannot even register.
+    let posing = clarion()
+        .args([
+            "agent",
+            "--nats",
+            &url,
+            "--host",
+            "web-2",
+            "--pcap",
+            "hosts/web-2.pcap",
+        ])
+        .args(["--nats-nkey", "creds/web-1.nk", "--register-timeout", "2s", "-q"])
+        .current_dir(d)
+        .output()
+        .expect("agent runs");
+    assert_eq!(posing.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&posing.stderr);
+    assert!(e.contains("manager"), "no manager answers it: {e}");
+}
+
+#[test]
+fn a_manager_without_credentials_refuses_to_run_unless_insecure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("hosts.txt"), INVENTORY).expect("inventory");
+    let out = clarion()
+        .current_dir(dir.path())
+        .args([
+            "manager",
+            "--nats",
+            "nats://127.0.0.1:1",
+            "--inventory",
+            "hosts.txt",
+            "--no-api",
+            "--no-store",
+        ])
+        .env_remove("CLARION_NATS_TOKEN")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("no NATS credentials") && e.contains("--insecure") && e.contains("clarion credentials"),
+        "{e}"
+    );
+}

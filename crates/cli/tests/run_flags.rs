@@ -376,6 +376,7 @@ fn an_empty_api_token_is_refused_at_start() {
     let o = clarion()
         .args([
             "manager",
+            "--insecure",
             "--inventory",
             "examples/demo-hosts.txt",
             "--no-store",

@@ -94,9 +94,17 @@ impl AgentLink {
         let (in_tx, inbound) = std_mpsc::channel();
         let (out, out_rx) = mpsc::unbounded_channel();
         let unacked = Arc::new(AtomicU64::new(0));
+        // Replies to this host (its registration) on its own inbox, which
+        // per-host credentials let only it read.
+        let inbox = crate::credentials::reply_inbox_prefix(&opts.host);
         let (manager, triggers) = rt.block_on(async {
-            let client =
-                crate::connect(&opts.url, &opts.security, &format!("clarion-agent {}", opts.host)).await?;
+            let client = crate::connect(
+                &opts.url,
+                &opts.security,
+                &format!("clarion-agent {}", opts.host),
+                Some(inbox),
+            )
+            .await?;
             // Listen before registering: nothing the manager sends after its reply is missed.
             let control = client
                 .subscribe(protocol::control(&opts.host))

@@ -16,6 +16,8 @@
 //!   acknowledges them (delivery at least once, across manager restarts).
 //! - [`service`]: the manager's service loop: registrations, satisfaction
 //!   reports, polls with timeouts, decisions published on `clarion.events`.
+//! - [`credentials`]: per-host nkeys and the nats-server authorization
+//!   that lets each host speak only as itself.
 //! - [`shared`]: several managers on one NATS account: events and their
 //!   owners in JetStream key-value buckets, each event decided by one.
 //!
@@ -24,6 +26,7 @@
 
 pub mod agent;
 pub mod book;
+pub mod credentials;
 pub mod desk;
 mod error;
 pub mod outbox;
@@ -66,13 +69,23 @@ pub(crate) fn wall_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Connects with a name, the given credentials, and a clear error when the server cannot be reached.
-pub(crate) async fn connect(url: &str, sec: &Security, name: &str) -> Result<async_nats::Client, NatsError> {
+/// Connects with a name, the given credentials, replies on `inbox_prefix`
+/// (a host's own, see [`credentials`]; `_INBOX` without), and a clear
+/// error when the server cannot be reached.
+pub(crate) async fn connect(
+    url: &str,
+    sec: &Security,
+    name: &str,
+    inbox_prefix: Option<String>,
+) -> Result<async_nats::Client, NatsError> {
     let mut opts = match &sec.auth {
         Auth::None => async_nats::ConnectOptions::new(),
         Auth::Token(t) => async_nats::ConnectOptions::with_token(t.clone()),
         Auth::NkeySeed(s) => async_nats::ConnectOptions::with_nkey(s.clone()),
     };
+    if let Some(prefix) = inbox_prefix {
+        opts = opts.custom_inbox_prefix(prefix);
+    }
     if let Some(ca) = &sec.ca {
         opts = opts.add_root_certificates(ca.clone()).require_tls(true);
     }

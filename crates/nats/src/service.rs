@@ -188,7 +188,13 @@ pub fn serve(
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let client = crate::connect(&opts.url, &opts.security, &format!("clarion-manager {name}")).await?;
+        let client = crate::connect(
+            &opts.url,
+            &opts.security,
+            &format!("clarion-manager {name}"),
+            None,
+        )
+        .await?;
         if opts.jetstream {
             ensure_stream(&client).await?;
         }
@@ -526,6 +532,15 @@ impl Service {
         let answer = match protocol::decode::<Register>(&m.subject, &m.payload) {
             Err(e) => RegisterReply::Refused {
                 reason: e.to_string(),
+            },
+            // The reply goes to the asking host's inbox, which per-host
+            // credentials let only it read: a host cannot get another's triggers.
+            Ok(r) if !crate::credentials::is_hosts_reply(&r.host, &reply) => RegisterReply::Refused {
+                reason: format!(
+                    "a registration as `{}` must be answered on its inbox ({}.…), not {reply}",
+                    r.host,
+                    crate::credentials::reply_inbox_prefix(&r.host)
+                ),
             },
             Ok(r) => match self.host_id(&r.host) {
                 None => RegisterReply::Refused {

@@ -231,6 +231,7 @@ pub fn manager(d: &Path, url: &str, flags: &[&str]) -> Child {
     clarion()
         .args([
             "manager",
+            "--insecure",
             "--nats",
             url,
             "--inventory",
@@ -545,7 +546,8 @@ pub fn run_network(
                     "--pcap",
                     &format!("hosts/{host}.pcap"),
                 ])
-                .args(agent_flags)
+                // `{host}` in a flag is the agent's host (its own key file).
+                .args(agent_flags.iter().map(|f| f.replace("{host}", &host)))
                 .current_dir(d)
                 .stderr(Stdio::piped())
                 .spawn()
