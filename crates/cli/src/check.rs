@@ -50,6 +50,23 @@ pub fn check(a: &CheckArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// An events file's text, read from `path` (errors rendered for a terminal
+/// or not, as standard error is): [`events_text`] of its bytes.
+pub fn read_events_file(path: &std::path::Path) -> Result<String, Failure> {
+    use std::io::IsTerminal;
+    let bytes = std::fs::read(path).map_err(|e| {
+        Failure::Usage(format!(
+            "clarion: cannot read events file {}: {e}",
+            path.display()
+        ))
+    })?;
+    events_text(
+        &path.display().to_string(),
+        bytes,
+        std::io::stderr().is_terminal(),
+    )
+}
+
 /// An events file's text from its bytes (`name` is what errors call it).
 /// Invalid UTF-8 is rendered in place like any error, with line and column;
 /// a leading byte-order mark is left for the lexer to skip.

@@ -104,9 +104,7 @@ impl LocalEvents {
             reports: None,
         };
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))
-                .map_err(Failure::Runtime)?;
+            let text = crate::check::read_events_file(path)?;
             let parsed = parse_events(&text, &path.display().to_string()).map_err(Failure::Usage)?;
             let ids: BTreeMap<&str, TriggerId> = host.events().map(|(id, n)| (n, id)).collect();
             for (spec, source) in parsed {
@@ -282,9 +280,11 @@ impl LocalEvents {
             eprintln!("clarion: SIGHUP: no events file to reload");
             return;
         };
-        let parsed = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))
-            .and_then(|text| parse_events(&text, &path.display().to_string()));
+        let parsed = match crate::check::read_events_file(&path) {
+            Ok(text) => parse_events(&text, &path.display().to_string()),
+            Err(Failure::Usage(why)) => Err(why),
+            Err(other) => Err(format!("{other:?}")),
+        };
         let parsed = match parsed {
             Ok(p) => p,
             Err(why) => {

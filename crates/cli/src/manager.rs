@@ -221,12 +221,7 @@ fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
         eprintln!("clarion: warning: stored event `{name}` not installed (it stays stored): {why}");
     }
     if let Some(path) = &a.events {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Failure::Usage(format!(
-                "clarion: cannot read events file {}: {e}",
-                path.display()
-            ))
-        })?;
+        let text = crate::check::read_events_file(path)?;
         let (_, replaced) = book.add(&text, OnDuplicate::Replace).map_err(|e| match e {
             ControlError::Invalid(m) => Failure::Usage(format!("clarion: {}: {m}", path.display())),
             other => usage(other),
@@ -299,12 +294,7 @@ pub fn auth_note(token: &ServerToken) -> String {
 /// The service's options the flags describe.
 fn options(a: &ManagerArgs) -> Result<ManagerOptions, Failure> {
     let shared_events = match (&a.events, a.shared) {
-        (Some(path), true) => Some(std::fs::read_to_string(path).map_err(|e| {
-            Failure::Usage(format!(
-                "clarion: cannot read events file {}: {e}",
-                path.display()
-            ))
-        })?),
+        (Some(path), true) => Some(crate::check::read_events_file(path)?),
         _ => None,
     };
     let security = a.nats.security()?;

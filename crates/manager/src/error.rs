@@ -18,6 +18,8 @@ pub enum ManagerError {
     NoPlacement(String),
     #[error("event id {0} is taken")]
     IdTaken(usize),
+    #[error("event id {id} is far beyond the ids in use (the next is {next}); was it edited by hand?")]
+    IdTooFar { id: usize, next: usize },
     #[error("an event named `{0}` is installed already; remove it first or choose another name")]
     DuplicateName(String),
     #[error("no installed network-wide event has id {0}")]

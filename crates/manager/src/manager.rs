@@ -77,6 +77,9 @@ pub struct Decision {
 
 type Key = (EventId, u64, GroupKey);
 
+/// How far beyond the ids used an id given to [`Manager::install_as`] may be.
+pub const ID_GAP_MAX: usize = 1 << 20;
+
 /// Decisions remembered, so that a host whose report arrives after the
 /// decision (its values were already polled) does not start another.
 const DECIDED_KEPT: usize = 1 << 16;
@@ -133,6 +136,14 @@ impl Manager {
     ) -> Result<Vec<(HostId, EventSpec)>, ManagerError> {
         if self.event(id).is_some() {
             return Err(ManagerError::IdTaken(id));
+        }
+        // Ids index a table: one edited into a store far beyond every id
+        // used would make it huge.
+        if id > self.events.len().saturating_add(ID_GAP_MAX) {
+            return Err(ManagerError::IdTooFar {
+                id,
+                next: self.events.len(),
+            });
         }
         if spec.on_demand {
             return Err(ManagerError::OnDemand(spec.name.clone()));
@@ -608,6 +619,13 @@ mod tests {
         m.remove(id).expect("removes");
         assert_eq!(m.remove(id).err(), Some(ManagerError::UnknownEvent(id)));
         assert_eq!(m.events().count(), 0);
+        assert_eq!(
+            m.install_as(usize::MAX, &spike()).err(),
+            Some(ManagerError::IdTooFar {
+                id: usize::MAX,
+                next: 1
+            })
+        );
     }
 
     #[test]

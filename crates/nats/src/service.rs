@@ -164,6 +164,12 @@ struct HostState {
     refused: u64,
 }
 
+/// When the periodic chores last ran.
+struct Chores {
+    stored_at: Instant,
+    tended_at: Instant,
+}
+
 /// Satisfaction reports a host forgot before any manager acknowledged them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Gap {
@@ -334,8 +340,10 @@ impl Service {
             );
         }
         let mut tick = tokio::time::interval(Duration::from_millis(50));
-        let mut stored_at = Instant::now();
-        let mut tended_at = Instant::now();
+        let mut chores = Chores {
+            stored_at: Instant::now(),
+            tended_at: Instant::now(),
+        };
         loop {
             tokio::select! {
                 Some(m) = registrations.next() => self.register(m).await,
@@ -360,34 +368,51 @@ impl Service {
                 },
                 Some(c) = async { commands.as_mut()?.recv().await } => self.command(c).await,
                 _ = tick.tick() => {
-                    if stop.load(Ordering::Relaxed) {
+                    if stop.load(Ordering::Relaxed) || !self.tick(opts, &mut chores, on_report).await {
                         break;
-                    }
-                    // Held reports of events removed since.
-                    let mut effects = Vec::new();
-                    self.desk.release(self.book.manager(), &mut effects);
-                    self.carry(effects, on_report).await;
-                    if opts.until_finished && self.all_finished() {
-                        break;
-                    }
-                    if stored_at.elapsed() >= STORE_EVERY {
-                        stored_at = Instant::now();
-                        self.store_progress();
-                        self.expire_instances(on_report).await;
-                        self.forget_undecided();
-                    }
-                    self.flush_polls().await;
-                    if self.shared.is_some() && tended_at.elapsed() >= TEND_EVERY {
-                        tended_at = Instant::now();
-                        if let Err(e) = self.sync_shared().await {
-                            eprintln!("clarion: manager: {e}");
-                        }
-                        self.tend().await;
                     }
                 },
             }
         }
-        // Whatever is still undecided is decided with the answers received.
+        self.shut_down(on_report).await;
+        Ok(())
+    }
+
+    /// Every 50 ms: held reports, progress, expired instances, sharing.
+    /// False when the manager is done (`until_finished`).
+    async fn tick(
+        &mut self,
+        opts: &ManagerOptions,
+        chores: &mut Chores,
+        on_report: &mut dyn FnMut(&Report),
+    ) -> bool {
+        // Held reports of events removed since.
+        let mut effects = Vec::new();
+        self.desk.release(self.book.manager(), &mut effects);
+        self.carry(effects, on_report).await;
+        if opts.until_finished && self.all_finished() {
+            return false;
+        }
+        if chores.stored_at.elapsed() >= STORE_EVERY {
+            chores.stored_at = Instant::now();
+            self.store_progress();
+            self.expire_instances(on_report).await;
+            self.forget_undecided();
+        }
+        self.flush_polls().await;
+        if self.shared.is_some() && chores.tended_at.elapsed() >= TEND_EVERY {
+            chores.tended_at = Instant::now();
+            if let Err(e) = self.sync_shared().await {
+                eprintln!("clarion: manager: {e}");
+            }
+            self.tend().await;
+        }
+        true
+    }
+
+    /// Decides what is still undecided with the answers received,
+    /// acknowledges, stores progress and, alone, tells agents it is done.
+    async fn shut_down(&mut self, on_report: &mut dyn FnMut(&Report)) {
         let mut effects = Vec::new();
         self.desk.finish(self.book.manager_mut(), &mut effects);
         self.carry(effects, on_report).await;
@@ -408,7 +433,6 @@ impl Service {
             }
         }
         let _ = self.client.flush().await;
-        Ok(())
     }
 
     /// Installs the events other managers added to the shared bucket, and
@@ -612,6 +636,18 @@ impl Service {
                 seq,
             } => (event, report, decided_ns, seq),
         };
+        self.satisfied(host, event, &report, decided_ns, seq)
+    }
+
+    /// A host's satisfaction report: what the manager's loop makes of it.
+    fn satisfied(
+        &mut self,
+        host: HostId,
+        event: u64,
+        report: &Report,
+        decided_ns: u64,
+        seq: u64,
+    ) -> Vec<Effect> {
         if seq > 0 && self.in_decision.contains(&(host, seq)) {
             // Sent again while its decision is still being made.
             return Vec::new();
@@ -641,7 +677,7 @@ impl Service {
         let manager = self.book.manager_mut();
         match self
             .desk
-            .satisfied(manager, host, event, &report, decided_ns, &mut effects)
+            .satisfied(manager, host, event, report, decided_ns, &mut effects)
         {
             Err(e) => {
                 self.refused(host, &e);
