@@ -22,6 +22,7 @@
 //! Packets come in as [`clarion_wire::PacketRecord`]s and reports go out
 //! into a `Vec` the caller drains: sources and sinks stay outside.
 
+mod blind;
 mod config;
 mod dos_filter;
 mod flow_list;

@@ -41,7 +41,8 @@
 //! only when every worker observed all of it (it started at or after the
 //! worker's first frame, and the worker's clock passed its end before its
 //! input ended); a worker that never observed anything makes no window
-//! complete.
+//! complete. Nor is a window any worker was blind in (partials carry the
+//! spans its driver noted, [`Monitor::note_blind`](crate::Monitor::note_blind)).
 //!
 //! # Triggers tested on the worker
 //! When the driver spreads flows by their 5-tuple alone, both directions
@@ -96,6 +97,7 @@ use clarion_lang::spec::EventSpec;
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::FlowKey;
 
+use crate::blind::BlindSpans;
 use crate::key::report_group;
 use crate::measure::Acc;
 use crate::trigger::{OpenWindow, Trigger, WindowValues};
@@ -168,6 +170,8 @@ pub struct Partials {
     pub(crate) installed: Vec<Installed>,
     /// Removed triggers, each with the worker's watermark then.
     pub(crate) removed: Vec<(TriggerId, u64)>,
+    /// Blind spans the worker's driver noted since its previous partials.
+    pub(crate) blind: BlindSpans,
     /// Start of the swept epoch and its traffic.
     pub(crate) epoch: Option<(u64, Completeness)>,
     pub(crate) windows: Vec<WindowPartial>,
@@ -281,6 +285,8 @@ pub struct Merger {
     pending: BTreeMap<(u64, u64, TriggerId), Pending>,
     /// Traffic per epoch start, summed over the workers.
     epochs: BTreeMap<u64, Completeness>,
+    /// When some worker was blind, back to the oldest window still pending.
+    blind: BlindSpans,
     /// Triggers some worker removed, until the merger forgets them.
     removed: Vec<TriggerId>,
     /// Every window ending at or before this is released.
@@ -300,6 +306,7 @@ impl Merger {
             max_interval_ns: 0,
             pending: BTreeMap::new(),
             epochs: BTreeMap::new(),
+            blind: BlindSpans::default(),
             removed: Vec::new(),
             released_to: 0,
             config,
@@ -349,6 +356,9 @@ impl Merger {
         }
         if let Some((start, counts)) = p.epoch {
             self.epochs.entry(start).or_default().add_counts(&counts);
+        }
+        for (from, to) in p.blind.iter() {
+            self.blind.add(from, to);
         }
         for part in p.windows {
             let Some(t) = self.triggers.get(&part.trigger) else {
@@ -516,9 +526,11 @@ impl Merger {
         // the longest interval (a trigger installed later starts later).
         if to == u64::MAX {
             self.epochs.clear();
+            self.blind.clear();
         } else {
             let keep_from = to.saturating_sub(self.max_interval_ns);
             self.epochs = self.epochs.split_off(&keep_from);
+            self.blind.forget_to(keep_from);
         }
         self.forget_removed(to);
     }
@@ -541,7 +553,8 @@ impl Merger {
         c.complete = self
             .workers
             .iter()
-            .all(|s| s.first_ns.is_some_and(|f| w.start_ns >= f) && w.end_ns <= s.closed_to);
+            .all(|s| s.first_ns.is_some_and(|f| w.start_ns >= f) && w.end_ns <= s.closed_to)
+            && !self.blind.overlaps(w.start_ns, w.end_ns);
         c
     }
 

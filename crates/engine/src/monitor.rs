@@ -23,6 +23,7 @@ use clarion_lang::spec::EventSpec;
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 
+use crate::blind::BlindSpans;
 use crate::config::{Counters, MonitorConfig, Tuning};
 use crate::dos_filter::DosFilter;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
@@ -98,6 +99,9 @@ pub struct Monitor {
     closed_to: u64,
     /// Traffic of the current epoch, for completeness records.
     epoch_counts: Completeness,
+    /// When the driver could not see the input ([`Monitor::note_blind`]),
+    /// back to the oldest window still open: such windows are not complete.
+    blind: BlindSpans,
     sweep: Option<Sweep>,
     reclaim_cursor: usize,
     counters: Counters,
@@ -127,6 +131,8 @@ struct MergeOut {
     /// Installs and removals since the last sweep, for its partials.
     installed: Vec<Installed>,
     removed: Vec<(TriggerId, u64)>,
+    /// Blind spans noted since the last sweep, for its partials.
+    blind: BlindSpans,
     /// Each finished sweep's partials, oldest first.
     ready: Vec<Partials>,
 }
@@ -177,6 +183,7 @@ impl Monitor {
             active_sets: [Vec::new(), Vec::new()],
             closed_to: 0,
             epoch_counts: Completeness::default(),
+            blind: BlindSpans::default(),
             sweep: None,
             reclaim_cursor: 0,
             counters: Counters::default(),
@@ -851,6 +858,24 @@ impl Monitor {
         self.epoch_counts.dropped += n;
     }
 
+    /// Notes that the input could not be seen in `[from_ns, to_ns)` (Unix
+    /// ns; a live interface down or away): every window overlapping it is
+    /// reported with `complete: false`, whatever it counted. A driver notes
+    /// an ongoing outage again, with a later end, before each tick, so the
+    /// windows it closes meanwhile know; spans that touch are joined.
+    pub fn note_blind(&mut self, from_ns: u64, to_ns: u64) {
+        self.blind.add(from_ns, to_ns);
+        if self.config.merge_output {
+            self.merge.blind.add(from_ns, to_ns);
+        }
+    }
+
+    /// Nanoseconds of `[start_ns, end_ns)` noted blind and not yet
+    /// forgotten (spans are kept back to the oldest open window).
+    pub fn blind_ns(&self, start_ns: u64, end_ns: u64) -> u64 {
+        self.blind.overlap_ns(start_ns, end_ns)
+    }
+
     fn on_new_flow(&mut self, i: u32) {
         self.counters.flows_created += 1;
         let key = self.flows.entries[i as usize].key;
@@ -945,8 +970,11 @@ impl Monitor {
         let order = self.active_order();
         let counts = std::mem::take(&mut self.epoch_counts);
         let mut completeness = counts;
-        // Observed in full: the input neither started nor ended inside it.
-        completeness.complete = next_start.is_some() && self.epoch_start >= self.first_ts;
+        // Observed in full: the input neither started nor ended inside it,
+        // nor was the driver blind during it.
+        completeness.complete = next_start.is_some()
+            && self.epoch_start >= self.first_ts
+            && !self.blind.overlaps(self.epoch_start, epoch_end);
         self.epoch_log.push_back((self.epoch_start, counts));
         let direct = Direct {
             vlans_seen: self.vlans_seen,
@@ -1008,6 +1036,7 @@ impl Monitor {
                     first_ns: None,
                     installed: std::mem::take(&mut self.merge.installed),
                     removed: std::mem::take(&mut self.merge.removed),
+                    blind: self.merge.blind.take(),
                     epoch: None,
                     windows: Vec::new(),
                     reports: Vec::new(),
@@ -1066,6 +1095,7 @@ impl Monitor {
             first_ns: Some(self.first_ts),
             installed: std::mem::take(&mut self.merge.installed),
             removed: std::mem::take(&mut self.merge.removed),
+            blind: self.merge.blind.take(),
             epoch: Some((s.epoch_start, s.counts)),
             windows: s.partials,
             reports,
@@ -1130,8 +1160,10 @@ impl Monitor {
             {
                 completeness.add_counts(c);
             }
-            // Observed in full: the input neither started nor ended inside it.
-            completeness.complete = ended && w.start_ns >= self.first_ts;
+            // Observed in full: the input neither started nor ended inside
+            // it, nor was the driver blind during it.
+            completeness.complete =
+                ended && w.start_ns >= self.first_ts && !self.blind.overlaps(w.start_ns, end);
             trig.close(w, end, self.config.history_windows);
             let Some((window, groups)) = trig.history.newest() else {
                 continue;
@@ -1160,6 +1192,8 @@ impl Monitor {
         while self.epoch_log.front().is_some_and(|(e, _)| *e < keep_from) {
             self.epoch_log.pop_front();
         }
+        // The swept epoch too: its driver may still ask for its blind time.
+        self.blind.forget_to(keep_from.min(s.epoch_start));
     }
 
     /// Frees a slice of the entries of flows idle past the timeout whose

@@ -423,3 +423,29 @@ fn partials_and_the_merger_move_between_threads() {
     send::<Partials>();
     send::<Merger>();
 }
+
+/// A blind span one worker's driver noted makes the host's windows it
+/// overlaps incomplete, and only those.
+#[test]
+fn a_worker_s_blind_span_makes_the_host_s_window_incomplete() {
+    let events = [big(0.0, per_dst())];
+    let pkts = [
+        (0, pkt(T0 + MS, 1, 1000, 100)),
+        (1, pkt(T0 + 2 * MS, 2, 1000, 100)),
+        (0, pkt(T0 + 11 * MS, 1, 1000, 100)),
+        (1, pkt(T0 + 12 * MS, 2, 1000, 100)),
+        (0, pkt(T0 + 21 * MS, 1, 1000, 100)),
+        (1, pkt(T0 + 31 * MS, 2, 1000, 100)),
+    ];
+    let mut ws = workers(2, false, &events);
+    ws[1].tick(T0, &mut Vec::new());
+    ws[1].note_blind(T0 + 14 * MS, T0 + 16 * MS);
+    let merged = merge_all(&mut merger(2), drive(&mut ws, &pkts));
+    let complete: Vec<(u64, bool)> = merged
+        .iter()
+        .map(|r| ((r.window.start_ns - T0) / MS, r.completeness.complete))
+        .collect();
+    // The first window started before worker 0's first frame (T0 + 1 ms);
+    // the last one ends with the input.
+    assert_eq!(complete, [(0, false), (10, false), (20, true), (30, false)]);
+}

@@ -952,3 +952,62 @@ fn installs_and_removals_between_sweep_steps_gather_every_flow_once() {
     );
     assert_eq!(got_values, expect_values);
 }
+
+/// Issue 18: a live interface down for a while. The driver notes the
+/// outage as it goes on (and ticks the clock); the windows it overlaps are
+/// incomplete even though they counted packets, the others are not.
+#[test]
+fn windows_overlapping_a_blind_span_are_incomplete() {
+    let mut m = Monitor::new(MonitorConfig {
+        synchronous_sweep: false,
+        ..MonitorConfig::default()
+    });
+    m.install(event(
+        "any",
+        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let mut out = Vec::new();
+    let step = |m: &mut Monitor, out: &mut Vec<Report>| while !m.sweep_step(usize::MAX, out) {};
+    m.tick(T0, &mut out);
+    for ms in [1, 11, 21] {
+        m.process(&pkt(T0 + ms * MS, 1, 1, 1), &mut out);
+        step(&mut m, &mut out);
+    }
+    // Down at 23 ms; noted at each tick while it lasts, then up at 35 ms.
+    for now in [25, 30, 33] {
+        m.note_blind(T0 + 23 * MS, T0 + now * MS);
+        m.tick(T0 + now * MS, &mut out);
+        step(&mut m, &mut out);
+    }
+    m.note_blind(T0 + 23 * MS, T0 + 35 * MS);
+    assert_eq!(m.blind_ns(T0 + 20 * MS, T0 + 30 * MS), 7 * MS);
+    for ms in [36, 41, 51] {
+        m.process(&pkt(T0 + ms * MS, 1, 1, 1), &mut out);
+        step(&mut m, &mut out);
+    }
+    m.tick(T0 + 60 * MS, &mut out);
+    step(&mut m, &mut out);
+    let complete: Vec<(u64, bool)> = out
+        .iter()
+        .map(|r| ((r.window.start_ns - T0) / MS, r.completeness.complete))
+        .collect();
+    assert_eq!(
+        complete,
+        [
+            (0, true),
+            (10, true),
+            (20, false),
+            (30, false),
+            (40, true),
+            (50, true)
+        ]
+    );
+    assert_eq!(
+        m.blind_ns(T0, T0 + 60 * MS),
+        0,
+        "forgotten once no open window reaches it"
+    );
+}
