@@ -43,6 +43,13 @@ pub enum CaptureError {
         packet_index: Option<u64>,
     },
 
+    /// Another packet of an interface already reported as
+    /// [`CaptureError::UnsupportedLinkType`], skipped too: returned so that
+    /// the reader's caller can count it where it belongs (completeness),
+    /// not for the operator (it was told once).
+    #[error("packet {packet_index} skipped: interface {interface} has a link type Clarion cannot parse")]
+    Skipped { interface: u32, packet_index: u64 },
+
     /// The file ends inside a record. Packets before it were returned.
     #[error("capture truncated {} at byte offset {byte_offset}: {detail}", after(*packet_index))]
     Truncated {
@@ -62,13 +69,14 @@ pub enum CaptureError {
 
 impl CaptureError {
     /// Whether the source stops after this error (every error but a
-    /// per-interface unsupported link type).
+    /// per-interface unsupported link type and its later skipped packets).
     pub fn is_fatal(&self) -> bool {
         match self {
             CaptureError::UnsupportedLinkType {
                 packet_index: Some(_),
                 ..
-            } => false,
+            }
+            | CaptureError::Skipped { .. } => false,
             CaptureError::File { error, .. } => error.is_fatal(),
             _ => true,
         }

@@ -136,13 +136,18 @@ impl<I: Input> Reader<I> {
                     self.next_index += 1;
                     self.skipped += 1;
                     self.input.consume(consumed);
-                    if first {
-                        return Err(CaptureError::UnsupportedLinkType {
+                    return Err(if first {
+                        CaptureError::UnsupportedLinkType {
                             dlt,
                             interface: Some(interface),
                             packet_index: Some(index),
-                        });
-                    }
+                        }
+                    } else {
+                        CaptureError::Skipped {
+                            interface,
+                            packet_index: index,
+                        }
+                    });
                 }
                 Err(fail) => return Err(fail.into_error(self.next_index, self.input.offset())),
             }

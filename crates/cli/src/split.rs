@@ -58,6 +58,8 @@ pub fn split(a: &SplitArgs) -> Result<ExitCode, Failure> {
                 damage = Some(e);
                 break;
             }
+            // Named once per interface (its later packets are skipped silently).
+            Err(e) if matches!(e.in_file(), clarion_capture::CaptureError::Skipped { .. }) => continue,
             Err(e) => {
                 eprintln!("clarion: warning: {e}");
                 continue;

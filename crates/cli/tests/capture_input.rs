@@ -181,3 +181,91 @@ fn closed_stdout_is_an_error_but_dev_null_is_not() {
     let o = with_stdout("check --quiet examples/demo.clarion", ">&-");
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
+
+/// A pcapng file, little-endian: one section, interfaces of the given link
+/// types (microsecond timestamps), and `(interface, ts_ns, frame)` packets.
+fn pcapng(links: &[u16], packets: &[(u32, u64, Vec<u8>)]) -> Vec<u8> {
+    fn block(kind: u32, body: &[u8]) -> Vec<u8> {
+        let mut padded = body.to_vec();
+        padded.resize(body.len().div_ceil(4) * 4, 0);
+        let len = (12 + padded.len()) as u32;
+        let mut b = kind.to_le_bytes().to_vec();
+        b.extend(len.to_le_bytes());
+        b.extend(padded);
+        b.extend(len.to_le_bytes());
+        b
+    }
+    let mut shb = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
+    shb.extend(1u16.to_le_bytes());
+    shb.extend(0u16.to_le_bytes());
+    shb.extend((-1i64).to_le_bytes());
+    let mut out = block(0x0A0D_0D0A, &shb);
+    for &link in links {
+        let mut idb = link.to_le_bytes().to_vec();
+        idb.extend(0u16.to_le_bytes());
+        idb.extend(65_535u32.to_le_bytes());
+        out.extend(block(1, &idb));
+    }
+    for (iface, ts_ns, frame) in packets {
+        let us = ts_ns / 1_000;
+        let mut epb = iface.to_le_bytes().to_vec();
+        epb.extend(((us >> 32) as u32).to_le_bytes());
+        epb.extend((us as u32).to_le_bytes());
+        epb.extend((frame.len() as u32).to_le_bytes());
+        epb.extend((frame.len() as u32).to_le_bytes());
+        epb.extend(frame);
+        out.extend(block(6, &epb));
+    }
+    out
+}
+
+/// An Ethernet/IPv4/UDP frame from 10.0.0.1 to 10.0.0.2 (checksums are not checked).
+fn udp_frame() -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    f.extend([0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend([0x30, 0x39, 0x00, 0x35, 0, 8, 0, 0]);
+    f
+}
+
+#[test]
+fn frames_of_an_unsupported_link_type_count_in_their_windows_completeness() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    const MS: u64 = 1_000_000;
+    let t0 = 1_700_000_000_000 * MS;
+    // Interface 0 is Ethernet, interface 1 of link type 147 (user-defined):
+    // three of its frames in the second window, one in the fourth.
+    let mut packets: Vec<(u32, u64, Vec<u8>)> = (0..50).map(|i| (0, t0 + i * MS, udp_frame())).collect();
+    for ts in [12, 13, 15, 31] {
+        packets.push((1, t0 + ts * MS, vec![0xAB; 40]));
+    }
+    packets.sort_by_key(|p| p.1);
+    let pcap = dir.path().join("mixed.pcapng");
+    std::fs::write(&pcap, pcapng(&[1, 147], &packets)).expect("written");
+    let events = dir.path().join("e.clarion");
+    std::fs::write(&events, "event busy\n  when count(packets) > 0\n  every 10ms\n").expect("written");
+    let out = Command::new(bin())
+        .args(["run", "--format", "json", "-q", "--pcap"])
+        .arg(&pcap)
+        .arg("--events")
+        .arg(&events)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("147"),
+        "the link type is named: {}",
+        text(&out.stderr)
+    );
+    let malformed: Vec<(u64, u64)> = text(&out.stdout)
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).expect("a report");
+            let start = r["window"]["start_ns"].as_u64().expect("start");
+            (
+                (start - t0) / MS,
+                r["completeness"]["malformed"].as_u64().expect("malformed"),
+            )
+        })
+        .collect();
+    assert_eq!(malformed, vec![(0, 0), (10, 3), (20, 0), (30, 1), (40, 0)]);
+}

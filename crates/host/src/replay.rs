@@ -14,6 +14,12 @@
 //! come merged by time; the stage is told when the input changes
 //! ([`Stage::switch_input`]), between batches.
 //!
+//! A frame the source skips (a pcapng interface of a link type Clarion
+//! cannot parse) is counted by the stage as malformed at the time of the
+//! frame read before it (or after it, for the first), so that the
+//! completeness of its window says it was not seen; with several inputs
+//! it is counted on the input read last.
+//!
 //! A fatal capture error (damage) ends the input: the stage is finished
 //! and the windows before the damage reported, and the error is returned
 //! in [`Replayed::damage`] for the caller to report.
@@ -103,6 +109,9 @@ where
     let mut damage = None;
     let mut stopped = false;
     let mut input = 0;
+    // Skipped frames not yet counted, and the latest frame time seen.
+    let mut skipped: u64 = 0;
+    let mut last_ts: Option<u64> = None;
     while !stopped {
         let (k, raw) = match source.next_frame() {
             None => break,
@@ -112,11 +121,27 @@ where
                 break;
             }
             Some(Err(e)) => {
-                driver.warning(&e);
+                // Told once per interface; counted every time.
+                if !matches!(e.in_file(), CaptureError::Skipped { .. }) {
+                    driver.warning(&e);
+                }
+                skipped += 1;
                 continue;
             }
         };
         frames += 1;
+        if skipped > 0 {
+            let at = last_ts.unwrap_or(raw.ts_ns);
+            count_skipped(
+                stage,
+                driver,
+                &mut batch,
+                &mut out,
+                at,
+                std::mem::take(&mut skipped),
+            )?;
+        }
+        last_ts = Some(raw.ts_ns);
         if k != input {
             deliver(stage, driver, &mut batch, &mut out)?;
             stage.switch_input(k);
@@ -166,6 +191,9 @@ where
             driver.progress(&source.source_stats());
         }
     }
+    if let (Some(at), true) = (last_ts, skipped > 0) {
+        count_skipped(stage, driver, &mut batch, &mut out, at, skipped)?;
+    }
     deliver(stage, driver, &mut batch, &mut out)?;
     stage.finish(&mut out)?;
     driver.reports(stage, &mut out)?;
@@ -176,6 +204,26 @@ where
         damage,
         stopped,
     })
+}
+
+/// Counts `n` skipped frames as malformed at time `at` (after the pending batch).
+fn count_skipped<St, D>(
+    stage: &mut St,
+    driver: &mut D,
+    batch: &mut Vec<PacketRecord>,
+    out: &mut Vec<Report>,
+    at: u64,
+    n: u64,
+) -> Result<(), D::Error>
+where
+    St: Stage + ?Sized,
+    D: Driver<St>,
+{
+    deliver(stage, driver, batch, out)?;
+    for _ in 0..n {
+        stage.note_unparsed(at, Unparsed::Malformed, out)?;
+    }
+    Ok(())
 }
 
 /// Hands the pending batch to the stage and its reports to the driver.

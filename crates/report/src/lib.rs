@@ -71,7 +71,8 @@ pub struct GroupKey {
 pub struct Completeness {
     /// IP packets processed by the monitor.
     pub packets: u64,
-    /// Frames that could not be parsed.
+    /// Frames that could not be parsed, or that the capture reader skipped
+    /// (an interface of a link type Clarion cannot parse).
     pub malformed: u64,
     /// Frames that are not IP (ARP, LLDP, …): seen and deliberately ignored.
     pub not_ip: u64,

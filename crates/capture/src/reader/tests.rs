@@ -239,7 +239,7 @@ fn pcapng_two_interfaces() -> Vec<u8> {
 }
 
 #[test]
-fn pcapng_unsupported_interface_is_skipped_after_one_error() {
+fn pcapng_unsupported_interface_is_named_once_and_its_packets_skipped() {
     let f = pcapng_two_interfaces();
     let mut r = SliceReader::new(&f).unwrap();
     let got = drain(&mut r);
@@ -259,6 +259,8 @@ fn pcapng_unsupported_interface_is_skipped_after_one_error() {
                  (first seen at packet 1; its packets are skipped)"
                 .to_string()),
             Ok((2, 12, LinkType::LinuxSll)),
+            // Each later packet of it, for the caller to count.
+            Err("packet 3 skipped: interface 1 has a link type Clarion cannot parse".to_string()),
             Ok((4, 14_000, LinkType::Ethernet)),
         ]
     );
