@@ -24,6 +24,7 @@
 
 mod blind;
 mod config;
+pub mod cost;
 mod dos_filter;
 mod flow_list;
 mod flow_table;

@@ -3,6 +3,10 @@
 //!
 //! # The cost model
 //!
+//! The model itself ([`Costs`], [`Model`]: E(f) below, breaking points,
+//! thresholds) is `clarion_engine::cost`, which the product's cost warning
+//! at load shares; this module profiles its costs and runs the attacks.
+//!
 //! Four costs are profiled on this machine with `clarion-lab bench`'s own loop
 //! ([`crate::bench::measure_workload`]) on the benchmark workload at the
 //! chosen rate R, every attack flow one minimal packet:
@@ -73,6 +77,8 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
+use clarion_engine::cost::threshold_flow_packets;
+pub use clarion_engine::cost::{Costs, Model};
 use clarion_engine::{MonitorConfig, DOS_MAX_THRESHOLD};
 use clarion_wire::{parse_frame, FlowKey, LinkType};
 use clarion_workload::layout::{self, Proto};
@@ -83,12 +89,6 @@ use crate::bench::{measure_workload, setup, PointRun};
 use crate::gen::usage;
 use crate::Failure;
 
-/// IP bytes of an attack packet in a TCP group (a bare SYN or ACK).
-const TCP_ATTACK_BYTES: u32 = 40;
-/// IP bytes of an attack packet in a UDP group (an empty datagram).
-const UDP_ATTACK_BYTES: u32 = 28;
-/// Most packets per attack flow the generator makes.
-const MAX_DOS_PACKETS: u32 = 1 << 16;
 /// Epochs at the start of a run left out (cold start), as `clarion-lab feasibility`.
 const WARMUP_EPOCHS: usize = 2;
 /// Attack fraction of the run that profiles `Tp`.
@@ -126,7 +126,7 @@ impl Attack {
     pub fn packets(self, t: u32) -> u32 {
         match self {
             Attack::Syn => 1,
-            Attack::Threshold => (t / TCP_ATTACK_BYTES + 1).min(MAX_DOS_PACKETS),
+            Attack::Threshold => threshold_flow_packets(t),
         }
     }
 }
@@ -221,135 +221,8 @@ pub struct DosArgs {
     pub quick: bool,
 }
 
-/// The four profiled costs, in ns, and what they were measured on.
-#[derive(Clone, Debug)]
-pub struct Costs {
-    pub tp: f64,
-    pub update: f64,
-    /// Match(P) = match_base + match_per_pattern·P.
-    pub match_base: f64,
-    pub match_per_pattern: f64,
-    /// Sweep per admitted flow (all its trigger pairs, every epoch it stays listed).
-    pub sweep_per_flow: f64,
-    /// The same per flow-trigger pair listed at a sweep.
-    pub sweep_per_pair: f64,
-    /// Epochs an admitted flow stays listed, on average (the paper assumes 1.5).
-    pub listed_epochs: f64,
-    /// Sweep per epoch with no attack.
-    pub sweep_base: f64,
-    /// Longest epoch minus mean epoch with no attack, in ns: the headroom
-    /// the epoch-to-epoch variation takes (so the model's E + J ≤ I).
-    pub jitter: f64,
-}
-
-/// The model for one workload: its costs and shape.
-#[derive(Clone, Debug)]
-pub struct Model {
-    pub costs: Costs,
-    pub rate: f64,
-    pub interval_ns: f64,
-    pub patterns: u32,
-    pub slots: f64,
-    /// Share of the address groups that carry TCP.
-    pub tcp_share: f64,
-    /// New good flows per epoch.
-    pub good_arrivals: f64,
-    /// How long the receive ring lasts at the rate, in ns (0: strict).
-    pub ring_ns: f64,
-}
-
 /// Receive ring assumed by `clarion-lab bench --dos-threshold auto`, in packets.
 pub const DEFAULT_RING: u32 = 4096;
-
-/// P(Poisson(λ) ≥ k).
-fn poisson_at_least(lambda: f64, k: u32) -> f64 {
-    if k == 0 {
-        return 1.0;
-    }
-    let mut term = (-lambda).exp();
-    let mut below = term;
-    for i in 1..k {
-        term *= lambda / f64::from(i);
-        below += term;
-    }
-    (1.0 - below).max(0.0)
-}
-
-impl Model {
-    fn match_ns(&self) -> f64 {
-        (self.costs.match_base + self.costs.match_per_pattern * f64::from(self.patterns)).max(0.0)
-    }
-
-    /// Share of attack flows of `n` packets the filter at `t` admits.
-    pub fn admitted(&self, t: u32, n: u32, fraction: f64) -> f64 {
-        if t == 0 {
-            return 1.0;
-        }
-        let packets = self.rate * self.interval_ns / 1e9;
-        let flows = packets * fraction / f64::from(n) + self.good_arrivals;
-        // A flow meets, on average, half the epoch's other flows in its slot before its last packet.
-        let lambda = flows / self.slots / 2.0;
-        let share = |bytes: u32| {
-            let own = bytes * n;
-            if own > t {
-                1.0
-            } else {
-                poisson_at_least(lambda, (t - own) / bytes + 1)
-            }
-        };
-        self.tcp_share * share(TCP_ATTACK_BYTES) + (1.0 - self.tcp_share) * share(UDP_ATTACK_BYTES)
-    }
-
-    /// Time an epoch must leave free for the variation between epochs: the
-    /// jitter, less what the receive ring absorbs.
-    pub fn headroom(&self) -> f64 {
-        (self.costs.jitter - self.ring_ns).max(0.0)
-    }
-
-    /// E(f): ns of work in one epoch (see the module documentation).
-    pub fn epoch_ns(&self, attack: Attack, t: u32, fraction: f64) -> f64 {
-        let c = &self.costs;
-        let n = attack.packets(t);
-        let packets = self.rate * self.interval_ns / 1e9;
-        let admitted_flows = packets * fraction * self.admitted(t, n, fraction) / f64::from(n);
-        packets * ((1.0 - fraction) * c.update + fraction * c.tp)
-            + admitted_flows * (self.match_ns() + c.sweep_per_flow)
-            + c.sweep_base
-    }
-
-    /// The largest f ≤ `max` such that every f' ≤ f keeps E(f') ≤ I (0 if even no attack does not).
-    pub fn max_fraction(&self, attack: Attack, t: u32, max: f64) -> f64 {
-        let steps = 1000;
-        let mut best = 0.0;
-        for i in 0..=steps {
-            let f = max * f64::from(i) / f64::from(steps);
-            if self.epoch_ns(attack, t, f) + self.headroom() > self.interval_ns {
-                break;
-            }
-            best = f;
-        }
-        best
-    }
-
-    /// The smallest threshold at which a threshold attack of `fraction` keeps E ≤ I, if any.
-    pub fn min_threshold(&self, fraction: f64) -> Option<u32> {
-        let mut t = 0u32;
-        loop {
-            if self.epoch_ns(Attack::Threshold, t, fraction) + self.headroom() <= self.interval_ns {
-                return Some(t);
-            }
-            // Thresholds that change N: one attack packet more per flow each step.
-            t = if t == 0 {
-                TCP_ATTACK_BYTES
-            } else {
-                t + TCP_ATTACK_BYTES
-            };
-            if t > DOS_MAX_THRESHOLD {
-                return None;
-            }
-        }
-    }
-}
 
 /// What `--dos-threshold auto` chose, and why.
 #[derive(Clone, Debug)]
@@ -608,7 +481,7 @@ pub fn auto_threshold(
     } else {
         AUTO_FRACTION
     };
-    let (threshold, feasible) = match model.min_threshold(fraction) {
+    let (threshold, feasible) = match model.min_threshold(fraction, DOS_MAX_THRESHOLD) {
         Some(t) => (t, true),
         None => (DOS_MAX_THRESHOLD, false),
     };
@@ -826,7 +699,7 @@ fn print_model(model: &Model, rate: u64, started: &Instant) {
         c.jitter / 1e3,
     );
     for f in [0.5, 0.9, 0.96] {
-        match model.min_threshold(f) {
+        match model.min_threshold(f, DOS_MAX_THRESHOLD) {
             Some(t) => eprintln!(
                 "  model: a {:.0}% threshold attack needs a threshold of {t} B",
                 f * 100.0
@@ -954,7 +827,7 @@ impl<'a> Series<'a> {
             r.epochs,
             r.backlog_max_ns as f64 / 1e3,
             r.epoch_mean_ns / model.interval_ns,
-            model.epoch_ns(self.attack, t, f) / model.interval_ns,
+            model.epoch_ns(self.attack.packets(t), t, f) / model.interval_ns,
             r.counters.flows_created,
             r.counters.packets_dos_filtered,
             match checked {
@@ -967,7 +840,10 @@ impl<'a> Series<'a> {
     /// The CSV row: the model's breaking point beside the `measured` one.
     fn print_row(&self, measured: f64, fractions: &[f64]) {
         let max_f = fractions.last().copied().unwrap_or(1.0);
-        let predicted = self.s.model.max_fraction(self.attack, self.t, max_f);
+        let predicted = self
+            .s
+            .model
+            .max_fraction(self.attack.packets(self.t), self.t, max_f);
         let ratio = if measured > 0.0 {
             format!("{:.2}", predicted / measured)
         } else {
@@ -989,66 +865,11 @@ impl<'a> Series<'a> {
 mod tests {
     use super::*;
 
-    fn model() -> Model {
-        Model {
-            costs: Costs {
-                tp: 30.0,
-                update: 60.0,
-                match_base: 500.0,
-                match_per_pattern: 10.0,
-                sweep_per_flow: 200.0,
-                sweep_per_pair: 10.0,
-                listed_epochs: 2.5,
-                sweep_base: 1e6,
-                jitter: 0.0,
-            },
-            rate: 4e6,
-            interval_ns: 1e7,
-            patterns: 32,
-            slots: f64::from(1u32 << 18),
-            tcp_share: 0.75,
-            good_arrivals: 10.0,
-            ring_ns: 0.0,
-        }
-    }
-
+    // The model itself is tested in `clarion_engine::cost`.
     #[test]
     fn threshold_attack_flows_just_pass_the_filter() {
         assert_eq!(Attack::Threshold.packets(0), 1);
         assert_eq!(Attack::Threshold.packets(832), 21);
         assert_eq!(Attack::Syn.packets(832), 1);
-        let m = model();
-        assert_eq!(m.admitted(0, 1, 0.5), 1.0);
-        // TCP flows pass; UDP flows (28 B packets) stay below unless a collision lifts them.
-        let a = m.admitted(832, 21, 0.5);
-        assert!((0.75..0.76).contains(&a), "{a}");
-        // A lone SYN never exceeds a 40 B threshold; a few collide.
-        let fp = m.admitted(40, 1, 0.5);
-        assert!(fp > 0.0 && fp < 0.1, "{fp}");
-    }
-
-    #[test]
-    fn epoch_cost_and_breaking_point() {
-        let m = model();
-        // No attack: 40,000 packets of 60 ns plus a 1 ms sweep.
-        assert!((m.epoch_ns(Attack::Syn, 0, 0.0) - 3.4e6).abs() < 1.0);
-        // SYN attack behind a filter: attack packets are cheaper than good ones.
-        assert_eq!(m.max_fraction(Attack::Syn, 832, 0.96), 0.96);
-        // Filter off: each attack packet costs 30 + 820 + 200 ns.
-        let f = m.max_fraction(Attack::Syn, 0, 0.96);
-        let e = m.epoch_ns(Attack::Syn, 0, f);
-        assert!(e <= 1e7 && m.epoch_ns(Attack::Syn, 0, f + 0.001) > 1e7, "{f}");
-        // Higher thresholds survive larger threshold attacks.
-        assert!(m.max_fraction(Attack::Threshold, 384, 0.96) > m.max_fraction(Attack::Threshold, 40, 0.96));
-        let t = m.min_threshold(0.96).unwrap();
-        assert!(m.epoch_ns(Attack::Threshold, t, 0.96) <= 1e7);
-        assert!(t == 0 || m.epoch_ns(Attack::Threshold, t - TCP_ATTACK_BYTES, 0.96) > 1e7);
-    }
-
-    #[test]
-    fn poisson_tail() {
-        assert_eq!(poisson_at_least(0.5, 0), 1.0);
-        assert!((poisson_at_least(0.5, 1) - (1.0 - (-0.5f64).exp())).abs() < 1e-12);
-        assert!(poisson_at_least(0.5, 20) < 1e-15);
     }
 }
