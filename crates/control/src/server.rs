@@ -135,10 +135,29 @@ async fn add(State(h): State<ControlHandle>, body: Bytes) -> Response {
         Ok(source) => source,
         Err(e) => return e.into_response(),
     };
+    // The language's checks run here, on a blocking thread, so that a large
+    // or broken body never holds up the loop that owns the events (the
+    // manager's, which also reads hosts' messages); only text that checks
+    // reaches it.
+    let checked = tokio::task::spawn_blocking(move || precheck(source)).await;
+    let source = match checked {
+        Ok(Ok(source)) => source,
+        Ok(Err(e)) => return e.into_response(),
+        Err(e) => return ControlError::Failed(format!("the check stopped: {e}")).into_response(),
+    };
     match ask(&h, |reply| Command::Add { source, reply }).await {
         Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+/// The events' text if the language accepts it, else its diagnostics as
+/// the loop would render them.
+fn precheck(source: String) -> Result<String, ControlError> {
+    let invalid = |d: clarion_lang::Diagnostics| ControlError::Invalid(d.render("request", &source, false));
+    let file = clarion_lang::parse(&source).map_err(invalid)?;
+    clarion_lang::lower(&file).map_err(invalid)?;
+    Ok(source)
 }
 
 async fn show(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {

@@ -32,7 +32,8 @@ fn a_huge_refusal_is_cut_to_the_cap() {
     let report = "[E0310] Error: unknown variable `volumx`\n   │ …\n───╯\n";
     let addr = serve(report.repeat(100_000));
     let t = Instant::now();
-    let refused = Client::new(&format!("http://{addr}"), None).add("event a\n  when sum(volumx) > 1\n");
+    // Text the language accepts, refused by the manager (say, placement).
+    let refused = Client::new(&format!("http://{addr}"), None).add("event a\n  when sum(volume) > 1\n");
     let took = t.elapsed();
     let Err(ClientError::Refused { status, message }) = refused else {
         panic!("expected a refusal, got {refused:?}");
@@ -71,4 +72,26 @@ fn a_body_not_in_utf8_is_refused_with_line_and_column() {
         body.error,
         "the body must be an events file's text in UTF-8: byte 0xFF at line 3, column 7 is not"
     );
+}
+
+#[test]
+fn text_the_language_refuses_never_reaches_the_loop() {
+    let addr = serve("the manager was asked".into());
+    // 10,000 errors.
+    let body = "event a\n  when sum(volumx) > 1\n".repeat(10_000);
+    let t = Instant::now();
+    let refused = Client::new(&format!("http://{addr}"), None).add(&body);
+    let took = t.elapsed();
+    let Err(ClientError::Refused { status, message }) = refused else {
+        panic!("expected a refusal, got {refused:?}");
+    };
+    assert_eq!(status, 400);
+    // The language's refusal, not the loop's answer.
+    assert!(
+        message.contains("volumx") && !message.contains("the manager was asked"),
+        "{}",
+        &message[..200]
+    );
+    assert!(message.len() <= MAX_ERROR_BYTES + 64);
+    assert!(took < Duration::from_secs(1), "{took:?}");
 }
