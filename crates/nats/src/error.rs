@@ -16,6 +16,13 @@ pub enum NatsError {
     Refused { host: String, reason: String },
     #[error("event {event}: {message}")]
     Install { event: String, message: String },
+    /// The OS error is in the message, not a source: said once.
     #[error("cannot start the NATS client's runtime: {0}")]
-    Runtime(#[from] std::io::Error),
+    Runtime(std::io::Error),
+}
+
+impl From<std::io::Error> for NatsError {
+    fn from(e: std::io::Error) -> Self {
+        NatsError::Runtime(e)
+    }
 }

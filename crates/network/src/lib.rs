@@ -26,11 +26,11 @@ use thiserror::Error;
 pub enum NetworkError {
     #[error(transparent)]
     Manager(#[from] ManagerError),
-    #[error("host {host}: {source}")]
+    /// The engine's error is in the message, not a source: said once.
+    #[error("host {host}: {error}")]
     Engine {
         host: String,
-        #[source]
-        source: clarion_engine::EngineError,
+        error: clarion_engine::EngineError,
     },
     #[error("two events are named `{0}`; network-wide events need distinct names")]
     DuplicateName(String),
@@ -117,9 +117,9 @@ impl Network {
         }
         if spec.scope == Scope::Host {
             for (m, host) in self.monitors.iter_mut().zip(&names) {
-                m.install(spec.clone()).map_err(|source| NetworkError::Engine {
+                m.install(spec.clone()).map_err(|error| NetworkError::Engine {
                     host: host.clone(),
-                    source,
+                    error,
                 })?;
             }
             return Ok(());
@@ -139,9 +139,9 @@ impl Network {
         for (h, local) in local {
             let id = self.monitors[h]
                 .install(local)
-                .map_err(|source| NetworkError::Engine {
+                .map_err(|error| NetworkError::Engine {
                     host: names[h].clone(),
-                    source,
+                    error,
                 })?;
             triggers[h] = Some(id);
         }

@@ -24,12 +24,9 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
-    #[error("event store {path}: {source}")]
-    Sqlite {
-        path: String,
-        #[source]
-        source: rusqlite::Error,
-    },
+    /// SQLite's error is in the message, not a source: said once.
+    #[error("event store {path}: {error}")]
+    Sqlite { path: String, error: rusqlite::Error },
     #[error("event store {path}")]
     Io {
         path: String,
@@ -104,18 +101,18 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
             Err(source) => return Err(StoreError::Io { path: name, source }),
         };
-        let conn = Connection::open(path).map_err(|source| StoreError::Sqlite {
+        let conn = Connection::open(path).map_err(|error| StoreError::Sqlite {
             path: name.clone(),
-            source,
+            error,
         })?;
         Store::ready(conn, name, fresh || init)
     }
 
     /// A store that lives as long as the value (tests, `--no-store`).
     pub fn in_memory() -> Result<Store, StoreError> {
-        let conn = Connection::open_in_memory().map_err(|source| StoreError::Sqlite {
+        let conn = Connection::open_in_memory().map_err(|error| StoreError::Sqlite {
             path: ":memory:".into(),
-            source,
+            error,
         })?;
         Store::ready(conn, ":memory:".into(), true)
     }
@@ -225,10 +222,10 @@ impl Store {
         }
     }
 
-    fn err(&self, source: rusqlite::Error) -> StoreError {
+    fn err(&self, error: rusqlite::Error) -> StoreError {
         StoreError::Sqlite {
             path: self.path.clone(),
-            source,
+            error,
         }
     }
 
@@ -337,6 +334,18 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sqlites_error_is_said_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Err(e) = Store::open(dir.path()) else {
+            panic!("a directory is no store")
+        };
+        // In the message, and not again as a source a chain would print.
+        assert!(matches!(e, StoreError::Sqlite { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("event store "), "{e}");
+        assert!(std::error::Error::source(&e).is_none(), "{e}");
+    }
 
     fn ev(id: u64, name: &str) -> StoredEvent {
         StoredEvent {

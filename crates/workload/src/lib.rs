@@ -58,8 +58,15 @@ pub enum WorkloadError {
         per_packet: u32,
         needed: u32,
     },
+    /// The OS error is in the message, not a source: said once.
     #[error("cannot write the capture: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for WorkloadError {
+    fn from(e: std::io::Error) -> Self {
+        WorkloadError::Io(e)
+    }
 }
 
 pub(crate) fn invalid(name: &'static str, reason: impl Into<String>) -> WorkloadError {
