@@ -229,7 +229,11 @@ impl Driver<Monitor> for Agent {
 
 pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     let own = match &a.events {
-        Some(p) => load_events(p)?,
+        Some(p) => {
+            let specs = load_events(p)?;
+            crate::check::warn_cost(p, &specs, a.workers, a.quiet);
+            specs
+        }
         None => Vec::new(),
     };
     if let Some(s) = own.iter().find(|s| s.scope.is_network()) {

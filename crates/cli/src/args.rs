@@ -318,6 +318,12 @@ pub struct CheckArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
+    /// Print the predicted cost of the events (per packet, per new flow,
+    /// per epoch; docs/performance.md, "Cost warning") as a note, even
+    /// with --quiet.
+    #[arg(long)]
+    pub cost: bool,
+
     /// Colour in error messages: 'auto', 'always', 'never'.
     #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN")]
     pub color: When,

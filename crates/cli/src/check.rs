@@ -4,6 +4,8 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clarion_engine::cost;
+use clarion_lang::spec::EventSpec;
 
 use crate::args::{CheckArgs, When};
 use crate::Failure;
@@ -21,9 +23,13 @@ pub fn check(a: &CheckArgs) -> Result<ExitCode, Failure> {
     let src = &events_text(&name, bytes, color)?;
     let file = clarion_lang::parse(src).map_err(|d| Failure::Usage(d.render(&name, src, color)))?;
     let specs = clarion_lang::lower(&file).map_err(|d| Failure::Usage(d.render(&name, src, color)))?;
+    if a.cost {
+        eprintln!("clarion: note: {name}: {}", cost::predict(&specs).note());
+    }
     if a.quiet {
         return Ok(ExitCode::SUCCESS);
     }
+    warn_cost(&a.file, &specs, 1, false);
     let mut out = std::io::stdout().lock();
     let text = file.to_string();
     let written = out.write_all(text.as_bytes()).and_then(|()| out.flush());
@@ -48,6 +54,18 @@ pub fn check(a: &CheckArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Warns on standard error when the events of `path` are predicted to
+/// cost more than `workers` can pay for (`clarion_engine::cost`): a
+/// warning, not an error, since the traffic may be kinder than the worst case.
+pub fn warn_cost(path: &std::path::Path, specs: &[EventSpec], workers: u32, quiet: bool) {
+    if quiet {
+        return;
+    }
+    if let Some(w) = cost::predict(specs).warning(workers) {
+        eprintln!("clarion: warning: {}: {w}", path.display());
+    }
 }
 
 /// An events file's text, read from `path` (errors rendered for a terminal

@@ -143,9 +143,17 @@ pub fn build_monitor(
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     if !a.interface.is_empty() {
+        // Warned before the live run, which loads the file again itself;
+        // its errors are left for it to report.
+        if !a.quiet {
+            if let Ok(specs) = load_events(&a.events) {
+                crate::check::warn_cost(&a.events, &specs, a.workers, false);
+            }
+        }
         return crate::live::run_live(a);
     }
     let specs = load_events(&a.events)?;
+    crate::check::warn_cost(&a.events, &specs, a.workers, a.quiet);
     if let Some(path) = &a.inventory {
         return run_network(a, path, &specs);
     }

@@ -506,6 +506,11 @@ fn thousands(n: u64) -> String {
     out
 }
 
+/// `1 event`, `2,000 events`.
+fn count(n: usize, what: &str) -> String {
+    format!("{} {what}{}", thousands(n as u64), if n == 1 { "" } else { "s" })
+}
+
 /// A duration in ns, in the unit that reads best.
 fn duration(ns: f64) -> String {
     let (v, unit) = match ns {
@@ -552,14 +557,14 @@ impl Prediction {
     /// The predicted figures, one line each (for `clarion check --cost`).
     pub fn note(&self) -> String {
         let mut s = format!(
-            "predicted cost ({} events that can match, {} filter patterns, {} epochs):\n",
-            thousands(self.events as u64),
-            self.patterns,
+            "predicted cost ({} that can match, {}, {} epochs):\n",
+            count(self.events, "event"),
+            count(self.patterns, "filter pattern"),
             duration(self.epoch_ns as f64),
         );
         s.push_str(&format!(
-            "  a flow matches at most {} events{}\n",
-            thousands(self.per_flow as u64),
+            "  a flow matches at most {}{}\n",
+            count(self.per_flow, "event"),
             if self.per_flow > 0 {
                 format!(" ({})", self.who())
             } else {
