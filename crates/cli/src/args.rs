@@ -135,6 +135,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", requires = "pcap")]
     pub inventory: Option<PathBuf>,
 
+    /// Write a JSON line (schema clarion.health/1: window, host, worker,
+    /// completeness) for every epoch not seen in full, whether or not an
+    /// event fired in it: frames malformed or skipped, packets untracked,
+    /// the input starting or ending inside it. One worker (with --inventory,
+    /// every host's). Live captures: see --epoch-stats.
+    #[arg(long, value_name = "FILE", conflicts_with = "interface")]
+    pub health: Option<PathBuf>,
+
     /// Events file (the Clarion event language, conventionally *.clarion).
     #[arg(long, value_name = "FILE")]
     pub events: PathBuf,

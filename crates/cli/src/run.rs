@@ -121,6 +121,7 @@ pub fn monitor_config(a: &RunArgs) -> MonitorConfig {
         dos_threshold_bytes: a.dos_threshold.min(clarion_engine::DOS_MAX_THRESHOLD),
         dos_auto_raise: a.dos_auto_raise,
         host: a.host.clone().unwrap_or_else(host_name),
+        keep_health: a.health.is_some(),
         ..MonitorConfig::default()
     }
 }
@@ -169,6 +170,11 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         )));
     }
     let mut source = open_capture(&capture.path)?;
+    if a.workers > 1 && a.health.is_some() {
+        return Err(Failure::Usage(
+            "clarion: --health is written by one monitor a host: give --workers 1 (the default)".into(),
+        ));
+    }
     let (run, counters, dos_threshold) = if a.workers > 1 {
         let config = WorkersConfig {
             workers: a.workers,
@@ -287,16 +293,21 @@ fn exit_code(damage: Option<CaptureError>) -> ExitCode {
     }
 }
 
-/// Reports to a sink as they come, with a progress bar.
+/// Reports to a sink as they come, with a progress bar; health records
+/// (`--health`) to their file.
 struct ToSink {
     sink: Box<dyn ReportSink>,
     bar: Option<ProgressBar>,
+    health: Option<HealthFile>,
 }
 
 impl<St: Stage + ?Sized> Driver<St> for ToSink {
     type Error = Failure;
 
-    fn reports(&mut self, _stage: &mut St, reports: &mut Vec<Report>) -> Result<(), Failure> {
+    fn reports(&mut self, stage: &mut St, reports: &mut Vec<Report>) -> Result<(), Failure> {
+        if let Some(h) = &mut self.health {
+            h.write(stage)?;
+        }
         write_all(&mut *self.sink, reports)
     }
 
@@ -320,13 +331,56 @@ fn replay_into<S: Frames, St: Stage + ?Sized>(
     let mut driver = ToSink {
         sink: open_sink(a)?,
         bar: progress_bar(a, source.source_stats().bytes_total),
+        health: a.health.as_deref().map(HealthFile::create).transpose()?,
     };
     let run = replay(source, stage, &mut driver, &ReplayOptions::default())?;
+    if let Some(h) = &mut driver.health {
+        h.write(stage)?;
+        h.flush()?;
+    }
     driver.sink.flush().map_err(sink_error)?;
     if let Some(b) = &driver.bar {
         b.finish_and_clear();
     }
     Ok(run)
+}
+
+/// The health stream: JSON lines of the epochs not seen in full.
+struct HealthFile {
+    path: std::path::PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    records: Vec<clarion_engine::Health>,
+}
+
+impl HealthFile {
+    fn create(path: &Path) -> Result<HealthFile, Failure> {
+        let file = std::fs::File::create(path)
+            .map_err(|e| Failure::Runtime(anyhow!("cannot write --health {}: {e}", path.display())))?;
+        Ok(HealthFile {
+            path: path.to_path_buf(),
+            out: std::io::BufWriter::new(file),
+            records: Vec::new(),
+        })
+    }
+
+    /// Writes the records the stage kept since last asked.
+    fn write<St: Stage + ?Sized>(&mut self, stage: &mut St) -> Result<(), Failure> {
+        use std::io::Write;
+        stage.take_health(&mut self.records);
+        for h in self.records.drain(..) {
+            writeln!(self.out, "{}", h.to_json()).map_err(|e| {
+                Failure::Runtime(anyhow!("cannot write --health {}: {e}", self.path.display()))
+            })?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Failure> {
+        use std::io::Write;
+        self.out
+            .flush()
+            .map_err(|e| Failure::Runtime(anyhow!("cannot write --health {}: {e}", self.path.display())))
+    }
 }
 
 pub fn write_all(sink: &mut dyn ReportSink, reports: &mut Vec<Report>) -> Result<(), Failure> {

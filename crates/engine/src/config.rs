@@ -38,6 +38,10 @@ pub struct MonitorConfig {
     /// ([`crate::Partials`], taken with [`crate::Monitor::take_partials`])
     /// and no report goes to `out`. Off, nothing changes. See `merge.rs`.
     pub merge_output: bool,
+    /// Keep a [`clarion_report::Health`] record of every epoch not seen in
+    /// full, for [`crate::Monitor::take_health`] (the health stream). Off,
+    /// nothing is kept.
+    pub keep_health: bool,
     /// With `merge_output`: the driver spreads flows over the workers by
     /// their 5-tuple alone, both directions together, as
     /// [`crate::fanout_worker`] does. Then every group of a trigger that
@@ -144,6 +148,7 @@ impl Default for MonitorConfig {
             host: "localhost".into(),
             worker: 0,
             merge_output: false,
+            keep_health: false,
             five_tuple_fanout: false,
             tuning: Tuning::ALL,
         }

@@ -42,7 +42,7 @@ mod tcp_state;
 mod trigger;
 mod trigger_index;
 
-pub use clarion_report::Report;
+pub use clarion_report::{Health, Report};
 pub use config::{Counters, MonitorConfig, Tuning};
 pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DOS_MAX_THRESHOLD};
 pub use heap::HEAP_RESERVE;

@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::EventSpec;
-use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+use clarion_report::{Completeness, GroupKey, Health, Origin, Report, Window};
 use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 
 use crate::blind::BlindSpans;
@@ -99,6 +99,8 @@ pub struct Monitor {
     closed_to: u64,
     /// Traffic of the current epoch, for completeness records.
     epoch_counts: Completeness,
+    /// Epochs not seen in full, with `keep_health` (see [`Monitor::take_health`]).
+    health: Vec<Health>,
     /// When the driver could not see the input ([`Monitor::note_blind`]),
     /// back to the oldest window still open: such windows are not complete.
     blind: BlindSpans,
@@ -183,6 +185,7 @@ impl Monitor {
             active_sets: [Vec::new(), Vec::new()],
             closed_to: 0,
             epoch_counts: Completeness::default(),
+            health: Vec::new(),
             blind: BlindSpans::default(),
             sweep: None,
             reclaim_cursor: 0,
@@ -817,6 +820,12 @@ impl Monitor {
         }
     }
 
+    /// Moves the health records of the epochs closed since the last call
+    /// into `out`, oldest first (none unless `keep_health`).
+    pub fn take_health(&mut self, out: &mut Vec<Health>) {
+        out.append(&mut self.health);
+    }
+
     /// Commits the memory the monitor will use now (`tuning.prefault`), so
     /// that packets and sweeps do not wait for the kernel to allocate and
     /// zero pages: the flow table's full capacity (measured: a 30 ms stall
@@ -976,6 +985,19 @@ impl Monitor {
             && self.epoch_start >= self.first_ts
             && !self.blind.overlaps(self.epoch_start, epoch_end);
         self.epoch_log.push_back((self.epoch_start, counts));
+        if self.config.keep_health && !completeness.is_lossless() {
+            self.health.push(Health {
+                window: Window {
+                    start_ns: self.epoch_start,
+                    end_ns: epoch_end,
+                },
+                origin: Origin {
+                    host: self.config.host.clone(),
+                    worker: self.config.worker,
+                },
+                completeness,
+            });
+        }
         let direct = Direct {
             vlans_seen: self.vlans_seen,
             completeness,

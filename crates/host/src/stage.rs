@@ -1,6 +1,6 @@
 //! The seam between the packets and what consumes them.
 
-use clarion_engine::{Counters, Monitor, Report, Unparsed};
+use clarion_engine::{Counters, Health, Monitor, Report, Unparsed};
 use clarion_network::Network;
 use clarion_wire::PacketRecord;
 
@@ -30,6 +30,10 @@ pub trait Stage {
     fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError>;
     /// The host's counters so far (summed over its workers or hosts).
     fn counters(&self) -> Counters;
+    /// Moves the health records kept since the last call into `out`
+    /// (epochs not seen in full; `MonitorConfig::keep_health`). Stages that
+    /// keep none (worker threads) add nothing.
+    fn take_health(&mut self, _out: &mut Vec<Health>) {}
 }
 
 impl Stage for Monitor {
@@ -47,6 +51,9 @@ impl Stage for Monitor {
     }
     fn counters(&self) -> Counters {
         Monitor::counters(self)
+    }
+    fn take_health(&mut self, out: &mut Vec<Health>) {
+        Monitor::take_health(self, out)
     }
 }
 
@@ -93,6 +100,9 @@ impl Stage for PerHost {
     fn counters(&self) -> Counters {
         Stage::counters(&self.network)
     }
+    fn take_health(&mut self, out: &mut Vec<Health>) {
+        self.network.take_health(out)
+    }
 }
 
 impl Stage for Network {
@@ -116,5 +126,8 @@ impl Stage for Network {
             c.add(&h);
         }
         c
+    }
+    fn take_health(&mut self, out: &mut Vec<Health>) {
+        Network::take_health(self, out)
     }
 }

@@ -370,6 +370,14 @@ impl Network {
         values.get(..needs).map(<[f64]>::to_vec)
     }
 
+    /// Moves every host's health records kept since the last call into
+    /// `out` (with `MonitorConfig::keep_health`), host by host.
+    pub fn take_health(&mut self, out: &mut Vec<clarion_engine::Health>) {
+        for m in &mut self.monitors {
+            m.take_health(out);
+        }
+    }
+
     /// Each host's name and counters, in inventory order.
     pub fn host_counters(&self) -> Vec<(String, Counters)> {
         self.manager

@@ -247,29 +247,15 @@ impl Report {
         for (k, v) in &self.values {
             values.insert(k.clone(), num(*v));
         }
-        let c = &self.completeness;
         json!({
             "schema": SCHEMA,
             "event": self.event,
-            "window": {
-                "start_ns": self.window.start_ns,
-                "end_ns": self.window.end_ns,
-                "start": rfc3339(self.window.start_ns),
-                "end": rfc3339(self.window.end_ns),
-            },
+            "window": window_json(&self.window),
             "group": self.group.to_json(),
             "values": Value::Object(values),
             "host": self.origin.host,
             "worker": self.origin.worker,
-            "completeness": {
-                "packets": c.packets,
-                "malformed": c.malformed,
-                "not_ip": c.not_ip,
-                "dropped": c.dropped,
-                "untracked": c.untracked,
-                "out_of_order": c.out_of_order,
-                "complete": c.complete,
-            },
+            "completeness": completeness_json(&self.completeness),
         })
     }
 
@@ -281,6 +267,56 @@ impl Report {
             self.event.as_str(),
             self.group,
         )
+    }
+}
+
+fn window_json(w: &Window) -> Value {
+    json!({
+        "start_ns": w.start_ns,
+        "end_ns": w.end_ns,
+        "start": rfc3339(w.start_ns),
+        "end": rfc3339(w.end_ns),
+    })
+}
+
+fn completeness_json(c: &Completeness) -> Value {
+    json!({
+        "packets": c.packets,
+        "malformed": c.malformed,
+        "not_ip": c.not_ip,
+        "dropped": c.dropped,
+        "untracked": c.untracked,
+        "out_of_order": c.out_of_order,
+        "complete": c.complete,
+    })
+}
+
+/// The schema name every health record carries.
+pub const HEALTH_SCHEMA: &str = "clarion.health/1";
+
+/// A monitor epoch that was not seen in full, whether or not any event
+/// fired in it: frames malformed or skipped, packets dropped or untracked,
+/// the input starting or ending inside it, or the driver blind during it
+/// (`completeness.is_lossless()` is false). The health stream
+/// (`--health FILE`) is made of these.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Health {
+    pub window: Window,
+    pub origin: Origin,
+    pub completeness: Completeness,
+}
+
+impl Health {
+    /// The record as a JSON object of schema [`HEALTH_SCHEMA`]: a report's
+    /// window, host, worker and completeness.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "schema": HEALTH_SCHEMA,
+            "window": window_json(&self.window),
+            "host": self.origin.host,
+            "worker": self.origin.worker,
+            "completeness": completeness_json(&self.completeness),
+        })
     }
 }
 

@@ -1011,3 +1011,55 @@ fn windows_overlapping_a_blind_span_are_incomplete() {
         "forgotten once no open window reaches it"
     );
 }
+
+#[test]
+fn epochs_not_seen_in_full_are_kept_for_the_health_stream_even_when_nothing_fires() {
+    let mut m = Monitor::new(MonitorConfig {
+        keep_health: true,
+        ..MonitorConfig::default()
+    });
+    // An event that never fires: health does not depend on reports.
+    install_never_firing(&mut m);
+    let mut out = Vec::new();
+    // Started inside [0, 10) ms; a malformed frame in [20, 30); [10, 20) and [30, 40) clean.
+    for (ts, malformed) in [
+        (1, false),
+        (11, false),
+        (21, false),
+        (22, true),
+        (31, false),
+        (41, false),
+    ] {
+        if malformed {
+            m.note_unparsed(T0 + ts * MS, crate::Unparsed::Malformed, &mut out);
+        } else {
+            m.process(&pkt(T0 + ts * MS, 1, 1, 1), &mut out);
+        }
+    }
+    m.finish(&mut out);
+    assert!(out.is_empty(), "nothing fired");
+    let mut health = Vec::new();
+    m.take_health(&mut health);
+    let starts: Vec<(u64, u64, bool)> = health
+        .iter()
+        .map(|h| {
+            (
+                (h.window.start_ns - T0) / MS,
+                h.completeness.malformed,
+                h.completeness.complete,
+            )
+        })
+        .collect();
+    // The first (input started inside), the malformed one, the last (input ended inside).
+    assert_eq!(starts, vec![(0, 0, false), (20, 1, true), (40, 0, false)]);
+    m.take_health(&mut health);
+    assert_eq!(health.len(), 3, "taken once");
+
+    // Off by default: nothing kept.
+    let mut quiet = Monitor::new(MonitorConfig::default());
+    install_never_firing(&mut quiet);
+    quiet.note_unparsed(T0, crate::Unparsed::Malformed, &mut out);
+    quiet.finish(&mut out);
+    quiet.take_health(&mut health);
+    assert_eq!(health.len(), 3);
+}
