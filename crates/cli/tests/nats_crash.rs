@@ -78,14 +78,22 @@ fn no_network_wide_report_is_lost_when_the_manager_is_killed_at_random_moments()
     let nats = format!("nats://127.0.0.1:{port}");
     for run in 0..runs {
         let _ = std::fs::remove_file(d.join("m.sqlite"));
-        let kill_at = Duration::from_millis(100 + rng.next(1_000));
+        // The agents replay for about 1 s: killed within it.
+        let kill_at = Duration::from_millis(100 + rng.next(800));
         let down_for = Duration::from_millis(50 + rng.next(1_500));
         let first = manager_on(d, &nats, "net1.jsonl");
         std::thread::sleep(Duration::from_millis(300));
         let start = Instant::now();
         let agents: Vec<Guard> = (1..=4).map(|i| agent(d, &nats, i)).collect();
         std::thread::sleep(kill_at);
-        first.kill();
+        let mut first = first.take();
+        let ended = first.try_wait().expect("wait");
+        assert!(
+            ended.is_none(),
+            "run {run}: the first manager ended before it was killed ({ended:?}): the replay is too short for {kill_at:?}"
+        );
+        first.kill().expect("SIGKILL");
+        let _ = first.wait();
         std::thread::sleep(down_for);
         let second = manager_on(d, &nats, "net2.jsonl");
         let out = wait(second.take(), "the restarted manager", Duration::from_secs(60));
