@@ -346,7 +346,7 @@ fn live_agent(
         ag.print_summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed);
         ag.print_close_to_sent(lag_ms);
     }
-    Ok(ExitCode::SUCCESS)
+    crate::live::outcome(&summary)
 }
 
 /// A live host's workers as the desk sees them: installed alike, merged,

@@ -272,6 +272,13 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "pcap", value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Option<u64>,
 
+    /// How long an interface may stay down or away (removed) before the run
+    /// ends with status 1, its summary written; 0 ends it at once. Meanwhile
+    /// windows are reported incomplete, and a removed interface created
+    /// again under its name is captured anew (AF_PACKET).
+    #[arg(long, conflicts_with = "pcap", default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub down_timeout: u64,
+
     /// Write one JSON line per worker and epoch (packets, drops, sweep time,
     /// late sweeps, queueing delay p99 and max) to FILE.
     #[arg(long, conflicts_with = "pcap", value_name = "FILE")]

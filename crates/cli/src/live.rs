@@ -13,7 +13,7 @@ use anyhow::{anyhow, Context};
 
 use clarion_engine::{MonitorConfig, Report};
 use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
-use clarion_live::{EpochStats, RingConfig, WorkerMetrics};
+use clarion_live::{EpochStats, LinkEvent, LiveError, RingConfig, WorkerMetrics};
 use clarion_sinks::ReportSink;
 use clarion_xdp::XdpMode;
 
@@ -81,6 +81,7 @@ pub fn live_config(
         step_budget: Duration::from_nanos(live.step_budget),
         low_water: live.low_water,
         duration: live.duration.map(Duration::from_nanos),
+        down_timeout: Duration::from_nanos(live.down_timeout),
         monitor,
         keep_windows: false,
     })
@@ -160,7 +161,15 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     if !a.quiet {
         print_summary(&summary, specs.len());
     }
-    Ok(ExitCode::SUCCESS)
+    outcome(&summary)
+}
+
+/// Status 1 when the run ended because an interface did not come back.
+pub fn outcome(summary: &LiveSummary) -> Result<ExitCode, Failure> {
+    match &summary.lost {
+        Some(lost) => Err(runtime(LiveError::Down(lost.clone()))),
+        None => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// Stops the host; the epoch statistics its workers still send go to
@@ -187,6 +196,7 @@ pub fn finish_host(host: LiveHost, out: &mut LiveOutput) -> Result<(LiveSummary,
 /// to their file, a summary line to standard error now and then.
 pub struct LiveOutput {
     pub sink: Box<dyn ReportSink>,
+    down_timeout: Duration,
     epochs: Option<BufWriter<File>>,
     every: Option<Duration>,
     next_line: Option<Instant>,
@@ -214,6 +224,7 @@ impl LiveOutput {
         let every = (live.stats_every > 0 && !quiet).then(|| Duration::from_nanos(live.stats_every));
         Ok(LiveOutput {
             sink,
+            down_timeout: Duration::from_nanos(live.down_timeout),
             epochs,
             every,
             next_line: every.map(|d| started + d),
@@ -244,6 +255,7 @@ impl LiveOutput {
                         .map_err(runtime)?;
                 }
             }
+            Live::Link(ev) => eprintln!("{}", link_line(&ev, self.down_timeout)),
             Live::Reports(_) | Live::Idle | Live::Ended => {}
         }
         Ok(())
@@ -271,6 +283,51 @@ impl LiveOutput {
     }
 }
 
+/// What standard error says of an interface's outage.
+fn link_line(ev: &LinkEvent, timeout: Duration) -> String {
+    match ev {
+        LinkEvent::Down { interface, since_ns } => format!(
+            "clarion: interface {interface} is down since {}; waiting up to {} for it \
+             (windows meanwhile are reported incomplete)",
+            millis_utc(*since_ns),
+            seconds(timeout)
+        ),
+        LinkEvent::Removed { interface } => {
+            format!("clarion: interface {interface} was removed; waiting for an interface of that name")
+        }
+        LinkEvent::Up {
+            interface,
+            down_ns,
+            reopened,
+            ..
+        } => format!(
+            "clarion: {interface} is back after {:.1} s{}",
+            *down_ns as f64 / 1e9,
+            if *reopened {
+                " (created again: captured anew)"
+            } else {
+                ""
+            }
+        ),
+        LinkEvent::Lost(lost) => format!("clarion: {lost}"),
+    }
+}
+
+/// RFC 3339, UTC, to the millisecond.
+fn millis_utc(ns: u64) -> String {
+    let t = clarion_report::rfc3339(ns - ns % 1_000_000);
+    t.strip_suffix("000000Z").map_or(t.clone(), |s| format!("{s}Z"))
+}
+
+/// "30s", "1.5s".
+fn seconds(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
 pub fn print_summary(s: &LiveSummary, events: usize) {
     let summary = Summary {
         counters: s.counters,
@@ -289,6 +346,14 @@ pub fn print_summary(s: &LiveSummary, events: usize) {
         micros(s.delays.max()),
         micros(s.max_sweep_wall_ns)
     );
+    if s.outages > 0 {
+        eprintln!(
+            "  interfaces: down {} time{}, {:.1} s in all (the windows of that time are incomplete)",
+            s.outages,
+            if s.outages == 1 { "" } else { "s" },
+            s.down.as_secs_f64()
+        );
+    }
 }
 
 fn micros(ns: u64) -> String {

@@ -1,6 +1,14 @@
-//! Live capture from the command line: usage and permission errors, --duration.
+//! Live capture from the command line: usage and permission errors,
+//! --duration, an interface going down or away (network namespaces and a
+//! veth pair; skipped, saying why, when not root).
 
-use std::process::Command;
+use std::io::{Read, Write};
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 
@@ -118,52 +126,376 @@ fn duration_stops_a_live_run_with_its_summary() {
     assert!(err.contains("live: 0 kernel drops"), "{err}");
 }
 
-/// An interface that goes down (or away) while captured stops the run with
-/// an error naming it, instead of quiet windows that saw nothing.
+/// With `--down-timeout 0`, an interface that goes down stops the run at
+/// once with an error naming it, instead of quiet windows that saw nothing.
 #[test]
-fn an_interface_going_down_is_an_error_naming_it() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("skipped: needs root and ip");
-        return;
-    }
-    let (a, b) = (
-        format!("clrdn{}a", std::process::id() % 10_000),
-        format!("clrdn{}b", std::process::id() % 10_000),
-    );
-    let ip = |args: &[&str]| Command::new("ip").args(args).status().is_ok_and(|s| s.success());
+fn an_interface_going_down_with_no_time_to_wait_is_an_error_naming_it() {
+    let Some(net) = Net::new("z") else { return };
+    let child = clarion_in(&net.a)
+        .args(["run", "-i", "va", "--events", "examples/demo.clarion"])
+        .args(["--stats-every", "0", "--duration", "30s", "--down-timeout", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    std::thread::sleep(Duration::from_millis(1500));
+    net.ip(&["-n", &net.a, "link", "set", "va", "down"]);
+    let started = Instant::now();
+    let out = child.wait_with_output().expect("ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("interface va went down"), "{err}");
+    assert!(err.contains("not back within the down timeout (0 ms)"), "{err}");
     assert!(
-        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]),
-        "a veth pair"
+        err.contains("live: 0 kernel drops"),
+        "the summary is written: {err}"
     );
-    ip(&["link", "set", &a, "up"]);
-    ip(&["link", "set", &b, "up"]);
-    let child = clarion()
+    assert!(started.elapsed() < Duration::from_secs(5), "noticed at once");
+}
+
+/// Issue 18, interface removal: set down for a second, then up again. The
+/// run goes on; standard error names the outage; the windows overlapping
+/// it are incomplete, those well before and after complete; the epoch
+/// statistics and the metrics show it.
+#[test]
+fn an_interface_down_for_a_second_marks_its_windows_incomplete_and_the_run_goes_on() {
+    let Some(net) = Net::new("d") else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (events, reports, epochs) = (
+        dir.path().join("e.clarion"),
+        dir.path().join("r.jsonl"),
+        dir.path().join("epochs.jsonl"),
+    );
+    std::fs::write(&events, EVERY_WINDOW).expect("events");
+    let child = clarion_in(&net.a)
         .args([
             "run",
             "-i",
-            &a,
-            "--events",
-            "examples/demo.clarion",
+            "va",
+            "--format",
+            "json",
             "--stats-every",
             "0",
             "--duration",
-            "30s",
+            "4s",
         ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .args(["--metrics", "127.0.0.1:9464"])
+        .arg("--events")
+        .arg(&events)
+        .arg("--output")
+        .arg(&reports)
+        .arg("--epoch-stats")
+        .arg(&epochs)
+        .stderr(Stdio::piped())
         .spawn()
         .expect("starts");
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    ip(&["link", "set", &a, "down"]);
-    let started = std::time::Instant::now();
+    let sender = net.send_udp();
+    std::thread::sleep(Duration::from_millis(1200));
+    let before_down = now_ns();
+    net.ip(&["-n", &net.a, "link", "set", "va", "down"]);
+    let down = now_ns();
+    std::thread::sleep(Duration::from_millis(1000));
+    let up = now_ns();
+    net.ip(&["-n", &net.a, "link", "set", "va", "up"]);
+    let after_up = now_ns();
+    std::thread::sleep(Duration::from_millis(700));
+    let metrics = in_netns(&net.a, || {
+        let mut c = std::net::TcpStream::connect("127.0.0.1:9464").ok()?;
+        c.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .ok()?;
+        let mut page = String::new();
+        c.read_to_string(&mut page).ok()?;
+        Some(page)
+    })
+    .flatten()
+    .unwrap_or_default();
     let out = child.wait_with_output().expect("ends");
-    ip(&["link", "del", &a]);
+    drop(sender);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("interface va is down since"), "{err}");
+    assert!(err.contains("waiting up to 30s"), "{err}");
+    assert!(err.contains("va is back after 1."), "{err}");
+    assert!(err.contains("interfaces: down 1 time"), "{err}");
+
+    let windows = windows_of(&reports);
+    let overlapping: Vec<_> = windows.iter().filter(|w| w.0 < up && w.1 > down).collect();
+    assert!(!overlapping.is_empty(), "{windows:?}");
+    assert!(
+        overlapping.iter().all(|w| !w.2),
+        "overlapping the outage: {windows:?}"
+    );
+    // Before: all but the first window (the capture started inside it).
+    let first = windows.iter().map(|w| w.0).min().unwrap_or(0);
+    let before: Vec<_> = windows
+        .iter()
+        .filter(|w| w.0 > first && w.1 + 50_000_000 <= before_down)
+        .collect();
+    assert!(!before.is_empty() && before.iter().all(|w| w.2), "{windows:?}");
+    // After: once the state check (every 100 ms) saw it up; not the last window.
+    let last = windows.iter().map(|w| w.0).max().unwrap_or(0);
+    let after: Vec<_> = windows
+        .iter()
+        .filter(|w| w.0 >= after_up + 300_000_000 && w.0 < last)
+        .collect();
+    assert!(
+        !after.is_empty() && after.iter().all(|w| w.2),
+        "after {after_up}: {windows:?} {err}"
+    );
+
+    let epochs = std::fs::read_to_string(&epochs).expect("epoch statistics");
+    let down_ns: u64 = epochs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["down_ns"].as_u64())
+        .sum();
+    assert!(
+        (900_000_000..1_600_000_000).contains(&down_ns),
+        "{down_ns} ns down in the epoch statistics"
+    );
+    assert!(
+        metrics.contains("clarion_interface_down_total{interface=\"va\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("clarion_interface_up{interface=\"va\"} 1\n"),
+        "{metrics}"
+    );
+}
+
+/// Issue 18, interface removal: an interface removed and not back within
+/// `--down-timeout` ends the run with status 1, a message saying so and
+/// the summary.
+#[test]
+fn a_removed_interface_not_back_in_time_ends_the_run_with_its_summary() {
+    let Some(net) = Net::new("r") else { return };
+    let child = clarion_in(&net.a)
+        .args([
+            "run",
+            "-i",
+            "va",
+            "--events",
+            "examples/demo.clarion",
+            "--format",
+            "json",
+        ])
+        .args(["--stats-every", "0", "--duration", "30s", "--down-timeout", "1s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    std::thread::sleep(Duration::from_millis(1200));
+    net.ip(&["-n", &net.a, "link", "del", "va"]);
+    let removed = Instant::now();
+    let out = child.wait_with_output().expect("ends");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(&format!("interface {a} went down")), "{err}");
+    let waited = removed.elapsed();
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(5),
-        "noticed at once"
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(4),
+        "{waited:?}: {err}"
     );
+    assert!(err.contains("interface va is down since"), "{err}");
+    assert!(err.contains("interface va was removed; waiting"), "{err}");
+    assert!(
+        err.contains("clarion: interface va was removed 1.")
+            && err.contains("ago and was not back within the down timeout (1.0 s)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("live: 0 kernel drops"),
+        "the summary is written: {err}"
+    );
+    assert!(err.contains("interfaces: down 1 time"), "{err}");
+}
+
+/// Issue 18, interface removal: removed and created again under its name
+/// within the timeout, it is captured anew (two workers: a new fanout
+/// group), and its windows are complete again.
+#[test]
+fn a_removed_interface_created_again_is_captured_anew() {
+    let Some(net) = Net::new("c") else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (events, reports) = (dir.path().join("e.clarion"), dir.path().join("r.jsonl"));
+    std::fs::write(&events, EVERY_WINDOW).expect("events");
+    let child = clarion_in(&net.a)
+        .args(["run", "-i", "va", "--workers", "2", "--format", "json"])
+        .args(["--stats-every", "0", "--duration", "4s", "--down-timeout", "10s"])
+        .arg("--events")
+        .arg(&events)
+        .arg("--output")
+        .arg(&reports)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let sender = net.send_udp();
+    std::thread::sleep(Duration::from_millis(1200));
+    net.ip(&["-n", &net.a, "link", "del", "va"]);
+    std::thread::sleep(Duration::from_millis(500));
+    net.pair();
+    let back = now_ns();
+    let out = child.wait_with_output().expect("ends");
+    drop(sender);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("interface va was removed; waiting"), "{err}");
+    assert!(err.contains("(created again: captured anew)"), "{err}");
+    let windows = windows_of(&reports);
+    let last = windows.iter().map(|w| w.0).max().unwrap_or(0);
+    let after: Vec<_> = windows
+        .iter()
+        .filter(|w| w.0 >= back + 300_000_000 && w.0 < last)
+        .collect();
+    assert!(
+        !after.is_empty(),
+        "packets of the new interface seen: {windows:?}"
+    );
+    assert!(after.iter().all(|w| w.2), "{windows:?}");
+}
+
+/// One report per window with traffic (every packet is UDP or ICMP).
+const EVERY_WINDOW: &str = "event seen\n  when sum(packets) > 0\n  per proto\n  every 200ms\n";
+
+fn now_ns() -> u64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    d.as_nanos() as u64
+}
+
+/// (start, end, complete) of every report's window.
+fn windows_of(path: &std::path::Path) -> Vec<(u64, u64, bool)> {
+    std::fs::read_to_string(path)
+        .expect("reports")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|r| {
+            Some((
+                r["window"]["start_ns"].as_u64()?,
+                r["window"]["end_ns"].as_u64()?,
+                r["completeness"]["complete"].as_bool()?,
+            ))
+        })
+        .collect()
+}
+
+/// Clarion inside network namespace `ns`.
+fn clarion_in(ns: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns])
+        .arg(assert_cmd::cargo::cargo_bin("clarion"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    c
+}
+
+/// Runs `f` on a thread moved into network namespace `ns`.
+fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).ok()?;
+        // SAFETY: plain system call on a namespace file we hold open; it
+        // moves only this thread.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return None;
+        }
+        Some(f())
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
+/// Two network namespaces of this test, joined by a veth pair: `va`
+/// (10.231.0.1, where Clarion captures) in `a`, `vb` (10.231.0.2) in `b`.
+/// Removed when dropped.
+struct Net {
+    a: String,
+    b: String,
+}
+
+impl Net {
+    /// `None`, saying why, when not root or without `ip` and namespaces.
+    fn new(tag: &str) -> Option<Net> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipped: needs root and ip (network namespaces and a veth pair)");
+            return None;
+        }
+        let id = std::process::id() % 100_000;
+        let net = Net {
+            a: format!("clr{tag}{id}a"),
+            b: format!("clr{tag}{id}b"),
+        };
+        if !(net.ip(&["netns", "add", &net.a]) && net.ip(&["netns", "add", &net.b])) {
+            eprintln!("skipped: cannot create network namespaces");
+            return None;
+        }
+        net.ip(&["-n", &net.a, "link", "set", "lo", "up"]);
+        assert!(net.pair(), "a veth pair between the namespaces");
+        Some(net)
+    }
+
+    /// Creates the veth pair (again), addressed and up.
+    fn pair(&self) -> bool {
+        let (a, b) = (self.a.as_str(), self.b.as_str());
+        self.ip(&[
+            "-n", a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", b,
+        ]) && self.ip(&["-n", a, "addr", "add", "10.231.0.1/24", "dev", "va"])
+            && self.ip(&["-n", b, "addr", "add", "10.231.0.2/24", "dev", "vb"])
+            && self.ip(&["-n", a, "link", "set", "va", "up"])
+            && self.ip(&["-n", b, "link", "set", "vb", "up"])
+    }
+
+    fn ip(&self, args: &[&str]) -> bool {
+        Command::new("ip")
+            .args(args)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// UDP datagrams from `b` to `a` every 10 ms until the guard is dropped.
+    fn send_udp(&self) -> Sender {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let b = self.b.clone();
+        let handle = std::thread::spawn(move || {
+            in_netns(&b, move || {
+                let Ok(sock) = UdpSocket::bind("0.0.0.0:0") else {
+                    return;
+                };
+                while !flag.load(Ordering::Relaxed) {
+                    // Fails while the interface is away: sent again next time.
+                    let _ = sock.send_to(b"clarion", "10.231.0.1:9");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+        });
+        Sender {
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.ip(&["netns", "del", &self.a]);
+        self.ip(&["netns", "del", &self.b]);
+    }
+}
+
+/// Stops its sender when dropped.
+struct Sender {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }

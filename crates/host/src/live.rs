@@ -17,7 +17,7 @@
 //! A merged host keeps every trigger's last closed windows
 //! ([`LiveHost::window_values`]) for an event manager's polls.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -29,8 +29,9 @@ use clarion_engine::{
 };
 use clarion_lang::spec::EventSpec;
 use clarion_live::{
-    filter, DelayHistogram, EpochStats, HostMetrics, Interface, PacketRing, RingConfig, Source, Worker,
-    WorkerCommand, WorkerConfig, WorkerEvent, WorkerMetrics, WorkerSummary, XdpSource,
+    filter, realtime_ns, DelayHistogram, EpochStats, HostMetrics, Interface, InterfaceLost, LinkEvent,
+    PacketRing, RingConfig, Source, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerMetrics,
+    WorkerSummary, XdpSource,
 };
 use clarion_xdp::{XdpConfig, XdpMode, XdpProgram, XdpSocket};
 
@@ -60,6 +61,10 @@ pub struct LiveConfig {
     pub low_water: usize,
     /// Stop after this long.
     pub duration: Option<Duration>,
+    /// How long an interface may stay down or away before the run ends
+    /// ([`LiveSummary::lost`]); zero ends it at once. Meanwhile the windows
+    /// are reported incomplete.
+    pub down_timeout: Duration,
     /// Every worker's monitor (its `worker` and merge settings are set here).
     pub monitor: MonitorConfig,
     /// Merge even one worker's statistics, so that the host keeps every
@@ -74,6 +79,11 @@ pub enum Live {
     Reports(Vec<Report>),
     /// One worker's statistics of a finished epoch.
     Epoch(EpochStats),
+    /// An interface went down, was removed or came back: once per
+    /// interface, however many workers capture it (`since_ns` and
+    /// `down_ns` the host's: from the first worker's outage to the last's).
+    /// One not back in time ends the run ([`LiveSummary::lost`]).
+    Link(LinkEvent),
     /// Nothing within the timeout.
     Idle,
     /// Every worker has finished (stopped, or past the duration).
@@ -89,6 +99,21 @@ pub struct LiveSummary {
     pub delays: DelayHistogram,
     pub max_sweep_wall_ns: u64,
     pub elapsed: Duration,
+    /// Times an interface went down or away, and how long they were down
+    /// in all (an outage still going on at the end counted to the end).
+    pub outages: u64,
+    pub down: Duration,
+    /// An interface that was not back within the down timeout: the run
+    /// ended for it (the caller exits nonzero).
+    pub lost: Option<InterfaceLost>,
+}
+
+/// An interface some worker sees down.
+#[derive(Debug)]
+struct Outage {
+    workers: BTreeSet<u32>,
+    since_ns: u64,
+    removed: bool,
 }
 
 /// What one worker gets besides the host's settings.
@@ -119,6 +144,11 @@ pub struct LiveHost {
     started: Instant,
     /// Installed events by trigger id (the same on every worker).
     events: BTreeMap<TriggerId, String>,
+    /// Interfaces down, by name.
+    outages: BTreeMap<String, Outage>,
+    outage_count: u64,
+    down_ns: u64,
+    lost: Option<InterfaceLost>,
 }
 
 impl LiveHost {
@@ -149,7 +179,7 @@ impl LiveHost {
             handles: Vec::new(),
             commands: Vec::new(),
             metrics: Vec::new(),
-            host_metrics: Arc::new(HostMetrics::default()),
+            host_metrics: Arc::new(HostMetrics::new(&config.interfaces)),
             merger: merged.then(|| {
                 Merger::new(MergerConfig {
                     host: config.monitor.host.clone(),
@@ -164,6 +194,10 @@ impl LiveHost {
             written: 0,
             started: Instant::now(),
             events: BTreeMap::new(),
+            outages: BTreeMap::new(),
+            outage_count: 0,
+            down_ns: 0,
+            lost: None,
         };
         for w in 0..workers {
             let sources = match config.source {
@@ -214,6 +248,7 @@ impl LiveHost {
             low_water: config.low_water,
             stop: Arc::clone(&self.stop),
             deadline: setup.deadline,
+            down_timeout: config.down_timeout,
         };
         let (ctx, crx) = mpsc::channel();
         self.commands.push(ctx);
@@ -291,6 +326,74 @@ impl LiveHost {
                 WorkerEvent::Epoch(st) => return Live::Epoch(st),
                 WorkerEvent::Finished(_, s) => self.finished.push(*s),
                 WorkerEvent::Failed(w, e) => self.fail(HostError::Live { worker: w, source: e }),
+                WorkerEvent::Link(w, ev) => {
+                    if let Some(ev) = self.link(w, ev) {
+                        return Live::Link(ev);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Follows the interfaces' outages over the workers: an interface is
+    /// down from the first worker's word to the last one's return. Returns
+    /// what to tell the caller.
+    fn link(&mut self, w: u32, ev: LinkEvent) -> Option<LinkEvent> {
+        match ev {
+            LinkEvent::Down { interface, since_ns } => {
+                if let Some(o) = self.outages.get_mut(&interface) {
+                    o.workers.insert(w);
+                    o.since_ns = o.since_ns.min(since_ns);
+                    return None;
+                }
+                self.outage_count += 1;
+                if let Some(m) = self.host_metrics.interface(&interface) {
+                    m.up.store(0, Ordering::Relaxed);
+                    m.downs.fetch_add(1, Ordering::Relaxed);
+                }
+                let o = Outage {
+                    workers: BTreeSet::from([w]),
+                    since_ns,
+                    removed: false,
+                };
+                self.outages.insert(interface.clone(), o);
+                Some(LinkEvent::Down { interface, since_ns })
+            }
+            LinkEvent::Removed { interface } => {
+                let o = self.outages.get_mut(&interface)?;
+                (!std::mem::replace(&mut o.removed, true)).then_some(LinkEvent::Removed { interface })
+            }
+            LinkEvent::Up {
+                interface,
+                since_ns,
+                down_ns,
+                reopened,
+            } => {
+                let o = self.outages.get_mut(&interface)?;
+                o.workers.remove(&w);
+                if !o.workers.is_empty() {
+                    return None;
+                }
+                let first = o.since_ns;
+                self.outages.remove(&interface);
+                let down_ns = (since_ns + down_ns).saturating_sub(first);
+                self.down_ns += down_ns;
+                if let Some(m) = self.host_metrics.interface(&interface) {
+                    m.up.store(1, Ordering::Relaxed);
+                }
+                Some(LinkEvent::Up {
+                    interface,
+                    since_ns: first,
+                    down_ns,
+                    reopened,
+                })
+            }
+            LinkEvent::Lost(lost) => {
+                // Not a failure: the workers finish as on a stop, and the
+                // summary says why the run ended.
+                self.stop.store(true, Ordering::Relaxed);
+                self.lost.get_or_insert(lost);
+                None
             }
         }
     }
@@ -430,6 +533,15 @@ impl LiveHost {
         }
         // Merging workers report nothing themselves: count what was written.
         s.counters.reports = self.written;
+        let now = realtime_ns();
+        let still_down: u64 = self
+            .outages
+            .values()
+            .map(|o| now.saturating_sub(o.since_ns))
+            .sum();
+        s.outages = self.outage_count;
+        s.down = Duration::from_nanos(self.down_ns + still_down);
+        s.lost = self.lost.take();
         Ok(s)
     }
 }
@@ -533,7 +645,8 @@ fn open_xdp(progs: &[XdpProgram], w: u32, workers: u32) -> Result<Vec<Box<dyn So
     for prog in progs {
         for q in (w..prog.queues()).step_by(workers as usize) {
             let sock = XdpSocket::open(prog, q, &cfg).map_err(|e| HostError::Setup(e.into()))?;
-            out.push(Box::new(XdpSource::new(sock, cfg.ring_size)));
+            let source = XdpSource::new(sock, cfg.ring_size, prog.interface(), prog.ifindex());
+            out.push(Box::new(source));
         }
     }
     Ok(out)

@@ -1,6 +1,8 @@
 //! The one error type of live capture.
 
+use std::fmt;
 use std::io;
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -23,14 +25,54 @@ pub enum LiveError {
     },
     #[error("interface {interface} has link type {arphrd} (from /sys/class/net/{interface}/type), which Clarion cannot parse; supported: Ethernet, loopback, raw IP (tun)")]
     LinkType { interface: String, arphrd: u32 },
-    #[error("interface {0} went down or was removed while capturing (nothing it carried since was seen)")]
-    Down(String),
+    #[error("{0}")]
+    Down(InterfaceLost),
+    #[error("cannot capture on {interface} again: {why}")]
+    Reopened { interface: String, why: String },
     #[error("invalid ring settings: {0}")]
     Ring(String),
     #[error(transparent)]
     Xdp(#[from] clarion_xdp::XdpError),
     #[error("capture filter `{filter}`: {why}")]
     Filter { filter: String, why: String },
+}
+
+/// An interface down (or removed) for longer than a worker waits for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterfaceLost {
+    pub interface: String,
+    /// Removed, rather than set down or without carrier.
+    pub gone: bool,
+    pub down_for: Duration,
+    pub timeout: Duration,
+    /// Why capturing on it again failed, if it came back and that was tried.
+    pub why: Option<String>,
+}
+
+impl fmt::Display for InterfaceLost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "interface {} {} {} ago and was not back within the down timeout ({})",
+            self.interface,
+            if self.gone { "was removed" } else { "went down" },
+            secs(self.down_for),
+            secs(self.timeout)
+        )?;
+        match &self.why {
+            Some(why) => write!(f, "; {why}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// "1.0 s", "250 ms".
+pub(crate) fn secs(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
 }
 
 impl LiveError {
@@ -54,6 +96,33 @@ impl LiveError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_interface_not_back_in_time_says_how_long_it_waited() {
+        let e = LiveError::Down(InterfaceLost {
+            interface: "eth1".into(),
+            gone: true,
+            down_for: Duration::from_millis(1_040),
+            timeout: Duration::from_secs(1),
+            why: None,
+        });
+        assert_eq!(
+            e.to_string(),
+            "interface eth1 was removed 1.0 s ago and was not back within the down timeout (1.0 s)"
+        );
+        let e = LiveError::Down(InterfaceLost {
+            interface: "eth1".into(),
+            gone: false,
+            down_for: Duration::ZERO,
+            timeout: Duration::ZERO,
+            why: Some("cannot capture on eth1 again: it came back with another link type".into()),
+        });
+        assert!(
+            e.to_string().starts_with("interface eth1 went down 0 ms ago"),
+            "{e}"
+        );
+        assert!(e.to_string().ends_with("another link type"), "{e}");
+    }
 
     /// Issue 18: "No such device (os error 19): No such device (os error 19)".
     #[test]

@@ -24,13 +24,13 @@ mod stats;
 mod worker;
 mod xdp_source;
 
-pub use error::LiveError;
-pub use interface::{link_type, Interface};
-pub use metrics::{render as render_metrics, HostMetrics};
+pub use error::{InterfaceLost, LiveError};
+pub use interface::{link_type, Interface, LinkState, LinkWatch};
+pub use metrics::{render as render_metrics, HostMetrics, InterfaceMetrics};
 pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingStats};
 pub use source::{jiffy, Source};
 pub use stats::{DelayHistogram, EpochStats, WorkerMetrics};
-pub use worker::{realtime_ns, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerSummary};
+pub use worker::{realtime_ns, LinkEvent, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerSummary};
 pub use xdp_source::XdpSource;
 
 /// One received frame, borrowed from the ring for the duration of a callback.

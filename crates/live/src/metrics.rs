@@ -11,6 +11,44 @@ use crate::WorkerMetrics;
 pub struct HostMetrics {
     /// Reports written (after the merge, when workers are merged).
     pub reports: AtomicU64,
+    /// The interfaces captured, in the order given.
+    pub interfaces: Vec<InterfaceMetrics>,
+}
+
+/// One captured interface, as the host saw it (whatever its workers).
+#[derive(Debug)]
+pub struct InterfaceMetrics {
+    pub name: String,
+    /// 1 while it is up and captured, 0 while down or away.
+    pub up: AtomicU64,
+    /// Times it went down or away.
+    pub downs: AtomicU64,
+}
+
+impl HostMetrics {
+    pub fn new(interfaces: &[String]) -> HostMetrics {
+        HostMetrics {
+            reports: AtomicU64::new(0),
+            interfaces: interfaces
+                .iter()
+                .map(|name| InterfaceMetrics {
+                    name: name.clone(),
+                    up: AtomicU64::new(1),
+                    downs: AtomicU64::new(0),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn interface(&self, name: &str) -> Option<&InterfaceMetrics> {
+        self.interfaces.iter().find(|i| i.name == name)
+    }
+}
+
+/// A label value in the exposition format: backslash, quote and newline
+/// escaped (an interface name may hold the first two).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// The metrics page: one sample per worker for each worker metric.
@@ -115,6 +153,31 @@ pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
             }
         }
     }
+    type GetIf = fn(&InterfaceMetrics) -> &AtomicU64;
+    let per_interface: [(&str, &str, &str, GetIf); 2] = [
+        (
+            "clarion_interface_up",
+            "gauge",
+            "1 while the interface is up and captured, 0 while it is down or away (its windows are then incomplete).",
+            |i| &i.up,
+        ),
+        (
+            "clarion_interface_down_total",
+            "counter",
+            "Times the interface went down or away.",
+            |i| &i.downs,
+        ),
+    ];
+    for (name, kind, help, get) in per_interface {
+        if host.interfaces.is_empty() {
+            break;
+        }
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for i in &host.interfaces {
+            let v = get(i).load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}{{interface=\"{}\"}} {v}", label(&i.name));
+        }
+    }
     let _ = writeln!(
         out,
         "# HELP clarion_reports_total Reports written.\n# TYPE clarion_reports_total counter\nclarion_reports_total {}",
@@ -132,8 +195,12 @@ mod tests {
         let w: Vec<Arc<WorkerMetrics>> = (0..2).map(|_| Arc::new(WorkerMetrics::default())).collect();
         w[1].packets.store(42, Ordering::Relaxed);
         w[0].delay_max_ns.store(1_500_000, Ordering::Relaxed);
-        let host = HostMetrics::default();
+        let host = HostMetrics::new(&["eth0".into(), "we\"ird".into()]);
         host.reports.store(7, Ordering::Relaxed);
+        if let Some(i) = host.interface("eth0") {
+            i.up.store(0, Ordering::Relaxed);
+            i.downs.store(2, Ordering::Relaxed);
+        }
         let page = render(&w, &host);
         assert!(
             page.contains("clarion_packets_total{worker=\"1\"} 42\n"),
@@ -144,8 +211,20 @@ mod tests {
             "{page}"
         );
         assert!(page.ends_with("clarion_reports_total 7\n"));
+        assert!(
+            page.contains("clarion_interface_up{interface=\"eth0\"} 0\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("clarion_interface_down_total{interface=\"eth0\"} 2\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("clarion_interface_up{interface=\"we\\\"ird\"} 1\n"),
+            "{page}"
+        );
         let samples = page.lines().filter(|l| !l.starts_with('#')).count();
-        assert_eq!(samples, 12 * 2 + 1);
+        assert_eq!(samples, 12 * 2 + 2 * 2 + 1);
         for l in page.lines().filter(|l| l.starts_with("# TYPE")) {
             assert!(l.ends_with(" counter") || l.ends_with(" gauge"), "{l}");
         }

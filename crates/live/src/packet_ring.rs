@@ -110,6 +110,15 @@ pub struct RingStats {
     pub drops: u64,
 }
 
+/// A ring's settings, kept to open it again.
+#[derive(Clone, Debug)]
+struct Opened {
+    cfg: RingConfig,
+    filter: Vec<Insn>,
+    /// The fanout group less the interface's index (see [`PacketRing::reopen`]).
+    fanout_base: Option<u16>,
+}
+
 /// Where the reader is inside a handed-over block.
 #[derive(Clone, Copy, Debug)]
 struct InBlock {
@@ -129,6 +138,8 @@ pub struct PacketRing {
     in_block: Option<InBlock>,
     interface: Interface,
     retire_ms: u32,
+    /// What it was opened with, to open it anew ([`PacketRing::reopen`]).
+    opened: Opened,
     /// A frame with its VLAN tag put back (the kernel strips it into the header).
     vlan_frame: Vec<u8>,
 }
@@ -255,6 +266,11 @@ impl PacketRing {
             in_block: None,
             interface: interface.clone(),
             retire_ms: cfg.retire_ms,
+            opened: Opened {
+                cfg: *cfg,
+                filter: filter.to_vec(),
+                fanout_base: fanout.map(|g| g.wrapping_sub(interface.index as u16)),
+            },
             vlan_frame: Vec::new(),
         };
         // SAFETY: an all-zero sockaddr_ll is valid; the fields are set below.
@@ -283,6 +299,32 @@ impl PacketRing {
 
     pub fn interface(&self) -> &Interface {
         &self.interface
+    }
+
+    /// Opens the ring anew, with the same settings, on the interface that
+    /// now has this one's name: a socket bound to an interface that was
+    /// removed never sees another, even one created under the same name.
+    /// (One set down and up again needs nothing: the kernel re-attaches
+    /// the socket when it comes up.) Frames not yet read are lost. The
+    /// interface must be up: a socket joins a fanout group only then.
+    ///
+    /// The old fanout group cannot be joined again (its members bound to
+    /// the removed interface stay in it until every worker has reopened),
+    /// so the group moves by the change of index: every worker of the
+    /// interface computes the same new group, other processes' groups stay
+    /// apart as before.
+    pub fn reopen(&mut self) -> Result<(), LiveError> {
+        let interface = Interface::lookup(&self.interface.name)?;
+        if interface.link != self.interface.link {
+            return Err(LiveError::Reopened {
+                interface: interface.name,
+                why: "it came back with another link type".into(),
+            });
+        }
+        let o = self.opened.clone();
+        let fanout = o.fanout_base.map(|b| b.wrapping_add(interface.index as u16));
+        *self = PacketRing::open(&interface, &o.cfg, &o.filter, fanout)?;
+        Ok(())
     }
 
     pub fn fd(&self) -> RawFd {
@@ -485,23 +527,6 @@ impl PacketRing {
         };
         if rc != 0 {
             return Err(last_os_error(&self.interface, "read the ring's drop counters"));
-        }
-        // The kernel reports an interface going down or away as a pending
-        // socket error (ENETDOWN), once; reading it clears it.
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `err` and `len` are valid for writes of the given size.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if rc == 0 && err == libc::ENETDOWN {
-            return Err(LiveError::Down(self.interface.name.clone()));
         }
         Ok(RingStats {
             packets: u64::from(st.tp_packets),

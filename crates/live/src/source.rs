@@ -21,6 +21,18 @@ pub trait Source: Send {
     fn fd(&self) -> RawFd;
     /// Packets dropped by the kernel since the previous call.
     fn take_drops(&mut self) -> Result<u64, LiveError>;
+    /// The interface captured: its name and index (to watch it).
+    fn interface(&self) -> (&str, u32);
+    /// Whether the socket reported its interface going down or away since
+    /// the previous call. The kernel says so once per event, as a pending
+    /// socket error (ENETDOWN) that reading clears.
+    fn went_down(&mut self) -> bool {
+        take_socket_error(self.fd()) == Some(libc::ENETDOWN)
+    }
+    /// Opens the capture anew on the interface that now has its name (the
+    /// one captured was removed and another created under that name);
+    /// returns the new index.
+    fn reopen(&mut self) -> Result<u32, LiveError>;
     /// Longest a received packet may stay invisible to `recv` (a TPACKET_V3
     /// block is handed over when full or after its retire timeout): the
     /// worker's clock lags the wall clock by this much, so that no packet
@@ -53,6 +65,19 @@ impl Source for PacketRing {
         Ok(self.stats()?.drops)
     }
 
+    fn interface(&self) -> (&str, u32) {
+        let i = PacketRing::interface(self);
+        (&i.name, i.index)
+    }
+
+    fn reopen(&mut self) -> Result<u32, LiveError> {
+        PacketRing::reopen(self)?;
+        // Bound while the new interface was still down, the socket holds an
+        // ENETDOWN of no news: it is down until seen up.
+        take_socket_error(self.fd());
+        Ok(PacketRing::interface(self).index)
+    }
+
     fn hidden_delay(&self) -> Duration {
         // The kernel's retire timer runs in jiffies and retires a block only
         // when it fires twice on the same block: up to two timeouts, each
@@ -62,6 +87,23 @@ impl Source for PacketRing {
         let ticks = tov.as_nanos().div_ceil(jiffy.as_nanos().max(1)) as u32;
         jiffy * (2 * ticks + 1)
     }
+}
+
+/// Reads and clears a socket's pending error (SO_ERROR).
+pub(crate) fn take_socket_error(fd: RawFd) -> Option<i32> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` and `len` are valid for writes of the given size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && err != 0).then_some(err)
 }
 
 /// The kernel's timer tick: the resolution of its coarse clock (1/HZ).

@@ -109,6 +109,9 @@ pub struct EpochStats {
     /// The sweep was not finished when the next epoch ended (the monitor
     /// then finished it at once, holding packets back).
     pub late: bool,
+    /// Time of the epoch during which an interface of the worker was down
+    /// or away (the worker was blind; the epoch's windows are incomplete).
+    pub down_ns: u64,
 }
 
 impl EpochStats {
@@ -117,7 +120,7 @@ impl EpochStats {
         format!(
             "{{\"schema\":\"clarion.epoch/1\",\"worker\":{},\"epoch_start_ns\":{},\"epoch_ns\":{},\"packets\":{},\
              \"drops\":{},\"delay_p99_ns\":{},\"delay_max_ns\":{},\"backlog_max\":{},\"sweep_wall_ns\":{},\
-             \"sweep_busy_ns\":{},\"late\":{}}}",
+             \"sweep_busy_ns\":{},\"late\":{},\"down_ns\":{}}}",
             self.worker,
             self.epoch_start_ns,
             self.epoch_ns,
@@ -128,7 +131,8 @@ impl EpochStats {
             self.backlog_max,
             self.sweep_wall_ns,
             self.sweep_busy_ns,
-            self.late
+            self.late,
+            self.down_ns
         )
     }
 }

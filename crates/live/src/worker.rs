@@ -13,6 +13,21 @@
 //! The worker measures each epoch ([`EpochStats`]) and sends it with the
 //! reports over a channel; it never blocks on that channel (unbounded), so
 //! a slow sink cannot make the kernel drop packets unnoticed.
+//!
+//! # Interfaces going down or away
+//! A packet socket reports its interface going down or being removed
+//! (ENETDOWN, read with the drop counters every millisecond); lost carrier
+//! and an interface coming back it does not, so the worker also reads each
+//! interface's state ([`LinkWatch`]) every [`LINK_CHECK`]. While one is
+//! down the worker keeps its clock and sweeps going and tells its monitor
+//! it is blind ([`Monitor::note_blind`]), from the last time the interface
+//! was seen up to the first time it is seen up again, so every window
+//! overlapping the outage is reported incomplete. An interface set down
+//! and up again needs nothing more (the kernel re-attaches the socket); one
+//! removed and created again under its name is captured anew
+//! ([`Source::reopen`]). One down longer than
+//! [`WorkerConfig::down_timeout`] ends the worker's run as a stop would,
+//! saying so ([`LinkEvent::Lost`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -23,9 +38,10 @@ use clarion_engine::{Counters, EngineError, Monitor, Partials, Report, TriggerId
 use clarion_lang::spec::EventSpec;
 use clarion_wire::PacketRecord;
 
+use crate::interface::{LinkState, LinkWatch};
 use crate::packet_ring::poll_fds;
 use crate::stats::{DelayHistogram, EpochStats, WorkerMetrics};
-use crate::{Frame, LiveError, Source};
+use crate::{Frame, InterfaceLost, LiveError, Source};
 
 /// Frames taken from one queue before looking at the others and the sweep.
 const RECV: usize = 256;
@@ -37,6 +53,9 @@ const LAG_EPOCHS: usize = 128;
 const LAG_MAX_NS: u64 = 100_000_000;
 /// Kernel drop counters (and queue occupancy) are read this often.
 const DROP_READ: Duration = Duration::from_millis(1);
+/// Each interface's state is read this often: the longest lost carrier,
+/// or an interface back up, goes unnoticed.
+pub const LINK_CHECK: Duration = Duration::from_millis(100);
 
 /// Nanoseconds since the Unix epoch (the clock packet timestamps use).
 pub fn realtime_ns() -> u64 {
@@ -58,6 +77,29 @@ pub struct WorkerConfig {
     pub low_water: usize,
     pub stop: Arc<AtomicBool>,
     pub deadline: Option<Instant>,
+    /// How long an interface may stay down (or away) before the worker
+    /// stops with [`LinkEvent::Lost`]; zero stops at once.
+    pub down_timeout: Duration,
+}
+
+/// What a worker found of its interfaces (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// Down since about `since_ns` (Unix ns: the last time it was seen up).
+    Down { interface: String, since_ns: u64 },
+    /// The interface down is not there any more: the worker waits for one
+    /// of its name.
+    Removed { interface: String },
+    /// Up again after `down_ns`; `reopened` when it had been removed and
+    /// the capture was opened on the interface now of its name.
+    Up {
+        interface: String,
+        since_ns: u64,
+        down_ns: u64,
+        reopened: bool,
+    },
+    /// Down longer than the timeout: the worker stops.
+    Lost(InterfaceLost),
 }
 
 /// What a worker sends to the host.
@@ -71,6 +113,7 @@ pub enum WorkerEvent {
     Epoch(EpochStats),
     Finished(u32, Box<WorkerSummary>),
     Failed(u32, LiveError),
+    Link(u32, LinkEvent),
 }
 
 /// A change of a running worker's events. Applied between batches, after
@@ -106,6 +149,33 @@ pub struct WorkerSummary {
     pub max_sweep_wall_ns: u64,
 }
 
+/// An interface down, as its worker saw it.
+#[derive(Debug)]
+struct Outage {
+    /// The last time it was seen up (Unix ns): the worker is blind from then.
+    since_ns: u64,
+    /// When the worker noticed (the timeout counts from here).
+    noticed: Instant,
+    /// Removed (its name gone, or now another interface's).
+    gone: bool,
+    /// Captured anew on the interface now of its name.
+    reopened: bool,
+    /// Why the last attempt to capture it anew failed.
+    why: Option<String>,
+}
+
+/// One source's interface.
+#[derive(Debug)]
+struct Link {
+    /// `None` when no socket could be opened to watch it: then only the
+    /// packet socket's ENETDOWN tells (never seen; not worth failing for).
+    watch: Option<LinkWatch>,
+    name: String,
+    down: Option<Outage>,
+    /// The last time a state check found it up (Unix ns).
+    seen_up_ns: u64,
+}
+
 /// The epoch being received and the one being swept.
 #[derive(Debug, Default)]
 struct EpochTrack {
@@ -133,6 +203,17 @@ pub struct Worker {
     recent_pos: usize,
     last_counters: Counters,
     commands: Option<Receiver<WorkerCommand>>,
+    /// Beside `sources`, one each.
+    links: Vec<Link>,
+    /// When the interfaces' states were last read (`None`: not yet).
+    last_link_check: Option<Instant>,
+    /// A socket reported its interface down: read the states at once.
+    link_news: bool,
+    /// When the drop counters and socket errors were last read (Unix ns):
+    /// an interface a socket reports down was up then.
+    last_drop_read_ns: u64,
+    /// An interface down for longer than the timeout: the run ends.
+    lost: Option<InterfaceLost>,
 }
 
 impl Worker {
@@ -148,6 +229,19 @@ impl Worker {
         // must still find its epoch open.
         let lag =
             sources.iter().map(|s| s.hidden_delay()).max().unwrap_or_default() + Duration::from_millis(1);
+        let now = realtime_ns();
+        let links = sources
+            .iter()
+            .map(|s| {
+                let (name, index) = s.interface();
+                Link {
+                    watch: LinkWatch::new(name, index).ok(),
+                    name: name.to_string(),
+                    down: None,
+                    seen_up_ns: now,
+                }
+            })
+            .collect();
         Worker {
             cfg,
             monitor,
@@ -163,6 +257,11 @@ impl Worker {
             recent_pos: 0,
             last_counters: Counters::default(),
             commands: None,
+            links,
+            last_link_check: None,
+            link_news: false,
+            last_drop_read_ns: now,
+            lost: None,
         }
     }
 
@@ -217,15 +316,7 @@ impl Worker {
         self.track.current = self.new_epoch();
         let _ = self.tx.send(WorkerEvent::Ready(id));
         let mut last_drop_read = Instant::now();
-        let mut fds: Vec<libc::pollfd> = self
-            .sources
-            .iter()
-            .map(|s| libc::pollfd {
-                fd: s.fd(),
-                events: libc::POLLIN | libc::POLLERR,
-                revents: 0,
-            })
-            .collect();
+        let mut fds = self.pollfds();
         loop {
             self.apply_commands();
             let stopping = self.cfg.stop.load(Ordering::Relaxed)
@@ -238,6 +329,15 @@ impl Worker {
                 if let Err(e) = self.read_drops() {
                     let _ = self.tx.send(WorkerEvent::Failed(id, e));
                     return;
+                }
+            }
+            if self.link_news || self.last_link_check.is_none_or(|t| t.elapsed() >= LINK_CHECK) {
+                if self.check_links() {
+                    fds = self.pollfds();
+                }
+                if let Some(lost) = self.lost.clone() {
+                    let _ = self.tx.send(WorkerEvent::Link(id, LinkEvent::Lost(lost)));
+                    break;
                 }
             }
             let low = self
@@ -253,6 +353,8 @@ impl Worker {
                 let now = realtime_ns();
                 let lag = self.lag_ns();
                 self.metrics.clock_lag_ns.store(lag, Ordering::Relaxed);
+                // Before the tick: the windows it closes must know.
+                self.note_outages(now);
                 let clock = now.saturating_sub(lag);
                 self.monitor.tick(clock, &mut self.reports);
                 self.after_monitor();
@@ -272,11 +374,159 @@ impl Worker {
             self.flush_reports();
         }
         let _ = self.read_drops();
+        self.note_outages(realtime_ns());
         self.monitor.finish(&mut self.reports);
         self.after_monitor();
         self.flush_reports();
         self.summary.counters = self.monitor.counters();
         let _ = self.tx.send(WorkerEvent::Finished(id, Box::new(self.summary)));
+    }
+
+    fn pollfds(&self) -> Vec<libc::pollfd> {
+        self.sources
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.fd(),
+                events: libc::POLLIN | libc::POLLERR,
+                revents: 0,
+            })
+            .collect()
+    }
+
+    /// Reads every interface's state: notes outages and returns, captures
+    /// re-created interfaces anew, and sets `lost` once one has been down
+    /// past the timeout. Returns whether a source was opened anew (its
+    /// descriptor changed).
+    fn check_links(&mut self) -> bool {
+        let news = std::mem::take(&mut self.link_news);
+        self.last_link_check = Some(Instant::now());
+        let now = realtime_ns();
+        let mut reopened = false;
+        for i in 0..self.links.len() {
+            let Some(state) = self.links[i].watch.as_ref().map(LinkWatch::state) else {
+                // Unwatched: only the socket's word, and no way to see it back.
+                if news && self.links[i].down.is_none() {
+                    self.link_down(i, false);
+                }
+                continue;
+            };
+            let down = self.links[i].down.as_ref();
+            let must_reopen = down.is_some_and(|o| o.gone && !o.reopened);
+            match state {
+                LinkState::Up if must_reopen => reopened |= self.reopen(i, now),
+                LinkState::Up => match down {
+                    Some(_) => self.link_up(i, now),
+                    None if news => {
+                        // Down and up again between two checks: blind meanwhile.
+                        self.link_down(i, false);
+                        self.link_up(i, now);
+                    }
+                    None => self.links[i].seen_up_ns = now,
+                },
+                LinkState::Down if down.is_none() => self.link_down(i, false),
+                LinkState::Gone if !down.is_some_and(|o| o.gone) => self.link_down(i, true),
+                LinkState::Down | LinkState::Gone => {}
+                LinkState::Replaced { up, .. } => {
+                    if !down.is_some_and(|o| o.gone) {
+                        self.link_down(i, true);
+                    }
+                    // Not before it is up: a socket joins a fanout group
+                    // only on a running interface.
+                    if up {
+                        reopened |= self.reopen(i, now);
+                    }
+                }
+            }
+            if let Some(o) = &self.links[i].down {
+                self.monitor.note_blind(o.since_ns, now);
+                if o.noticed.elapsed() >= self.cfg.down_timeout && self.lost.is_none() {
+                    self.lost = Some(InterfaceLost {
+                        interface: self.links[i].name.clone(),
+                        gone: o.gone,
+                        down_for: Duration::from_nanos(now.saturating_sub(o.since_ns)),
+                        timeout: self.cfg.down_timeout,
+                        why: o.why.clone(),
+                    });
+                }
+            }
+        }
+        reopened
+    }
+
+    /// Link `i` is down (`gone`: removed); from the last time it was seen up.
+    fn link_down(&mut self, i: usize, gone: bool) {
+        let id = self.cfg.id;
+        let link = &mut self.links[i];
+        match &mut link.down {
+            Some(o) => o.gone |= gone,
+            None => {
+                link.down = Some(Outage {
+                    since_ns: link.seen_up_ns,
+                    noticed: Instant::now(),
+                    gone,
+                    reopened: false,
+                    why: None,
+                });
+                let ev = LinkEvent::Down {
+                    interface: link.name.clone(),
+                    since_ns: link.seen_up_ns,
+                };
+                let _ = self.tx.send(WorkerEvent::Link(id, ev));
+            }
+        }
+        if gone {
+            let ev = LinkEvent::Removed {
+                interface: link.name.clone(),
+            };
+            let _ = self.tx.send(WorkerEvent::Link(id, ev));
+        }
+    }
+
+    /// Link `i` is up again at `now`: the outage ends there.
+    fn link_up(&mut self, i: usize, now: u64) {
+        let link = &mut self.links[i];
+        link.seen_up_ns = now;
+        let Some(o) = link.down.take() else { return };
+        self.monitor.note_blind(o.since_ns, now);
+        let ev = LinkEvent::Up {
+            interface: link.name.clone(),
+            since_ns: o.since_ns,
+            down_ns: now.saturating_sub(o.since_ns),
+            reopened: o.reopened,
+        };
+        let _ = self.tx.send(WorkerEvent::Link(self.cfg.id, ev));
+    }
+
+    /// Captures link `i` anew on the interface now of its name (up): the
+    /// outage ends. Returns whether the source was opened.
+    fn reopen(&mut self, i: usize, now: u64) -> bool {
+        match self.sources[i].reopen() {
+            Ok(index) => {
+                let link = &mut self.links[i];
+                if let Some(w) = link.watch.as_mut() {
+                    w.set_index(index);
+                }
+                if let Some(o) = link.down.as_mut() {
+                    o.reopened = true;
+                    o.why = None;
+                }
+                self.link_up(i, now);
+                true
+            }
+            Err(e) => {
+                if let Some(o) = self.links[i].down.as_mut() {
+                    o.why = Some(e.to_string());
+                }
+                false
+            }
+        }
+    }
+
+    /// Tells the monitor it is blind up to `now` for every interface down.
+    fn note_outages(&mut self, now: u64) {
+        for o in self.links.iter().filter_map(|l| l.down.as_ref()) {
+            self.monitor.note_blind(o.since_ns, now);
+        }
     }
 
     /// How far behind the wall clock a tick may move the monitor's clock:
@@ -368,11 +618,18 @@ impl Worker {
     /// queues' occupancy (a walk over the ring, so not on every batch).
     fn read_drops(&mut self) -> Result<(), LiveError> {
         let mut drops = 0;
-        for s in &mut self.sources {
+        let now = realtime_ns();
+        for (s, link) in self.sources.iter_mut().zip(&mut self.links) {
             drops += s.take_drops()?;
             let backlog = s.backlog(s.capacity()) as u64;
             self.track.current.backlog_max = self.track.current.backlog_max.max(backlog);
+            if s.went_down() && link.down.is_none() {
+                // Up at the previous read, or the kernel would have said so then.
+                link.seen_up_ns = link.seen_up_ns.max(self.last_drop_read_ns);
+                self.link_news = true;
+            }
         }
+        self.last_drop_read_ns = now;
         if drops > 0 {
             self.monitor.note_dropped(drops);
             self.track.current.drops += drops;
@@ -429,7 +686,10 @@ impl Worker {
         m.flows_active.store(c.flows_active, Ordering::Relaxed);
     }
 
-    fn emit(&mut self, st: EpochStats) {
+    fn emit(&mut self, mut st: EpochStats) {
+        st.down_ns = self
+            .monitor
+            .blind_ns(st.epoch_start_ns, st.epoch_start_ns + st.epoch_ns);
         self.summary.epochs += 1;
         self.summary.max_sweep_wall_ns = self.summary.max_sweep_wall_ns.max(st.sweep_wall_ns);
         let m = &self.metrics;

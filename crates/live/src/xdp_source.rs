@@ -19,14 +19,17 @@ pub struct XdpSource {
     ring_size: usize,
     /// Cumulative drops already reported.
     dropped: u64,
+    /// The interface of the socket's queue (name, index).
+    interface: (String, u32),
 }
 
 impl XdpSource {
-    pub fn new(socket: XdpSocket, ring_size: u32) -> XdpSource {
+    pub fn new(socket: XdpSocket, ring_size: u32, interface: &str, index: u32) -> XdpSource {
         XdpSource {
             socket,
             ring_size: ring_size as usize,
             dropped: 0,
+            interface: (interface.to_string(), index),
         }
     }
 }
@@ -70,5 +73,20 @@ impl Source for XdpSource {
 
     fn hidden_delay(&self) -> Duration {
         Duration::ZERO
+    }
+
+    fn interface(&self) -> (&str, u32) {
+        (&self.interface.0, self.interface.1)
+    }
+
+    /// The XDP program went with the removed interface, and the host
+    /// attaches programs only when it starts.
+    fn reopen(&mut self) -> Result<u32, LiveError> {
+        Err(LiveError::Reopened {
+            interface: self.interface.0.clone(),
+            why: "AF_XDP cannot follow a re-created interface (its XDP program went with the \
+                  old one); restart Clarion, or use --source packet"
+                .into(),
+        })
     }
 }
