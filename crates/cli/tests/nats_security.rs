@@ -290,3 +290,77 @@ fn a_manager_without_credentials_refuses_to_run_unless_insecure() {
         "{e}"
     );
 }
+
+/// Publishes `payload` on `subject` with no credentials, and flushes.
+fn publish_plain(url: &str, subject: &str, payload: Vec<u8>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.expect("connects");
+        client
+            .publish(subject.to_string(), payload.into())
+            .await
+            .expect("hands over");
+        client.flush().await.expect("flush");
+    });
+}
+
+#[test]
+fn what_a_host_cannot_have_seen_is_refused_and_counted() {
+    use clarion_nats::protocol::{encode, Up};
+    use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    setup(d, 10);
+    let (_server, port) = start_server(&server);
+    let url = format!("nats://127.0.0.1:{port}");
+    let mgr = manager(
+        d,
+        &url,
+        &[
+            "--events",
+            "events.clarion",
+            "--no-store",
+            "--no-api",
+            "--duration",
+            "3s",
+        ],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let forged = |window: Window, value: f64| Up::Satisfied {
+        event: 0,
+        report: Box::new(Report {
+            event: "service_load_spike".into(),
+            window,
+            group: GroupKey::default(),
+            values: vec![("sum(volume)".into(), value)],
+            origin: Origin::default(),
+            completeness: Completeness::default(),
+        }),
+        decided_ns: 0,
+        seq: 0,
+    };
+    // A window of 1 ns, not one of the event's; a negative sum of bytes.
+    let bad_window = Window {
+        start_ns: T0 + 1,
+        end_ns: T0 + 2,
+    };
+    let good_window = Window {
+        start_ns: T0,
+        end_ns: T0 + 10 * MS,
+    };
+    for up in [forged(bad_window, 1e12), forged(good_window, -5.0)] {
+        publish_plain(&url, "clarion.up.web-1", encode(&up).to_vec());
+    }
+    let out = wait(mgr, "the manager", std::time::Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("refused a message of host web-1"), "named: {err}");
+    assert!(err.contains("2 messages could not be read"), "counted: {err}");
+    assert!(out.stdout.is_empty(), "nothing decided from them: {err}");
+}
