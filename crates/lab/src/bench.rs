@@ -70,7 +70,7 @@ pub struct BenchArgs {
     /// Run the workload with every optimization on, each one off in turn,
     /// and all off, interleaved over --rounds rounds, and report each one's
     /// contribution (no verification).
-    #[arg(long, conflicts_with = "no_opt")]
+    #[arg(long, conflicts_with_all = ["no_opt", "pcap"])]
     pub ablation: bool,
 
     /// Rounds of --ablation; the figures are medians over rounds.
@@ -117,6 +117,9 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub workload: WorkloadArgs,
+
+    #[command(flatten)]
+    pub real: crate::real::PcapArgs,
 }
 
 /// An optimization `--no-opt` can switch off (see [`Tuning`]).
@@ -246,7 +249,7 @@ struct Measured {
 
 /// Page faults (minor and major) this thread has taken so far; `None`
 /// where the kernel does not count them per thread.
-fn thread_page_faults() -> Option<u64> {
+pub(crate) fn thread_page_faults() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
@@ -280,6 +283,9 @@ struct Verified {
 const HOST: &str = "bench";
 
 pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
+    if let Some(path) = &a.real.pcap {
+        return crate::real::bench_pcap(&a.real, path, a.core, a.json);
+    }
     if a.batch == 0 {
         return Err(Failure::Usage("clarion-lab: --batch must be at least 1".into()));
     }
@@ -511,7 +517,7 @@ pub fn measure_workload(
 }
 
 /// Pins the calling thread; the core, or why not.
-fn pin(core: Option<usize>) -> Result<usize, String> {
+pub(crate) fn pin(core: Option<usize>) -> Result<usize, String> {
     let ids = core_affinity::get_core_ids().ok_or("cannot list the cores this process may use")?;
     let id = match core {
         Some(c) => ids

@@ -6,7 +6,8 @@
 //!   synthesized triggers) as a pcap file and an events file;
 //! - `bench`: the monitor on one pinned core over that workload held in
 //!   memory, checked against the reference evaluator (`--ablation` measures
-//!   what each optimization gives);
+//!   what each optimization gives); with `--pcap`, `clarion run`'s file
+//!   path on a real capture in memory against its read and parse floors;
 //! - `dos`: the DoS filter's cost model profiled on this machine, against
 //!   the paper's two attacks measured;
 //! - `feasibility`: the feasibility region (Trumpet's Figure 13), the
@@ -21,6 +22,7 @@ mod bench;
 mod dos;
 mod feasibility;
 mod gen;
+mod real;
 
 use std::process::ExitCode;
 

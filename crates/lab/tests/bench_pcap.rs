@@ -1,0 +1,139 @@
+//! `clarion-lab bench --pcap`: the table and JSON carry every pass, and the
+//! file path it times is `clarion run`'s loop: its reports on the demo
+//! capture number what `clarion run` writes on it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Std;
+
+use assert_cmd::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn lab() -> Command {
+    let mut c = Command::cargo_bin("clarion-lab").expect("binary builds");
+    c.current_dir(repo());
+    c
+}
+
+/// The product binary, built in this test's profile: the lab's crate cannot
+/// depend on a binary, so cargo is asked for it (quick when it is fresh).
+fn clarion() -> PathBuf {
+    let lab = PathBuf::from(env!("CARGO_BIN_EXE_clarion-lab"));
+    let dir = lab.parent().expect("the binary's directory");
+    let mut build = Std::new(env!("CARGO"));
+    build
+        .current_dir(repo())
+        .args(["build", "--quiet", "-p", "clarion-cli", "--bin", "clarion"]);
+    if dir.file_name().is_some_and(|n| n == "release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("cargo runs");
+    assert!(status.success(), "cargo build -p clarion-cli failed");
+    dir.join("clarion")
+}
+
+/// Reports `clarion run` writes on the demo capture (JSON lines).
+fn run_reports() -> usize {
+    let out = Std::new(clarion())
+        .current_dir(repo())
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--events",
+            "examples/demo.clarion",
+            "--format",
+            "json",
+            "-q",
+        ])
+        .output()
+        .expect("clarion runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+#[test]
+fn bench_pcap_times_the_file_path_of_clarion_run() {
+    let out = lab()
+        .args(["bench", "--pcap", "examples/demo.pcap", "--runs", "1", "--json"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // The table, on stderr with --json.
+    assert!(
+        err.starts_with("clarion-lab bench --pcap examples/demo.pcap: 19,456 frames"),
+        "{err}"
+    );
+    for line in [
+        "read (capture reader)",
+        "read + parse (parse_frame)",
+        "file path (replay, Monitor)",
+        "file path / read + parse floor:",
+        "RSS ",
+    ] {
+        assert!(err.contains(line), "no `{line}` in:\n{err}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["schema"], "clarion.bench-pcap/1");
+    assert_eq!(v["capture"]["frames"], 19_456);
+    assert_eq!(v["runs"], 1);
+    for pass in ["read", "read_parse", "file_path"] {
+        let ns = v["passes"][pass]["ns_per_packet"]["median"]
+            .as_f64()
+            .expect("a number");
+        assert!(ns > 0.0, "{pass}: {ns}");
+        assert!(v["passes"][pass]["packets_per_s"].as_f64().expect("a number") > 0.0);
+    }
+    assert!(
+        v["ratio_file_path_to_read_parse"]["median"]
+            .as_f64()
+            .expect("a number")
+            > 0.0
+    );
+    if cfg!(target_os = "linux") {
+        // The capture (2.5 MB) is resident.
+        assert!(v["rss_kib"]["after_loading"].as_u64().expect("VmRSS") > 2_000);
+    }
+    let reports = v["reports"].as_u64().expect("a count");
+    assert!(reports > 0, "the demo's events fire on the demo capture");
+    assert_eq!(v["counters"]["reports"], reports);
+    assert_eq!(
+        reports as usize,
+        run_reports(),
+        "the same loop gives the same reports"
+    );
+}
+
+#[test]
+fn bench_pcap_with_workers_merges_to_the_same_reports() {
+    let reports = |workers: &str| {
+        let out = lab()
+            .args(["bench", "--pcap", "examples/demo.pcap", "--runs", "1", "--json"])
+            .args(["--workers", workers])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        v["reports"].as_u64().expect("a count")
+    };
+    assert_eq!(reports("2"), reports("1"));
+}
+
+#[test]
+fn bench_pcap_refuses_what_is_not_a_capture() {
+    let out = lab()
+        .args(["bench", "--pcap", "examples/demo.clarion", "--runs", "1"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read capture examples/demo.clarion"), "{err}");
+    let out = lab()
+        .args(["bench", "--events", "examples/demo.clarion"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "--events needs --pcap");
+}
