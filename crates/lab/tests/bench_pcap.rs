@@ -3,7 +3,6 @@
 //! capture number what `clarion run` writes on it.
 
 use std::path::{Path, PathBuf};
-use std::process::Command as Std;
 
 use assert_cmd::Command;
 
@@ -17,41 +16,13 @@ fn lab() -> Command {
     c
 }
 
-/// The product binary, built in this test's profile: the lab's crate cannot
-/// depend on a binary, so cargo is asked for it (quick when it is fresh).
-fn clarion() -> PathBuf {
-    let lab = PathBuf::from(env!("CARGO_BIN_EXE_clarion-lab"));
-    let dir = lab.parent().expect("the binary's directory");
-    let mut build = Std::new(env!("CARGO"));
-    build
-        .current_dir(repo())
-        .args(["build", "--quiet", "-p", "clarion-cli", "--bin", "clarion"]);
-    if dir.file_name().is_some_and(|n| n == "release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("cargo runs");
-    assert!(status.success(), "cargo build -p clarion-cli failed");
-    dir.join("clarion")
-}
-
-/// Reports `clarion run` writes on the demo capture (JSON lines).
+/// Reports `clarion run` writes on the demo capture: its golden output
+/// (JSON lines), which the conformance and CLI tests hold it to.
 fn run_reports() -> usize {
-    let out = Std::new(clarion())
-        .current_dir(repo())
-        .args([
-            "run",
-            "--pcap",
-            "examples/demo.pcap",
-            "--events",
-            "examples/demo.clarion",
-            "--format",
-            "json",
-            "-q",
-        ])
-        .output()
-        .expect("clarion runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().count()
+    std::fs::read_to_string(repo().join("crates/conformance/tests/golden/demo.jsonl"))
+        .expect("the golden reports")
+        .lines()
+        .count()
 }
 
 #[test]
