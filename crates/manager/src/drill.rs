@@ -15,21 +15,27 @@ use clarion_lang::spec::EventSpec;
 
 use crate::manager::{Decision, EventId, HostId, Manager, NetworkEvent};
 
+/// A drill-down instance to install: `local` on each of its hosts, for
+/// the windows in `[start_ns, end_ns)` (to the end without `end_ns`);
+/// network-wide event `event`, named `name` in its reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    pub event: EventId,
+    pub name: String,
+    pub local: Vec<(HostId, EventSpec)>,
+    pub start_ns: u64,
+    pub end_ns: Option<u64>,
+}
+
 /// What a transport does for a fired decision's drill-downs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DrillAction {
-    /// Install `local` on each of its hosts, for the windows in
-    /// `[start_ns, end_ns)` (to the end without `end_ns`): instance `event`,
-    /// network-wide, named `name` in its reports.
-    Install {
+    Install(Instance),
+    /// Instance `event` now lasts until `end_ns` (`None`: no end).
+    Extend {
         event: EventId,
-        name: String,
-        local: Vec<(HostId, EventSpec)>,
-        start_ns: u64,
         end_ns: Option<u64>,
     },
-    /// Instance `event` now lasts until `end_ns` (`None`: no end).
-    Extend { event: EventId, end_ns: Option<u64> },
 }
 
 impl Manager {
@@ -57,13 +63,13 @@ impl Manager {
                         continue;
                     };
                     self.drill.installed(&inst.spec.name, id, inst.end_ns);
-                    out.push(DrillAction::Install {
+                    out.push(DrillAction::Install(Instance {
                         event: id,
                         name: inst.spec.name,
                         local,
                         start_ns: inst.start_ns,
                         end_ns: inst.end_ns,
-                    });
+                    }));
                 }
                 Action::Extend { handle, end_ns } => out.push(DrillAction::Extend {
                     event: handle,
@@ -149,13 +155,13 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
         let d = fired(&mut m, spike, 0);
         assert!(d.report.is_some());
         let actions = m.drill(&d, 12 * MS);
-        let [DrillAction::Install {
+        let [DrillAction::Install(Instance {
             event,
             name,
             local,
             start_ns,
             end_ns,
-        }] = actions.as_slice()
+        })] = actions.as_slice()
         else {
             panic!("one install: {actions:?}")
         };

@@ -29,7 +29,7 @@ pub mod manager;
 pub mod manager_loop;
 pub mod split;
 
-pub use drill::DrillAction;
+pub use drill::{DrillAction, Instance};
 pub use error::ManagerError;
 pub use inventory::{Host, Inventory};
 pub use manager::{Decision, EventId, HostId, Manager, NetworkEvent, Poll, NETWORK_WORKER};

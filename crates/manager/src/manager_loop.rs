@@ -42,10 +42,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use clarion_lang::spec::EventSpec;
 use clarion_report::{GroupKey, Report, Window};
 
-use crate::drill::DrillAction;
+use crate::drill::{DrillAction, Instance};
 use crate::manager::{Decision, EventId, HostId, Manager, Poll};
 use crate::ManagerError;
 
@@ -57,16 +56,8 @@ pub enum Effect {
     /// Ask `poll.host` for its values; tell the loop with
     /// [`ManagerLoop::answered`] or [`ManagerLoop::unanswered`].
     Poll(Poll),
-    /// Install drill-down instance `event` (named `name` in its reports):
-    /// `local` on each of its hosts, for the windows in `[start_ns, end_ns)`
-    /// (to the end without `end_ns`).
-    Install {
-        event: EventId,
-        name: String,
-        local: Vec<(HostId, EventSpec)>,
-        start_ns: u64,
-        end_ns: Option<u64>,
-    },
+    /// Install a drill-down instance on its hosts.
+    Install(Instance),
     /// Instance `event`, on `hosts`, now lasts until `end_ns` (`None`: no end).
     Extend {
         event: EventId,
@@ -234,21 +225,9 @@ impl ManagerLoop {
 
     fn drill_effect(&mut self, manager: &Manager, action: DrillAction) -> Effect {
         match action {
-            DrillAction::Install {
-                event,
-                name,
-                local,
-                start_ns,
-                end_ns,
-            } => {
+            DrillAction::Install(instance) => {
                 self.counters.instances += 1;
-                Effect::Install {
-                    event,
-                    name,
-                    local,
-                    start_ns,
-                    end_ns,
-                }
+                Effect::Install(instance)
             }
             DrillAction::Extend { event, end_ns } => {
                 self.counters.extended += 1;
@@ -444,7 +423,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
         l.satisfied(&mut m, 1, spike, &report(0, "10.0.1.5", 20.0), 12 * MS, &mut fx)
             .expect("ok");
         let install = fx.iter().find_map(|e| match e {
-            Effect::Install { start_ns, end_ns, .. } => Some((*start_ns, *end_ns)),
+            Effect::Install(i) => Some((i.start_ns, i.end_ns)),
             _ => None,
         });
         // Decided at 12 ms: the next boundary is 20 ms, for 20 ms.
@@ -470,7 +449,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
         let mut out = Vec::new();
         l.finish(&mut m, &mut out);
         assert_eq!(reports(&out), vec![(0, 150.0)]);
-        assert!(!out.iter().any(|e| matches!(e, Effect::Install { .. })));
+        assert!(!out.iter().any(|e| matches!(e, Effect::Install(_))));
         assert!(!l.waiting(&m));
     }
 }

@@ -846,13 +846,9 @@ impl Service {
         for effect in effects {
             match effect {
                 Effect::Poll(p) => self.to_poll[p.host].push(p),
-                Effect::Install {
-                    event,
-                    start_ns,
-                    end_ns,
-                    ..
-                } => {
-                    self.book.set_span(event, start_ns, end_ns);
+                Effect::Install(i) => {
+                    let event = i.event;
+                    self.book.set_span(event, i.start_ns, i.end_ns);
                     for h in self.book.hosts_of(event) {
                         if let Some(t) = self.book.trigger(event, h) {
                             self.send_control(h, &Control::Install(t)).await;

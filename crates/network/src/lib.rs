@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use clarion_engine::{Counters, Monitor, MonitorConfig, Report, TriggerId, Unparsed};
 use clarion_lang::spec::{EventSpec, Scope};
-use clarion_manager::{Effect, EventId, Inventory, Manager, ManagerError, ManagerLoop, Poll};
+use clarion_manager::{Effect, EventId, Instance, Inventory, Manager, ManagerError, ManagerLoop, Poll};
 use clarion_wire::PacketRecord;
 use thiserror::Error;
 
@@ -289,13 +289,13 @@ impl Network {
                     // The hosts' own monitors answer: nothing to refuse.
                     let _ = self.desk.answered(&mut self.manager, &poll, values, &mut more);
                 }
-                Effect::Install {
+                Effect::Install(Instance {
                     event,
                     name,
                     local,
                     start_ns,
                     end_ns,
-                } => {
+                }) => {
                     let mut triggers = vec![None; self.monitors.len()];
                     for (h, spec) in local {
                         // A split instance installs wherever its parent did.
