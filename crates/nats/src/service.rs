@@ -345,7 +345,19 @@ impl Service {
             tended_at: Instant::now(),
         };
         loop {
+            // In this order, not at random: an agent sends its satisfaction
+            // report of a window before its answer to a poll of it, and the
+            // client queues the report before the answer reaches its poll's
+            // task; read first, the report takes part in the decision (its
+            // completeness counted) instead of arriving after it. The tick
+            // first, as it is ready only every 50 ms and must not starve.
             tokio::select! {
+                biased;
+                _ = tick.tick() => {
+                    if stop.load(Ordering::Relaxed) || !self.tick(opts, &mut chores, on_report).await {
+                        break;
+                    }
+                },
                 Some(m) = registrations.next() => self.register(m).await,
                 Some(m) = ups.next() => {
                     // Take what else has arrived, so that the polls it causes go out together.
@@ -367,11 +379,6 @@ impl Service {
                     self.carry(effects, on_report).await;
                 },
                 Some(c) = async { commands.as_mut()?.recv().await } => self.command(c).await,
-                _ = tick.tick() => {
-                    if stop.load(Ordering::Relaxed) || !self.tick(opts, &mut chores, on_report).await {
-                        break;
-                    }
-                },
             }
         }
         self.shut_down(on_report).await;
