@@ -299,12 +299,52 @@ pub(crate) struct Trigger {
     pred: CPred,
     /// The last closed window's containers, emptied, for the next window.
     spare: Option<OpenWindow>,
-    /// Latest values (one per `lasts`) of each group of the last closed window, for `X_lastepoch`.
-    prev: Option<(u64, FxHashMap<FlowKey, Vec<f64>>)>,
+    /// Latest values (one per `lasts`) of each group of the last closed
+    /// window, for `X_lastepoch`; `None` before the first close.
+    prev: Option<Lasts>,
+    /// The containers of the window before that one, emptied, for the
+    /// next close (no allocation per close or per group).
+    spare_lasts: Lasts,
     pub(crate) rules: Vec<(KeyMask, FlowKey)>,
     /// No window starting at or after this is gathered (a drill-down
     /// instance's end; `u64::MAX` for every other trigger).
     end_ns: u64,
+}
+
+/// The latest values of `lasts` for every group of one closed window, in
+/// one flat array (`stride` values a group), for the next window's
+/// `X_lastepoch`.
+#[derive(Debug, Default)]
+struct Lasts {
+    start_ns: u64,
+    rows: FxHashMap<FlowKey, u32>,
+    values: Vec<f64>,
+}
+
+impl Lasts {
+    fn clear(&mut self, start_ns: u64) {
+        self.start_ns = start_ns;
+        self.rows.clear();
+        self.values.clear();
+    }
+
+    /// Adds group `g`'s values (`stride` of them); gives its row.
+    fn push(&mut self, g: FlowKey, values: impl Iterator<Item = f64>, stride: usize) -> usize {
+        let row = self.values.len() / stride.max(1);
+        self.values.extend(values);
+        self.rows.insert(g, row as u32);
+        row
+    }
+
+    fn row_at(&self, row: usize, stride: usize) -> &[f64] {
+        self.values.get(row * stride..(row + 1) * stride).unwrap_or(&[])
+    }
+
+    /// Group `g`'s values, if it had packets in that window.
+    fn row(&self, g: &FlowKey, stride: usize) -> Option<&[f64]> {
+        let row = *self.rows.get(g)? as usize;
+        Some(self.row_at(row, stride))
+    }
 }
 
 impl Trigger {
@@ -364,6 +404,7 @@ impl Trigger {
             pred,
             spare: None,
             prev: None,
+            spare_lasts: Lasts::default(),
             rules,
             start_ns,
             end_ns: u64::MAX,
@@ -472,11 +513,13 @@ impl Trigger {
     pub(crate) fn close(&mut self, mut w: OpenWindow, end_ns: u64, keep: usize) {
         let n_aggs = self.aggs.len();
         let interval = self.spec.interval_ns;
-        let prev = self
-            .prev
-            .take()
-            .filter(|(start, _)| start.checked_add(interval) == Some(w.start_ns));
-        let mut lasts_now = FxHashMap::default();
+        let mut now = std::mem::take(&mut self.spare_lasts);
+        now.clear(w.start_ns);
+        // The last window's values count only if it is the one just before.
+        let prev = self.prev.take();
+        let adjacent = prev
+            .as_ref()
+            .filter(|p| p.start_ns.checked_add(interval) == Some(w.start_ns));
         self.history.start_window(
             Window {
                 start_ns: w.start_ns,
@@ -485,6 +528,7 @@ impl Trigger {
             keep,
         );
         let reads = self.reads.len();
+        let stride = self.lasts.len();
         for (g, &i) in &w.groups {
             let i = i as usize;
             if w.packets[i] == 0 {
@@ -492,23 +536,26 @@ impl Trigger {
             }
             let accs = &w.accs[i * reads..(i + 1) * reads];
             let aggs = self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func));
-            if self.lasts.is_empty() {
+            if stride == 0 {
                 self.history.push_group(*g, aggs);
                 continue;
             }
-            let lasts: Vec<f64> = accs[n_aggs..].iter().map(Acc::last_value).collect();
+            let row = now.push(*g, accs[n_aggs..].iter().map(Acc::last_value), stride);
+            let before = adjacent.and_then(|p| p.row(g, stride));
             let states = self.state.iter().map(|&(last_epoch, i)| {
                 let from = if last_epoch {
-                    prev.as_ref().and_then(|(_, m)| m.get(g))
+                    before
                 } else {
-                    Some(&lasts)
+                    Some(now.row_at(row, stride))
                 };
                 from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN)
             });
             self.history.push_group(*g, aggs.chain(states));
-            lasts_now.insert(*g, lasts);
         }
-        self.prev = Some((w.start_ns, lasts_now));
+        self.prev = Some(now);
+        if let Some(old) = prev {
+            self.spare_lasts = old;
+        }
         w.groups.clear();
         w.packets.clear();
         w.accs.clear();
