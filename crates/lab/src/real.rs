@@ -256,6 +256,9 @@ fn parse_pass(bytes: &[u8], path: &Path) -> Result<(Pass, u64), Failure> {
 }
 
 /// The file path: `clarion_host::replay` into the stage `clarion run` builds.
+/// Never inlined, so `valgrind --tool=callgrind
+/// --toggle-collect='clarion_lab::real::file_pass*'` counts it alone.
+#[inline(never)]
 fn file_pass(
     bytes: &[u8],
     path: &Path,
