@@ -16,7 +16,8 @@ use clarion_wire::PacketRecord;
 use crate::flow_list::FlowList;
 use crate::huge_pages;
 use crate::measure::{
-    add_sum, common_index, common_values, sum_value, Acc, Expr, FlowContext, Slot, StatFlags, COMMON_VARS,
+    add_sum, common_index, common_values, sum_value, Acc, Arg, Expr, FlowContext, Slot, StatFlags,
+    COMMON_VARS,
 };
 use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
@@ -65,6 +66,12 @@ pub(crate) struct MatchSet {
     /// Distinct measures with their place in a half block (offsets after
     /// the tag and packet count), and whether they read RTT samples rather than packets.
     measures: Vec<(Expr, Slot, bool)>,
+    /// The measures packets update (not RTT samples), each argument in the
+    /// form the packet path evaluates fastest.
+    on_packets: Vec<(Arg, Slot)>,
+    /// A half as a reset leaves it (tag aside): copied in whole, where
+    /// resetting measure by measure took ~280 instructions a half.
+    blank: Vec<u64>,
     free: Vec<u32>,
     /// Live flows using this set.
     pub(crate) flows: usize,
@@ -113,6 +120,15 @@ impl MatchSet {
             })
             .collect();
         let needs_rtt = measures.iter().any(|m| m.2);
+        let on_packets = measures
+            .iter()
+            .filter(|m| !m.2)
+            .map(|(e, slot, _)| (Arg::of(e), *slot))
+            .collect();
+        let mut blank = vec![0; offset];
+        for (_, slot, _) in &measures {
+            slot.reset(&mut blank);
+        }
         let sum_at = per_trigger
             .iter()
             .map(|idxs| match idxs[..] {
@@ -141,6 +157,8 @@ impl MatchSet {
             sum_at,
             needs_rtt,
             measures,
+            on_packets,
+            blank,
             plain_sums,
             per_trigger,
             needs_tcp,
@@ -202,7 +220,7 @@ impl MatchSet {
         t: u64,
     ) -> bool {
         let r = self.half_range(block, half);
-        let (w, fresh) = half_for(&mut self.slab[r], &self.measures, epoch);
+        let (w, fresh) = half_for(&mut self.slab[r], &self.blank, epoch);
         w[1] += 1;
         match &self.plain_sums {
             Some(at) => {
@@ -213,7 +231,7 @@ impl MatchSet {
                     }
                 }
             }
-            None => update_general(w, &self.measures, p, &cx, t),
+            None => update_general(w, &self.on_packets, p, &cx, t),
         }
         fresh
     }
@@ -222,7 +240,7 @@ impl MatchSet {
     /// `rtt`; true when that was the half's first write in the epoch.
     pub(crate) fn update_sample(&mut self, block: u32, half: usize, epoch: u64, rtt: i64, t: u64) -> bool {
         let r = self.half_range(block, half);
-        let (w, fresh) = half_for(&mut self.slab[r], &self.measures, epoch);
+        let (w, fresh) = half_for(&mut self.slab[r], &self.blank, epoch);
         for (e, slot, _) in self.measures.iter().filter(|m| m.2) {
             if let Some(v) = e.eval_sample(rtt) {
                 slot.update(w, v, t);
@@ -344,18 +362,9 @@ impl MatchSet {
 /// `MatchSet::update` for any measures: interpreted, out of line so that
 /// the plain sums' path stays small enough to inline.
 #[inline(never)]
-fn update_general(
-    w: &mut [u64],
-    measures: &[(Expr, Slot, bool)],
-    p: &PacketRecord,
-    cx: &FlowContext,
-    t: u64,
-) {
-    for (e, slot, on_samples) in measures {
-        if *on_samples {
-            continue;
-        }
-        if let Some(v) = e.eval(p, cx) {
+fn update_general(w: &mut [u64], measures: &[(Arg, Slot)], p: &PacketRecord, cx: &FlowContext, t: u64) {
+    for (arg, slot) in measures {
+        if let Some(v) = arg.eval(p, cx) {
             slot.update(w, v, t);
         }
     }
@@ -364,23 +373,23 @@ fn update_general(
 /// A block's half (`w`) made ready for the epoch starting at `epoch`:
 /// reset if it held an older one (then the flag is true).
 #[inline(always)]
-fn half_for<'a>(w: &'a mut [u64], measures: &[(Expr, Slot, bool)], epoch: u64) -> (&'a mut [u64], bool) {
+fn half_for<'a>(w: &'a mut [u64], blank: &[u64], epoch: u64) -> (&'a mut [u64], bool) {
     if w[0] == epoch {
         return (w, false);
     }
-    reset_half(w, measures, epoch);
+    reset_half(w, blank, epoch);
     (w, true)
 }
 
 /// Once per flow and epoch: kept out of line, off the packet path.
 #[cold]
 #[inline(never)]
-fn reset_half(w: &mut [u64], measures: &[(Expr, Slot, bool)], epoch: u64) {
+fn reset_half(w: &mut [u64], blank: &[u64], epoch: u64) {
+    if w.len() == blank.len() {
+        w.copy_from_slice(blank);
+    }
     w[0] = epoch;
     w[1] = 0;
-    for (_, slot, _) in measures {
-        slot.reset(w);
-    }
 }
 
 #[cfg(test)]

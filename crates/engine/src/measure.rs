@@ -87,11 +87,26 @@ const AT_MAX: usize = 4;
 const AT_SQ: usize = 5;
 const AT_LAST: usize = 6;
 
+/// The statistics sets the packet path updates without testing each flag
+/// (a `Slot`'s shape, from its flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// `sum(x)`: the 128-bit sum at the offset.
+    Sum,
+    /// `count(x)`: the count of non-zero values at the offset.
+    Count,
+    /// A value read outside aggregates: its count at the offset, then (time, value).
+    Last,
+    /// Anything else: every kept statistic in turn.
+    Other,
+}
+
 /// Where one measure's statistics sit inside a flow's stats half-block.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Slot {
     pub(crate) offset: usize,
     pub(crate) flags: StatFlags,
+    shape: Shape,
     /// Word index of each kept statistic, in [`StatFlags::LAYOUT`] order
     /// (computed once: the packet path and the sweep read it for every stat).
     at: [usize; 7],
@@ -113,9 +128,19 @@ impl Slot {
         for (i, (f, _)) in StatFlags::LAYOUT.iter().enumerate() {
             at[i] = offset + flags.offset_of(*f);
         }
+        let shape = if flags == StatFlags::SUM {
+            Shape::Sum
+        } else if flags == StatFlags::NZ {
+            Shape::Count
+        } else if flags == StatFlags::N.union(StatFlags::LAST) {
+            Shape::Last
+        } else {
+            Shape::Other
+        };
         Slot {
             offset,
             flags,
+            shape,
             at,
             words: flags.words(),
         }
@@ -144,9 +169,21 @@ impl Slot {
     pub(crate) fn update(&self, w: &mut [u64], v: i64, t: u64) {
         let f = self.flags;
         let b = self.offset;
-        if f == StatFlags::SUM {
-            add_sum(w, b, v);
-            return;
+        match self.shape {
+            Shape::Sum => return add_sum(w, b, v),
+            Shape::Count => {
+                w[b] += u64::from(v != 0);
+                return;
+            }
+            Shape::Last => {
+                w[b] += 1;
+                if (t, v) >= (w[b + 1], w[b + 2] as i64) {
+                    w[b + 1] = t;
+                    w[b + 2] = v as u64;
+                }
+                return;
+            }
+            Shape::Other => {}
         }
         if f.has(StatFlags::N) {
             w[b] += 1;
@@ -384,6 +421,51 @@ pub(crate) struct TcpValues {
     pub(crate) dup: i64,
 }
 
+/// A measure's argument as the packet path computes it: the usual shapes
+/// (`volume`, `tcp_flags == 2`) without the interpreter's recursion.
+#[derive(Clone, Debug)]
+pub(crate) enum Arg {
+    Var(BaseVar),
+    /// `var op constant`.
+    CmpVarInt(CmpOp, BaseVar, i64),
+    Expr(Expr),
+}
+
+impl Arg {
+    pub(crate) fn of(e: &Expr) -> Arg {
+        match e {
+            Expr::Var(v) => Arg::Var(*v),
+            Expr::Cmp(op, l, r) => match (&**l, &**r) {
+                (Expr::Var(v), Expr::Int(c)) => Arg::CmpVarInt(*op, *v, *c),
+                _ => Arg::Expr(e.clone()),
+            },
+            _ => Arg::Expr(e.clone()),
+        }
+    }
+
+    /// The value on a packet, as [`Expr::eval`].
+    #[inline]
+    pub(crate) fn eval(&self, p: &PacketRecord, cx: &FlowContext) -> Option<i64> {
+        match self {
+            Arg::Var(v) => var(*v, p, cx),
+            Arg::CmpVarInt(op, v, c) => Some(i64::from(cmp_int(*op, var(*v, p, cx)?, *c))),
+            Arg::Expr(e) => e.eval(p, cx),
+        }
+    }
+}
+
+#[inline]
+fn cmp_int(op: CmpOp, a: i64, b: i64) -> bool {
+    match op {
+        CmpOp::Lt => a < b,
+        CmpOp::Le => a <= b,
+        CmpOp::Gt => a > b,
+        CmpOp::Ge => a >= b,
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+    }
+}
+
 impl Expr {
     pub(crate) fn compile(e: &PacketExpr) -> Expr {
         let b = |x: &PacketExpr| Box::new(Expr::compile(x));
@@ -442,17 +524,7 @@ impl Expr {
                     ArithOp::Div => a.checked_div(b)?,
                 }
             }
-            Expr::Cmp(op, l, r) => {
-                let (a, b) = (l.eval_with(var)?, r.eval_with(var)?);
-                i64::from(match op {
-                    CmpOp::Lt => a < b,
-                    CmpOp::Le => a <= b,
-                    CmpOp::Gt => a > b,
-                    CmpOp::Ge => a >= b,
-                    CmpOp::Eq => a == b,
-                    CmpOp::Ne => a != b,
-                })
-            }
+            Expr::Cmp(op, l, r) => i64::from(cmp_int(*op, l.eval_with(var)?, r.eval_with(var)?)),
             Expr::And(l, r) => {
                 let (a, b) = (l.eval_with(var)?, r.eval_with(var)?);
                 i64::from(a != 0 && b != 0)
@@ -532,6 +604,57 @@ pub(crate) fn var(v: BaseVar, p: &PacketRecord, cx: &FlowContext) -> Option<i64>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shapes' straight-line updates leave the words the flag-by-flag
+    /// update leaves, on values out of time order and at the extremes.
+    #[test]
+    fn shaped_updates_equal_the_general_one() {
+        let values = [0i64, 5, -3, i64::MAX, i64::MIN, 7, 7, 0, 1];
+        let times = [10u64, 12, 11, 12, 30, 30, 29, 31, 31];
+        for flags in [StatFlags::SUM, StatFlags::NZ, StatFlags::N.union(StatFlags::LAST)] {
+            let shaped = Slot::new(3, flags);
+            assert_ne!(shaped.shape, Shape::Other, "{flags:?}");
+            let general = Slot {
+                shape: Shape::Other,
+                ..shaped
+            };
+            let (mut a, mut b) = (vec![0u64; 3 + shaped.words], vec![0u64; 3 + shaped.words]);
+            shaped.reset(&mut a);
+            general.reset(&mut b);
+            for (&v, &t) in values.iter().zip(&times) {
+                shaped.update(&mut a, v, t);
+                general.update(&mut b, v, t);
+                assert_eq!(a, b, "{flags:?} after {v} at {t}");
+            }
+        }
+    }
+
+    /// `Arg` gives the interpreter's value on every comparison shape.
+    #[test]
+    fn args_evaluate_as_the_interpreter() {
+        let ops = [CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq, CmpOp::Ne];
+        let p = PacketRecord {
+            volume: 100,
+            ttl: 3,
+            ..PacketRecord::default()
+        };
+        let cx = FlowContext::default();
+        for op in ops {
+            for (v, c) in [(BaseVar::Volume, 100), (BaseVar::Ttl, 5), (BaseVar::Seq, 0)] {
+                let e = Expr::Cmp(op, Box::new(Expr::Var(v)), Box::new(Expr::Int(c)));
+                let arg = Arg::of(&e);
+                assert!(matches!(arg, Arg::CmpVarInt(..)));
+                assert_eq!(
+                    arg.eval(&p, &cx),
+                    e.eval_with(&|x| var(x, &p, &cx)),
+                    "{op:?} {v:?} {c}"
+                );
+            }
+        }
+        let e = Expr::Neg(Box::new(Expr::Var(BaseVar::Volume)));
+        assert!(matches!(Arg::of(&e), Arg::Expr(_)));
+        assert_eq!(Arg::of(&e).eval(&p, &cx), Some(-100));
+    }
 
     #[test]
     fn sums_convert_to_f64_exactly_as_128_bit_values() {
