@@ -1,5 +1,6 @@
 //! The frame nearly every packet is: untagged Ethernet, IPv4 without
-//! options and not a later fragment, then TCP without options or UDP.
+//! options and not a later fragment, then UDP, or TCP without options or
+//! with timestamps alone.
 //! It is read here with two length checks and fixed offsets, skipping the
 //! general walk (link match, tag loop, version and length checks, option
 //! scan) that costs several times more per packet.
@@ -50,10 +51,17 @@ pub(super) fn ethernet_ipv4(frame: &[u8], ts_ns: u64, out: &mut PacketRecord) ->
             let Some(t) = frame.get(L4..L4 + 20).and_then(|t| <&[u8; 20]>::try_from(t).ok()) else {
                 return false;
             };
-            // Data offset 5: no options, so neither window scale nor MSS.
-            if t[12] >> 4 != 5 {
-                return false;
-            }
+            let header = match t[12] >> 4 {
+                // No options, so neither window scale nor MSS.
+                5 => 20,
+                // NOP, NOP, timestamps: the options Linux puts on every
+                // segment after the handshake (most TCP packets of real
+                // traces), again neither window scale nor MSS. The
+                // general scan reads none from them either, whether the
+                // timestamps were captured in full or cut short.
+                8 if frame.get(L4 + 20..L4 + 24) == Some(&[1, 1, 8, 10]) => 32,
+                _ => return false,
+            };
             let info = TcpInfo {
                 seq: be32(t, 4),
                 ack: be32(t, 8),
@@ -62,7 +70,7 @@ pub(super) fn ethernet_ipv4(frame: &[u8], ts_ns: u64, out: &mut PacketRecord) ->
                 wscale: None,
                 mss: None,
             };
-            (Some(info), 20)
+            (Some(info), header)
         }
         proto::UDP => (None, 8),
         _ => return false,

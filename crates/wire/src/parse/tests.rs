@@ -449,18 +449,35 @@ proptest! {
 }
 
 /// Ethernet + IPv4 + TCP (no options) or UDP, 10 payload bytes: the fast path's shape.
-fn plain_frame(tcp: bool) -> Vec<u8> {
+/// The frame shapes the fast path takes.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    Udp,
+    Tcp,
+    /// TCP with NOP, NOP, timestamps.
+    TcpTimestamps,
+}
+
+const SHAPES: [Shape; 3] = [Shape::Udp, Shape::Tcp, Shape::TcpTimestamps];
+
+fn plain_frame(shape: Shape) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
-    let total: u8 = if tcp { 50 } else { 38 };
-    let p = if tcp { 6 } else { 17 };
+    let (total, p): (u8, u8) = match shape {
+        Shape::Udp => (38, 17),
+        Shape::Tcp => (50, 6),
+        Shape::TcpTimestamps => (62, 6),
+    };
     f.extend_from_slice(&[
         0x45, 0x01, 0, total, 0, 1, 0x40, 0, 64, p, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
     ]);
     f.extend_from_slice(&[0x30, 0x39, 0x01, 0xbb]);
-    if tcp {
-        f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2, 0x50, 0x18, 0x72, 0x10, 0, 0, 0, 0]);
-    } else {
-        f.extend_from_slice(&[0, 18, 0, 0]);
+    match shape {
+        Shape::Udp => f.extend_from_slice(&[0, 18, 0, 0]),
+        Shape::Tcp => f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2, 0x50, 0x18, 0x72, 0x10, 0, 0, 0, 0]),
+        Shape::TcpTimestamps => {
+            f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2, 0x80, 0x18, 0x72, 0x10, 0, 0, 0, 0]);
+            f.extend_from_slice(&[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 8]);
+        }
     }
     f.extend_from_slice(&[7; 10]);
     f
@@ -468,8 +485,8 @@ fn plain_frame(tcp: bool) -> Vec<u8> {
 
 #[test]
 fn fast_path_takes_plain_frames() {
-    for tcp in [true, false] {
-        let f = plain_frame(tcp);
+    for shape in SHAPES {
+        let f = plain_frame(shape);
         let mut rec = PacketRecord::default();
         assert!(fast::ethernet_ipv4(&f, 5, &mut rec), "plain frame");
         assert_eq!(Ok(rec), parse_general(LinkType::Ethernet, &f, 5));
@@ -504,11 +521,11 @@ proptest! {
 
     #[test]
     fn fast_path_agrees_with_the_general_path(
-        tcp in any::<bool>(),
-        flips in proptest::collection::vec((0usize..64, any::<u8>()), 0..4),
-        cut in 0usize..80,
+        shape in 0usize..3,
+        flips in proptest::collection::vec((0usize..80, any::<u8>()), 0..4),
+        cut in 0usize..90,
     ) {
-        let mut frame = plain_frame(tcp);
+        let mut frame = plain_frame(SHAPES[shape]);
         for (at, v) in flips {
             let n = frame.len();
             // Mostly single bits, so that many mutants stay near the fast path's shape.
