@@ -36,10 +36,9 @@ pub mod tcp_flags {
 /// fragment or of ICMP, the VLAN of an untagged frame) are zero with their
 /// presence bit clear, so a key is always fully defined and can be hashed
 /// and compared as plain bytes.
-// `PartialEq` is written out (as whole words, see below) but means the
-// derived field-by-field equality, so the derived `Hash` agrees with it.
-#[allow(clippy::derived_hash_with_manual_eq)]
-#[derive(Clone, Copy, Eq, Hash, PartialOrd, Ord, Default)]
+// `PartialEq` and `Hash` are written out (as whole words, see below) but
+// mean the derived field-by-field equality and agree with each other.
+#[derive(Clone, Copy, Eq, PartialOrd, Ord, Default)]
 #[repr(C)]
 pub struct FlowKey {
     pub src_ip: [u8; 16],
@@ -51,6 +50,19 @@ pub struct FlowKey {
     pub proto: u8,
     /// Bit set of [`FlowKey::IPV6`], [`FlowKey::HAS_PORTS`], [`FlowKey::HAS_VLAN`].
     pub flags: u8,
+}
+
+impl std::hash::Hash for FlowKey {
+    /// The three words equality compares: the derived hash fed the seven
+    /// fields to the hasher one by one, each address with its length
+    /// (the sweep hashes a key for every group of every window).
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (src, dst, tail) = self.words();
+        state.write_u128(src);
+        state.write_u128(dst);
+        state.write_u64(tail);
+    }
 }
 
 impl PartialEq for FlowKey {
@@ -65,6 +77,17 @@ impl PartialEq for FlowKey {
 }
 
 impl FlowKey {
+    /// The key as its three words (the addresses, then [`FlowKey::tail`]):
+    /// what equality compares.
+    #[inline(always)]
+    fn words(&self) -> (u128, u128, u64) {
+        (
+            u128::from_ne_bytes(self.src_ip),
+            u128::from_ne_bytes(self.dst_ip),
+            self.tail(),
+        )
+    }
+
     /// Ports, VLAN, protocol and flags in one word (little-endian, in
     /// field order: one load where the target allows).
     #[inline(always)]
@@ -255,9 +278,15 @@ mod tests {
             }
             keys.push(k);
         }
+        let hash = |k: &FlowKey| {
+            use std::hash::{BuildHasher, BuildHasherDefault};
+            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(k)
+        };
         for a in &keys {
             for b in &keys {
                 assert_eq!(a == b, fields(a) == fields(b), "{a:?} vs {b:?}");
+                // Equal keys hash alike; these distinct ones all differ.
+                assert_eq!(a == b, hash(a) == hash(b), "{a:?} vs {b:?}");
             }
         }
     }
