@@ -221,11 +221,16 @@ impl Slot {
     /// Merges the statistics into `acc`, as `acc.merge(&self.read(w))`.
     #[inline]
     pub(crate) fn merge_into(&self, w: &[u64], acc: &mut Acc) {
-        if self.flags == StatFlags::SUM {
-            // `sum(x)` alone: the only statistic there is to merge.
-            acc.sum = acc.sum.saturating_add(get128(w, self.offset));
-        } else {
-            acc.merge(&self.read(w));
+        let b = self.offset;
+        // The shapes merge the statistics they keep and nothing else.
+        match self.shape {
+            Shape::Sum => acc.sum = acc.sum.saturating_add(get128(w, b)),
+            Shape::Count => acc.nz += w[b],
+            Shape::Last => {
+                acc.n += w[b];
+                acc.last = acc.last.max((w[b + 1], w[b + 2] as i64));
+            }
+            Shape::Other => acc.merge(&self.read(w)),
         }
     }
 
@@ -625,6 +630,12 @@ mod tests {
                 shaped.update(&mut a, v, t);
                 general.update(&mut b, v, t);
                 assert_eq!(a, b, "{flags:?} after {v} at {t}");
+                // Merged into accumulators that already hold something.
+                let mut acc_a = general.read(&b);
+                let mut acc_b = acc_a;
+                shaped.merge_into(&a, &mut acc_a);
+                general.merge_into(&b, &mut acc_b);
+                assert_eq!(acc_a, acc_b, "{flags:?} merged after {v} at {t}");
             }
         }
     }
