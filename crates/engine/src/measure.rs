@@ -164,27 +164,31 @@ impl Slot {
         }
     }
 
-    /// Folds one defined per-packet value, seen at packet time `t`, into the statistics.
-    #[inline]
+    /// Folds one defined per-packet value, seen at packet time `t`, into
+    /// the statistics. The shapes inline into the packet loop; the rest is
+    /// a call.
+    #[inline(always)]
     pub(crate) fn update(&self, w: &mut [u64], v: i64, t: u64) {
-        let f = self.flags;
         let b = self.offset;
         match self.shape {
-            Shape::Sum => return add_sum(w, b, v),
-            Shape::Count => {
-                w[b] += u64::from(v != 0);
-                return;
-            }
+            Shape::Sum => add_sum(w, b, v),
+            Shape::Count => w[b] += u64::from(v != 0),
             Shape::Last => {
                 w[b] += 1;
                 if (t, v) >= (w[b + 1], w[b + 2] as i64) {
                     w[b + 1] = t;
                     w[b + 2] = v as u64;
                 }
-                return;
             }
-            Shape::Other => {}
+            Shape::Other => self.update_each(w, v, t),
         }
+    }
+
+    /// [`Slot::update`] flag by flag, for any statistics.
+    #[inline(never)]
+    fn update_each(&self, w: &mut [u64], v: i64, t: u64) {
+        let f = self.flags;
+        let b = self.offset;
         if f.has(StatFlags::N) {
             w[b] += 1;
         }
