@@ -1030,6 +1030,7 @@ impl Monitor {
             pos: 0,
             parts: Vec::new(),
             opened: Vec::new(),
+            flow_lasts: Vec::new(),
             reports: Vec::new(),
             origin: Origin {
                 host: self.config.host.clone(),
@@ -1105,6 +1106,11 @@ impl Monitor {
         }
         let kept = std::mem::take(&mut s.direct.kept);
         self.recent.close(kept, self.config.history_windows);
+        for &tid in &s.flow_lasts {
+            if let Some(Some(t)) = self.triggers.get_mut(tid as usize) {
+                t.end_flow_epoch(s.epoch_start);
+            }
+        }
         self.close_windows(&mut s);
         self.reclaim(s.epoch_end);
         self.counters.sweeps_completed += 1;

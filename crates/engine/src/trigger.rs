@@ -441,8 +441,12 @@ pub(crate) struct Trigger {
     /// window, for `X_lastepoch`; `None` before the first close.
     prev: Option<Lasts>,
     /// The containers of the window before that one, emptied, for the
-    /// next close (no allocation per close or per group).
+    /// next close (no allocation per close or per group); while its flows
+    /// are tested one by one, the epoch's values being gathered.
     spare_lasts: Lasts,
+    /// The epoch whose values `spare_lasts` is gathering flow by flow
+    /// ([`Trigger::flow_states`]), until [`Trigger::end_flow_epoch`].
+    flow_epoch: Option<u64>,
     pub(crate) rules: Vec<(KeyMask, FlowKey)>,
     /// No window starting at or after this is gathered (a drill-down
     /// instance's end; `u64::MAX` for every other trigger).
@@ -526,8 +530,7 @@ impl Trigger {
             }),
             _ => None,
         };
-        let per_flow =
-            [false, true].map(|vlans| lasts.is_empty() && one_flow_per_group(&spec.granularity, vlans));
+        let per_flow = [false, true].map(|vlans| one_flow_per_group(&spec.granularity, vlans));
         Some(Trigger {
             interval_ns: spec.interval_ns,
             threshold,
@@ -543,6 +546,7 @@ impl Trigger {
             spare: None,
             prev: None,
             spare_lasts: Lasts::default(),
+            flow_epoch: None,
             rules,
             start_ns,
             end_ns: u64::MAX,
@@ -615,6 +619,62 @@ impl Trigger {
         out.extend(self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func)));
     }
 
+    /// Appends the state values of one flow tested on its own (its group is
+    /// the flow: [`Head::tested_per_flow`]) in the one-epoch window starting
+    /// at `epoch_start`, from its statistics `accs` (one per read), to the
+    /// aggregates' values in `values`: what [`Trigger::close`] gives a group.
+    /// Its latest values join the epoch's, which become the last window's
+    /// at [`Trigger::end_flow_epoch`]. True for the epoch's first such flow.
+    pub(crate) fn flow_states(
+        &mut self,
+        epoch_start: u64,
+        key: &FlowKey,
+        accs: &[Acc],
+        values: &mut Vec<f64>,
+    ) -> bool {
+        let stride = self.lasts.len();
+        if stride == 0 {
+            return false;
+        }
+        let first = self.flow_epoch != Some(epoch_start);
+        if first {
+            self.spare_lasts.clear(epoch_start);
+            self.flow_epoch = Some(epoch_start);
+        }
+        let now = &mut self.spare_lasts;
+        let n_aggs = self.aggs.len();
+        let row = now.push(*key, accs.iter().skip(n_aggs).map(Acc::last_value), stride);
+        let interval = self.spec.interval_ns;
+        let before = self
+            .prev
+            .as_ref()
+            .filter(|p| p.start_ns.checked_add(interval) == Some(epoch_start))
+            .and_then(|p| p.row(key, stride));
+        values.extend(self.state.iter().map(|&(last_epoch, i)| {
+            let from = if last_epoch {
+                before
+            } else {
+                Some(now.row_at(row, stride))
+            };
+            from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN)
+        }));
+        first
+    }
+
+    /// Ends the epoch starting at `epoch_start` for a trigger tested flow by
+    /// flow: the latest values its flows gathered become the last window's,
+    /// as closing the window does.
+    pub(crate) fn end_flow_epoch(&mut self, epoch_start: u64) {
+        if self.flow_epoch != Some(epoch_start) {
+            return;
+        }
+        self.flow_epoch = None;
+        let now = std::mem::take(&mut self.spare_lasts);
+        if let Some(old) = self.prev.replace(now) {
+            self.spare_lasts = old;
+        }
+    }
+
     /// The report of group `g` (its key under the granularity) with these values.
     pub(crate) fn report(
         &self,
@@ -653,6 +713,7 @@ impl Trigger {
         let interval = self.spec.interval_ns;
         let mut now = std::mem::take(&mut self.spare_lasts);
         now.clear(w.start_ns);
+        self.flow_epoch = None;
         // The last window's values count only if it is the one just before.
         let prev = self.prev.take();
         let adjacent = prev

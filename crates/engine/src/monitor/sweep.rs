@@ -45,6 +45,9 @@ pub(super) struct Sweep {
     pub(super) parts: Vec<Part>,
     /// Triggers whose window this sweep opened.
     pub(super) opened: Vec<TriggerId>,
+    /// Triggers tested flow by flow that keep latest values (for
+    /// `X_lastepoch`): their epoch ends with the gather.
+    pub(super) flow_lasts: Vec<TriggerId>,
     pub(super) reports: Vec<Report>,
     pub(super) origin: Origin,
     /// For triggers tested per flow (see [`gather_set`]).
@@ -173,12 +176,15 @@ struct Triggers<'a> {
 /// one before leave the set's list (marked in their entry, to rejoin it
 /// on their next write; see `Monitor::relist`).
 ///
-/// With `tuning.flow_windows`, a trigger whose window is this one epoch,
-/// whose groups are single flows and whose values are all aggregates is
-/// tested flow by flow, here: each flow's statistics are its group's, so
-/// there is nothing to merge and no open window to keep; its values go
-/// straight to the epoch's arena (`recent.rs`) and, if the predicate
-/// holds, to a report.
+/// With `tuning.flow_windows`, a trigger whose window is this one epoch
+/// and whose groups are single flows is tested flow by flow, here: each
+/// flow's statistics are its group's, so there is nothing to merge and no
+/// open window to keep; its values go straight to the epoch's arena
+/// (`recent.rs`) and, if the predicate holds, to a report. Values read
+/// outside aggregates (`ack`, `seq_lastepoch`) come from the trigger's
+/// latest values of the last window, kept by key as a closed window keeps
+/// them ([`Trigger::flow_states`]), so testing a trigger flow by flow in
+/// one epoch and by groups in the next (or back) changes no value.
 fn gather_set(
     sid: u32,
     flows: &mut FlowTable,
@@ -310,8 +316,6 @@ fn test_flow(
     let Some(head) = t.heads.get_mut(tid as usize) else {
         return;
     };
-    let triggers = &*t.all;
-    let trigger = || triggers.get(tid as usize).and_then(Option::as_deref);
     let one: f64;
     let (fires, values): (bool, &[f64]) = match head.sum_threshold().zip(set.read_sum(block, s.half, pos)) {
         Some((_, (0, _))) => return, // RTT samples only: no packet, no group
@@ -320,13 +324,18 @@ fn test_flow(
             (t.holds(v), std::slice::from_ref(&one))
         }
         None => {
-            let Some(trig) = trigger() else { return };
+            let Some(trig) = t.all.get_mut(tid as usize).and_then(Option::as_deref_mut) else {
+                return;
+            };
             d.accs.clear();
             d.accs.resize(trig.reads_len(), Acc::default());
             if set.gather(block, s.half, pos, &mut d.accs) == 0 {
                 return;
             }
             trig.values_into(&d.accs, &mut d.values);
+            if trig.flow_states(s.epoch_start, key, &d.accs, &mut d.values) {
+                s.flow_lasts.push(tid);
+            }
             (trig.fires(&d.values), &d.values)
         }
     };
@@ -336,7 +345,9 @@ fn test_flow(
     // One flow per group: the group is the flow's key.
     d.kept.push(tid, key, values);
     if fires {
-        let Some(trig) = trigger() else { return };
+        let Some(trig) = t.all.get(tid as usize).and_then(Option::as_deref) else {
+            return;
+        };
         debug_assert_eq!(*key, group_of(key, &trig.spec.granularity));
         s.reports
             .push(trig.report(d.kept.window(), key, values, &s.origin, d.completeness));
