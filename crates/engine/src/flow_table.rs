@@ -21,8 +21,6 @@ use crate::tcp_state::TcpState;
 /// Marks an entry with no trigger set.
 pub(crate) const NO_SET: u32 = u32::MAX;
 
-/// Marks an entry with no TCP connection state.
-pub(crate) const NO_TCP: u32 = u32::MAX;
 /// Marks an entry whose reverse flow is unknown.
 pub(crate) const NO_ENTRY: u32 = u32::MAX;
 
@@ -43,9 +41,8 @@ pub(crate) struct FlowEntry {
     pub(crate) block: u32,
     /// Window-scale shift announced by this flow's SYN, in its current life.
     pub(crate) wscale: Option<u8>,
-    /// Its TCP connection state of the current life in `FlowTable::tcp`
-    /// ([`NO_TCP`]: none), kept when the flow's triggers need it.
-    pub(crate) tcp: u32,
+    /// TCP connection state of the current life, kept when the flow's triggers need it.
+    pub(crate) tcp: Option<Box<TcpState>>,
     /// The reverse flow's entry and generation, linked when either is created
     /// ([`NO_ENTRY`] if it had no entry then), so acknowledgements reach it
     /// without a second lookup per packet.
@@ -68,48 +65,6 @@ impl FlowEntry {
     }
 }
 
-/// The flows' TCP connection states, in one array reused through a free
-/// list: a new TCP flow allocates nothing once the array has grown to the
-/// most flows that kept state at once.
-#[derive(Debug, Default)]
-pub(crate) struct TcpStates {
-    states: Vec<TcpState>,
-    free: Vec<u32>,
-}
-
-impl TcpStates {
-    /// A fresh state for a connection starting at `isn`; gives its number.
-    pub(crate) fn start(&mut self, isn: u32) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.states[i as usize].restart(isn);
-                i
-            }
-            None => {
-                self.states.push(TcpState::new(isn));
-                (self.states.len() - 1) as u32
-            }
-        }
-    }
-
-    /// Frees state `i` ([`NO_TCP`]: nothing to free).
-    pub(crate) fn release(&mut self, i: u32) {
-        if i != NO_TCP {
-            self.free.push(i);
-        }
-    }
-
-    #[inline]
-    pub(crate) fn get(&self, i: u32) -> Option<&TcpState> {
-        self.states.get(i as usize)
-    }
-
-    #[inline]
-    pub(crate) fn get_mut(&mut self, i: u32) -> Option<&mut TcpState> {
-        self.states.get_mut(i as usize)
-    }
-}
-
 /// See the module documentation.
 #[derive(Debug)]
 pub(crate) struct FlowTable {
@@ -117,8 +72,6 @@ pub(crate) struct FlowTable {
     slots: Vec<u64>,
     slot_mask: usize,
     pub(crate) entries: Vec<FlowEntry>,
-    /// The entries' TCP connection states.
-    pub(crate) tcp: TcpStates,
     free: Vec<u32>,
     capacity: usize,
     len: usize,
@@ -163,7 +116,6 @@ impl FlowTable {
             slots: vec![0; slots],
             slot_mask: slots - 1,
             entries: Vec::with_capacity(capacity),
-            tcp: TcpStates::default(),
             free: Vec::new(),
             capacity,
             len: 0,
@@ -257,7 +209,7 @@ impl FlowTable {
             set: NO_SET,
             block: 0,
             wscale: None,
-            tcp: NO_TCP,
+            tcp: None,
             rev: (NO_ENTRY, 0),
             stamp: 0,
             unlisted: false,
@@ -317,8 +269,7 @@ impl FlowTable {
         e.live = false;
         e.gen = e.gen.wrapping_add(1);
         e.set = NO_SET;
-        let st = std::mem::replace(&mut e.tcp, NO_TCP);
-        self.tcp.release(st);
+        e.tcp = None;
         self.free.push(idx);
         self.len -= 1;
     }

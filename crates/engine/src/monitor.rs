@@ -26,7 +26,7 @@ use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 use crate::blind::BlindSpans;
 use crate::config::{Counters, MonitorConfig, Tuning};
 use crate::dos_filter::DosFilter;
-use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET, NO_TCP};
+use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::history::History;
 use crate::key::{one_flow_per_group, report_group};
 use crate::match_set::MatchSet;
@@ -381,11 +381,10 @@ impl Monitor {
         e.block = new_block;
         if !keeps_tcp {
             // Connection state not kept up to date must not be resumed later.
-            let st = std::mem::replace(&mut e.tcp, NO_TCP);
-            self.flows.tcp.release(st);
+            e.tcp = None;
         } else if !keeps_sent {
             // Nothing reads `rtt` now; a later reader samples segments sent from then on.
-            if let Some(st) = self.flows.tcp.get_mut(e.tcp) {
+            if let Some(st) = e.tcp.as_mut() {
                 st.forget_sent();
             }
         }
@@ -591,9 +590,9 @@ impl Monitor {
                     if let Some(set) = self.sets.get(e.set as usize) {
                         set.prefetch(e.block, half);
                     }
-                    if let Some(tcp) = self.flows.tcp.get(e.tcp) {
+                    if let Some(tcp) = &e.tcp {
                         // ~72 bytes, not line-aligned: its first and last lines.
-                        let p: *const TcpState = tcp;
+                        let p: *const TcpState = &**tcp;
                         prefetch(p);
                         prefetch(p.wrapping_add(1).cast::<u8>().wrapping_sub(1));
                     }
@@ -658,8 +657,7 @@ impl Monitor {
                 if new_life {
                     // A new life of the flow: forget its connection state.
                     e.wscale = None;
-                    let st = std::mem::replace(&mut e.tcp, NO_TCP);
-                    self.flows.tcp.release(st);
+                    e.tcp = None;
                 }
                 e.last_ts = t;
                 e.stats_ts = t;
@@ -708,16 +706,10 @@ impl Monitor {
                 self.sets.get(e.set as usize)
             };
             if let Some(set) = set.filter(|s| s.needs_tcp) {
-                let states = &mut self.flows.tcp;
-                if states.get(e.tcp).is_some_and(|s| s.restarts(tcp)) {
-                    states.release(std::mem::replace(&mut e.tcp, NO_TCP));
+                if e.tcp.as_ref().is_some_and(|s| s.restarts(tcp)) {
+                    e.tcp = None;
                 }
-                if e.tcp == NO_TCP {
-                    e.tcp = states.start(tcp.seq);
-                }
-                let Some(st) = states.get_mut(e.tcp) else {
-                    return;
-                };
+                let st = e.tcp.get_or_insert_with(|| Box::new(TcpState::new(tcp.seq)));
                 let limit = if set.needs_rtt {
                     self.config.tcp_segment_limit
                 } else {
@@ -737,7 +729,7 @@ impl Monitor {
                 };
                 e = again;
             }
-            cx.tcp = self.flows.tcp.get(e.tcp).map(|st| TcpValues {
+            cx.tcp = e.tcp.as_ref().map(|st| TcpValues {
                 is_lost,
                 seq: sent_to.unwrap_or(st.snd_max),
                 ack: st.snd_una,
@@ -800,9 +792,7 @@ impl Monitor {
         if !e.live || e.gen != gen || t.saturating_sub(e.last_ts) > timeout {
             return;
         }
-        let Some(st) = self.flows.tcp.get_mut(e.tcp) else {
-            return;
-        };
+        let Some(st) = e.tcp.as_mut() else { return };
         let Some(rtt) = st.on_ack(tcp, payload, t) else {
             return;
         };

@@ -65,23 +65,6 @@ impl TcpState {
         }
     }
 
-    /// Makes this the state of a new connection starting at `isn`, as
-    /// [`TcpState::new`] would, keeping the list's memory unless it grew
-    /// large (states are reused, one per flow-table entry).
-    pub(crate) fn restart(&mut self, isn: u32) {
-        const KEPT: usize = 64;
-        self.isn = isn;
-        self.snd_max = 0;
-        self.snd_una = 0;
-        self.dup = 0;
-        self.mss = 0;
-        if self.sent.capacity() > KEPT {
-            self.sent = VecDeque::new();
-        } else {
-            self.sent.clear();
-        }
-    }
-
     /// A SYN with another initial sequence number starts a new connection.
     #[inline]
     pub(crate) fn restarts(&self, tcp: &TcpInfo) -> bool {
