@@ -105,7 +105,13 @@ pub struct Monitor {
     /// back to the oldest window still open: such windows are not complete.
     blind: BlindSpans,
     sweep: Option<Sweep>,
-    reclaim_cursor: usize,
+    /// Every live flow once, in order of the packet time from which it
+    /// may be idle past the timeout (entry, generation, that time): the
+    /// reclaim pops what is due and looks at nothing else, so a sweep
+    /// with few packets costs little however many flows are tracked. A
+    /// flow that had packets since is queued again from its latest one;
+    /// an item of a freed entry (another generation) is dropped.
+    expiry: VecDeque<(u32, u32, u64)>,
     counters: Counters,
     scratch: Vec<TriggerId>,
     /// Entry of the latest packet's flow (`tuning.last_flow`).
@@ -138,6 +144,11 @@ struct MergeOut {
     /// Each finished sweep's partials, oldest first.
     ready: Vec<Partials>,
 }
+
+/// Flows the reclaim looks at in one sweep at most (freed, or queued again
+/// because they had packets since): a bound on the sweep's stall when many
+/// flows go idle at once.
+const RECLAIM_PER_SWEEP: usize = 8192;
 
 /// Packets per pass of [`Monitor::process_batch`]: enough misses in flight
 /// to hide memory latency, few enough that the prefetched lines stay cached
@@ -188,7 +199,7 @@ impl Monitor {
             health: Vec::new(),
             blind: BlindSpans::default(),
             sweep: None,
-            reclaim_cursor: 0,
+            expiry: VecDeque::new(),
             counters: Counters::default(),
             scratch: Vec::new(),
             last_entry: NO_ENTRY,
@@ -887,7 +898,12 @@ impl Monitor {
 
     fn on_new_flow(&mut self, i: u32) {
         self.counters.flows_created += 1;
-        let key = self.flows.entries[i as usize].key;
+        let (key, gen, last_ts) = {
+            let e = &self.flows.entries[i as usize];
+            (e.key, e.gen, e.last_ts)
+        };
+        let due = last_ts.saturating_add(self.config.flow_timeout_ns);
+        self.expiry.push_back((i, gen, due));
         if key.proto == 6 {
             // Link the two directions once, so acknowledgements need no lookup per packet.
             let rk = key.reversed();
@@ -1224,37 +1240,40 @@ impl Monitor {
         self.blind.forget_to(keep_from.min(s.epoch_start));
     }
 
-    /// Frees a slice of the entries of flows idle past the timeout whose
-    /// statistics have all been swept (an RTT sample can write them after
-    /// the flow's last packet). Semantics never depend on it (an idle
-    /// flow is treated as new on its next packet either way); it only keeps
-    /// the table from filling with dead flows.
+    /// Frees the entries of flows idle past the timeout whose statistics
+    /// have all been swept (an RTT sample can write them after the flow's
+    /// last packet), at most [`RECLAIM_PER_SWEEP`] a sweep. Semantics never
+    /// depend on it (an idle flow is treated as new on its next packet
+    /// either way); it only keeps the table from filling with dead flows.
     fn reclaim(&mut self, swept_end: u64) {
-        let n = self.flows.entries.len();
-        if n == 0 {
-            return;
-        }
-        let budget = n / 8 + 64;
-        for _ in 0..budget.min(n) {
-            // The table only grows, so the cursor is past its end only
-            // when it was reached: no division per visit.
-            let i = if self.reclaim_cursor < n {
-                self.reclaim_cursor
-            } else {
-                0
+        let timeout = self.config.flow_timeout_ns;
+        for _ in 0..RECLAIM_PER_SWEEP {
+            let Some(&(i, gen, due)) = self.expiry.front() else {
+                break;
             };
-            self.reclaim_cursor = if i + 1 < n { i + 1 } else { 0 };
-            let e = &self.flows.entries[i];
-            if e.live
-                && self.now.saturating_sub(e.last_ts) > self.config.flow_timeout_ns
-                && e.stats_ts < swept_end
-            {
-                if e.set != NO_SET {
-                    self.sets[e.set as usize].release(e.block);
-                }
-                self.flows.remove(i as u32);
-                self.counters.flows_evicted += 1;
+            // Idle past the timeout means strictly more than it (as a
+            // flow's packet after exactly the timeout continues its life).
+            if due >= self.now {
+                break;
             }
+            self.expiry.pop_front();
+            let Some(e) = self.flows.entries.get(i as usize) else {
+                continue;
+            };
+            if !e.live || e.gen != gen {
+                continue; // freed (and maybe reused: its new life has its own item)
+            }
+            let idle_from = e.last_ts.saturating_add(timeout);
+            if idle_from >= self.now || e.stats_ts >= swept_end {
+                // Busy since it was queued, or statistics not yet swept: again later.
+                self.expiry.push_back((i, gen, idle_from.max(self.now)));
+                continue;
+            }
+            if e.set != NO_SET {
+                self.sets[e.set as usize].release(e.block);
+            }
+            self.flows.remove(i);
+            self.counters.flows_evicted += 1;
         }
     }
 

@@ -567,6 +567,50 @@ fn idle_flows_are_reclaimed() {
     assert_eq!(m.counters().flows_evicted, 50);
 }
 
+/// A flow busy past the timeout is queued again, not freed; once idle it
+/// goes too, and a new flow in a freed entry stays.
+#[test]
+fn busy_flows_stay_and_reused_entries_keep_their_flow() {
+    let cfg = MonitorConfig {
+        flow_timeout_ns: 50 * MS,
+        ..MonitorConfig::default()
+    };
+    let mut m = Monitor::new(cfg);
+    m.install(event(
+        "any",
+        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let mut out = Vec::new();
+    for i in 0..10u8 {
+        m.process(&pkt(T0 + u64::from(i), i, 1, 1), &mut out);
+    }
+    // Flow 0 every 10 ms for 300 ms: the others go idle and are freed.
+    for k in 1..=30u64 {
+        m.process(&pkt(T0 + k * 10 * MS, 0, 1, 1), &mut out);
+    }
+    assert_eq!(m.counters().flows_active, 1);
+    assert_eq!(m.counters().flows_evicted, 9);
+    // A new flow takes a freed entry; flow 0 stops.
+    m.process(&pkt(T0 + 301 * MS, 100, 1, 1), &mut out);
+    for k in 0..4u64 {
+        m.process(&pkt(T0 + 310 * MS + k * 10 * MS, 100, 1, 1), &mut out);
+    }
+    assert_eq!(
+        m.counters().flows_active,
+        2,
+        "flow 100 alive, flow 0 not yet idle long enough"
+    );
+    for k in 0..10u64 {
+        m.process(&pkt(T0 + 360 * MS + k * 10 * MS, 100, 1, 1), &mut out);
+    }
+    assert_eq!(m.counters().flows_active, 1, "flow 0 freed, flow 100 kept");
+    assert!(m.is_tracked(&pkt(0, 100, 1, 1).key));
+    assert_eq!(m.counters().flows_evicted, 10);
+}
+
 #[test]
 fn a_window_the_input_started_inside_is_incomplete() {
     let mut m = Monitor::new(MonitorConfig::default());
