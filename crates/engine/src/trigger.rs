@@ -134,10 +134,59 @@ impl Program {
     #[inline]
     fn eval(&self, vals: &[f64]) -> f64 {
         if self.depth <= STACK {
-            self.run(vals, &mut [0.0; STACK])
+            self.run_small(vals)
         } else {
             self.run(vals, &mut vec![0.0; self.depth])
         }
+    }
+
+    /// [`Program::run`] for programs within [`STACK`]: positions are taken
+    /// modulo the stack's size, which needs no bounds check (a
+    /// well-formed program never wraps; a malformed one gives a wrong
+    /// value, never a panic). About a third of `run`'s instructions.
+    fn run_small(&self, vals: &[f64]) -> f64 {
+        const MASK: usize = STACK - 1;
+        const _: () = assert!(STACK.is_power_of_two());
+        let load = |i: usize| vals.get(i).copied().unwrap_or(f64::NAN);
+        let mut st = [0.0f64; STACK];
+        let mut n: usize = 0;
+        for op in &self.ops {
+            match *op {
+                Op::Num(v) => {
+                    st[n & MASK] = v;
+                    n = n.wrapping_add(1);
+                }
+                Op::Load(i) => {
+                    st[n & MASK] = load(i);
+                    n = n.wrapping_add(1);
+                }
+                Op::CmpLoadNum(op, i, c) => {
+                    st[n & MASK] = bool_f(compare(op, load(i), c));
+                    n = n.wrapping_add(1);
+                }
+                Op::Neg => {
+                    let t = n.wrapping_sub(1) & MASK;
+                    st[t] = -st[t];
+                }
+                Op::Not => {
+                    let t = n.wrapping_sub(1) & MASK;
+                    st[t] = bool_f(!truthy(st[t]));
+                }
+                Op::Arith(_) | Op::Cmp(_) | Op::And | Op::Or => {
+                    n = n.wrapping_sub(1);
+                    let b = st[n & MASK];
+                    let t = n.wrapping_sub(1) & MASK;
+                    let a = st[t];
+                    st[t] = match *op {
+                        Op::Arith(op) => arith(op, a, b),
+                        Op::Cmp(op) => bool_f(compare(op, a, b)),
+                        Op::And => bool_f(truthy(a) && truthy(b)),
+                        _ => bool_f(truthy(a) || truthy(b)),
+                    };
+                }
+            }
+        }
+        st[n.wrapping_sub(1) & MASK]
     }
 
     /// Runs the steps on `stack` (at least `depth` long).
