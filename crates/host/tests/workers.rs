@@ -101,7 +101,7 @@ proptest! {
     fn merged_workers_equal_one_monitor(
         events in arb_events(4),
         traffic in arb_traffic_with(300, 0..=3),
-        workers in 2u32..=3,
+        workers in 1u32..=3,
         seed in any::<u64>(),
         batch in 1usize..40,
         worker_batch in 1usize..300,
