@@ -21,10 +21,14 @@
 //!    the file path to the read + parse floor, issue 19's acceptance figure
 //!    (at most 2).
 //!
-//! The split inside the monitor (flow lookup, match, sweep, reports) is
-//! not timed here: the engine keeps counters, not clocks, and a clock per
-//! packet would change what is measured. `perf record` gives it
-//! (docs/performance.md, "Real traffic in memory").
+//! With one worker a fourth pass, not part of the three above, splits the
+//! monitor's time: the file path again, each call into the monitor timed
+//! ([`Timed`]; two clock reads a batch of 32 packets). Batches in which no
+//! sweep ran give the packet path's cost a packet (flow lookup and insert,
+//! match and scatter); the rest (batches that swept, less their packets at
+//! that cost, plus the final sweep) is the sweeps' (with their reports).
+//! The engine keeps counters, not clocks, so finer splits come from `perf
+//! record` (docs/performance.md, "Real traffic in memory").
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -36,9 +40,10 @@ use clap::Args;
 use serde_json::json;
 
 use clarion_capture::{CaptureError, PacketSource, SliceReader};
-use clarion_engine::{Counters, Monitor, MonitorConfig, Report};
-use clarion_host::{replay, Driver, ReplayOptions, Stage, Workers, WorkersConfig};
+use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Unparsed};
+use clarion_host::{replay, Driver, HostError, ReplayOptions, Stage, Workers, WorkersConfig};
 use clarion_lang::spec::EventSpec;
+use clarion_wire::PacketRecord;
 
 use crate::thousands;
 use crate::Failure;
@@ -95,12 +100,126 @@ struct FilePass {
     page_faults: Option<u64>,
 }
 
+/// The monitor's time in a fourth pass, each batch timed: batches in
+/// which no sweep ran give the packet path's cost; the rest of the time
+/// (batches that also swept an epoch, less their packets at that cost,
+/// plus the last sweep) is the sweeps'.
+#[derive(Clone, Copy, Debug, Default)]
+struct Split {
+    quiet_ns: u64,
+    quiet_packets: u64,
+    swept_ns: u64,
+    swept_packets: u64,
+    finish_ns: u64,
+    sweeps: u64,
+    frames: u64,
+    /// Reports, which must equal the file path's.
+    reports: u64,
+}
+
+impl Split {
+    /// ns a packet on the packet path (flow lookup and insert, match and scatter).
+    fn packet_ns(&self) -> f64 {
+        self.quiet_ns as f64 / self.quiet_packets.max(1) as f64
+    }
+
+    /// Sweep time (reports included), in all.
+    fn sweep_ns(&self) -> f64 {
+        let swept = self.swept_ns as f64 - self.swept_packets as f64 * self.packet_ns();
+        swept.max(0.0) + self.finish_ns as f64
+    }
+
+    /// Sweep time spread over every frame.
+    fn sweep_ns_per_packet(&self) -> f64 {
+        self.sweep_ns() / self.frames.max(1) as f64
+    }
+
+    /// Mean time of a sweep, in µs.
+    fn sweep_us_each(&self) -> f64 {
+        self.sweep_ns() / self.sweeps.max(1) as f64 / 1e3
+    }
+}
+
+/// A monitor whose every call is timed into a [`Split`].
+struct Timed {
+    m: Monitor,
+    s: Split,
+}
+
+impl Timed {
+    fn call(&mut self, packets: usize, f: impl FnOnce(&mut Monitor)) {
+        let before = self.m.counters().sweeps_completed;
+        let started = Instant::now();
+        f(&mut self.m);
+        let ns = started.elapsed().as_nanos() as u64;
+        let after = self.m.counters().sweeps_completed;
+        self.s.sweeps += after - before;
+        if after > before {
+            self.s.swept_ns += ns;
+            self.s.swept_packets += packets as u64;
+        } else {
+            self.s.quiet_ns += ns;
+            self.s.quiet_packets += packets as u64;
+        }
+    }
+}
+
+impl Stage for Timed {
+    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+        self.call(packets.len(), |m| m.process_batch(packets, out));
+        Ok(())
+    }
+
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
+        self.call(0, |m| m.note_unparsed(ts_ns, why, out));
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+        let before = self.m.counters().sweeps_completed;
+        let started = Instant::now();
+        self.m.finish(out);
+        self.s.finish_ns += started.elapsed().as_nanos() as u64;
+        self.s.sweeps += self.m.counters().sweeps_completed - before;
+        Ok(())
+    }
+
+    fn counters(&self) -> Counters {
+        self.m.counters()
+    }
+}
+
+/// The fourth pass: the file path again, each call into the monitor timed.
+#[inline(never)]
+fn split_pass(
+    bytes: &[u8],
+    path: &Path,
+    p: &PcapArgs,
+    config: &MonitorConfig,
+    specs: &[EventSpec],
+) -> Result<Split, Failure> {
+    let mut src = open(bytes, path)?;
+    let mut timed = Timed {
+        m: build_monitor(config, specs, &p.events)?,
+        s: Split::default(),
+    };
+    let mut driver = Discard::default();
+    let run = replay(&mut src, &mut timed, &mut driver, &ReplayOptions::default())?;
+    Ok(Split {
+        frames: run.frames,
+        reports: driver.reports,
+        ..timed.s
+    })
+}
+
 /// Every round's passes.
 #[derive(Default)]
 struct Rounds {
     read: Vec<Pass>,
     parse: Vec<Pass>,
     file: Vec<FilePass>,
+    /// The monitor's time split by batch (one worker only).
+    split: Vec<Split>,
     /// Frames that parsed, and that did not (read + parse pass).
     parsed: u64,
     unparsed: u64,
@@ -329,6 +448,9 @@ fn measure(
                 r.unparsed = pass.frames - parsed.min(pass.frames);
                 r.parse.push(pass);
                 r.file.push(file_pass(bytes, path, p, &config, specs)?);
+                if p.workers <= 1 {
+                    r.split.push(split_pass(bytes, path, p, &config, specs)?);
+                }
             }
             Ok(r)
         })
@@ -362,9 +484,11 @@ pub fn bench_pcap(p: &PcapArgs, path: &Path, core: Option<usize>, json: bool) ->
     } else {
         print!("{table}");
     }
-    let reports: Vec<u64> = rounds.file.iter().map(|f| f.reports).collect();
+    let reports: Vec<u64> = (rounds.file.iter().map(|f| f.reports))
+        .chain(rounds.split.iter().map(|s| s.reports))
+        .collect();
     if reports.windows(2).any(|w| w[0] != w[1]) {
-        eprintln!("clarion-lab: the file path's reports differ between rounds ({reports:?}): the loop is not deterministic");
+        eprintln!("clarion-lab: the file path's reports differ between rounds or from the timed pass's ({reports:?}): the loop is not deterministic");
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -432,6 +556,20 @@ impl Output<'_> {
         self.r.read.first().map_or(0, |p| p.frames)
     }
 
+    /// The split pass's medians over the rounds: packet path ns a packet,
+    /// sweeps ns a packet, µs a sweep, and sweeps a round; `None` with workers.
+    fn split(&self) -> Option<(f64, f64, f64, u64)> {
+        let v = &self.r.split;
+        let sweeps = v.last()?.sweeps;
+        let med = |f: fn(&Split) -> f64| spread(v.iter().map(f).collect()).0;
+        Some((
+            med(Split::packet_ns),
+            med(Split::sweep_ns_per_packet),
+            med(Split::sweep_us_each),
+            sweeps,
+        ))
+    }
+
     fn last(&self) -> FilePass {
         self.r.file.last().copied().unwrap_or_default()
     }
@@ -494,6 +632,13 @@ impl Output<'_> {
             parse.ns.0 - read.ns.0,
             file.ns.0 - parse.ns.0,
         );
+        if let Some((packet, sweep, each, sweeps)) = self.split() {
+            s += &format!(
+                "  the monitor, a fourth pass timing each batch: packet path {packet:.1} ns a packet (flow lookup and \
+                 insert, match and scatter), sweeps {sweep:.1} ns a packet ({} sweeps, {each:.1} us each, reports included)\n",
+                thousands(sweeps),
+            );
+        }
         s += &format!(
             "  file path / read + parse floor: {:.2}x (rounds {:.2}-{:.2}x); issue 19's target: at most {TARGET_RATIO:.0}x ({})\n",
             ratio.0,
@@ -545,6 +690,12 @@ impl Output<'_> {
                 "parse": parse.ns.0 - read.ns.0,
                 "monitor": file.ns.0 - parse.ns.0,
             },
+            "monitor_split": self.split().map(|(packet, sweep, each, sweeps)| json!({
+                "packet_path_ns_per_packet": packet,
+                "sweep_ns_per_packet": sweep,
+                "sweep_us_each": each,
+                "sweeps": sweeps,
+            })),
             "ratio_file_path_to_read_parse": { "median": ratio.0, "min": ratio.1, "max": ratio.2 },
             "target_ratio": TARGET_RATIO,
             "reports": last.reports,

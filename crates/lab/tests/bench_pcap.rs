@@ -64,6 +64,15 @@ fn bench_pcap_times_the_file_path_of_clarion_run() {
             .expect("a number")
             > 0.0
     );
+    // One worker: the fourth pass splits the monitor's time.
+    assert!(
+        err.contains("the monitor, a fourth pass timing each batch: packet path "),
+        "{err}"
+    );
+    let split = &v["monitor_split"];
+    assert!(split["packet_path_ns_per_packet"].as_f64().expect("a number") > 0.0);
+    assert!(split["sweep_ns_per_packet"].as_f64().expect("a number") >= 0.0);
+    assert_eq!(split["sweeps"], v["counters"]["sweeps_completed"]);
     if cfg!(target_os = "linux") {
         // The capture (2.5 MB) is resident.
         assert!(v["rss_kib"]["after_loading"].as_u64().expect("VmRSS") > 2_000);
