@@ -4,8 +4,9 @@
 //! Two halves that share one address plan ([`layout`]):
 //!
 //! - [`WorkloadSpec`] describes the traffic — packet rate, packet size,
-//!   average number of active flows, flow arrival rate, burst size, the
-//!   share of denial-of-service packets — and a seed. [`Generator`] turns it
+//!   average number of active flows, flow arrival rate, how packets are
+//!   shared among flows ([`FlowSizes`]: evenly, or heavy-tailed), burst
+//!   size, the share of denial-of-service packets — and a seed. [`Generator`] turns it
 //!   into Ethernet frames one at a time; [`WorkloadSpec::generate`] puts them
 //!   all in one flat buffer ([`Workload`]) for a benchmark to replay from
 //!   memory, and [`WorkloadSpec::write_pcap`] streams them to a capture file.
@@ -32,9 +33,11 @@
 
 pub mod layout;
 mod rng;
+mod sizes;
 mod traffic;
 mod triggers;
 
+pub use sizes::{FlowSizes, MAX_WEIGHT, MIN_WEIGHT};
 pub use traffic::{
     FrameRef, Generator, Workload, WorkloadSpec, WorkloadStats, DOS_FRAME_LEN, MIN_PACKET_SIZE,
 };

@@ -23,6 +23,11 @@ impl Rng {
         ((u64::from(self.u32()) * u64::from(n)) >> 32) as u32
     }
 
+    /// Uniform in `0..n` (`n > 0`), as [`Rng::below`] with 64 bits.
+    pub(crate) fn below_u64(&mut self, n: u64) -> u64 {
+        ((u128::from(self.0.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
     /// Uniform in `[0, 1)` with 53 random bits.
     pub(crate) fn unit(&mut self) -> f64 {
         (self.0.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)

@@ -18,7 +18,15 @@
 //!   picks, uniformly, an active flow other than the last one (with
 //!   `burst = 1` every packet changes flow). A burst ends early if its flow
 //!   expires. Should no flow be active (only with tiny `active_flows`), one
-//!   arrives on the spot.
+//!   arrives on the spot. With heavy-tailed `flow_sizes`
+//!   ([`FlowSizes::Pareto`]) the pick is instead proportional to a weight
+//!   each flow draws when it starts (after its other draws, so the uniform
+//!   default's bytes are unchanged), and a few flows carry most packets.
+//!
+//! Five-tuples are unique for the first 32 × 64,512 = 2,064,384 flows of a
+//! run (initial ones and arrivals); after that a flow may reuse an earlier
+//! flow's source host and port, and shares its 5-tuple if it also drew the
+//! same group (one chance in `groups`).
 //!
 //! A share `dos_fraction` of the packets, spread evenly (packet `i` is an
 //! attack packet when `⌊(i+1)·f⌋ > ⌊i·f⌋`), belong to attack flows instead:
@@ -47,6 +55,7 @@ use clarion_wire::{tcp_flags, LinkType};
 
 use crate::layout::{self, Proto, HOSTS, MAX_GROUPS};
 use crate::rng::Rng;
+use crate::sizes::{FlowSizes, Weights};
 use crate::{invalid, WorkloadError};
 
 /// Length of an attack packet's frame, in bytes.
@@ -78,6 +87,9 @@ pub struct WorkloadSpec {
     pub active_flows: u32,
     /// New ordinary flows per second (exponential inter-arrival times).
     pub arrival_rate: f64,
+    /// How the packets are shared among the active flows: evenly (the
+    /// default, Trumpet's) or heavy-tailed.
+    pub flow_sizes: FlowSizes,
     /// Consecutive ordinary packets of one flow.
     pub burst: u32,
     /// Share of all packets that are attack packets, 0–1.
@@ -106,6 +118,7 @@ impl Default for WorkloadSpec {
             packet_size: 64,
             active_flows: 300,
             arrival_rate: 1_000.0,
+            flow_sizes: FlowSizes::Uniform,
             burst: 1,
             dos_fraction: 0.0,
             dos_packets: 1,
@@ -140,6 +153,9 @@ impl WorkloadSpec {
                 format!("{} is not a positive number of flows/s", self.arrival_rate),
             ));
         }
+        self.flow_sizes
+            .check()
+            .map_err(|reason| invalid("flow sizes", reason))?;
         if self.burst == 0 {
             return Err(invalid("burst size", "must be at least 1 packet"));
         }
@@ -365,6 +381,9 @@ pub struct Generator {
     pos: Vec<u32>,
     /// (expiry ns after start, slot) of every live slot, soonest first.
     expiry: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Each live slot's weight, 0 for free ones; `None` when flows are
+    /// picked uniformly ([`FlowSizes::Uniform`]).
+    weights: Option<Weights>,
     /// Arrival time (ns after start) of the next flow.
     next_arrival: f64,
     flows_started: u64,
@@ -392,6 +411,10 @@ impl Generator {
             active: Vec::new(),
             pos: Vec::new(),
             expiry: BinaryHeap::new(),
+            weights: match spec.flow_sizes {
+                FlowSizes::Uniform => None,
+                FlowSizes::Pareto { .. } => Some(Weights::default()),
+            },
             next_arrival: 0.0,
             flows_started: 0,
             current: None,
@@ -455,6 +478,10 @@ impl Generator {
         self.active.push(slot);
         let end = at + self.rng.exp(self.lifetime_ns);
         self.expiry.push(Reverse((end as u64, slot)));
+        // Drawn last, so that uniform sizes draw exactly as before.
+        if let (Some(w), Some(weights)) = (self.spec.flow_sizes.draw(&mut self.rng), &mut self.weights) {
+            weights.set(slot, w);
+        }
         slot
     }
 
@@ -465,6 +492,9 @@ impl Generator {
             self.pos[moved as usize] = p as u32;
         }
         self.free.push(slot);
+        if let Some(weights) = &mut self.weights {
+            weights.set(slot, 0);
+        }
         if self.current == Some(slot) {
             self.current = None;
         }
@@ -518,6 +548,12 @@ impl Generator {
             let at = (ts - self.spec.start_ns) as f64;
             self.start_flow(at);
             self.stats.arrivals += 1;
+        }
+        if let Some(weights) = &self.weights {
+            // Every live slot has a weight of at least MIN_WEIGHT, so one is found.
+            if let Some(s) = weights.pick(&mut self.rng, self.current) {
+                return s;
+            }
         }
         let n = self.active.len() as u32;
         match self.current {

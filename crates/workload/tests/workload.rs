@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use clarion_engine::{Monitor, MonitorConfig};
 use clarion_lang::spec::{EventSpec, Filter};
 use clarion_wire::{parse_frame, FlowKey, LinkType, PacketRecord};
-use clarion_workload::{layout, TriggerSpec, Workload, WorkloadSpec};
+use clarion_workload::{layout, FlowSizes, TriggerSpec, Workload, WorkloadSpec};
 
 fn records(w: &Workload) -> Vec<PacketRecord> {
     w.iter()
@@ -212,3 +212,104 @@ fn every_packet_matches_k_triggers_over_p_patterns() {
         );
     }
 }
+
+/// Packets per ordinary flow, largest first.
+fn flow_sizes(w: &Workload) -> Vec<u64> {
+    let mut per: HashMap<FlowKey, u64> = HashMap::new();
+    for r in records(w).iter().filter(|r| !is_dos(&r.key)) {
+        *per.entry(r.key).or_default() += 1;
+    }
+    let mut sizes: Vec<u64> = per.into_values().collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    sizes
+}
+
+/// Share of the packets the largest tenth of the flows carry.
+fn top_tenth_share(sizes: &[u64]) -> f64 {
+    let top: u64 = sizes[..sizes.len().div_ceil(10)].iter().sum();
+    top as f64 / sizes.iter().sum::<u64>() as f64
+}
+
+#[test]
+fn pareto_flow_sizes_are_heavy_tailed_and_seeded() {
+    // 2,000 flows that outlive the 2 s run (mean life 200 s), 100 packets each on average.
+    let uniform = WorkloadSpec {
+        packets: 200_000,
+        rate_pps: 100_000,
+        active_flows: 2_000,
+        arrival_rate: 10.0,
+        ..WorkloadSpec::default()
+    };
+    let pareto = WorkloadSpec {
+        flow_sizes: FlowSizes::Pareto { alpha: 1.2 },
+        ..uniform.clone()
+    };
+    let (u, p) = (uniform.generate().unwrap(), pareto.generate().unwrap());
+
+    // Uniform: the top tenth carries little more than a tenth (Poisson spread around 100).
+    let su = flow_sizes(&u);
+    let share_u = top_tenth_share(&su);
+    assert!(share_u < 0.15, "uniform: top 10% of flows carry {share_u:.3}");
+
+    // Pareto α = 1.2: about 0.1^(1 - 1/1.2) = 68% in theory; a finite sample's
+    // largest draws vary, so the bound leaves room. Most flows are mice: the
+    // median flow sends well under the mean, and the largest is an elephant.
+    let sp = flow_sizes(&p);
+    let share_p = top_tenth_share(&sp);
+    assert!(share_p > 0.5, "pareto:1.2: top 10% of flows carry {share_p:.3}");
+    let mean = sp.iter().sum::<u64>() as f64 / sp.len() as f64;
+    let median = sp[sp.len() / 2] as f64;
+    assert!(median < 0.5 * mean, "median {median}, mean {mean}");
+    assert!(sp[0] as f64 > 20.0 * mean, "largest {} vs mean {mean}", sp[0]);
+    // Heavier tails with a smaller shape.
+    let heavier = WorkloadSpec {
+        flow_sizes: FlowSizes::Pareto { alpha: 1.05 },
+        ..uniform.clone()
+    };
+    assert!(top_tenth_share(&flow_sizes(&heavier.generate().unwrap())) > share_p);
+
+    // Active flows and arrivals follow the spec as with uniform sizes.
+    assert_eq!(p.stats().initial_flows, 2_000);
+    assert!(
+        (p.stats().mean_active_flows - 2_000.0).abs() < 50.0,
+        "{:?}",
+        p.stats()
+    );
+
+    // Seeded: same spec, same bytes; another seed, other bytes; the stream is the buffer.
+    let again = pareto.generate().unwrap();
+    assert_eq!(p.bytes(), again.bytes());
+    assert_eq!(p.frames(), again.frames());
+    let other = WorkloadSpec {
+        seed: 2,
+        ..pareto.clone()
+    };
+    assert_ne!(p.bytes(), other.generate().unwrap().bytes());
+    let mut streamed = Vec::new();
+    pareto.write_pcap(&mut streamed).unwrap();
+    let mut written = Vec::new();
+    p.write_pcap(&mut written).unwrap();
+    assert_eq!(streamed, written);
+
+    // Bursts still change flow: no two consecutive ordinary packets of one flow.
+    let keys: Vec<FlowKey> = records(&p).iter().map(|r| r.key).collect();
+    assert!(keys.windows(2).all(|w| w[0] != w[1]));
+}
+
+#[test]
+fn uniform_flow_sizes_keep_the_bytes_of_before() {
+    // SHA-256 would need a dependency; FNV-1a over the default workload's
+    // frames, taken before flow sizes existed (commit 468ecec), pins them.
+    let w = WorkloadSpec {
+        packets: 50_000,
+        ..WorkloadSpec::default()
+    }
+    .generate()
+    .unwrap();
+    let fnv = w.bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    assert_eq!(fnv, EXPECTED_FNV, "got {fnv:#x}");
+}
+
+const EXPECTED_FNV: u64 = 0x08dc_0b9a_a10d_cb38;
