@@ -46,7 +46,7 @@ pub enum Command {
     #[command(after_help = BENCH_AFTER_HELP)]
     Bench(crate::bench::BenchArgs),
     /// Find the highest packet rate with no late sweep over a grid of triggers per flow,
-    /// intervals and active flows (Trumpet's feasibility region, Figure 13).
+    /// intervals, active flows and arrival rates (Trumpet's feasibility region, Figure 13).
     #[command(after_help = FEASIBILITY_AFTER_HELP)]
     Feasibility(crate::feasibility::FeasibilityArgs),
     /// Profile the DoS filter's cost model on this machine and bench the paper's two
@@ -58,9 +58,13 @@ pub enum Command {
 const GEN_AFTER_HELP: &str = "Examples:
   clarion-lab gen --out bench.pcap --events-out bench.clarion
   clarion-lab gen --out dos.pcap --packets 200000 --dos-fraction 0.9 --seed 7
+  clarion-lab gen --out dc.pcap --flows 1000000 --arrival 100000 --flow-sizes pareto:1.2
   clarion run --pcap bench.pcap --events bench.clarion --format json
 
-The same seed and flags give the same bytes. Every packet matches exactly
+The same seed and flags give the same bytes (--flow-sizes uniform, the
+default, gives the bytes of before the flag existed). Five-tuples are
+unique for the first 2,064,384 flows of a run (active at the start plus
+arrivals). Every packet matches exactly
 --per-packet of the synthesized triggers, which use exactly --patterns
 filter patterns (crates/workload/src/layout.rs explains the construction).";
 
@@ -68,6 +72,7 @@ const BENCH_AFTER_HELP: &str = "Examples:
   clarion-lab bench
   clarion-lab bench --packets 5000000 --rate 30000000 --json
   clarion-lab bench --triggers 16384 --per-packet 16 --core 1
+  clarion-lab bench --flows 1000000 --arrival 100000 --flow-sizes pareto:1.2
   clarion-lab bench --no-opt batch-prefetch,sweep-prefetch
   clarion-lab bench --ablation --packets 2000000 --rounds 5
   clarion-lab bench --pcap examples/demo.pcap --events examples/demo.clarion --runs 5
@@ -81,7 +86,11 @@ read + parse floor. The table goes to stdout (stderr with --json).
 
 Frames are generated into memory first (not timed); the timed loop parses
 each batch of frames and processes it, and runs each epoch's sweep when it
-is due, timed apart. The summary goes to standard error, the JSON object
+is due, timed apart. The summary also gives the flows tracked at the end
+and the monitor's resident memory (the process's RSS after the run less
+its RSS before the monitor was made, the workload already in memory; in
+the JSON under memory), and warns if a full flow table left packets
+untracked. The summary goes to standard error, the JSON object
 (--json) to standard output. The reports of the first --verify-prefix
 packets are compared with the reference evaluator: any difference exits 1.
 
@@ -109,6 +118,8 @@ const FEASIBILITY_AFTER_HELP: &str = "Examples:
   clarion-lab feasibility --csv docs/feasibility.csv --png docs/feasibility.png
   clarion-lab feasibility --per-flow 8 --intervals 10 --flows 300
   clarion-lab feasibility --quick --csv /tmp/f.csv --png /tmp/f.png
+  clarion-lab feasibility --per-flow 8 --intervals 10 --flows 300,100000,1000000 \
+      --arrivals 1000,100000 --flow-sizes pareto:1.2      # towards data centers
 
 Each point is measured with `clarion-lab bench`'s loop on one pinned core: the
 median ns per packet p and the p99 sweep time S. The highest rate R with

@@ -89,9 +89,20 @@ pub struct BenchArgs {
     #[arg(long, value_name = "C")]
     pub core: Option<usize>,
 
-    /// Most flows tracked at once; packets of further flows are counted as untracked.
-    #[arg(long, default_value_t = 1 << 20, value_name = "N")]
-    pub flow_capacity: usize,
+    /// Most flows tracked at once; packets of further flows are counted as
+    /// untracked (the summary warns). Default: 1,048,576 (as `clarion run`),
+    /// or more when the workload's ordinary flows would not fit: the active
+    /// flows plus those arriving within the run (or within --flow-timeout,
+    /// if shorter), with a 10% margin.
+    #[arg(long, value_name = "N")]
+    pub flow_capacity: Option<usize>,
+
+    /// Closed windows each trigger keeps for queries; for one-epoch
+    /// per-5-tuple windows (the synthesized triggers'), the values of the
+    /// last N epochs' per-flow tests: memory that grows with the flows that
+    /// had packets in each epoch, not with the flows tracked.
+    #[arg(long, default_value_t = MonitorConfig::default().history_windows, value_name = "N")]
+    pub history_windows: usize,
 
     /// Forget a flow after it has been idle this long (e.g. 60s, 50ms).
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
@@ -269,6 +280,89 @@ pub(crate) fn thread_page_faults() -> Option<u64> {
     }
 }
 
+/// The process's resident memory at one moment, from `/proc/self/status`
+/// (Linux; `None` elsewhere).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Rss {
+    /// VmRSS: resident now, bytes.
+    pub(crate) now: Option<u64>,
+    /// VmHWM: the most resident so far, bytes.
+    pub(crate) peak: Option<u64>,
+    /// Bytes the allocator has handed out and not had back (glibc's
+    /// `mallinfo2`, every arena: in-use chunks plus mmapped blocks); the
+    /// rest of the resident heap is free memory it keeps.
+    pub(crate) heap: Option<u64>,
+}
+
+impl Rss {
+    pub(crate) fn now() -> Rss {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |name: &str| {
+            let line = status.lines().find(|l| l.starts_with(name))?;
+            let kb: u64 = line[name.len()..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()?;
+            Some(kb * 1024)
+        };
+        Rss {
+            now: field("VmRSS:"),
+            peak: field("VmHWM:"),
+            heap: heap_in_use(),
+        }
+    }
+
+    /// [`Rss::now`] once the allocator has given back what it holds free
+    /// (glibc's `malloc_trim`: the generator's working memory), so that what
+    /// the process grows by afterwards is new memory.
+    pub(crate) fn settled() -> Rss {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only returns free memory to the kernel; it
+        // touches no allocated block.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+        Rss::now()
+    }
+}
+
+/// See [`Rss::heap`].
+fn heap_in_use() -> Option<u64> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's statistics.
+        let m = unsafe { libc::mallinfo2() };
+        Some((m.uordblks + m.hblkhd) as u64)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
+}
+
+/// The monitor's memory in a run: the process's resident memory before the
+/// monitor was made (the workload already in memory) and after the run.
+struct Memory {
+    before: Rss,
+    after: Rss,
+    /// The flow table's capacity.
+    capacity: usize,
+}
+
+impl Memory {
+    /// What the monitor holds resident: the growth from before to after.
+    fn monitor_bytes(&self) -> Option<u64> {
+        Some(self.after.now?.saturating_sub(self.before.now?))
+    }
+
+    /// What the monitor has allocated and not freed: the allocator's growth.
+    fn monitor_heap_bytes(&self) -> Option<u64> {
+        Some(self.after.heap?.saturating_sub(self.before.heap?))
+    }
+}
+
 /// The reference's verdict on a prefix.
 #[derive(Default)]
 struct Verified {
@@ -290,14 +384,23 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         return Err(Failure::Usage("clarion-lab: --batch must be at least 1".into()));
     }
     let (traffic, triggers) = a.workload.specs(a.packets)?;
-    let mut config = monitor_config(a);
+    let mut config = monitor_config(a, &traffic);
     let auto = choose_dos_threshold(a, &traffic, &triggers, &mut config)?;
     if a.ablation {
         return ablation(a, &traffic, &triggers, &config);
     }
-    let (specs, monitor) = setup(&traffic, &triggers, &config)?;
+    // The workload first, so that the monitor's memory is what the process
+    // grows by from here to the end of the run.
     let workload = traffic.generate().map_err(usage)?;
-    let measured = measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise)?;
+    let before = Rss::settled();
+    let (specs, monitor) = setup(&traffic, &triggers, &config)?;
+    let keep = verified_until(a, &workload);
+    let measured = measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise, keep)?;
+    let memory = Memory {
+        before,
+        after: Rss::now(),
+        capacity: config.flow_capacity,
+    };
     let verified = verify_prefix(a, &workload, &specs, &measured, &config, triggers.interval_ns);
     let results = Results {
         a,
@@ -308,15 +411,33 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         v: &verified,
         dos_initial: config.dos_threshold_bytes,
         auto: auto.as_ref(),
+        memory: &memory,
     };
     Ok(results.report())
 }
 
+/// The flow capacity a run of `traffic` needs so that none of its ordinary
+/// flows goes untracked, with flows forgotten after `timeout_ns` idle:
+/// [`MonitorConfig`]'s default (1,048,576), or the active flows plus the
+/// arrivals within the run or the timeout, whichever is shorter, and 10%.
+/// Attack flows are not counted: a full table under attack is measured, and
+/// the summary says so.
+pub(crate) fn flow_capacity_for(traffic: &WorkloadSpec, timeout_ns: u64) -> usize {
+    let run_s = traffic.packets as f64 / traffic.rate_pps.max(1) as f64;
+    let live_s = run_s.min(timeout_ns as f64 / 1e9);
+    let flows = f64::from(traffic.active_flows) + traffic.arrival_rate * live_s;
+    let needed = (flows * 1.1) as usize + 1024;
+    needed.max(MonitorConfig::default().flow_capacity)
+}
+
 /// The monitor configuration of `a`, its DoS threshold left to [`choose_dos_threshold`].
-fn monitor_config(a: &BenchArgs) -> MonitorConfig {
+fn monitor_config(a: &BenchArgs, traffic: &WorkloadSpec) -> MonitorConfig {
     MonitorConfig {
-        flow_capacity: a.flow_capacity,
+        flow_capacity: a
+            .flow_capacity
+            .unwrap_or_else(|| flow_capacity_for(traffic, a.flow_timeout)),
         flow_timeout_ns: a.flow_timeout,
+        history_windows: a.history_windows,
         synchronous_sweep: false,
         dos_filter_slots: a.dos_filter_slots,
         dos_auto_raise: a.dos_auto_raise,
@@ -345,6 +466,26 @@ fn choose_dos_threshold(
             config.dos_threshold_bytes = choice.threshold;
             Ok(Some(choice))
         }
+    }
+}
+
+/// The timestamp of the last packet [`verify_prefix`] may compare: the
+/// timed loop keeps the reports of the windows closed by then and drops
+/// the others as a sink would consume them (at a million flows they are
+/// millions, and would be most of the process's memory). `None`: none kept.
+fn verified_until(a: &BenchArgs, workload: &Workload) -> Option<u64> {
+    let prefix = usize::try_from(a.verify_prefix)
+        .unwrap_or(usize::MAX)
+        .min(workload.len());
+    prefix.checked_sub(1).map(|last| workload.frames()[last].ts_ns)
+}
+
+/// Moves the reports of `out` whose window ended by `until` to `kept`, and drops the others.
+#[inline(always)]
+fn keep_reports(kept: &mut Vec<Report>, out: &mut Vec<Report>, until: Option<u64>) {
+    match until {
+        Some(t) => kept.extend(out.drain(..).filter(|r| r.window.end_ns <= t)),
+        None => out.clear(),
     }
 }
 
@@ -400,6 +541,7 @@ fn measure_pinned(
     batch: usize,
     core: Option<usize>,
     raise_on_overrun: bool,
+    keep_until: Option<u64>,
 ) -> Result<Measured, Failure> {
     std::thread::scope(|s| {
         s.spawn(move || {
@@ -408,7 +550,7 @@ fn measure_pinned(
             // and the heap the monitor grows into over its first epochs.
             let mut monitor = monitor;
             monitor.prefault();
-            measure(workload, monitor, batch, pinned, raise_on_overrun)
+            measure(workload, monitor, batch, pinned, raise_on_overrun, keep_until)
         })
         .join()
     })
@@ -460,6 +602,7 @@ pub fn measure_point(
     let config = MonitorConfig {
         synchronous_sweep: false,
         host: HOST.into(),
+        flow_capacity: flow_capacity_for(traffic, MonitorConfig::default().flow_timeout_ns),
         ..MonitorConfig::default()
     };
     let workload = traffic.generate().map_err(usage)?;
@@ -483,7 +626,7 @@ pub fn measure_workload(
         ..config.clone()
     };
     let (_, monitor) = setup(traffic, triggers, &config)?;
-    let m = measure_pinned(workload, monitor, batch.max(1), core, false)?;
+    let m = measure_pinned(workload, monitor, batch.max(1), core, false, None)?;
     let mut per = m.per_packet_ns;
     let mean = per.iter().sum::<f64>() / per.len().max(1) as f64;
     per.sort_by(f64::total_cmp);
@@ -552,7 +695,8 @@ const HEADER_PREFETCH_AHEAD: usize = 32;
 
 /// The timed loop. See the module documentation. With `raise_on_overrun`,
 /// each epoch over budget raises the monitor's DoS threshold, as a late
-/// sweep would on a live link. Never inlined, so a profiler can count it
+/// sweep would on a live link. Reports of windows ended by `keep_until`
+/// are kept, the others dropped ([`keep_reports`]). Never inlined, so a profiler can count it
 /// alone (`valgrind --tool=callgrind --toggle-collect='clarion_lab::bench::measure'`).
 #[inline(never)]
 fn measure(
@@ -561,6 +705,7 @@ fn measure(
     batch: usize,
     pinned: Result<usize, String>,
     raise_on_overrun: bool,
+    keep_until: Option<u64>,
 ) -> Measured {
     let frames = Frames {
         bytes: w.bytes(),
@@ -582,7 +727,7 @@ fn measure(
         frames.process(c * batch, chunk, &mut records, &mut monitor, &mut out);
         if monitor.sweep_pending() {
             swept = samples.sweep(&mut monitor, &mut epoch_start, raise_on_overrun, &mut out);
-            reports.append(&mut out);
+            keep_reports(&mut reports, &mut out, keep_until);
         }
         let now = Instant::now();
         let busy = (now - batch_start).saturating_sub(swept);
@@ -595,7 +740,7 @@ fn measure(
     let page_faults = thread_page_faults()
         .zip(faults_before)
         .map(|(after, before)| after.saturating_sub(before));
-    reports.append(&mut out);
+    keep_reports(&mut reports, &mut out, keep_until);
     Measured {
         pinned,
         elapsed,
@@ -844,6 +989,7 @@ impl Ablation<'_> {
             self.a.batch,
             self.a.core,
             self.a.dos_auto_raise,
+            None,
         )
     }
 
@@ -1009,6 +1155,7 @@ struct Results<'a> {
     /// The DoS threshold the run started with.
     dos_initial: u32,
     auto: Option<&'a crate::dos::AutoThreshold>,
+    memory: &'a Memory,
 }
 
 struct Figures {
@@ -1059,6 +1206,15 @@ impl Results<'_> {
                 self.triggers.interval_ns as f64 / 1e6
             );
         }
+        let c = &self.m.counters;
+        if c.packets_untracked > 0 {
+            eprintln!(
+                "clarion-lab: warning: {} packets were not tracked (no trigger saw them): the flow table was full \
+                 at {} flows; raise --flow-capacity",
+                thousands(c.packets_untracked),
+                thousands(self.memory.capacity as u64)
+            );
+        }
         if self.a.json {
             println!("{}", self.json());
         }
@@ -1086,10 +1242,15 @@ impl Results<'_> {
             Err(why) => format!("NOT pinned ({why})"),
         };
         let (dos, verified) = (self.dos_summary(), self.verified_summary());
+        let memory = match self.memory.monitor_bytes() {
+            Some(b) => format!("{:.1} MiB resident", b as f64 / f64::from(1 << 20)),
+            None => "memory unknown".into(),
+        };
         format!(
             "clarion-lab bench: {} packets, {} triggers ({} per packet, {} patterns): {:.2} Mpps, {:.1} ns/packet \
              (median {:.1}, p99 {:.1} per {}-packet batch); sweep median {:.1} us, p99 {:.1} us, max {:.1} us; \
-             {} sweeps ({} late, {} epochs over budget at {} pps); {} reports{dos}; {verified}; {pinned}",
+             {} sweeps ({} late, {} epochs over budget at {} pps); {} reports{dos}; {} flows tracked, {memory}; \
+             {verified}; {pinned}",
             thousands(self.workload.len() as u64),
             thousands(u64::from(self.triggers.triggers)),
             self.triggers.per_packet,
@@ -1107,6 +1268,7 @@ impl Results<'_> {
             self.m.epochs_over_budget,
             thousands(self.traffic.rate_pps),
             thousands(c.reports),
+            thousands(c.flows_active),
         )
     }
 
@@ -1179,6 +1341,7 @@ impl Results<'_> {
             "flows_created": c.flows_created,
             "triggers_matched": c.triggers_matched,
             "packets_untracked": c.packets_untracked,
+            "memory": self.memory_json(),
             "dos": self.dos_json(),
             "missed_events": self.v.differing,
             "verify": {
@@ -1188,6 +1351,21 @@ impl Results<'_> {
                 "differing": self.v.differing,
                 "elapsed_s": self.v.elapsed.as_secs_f64(),
             },
+        })
+    }
+
+    /// The monitor's memory: resident bytes before it was made and after the
+    /// run, their difference, the peak, and the flows it tracked.
+    fn memory_json(&self) -> serde_json::Value {
+        let m = self.memory;
+        json!({
+            "rss_before_monitor_bytes": m.before.now,
+            "rss_after_run_bytes": m.after.now,
+            "monitor_rss_bytes": m.monitor_bytes(),
+            "monitor_heap_bytes": m.monitor_heap_bytes(),
+            "peak_rss_bytes": m.after.peak,
+            "flow_capacity": m.capacity,
+            "flows_tracked": self.m.counters.flows_active,
         })
     }
 
@@ -1201,6 +1379,7 @@ impl Results<'_> {
             "packet_size": t.packet_size,
             "active_flows": t.active_flows,
             "arrival_rate": t.arrival_rate,
+            "flow_sizes": t.flow_sizes.to_string(),
             "burst": t.burst,
             "dos_fraction": t.dos_fraction,
             "dos_packets": t.dos_packets,

@@ -1,7 +1,10 @@
 //! `clarion-lab feasibility`: the feasibility region of Trumpet's Figure 13
 //! (SIGCOMM'16 §7.2): for each number of triggers per flow K, time interval
-//! I and number of active flows, the highest packet rate at which no sweep
-//! is late on one core.
+//! I, number of active flows and flow arrival rate, the highest packet rate
+//! at which no sweep is late on one core. The paper's grid varies the first
+//! three at 1,000 new flows/s; `--flows` up to millions and `--arrivals` up
+//! to 100,000 new flows/s (and heavy-tailed `--flow-sizes`) extend it
+//! towards data-center traffic.
 //!
 //! For each point of the grid:
 //!
@@ -43,11 +46,11 @@ use clap::Args;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use clarion_workload::{TriggerSpec, WorkloadSpec};
+use clarion_workload::{FlowSizes, TriggerSpec, WorkloadSpec};
 
 use crate::bench::{measure_point, PointRun};
 use crate::gen::usage;
-use crate::Failure;
+use crate::{thousands, Failure};
 
 /// Epochs at the start of a run left out of its figures (cold start).
 const WARMUP_EPOCHS: usize = 2;
@@ -66,7 +69,10 @@ const VERIFY_FACTOR: f64 = 0.95;
 /// Steps of −10% tried after a failed verification.
 const MAX_STEPS: u32 = 3;
 
-pub const CSV_HEADER: &str = "per_flow,interval_ms,flows,ns_per_packet,sweep_p99_us,max_rate_mpps,verified";
+/// The CSV's columns: `arrivals_per_s` came last, after the paper's axes
+/// and results, so that readers of the older seven columns still work.
+pub const CSV_HEADER: &str =
+    "per_flow,interval_ms,flows,ns_per_packet,sweep_p99_us,max_rate_mpps,verified,arrivals_per_s";
 
 #[derive(Args, Debug)]
 pub struct FeasibilityArgs {
@@ -78,9 +84,20 @@ pub struct FeasibilityArgs {
     #[arg(long, value_delimiter = ',', default_values_t = [1u64, 5, 10, 20], value_name = "MS,..")]
     pub intervals: Vec<u64>,
 
-    /// Average numbers of active flows, comma-separated.
+    /// Average numbers of active flows, comma-separated (up to millions,
+    /// e.g. 300,10000,1000000).
     #[arg(long, value_delimiter = ',', default_values_t = [300u32, 600, 1200], value_name = "N,..")]
     pub flows: Vec<u32>,
+
+    /// New flows per second, comma-separated (e.g. 1000,10000,100000):
+    /// each flows/arrival pair is one panel of the plot.
+    #[arg(long, value_delimiter = ',', default_values_t = [1000.0], value_name = "N,..")]
+    pub arrivals: Vec<f64>,
+
+    /// How packets are shared among flows at every point (as `clarion-lab
+    /// bench --flow-sizes`): uniform, or pareto:ALPHA (heavy-tailed).
+    #[arg(long, default_value = "uniform", value_name = "uniform|pareto:ALPHA")]
+    pub flow_sizes: FlowSizes,
 
     /// Packets per measuring run (the verifying run may use more, to span enough epochs).
     #[arg(long, default_value_t = 1_500_000, value_name = "N")]
@@ -131,6 +148,8 @@ pub struct Point {
     pub per_flow: u32,
     pub interval_ms: u64,
     pub flows: u32,
+    /// New flows per second.
+    pub arrivals: f64,
     /// Mean over batches (the model's p).
     pub ns_per_packet: f64,
     /// Median over batches (for comparison; not in the CSV).
@@ -150,13 +169,14 @@ impl Point {
             None => "no".into(),
         };
         format!(
-            "{},{},{},{:.1},{:.1},{:.2},{verified}",
+            "{},{},{},{:.1},{:.1},{:.2},{verified},{}",
             self.per_flow,
             self.interval_ms,
             self.flows,
             self.ns_per_packet,
             self.sweep_p99_us,
-            self.max_rate_pps / 1e6
+            self.max_rate_pps / 1e6,
+            self.arrivals
         )
     }
 }
@@ -174,6 +194,7 @@ struct Grid {
     per_flow: Vec<u32>,
     intervals: Vec<u64>,
     flows: Vec<u32>,
+    arrivals: Vec<f64>,
     packets: u64,
 }
 
@@ -184,6 +205,7 @@ impl Grid {
                 per_flow: vec![4, 8],
                 intervals: vec![5],
                 flows: vec![300],
+                arrivals: vec![1000.0],
                 packets: 100_000,
             }
         } else {
@@ -191,10 +213,15 @@ impl Grid {
                 per_flow: a.per_flow.clone(),
                 intervals: a.intervals.clone(),
                 flows: a.flows.clone(),
+                arrivals: a.arrivals.clone(),
                 packets: a.packets,
             }
         };
-        if grid.per_flow.is_empty() || grid.intervals.is_empty() || grid.flows.is_empty() {
+        if grid.per_flow.is_empty()
+            || grid.intervals.is_empty()
+            || grid.flows.is_empty()
+            || grid.arrivals.is_empty()
+        {
             return Err(Failure::Usage("clarion-lab: the grid is empty".into()));
         }
         if grid.intervals.contains(&0) {
@@ -209,7 +236,7 @@ impl Grid {
     }
 
     fn len(&self) -> usize {
-        self.per_flow.len() * self.intervals.len() * self.flows.len()
+        self.per_flow.len() * self.intervals.len() * self.flows.len() * self.arrivals.len()
     }
 }
 
@@ -233,23 +260,27 @@ pub fn feasibility(a: &FeasibilityArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Every point of the grid, flows outermost and K innermost, each with its progress line.
+/// Every point of the grid, flows outermost, then arrivals, and K
+/// innermost, each with its progress line.
 fn measure_grid(a: &FeasibilityArgs, grid: &Grid, started: Instant) -> Result<Vec<Point>, Failure> {
     let total = grid.len();
     let mut points = Vec::with_capacity(total);
     for &flows in &grid.flows {
-        for &interval_ms in &grid.intervals {
-            for &k in &grid.per_flow {
-                let at = At {
-                    a,
-                    k,
-                    interval_ms,
-                    flows,
-                    packets: grid.packets,
-                };
-                let p = at.point()?;
-                print_progress(points.len() + 1, total, started, &p);
-                points.push(p);
+        for &arrivals in &grid.arrivals {
+            for &interval_ms in &grid.intervals {
+                for &k in &grid.per_flow {
+                    let at = At {
+                        a,
+                        k,
+                        interval_ms,
+                        flows,
+                        arrivals,
+                        packets: grid.packets,
+                    };
+                    let p = at.point()?;
+                    print_progress(points.len() + 1, total, started, &p);
+                    points.push(p);
+                }
             }
         }
     }
@@ -259,11 +290,12 @@ fn measure_grid(a: &FeasibilityArgs, grid: &Grid, started: Instant) -> Result<Ve
 /// The progress line of the `n`th point of `total`.
 fn print_progress(n: usize, total: usize, started: Instant, p: &Point) {
     eprintln!(
-        "[{n}/{total} {:.0}s] K={} interval={}ms flows={}: {:.1} ns/packet (median {:.1}), sweep p99 {:.1} us -> max {:.2} Mpps; verified: {}",
+        "[{n}/{total} {:.0}s] K={} interval={}ms flows={} new/s={}: {:.1} ns/packet (median {:.1}), sweep p99 {:.1} us -> max {:.2} Mpps; verified: {}",
         started.elapsed().as_secs_f64(),
         p.per_flow,
         p.interval_ms,
         p.flows,
+        p.arrivals,
         p.ns_per_packet,
         p.ns_per_packet_median,
         p.sweep_p99_us,
@@ -313,6 +345,7 @@ struct At<'a> {
     k: u32,
     interval_ms: u64,
     flows: u32,
+    arrivals: f64,
     /// Packets per measuring run at the least.
     packets: u64,
 }
@@ -330,6 +363,7 @@ impl At<'_> {
             per_flow: self.k,
             interval_ms: self.interval_ms,
             flows: self.flows,
+            arrivals: self.arrivals,
             ns_per_packet: m.ns_per_packet_mean,
             ns_per_packet_median: m.ns_per_packet_median,
             sweep_p99_us: m.sweep_p99_ns as f64 / 1e3,
@@ -355,6 +389,8 @@ impl At<'_> {
             packets,
             rate_pps: rate.max(1),
             active_flows: self.flows,
+            arrival_rate: self.arrivals,
+            flow_sizes: a.flow_sizes,
             groups: triggers.traffic_groups(),
             seed: a.seed,
             ..WorkloadSpec::default()
@@ -401,7 +437,7 @@ impl At<'_> {
     /// The fraction of R at which a run had no epoch over budget after the
     /// warm-up, stepping down from [`VERIFY_FACTOR`]; `None` if none did.
     fn verify(&self, r: f64) -> Result<Option<f64>, Failure> {
-        let (k, interval_ms, flows) = (self.k, self.interval_ms, self.flows);
+        let (k, interval_ms, flows, arrivals) = (self.k, self.interval_ms, self.flows, self.arrivals);
         let mut factor = VERIFY_FACTOR;
         for step in 0..=MAX_STEPS {
             if step > 0 {
@@ -411,7 +447,7 @@ impl At<'_> {
             let v = self.run(rate, VERIFY_EPOCHS)?;
             if v.warmup_over_budget > 0 {
                 eprintln!(
-                    "  K={k} interval={interval_ms}ms flows={flows}: {} warm-up epochs over budget at {:.2} Mpps (not counted)",
+                    "  K={k} interval={interval_ms}ms flows={flows} new/s={arrivals}: {} warm-up epochs over budget at {:.2} Mpps (not counted)",
                     v.warmup_over_budget,
                     rate as f64 / 1e6
                 );
@@ -420,7 +456,7 @@ impl At<'_> {
                 return Ok(Some(factor));
             }
             eprintln!(
-                "  K={k} interval={interval_ms}ms flows={flows}: {} of {} epochs over budget at {:.2} Mpps; stepping down",
+                "  K={k} interval={interval_ms}ms flows={flows} new/s={arrivals}: {} of {} epochs over budget at {:.2} Mpps; stepping down",
                 v.epochs_over_budget,
                 v.epochs,
                 rate as f64 / 1e6
@@ -466,7 +502,7 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// Draws one panel per flow count: x triggers per flow, y the highest rate
+/// Draws one panel per flow count and arrival rate: x triggers per flow, y the highest rate
 /// with no late sweep, one line per interval (the paper's Figure 13): solid
 /// with markers the rate verified, faint the model's R. Writes it as a PNG.
 pub fn plot(points: &[Point], path: &Path) -> anyhow::Result<()> {
@@ -475,16 +511,19 @@ pub fn plot(points: &[Point], path: &Path) -> anyhow::Result<()> {
         eprintln!("clarion-lab: warning: no TrueType font found (set CLARION_FONT); the plot has no text");
     }
     let axes = Axes::of(points);
-    let (w, h) = (420 * axes.flows.len() as u32 + 20, 460u32);
+    let (w, h) = (420 * axes.panels.len() as u32 + 20, 460u32);
     let mut buf = vec![255u8; (w * h * 3) as usize];
     draw(points, &axes, text, &mut buf, (w, h))?;
     write_png(path, &buf, (w, h))
 }
 
-/// What the panels share: their flow counts, the intervals (one line
-/// each), and the ranges of the axes.
+/// What the panels share: their flow counts and arrival rates, the
+/// intervals (one line each), and the ranges of the axes.
 struct Axes {
-    flows: Vec<u32>,
+    /// (active flows, new flows/s) of each panel.
+    panels: Vec<(u32, f64)>,
+    /// More than one arrival rate: the captions say which.
+    arrivals_vary: bool,
     intervals: Vec<u64>,
     kmin: f64,
     kmax: f64,
@@ -496,9 +535,10 @@ struct Axes {
 
 impl Axes {
     fn of(points: &[Point]) -> Axes {
-        let mut flows: Vec<u32> = points.iter().map(|p| p.flows).collect();
-        flows.sort_unstable();
-        flows.dedup();
+        let mut panels: Vec<(u32, f64)> = points.iter().map(|p| (p.flows, p.arrivals)).collect();
+        panels.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        panels.dedup();
+        let arrivals_vary = panels.iter().any(|p| p.1 != panels[0].1);
         let mut intervals: Vec<u64> = points.iter().map(|p| p.interval_ms).collect();
         intervals.sort_unstable();
         intervals.dedup();
@@ -510,7 +550,8 @@ impl Axes {
             .fold(14.88_f64, f64::max)
             * 1.1;
         Axes {
-            flows,
+            panels,
+            arrivals_vary,
             intervals,
             kmin,
             kmax,
@@ -533,12 +574,21 @@ fn draw(points: &[Point], axes: &Axes, text: bool, buf: &mut [u8], size: (u32, u
     let root = BitMapBackend::with_buffer(buf, size).into_drawing_area();
     root.fill(&WHITE).map_err(drawing)?;
     let root = root.margin(10, 10, 10, 10);
-    let panels = root.split_evenly((1, axes.flows.len()));
-    for (panel, &f) in panels.iter().zip(&axes.flows) {
+    let panels = root.split_evenly((1, axes.panels.len()));
+    for (panel, &(f, arrivals)) in panels.iter().zip(&axes.panels) {
         let mut b = ChartBuilder::on(panel);
         b.margin(8);
         if text {
-            b.caption(format!("{f} active flows"), ("sans-serif", 20))
+            let caption = if axes.arrivals_vary {
+                format!(
+                    "{} active flows, {} new/s",
+                    thousands(u64::from(f)),
+                    thousands(arrivals as u64)
+                )
+            } else {
+                format!("{} active flows", thousands(u64::from(f)))
+            };
+            b.caption(caption, ("sans-serif", 20))
                 .x_label_area_size(45)
                 .y_label_area_size(55);
         } else {
@@ -552,7 +602,7 @@ fn draw(points: &[Point], axes: &Axes, text: bool, buf: &mut [u8], size: (u32, u
         for (n, &i) in axes.intervals.iter().enumerate() {
             let at: Vec<&Point> = points
                 .iter()
-                .filter(|p| p.flows == f && p.interval_ms == i)
+                .filter(|p| p.flows == f && p.arrivals == arrivals && p.interval_ms == i)
                 .collect();
             draw_interval(&mut chart, at, i, COLORS[n % COLORS.len()], text)?;
         }

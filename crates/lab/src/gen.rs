@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use clarion_workload::{TriggerSpec, WorkloadError, WorkloadSpec, WorkloadStats};
+use clarion_workload::{FlowSizes, TriggerSpec, WorkloadError, WorkloadSpec, WorkloadStats};
 
 use crate::args::parse_duration;
 use crate::thousands;
@@ -32,13 +32,29 @@ pub struct WorkloadArgs {
     #[arg(long, default_value_t = 64, value_name = "BYTES", help_heading = "Workload")]
     pub size: usize,
 
-    /// Average number of active flows.
+    /// Average number of active flows (up to millions: 1000000 is a data
+    /// center's server-rack load).
     #[arg(long, default_value_t = 300, value_name = "N", help_heading = "Workload")]
     pub flows: u32,
 
     /// New flows per second (exponential inter-arrival times); flows live flows/arrival s on average.
     #[arg(long, default_value_t = 1000.0, value_name = "N", help_heading = "Workload")]
     pub arrival: f64,
+
+    /// How packets are shared among the active flows. 'uniform': every
+    /// burst picks an active flow uniformly (Trumpet's workload).
+    /// 'pareto:ALPHA': each flow draws a weight from a Pareto distribution of
+    /// shape ALPHA when it starts and bursts pick flows in proportion, so a
+    /// few elephants carry most packets and most flows are mice; the top
+    /// tenth of long-lived flows carry about 0.1^(1-1/ALPHA) of the packets
+    /// (pareto:1.2, data-center-like: ~68%; pareto:2: ~32%).
+    #[arg(
+        long,
+        default_value = "uniform",
+        value_name = "uniform|pareto:ALPHA",
+        help_heading = "Workload"
+    )]
+    pub flow_sizes: FlowSizes,
 
     /// Consecutive packets of one flow (1: every packet changes flow).
     #[arg(long, default_value_t = 1, value_name = "N", help_heading = "Workload")]
@@ -92,6 +108,7 @@ impl WorkloadArgs {
             packet_size: self.size,
             active_flows: self.flows,
             arrival_rate: self.arrival,
+            flow_sizes: self.flow_sizes,
             burst: self.burst,
             dos_fraction: self.dos_fraction,
             dos_packets: self.dos_packets,
@@ -172,13 +189,14 @@ pub fn gen(a: &GenArgs) -> Result<ExitCode, Failure> {
 
 fn summary(a: &GenArgs, w: &WorkloadSpec, s: &WorkloadStats) -> String {
     let mut line = format!(
-        "clarion-lab: wrote {} packets ({:.1} ms at {} packets/s) to {}: {} flows ({} at the start), {} attack packets in {} flows",
+        "clarion-lab: wrote {} packets ({:.1} ms at {} packets/s) to {}: {} flows ({} at the start, {} sizes), {} attack packets in {} flows",
         thousands(s.packets),
         s.duration_ns as f64 / 1e6,
         thousands(w.rate_pps),
         a.out.display(),
         thousands(s.initial_flows + s.arrivals),
         thousands(s.initial_flows),
+        w.flow_sizes,
         thousands(s.dos_packets),
         thousands(s.dos_flows),
     );

@@ -24,12 +24,13 @@ fn quick_grid_writes_csv_and_png() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("per_flow,interval_ms,flows,ns_per_packet,sweep_p99_us,max_rate_mpps,verified")
+        Some("per_flow,interval_ms,flows,ns_per_packet,sweep_p99_us,max_rate_mpps,verified,arrivals_per_s")
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert!(rows.len() >= 2, "{text}");
     for r in &rows {
-        assert_eq!(r.len(), 7, "{text}");
+        assert_eq!(r.len(), 8, "{text}");
+        assert_eq!(r[7], "1000", "{text}");
         for v in &r[..6] {
             assert!(v.parse::<f64>().is_ok(), "not a number: {v} in {text}");
         }

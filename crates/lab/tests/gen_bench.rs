@@ -103,6 +103,79 @@ fn bench_reports_every_figure_and_misses_nothing() {
 }
 
 #[test]
+fn many_flows_are_all_tracked_and_their_memory_reported() {
+    // 200,000 active flows and 100,000 new ones a second, heavy-tailed: the
+    // flow table's default holds them all, and the JSON says how much memory
+    // the monitor took for how many flows.
+    let o = lab()
+        .args([
+            "bench",
+            "--packets",
+            "300000",
+            "--rate",
+            "3000000",
+            "--flows",
+            "200000",
+        ])
+        .args([
+            "--arrival",
+            "100000",
+            "--flow-sizes",
+            "pareto:1.2",
+            "--verify-prefix",
+            "0",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    assert!(err.contains("flows tracked"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(v["packets_untracked"], 0, "{v}");
+    assert_eq!(v["workload"]["flow_sizes"], "pareto:1.2");
+    let m = &v["memory"];
+    assert!(m["flows_tracked"].as_u64().is_some_and(|n| n > 50_000), "{v}");
+    assert_eq!(m["flow_capacity"], 1 << 20);
+    if cfg!(target_os = "linux") {
+        for field in [
+            "rss_before_monitor_bytes",
+            "rss_after_run_bytes",
+            "monitor_rss_bytes",
+            "peak_rss_bytes",
+        ] {
+            assert!(m[field].as_u64().is_some_and(|b| b > 0), "{field} in {m}");
+        }
+    }
+}
+
+#[test]
+fn a_full_flow_table_is_said() {
+    let o = lab()
+        .args([
+            "bench",
+            "--packets",
+            "100000",
+            "--flows",
+            "5000",
+            "--flow-capacity",
+            "1000",
+        ])
+        .args(["--verify-prefix", "0", "--json"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("were not tracked") && err.contains("full at 1,000 flows; raise --flow-capacity"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert!(v["packets_untracked"].as_u64().is_some_and(|n| n > 0), "{v}");
+}
+
+#[test]
 fn without_optimizations_the_bench_still_misses_nothing() {
     // Bursts of 4, so the last-flow cache has hits when it is on.
     for no_opt in ["all", "batch-prefetch,last-flow"] {
