@@ -395,7 +395,13 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
     let before = Rss::settled();
     let (specs, monitor) = setup(&traffic, &triggers, &config)?;
     let keep = verified_until(a, &workload);
-    let measured = measure_pinned(&workload, monitor, a.batch, a.core, a.dos_auto_raise, keep)?;
+    let run = Run {
+        batch: a.batch,
+        raise_on_overrun: a.dos_auto_raise,
+        keep_until: keep,
+        prime: 0,
+    };
+    let measured = measure_pinned(&workload, monitor, a.core, run)?;
     let memory = Memory {
         before,
         after: Rss::now(),
@@ -538,10 +544,8 @@ pub(crate) fn setup(
 fn measure_pinned(
     workload: &Workload,
     monitor: Monitor,
-    batch: usize,
     core: Option<usize>,
-    raise_on_overrun: bool,
-    keep_until: Option<u64>,
+    run: Run,
 ) -> Result<Measured, Failure> {
     std::thread::scope(|s| {
         s.spawn(move || {
@@ -550,7 +554,7 @@ fn measure_pinned(
             // and the heap the monitor grows into over its first epochs.
             let mut monitor = monitor;
             monitor.prefault();
-            measure(workload, monitor, batch, pinned, raise_on_overrun, keep_until)
+            measure(workload, monitor, pinned, run)
         })
         .join()
     })
@@ -591,13 +595,18 @@ pub struct PointRun {
 /// Generates the workload and times the monitor over it exactly as
 /// `clarion-lab bench` does (default monitor configuration, no verification).
 /// The first `warmup` epochs (cold start: every flow new, memory untouched)
-/// are left out of the sweep figure and the epochs over budget.
+/// are left out of the sweep figure and the epochs over budget. The first
+/// `prime` packets of `traffic` go through the monitor, sweeps included,
+/// before the clock starts, and count nowhere: with many active flows they
+/// let it meet the flows active at the start, which a monitor that has run
+/// for a while knows (else most of a run's packets would be new flows).
 pub fn measure_point(
     traffic: &WorkloadSpec,
     triggers: &TriggerSpec,
     batch: usize,
     core: Option<usize>,
     warmup: usize,
+    prime: usize,
 ) -> Result<PointRun, Failure> {
     let config = MonitorConfig {
         synchronous_sweep: false,
@@ -606,7 +615,15 @@ pub fn measure_point(
         ..MonitorConfig::default()
     };
     let workload = traffic.generate().map_err(usage)?;
-    measure_workload(&workload, traffic, triggers, &config, batch, core, warmup)
+    measure_primed(
+        &workload,
+        traffic,
+        triggers,
+        &config,
+        (batch, core),
+        warmup,
+        prime,
+    )
 }
 
 /// [`measure_point`] over a workload already generated, with a given
@@ -621,12 +638,31 @@ pub fn measure_workload(
     core: Option<usize>,
     warmup: usize,
 ) -> Result<PointRun, Failure> {
+    measure_primed(workload, traffic, triggers, config, (batch, core), warmup, 0)
+}
+
+/// [`measure_workload`] with the first `prime` packets untimed (see [`measure_point`]).
+fn measure_primed(
+    workload: &Workload,
+    traffic: &WorkloadSpec,
+    triggers: &TriggerSpec,
+    config: &MonitorConfig,
+    (batch, core): (usize, Option<usize>),
+    warmup: usize,
+    prime: usize,
+) -> Result<PointRun, Failure> {
     let config = MonitorConfig {
         synchronous_sweep: false,
         ..config.clone()
     };
     let (_, monitor) = setup(traffic, triggers, &config)?;
-    let m = measure_pinned(workload, monitor, batch.max(1), core, false, None)?;
+    let run = Run {
+        batch: batch.max(1),
+        raise_on_overrun: false,
+        keep_until: None,
+        prime,
+    };
+    let m = measure_pinned(workload, monitor, core, run)?;
     let mut per = m.per_packet_ns;
     let mean = per.iter().sum::<f64>() / per.len().max(1) as f64;
     per.sort_by(f64::total_cmp);
@@ -693,26 +729,50 @@ fn committed<T: Clone>(n: usize, fill: T) -> Vec<T> {
 /// the batch before it began, was slower than none (37.1 ns).
 const HEADER_PREFETCH_AHEAD: usize = 32;
 
-/// The timed loop. See the module documentation. With `raise_on_overrun`,
-/// each epoch over budget raises the monitor's DoS threshold, as a late
-/// sweep would on a live link. Reports of windows ended by `keep_until`
-/// are kept, the others dropped ([`keep_reports`]). Never inlined, so a profiler can count it
+/// How the timed loop runs.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    /// Frames per batch.
+    batch: usize,
+    /// Each epoch over budget raises the monitor's DoS threshold, as a
+    /// late sweep would on a live link.
+    raise_on_overrun: bool,
+    /// Reports of windows ended by then are kept, the others dropped ([`keep_reports`]).
+    keep_until: Option<u64>,
+    /// Frames processed (sweeps included) before the clock starts, counted nowhere.
+    prime: usize,
+}
+
+/// The timed loop. See the module documentation and [`Run`]. Never inlined, so a profiler can count it
 /// alone (`valgrind --tool=callgrind --toggle-collect='clarion_lab::bench::measure'`).
 #[inline(never)]
-fn measure(
-    w: &Workload,
-    mut monitor: Monitor,
-    batch: usize,
-    pinned: Result<usize, String>,
-    raise_on_overrun: bool,
-    keep_until: Option<u64>,
-) -> Measured {
+fn measure(w: &Workload, mut monitor: Monitor, pinned: Result<usize, String>, run: Run) -> Measured {
+    let Run {
+        batch,
+        raise_on_overrun,
+        keep_until,
+        prime,
+    } = run;
+    let mut out = Vec::new();
+    let mut records = vec![PacketRecord::default(); batch];
+    let prime = prime.min(w.len());
+    let primer = Frames {
+        bytes: w.bytes(),
+        frames: &w.frames()[..prime],
+        prefetch_headers: false,
+    };
+    for (c, chunk) in primer.frames.chunks(batch).enumerate() {
+        primer.process(c * batch, chunk, &mut records, &mut monitor, &mut out);
+        if monitor.sweep_pending() {
+            monitor.sweep_step(usize::MAX, &mut out);
+        }
+        out.clear();
+    }
     let frames = Frames {
         bytes: w.bytes(),
-        frames: w.frames(),
+        frames: &w.frames()[prime..],
         prefetch_headers: monitor.tuning().header_prefetch,
     };
-    let mut out = Vec::new();
     let mut reports = Vec::new();
     let mut samples = Samples::committed(frames.frames, batch, monitor.epoch_ns());
     let start = Instant::now();
@@ -720,7 +780,6 @@ fn measure(
     let mut epoch_start = start; // when the packets of the running epoch began
 
     // Frames are parsed in place into the batch's slots (no copy per record).
-    let mut records = vec![PacketRecord::default(); batch];
     let faults_before = thread_page_faults();
     for (c, chunk) in frames.frames.chunks(batch).enumerate() {
         let mut swept = Duration::ZERO; // sweep time inside this batch
@@ -983,14 +1042,13 @@ impl Ablation<'_> {
     /// One timed run with `config`.
     fn measure(&self, config: &MonitorConfig) -> Result<Measured, Failure> {
         let (_, monitor) = setup(self.traffic, self.triggers, config)?;
-        measure_pinned(
-            self.workload,
-            monitor,
-            self.a.batch,
-            self.a.core,
-            self.a.dos_auto_raise,
-            None,
-        )
+        let run = Run {
+            batch: self.a.batch,
+            raise_on_overrun: self.a.dos_auto_raise,
+            keep_until: None,
+            prime: 0,
+        };
+        measure_pinned(self.workload, monitor, self.a.core, run)
     }
 
     /// Round `round` of `rounds`: every variant once, each with its progress line.

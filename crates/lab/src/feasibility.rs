@@ -24,8 +24,17 @@
 //!    per packet grow as the rate falls), the run is repeated at the model's
 //!    rate R (step 2) while R is more than 10% away from the rate measured
 //!    at, up to [`MEASURE_PASSES`] runs in all, so that `p` and `S` are
-//!    measured at (about) the rate they predict. A run holds `--packets` packets, or more
-//!    so as to span [`MEASURE_EPOCHS`] epochs.
+//!    measured at (about) the rate they predict. If the sweep alone
+//!    overran the epoch at 14.88 Mpps (no rate is feasible by the model),
+//!    the next run is at a tenth of that instead: the sweep walks the flows
+//!    that had packets in the epoch, so with many flows it shrinks with the
+//!    rate. A run holds `--packets` packets, or more so as to span
+//!    [`MEASURE_EPOCHS`] epochs. When the warm-up would not show the
+//!    monitor each flow active at the start [`PRIME_PER_FLOW`] times on
+//!    average (hundreds of thousands of flows), that many packets per flow
+//!    go through it first, untimed and uncounted: a monitor that has run a
+//!    while knows its active flows, and without them nearly every packet of
+//!    a slow run at a million flows would be a new flow's first.
 //! 2. **Model.** An epoch of length I at R packets/s costs R·I·p of packet
 //!    processing plus S of sweep, so the highest rate with no late sweep is
 //!    the largest R with R·I·p + S ≤ I: R = (1 − S/I) / p (0 if S ≥ I).
@@ -62,6 +71,11 @@ const VERIFY_EPOCHS: u64 = 6;
 const MEASURE_RATE: u64 = 14_880_000;
 /// Measure again at the model's rate when it is this far (relative) from the measuring rate.
 const REMEASURE_OFF: f64 = 0.10;
+/// Rate of the measuring run that follows one whose sweep alone overran the epoch.
+const LOW_MEASURE_RATE: u64 = MEASURE_RATE / 10;
+/// Times each flow active at the start is seen, on average, in the
+/// packets that prime the monitor before a run's clock starts.
+const PRIME_PER_FLOW: u64 = 3;
 /// Measuring runs per point at most.
 const MEASURE_PASSES: u32 = 3;
 /// Fraction of the model's rate that is verified first.
@@ -325,8 +339,21 @@ fn write_csv(path: Option<&Path>, points: &[Point]) -> Result<(), Failure> {
     Ok(())
 }
 
-fn run(a: &FeasibilityArgs, t: &WorkloadSpec, g: &TriggerSpec) -> Result<PointRun, Failure> {
-    let r = measure_point(t, g, a.batch, a.core, WARMUP_EPOCHS)?;
+/// Packets that prime the monitor before a run of `t` (see the module
+/// documentation): none when the warm-up epochs already show it each flow
+/// active at the start [`PRIME_PER_FLOW`] times on average.
+fn prime_packets(t: &WorkloadSpec, interval_ns: u64) -> u64 {
+    let want = PRIME_PER_FLOW * u64::from(t.active_flows);
+    let warmup = packets_for(0, t.rate_pps, interval_ns, WARMUP_EPOCHS as u64);
+    if want <= warmup {
+        0
+    } else {
+        want
+    }
+}
+
+fn run(a: &FeasibilityArgs, t: &WorkloadSpec, g: &TriggerSpec, prime: u64) -> Result<PointRun, Failure> {
+    let r = measure_point(t, g, a.batch, a.core, WARMUP_EPOCHS, prime as usize)?;
     if let Err(why) = &r.pinned {
         eprintln!("clarion-lab: warning: the measured loop is not pinned: {why}");
     }
@@ -408,8 +435,10 @@ impl At<'_> {
             self.interval_ns(),
             epochs + WARMUP_EPOCHS as u64,
         );
-        let (t, g) = self.specs(n, rate)?;
-        run(self.a, &t, &g)
+        let (t, _) = self.specs(n, rate)?;
+        let prime = prime_packets(&t, self.interval_ns());
+        let (t, g) = self.specs(n + prime, rate)?;
+        run(self.a, &t, &g, prime)
     }
 
     /// The measuring run and the model's rate R from it. The per-packet cost
@@ -426,6 +455,13 @@ impl At<'_> {
                 self.interval_ns() as f64,
             );
             pass += 1;
+            if r < 1.0 && pass < MEASURE_PASSES && rate > LOW_MEASURE_RATE {
+                // The sweep alone overran the epoch. It walks the flows that
+                // had packets, fewer at a lower rate (many fewer with a
+                // million flows): measure again at a tenth of the line rate.
+                rate = LOW_MEASURE_RATE;
+                continue;
+            }
             let off = (r - rate as f64).abs() / rate as f64;
             if pass == MEASURE_PASSES || r < 1.0 || off <= REMEASURE_OFF {
                 return Ok((m, r));
