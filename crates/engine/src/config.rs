@@ -171,8 +171,6 @@ pub struct Counters {
     pub flows_created: u64,
     /// Idle flows whose entries were reclaimed.
     pub flows_evicted: u64,
-    /// New flows refused because the table was full.
-    pub flows_untracked: u64,
     /// Packets of flows that could not be tracked (table full).
     pub packets_untracked: u64,
     /// Packets of unknown flows kept out of the flow table by the DoS
@@ -210,7 +208,6 @@ impl Counters {
         self.dropped += o.dropped;
         self.flows_created += o.flows_created;
         self.flows_evicted += o.flows_evicted;
-        self.flows_untracked += o.flows_untracked;
         self.packets_untracked += o.packets_untracked;
         self.packets_dos_filtered += o.packets_dos_filtered;
         self.dos_threshold_raises += o.dos_threshold_raises;
