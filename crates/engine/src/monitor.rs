@@ -1243,7 +1243,8 @@ impl Monitor {
     /// Frees the entries of flows idle past the timeout whose statistics
     /// have all been swept (an RTT sample can write them after the flow's
     /// last packet), at most [`RECLAIM_PER_SWEEP`] a sweep. Semantics never
-    /// depend on it (an idle flow is treated as new on its next packet
+    /// depend on it as long as it frees only flows idle strictly longer
+    /// than the timeout (such a flow is treated as new on its next packet
     /// either way); it only keeps the table from filling with dead flows.
     fn reclaim(&mut self, swept_end: u64) {
         let timeout = self.config.flow_timeout_ns;
