@@ -71,8 +71,9 @@ enum Op {
     Not,
 }
 
-/// Values a program's stack holds without allocating; deeper predicates
-/// (not met in practice: 16 nested binary operators) use a `Vec`.
+/// Values a program's stack holds without allocating (a power of two);
+/// deeper predicates (not met in practice: 16 nested binary operators)
+/// use a `Vec`.
 const STACK: usize = 16;
 
 /// The predicate in postfix order, run over a small stack: the sweep tests
@@ -134,48 +135,49 @@ impl Program {
     #[inline]
     fn eval(&self, vals: &[f64]) -> f64 {
         if self.depth <= STACK {
-            self.run_small(vals)
+            self.run(vals, &mut [0.0; STACK])
         } else {
-            self.run(vals, &mut vec![0.0; self.depth])
+            self.run(vals, &mut vec![0.0; self.depth.next_power_of_two()])
         }
     }
 
-    /// [`Program::run`] for programs within [`STACK`]: positions are taken
-    /// modulo the stack's size, which needs no bounds check (a
-    /// well-formed program never wraps; a malformed one gives a wrong
-    /// value, never a panic). About a third of `run`'s instructions.
-    fn run_small(&self, vals: &[f64]) -> f64 {
-        const MASK: usize = STACK - 1;
-        const _: () = assert!(STACK.is_power_of_two());
+    /// Runs the steps on `st`, a power of two at least `depth` long.
+    /// Positions are taken modulo its length, which for the fixed stack
+    /// needs no bounds check (a well-formed program never wraps; a
+    /// malformed one gives a wrong value, never a panic): about a third of
+    /// the instructions of checking every push and pop.
+    #[inline(always)]
+    fn run(&self, vals: &[f64], st: &mut [f64]) -> f64 {
+        debug_assert!(st.len().is_power_of_two() && st.len() >= self.depth);
+        let mask = st.len().wrapping_sub(1);
         let load = |i: usize| vals.get(i).copied().unwrap_or(f64::NAN);
-        let mut st = [0.0f64; STACK];
         let mut n: usize = 0;
         for op in &self.ops {
             match *op {
                 Op::Num(v) => {
-                    st[n & MASK] = v;
+                    st[n & mask] = v;
                     n = n.wrapping_add(1);
                 }
                 Op::Load(i) => {
-                    st[n & MASK] = load(i);
+                    st[n & mask] = load(i);
                     n = n.wrapping_add(1);
                 }
                 Op::CmpLoadNum(op, i, c) => {
-                    st[n & MASK] = bool_f(compare(op, load(i), c));
+                    st[n & mask] = bool_f(compare(op, load(i), c));
                     n = n.wrapping_add(1);
                 }
                 Op::Neg => {
-                    let t = n.wrapping_sub(1) & MASK;
+                    let t = n.wrapping_sub(1) & mask;
                     st[t] = -st[t];
                 }
                 Op::Not => {
-                    let t = n.wrapping_sub(1) & MASK;
+                    let t = n.wrapping_sub(1) & mask;
                     st[t] = bool_f(!truthy(st[t]));
                 }
                 Op::Arith(_) | Op::Cmp(_) | Op::And | Op::Or => {
                     n = n.wrapping_sub(1);
-                    let b = st[n & MASK];
-                    let t = n.wrapping_sub(1) & MASK;
+                    let b = st[n & mask];
+                    let t = n.wrapping_sub(1) & mask;
                     let a = st[t];
                     st[t] = match *op {
                         Op::Arith(op) => arith(op, a, b),
@@ -186,57 +188,7 @@ impl Program {
                 }
             }
         }
-        st[n.wrapping_sub(1) & MASK]
-    }
-
-    /// Runs the steps on `stack` (at least `depth` long).
-    fn run(&self, vals: &[f64], stack: &mut [f64]) -> f64 {
-        let load = |i: usize| vals.get(i).copied().unwrap_or(f64::NAN);
-        // The number of values on the stack; `emit` sized it, and a
-        // well-formed program never pops an empty stack.
-        let mut n: usize = 0;
-        for op in &self.ops {
-            let v = match *op {
-                Op::Num(v) => v,
-                Op::Load(i) => load(i),
-                Op::CmpLoadNum(op, i, c) => bool_f(compare(op, load(i), c)),
-                Op::Neg | Op::Not => {
-                    let Some(x) = n.checked_sub(1).and_then(|t| stack.get(t)) else {
-                        return f64::NAN;
-                    };
-                    n -= 1;
-                    if matches!(op, Op::Neg) {
-                        -x
-                    } else {
-                        bool_f(!truthy(*x))
-                    }
-                }
-                Op::Arith(_) | Op::Cmp(_) | Op::And | Op::Or => {
-                    let (Some(&a), Some(&b)) = (
-                        n.checked_sub(2).and_then(|t| stack.get(t)),
-                        n.checked_sub(1).and_then(|t| stack.get(t)),
-                    ) else {
-                        return f64::NAN;
-                    };
-                    n -= 2;
-                    match *op {
-                        Op::Arith(op) => arith(op, a, b),
-                        Op::Cmp(op) => bool_f(compare(op, a, b)),
-                        Op::And => bool_f(truthy(a) && truthy(b)),
-                        _ => bool_f(truthy(a) || truthy(b)),
-                    }
-                }
-            };
-            let Some(top) = stack.get_mut(n) else {
-                return f64::NAN;
-            };
-            *top = v;
-            n += 1;
-        }
-        n.checked_sub(1)
-            .and_then(|t| stack.get(t))
-            .copied()
-            .unwrap_or(f64::NAN)
+        st[n.wrapping_sub(1) & mask]
     }
 }
 
@@ -502,6 +454,21 @@ pub(crate) struct Trigger {
     end_ns: u64,
 }
 
+/// A group's state values ([`Trigger::state`]: each an `X` or an
+/// `X_lastepoch` and its place among the lasts) from its latest values in
+/// this window (`now`) and in the window before (`before`, if it had the
+/// group); NaN where undefined.
+fn state_values<'a>(
+    state: &'a [(bool, usize)],
+    now: &'a [f64],
+    before: Option<&'a [f64]>,
+) -> impl Iterator<Item = f64> + 'a {
+    state.iter().map(move |&(last_epoch, i)| {
+        let from = if last_epoch { before } else { Some(now) };
+        from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN)
+    })
+}
+
 /// The latest values of `lasts` for every group of one closed window, in
 /// one flat array (`stride` values a group), for the next window's
 /// `X_lastepoch`.
@@ -699,14 +666,7 @@ impl Trigger {
             .as_ref()
             .filter(|p| p.start_ns.checked_add(interval) == Some(epoch_start))
             .and_then(|p| p.row(key, stride));
-        values.extend(self.state.iter().map(|&(last_epoch, i)| {
-            let from = if last_epoch {
-                before
-            } else {
-                Some(now.row_at(row, stride))
-            };
-            from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN)
-        }));
+        values.extend(state_values(&self.state, now.row_at(row, stride), before));
         first
     }
 
@@ -790,14 +750,7 @@ impl Trigger {
             }
             let row = now.push(*g, accs[n_aggs..].iter().map(Acc::last_value), stride);
             let before = adjacent.and_then(|p| p.row(g, stride));
-            let states = self.state.iter().map(|&(last_epoch, i)| {
-                let from = if last_epoch {
-                    before
-                } else {
-                    Some(now.row_at(row, stride))
-                };
-                from.and_then(|l| l.get(i)).copied().unwrap_or(f64::NAN)
-            });
+            let states = state_values(&self.state, now.row_at(row, stride), before);
             self.history.push_group(*g, aggs.chain(states));
         }
         self.prev = Some(now);
