@@ -541,8 +541,8 @@ fn tcp_state_rtt_samples_and_values_outside_aggregates() {
     assert_eq!(c.rtt_samples, 2);
 }
 
-#[test]
-fn idle_flows_are_reclaimed() {
+/// A monitor forgetting flows idle for 50 ms, with one event matching every flow.
+fn reclaiming_monitor() -> Monitor {
     let cfg = MonitorConfig {
         flow_timeout_ns: 50 * MS,
         ..MonitorConfig::default()
@@ -555,6 +555,12 @@ fn idle_flows_are_reclaimed() {
         10,
     ))
     .unwrap();
+    m
+}
+
+#[test]
+fn idle_flows_are_reclaimed() {
+    let mut m = reclaiming_monitor();
     let mut out = Vec::new();
     for i in 0..50u8 {
         m.process(&pkt(T0 + u64::from(i) * 1000, i, 1, 1), &mut out);
@@ -571,18 +577,7 @@ fn idle_flows_are_reclaimed() {
 /// goes too, and a new flow in a freed entry stays.
 #[test]
 fn busy_flows_stay_and_reused_entries_keep_their_flow() {
-    let cfg = MonitorConfig {
-        flow_timeout_ns: 50 * MS,
-        ..MonitorConfig::default()
-    };
-    let mut m = Monitor::new(cfg);
-    m.install(event(
-        "any",
-        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
-        Granularity::FIVE_TUPLE,
-        10,
-    ))
-    .unwrap();
+    let mut m = reclaiming_monitor();
     let mut out = Vec::new();
     for i in 0..10u8 {
         m.process(&pkt(T0 + u64::from(i), i, 1, 1), &mut out);
