@@ -3,13 +3,12 @@
 //! `--pcap`, and a closed standard output.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+use common::repo;
 
 fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("clarion")

@@ -3,20 +3,10 @@
 //! and 2 GB; a byte-order mark was refused with an invisible character;
 //! invalid UTF-8 had no line and column). Times are for `cargo test --release`.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn clarion() -> Command {
-    let mut c = Command::cargo_bin("clarion").expect("binary builds");
-    c.current_dir(repo());
-    c
-}
+mod common;
+use common::clarion;
 
 /// `clarion check` on `text`: its exit code and standard error, within a second.
 #[track_caller]

@@ -1,19 +1,10 @@
 //! The `clarion` binary end to end: the README's main command, exit codes,
 //! error messages, damaged input, output formats.
 
-use std::path::{Path, PathBuf};
-
 use assert_cmd::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn clarion() -> Command {
-    let mut c = Command::cargo_bin("clarion").expect("binary builds");
-    c.current_dir(repo());
-    c
-}
+mod common;
+use common::{clarion, repo, stderr};
 
 /// `clarion run` on a capture with the given events file (paths from the repository root).
 fn run(pcap: &str, events: &str) -> Command {
@@ -24,10 +15,6 @@ fn run(pcap: &str, events: &str) -> Command {
 
 fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

@@ -5,21 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn clarion() -> Command {
-    let mut c = Command::cargo_bin("clarion").expect("binary builds");
-    c.current_dir(repo());
-    c
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{clarion, repo, stderr};
 
 /// `n` events without a filter: every packet matches all of them.
 fn every_packet(dir: &Path, n: usize) -> PathBuf {

@@ -1,18 +1,10 @@
 //! `--health FILE`: every epoch not seen in full is written, whether or
 //! not an event fired in it (issue 18, completeness).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn clarion() -> Command {
-    let mut c = Command::new(assert_cmd::cargo::cargo_bin("clarion"));
-    c.current_dir(repo());
-    c
-}
+mod common;
+use common::clarion_process as clarion;
 
 fn records(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)

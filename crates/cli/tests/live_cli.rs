@@ -10,13 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
-
-fn clarion() -> Command {
-    let mut c = Command::cargo_bin("clarion").expect("binary");
-    c.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    c
-}
+mod common;
+use common::clarion_process as clarion;
 
 fn run(c: &mut Command) -> (i32, String) {
     let out = c.output().expect("runs");

@@ -1,15 +1,9 @@
 //! `clarion run --inventory`: network-wide events on the bundled capture.
 
-use std::process::Command;
-
-use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 
-fn clarion() -> Command {
-    let mut c = Command::cargo_bin("clarion").expect("binary");
-    c.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    c
-}
+mod common;
+use common::clarion_process as clarion;
 
 /// (event, window start, group, values) of each JSON report line.
 fn reports(args: &[&str]) -> Vec<(String, u64, String, String)> {

@@ -1,22 +1,9 @@
 //! `clarion run`'s flags: none silently ignored, `--workers` on files, the help's headings.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use assert_cmd::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn clarion() -> Command {
-    let mut c = Command::cargo_bin("clarion").expect("binary builds");
-    c.current_dir(repo());
-    c
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{clarion, repo, stderr};
 
 /// Every flag of live capture, with a valid value, refused beside --pcap with its name.
 #[test]

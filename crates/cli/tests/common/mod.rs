@@ -1,0 +1,30 @@
+//! Helpers every CLI test file needs: the repository root and the
+//! `clarion` binary run from it. Each test file is its own crate and uses
+//! some of them.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The repository root, where `examples/` and `scripts/` are.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `clarion`, run from the repository root, for commands that end.
+pub fn clarion() -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("clarion").expect("binary builds");
+    c.current_dir(repo());
+    c
+}
+
+/// `clarion` as a process to spawn and drive, run from the repository root.
+pub fn clarion_process() -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("clarion"));
+    c.current_dir(repo());
+    c
+}
+
+/// A finished command's standard error, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
