@@ -52,13 +52,44 @@ use crate::Failure;
 /// the read-and-parse floor.
 const TARGET_RATIO: f64 = 2.0;
 
+/// `clarion-lab bench` flags that --pcap does not use: the synthetic
+/// workload's, the triggers', the loop's and the monitor's.
+const NOT_WITH_PCAP: &[&str] = &[
+    "packets",
+    "batch",
+    "no_opt",
+    "verify_prefix",
+    "flow_capacity",
+    "history_windows",
+    "flow_timeout",
+    "dos_threshold",
+    "dos_auto_raise",
+    "dos_filter_slots",
+    "rate",
+    "size",
+    "flows",
+    "arrival",
+    "flow_sizes",
+    "burst",
+    "dos_fraction",
+    "dos_packets",
+    "retransmit_fraction",
+    "seed",
+    "triggers",
+    "per_packet",
+    "patterns",
+    "interval",
+];
+
 /// `bench`'s flags for a real capture (`--pcap`); the workload flags do not apply.
 #[derive(Args, Debug)]
 pub struct PcapArgs {
     /// Time `clarion run`'s file path on this capture (pcap or pcapng), held
-    /// in memory, against reading and parsing it alone; the synthetic
-    /// workload's flags are then ignored.
-    #[arg(long, value_name = "FILE")]
+    /// in memory, against reading and parsing it alone, with `clarion run`'s
+    /// default monitor: the synthetic workload's flags and the monitor's
+    /// are refused beside it (only --events, --workers, --runs, --core and
+    /// --json apply).
+    #[arg(long, value_name = "FILE", conflicts_with_all = NOT_WITH_PCAP)]
     pub pcap: Option<PathBuf>,
 
     /// Events installed for --pcap, as `clarion run --events` installs them.

@@ -116,4 +116,22 @@ fn bench_pcap_refuses_what_is_not_a_capture() {
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2), "--events needs --pcap");
+    // The synthetic workload's and the monitor's flags do not apply to a capture.
+    for flag in [
+        ["--flows", "5000"],
+        ["--flow-sizes", "pareto:1.2"],
+        ["--flow-capacity", "100"],
+    ] {
+        let out = lab()
+            .args(["bench", "--pcap", "examples/demo.pcap", "--runs", "1"])
+            .args(flag)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{flag:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(flag[0]) && err.contains("cannot be used with"),
+            "{err}"
+        );
+    }
 }
