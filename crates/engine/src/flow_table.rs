@@ -159,6 +159,33 @@ impl FlowTable {
         Some(idx)
     }
 
+    /// Starts loading entry `idx` (its first and last line).
+    #[inline]
+    pub(crate) fn prefetch_entry_at(&self, idx: u32) {
+        let e = self.entries.as_ptr().wrapping_add(idx as usize);
+        prefetch(e);
+        prefetch(e.wrapping_add(1).cast::<u8>().wrapping_sub(1));
+    }
+
+    /// Starts loading what [`FlowTable::remove`] of `idx` reads besides
+    /// the entry: the slot its probe starts at and its TCP state (which
+    /// the free reads). Reads the entry, so it should be loaded already:
+    /// reclaim frees flows idle for a timeout, long out of cache, and
+    /// these two misses were 80% of a sweep's own time.
+    #[inline]
+    pub(crate) fn prefetch_removal(&self, idx: u32) {
+        let Some(e) = self.entries.get(idx as usize) else {
+            return;
+        };
+        if !e.live {
+            return;
+        }
+        self.prefetch_slot(hash_key(&e.key));
+        if let Some(tcp) = &e.tcp {
+            prefetch(&**tcp);
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }

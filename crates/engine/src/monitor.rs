@@ -150,6 +150,9 @@ struct MergeOut {
 /// flows go idle at once.
 const RECLAIM_PER_SWEEP: usize = 8192;
 
+/// How far ahead in the expiry queue the reclaim starts loading entries.
+const RECLAIM_AHEAD: usize = 8;
+
 /// Packets per pass of [`Monitor::process_batch`]: enough misses in flight
 /// to hide memory latency, few enough that the prefetched lines stay cached
 /// (at most 64: a bit mask marks repeated flows).
@@ -1252,6 +1255,15 @@ impl Monitor {
             let Some(&(i, gen, due)) = self.expiry.front() else {
                 break;
             };
+            // A pipeline over the queue: entries 8 items ahead, then (loaded
+            // by now) their slots and TCP state 4 ahead. Items not due yet
+            // are prefetched for nothing, which costs little.
+            if let Some(&(ahead, _, _)) = self.expiry.get(RECLAIM_AHEAD) {
+                self.flows.prefetch_entry_at(ahead);
+            }
+            if let Some(&(ahead, _, _)) = self.expiry.get(RECLAIM_AHEAD / 2) {
+                self.flows.prefetch_removal(ahead);
+            }
             // Idle past the timeout means strictly more than it (as a
             // flow's packet after exactly the timeout continues its life).
             if due >= self.now {
