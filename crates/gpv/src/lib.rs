@@ -1,0 +1,1 @@
+//! grouped packet vectors (*Flow): the GPV cache, its encoding, and late-bound metric apps

@@ -1,0 +1,1 @@
+//! Parquet files of flow records and grouped packet vectors (arrow/parquet)
