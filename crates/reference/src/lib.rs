@@ -24,6 +24,7 @@
 //! is held to.
 
 mod drill;
+pub mod flows;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
