@@ -23,6 +23,8 @@ DEPS=(
   "ping:iputils-ping:the scenarios (links up)"
   "python3:python3:live capture and the scenarios (traffic senders)"
   "curl:curl:the scenarios (metrics scrape)"
+  "nfcapd:nfdump:IPFIX export to a real collector (crates/ipfix/tests/nfcapd.rs)"
+  "nfdump:nfdump:IPFIX export to a real collector (crates/ipfix/tests/nfcapd.rs)"
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }

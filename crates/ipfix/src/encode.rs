@@ -27,6 +27,10 @@
 //! - No padding: sets end at their last record (padding is optional,
 //!   §3.3.1, and records here are not of a fixed length anyway because of
 //!   the variable-length Community ID).
+//! - Times go out twice: as `flowStart/EndNanoseconds`, exact, and as
+//!   `flowStart/EndMilliseconds`, because nfdump 1.7 reads only the
+//!   latter (without them it stores every flow at 1970-01-01; checked by
+//!   `tests/nfcapd.rs`).
 //! - Absent ports and VLAN are exported as 0 (the templates are fixed; a
 //!   collector reads 0 as "none", as for ICMP flows in NetFlow).
 //!
