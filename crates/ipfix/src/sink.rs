@@ -198,7 +198,7 @@ pub fn open_with(destination: &str, options: SinkOptions) -> Result<IpfixSink, I
     };
     // Templates first, even if no record follows: an empty run still
     // leaves a valid file and tells the collector what is coming.
-    sink.send_templates().map_err(|e| match e {
+    sink.send_templates(None).map_err(|e| match e {
         RecordError::Io { source, .. } => open_err(source),
         other => open_err(io::Error::other(other.to_string())),
     })?;
@@ -306,8 +306,15 @@ impl IpfixSink {
         Ok(())
     }
 
-    fn send_templates(&mut self) -> Result<(), RecordError> {
-        let m = self.encoder.template_message(now_s());
+    /// Sends the templates. Before a data message they carry its sequence
+    /// number: the encoder has already counted that message's records,
+    /// which are not sent yet (collectors check the numbers, e.g.
+    /// Wireshark's "unexpected flow sequence").
+    fn send_templates(&mut self, before: Option<&[u8]>) -> Result<(), RecordError> {
+        let mut m = self.encoder.template_message(now_s());
+        if let Some(seq) = before.and_then(|d| d.get(8..12)) {
+            m[8..12].copy_from_slice(seq);
+        }
         let sent = self.send(&m, 0)?;
         // A lost template datagram is sent again before the next data.
         self.templates_due = !sent;
@@ -322,7 +329,7 @@ impl IpfixSink {
             && (self.messages_since_templates >= self.options.template_refresh_messages
                 || self.templates_at.elapsed() >= self.options.template_refresh_interval);
         if self.templates_due || refresh {
-            self.send_templates()?;
+            self.send_templates(Some(m))?;
         }
         self.send(m, records)?;
         self.messages_since_templates += 1;
