@@ -26,7 +26,7 @@ mod error;
 pub mod gpv;
 
 pub use app::{key_json, AppRuntime, GpvApp};
-pub use apps::{app_by_name, Classifier, MicroBurst, Profiler, APP_NAMES};
+pub use apps::{app_by_name, Classifier, MicroBurst, MicroBurstConfig, Profiler, APP_NAMES};
 pub use cache::{flow_hash, CacheConfig, CacheStats, GpvCache};
 pub use codec::{decode_gpv, encode_gpv, GpvReader, GpvWriter, MAGIC, MAX_RECORD_LEN, VERSION};
 pub use error::GpvError;

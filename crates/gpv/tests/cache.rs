@@ -53,7 +53,7 @@ fn model(packets: &[PacketRecord], cfg: &CacheConfig) -> Vec<(FlowKey, u64, u32,
     let mut out = Vec::new();
     let mut clock = 0u64;
     let mut next_scan = 0u64;
-    let mut emit = |s: S, cause, free: &mut usize, out: &mut Vec<_>| {
+    let emit = |s: S, cause, free: &mut usize, out: &mut Vec<_>| {
         if s.wide {
             *free += 1;
         }
@@ -65,7 +65,12 @@ fn model(packets: &[PacketRecord], cfg: &CacheConfig) -> Vec<(FlowKey, u64, u32,
             next_scan = clock.saturating_add(cfg.scan_interval_ns);
             for slot in slots.iter_mut() {
                 if slot.as_ref().is_some_and(|s| clock - s.start > cfg.max_age_ns) {
-                    emit(slot.take().unwrap(), EvictCause::Scan, &mut free, &mut out);
+                    emit(
+                        slot.take().expect("occupied"),
+                        EvictCause::Scan,
+                        &mut free,
+                        &mut out,
+                    );
                 }
             }
         }
@@ -90,7 +95,7 @@ fn model(packets: &[PacketRecord], cfg: &CacheConfig) -> Vec<(FlowKey, u64, u32,
                 None
             };
             if let Some(c) = cause {
-                emit(slots[i].take().unwrap(), c, &mut free, &mut out);
+                emit(slots[i].take().expect("occupied"), c, &mut free, &mut out);
             }
         }
         let s = slots[i].get_or_insert(S {
@@ -111,7 +116,7 @@ fn model(packets: &[PacketRecord], cfg: &CacheConfig) -> Vec<(FlowKey, u64, u32,
 
 /// Everything the cache promises, checked on one run.
 fn check(packets: &[PacketRecord], cfg: CacheConfig) {
-    let mut cache = GpvCache::new(cfg).unwrap();
+    let mut cache = GpvCache::new(cfg).expect("valid config");
     let mut gpvs = Vec::new();
     let mut clock = 0u64;
     for p in packets {
@@ -220,7 +225,7 @@ fn key(n: u8) -> FlowKey {
 }
 
 fn run(cfg: CacheConfig, packets: &[PacketRecord]) -> (Vec<Gpv>, GpvCache) {
-    let mut cache = GpvCache::new(cfg).unwrap();
+    let mut cache = GpvCache::new(cfg).expect("valid config");
     let mut out = Vec::new();
     for p in packets {
         cache.push(p, &mut out);

@@ -62,16 +62,16 @@ fn gpv() -> impl Strategy<Value = Gpv> {
                 interface,
                 start_ns,
                 packet_count: packets.len() as u32,
-                cause: EvictCause::from_code(cause).unwrap(),
+                cause: EvictCause::from_code(cause).expect("0..6 are causes"),
             },
             packets,
         })
 }
 
 fn file(gpvs: &[Gpv]) -> Vec<u8> {
-    let mut w = GpvWriter::new(Vec::new()).unwrap();
-    gpvs.iter().for_each(|g| w.write(g).unwrap());
-    w.finish().unwrap()
+    let mut w = GpvWriter::new(Vec::new()).expect("writing to memory");
+    gpvs.iter().for_each(|g| w.write(g).expect("writing to memory"));
+    w.finish().expect("writing to memory")
 }
 
 fn read_all(bytes: &[u8]) -> (Vec<Gpv>, Option<GpvError>) {

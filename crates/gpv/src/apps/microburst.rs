@@ -10,10 +10,11 @@
 //!
 //! The app keeps recent GPVs in arrival order and drops a GPV from the
 //! front once its last packet is more than `retain_ns` before the latest
-//! packet time seen. A GPV leaves the cache up to the cache's maximum age
-//! (plus a scan interval) after its first packet, so a query is complete
-//! when `retain_ns` covers the window plus that delay. It may keep more
-//! (a late GPV behind the front waits for the front to go).
+//! packet time seen (it may keep more: a GPV behind the front waits for
+//! the front to go). A GPV is dropped only for its *own* last packet, so
+//! however late the cache delivered it, a query for `[t - w, t)` is
+//! complete whenever `t - w >= latest - retain_ns`; in particular the
+//! report's window is complete whenever `retain_ns >= window_ns`.
 //!
 //! Cost: a GPV clone per GPV; a query scans every retained packet once.
 
@@ -38,8 +39,8 @@ pub struct MicroBurstConfig {
 }
 
 impl Default for MicroBurstConfig {
-    /// A 1 ms window, 10 s of history (the cache's default one-second age
-    /// bound with room to spare), the top 10 flows.
+    /// A 1 ms window, 10 s of history for queries into the past, the top
+    /// 10 flows.
     fn default() -> Self {
         MicroBurstConfig {
             window_ns: 1_000_000,

@@ -26,8 +26,8 @@ pub fn captures() -> Vec<(String, Vec<PacketRecord>)> {
         return Vec::new();
     };
     let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
+        .expect("test fixture")
+        .map(|e| e.expect("test fixture").path())
         .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
         .collect();
     names.sort();
@@ -35,7 +35,10 @@ pub fn captures() -> Vec<(String, Vec<PacketRecord>)> {
         .into_iter()
         .map(|p| {
             (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
+                p.file_name()
+                    .expect("test fixture")
+                    .to_string_lossy()
+                    .into_owned(),
                 read_capture(&p),
             )
         })
@@ -43,10 +46,10 @@ pub fn captures() -> Vec<(String, Vec<PacketRecord>)> {
 }
 
 pub fn read_capture(path: &Path) -> Vec<PacketRecord> {
-    let mut file = CaptureFile::open(path).unwrap();
+    let mut file = CaptureFile::open(path).expect("test fixture");
     let mut out = Vec::new();
     while let Some(r) = file.next_packet() {
-        let p = r.unwrap();
+        let p = r.expect("test fixture");
         if let Ok(rec) = parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
             out.push(rec);
         }
@@ -92,7 +95,7 @@ pub fn small_configs() -> Vec<CacheConfig> {
 }
 
 pub fn build_gpvs(packets: &[PacketRecord], cfg: CacheConfig) -> Vec<Gpv> {
-    let mut cache = GpvCache::new(cfg).unwrap();
+    let mut cache = GpvCache::new(cfg).expect("test fixture");
     let mut out = Vec::new();
     for p in packets {
         cache.push(p, &mut out);
@@ -102,15 +105,15 @@ pub fn build_gpvs(packets: &[PacketRecord], cfg: CacheConfig) -> Vec<Gpv> {
 }
 
 pub fn through_file(gpvs: &[Gpv]) -> Vec<Gpv> {
-    let mut w = GpvWriter::new(Vec::new()).unwrap();
+    let mut w = GpvWriter::new(Vec::new()).expect("test fixture");
     for g in gpvs {
-        w.write(g).unwrap();
+        w.write(g).expect("test fixture");
     }
-    let bytes = w.finish().unwrap();
+    let bytes = w.finish().expect("test fixture");
     GpvReader::new(&bytes[..])
-        .unwrap()
+        .expect("test fixture")
         .collect::<Result<Vec<_>, _>>()
-        .unwrap()
+        .expect("test fixture")
 }
 
 fn key_of(flow: u8) -> FlowKey {
