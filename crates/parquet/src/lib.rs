@@ -1,1 +1,35 @@
-//! Parquet files of flow records and grouped packet vectors (arrow/parquet)
+//! Parquet files of flow records, readable by pyarrow, pandas, Polars and
+//! DuckDB with no Clarion code.
+//!
+//! [`ParquetRecords`] is a [`clarion_records::RecordSink`]: records are
+//! buffered in Arrow column builders and written in row groups of
+//! [`DEFAULT_ROW_GROUP_ROWS`] rows, compressed with Snappy (every Parquet
+//! reader has it). The columns are the field names of
+//! [`clarion_records::to_json`], in its order; the schema name
+//! (`clarion.flow/1`) is the file's key-value metadata `clarion.schema`
+//! instead of a column ([`records`] has the table).
+//!
+//! # A Parquet file is readable only when finished
+//!
+//! Parquet keeps its schema and the place of every row group in a footer
+//! at the end of the file. Until the sink's `finish` wrote it, the file is
+//! not readable by any tool: `flush` does not change that (it hands the
+//! buffered rows to the encoder and pushes finished row groups to the
+//! file, bounding memory). A run that is killed leaves a file no reader
+//! opens; [`read_records`] says so in its error.
+//!
+//! # Layout for later files
+//!
+//! The conventions every Clarion Parquet file shares (the schema key in
+//! the metadata, compression, row-group size, creating a file with an
+//! error naming it, opening one with the hint above) live in `file.rs`, so
+//! a second writer (grouped packet vectors) is one more module beside
+//! `records.rs` with its own schema and the same helpers.
+
+mod error;
+mod file;
+mod records;
+
+pub use error::ParquetError;
+pub use file::{DEFAULT_ROW_GROUP_ROWS, SCHEMA_KEY};
+pub use records::{create, flow_schema, read_records, ParquetRecords};

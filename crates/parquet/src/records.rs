@@ -1,0 +1,441 @@
+//! Flow records as Parquet: [`ParquetRecords`], a
+//! [`RecordSink`], and [`read_records`], its inverse.
+//!
+//! # Schema (`clarion.flow/1`)
+//!
+//! The names and order of [`clarion_records::to_json`]; the JSON's
+//! `schema` field is the file's key-value metadata `clarion.schema`.
+//!
+//! | column | Arrow type | Parquet physical (logical) | null |
+//! |---|---|---|---|
+//! | `src_ip`, `dst_ip` | Utf8 | BYTE_ARRAY (STRING) | no |
+//! | `src_port`, `dst_port` | UInt16 | INT32 (INT(16, unsigned)) | when the flow has no ports |
+//! | `proto` | UInt8 | INT32 (INT(8, unsigned)) | no |
+//! | `vlan` | UInt16 | INT32 (INT(16, unsigned)) | when untagged |
+//! | `first_ns`, `last_ns` | Timestamp(ns, "UTC") | INT64 (TIMESTAMP(NANOS, UTC)) | no |
+//! | `packets`, `bytes` | UInt64 | INT64 (INT(64, unsigned)) | no |
+//! | `tcp_flags` | UInt8 | INT32 (INT(8, unsigned)) | no |
+//! | `min_size`, `max_size` | UInt32 | INT32 (INT(32, unsigned)) | no |
+//! | `end_reason` | Utf8 | BYTE_ARRAY (STRING), dictionary-encoded | no |
+//! | `community_id` | Utf8 | BYTE_ARRAY (STRING) | no |
+//!
+//! Addresses are strings, the readable form the JSON has, because that is
+//! what people filter on (`WHERE src_ip = '10.0.0.1'`). Times are
+//! timestamps rather than integers: pyarrow, pandas and Polars show
+//! `datetime[ns, UTC]` and DuckDB `TIMESTAMPTZ_NS` (2.0 reads all nine
+//! digits; `epoch_ns(first_ns)` gives the integer back). The price is the
+//! signed 64-bit range: a time after 2262-04-11 is refused with an error
+//! rather than wrapped. pandas reads a nullable integer column (`src_port`,
+//! `vlan`) as float64 unless asked for `dtype_backend="pyarrow"`.
+//!
+//! # Buffering and cost
+//!
+//! `write` appends to Arrow column builders (one `community_id` string
+//! and SHA-1 per record, the rest copies); every `row_group_rows` rows the
+//! builders become a record batch that the Parquet encoder turns into one
+//! row group, written to `W`. `flush` hands a partial batch to the encoder
+//! (it joins the row group in progress: row groups keep their size however
+//! often the host flushes) and pushes finished row groups out of the
+//! encoder's buffer to `W`. Memory is bounded by one row group, encoded,
+//! plus one of builders. The file is readable only after `finish` wrote
+//! the footer (see the crate's documentation).
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    StringBuilder, TimestampNanosecondBuilder, UInt16Builder, UInt32Builder, UInt64Builder, UInt8Builder,
+};
+use arrow_array::{
+    Array, ArrayRef, RecordBatch, StringArray, TimestampNanosecondArray, UInt16Array, UInt32Array,
+    UInt64Array, UInt8Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use clarion_records::{EndReason, FlowRecord, RecordError, RecordSink, SCHEMA};
+use clarion_wire::FlowKey;
+use parquet::arrow::ArrowWriter;
+
+use crate::file::{self, DEFAULT_ROW_GROUP_ROWS};
+use crate::ParquetError;
+
+const UTC: &str = "UTC";
+
+/// The Arrow schema of a flow-record file (the table above).
+pub fn flow_schema() -> SchemaRef {
+    let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some(UTC.into()));
+    Arc::new(Schema::new(vec![
+        Field::new("src_ip", DataType::Utf8, false),
+        Field::new("dst_ip", DataType::Utf8, false),
+        Field::new("src_port", DataType::UInt16, true),
+        Field::new("dst_port", DataType::UInt16, true),
+        Field::new("proto", DataType::UInt8, false),
+        Field::new("vlan", DataType::UInt16, true),
+        Field::new("first_ns", ts.clone(), false),
+        Field::new("last_ns", ts, false),
+        Field::new("packets", DataType::UInt64, false),
+        Field::new("bytes", DataType::UInt64, false),
+        Field::new("tcp_flags", DataType::UInt8, false),
+        Field::new("min_size", DataType::UInt32, false),
+        Field::new("max_size", DataType::UInt32, false),
+        Field::new("end_reason", DataType::Utf8, false),
+        Field::new("community_id", DataType::Utf8, false),
+    ]))
+}
+
+/// Creates the file at `path` and starts a flow-record Parquet stream in
+/// it (row groups of [`DEFAULT_ROW_GROUP_ROWS`]).
+pub fn create(path: &Path) -> Result<ParquetRecords<File>, ParquetError> {
+    let out = file::create_file(path)?;
+    ParquetRecords::new(out, path.display().to_string())
+}
+
+/// One builder per column of [`flow_schema`], in its order.
+struct Columns {
+    src_ip: StringBuilder,
+    dst_ip: StringBuilder,
+    src_port: UInt16Builder,
+    dst_port: UInt16Builder,
+    proto: UInt8Builder,
+    vlan: UInt16Builder,
+    first_ns: TimestampNanosecondBuilder,
+    last_ns: TimestampNanosecondBuilder,
+    packets: UInt64Builder,
+    bytes: UInt64Builder,
+    tcp_flags: UInt8Builder,
+    min_size: UInt32Builder,
+    max_size: UInt32Builder,
+    end_reason: StringBuilder,
+    community_id: StringBuilder,
+    rows: usize,
+    /// Reused for formatting addresses.
+    text: String,
+}
+
+impl Columns {
+    fn new() -> Columns {
+        Columns {
+            src_ip: StringBuilder::new(),
+            dst_ip: StringBuilder::new(),
+            src_port: UInt16Builder::new(),
+            dst_port: UInt16Builder::new(),
+            proto: UInt8Builder::new(),
+            vlan: UInt16Builder::new(),
+            first_ns: TimestampNanosecondBuilder::new().with_timezone(UTC),
+            last_ns: TimestampNanosecondBuilder::new().with_timezone(UTC),
+            packets: UInt64Builder::new(),
+            bytes: UInt64Builder::new(),
+            tcp_flags: UInt8Builder::new(),
+            min_size: UInt32Builder::new(),
+            max_size: UInt32Builder::new(),
+            end_reason: StringBuilder::new(),
+            community_id: StringBuilder::new(),
+            rows: 0,
+            text: String::with_capacity(48),
+        }
+    }
+
+    /// Appends one row; the times were checked to fit an `i64`.
+    fn push(&mut self, r: &FlowRecord, first_ns: i64, last_ns: i64) {
+        let k = &r.key;
+        self.text.clear();
+        // Writing to a String cannot fail.
+        let _ = write!(self.text, "{}", r.src_addr());
+        self.src_ip.append_value(&self.text);
+        self.text.clear();
+        let _ = write!(self.text, "{}", r.dst_addr());
+        self.dst_ip.append_value(&self.text);
+        let ports = k.has_ports().then_some((k.src_port, k.dst_port));
+        self.src_port.append_option(ports.map(|p| p.0));
+        self.dst_port.append_option(ports.map(|p| p.1));
+        self.proto.append_value(k.proto);
+        self.vlan.append_option(r.vlan());
+        self.first_ns.append_value(first_ns);
+        self.last_ns.append_value(last_ns);
+        self.packets.append_value(r.packets);
+        self.bytes.append_value(r.bytes);
+        self.tcp_flags.append_value(r.tcp_flags);
+        self.min_size.append_value(r.min_size);
+        self.max_size.append_value(r.max_size);
+        self.end_reason.append_value(r.end_reason.name());
+        self.community_id.append_value(r.community_id());
+        self.rows += 1;
+    }
+
+    /// The rows so far as a batch; the builders start empty again.
+    fn take(&mut self, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.src_ip.finish()),
+            Arc::new(self.dst_ip.finish()),
+            Arc::new(self.src_port.finish()),
+            Arc::new(self.dst_port.finish()),
+            Arc::new(self.proto.finish()),
+            Arc::new(self.vlan.finish()),
+            Arc::new(self.first_ns.finish()),
+            Arc::new(self.last_ns.finish()),
+            Arc::new(self.packets.finish()),
+            Arc::new(self.bytes.finish()),
+            Arc::new(self.tcp_flags.finish()),
+            Arc::new(self.min_size.finish()),
+            Arc::new(self.max_size.finish()),
+            Arc::new(self.end_reason.finish()),
+            Arc::new(self.community_id.finish()),
+        ];
+        self.rows = 0;
+        RecordBatch::try_new(schema.clone(), columns)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    Finished,
+    Failed,
+    BrokenPipe,
+}
+
+/// Writes flow records as a Parquet file (the module's schema) to `W`.
+///
+/// `W` needs no `Seek`: Parquet writes its footer last, so a pipe works.
+/// Dropping the sink without `finish` leaves a file without a footer,
+/// which no reader opens.
+pub struct ParquetRecords<W: Write + Send> {
+    writer: ArrowWriter<W>,
+    schema: SchemaRef,
+    columns: Columns,
+    row_group_rows: usize,
+    destination: String,
+    state: State,
+}
+
+impl<W: Write + Send> ParquetRecords<W> {
+    /// Starts a file on `out` (writes the magic bytes), with row groups of
+    /// [`DEFAULT_ROW_GROUP_ROWS`]; `destination` names it in errors.
+    pub fn new(out: W, destination: impl Into<String>) -> Result<Self, ParquetError> {
+        Self::with_row_group_rows(out, destination, DEFAULT_ROW_GROUP_ROWS)
+    }
+
+    /// As [`ParquetRecords::new`] with row groups of `rows` rows (at least 1).
+    pub fn with_row_group_rows(
+        out: W,
+        destination: impl Into<String>,
+        rows: usize,
+    ) -> Result<Self, ParquetError> {
+        let destination = destination.into();
+        let schema = flow_schema();
+        let rows = rows.max(1);
+        let writer = file::start(out, &destination, schema.clone(), SCHEMA, rows)?;
+        Ok(ParquetRecords {
+            writer,
+            schema,
+            columns: Columns::new(),
+            row_group_rows: rows,
+            destination,
+            state: State::Open,
+        })
+    }
+
+    /// Row groups written to `W` so far.
+    pub fn row_groups(&self) -> usize {
+        self.writer.flushed_row_groups().len()
+    }
+
+    /// The destination, after `finish` returned `Ok` (a file in memory for
+    /// tests; `None` before that or after an error).
+    pub fn into_inner(self) -> Option<W> {
+        if self.state != State::Finished {
+            return None;
+        }
+        self.writer.into_inner().ok()
+    }
+
+    fn check(&self) -> Result<(), RecordError> {
+        match self.state {
+            State::Open => Ok(()),
+            State::BrokenPipe => Err(RecordError::BrokenPipe),
+            State::Finished | State::Failed => Err(RecordError::Closed {
+                destination: self.destination.clone(),
+            }),
+        }
+    }
+
+    /// Closes the sink after `e` (the contract: nothing is written after).
+    fn fail(&mut self, e: RecordError) -> RecordError {
+        self.state = match e {
+            RecordError::BrokenPipe => State::BrokenPipe,
+            _ => State::Failed,
+        };
+        e
+    }
+
+    fn parquet_error(&mut self, e: parquet::errors::ParquetError) -> RecordError {
+        let e = file::record_error(&self.destination, e);
+        self.fail(e)
+    }
+
+    /// Hands the buffered rows to the encoder, which writes a row group
+    /// each time it holds `row_group_rows`.
+    fn write_batch(&mut self) -> Result<(), RecordError> {
+        if self.columns.rows == 0 {
+            return Ok(());
+        }
+        let batch = match self.columns.take(&self.schema) {
+            Ok(b) => b,
+            Err(e) => {
+                let e = RecordError::Encode {
+                    destination: self.destination.clone(),
+                    message: e.to_string(),
+                };
+                return Err(self.fail(e));
+            }
+        };
+        match self.writer.write(&batch) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.parquet_error(e)),
+        }
+    }
+}
+
+impl<W: Write + Send> RecordSink for ParquetRecords<W> {
+    fn write(&mut self, record: &FlowRecord) -> Result<(), RecordError> {
+        self.check()?;
+        let (Ok(first), Ok(last)) = (i64::try_from(record.first_ns), i64::try_from(record.last_ns)) else {
+            let e = RecordError::Encode {
+                destination: self.destination.clone(),
+                message: format!(
+                    "the times {}..{} ns are after 2262-04-11, beyond a Parquet nanosecond timestamp",
+                    record.first_ns, record.last_ns
+                ),
+            };
+            return Err(self.fail(e));
+        };
+        self.columns.push(record, first, last);
+        if self.columns.rows >= self.row_group_rows {
+            self.write_batch()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the buffered rows to the encoder and pushes finished row
+    /// groups to `W`. The file stays unreadable until `finish`.
+    fn flush(&mut self) -> Result<(), RecordError> {
+        self.check()?;
+        self.write_batch()?;
+        match self.writer.sync() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.parquet_error(e.into())),
+        }
+    }
+
+    /// Writes the last row group and the footer: the file is complete.
+    fn finish(&mut self) -> Result<(), RecordError> {
+        self.check()?;
+        self.write_batch()?;
+        match self.writer.finish() {
+            Ok(_) => {
+                self.state = State::Finished;
+                Ok(())
+            }
+            Err(e) => Err(self.parquet_error(e)),
+        }
+    }
+
+    fn destination(&self) -> &str {
+        &self.destination
+    }
+}
+
+/// Reads a finished flow-record file back into records, in file order.
+///
+/// The error says when the file has no footer (a run still writing it,
+/// or one killed before `finish`), and when it is Parquet but not
+/// `clarion.flow/1`.
+pub fn read_records(path: &Path) -> Result<Vec<FlowRecord>, ParquetError> {
+    let reader = file::open(path, SCHEMA)?
+        .build()
+        .map_err(|source| ParquetError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let schema_error = |message: String| ParquetError::Schema {
+        path: path.to_path_buf(),
+        want: SCHEMA,
+        message,
+    };
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| ParquetError::Read {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })?;
+        decode_batch(&batch, &mut out).map_err(schema_error)?;
+    }
+    Ok(out)
+}
+
+/// The column `name` of `batch` as an array of type `T`.
+fn column<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    let c = batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("no column {name}"))?;
+    c.as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| format!("column {name} is {}", c.data_type()))
+}
+
+fn decode_batch(b: &RecordBatch, out: &mut Vec<FlowRecord>) -> Result<(), String> {
+    let src_ip = column::<StringArray>(b, "src_ip")?;
+    let dst_ip = column::<StringArray>(b, "dst_ip")?;
+    let src_port = column::<UInt16Array>(b, "src_port")?;
+    let dst_port = column::<UInt16Array>(b, "dst_port")?;
+    let proto = column::<UInt8Array>(b, "proto")?;
+    let vlan = column::<UInt16Array>(b, "vlan")?;
+    let first_ns = column::<TimestampNanosecondArray>(b, "first_ns")?;
+    let last_ns = column::<TimestampNanosecondArray>(b, "last_ns")?;
+    let packets = column::<UInt64Array>(b, "packets")?;
+    let bytes = column::<UInt64Array>(b, "bytes")?;
+    let tcp_flags = column::<UInt8Array>(b, "tcp_flags")?;
+    let min_size = column::<UInt32Array>(b, "min_size")?;
+    let max_size = column::<UInt32Array>(b, "max_size")?;
+    let end_reason = column::<StringArray>(b, "end_reason")?;
+    let ip = |a: &StringArray, i: usize| {
+        a.value(i)
+            .parse::<IpAddr>()
+            .map_err(|_| format!("row {i}: {:?} is not an address", a.value(i)))
+    };
+    let time = |a: &TimestampNanosecondArray, i: usize| {
+        u64::try_from(a.value(i)).map_err(|_| format!("row {i}: a time before 1970"))
+    };
+    let opt = |a: &UInt16Array, i: usize| a.is_valid(i).then(|| a.value(i));
+    for i in 0..b.num_rows() {
+        let ports = match (opt(src_port, i), opt(dst_port, i)) {
+            (Some(s), Some(d)) => Some((s, d)),
+            (None, None) => None,
+            _ => return Err(format!("row {i}: one port without the other")),
+        };
+        let key = FlowKey::new(
+            ip(src_ip, i)?,
+            ip(dst_ip, i)?,
+            proto.value(i),
+            ports,
+            opt(vlan, i),
+        );
+        let end_reason = EndReason::from_name(end_reason.value(i))
+            .ok_or_else(|| format!("row {i}: end_reason {:?}", end_reason.value(i)))?;
+        out.push(FlowRecord {
+            key,
+            first_ns: time(first_ns, i)?,
+            last_ns: time(last_ns, i)?,
+            packets: packets.value(i),
+            bytes: bytes.value(i),
+            tcp_flags: tcp_flags.value(i),
+            min_size: min_size.value(i),
+            max_size: max_size.value(i),
+            end_reason,
+        });
+    }
+    Ok(())
+}
