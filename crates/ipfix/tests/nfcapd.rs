@@ -14,7 +14,7 @@ use serde_json::Value;
 
 /// Sends `records` to a fresh nfcapd and returns nfdump's JSON records.
 fn through_nfcapd(records: &[FlowRecord], options: &str) -> Vec<Value> {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("a temporary directory");
     let port = free_udp_port();
     let nfcapd = Command::new("nfcapd")
         .args(["-b", "127.0.0.1", "-p", &port.to_string(), "-w"])
@@ -23,25 +23,26 @@ fn through_nfcapd(records: &[FlowRecord], options: &str) -> Vec<Value> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .expect("nfcapd starts");
     let nfcapd = Guard(Some(nfcapd));
     wait_for_udp_listener(port);
 
-    let mut sink = clarion_ipfix::open(&format!("ipfix+udp://127.0.0.1:{port}{options}")).unwrap();
+    let mut sink =
+        clarion_ipfix::open(&format!("ipfix+udp://127.0.0.1:{port}{options}")).expect("the sink opens");
     for (i, r) in records.iter().enumerate() {
-        sink.write(r).unwrap();
+        sink.write(r).expect("the sink takes the record");
         // Paced, so the collector's socket buffer never overflows.
         if i % 64 == 63 {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    sink.finish().unwrap();
+    sink.finish().expect("the sink finishes");
     std::thread::sleep(Duration::from_millis(500));
     nfcapd.terminate();
 
     let files: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
+        .expect("nfcapd's directory lists")
+        .map(|e| e.expect("a directory entry").path())
         .filter(|p| {
             p.file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("nfcapd."))
@@ -54,13 +55,13 @@ fn through_nfcapd(records: &[FlowRecord], options: &str) -> Vec<Value> {
         .arg(&files[0])
         .args(["-o", "json"])
         .output()
-        .unwrap();
+        .expect("the tool runs");
     assert!(
         out.status.success(),
         "nfdump: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = String::from_utf8(out.stdout).expect("the tool prints UTF-8");
     if text.trim().is_empty() {
         return Vec::new();
     }
@@ -84,7 +85,7 @@ fn text<'a>(v: &'a Value, name: &str) -> &'a str {
 fn nfdump_ms(s: &str) -> u64 {
     let n: Vec<i64> = s
         .split(['-', 'T', ':', '.'])
-        .map(|x| x.parse().unwrap())
+        .map(|x| x.parse().expect("a number in the time"))
         .collect();
     let [y, m, d, hh, mm, ss, ms] = n[..] else {
         panic!("a time {s}")

@@ -28,11 +28,11 @@ pub fn capture(name: &str) -> Option<PathBuf> {
 
 /// One record per flow key over the whole capture, in order of first packet.
 pub fn flows_of(path: &Path) -> Vec<FlowRecord> {
-    let mut src = CaptureFile::open(path).unwrap();
+    let mut src = CaptureFile::open(path).expect("the capture opens");
     let mut order = Vec::new();
     let mut flows: HashMap<clarion_wire::FlowKey, FlowRecord> = HashMap::new();
     while let Some(p) = src.next_packet() {
-        let p = p.unwrap();
+        let p = p.expect("a packet reads");
         let Ok(rec) = parse_frame(p.link, p.data, p.ts_ns, p.orig_len) else {
             continue;
         };
@@ -68,9 +68,9 @@ pub fn require(tool: &str, package: &str) -> Option<PathBuf> {
 /// A free UDP port on 127.0.0.1 (free when asked).
 pub fn free_udp_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
+        .expect("a loopback UDP socket")
         .local_addr()
-        .unwrap()
+        .expect("a bound socket's address")
         .port()
 }
 
@@ -89,15 +89,15 @@ pub struct Guard(pub Option<Child>);
 impl Guard {
     /// SIGTERM (a clean stop, which makes nfcapd write its file) and wait.
     pub fn terminate(mut self) -> std::process::ExitStatus {
-        let mut child = self.0.take().unwrap();
+        let mut child = self.0.take().expect("the guard holds its child");
         let status = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status()
-            .unwrap();
+            .expect("kill runs");
         assert!(status.success());
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(s) = child.try_wait().unwrap() {
+            if let Some(s) = child.try_wait().expect("waiting for the child") {
                 return s;
             }
             assert!(Instant::now() < deadline, "the child did not stop on SIGTERM");
