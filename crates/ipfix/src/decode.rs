@@ -350,8 +350,15 @@ fn record(template: u16, fields: &[Field], b: &mut Bytes) -> Result<Decoded, Ipf
     let ports = (sport != 0 || dport != 0).then_some((sport, dport));
     r.key = FlowKey::new(src, dst, proto, ports, (vlan != 0).then_some(vlan));
     // Nanoseconds when present, else milliseconds.
-    r.first_ns = start_ns.or(start_ms.map(|ms| ms * 1_000_000)).unwrap_or(0);
-    r.last_ns = end_ns.or(end_ms.map(|ms| ms * 1_000_000)).unwrap_or(0);
+    let ms_to_ns = |ms: Option<u64>| -> Result<Option<u64>, IpfixError> {
+        ms.map(|ms| {
+            ms.checked_mul(1_000_000)
+                .ok_or_else(|| malformed("milliseconds past 2554"))
+        })
+        .transpose()
+    };
+    r.first_ns = start_ns.or(ms_to_ns(start_ms)?).unwrap_or(0);
+    r.last_ns = end_ns.or(ms_to_ns(end_ms)?).unwrap_or(0);
     Ok(Decoded {
         record: r,
         community_id,
@@ -359,4 +366,86 @@ fn record(template: u16, fields: &[Field], b: &mut Bytes) -> Result<Decoded, Ipf
         first_ms: start_ms,
         last_ms: end_ms,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::encode::{Encoder, EncoderConfig};
+
+    fn a_stream() -> Vec<u8> {
+        let key = FlowKey::new(
+            "10.0.0.1".parse().unwrap(),
+            "2001:db8::1".parse().unwrap(),
+            6,
+            Some((1, 2)),
+            Some(3),
+        );
+        let mut e = Encoder::new(EncoderConfig::default()).unwrap();
+        let mut s = e.template_message(1);
+        for i in 0..5 {
+            s.extend(
+                e.push(
+                    &FlowRecord::of_packet(key, 1_700_000_000_000_000_000 + i, 60, 2),
+                    1,
+                )
+                .unwrap_or_default(),
+            );
+        }
+        s.extend(e.finish(1).unwrap());
+        s
+    }
+
+    #[test]
+    fn data_before_its_template_and_bad_versions_are_malformed() {
+        let s = a_stream();
+        let templates_len = usize::from(u16::from_be_bytes([s[2], s[3]]));
+        let e = Decoder::new().message(&s[templates_len..]).unwrap_err();
+        assert!(e.to_string().contains("before its template"), "{e}");
+        let mut v9 = s.clone();
+        v9[1] = 9;
+        assert!(Decoder::new().stream(&v9).is_err());
+    }
+
+    #[test]
+    fn padding_after_the_last_record_is_skipped() {
+        let s = a_stream();
+        let templates_len = usize::from(u16::from_be_bytes([s[2], s[3]]));
+        let mut d = Decoder::new();
+        d.message(&s[..templates_len]).unwrap();
+        let mut data = s[templates_len..].to_vec();
+        // Three zero bytes of padding in the (only) data set and the message.
+        data.extend_from_slice(&[0, 0, 0]);
+        let set_len = u16::from_be_bytes([data[18], data[19]]) + 3;
+        data[18..20].copy_from_slice(&set_len.to_be_bytes());
+        let len = data.len() as u16;
+        data[2..4].copy_from_slice(&len.to_be_bytes());
+        assert_eq!(d.message(&data).unwrap().records.len(), 5);
+        // Non-zero "padding" is not padding.
+        let last = data.len() - 1;
+        data[last] = 1;
+        assert!(d.message(&data).is_err());
+    }
+
+    proptest! {
+        /// Truncated or corrupted input is an error, never a panic.
+        #[test]
+        fn corrupt_input_never_panics(cut in 0usize..2000, flips in prop::collection::vec((any::<usize>(), any::<u8>()), 0..8)) {
+            let mut s = a_stream();
+            for (at, x) in flips {
+                let n = s.len();
+                s[at % n] ^= x;
+            }
+            s.truncate(cut.min(s.len()));
+            let _ = Decoder::new().stream(&s);
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+            let _ = Decoder::new().stream(&bytes);
+            let _ = Decoder::new().message(&bytes);
+        }
+    }
 }

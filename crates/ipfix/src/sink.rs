@@ -475,6 +475,13 @@ mod tests {
     }
 
     #[test]
+    fn the_sink_can_go_to_another_thread() {
+        fn send<T: Send>() {}
+        send::<IpfixSink>();
+        let _: Option<Box<dyn RecordSink + Send>> = None::<IpfixSink>.map(|s| Box::new(s) as _);
+    }
+
+    #[test]
     fn a_too_small_message_size_is_refused_at_open() {
         let e = open("ipfix+udp://127.0.0.1:9?max_message_size=100").unwrap_err();
         assert!(matches!(e, IpfixError::MessageSize { size: 100, .. }), "{e}");
