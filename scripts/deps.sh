@@ -8,6 +8,7 @@
 #   failing, e.g. offline): says what is missing and which tests will skip,
 #   and exits 0; those tests skip with the reason.
 #   CLARION_REQUIRE_TOOLS=1 (CI) turns every missing tool into a failure.
+#   Then scripts/pyenv.sh makes the venv of the Python readers (PyPI).
 set -uo pipefail
 
 # tool:package:the tests that need it
@@ -27,6 +28,9 @@ DEPS=(
   "nfdump:nfdump:IPFIX export to a real collector (crates/ipfix/tests/nfcapd.rs)"
 )
 
+# Ends here: the Python readers after the Debian packages (python3 first).
+pyenv() { bash "$(dirname "$0")/pyenv.sh"; exit $?; }
+
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
 
 missing_tools=() missing_pkgs=() missing_why=()
@@ -38,7 +42,7 @@ for d in "${DEPS[@]}"; do
   missing_why+=("  $tool ($pkg): $why")
   case " ${missing_pkgs[*]} " in *" $pkg "*) ;; *) missing_pkgs+=("$pkg") ;; esac
 done
-[ ${#missing_tools[@]} = 0 ] && exit 0
+[ ${#missing_tools[@]} = 0 ] && pyenv
 
 why_not=""
 if [ "${CLARION_NO_INSTALL:-0}" = 1 ]; then
@@ -56,7 +60,7 @@ if [ -z "$why_not" ]; then
   # tshark asks whether non-root users may capture; answer no.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null
   if apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null; then
-    exit 0
+    pyenv
   fi
   why_not="apt-get failed (offline?)"
 fi
@@ -68,4 +72,4 @@ if [ "${CLARION_REQUIRE_TOOLS:-0}" = 1 ]; then
   exit 1
 fi
 [ "$why_not" = "not root" ] && echo "deps: run as root (sudo bash scripts/test.sh) to install them" >&2
-exit 0
+pyenv

@@ -209,6 +209,9 @@ pub struct ParquetRecords<W: Write + Send> {
     row_group_rows: usize,
     destination: String,
     state: State,
+    /// The row groups of the file, once finished (the encoder's list is
+    /// moved into the footer).
+    finished_row_groups: Option<usize>,
 }
 
 impl<W: Write + Send> ParquetRecords<W> {
@@ -235,21 +238,20 @@ impl<W: Write + Send> ParquetRecords<W> {
             row_group_rows: rows,
             destination,
             state: State::Open,
+            finished_row_groups: None,
         })
     }
 
-    /// Row groups written to `W` so far.
+    /// Row groups written to `W` so far (all of them after `finish`).
     pub fn row_groups(&self) -> usize {
-        self.writer.flushed_row_groups().len()
+        self.finished_row_groups
+            .unwrap_or(self.writer.flushed_row_groups().len())
     }
 
-    /// The destination, after `finish` returned `Ok` (a file in memory for
-    /// tests; `None` before that or after an error).
-    pub fn into_inner(self) -> Option<W> {
-        if self.state != State::Finished {
-            return None;
-        }
-        self.writer.into_inner().ok()
+    /// The destination (after `finish` returned `Ok` it holds the whole
+    /// file: a file in memory for tests).
+    pub fn inner(&self) -> &W {
+        self.writer.inner()
     }
 
     fn check(&self) -> Result<(), RecordError> {
@@ -335,7 +337,8 @@ impl<W: Write + Send> RecordSink for ParquetRecords<W> {
         self.check()?;
         self.write_batch()?;
         match self.writer.finish() {
-            Ok(_) => {
+            Ok(meta) => {
+                self.finished_row_groups = Some(meta.num_row_groups());
                 self.state = State::Finished;
                 Ok(())
             }
@@ -438,4 +441,118 @@ fn decode_batch(b: &RecordBatch, out: &mut Vec<FlowRecord>) -> Result<(), String
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn record(ts: u64) -> FlowRecord {
+        let key = FlowKey::new(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            6,
+            Some((1234, 80)),
+            None,
+        );
+        FlowRecord::of_packet(key, ts, 60, 0x02)
+    }
+
+    fn temp(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("clarion-parquet-{}-{name}.parquet", std::process::id()))
+    }
+
+    #[test]
+    fn the_sink_is_send_for_fan_out() {
+        fn send<T: Send>() {}
+        send::<ParquetRecords<File>>();
+        send::<ParquetRecords<Vec<u8>>>();
+    }
+
+    #[test]
+    fn a_file_is_readable_only_after_finish_and_the_error_says_so() {
+        let path = temp("unfinished");
+        let mut sink = create(&path).unwrap();
+        sink.write(&record(1)).unwrap();
+        sink.flush().unwrap();
+        let e = read_records(&path).unwrap_err();
+        assert!(matches!(e, ParquetError::Read { .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&path.display().to_string()) && msg.contains("finished"),
+            "{msg}"
+        );
+        sink.finish().unwrap();
+        assert_eq!(read_records(&path).unwrap(), vec![record(1)]);
+        assert!(matches!(sink.write(&record(2)), Err(RecordError::Closed { .. })));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn create_names_the_path_it_cannot_create() {
+        let path = Path::new("/nonexistent-dir/flows.parquet");
+        let e = create(path).err().unwrap();
+        assert!(matches!(e, ParquetError::Create { .. }));
+        assert!(e.to_string().contains("/nonexistent-dir/flows.parquet"), "{e}");
+    }
+
+    #[test]
+    fn a_time_past_2262_is_refused_and_closes_the_sink() {
+        let mut sink = ParquetRecords::new(Vec::new(), "memory").unwrap();
+        sink.write(&record(1)).unwrap();
+        let e = sink.write(&record(i64::MAX as u64 + 1)).unwrap_err();
+        assert!(
+            matches!(e, RecordError::Encode { .. }) && e.to_string().contains("2262"),
+            "{e}"
+        );
+        assert!(matches!(sink.flush(), Err(RecordError::Closed { .. })));
+    }
+
+    #[test]
+    fn the_largest_time_fits() {
+        let mut sink = ParquetRecords::new(Vec::new(), "memory").unwrap();
+        sink.write(&record(i64::MAX as u64)).unwrap();
+        sink.finish().unwrap();
+        let bytes = sink.inner().clone();
+        let path = temp("largest");
+        std::fs::write(&path, bytes).unwrap();
+        assert_eq!(read_records(&path).unwrap(), vec![record(i64::MAX as u64)]);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    struct Closed;
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+    }
+
+    #[test]
+    fn a_closed_reader_is_a_broken_pipe_and_stays_one() {
+        let mut sink = ParquetRecords::with_row_group_rows(Closed, "stdout", 1).unwrap();
+        // The header and the first row group sit in the encoder's buffer.
+        sink.write(&record(1)).unwrap();
+        assert!(matches!(sink.flush(), Err(RecordError::BrokenPipe)));
+        assert!(matches!(sink.write(&record(2)), Err(RecordError::BrokenPipe)));
+        assert!(matches!(sink.finish(), Err(RecordError::BrokenPipe)));
+    }
+
+    #[test]
+    fn a_parquet_file_of_another_schema_is_named_as_such() {
+        let path = temp("other");
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::UInt8, false)]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(UInt8Array::from(vec![1u8]))]).unwrap();
+        let mut w = ArrowWriter::try_new(File::create(&path).unwrap(), schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let e = read_records(&path).unwrap_err();
+        assert!(matches!(e, ParquetError::Schema { .. }), "{e:?}");
+        assert!(e.to_string().contains("clarion.schema"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+    }
 }

@@ -160,10 +160,10 @@ proptest! {
 
 #[test]
 fn many_records_in_default_row_groups() {
-    // Two full default row groups and a partial one, as a long run writes.
+    // A full default row group and a partial one, as a long run writes.
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let strategy = record();
-    let records: Vec<FlowRecord> = (0..2 * clarion_parquet::DEFAULT_ROW_GROUP_ROWS + 1000)
+    let records: Vec<FlowRecord> = (0..clarion_parquet::DEFAULT_ROW_GROUP_ROWS + 1000)
         .map(|_| strategy.new_tree(&mut runner).unwrap().current())
         .collect();
     check(&records, clarion_parquet::DEFAULT_ROW_GROUP_ROWS, 10_000).unwrap();
