@@ -7,7 +7,7 @@
 //! reader has it). The columns are the field names of
 //! [`clarion_records::to_json`], in its order; the schema name
 //! (`clarion.flow/1`) is the file's key-value metadata `clarion.schema`
-//! instead of a column ([`records`] has the table).
+//! instead of a column (`records.rs` has the table).
 //!
 //! # A Parquet file is readable only when finished
 //!

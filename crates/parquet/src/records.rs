@@ -1,32 +1,7 @@
 //! Flow records as Parquet: [`ParquetRecords`], a
 //! [`RecordSink`], and [`read_records`], its inverse.
 //!
-//! # Schema (`clarion.flow/1`)
-//!
-//! The names and order of [`clarion_records::to_json`]; the JSON's
-//! `schema` field is the file's key-value metadata `clarion.schema`.
-//!
-//! | column | Arrow type | Parquet physical (logical) | null |
-//! |---|---|---|---|
-//! | `src_ip`, `dst_ip` | Utf8 | BYTE_ARRAY (STRING) | no |
-//! | `src_port`, `dst_port` | UInt16 | INT32 (INT(16, unsigned)) | when the flow has no ports |
-//! | `proto` | UInt8 | INT32 (INT(8, unsigned)) | no |
-//! | `vlan` | UInt16 | INT32 (INT(16, unsigned)) | when untagged |
-//! | `first_ns`, `last_ns` | Timestamp(ns, "UTC") | INT64 (TIMESTAMP(NANOS, UTC)) | no |
-//! | `packets`, `bytes` | UInt64 | INT64 (INT(64, unsigned)) | no |
-//! | `tcp_flags` | UInt8 | INT32 (INT(8, unsigned)) | no |
-//! | `min_size`, `max_size` | UInt32 | INT32 (INT(32, unsigned)) | no |
-//! | `end_reason` | Utf8 | BYTE_ARRAY (STRING), dictionary-encoded | no |
-//! | `community_id` | Utf8 | BYTE_ARRAY (STRING) | no |
-//!
-//! Addresses are strings, the readable form the JSON has, because that is
-//! what people filter on (`WHERE src_ip = '10.0.0.1'`). Times are
-//! timestamps rather than integers: pyarrow, pandas and Polars show
-//! `datetime[ns, UTC]` and DuckDB `TIMESTAMPTZ_NS` (2.0 reads all nine
-//! digits; `epoch_ns(first_ns)` gives the integer back). The price is the
-//! signed 64-bit range: a time after 2262-04-11 is refused with an error
-//! rather than wrapped. pandas reads a nullable integer column (`src_port`,
-//! `vlan`) as float64 unless asked for `dtype_backend="pyarrow"`.
+//! The schema is [`flow_schema`]'s table.
 //!
 //! # Buffering and cost
 //!
@@ -64,7 +39,32 @@ use crate::ParquetError;
 
 const UTC: &str = "UTC";
 
-/// The Arrow schema of a flow-record file (the table above).
+/// The Arrow schema of a flow-record file, `clarion.flow/1`.
+///
+/// The names and order of [`clarion_records::to_json`]; the JSON's
+/// `schema` field is the file's key-value metadata `clarion.schema`.
+///
+/// | column | Arrow type | Parquet physical (logical) | null |
+/// |---|---|---|---|
+/// | `src_ip`, `dst_ip` | Utf8 | BYTE_ARRAY (STRING) | no |
+/// | `src_port`, `dst_port` | UInt16 | INT32 (INT(16, unsigned)) | when the flow has no ports |
+/// | `proto` | UInt8 | INT32 (INT(8, unsigned)) | no |
+/// | `vlan` | UInt16 | INT32 (INT(16, unsigned)) | when untagged |
+/// | `first_ns`, `last_ns` | Timestamp(ns, "UTC") | INT64 (TIMESTAMP(NANOS, UTC)) | no |
+/// | `packets`, `bytes` | UInt64 | INT64 (INT(64, unsigned)) | no |
+/// | `tcp_flags` | UInt8 | INT32 (INT(8, unsigned)) | no |
+/// | `min_size`, `max_size` | UInt32 | INT32 (INT(32, unsigned)) | no |
+/// | `end_reason` | Utf8 | BYTE_ARRAY (STRING), dictionary-encoded | no |
+/// | `community_id` | Utf8 | BYTE_ARRAY (STRING) | no |
+///
+/// Addresses are strings, the readable form the JSON has, because that is
+/// what people filter on (`WHERE src_ip = '10.0.0.1'`). Times are
+/// timestamps rather than integers: pyarrow, pandas and Polars show
+/// `datetime[ns, UTC]` and DuckDB `TIMESTAMPTZ_NS` (2.0 reads all nine
+/// digits; `epoch_ns(first_ns)` gives the integer back). The price is the
+/// signed 64-bit range: a time after 2262-04-11 is refused with an error
+/// rather than wrapped. pandas reads a nullable integer column (`src_port`,
+/// `vlan`) as float64 unless asked for `dtype_backend="pyarrow"`.
 pub fn flow_schema() -> SchemaRef {
     let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some(UTC.into()));
     Arc::new(Schema::new(vec![
