@@ -107,7 +107,10 @@ pub(crate) fn ends_flow(p: &PacketRecord) -> bool {
 }
 
 /// A 64-bit hash of the key's three words (multiply-fold, as the
-/// engine's flow table does), mixed with `seed`.
+/// engine's flow table does), mixed with `seed`, then a SplitMix64
+/// finaliser: without it, keys one port apart never shared a set under
+/// any seed (multiply-fold's top bits move with the low bits of a
+/// difference), which the model's uniform hash does not allow.
 #[inline]
 pub fn hash_key(k: &FlowKey, seed: u64) -> u64 {
     let w = |b: &[u8; 16]| {
@@ -129,7 +132,10 @@ pub fn hash_key(k: &FlowKey, seed: u64) -> u64 {
         w(&k.src_ip) ^ 0x243f_6a88_85a3_08d3 ^ seed,
         w(&k.dst_ip) ^ 0x1319_8a2e_0370_7344,
     );
-    fold(h ^ tail, 0x9e37_79b9_7f4a_7c15 ^ seed.rotate_left(17))
+    let mut z = fold(h ^ tail, 0x9e37_79b9_7f4a_7c15 ^ seed.rotate_left(17));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// The microflow cache (see the module doc).

@@ -227,10 +227,15 @@ pub fn predict(stats: &TrafficStats, slots: usize, ways: usize) -> Prediction {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Comparison {
     pub predicted: Prediction,
-    /// Mean over the hash seeds of the meter's eviction ratio and packets
-    /// per microflow record.
+    /// Mean over the hash seeds of the meter's eviction ratio.
     pub eviction_ratio: f64,
+    /// `packets / mean microflow records` over the hash seeds: the models
+    /// predict the expected number of microflow records (Eq. 2.2 is a
+    /// rate), so the mean is taken of the records, not of the ratio.
     pub packets_per_record: f64,
+    /// Mean and standard error (over seeds) of the microflow records.
+    pub microflow_records: f64,
+    pub microflow_records_std_error: f64,
 }
 
 /// Measures the traffic, predicts, and runs the meter with `seeds` hash
@@ -238,8 +243,8 @@ pub struct Comparison {
 pub fn compare(packets: &[PacketRecord], config: FlowConfig, seeds: u64) -> Result<Comparison, FlowError> {
     let stats = measure(packets, config.timeouts());
     let predicted = predict(&stats, config.cache_slots, config.ways);
-    let (mut ev, mut ppr) = (0.0, 0.0);
     let seeds = seeds.max(1);
+    let (mut ev, mut sum, mut sum_sq) = (0.0, 0.0, 0.0);
     let mut out = Vec::new();
     for s in 0..seeds {
         let mut m = FlowMeter::new(FlowConfig {
@@ -251,12 +256,27 @@ pub fn compare(packets: &[PacketRecord], config: FlowConfig, seeds: u64) -> Resu
         out.clear();
         let st = m.stats();
         ev += st.eviction_ratio();
-        ppr += st.packets_per_microflow_record();
+        let mfr = st.microflow_records as f64;
+        sum += mfr;
+        sum_sq += mfr * mfr;
     }
+    let n = seeds as f64;
+    let mean = sum / n;
+    let var = if seeds > 1 {
+        ((sum_sq - sum * sum / n) / (n - 1.0)).max(0.0)
+    } else {
+        0.0
+    };
     Ok(Comparison {
         predicted,
-        eviction_ratio: ev / seeds as f64,
-        packets_per_record: ppr / seeds as f64,
+        eviction_ratio: ev / n,
+        packets_per_record: if mean > 0.0 {
+            packets.len() as f64 / mean
+        } else {
+            0.0
+        },
+        microflow_records: mean,
+        microflow_records_std_error: (var / n).sqrt(),
     })
 }
 
@@ -343,6 +363,10 @@ mod tests {
             )
             .unwrap();
             let eq21 = eviction_probability(slots as f64, a as f64);
+            eprintln!(
+                "T = {slots}, a = {a}: measured {:.4}, Eq. 2.1 {eq21:.4}",
+                c.eviction_ratio
+            );
             assert!(
                 (c.eviction_ratio - eq21).abs() < 0.02,
                 "a = {a}: {} vs {eq21}",
@@ -364,6 +388,10 @@ mod tests {
                 };
                 let c = compare(&packets, config, SEEDS).unwrap();
                 let p = set_eviction_probability(slots, ways, (a - 1) as f64);
+                eprintln!(
+                    "T = {slots}, L = {ways}, a = {a}: measured {:.4}, model {p:.4}",
+                    c.eviction_ratio
+                );
                 assert!(
                     (c.eviction_ratio - p).abs() < 0.02,
                     "{ways} ways, a = {a}: {} vs {p}",
