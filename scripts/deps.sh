@@ -29,7 +29,7 @@ DEPS=(
 )
 
 # Ends here: the Python readers after the Debian packages (python3 first).
-pyenv() { bash "$(dirname "$0")/pyenv.sh"; exit $?; }
+python_readers() { bash "$(dirname "$0")/pyenv.sh"; exit $?; }
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
 
@@ -42,7 +42,7 @@ for d in "${DEPS[@]}"; do
   missing_why+=("  $tool ($pkg): $why")
   case " ${missing_pkgs[*]} " in *" $pkg "*) ;; *) missing_pkgs+=("$pkg") ;; esac
 done
-[ ${#missing_tools[@]} = 0 ] && pyenv
+[ ${#missing_tools[@]} = 0 ] && python_readers
 
 why_not=""
 if [ "${CLARION_NO_INSTALL:-0}" = 1 ]; then
@@ -60,7 +60,7 @@ if [ -z "$why_not" ]; then
   # tshark asks whether non-root users may capture; answer no.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null
   if apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null; then
-    pyenv
+    python_readers
   fi
   why_not="apt-get failed (offline?)"
 fi
@@ -72,4 +72,4 @@ if [ "${CLARION_REQUIRE_TOOLS:-0}" = 1 ]; then
   exit 1
 fi
 [ "$why_not" = "not root" ] && echo "deps: run as root (sudo bash scripts/test.sh) to install them" >&2
-pyenv
+python_readers
