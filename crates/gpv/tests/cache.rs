@@ -63,15 +63,21 @@ fn model(packets: &[PacketRecord], cfg: &CacheConfig) -> Vec<(FlowKey, u64, u32,
         clock = clock.max(p.ts_ns);
         if cfg.scan_interval_ns > 0 && clock >= next_scan {
             next_scan = clock.saturating_add(cfg.scan_interval_ns);
-            for slot in slots.iter_mut() {
-                if slot.as_ref().is_some_and(|s| clock - s.start > cfg.max_age_ns) {
-                    emit(
-                        slot.take().expect("occupied"),
-                        EvictCause::Scan,
-                        &mut free,
-                        &mut out,
-                    );
-                }
+            // Oldest first, ties by slot.
+            let mut old: Vec<(u64, usize)> = slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.as_ref().map(|s| (s.start, i)))
+                .filter(|&(start, _)| clock - start > cfg.max_age_ns)
+                .collect();
+            old.sort();
+            for (_, i) in old {
+                emit(
+                    slots[i].take().expect("occupied"),
+                    EvictCause::Scan,
+                    &mut free,
+                    &mut out,
+                );
             }
         }
         let i = ((flow_hash(&p.key) as u128 * cfg.slots as u128) >> 64) as usize;
