@@ -144,8 +144,9 @@ pub struct RunArgs {
     pub health: Option<PathBuf>,
 
     /// Events file (the Clarion event language, conventionally *.clarion).
-    #[arg(long, value_name = "FILE")]
-    pub events: PathBuf,
+    /// Optional with --records or --gpv: flow records alone.
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["records", "gpv"])]
+    pub events: Option<PathBuf>,
 
     /// Report format: 'json' (one JSON object per line, schema clarion.report/1),
     /// 'table' (aligned columns for people), or 'auto' (table on a terminal, else json).
@@ -203,9 +204,45 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub workers: u32,
 
+    #[command(flatten)]
+    pub export: ExportArgs,
+
     // Last: its heading would carry over to the flags after it.
     #[command(flatten)]
     pub live: LiveArgs,
+}
+
+/// Flow records and grouped packet vectors (TurboFlow, *Flow) beside the
+/// events; see `docs/records.md`.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Flow records and GPVs")]
+pub struct ExportArgs {
+    /// Write a flow record per flow (ended by an idle or active timeout, a
+    /// TCP FIN or RST, or the end of input) to DEST; repeat for several:
+    /// FILE.jsonl (JSON lines), FILE.parquet, FILE.ipfix (RFC 5655 file),
+    /// ipfix+udp://HOST:PORT or ipfix+tcp://HOST:PORT (an IPFIX collector:
+    /// nfcapd, pmacct, goflow2, ipfixcol2, ntopng).
+    #[arg(long, value_name = "DEST")]
+    pub records: Vec<String>,
+
+    /// Write grouped packet vectors (a flow key and per-packet features:
+    /// time, size, TCP flags) to FILE (.gpv, Clarion's own; or .parquet)
+    /// for metric apps (`clarion apps`).
+    #[arg(long, value_name = "FILE")]
+    pub gpv: Option<PathBuf>,
+
+    /// A flow's record ends after it has been idle this long.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    pub record_idle_timeout: u64,
+
+    /// A long flow's record ends after this long, and the flow goes on in a new one.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub record_active_timeout: u64,
+
+    /// Slots of the microflow cache in front of the record aggregator (a
+    /// record of a flow leaves the cache when another flow needs its slot).
+    #[arg(long, default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
+    pub record_cache: u32,
 }
 
 /// Options of live capture (`--interface`); see `clarion run --help`.

@@ -198,7 +198,7 @@ mod tests {
         let config =
             "[run]\nevents = \"examples/demo.clarion\"\nworkers = 2\nformat = \"json\"\nquiet = true\n";
         let a = run_args(parse(config, &["run", "--pcap", "x.pcap"]).expect("parses"));
-        assert_eq!(a.events, PathBuf::from("examples/demo.clarion"));
+        assert_eq!(a.events, Some(PathBuf::from("examples/demo.clarion")));
         assert_eq!(
             (a.workers, a.format, a.quiet),
             (2, crate::args::Format::Json, true)

@@ -123,10 +123,11 @@ pub fn start_failure(e: HostError, events: &std::path::Path) -> Failure {
 }
 
 pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
-    let specs = load_events(&a.events)?;
+    let events = crate::run::required_events(a, "live capture")?;
+    let specs = load_events(events)?;
     let config = live_config(&a.interface, &a.live, a.workers, monitor_config(a))?;
     let stop = stop_flag()?;
-    let mut host = LiveHost::start(&config, &specs, stop).map_err(|e| start_failure(e, &a.events))?;
+    let mut host = LiveHost::start(&config, &specs, stop).map_err(|e| start_failure(e, events))?;
     serve_metrics(&a.live, &host, a.quiet)?;
     if !a.quiet {
         eprintln!(
@@ -138,7 +139,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     let mut out = LiveOutput::open(&a.live, a.quiet, open_sink(a)?, host.metrics().0)?;
     let mut local = LocalEvents::start(
         &config.monitor.host,
-        Some(&a.events),
+        Some(events),
         &host,
         crate::local_events::ApiSettings::of(&a.live),
         a.quiet,
@@ -336,7 +337,7 @@ pub fn print_summary(s: &LiveSummary, events: usize) {
         skipped: 0,
         dropped: s.drops,
         elapsed: s.elapsed,
-        events,
+        events: Some(events),
     };
     eprint!("{summary}");
     eprintln!(

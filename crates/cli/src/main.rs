@@ -14,6 +14,7 @@ mod local_events;
 mod manager;
 mod metrics_server;
 mod network;
+mod records;
 mod run;
 mod split;
 mod summary;

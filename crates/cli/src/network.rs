@@ -24,12 +24,12 @@ pub fn build(a: &RunArgs, path: &Path, specs: &[EventSpec]) -> Result<Network, F
     let mut net = Network::new(inventory, &manager, &config);
     for s in specs {
         net.install(s.clone())
-            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", a.events.display())))?;
+            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", crate::run::events_name(a))))?;
     }
     if !specs.iter().any(|s| s.scope.is_network()) {
         eprintln!(
             "clarion: note: {} has no network-wide event (`across hosts`); each host's events are reported per host",
-            a.events.display()
+            crate::run::events_name(a)
         );
     }
     Ok(net)
@@ -54,7 +54,7 @@ pub fn print_summary(net: &Network, run: &Replayed, events: usize) {
         skipped: run.source.skipped,
         dropped: run.source.dropped,
         elapsed: run.elapsed,
-        events,
+        events: Some(events),
     };
     eprint!("{s}");
     for (host, c) in net.host_counters() {

@@ -14,7 +14,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use clarion_capture::{CaptureError, CaptureFile, SourceStats};
 use clarion_engine::{Monitor, MonitorConfig, Report};
 use clarion_host::{
-    replay, Driver, Frames, MergedCaptures, PerHost, ReplayOptions, Replayed, Stage, Workers, WorkersConfig,
+    replay, Counting, Driver, Frames, MergedCaptures, PerHost, ReplayOptions, Replayed, Stage, Workers,
+    WorkersConfig,
 };
 use clarion_lang::spec::EventSpec;
 use clarion_network::Network;
@@ -137,25 +138,45 @@ pub fn build_monitor(
     for s in specs.iter().filter(|s| !s.on_demand) {
         monitor
             .install(s.clone())
-            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", a.events.display())))?;
+            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", events_name(a))))?;
     }
     Ok(monitor)
 }
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     if !a.interface.is_empty() {
+        if !a.export.records.is_empty() || a.export.gpv.is_some() {
+            return Err(Failure::Usage(
+                "clarion: --records and --gpv read capture files (--pcap); live capture does not make them"
+                    .into(),
+            ));
+        }
         // Warned before the live run, which loads the file again itself;
         // its errors are left for it to report.
+        let events = required_events(a, "live capture")?;
         if !a.quiet {
-            if let Ok(specs) = load_events(&a.events) {
-                crate::check::warn_cost(&a.events, &specs, a.workers, false);
+            if let Ok(specs) = load_events(events) {
+                crate::check::warn_cost(events, &specs, a.workers, false);
             }
         }
         return crate::live::run_live(a);
     }
-    let specs = load_events(&a.events)?;
-    crate::check::warn_cost(&a.events, &specs, a.workers, a.quiet);
+    let specs = match &a.events {
+        Some(events) => {
+            let specs = load_events(events)?;
+            crate::check::warn_cost(events, &specs, a.workers, a.quiet);
+            Some(specs)
+        }
+        None => None,
+    };
+    let exporting = !a.export.records.is_empty() || a.export.gpv.is_some();
+    if exporting && a.inventory.is_some() {
+        return Err(Failure::Usage(
+            "clarion: --records and --gpv describe one host's traffic: not with --inventory".into(),
+        ));
+    }
     if let Some(path) = &a.inventory {
+        let specs = specs.ok_or_else(|| Failure::Usage("clarion: --inventory needs --events".into()))?;
         return run_network(a, path, &specs);
     }
     let [capture] = a.pcap.as_slice() else {
@@ -169,25 +190,39 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
             "clarion: --pcap {host}=FILE names a host of an inventory: give --inventory, or the file alone"
         )));
     }
-    let mut source = open_capture(&capture.path)?;
     if a.workers > 1 && a.health.is_some() {
         return Err(Failure::Usage(
             "clarion: --health is written by one monitor a host: give --workers 1 (the default)".into(),
         ));
     }
-    let (run, counters, dos_threshold) = if a.workers > 1 {
-        let config = WorkersConfig {
-            workers: a.workers,
-            ..WorkersConfig::default()
-        };
-        let mut workers = Workers::start(&monitor_config(a), &specs, config)
-            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", a.events.display())))?;
-        let run = replay_into(a, &mut source, &mut workers)?;
-        (run, workers.counters(), 0)
-    } else {
-        let mut monitor = build_monitor(a, monitor_config(a), &specs)?;
-        let run = replay_into(a, &mut source, &mut monitor)?;
-        (run, monitor.counters(), monitor.dos_threshold())
+    let exports = crate::records::open(&a.export)?;
+    let mut source = open_capture(&capture.path)?;
+    let (run, counters, dos_threshold, records) = match &specs {
+        None if a.workers > 1 => {
+            return Err(Failure::Usage(
+                "clarion: --workers shares the events' work; records alone are made on the reading thread: give --events, or --workers 1"
+                    .into(),
+            ))
+        }
+        None => {
+            let (run, stage, records) = replay_exporting(a, &mut source, Counting::default(), exports)?;
+            (run, stage.counters(), 0, records)
+        }
+        Some(specs) if a.workers > 1 => {
+            let config = WorkersConfig {
+                workers: a.workers,
+                ..WorkersConfig::default()
+            };
+            let workers = Workers::start(&monitor_config(a), specs, config)
+                .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", events_name(a))))?;
+            let (run, workers, records) = replay_exporting(a, &mut source, workers, exports)?;
+            (run, workers.counters(), 0, records)
+        }
+        Some(specs) => {
+            let monitor = build_monitor(a, monitor_config(a), specs)?;
+            let (run, monitor, records) = replay_exporting(a, &mut source, monitor, exports)?;
+            (run, monitor.counters(), monitor.dos_threshold(), records)
+        }
     };
     if !a.quiet {
         let s = Summary {
@@ -197,11 +232,45 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
             skipped: run.source.skipped,
             dropped: run.source.dropped,
             elapsed: run.elapsed,
-            events: specs.len(),
+            events: specs.as_ref().map(Vec::len),
         };
-        eprint!("{s}");
+        eprint!("{s}{}", records.unwrap_or_default());
     }
     Ok(exit_code(run.damage))
+}
+
+/// The events file, for messages.
+pub(crate) fn events_name(a: &RunArgs) -> String {
+    a.events
+        .as_deref()
+        .map_or_else(|| "(no events)".into(), |p| p.display().to_string())
+}
+
+/// The events file, which `what` needs.
+pub fn required_events<'a>(a: &'a RunArgs, what: &str) -> Result<&'a Path, Failure> {
+    a.events
+        .as_deref()
+        .ok_or_else(|| Failure::Usage(format!("clarion: {what} needs --events")))
+}
+
+/// Replays the capture into `stage`, with flow records and GPVs beside
+/// it when asked (`exports`); gives the stage back, and the records' lines
+/// of the summary.
+fn replay_exporting<F: Frames, S: Stage>(
+    a: &RunArgs,
+    source: &mut F,
+    stage: S,
+    exports: crate::records::Exports,
+) -> Result<(Replayed, S, Option<String>), Failure> {
+    if exports.is_empty() {
+        let mut stage = stage;
+        let run = replay_into(a, source, &mut stage)?;
+        return Ok((run, stage, None));
+    }
+    let mut with = exports.around(stage)?;
+    let run = replay_into(a, source, &mut with)?;
+    let summary = crate::records::summary(&with);
+    Ok((run, with.inner, Some(summary)))
 }
 
 /// Opens a capture file ("-": standard input); the error names the file and its reason, once.

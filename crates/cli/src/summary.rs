@@ -16,7 +16,9 @@ pub struct Summary {
     /// Packets the capture says were dropped before it was written.
     pub dropped: u64,
     pub elapsed: Duration,
-    pub events: usize,
+    /// Events installed; `None`: a run without events (records alone),
+    /// whose summary leaves out the monitor's lines.
+    pub events: Option<usize>,
 }
 
 impl fmt::Display for Summary {
@@ -52,6 +54,9 @@ impl fmt::Display for Summary {
                 thousands(self.dropped)
             )?;
         }
+        let Some(events) = self.events else {
+            return Ok(());
+        };
         writeln!(
             f,
             "  flows {} created, {} evicted, {} packets untracked (table full)",
@@ -88,7 +93,7 @@ impl fmt::Display for Summary {
         writeln!(
             f,
             "  {} events, {} trigger matches, {} sweeps ({} late), {} reports",
-            self.events,
+            events,
             thousands(c.triggers_matched),
             thousands(c.sweeps_completed),
             thousands(c.sweeps_late),

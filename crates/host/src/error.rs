@@ -24,6 +24,10 @@ pub enum HostError {
     /// A live source could not be set up (no such interface, no permission, ...).
     #[error(transparent)]
     Setup(clarion_live::LiveError),
+    /// A flow record sink failed (a collector, a file): the run ends
+    /// rather than drop records.
+    #[error(transparent)]
+    Records(clarion_records::RecordError),
     /// A live worker failed while capturing.
     #[error("worker {worker} failed")]
     Live {

@@ -19,6 +19,9 @@
 //!   batches records for [`Stage::process_batch`], keeps input order
 //!   between packets and frames that do not parse, paces the input when
 //!   asked, and stops at damage, reporting what was read before it.
+//! - [`WithRecords`] puts a flow meter beside a stage: flow records
+//!   (TurboFlow) from the same parsed packets, to record sinks; [`Counting`]
+//!   is the stage without events.
 //! - [`Driver`] is the caller's side of that loop: where reports go, and
 //!   what runs between frames (an agent answers its manager there).
 //!
@@ -26,6 +29,7 @@
 
 mod error;
 mod live;
+mod records;
 mod replay;
 mod source;
 mod stage;
@@ -33,6 +37,7 @@ mod workers;
 
 pub use error::HostError;
 pub use live::{Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
+pub use records::{Counting, WithRecords};
 pub use replay::{replay, Driver, ReplayOptions, Replayed};
 pub use source::{Frames, MergedCaptures};
 pub use stage::{PerHost, Stage};
