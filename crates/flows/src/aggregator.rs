@@ -66,6 +66,14 @@ impl Aggregator {
         Aggregator::default()
     }
 
+    /// An aggregator with room for `flows` open parts before it grows.
+    pub fn with_capacity(flows: usize) -> Aggregator {
+        Aggregator {
+            open: FxHashMap::with_capacity_and_hasher(flows, Default::default()),
+            records: 0,
+        }
+    }
+
     #[inline]
     fn emit(&mut self, mut record: FlowRecord, reason: EndReason, out: &mut Vec<FlowRecord>) {
         record.end_reason = reason;
@@ -129,14 +137,17 @@ impl Aggregator {
     /// than `idle_ns` before `clock` and whose flow `cached` says has no
     /// microflow in the cache (a cached part is later, invariant 1; the
     /// cache's own idle scan runs first, so a cached part is not idle).
+    /// Returns the smallest `last_clock` of the parts left (`u64::MAX`
+    /// when none).
     pub fn expire_idle(
         &mut self,
         clock: u64,
         idle_ns: u64,
         cached: impl Fn(&FlowKey) -> bool,
         out: &mut Vec<FlowRecord>,
-    ) {
+    ) -> u64 {
         let mut ended = 0;
+        let mut oldest = u64::MAX;
         self.open.retain(|k, o| {
             let idle = clock.saturating_sub(o.last_clock) > idle_ns && !cached(k);
             if idle {
@@ -144,10 +155,13 @@ impl Aggregator {
                 r.end_reason = EndReason::Idle;
                 out.push(r);
                 ended += 1;
+            } else {
+                oldest = oldest.min(o.last_clock);
             }
             !idle
         });
         self.records += ended;
+        oldest
     }
 
     /// Ends every open part with reason `Flush` (drain the cache first).
@@ -248,7 +262,8 @@ mod tests {
         a.absorb(&mfr(2, 0, 10, 1, 0), None, &mut out);
         a.absorb(&mfr(3, 0, 90, 1, 0), None, &mut out);
         let cached = mfr(2, 0, 0, 1, 0).record.key;
-        a.expire_idle(120, T.idle_ns, |k| *k == cached, &mut out);
+        let oldest = a.expire_idle(120, T.idle_ns, |k| *k == cached, &mut out);
+        assert_eq!(oldest, 10, "flow 2, spared");
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].key, mfr(1, 0, 0, 1, 0).record.key);
         a.flush(&mut out);

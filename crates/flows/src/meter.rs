@@ -132,6 +132,11 @@ pub struct FlowMeter {
     clock: u64,
     /// Packet clock at which the next idle scan runs (`None` before the first packet).
     next_scan: Option<u64>,
+    /// At most the `last_clock` of every cached microflow and open part
+    /// (new ones start at the clock, updates raise it, the aggregator
+    /// takes the cache's): a scan while `clock - floor <= idle` would end
+    /// nothing and is skipped.
+    floor: u64,
 }
 
 impl FlowMeter {
@@ -143,9 +148,10 @@ impl FlowMeter {
             config,
             timeouts: config.timeouts(),
             cache: MicroflowCache::new(config.cache_slots, config.ways, config.hash_seed)?,
-            agg: Aggregator::new(),
+            agg: Aggregator::with_capacity(config.cache_slots),
             clock: 0,
             next_scan: None,
+            floor: 0,
         })
     }
 
@@ -179,9 +185,13 @@ impl FlowMeter {
     /// Ends the records idle at the current clock (semantics rule 1/4).
     fn scan(&mut self, out: &mut Vec<FlowRecord>) {
         let idle = self.timeouts.idle_ns;
-        self.cache.scan_idle(self.clock, idle, &mut self.agg, out);
+        if self.clock.saturating_sub(self.floor) <= idle {
+            return;
+        }
+        let cached = self.cache.scan_idle(self.clock, idle, &mut self.agg, out);
         let cache = &self.cache;
-        self.agg.expire_idle(self.clock, idle, |k| cache.contains(k), out);
+        let open = self.agg.expire_idle(self.clock, idle, |k| cache.contains(k), out);
+        self.floor = cached.min(open).min(self.clock);
     }
 
     /// End of input: every open record ends (rule 4). The meter is empty
