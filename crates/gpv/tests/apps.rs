@@ -127,8 +127,8 @@ fn check_classifier(app: &Classifier, want: &BTreeMap<FlowKey, Features>) {
     for (k, w) in want {
         let g: &FlowFeatures = got[k];
         assert_eq!(
-            (g.packets, &g.sizes, &g.inter_arrivals_ns),
-            (w.packets, &w.sizes, &w.gaps),
+            (g.packets, g.sizes(), g.inter_arrivals_ns()),
+            (w.packets, &w.sizes[..], &w.gaps[..]),
             "{k:?}"
         );
         let s = [

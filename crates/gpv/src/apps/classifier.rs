@@ -11,7 +11,7 @@
 //! ones (divide by n); statistics of an empty list are `None`.
 //!
 //! Cost: one hash lookup a GPV, and per-packet work only for a flow's first
-//! eight packets. Memory: one entry per flow ever seen (no expiry).
+//! eight packets. Memory: one 96-byte entry per flow ever seen (no expiry).
 
 use std::collections::BTreeMap;
 
@@ -25,33 +25,43 @@ use crate::gpv::Gpv;
 /// How many of a flow's first packets the features describe.
 pub const FIRST_PACKETS: usize = 8;
 
-/// A flow's classifier features.
+/// A flow's classifier features (fixed arrays: no allocation per flow).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlowFeatures {
     /// All the flow's packets, not only the first eight.
     pub packets: u64,
-    /// IP sizes of the first packets (at most eight).
-    pub sizes: Vec<u16>,
-    /// Gaps between consecutive first packets, ns (one fewer than `sizes`).
-    pub inter_arrivals_ns: Vec<u64>,
+    /// How many first packets are held (at most eight).
+    held: u8,
+    sizes: [u16; FIRST_PACKETS],
+    gaps: [u64; FIRST_PACKETS - 1],
     last_ns: u64,
 }
 
 impl FlowFeatures {
+    /// IP sizes of the first packets (at most eight).
+    pub fn sizes(&self) -> &[u16] {
+        &self.sizes[..usize::from(self.held)]
+    }
+
+    /// Gaps between consecutive first packets, ns (one fewer than the sizes).
+    pub fn inter_arrivals_ns(&self) -> &[u64] {
+        &self.gaps[..usize::from(self.held.saturating_sub(1))]
+    }
+
     pub fn size_mean(&self) -> Option<f64> {
-        mean(self.sizes.iter().map(|&s| f64::from(s)))
+        mean(self.sizes().iter().map(|&s| f64::from(s)))
     }
 
     pub fn size_std(&self) -> Option<f64> {
-        std_dev(self.sizes.iter().map(|&s| f64::from(s)))
+        std_dev(self.sizes().iter().map(|&s| f64::from(s)))
     }
 
     pub fn inter_arrival_mean_ns(&self) -> Option<f64> {
-        mean(self.inter_arrivals_ns.iter().map(|&g| g as f64))
+        mean(self.inter_arrivals_ns().iter().map(|&g| g as f64))
     }
 
     pub fn inter_arrival_std_ns(&self) -> Option<f64> {
-        std_dev(self.inter_arrivals_ns.iter().map(|&g| g as f64))
+        std_dev(self.inter_arrivals_ns().iter().map(|&g| g as f64))
     }
 }
 
@@ -105,14 +115,16 @@ impl GpvApp for Classifier {
         let f = self.flows.entry(gpv.header.key).or_default();
         f.packets += gpv.packets.len() as u64;
         for (t, p) in gpv.timed() {
-            if f.sizes.len() == FIRST_PACKETS {
+            let n = usize::from(f.held);
+            if n == FIRST_PACKETS {
                 break;
             }
-            if !f.sizes.is_empty() {
-                f.inter_arrivals_ns.push(t.saturating_sub(f.last_ns));
+            if n > 0 {
+                f.gaps[n - 1] = t.saturating_sub(f.last_ns);
             }
-            f.sizes.push(p.size);
+            f.sizes[n] = p.size;
             f.last_ns = t;
+            f.held += 1;
         }
     }
 
@@ -124,8 +136,8 @@ impl GpvApp for Classifier {
                 json!({
                     "flow": key_json(&k),
                     "packets": f.packets,
-                    "sizes": f.sizes,
-                    "inter_arrivals_ns": f.inter_arrivals_ns,
+                    "sizes": f.sizes(),
+                    "inter_arrivals_ns": f.inter_arrivals_ns(),
                     "size_mean": f.size_mean(),
                     "size_std": f.size_std(),
                     "inter_arrival_mean_ns": f.inter_arrival_mean_ns(),
