@@ -498,7 +498,11 @@ mod tests {
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
             let n = (x >> 40) as u8 % 20;
-            let flags = if (x >> 20).is_multiple_of(13) { tcp_flags::FIN } else { 0 };
+            let flags = if (x >> 20).is_multiple_of(13) {
+                tcp_flags::FIN
+            } else {
+                0
+            };
             c.process(&pkt(n, ts * 100, flags), ts * 100, T, &mut agg, &mut out);
             if ts.is_multiple_of(97) {
                 c.scan_idle(ts * 100, T.idle_ns, &mut agg, &mut out);

@@ -102,7 +102,7 @@ pub struct FlowStats {
 }
 
 impl FlowStats {
-    /// `collisions / packets` (TurboFlow's P[eviction] per packet).
+    /// `collisions / packets` (TurboFlow's `P[eviction]` per packet).
     pub fn eviction_ratio(&self) -> f64 {
         ratio(self.collisions, self.packets)
     }
@@ -194,6 +194,19 @@ impl FlowMeter {
         self.floor = cached.min(open).min(self.clock);
     }
 
+    /// Advances the clock to `now_ns` with no packet (a live worker on a
+    /// quiet wire), ending the records idle by then, as a packet at that
+    /// time would. Never moves the clock back; before the first packet it
+    /// does nothing.
+    pub fn tick(&mut self, now_ns: u64, out: &mut Vec<FlowRecord>) {
+        let Some(at) = self.next_scan else { return };
+        self.clock = self.clock.max(now_ns);
+        if self.clock >= at {
+            self.scan(out);
+            self.next_scan = Some(self.clock.saturating_add(self.config.scan_interval_ns));
+        }
+    }
+
     /// End of input: every open record ends (rule 4). The meter is empty
     /// afterwards and may take more packets.
     pub fn finish(&mut self, out: &mut Vec<FlowRecord>) {
@@ -243,6 +256,29 @@ mod tests {
             scan_interval_ns: 100,
             ..FlowConfig::default()
         }
+    }
+
+    #[test]
+    fn a_tick_ends_idle_records_on_a_quiet_wire() {
+        let mut m = FlowMeter::new(small()).unwrap();
+        let mut out = Vec::new();
+        m.tick(5_000, &mut out);
+        assert!(out.is_empty(), "nothing before the first packet");
+        m.process(&pkt(1, 10_000), &mut out);
+        m.tick(10_900, &mut out);
+        assert!(out.is_empty(), "not idle yet");
+        m.tick(9_000, &mut out);
+        m.tick(11_001, &mut out);
+        assert_eq!(out.len(), 1, "idle strictly past the timeout");
+        assert_eq!((out[0].last_ns, out[0].end_reason), (10_000, EndReason::Idle));
+        // The flow's next packet opens a new record.
+        m.process(&pkt(1, 11_500), &mut out);
+        m.finish(&mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            (out[1].first_ns, out[1].packets, out[1].end_reason),
+            (11_500, 1, EndReason::Flush)
+        );
     }
 
     #[test]
