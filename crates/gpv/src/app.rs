@@ -14,9 +14,12 @@
 //!
 //! Cost: one virtual call per app per GPV; no copies.
 
+use std::io::Read;
+
 use clarion_wire::FlowKey;
 use serde_json::{json, Value};
 
+use crate::codec::GpvReader;
 use crate::gpv::Gpv;
 use crate::GpvError;
 
@@ -78,6 +81,17 @@ impl AppRuntime {
         for app in &mut self.apps {
             app.on_gpv(gpv);
         }
+    }
+
+    /// Feeds every GPV of a stream to the apps; returns how many, or the
+    /// stream's first error (the GPVs before it were fed).
+    pub fn run<R: Read>(&mut self, gpvs: GpvReader<R>) -> Result<u64, GpvError> {
+        let mut n = 0;
+        for gpv in gpvs {
+            self.on_gpv(&gpv?);
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// Every app's report, as an object keyed by app name.

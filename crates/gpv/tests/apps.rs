@@ -319,3 +319,33 @@ fn apps_by_name() {
     let mut empty = MicroBurst::new(MicroBurstConfig::default());
     assert!(empty.report()["end_ns"].is_null());
 }
+
+/// `run` feeds a whole file, and stops at damage with the GPVs before it fed.
+#[test]
+fn runtime_runs_a_file() {
+    let Some((_, packets)) = captures().into_iter().find(|(n, _)| n == "libtrace_anon-v4.pcap") else {
+        return;
+    };
+    let gpvs = build_gpvs(&packets, small_configs()[0]);
+    let mut w = clarion_gpv::GpvWriter::new(Vec::new()).unwrap();
+    gpvs.iter().for_each(|g| w.write(g).unwrap());
+    let bytes = w.finish().unwrap();
+    let direct = |gpvs: &[Gpv]| {
+        let mut rt = AppRuntime::new();
+        rt.add(Box::new(Profiler::new())).unwrap();
+        gpvs.iter().for_each(|g| rt.on_gpv(g));
+        rt.report()
+    };
+    let mut rt = AppRuntime::new();
+    rt.add(Box::new(Profiler::new())).unwrap();
+    let n = rt.run(clarion_gpv::GpvReader::new(&bytes[..]).unwrap()).unwrap();
+    assert_eq!(n, gpvs.len() as u64);
+    assert_eq!(rt.report(), direct(&gpvs));
+    // Cut inside the last record: all but the last GPV are fed, then the error.
+    let mut rt = AppRuntime::new();
+    rt.add(Box::new(Profiler::new())).unwrap();
+    let cut = clarion_gpv::GpvReader::new(&bytes[..bytes.len() - 1]).unwrap();
+    assert!(matches!(rt.run(cut), Err(GpvError::Truncated { .. })));
+    assert_eq!(rt.gpvs(), gpvs.len() as u64 - 1);
+    assert_eq!(rt.report(), direct(&gpvs[..gpvs.len() - 1]));
+}
