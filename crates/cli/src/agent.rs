@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use clarion_capture::CaptureError;
 use clarion_engine::{Monitor, MonitorConfig, Report, TriggerId, WindowValues};
-use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions};
+use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions, WithRecords};
 use clarion_lang::spec::EventSpec;
 use clarion_nats::protocol::Control;
 use clarion_nats::{AgentLink, AgentOptions, HostDesk, Inbound, Triggers};
 use clarion_sinks::ReportSink;
 
-use crate::args::{parse_duration, Format, LiveArgs};
+use crate::args::{parse_duration, ExportArgs, Format, LiveArgs};
 use crate::bus::NatsArgs;
 use crate::live::runtime;
 use crate::local_events::LocalEvents;
@@ -111,6 +111,9 @@ pub struct AgentArgs {
     /// of the flows, merged into the host's values (as `clarion run -i`).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), conflicts_with = "pcap")]
     pub workers: u32,
+
+    #[command(flatten)]
+    pub export: ExportArgs,
 
     // Last: its heading would carry over to the flags after it.
     #[command(flatten)]
@@ -227,6 +230,27 @@ impl Driver<Monitor> for Agent {
     }
 }
 
+/// With `--records`: the monitor has the flow meter beside it.
+impl Driver<WithRecords<Monitor>> for Agent {
+    type Error = Failure;
+
+    fn reports(
+        &mut self,
+        stage: &mut WithRecords<Monitor>,
+        reports: &mut Vec<Report>,
+    ) -> Result<(), Failure> {
+        Driver::<Monitor>::reports(self, &mut stage.inner, reports)
+    }
+
+    fn service(&mut self, stage: &mut WithRecords<Monitor>) -> Result<bool, Failure> {
+        Driver::<Monitor>::service(self, &mut stage.inner)
+    }
+
+    fn warning(&mut self, error: &CaptureError) {
+        Driver::<Monitor>::warning(self, error)
+    }
+}
+
 pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     let own = match &a.events {
         Some(p) => {
@@ -263,12 +287,22 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             .install(s.clone())
             .map_err(|e| Failure::Usage(format!("clarion: event {}: {e}", s.name)))?;
     }
+    let exports = crate::records::open(&a.export)?;
     let mut ag = Agent::register(a, &mut monitor, stop)?;
     let options = ReplayOptions {
         speed: a.speed,
         ..ReplayOptions::default()
     };
-    let run = replay(&mut source, &mut monitor, &mut ag, &options)?;
+    let mut records = None;
+    let run = if exports.is_empty() {
+        replay(&mut source, &mut monitor, &mut ag, &options)?
+    } else {
+        let mut with = exports.around(monitor)?;
+        let run = replay(&mut source, &mut with, &mut ag, &options)?;
+        records = Some(crate::records::summary(&with));
+        monitor = with.inner;
+        run
+    };
     if let Some(sink) = ag.sink.as_mut() {
         sink.flush().map_err(sink_error)?;
     }
@@ -285,6 +319,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     ag.link.flush(Duration::from_secs(5));
     if !a.quiet {
         ag.print_summary(&a.host, run.frames, monitor.counters().packets, run.elapsed);
+        eprint!("{}", records.unwrap_or_default());
     }
     match run.damage {
         Some(e) => {
@@ -303,7 +338,8 @@ fn live_agent(
     monitor: MonitorConfig,
     stop: Arc<AtomicBool>,
 ) -> Result<ExitCode, Failure> {
-    let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor)?;
+    let (records, record_config) = crate::records::open(&a.export)?.into_parts();
+    let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor, record_config)?;
     config.keep_windows = true;
     let events = a.events.clone().unwrap_or_default();
     let mut host = LiveHost::start(&config, own, Arc::clone(&stop))
@@ -322,7 +358,7 @@ fn live_agent(
         Some(s) => s,
         None => open_sink_to(a.output.as_deref(), a.format)?,
     };
-    let mut out = crate::live::LiveOutput::open(&a.live, a.quiet, sink, host.metrics().0)?;
+    let mut out = crate::live::LiveOutput::open(&a.live, a.quiet, sink, records, host.metrics().0)?;
     let mut local = LocalEvents::start(
         &a.host,
         a.events.as_deref(),
@@ -340,9 +376,12 @@ fn live_agent(
     ag.tally.close_to_sent.truncate(timed);
     ag.link.finished();
     ag.link.flush(Duration::from_secs(5));
-    out.close()?;
+    let written = out.close()?;
     if !a.quiet {
         crate::live::print_summary(&summary, own.len());
+        if config.records.is_some() {
+            eprintln!("  flow records: {} written", crate::summary::thousands(written));
+        }
         ag.print_summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed);
         ag.print_close_to_sent(lag_ms);
     }
@@ -479,7 +518,7 @@ impl Agent {
             }
             self.serve(&mut Merged(host));
             local.service(host);
-            out.tick();
+            out.tick()?;
         }
     }
 

@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -12,8 +13,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 
 use clarion_engine::{MonitorConfig, Report};
+use clarion_flows::FlowConfig;
 use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
 use clarion_live::{EpochStats, LinkEvent, LiveError, RingConfig, WorkerMetrics};
+use clarion_records::{FanOut, RecordSink};
 use clarion_sinks::ReportSink;
 use clarion_xdp::XdpMode;
 
@@ -64,6 +67,7 @@ pub fn live_config(
     live: &LiveArgs,
     workers: u32,
     monitor: MonitorConfig,
+    records: Option<FlowConfig>,
 ) -> Result<LiveConfig, Failure> {
     Ok(LiveConfig {
         interfaces: interfaces.to_vec(),
@@ -84,6 +88,7 @@ pub fn live_config(
         down_timeout: Duration::from_nanos(live.down_timeout),
         monitor,
         keep_windows: false,
+        records,
     })
 }
 
@@ -123,23 +128,29 @@ pub fn start_failure(e: HostError, events: &std::path::Path) -> Failure {
 }
 
 pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
-    let events = crate::run::required_events(a, "live capture")?;
-    let specs = load_events(events)?;
-    let config = live_config(&a.interface, &a.live, a.workers, monitor_config(a))?;
+    let events = a.events.as_deref();
+    let specs = match events {
+        Some(path) => load_events(path)?,
+        None => Vec::new(),
+    };
+    let (records, record_config) = crate::records::open(&a.export)?.into_parts();
+    let config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), record_config)?;
     let stop = stop_flag()?;
-    let mut host = LiveHost::start(&config, &specs, stop).map_err(|e| start_failure(e, events))?;
+    let mut host = LiveHost::start(&config, &specs, stop)
+        .map_err(|e| start_failure(e, events.unwrap_or(Path::new("(no events)"))))?;
     serve_metrics(&a.live, &host, a.quiet)?;
     if !a.quiet {
         eprintln!(
-            "clarion: capturing on {}, {} events; Ctrl-C stops",
+            "clarion: capturing on {}, {} events{}; Ctrl-C stops",
             capturing(&a.interface, &a.live, a.workers),
-            specs.len()
+            specs.len(),
+            if records.is_some() { ", flow records" } else { "" }
         );
     }
-    let mut out = LiveOutput::open(&a.live, a.quiet, open_sink(a)?, host.metrics().0)?;
+    let mut out = LiveOutput::open(&a.live, a.quiet, open_sink(a)?, records, host.metrics().0)?;
     let mut local = LocalEvents::start(
         &config.monitor.host,
-        Some(events),
+        events,
         &host,
         crate::local_events::ApiSettings::of(&a.live),
         a.quiet,
@@ -154,13 +165,16 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
             other => out.take(other)?,
         }
         local.service(&mut host);
-        out.tick();
+        out.tick()?;
     }
     let (summary, last) = finish_host(host, &mut out)?;
     out.take(Live::Reports(last))?;
-    out.close()?;
+    let written = out.close()?;
     if !a.quiet {
         print_summary(&summary, specs.len());
+        if config.records.is_some() {
+            eprintln!("  flow records: {} written", crate::summary::thousands(written));
+        }
     }
     outcome(&summary)
 }
@@ -197,6 +211,7 @@ pub fn finish_host(host: LiveHost, out: &mut LiveOutput) -> Result<(LiveSummary,
 /// to their file, a summary line to standard error now and then.
 pub struct LiveOutput {
     pub sink: Box<dyn ReportSink>,
+    records: Option<RecordsOut>,
     down_timeout: Duration,
     epochs: Option<BufWriter<File>>,
     every: Option<Duration>,
@@ -211,6 +226,7 @@ impl LiveOutput {
         live: &LiveArgs,
         quiet: bool,
         sink: Box<dyn ReportSink>,
+        records: Option<FanOut>,
         metrics: Vec<Arc<WorkerMetrics>>,
     ) -> Result<LiveOutput, Failure> {
         let epochs = match &live.epoch_stats {
@@ -225,6 +241,7 @@ impl LiveOutput {
         let every = (live.stats_every > 0 && !quiet).then(|| Duration::from_nanos(live.stats_every));
         Ok(LiveOutput {
             sink,
+            records: records.map(RecordsOut::new),
             down_timeout: Duration::from_nanos(live.down_timeout),
             epochs,
             every,
@@ -257,13 +274,27 @@ impl LiveOutput {
                 }
             }
             Live::Link(ev) => eprintln!("{}", link_line(&ev, self.down_timeout)),
+            Live::Records(records) => {
+                if let Some(out) = self.records.as_mut() {
+                    for r in &records {
+                        out.write(r).map_err(record_error)?;
+                    }
+                    out.written += records.len() as u64;
+                }
+            }
             Live::Reports(_) | Live::Idle | Live::Ended => {}
         }
         Ok(())
     }
 
-    /// The periodic summary line, when due.
-    pub fn tick(&mut self) {
+    /// The periodic summary line, when due; the record sinks flushed once a second.
+    pub fn tick(&mut self) -> Result<(), Failure> {
+        if let Some(out) = self.records.as_mut() {
+            if out.flushed.elapsed() >= RECORDS_FLUSH {
+                out.sink.flush().map_err(record_error)?;
+                out.flushed = Instant::now();
+            }
+        }
         if let (Some(t), Some(d)) = (self.next_line, self.every) {
             if Instant::now() >= t {
                 eprintln!("{}", self.window.line(self.started.elapsed(), &self.metrics));
@@ -271,16 +302,55 @@ impl LiveOutput {
                 self.next_line = Some(t + d);
             }
         }
+        Ok(())
     }
 
-    pub fn close(mut self) -> Result<(), Failure> {
+    /// Flushes everything; finishes the record sinks (a Parquet file's
+    /// footer). Returns the records written.
+    pub fn close(mut self) -> Result<u64, Failure> {
         self.sink.flush().map_err(sink_error)?;
+        let mut written = 0;
+        if let Some(out) = self.records.as_mut() {
+            out.sink.finish().map_err(record_error)?;
+            written = out.written;
+        }
         if let Some(out) = self.epochs.as_mut() {
             out.flush()
                 .context("cannot write epoch statistics")
                 .map_err(runtime)?;
         }
-        Ok(())
+        Ok(written)
+    }
+}
+
+/// How often a live run flushes its record sinks.
+const RECORDS_FLUSH: Duration = Duration::from_secs(1);
+
+/// A live run's record sinks and what went to them.
+pub struct RecordsOut {
+    sink: FanOut,
+    flushed: Instant,
+    written: u64,
+}
+
+impl RecordsOut {
+    pub fn new(sink: FanOut) -> RecordsOut {
+        RecordsOut {
+            sink,
+            flushed: Instant::now(),
+            written: 0,
+        }
+    }
+
+    fn write(&mut self, r: &clarion_records::FlowRecord) -> Result<(), clarion_records::RecordError> {
+        self.sink.write(r)
+    }
+}
+
+pub fn record_error(e: clarion_records::RecordError) -> Failure {
+    match e {
+        clarion_records::RecordError::BrokenPipe => Failure::BrokenPipe,
+        other => Failure::Runtime(anyhow::anyhow!(other).context("cannot write flow records")),
     }
 }
 

@@ -28,6 +28,14 @@ impl Exports {
         self.records.is_none()
     }
 
+    /// The sinks and the meter's settings, for a live host's workers.
+    pub fn into_parts(self) -> (Option<FanOut>, Option<FlowConfig>) {
+        match self.records {
+            Some((sink, config)) => (Some(sink), Some(config)),
+            None => (None, None),
+        }
+    }
+
     /// `stage` with the flow meter beside it (an empty fan-out when no
     /// records were asked for).
     pub fn around<S: Stage>(self, stage: S) -> Result<WithRecords<S>, Failure> {

@@ -145,16 +145,9 @@ pub fn build_monitor(
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     if !a.interface.is_empty() {
-        if !a.export.records.is_empty() || a.export.gpv.is_some() {
-            return Err(Failure::Usage(
-                "clarion: --records and --gpv read capture files (--pcap); live capture does not make them"
-                    .into(),
-            ));
-        }
         // Warned before the live run, which loads the file again itself;
         // its errors are left for it to report.
-        let events = required_events(a, "live capture")?;
-        if !a.quiet {
+        if let (Some(events), false) = (&a.events, a.quiet) {
             if let Ok(specs) = load_events(events) {
                 crate::check::warn_cost(events, &specs, a.workers, false);
             }
@@ -244,13 +237,6 @@ pub(crate) fn events_name(a: &RunArgs) -> String {
     a.events
         .as_deref()
         .map_or_else(|| "(no events)".into(), |p| p.display().to_string())
-}
-
-/// The events file, which `what` needs.
-pub fn required_events<'a>(a: &'a RunArgs, what: &str) -> Result<&'a Path, Failure> {
-    a.events
-        .as_deref()
-        .ok_or_else(|| Failure::Usage(format!("clarion: {what} needs --events")))
 }
 
 /// Replays the capture into `stage`, with flow records and GPVs beside

@@ -121,6 +121,79 @@ fn duration_stops_a_live_run_with_its_summary() {
     assert!(err.contains("live: 0 kernel drops"), "{err}");
 }
 
+/// Issue 20, live: `--records` without events on a live interface. Three
+/// UDP flows of known packet counts and sizes are sent, then the wire goes
+/// quiet: each flow's record carries exactly what was sent and ends idle
+/// (the worker's clock ends records on a quiet wire, before the run ends),
+/// and the Parquet file written beside the JSON lines holds the same
+/// records (its footer written when the run stopped).
+#[test]
+fn live_flow_records_count_every_packet_and_end_idle_on_a_quiet_wire() {
+    let Some(net) = Net::new("r") else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (jsonl, parquet) = (dir.path().join("r.jsonl"), dir.path().join("r.parquet"));
+    let child = clarion_in(&net.a)
+        .args(["run", "-i", "va", "--stats-every", "0", "--duration", "4s"])
+        .args(["--record-idle-timeout", "1s"])
+        .arg("--records")
+        .arg(&jsonl)
+        .arg("--records")
+        .arg(&parquet)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    std::thread::sleep(Duration::from_millis(1200));
+    let flows = [(40_001u16, 20u64), (40_002, 30), (40_003, 40)];
+    let sent = in_netns(&net.b, move || {
+        for (port, n) in flows {
+            let sock = UdpSocket::bind(("10.231.0.2", port)).ok()?;
+            for _ in 0..n {
+                sock.send_to(&[7u8; 100], "10.231.0.1:9999").ok()?;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        Some(())
+    })
+    .flatten();
+    assert!(sent.is_some(), "sent the datagrams");
+    let out = child.wait_with_output().expect("ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("flow records"), "{err}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&jsonl)
+        .expect("records")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    for (port, n) in flows {
+        let of_flow: Vec<_> = lines
+            .iter()
+            .filter(|v| v["proto"] == 17 && v["src_port"] == port && v["dst_port"] == 9999)
+            .collect();
+        assert_eq!(of_flow.len(), 1, "one record of flow {port}: {lines:?}");
+        let r = of_flow[0];
+        assert_eq!(
+            (r["src_ip"].as_str(), r["dst_ip"].as_str()),
+            (Some("10.231.0.2"), Some("10.231.0.1"))
+        );
+        assert_eq!(r["packets"], n, "{r}");
+        assert_eq!(r["bytes"], n * 128, "IP bytes: 20 + 8 + 100 a datagram: {r}");
+        assert_eq!(
+            (r["min_size"].as_u64(), r["max_size"].as_u64()),
+            (Some(128), Some(128))
+        );
+        assert_eq!(
+            r["end_reason"], "idle",
+            "ended on the quiet wire, not at the end: {r}"
+        );
+    }
+    let from_parquet = clarion_parquet::read_records(&parquet).expect("the Parquet file was finished");
+    assert_eq!(from_parquet.len(), lines.len(), "the same records in both");
+    let packets: u64 = from_parquet.iter().map(|r| r.packets).sum();
+    let want: u64 = lines.iter().filter_map(|v| v["packets"].as_u64()).sum();
+    assert_eq!(packets, want);
+}
+
 /// With `--down-timeout 0`, an interface that goes down stops the run at
 /// once with an error naming it, instead of quiet windows that saw nothing.
 #[test]

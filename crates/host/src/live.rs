@@ -35,6 +35,9 @@ use clarion_live::{
 };
 use clarion_xdp::{XdpConfig, XdpMode, XdpProgram, XdpSocket};
 
+use clarion_flows::{FlowConfig, FlowMeter};
+use clarion_records::FlowRecord;
+
 use crate::HostError;
 
 /// The receive path.
@@ -70,6 +73,11 @@ pub struct LiveConfig {
     /// Merge even one worker's statistics, so that the host keeps every
     /// trigger's closed windows for polls ([`LiveHost::window_values`]).
     pub keep_windows: bool,
+    /// A flow meter on every worker, beside its monitor (`--records`):
+    /// their records come as [`Live::Records`]. A flow's packets go to one
+    /// worker (the fanout hash), so each record is one worker's, except
+    /// for IP fragments after the first, which the hash may send elsewhere.
+    pub records: Option<FlowConfig>,
 }
 
 /// What [`LiveHost::next`] found.
@@ -77,6 +85,8 @@ pub struct LiveConfig {
 pub enum Live {
     /// Reports of closed windows, in window order.
     Reports(Vec<Report>),
+    /// Flow records a worker's meter ended (see [`LiveConfig::records`]).
+    Records(Vec<FlowRecord>),
     /// One worker's statistics of a finished epoch.
     Epoch(EpochStats),
     /// An interface went down, was removed or came back: once per
@@ -242,6 +252,11 @@ impl LiveHost {
         }
         let m = Arc::new(WorkerMetrics::default());
         self.metrics.push(Arc::clone(&m));
+        let records = config
+            .records
+            .map(FlowMeter::new)
+            .transpose()
+            .map_err(|e| HostError::Usage(e.to_string()))?;
         let cfg = WorkerConfig {
             id: w,
             step_budget: config.step_budget,
@@ -249,6 +264,7 @@ impl LiveHost {
             stop: Arc::clone(&self.stop),
             deadline: setup.deadline,
             down_timeout: config.down_timeout,
+            records,
         };
         let (ctx, crx) = mpsc::channel();
         self.commands.push(ctx);
@@ -306,6 +322,7 @@ impl LiveHost {
             match event {
                 WorkerEvent::Ready(_) => {}
                 WorkerEvent::Reports(_, reports) => return self.written(reports),
+                WorkerEvent::Records(_, records) => return Live::Records(records),
                 WorkerEvent::Partials(w, parts) => {
                     let mut merged = Vec::new();
                     let mut refused = None;

@@ -3,6 +3,7 @@
 //! ```text
 //! loop
 //!     take up to RECV frames from each queue, parse, process in batches
+//!         (by the monitor, then by the flow meter when there is one)
 //!     if a sweep is pending and the queues are empty or below the low-water mark
 //!         run sweep steps for at most the step budget
 //!     else if nothing arrived
@@ -11,7 +12,7 @@
 //! ```
 //!
 //! The worker measures each epoch ([`EpochStats`]) and sends it with the
-//! reports over a channel; it never blocks on that channel (unbounded), so
+//! reports (and its meter's flow records) over a channel; it never blocks on that channel (unbounded), so
 //! a slow sink cannot make the kernel drop packets unnoticed.
 //!
 //! # Interfaces going down or away
@@ -35,7 +36,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clarion_engine::{Counters, EngineError, Monitor, Partials, Report, TriggerId, Unparsed};
+use clarion_flows::FlowMeter;
 use clarion_lang::spec::EventSpec;
+use clarion_records::FlowRecord;
 use clarion_wire::PacketRecord;
 
 use crate::interface::{LinkState, LinkWatch};
@@ -80,6 +83,9 @@ pub struct WorkerConfig {
     /// How long an interface may stay down (or away) before the worker
     /// stops with [`LinkEvent::Lost`]; zero stops at once.
     pub down_timeout: Duration,
+    /// A flow meter beside the monitor (`--records`): its records go out
+    /// as [`WorkerEvent::Records`].
+    pub records: Option<FlowMeter>,
 }
 
 /// What a worker found of its interfaces (see the module documentation).
@@ -108,6 +114,8 @@ pub enum WorkerEvent {
     /// Memory committed and the clock started: packets are processed from now on.
     Ready(u32),
     Reports(u32, Vec<Report>),
+    /// Flow records the worker's meter ended (see [`WorkerConfig::records`]).
+    Records(u32, Vec<FlowRecord>),
     /// With `MonitorConfig::merge_output`: each finished sweep's statistics, for the host's merger.
     Partials(u32, Vec<Partials>),
     Epoch(EpochStats),
@@ -187,11 +195,15 @@ struct EpochTrack {
 pub struct Worker {
     cfg: WorkerConfig,
     monitor: Monitor,
+    /// Taken from `cfg.records`.
+    meter: Option<FlowMeter>,
     sources: Vec<Box<dyn Source>>,
     tx: Sender<WorkerEvent>,
     metrics: Arc<WorkerMetrics>,
     batch: Vec<PacketRecord>,
     reports: Vec<Report>,
+    /// The flow meter's ended records, sent with the reports.
+    records: Vec<FlowRecord>,
     track: EpochTrack,
     summary: WorkerSummary,
     /// The monitor's clock lags the wall clock by at least this much when
@@ -219,7 +231,7 @@ pub struct Worker {
 impl Worker {
     /// `monitor` must not sweep synchronously (`MonitorConfig::synchronous_sweep` false).
     pub fn new(
-        cfg: WorkerConfig,
+        mut cfg: WorkerConfig,
         monitor: Monitor,
         sources: Vec<Box<dyn Source>>,
         tx: Sender<WorkerEvent>,
@@ -242,14 +254,17 @@ impl Worker {
                 }
             })
             .collect();
+        let meter = cfg.records.take();
         Worker {
             cfg,
             monitor,
+            meter,
             sources,
             tx,
             metrics,
             batch: Vec::with_capacity(clarion_engine::BATCH),
             reports: Vec::new(),
+            records: Vec::new(),
             track: EpochTrack::default(),
             summary: WorkerSummary::default(),
             lag_floor_ns: lag.as_nanos() as u64,
@@ -357,6 +372,10 @@ impl Worker {
                 self.note_outages(now);
                 let clock = now.saturating_sub(lag);
                 self.monitor.tick(clock, &mut self.reports);
+                if let Some(m) = &mut self.meter {
+                    // A quiet wire still ends idle records.
+                    m.tick(clock, &mut self.records);
+                }
                 self.after_monitor();
                 if !self.monitor.sweep_pending() {
                     let epoch = self.monitor.epoch_ns().max(1);
@@ -376,6 +395,9 @@ impl Worker {
         let _ = self.read_drops();
         self.note_outages(realtime_ns());
         self.monitor.finish(&mut self.reports);
+        if let Some(m) = &mut self.meter {
+            m.finish(&mut self.records);
+        }
         self.after_monitor();
         self.flush_reports();
         self.summary.counters = self.monitor.counters();
@@ -552,35 +574,34 @@ impl Worker {
         let mut total = 0;
         for i in 0..self.sources.len() {
             let link = self.sources[i].link();
-            let monitor = &mut self.monitor;
+            let mut out = Outputs {
+                monitor: &mut self.monitor,
+                meter: self.meter.as_mut(),
+                reports: &mut self.reports,
+                records: &mut self.records,
+                delays: &mut self.track.delays,
+            };
             let batch = &mut self.batch;
-            let reports = &mut self.reports;
-            let delays = &mut self.track.delays;
             let mut handle =
                 |fr: Frame<'_>| match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
                     Ok(rec) => {
                         batch.push(rec);
                         if batch.len() == batch.capacity() {
-                            process(monitor, batch, reports, delays);
+                            out.process(batch);
                         }
                     }
                     Err(e) => {
-                        process(monitor, batch, reports, delays);
+                        out.process(batch);
                         let why = if e.is_not_ip() {
                             Unparsed::NotIp
                         } else {
                             Unparsed::Malformed
                         };
-                        monitor.note_unparsed(fr.ts_ns, why, reports);
+                        out.monitor.note_unparsed(fr.ts_ns, why, out.reports);
                     }
                 };
             let n = self.sources[i].recv(RECV, &mut handle);
-            process(
-                &mut self.monitor,
-                &mut self.batch,
-                &mut self.reports,
-                &mut self.track.delays,
-            );
+            out.process(&mut self.batch);
             total += n;
         }
         self.summary.frames += total as u64;
@@ -706,6 +727,10 @@ impl Worker {
             let r = std::mem::take(&mut self.reports);
             let _ = self.tx.send(WorkerEvent::Reports(self.cfg.id, r));
         }
+        if !self.records.is_empty() {
+            let r = std::mem::take(&mut self.records);
+            let _ = self.tx.send(WorkerEvent::Records(self.cfg.id, r));
+        }
         let p = self.monitor.take_partials();
         if !p.is_empty() {
             let _ = self.tx.send(WorkerEvent::Partials(self.cfg.id, p));
@@ -713,20 +738,31 @@ impl Worker {
     }
 }
 
-/// Processes the batch and records each packet's queueing delay.
-fn process(
-    monitor: &mut Monitor,
-    batch: &mut Vec<PacketRecord>,
-    reports: &mut Vec<Report>,
-    delays: &mut DelayHistogram,
-) {
-    if batch.is_empty() {
-        return;
+/// What a batch goes through and where its results go, borrowed from the
+/// worker while its sources are read.
+struct Outputs<'a> {
+    monitor: &'a mut Monitor,
+    meter: Option<&'a mut FlowMeter>,
+    reports: &'a mut Vec<Report>,
+    records: &'a mut Vec<FlowRecord>,
+    delays: &'a mut DelayHistogram,
+}
+
+impl Outputs<'_> {
+    /// Processes the batch (monitor, then meter) and records each
+    /// packet's queueing delay.
+    fn process(&mut self, batch: &mut Vec<PacketRecord>) {
+        if batch.is_empty() {
+            return;
+        }
+        self.monitor.process_batch(batch, self.reports);
+        if let Some(m) = self.meter.as_deref_mut() {
+            m.process_batch(batch, self.records);
+        }
+        let now = realtime_ns();
+        for p in batch.iter() {
+            self.delays.record(now.saturating_sub(p.ts_ns));
+        }
+        batch.clear();
     }
-    monitor.process_batch(batch, reports);
-    let now = realtime_ns();
-    for p in batch.iter() {
-        delays.record(now.saturating_sub(p.ts_ns));
-    }
-    batch.clear();
 }
