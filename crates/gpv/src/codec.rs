@@ -92,6 +92,11 @@ impl<W: Write> GpvWriter<W> {
         self.written
     }
 
+    /// The sink, to flush it.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     /// Flushes and returns the sink.
     pub fn finish(mut self) -> Result<W, GpvError> {
         self.out.flush()?;

@@ -24,6 +24,7 @@ pub mod cache;
 pub mod codec;
 mod error;
 pub mod gpv;
+mod sink;
 
 pub use app::{key_json, AppRuntime, GpvApp};
 pub use apps::{app_by_name, Classifier, MicroBurst, MicroBurstConfig, Profiler, APP_NAMES};
@@ -31,3 +32,4 @@ pub use cache::{flow_hash, CacheConfig, CacheStats, GpvCache};
 pub use codec::{decode_gpv, encode_gpv, GpvReader, GpvWriter, MAGIC, MAX_RECORD_LEN, VERSION};
 pub use error::GpvError;
 pub use gpv::{EvictCause, Gpv, GpvHeader, PacketFeatures, TcpSeq};
+pub use sink::{GpvFile, GpvSink};

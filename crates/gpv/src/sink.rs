@@ -1,0 +1,149 @@
+//! Where GPVs go: the seam every GPV output implements (the `.gpv` file
+//! here, Parquet in `clarion-parquet`), so the host that builds GPVs never
+//! knows which one it holds.
+//!
+//! # Contract
+//!
+//! - **Order.** GPVs arrive in the order the cache evicts them; a sink
+//!   keeps it and drops none.
+//! - **Buffering.** `write` may buffer; `flush` pushes what was accepted
+//!   to the destination; `finish` ends the output (a file is complete, a
+//!   Parquet footer written, only once it returned `Ok`). Nothing is
+//!   called after `finish`.
+//! - **Errors.** An error closes the sink: later calls fail with
+//!   [`GpvError::Closed`] and write nothing.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use crate::{Gpv, GpvError, GpvWriter};
+
+pub trait GpvSink: Send {
+    fn write(&mut self, gpv: &Gpv) -> Result<(), GpvError>;
+    fn flush(&mut self) -> Result<(), GpvError>;
+    fn finish(&mut self) -> Result<(), GpvError>;
+    /// Where GPVs go, for messages (a path).
+    fn destination(&self) -> &str;
+}
+
+/// A `.gpv` file ([`GpvWriter`] over a buffered file).
+pub struct GpvFile {
+    writer: Option<GpvWriter<BufWriter<File>>>,
+    path: String,
+}
+
+impl GpvFile {
+    /// Creates (truncates) the file and writes its header; the error names it.
+    pub fn create(path: &Path) -> Result<GpvFile, GpvError> {
+        let name = path.display().to_string();
+        let file = File::create(path).map_err(|source| GpvError::Sink {
+            destination: name.clone(),
+            message: format!("cannot create it: {source}"),
+        })?;
+        Ok(GpvFile {
+            writer: Some(GpvWriter::new(BufWriter::new(file))?),
+            path: name,
+        })
+    }
+
+    fn writer(&mut self) -> Result<&mut GpvWriter<BufWriter<File>>, GpvError> {
+        self.writer.as_mut().ok_or_else(|| GpvError::Closed {
+            destination: self.path.clone(),
+        })
+    }
+
+    /// Closes the sink on an error, naming the file.
+    fn fail(&mut self, e: GpvError) -> GpvError {
+        self.writer = None;
+        match e {
+            GpvError::Io(source) => GpvError::Sink {
+                destination: self.path.clone(),
+                message: format!("cannot write: {source}"),
+            },
+            other => other,
+        }
+    }
+
+    /// GPVs written so far.
+    pub fn written(&self) -> u64 {
+        self.writer.as_ref().map_or(0, GpvWriter::written)
+    }
+}
+
+impl GpvSink for GpvFile {
+    fn write(&mut self, gpv: &Gpv) -> Result<(), GpvError> {
+        let r = self.writer()?.write(gpv);
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn flush(&mut self) -> Result<(), GpvError> {
+        let w = self.writer()?;
+        let r = w.get_mut().flush().map_err(GpvError::Io);
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn finish(&mut self) -> Result<(), GpvError> {
+        let w = self.writer.take().ok_or_else(|| GpvError::Closed {
+            destination: self.path.clone(),
+        })?;
+        let r = w
+            .finish()
+            .and_then(|b| b.into_inner().map_err(|e| GpvError::Io(e.into_error())))
+            .and_then(|f| f.sync_all().map_err(GpvError::Io));
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn destination(&self) -> &str {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EvictCause, GpvHeader, GpvReader, PacketFeatures};
+    use clarion_wire::FlowKey;
+
+    fn gpv(n: u32) -> Gpv {
+        Gpv {
+            header: GpvHeader {
+                key: FlowKey::default(),
+                interface: 0,
+                start_ns: 1_000,
+                packet_count: n,
+                cause: EvictCause::Flush,
+            },
+            packets: (0..n)
+                .map(|i| PacketFeatures {
+                    delta: i * 10,
+                    size: 60,
+                    tcp_flags: 0,
+                    tcp: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_gpv_file_reads_back_and_closes_after_finish() {
+        let dir = std::env::temp_dir().join(format!("clarion-gpv-sink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.gpv");
+        let mut f = GpvFile::create(&path).unwrap();
+        f.write(&gpv(3)).unwrap();
+        f.write(&gpv(1)).unwrap();
+        f.flush().unwrap();
+        assert_eq!(f.written(), 2);
+        f.finish().unwrap();
+        assert!(matches!(f.write(&gpv(1)), Err(GpvError::Closed { .. })));
+        let back: Vec<Gpv> = GpvReader::new(std::io::BufReader::new(File::open(&path).unwrap()))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(back, vec![gpv(3), gpv(1)]);
+        let e = GpvFile::create(&dir.join("no/such/dir.gpv")).err().unwrap();
+        assert!(e.to_string().contains("no/such/dir.gpv"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
