@@ -8,7 +8,9 @@
 //! [`FlowRecord`]s, ending them at idle and active timeouts, TCP FIN/RST
 //! and the final flush. [`FlowMeter`] joins the two behind one call per
 //! packet; [`model`] predicts the cache's eviction ratio and packets per
-//! microflow record from traffic statistics (Eq. 2.1/2.2) and measures them.
+//! microflow record from traffic statistics (Eq. 2.1/2.2) and measures them;
+//! [`cost`] times the meter's per-packet cost components and predicts its
+//! CPU time per packet from them.
 //!
 //! The records are exactly those of the per-flow semantics (see
 //! [`meter`]'s module doc) whatever the cache's size and associativity: a
@@ -22,11 +24,13 @@
 
 pub mod aggregator;
 pub mod cache;
+pub mod cost;
 pub mod meter;
 pub mod model;
 
 pub use aggregator::Aggregator;
 pub use cache::{Microflow, MicroflowCache, Timeouts};
+pub use cost::CostModel;
 pub use meter::{FlowConfig, FlowMeter, FlowStats};
 
 /// Why a flow meter cannot be built.
