@@ -1,6 +1,7 @@
 //! The crate's one error type: creating, starting or reading a Parquet
 //! file. Errors while records flow go through
-//! [`clarion_records::RecordError`], as the sink seam requires.
+//! [`clarion_records::RecordError`], and while GPVs flow through
+//! [`clarion_gpv::GpvError`], as the sink seams require.
 
 use std::io;
 use std::path::PathBuf;

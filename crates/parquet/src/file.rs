@@ -120,3 +120,15 @@ pub(crate) fn record_error(destination: &str, e: parquet::errors::ParquetError) 
         message,
     }
 }
+
+/// A failure of the format library as a message for a sink error that
+/// names its destination elsewhere (the GPV seam has no I/O variant).
+pub(crate) fn library_message(e: parquet::errors::ParquetError) -> String {
+    match e {
+        parquet::errors::ParquetError::External(inner) => match inner.downcast::<io::Error>() {
+            Ok(source) => format!("cannot write: {source}"),
+            Err(other) => other.to_string(),
+        },
+        other => other.to_string(),
+    }
+}

@@ -1,5 +1,5 @@
-//! Parquet files of flow records, readable by pyarrow, pandas, Polars and
-//! DuckDB with no Clarion code.
+//! Parquet files of flow records and of grouped packet vectors, readable
+//! by pyarrow, pandas, Polars and DuckDB with no Clarion code.
 //!
 //! [`ParquetRecords`] is a [`clarion_records::RecordSink`]: records are
 //! buffered in Arrow column builders and written in row groups of
@@ -9,6 +9,11 @@
 //! (`clarion.flow/1`) is the file's key-value metadata `clarion.schema`
 //! instead of a column (`records.rs` has the table).
 //!
+//! [`ParquetGpvs`] is a [`clarion_gpv::GpvSink`] writing one row per GPV
+//! (`clarion.gpv/1`: the header's fields, and each packet's time, size,
+//! flags, sequence and acknowledgement numbers in list columns;
+//! `gpv.rs` has the table), and [`read_gpvs`] reads such a file back.
+//!
 //! # A Parquet file is readable only when finished
 //!
 //! Parquet keeps its schema and the place of every row group in a footer
@@ -16,20 +21,22 @@
 //! not readable by any tool: `flush` does not change that (it hands the
 //! buffered rows to the encoder and pushes finished row groups to the
 //! file, bounding memory). A run that is killed leaves a file no reader
-//! opens; [`read_records`] says so in its error.
+//! opens; [`read_records`] and [`read_gpvs`] say so in their error.
 //!
 //! # Layout for later files
 //!
 //! The conventions every Clarion Parquet file shares (the schema key in
 //! the metadata, compression, row-group size, creating a file with an
 //! error naming it, opening one with the hint above) live in `file.rs`, so
-//! a second writer (grouped packet vectors) is one more module beside
-//! `records.rs` with its own schema and the same helpers.
+//! the second writer (grouped packet vectors, `gpv.rs`) is one more
+//! module beside `records.rs` with its own schema and the same helpers.
 
 mod error;
 mod file;
+mod gpv;
 mod records;
 
 pub use error::ParquetError;
 pub use file::{DEFAULT_ROW_GROUP_ROWS, SCHEMA_KEY};
+pub use gpv::{create_gpvs, gpv_schema, read_gpvs, ParquetGpvs, DEFAULT_GPV_ROW_GROUP_ROWS, GPV_SCHEMA};
 pub use records::{create, flow_schema, read_records, ParquetRecords};
