@@ -677,6 +677,41 @@ mod tests {
         assert!(matches!(sink.write(&gpv(2, &[0])), Err(GpvError::Closed { .. })));
     }
 
+    /// A file of the right schema name whose rows break its rules: the
+    /// columns built directly, bypassing the sink's checks.
+    fn bad_file(name: &str, g: &Gpv) -> PathBuf {
+        let path = temp(name);
+        let schema = gpv_schema();
+        let mut w = file::start(
+            file::create_file(&path).unwrap(),
+            "bad",
+            schema.clone(),
+            GPV_SCHEMA,
+            8,
+        )
+        .unwrap();
+        let mut c = Columns::new();
+        c.push(g, i64::try_from(g.header.start_ns).unwrap());
+        w.write(&c.take(&schema).unwrap()).unwrap();
+        w.close().unwrap();
+        path
+    }
+
+    #[test]
+    fn a_row_breaking_the_schema_is_named_by_the_reader() {
+        let mut g = gpv(1, &[0, 1]);
+        g.header.packet_count = 3;
+        let path = bad_file("count", &g);
+        let e = read_gpvs(&path).unwrap_err();
+        assert!(matches!(e, ParquetError::Schema { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("row 0: packet_count is 3 but ts_ns holds 2"),
+            "{e}"
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+
     #[test]
     fn a_flow_record_file_is_not_a_gpv_file() {
         let path = temp("flows");
