@@ -67,6 +67,10 @@ pub enum Command {
     /// authorization that lets each host speak only as itself.
     #[command(after_help = crate::credentials::AFTER_HELP)]
     Credentials(crate::credentials::CredentialsArgs),
+    /// TurboFlow's capacity model on a capture: predicted against measured eviction ratio,
+    /// packets per microflow record and CPU per packet, for each microflow cache size.
+    #[command(after_help = crate::model::AFTER_HELP)]
+    Model(crate::model::ModelArgs),
 }
 
 const RUN_AFTER_HELP: &str = "Examples:

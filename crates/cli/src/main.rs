@@ -13,6 +13,7 @@ mod live;
 mod local_events;
 mod manager;
 mod metrics_server;
+mod model;
 mod network;
 mod records;
 mod run;
@@ -56,6 +57,7 @@ fn main() -> ExitCode {
         Command::Split(a) => split::split(&a),
         Command::Credentials(a) => credentials::credentials(&a),
         Command::Events(a) => events::events(&a),
+        Command::Model(a) => model::model(&a),
     };
     clarion_cmdline::exit("clarion", result)
 }
@@ -70,6 +72,7 @@ fn stdout_hint(command: &Command) -> Option<&'static str> {
         Command::Manager(a) => a.output.is_none().then_some(OUTPUT),
         Command::Check(a) => (!a.quiet).then_some("use --quiet or redirect to /dev/null explicitly"),
         Command::Events(_) => Some("redirect it to a file or to /dev/null explicitly"),
+        Command::Model(_) => Some("redirect it to a file or to /dev/null explicitly"),
         Command::Split(_) | Command::Credentials(_) => None,
     }
 }
