@@ -76,13 +76,17 @@ const BENCH_AFTER_HELP: &str = "Examples:
   clarion-lab bench --no-opt batch-prefetch,sweep-prefetch
   clarion-lab bench --ablation --packets 2000000 --rounds 5
   clarion-lab bench --pcap examples/demo.pcap --events examples/demo.clarion --runs 5
+  clarion-lab bench --pcap examples/demo.pcap --runs 9 --records --gpv
 
 With --pcap, the capture is read into memory and `clarion run`'s file path
 (clarion_host::replay into the monitor, or --workers N, with --events
 installed as `clarion run` does, reports counted and dropped) is timed
 against the capture reader alone and reading plus parsing, in alternating
 rounds (--runs): ns/packet, packets/s, and the file path's ratio to the
-read + parse floor. The table goes to stdout (stderr with --json).
+read + parse floor. With --records and --gpv, the file path is also timed
+with a flow meter (records kept in memory) and with a GPV cache (GPVs
+dropped) beside the monitor, in the same rounds, and their ratios to the
+monitor alone given. The table goes to stdout (stderr with --json).
 
 Frames are generated into memory first (not timed); the timed loop parses
 each batch of frames and processes it, and runs each epoch's sweep when it

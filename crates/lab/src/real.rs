@@ -21,6 +21,14 @@
 //!    the file path to the read + parse floor, issue 19's acceptance figure
 //!    (at most 2).
 //!
+//! With `--records` and `--gpv`, each round also times the file path with
+//! a [`FlowMeter`] beside the event stage (`clarion run --records`, its
+//! records pushed into a `Vec` and dropped: the meter's work without a
+//! sink's) and with a [`GpvCache`] beside it (`--gpv`, *Flow's default
+//! cache, GPVs dropped), in the same alternation, and prints each one's ns
+//! per packet and its ratio to the file path alone, round by round (the
+//! issue 20 figures: what flow records and GPVs cost the monitor).
+//!
 //! With one worker a fourth pass, not part of the three above, splits the
 //! monitor's time: the file path again, each call into the monitor timed
 //! ([`Timed`]; two clock reads a batch of 32 packets). Batches in which no
@@ -41,8 +49,11 @@ use serde_json::json;
 
 use clarion_capture::{CaptureError, PacketSource, SliceReader};
 use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Unparsed};
+use clarion_flows::{FlowConfig, FlowMeter};
+use clarion_gpv::{CacheConfig, Gpv, GpvCache};
 use clarion_host::{replay, Driver, HostError, ReplayOptions, Stage, Workers, WorkersConfig};
 use clarion_lang::spec::EventSpec;
+use clarion_records::FlowRecord;
 use clarion_wire::PacketRecord;
 
 use crate::thousands;
@@ -111,6 +122,167 @@ pub struct PcapArgs {
     #[arg(long, default_value_t = 5, value_name = "N", requires = "pcap",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
+
+    /// With --pcap, also time the file path with a flow meter beside the
+    /// monitor (`clarion run --records`'s default cache and timeouts;
+    /// records kept in memory, no sink) and give its ratio to the monitor alone.
+    #[arg(long, requires = "pcap")]
+    pub records: bool,
+
+    /// With --pcap, also time the file path with a GPV cache beside the
+    /// monitor (*Flow's default cache; GPVs dropped) and give its ratio to
+    /// the monitor alone.
+    #[arg(long, requires = "pcap")]
+    pub gpv: bool,
+}
+
+/// What runs beside the event stage in a file-path pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Beside {
+    Nothing,
+    /// A flow meter, its records pushed into a `Vec` and dropped.
+    Records,
+    /// A GPV cache, its GPVs dropped.
+    Gpv,
+}
+
+/// Work done beside the event stage on every batch.
+trait Side {
+    fn batch(&mut self, packets: &[PacketRecord]);
+    fn end(&mut self);
+    /// Records or GPVs made so far.
+    fn made(&self) -> u64;
+}
+
+struct MeterSide {
+    meter: FlowMeter,
+    out: Vec<FlowRecord>,
+    made: u64,
+}
+
+impl Side for MeterSide {
+    fn batch(&mut self, packets: &[PacketRecord]) {
+        self.meter.process_batch(packets, &mut self.out);
+        self.made += self.out.len() as u64;
+        self.out.clear();
+    }
+    fn end(&mut self) {
+        self.meter.finish(&mut self.out);
+        self.made += self.out.len() as u64;
+        self.out.clear();
+    }
+    fn made(&self) -> u64 {
+        self.made
+    }
+}
+
+struct GpvSide {
+    cache: GpvCache,
+    out: Vec<Gpv>,
+    made: u64,
+}
+
+impl Side for GpvSide {
+    fn batch(&mut self, packets: &[PacketRecord]) {
+        for p in packets {
+            self.cache.push(p, &mut self.out);
+        }
+        self.made += self.out.len() as u64;
+        self.out.clear();
+    }
+    fn end(&mut self) {
+        self.cache.finish(&mut self.out);
+        self.made += self.out.len() as u64;
+        self.out.clear();
+    }
+    fn made(&self) -> u64 {
+        self.made
+    }
+}
+
+/// An event stage with a [`Side`] fed the same batches.
+struct With<S, X> {
+    inner: S,
+    side: X,
+}
+
+impl<S: Stage, X: Side> Stage for With<S, X> {
+    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+        self.inner.process_batch(packets, out)?;
+        self.side.batch(packets);
+        Ok(())
+    }
+
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
+        self.inner.note_unparsed(ts_ns, why, out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+        self.inner.finish(out)?;
+        self.side.end();
+        Ok(())
+    }
+
+    fn counters(&self) -> Counters {
+        self.inner.counters()
+    }
+}
+
+/// Replays into `stage` alone or with `beside` (built here, untimed);
+/// returns what replay returned, the elapsed time, the stage's counters
+/// and the records or GPVs made.
+fn replay_beside<S: Stage>(
+    src: &mut SliceReader<'_>,
+    stage: S,
+    beside: Beside,
+    driver: &mut Discard,
+    options: &ReplayOptions,
+) -> Result<(clarion_host::Replayed, Duration, Counters, u64), Failure> {
+    fn go<St: Stage>(
+        src: &mut SliceReader<'_>,
+        stage: &mut St,
+        driver: &mut Discard,
+        options: &ReplayOptions,
+    ) -> Result<(clarion_host::Replayed, Duration), Failure> {
+        let started = Instant::now();
+        let run = replay(src, stage, driver, options)?;
+        Ok((run, started.elapsed()))
+    }
+    match beside {
+        Beside::Nothing => {
+            let mut stage = stage;
+            let (run, elapsed) = go(src, &mut stage, driver, options)?;
+            Ok((run, elapsed, stage.counters(), 0))
+        }
+        Beside::Records => {
+            let meter = FlowMeter::new(FlowConfig::default())
+                .map_err(|e| Failure::Runtime(anyhow!("the default flow meter: {e}")))?;
+            let mut w = With {
+                inner: stage,
+                side: MeterSide {
+                    meter,
+                    out: Vec::new(),
+                    made: 0,
+                },
+            };
+            let (run, elapsed) = go(src, &mut w, driver, options)?;
+            Ok((run, elapsed, w.counters(), w.side.made()))
+        }
+        Beside::Gpv => {
+            let cache = GpvCache::new(CacheConfig::default())
+                .map_err(|e| Failure::Runtime(anyhow!("the default GPV cache: {e}")))?;
+            let mut w = With {
+                inner: stage,
+                side: GpvSide {
+                    cache,
+                    out: Vec::new(),
+                    made: 0,
+                },
+            };
+            let (run, elapsed) = go(src, &mut w, driver, options)?;
+            Ok((run, elapsed, w.counters(), w.side.made()))
+        }
+    }
 }
 
 /// One timed pass over the capture.
@@ -129,6 +301,8 @@ struct FilePass {
     counters: Counters,
     /// Page faults the reading thread took in the pass (`None`: not counted here).
     page_faults: Option<u64>,
+    /// Flow records or GPVs made beside the events (0 for the monitor alone).
+    made: u64,
 }
 
 /// The monitor's time in a fourth pass, each batch timed: batches in
@@ -249,6 +423,9 @@ struct Rounds {
     read: Vec<Pass>,
     parse: Vec<Pass>,
     file: Vec<FilePass>,
+    /// The file path with a flow meter, and with a GPV cache, beside the events (if asked).
+    records: Vec<FilePass>,
+    gpv: Vec<FilePass>,
     /// The monitor's time split by batch (one worker only).
     split: Vec<Split>,
     /// Frames that parsed, and that did not (read + parse pass).
@@ -415,28 +592,23 @@ fn file_pass(
     p: &PcapArgs,
     config: &MonitorConfig,
     specs: &[EventSpec],
+    beside: Beside,
 ) -> Result<FilePass, Failure> {
     let mut src = open(bytes, path)?;
     let mut driver = Discard::default();
     let options = ReplayOptions::default();
     let faults = crate::bench::thread_page_faults();
-    let (run, counters, elapsed) = if p.workers > 1 {
+    let (run, elapsed, counters, made) = if p.workers > 1 {
         let wc = WorkersConfig {
             workers: p.workers,
             ..WorkersConfig::default()
         };
-        let mut workers = Workers::start(config, specs, wc)
+        let workers = Workers::start(config, specs, wc)
             .map_err(|e| Failure::Usage(format!("clarion-lab: {}: {e}\n", p.events.display())))?;
-        let started = Instant::now();
-        let run = replay(&mut src, &mut workers, &mut driver, &options)?;
-        let elapsed = started.elapsed();
-        (run, workers.counters(), elapsed)
+        replay_beside(&mut src, workers, beside, &mut driver, &options)?
     } else {
-        let mut monitor = build_monitor(config, specs, &p.events)?;
-        let started = Instant::now();
-        let run = replay(&mut src, &mut monitor, &mut driver, &options)?;
-        let elapsed = started.elapsed();
-        (run, monitor.counters(), elapsed)
+        let monitor = build_monitor(config, specs, &p.events)?;
+        replay_beside(&mut src, monitor, beside, &mut driver, &options)?
     };
     let page_faults = match (faults, crate::bench::thread_page_faults()) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
@@ -454,6 +626,7 @@ fn file_pass(
         reports: driver.reports,
         counters,
         page_faults,
+        made,
     })
 }
 
@@ -478,7 +651,16 @@ fn measure(
                 r.parsed = parsed;
                 r.unparsed = pass.frames - parsed.min(pass.frames);
                 r.parse.push(pass);
-                r.file.push(file_pass(bytes, path, p, &config, specs)?);
+                r.file
+                    .push(file_pass(bytes, path, p, &config, specs, Beside::Nothing)?);
+                if p.records {
+                    r.records
+                        .push(file_pass(bytes, path, p, &config, specs, Beside::Records)?);
+                }
+                if p.gpv {
+                    r.gpv
+                        .push(file_pass(bytes, path, p, &config, specs, Beside::Gpv)?);
+                }
                 if p.workers <= 1 {
                     r.split.push(split_pass(bytes, path, p, &config, specs)?);
                 }
@@ -516,6 +698,8 @@ pub fn bench_pcap(p: &PcapArgs, path: &Path, core: Option<usize>, json: bool) ->
         print!("{table}");
     }
     let reports: Vec<u64> = (rounds.file.iter().map(|f| f.reports))
+        .chain(rounds.records.iter().map(|f| f.reports))
+        .chain(rounds.gpv.iter().map(|f| f.reports))
         .chain(rounds.split.iter().map(|s| s.reports))
         .collect();
     if reports.windows(2).any(|w| w[0] != w[1]) {
@@ -581,6 +765,33 @@ impl Output<'_> {
                 .map(|(f, p)| ns_per_frame(&f.pass) / ns_per_frame(p).max(f64::MIN_POSITIVE))
                 .collect(),
         )
+    }
+
+    /// A pass with something beside the events: its figures, its ratio to
+    /// the file path alone round by round (median, min, max) and what it
+    /// made; `None` when not asked for.
+    fn beside(&self, v: &[FilePass]) -> Option<(Figures, (f64, f64, f64), u64)> {
+        let made = v.last()?.made;
+        let ratio = spread(
+            v.iter()
+                .zip(&self.r.file)
+                .map(|(b, f)| ns_per_frame(&b.pass) / ns_per_frame(&f.pass).max(f64::MIN_POSITIVE))
+                .collect(),
+        );
+        Some((Figures::of(v.iter().map(|f| f.pass)), ratio, made))
+    }
+
+    /// The passes beside the events, named: (table name, JSON name, what it makes, passes).
+    fn besides(&self) -> [(&'static str, &'static str, &'static str, &[FilePass]); 2] {
+        [
+            (
+                "+ flow meter (records to a Vec)",
+                "records",
+                "flow records",
+                &self.r.records,
+            ),
+            ("+ GPV cache (GPVs dropped)", "gpv", "GPVs", &self.r.gpv),
+        ]
     }
 
     fn frames(&self) -> u64 {
@@ -656,6 +867,11 @@ impl Output<'_> {
         s += &row("read (capture reader)", &read);
         s += &row("read + parse (parse_frame)", &parse);
         s += &row(&format!("file path (replay, {})", self.stage()), &file);
+        for (name, _, _, v) in self.besides() {
+            if let Some((f, _, _)) = self.beside(v) {
+                s += &row(&format!("  {name}"), &f);
+            }
+        }
         s += &format!(
             "  split at the medians: read {:.1} ns, parse {:.1} ns, monitor and batching {:.1} ns a packet \
              (flow lookup, match, sweep, reports: perf record, docs/performance.md)\n",
@@ -677,6 +893,19 @@ impl Output<'_> {
             ratio.2,
             if ratio.0 <= TARGET_RATIO { "met" } else { "not met" }
         );
+        for (name, _, what, v) in self.besides() {
+            if let Some((f, ratio, made)) = self.beside(v) {
+                s += &format!(
+                    "  file path {name}: {:.2}x the file path alone (rounds {:.2}-{:.2}x), +{:.1} ns a packet at the medians; {} {what} ({:.1} frames each)\n",
+                    ratio.0,
+                    ratio.1,
+                    ratio.2,
+                    f.ns.0 - file.ns.0,
+                    thousands(made),
+                    self.frames() as f64 / made.max(1) as f64,
+                );
+            }
+        }
         s += &format!(
             "  file path: {} reports, {} flows created, {} trigger matches, {} sweeps ({} late), {} packets untracked{}\n",
             thousands(last.reports),
@@ -716,6 +945,15 @@ impl Output<'_> {
                 "read_parse": parse.json(),
                 "file_path": file.json(),
             },
+            "beside": self.besides().iter().filter_map(|(_, key, _, v)| {
+                let (f, ratio, made) = self.beside(v)?;
+                Some(((*key).to_string(), json!({
+                    "pass": f.json(),
+                    "ratio_to_file_path": { "median": ratio.0, "min": ratio.1, "max": ratio.2 },
+                    "ns_per_packet_added": f.ns.0 - file.ns.0,
+                    "made": made,
+                })))
+            }).collect::<serde_json::Map<_, _>>(),
             "split_ns_per_packet": {
                 "read": read.ns.0,
                 "parse": parse.ns.0 - read.ns.0,

@@ -135,3 +135,71 @@ fn bench_pcap_refuses_what_is_not_a_capture() {
         );
     }
 }
+
+/// The demo capture's packets as the replay loop parses them.
+fn demo_packets() -> Vec<clarion_wire::PacketRecord> {
+    use clarion_capture::PacketSource;
+    let mut src = clarion_capture::CaptureFile::open(&repo().join("examples/demo.pcap")).expect("open");
+    let mut out = Vec::new();
+    while let Some(r) = src.next_packet() {
+        let p = r.expect("undamaged capture");
+        if let Ok(rec) = clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
+            out.push(rec);
+        }
+    }
+    out
+}
+
+#[test]
+fn bench_pcap_times_records_and_gpvs_beside_the_monitor() {
+    let out = lab()
+        .args(["bench", "--pcap", "examples/demo.pcap", "--runs", "2", "--json"])
+        .args(["--records", "--gpv"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for line in [
+        "+ flow meter (records to a Vec)",
+        "+ GPV cache (GPVs dropped)",
+        "the file path alone (rounds ",
+    ] {
+        assert!(err.contains(line), "no `{line}` in:\n{err}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    // What the passes made is what a meter and a cache make of the packets.
+    let packets = demo_packets();
+    let mut meter = clarion_flows::FlowMeter::new(clarion_flows::FlowConfig::default()).expect("default");
+    let mut records = Vec::new();
+    meter.process_batch(&packets, &mut records);
+    meter.finish(&mut records);
+    let mut cache = clarion_gpv::GpvCache::new(clarion_gpv::CacheConfig::default()).expect("default");
+    let mut gpvs = Vec::new();
+    packets.iter().for_each(|p| cache.push(p, &mut gpvs));
+    cache.finish(&mut gpvs);
+    assert_eq!(v["beside"]["records"]["made"], records.len() as u64);
+    assert_eq!(v["beside"]["gpv"]["made"], gpvs.len() as u64);
+    let file = v["passes"]["file_path"]["ns_per_packet"]["median"]
+        .as_f64()
+        .expect("a number");
+    for side in ["records", "gpv"] {
+        let b = &v["beside"][side];
+        let ns = b["pass"]["ns_per_packet"]["median"].as_f64().expect("a number");
+        let ratio = b["ratio_to_file_path"]["median"].as_f64().expect("a number");
+        assert!(ns > 0.0 && ratio > 0.0, "{side}: {ns} {ratio}");
+        let added = b["ns_per_packet_added"].as_f64().expect("a number");
+        assert!(
+            (added - (ns - file)).abs() < 1e-9,
+            "{side}: {added} vs {ns} - {file}"
+        );
+    }
+    // Without them, no such passes.
+    let out = lab()
+        .args(["bench", "--pcap", "examples/demo.pcap", "--runs", "1", "--json"])
+        .output()
+        .expect("runs");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["beside"], serde_json::json!({}));
+    let out = lab().args(["bench", "--records"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2), "--records needs --pcap");
+}
