@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use clarion_capture::CaptureError;
 use clarion_engine::{Monitor, MonitorConfig, Report, TriggerId, WindowValues};
-use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions, WithRecords};
+use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions, WithExports};
 use clarion_lang::spec::EventSpec;
 use clarion_nats::protocol::Control;
 use clarion_nats::{AgentLink, AgentOptions, HostDesk, Inbound, Triggers};
@@ -231,18 +231,18 @@ impl Driver<Monitor> for Agent {
 }
 
 /// With `--records`: the monitor has the flow meter beside it.
-impl Driver<WithRecords<Monitor>> for Agent {
+impl Driver<WithExports<Monitor>> for Agent {
     type Error = Failure;
 
     fn reports(
         &mut self,
-        stage: &mut WithRecords<Monitor>,
+        stage: &mut WithExports<Monitor>,
         reports: &mut Vec<Report>,
     ) -> Result<(), Failure> {
         Driver::<Monitor>::reports(self, &mut stage.inner, reports)
     }
 
-    fn service(&mut self, stage: &mut WithRecords<Monitor>) -> Result<bool, Failure> {
+    fn service(&mut self, stage: &mut WithExports<Monitor>) -> Result<bool, Failure> {
         Driver::<Monitor>::service(self, &mut stage.inner)
     }
 
@@ -287,7 +287,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             .install(s.clone())
             .map_err(|e| Failure::Usage(format!("clarion: event {}: {e}", s.name)))?;
     }
-    let exports = crate::records::open(&a.export)?;
+    let exports = crate::exports::open(&a.export)?;
     let mut ag = Agent::register(a, &mut monitor, stop)?;
     let options = ReplayOptions {
         speed: a.speed,
@@ -297,9 +297,12 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     let run = if exports.is_empty() {
         replay(&mut source, &mut monitor, &mut ag, &options)?
     } else {
-        let mut with = exports.around(monitor)?;
+        let (mut with, apps_out) = exports.around(monitor)?;
         let run = replay(&mut source, &mut with, &mut ag, &options)?;
-        records = Some(crate::records::summary(&with));
+        if let Some(apps) = with.apps().filter(|r| !r.names().is_empty()) {
+            crate::exports::write_app_report(apps, apps_out.as_deref())?;
+        }
+        records = Some(crate::exports::summary(&with));
         monitor = with.inner;
         run
     };
@@ -338,7 +341,7 @@ fn live_agent(
     monitor: MonitorConfig,
     stop: Arc<AtomicBool>,
 ) -> Result<ExitCode, Failure> {
-    let (records, record_config) = crate::records::open(&a.export)?.into_parts();
+    let (records, record_config) = crate::live::live_records(&a.export)?;
     let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor, record_config)?;
     config.keep_windows = true;
     let events = a.events.clone().unwrap_or_default();

@@ -63,6 +63,9 @@ pub enum Command {
     /// Add, list, show and remove the manager's network-wide events, follow fired ones, list hosts.
     #[command(after_help = crate::events::AFTER_HELP)]
     Events(crate::events::EventsArgs),
+    /// Run metric apps (*Flow) over a file of grouped packet vectors (`run --gpv`).
+    #[command(after_help = crate::apps::AFTER_HELP)]
+    Apps(crate::apps::AppsArgs),
     /// Make an nkey per host of an inventory and one for the manager, and the nats-server
     /// authorization that lets each host speak only as itself.
     #[command(after_help = crate::credentials::AFTER_HELP)]
@@ -149,7 +152,7 @@ pub struct RunArgs {
 
     /// Events file (the Clarion event language, conventionally *.clarion).
     /// Optional with --records or --gpv: flow records alone.
-    #[arg(long, value_name = "FILE", required_unless_present_any = ["records", "gpv"])]
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["records", "gpv", "app"])]
     pub events: Option<PathBuf>,
 
     /// Report format: 'json' (one JSON object per line, schema clarion.report/1),
@@ -234,6 +237,18 @@ pub struct ExportArgs {
     /// for metric apps (`clarion apps`).
     #[arg(long, value_name = "FILE")]
     pub gpv: Option<PathBuf>,
+
+    /// Run a metric app on the GPVs as they are made (repeat for several):
+    /// profiler (packet gaps per source host), classifier (the first 8
+    /// packets' sizes and gaps per flow), microburst (the flows of the last
+    /// millisecond, by bytes). Their report (schema clarion.apps/1) is
+    /// written at the end; `clarion apps run` gives the same from a GPV file.
+    #[arg(long, value_name = "NAME")]
+    pub app: Vec<String>,
+
+    /// Where the apps' report goes (default: standard output, after the events' reports).
+    #[arg(long, value_name = "FILE", requires = "app")]
+    pub app_output: Option<PathBuf>,
 
     /// A flow's record ends after it has been idle this long.
     #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]

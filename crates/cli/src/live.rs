@@ -133,7 +133,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         Some(path) => load_events(path)?,
         None => Vec::new(),
     };
-    let (records, record_config) = crate::records::open(&a.export)?.into_parts();
+    let (records, record_config) = live_records(&a.export)?;
     let config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), record_config)?;
     let stop = stop_flag()?;
     let mut host = LiveHost::start(&config, &specs, stop)
@@ -177,6 +177,21 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         }
     }
     outcome(&summary)
+}
+
+/// The record sinks and meter settings of a live run (run and agent
+/// alike); GPVs and apps are made from capture files.
+pub fn live_records(a: &crate::args::ExportArgs) -> Result<(Option<FanOut>, Option<FlowConfig>), Failure> {
+    if a.gpv.is_some() || !a.app.is_empty() {
+        return Err(Failure::Usage(
+            "clarion: --gpv and --app read capture files (--pcap); live capture makes flow records (--records)".into(),
+        ));
+    }
+    let exports = crate::exports::open(a)?;
+    Ok(match exports.records {
+        Some((sink, config)) => (Some(sink), Some(config)),
+        None => (None, None),
+    })
 }
 
 /// Status 1 when the run ended because an interface did not come back.

@@ -3,19 +3,20 @@
 //! and an exit status (0 ok, 1 runtime failure, 2 bad usage or bad events).
 
 mod agent;
+mod apps;
 mod args;
 mod bus;
 mod check;
 mod config;
 mod credentials;
 mod events;
+mod exports;
 mod live;
 mod local_events;
 mod manager;
 mod metrics_server;
 mod model;
 mod network;
-mod records;
 mod run;
 mod split;
 mod summary;
@@ -58,6 +59,7 @@ fn main() -> ExitCode {
         Command::Credentials(a) => credentials::credentials(&a),
         Command::Events(a) => events::events(&a),
         Command::Model(a) => model::model(&a),
+        Command::Apps(a) => apps::apps(&a),
     };
     clarion_cmdline::exit("clarion", result)
 }
@@ -72,6 +74,10 @@ fn stdout_hint(command: &Command) -> Option<&'static str> {
         Command::Manager(a) => a.output.is_none().then_some(OUTPUT),
         Command::Check(a) => (!a.quiet).then_some("use --quiet or redirect to /dev/null explicitly"),
         Command::Events(_) => Some("redirect it to a file or to /dev/null explicitly"),
+        Command::Apps(a) => match &a.command {
+            apps::AppsCommand::Run { output, .. } => output.is_none().then_some(OUTPUT),
+            apps::AppsCommand::List => Some("redirect it to a file or to /dev/null explicitly"),
+        },
         Command::Model(_) => Some("redirect it to a file or to /dev/null explicitly"),
         Command::Split(_) | Command::Credentials(_) => None,
     }

@@ -162,10 +162,10 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         }
         None => None,
     };
-    let exporting = !a.export.records.is_empty() || a.export.gpv.is_some();
+    let exporting = !a.export.records.is_empty() || a.export.gpv.is_some() || !a.export.app.is_empty();
     if exporting && a.inventory.is_some() {
         return Err(Failure::Usage(
-            "clarion: --records and --gpv describe one host's traffic: not with --inventory".into(),
+            "clarion: --records, --gpv and --app describe one host's traffic: not with --inventory".into(),
         ));
     }
     if let Some(path) = &a.inventory {
@@ -188,7 +188,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
             "clarion: --health is written by one monitor a host: give --workers 1 (the default)".into(),
         ));
     }
-    let exports = crate::records::open(&a.export)?;
+    let exports = crate::exports::open(&a.export)?;
     let mut source = open_capture(&capture.path)?;
     let (run, counters, dos_threshold, records) = match &specs {
         None if a.workers > 1 => {
@@ -240,22 +240,25 @@ pub(crate) fn events_name(a: &RunArgs) -> String {
 }
 
 /// Replays the capture into `stage`, with flow records and GPVs beside
-/// it when asked (`exports`); gives the stage back, and the records' lines
-/// of the summary.
+/// it when asked (`exports`); gives the stage back, and the exports' lines
+/// of the summary. The apps' report is written at the end.
 fn replay_exporting<F: Frames, S: Stage>(
     a: &RunArgs,
     source: &mut F,
     stage: S,
-    exports: crate::records::Exports,
+    exports: crate::exports::Exports,
 ) -> Result<(Replayed, S, Option<String>), Failure> {
     if exports.is_empty() {
         let mut stage = stage;
         let run = replay_into(a, source, &mut stage)?;
         return Ok((run, stage, None));
     }
-    let mut with = exports.around(stage)?;
+    let (mut with, apps_out) = exports.around(stage)?;
     let run = replay_into(a, source, &mut with)?;
-    let summary = crate::records::summary(&with);
+    if let Some(apps) = with.apps().filter(|r| !r.names().is_empty()) {
+        crate::exports::write_app_report(apps, apps_out.as_deref())?;
+    }
+    let summary = crate::exports::summary(&with);
     Ok((run, with.inner, Some(summary)))
 }
 

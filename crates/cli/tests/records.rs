@@ -293,11 +293,4 @@ fn mistakes_are_named() {
         "no events and no records: nothing to do"
     );
     assert!(stderr(&o).contains("--events"), "{}", stderr(&o));
-
-    let o = clarion()
-        .args(["run", "-i", "lo", "--records", "x.jsonl"])
-        .output()
-        .expect("runs");
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--records"), "{}", stderr(&o));
 }

@@ -28,6 +28,9 @@ pub enum HostError {
     /// rather than drop records.
     #[error(transparent)]
     Records(clarion_records::RecordError),
+    /// A GPV sink failed: the run ends rather than drop GPVs.
+    #[error(transparent)]
+    Gpvs(clarion_gpv::GpvError),
     /// A live worker failed while capturing.
     #[error("worker {worker} failed")]
     Live {

@@ -1,86 +1,180 @@
-//! Flow records beside the events: a stage that hands each batch to the
-//! event stage and to a flow meter (TurboFlow's microflow cache and
-//! aggregator, `clarion-flows`), whose records go to record sinks.
+//! Flow records and GPVs beside the events: a stage that hands each batch
+//! to the event stage, to a flow meter (TurboFlow's microflow cache and
+//! aggregator, `clarion-flows`) whose records go to record sinks, and to a
+//! GPV cache (*Flow, `clarion-gpv`) whose grouped packet vectors go to a
+//! GPV sink and to the metric apps running on the host.
 //!
 //! ```text
 //!  batch ──► inner stage (Monitor | Workers | Counting) ──► reports
-//!        └─► FlowMeter ──► FlowRecord ──► RecordSink (FanOut: JSON lines, IPFIX, Parquet)
+//!        ├─► FlowMeter ──► FlowRecord ──► RecordSink (FanOut: JSON lines, IPFIX, Parquet)
+//!        └─► GpvCache ──► Gpv ──► GpvSink (.gpv, Parquet) and AppRuntime (apps)
 //! ```
 //!
-//! Both read the same parsed packets, once parsed. The meter runs on the
-//! thread that calls the stage (the reading thread of a file replay).
-//! Records reach the sinks as the meter ends them; sinks are flushed once
-//! a second of packet time (so a collector sees records while a long
-//! capture is read, and an idle flow's record within about its idle
-//! timeout plus a second) and at the end. A sink's error ends the run
-//! ([`HostError::Records`]): records are never dropped silently.
+//! All read the same parsed packets, parsed once, on the thread that calls
+//! the stage (the reading thread of a file replay). Records and GPVs reach
+//! their sinks as they are made; the sinks are flushed once a second of
+//! packet time (so a collector sees records while a long capture is read)
+//! and finished at the end. A sink's error ends the run
+//! ([`HostError::Records`], [`HostError::Gpvs`]): nothing is dropped
+//! silently.
 
 use clarion_engine::{Counters, Health, Report, Unparsed};
 use clarion_flows::{FlowConfig, FlowMeter, FlowStats};
+use clarion_gpv::{AppRuntime, CacheConfig, CacheStats, Gpv, GpvCache, GpvSink};
 use clarion_records::{FanOut, FlowRecord, RecordSink};
 use clarion_wire::PacketRecord;
 
 use crate::{HostError, Stage};
 
-/// Packet time between flushes of the record sinks.
+/// Packet time between flushes of the sinks.
 const FLUSH_EVERY_NS: u64 = 1_000_000_000;
 
-/// An event stage with a flow meter beside it (see the module docs).
-#[derive(Debug)]
-pub struct WithRecords<S> {
+/// An event stage with flow records and GPVs beside it (see the module docs).
+pub struct WithExports<S> {
     pub inner: S,
-    meter: FlowMeter,
-    sink: FanOut,
-    records: Vec<FlowRecord>,
-    written: u64,
+    records: Option<Records>,
+    gpvs: Option<Gpvs>,
     flushed_at_ns: u64,
 }
 
-impl<S: Stage> WithRecords<S> {
-    /// Fails on a configuration the meter refuses (e.g. cache slots not
-    /// a multiple of its ways).
-    pub fn new(inner: S, config: FlowConfig, sink: FanOut) -> Result<WithRecords<S>, HostError> {
-        Ok(WithRecords {
+struct Records {
+    meter: FlowMeter,
+    sink: FanOut,
+    out: Vec<FlowRecord>,
+    written: u64,
+}
+
+struct Gpvs {
+    cache: GpvCache,
+    sink: Option<Box<dyn GpvSink>>,
+    apps: AppRuntime,
+    out: Vec<Gpv>,
+    written: u64,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for WithExports<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithExports")
+            .field("inner", &self.inner)
+            .field(
+                "records",
+                &self.records.as_ref().map(|r| r.sink.destination().to_string()),
+            )
+            .field(
+                "gpvs",
+                &self
+                    .gpvs
+                    .as_ref()
+                    .map(|g| g.sink.as_ref().map(|s| s.destination().to_string())),
+            )
+            .finish()
+    }
+}
+
+impl<S: Stage> WithExports<S> {
+    /// `inner` alone; add exports with [`WithExports::records`] and [`WithExports::gpvs`].
+    pub fn new(inner: S) -> WithExports<S> {
+        WithExports {
             inner,
+            records: None,
+            gpvs: None,
+            flushed_at_ns: 0,
+        }
+    }
+
+    /// Flow records of a meter of `config` to `sink`. Fails on a
+    /// configuration the meter refuses (cache slots not a multiple of its ways).
+    pub fn records(mut self, config: FlowConfig, sink: FanOut) -> Result<WithExports<S>, HostError> {
+        self.records = Some(Records {
             meter: FlowMeter::new(config).map_err(|e| HostError::Usage(e.to_string()))?,
             sink,
-            records: Vec::new(),
+            out: Vec::new(),
             written: 0,
-            flushed_at_ns: 0,
-        })
+        });
+        Ok(self)
     }
 
-    /// The meter's counters (packets, microflow records, records).
-    pub fn flow_stats(&self) -> FlowStats {
-        self.meter.stats()
+    /// GPVs of a cache of `config` to `sink` (if any) and to `apps`.
+    pub fn gpvs(
+        mut self,
+        config: CacheConfig,
+        sink: Option<Box<dyn GpvSink>>,
+        apps: AppRuntime,
+    ) -> Result<WithExports<S>, HostError> {
+        self.gpvs = Some(Gpvs {
+            cache: GpvCache::new(config).map_err(|e| HostError::Usage(e.to_string()))?,
+            sink,
+            apps,
+            out: Vec::new(),
+            written: 0,
+        });
+        Ok(self)
     }
 
-    /// Records handed to the sinks so far.
-    pub fn records_written(&self) -> u64 {
-        self.written
+    /// The meter's counters, and the records handed to the sinks.
+    pub fn record_stats(&self) -> Option<(FlowStats, u64)> {
+        self.records.as_ref().map(|r| (r.meter.stats(), r.written))
+    }
+
+    /// The GPV cache's counters, and the GPVs handed to the sink.
+    pub fn gpv_stats(&self) -> Option<(CacheStats, u64)> {
+        self.gpvs.as_ref().map(|g| (*g.cache.stats(), g.written))
+    }
+
+    /// The apps fed by the GPVs (their reports), if GPVs are made.
+    pub fn apps(&mut self) -> Option<&mut AppRuntime> {
+        self.gpvs.as_mut().map(|g| &mut g.apps)
     }
 
     fn deliver(&mut self) -> Result<(), HostError> {
-        for r in self.records.drain(..) {
-            self.sink.write(&r).map_err(HostError::Records)?;
-            self.written += 1;
+        if let Some(r) = &mut self.records {
+            for rec in r.out.drain(..) {
+                r.sink.write(&rec).map_err(HostError::Records)?;
+                r.written += 1;
+            }
+        }
+        if let Some(g) = &mut self.gpvs {
+            for gpv in g.out.drain(..) {
+                g.apps.on_gpv(&gpv);
+                if let Some(s) = &mut g.sink {
+                    s.write(&gpv).map_err(HostError::Gpvs)?;
+                    g.written += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), HostError> {
+        if let Some(r) = &mut self.records {
+            r.sink.flush().map_err(HostError::Records)?;
+        }
+        if let Some(s) = self.gpvs.as_mut().and_then(|g| g.sink.as_mut()) {
+            s.flush().map_err(HostError::Gpvs)?;
         }
         Ok(())
     }
 }
 
-impl<S: Stage> Stage for WithRecords<S> {
+impl<S: Stage> Stage for WithExports<S> {
     fn switch_input(&mut self, input: usize) {
         self.inner.switch_input(input);
     }
 
     fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
         self.inner.process_batch(packets, out)?;
-        self.meter.process_batch(packets, &mut self.records);
+        if let Some(r) = &mut self.records {
+            r.meter.process_batch(packets, &mut r.out);
+        }
+        if let Some(g) = &mut self.gpvs {
+            for p in packets {
+                g.cache.push(p, &mut g.out);
+            }
+        }
         self.deliver()?;
         if let Some(last) = packets.last() {
             if last.ts_ns >= self.flushed_at_ns.saturating_add(FLUSH_EVERY_NS) {
-                self.sink.flush().map_err(HostError::Records)?;
+                self.flush()?;
                 self.flushed_at_ns = last.ts_ns;
             }
         }
@@ -93,9 +187,20 @@ impl<S: Stage> Stage for WithRecords<S> {
 
     fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
         self.inner.finish(out)?;
-        self.meter.finish(&mut self.records);
+        if let Some(r) = &mut self.records {
+            r.meter.finish(&mut r.out);
+        }
+        if let Some(g) = &mut self.gpvs {
+            g.cache.finish(&mut g.out);
+        }
         self.deliver()?;
-        self.sink.finish().map_err(HostError::Records)
+        if let Some(r) = &mut self.records {
+            r.sink.finish().map_err(HostError::Records)?;
+        }
+        if let Some(s) = self.gpvs.as_mut().and_then(|g| g.sink.as_mut()) {
+            s.finish().map_err(HostError::Gpvs)?;
+        }
+        Ok(())
     }
 
     fn counters(&self) -> Counters {

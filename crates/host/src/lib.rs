@@ -19,25 +19,25 @@
 //!   batches records for [`Stage::process_batch`], keeps input order
 //!   between packets and frames that do not parse, paces the input when
 //!   asked, and stops at damage, reporting what was read before it.
-//! - [`WithRecords`] puts a flow meter beside a stage: flow records
-//!   (TurboFlow) from the same parsed packets, to record sinks; [`Counting`]
-//!   is the stage without events.
+//! - [`WithExports`] puts flow records (TurboFlow's cache and aggregator)
+//!   and GPVs (*Flow's cache, metric apps) beside a stage, from the same
+//!   parsed packets, to their sinks; [`Counting`] is the stage without events.
 //! - [`Driver`] is the caller's side of that loop: where reports go, and
 //!   what runs between frames (an agent answers its manager there).
 //!
 //! [`Monitor`]: clarion_engine::Monitor
 
 mod error;
+mod exports;
 mod live;
-mod records;
 mod replay;
 mod source;
 mod stage;
 mod workers;
 
 pub use error::HostError;
+pub use exports::{Counting, WithExports};
 pub use live::{Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
-pub use records::{Counting, WithRecords};
 pub use replay::{replay, Driver, ReplayOptions, Replayed};
 pub use source::{Frames, MergedCaptures};
 pub use stage::{PerHost, Stage};
