@@ -30,16 +30,17 @@
 //! # Calibration
 //!
 //! Each component is timed by a small synthetic loop with
-//! `std::time::Instant`, batches of 1024 operations until a few
-//! milliseconds have passed, and the fastest of three repeats is kept (a
-//! shared machine only ever adds time). Misses run against an aggregator
+//! `std::time::Instant`, batches of 1024 operations until 2 ms have
+//! passed, and the fastest of five repeats is kept (a shared machine only
+//! ever adds time); the repeats go round the components in turn, so a
+//! burst of load elsewhere spoils one repeat of each, not all of one. Misses run against an aggregator
 //! holding `open_flows` open parts, so its table is as large (and as far
 //! from the CPU caches) as the traffic's; hits run on 16 cached flows.
 //! `c_evict` is a miss less a hit and a merge, clamped at zero.
 //!
 //! # Cost
 //!
-//! [`CostModel::calibrate`] takes about 50 ms and memory for `open_flows`
+//! [`CostModel::calibrate`] takes about 50 ms (plus building the tables) and memory for `open_flows`
 //! (at most 2^18) keys and open parts. No I/O.
 
 use std::hint::black_box;
@@ -60,9 +61,9 @@ const BATCH: u64 = 1024;
 /// Flows of the hit loop: few enough that they share no slot.
 const HIT_FLOWS: usize = 16;
 /// Time each repeat of a component runs for, at least.
-const RUN_FOR: Duration = Duration::from_millis(3);
-/// Repeats of each component; the fastest is kept.
-const REPEATS: usize = 3;
+const RUN_FOR: Duration = Duration::from_millis(2);
+/// Repeats of each component, interleaved; the fastest is kept.
+const REPEATS: usize = 5;
 
 /// Per-operation costs in nanoseconds, as timed on this machine.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,27 +82,34 @@ pub struct CostModel {
     pub open_flows: usize,
 }
 
-/// ns per call of `op(i)` (`i` counting up from 0): the fastest of the repeats.
-fn time_per_op(mut op: impl FnMut(u64)) -> f64 {
-    let mut best = f64::INFINITY;
-    let mut i = 0u64;
-    for _ in 0..REPEATS {
-        let started = Instant::now();
-        let mut ops = 0u64;
-        loop {
-            for _ in 0..BATCH {
-                op(i);
-                i = i.wrapping_add(1);
-            }
-            ops += BATCH;
-            let elapsed = started.elapsed();
-            if elapsed >= RUN_FOR {
-                best = best.min(elapsed.as_nanos() as f64 / ops as f64);
-                break;
-            }
+/// ns per call of `op` over one run of at least [`RUN_FOR`].
+fn time_per_op(op: &mut dyn FnMut()) -> f64 {
+    let started = Instant::now();
+    let mut ops = 0u64;
+    loop {
+        for _ in 0..BATCH {
+            op();
+        }
+        ops += BATCH;
+        let elapsed = started.elapsed();
+        if elapsed >= RUN_FOR {
+            return elapsed.as_nanos() as f64 / ops as f64;
         }
     }
-    best
+}
+
+/// A cursor cycling through `0..n` without a division per step.
+struct Cycle {
+    at: usize,
+    n: usize,
+}
+
+impl Cycle {
+    fn next(&mut self) -> usize {
+        let i = self.at;
+        self.at = if i + 1 == self.n { 0 } else { i + 1 };
+        i
+    }
 }
 
 /// The `n`-th synthetic flow key (distinct for every `n < 2^32`).
@@ -142,68 +150,85 @@ impl CostModel {
     pub fn calibrate(open_flows: usize) -> CostModel {
         let flows = open_flows.clamp(2, MAX_CALIBRATION_FLOWS);
         let keys: Vec<FlowKey> = (0..flows as u64).map(key).collect();
-        let nth = |i: u64| keys[(i % flows as u64) as usize];
-        let mut out = Vec::with_capacity(BATCH as usize);
+        let packets: Vec<PacketRecord> = keys.iter().map(|&k| packet(k, 0)).collect();
+        let hit_flows = HIT_FLOWS.min(flows);
 
-        let hash_ns = time_per_op(|i| {
-            black_box(hash_key(&nth(i), 0));
-        });
+        let mut c = Cycle { at: 0, n: flows };
+        let mut hash = || {
+            black_box(hash_key(&keys[c.next()], 0));
+        };
 
-        // Hits: 16 flows in 4096 slots; the first round misses, so warm up.
+        // Hits: 16 flows in 4096 slots; their first packets miss, so warm up.
         let mut hit_meter = FlowMeter::new(endless(4096)).ok();
-        let mut ts = 0u64;
-        let mut hit = |i: u64| {
+        let (mut hit_out, mut ts, mut c) = (Vec::new(), 0u64, Cycle { at: 0, n: hit_flows });
+        let mut hit = || {
             ts += 1;
+            let p = PacketRecord {
+                ts_ns: ts,
+                ..packets[c.next()]
+            };
             if let Some(m) = hit_meter.as_mut() {
-                m.process(
-                    &packet(keys[(i % HIT_FLOWS.min(flows) as u64) as usize], ts),
-                    &mut out,
-                );
+                m.process(&p, &mut hit_out);
             }
         };
-        (0..HIT_FLOWS as u64).for_each(&mut hit);
-        let hit_ns = time_per_op(&mut hit);
+        (0..hit_flows).for_each(|_| hit());
 
         // Misses: one slot, round robin, so every packet evicts the
         // previous flow into an aggregator holding all the others.
         let mut miss_meter = FlowMeter::new(endless(1)).ok();
-        let mut ts = 0u64;
-        let mut miss = |i: u64| {
+        let (mut miss_out, mut ts, mut c) = (Vec::new(), 0u64, Cycle { at: 0, n: flows });
+        let mut miss = || {
             ts += 1;
+            let p = PacketRecord {
+                ts_ns: ts,
+                ..packets[c.next()]
+            };
             if let Some(m) = miss_meter.as_mut() {
-                m.process(&packet(nth(i), ts), &mut out);
+                m.process(&p, &mut miss_out);
             }
         };
-        (0..flows as u64).for_each(&mut miss);
-        let miss_ns = time_per_op(&mut miss);
-        drop(miss_meter);
+        (0..flows).for_each(|_| miss());
 
         // Merges alone, into a table of the same size.
         let mut agg = Aggregator::with_capacity(flows);
-        let micro = |i: u64| Microflow {
-            record: FlowRecord::of_packet(nth(i), i, 100, 0),
-            last_clock: i,
-            record_first_clock: 0,
-        };
-        for i in 0..flows as u64 {
-            agg.absorb(&micro(i), None, &mut out);
-        }
-        let merge_ns = time_per_op(|i| agg.absorb(&micro(i), None, &mut out));
-        drop(agg);
+        let micros: Vec<Microflow> = keys
+            .iter()
+            .map(|&k| Microflow {
+                record: FlowRecord::of_packet(k, 0, 100, 0),
+                last_clock: 0,
+                record_first_clock: 0,
+            })
+            .collect();
+        let (mut merge_out, mut c) = (Vec::new(), Cycle { at: 0, n: flows });
+        let mut merge = || agg.absorb(&micros[c.next()], None, &mut merge_out);
+        (0..flows).for_each(|_| merge());
 
         // Exports: a finished record into a Vec, emptied as a sink would.
         let done = FlowRecord {
             end_reason: EndReason::Idle,
             ..FlowRecord::of_packet(keys[0], 0, 100, 0)
         };
-        out.clear();
-        let export_ns = time_per_op(|i| {
+        let mut out = Vec::with_capacity(BATCH as usize);
+        let mut n = 0u64;
+        let mut export = || {
             if out.len() == out.capacity() {
                 black_box(&out);
                 out.clear();
             }
-            out.push(FlowRecord { packets: i, ..done });
-        });
+            n += 1;
+            out.push(FlowRecord { packets: n, ..done });
+        };
+
+        // Repeats interleaved, so a burst of load elsewhere inflates one
+        // repeat of each component rather than every repeat of one.
+        let mut best = [f64::INFINITY; 5];
+        for _ in 0..REPEATS {
+            let ops: [&mut dyn FnMut(); 5] = [&mut hash, &mut hit, &mut miss, &mut merge, &mut export];
+            for (b, op) in best.iter_mut().zip(ops) {
+                *b = b.min(time_per_op(op));
+            }
+        }
+        let [hash_ns, hit_ns, miss_ns, merge_ns, export_ns] = best;
 
         CostModel {
             hash_ns,
@@ -264,6 +289,23 @@ mod tests {
         }
         assert!(c.evict_ns.is_finite() && c.evict_ns >= 0.0, "{c:?}");
         assert_eq!(CostModel::calibrate(0).open_flows, 2, "clamped");
+    }
+
+    #[test]
+    fn the_hit_loop_hits_and_the_miss_loop_misses() {
+        let mut out = Vec::new();
+        let mut m = FlowMeter::new(endless(4096)).unwrap();
+        for i in 0..10 * HIT_FLOWS as u64 {
+            m.process(&packet(key(i % HIT_FLOWS as u64), i), &mut out);
+        }
+        let s = m.stats();
+        assert_eq!((s.microflow_records, s.collisions), (0, 0), "{s:?}");
+        let mut m = FlowMeter::new(endless(1)).unwrap();
+        for i in 0..100 {
+            m.process(&packet(key(i % 10), i), &mut out);
+        }
+        assert_eq!(m.stats().collisions, 99);
+        assert!(out.is_empty(), "no record ends in either loop");
     }
 
     #[test]
