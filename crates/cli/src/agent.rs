@@ -341,8 +341,8 @@ fn live_agent(
     monitor: MonitorConfig,
     stop: Arc<AtomicBool>,
 ) -> Result<ExitCode, Failure> {
-    let (records, record_config) = crate::live::live_records(&a.export)?;
-    let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor, record_config)?;
+    let (exports, configs) = crate::exports::LiveExports::open(&a.export)?;
+    let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor, configs)?;
     config.keep_windows = true;
     let events = a.events.clone().unwrap_or_default();
     let mut host = LiveHost::start(&config, own, Arc::clone(&stop))
@@ -361,7 +361,7 @@ fn live_agent(
         Some(s) => s,
         None => open_sink_to(a.output.as_deref(), a.format)?,
     };
-    let mut out = crate::live::LiveOutput::open(&a.live, a.quiet, sink, records, host.metrics().0)?;
+    let mut out = crate::live::LiveOutput::open(&a.live, a.quiet, sink, exports, host.metrics().0)?;
     let mut local = LocalEvents::start(
         &a.host,
         a.events.as_deref(),
@@ -379,12 +379,10 @@ fn live_agent(
     ag.tally.close_to_sent.truncate(timed);
     ag.link.finished();
     ag.link.flush(Duration::from_secs(5));
-    let written = out.close()?;
+    let exported = out.close()?;
     if !a.quiet {
         crate::live::print_summary(&summary, own.len());
-        if config.records.is_some() {
-            eprintln!("  flow records: {} written", crate::summary::thousands(written));
-        }
+        eprint!("{exported}");
         ag.print_summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed);
         ag.print_close_to_sent(lag_ms);
     }

@@ -4,13 +4,14 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 
 use clarion_flows::FlowConfig;
-use clarion_gpv::{app_by_name, AppRuntime, CacheConfig, GpvFile, GpvSink};
+use clarion_gpv::{app_by_name, AppRuntime, CacheConfig, Gpv, GpvFile, GpvSink};
 use clarion_host::{Stage, WithExports};
-use clarion_records::{FanOut, JsonLinesRecords, RecordSink};
+use clarion_records::{FanOut, FlowRecord, JsonLinesRecords, RecordSink};
 
 use crate::args::ExportArgs;
 use crate::summary::thousands;
@@ -175,4 +176,122 @@ pub fn summary<S: Stage>(w: &WithExports<S>) -> String {
         );
     }
     s
+}
+
+/// How often a live run flushes its record and GPV sinks.
+const LIVE_FLUSH: Duration = Duration::from_secs(1);
+
+/// A live run's exports: what the workers' meters and caches send, to the
+/// sinks and apps (`clarion run -i`, `clarion agent -i`).
+#[derive(Default)]
+pub struct LiveExports {
+    records: Option<FanOut>,
+    gpv_sink: Option<Box<dyn GpvSink>>,
+    apps: Option<(AppRuntime, Option<PathBuf>)>,
+    flushed: Option<Instant>,
+    records_written: u64,
+    gpvs_seen: u64,
+}
+
+impl LiveExports {
+    /// Opens the destinations; also the meter's and the cache's settings
+    /// for the workers (`None`: not made).
+    pub fn open(a: &ExportArgs) -> Result<(LiveExports, (Option<FlowConfig>, Option<CacheConfig>)), Failure> {
+        let e = open(a)?;
+        let gpv_config = e.makes_gpvs().then_some(e.gpv_config);
+        let (records, record_config) = match e.records {
+            Some((sink, config)) => (Some(sink), Some(config)),
+            None => (None, None),
+        };
+        let out = LiveExports {
+            records,
+            gpv_sink: e.gpv_sink,
+            apps: e.apps,
+            flushed: None,
+            records_written: 0,
+            gpvs_seen: 0,
+        };
+        Ok((out, (record_config, gpv_config)))
+    }
+
+    /// ", flow records, GPVs" for the line saying what is captured.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        if self.records.is_some() {
+            s += ", flow records";
+        }
+        if self.gpv_sink.is_some() || self.apps.is_some() {
+            s += ", GPVs";
+        }
+        s
+    }
+
+    pub fn records(&mut self, records: &[FlowRecord]) -> Result<(), Failure> {
+        if let Some(sink) = &mut self.records {
+            for r in records {
+                sink.write(r).map_err(record_error)?;
+            }
+            self.records_written += records.len() as u64;
+        }
+        Ok(())
+    }
+
+    pub fn gpvs(&mut self, gpvs: &[Gpv]) -> Result<(), Failure> {
+        for g in gpvs {
+            if let Some((apps, _)) = &mut self.apps {
+                apps.on_gpv(g);
+            }
+            if let Some(sink) = &mut self.gpv_sink {
+                sink.write(g).map_err(gpv_error)?;
+            }
+        }
+        self.gpvs_seen += gpvs.len() as u64;
+        Ok(())
+    }
+
+    /// Flushes the sinks once a second.
+    pub fn tick(&mut self) -> Result<(), Failure> {
+        let now = Instant::now();
+        if self.flushed.is_some_and(|t| now.duration_since(t) < LIVE_FLUSH) {
+            return Ok(());
+        }
+        self.flushed = Some(now);
+        if let Some(sink) = &mut self.records {
+            sink.flush().map_err(record_error)?;
+        }
+        if let Some(sink) = &mut self.gpv_sink {
+            sink.flush().map_err(gpv_error)?;
+        }
+        Ok(())
+    }
+
+    /// Finishes the sinks and writes the apps' report; the summary's lines.
+    pub fn close(&mut self) -> Result<String, Failure> {
+        let mut s = String::new();
+        if let Some(sink) = &mut self.records {
+            sink.finish().map_err(record_error)?;
+            s += &format!("  flow records: {} written\n", thousands(self.records_written));
+        }
+        if let Some(sink) = &mut self.gpv_sink {
+            sink.finish().map_err(gpv_error)?;
+        }
+        if let Some((apps, out)) = &mut self.apps {
+            write_app_report(apps, out.as_deref())?;
+        }
+        if self.gpv_sink.is_some() || self.apps.is_some() {
+            s += &format!("  GPVs: {} made\n", thousands(self.gpvs_seen));
+        }
+        Ok(s)
+    }
+}
+
+pub fn record_error(e: clarion_records::RecordError) -> Failure {
+    match e {
+        clarion_records::RecordError::BrokenPipe => Failure::BrokenPipe,
+        other => Failure::Runtime(anyhow!(other).context("cannot write flow records")),
+    }
+}
+
+fn gpv_error(e: clarion_gpv::GpvError) -> Failure {
+    Failure::Runtime(anyhow!(e))
 }

@@ -14,13 +14,14 @@ use anyhow::{anyhow, Context};
 
 use clarion_engine::{MonitorConfig, Report};
 use clarion_flows::FlowConfig;
+use clarion_gpv::CacheConfig;
 use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
 use clarion_live::{EpochStats, LinkEvent, LiveError, RingConfig, WorkerMetrics};
-use clarion_records::{FanOut, RecordSink};
 use clarion_sinks::ReportSink;
 use clarion_xdp::XdpMode;
 
 use crate::args::{LiveArgs, RunArgs, SourceKind, XdpModeArg};
+use crate::exports::LiveExports;
 use crate::local_events::LocalEvents;
 use crate::run::{load_events, monitor_config, open_sink, sink_error, write_all};
 use crate::summary::{thousands, Summary};
@@ -67,7 +68,7 @@ pub fn live_config(
     live: &LiveArgs,
     workers: u32,
     monitor: MonitorConfig,
-    records: Option<FlowConfig>,
+    exports: (Option<FlowConfig>, Option<CacheConfig>),
 ) -> Result<LiveConfig, Failure> {
     Ok(LiveConfig {
         interfaces: interfaces.to_vec(),
@@ -88,7 +89,8 @@ pub fn live_config(
         down_timeout: Duration::from_nanos(live.down_timeout),
         monitor,
         keep_windows: false,
-        records,
+        records: exports.0,
+        gpvs: exports.1,
     })
 }
 
@@ -133,8 +135,8 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         Some(path) => load_events(path)?,
         None => Vec::new(),
     };
-    let (records, record_config) = live_records(&a.export)?;
-    let config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), record_config)?;
+    let (exports, configs) = LiveExports::open(&a.export)?;
+    let config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), configs)?;
     let stop = stop_flag()?;
     let mut host = LiveHost::start(&config, &specs, stop)
         .map_err(|e| start_failure(e, events.unwrap_or(Path::new("(no events)"))))?;
@@ -144,10 +146,10 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
             "clarion: capturing on {}, {} events{}; Ctrl-C stops",
             capturing(&a.interface, &a.live, a.workers),
             specs.len(),
-            if records.is_some() { ", flow records" } else { "" }
+            exports.describe()
         );
     }
-    let mut out = LiveOutput::open(&a.live, a.quiet, open_sink(a)?, records, host.metrics().0)?;
+    let mut out = LiveOutput::open(&a.live, a.quiet, open_sink(a)?, exports, host.metrics().0)?;
     let mut local = LocalEvents::start(
         &config.monitor.host,
         events,
@@ -169,29 +171,12 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     }
     let (summary, last) = finish_host(host, &mut out)?;
     out.take(Live::Reports(last))?;
-    let written = out.close()?;
+    let exported = out.close()?;
     if !a.quiet {
         print_summary(&summary, specs.len());
-        if config.records.is_some() {
-            eprintln!("  flow records: {} written", crate::summary::thousands(written));
-        }
+        eprint!("{exported}");
     }
     outcome(&summary)
-}
-
-/// The record sinks and meter settings of a live run (run and agent
-/// alike); GPVs and apps are made from capture files.
-pub fn live_records(a: &crate::args::ExportArgs) -> Result<(Option<FanOut>, Option<FlowConfig>), Failure> {
-    if a.gpv.is_some() || !a.app.is_empty() {
-        return Err(Failure::Usage(
-            "clarion: --gpv and --app read capture files (--pcap); live capture makes flow records (--records)".into(),
-        ));
-    }
-    let exports = crate::exports::open(a)?;
-    Ok(match exports.records {
-        Some((sink, config)) => (Some(sink), Some(config)),
-        None => (None, None),
-    })
 }
 
 /// Status 1 when the run ended because an interface did not come back.
@@ -226,7 +211,7 @@ pub fn finish_host(host: LiveHost, out: &mut LiveOutput) -> Result<(LiveSummary,
 /// to their file, a summary line to standard error now and then.
 pub struct LiveOutput {
     pub sink: Box<dyn ReportSink>,
-    records: Option<RecordsOut>,
+    exports: LiveExports,
     down_timeout: Duration,
     epochs: Option<BufWriter<File>>,
     every: Option<Duration>,
@@ -241,7 +226,7 @@ impl LiveOutput {
         live: &LiveArgs,
         quiet: bool,
         sink: Box<dyn ReportSink>,
-        records: Option<FanOut>,
+        exports: LiveExports,
         metrics: Vec<Arc<WorkerMetrics>>,
     ) -> Result<LiveOutput, Failure> {
         let epochs = match &live.epoch_stats {
@@ -256,7 +241,7 @@ impl LiveOutput {
         let every = (live.stats_every > 0 && !quiet).then(|| Duration::from_nanos(live.stats_every));
         Ok(LiveOutput {
             sink,
-            records: records.map(RecordsOut::new),
+            exports,
             down_timeout: Duration::from_nanos(live.down_timeout),
             epochs,
             every,
@@ -289,14 +274,8 @@ impl LiveOutput {
                 }
             }
             Live::Link(ev) => eprintln!("{}", link_line(&ev, self.down_timeout)),
-            Live::Records(records) => {
-                if let Some(out) = self.records.as_mut() {
-                    for r in &records {
-                        out.write(r).map_err(record_error)?;
-                    }
-                    out.written += records.len() as u64;
-                }
-            }
+            Live::Records(records) => self.exports.records(&records)?,
+            Live::Gpvs(gpvs) => self.exports.gpvs(&gpvs)?,
             Live::Reports(_) | Live::Idle | Live::Ended => {}
         }
         Ok(())
@@ -304,12 +283,7 @@ impl LiveOutput {
 
     /// The periodic summary line, when due; the record sinks flushed once a second.
     pub fn tick(&mut self) -> Result<(), Failure> {
-        if let Some(out) = self.records.as_mut() {
-            if out.flushed.elapsed() >= RECORDS_FLUSH {
-                out.sink.flush().map_err(record_error)?;
-                out.flushed = Instant::now();
-            }
-        }
+        self.exports.tick()?;
         if let (Some(t), Some(d)) = (self.next_line, self.every) {
             if Instant::now() >= t {
                 eprintln!("{}", self.window.line(self.started.elapsed(), &self.metrics));
@@ -320,52 +294,18 @@ impl LiveOutput {
         Ok(())
     }
 
-    /// Flushes everything; finishes the record sinks (a Parquet file's
-    /// footer). Returns the records written.
-    pub fn close(mut self) -> Result<u64, Failure> {
+    /// Flushes everything; finishes the record and GPV sinks (a Parquet
+    /// file's footer) and writes the apps' report. Returns the exports'
+    /// lines of the summary.
+    pub fn close(mut self) -> Result<String, Failure> {
         self.sink.flush().map_err(sink_error)?;
-        let mut written = 0;
-        if let Some(out) = self.records.as_mut() {
-            out.sink.finish().map_err(record_error)?;
-            written = out.written;
-        }
+        let exported = self.exports.close()?;
         if let Some(out) = self.epochs.as_mut() {
             out.flush()
                 .context("cannot write epoch statistics")
                 .map_err(runtime)?;
         }
-        Ok(written)
-    }
-}
-
-/// How often a live run flushes its record sinks.
-const RECORDS_FLUSH: Duration = Duration::from_secs(1);
-
-/// A live run's record sinks and what went to them.
-pub struct RecordsOut {
-    sink: FanOut,
-    flushed: Instant,
-    written: u64,
-}
-
-impl RecordsOut {
-    pub fn new(sink: FanOut) -> RecordsOut {
-        RecordsOut {
-            sink,
-            flushed: Instant::now(),
-            written: 0,
-        }
-    }
-
-    fn write(&mut self, r: &clarion_records::FlowRecord) -> Result<(), clarion_records::RecordError> {
-        self.sink.write(r)
-    }
-}
-
-pub fn record_error(e: clarion_records::RecordError) -> Failure {
-    match e {
-        clarion_records::RecordError::BrokenPipe => Failure::BrokenPipe,
-        other => Failure::Runtime(anyhow::anyhow!(other).context("cannot write flow records")),
+        Ok(exported)
     }
 }
 

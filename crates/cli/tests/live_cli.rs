@@ -121,17 +121,20 @@ fn duration_stops_a_live_run_with_its_summary() {
     assert!(err.contains("live: 0 kernel drops"), "{err}");
 }
 
-/// Issue 20, live: `--records` without events on a live interface. Three
-/// UDP flows of known packet counts and sizes are sent, then the wire goes
-/// quiet: each flow's record carries exactly what was sent and ends idle
-/// (the worker's clock ends records on a quiet wire, before the run ends),
-/// and the Parquet file written beside the JSON lines holds the same
-/// records (its footer written when the run stopped).
+/// Issue 20, live: `--records`, `--gpv` and `--app` without events on a
+/// live interface. Three UDP flows of known packet counts and sizes are
+/// sent, then the wire goes quiet: each flow's record carries exactly what
+/// was sent and ends idle (the worker's clock ends records on a quiet
+/// wire, before the run ends); the Parquet file written beside the JSON
+/// lines holds the same records (its footer written when the run
+/// stopped); the GPVs hold each flow's packets, and the app's report on
+/// the host equals `clarion apps run` on the GPV file it wrote.
 #[test]
-fn live_flow_records_count_every_packet_and_end_idle_on_a_quiet_wire() {
+fn live_flow_records_and_gpvs_count_every_packet() {
     let Some(net) = Net::new("r") else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let (jsonl, parquet) = (dir.path().join("r.jsonl"), dir.path().join("r.parquet"));
+    let (gpv, apps) = (dir.path().join("g.gpv"), dir.path().join("apps.json"));
     let child = clarion_in(&net.a)
         .args(["run", "-i", "va", "--stats-every", "0", "--duration", "4s"])
         .args(["--record-idle-timeout", "1s"])
@@ -139,6 +142,10 @@ fn live_flow_records_count_every_packet_and_end_idle_on_a_quiet_wire() {
         .arg(&jsonl)
         .arg("--records")
         .arg(&parquet)
+        .arg("--gpv")
+        .arg(&gpv)
+        .args(["--app", "classifier", "--app-output"])
+        .arg(&apps)
         .stderr(Stdio::piped())
         .spawn()
         .expect("starts");
@@ -192,6 +199,39 @@ fn live_flow_records_count_every_packet_and_end_idle_on_a_quiet_wire() {
     let packets: u64 = from_parquet.iter().map(|r| r.packets).sum();
     let want: u64 = lines.iter().filter_map(|v| v["packets"].as_u64()).sum();
     assert_eq!(packets, want);
+
+    let f = std::fs::File::open(&gpv).expect("GPV file");
+    let gpvs: Vec<clarion_gpv::Gpv> = clarion_gpv::GpvReader::new(std::io::BufReader::new(f))
+        .expect("a GPV file")
+        .collect::<Result<_, _>>()
+        .expect("undamaged");
+    for (port, n) in flows {
+        let of_flow: Vec<u16> = gpvs
+            .iter()
+            .filter(|g| g.header.key.proto == 17 && g.header.key.src_port == port)
+            .flat_map(|g| g.packets.iter().map(|p| p.size))
+            .collect();
+        assert_eq!(
+            of_flow,
+            vec![128; n as usize],
+            "flow {port}'s packets in its GPVs"
+        );
+    }
+    let from_file = Command::new(assert_cmd::cargo::cargo_bin("clarion"))
+        .args(["apps", "run", "classifier", "--gpv"])
+        .arg(&gpv)
+        .output()
+        .expect("runs");
+    assert!(
+        from_file.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_file.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&apps).expect("the apps' report"),
+        String::from_utf8_lossy(&from_file.stdout),
+        "the app on the host and on its GPV file"
+    );
 }
 
 /// With `--down-timeout 0`, an interface that goes down stops the run at

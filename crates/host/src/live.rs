@@ -36,6 +36,7 @@ use clarion_live::{
 use clarion_xdp::{XdpConfig, XdpMode, XdpProgram, XdpSocket};
 
 use clarion_flows::{FlowConfig, FlowMeter};
+use clarion_gpv::{CacheConfig, Gpv, GpvCache};
 use clarion_records::FlowRecord;
 
 use crate::HostError;
@@ -78,6 +79,9 @@ pub struct LiveConfig {
     /// worker (the fanout hash), so each record is one worker's, except
     /// for IP fragments after the first, which the hash may send elsewhere.
     pub records: Option<FlowConfig>,
+    /// A GPV cache on every worker (`--gpv`, `--app`), its `interface`
+    /// set to the worker's number: their GPVs come as [`Live::Gpvs`].
+    pub gpvs: Option<CacheConfig>,
 }
 
 /// What [`LiveHost::next`] found.
@@ -87,6 +91,8 @@ pub enum Live {
     Reports(Vec<Report>),
     /// Flow records a worker's meter ended (see [`LiveConfig::records`]).
     Records(Vec<FlowRecord>),
+    /// GPVs a worker's cache evicted (see [`LiveConfig::gpvs`]).
+    Gpvs(Vec<Gpv>),
     /// One worker's statistics of a finished epoch.
     Epoch(EpochStats),
     /// An interface went down, was removed or came back: once per
@@ -252,6 +258,13 @@ impl LiveHost {
         }
         let m = Arc::new(WorkerMetrics::default());
         self.metrics.push(Arc::clone(&m));
+        let gpvs = config.gpvs.map(|c| CacheConfig {
+            interface: w as u16,
+            ..c
+        });
+        if let Some(c) = gpvs {
+            GpvCache::new(c).map_err(|e| HostError::Usage(e.to_string()))?;
+        }
         let records = config
             .records
             .map(FlowMeter::new)
@@ -265,6 +278,7 @@ impl LiveHost {
             deadline: setup.deadline,
             down_timeout: config.down_timeout,
             records,
+            gpvs,
         };
         let (ctx, crx) = mpsc::channel();
         self.commands.push(ctx);
@@ -323,6 +337,7 @@ impl LiveHost {
                 WorkerEvent::Ready(_) => {}
                 WorkerEvent::Reports(_, reports) => return self.written(reports),
                 WorkerEvent::Records(_, records) => return Live::Records(records),
+                WorkerEvent::Gpvs(_, gpvs) => return Live::Gpvs(gpvs),
                 WorkerEvent::Partials(w, parts) => {
                     let mut merged = Vec::new();
                     let mut refused = None;

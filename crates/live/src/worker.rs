@@ -3,7 +3,7 @@
 //! ```text
 //! loop
 //!     take up to RECV frames from each queue, parse, process in batches
-//!         (by the monitor, then by the flow meter when there is one)
+//!         (by the monitor, then by the flow meter and the GPV cache when there are)
 //!     if a sweep is pending and the queues are empty or below the low-water mark
 //!         run sweep steps for at most the step budget
 //!     else if nothing arrived
@@ -12,7 +12,7 @@
 //! ```
 //!
 //! The worker measures each epoch ([`EpochStats`]) and sends it with the
-//! reports (and its meter's flow records) over a channel; it never blocks on that channel (unbounded), so
+//! reports (and its meter's flow records and its cache's GPVs) over a channel; it never blocks on that channel (unbounded), so
 //! a slow sink cannot make the kernel drop packets unnoticed.
 //!
 //! # Interfaces going down or away
@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use clarion_engine::{Counters, EngineError, Monitor, Partials, Report, TriggerId, Unparsed};
 use clarion_flows::FlowMeter;
+use clarion_gpv::{CacheConfig, Gpv, GpvCache};
 use clarion_lang::spec::EventSpec;
 use clarion_records::FlowRecord;
 use clarion_wire::PacketRecord;
@@ -86,6 +87,10 @@ pub struct WorkerConfig {
     /// A flow meter beside the monitor (`--records`): its records go out
     /// as [`WorkerEvent::Records`].
     pub records: Option<FlowMeter>,
+    /// A GPV cache beside the monitor (`--gpv`, `--app`): its GPVs go out
+    /// as [`WorkerEvent::Gpvs`]. The caller checks the configuration
+    /// (`GpvCache::new`); one it refuses makes no GPVs.
+    pub gpvs: Option<CacheConfig>,
 }
 
 /// What a worker found of its interfaces (see the module documentation).
@@ -116,6 +121,8 @@ pub enum WorkerEvent {
     Reports(u32, Vec<Report>),
     /// Flow records the worker's meter ended (see [`WorkerConfig::records`]).
     Records(u32, Vec<FlowRecord>),
+    /// GPVs the worker's cache evicted (see [`WorkerConfig::gpvs`]).
+    Gpvs(u32, Vec<Gpv>),
     /// With `MonitorConfig::merge_output`: each finished sweep's statistics, for the host's merger.
     Partials(u32, Vec<Partials>),
     Epoch(EpochStats),
@@ -197,6 +204,9 @@ pub struct Worker {
     monitor: Monitor,
     /// Taken from `cfg.records`.
     meter: Option<FlowMeter>,
+    /// Built from `cfg.gpvs`.
+    gpv_cache: Option<GpvCache>,
+    gpvs: Vec<Gpv>,
     sources: Vec<Box<dyn Source>>,
     tx: Sender<WorkerEvent>,
     metrics: Arc<WorkerMetrics>,
@@ -255,6 +265,7 @@ impl Worker {
             })
             .collect();
         let meter = cfg.records.take();
+        let gpv_cache = cfg.gpvs.and_then(|c| GpvCache::new(c).ok());
         Worker {
             cfg,
             monitor,
@@ -265,6 +276,8 @@ impl Worker {
             batch: Vec::with_capacity(clarion_engine::BATCH),
             reports: Vec::new(),
             records: Vec::new(),
+            gpv_cache,
+            gpvs: Vec::new(),
             track: EpochTrack::default(),
             summary: WorkerSummary::default(),
             lag_floor_ns: lag.as_nanos() as u64,
@@ -376,6 +389,9 @@ impl Worker {
                     // A quiet wire still ends idle records.
                     m.tick(clock, &mut self.records);
                 }
+                if let Some(c) = &mut self.gpv_cache {
+                    c.tick(clock, &mut self.gpvs);
+                }
                 self.after_monitor();
                 if !self.monitor.sweep_pending() {
                     let epoch = self.monitor.epoch_ns().max(1);
@@ -397,6 +413,9 @@ impl Worker {
         self.monitor.finish(&mut self.reports);
         if let Some(m) = &mut self.meter {
             m.finish(&mut self.records);
+        }
+        if let Some(c) = &mut self.gpv_cache {
+            c.finish(&mut self.gpvs);
         }
         self.after_monitor();
         self.flush_reports();
@@ -579,6 +598,8 @@ impl Worker {
                 meter: self.meter.as_mut(),
                 reports: &mut self.reports,
                 records: &mut self.records,
+                gpv_cache: self.gpv_cache.as_mut(),
+                gpvs: &mut self.gpvs,
                 delays: &mut self.track.delays,
             };
             let batch = &mut self.batch;
@@ -731,6 +752,10 @@ impl Worker {
             let r = std::mem::take(&mut self.records);
             let _ = self.tx.send(WorkerEvent::Records(self.cfg.id, r));
         }
+        if !self.gpvs.is_empty() {
+            let g = std::mem::take(&mut self.gpvs);
+            let _ = self.tx.send(WorkerEvent::Gpvs(self.cfg.id, g));
+        }
         let p = self.monitor.take_partials();
         if !p.is_empty() {
             let _ = self.tx.send(WorkerEvent::Partials(self.cfg.id, p));
@@ -745,6 +770,8 @@ struct Outputs<'a> {
     meter: Option<&'a mut FlowMeter>,
     reports: &'a mut Vec<Report>,
     records: &'a mut Vec<FlowRecord>,
+    gpv_cache: Option<&'a mut GpvCache>,
+    gpvs: &'a mut Vec<Gpv>,
     delays: &'a mut DelayHistogram,
 }
 
@@ -758,6 +785,11 @@ impl Outputs<'_> {
         self.monitor.process_batch(batch, self.reports);
         if let Some(m) = self.meter.as_deref_mut() {
             m.process_batch(batch, self.records);
+        }
+        if let Some(c) = self.gpv_cache.as_deref_mut() {
+            for p in batch.iter() {
+                c.push(p, self.gpvs);
+            }
         }
         let now = realtime_ns();
         for p in batch.iter() {
