@@ -181,6 +181,10 @@ pub fn summary<S: Stage>(w: &WithExports<S>) -> String {
 /// How often a live run flushes its record and GPV sinks.
 const LIVE_FLUSH: Duration = Duration::from_secs(1);
 
+/// What every live worker makes beside its monitor: a flow meter's and a
+/// GPV cache's settings (`None`: not made).
+pub type WorkerExports = (Option<FlowConfig>, Option<CacheConfig>);
+
 /// A live run's exports: what the workers' meters and caches send, to the
 /// sinks and apps (`clarion run -i`, `clarion agent -i`).
 #[derive(Default)]
@@ -196,7 +200,7 @@ pub struct LiveExports {
 impl LiveExports {
     /// Opens the destinations; also the meter's and the cache's settings
     /// for the workers (`None`: not made).
-    pub fn open(a: &ExportArgs) -> Result<(LiveExports, (Option<FlowConfig>, Option<CacheConfig>)), Failure> {
+    pub fn open(a: &ExportArgs) -> Result<(LiveExports, WorkerExports), Failure> {
         let e = open(a)?;
         let gpv_config = e.makes_gpvs().then_some(e.gpv_config);
         let (records, record_config) = match e.records {

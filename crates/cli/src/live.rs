@@ -13,8 +13,6 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 
 use clarion_engine::{MonitorConfig, Report};
-use clarion_flows::FlowConfig;
-use clarion_gpv::CacheConfig;
 use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
 use clarion_live::{EpochStats, LinkEvent, LiveError, RingConfig, WorkerMetrics};
 use clarion_sinks::ReportSink;
@@ -68,7 +66,7 @@ pub fn live_config(
     live: &LiveArgs,
     workers: u32,
     monitor: MonitorConfig,
-    exports: (Option<FlowConfig>, Option<CacheConfig>),
+    exports: crate::exports::WorkerExports,
 ) -> Result<LiveConfig, Failure> {
     Ok(LiveConfig {
         interfaces: interfaces.to_vec(),
