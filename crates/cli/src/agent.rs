@@ -518,7 +518,7 @@ impl Agent {
                 other => out.take(other)?,
             }
             self.serve(&mut Merged(host));
-            local.service(host);
+            local.service(host, out.apps());
             out.tick()?;
         }
     }

@@ -10,6 +10,9 @@ use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use clarion_gpv::{GpvReader, APP_NAMES};
 
+use std::io::Write;
+
+use crate::events::{io, ApiArgs};
 use crate::exports::{app_runtime, write_app_report};
 use crate::Failure;
 
@@ -23,10 +26,22 @@ Examples:
   clarion apps run profiler --gpv trace.gpv
   clarion apps run classifier microburst --gpv trace.gpv --output apps.json
 
-The report is one JSON object (schema clarion.apps/1) keyed by app name.";
+On a running host (clarion run -i ... --api ADDR with --gpv FILE or --app NAME):
+  clarion apps --api http://127.0.0.1:8701 add profiler     # from now on
+  clarion apps --api http://127.0.0.1:8701 running
+  clarion apps --api http://127.0.0.1:8701 show profiler    # its report so far
+  clarion apps --api http://127.0.0.1:8701 rm profiler      # stops it; its last report
+
+The report is one JSON object (schema clarion.apps/1) keyed by app name;
+show and rm print the one app's report. The token is found as for
+clarion events (--token, --token-file, ~/.config/clarion/api-token).";
 
 #[derive(Args, Debug)]
 pub struct AppsArgs {
+    /// A live host's control API, for add, running, show and rm.
+    #[command(flatten)]
+    pub api: ApiArgs,
+
     #[command(subcommand)]
     pub command: AppsCommand,
 }
@@ -47,10 +62,52 @@ pub enum AppsCommand {
     },
     /// List the apps.
     List,
+    /// Start an app on a running host's GPVs (its --api).
+    Add {
+        #[arg(value_name = "APP")]
+        name: String,
+    },
+    /// The apps running on a host.
+    Running,
+    /// A running app's report so far.
+    Show {
+        #[arg(value_name = "APP")]
+        name: String,
+    },
+    /// Stop an app on a host; prints its last report.
+    #[command(alias = "remove")]
+    Rm {
+        #[arg(value_name = "APP")]
+        name: String,
+    },
 }
 
 pub fn apps(a: &AppsArgs) -> Result<ExitCode, Failure> {
+    let print = |v: &dyn std::fmt::Display| writeln!(std::io::stdout(), "{v}").map_err(io);
     match &a.command {
+        AppsCommand::Add { name } => {
+            let (client, failure) = a.api.client()?;
+            let info = client.add_app(name).map_err(failure)?;
+            print(&format!("started {name}; running: {}", info.running.join(", ")))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        AppsCommand::Running => {
+            let (client, failure) = a.api.client()?;
+            for name in client.apps().map_err(failure)?.running {
+                print(&name)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AppsCommand::Show { name } => {
+            let (client, failure) = a.api.client()?;
+            print(&client.show_app(name).map_err(failure)?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        AppsCommand::Rm { name } => {
+            let (client, failure) = a.api.client()?;
+            print(&client.remove_app(name).map_err(failure)?)?;
+            Ok(ExitCode::SUCCESS)
+        }
         AppsCommand::List => {
             for name in APP_NAMES {
                 println!("{name}");

@@ -246,8 +246,10 @@ pub struct ExportArgs {
     #[arg(long, value_name = "NAME")]
     pub app: Vec<String>,
 
-    /// Where the apps' report goes (default: standard output, after the events' reports).
-    #[arg(long, value_name = "FILE", requires = "app")]
+    /// Where the apps' report goes at the end, theirs and those added at
+    /// runtime through the control API and still running (default:
+    /// standard output, after the events' reports).
+    #[arg(long, value_name = "FILE")]
     pub app_output: Option<PathBuf>,
 
     /// A flow's record ends after it has been idle this long.

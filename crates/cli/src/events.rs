@@ -31,8 +31,10 @@ as root keeps root's: use sudo, or copy the token.
 `watch` prints each fired network-wide event (a host's: each report) as a
 JSON line (schema clarion.report/1) until interrupted.";
 
+/// Where the control API is and the token to send (`clarion events`,
+/// `clarion apps`).
 #[derive(Args, Debug)]
-pub struct EventsArgs {
+pub struct ApiArgs {
     /// The control API: a manager's, or a live host's (its --api).
     #[arg(
         long,
@@ -57,6 +59,29 @@ pub struct EventsArgs {
     /// ~/.config/clarion/api-token when it exists).
     #[arg(long, env = "CLARION_API_TOKEN_FILE", value_name = "FILE", global = true)]
     pub token_file: Option<PathBuf>,
+}
+
+impl ApiArgs {
+    /// A client of the API, and how a refused call is reported (a 401
+    /// also says which token was sent).
+    pub fn client(&self) -> Result<(Client, impl Fn(ClientError) -> Failure), Failure> {
+        let (token, looked) =
+            clarion_control::token::client_token(self.token.as_deref(), self.token_file.as_deref())
+                .map_err(crate::manager::token_failure)?;
+        let sent = match (&self.token, &looked, &token) {
+            (Some(_), _, _) => "the token given (--token, CLARION_API_TOKEN) is not the server's".to_string(),
+            (None, Some(p), Some(_)) => format!("the token in {} is not the server's", p.display()),
+            (None, Some(p), None) => format!("no token was sent: none given, and no {}", p.display()),
+            (None, None, _) => "no token was sent: none given, and no HOME to find a token file in".into(),
+        };
+        Ok((Client::new(&self.api, token), move |e| failure(e, &sent)))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct EventsArgs {
+    #[command(flatten)]
+    pub api: ApiArgs,
 
     #[command(subcommand)]
     pub action: Action,
@@ -115,16 +140,7 @@ fn print_event(out: &mut impl Write, e: &EventInfo) -> std::io::Result<()> {
 }
 
 pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
-    let (token, looked) = clarion_control::token::client_token(a.token.as_deref(), a.token_file.as_deref())
-        .map_err(crate::manager::token_failure)?;
-    let sent = match (&a.token, &looked, &token) {
-        (Some(_), _, _) => "the token given (--token, CLARION_API_TOKEN) is not the server's".to_string(),
-        (None, Some(p), Some(_)) => format!("the token in {} is not the server's", p.display()),
-        (None, Some(p), None) => format!("no token was sent: none given, and no {}", p.display()),
-        (None, None, _) => "no token was sent: none given, and no HOME to find a token file in".into(),
-    };
-    let client = Client::new(&a.api, token);
-    let failure = |e| failure(e, &sent);
+    let (client, failure) = a.api.client()?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match &a.action {
@@ -175,7 +191,7 @@ pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
 }
 
 /// A write to standard output failed: a closed pipe ends quietly.
-fn io(e: std::io::Error) -> Failure {
+pub fn io(e: std::io::Error) -> Failure {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         Failure::BrokenPipe
     } else {

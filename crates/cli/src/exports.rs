@@ -77,7 +77,7 @@ pub fn open(a: &ExportArgs) -> Result<Exports, Failure> {
         Some((FanOut::new(sinks), config))
     };
     let gpv_sink = a.gpv.as_deref().map(open_gpvs).transpose()?;
-    let apps = if a.app.is_empty() {
+    let apps = if a.app.is_empty() && a.app_output.is_none() {
         None
     } else {
         Some((app_runtime(&a.app)?, a.app_output.clone()))
@@ -191,7 +191,10 @@ pub type WorkerExports = (Option<FlowConfig>, Option<CacheConfig>);
 pub struct LiveExports {
     records: Option<FanOut>,
     gpv_sink: Option<Box<dyn GpvSink>>,
-    apps: Option<(AppRuntime, Option<PathBuf>)>,
+    /// The apps on the GPVs (`--app`, and those the control API adds),
+    /// when GPVs are made; where their report goes at the end.
+    apps: Option<AppRuntime>,
+    apps_out: Option<PathBuf>,
     flushed: Option<Instant>,
     records_written: u64,
     gpvs_seen: u64,
@@ -202,15 +205,21 @@ impl LiveExports {
     /// for the workers (`None`: not made).
     pub fn open(a: &ExportArgs) -> Result<(LiveExports, WorkerExports), Failure> {
         let e = open(a)?;
-        let gpv_config = e.makes_gpvs().then_some(e.gpv_config);
+        let makes_gpvs = e.makes_gpvs();
+        let gpv_config = makes_gpvs.then_some(e.gpv_config);
         let (records, record_config) = match e.records {
             Some((sink, config)) => (Some(sink), Some(config)),
             None => (None, None),
         };
+        let (apps, apps_out) = match e.apps {
+            Some((apps, out)) => (Some(apps), out),
+            None => (makes_gpvs.then(AppRuntime::new), None),
+        };
         let out = LiveExports {
             records,
             gpv_sink: e.gpv_sink,
-            apps: e.apps,
+            apps,
+            apps_out,
             flushed: None,
             records_written: 0,
             gpvs_seen: 0,
@@ -224,10 +233,15 @@ impl LiveExports {
         if self.records.is_some() {
             s += ", flow records";
         }
-        if self.gpv_sink.is_some() || self.apps.is_some() {
+        if self.apps.is_some() {
             s += ", GPVs";
         }
         s
+    }
+
+    /// The apps on the GPVs; `None` when the host makes none.
+    pub fn apps_mut(&mut self) -> Option<&mut AppRuntime> {
+        self.apps.as_mut()
     }
 
     pub fn records(&mut self, records: &[FlowRecord]) -> Result<(), Failure> {
@@ -242,7 +256,7 @@ impl LiveExports {
 
     pub fn gpvs(&mut self, gpvs: &[Gpv]) -> Result<(), Failure> {
         for g in gpvs {
-            if let Some((apps, _)) = &mut self.apps {
+            if let Some(apps) = &mut self.apps {
                 apps.on_gpv(g);
             }
             if let Some(sink) = &mut self.gpv_sink {
@@ -279,10 +293,10 @@ impl LiveExports {
         if let Some(sink) = &mut self.gpv_sink {
             sink.finish().map_err(gpv_error)?;
         }
-        if let Some((apps, out)) = &mut self.apps {
-            write_app_report(apps, out.as_deref())?;
+        if let Some(apps) = self.apps.as_mut().filter(|a| !a.names().is_empty()) {
+            write_app_report(apps, self.apps_out.as_deref())?;
         }
-        if self.gpv_sink.is_some() || self.apps.is_some() {
+        if self.apps.is_some() {
             s += &format!("  GPVs: {} made\n", thousands(self.gpvs_seen));
         }
         Ok(s)

@@ -164,7 +164,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
             }
             other => out.take(other)?,
         }
-        local.service(&mut host);
+        local.service(&mut host, out.apps());
         out.tick()?;
     }
     let (summary, last) = finish_host(host, &mut out)?;
@@ -277,6 +277,11 @@ impl LiveOutput {
             Live::Reports(_) | Live::Idle | Live::Ended => {}
         }
         Ok(())
+    }
+
+    /// The apps on the host's GPVs; `None` when it makes none.
+    pub fn apps(&mut self) -> Option<&mut clarion_gpv::AppRuntime> {
+        self.exports.apps_mut()
     }
 
     /// The periodic summary line, when due; the record sinks flushed once a second.

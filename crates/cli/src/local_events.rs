@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
-use clarion_control::{Command, ControlError, ControlHandle, EventInfo, HostInfo, ServerToken};
+use clarion_control::{AppsInfo, Command, ControlError, ControlHandle, EventInfo, HostInfo, ServerToken};
 use clarion_engine::TriggerId;
+use clarion_gpv::{app_by_name, AppRuntime, APP_NAMES};
 use clarion_host::LiveHost;
 use clarion_lang::spec::EventSpec;
 use tokio::sync::{broadcast, mpsc};
@@ -68,6 +69,47 @@ pub struct LocalEvents {
     api: Option<mpsc::Receiver<Command>>,
     /// Reports for the API's `/v1/reports` stream.
     pub reports: Option<broadcast::Sender<String>>,
+}
+
+/// An apps command on the host's app runtime: apps start on the GPVs
+/// from now on and stop with their last report.
+fn app_command(cmd: Command, apps: &mut AppRuntime) {
+    let info = |apps: &AppRuntime| AppsInfo {
+        running: apps.names().into_iter().map(str::to_string).collect(),
+        available: APP_NAMES.iter().map(|n| n.to_string()).collect(),
+    };
+    let missing = |name: &str| ControlError::NotFound(format!("no app `{name}` is running"));
+    match cmd {
+        Command::Apps { reply } => drop(reply.send(Ok(info(apps)))),
+        Command::AddApp { name, reply } => {
+            let added = app_by_name(&name)
+                .and_then(|app| apps.add(app))
+                .map(|()| {
+                    eprintln!("clarion: app {name} started");
+                    info(apps)
+                })
+                .map_err(|e| ControlError::Invalid(e.to_string()));
+            drop(reply.send(added));
+        }
+        Command::ShowApp { name, reply } => {
+            let report = apps
+                .get_mut(&name)
+                .map(|a| a.report())
+                .ok_or_else(|| missing(&name));
+            drop(reply.send(report));
+        }
+        Command::RemoveApp { name, reply } => {
+            let report = apps
+                .remove(&name)
+                .map(|mut a| {
+                    eprintln!("clarion: app {name} stopped");
+                    a.report()
+                })
+                .ok_or_else(|| missing(&name));
+            drop(reply.send(report));
+        }
+        other => other.refuse_apps("not an apps command"),
+    }
 }
 
 /// Every event of an events file's text with its canonical source.
@@ -158,11 +200,12 @@ impl LocalEvents {
         Ok(())
     }
 
-    /// Serves what came since the last call: API commands, a SIGHUP
+    /// Serves what came since the last call: API commands (the events',
+    /// and the apps' on the host's GPVs when it makes them), a SIGHUP
     /// reload, removed events whose last window has been reported.
-    pub fn service(&mut self, host: &mut LiveHost) {
+    pub fn service(&mut self, host: &mut LiveHost, mut apps: Option<&mut AppRuntime>) {
         while let Some(cmd) = self.api.as_mut().and_then(|rx| rx.try_recv().ok()) {
-            self.command(cmd, host);
+            self.command(cmd, host, apps.as_deref_mut());
         }
         if self.reload.swap(false, Ordering::Relaxed) {
             self.reload(host);
@@ -177,8 +220,17 @@ impl LocalEvents {
         }
     }
 
-    fn command(&mut self, cmd: Command, host: &mut LiveHost) {
+    fn command(&mut self, cmd: Command, host: &mut LiveHost, apps: Option<&mut AppRuntime>) {
         match cmd {
+            Command::Apps { .. }
+            | Command::AddApp { .. }
+            | Command::ShowApp { .. }
+            | Command::RemoveApp { .. } => match apps {
+                Some(apps) => app_command(cmd, apps),
+                None => cmd.refuse_apps(
+                    "this host makes no GPVs, so it runs no apps: start it with --app NAME or --gpv FILE",
+                ),
+            },
             Command::Add { source, reply } => {
                 let _ = reply.send(self.add(&source, host));
             }

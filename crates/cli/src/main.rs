@@ -76,7 +76,7 @@ fn stdout_hint(command: &Command) -> Option<&'static str> {
         Command::Events(_) => Some("redirect it to a file or to /dev/null explicitly"),
         Command::Apps(a) => match &a.command {
             apps::AppsCommand::Run { output, .. } => output.is_none().then_some(OUTPUT),
-            apps::AppsCommand::List => Some("redirect it to a file or to /dev/null explicitly"),
+            _ => Some("redirect it to a file or to /dev/null explicitly"),
         },
         Command::Model(_) => Some("redirect it to a file or to /dev/null explicitly"),
         Command::Split(_) | Command::Credentials(_) => None,

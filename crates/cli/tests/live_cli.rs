@@ -234,6 +234,116 @@ fn live_flow_records_and_gpvs_count_every_packet() {
     );
 }
 
+/// Issue 20: metric apps started and stopped on a running host through its
+/// control API, without a restart. The profiler, started before the
+/// traffic, reports on the sender exactly what `clarion apps run` reports
+/// on the GPV file the host wrote; a stopped app answers with its last
+/// report; mistakes are refused with the API's words.
+#[test]
+fn apps_start_and_stop_on_a_running_host_through_the_control_api() {
+    let Some(net) = Net::new("p") else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (gpv, apps) = (dir.path().join("g.gpv"), dir.path().join("apps.json"));
+    let api = "http://127.0.0.1:8795";
+    let mut child = clarion_in(&net.a)
+        .args(["run", "-i", "va", "--stats-every", "0", "--duration", "8s"])
+        .args(["--api", "127.0.0.1:8795", "--api-no-auth", "--gpv"])
+        .arg(&gpv)
+        .arg("--app-output")
+        .arg(&apps)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let apps_cli = |args: &[&str]| {
+        let o = clarion_in(&net.a)
+            .args(["apps", "--api", api])
+            .args(args)
+            .output()
+            .expect("runs");
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // Up once the API answers (the host commits its memory first).
+    let up = Instant::now();
+    while apps_cli(&["running"]).0 != 0 && up.elapsed() < Duration::from_secs(10) {
+        if child.try_wait().ok().flatten().is_some() {
+            let mut err = String::new();
+            child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            panic!("the host ended before its API answered: {err}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, out, err) = apps_cli(&["add", "profiler"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("running: profiler"), "{out}");
+    let (code, _, err) = apps_cli(&["add", "profiler"]);
+    assert_eq!(code, 2, "twice: {err}");
+    assert!(err.contains("already running"), "{err}");
+    let (code, _, err) = apps_cli(&["add", "sniffer"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no app named \"sniffer\""), "{err}");
+    let (code, _, err) = apps_cli(&["show", "microburst"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no app `microburst` is running"), "{err}");
+    let (code, _, err) = apps_cli(&["add", "classifier"]);
+    assert_eq!(code, 0, "{err}");
+
+    let sent = in_netns(&net.b, || {
+        let sock = UdpSocket::bind(("10.231.0.2", 40_010)).ok()?;
+        for i in 0..50u64 {
+            sock.send_to(&vec![1u8; 100 + i as usize], "10.231.0.1:9999")
+                .ok()?;
+            std::thread::sleep(Duration::from_millis(3));
+        }
+        Some(())
+    })
+    .flatten();
+    assert!(sent.is_some(), "sent the datagrams");
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, out, err) = apps_cli(&["rm", "classifier"]);
+    assert_eq!(code, 0, "{err}");
+    let last: serde_json::Value = serde_json::from_str(&out).expect("the classifier's last report");
+    assert!(last.to_string().contains("10.231.0.2"), "it saw the flow: {last}");
+    let (code, out, _) = apps_cli(&["running"]);
+    assert_eq!((code, out.trim()), (0, "profiler"));
+
+    let run = child.wait_with_output().expect("ends");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    assert!(
+        err.contains("app profiler started") && err.contains("app classifier stopped"),
+        "{err}"
+    );
+    let on_host: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&apps).expect("the apps' report")).expect("JSON");
+    let from_file = Command::new(assert_cmd::cargo::cargo_bin("clarion"))
+        .args(["apps", "run", "profiler", "--gpv"])
+        .arg(&gpv)
+        .output()
+        .expect("runs");
+    assert!(
+        from_file.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_file.stderr)
+    );
+    let from_file: serde_json::Value = serde_json::from_slice(&from_file.stdout).expect("JSON");
+    let sender = |v: &serde_json::Value| {
+        v["apps"]["profiler"]["hosts"]
+            .as_array()
+            .and_then(|hosts| hosts.iter().find(|h| h["host"] == "10.231.0.2").cloned())
+    };
+    let host = sender(&on_host).expect("the sender in the host's report");
+    assert_eq!(host["packets"], 50, "{host}");
+    assert_eq!(
+        Some(host),
+        sender(&from_file),
+        "the host's profiler and the file's agree"
+    );
+}
+
 /// With `--down-timeout 0`, an interface that goes down stops the run at
 /// once with an error naming it, instead of quiet windows that saw nothing.
 #[test]

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-use crate::model::{ErrorBody, EventInfo, HostInfo};
+use crate::model::{AppRequest, AppsInfo, ErrorBody, EventInfo, HostInfo};
 
 #[derive(Debug, Error)]
 pub enum ClientError {
@@ -107,6 +107,37 @@ impl Client {
 
     pub fn hosts(&self) -> Result<Vec<HostInfo>, ClientError> {
         self.read(self.auth(self.agent.get(self.url("/v1/hosts"))).call())
+    }
+
+    pub fn apps(&self) -> Result<AppsInfo, ClientError> {
+        self.read(self.auth(self.agent.get(self.url("/v1/apps"))).call())
+    }
+
+    pub fn add_app(&self, name: &str) -> Result<AppsInfo, ClientError> {
+        let body = serde_json::to_string(&AppRequest {
+            name: name.to_string(),
+        })
+        .map_err(|e| ClientError::Body(e.to_string()))?;
+        let req = self
+            .auth(self.agent.post(self.url("/v1/apps")))
+            .header("Content-Type", "application/json");
+        self.read(req.send(body))
+    }
+
+    /// A running app's report so far.
+    pub fn show_app(&self, name: &str) -> Result<serde_json::Value, ClientError> {
+        self.read(
+            self.auth(self.agent.get(self.url(&format!("/v1/apps/{name}"))))
+                .call(),
+        )
+    }
+
+    /// Stops an app; its last report.
+    pub fn remove_app(&self, name: &str) -> Result<serde_json::Value, ClientError> {
+        self.read(
+            self.auth(self.agent.delete(self.url(&format!("/v1/apps/{name}"))))
+                .call(),
+        )
     }
 
     /// Follows fired events: calls `each` with every report's JSON text

@@ -17,7 +17,7 @@ pub mod server;
 pub mod token;
 
 pub use client::{Client, ClientError};
-pub use model::{Command, ControlError, EventInfo, HostInfo};
+pub use model::{AppRequest, AppsInfo, Command, ControlError, EventInfo, HostInfo};
 pub use server::{spawn, ControlHandle};
 pub use token::{ServerToken, TokenError};
 

@@ -44,6 +44,20 @@ pub struct HostInfo {
     pub polls_missed: u64,
 }
 
+/// The metric apps of a live host (`/v1/apps`): those running on its GPVs,
+/// and those it knows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppsInfo {
+    pub running: Vec<String>,
+    pub available: Vec<String>,
+}
+
+/// The body of `POST /v1/apps`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppRequest {
+    pub name: String,
+}
+
 /// The body of every error response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -143,6 +157,48 @@ pub enum Command {
     Hosts {
         reply: Reply<Vec<HostInfo>>,
     },
+    /// A live host's metric apps: those running and those known.
+    Apps {
+        reply: Reply<AppsInfo>,
+    },
+    /// Starts an app on the host's GPVs from now on.
+    AddApp {
+        name: String,
+        reply: Reply<AppsInfo>,
+    },
+    /// A running app's report so far.
+    ShowApp {
+        name: String,
+        reply: Reply<serde_json::Value>,
+    },
+    /// Stops an app; the answer is its last report.
+    RemoveApp {
+        name: String,
+        reply: Reply<serde_json::Value>,
+    },
+}
+
+impl Command {
+    /// Answers an apps command where no apps run (a manager) with 404
+    /// saying `why`; any other command is refused as a bug would be (500).
+    pub fn refuse_apps(self, why: &str) {
+        fn no<T>(why: &str) -> Result<T, ControlError> {
+            Err(ControlError::NotFound(why.to_string()))
+        }
+        match self {
+            Command::Apps { reply } | Command::AddApp { reply, .. } => drop(reply.send(no(why))),
+            Command::ShowApp { reply, .. } | Command::RemoveApp { reply, .. } => drop(reply.send(no(why))),
+            Command::Add { reply, .. } | Command::List { reply } => {
+                drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
+            }
+            Command::Remove { reply, .. } | Command::Show { reply, .. } => {
+                drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
+            }
+            Command::Hosts { reply } => {
+                drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

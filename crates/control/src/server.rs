@@ -34,7 +34,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 
-use crate::model::{Command, ControlError, ErrorBody, Reply};
+use crate::model::{AppRequest, Command, ControlError, ErrorBody, Reply};
 
 /// What the routes need: where commands go, and the stream of fired events (JSON text).
 #[derive(Clone, Debug)]
@@ -181,6 +181,41 @@ async fn hosts(State(h): State<ControlHandle>) -> Response {
     }
 }
 
+async fn apps(State(h): State<ControlHandle>) -> Response {
+    match ask(&h, |reply| Command::Apps { reply }).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn add_app(State(h): State<ControlHandle>, body: Bytes) -> Response {
+    let name = match serde_json::from_slice::<AppRequest>(&body) {
+        Ok(r) => r.name,
+        Err(e) => {
+            return ControlError::Invalid(format!("the body must be {{\"name\": \"APP\"}}: {e}"))
+                .into_response()
+        }
+    };
+    match ask(&h, |reply| Command::AddApp { name, reply }).await {
+        Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn show_app(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    match ask(&h, |reply| Command::ShowApp { name, reply }).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn remove_app(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    match ask(&h, |reply| Command::RemoveApp { name, reply }).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
 async fn reports(State(h): State<ControlHandle>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = BroadcastStream::new(h.reports.subscribe()).map(|item| {
         Ok(match item {
@@ -254,6 +289,8 @@ pub fn router(h: ControlHandle) -> Router {
         .route("/v1/events", get(list).post(add))
         .route("/v1/events/{name}", get(show).delete(remove))
         .route("/v1/hosts", get(hosts))
+        .route("/v1/apps", get(apps).post(add_app))
+        .route("/v1/apps/{name}", get(show_app).delete(remove_app))
         .route("/v1/reports", get(reports))
         .route("/v1/openapi.yaml", get(openapi))
         .route_layer(middleware::from_fn_with_state(h.clone(), check_token));

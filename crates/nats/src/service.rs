@@ -930,6 +930,14 @@ impl Service {
 
     async fn command(&mut self, c: Command) {
         match c {
+            Command::Apps { .. }
+            | Command::AddApp { .. }
+            | Command::ShowApp { .. }
+            | Command::RemoveApp { .. } => {
+                c.refuse_apps(
+                    "the manager runs no metric apps: a live host does (clarion run -i ... --api ADDR with --gpv FILE or --app NAME)",
+                );
+            }
             Command::List { reply } => {
                 let _ = reply.send(Ok(self.book.infos()));
             }
