@@ -1,20 +1,38 @@
 //! What every Clarion Parquet file shares, whatever its rows: the schema
 //! name in the key-value metadata, the writer's properties, creating a
 //! file with an error naming it, opening one (checking the schema name),
-//! and turning the format library's errors into the sink seam's.
+//! and the writing sink itself, [`Table`].
 //!
 //! Properties: Snappy compression (pure Rust here, and read by every
 //! Parquet implementation; zstd would shrink files ~20% more but builds C
 //! code), dictionary encoding on (the default: `end_reason`, ports and
 //! addresses repeat), row groups of a fixed number of rows (a reader skips
 //! or parallelizes by row group; 64 Ki rows of flow records are a few MB).
-
+//!
+//! # The table: one state machine for every sink
+//!
+//! [`Table`] holds the encoder, the schema and the Arrow builders of one
+//! schema ([`Builders`]: append a row, count the rows, finish a batch).
+//! `write` appends and, every `row_group_rows` rows, hands the builders'
+//! batch to the encoder, which then writes one row group; `flush` hands
+//! a partial batch to the encoder (it joins the row group in progress, so
+//! flushing never splits a row group) and pushes finished row groups out
+//! of the encoder's buffer to `W`; `finish` writes the last row group and
+//! the footer. Memory is bounded by one row group encoded plus one of
+//! builders.
+//!
+//! Invariant (the sink seams' contract): after any failure, or after
+//! `finish`, nothing more is written; every later call returns the
+//! seam's "closed" error, or `BrokenPipe` again where the seam has one and
+//! the reader went away. Failures are [`Failure`]s, and each seam's error
+//! type says how it names them ([`SinkError`]), so the state machine is
+//! written once for flow records and GPVs.
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
-use arrow_schema::SchemaRef;
-use clarion_records::RecordError;
+use arrow_array::RecordBatch;
+use arrow_schema::{ArrowError, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -98,37 +116,213 @@ pub(crate) fn open(
     Ok(builder)
 }
 
-/// The sink seam's error for a failure of the format library: an I/O
-/// error stays one (a broken pipe stays `BrokenPipe`), anything else is
-/// an encoding error naming the destination.
-pub(crate) fn record_error(destination: &str, e: parquet::errors::ParquetError) -> RecordError {
-    let message = match e {
+/// The I/O error under a failure of the format library (`W` failed), or
+/// the failure's message when it is another.
+pub(crate) fn io_source(e: parquet::errors::ParquetError) -> Result<io::Error, String> {
+    match e {
         parquet::errors::ParquetError::External(inner) => match inner.downcast::<io::Error>() {
-            Ok(source) if source.kind() == io::ErrorKind::BrokenPipe => return RecordError::BrokenPipe,
-            Ok(source) => {
-                return RecordError::Io {
-                    destination: destination.to_string(),
-                    source: *source,
-                }
-            }
-            Err(other) => other.to_string(),
+            Ok(source) => Ok(*source),
+            Err(other) => Err(other.to_string()),
         },
-        other => other.to_string(),
-    };
-    RecordError::Encode {
-        destination: destination.to_string(),
-        message,
+        other => Err(other.to_string()),
     }
 }
 
-/// A failure of the format library as a message for a sink error that
-/// names its destination elsewhere (the GPV seam has no I/O variant).
-pub(crate) fn library_message(e: parquet::errors::ParquetError) -> String {
-    match e {
-        parquet::errors::ParquetError::External(inner) => match inner.downcast::<io::Error>() {
-            Ok(source) => format!("cannot write: {source}"),
-            Err(other) => other.to_string(),
-        },
-        other => other.to_string(),
+/// The Arrow builders of one schema, one per column, in its order.
+pub(crate) trait Builders {
+    /// What one row is made of.
+    type Row: ?Sized;
+    /// The schema's name and version, the metadata [`SCHEMA_KEY`].
+    const SCHEMA_NAME: &'static str;
+
+    /// The Arrow schema the batches have.
+    fn schema() -> SchemaRef;
+
+    /// Empty builders.
+    fn new() -> Self;
+
+    /// Appends one row, or says why the schema cannot hold it (appending
+    /// nothing then).
+    fn append(&mut self, row: &Self::Row) -> Result<(), String>;
+
+    /// Rows appended since the last batch.
+    fn len(&self) -> usize;
+
+    /// The rows so far as a batch of `schema`; the builders start empty
+    /// again.
+    fn finish_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError>;
+}
+
+/// Why a table failed; the sink's seam names it ([`SinkError`]).
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// A row the schema cannot hold ([`Builders::append`] says why).
+    Refused(String),
+    /// The builders' arrays do not make a batch of the schema.
+    Batch(ArrowError),
+    /// The format library, or `W` under it, failed.
+    Write(parquet::errors::ParquetError),
+}
+
+impl Failure {
+    /// Whether `W` failed because its reader went away.
+    fn is_broken_pipe(&self) -> bool {
+        match self {
+            Failure::Write(parquet::errors::ParquetError::External(inner)) => inner
+                .downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe),
+            _ => false,
+        }
+    }
+}
+
+/// How a sink seam's error type names a table's failures.
+pub(crate) trait SinkError {
+    /// A call after a failure or after `finish`; `broken_pipe` when the
+    /// failure was the reader going away.
+    fn closed(destination: &str, broken_pipe: bool) -> Self;
+
+    /// The failure `f` of the table writing to `destination`.
+    fn failure(destination: &str, f: Failure) -> Self;
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    Finished,
+    Failed,
+    BrokenPipe,
+}
+
+/// A Parquet stream of the rows of `C` written to `W` (the module's
+/// documentation has its state machine and cost).
+pub(crate) struct Table<W: Write + Send, C> {
+    writer: ArrowWriter<W>,
+    schema: SchemaRef,
+    columns: C,
+    row_group_rows: usize,
+    destination: String,
+    state: State,
+    /// The row groups of the file, once finished (the encoder's list is
+    /// moved into the footer).
+    finished_row_groups: Option<usize>,
+}
+
+impl<W: Write + Send, C: Builders> Table<W, C> {
+    /// Starts a file on `out` (writes the magic bytes), with row groups of
+    /// `rows` rows (at least 1); `destination` names it in errors.
+    pub(crate) fn start(out: W, destination: String, rows: usize) -> Result<Self, ParquetError> {
+        let schema = C::schema();
+        let rows = rows.max(1);
+        let writer = start(out, &destination, schema.clone(), C::SCHEMA_NAME, rows)?;
+        Ok(Table {
+            writer,
+            schema,
+            columns: C::new(),
+            row_group_rows: rows,
+            destination,
+            state: State::Open,
+            finished_row_groups: None,
+        })
+    }
+
+    /// Row groups written to `W` so far (all of them after `finish`).
+    pub(crate) fn row_groups(&self) -> usize {
+        self.finished_row_groups
+            .unwrap_or(self.writer.flushed_row_groups().len())
+    }
+
+    pub(crate) fn inner(&self) -> &W {
+        self.writer.inner()
+    }
+
+    pub(crate) fn destination(&self) -> &str {
+        &self.destination
+    }
+
+    fn check<E: SinkError>(&self) -> Result<(), E> {
+        match self.state {
+            State::Open => Ok(()),
+            State::BrokenPipe => Err(E::closed(&self.destination, true)),
+            State::Finished | State::Failed => Err(E::closed(&self.destination, false)),
+        }
+    }
+
+    /// Closes the table after `f` (the contract: nothing is written after).
+    fn fail<E: SinkError>(&mut self, f: Failure) -> E {
+        self.state = if f.is_broken_pipe() {
+            State::BrokenPipe
+        } else {
+            State::Failed
+        };
+        E::failure(&self.destination, f)
+    }
+
+    /// Appends one row; every `row_group_rows` rows become a row group.
+    pub(crate) fn write<E: SinkError>(&mut self, row: &C::Row) -> Result<(), E> {
+        self.check()?;
+        if let Err(why) = self.columns.append(row) {
+            return Err(self.fail(Failure::Refused(why)));
+        }
+        if self.columns.len() >= self.row_group_rows {
+            self.write_batch()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the buffered rows to the encoder and pushes finished row
+    /// groups to `W`. The file stays unreadable until `finish`.
+    pub(crate) fn flush<E: SinkError>(&mut self) -> Result<(), E> {
+        self.check()?;
+        self.write_batch()?;
+        match self.writer.sync() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.fail(Failure::Write(e.into()))),
+        }
+    }
+
+    /// Writes the last row group and the footer: the file is complete.
+    pub(crate) fn finish<E: SinkError>(&mut self) -> Result<(), E> {
+        self.check()?;
+        self.write_batch()?;
+        match self.writer.finish() {
+            Ok(meta) => {
+                self.finished_row_groups = Some(meta.num_row_groups());
+                self.state = State::Finished;
+                Ok(())
+            }
+            Err(e) => Err(self.fail(Failure::Write(e))),
+        }
+    }
+
+    /// Hands the buffered rows to the encoder, which writes a row group
+    /// each time it holds `row_group_rows`.
+    fn write_batch<E: SinkError>(&mut self) -> Result<(), E> {
+        if self.columns.len() == 0 {
+            return Ok(());
+        }
+        let batch = match self.columns.finish_batch(&self.schema) {
+            Ok(b) => b,
+            Err(e) => return Err(self.fail(Failure::Batch(e))),
+        };
+        match self.writer.write(&batch) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.fail(Failure::Write(e))),
+        }
+    }
+}
+
+/// A `W` whose reader went away: every write and flush fails with
+/// `BrokenPipe`.
+#[cfg(test)]
+pub(crate) struct BrokenPipe;
+
+#[cfg(test)]
+impl Write for BrokenPipe {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::BrokenPipe.into())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Err(io::ErrorKind::BrokenPipe.into())
     }
 }

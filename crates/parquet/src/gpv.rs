@@ -31,15 +31,14 @@
 //! # Buffering and cost
 //!
 //! As the flow-record writer: `write` appends to Arrow builders (one
-//! `community_id` SHA-1 per GPV, the rest copies), and every
-//! `row_group_rows` GPVs become one row group; `flush` hands the partial
-//! batch to the encoder (it joins the row group in progress, so flushing
-//! never splits a row group) and pushes finished row groups to `W`. Row
-//! groups count GPVs, [`DEFAULT_GPV_ROW_GROUP_ROWS`] of them: a GPV holds
-//! up to 28 packets with the default cache (narrow 4 + wide 24), so 16 Ki
-//! GPVs are about as many values as 64 Ki flow records. Memory is bounded
-//! by one row group encoded plus one of builders. The file is readable
-//! only after `finish` wrote the footer (see the crate's documentation).
+//! `community_id` SHA-1 per GPV, the rest copies), and the writing is
+//! `file.rs`'s `Table`: every `row_group_rows` GPVs become one row group,
+//! and flushing never splits one. Row groups count GPVs,
+//! [`DEFAULT_GPV_ROW_GROUP_ROWS`] of them: a GPV holds up to 28 packets
+//! with the default cache (narrow 4 + wide 24), so 16 Ki GPVs are about
+//! as many values as 64 Ki flow records. Memory is bounded by one row
+//! group encoded plus one of builders. The file is readable only after
+//! `finish` wrote the footer (see the crate's documentation).
 //!
 //! Refused, closing the sink (the seam's contract): a GPV whose
 //! `packet_count` is not its number of packets, or one with a packet time
@@ -64,9 +63,8 @@ use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
 use clarion_gpv::{EvictCause, Gpv, GpvError, GpvHeader, GpvSink, PacketFeatures, TcpSeq};
 use clarion_records::community_id;
 use clarion_wire::FlowKey;
-use parquet::arrow::ArrowWriter;
 
-use crate::file;
+use crate::file::{self, Builders, Failure, SinkError, Table};
 use crate::ParquetError;
 
 /// The schema name in the key-value metadata `clarion.schema`.
@@ -143,7 +141,14 @@ struct Columns {
     text: String,
 }
 
-impl Columns {
+impl Builders for Columns {
+    type Row = Gpv;
+    const SCHEMA_NAME: &'static str = GPV_SCHEMA;
+
+    fn schema() -> SchemaRef {
+        gpv_schema()
+    }
+
     fn new() -> Columns {
         Columns {
             src_ip: StringBuilder::new(),
@@ -168,6 +173,60 @@ impl Columns {
         }
     }
 
+    /// Refuses a GPV whose `packet_count` is not its number of packets,
+    /// and one with a time after 2262-04-11.
+    fn append(&mut self, gpv: &Gpv) -> Result<(), String> {
+        let h = &gpv.header;
+        if usize::try_from(h.packet_count).ok() != Some(gpv.packets.len()) {
+            return Err(format!(
+                "a GPV's packet_count {} is not its {} packets",
+                h.packet_count,
+                gpv.packets.len()
+            ));
+        }
+        let last = h
+            .start_ns
+            .checked_add(u64::from(gpv.packets.iter().map(|p| p.delta).max().unwrap_or(0)));
+        let (Ok(start), Some(Ok(_))) = (i64::try_from(h.start_ns), last.map(i64::try_from)) else {
+            return Err(format!(
+                "a GPV starting at {} ns has times after 2262-04-11, beyond a Parquet nanosecond timestamp",
+                h.start_ns
+            ));
+        };
+        self.push(gpv, start);
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// The rows so far as a batch; the builders start empty again.
+    fn finish_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.src_ip.finish()),
+            Arc::new(self.dst_ip.finish()),
+            Arc::new(self.src_port.finish()),
+            Arc::new(self.dst_port.finish()),
+            Arc::new(self.proto.finish()),
+            Arc::new(self.vlan.finish()),
+            Arc::new(self.community_id.finish()),
+            Arc::new(self.interface.finish()),
+            Arc::new(self.start_ns.finish()),
+            Arc::new(self.packet_count.finish()),
+            Arc::new(self.cause.finish()),
+            Arc::new(self.ts_ns.finish()),
+            Arc::new(self.size.finish()),
+            Arc::new(self.tcp_flags.finish()),
+            Arc::new(self.seq.finish()),
+            Arc::new(self.ack.finish()),
+        ];
+        self.rows = 0;
+        RecordBatch::try_new(schema.clone(), columns)
+    }
+}
+
+impl Columns {
     /// Appends one row; `start` and every packet time were checked to fit
     /// an `i64`.
     fn push(&mut self, gpv: &Gpv, start: i64) {
@@ -206,36 +265,31 @@ impl Columns {
         self.ack.append(true);
         self.rows += 1;
     }
-
-    /// The rows so far as a batch; the builders start empty again.
-    fn take(&mut self, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.src_ip.finish()),
-            Arc::new(self.dst_ip.finish()),
-            Arc::new(self.src_port.finish()),
-            Arc::new(self.dst_port.finish()),
-            Arc::new(self.proto.finish()),
-            Arc::new(self.vlan.finish()),
-            Arc::new(self.community_id.finish()),
-            Arc::new(self.interface.finish()),
-            Arc::new(self.start_ns.finish()),
-            Arc::new(self.packet_count.finish()),
-            Arc::new(self.cause.finish()),
-            Arc::new(self.ts_ns.finish()),
-            Arc::new(self.size.finish()),
-            Arc::new(self.tcp_flags.finish()),
-            Arc::new(self.seq.finish()),
-            Arc::new(self.ack.finish()),
-        ];
-        self.rows = 0;
-        RecordBatch::try_new(schema.clone(), columns)
-    }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    Open,
-    Closed,
+/// The seam's names for a table's failures: `Sink` with the message
+/// (the GPV seam has no I/O or broken-pipe variant), then `Closed`.
+impl SinkError for GpvError {
+    fn closed(destination: &str, _broken_pipe: bool) -> Self {
+        GpvError::Closed {
+            destination: destination.to_string(),
+        }
+    }
+
+    fn failure(destination: &str, f: Failure) -> Self {
+        let message = match f {
+            Failure::Refused(message) => message,
+            Failure::Batch(e) => e.to_string(),
+            Failure::Write(e) => match file::io_source(e) {
+                Ok(source) => format!("cannot write: {source}"),
+                Err(message) => message,
+            },
+        };
+        GpvError::Sink {
+            destination: destination.to_string(),
+            message,
+        }
+    }
 }
 
 /// Writes GPVs as a Parquet file (the module's schema) to `W`.
@@ -244,15 +298,7 @@ enum State {
 /// Dropping the sink without `finish` leaves a file without a footer,
 /// which no reader opens.
 pub struct ParquetGpvs<W: Write + Send> {
-    writer: ArrowWriter<W>,
-    schema: SchemaRef,
-    columns: Columns,
-    row_group_rows: usize,
-    destination: String,
-    state: State,
-    /// The row groups of the file, once finished (the encoder's list is
-    /// moved into the footer).
-    finished_row_groups: Option<usize>,
+    table: Table<W, Columns>,
 }
 
 impl<W: Write + Send> ParquetGpvs<W> {
@@ -268,123 +314,40 @@ impl<W: Write + Send> ParquetGpvs<W> {
         destination: impl Into<String>,
         rows: usize,
     ) -> Result<Self, ParquetError> {
-        let destination = destination.into();
-        let schema = gpv_schema();
-        let rows = rows.max(1);
-        let writer = file::start(out, &destination, schema.clone(), GPV_SCHEMA, rows)?;
-        Ok(ParquetGpvs {
-            writer,
-            schema,
-            columns: Columns::new(),
-            row_group_rows: rows,
-            destination,
-            state: State::Open,
-            finished_row_groups: None,
-        })
+        let table = Table::start(out, destination.into(), rows)?;
+        Ok(ParquetGpvs { table })
     }
 
     /// Row groups written to `W` so far (all of them after `finish`).
     pub fn row_groups(&self) -> usize {
-        self.finished_row_groups
-            .unwrap_or(self.writer.flushed_row_groups().len())
+        self.table.row_groups()
     }
 
     /// The destination (after `finish` returned `Ok` it holds the whole
     /// file: a file in memory for tests).
     pub fn inner(&self) -> &W {
-        self.writer.inner()
-    }
-
-    fn check(&self) -> Result<(), GpvError> {
-        match self.state {
-            State::Open => Ok(()),
-            State::Closed => Err(GpvError::Closed {
-                destination: self.destination.clone(),
-            }),
-        }
-    }
-
-    /// Closes the sink after a failure described by `message` (the
-    /// contract: nothing is written after).
-    fn fail(&mut self, message: String) -> GpvError {
-        self.state = State::Closed;
-        GpvError::Sink {
-            destination: self.destination.clone(),
-            message,
-        }
-    }
-
-    /// Hands the buffered rows to the encoder, which writes a row group
-    /// each time it holds `row_group_rows`.
-    fn write_batch(&mut self) -> Result<(), GpvError> {
-        if self.columns.rows == 0 {
-            return Ok(());
-        }
-        let batch = match self.columns.take(&self.schema) {
-            Ok(b) => b,
-            Err(e) => return Err(self.fail(e.to_string())),
-        };
-        match self.writer.write(&batch) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.fail(file::library_message(e))),
-        }
+        self.table.inner()
     }
 }
 
 impl<W: Write + Send> GpvSink for ParquetGpvs<W> {
     fn write(&mut self, gpv: &Gpv) -> Result<(), GpvError> {
-        self.check()?;
-        let h = &gpv.header;
-        if usize::try_from(h.packet_count).ok() != Some(gpv.packets.len()) {
-            return Err(self.fail(format!(
-                "a GPV's packet_count {} is not its {} packets",
-                h.packet_count,
-                gpv.packets.len()
-            )));
-        }
-        let last = h
-            .start_ns
-            .checked_add(u64::from(gpv.packets.iter().map(|p| p.delta).max().unwrap_or(0)));
-        let (Ok(start), Some(Ok(_))) = (i64::try_from(h.start_ns), last.map(i64::try_from)) else {
-            return Err(self.fail(format!(
-                "a GPV starting at {} ns has times after 2262-04-11, beyond a Parquet nanosecond timestamp",
-                h.start_ns
-            )));
-        };
-        self.columns.push(gpv, start);
-        if self.columns.rows >= self.row_group_rows {
-            self.write_batch()?;
-        }
-        Ok(())
+        self.table.write(gpv)
     }
 
     /// Hands the buffered GPVs to the encoder and pushes finished row
     /// groups to `W`. The file stays unreadable until `finish`.
     fn flush(&mut self) -> Result<(), GpvError> {
-        self.check()?;
-        self.write_batch()?;
-        match self.writer.sync() {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.fail(format!("cannot write: {e}"))),
-        }
+        self.table.flush()
     }
 
     /// Writes the last row group and the footer: the file is complete.
     fn finish(&mut self) -> Result<(), GpvError> {
-        self.check()?;
-        self.write_batch()?;
-        match self.writer.finish() {
-            Ok(meta) => {
-                self.finished_row_groups = Some(meta.num_row_groups());
-                self.state = State::Closed;
-                Ok(())
-            }
-            Err(e) => Err(self.fail(file::library_message(e))),
-        }
+        self.table.finish()
     }
 
     fn destination(&self) -> &str {
-        &self.destination
+        self.table.destination()
     }
 }
 
@@ -654,19 +617,9 @@ mod tests {
         assert!(matches!(sink.finish(), Err(GpvError::Closed { .. })));
     }
 
-    struct Closed;
-    impl Write for Closed {
-        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
-            Err(std::io::ErrorKind::BrokenPipe.into())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Err(std::io::ErrorKind::BrokenPipe.into())
-        }
-    }
-
     #[test]
     fn a_write_error_names_the_destination_and_closes_the_sink() {
-        let mut sink = ParquetGpvs::with_row_group_rows(Closed, "stdout", 1).unwrap();
+        let mut sink = ParquetGpvs::with_row_group_rows(file::BrokenPipe, "stdout", 1).unwrap();
         sink.write(&gpv(1, &[0])).unwrap();
         let e = sink.flush().unwrap_err();
         assert!(
@@ -692,7 +645,7 @@ mod tests {
         .unwrap();
         let mut c = Columns::new();
         c.push(g, i64::try_from(g.header.start_ns).unwrap());
-        w.write(&c.take(&schema).unwrap()).unwrap();
+        w.write(&c.finish_batch(&schema).unwrap()).unwrap();
         w.close().unwrap();
         path
     }

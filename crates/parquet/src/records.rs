@@ -6,18 +6,16 @@
 //! # Buffering and cost
 //!
 //! `write` appends to Arrow column builders (one `community_id` string
-//! and SHA-1 per record, the rest copies); every `row_group_rows` rows the
-//! builders become a record batch that the Parquet encoder turns into one
-//! row group, written to `W`. `flush` hands a partial batch to the encoder
-//! (it joins the row group in progress: row groups keep their size however
-//! often the host flushes) and pushes finished row groups out of the
-//! encoder's buffer to `W`. Memory is bounded by one row group, encoded,
-//! plus one of builders. The file is readable only after `finish` wrote
-//! the footer (see the crate's documentation).
+//! and SHA-1 per record, the rest copies); the writing, row groups and
+//! closing after errors are `file.rs`'s `Table`: every `row_group_rows`
+//! records become one row group, flushes never split one, and memory is
+//! bounded by one row group encoded plus one of builders. The file is
+//! readable only after `finish` wrote the footer (see the crate's
+//! documentation). A reader that went away is `BrokenPipe`, and stays it.
 
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::Write;
+use std::io::{self, Write};
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -32,9 +30,8 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use clarion_records::{EndReason, FlowRecord, RecordError, RecordSink, SCHEMA};
 use clarion_wire::FlowKey;
-use parquet::arrow::ArrowWriter;
 
-use crate::file::{self, DEFAULT_ROW_GROUP_ROWS};
+use crate::file::{self, Builders, Failure, SinkError, Table, DEFAULT_ROW_GROUP_ROWS};
 use crate::ParquetError;
 
 const UTC: &str = "UTC";
@@ -115,7 +112,14 @@ struct Columns {
     text: String,
 }
 
-impl Columns {
+impl Builders for Columns {
+    type Row = FlowRecord;
+    const SCHEMA_NAME: &'static str = SCHEMA;
+
+    fn schema() -> SchemaRef {
+        flow_schema()
+    }
+
     fn new() -> Columns {
         Columns {
             src_ip: StringBuilder::new(),
@@ -138,6 +142,48 @@ impl Columns {
         }
     }
 
+    /// Refuses a time after 2262-04-11 (beyond a Parquet nanosecond
+    /// timestamp) rather than wrapping it.
+    fn append(&mut self, r: &FlowRecord) -> Result<(), String> {
+        let (Ok(first), Ok(last)) = (i64::try_from(r.first_ns), i64::try_from(r.last_ns)) else {
+            return Err(format!(
+                "the times {}..{} ns are after 2262-04-11, beyond a Parquet nanosecond timestamp",
+                r.first_ns, r.last_ns
+            ));
+        };
+        self.push(r, first, last);
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// The rows so far as a batch; the builders start empty again.
+    fn finish_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.src_ip.finish()),
+            Arc::new(self.dst_ip.finish()),
+            Arc::new(self.src_port.finish()),
+            Arc::new(self.dst_port.finish()),
+            Arc::new(self.proto.finish()),
+            Arc::new(self.vlan.finish()),
+            Arc::new(self.first_ns.finish()),
+            Arc::new(self.last_ns.finish()),
+            Arc::new(self.packets.finish()),
+            Arc::new(self.bytes.finish()),
+            Arc::new(self.tcp_flags.finish()),
+            Arc::new(self.min_size.finish()),
+            Arc::new(self.max_size.finish()),
+            Arc::new(self.end_reason.finish()),
+            Arc::new(self.community_id.finish()),
+        ];
+        self.rows = 0;
+        RecordBatch::try_new(schema.clone(), columns)
+    }
+}
+
+impl Columns {
     /// Appends one row; the times were checked to fit an `i64`.
     fn push(&mut self, r: &FlowRecord, first_ns: i64, last_ns: i64) {
         let k = &r.key;
@@ -164,37 +210,42 @@ impl Columns {
         self.community_id.append_value(r.community_id());
         self.rows += 1;
     }
-
-    /// The rows so far as a batch; the builders start empty again.
-    fn take(&mut self, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.src_ip.finish()),
-            Arc::new(self.dst_ip.finish()),
-            Arc::new(self.src_port.finish()),
-            Arc::new(self.dst_port.finish()),
-            Arc::new(self.proto.finish()),
-            Arc::new(self.vlan.finish()),
-            Arc::new(self.first_ns.finish()),
-            Arc::new(self.last_ns.finish()),
-            Arc::new(self.packets.finish()),
-            Arc::new(self.bytes.finish()),
-            Arc::new(self.tcp_flags.finish()),
-            Arc::new(self.min_size.finish()),
-            Arc::new(self.max_size.finish()),
-            Arc::new(self.end_reason.finish()),
-            Arc::new(self.community_id.finish()),
-        ];
-        self.rows = 0;
-        RecordBatch::try_new(schema.clone(), columns)
-    }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    Open,
-    Finished,
-    Failed,
-    BrokenPipe,
+/// The seam's names for a table's failures: a reader that went away is
+/// `BrokenPipe` (and stays it), any other I/O error `Io`, the rest
+/// `Encode`.
+impl SinkError for RecordError {
+    fn closed(destination: &str, broken_pipe: bool) -> Self {
+        if broken_pipe {
+            RecordError::BrokenPipe
+        } else {
+            RecordError::Closed {
+                destination: destination.to_string(),
+            }
+        }
+    }
+
+    fn failure(destination: &str, f: Failure) -> Self {
+        let message = match f {
+            Failure::Refused(message) => message,
+            Failure::Batch(e) => e.to_string(),
+            Failure::Write(e) => match file::io_source(e) {
+                Ok(source) if source.kind() == io::ErrorKind::BrokenPipe => return RecordError::BrokenPipe,
+                Ok(source) => {
+                    return RecordError::Io {
+                        destination: destination.to_string(),
+                        source,
+                    }
+                }
+                Err(message) => message,
+            },
+        };
+        RecordError::Encode {
+            destination: destination.to_string(),
+            message,
+        }
+    }
 }
 
 /// Writes flow records as a Parquet file (the module's schema) to `W`.
@@ -203,15 +254,7 @@ enum State {
 /// Dropping the sink without `finish` leaves a file without a footer,
 /// which no reader opens.
 pub struct ParquetRecords<W: Write + Send> {
-    writer: ArrowWriter<W>,
-    schema: SchemaRef,
-    columns: Columns,
-    row_group_rows: usize,
-    destination: String,
-    state: State,
-    /// The row groups of the file, once finished (the encoder's list is
-    /// moved into the footer).
-    finished_row_groups: Option<usize>,
+    table: Table<W, Columns>,
 }
 
 impl<W: Write + Send> ParquetRecords<W> {
@@ -227,127 +270,40 @@ impl<W: Write + Send> ParquetRecords<W> {
         destination: impl Into<String>,
         rows: usize,
     ) -> Result<Self, ParquetError> {
-        let destination = destination.into();
-        let schema = flow_schema();
-        let rows = rows.max(1);
-        let writer = file::start(out, &destination, schema.clone(), SCHEMA, rows)?;
-        Ok(ParquetRecords {
-            writer,
-            schema,
-            columns: Columns::new(),
-            row_group_rows: rows,
-            destination,
-            state: State::Open,
-            finished_row_groups: None,
-        })
+        let table = Table::start(out, destination.into(), rows)?;
+        Ok(ParquetRecords { table })
     }
 
     /// Row groups written to `W` so far (all of them after `finish`).
     pub fn row_groups(&self) -> usize {
-        self.finished_row_groups
-            .unwrap_or(self.writer.flushed_row_groups().len())
+        self.table.row_groups()
     }
 
     /// The destination (after `finish` returned `Ok` it holds the whole
     /// file: a file in memory for tests).
     pub fn inner(&self) -> &W {
-        self.writer.inner()
-    }
-
-    fn check(&self) -> Result<(), RecordError> {
-        match self.state {
-            State::Open => Ok(()),
-            State::BrokenPipe => Err(RecordError::BrokenPipe),
-            State::Finished | State::Failed => Err(RecordError::Closed {
-                destination: self.destination.clone(),
-            }),
-        }
-    }
-
-    /// Closes the sink after `e` (the contract: nothing is written after).
-    fn fail(&mut self, e: RecordError) -> RecordError {
-        self.state = match e {
-            RecordError::BrokenPipe => State::BrokenPipe,
-            _ => State::Failed,
-        };
-        e
-    }
-
-    fn parquet_error(&mut self, e: parquet::errors::ParquetError) -> RecordError {
-        let e = file::record_error(&self.destination, e);
-        self.fail(e)
-    }
-
-    /// Hands the buffered rows to the encoder, which writes a row group
-    /// each time it holds `row_group_rows`.
-    fn write_batch(&mut self) -> Result<(), RecordError> {
-        if self.columns.rows == 0 {
-            return Ok(());
-        }
-        let batch = match self.columns.take(&self.schema) {
-            Ok(b) => b,
-            Err(e) => {
-                let e = RecordError::Encode {
-                    destination: self.destination.clone(),
-                    message: e.to_string(),
-                };
-                return Err(self.fail(e));
-            }
-        };
-        match self.writer.write(&batch) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.parquet_error(e)),
-        }
+        self.table.inner()
     }
 }
 
 impl<W: Write + Send> RecordSink for ParquetRecords<W> {
     fn write(&mut self, record: &FlowRecord) -> Result<(), RecordError> {
-        self.check()?;
-        let (Ok(first), Ok(last)) = (i64::try_from(record.first_ns), i64::try_from(record.last_ns)) else {
-            let e = RecordError::Encode {
-                destination: self.destination.clone(),
-                message: format!(
-                    "the times {}..{} ns are after 2262-04-11, beyond a Parquet nanosecond timestamp",
-                    record.first_ns, record.last_ns
-                ),
-            };
-            return Err(self.fail(e));
-        };
-        self.columns.push(record, first, last);
-        if self.columns.rows >= self.row_group_rows {
-            self.write_batch()?;
-        }
-        Ok(())
+        self.table.write(record)
     }
 
     /// Hands the buffered rows to the encoder and pushes finished row
     /// groups to `W`. The file stays unreadable until `finish`.
     fn flush(&mut self) -> Result<(), RecordError> {
-        self.check()?;
-        self.write_batch()?;
-        match self.writer.sync() {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.parquet_error(e.into())),
-        }
+        self.table.flush()
     }
 
     /// Writes the last row group and the footer: the file is complete.
     fn finish(&mut self) -> Result<(), RecordError> {
-        self.check()?;
-        self.write_batch()?;
-        match self.writer.finish() {
-            Ok(meta) => {
-                self.finished_row_groups = Some(meta.num_row_groups());
-                self.state = State::Finished;
-                Ok(())
-            }
-            Err(e) => Err(self.parquet_error(e)),
-        }
+        self.table.finish()
     }
 
     fn destination(&self) -> &str {
-        &self.destination
+        self.table.destination()
     }
 }
 
@@ -446,6 +402,7 @@ fn decode_batch(b: &RecordBatch, out: &mut Vec<FlowRecord>) -> Result<(), String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parquet::arrow::ArrowWriter;
     use std::path::PathBuf;
 
     fn record(ts: u64) -> FlowRecord {
@@ -521,19 +478,9 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
-    struct Closed;
-    impl Write for Closed {
-        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
-            Err(std::io::ErrorKind::BrokenPipe.into())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Err(std::io::ErrorKind::BrokenPipe.into())
-        }
-    }
-
     #[test]
     fn a_closed_reader_is_a_broken_pipe_and_stays_one() {
-        let mut sink = ParquetRecords::with_row_group_rows(Closed, "stdout", 1).unwrap();
+        let mut sink = ParquetRecords::with_row_group_rows(file::BrokenPipe, "stdout", 1).unwrap();
         // The header and the first row group sit in the encoder's buffer.
         sink.write(&record(1)).unwrap();
         assert!(matches!(sink.flush(), Err(RecordError::BrokenPipe)));

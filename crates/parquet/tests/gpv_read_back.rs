@@ -13,30 +13,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::fs::File;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt8Type};
-use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::DataType;
+use std::fs::File;
+
 use clarion_gpv::{EvictCause, Gpv, GpvHeader, GpvSink, PacketFeatures, TcpSeq};
-use clarion_parquet::{read_gpvs, ParquetGpvs, SCHEMA_KEY};
+use clarion_parquet::{read_gpvs, ParquetGpvs};
 use clarion_wire::FlowKey;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use common::{addr, assert_rows_equal, rows_of_file, temp_path};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
-
-fn addr() -> impl Strategy<Value = (IpAddr, IpAddr)> {
-    prop_oneof![
-        (any::<u32>(), any::<u32>())
-            .prop_map(|(a, b)| (IpAddr::V4(Ipv4Addr::from(a)), IpAddr::V4(Ipv4Addr::from(b)))),
-        (any::<u128>(), any::<u128>())
-            .prop_map(|(a, b)| (IpAddr::V6(Ipv6Addr::from(a)), IpAddr::V6(Ipv6Addr::from(b)))),
-    ]
-}
 
 fn packet() -> impl Strategy<Value = PacketFeatures> {
     (
@@ -111,49 +97,6 @@ fn reference(g: &Gpv) -> Map<String, Value> {
     v.as_object().unwrap().clone()
 }
 
-/// A file of its own for each call (the tests run in parallel).
-fn temp_path(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}-{n}.parquet", std::process::id()))
-}
-
-/// Value `i` of `col` as JSON: strings stay strings, integers numbers,
-/// nulls null, timestamps their nanoseconds, lists arrays.
-fn value_as_json(col: &ArrayRef, i: usize) -> Value {
-    if col.is_null(i) {
-        return Value::Null;
-    }
-    match col.data_type() {
-        DataType::Utf8 => Value::from(col.as_string::<i32>().value(i)),
-        DataType::UInt8 => Value::from(col.as_primitive::<UInt8Type>().value(i)),
-        DataType::UInt16 => Value::from(col.as_primitive::<UInt16Type>().value(i)),
-        DataType::UInt32 => Value::from(col.as_primitive::<UInt32Type>().value(i)),
-        DataType::Timestamp(_, Some(tz)) if tz.as_ref() == "UTC" => {
-            let ns = col.as_primitive::<TimestampNanosecondType>().value(i);
-            Value::from(u64::try_from(ns).unwrap())
-        }
-        DataType::List(_) => {
-            let items = col.as_list::<i32>().value(i);
-            Value::from(
-                (0..items.len())
-                    .map(|j| value_as_json(&items, j))
-                    .collect::<Vec<_>>(),
-            )
-        }
-        other => panic!("unexpected type {other}"),
-    }
-}
-
-fn row_as_json(batch: &RecordBatch, i: usize) -> Map<String, Value> {
-    let schema = batch.schema();
-    let mut m = Map::new();
-    for (field, col) in schema.fields().iter().zip(batch.columns()) {
-        m.insert(field.name().clone(), value_as_json(col, i));
-    }
-    m
-}
-
 fn check(gpvs: &[Gpv], rows: usize, flush_every: usize) -> Result<(), TestCaseError> {
     let path = temp_path("gpv_read_back");
     let mut sink =
@@ -167,27 +110,9 @@ fn check(gpvs: &[Gpv], rows: usize, flush_every: usize) -> Result<(), TestCaseEr
     sink.finish().unwrap();
     prop_assert_eq!(sink.row_groups(), gpvs.len().div_ceil(rows));
 
-    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap();
-    let meta = builder.metadata().clone();
-    let kv = meta.file_metadata().key_value_metadata().unwrap();
-    let schema = kv.iter().find(|k| k.key == SCHEMA_KEY).unwrap();
-    prop_assert_eq!(schema.value.as_deref(), Some("clarion.gpv/1"));
-    prop_assert_eq!(meta.num_row_groups(), gpvs.len().div_ceil(rows));
-    prop_assert!(meta.row_groups().iter().all(|g| g.num_rows() as usize <= rows));
-
-    let mut got = Vec::new();
-    for batch in builder.build().unwrap() {
-        let batch = batch.unwrap();
-        for i in 0..batch.num_rows() {
-            got.push(row_as_json(&batch, i));
-        }
-    }
-    prop_assert_eq!(got.len(), gpvs.len());
-    for (row, g) in got.iter().zip(gpvs) {
-        let want = reference(g);
-        prop_assert_eq!(row.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
-        prop_assert_eq!(row, &want);
-    }
+    let got = rows_of_file(&path, "clarion.gpv/1", gpvs.len(), rows)?;
+    let want: Vec<_> = gpvs.iter().map(reference).collect();
+    assert_rows_equal(&got, &want)?;
 
     prop_assert_eq!(read_gpvs(&path).unwrap(), gpvs.to_vec());
     std::fs::remove_file(&path).unwrap();

@@ -18,15 +18,15 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
-use std::io::ErrorKind;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use clarion_capture::{CaptureFile, PacketSource};
 use clarion_records::{FlowRecord, RecordSink};
 use clarion_wire::parse_frame;
-use serde_json::Value;
 
 const READERS: &str = r#"
 import json, sys
@@ -88,10 +88,6 @@ for o in out:
     print(json.dumps(o))
 "#;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// One record per flow key of the capture, in order of first packet.
 fn flows_of(capture: &Path) -> Vec<FlowRecord> {
     let mut file = CaptureFile::open(capture).unwrap();
@@ -112,19 +108,9 @@ fn flows_of(capture: &Path) -> Vec<FlowRecord> {
 
 #[test]
 fn python_readers_see_the_records_written() {
-    let python = repo().join("target/pyenv/bin/python");
-    if !python.exists() {
-        println!(
-            "skipped: pyarrow is not installed (no {}; scripts/pyenv.sh makes it)",
-            python.display()
-        );
+    let Some((python, capture)) = common::python_and_capture() else {
         return;
-    }
-    let capture = repo().join("../shared/captures/pathspider_real.pcap");
-    if !capture.exists() {
-        println!("skipped: no capture at {}", capture.display());
-        return;
-    }
+    };
     let mut records = flows_of(&capture);
     assert!(records.len() > 1000, "{} flows", records.len());
     // The capture's times are whole microseconds: three records with odd
@@ -160,34 +146,11 @@ fn python_readers_see_the_records_written() {
         "schema": "clarion.flow/1",
     });
 
-    let out = match Command::new(&python)
-        .arg("-c")
-        .arg(READERS)
-        .arg(&path)
-        .arg(&src)
-        .output()
-    {
-        Ok(out) => out,
-        // A venv whose base Python is gone (hidden on a fresh machine).
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            println!("skipped: python is not installed ({}: {e})", python.display());
-            return;
-        }
-        Err(e) => panic!("{}: {e}", python.display()),
+    let Some(got) = common::run_readers(&python, READERS, &[path.as_os_str(), OsStr::new(&src)]) else {
+        return;
     };
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the Python readers failed:\n{}{}",
-        stdout,
-        String::from_utf8_lossy(&out.stderr)
-    );
     let mut readers = Vec::new();
-    for line in stdout.lines() {
-        let mut got: Value = serde_json::from_str(line).unwrap();
-        let reader = got["reader"].as_str().unwrap().to_string();
-        got.as_object_mut().unwrap().remove("reader");
-        println!("{reader}: {got}");
+    for (reader, got) in got {
         let mut want = want.clone();
         if reader == "pandas" {
             // pandas has no call for the file's metadata.

@@ -18,14 +18,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::ErrorKind;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use clarion_capture::{CaptureFile, PacketSource};
 use clarion_gpv::{CacheConfig, Gpv, GpvCache, GpvSink, PacketFeatures};
 use clarion_wire::parse_frame;
-use serde_json::Value;
 
 const READERS: &str = r#"
 import json, sys
@@ -78,10 +77,6 @@ for o in out:
     print(json.dumps(o))
 "#;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// What the parsed packets themselves say, before any grouping.
 #[derive(Debug, PartialEq, Eq)]
 struct Totals {
@@ -123,19 +118,9 @@ fn gpvs_of(capture: &Path) -> (Vec<Gpv>, Totals) {
 
 #[test]
 fn python_readers_see_the_gpvs_written() {
-    let python = repo().join("target/pyenv/bin/python");
-    if !python.exists() {
-        println!(
-            "skipped: pyarrow is not installed (no {}; scripts/pyenv.sh makes it)",
-            python.display()
-        );
+    let Some((python, capture)) = common::python_and_capture() else {
         return;
-    }
-    let capture = repo().join("../shared/captures/pathspider_real.pcap");
-    if !capture.exists() {
-        println!("skipped: no capture at {}", capture.display());
-        return;
-    }
+    };
     let (gpvs, totals) = gpvs_of(&capture);
     assert!(gpvs.len() > 1000, "{} GPVs", gpvs.len());
     // The GPVs hold every packet pushed, with its size, time and TCP
@@ -188,28 +173,11 @@ fn python_readers_see_the_gpvs_written() {
     });
     println!("rust: {want}");
 
-    let out = match Command::new(&python).arg("-c").arg(READERS).arg(&path).output() {
-        Ok(out) => out,
-        // A venv whose base Python is gone (hidden on a fresh machine).
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            println!("skipped: python is not installed ({}: {e})", python.display());
-            return;
-        }
-        Err(e) => panic!("{}: {e}", python.display()),
+    let Some(got) = common::run_readers(&python, READERS, &[path.as_os_str()]) else {
+        return;
     };
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the Python readers failed:\n{}{}",
-        stdout,
-        String::from_utf8_lossy(&out.stderr)
-    );
     let mut readers = Vec::new();
-    for line in stdout.lines() {
-        let mut got: Value = serde_json::from_str(line).unwrap();
-        let reader = got["reader"].as_str().unwrap().to_string();
-        got.as_object_mut().unwrap().remove("reader");
-        println!("{reader}: {got}");
+    for (reader, got) in got {
         assert_eq!(got, want, "{reader} read other totals than were written");
         readers.push(reader);
     }

@@ -12,31 +12,16 @@
 // Tests may unwrap (the helpers here are not #[test] functions).
 #![allow(clippy::unwrap_used)]
 
-use std::fs::File;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
-use arrow_array::{Array, RecordBatch};
-use arrow_schema::DataType;
-use clarion_parquet::{read_records, ParquetRecords, SCHEMA_KEY};
+use std::fs::File;
+
+use clarion_parquet::{read_records, ParquetRecords};
 use clarion_records::{to_json, EndReason, FlowRecord, RecordSink};
 use clarion_wire::FlowKey;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use common::{addr, assert_rows_equal, rows_of_file, temp_path};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use serde_json::{Map, Value};
-
-fn addr() -> impl Strategy<Value = (IpAddr, IpAddr)> {
-    prop_oneof![
-        (any::<u32>(), any::<u32>())
-            .prop_map(|(a, b)| (IpAddr::V4(Ipv4Addr::from(a)), IpAddr::V4(Ipv4Addr::from(b)))),
-        (any::<u128>(), any::<u128>())
-            .prop_map(|(a, b)| (IpAddr::V6(Ipv6Addr::from(a)), IpAddr::V6(Ipv6Addr::from(b)))),
-    ]
-}
 
 fn record() -> impl Strategy<Value = FlowRecord> {
     (
@@ -71,39 +56,6 @@ fn record() -> impl Strategy<Value = FlowRecord> {
         )
 }
 
-/// A file of its own for each call (the tests run in parallel).
-fn temp_path(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}-{n}.parquet", std::process::id()))
-}
-
-/// Row `i` of `batch` as JSON, by the reference's rules: strings stay
-/// strings, integers numbers, nulls null, timestamps their nanoseconds.
-fn row_as_json(batch: &RecordBatch, i: usize) -> Map<String, Value> {
-    let mut m = Map::new();
-    for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
-        let v = if col.is_null(i) {
-            Value::Null
-        } else {
-            match col.data_type() {
-                DataType::Utf8 => Value::from(col.as_string::<i32>().value(i)),
-                DataType::UInt8 => Value::from(col.as_primitive::<UInt8Type>().value(i)),
-                DataType::UInt16 => Value::from(col.as_primitive::<UInt16Type>().value(i)),
-                DataType::UInt32 => Value::from(col.as_primitive::<UInt32Type>().value(i)),
-                DataType::UInt64 => Value::from(col.as_primitive::<UInt64Type>().value(i)),
-                DataType::Timestamp(_, Some(tz)) if tz.as_ref() == "UTC" => {
-                    let ns = col.as_primitive::<TimestampNanosecondType>().value(i);
-                    Value::from(u64::try_from(ns).unwrap())
-                }
-                other => panic!("unexpected type {other} of {}", field.name()),
-            }
-        };
-        m.insert(field.name().clone(), v);
-    }
-    m
-}
-
 fn check(records: &[FlowRecord], rows: usize, flush_every: usize) -> Result<(), TestCaseError> {
     let path = temp_path("read_back");
     let mut sink =
@@ -116,29 +68,16 @@ fn check(records: &[FlowRecord], rows: usize, flush_every: usize) -> Result<(), 
     }
     sink.finish().unwrap();
 
-    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap();
-    let meta = builder.metadata().clone();
-    let kv = meta.file_metadata().key_value_metadata().unwrap();
-    let schema = kv.iter().find(|k| k.key == SCHEMA_KEY).unwrap();
-    prop_assert_eq!(schema.value.as_deref(), Some("clarion.flow/1"));
-    prop_assert_eq!(meta.num_row_groups(), records.len().div_ceil(rows));
-    prop_assert!(meta.row_groups().iter().all(|g| g.num_rows() as usize <= rows));
-
-    let mut got = Vec::new();
-    for batch in builder.build().unwrap() {
-        let batch = batch.unwrap();
-        for i in 0..batch.num_rows() {
-            got.push(row_as_json(&batch, i));
-        }
-    }
-    prop_assert_eq!(got.len(), records.len());
-    for (row, r) in got.iter().zip(records) {
-        let mut want = to_json(r).as_object().unwrap().clone();
-        want.shift_remove("schema"); // the file's metadata, not a column
-                                     // Same names in the same order, same values.
-        prop_assert_eq!(row.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
-        prop_assert_eq!(row, &want);
-    }
+    let got = rows_of_file(&path, "clarion.flow/1", records.len(), rows)?;
+    let want: Vec<_> = records
+        .iter()
+        .map(|r| {
+            let mut want = to_json(r).as_object().unwrap().clone();
+            want.shift_remove("schema"); // the file's metadata, not a column
+            want
+        })
+        .collect();
+    assert_rows_equal(&got, &want)?;
 
     prop_assert_eq!(read_records(&path).unwrap(), records.to_vec());
     std::fs::remove_file(&path).unwrap();
