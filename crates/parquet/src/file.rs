@@ -31,7 +31,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, RecordBatch};
 use arrow_schema::{ArrowError, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -114,6 +114,45 @@ pub(crate) fn open(
         });
     }
     Ok(builder)
+}
+
+/// Reads the finished file at `path`, of schema `schema_name`, in file
+/// order: `decode` appends a batch's rows to its output, or says how a
+/// row breaks the schema.
+pub(crate) fn read<T>(
+    path: &Path,
+    schema_name: &'static str,
+    mut decode: impl FnMut(&RecordBatch, &mut Vec<T>) -> Result<(), String>,
+) -> Result<Vec<T>, ParquetError> {
+    let reader = open(path, schema_name)?
+        .build()
+        .map_err(|source| ParquetError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| ParquetError::Read {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })?;
+        decode(&batch, &mut out).map_err(|message| ParquetError::Schema {
+            path: path.to_path_buf(),
+            want: schema_name,
+            message,
+        })?;
+    }
+    Ok(out)
+}
+
+/// The column `name` of `batch` as an array of type `T`.
+pub(crate) fn column<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    let c = batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("no column {name}"))?;
+    c.as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| format!("column {name} is {}", c.data_type()))
 }
 
 /// The I/O error under a failure of the format library (`W` failed), or

@@ -24,7 +24,7 @@
 //! | `tcp_flags` | List<UInt8> | LIST of INT32 (INT(8, unsigned)) | no (nor its items) |
 //! | `seq`, `ack` | List<UInt32> | LIST of INT32 (INT(32, unsigned)) | the list no; an item where the packet had no TCP header |
 //!
-//! The flow key's columns are those of the flow records (`records.rs`),
+//! The flow key's columns are those of the flow records (`key.rs`),
 //! so a join on `community_id` or on the five-tuple matches a GPV to its
 //! flow record. Item `j` of every list column is packet `j` of the GPV.
 //!
@@ -45,10 +45,8 @@
 //! after 2262-04-11 (a Parquet nanosecond timestamp is a signed 64-bit
 //! integer).
 
-use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
-use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -62,9 +60,9 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
 use clarion_gpv::{EvictCause, Gpv, GpvError, GpvHeader, GpvSink, PacketFeatures, TcpSeq};
 use clarion_records::community_id;
-use clarion_wire::FlowKey;
 
-use crate::file::{self, Builders, Failure, SinkError, Table};
+use crate::file::{self, column, Builders, Failure, SinkError, Table};
+use crate::key::{key_fields, KeyColumns, KeyReader};
 use crate::ParquetError;
 
 /// The schema name in the key-value metadata `clarion.schema`.
@@ -91,13 +89,8 @@ fn list(name: &str, item: &FieldRef) -> Field {
 
 /// The Arrow schema of a GPV file, `clarion.gpv/1` (the module's table).
 pub fn gpv_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("src_ip", DataType::Utf8, false),
-        Field::new("dst_ip", DataType::Utf8, false),
-        Field::new("src_port", DataType::UInt16, true),
-        Field::new("dst_port", DataType::UInt16, true),
-        Field::new("proto", DataType::UInt8, false),
-        Field::new("vlan", DataType::UInt16, true),
+    let mut fields = Vec::from(key_fields());
+    fields.extend([
         Field::new("community_id", DataType::Utf8, false),
         Field::new("interface", DataType::UInt16, false),
         Field::new("start_ns", timestamp(), false),
@@ -108,7 +101,8 @@ pub fn gpv_schema() -> SchemaRef {
         list("tcp_flags", &item(DataType::UInt8, false)),
         list("seq", &item(DataType::UInt32, true)),
         list("ack", &item(DataType::UInt32, true)),
-    ]))
+    ]);
+    Arc::new(Schema::new(fields))
 }
 
 /// Creates the file at `path` and starts a GPV Parquet stream in it (row
@@ -120,12 +114,7 @@ pub fn create_gpvs(path: &Path) -> Result<ParquetGpvs<File>, ParquetError> {
 
 /// One builder per column of [`gpv_schema`], in its order.
 struct Columns {
-    src_ip: StringBuilder,
-    dst_ip: StringBuilder,
-    src_port: UInt16Builder,
-    dst_port: UInt16Builder,
-    proto: UInt8Builder,
-    vlan: UInt16Builder,
+    key: KeyColumns,
     community_id: StringBuilder,
     interface: UInt16Builder,
     start_ns: TimestampNanosecondBuilder,
@@ -137,8 +126,6 @@ struct Columns {
     seq: ListBuilder<UInt32Builder>,
     ack: ListBuilder<UInt32Builder>,
     rows: usize,
-    /// Reused for formatting addresses.
-    text: String,
 }
 
 impl Builders for Columns {
@@ -151,12 +138,7 @@ impl Builders for Columns {
 
     fn new() -> Columns {
         Columns {
-            src_ip: StringBuilder::new(),
-            dst_ip: StringBuilder::new(),
-            src_port: UInt16Builder::new(),
-            dst_port: UInt16Builder::new(),
-            proto: UInt8Builder::new(),
-            vlan: UInt16Builder::new(),
+            key: KeyColumns::new(),
             community_id: StringBuilder::new(),
             interface: UInt16Builder::new(),
             start_ns: TimestampNanosecondBuilder::new().with_timezone(UTC),
@@ -169,7 +151,6 @@ impl Builders for Columns {
             seq: ListBuilder::new(UInt32Builder::new()).with_field(item(DataType::UInt32, true)),
             ack: ListBuilder::new(UInt32Builder::new()).with_field(item(DataType::UInt32, true)),
             rows: 0,
-            text: String::with_capacity(48),
         }
     }
 
@@ -203,13 +184,8 @@ impl Builders for Columns {
 
     /// The rows so far as a batch; the builders start empty again.
     fn finish_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.src_ip.finish()),
-            Arc::new(self.dst_ip.finish()),
-            Arc::new(self.src_port.finish()),
-            Arc::new(self.dst_port.finish()),
-            Arc::new(self.proto.finish()),
-            Arc::new(self.vlan.finish()),
+        let mut columns = Vec::from(self.key.finish());
+        columns.extend::<[ArrayRef; 10]>([
             Arc::new(self.community_id.finish()),
             Arc::new(self.interface.finish()),
             Arc::new(self.start_ns.finish()),
@@ -220,7 +196,7 @@ impl Builders for Columns {
             Arc::new(self.tcp_flags.finish()),
             Arc::new(self.seq.finish()),
             Arc::new(self.ack.finish()),
-        ];
+        ]);
         self.rows = 0;
         RecordBatch::try_new(schema.clone(), columns)
     }
@@ -232,18 +208,7 @@ impl Columns {
     fn push(&mut self, gpv: &Gpv, start: i64) {
         let h = &gpv.header;
         let k = &h.key;
-        self.text.clear();
-        // Writing to a String cannot fail.
-        let _ = write!(self.text, "{}", k.src_addr());
-        self.src_ip.append_value(&self.text);
-        self.text.clear();
-        let _ = write!(self.text, "{}", k.dst_addr());
-        self.dst_ip.append_value(&self.text);
-        let ports = k.has_ports().then_some((k.src_port, k.dst_port));
-        self.src_port.append_option(ports.map(|p| p.0));
-        self.dst_port.append_option(ports.map(|p| p.1));
-        self.proto.append_value(k.proto);
-        self.vlan.append_option(k.has_vlan().then_some(k.vlan));
+        self.key.append(k);
         self.community_id.append_value(community_id(k, 0));
         self.interface.append_value(h.interface);
         self.start_ns.append_value(start);
@@ -359,36 +324,7 @@ impl<W: Write + Send> GpvSink for ParquetGpvs<W> {
 /// when it is Parquet but not `clarion.gpv/1` or its rows break the
 /// schema's rules (lists of unequal lengths, a time before the start).
 pub fn read_gpvs(path: &Path) -> Result<Vec<Gpv>, ParquetError> {
-    let reader = file::open(path, GPV_SCHEMA)?
-        .build()
-        .map_err(|source| ParquetError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let schema_error = |message: String| ParquetError::Schema {
-        path: path.to_path_buf(),
-        want: GPV_SCHEMA,
-        message,
-    };
-    let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| ParquetError::Read {
-            path: path.to_path_buf(),
-            source: e.into(),
-        })?;
-        decode_batch(&batch, &mut out).map_err(schema_error)?;
-    }
-    Ok(out)
-}
-
-/// The column `name` of `batch` as an array of type `T`.
-fn column<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
-    let c = batch
-        .column_by_name(name)
-        .ok_or_else(|| format!("no column {name}"))?;
-    c.as_any()
-        .downcast_ref::<T>()
-        .ok_or_else(|| format!("column {name} is {}", c.data_type()))
+    file::read(path, GPV_SCHEMA, decode_batch)
 }
 
 /// A list column and its items as an array of type `T`.
@@ -406,12 +342,7 @@ fn list_column<'a, T: Array + 'static>(
 }
 
 fn decode_batch(b: &RecordBatch, out: &mut Vec<Gpv>) -> Result<(), String> {
-    let src_ip = column::<StringArray>(b, "src_ip")?;
-    let dst_ip = column::<StringArray>(b, "dst_ip")?;
-    let src_port = column::<UInt16Array>(b, "src_port")?;
-    let dst_port = column::<UInt16Array>(b, "dst_port")?;
-    let proto = column::<UInt8Array>(b, "proto")?;
-    let vlan = column::<UInt16Array>(b, "vlan")?;
+    let keys = KeyReader::new(b)?;
     let interface = column::<UInt16Array>(b, "interface")?;
     let start_ns = column::<TimestampNanosecondArray>(b, "start_ns")?;
     let packet_count = column::<UInt32Array>(b, "packet_count")?;
@@ -421,25 +352,8 @@ fn decode_batch(b: &RecordBatch, out: &mut Vec<Gpv>) -> Result<(), String> {
     let (flags_list, flags) = list_column::<UInt8Array>(b, "tcp_flags")?;
     let (seq_list, seq) = list_column::<UInt32Array>(b, "seq")?;
     let (ack_list, ack) = list_column::<UInt32Array>(b, "ack")?;
-    let ip = |a: &StringArray, i: usize| {
-        a.value(i)
-            .parse::<IpAddr>()
-            .map_err(|_| format!("row {i}: {:?} is not an address", a.value(i)))
-    };
-    let opt = |a: &UInt16Array, i: usize| a.is_valid(i).then(|| a.value(i));
     for i in 0..b.num_rows() {
-        let ports = match (opt(src_port, i), opt(dst_port, i)) {
-            (Some(s), Some(d)) => Some((s, d)),
-            (None, None) => None,
-            _ => return Err(format!("row {i}: one port without the other")),
-        };
-        let key = FlowKey::new(
-            ip(src_ip, i)?,
-            ip(dst_ip, i)?,
-            proto.value(i),
-            ports,
-            opt(vlan, i),
-        );
+        let key = keys.key(i)?;
         let start = start_ns.value(i);
         let start_u = u64::try_from(start).map_err(|_| format!("row {i}: a start before 1970"))?;
         let cause = EvictCause::ALL
@@ -510,6 +424,7 @@ fn decode_batch(b: &RecordBatch, out: &mut Vec<Gpv>) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clarion_wire::FlowKey;
     use std::path::PathBuf;
 
     fn gpv(start_ns: u64, deltas: &[u32]) -> Gpv {

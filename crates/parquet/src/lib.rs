@@ -27,13 +27,17 @@
 //!
 //! The conventions every Clarion Parquet file shares (the schema key in
 //! the metadata, compression, row-group size, creating a file with an
-//! error naming it, opening one with the hint above) live in `file.rs`, so
-//! the second writer (grouped packet vectors, `gpv.rs`) is one more
-//! module beside `records.rs` with its own schema and the same helpers.
+//! error naming it, opening one with the hint above, reading one back)
+//! and the writing sink's state machine (`Table`: row groups, flushes,
+//! closing after an error or `finish`) live in `file.rs`; the flow key's
+//! six columns, first in every schema, in `key.rs`. A writer
+//! (`records.rs`, `gpv.rs`) is its schema, its column builders, how its
+//! seam's error names a failure, and a thin public sink over `Table`.
 
 mod error;
 mod file;
 mod gpv;
+mod key;
 mod records;
 
 pub use error::ParquetError;

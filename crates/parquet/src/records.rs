@@ -13,25 +13,22 @@
 //! readable only after `finish` wrote the footer (see the crate's
 //! documentation). A reader that went away is `BrokenPipe`, and stays it.
 
-use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, Write};
-use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    StringBuilder, TimestampNanosecondBuilder, UInt16Builder, UInt32Builder, UInt64Builder, UInt8Builder,
+    StringBuilder, TimestampNanosecondBuilder, UInt32Builder, UInt64Builder, UInt8Builder,
 };
 use arrow_array::{
-    Array, ArrayRef, RecordBatch, StringArray, TimestampNanosecondArray, UInt16Array, UInt32Array,
-    UInt64Array, UInt8Array,
+    ArrayRef, RecordBatch, StringArray, TimestampNanosecondArray, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use clarion_records::{EndReason, FlowRecord, RecordError, RecordSink, SCHEMA};
-use clarion_wire::FlowKey;
 
-use crate::file::{self, Builders, Failure, SinkError, Table, DEFAULT_ROW_GROUP_ROWS};
+use crate::file::{self, column, Builders, Failure, SinkError, Table, DEFAULT_ROW_GROUP_ROWS};
+use crate::key::{key_fields, KeyColumns, KeyReader};
 use crate::ParquetError;
 
 const UTC: &str = "UTC";
@@ -64,13 +61,8 @@ const UTC: &str = "UTC";
 /// `vlan`) as float64 unless asked for `dtype_backend="pyarrow"`.
 pub fn flow_schema() -> SchemaRef {
     let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some(UTC.into()));
-    Arc::new(Schema::new(vec![
-        Field::new("src_ip", DataType::Utf8, false),
-        Field::new("dst_ip", DataType::Utf8, false),
-        Field::new("src_port", DataType::UInt16, true),
-        Field::new("dst_port", DataType::UInt16, true),
-        Field::new("proto", DataType::UInt8, false),
-        Field::new("vlan", DataType::UInt16, true),
+    let mut fields = Vec::from(key_fields());
+    fields.extend([
         Field::new("first_ns", ts.clone(), false),
         Field::new("last_ns", ts, false),
         Field::new("packets", DataType::UInt64, false),
@@ -80,7 +72,8 @@ pub fn flow_schema() -> SchemaRef {
         Field::new("max_size", DataType::UInt32, false),
         Field::new("end_reason", DataType::Utf8, false),
         Field::new("community_id", DataType::Utf8, false),
-    ]))
+    ]);
+    Arc::new(Schema::new(fields))
 }
 
 /// Creates the file at `path` and starts a flow-record Parquet stream in
@@ -92,12 +85,7 @@ pub fn create(path: &Path) -> Result<ParquetRecords<File>, ParquetError> {
 
 /// One builder per column of [`flow_schema`], in its order.
 struct Columns {
-    src_ip: StringBuilder,
-    dst_ip: StringBuilder,
-    src_port: UInt16Builder,
-    dst_port: UInt16Builder,
-    proto: UInt8Builder,
-    vlan: UInt16Builder,
+    key: KeyColumns,
     first_ns: TimestampNanosecondBuilder,
     last_ns: TimestampNanosecondBuilder,
     packets: UInt64Builder,
@@ -108,8 +96,6 @@ struct Columns {
     end_reason: StringBuilder,
     community_id: StringBuilder,
     rows: usize,
-    /// Reused for formatting addresses.
-    text: String,
 }
 
 impl Builders for Columns {
@@ -122,12 +108,7 @@ impl Builders for Columns {
 
     fn new() -> Columns {
         Columns {
-            src_ip: StringBuilder::new(),
-            dst_ip: StringBuilder::new(),
-            src_port: UInt16Builder::new(),
-            dst_port: UInt16Builder::new(),
-            proto: UInt8Builder::new(),
-            vlan: UInt16Builder::new(),
+            key: KeyColumns::new(),
             first_ns: TimestampNanosecondBuilder::new().with_timezone(UTC),
             last_ns: TimestampNanosecondBuilder::new().with_timezone(UTC),
             packets: UInt64Builder::new(),
@@ -138,7 +119,6 @@ impl Builders for Columns {
             end_reason: StringBuilder::new(),
             community_id: StringBuilder::new(),
             rows: 0,
-            text: String::with_capacity(48),
         }
     }
 
@@ -161,13 +141,8 @@ impl Builders for Columns {
 
     /// The rows so far as a batch; the builders start empty again.
     fn finish_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, arrow_schema::ArrowError> {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.src_ip.finish()),
-            Arc::new(self.dst_ip.finish()),
-            Arc::new(self.src_port.finish()),
-            Arc::new(self.dst_port.finish()),
-            Arc::new(self.proto.finish()),
-            Arc::new(self.vlan.finish()),
+        let mut columns = Vec::from(self.key.finish());
+        columns.extend::<[ArrayRef; 9]>([
             Arc::new(self.first_ns.finish()),
             Arc::new(self.last_ns.finish()),
             Arc::new(self.packets.finish()),
@@ -177,7 +152,7 @@ impl Builders for Columns {
             Arc::new(self.max_size.finish()),
             Arc::new(self.end_reason.finish()),
             Arc::new(self.community_id.finish()),
-        ];
+        ]);
         self.rows = 0;
         RecordBatch::try_new(schema.clone(), columns)
     }
@@ -186,19 +161,7 @@ impl Builders for Columns {
 impl Columns {
     /// Appends one row; the times were checked to fit an `i64`.
     fn push(&mut self, r: &FlowRecord, first_ns: i64, last_ns: i64) {
-        let k = &r.key;
-        self.text.clear();
-        // Writing to a String cannot fail.
-        let _ = write!(self.text, "{}", r.src_addr());
-        self.src_ip.append_value(&self.text);
-        self.text.clear();
-        let _ = write!(self.text, "{}", r.dst_addr());
-        self.dst_ip.append_value(&self.text);
-        let ports = k.has_ports().then_some((k.src_port, k.dst_port));
-        self.src_port.append_option(ports.map(|p| p.0));
-        self.dst_port.append_option(ports.map(|p| p.1));
-        self.proto.append_value(k.proto);
-        self.vlan.append_option(r.vlan());
+        self.key.append(&r.key);
         self.first_ns.append_value(first_ns);
         self.last_ns.append_value(last_ns);
         self.packets.append_value(r.packets);
@@ -313,45 +276,11 @@ impl<W: Write + Send> RecordSink for ParquetRecords<W> {
 /// or one killed before `finish`), and when it is Parquet but not
 /// `clarion.flow/1`.
 pub fn read_records(path: &Path) -> Result<Vec<FlowRecord>, ParquetError> {
-    let reader = file::open(path, SCHEMA)?
-        .build()
-        .map_err(|source| ParquetError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let schema_error = |message: String| ParquetError::Schema {
-        path: path.to_path_buf(),
-        want: SCHEMA,
-        message,
-    };
-    let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| ParquetError::Read {
-            path: path.to_path_buf(),
-            source: e.into(),
-        })?;
-        decode_batch(&batch, &mut out).map_err(schema_error)?;
-    }
-    Ok(out)
-}
-
-/// The column `name` of `batch` as an array of type `T`.
-fn column<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
-    let c = batch
-        .column_by_name(name)
-        .ok_or_else(|| format!("no column {name}"))?;
-    c.as_any()
-        .downcast_ref::<T>()
-        .ok_or_else(|| format!("column {name} is {}", c.data_type()))
+    file::read(path, SCHEMA, decode_batch)
 }
 
 fn decode_batch(b: &RecordBatch, out: &mut Vec<FlowRecord>) -> Result<(), String> {
-    let src_ip = column::<StringArray>(b, "src_ip")?;
-    let dst_ip = column::<StringArray>(b, "dst_ip")?;
-    let src_port = column::<UInt16Array>(b, "src_port")?;
-    let dst_port = column::<UInt16Array>(b, "dst_port")?;
-    let proto = column::<UInt8Array>(b, "proto")?;
-    let vlan = column::<UInt16Array>(b, "vlan")?;
+    let keys = KeyReader::new(b)?;
     let first_ns = column::<TimestampNanosecondArray>(b, "first_ns")?;
     let last_ns = column::<TimestampNanosecondArray>(b, "last_ns")?;
     let packets = column::<UInt64Array>(b, "packets")?;
@@ -360,28 +289,11 @@ fn decode_batch(b: &RecordBatch, out: &mut Vec<FlowRecord>) -> Result<(), String
     let min_size = column::<UInt32Array>(b, "min_size")?;
     let max_size = column::<UInt32Array>(b, "max_size")?;
     let end_reason = column::<StringArray>(b, "end_reason")?;
-    let ip = |a: &StringArray, i: usize| {
-        a.value(i)
-            .parse::<IpAddr>()
-            .map_err(|_| format!("row {i}: {:?} is not an address", a.value(i)))
-    };
     let time = |a: &TimestampNanosecondArray, i: usize| {
         u64::try_from(a.value(i)).map_err(|_| format!("row {i}: a time before 1970"))
     };
-    let opt = |a: &UInt16Array, i: usize| a.is_valid(i).then(|| a.value(i));
     for i in 0..b.num_rows() {
-        let ports = match (opt(src_port, i), opt(dst_port, i)) {
-            (Some(s), Some(d)) => Some((s, d)),
-            (None, None) => None,
-            _ => return Err(format!("row {i}: one port without the other")),
-        };
-        let key = FlowKey::new(
-            ip(src_ip, i)?,
-            ip(dst_ip, i)?,
-            proto.value(i),
-            ports,
-            opt(vlan, i),
-        );
+        let key = keys.key(i)?;
         let end_reason = EndReason::from_name(end_reason.value(i))
             .ok_or_else(|| format!("row {i}: end_reason {:?}", end_reason.value(i)))?;
         out.push(FlowRecord {
@@ -402,6 +314,7 @@ fn decode_batch(b: &RecordBatch, out: &mut Vec<FlowRecord>) -> Result<(), String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clarion_wire::FlowKey;
     use parquet::arrow::ArrowWriter;
     use std::path::PathBuf;
 
