@@ -28,6 +28,10 @@ use clap::Command;
 /// Tables a config file may have: the commands that take settings.
 const COMMANDS: [&str; 3] = ["run", "agent", "manager"];
 
+/// A flag required unless one of these is present (`required_unless_present_any`):
+/// one of them set in the file satisfies it, which clap does not count.
+const UNLESS: [(&str, &[&str]); 1] = [("events", &["records", "gpv", "app"])];
+
 /// An input given on the command line (its flags) replaces this one from the file.
 const INPUTS: [(&[&str], &str); 2] = [(&["--pcap"], "interface"), (&["--interface", "-i"], "pcap")];
 
@@ -111,12 +115,30 @@ pub fn with_config(mut cmd: Command, args: &[OsString]) -> Result<Command, Strin
             .map(|g| g.get_id().clone())
             .collect();
         let input = defaults.iter().any(|(id, _)| id == "pcap" || id == "interface");
+        // Flags required unless another is present, that other set in the file.
+        let satisfied: Vec<&str> = UNLESS
+            .iter()
+            .filter(|(_, any)| defaults.iter().any(|(id, _)| any.contains(&id.as_str())))
+            .map(|(arg, _)| *arg)
+            .collect();
         cmd = cmd.mut_subcommand(&section, |mut s| {
             for (id, values) in defaults {
-                s = s.mut_arg(id, |a| a.default_values(values).required(false));
+                s = s.mut_arg(id, |a| {
+                    // `Reset` clears `required_unless_present_any` too (one list in clap).
+                    a.default_values(values)
+                        .required(false)
+                        .required_unless_present(clap::builder::Resettable::<clap::Id>::Reset)
+                });
             }
             for g in groups {
                 s = s.mut_group(g, |g| g.required(false));
+            }
+            for arg in satisfied {
+                if s.get_arguments().any(|a| a.get_id() == arg) {
+                    s = s.mut_arg(arg, |a| {
+                        a.required_unless_present(clap::builder::Resettable::<clap::Id>::Reset)
+                    });
+                }
             }
             if input {
                 s = s.mut_arg("pcap", |a| {
@@ -205,6 +227,16 @@ mod tests {
         );
         let a = run_args(parse(config, &["run", "--pcap", "x.pcap", "--workers", "3"]).expect("parses"));
         assert_eq!(a.workers, 3, "the flag wins");
+    }
+
+    #[test]
+    fn records_from_the_file_make_events_optional() {
+        let config = "[run]\nrecords = [\"flows.jsonl\", \"ipfix+udp://127.0.0.1:4739\"]\n";
+        let a = run_args(parse(config, &["run", "--pcap", "x.pcap"]).expect("parses"));
+        assert_eq!(a.events, None);
+        assert_eq!(a.export.records, ["flows.jsonl", "ipfix+udp://127.0.0.1:4739"]);
+        let e = parse("", &["run", "--pcap", "x.pcap"]).expect_err("neither events nor records");
+        assert!(e.contains("--events"), "{e}");
     }
 
     #[test]

@@ -8,22 +8,9 @@ use std::collections::BTreeMap;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use clarion_capture::{CaptureFile, PacketSource};
 use clarion_gpv::{Gpv, GpvReader};
-use clarion_wire::{parse_frame, FlowKey, PacketRecord};
-use common::{clarion, repo, stderr};
-
-fn load(path: &Path) -> Vec<PacketRecord> {
-    let mut src = CaptureFile::open(path).expect("open capture");
-    let mut out = Vec::new();
-    while let Some(r) = src.next_packet() {
-        let p = r.expect("undamaged capture");
-        if let Ok(rec) = parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
-            out.push(rec);
-        }
-    }
-    out
-}
+use clarion_wire::FlowKey;
+use common::{clarion, load, repo, stderr};
 
 fn read_gpvs(path: &Path) -> Vec<Gpv> {
     let f = std::fs::File::open(path).expect("GPV file");

@@ -8,11 +8,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use clarion_capture::{CaptureFile, PacketSource};
 use clarion_flows::model::{compare, measure, predict};
 use clarion_flows::{FlowConfig, FlowMeter};
-use clarion_wire::{parse_frame, PacketRecord};
-use common::{clarion, repo, stderr};
+use common::{clarion, load, repo, stderr};
 use serde_json::Value;
 
 /// Meter packets the seed average may take per capture and size.
@@ -21,18 +19,6 @@ const BUDGET: u64 = if cfg!(debug_assertions) {
 } else {
     5_000_000
 };
-
-fn load(path: &Path) -> Vec<PacketRecord> {
-    let mut src = CaptureFile::open(path).expect("open capture");
-    let mut out = Vec::new();
-    while let Some(r) = src.next_packet() {
-        let p = r.expect("undamaged capture");
-        if let Ok(rec) = parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
-            out.push(rec);
-        }
-    }
-    out
-}
 
 /// JSON numbers come back within an ulp or two of the f64 written.
 fn close(a: f64, b: f64) -> bool {

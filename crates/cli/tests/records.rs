@@ -7,26 +7,13 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use clarion_capture::{CaptureFile, PacketSource};
 use clarion_records::{EndReason, FlowRecord};
-use clarion_wire::{parse_frame, FlowKey, PacketRecord};
-use common::{clarion, repo, stderr};
+use clarion_wire::FlowKey;
+use common::{clarion, load, repo, stderr};
 use serde_json::Value;
 
 const IDLE_NS: u64 = 15_000_000_000;
 const ACTIVE_NS: u64 = 300_000_000_000;
-
-fn load(path: &Path) -> Vec<PacketRecord> {
-    let mut src = CaptureFile::open(path).expect("open capture");
-    let mut out = Vec::new();
-    while let Some(r) = src.next_packet() {
-        let p = r.expect("undamaged capture");
-        if let Ok(rec) = parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
-            out.push(rec);
-        }
-    }
-    out
-}
 
 /// A record as comparable fields (key, times, counts, flags, sizes, reason).
 type Row = (FlowKey, u64, u64, u64, u64, u8, u32, u32, EndReason);

@@ -28,3 +28,18 @@ pub fn clarion_process() -> std::process::Command {
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Every frame of a capture that parses, as `clarion run` parses it (the
+/// capture must be undamaged).
+pub fn load(path: &Path) -> Vec<clarion_wire::PacketRecord> {
+    use clarion_capture::PacketSource;
+    let mut src = clarion_capture::CaptureFile::open(path).expect("open capture");
+    let mut out = Vec::new();
+    while let Some(r) = src.next_packet() {
+        let p = r.expect("undamaged capture");
+        if let Ok(rec) = clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
+            out.push(rec);
+        }
+    }
+    out
+}
