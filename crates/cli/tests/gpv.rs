@@ -181,11 +181,4 @@ fn mistakes_are_named() {
         .expect("runs");
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("not a GPV file"), "{}", stderr(&o));
-
-    let o = clarion()
-        .args(["run", "-i", "lo", "--app", "profiler"])
-        .output()
-        .expect("runs");
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--app"), "{}", stderr(&o));
 }
