@@ -43,7 +43,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Monitor a capture file and report every window in which an event holds.
+    /// Monitor a capture file or interfaces: report every window in which an event holds,
+    /// and write flow records and packet vectors (--records, --gpv).
     #[command(after_help = RUN_AFTER_HELP)]
     Run(RunArgs),
     /// Validate an events file and print it in canonical form.
@@ -85,6 +86,8 @@ const RUN_AFTER_HELP: &str = "Examples:
   clarion run --pcap dc.pcap --inventory hosts.txt --events service.clarion
   clarion run --inventory hosts.txt --pcap web-1=web-1.pcap --pcap web-2=web-2.pcap --events service.clarion
   clarion run --pcap big.pcap --workers 2 --events rack.clarion
+  clarion run --pcap trace.pcap --records flows.jsonl --records ipfix+udp://collector:4739
+  clarion run -i eth0 --events rack.clarion --records flows.parquet --gpv live.gpv --app profiler
 
 With --inventory, each host of the inventory runs its own monitor, and the
 event manager splits every network-wide event (`across hosts`) into

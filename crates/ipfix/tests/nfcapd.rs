@@ -29,13 +29,7 @@ fn through_nfcapd(records: &[FlowRecord], options: &str) -> Vec<Value> {
 
     let mut sink =
         clarion_ipfix::open(&format!("ipfix+udp://127.0.0.1:{port}{options}")).expect("the sink opens");
-    for (i, r) in records.iter().enumerate() {
-        sink.write(r).expect("the sink takes the record");
-        // Paced, so the collector's socket buffer never overflows.
-        if i % 64 == 63 {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
+    common::write_paced(&mut sink, records);
     sink.finish().expect("the sink finishes");
     std::thread::sleep(Duration::from_millis(500));
     nfcapd.terminate();

@@ -62,9 +62,7 @@ fn udp_datagrams_carry_every_record_and_refresh_templates() {
     ))
     .unwrap();
     assert_eq!(sink.transport(), Transport::Udp);
-    for f in &flows {
-        sink.write(f).unwrap();
-    }
+    common::write_paced(&mut sink, &flows);
     sink.finish().unwrap();
     assert!(matches!(sink.write(&flows[0]), Err(RecordError::Closed { .. })));
     let datagrams = receiver.join().unwrap();

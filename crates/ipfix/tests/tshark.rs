@@ -36,9 +36,7 @@ fn datagrams(records: &[FlowRecord], options: &str) -> (u16, Vec<Vec<u8>>) {
     });
     let mut sink =
         clarion_ipfix::open(&format!("ipfix+udp://127.0.0.1:{port}{options}")).expect("the sink opens");
-    for r in records {
-        sink.write(r).expect("the sink takes the record");
-    }
+    common::write_paced(&mut sink, records);
     sink.finish().expect("the sink finishes");
     (port, receiver.join().expect("the receiver thread"))
 }

@@ -13,6 +13,20 @@ use clarion_capture::{CaptureFile, PacketSource};
 use clarion_records::FlowRecord;
 use clarion_wire::parse_frame;
 
+/// Writes `records` to a UDP sink paced (a pause every 64 records, about
+/// five datagrams), so that the receiving socket's buffer never
+/// overflows however busy the machine: a datagram lost on loopback would
+/// fail a test of what was sent.
+pub fn write_paced(sink: &mut clarion_ipfix::IpfixSink, records: &[FlowRecord]) {
+    use clarion_records::RecordSink;
+    for (i, r) in records.iter().enumerate() {
+        sink.write(r).expect("the sink takes the record");
+        if i % 64 == 63 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
 /// A real capture, or `None` (the test says it is skipped).
 pub fn capture(name: &str) -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
