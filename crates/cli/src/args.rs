@@ -64,7 +64,8 @@ pub enum Command {
     /// Add, list, show and remove the manager's network-wide events, follow fired ones, list hosts.
     #[command(after_help = crate::events::AFTER_HELP)]
     Events(crate::events::EventsArgs),
-    /// Run metric apps (*Flow) over a file of grouped packet vectors (`run --gpv`).
+    /// Run metric apps (*Flow) over a file of grouped packet vectors (`run --gpv`), or start
+    /// and stop them on a running host (its --api).
     #[command(after_help = crate::apps::AFTER_HELP)]
     Apps(crate::apps::AppsArgs),
     /// Make an nkey per host of an inventory and one for the manager, and the nats-server
