@@ -257,16 +257,16 @@ pub struct ExportArgs {
     pub app_output: Option<PathBuf>,
 
     /// A flow's record ends after it has been idle this long.
-    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, requires = "records", default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
     pub record_idle_timeout: u64,
 
     /// A long flow's record ends after this long, and the flow goes on in a new one.
-    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, requires = "records", default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
     pub record_active_timeout: u64,
 
     /// Slots of the microflow cache in front of the record aggregator (a
     /// record of a flow leaves the cache when another flow needs its slot).
-    #[arg(long, default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
+    #[arg(long, requires = "records", default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
     pub record_cache: u32,
 }
 

@@ -269,6 +269,16 @@ fn mistakes_are_named() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains(&dest), "{}", stderr(&o));
 
+    // The meter's settings without a meter are refused, not ignored.
+    let o = clarion()
+        .args(["run", "--pcap"])
+        .arg(&capture)
+        .args(["--events", "examples/demo.clarion", "--record-cache", "64"])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--records"), "{}", stderr(&o));
+
     let o = clarion()
         .args(["run", "--pcap"])
         .arg(&capture)
