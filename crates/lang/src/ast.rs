@@ -13,10 +13,60 @@ use std::net::IpAddr;
 
 use crate::span::Span;
 
-/// A whole source: its events, in order.
+/// A whole source: its events and its export policies, each in order.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct File {
     pub events: Vec<Event>,
+    pub exports: Vec<Export>,
+}
+
+/// `export NAME filter ... send ...`: a match-action export policy
+/// (Trident): the packets that pass any filter go, as headers or whole,
+/// to every destination of its `send` clauses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Export {
+    pub name: String,
+    pub name_span: Span,
+    /// In source order; empty means "all packets", as in an event.
+    pub filters: Vec<FilterClause>,
+    /// At least one after parsing.
+    pub sends: Vec<Send>,
+    /// From `export` to the end of the last clause.
+    pub span: Span,
+}
+
+/// `send WHAT to DESTINATION`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Send {
+    pub what: SendWhat,
+    pub what_span: Span,
+    pub dest: Dest,
+    pub dest_span: Span,
+    /// From `send` to the end of the clause.
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SendWhat {
+    /// `headers`: one header record per packet.
+    Headers,
+    /// `packets [snap N]`: the frames, cut to `snap` bytes when given.
+    Packets { snap: Option<Quantity> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dest {
+    /// `collector ADDR [port N]`: the header stream `clarion collect` reads.
+    Collector { addr: IpAddr, port: Option<(u64, Span)> },
+    /// `vxlan ADDR [port N] [vni N]`: a VXLAN-encapsulated mirror.
+    Vxlan {
+        addr: IpAddr,
+        port: Option<(u64, Span)>,
+        vni: Option<(u64, Span)>,
+    },
+    /// `pcapng [rotate SIZE|DURATION ...]`: files named after the policy
+    /// in the host's export directory.
+    Pcapng { rotate: Vec<Quantity> },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -393,6 +443,9 @@ impl File {
         for e in &mut f.events {
             e.strip_spans();
         }
+        for x in &mut f.exports {
+            x.strip_spans();
+        }
         f
     }
 
@@ -402,17 +455,50 @@ impl File {
     }
 }
 
+impl Export {
+    fn strip_spans(&mut self) {
+        self.name_span = Span::default();
+        self.span = Span::default();
+        strip_filter_spans(&mut self.filters);
+        for s in &mut self.sends {
+            s.span = Span::default();
+            s.what_span = Span::default();
+            s.dest_span = Span::default();
+            if let SendWhat::Packets { snap: Some(q) } = &mut s.what {
+                q.span = Span::default();
+            }
+            let clear = |o: &mut Option<(u64, Span)>| {
+                if let Some((_, span)) = o {
+                    *span = Span::default();
+                }
+            };
+            match &mut s.dest {
+                Dest::Collector { port, .. } => clear(port),
+                Dest::Vxlan { port, vni, .. } => {
+                    clear(port);
+                    clear(vni);
+                }
+                Dest::Pcapng { rotate } => rotate.iter_mut().for_each(|q| q.span = Span::default()),
+            }
+        }
+    }
+}
+
+fn strip_filter_spans(filters: &mut [FilterClause]) {
+    for f in filters {
+        f.span = Span::default();
+        for c in &mut f.conds {
+            c.field_span = Span::default();
+            c.value_span = Span::default();
+        }
+    }
+}
+
 impl Event {
     fn strip_spans(&mut self) {
         self.name_span = Span::default();
         self.span = Span::default();
-        for f in &mut self.filters {
-            f.span = Span::default();
-            for c in &mut f.conds {
-                c.field_span = Span::default();
-                c.value_span = Span::default();
-            }
-        }
+        strip_filter_spans(&mut self.filters);
         self.when.strip_spans();
         if let Some(per) = &mut self.per {
             per.span = Span::default();

@@ -33,6 +33,7 @@ pub mod codes {
     pub const UNKNOWN_FIELD: &str = "E0209";
     pub const BAD_ADDRESS: &str = "E0210";
     pub const BAD_SCOPE: &str = "E0211";
+    pub const MISSING_SEND: &str = "E0212";
     pub const DUPLICATE_EVENT: &str = "E0301";
     pub const BAD_FILTER_VALUE: &str = "E0302";
     pub const HOST_BITS: &str = "E0303";
@@ -56,6 +57,9 @@ pub mod codes {
     pub const BAD_ON_DEMAND: &str = "E0355";
     pub const DRILL_DOWN_SCOPE: &str = "E0356";
     pub const BAD_INTERVAL: &str = "E0330";
+    pub const BAD_SEND: &str = "E0360";
+    pub const DUPLICATE_POLICY: &str = "E0361";
+    pub const MISPLACED_ITEM: &str = "E0362";
 }
 
 /// A location attached to a diagnostic ("first defined here"). A label on

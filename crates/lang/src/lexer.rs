@@ -10,7 +10,7 @@
 //!   nowhere else in the language.
 //! - A run of digits and `.` with two or more single dots is an IPv4
 //!   address; `..` always ends a number (`1..1024` is a port range).
-//! - The word right after `event` is an event name and may contain `-`.
+//! - The word right after `event` (or `export`) is a name and may contain `-`.
 //!
 //! A number and the unit after it (`125KB`, `10ms`) are separate tokens;
 //! the parser joins them.
@@ -190,7 +190,10 @@ impl Lexer<'_> {
     fn word(&mut self, start: usize) {
         // Event names may contain `-`: after `event`, and after `then install`.
         let n = self.toks.len();
-        let after_event = self.toks.last().is_some_and(|t| t.is_word("event"))
+        let after_event = self
+            .toks
+            .last()
+            .is_some_and(|t| t.is_word("event") || t.is_word("export"))
             || (n >= 2 && self.toks[n - 1].is_word("install") && self.toks[n - 2].is_word("then"));
         if after_event {
             let end = self.run_end(start, |b| is_word_byte(b) || b == b'-');

@@ -10,6 +10,15 @@
 //!   every 10ms
 //! ```
 //!
+//! and export policies (Trident's match-action rules, in files of their own)
+//! such as
+//!
+//! ```text
+//! export web_headers
+//!   filter proto = tcp and dst_port = 443
+//!   send headers to collector 10.0.0.9
+//! ```
+//!
 //! The pipeline is the usual one, one module per stage: `lexer` (text to
 //! tokens), `parser` (tokens to the [`ast`]), `check` (the [`ast`] to the
 //! lowered [`spec`] model: [`check`], [`lower`]), and `printer` (the
@@ -89,6 +98,18 @@ pub fn parse(src: &str) -> Result<ast::File, Diagnostics> {
 pub fn lower(file: &ast::File) -> Result<Vec<spec::EventSpec>, Diagnostics> {
     let mut diags = Vec::new();
     let specs = check::lower_file(file, &mut diags);
+    if diags.is_empty() {
+        Ok(specs)
+    } else {
+        Err(Diagnostics::sorted(diags))
+    }
+}
+
+/// Parses, checks and lowers a file of export policies (`export NAME ...`).
+/// On failure, reports every problem found; an `event` there is one.
+pub fn check_exports(src: &str) -> Result<Vec<spec::ExportSpec>, Diagnostics> {
+    let (file, mut diags) = parser::parse_partial(src);
+    let specs = check::lower_export_file(&file, &mut diags);
     if diags.is_empty() {
         Ok(specs)
     } else {

@@ -10,17 +10,65 @@
 use std::fmt::{self, Display, Formatter};
 
 use crate::ast::{
-    Cond, CondValue, Event, Expr, ExprKind, File, FilterClause, GroupField, NumLit, Per, PerKind, Quantity,
-    UnOp, Unit,
+    Cond, CondValue, Dest, Event, Export, Expr, ExprKind, File, FilterClause, GroupField, NumLit, Per,
+    PerKind, Quantity, SendWhat, UnOp, Unit,
 };
 
 impl Display for File {
+    /// Events first, then export policies.
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.events.iter().enumerate() {
+        let items = self
+            .events
+            .iter()
+            .map(|e| e as &dyn Display)
+            .chain(self.exports.iter().map(|x| x as &dyn Display));
+        for (i, item) in items.enumerate() {
             if i > 0 {
                 writeln!(f)?;
             }
-            write!(f, "{e}")?;
+            write!(f, "{item}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for Export {
+    /// `export NAME`, its filters, then its `send` clauses.
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        writeln!(f, "export {}", self.name)?;
+        for filter in &self.filters {
+            writeln!(f, "  {filter}")?;
+        }
+        for s in &self.sends {
+            match &s.what {
+                SendWhat::Headers => f.write_str("  send headers")?,
+                SendWhat::Packets { snap: None } => f.write_str("  send packets")?,
+                SendWhat::Packets { snap: Some(q) } => write!(f, "  send packets snap {q}")?,
+            }
+            f.write_str(" to ")?;
+            let opt = |f: &mut Formatter<'_>, word: &str, v: &Option<(u64, crate::span::Span)>| match v {
+                Some((n, _)) => write!(f, " {word} {n}"),
+                None => Ok(()),
+            };
+            match &s.dest {
+                Dest::Collector { addr, port } => {
+                    write!(f, "collector {addr}")?;
+                    opt(f, "port", port)?;
+                }
+                Dest::Vxlan { addr, port, vni } => {
+                    write!(f, "vxlan {addr}")?;
+                    opt(f, "port", port)?;
+                    opt(f, "vni", vni)?;
+                }
+                Dest::Pcapng { rotate } => {
+                    f.write_str("pcapng")?;
+                    for (i, q) in rotate.iter().enumerate() {
+                        f.write_str(if i == 0 { " rotate " } else { " or " })?;
+                        write!(f, "{q}")?;
+                    }
+                }
+            }
+            writeln!(f)?;
         }
         Ok(())
     }

@@ -673,3 +673,60 @@ impl fmt::Display for Pred {
         }
     }
 }
+
+/// An export policy, ready to install: Trident's match-action rule. A
+/// packet that passes any filter is sent, as each `send` says, to its
+/// destination. Policies never change what events see.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ExportSpec {
+    pub name: String,
+    /// As an event's: a packet matches when it passes one. Never empty.
+    pub filters: Vec<Filter>,
+    /// Never empty.
+    pub sends: Vec<SendSpec>,
+}
+
+/// What a policy sends, and where.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct SendSpec {
+    pub action: ExportAction,
+    pub destination: Destination,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum ExportAction {
+    /// One header record per packet (time, key fields, sizes, TCP fields).
+    Headers,
+    /// The frame, cut to `snap` bytes when given (at least 1).
+    Packets { snap: Option<u32> },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Destination {
+    /// The compressed header stream over UDP that `clarion collect` reads.
+    Collector(std::net::SocketAddr),
+    /// Each frame in a VXLAN datagram (RFC 7348) to an analyzer.
+    Vxlan {
+        analyzer: std::net::SocketAddr,
+        vni: u32,
+    },
+    /// pcapng files named after the policy in the host's export directory,
+    /// a new one when either limit is reached (packet time for the age).
+    Pcapng {
+        max_bytes: Option<u64>,
+        max_age_ns: Option<u64>,
+    },
+}
+
+impl Destination {
+    /// The default UDP port of `clarion collect`.
+    pub const COLLECTOR_PORT: u16 = 9739;
+    /// VXLAN's IANA port.
+    pub const VXLAN_PORT: u16 = 4789;
+}

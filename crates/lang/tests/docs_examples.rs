@@ -1,7 +1,9 @@
 //! Every ```clarion block of docs/language.md, of the pages of
 //! docs/variables/ (and of the README) is accepted by `check`, and every
 //! ```clarion-error block is refused (with the code its comment names, when
-//! it names one). Failures name the file and line of the block.
+//! it names one); the same for the ```clarion-export blocks of
+//! docs/exports.md and `check_exports`. Failures name the file and line of
+//! the block.
 
 use clarion_lang::spec::{BaseVar, EventSpec, Scope};
 use clarion_lang::{check, Diagnostics};
@@ -37,6 +39,13 @@ fn blocks() -> Vec<Block> {
 }
 
 fn blocks_of(relative: &str) -> Vec<Block> {
+    blocks_marked(relative, "clarion")
+}
+
+/// The blocks of `relative` marked ```` ```MARK ```` (accepted) and
+/// ```` ```MARK-error ```` (refused).
+fn blocks_marked(relative: &str, mark: &str) -> Vec<Block> {
+    let (ok, error) = (format!("```{mark}"), format!("```{mark}-error"));
     let path = format!("{}/{relative}", root());
     let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut out = Vec::new();
@@ -51,8 +60,8 @@ fn blocks_of(relative: &str) -> Vec<Block> {
             })
         };
         match (&mut current, line.trim_end()) {
-            (None, "```clarion") => current = open(false),
-            (None, "```clarion-error") => current = open(true),
+            (None, l) if l == ok => current = open(false),
+            (None, l) if l == error => current = open(true),
             (Some(_), "```") => out.extend(current.take()),
             (Some(b), _) => {
                 b.text.push_str(line);
@@ -134,6 +143,43 @@ fn round_trip(blocks: &[Block]) {
             "{}: lowers differently after printing",
             b.at()
         );
+    }
+}
+
+/// docs/exports.md: policies accepted and refused as marked, and printed
+/// back to the same tree and the same specs.
+#[test]
+fn export_policy_examples_check_as_marked() {
+    let blocks = blocks_marked("docs/exports.md", "clarion-export");
+    assert!(blocks.iter().filter(|b| !b.must_fail).count() >= 2);
+    assert!(blocks.iter().filter(|b| b.must_fail).count() >= 5);
+    for b in &blocks {
+        match (clarion_lang::check_exports(&b.text), b.must_fail) {
+            (Ok(specs), false) => {
+                assert!(!specs.is_empty(), "{}: block has no policy", b.at());
+                let printed = clarion_lang::parse(&b.text)
+                    .expect("the block parses")
+                    .to_string();
+                assert_eq!(
+                    clarion_lang::check_exports(&printed).expect("printed text checks"),
+                    specs,
+                    "{}: lowers differently after printing:\n{printed}",
+                    b.at()
+                );
+            }
+            (Err(d), false) => panic!("{}: block fails:\n{}", b.at(), b.render(&d)),
+            (Ok(_), true) => panic!("{}: block should fail but checks", b.at()),
+            (Err(d), true) => {
+                if let Some(code) = expected_code(&b.text) {
+                    assert!(
+                        d.iter().any(|d| d.code == code),
+                        "{}: expected {code}, got:\n{}",
+                        b.at(),
+                        b.render(&d)
+                    );
+                }
+            }
+        }
     }
 }
 

@@ -552,3 +552,41 @@ fn invalid_utf8_has_a_line_and_a_column() {
 "#,
     );
 }
+
+#[test]
+fn headers_to_files() {
+    let src = "export web\n  filter proto = tcp\n  send headers to pcapng\n";
+    let diags = clarion_lang::check_exports(src).expect_err("headers go to a collector");
+    assert_rendered(
+        &diags.render("policies.clarion", src, false),
+        r#"
+[E0360] Error: headers go to a collector
+   ╭─[ policies.clarion:3:3 ]
+   │
+ 3 │   send headers to pcapng
+   │   ───────────┬──────────
+   │              ╰──────────── headers to a packet destination
+   │
+   │ Help: write `send headers to collector ADDR` (`clarion collect` writes them as pcapng or JSON lines), or `send packets snap 128B to ...` to keep the first bytes of each packet
+───╯
+"#,
+    );
+}
+
+#[test]
+fn policy_in_an_events_file() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 1MB\n\nexport web\n  send headers to collector 10.0.0.9\n",
+        r#"
+[E0362] Error: export policy `web` in an events file
+   ╭─[ rack.clarion:4:8 ]
+   │
+ 4 │ export web
+   │        ─┬─
+   │         ╰─── an export policy
+   │
+   │ Help: events and export policies are installed apart: put this policy in a file of its own and pass it with `--exports`
+───╯
+"#,
+    );
+}

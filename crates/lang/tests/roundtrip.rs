@@ -5,15 +5,15 @@
 use std::net::IpAddr;
 
 use clarion_lang::ast::{
-    Across, BinOp, Cond, CondValue, Event, Expr, ExprKind, Field, File, FilterClause, GroupField, NumLit,
-    Per, PerKind, PrefixLen, Quantity, QuorumLit, Then, UnOp, Unit,
+    Across, BinOp, Cond, CondValue, Dest, Event, Export, Expr, ExprKind, Field, File, FilterClause,
+    GroupField, NumLit, Per, PerKind, PrefixLen, Quantity, QuorumLit, Send, SendWhat, Then, UnOp, Unit,
 };
 use clarion_lang::parse;
 use clarion_lang::span::Span;
 use proptest::prelude::*;
 
-const KEYWORDS: [&str; 11] = [
-    "event", "filter", "when", "per", "every", "across", "then", "and", "or", "not", "in",
+const KEYWORDS: [&str; 12] = [
+    "event", "export", "filter", "when", "per", "every", "across", "then", "and", "or", "not", "in",
 ];
 
 fn word() -> impl Strategy<Value = String> {
@@ -212,8 +212,63 @@ fn event() -> impl Strategy<Value = Event> {
         )
 }
 
+fn spanned() -> impl Strategy<Value = Option<(u64, Span)>> {
+    prop::option::of(any::<u64>().prop_map(|n| (n, Span::default())))
+}
+
+fn send() -> impl Strategy<Value = Send> {
+    let int_quantity = (
+        any::<u64>(),
+        prop::option::of(prop::sample::select(Unit::ALL.to_vec())),
+    )
+        .prop_map(|(n, unit)| Quantity {
+            value: NumLit::Int(n),
+            unit,
+            span: Span::default(),
+        });
+    let what = prop_oneof![
+        Just(SendWhat::Headers),
+        prop::option::of(int_quantity).prop_map(|snap| SendWhat::Packets { snap }),
+    ];
+    let dest = prop_oneof![
+        (addr(), spanned()).prop_map(|(addr, port)| Dest::Collector { addr, port }),
+        (addr(), spanned(), spanned()).prop_map(|(addr, port, vni)| Dest::Vxlan { addr, port, vni }),
+        prop::collection::vec(quantity(), 0..3).prop_map(|rotate| Dest::Pcapng { rotate }),
+    ];
+    (what, dest).prop_map(|(what, dest)| Send {
+        what,
+        what_span: Span::default(),
+        dest,
+        dest_span: Span::default(),
+        span: Span::default(),
+    })
+}
+
+fn export() -> impl Strategy<Value = Export> {
+    let filter = prop::collection::vec(cond(), 0..4).prop_map(|conds| FilterClause {
+        conds,
+        span: Span::default(),
+    });
+    (
+        name(),
+        prop::collection::vec(filter, 0..3),
+        prop::collection::vec(send(), 1..4),
+    )
+        .prop_map(|(name, filters, sends)| Export {
+            name,
+            name_span: Span::default(),
+            filters,
+            sends,
+            span: Span::default(),
+        })
+}
+
 fn file() -> impl Strategy<Value = File> {
-    prop::collection::vec(event(), 0..4).prop_map(|events| File { events })
+    (
+        prop::collection::vec(event(), 0..4),
+        prop::collection::vec(export(), 0..3),
+    )
+        .prop_map(|(events, exports)| File { events, exports })
 }
 
 proptest! {
@@ -238,6 +293,19 @@ proptest! {
             prop_assert_eq!(&printed[e.name_span.range()], e.name.as_str());
             prop_assert!(printed[e.span.range()].starts_with("event "));
             prop_assert_eq!(printed[e.when.span.range()].to_string(), e.when.to_string());
+        }
+        for x in &parsed.exports {
+            prop_assert_eq!(&printed[x.name_span.range()], x.name.as_str());
+            prop_assert!(printed[x.span.range()].starts_with("export "));
+            for s in &x.sends {
+                prop_assert!(printed[s.span.range()].starts_with("send "));
+                let word = match s.dest {
+                    Dest::Collector { .. } => "collector ",
+                    Dest::Vxlan { .. } => "vxlan ",
+                    Dest::Pcapng { .. } => "pcapng",
+                };
+                prop_assert!(printed[s.dest_span.range()].starts_with(word));
+            }
         }
     }
 }

@@ -10,6 +10,7 @@
 //! The meaning of the lowered model is the contract in `docs/semantics.md`.
 
 mod every;
+mod export;
 mod filter;
 mod per;
 mod pred;
@@ -20,10 +21,39 @@ use std::collections::HashMap;
 use crate::ast::{Event, File};
 use crate::error::{codes, Diagnostic};
 use crate::span::Span;
-use crate::spec::{EventSpec, Scope};
+use crate::spec::{EventSpec, ExportSpec, Scope};
 
-/// Lowers every event of `file`, pushing a diagnostic per problem.
+/// Lowers every export policy of `file` (refusing events there), pushing a
+/// diagnostic per problem.
+pub fn lower_export_file(file: &File, diags: &mut Vec<Diagnostic>) -> Vec<ExportSpec> {
+    for e in &file.events {
+        diags.push(
+            Diagnostic::new(
+                codes::MISPLACED_ITEM,
+                format!("event `{}` in a file of export policies", e.name),
+                e.name_span,
+            )
+            .here("an event")
+            .help("events and export policies are installed apart: put this event in the events file (`--events`)"),
+        );
+    }
+    export::lower_exports(&file.exports, diags)
+}
+
+/// Lowers every event of `file` (refusing export policies there), pushing
+/// a diagnostic per problem.
 pub fn lower_file(file: &File, diags: &mut Vec<Diagnostic>) -> Vec<EventSpec> {
+    for x in &file.exports {
+        diags.push(
+            Diagnostic::new(
+                codes::MISPLACED_ITEM,
+                format!("export policy `{}` in an events file", x.name),
+                x.name_span,
+            )
+            .here("an export policy")
+            .help("events and export policies are installed apart: put this policy in a file of its own and pass it with `--exports`"),
+        );
+    }
     let mut first_by_name: HashMap<&str, Span> = HashMap::new();
     let mut specs = Vec::new();
     for (i, e) in file.events.iter().enumerate() {

@@ -9,6 +9,7 @@
 //! The grammar of expressions is in [`expr`]; this module handles events
 //! and clauses.
 
+mod export;
 mod expr;
 
 pub use expr::MAX_DEPTH;
@@ -27,8 +28,8 @@ use crate::token::{Token, TokenKind};
 const CLAUSES: [&str; 7] = ["filter", "when", "per", "every", "across", "then", "on"];
 
 /// Words that can never be a name, variable or value.
-const KEYWORDS: [&str; 11] = [
-    "event", "filter", "when", "per", "every", "across", "then", "and", "or", "not", "in",
+const KEYWORDS: [&str; 12] = [
+    "event", "export", "filter", "when", "per", "every", "across", "then", "and", "or", "not", "in",
 ];
 
 /// How a clause list is named in messages ("each clause starts with …").
@@ -105,31 +106,34 @@ impl<'t> Parser<'t> {
         }
     }
 
+    /// Skips to the next `event` or `export`: where the next item starts.
     fn skip_to_event(&mut self) {
-        while self.peek().is_some_and(|t| !t.is_word("event")) {
+        while self.peek().is_some_and(|t| !starts_item(t)) {
             self.pos += 1;
         }
     }
 
     fn file(&mut self, diags: &mut Vec<Diagnostic>) -> File {
-        let mut events = Vec::new();
-        if self.peek().is_some_and(|t| !t.is_word("event")) {
+        let mut file = File::default();
+        if self.peek().is_some_and(|t| !starts_item(t)) {
             diags.push(
                 self.expected("`event`")
-                    .help("a file is a list of events, each starting with `event NAME`"),
+                    .help("a file is a list of events, each starting with `event NAME` (and of export policies, each starting with `export NAME`)"),
             );
             self.skip_to_event();
         }
-        while self.peek().is_some() {
-            match self.event() {
-                Ok(e) => events.push(e),
-                Err(d) => {
-                    diags.push(d);
-                    self.skip_to_event();
-                }
+        while let Some(t) = self.peek() {
+            let item = if t.is_word("export") {
+                self.export().map(|x| file.exports.push(x))
+            } else {
+                self.event().map(|e| file.events.push(e))
+            };
+            if let Err(d) = item {
+                diags.push(d);
+                self.skip_to_event();
             }
         }
-        File { events }
+        file
     }
 
     fn event(&mut self) -> PResult<Event> {
@@ -163,7 +167,7 @@ impl<'t> Parser<'t> {
                 return Err(self.unknown_clause(!filters.is_empty()));
             };
             match word.as_str() {
-                "event" => break,
+                "event" | "export" => break,
                 "filter" => {
                     self.pos += 1;
                     filters.push(self.filter(t.span)?);
@@ -565,6 +569,10 @@ impl<'t> Parser<'t> {
             "write `across hosts` (over all hosts' packets together), `across more than 3 hosts` or `across more than 50% of hosts` (the event holds on that many hosts)",
         )
     }
+}
+
+fn starts_item(t: &Token) -> bool {
+    t.is_word("event") || t.is_word("export")
 }
 
 fn check_duplicate<T>(first: &Option<(Span, T)>, clause: &str, here: Span) -> PResult<()> {
