@@ -32,6 +32,24 @@ pub enum CaptureError {
     #[error("not a capture file: {0}")]
     NotCapture(NotCapture),
 
+    /// Writing: a file to write could not be created.
+    #[error("cannot create {}: {error}", path.display())]
+    Create { path: PathBuf, error: io::Error },
+
+    /// Writing: the file to write exists; it is never overwritten.
+    #[error("{} exists already; not overwriting it (choose another name or move the old files away)", path.display())]
+    Exists { path: PathBuf },
+
+    /// Writing to a file failed (disk full, I/O error), or a packet was
+    /// refused (`InvalidInput`: an interface never added, a packet over
+    /// the block size limit).
+    #[error("cannot write {}: {error}", path.display())]
+    Write { path: PathBuf, error: io::Error },
+
+    /// Writing stopped after an earlier error, said again to later calls.
+    #[error("not writing packets: writing {} failed earlier: {reason}", path.display())]
+    WriteStopped { path: PathBuf, reason: String },
+
     /// A link type Clarion cannot parse. For a pcap file it is fatal and has
     /// no packet index; for a pcapng interface it is reported once, at its
     /// first packet, and that interface's packets are skipped (counted in

@@ -47,7 +47,9 @@ mod file;
 mod input;
 mod pcap;
 mod pcapng;
+mod pcapng_writer;
 mod reader;
+mod rotate;
 mod writer;
 
 #[cfg(test)]
@@ -57,7 +59,9 @@ use clarion_wire::LinkType;
 
 pub use error::{CaptureError, Corruption, NotCapture, Truncation, Want};
 pub use file::{open, CaptureFile};
+pub use pcapng_writer::{packet_block_len, PcapngWriter};
 pub use reader::{SliceReader, StreamReader};
+pub use rotate::{RotatingPcapng, Rotation, WrittenFile};
 pub use writer::{PcapHeader, PcapWriter, TsResolution};
 
 /// One captured packet, borrowed from its source until the next call.
