@@ -20,6 +20,7 @@ DEPS=(
   "iperf3:iperf3:the scenarios (TCP and UDP traffic)"
   "tcpdump:tcpdump:live capture and the scenarios (reference captures, BPF filters)"
   "tshark:tshark:the scenarios (loss and RTT reference)"
+  "capinfos:wireshark-common:pcapng files read by Wireshark's tools (crates/capture/tests/pcapng_tools.rs)"
   "ethtool:ethtool:the scenarios (offloads off)"
   "ping:iputils-ping:the scenarios (links up)"
   "python3:python3:live capture and the scenarios (traffic senders)"
