@@ -7,6 +7,8 @@
 //! Each test prints `skipped: ...` and passes when its tool or the
 //! captures are missing.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
