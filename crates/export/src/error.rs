@@ -1,0 +1,26 @@
+//! What can go wrong when an exporter is built or runs.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("export policies: {0}")]
+    Classify(#[from] clarion_classify::ClassifyError),
+    #[error("export policy `{policy}` writes pcapng files but no export directory is set (--export-dir)")]
+    NoExportDir { policy: String },
+    #[error("export policy `{policy}` sends packets to pcapng twice; one `send ... to pcapng` per policy")]
+    TwoFileSends { policy: String },
+    #[error("export directory {path}: {error}")]
+    ExportDir { path: PathBuf, error: std::io::Error },
+    #[error("collector {addr}: {error}")]
+    Socket {
+        addr: std::net::SocketAddr,
+        error: std::io::Error,
+    },
+    #[error("header stream: {0}")]
+    Headers(#[from] clarion_headers::HeadersError),
+    #[error("export policy `{policy}`: cannot send {what}")]
+    Unsupported { policy: String, what: String },
+    #[error("two export policies are named `{0}`")]
+    DuplicatePolicy(String),
+}

@@ -1,0 +1,309 @@
+//! The exporter: every parsed packet is classified against the policies
+//! and handed to the destinations of those that take it.
+//!
+//! Per packet, on the reading thread: one classification (a uniflow hash
+//! lookup on a fast-path hit), then, only for taken packets, the route of
+//! that set of policies — its destinations, each once, computed the first
+//! time the set is seen — and the work of each destination (a header
+//! record into a datagram, a frame into a file). A packet no policy takes
+//! costs the lookup alone.
+//!
+//! Destinations are shared: two policies sending headers to one collector
+//! feed one stream, and a packet taken by both is sent to it once.
+
+use std::path::{Path, PathBuf};
+
+use clarion_capture::Rotation;
+use clarion_classify::{Classifier, Verdict};
+use clarion_headers::{EncoderConfig, HeaderRecord};
+use clarion_lang::spec::{Destination, ExportAction, ExportSpec};
+use clarion_wire::{LinkType, PacketRecord};
+
+use crate::destination::{Collector, DestinationStats, Files};
+use crate::policy::{self, FastPathKind};
+use crate::ExportError;
+
+/// How long a header waits in a half-full datagram, in packet time.
+pub const FLUSH_AFTER_NS: u64 = 100_000_000;
+
+/// How an exporter is set up beside the policies.
+#[derive(Clone, Debug, Default)]
+pub struct ExportConfig {
+    /// Where `pcapng` destinations write (required if a policy has one).
+    pub export_dir: Option<PathBuf>,
+    /// The classifier's fast path.
+    pub fast_path: FastPathKind,
+    /// The exporter's id in every header datagram, and the datagrams' size.
+    pub headers: EncoderConfig,
+    /// Names this run's files: `DIR/POLICY-RUN-NNNNNN.pcapng`.
+    pub run_id: String,
+}
+
+/// One frame as read, beside its parsed record.
+#[derive(Clone, Copy, Debug)]
+pub struct Frame<'a> {
+    pub link: LinkType,
+    pub data: &'a [u8],
+    /// Length on the wire.
+    pub orig_len: u32,
+    /// The exporter's index of the input or interface it came from.
+    pub interface: u16,
+}
+
+/// One policy's counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyStats {
+    pub name: String,
+    /// Packets the policy took.
+    pub matched: u64,
+}
+
+/// Everything an exporter has done.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportStats {
+    /// Packets offered (every parsed packet).
+    pub offered: u64,
+    pub policies: Vec<PolicyStats>,
+    pub destinations: Vec<DestinationStats>,
+    pub classifier: clarion_classify::Stats,
+}
+
+#[derive(Debug)]
+enum Sink {
+    Collector(Collector),
+    Files { files: Files, snap: Option<u32> },
+}
+
+impl Sink {
+    fn stats(&self) -> &DestinationStats {
+        match self {
+            Sink::Collector(c) => &c.stats,
+            Sink::Files { files, .. } => &files.stats,
+        }
+    }
+}
+
+/// Export policies on the packet path (see the module doc).
+pub struct Exporter {
+    classifier: Classifier,
+    names: Vec<String>,
+    /// Per policy: its sinks.
+    sends: Vec<Vec<usize>>,
+    matched: Vec<u64>,
+    sinks: Vec<Sink>,
+    /// Per classifier set id: the sinks, each once (built on first sight).
+    routes: Vec<Option<Box<[usize]>>>,
+    offered: u64,
+    last_ts_ns: u64,
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter")
+            .field("policies", &self.names)
+            .field("sinks", &self.sinks)
+            .field("offered", &self.offered)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Exporter {
+    pub fn new(policies: &[ExportSpec], config: &ExportConfig) -> Result<Exporter, ExportError> {
+        let mut names: Vec<String> = Vec::new();
+        for p in policies {
+            if names.contains(&p.name) {
+                return Err(ExportError::DuplicatePolicy(p.name.clone()));
+            }
+            names.push(p.name.clone());
+        }
+        let classifier = policy::classifier(policies, config.fast_path)?;
+        let mut sinks: Vec<Sink> = Vec::new();
+        let mut collectors: Vec<(std::net::SocketAddr, usize)> = Vec::new();
+        let mut sends = Vec::new();
+        for p in policies {
+            let mut mine = Vec::new();
+            let mut has_files = false;
+            for s in &p.sends {
+                let index = match (s.action, s.destination) {
+                    (ExportAction::Headers, Destination::Collector(addr)) => {
+                        match collectors.iter().find(|(a, _)| *a == addr) {
+                            Some((_, i)) => *i,
+                            None => {
+                                sinks.push(Sink::Collector(Collector::open(addr, config.headers)?));
+                                collectors.push((addr, sinks.len() - 1));
+                                sinks.len() - 1
+                            }
+                        }
+                    }
+                    (
+                        ExportAction::Packets { snap },
+                        Destination::Pcapng {
+                            max_bytes,
+                            max_age_ns,
+                        },
+                    ) => {
+                        if has_files {
+                            return Err(ExportError::TwoFileSends {
+                                policy: p.name.clone(),
+                            });
+                        }
+                        has_files = true;
+                        let dir = config
+                            .export_dir
+                            .as_deref()
+                            .ok_or_else(|| ExportError::NoExportDir {
+                                policy: p.name.clone(),
+                            })?;
+                        let rotation = Rotation {
+                            max_bytes,
+                            max_age: max_age_ns.map(std::time::Duration::from_nanos),
+                        };
+                        sinks.push(Sink::Files {
+                            files: Files::new(base(dir, &p.name, &config.run_id), rotation),
+                            snap,
+                        });
+                        sinks.len() - 1
+                    }
+                    // The checker allows no other pairs; one built by hand is
+                    // refused rather than half-served.
+                    (action, destination) => {
+                        return Err(ExportError::Unsupported {
+                            policy: p.name.clone(),
+                            what: format!("{action:?} to {destination:?}"),
+                        })
+                    }
+                };
+                if !mine.contains(&index) {
+                    mine.push(index);
+                }
+            }
+            sends.push(mine);
+        }
+        if let Some(dir) = &config.export_dir {
+            if sinks.iter().any(|s| matches!(s, Sink::Files { .. })) {
+                std::fs::create_dir_all(dir).map_err(|error| ExportError::ExportDir {
+                    path: dir.clone(),
+                    error,
+                })?;
+            }
+        }
+        Ok(Exporter {
+            classifier,
+            matched: vec![0; names.len()],
+            names,
+            sends,
+            sinks,
+            routes: Vec::new(),
+            offered: 0,
+            last_ts_ns: 0,
+        })
+    }
+
+    /// Whether any policy is installed (an exporter without one costs nothing).
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Classifies one packet and sends it where its policies say.
+    #[inline]
+    pub fn offer(&mut self, rec: &PacketRecord, frame: &Frame<'_>) {
+        self.offered += 1;
+        self.last_ts_ns = self.last_ts_ns.max(rec.ts_ns);
+        let Verdict::Set(set) = self.classifier.classify(&rec.key) else {
+            return;
+        };
+        let id = set.0 as usize;
+        if self.classifier.set_actions(set).is_empty() {
+            return;
+        }
+        if self.routes.len() <= id {
+            self.routes.resize(id + 1, None);
+        }
+        let route = match &self.routes[id] {
+            Some(r) => r.clone(),
+            None => {
+                let mut r: Vec<usize> = Vec::new();
+                for &p in self.classifier.set_actions(set) {
+                    for &s in self.sends.get(p as usize).map_or(&[][..], Vec::as_slice) {
+                        if !r.contains(&s) {
+                            r.push(s);
+                        }
+                    }
+                }
+                let r: Box<[usize]> = r.into();
+                self.routes[id] = Some(r.clone());
+                r
+            }
+        };
+        for &p in self.classifier.set_actions(set) {
+            if let Some(m) = self.matched.get_mut(p as usize) {
+                *m += 1;
+            }
+        }
+        for s in route.iter() {
+            match &mut self.sinks[*s] {
+                Sink::Collector(c) => c.push(&HeaderRecord::from_packet(rec, frame.interface, 1)),
+                Sink::Files { files, snap } => {
+                    let data = cut(frame.data, *snap);
+                    files.write(frame.link, rec.ts_ns, data, frame.orig_len);
+                }
+            }
+        }
+    }
+
+    /// Sends header datagrams that have waited [`FLUSH_AFTER_NS`] by
+    /// `now_ns` (packet time) and flushes files; call about every 100 ms.
+    pub fn tick(&mut self, now_ns: u64) {
+        let now = now_ns.max(self.last_ts_ns);
+        for s in &mut self.sinks {
+            match s {
+                Sink::Collector(c) => c.flush_older(now, FLUSH_AFTER_NS),
+                Sink::Files { files, .. } => files.flush(),
+            }
+        }
+    }
+
+    /// Sends every pending header and closes the files.
+    pub fn finish(&mut self) {
+        for s in &mut self.sinks {
+            match s {
+                Sink::Collector(c) => c.finish(),
+                Sink::Files { files, .. } => files.finish(),
+            }
+        }
+    }
+
+    pub fn stats(&self) -> ExportStats {
+        ExportStats {
+            offered: self.offered,
+            policies: self
+                .names
+                .iter()
+                .zip(&self.matched)
+                .map(|(name, &matched)| PolicyStats {
+                    name: name.clone(),
+                    matched,
+                })
+                .collect(),
+            destinations: self.sinks.iter().map(|s| s.stats().clone()).collect(),
+            classifier: self.classifier.stats(),
+        }
+    }
+}
+
+/// The first `snap` bytes of a frame.
+fn cut(data: &[u8], snap: Option<u32>) -> &[u8] {
+    match snap {
+        Some(n) => data.get(..n as usize).unwrap_or(data),
+        None => data,
+    }
+}
+
+/// `DIR/POLICY-RUN` (or `DIR/POLICY` without a run id).
+fn base(dir: &Path, policy: &str, run_id: &str) -> PathBuf {
+    if run_id.is_empty() {
+        dir.join(policy)
+    } else {
+        dir.join(format!("{policy}-{run_id}"))
+    }
+}
