@@ -27,6 +27,7 @@ DEPS=(
   "curl:curl:the scenarios (metrics scrape)"
   "nfcapd:nfdump:IPFIX export to a real collector (crates/ipfix/tests/nfcapd.rs)"
   "nfdump:nfdump:IPFIX export to a real collector (crates/ipfix/tests/nfcapd.rs)"
+  "tshark:tshark:exported header frames read by tshark (crates/headers/tests/frames.rs)"
 )
 
 # Ends here: the Python readers after the Debian packages (python3 first).

@@ -490,3 +490,191 @@ impl Decoder {
         self.errors
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::TcpHeader;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    /// A TCP ACK and its answer, and their datagram byte for byte, as the
+    /// tables in codec.rs and here lay them out (assembled by hand).
+    fn fixture() -> (Vec<HeaderRecord>, Vec<u8>) {
+        let a = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+        let ts = 1_700_000_000_000_000_000u64;
+        let tcp = TcpHeader {
+            seq: 1000,
+            ack: 2000,
+            window: 502,
+            flags: 0x10,
+            wscale: None,
+            mss: None,
+        };
+        let first = HeaderRecord {
+            ts_ns: ts,
+            interface: 0,
+            sample_ratio: 1,
+            src: a,
+            dst: b,
+            ports: Some((40000, 80)),
+            proto: 6,
+            vlan: None,
+            size: 52,
+            volume: 0,
+            ttl: 64,
+            ecn: 0,
+            later_fragment: false,
+            captured_len: 66,
+            tcp: Some(tcp),
+        };
+        let answer = HeaderRecord {
+            ts_ns: ts + 1000,
+            src: b,
+            dst: a,
+            ports: Some((80, 40000)),
+            tcp: Some(TcpHeader {
+                seq: 2000,
+                ack: 1100,
+                ..tcp
+            }),
+            ..first
+        };
+        let mut d = b"CLHR".to_vec();
+        d.extend([1, 40, 0, 2, 0, 83, 0, 0]); // version, header length, count 2, length 83, reserved
+        d.extend(7u32.to_be_bytes()); // observation id
+        d.extend(0u64.to_be_bytes()); // sequence
+        d.extend(0u64.to_be_bytes()); // record sequence
+        d.extend(ts.to_be_bytes()); // first ts
+        #[rustfmt::skip]
+        d.extend([
+            // First record, against the zero record: ctrl 0; bitmap bits 0-13
+            // and 15 (0xbfff) as LEB128; ts delta 0.
+            0x00, 0xff, 0xff, 0x02, 0x00,
+            0x24, 0x06,                     // misc: ports and TCP; proto 6
+            0x00, 10, 0, 0, 1,              // src: no prefix shared, 4 bytes
+            0x00, 10, 0, 0, 2,              // dst
+            0x9c, 0x40, 0x00, 0x50,         // ports 40000, 80
+            64, 52,                         // ttl, size
+            104, 28,                        // zigzag(52 header bytes), zigzag(14 link extra)
+            1,                              // sample ratio
+            0, 0, 0x03, 0xe8, 0, 0, 0x07, 0xd0, // seq, ack raw: the base has no TCP
+            0x01, 0xf6, 0x10,               // window 502, flags ACK
+            // The answer: ctrl REV on entry 0; bitmap: ack only; ts delta
+            // zigzag(1000) = 2000; ack delta zigzag(+100) = 200.
+            0x10, 0x04, 0xd0, 0x0f, 0xc8, 0x01,
+        ]);
+        (vec![first, answer], d)
+    }
+
+    #[test]
+    fn emit_matches_the_layout() {
+        let (recs, want) = fixture();
+        let mut enc = Encoder::new(EncoderConfig {
+            observation_id: 7,
+            mtu: DEFAULT_MTU,
+        })
+        .unwrap();
+        assert!(recs.iter().all(|r| enc.push(r).is_none()));
+        assert_eq!(enc.flush(), Some(&want[..]));
+        assert_eq!(enc.flush(), None);
+    }
+
+    #[test]
+    fn parse_matches_the_layout() {
+        let (recs, d) = fixture();
+        let mut out = Vec::new();
+        let h = decode_datagram(&d, &mut out).unwrap();
+        assert_eq!(out, recs);
+        assert_eq!(
+            h,
+            DatagramHeader {
+                observation_id: 7,
+                sequence: 0,
+                record_sequence: 0,
+                first_ts_ns: recs[0].ts_ns,
+                count: 2,
+                length: 83,
+            }
+        );
+    }
+
+    #[test]
+    fn record_faults_are_named() {
+        let (_, d) = fixture();
+        let mut out = Vec::new();
+        let at = HEADER_LEN + 37; // the answer's ctrl byte
+        let fault = |bad: &[u8]| match decode_datagram(bad, &mut Vec::new()) {
+            Err(HeadersError::Record { index, fault, .. }) => (index, fault),
+            other => panic!("{other:?}"),
+        };
+        let mut bad = d.clone();
+        bad[at] = 0x40;
+        assert_eq!(fault(&bad), (1, Fault::Reserved(0x40)));
+        bad[at] = 0x03;
+        assert_eq!(fault(&bad), (1, Fault::Reference { at: 3, history: 1 }));
+        let mut bad = d.clone();
+        bad[HEADER_LEN] = 0x01; // the first record refers to an empty history
+        assert_eq!(fault(&bad), (0, Fault::Reference { at: 1, history: 0 }));
+        let mut bad = d.clone();
+        bad[HEADER_LEN + 3] = 0x0a; // bitmap bits 15 and 17
+        assert_eq!(fault(&bad).1, Fault::Bitmap(0x2bfff));
+        let mut bad = d.clone();
+        bad[HEADER_LEN + 5] = 0x20; // misc without ports: ports given while absent
+        assert_eq!(fault(&bad), (0, Fault::Absent("ports")));
+        let mut bad = d.clone();
+        bad[HEADER_LEN + 7] = 0x05; // src shares 5 bytes of a 4-byte address
+        assert_eq!(fault(&bad), (0, Fault::Address(0x05)));
+        assert!(out.is_empty());
+        out.push(fixture().0[0]);
+        assert!(decode_datagram(&bad, &mut out).is_err());
+        assert_eq!(out.len(), 1, "a failed decode leaves the vector as it was");
+    }
+
+    #[test]
+    fn sequence_tracking() {
+        let mut dec = Decoder::new();
+        let h = |sequence, record_sequence, count| DatagramHeader {
+            observation_id: 1,
+            sequence,
+            record_sequence,
+            count,
+            ..DatagramHeader::default()
+        };
+        let steps = [
+            (h(10, 100, 5), Arrival::First),
+            (h(11, 105, 5), Arrival::InOrder),
+            (
+                h(14, 120, 5),
+                Arrival::Gap {
+                    datagrams: 2,
+                    records: 10,
+                },
+            ),
+            (h(12, 110, 4), Arrival::Late),
+            (h(12, 110, 4), Arrival::Duplicate),
+            (h(14, 120, 5), Arrival::Duplicate),
+            (
+                h(15 + WINDOW, 500, 1),
+                Arrival::Gap {
+                    datagrams: WINDOW,
+                    records: 375,
+                },
+            ),
+            (h(13, 114, 6), Arrival::TooOld),
+            (
+                h(u64::MAX, 0, 1),
+                Arrival::Gap {
+                    datagrams: u64::MAX - 16 - WINDOW,
+                    records: 0,
+                },
+            ),
+        ];
+        for (i, (hd, want)) in steps.iter().enumerate() {
+            assert_eq!(dec.place(hd), *want, "step {i}");
+        }
+        let s = dec.exporter(1).unwrap();
+        assert_eq!((s.late, s.duplicates, s.too_old), (1, 2, 1));
+        assert_eq!(s.lost_datagrams, 1 + WINDOW + (u64::MAX - 16 - WINDOW));
+    }
+}
