@@ -17,6 +17,14 @@
 //! way a packet's bytes are valid until the next call, and nothing is
 //! allocated per packet.
 //!
+//! # Writing
+//!
+//! [`PcapWriter`] writes classic pcap (for tests and generators);
+//! [`PcapngWriter`] writes pcapng with interfaces added on demand,
+//! nanosecond timestamps and packet comments; [`RotatingPcapng`] writes a
+//! sequence of complete pcapng files cut by size or packet time, never
+//! overwriting one, and reports what it wrote ([`WrittenFile`]).
+//!
 //! # Formats
 //!
 //! Classic pcap in both byte orders with microsecond or nanosecond

@@ -56,6 +56,7 @@ use std::time::Duration;
 
 use clarion_wire::LinkType;
 
+use crate::decode::MAX_RECORD;
 use crate::pcapng_writer::{packet_block_len, PcapngWriter};
 use crate::CaptureError;
 
@@ -200,20 +201,27 @@ impl RotatingPcapng {
         comment: Option<&str>,
     ) -> Result<(), CaptureError> {
         self.check_stopped()?;
-        if interface as usize >= self.interfaces.len() {
-            // Refused before any rotation, so a bad call cannot start a file.
+        // Refused before any rotation, so a bad call cannot start a file.
+        let block_len = packet_block_len(data.len(), comment);
+        let refused = if interface as usize >= self.interfaces.len() {
+            Some(format!(
+                "packet names interface {interface} but only {} were added",
+                self.interfaces.len()
+            ))
+        } else if block_len > u64::from(MAX_RECORD) {
+            Some(format!(
+                "packet block of {block_len} bytes is over the {MAX_RECORD}-byte limit"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refused {
             return Err(CaptureError::Write {
                 path: self.current_path(),
-                error: io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "packet names interface {interface} but only {} were added",
-                        self.interfaces.len()
-                    ),
-                ),
+                error: io::Error::new(io::ErrorKind::InvalidInput, why),
             });
         }
-        if self.must_rotate(ts_ns, packet_block_len(data.len(), comment)) {
+        if self.must_rotate(ts_ns, block_len) {
             self.close_current()?;
             self.open_next()?;
         }

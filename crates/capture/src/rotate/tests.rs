@@ -254,7 +254,11 @@ fn cannot_create_names_the_path() {
 #[test]
 fn refused_packets_do_not_stop_the_writer() {
     let dir = tempfile::tempdir().unwrap();
-    let mut w = RotatingPcapng::create(&dir.path().join("cap"), Rotation::default()).unwrap();
+    let limits = Rotation {
+        max_bytes: Some(1_000),
+        max_age: None,
+    };
+    let mut w = RotatingPcapng::create(&dir.path().join("cap"), limits).unwrap();
     let e = w.write_packet(0, 1, &[1], 1).unwrap_err();
     assert!(
         matches!(&e, CaptureError::Write { error, .. } if error.kind() == io::ErrorKind::InvalidInput),
@@ -262,8 +266,17 @@ fn refused_packets_do_not_stop_the_writer() {
     );
     w.add_interface(LinkType::Ethernet, 0, None).unwrap();
     w.write_packet(0, 1, &[1], 1).unwrap();
+    // Too large for any reader: refused without starting a file.
+    let huge = vec![0u8; 16 * 1024 * 1024];
+    let e = w.write_packet(0, 2, &huge, 1).unwrap_err();
+    assert!(
+        matches!(&e, CaptureError::Write { error, .. } if error.kind() == io::ErrorKind::InvalidInput),
+        "{e}"
+    );
+    w.write_packet(0, 3, &[3], 1).unwrap();
     let files = w.finish().unwrap();
-    assert_eq!(files[0].packets, 1);
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].packets, 2);
 }
 
 /// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
