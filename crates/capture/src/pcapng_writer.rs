@@ -5,7 +5,7 @@
 //!
 //! [`PcapngWriter::new`] writes the section header block (little-endian,
 //! version 1.0, section length "unknown" so the file can grow, and
-//! `shb_userappl` "clarion <version>"). [`PcapngWriter::add_interface`]
+//! `shb_userappl` "clarion 0.1.0", the crate version). [`PcapngWriter::add_interface`]
 //! writes an interface description block (link type, snap length,
 //! optional `if_name`, and `if_tsresol` = 9 so timestamps are whole
 //! nanoseconds, the unit of [`crate::RawPacket::ts_ns`]) and returns its
