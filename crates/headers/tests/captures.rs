@@ -15,8 +15,8 @@ use common::{capture_files, captures_dir, decode_all, encode_all, load};
 fn every_capture_round_trips_and_compresses() {
     let Some(dir) = captures_dir() else { return };
     eprintln!(
-        "{:<26} {:>7} {:>6} {:>9} {:>8} {:>9} {:>9} {:>9}",
-        "capture", "packets", "dgrams", "rec/dgram", "B/rec", "hdr B", "out B", "hdr:out"
+        "{:<26} {:>7} {:>6} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10}",
+        "capture", "packets", "dgrams", "rec/dgram", "B/rec", "hdr B", "out B", "hdr:out", "pkt:out"
     );
     for path in capture_files(&dir) {
         let recs: Vec<HeaderRecord> = load(&path)
@@ -40,11 +40,16 @@ fn every_capture_round_trips_and_compresses() {
             .map(|r| 14 + 4 * u64::from(r.vlan.is_some()) + u64::from(r.size.saturating_sub(r.volume)))
             .sum();
         assert_eq!(s.header_bytes, hdr);
+        let pkt: u64 = recs
+            .iter()
+            .map(|r| 14 + 4 * u64::from(r.vlan.is_some()) + u64::from(r.size))
+            .sum();
+        assert_eq!(s.packet_bytes, pkt);
         let per_dgram = recs.len() as f64 / dgrams.len() as f64;
         let per_rec = (out as f64 - 40.0 * dgrams.len() as f64) / recs.len() as f64;
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         eprintln!(
-            "{:<26} {:>7} {:>6} {:>9.1} {:>8.2} {:>9} {:>9} {:>8.2}:1",
+            "{:<26} {:>7} {:>6} {:>9.1} {:>8.2} {:>9} {:>9} {:>8.2}:1 {:>8.1}:1",
             name,
             recs.len(),
             dgrams.len(),
@@ -52,7 +57,8 @@ fn every_capture_round_trips_and_compresses() {
             per_rec,
             hdr,
             out,
-            hdr as f64 / out as f64
+            hdr as f64 / out as f64,
+            pkt as f64 / out as f64
         );
         // Trident's 22-49-byte records give 29-66 packets a 1500-byte
         // datagram; small captures end with a part-filled datagram.
