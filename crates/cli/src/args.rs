@@ -155,8 +155,8 @@ pub struct RunArgs {
     pub health: Option<PathBuf>,
 
     /// Events file (the Clarion event language, conventionally *.clarion).
-    /// Optional with --records or --gpv: flow records alone.
-    #[arg(long, value_name = "FILE", required_unless_present_any = ["records", "gpv", "app"])]
+    /// Optional with --records, --gpv, --app or --exports.
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["records", "gpv", "app", "exports"])]
     pub events: Option<PathBuf>,
 
     /// Report format: 'json' (one JSON object per line, schema clarion.report/1),
@@ -268,6 +268,44 @@ pub struct ExportArgs {
     /// record of a flow leaves the cache when another flow needs its slot).
     #[arg(long, requires = "records", default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
     pub record_cache: u32,
+
+    #[command(flatten)]
+    pub policies: PolicyArgs,
+}
+
+/// Export policies (Trident): headers and packets of chosen traffic to
+/// collectors, analyzers and files; see `docs/exports.md`.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Export policies")]
+pub struct PolicyArgs {
+    /// Export policies file (`export NAME filter ... send ...`): headers to
+    /// a collector (`clarion collect`), packets to a VXLAN analyzer or to
+    /// pcapng files. Every packet is still measured by the events.
+    #[arg(long, value_name = "FILE")]
+    pub exports: Option<PathBuf>,
+
+    /// Directory of the pcapng files the policies write
+    /// (POLICY-RUN-NNNNNN.pcapng, RUN the start time); created if missing.
+    #[arg(long, requires = "exports", value_name = "DIR")]
+    pub export_dir: Option<PathBuf>,
+
+    /// Fast path of the policies' classifier: 'uss' (Trident's unified
+    /// space search over cached uniflows: about one hash lookup a packet),
+    /// 'megaflow' (Open vSwitch's), or 'none' (tuple space search for
+    /// every packet).
+    #[arg(long, requires = "exports", value_enum, default_value_t = FastPathArg::Uss, value_name = "KIND")]
+    pub export_fast_path: FastPathArg,
+
+    /// Entries of the classifier's fast-path cache.
+    #[arg(long, requires = "exports", default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
+    pub export_cache: u32,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastPathArg {
+    Uss,
+    Megaflow,
+    None,
 }
 
 /// Options of live capture (`--interface`); see `clarion run --help`.

@@ -30,7 +30,7 @@ const COMMANDS: [&str; 3] = ["run", "agent", "manager"];
 
 /// A flag required unless one of these is present (`required_unless_present_any`):
 /// one of them set in the file satisfies it, which clap does not count.
-const UNLESS: [(&str, &[&str]); 1] = [("events", &["records", "gpv", "app"])];
+const UNLESS: [(&str, &[&str]); 1] = [("events", &["records", "gpv", "app", "exports"])];
 
 /// An input given on the command line (its flags) replaces this one from the file.
 const INPUTS: [(&[&str], &str); 2] = [(&["--pcap"], "interface"), (&["--interface", "-i"], "pcap")];

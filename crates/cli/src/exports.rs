@@ -1,19 +1,21 @@
-//! `--records`, `--gpv` and `--app`: the destinations named on the command
-//! line, opened, and the stage that feeds them (`clarion_host::WithExports`).
+//! `--records`, `--gpv`, `--app` and `--exports`: the destinations named
+//! on the command line, opened, and the stage that feeds them
+//! (`clarion_host::WithExports`).
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 
+use clarion_export::{ExportConfig, ExportStats, Exporter, FastPathKind};
 use clarion_flows::FlowConfig;
 use clarion_gpv::{app_by_name, AppRuntime, CacheConfig, Gpv, GpvFile, GpvSink};
 use clarion_host::{Stage, WithExports};
 use clarion_records::{FanOut, FlowRecord, JsonLinesRecords, RecordSink};
 
-use crate::args::ExportArgs;
+use crate::args::{ExportArgs, FastPathArg, PolicyArgs};
 use crate::summary::thousands;
 use crate::Failure;
 
@@ -30,11 +32,13 @@ pub struct Exports {
     pub gpv_config: CacheConfig,
     /// The apps fed by the GPVs, and where their report goes.
     pub apps: Option<(AppRuntime, Option<PathBuf>)>,
+    /// The export policies of `--exports`.
+    pub exporter: Option<Exporter>,
 }
 
 impl Exports {
     pub fn is_empty(&self) -> bool {
-        self.records.is_none() && !self.makes_gpvs()
+        self.records.is_none() && !self.makes_gpvs() && self.exporter.is_none()
     }
 
     /// GPVs are made when they are written or apps read them.
@@ -53,6 +57,9 @@ impl Exports {
         let (apps, apps_out) = self.apps.unwrap_or_default();
         if makes_gpvs {
             with = with.gpvs(self.gpv_config, self.gpv_sink, apps).map_err(usage)?;
+        }
+        if let Some(x) = self.exporter {
+            with = with.exporter(x);
         }
         Ok((with, apps_out))
     }
@@ -87,7 +94,46 @@ pub fn open(a: &ExportArgs) -> Result<Exports, Failure> {
         gpv_sink,
         gpv_config: CacheConfig::default(),
         apps,
+        exporter: open_policies(&a.policies)?,
     })
+}
+
+/// The exporter of `--exports`, its file checked and its destinations opened.
+pub fn open_policies(a: &PolicyArgs) -> Result<Option<Exporter>, Failure> {
+    let Some(path) = &a.exports else { return Ok(None) };
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path)
+        .map_err(|e| Failure::Usage(format!("clarion: cannot read export policies {name}: {e}")))?;
+    let color = std::io::stderr().is_terminal();
+    let src = crate::check::events_text(&name, bytes, color)?;
+    let policies =
+        clarion_lang::check_exports(&src).map_err(|d| Failure::Usage(d.render(&name, &src, color)))?;
+    if policies.is_empty() {
+        return Err(Failure::Usage(format!(
+            "clarion: {name} defines no export policy; add one, e.g.\n\n  export web_headers\n    filter proto = tcp and dst_port = 443\n    send headers to collector 127.0.0.1\n"
+        )));
+    }
+    let capacity = a.export_cache as usize;
+    let config = ExportConfig {
+        export_dir: a.export_dir.clone(),
+        fast_path: match a.export_fast_path {
+            FastPathArg::Uss => FastPathKind::Uss { capacity },
+            FastPathArg::Megaflow => FastPathKind::Megaflow { capacity },
+            FastPathArg::None => FastPathKind::None,
+        },
+        run_id: run_id(),
+        ..ExportConfig::default()
+    };
+    Exporter::new(&policies, &config)
+        .map(Some)
+        .map_err(|e| Failure::Usage(format!("clarion: {name}: {e}")))
+}
+
+/// This run's start, UTC, as file names can carry it: `20261126T035313Z`.
+fn run_id() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(['-', ':'], "")
 }
 
 /// A runtime with the apps of these names.
@@ -174,6 +220,49 @@ pub fn summary<S: Stage>(w: &WithExports<S>) -> String {
             thousands(st.packets),
             thousands(written),
         );
+    }
+    if let Some(x) = w.export_stats() {
+        s += &export_summary(&x);
+    }
+    s
+}
+
+/// The summary lines of the export policies: per policy the packets it
+/// took, per destination what it sent and what it could not.
+pub fn export_summary(x: &ExportStats) -> String {
+    let mut s = String::new();
+    let c = &x.classifier;
+    s += &format!(
+        "  exports: {} packets classified, fast path hit rate {:.3}, {:.2} hash lookups a packet\n",
+        thousands(x.offered),
+        c.hit_rate(),
+        c.fast_lookups_per_packet(),
+    );
+    for p in &x.policies {
+        s += &format!("    policy {}: {} packets\n", p.name, thousands(p.matched));
+    }
+    for d in &x.destinations {
+        s += &format!("    {}: {} packets", d.label, thousands(d.packets));
+        if d.datagrams > 0 {
+            s += &format!(" in {} datagrams", thousands(d.datagrams));
+        }
+        s += &format!(", {} bytes", thousands(d.bytes));
+        if d.header_bytes > 0 && d.bytes > 0 {
+            s += &format!(
+                " ({:.1}:1 against the headers)",
+                d.header_bytes as f64 / d.bytes as f64
+            );
+        }
+        if !d.files.is_empty() {
+            s += &format!(", {} files", d.files.len());
+        }
+        if d.dropped > 0 {
+            s += &format!(", {} DROPPED", thousands(d.dropped));
+        }
+        if let Some(e) = &d.first_error {
+            s += &format!(", {} errors (first: {e})", thousands(d.errors));
+        }
+        s += "\n";
     }
     s
 }

@@ -162,10 +162,14 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         }
         None => None,
     };
-    let exporting = !a.export.records.is_empty() || a.export.gpv.is_some() || !a.export.app.is_empty();
+    let exporting = !a.export.records.is_empty()
+        || a.export.gpv.is_some()
+        || !a.export.app.is_empty()
+        || a.export.policies.exports.is_some();
     if exporting && a.inventory.is_some() {
         return Err(Failure::Usage(
-            "clarion: --records, --gpv and --app describe one host's traffic: not with --inventory".into(),
+            "clarion: --records, --gpv, --app and --exports describe one host's traffic: not with --inventory"
+                .into(),
         ));
     }
     if let Some(path) = &a.inventory {

@@ -1,8 +1,8 @@
 //! Where exported headers and packets go: a collector's UDP header
-//! stream, rotating pcapng files (and, in `vxlan`, an analyzer's mirror).
+//! stream, an analyzer's VXLAN mirror, rotating pcapng files.
 //!
 //! No destination ever blocks the packet path or ends the run:
-//! - a collector's socket is non-blocking; a datagram the kernel cannot
+//! - a collector's and a mirror's sockets are non-blocking; a datagram the kernel cannot
 //!   take now (full socket buffer) is counted as dropped, and an error
 //!   (the collector's port closed, no route) is counted, its first
 //!   message kept;
@@ -219,6 +219,54 @@ impl Files {
             Ok(files) => self.stats.files = files,
             Err(e) => {
                 self.stats.files = files;
+                self.stats.error(e);
+            }
+        }
+    }
+}
+
+/// A VXLAN mirror to one analyzer (`clarion-mirror`).
+#[derive(Debug)]
+pub(crate) struct Vxlan {
+    mirror: clarion_mirror::VxlanMirror,
+    pub stats: DestinationStats,
+}
+
+impl Vxlan {
+    pub fn open(analyzer: SocketAddr, vni: u32, snap: Option<u32>) -> Result<Vxlan, ExportError> {
+        let vni = clarion_mirror::Vni::new(vni).map_err(|e| ExportError::Mirror {
+            addr: analyzer,
+            error: e,
+        })?;
+        let mirror = clarion_mirror::VxlanMirror::new(analyzer, vni)
+            .map_err(|e| ExportError::Mirror {
+                addr: analyzer,
+                error: e,
+            })?
+            .with_snap(snap.map(|n| n as usize));
+        Ok(Vxlan {
+            mirror,
+            stats: DestinationStats {
+                label: format!("vxlan {analyzer} vni {}", vni.get()),
+                ..DestinationStats::default()
+            },
+        })
+    }
+
+    pub fn send(&mut self, link: LinkType, frame: &[u8]) {
+        use clarion_mirror::SendOutcome;
+        self.stats.packets += 1;
+        match self.mirror.send(link, frame) {
+            SendOutcome::Sent(n) => {
+                self.stats.datagrams += 1;
+                self.stats.bytes += n as u64;
+            }
+            SendOutcome::Dropped | SendOutcome::Unencapsulable => self.stats.dropped += 1,
+            SendOutcome::Failed => {
+                let e = self
+                    .mirror
+                    .last_error()
+                    .map_or_else(|| "send failed".to_string(), ToString::to_string);
                 self.stats.error(e);
             }
         }

@@ -17,6 +17,11 @@ pub enum ExportError {
         addr: std::net::SocketAddr,
         error: std::io::Error,
     },
+    #[error("VXLAN mirror to {addr}: {error}")]
+    Mirror {
+        addr: std::net::SocketAddr,
+        error: clarion_mirror::MirrorError,
+    },
     #[error("header stream: {0}")]
     Headers(#[from] clarion_headers::HeadersError),
     #[error("export policy `{policy}`: cannot send {what}")]

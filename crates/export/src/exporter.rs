@@ -5,7 +5,7 @@
 //! lookup on a fast-path hit), then, only for taken packets, the route of
 //! that set of policies — its destinations, each once, computed the first
 //! time the set is seen — and the work of each destination (a header
-//! record into a datagram, a frame into a file). A packet no policy takes
+//! record into a datagram, a frame into a VXLAN datagram or a file). A packet no policy takes
 //! costs the lookup alone.
 //!
 //! Destinations are shared: two policies sending headers to one collector
@@ -19,7 +19,7 @@ use clarion_headers::{EncoderConfig, HeaderRecord};
 use clarion_lang::spec::{Destination, ExportAction, ExportSpec};
 use clarion_wire::{LinkType, PacketRecord};
 
-use crate::destination::{Collector, DestinationStats, Files};
+use crate::destination::{Collector, DestinationStats, Files, Vxlan};
 use crate::policy::{self, FastPathKind};
 use crate::ExportError;
 
@@ -71,6 +71,7 @@ pub struct ExportStats {
 #[derive(Debug)]
 enum Sink {
     Collector(Collector),
+    Vxlan(Vxlan),
     Files { files: Files, snap: Option<u32> },
 }
 
@@ -78,6 +79,7 @@ impl Sink {
     fn stats(&self) -> &DestinationStats {
         match self {
             Sink::Collector(c) => &c.stats,
+            Sink::Vxlan(v) => &v.stats,
             Sink::Files { files, .. } => &files.stats,
         }
     }
@@ -119,6 +121,9 @@ impl Exporter {
         let classifier = policy::classifier(policies, config.fast_path)?;
         let mut sinks: Vec<Sink> = Vec::new();
         let mut collectors: Vec<(std::net::SocketAddr, usize)> = Vec::new();
+        // (analyzer, VNI, snap) of each mirror opened, and its sink.
+        type MirrorKey = (std::net::SocketAddr, u32, Option<u32>);
+        let mut mirrors: Vec<(MirrorKey, usize)> = Vec::new();
         let mut sends = Vec::new();
         for p in policies {
             let mut mine = Vec::new();
@@ -131,6 +136,17 @@ impl Exporter {
                             None => {
                                 sinks.push(Sink::Collector(Collector::open(addr, config.headers)?));
                                 collectors.push((addr, sinks.len() - 1));
+                                sinks.len() - 1
+                            }
+                        }
+                    }
+                    (ExportAction::Packets { snap }, Destination::Vxlan { analyzer, vni }) => {
+                        let key = (analyzer, vni, snap);
+                        match mirrors.iter().find(|(k, _)| *k == key) {
+                            Some((_, i)) => *i,
+                            None => {
+                                sinks.push(Sink::Vxlan(Vxlan::open(analyzer, vni, snap)?));
+                                mirrors.push((key, sinks.len() - 1));
                                 sinks.len() - 1
                             }
                         }
@@ -243,6 +259,7 @@ impl Exporter {
         for s in route.iter() {
             match &mut self.sinks[*s] {
                 Sink::Collector(c) => c.push(&HeaderRecord::from_packet(rec, frame.interface, 1)),
+                Sink::Vxlan(v) => v.send(frame.link, frame.data),
                 Sink::Files { files, snap } => {
                     let data = cut(frame.data, *snap);
                     files.write(frame.link, rec.ts_ns, data, frame.orig_len);
@@ -258,6 +275,7 @@ impl Exporter {
         for s in &mut self.sinks {
             match s {
                 Sink::Collector(c) => c.flush_older(now, FLUSH_AFTER_NS),
+                Sink::Vxlan(_) => {}
                 Sink::Files { files, .. } => files.flush(),
             }
         }
@@ -268,6 +286,7 @@ impl Exporter {
         for s in &mut self.sinks {
             match s {
                 Sink::Collector(c) => c.finish(),
+                Sink::Vxlan(_) => {}
                 Sink::Files { files, .. } => files.finish(),
             }
         }

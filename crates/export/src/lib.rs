@@ -7,6 +7,7 @@
 //!                               ▼
 //!                           route (each destination once)
 //!                               ├─► Collector: HeaderRecord ─► difference-coded datagrams ─► UDP
+//!                               ├─► Vxlan: frame (cut to snap) ─► VXLAN datagram ─► analyzer
 //!                               └─► Files: frame (cut to snap) ─► rotating pcapng
 //! ```
 //!

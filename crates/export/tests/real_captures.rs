@@ -5,7 +5,11 @@
 //!   policies take it;
 //! - the pcapng files hold exactly the frames a `packets` policy takes,
 //!   cut to the snap length, with their times and lengths on the wire,
-//!   for every fast path.
+//!   for every fast path;
+//! - the VXLAN mirror's datagrams carry VNI 42 and, inside, exactly the
+//!   frames a mirror policy takes, cut to the snap length (Ethernet
+//!   frames byte for byte; others behind an Ethernet header, parsing to
+//!   the same packet).
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -67,6 +71,9 @@ export low_ports
   filter proto = tcp and dst_port in 0..1023
   send headers to collector 127.0.0.1 port PORT
   send packets snap 64B to pcapng rotate 64KB
+export udp_mirror
+  filter proto = udp
+  send packets snap 100 to vxlan 127.0.0.1 port MIRROR vni 42
 ";
 
 fn takes_headers(r: &PacketRecord) -> bool {
@@ -101,8 +108,15 @@ fn check(path: &Path, packets: &[Packet], fast: FastPathKind) {
         .set_read_timeout(Some(Duration::from_millis(500)))
         .expect("a timeout");
     let port = receiver.local_addr().expect("its address").port();
-    let policies =
-        clarion_lang::check_exports(&POLICIES.replace("PORT", &port.to_string())).expect("policies");
+    let analyzer = UdpSocket::bind("127.0.0.1:0").expect("a local socket");
+    analyzer
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("a timeout");
+    let mirror_port = analyzer.local_addr().expect("its address").port();
+    let text = POLICIES
+        .replace("MIRROR", &mirror_port.to_string())
+        .replace("PORT", &port.to_string());
+    let policies = clarion_lang::check_exports(&text).expect("policies");
     let dir = tempdir(&format!("{name}-{fast:?}"));
     let config = ExportConfig {
         export_dir: Some(dir.clone()),
@@ -117,6 +131,14 @@ fn check(path: &Path, packets: &[Packet], fast: FastPathKind) {
         let mut buf = vec![0u8; 65_536];
         while let Ok(n) = receiver.recv(&mut buf) {
             decode_datagram(&buf[..n], &mut got).expect("a datagram that decodes");
+        }
+        got
+    });
+    let mirrored = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        while let Ok(n) = analyzer.recv(&mut buf) {
+            got.push(buf[..n].to_vec());
         }
         got
     });
@@ -172,7 +194,24 @@ fn check(path: &Path, packets: &[Packet], fast: FastPathKind) {
     assert!(frames == want, "{name} {fast:?}: frames differ");
     let matched: Vec<u64> = stats.policies.iter().map(|p| p.matched).collect();
     let tcp = packets.iter().filter(|p| p.rec.key.proto == 6).count() as u64;
-    assert_eq!(matched, [tcp, want.len() as u64], "{name}");
+    let udp: Vec<&Packet> = packets.iter().filter(|p| p.rec.key.proto == 17).collect();
+    assert_eq!(matched, [tcp, want.len() as u64, udp.len() as u64], "{name}");
+
+    let datagrams = mirrored.join().expect("the analyzer");
+    assert_eq!(stats.destinations[2].dropped, 0, "{name}: {stats:?}");
+    assert_eq!(datagrams.len(), udp.len(), "{name} {fast:?}: mirrored datagrams");
+    for (d, p) in datagrams.iter().zip(&udp) {
+        assert_eq!(&d[..8], &[0x08, 0, 0, 0, 0, 0, 42, 0], "{name}: VXLAN header");
+        let inner = &d[8..];
+        if p.link == LinkType::Ethernet {
+            assert_eq!(inner, &p.data[..p.data.len().min(100)], "{name}: inner frame");
+        } else {
+            assert!(inner.len() <= 100, "{name}: snap");
+            let again =
+                parse_frame(LinkType::Ethernet, inner, p.rec.ts_ns, p.orig_len).expect("inner parses");
+            assert_eq!(again.key, p.rec.key, "{name}: inner frame's packet");
+        }
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -2,12 +2,14 @@
 //! to the event stage, to a flow meter (TurboFlow's microflow cache and
 //! aggregator, `clarion-flows`) whose records go to record sinks, and to a
 //! GPV cache (*Flow, `clarion-gpv`) whose grouped packet vectors go to a
-//! GPV sink and to the metric apps running on the host.
+//! GPV sink and to the metric apps running on the host; and each frame
+//! to the export policies (Trident, `clarion-export`).
 //!
 //! ```text
 //!  batch ──► inner stage (Monitor | Workers | Counting) ──► reports
 //!        ├─► FlowMeter ──► FlowRecord ──► RecordSink (FanOut: JSON lines, IPFIX, Parquet)
 //!        └─► GpvCache ──► Gpv ──► GpvSink (.gpv, Parquet) and AppRuntime (apps)
+//!  frame ──► Exporter ──► header streams, VXLAN mirrors, pcapng files
 //! ```
 //!
 //! All read the same parsed packets, parsed once, on the thread that calls
@@ -16,9 +18,12 @@
 //! packet time (so a collector sees records while a long capture is read)
 //! and finished at the end. A sink's error ends the run
 //! ([`HostError::Records`], [`HostError::Gpvs`]): nothing is dropped
-//! silently.
+//! silently. Export destinations never end the run nor wait: what they
+//! cannot take is counted in [`WithExports::export_stats`].
 
+use clarion_capture::RawPacket;
 use clarion_engine::{Counters, Health, Report, Unparsed};
+use clarion_export::{ExportStats, Exporter, Frame, FLUSH_AFTER_NS};
 use clarion_flows::{FlowConfig, FlowMeter, FlowStats};
 use clarion_gpv::{AppRuntime, CacheConfig, CacheStats, Gpv, GpvCache, GpvSink};
 use clarion_records::{FanOut, FlowRecord, RecordSink};
@@ -34,7 +39,10 @@ pub struct WithExports<S> {
     pub inner: S,
     records: Option<Records>,
     gpvs: Option<Gpvs>,
+    exporter: Option<Exporter>,
+    input: u16,
     flushed_at_ns: u64,
+    ticked_at_ns: u64,
 }
 
 struct Records {
@@ -78,8 +86,22 @@ impl<S: Stage> WithExports<S> {
             inner,
             records: None,
             gpvs: None,
+            exporter: None,
+            input: 0,
             flushed_at_ns: 0,
+            ticked_at_ns: 0,
         }
+    }
+
+    /// Export policies on every frame that parses.
+    pub fn exporter(mut self, exporter: Exporter) -> WithExports<S> {
+        self.exporter = Some(exporter);
+        self
+    }
+
+    /// What the export policies have done, if any are installed.
+    pub fn export_stats(&self) -> Option<ExportStats> {
+        self.exporter.as_ref().map(Exporter::stats)
     }
 
     /// Flow records of a meter of `config` to `sink`. Fails on a
@@ -159,6 +181,21 @@ impl<S: Stage> WithExports<S> {
 impl<S: Stage> Stage for WithExports<S> {
     fn switch_input(&mut self, input: usize) {
         self.inner.switch_input(input);
+        self.input = u16::try_from(input).unwrap_or(u16::MAX);
+    }
+
+    #[inline]
+    fn frame(&mut self, record: &PacketRecord, raw: &RawPacket<'_>) {
+        if let Some(x) = &mut self.exporter {
+            let frame = Frame {
+                link: raw.link,
+                data: raw.data,
+                orig_len: raw.orig_len,
+                interface: self.input,
+            };
+            x.offer(record, &frame);
+        }
+        self.inner.frame(record, raw);
     }
 
     fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
@@ -176,6 +213,12 @@ impl<S: Stage> Stage for WithExports<S> {
             if last.ts_ns >= self.flushed_at_ns.saturating_add(FLUSH_EVERY_NS) {
                 self.flush()?;
                 self.flushed_at_ns = last.ts_ns;
+            }
+            if let Some(x) = &mut self.exporter {
+                if last.ts_ns >= self.ticked_at_ns.saturating_add(FLUSH_AFTER_NS) {
+                    x.tick(last.ts_ns);
+                    self.ticked_at_ns = last.ts_ns;
+                }
             }
         }
         Ok(())
@@ -199,6 +242,9 @@ impl<S: Stage> Stage for WithExports<S> {
         }
         if let Some(s) = self.gpvs.as_mut().and_then(|g| g.sink.as_mut()) {
             s.finish().map_err(HostError::Gpvs)?;
+        }
+        if let Some(x) = &mut self.exporter {
+            x.finish();
         }
         Ok(())
     }

@@ -165,6 +165,7 @@ where
         }
         match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
             Ok(rec) => {
+                stage.frame(&rec, &raw);
                 batch.push(rec);
                 if batch.len() == BATCH {
                     deliver(stage, driver, &mut batch, &mut out)?;

@@ -1,5 +1,6 @@
 //! The seam between the packets and what consumes them.
 
+use clarion_capture::RawPacket;
 use clarion_engine::{Counters, Health, Monitor, Report, Unparsed};
 use clarion_network::Network;
 use clarion_wire::PacketRecord;
@@ -25,6 +26,12 @@ pub trait Stage {
     /// capture per host); 0 until told otherwise. Stages of one host's
     /// traffic ignore it.
     fn switch_input(&mut self, _input: usize) {}
+    /// A frame that parsed, with its bytes, just before its record joins
+    /// the batch for [`Stage::process_batch`] (so in input order, and
+    /// before that batch's reports). For what needs the frame itself
+    /// (export policies); the bytes are valid for this call only.
+    #[inline(always)]
+    fn frame(&mut self, _record: &PacketRecord, _raw: &RawPacket<'_>) {}
     fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError>;
     fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError>;
     fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError>;
