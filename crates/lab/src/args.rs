@@ -53,7 +53,23 @@ pub enum Command {
     /// attacks (SYN, threshold) over attack fractions: model vs measured breaking point.
     #[command(after_help = DOS_AFTER_HELP)]
     Dos(crate::dos::DosArgs),
+    /// Compare the export classifier's fast paths on ClassBench-style rule sets:
+    /// Trident's USS + uniflows against OVS's TSS + megaflows (Trident's Table 2, Fig. 6).
+    #[command(after_help = CLASSIFY_AFTER_HELP)]
+    Classify(crate::classify::ClassifyArgs),
 }
+
+const CLASSIFY_AFTER_HELP: &str = "Examples:
+  clarion-lab classify                          # ACL and FW, 100/1,000/10,000 rules, 1M packets
+  clarion-lab classify --rules acl --sizes 1000 --cache 100 --packets 200000
+  clarion-lab classify --no-locality --json
+
+Columns per fast path: hash lookups per packet on the fast path (lk/p),
+fast-path hit rate, mean log2 of the packets a cached entry covers (sp2,
+Trident's Fig. 6), million packets per second (median of --runs passes,
+each with an empty cache); ratio = USS packets/s over megaflow packets/s, measured in
+the same run. Both answers are compared packet by packet (exit 1 if they
+ever differ). Method and results: docs/performance.md.";
 
 const GEN_AFTER_HELP: &str = "Examples:
   clarion-lab gen --out bench.pcap --events-out bench.clarion

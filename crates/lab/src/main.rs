@@ -11,7 +11,9 @@
 //! - `dos`: the DoS filter's cost model profiled on this machine, against
 //!   the paper's two attacks measured;
 //! - `feasibility`: the feasibility region (Trumpet's Figure 13), the
-//!   highest rate with no late sweep over a grid of workloads.
+//!   highest rate with no late sweep over a grid of workloads;
+//! - `classify`: Trident's fast paths for export policies, USS + uniflows
+//!   against OVS's TSS + megaflows (Trident's Table 2 and Fig. 6).
 //!
 //! Argument parsing and dispatch only; each command lives in its own module.
 //! Errors become one `clarion-lab:`-prefixed message and an exit status
@@ -19,6 +21,7 @@
 
 mod args;
 mod bench;
+mod classify;
 mod dos;
 mod feasibility;
 mod gen;
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::bench(&a),
         Command::Feasibility(a) => feasibility::feasibility(&a),
         Command::Dos(a) => dos::dos(&a),
+        Command::Classify(a) => classify::classify(&a),
     };
     clarion_cmdline::exit("clarion-lab", result)
 }

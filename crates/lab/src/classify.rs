@@ -1,0 +1,204 @@
+//! `clarion-lab classify`: Trident's fast-path comparison (Table 2, Fig. 6)
+//! on this implementation: USS + uniflows against TSS + megaflows.
+//!
+//! For each rule set (ClassBench-style ACL or firewall, `clarion_classify::gen`)
+//! and size, one trace drawn from the rules (Pareto locality unless
+//! `--no-locality`) is classified by both fast paths, each with a cache of
+//! `--cache` entries, in the same run: fast-path hash lookups per packet,
+//! hit rate, mean log2 space of the cached entries, slow-path lookups per
+//! miss and packets per second (median of `--runs` timed passes, each
+//! with an empty cache, on whatever core the OS gives). Both answers are compared packet by packet
+//! (first-match semantics); a disagreement is a runtime failure (exit 1),
+//! as the crate's tests compare both with the linear reference.
+//!
+//! Results and method: docs/performance.md, "Export classification (USS
+//! and megaflows)".
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::anyhow;
+use clap::{Args, ValueEnum};
+use clarion_classify::gen::{self, Kind, Locality};
+use clarion_classify::{Classifier, FastPath, Semantics, Stats, Verdict};
+use clarion_wire::FlowKey;
+
+use crate::Failure;
+
+#[derive(Args, Debug)]
+pub struct ClassifyArgs {
+    /// Rule set kinds, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [RuleKind::Acl, RuleKind::Fw], value_name = "KIND,..")]
+    pub rules: Vec<RuleKind>,
+
+    /// Rule set sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [100usize, 1000, 10_000], value_name = "N,..")]
+    pub sizes: Vec<usize>,
+
+    /// Fast-path cache capacity (entries), the same for both fast paths.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub cache: usize,
+
+    /// Packets per trace.
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    pub packets: usize,
+
+    /// Seed of the rule sets and traces.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Draw every packet independently (no Pareto repetition of headers).
+    #[arg(long)]
+    pub no_locality: bool,
+
+    /// Timed passes per fast path (each with a fresh, empty cache); the
+    /// median packets/s is reported (the machine is shared).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub runs: usize,
+
+    /// One JSON object per rule set instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RuleKind {
+    /// ClassBench acl1-like access-control lists.
+    Acl,
+    /// Firewall-like rules.
+    Fw,
+}
+
+struct Run {
+    stats: Stats,
+    pps: f64,
+}
+
+fn run(
+    rules: &[clarion_classify::Rule],
+    fp: FastPath,
+    trace: &[FlowKey],
+    runs: usize,
+    out: &mut Vec<Verdict>,
+) -> Result<Run, Failure> {
+    let mut pps = Vec::with_capacity(runs);
+    let mut stats = Stats::default();
+    for _ in 0..runs.max(1) {
+        let mut c = Classifier::new(rules, Semantics::FirstMatch, fp).map_err(|e| anyhow!("{e}"))?;
+        out.clear();
+        let t = Instant::now();
+        for k in trace {
+            out.push(c.classify(k));
+        }
+        pps.push(trace.len() as f64 / t.elapsed().as_secs_f64().max(1e-9));
+        stats = c.stats(); // every pass counts alike: same trace, same seeds
+    }
+    pps.sort_by(f64::total_cmp);
+    Ok(Run {
+        stats,
+        pps: pps[pps.len() / 2],
+    })
+}
+
+pub fn classify(a: &ClassifyArgs) -> Result<ExitCode, Failure> {
+    if a.cache == 0 || a.packets == 0 || a.sizes.contains(&0) {
+        return Err(Failure::Usage(
+            "clarion-lab: error: --cache, --packets and --sizes must be positive".into(),
+        ));
+    }
+    let locality = (!a.no_locality).then_some(Locality::CLASSBENCH);
+    if !a.json {
+        println!(
+            "{:<10} {:>7} {:>6} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>6}",
+            "rules",
+            "entries",
+            "tuples",
+            "uss lk/p",
+            "uss hit",
+            "uss sp2",
+            "uss Mp/s",
+            "mf lk/p",
+            "mf hit",
+            "mf sp2",
+            "mf Mp/s",
+            "ratio"
+        );
+    }
+    let (mut vu, mut vm) = (Vec::with_capacity(a.packets), Vec::with_capacity(a.packets));
+    for &kind in &a.rules {
+        for &n in &a.sizes {
+            let (k, name) = match kind {
+                RuleKind::Acl => (Kind::Acl, "acl"),
+                RuleKind::Fw => (Kind::Fw, "fw"),
+            };
+            let rules = gen::rules(k, n, a.seed);
+            let trace = gen::trace(&rules, a.packets, locality, a.seed);
+            let entries = Classifier::new(&rules, Semantics::FirstMatch, FastPath::None)
+                .map_err(|e| anyhow!("{e}"))?
+                .entry_count();
+            let u = run(
+                &rules,
+                FastPath::Uss { capacity: a.cache },
+                &trace,
+                a.runs,
+                &mut vu,
+            )?;
+            let m = run(
+                &rules,
+                FastPath::Megaflow { capacity: a.cache },
+                &trace,
+                a.runs,
+                &mut vm,
+            )?;
+            if let Some(i) = (0..trace.len()).find(|&i| vu[i] != vm[i]) {
+                return Err(anyhow!(
+                    "{name}_{n}: USS and megaflow disagree on packet {i}: {:?} vs {:?}",
+                    vu[i],
+                    vm[i]
+                )
+                .into());
+            }
+            let label = format!("{name}_{n}");
+            let (su, sm) = (&u.stats, &m.stats);
+            if a.json {
+                let side = |r: &Run| {
+                    serde_json::json!({
+                        "fast_lookups_per_packet": r.stats.fast_lookups_per_packet(),
+                        "hit_rate": r.stats.hit_rate(),
+                        "mean_cached_space_log2": r.stats.mean_cached_space_log2(),
+                        "slow_lookups_per_miss": r.stats.slow_lookups as f64 / r.stats.misses.max(1) as f64,
+                        "evictions": r.stats.evictions,
+                        "cache_entries": r.stats.cache_entries,
+                        "fast_subtables": r.stats.fast_subtables,
+                        "packets_per_second": r.pps,
+                    })
+                };
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "rules": label, "entries": entries, "tuples": su.slow_tuples,
+                        "packets": trace.len(), "cache": a.cache,
+                        "uss": side(&u), "megaflow": side(&m), "pps_ratio_uss_over_megaflow": u.pps / m.pps,
+                    })
+                );
+            } else {
+                println!(
+                    "{:<10} {:>7} {:>6} | {:>9.3} {:>8.1}% {:>9.1} {:>9.2} | {:>9.3} {:>8.1}% {:>9.1} {:>9.2} | {:>6.2}",
+                    label,
+                    entries,
+                    su.slow_tuples,
+                    su.fast_lookups_per_packet(),
+                    100.0 * su.hit_rate(),
+                    su.mean_cached_space_log2(),
+                    u.pps / 1e6,
+                    sm.fast_lookups_per_packet(),
+                    100.0 * sm.hit_rate(),
+                    sm.mean_cached_space_log2(),
+                    m.pps / 1e6,
+                    u.pps / m.pps
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

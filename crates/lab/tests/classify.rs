@@ -1,0 +1,57 @@
+//! `clarion-lab classify` end to end on small sets: one JSON object per
+//! rule set, USS at exactly one fast-path lookup per packet and megaflows at
+//! one or more per hit, counters consistent with the trace, and bad usage refused.
+
+use assert_cmd::Command;
+
+fn lab(args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("clarion-lab")
+        .expect("binary builds")
+        .args(args)
+        .output()
+        .expect("clarion-lab runs")
+}
+
+#[test]
+fn small_sets_report_both_fast_paths() {
+    let o = lab(&[
+        "classify",
+        "--sizes",
+        "100,300",
+        "--packets",
+        "20000",
+        "--cache",
+        "50",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{err}");
+    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let names: Vec<&str> = rows.iter().map(|r| r["rules"].as_str().unwrap()).collect();
+    assert_eq!(names, ["acl_100", "acl_300", "fw_100", "fw_300"], "{out}");
+    for r in &rows {
+        let (u, m) = (&r["uss"], &r["megaflow"]);
+        assert_eq!(u["fast_lookups_per_packet"].as_f64(), Some(1.0), "{r}");
+        // Every megaflow hit costs at least one lookup (a miss on an empty cache costs none).
+        assert!(
+            m["fast_lookups_per_packet"].as_f64().unwrap() >= m["hit_rate"].as_f64().unwrap(),
+            "{r}"
+        );
+        for side in [u, m] {
+            let hit = side["hit_rate"].as_f64().unwrap();
+            assert!((0.0..1.0).contains(&hit), "{r}");
+            assert_eq!(side["cache_entries"].as_u64(), Some(50), "{r}: the cache fills");
+            assert!(side["packets_per_second"].as_f64().unwrap() > 0.0);
+        }
+    }
+}
+
+#[test]
+fn zero_cache_is_bad_usage() {
+    let o = lab(&["classify", "--cache", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--cache"));
+}
