@@ -22,7 +22,8 @@ fn bench(c: &mut Criterion) {
                 ("megaflow", FastPath::Megaflow { capacity: 1000 }),
                 ("uss", FastPath::Uss { capacity: 1000 }),
             ] {
-                let mut cl = Classifier::new(&rules, Semantics::FirstMatch, fp).expect("generated rules are valid");
+                let mut cl =
+                    Classifier::new(&rules, Semantics::FirstMatch, fp).expect("generated rules are valid");
                 g.bench_function(label, |b| {
                     b.iter_batched(
                         || (),

@@ -131,13 +131,13 @@ enum Fast {
 }
 
 /// Interned action sets; `sets[0]` is the empty set.
-struct Interner {
-    sets: Vec<Box<[u32]>>,
+pub(crate) struct Interner {
+    pub(crate) sets: Vec<Box<[u32]>>,
     ids: FxHashMap<Box<[u32]>, u32>,
 }
 
 impl Interner {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let empty: Box<[u32]> = Box::new([]);
         let mut ids = FxHashMap::default();
         ids.insert(empty.clone(), 0);
@@ -147,7 +147,7 @@ impl Interner {
         }
     }
 
-    fn intern(&mut self, sorted: &[u32]) -> u32 {
+    pub(crate) fn intern(&mut self, sorted: &[u32]) -> u32 {
         if let Some(&id) = self.ids.get(sorted) {
             return id;
         }

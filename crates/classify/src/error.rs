@@ -28,6 +28,8 @@ pub enum ClassifyError {
     TooManyRules { rules: usize, limit: usize },
     #[error("the rules expand to more than {limit} internal entries (port and VLAN ranges become several prefixes each); use fewer or wider ranges")]
     TooManyEntries { limit: usize },
+    #[error("the full USS construction would make more than {limit} uniflows (rules wider than the sub-prefix masks around them are cut into many); use the uniflow cache instead")]
+    TooManyUniflows { limit: usize },
     #[error("a fast-path cache needs a capacity of at least 1 entry")]
     ZeroCapacity,
 }

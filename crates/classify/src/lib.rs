@@ -20,6 +20,8 @@
 //! - `uss.rs`, Trident's fast path: per-field mask arrays indexed by
 //!   sub-prefixes give every packet a box no rule cuts; the answer is cached
 //!   under that box (a uniflow) in ONE table, so a lookup is one hash probe.
+//!   `uss_full.rs` builds the whole uniflow table ahead of time instead
+//!   (Algorithms 1-3), within a size limit.
 //! - `classifier.rs` puts a fast path in front of the slow path and counts
 //!   (hash lookups, hits, misses, evictions, cached space); `gen.rs` makes
 //!   ClassBench-style ACL and firewall rule sets and traces for tests and
@@ -40,8 +42,10 @@ pub mod reference;
 mod rule;
 mod tss;
 mod uss;
+mod uss_full;
 
 pub use classifier::{Classifier, FastPath, Semantics, SetId, Stats, Verdict};
 pub use error::ClassifyError;
 pub use key::Key;
 pub use rule::{Family, IpPrefix, Rule, MAX_ENTRIES, MAX_RULES};
+pub use uss_full::UssTable;

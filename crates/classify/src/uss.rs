@@ -84,6 +84,12 @@ impl MaskArrays {
         MaskArrays { lens, masks }
     }
 
+    /// The mask length of field `f`'s sub-prefix cell `cell`.
+    #[inline]
+    pub(crate) fn cell_len(&self, f: usize, cell: usize) -> u8 {
+        self.lens[f].get(cell).copied().unwrap_or(FIELDS[f].width as u8)
+    }
+
     /// The USS mask of packet `k` (Algorithm 4's first loop).
     #[inline]
     pub(crate) fn mask(&self, k: &Key) -> Key {

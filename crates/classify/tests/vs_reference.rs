@@ -9,7 +9,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use clarion_classify::gen::{self, Kind, Locality};
-use clarion_classify::{reference, Classifier, FastPath, IpPrefix, Rule, Semantics, Verdict};
+use clarion_classify::{
+    reference, Classifier, ClassifyError, FastPath, IpPrefix, Rule, Semantics, UssTable, Verdict,
+};
 use clarion_wire::FlowKey;
 use proptest::prelude::*;
 
@@ -52,11 +54,27 @@ fn check_all(rules: &[Rule], keys: &[FlowKey], capacity: usize) -> Result<(), Te
                 }
             }
             let s = c.stats();
+            prop_assert!(s.fast_lookups >= s.fast_hits);
             prop_assert_eq!(s.packets, keys.len() as u64);
             prop_assert_eq!(s.fast_hits + s.misses, s.packets);
             prop_assert!(s.cache_entries <= capacity as u64);
             if let FastPath::Uss { .. } = fp {
                 prop_assert_eq!(s.fast_lookups, s.packets, "USS: one hash lookup per packet");
+            }
+        }
+        // The full USS construction, where it fits in memory.
+        match UssTable::new(rules, sem, 1 << 20) {
+            Err(ClassifyError::TooManyUniflows { .. }) => {}
+            Err(e) => panic!("{e}"),
+            Ok(t) => {
+                for (i, k) in keys.iter().enumerate() {
+                    let v = t.classify(k);
+                    let want: &[u32] = match sem {
+                        Semantics::FirstMatch => first[i].as_slice(),
+                        Semantics::AllMatches => &all[i],
+                    };
+                    prop_assert_eq!(t.actions_of(&v), want, "{:?} full USS packet {} {:?}", sem, i, k);
+                }
             }
         }
     }
@@ -351,4 +369,62 @@ fn caches_stay_bounded() {
 fn zero_capacity_is_an_error() {
     assert!(Classifier::new(&[], Semantics::FirstMatch, FastPath::Uss { capacity: 0 }).is_err());
     assert!(Classifier::new(&[], Semantics::FirstMatch, FastPath::Megaflow { capacity: 0 }).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, max_global_rejects: 4096, ..ProptestConfig::default() })]
+
+    /// The full USS table on small random rule sets that fit (the shared
+    /// check above skips the many that explode): proptest gives up, failing,
+    /// if too few fit.
+    #[test]
+    fn full_uss_equals_reference(
+        rules in prop::collection::vec(rule(), 0..6),
+        packets in prop::collection::vec(packet(), 1..80),
+    ) {
+        for sem in SEMANTICS {
+            let t = UssTable::new(&rules, sem, 1 << 18);
+            prop_assume!(t.is_ok());
+            let t = t.expect("fits");
+            for k in &packets {
+                let v = t.classify(k);
+                match sem {
+                    Semantics::FirstMatch => {
+                        let want = reference::first_match(&rules, k);
+                        prop_assert_eq!(t.actions_of(&v), want.as_slice());
+                    }
+                    Semantics::AllMatches => prop_assert_eq!(t.actions_of(&v), &reference::all_matches(&rules, k)[..]),
+                }
+            }
+        }
+    }
+}
+
+/// The full construction refuses an exploding set instead of allocating it,
+/// and builds a set whose rules sit at the sub-prefix widths.
+#[test]
+fn full_uss_limit() {
+    let wide = Rule {
+        action: 1,
+        ..Rule::default()
+    };
+    let host = |x: u8| Rule {
+        src_ip: Some(IpPrefix {
+            addr: IpAddr::V4(Ipv4Addr::new(10, 0, 0, x)),
+            len: 32,
+        }),
+        action: 2,
+        ..Rule::default()
+    };
+    // A /0 beside /32s: 2^16 boxes in the /32s' cell alone (times 2: the family).
+    let r = UssTable::new(&[wide.clone(), host(1), host(2)], Semantics::FirstMatch, 1000);
+    assert!(matches!(r, Err(ClassifyError::TooManyUniflows { limit: 1000 })));
+    let t = UssTable::new(&[wide, host(1), host(2)], Semantics::FirstMatch, 1 << 18).unwrap();
+    assert!(t.uniflow_count() > 1 << 16);
+    let k = gen::ipv4_key(0x0a00_0001, 1, 6, 1, 2);
+    assert_eq!(
+        t.classify(&k),
+        Verdict::Action(1),
+        "the /0 rule comes first at equal priority"
+    );
 }
