@@ -76,6 +76,10 @@ pub enum Command {
     /// packets per microflow record and CPU per packet, for each microflow cache size.
     #[command(after_help = crate::model::AFTER_HELP)]
     Model(crate::model::ModelArgs),
+    /// Receive the header streams of export policies (`send headers to collector`) and write
+    /// them as pcapng or JSON lines, counting what was lost on the way.
+    #[command(after_help = crate::collect::AFTER_HELP)]
+    Collect(crate::collect::CollectArgs),
 }
 
 const RUN_AFTER_HELP: &str = "Examples:

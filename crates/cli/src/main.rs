@@ -7,6 +7,7 @@ mod apps;
 mod args;
 mod bus;
 mod check;
+mod collect;
 mod config;
 mod credentials;
 mod events;
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
         Command::Events(a) => events::events(&a),
         Command::Model(a) => model::model(&a),
         Command::Apps(a) => apps::apps(&a),
+        Command::Collect(a) => collect::collect(&a),
     };
     clarion_cmdline::exit("clarion", result)
 }
@@ -79,6 +81,7 @@ fn stdout_hint(command: &Command) -> Option<&'static str> {
             _ => Some("redirect it to a file or to /dev/null explicitly"),
         },
         Command::Model(_) => Some("redirect it to a file or to /dev/null explicitly"),
+        Command::Collect(a) => a.output.is_none().then_some(OUTPUT),
         Command::Split(_) | Command::Credentials(_) => None,
     }
 }

@@ -15,7 +15,7 @@ use crate::spec::{Destination, ExportAction, ExportSpec, SendSpec};
 
 /// A pcapng file of less than this is refused: rotation would make one
 /// file every few packets.
-const MIN_ROTATE_BYTES: u64 = 4096;
+const MIN_ROTATE_BYTES: u64 = 4_000;
 /// Nor may files be shorter than a second.
 const MIN_ROTATE_NS: u64 = 1_000_000_000;
 /// The largest frame a snap length can ask for (pcapng's usual maximum).

@@ -1,0 +1,261 @@
+//! Export policies from the command line (`clarion run --exports`,
+//! `clarion collect`), against the capture read plainly:
+//! - the header stream, through `clarion collect`, gives back exactly the
+//!   header record of every packet a policy takes, on the bundled capture
+//!   and every shared one, as JSON lines and as pcapng;
+//! - a `packets` policy's files hold exactly its frames;
+//! - the events' reports are the same with and without policies;
+//! - the operator's mistakes get clear errors (exit 2).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use clarion_capture::PacketSource;
+use clarion_headers::HeaderRecord;
+use common::{clarion, clarion_process, load, repo, stderr};
+
+fn captures() -> Vec<PathBuf> {
+    let mut v = vec![repo().join("examples/demo.pcap")];
+    let dir = repo().join("../shared/captures");
+    match std::fs::read_dir(&dir) {
+        Ok(entries) => {
+            let mut shared: Vec<PathBuf> = entries
+                .map(|e| e.expect("directory entry").path())
+                .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+                .collect();
+            shared.sort();
+            v.extend(shared);
+        }
+        Err(_) => eprintln!(
+            "note: no shared captures at {}; the bundled one only",
+            dir.display()
+        ),
+    }
+    v
+}
+
+/// `clarion collect` on a free loopback port, stopping after `count`
+/// headers (or a minute); gives the process and its port.
+fn collector(output: &Path, count: usize) -> (Child, u16) {
+    let mut child = clarion_process()
+        .args(["collect", "--listen", "127.0.0.1:0", "--duration", "60s"])
+        .arg("--count")
+        .arg(count.to_string())
+        .arg("-o")
+        .arg(output)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clarion collect starts");
+    let mut line = String::new();
+    BufReader::new(child.stderr.as_mut().expect("its stderr"))
+        .read_line(&mut line)
+        .expect("its first line");
+    // "clarion: collecting headers on 127.0.0.1:PORT (receive buffer ...)"
+    let port = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("127.0.0.1:"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (child, port)
+}
+
+fn policies(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("policies.clarion");
+    std::fs::write(&path, text).expect("policies written");
+    path
+}
+
+#[test]
+fn headers_round_trip_through_collect_on_every_capture() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    for capture in captures() {
+        let name = capture
+            .file_name()
+            .expect("a name")
+            .to_string_lossy()
+            .into_owned();
+        let want: Vec<HeaderRecord> = load(&capture)
+            .iter()
+            .map(|p| HeaderRecord::from_packet(p, 0, 1))
+            .collect();
+        for format in ["jsonl", "pcapng"] {
+            let out = tmp.path().join(format!("{name}.{format}"));
+            let (child, port) = collector(&out, want.len());
+            // Every packet, in two policies that overlap (TCP is in both):
+            // each header once.
+            let text = format!(
+                "export everything\n  send headers to collector 127.0.0.1 port {port}\n\
+                 export tcp\n  filter proto = tcp\n  send headers to collector 127.0.0.1 port {port}\n"
+            );
+            let p = policies(tmp.path(), &text);
+            let run = clarion()
+                .arg("run")
+                .arg("--pcap")
+                .arg(&capture)
+                .arg("--exports")
+                .arg(&p)
+                .arg("-q")
+                .output()
+                .expect("clarion run");
+            assert!(run.status.success(), "{name}: {}", stderr(&run));
+            let collected = child.wait_with_output().expect("collect ends");
+            assert!(
+                collected.status.success(),
+                "{name} {format}: {}",
+                stderr(&collected)
+            );
+            let got: Vec<HeaderRecord> = if format == "jsonl" {
+                std::fs::read_to_string(&out)
+                    .expect("headers written")
+                    .lines()
+                    .map(|l| serde_json::from_str(l).expect("a header record"))
+                    .collect()
+            } else {
+                frames_as_records(&out)
+            };
+            assert_eq!(got.len(), want.len(), "{name} {format}");
+            if format == "jsonl" {
+                assert!(got == want, "{name}: headers differ");
+            } else {
+                // The frames of the headers parse to the same packets.
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(
+                        (g.ts_ns, g.src, g.dst, g.ports, g.proto, g.vlan, g.size, g.ttl, g.ecn),
+                        (w.ts_ns, w.src, w.dst, w.ports, w.proto, w.vlan, w.size, w.ttl, w.ecn),
+                        "{name}: pcapng"
+                    );
+                    assert_eq!(
+                        g.tcp.map(|t| (t.seq, t.ack, t.window, t.flags)),
+                        w.tcp.map(|t| (t.seq, t.ack, t.window, t.flags)),
+                        "{name}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The frames of a pcapng of headers, parsed back into records.
+fn frames_as_records(path: &Path) -> Vec<HeaderRecord> {
+    let mut src = clarion_capture::CaptureFile::open(path).expect("a pcapng");
+    let mut out = Vec::new();
+    while let Some(r) = src.next_packet() {
+        let p = r.expect("a packet");
+        let rec =
+            clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len).expect("a header frame parses");
+        out.push(HeaderRecord::from_packet(&rec, 0, 1));
+    }
+    out
+}
+
+#[test]
+fn packets_go_to_files_and_events_are_unchanged() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let capture = repo().join("examples/demo.pcap");
+    let events = repo().join("examples/demo.clarion");
+    let p = policies(
+        tmp.path(),
+        "export udp\n  filter proto = udp\n  send packets snap 60B to pcapng rotate 4KB\n",
+    );
+    let dir = tmp.path().join("out");
+    let plain = clarion()
+        .args(["run", "--format", "json", "-q", "--pcap"])
+        .arg(&capture)
+        .arg("--events")
+        .arg(&events)
+        .output()
+        .expect("run");
+    let with = clarion()
+        .args(["run", "--format", "json", "-q", "--pcap"])
+        .arg(&capture)
+        .arg("--events")
+        .arg(&events)
+        .arg("--exports")
+        .arg(&p)
+        .arg("--export-dir")
+        .arg(&dir)
+        .output()
+        .expect("run");
+    assert!(
+        plain.status.success() && with.status.success(),
+        "{}",
+        stderr(&with)
+    );
+    assert!(!plain.stdout.is_empty());
+    assert_eq!(plain.stdout, with.stdout, "policies changed the reports");
+
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("files")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    assert!(files.len() > 1, "rotated at 4KB: {files:?}");
+    let mut got = Vec::new();
+    for f in &files {
+        let name = f.file_name().expect("a name").to_string_lossy().into_owned();
+        assert!(name.starts_with("udp-") && name.ends_with(".pcapng"), "{name}");
+        let mut src = clarion_capture::CaptureFile::open(f).expect("a pcapng");
+        while let Some(r) = src.next_packet() {
+            let p = r.expect("a packet");
+            got.push((p.ts_ns, p.data.to_vec(), p.orig_len));
+        }
+    }
+    let mut want = Vec::new();
+    let mut src = clarion_capture::CaptureFile::open(&capture).expect("the capture");
+    while let Some(r) = src.next_packet() {
+        let p = r.expect("a packet");
+        if clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len).is_ok_and(|r| r.key.proto == 17) {
+            want.push((p.ts_ns, p.data[..p.data.len().min(60)].to_vec(), p.orig_len));
+        }
+    }
+    assert!(!want.is_empty());
+    assert!(
+        got == want,
+        "files hold {} frames, the capture {} UDP",
+        got.len(),
+        want.len()
+    );
+}
+
+#[test]
+fn mistakes_are_clear() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let capture = repo().join("examples/demo.pcap");
+    let cases = [
+        ("event heavy\n  when sum(volume) > 1MB\n", "E0362"),
+        (
+            "export x\n  send headers to pcapng\n",
+            "headers go to a collector",
+        ),
+        ("export x\n  send packets to pcapng\n", "--export-dir"),
+        ("# nothing\n", "defines no export policy"),
+    ];
+    for (text, says) in cases {
+        let p = policies(tmp.path(), text);
+        let o = clarion()
+            .arg("run")
+            .arg("--pcap")
+            .arg(&capture)
+            .arg("--exports")
+            .arg(&p)
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(2), "{text}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{text}: {}", stderr(&o));
+    }
+    // A policy in the events file points to --exports.
+    let p = policies(tmp.path(), "export x\n  send headers to collector 127.0.0.1\n");
+    let o = clarion()
+        .arg("run")
+        .arg("--pcap")
+        .arg(&capture)
+        .arg("--events")
+        .arg(&p)
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--exports"), "{}", stderr(&o));
+}
