@@ -64,6 +64,8 @@ const CLASSIFY_AFTER_HELP: &str = "Examples:
   clarion-lab classify --rules acl --sizes 1000 --cache 100 --packets 200000
   clarion-lab classify --no-locality --json
 
+full uss: the uniflows of the full USS table (Trident's Algorithms 1-3,
+no slow path), or >4M when it would not fit in 4 Mi uniflows.
 Columns per fast path: hash lookups per packet on the fast path (lk/p),
 fast-path hit rate, mean log2 of the packets a cached entry covers (sp2,
 Trident's Fig. 6), million packets per second (median of --runs passes,

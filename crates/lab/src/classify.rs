@@ -11,6 +11,9 @@
 //! (first-match semantics); a disagreement is a runtime failure (exit 1),
 //! as the crate's tests compare both with the linear reference.
 //!
+//! Beside them, the size of the full USS table (Algorithms 1-3) or the
+//! fact that it exceeds 4 Mi uniflows.
+//!
 //! Results and method: docs/performance.md, "Export classification (USS
 //! and megaflows)".
 
@@ -20,7 +23,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 use clarion_classify::gen::{self, Kind, Locality};
-use clarion_classify::{Classifier, FastPath, Semantics, Stats, Verdict};
+use clarion_classify::{Classifier, ClassifyError, FastPath, Semantics, Stats, UssTable, Verdict};
 use clarion_wire::FlowKey;
 
 use crate::Failure;
@@ -69,6 +72,9 @@ pub enum RuleKind {
     Fw,
 }
 
+/// Uniflows beyond which the full USS table is reported as not fitting.
+const FULL_USS_LIMIT: usize = 1 << 22;
+
 struct Run {
     stats: Stats,
     pps: f64,
@@ -109,10 +115,11 @@ pub fn classify(a: &ClassifyArgs) -> Result<ExitCode, Failure> {
     let locality = (!a.no_locality).then_some(Locality::CLASSBENCH);
     if !a.json {
         println!(
-            "{:<10} {:>7} {:>6} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>6}",
+            "{:<10} {:>7} {:>6} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>6}",
             "rules",
             "entries",
             "tuples",
+            "full uss",
             "uss lk/p",
             "uss hit",
             "uss sp2",
@@ -136,6 +143,13 @@ pub fn classify(a: &ClassifyArgs) -> Result<ExitCode, Failure> {
             let entries = Classifier::new(&rules, Semantics::FirstMatch, FastPath::None)
                 .map_err(|e| anyhow!("{e}"))?
                 .entry_count();
+            // The full USS table (Algorithms 1-3), if it fits: its size shows
+            // why Trident caches uniflows instead.
+            let full = match UssTable::new(&rules, Semantics::FirstMatch, FULL_USS_LIMIT) {
+                Ok(t) => Some(t.uniflow_count()),
+                Err(ClassifyError::TooManyUniflows { .. }) => None,
+                Err(e) => return Err(anyhow!("{e}").into()),
+            };
             let u = run(
                 &rules,
                 FastPath::Uss { capacity: a.cache },
@@ -177,16 +191,17 @@ pub fn classify(a: &ClassifyArgs) -> Result<ExitCode, Failure> {
                     "{}",
                     serde_json::json!({
                         "rules": label, "entries": entries, "tuples": su.slow_tuples,
-                        "packets": trace.len(), "cache": a.cache,
+                        "packets": trace.len(), "cache": a.cache, "full_uss_uniflows": full,
                         "uss": side(&u), "megaflow": side(&m), "pps_ratio_uss_over_megaflow": u.pps / m.pps,
                     })
                 );
             } else {
                 println!(
-                    "{:<10} {:>7} {:>6} | {:>9.3} {:>8.1}% {:>9.1} {:>9.2} | {:>9.3} {:>8.1}% {:>9.1} {:>9.2} | {:>6.2}",
+                    "{:<10} {:>7} {:>6} {:>9} | {:>9.3} {:>8.1}% {:>9.1} {:>9.2} | {:>9.3} {:>8.1}% {:>9.1} {:>9.2} | {:>6.2}",
                     label,
                     entries,
                     su.slow_tuples,
+                    full.map_or_else(|| ">4M".to_string(), |n| n.to_string()),
                     su.fast_lookups_per_packet(),
                     100.0 * su.hit_rate(),
                     su.mean_cached_space_log2(),

@@ -33,6 +33,11 @@ fn small_sets_report_both_fast_paths() {
     let names: Vec<&str> = rows.iter().map(|r| r["rules"].as_str().unwrap()).collect();
     assert_eq!(names, ["acl_100", "acl_300", "fw_100", "fw_300"], "{out}");
     for r in &rows {
+        // The full USS table: its size, or null when over the limit.
+        assert!(
+            r["full_uss_uniflows"].is_null() || r["full_uss_uniflows"].as_u64().unwrap() > 0,
+            "{r}"
+        );
         let (u, m) = (&r["uss"], &r["megaflow"]);
         assert_eq!(u["fast_lookups_per_packet"].as_f64(), Some(1.0), "{r}");
         // Every megaflow hit costs at least one lookup (a miss on an empty cache costs none).
