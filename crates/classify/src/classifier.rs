@@ -99,12 +99,12 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Fast-path hash lookups per packet.
+    /// Fast-path hash lookups per packet (misses probe too: a megaflow
+    /// miss probes every subtable, a USS miss its one table).
     pub fn fast_lookups_per_packet(&self) -> f64 {
         ratio(self.fast_lookups, self.packets)
     }
-    /// Fast-path hash lookups per fast-path hit would mislead (misses probe
-    /// too), so this is per packet; this one is the hit rate.
+    /// Share of packets answered by the fast path.
     pub fn hit_rate(&self) -> f64 {
         ratio(self.fast_hits, self.packets)
     }

@@ -26,7 +26,8 @@ fn fast_paths(capacity: usize) -> [FastPath; 3] {
 }
 
 /// Classifies `keys` with every classifier and compares each answer with
-/// the reference; returns the classifiers' stats for further checks.
+/// the reference, then checks the counters' identities; the full USS
+/// table too wherever it fits in 2^20 uniflows.
 fn check_all(rules: &[Rule], keys: &[FlowKey], capacity: usize) -> Result<(), TestCaseError> {
     let first: Vec<Option<u32>> = keys.iter().map(|k| reference::first_match(rules, k)).collect();
     let all: Vec<Vec<u32>> = keys.iter().map(|k| reference::all_matches(rules, k)).collect();
