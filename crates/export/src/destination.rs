@@ -45,6 +45,9 @@ pub struct DestinationStats {
     /// Headers' bytes as frames cut after the transport header (collector),
     /// against which `bytes` is the compressed size.
     pub header_bytes: u64,
+    /// Packets the ones handed stand for: the sum of their sample ratios
+    /// (`packets` when nothing is sampled).
+    pub represented: u64,
 }
 
 impl DestinationStats {

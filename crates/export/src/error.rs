@@ -28,4 +28,10 @@ pub enum ExportError {
     Unsupported { policy: String, what: String },
     #[error("two export policies are named `{0}`")]
     DuplicatePolicy(String),
+    #[error("export CPU budget {0} is not a fraction of one core in (0, 1] (--export-cpu)")]
+    Budget(f64),
+    #[error("the export sampling interval must be longer than zero")]
+    Interval,
+    #[error("export sampling must time at least one exported packet in N (N >= 1)")]
+    TimeEvery,
 }

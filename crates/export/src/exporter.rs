@@ -10,6 +10,15 @@
 //!
 //! Destinations are shared: two policies sending headers to one collector
 //! feed one stream, and a packet taken by both is sent to it once.
+//!
+//! With a CPU budget ([`SamplingConfig::budget`]) a [`crate::sampling`]
+//! sampler stands between the route and the destinations: every packet is
+//! still classified and counted by its policies (a hash lookup on the fast
+//! path, the same for every packet, which sampling could not make cheaper
+//! than the draw it would need anyway, and which keeps the policies'
+//! counts exact), and only the export work — the part that grows with the
+//! bytes and the sends — is sampled, all destinations of a packet alike.
+//! Without a budget the sampler costs one branch per taken packet.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +30,7 @@ use clarion_wire::{LinkType, PacketRecord};
 
 use crate::destination::{Collector, DestinationStats, Files, Vxlan};
 use crate::policy::{self, FastPathKind};
+use crate::sampling::{MonotonicClock, Sampler, SamplingConfig, SamplingStats, WorkClock};
 use crate::ExportError;
 
 /// How long a header waits in a half-full datagram, in packet time.
@@ -37,6 +47,8 @@ pub struct ExportConfig {
     pub headers: EncoderConfig,
     /// Names this run's files: `DIR/POLICY-RUN-NNNNNN.pcapng`.
     pub run_id: String,
+    /// The export work's CPU budget (`--export-cpu`) and its control.
+    pub sampling: SamplingConfig,
 }
 
 /// One frame as read, beside its parsed record.
@@ -66,6 +78,8 @@ pub struct ExportStats {
     pub policies: Vec<PolicyStats>,
     pub destinations: Vec<DestinationStats>,
     pub classifier: clarion_classify::Stats,
+    /// The sampler's state, with a CPU budget.
+    pub sampling: Option<SamplingStats>,
 }
 
 #[derive(Debug)]
@@ -83,6 +97,14 @@ impl Sink {
             Sink::Files { files, .. } => &files.stats,
         }
     }
+
+    fn stats_mut(&mut self) -> &mut DestinationStats {
+        match self {
+            Sink::Collector(c) => &mut c.stats,
+            Sink::Vxlan(v) => &mut v.stats,
+            Sink::Files { files, .. } => &mut files.stats,
+        }
+    }
 }
 
 /// Export policies on the packet path (see the module doc).
@@ -97,6 +119,8 @@ pub struct Exporter {
     routes: Vec<Option<Box<[usize]>>>,
     offered: u64,
     last_ts_ns: u64,
+    /// With a CPU budget.
+    sampler: Option<Sampler>,
 }
 
 impl std::fmt::Debug for Exporter {
@@ -110,7 +134,19 @@ impl std::fmt::Debug for Exporter {
 }
 
 impl Exporter {
+    /// The exporter of `policies`; a sampler times its work on the monotonic clock.
     pub fn new(policies: &[ExportSpec], config: &ExportConfig) -> Result<Exporter, ExportError> {
+        Exporter::with_clock(policies, config, Box::new(MonotonicClock::new()))
+    }
+
+    /// The exporter of `policies`, its sampler (if `config` has a budget)
+    /// reading `clock` (tests inject simulated time and costs).
+    pub fn with_clock(
+        policies: &[ExportSpec],
+        config: &ExportConfig,
+        clock: Box<dyn WorkClock>,
+    ) -> Result<Exporter, ExportError> {
+        let sampler = Sampler::new(&config.sampling, clock)?;
         let mut names: Vec<String> = Vec::new();
         for p in policies {
             if names.contains(&p.name) {
@@ -212,6 +248,7 @@ impl Exporter {
             routes: Vec::new(),
             offered: 0,
             last_ts_ns: 0,
+            sampler,
         })
     }
 
@@ -256,28 +293,58 @@ impl Exporter {
                 *m += 1;
             }
         }
+        let (ratio, timed) = match &mut self.sampler {
+            None => (1, false),
+            Some(s) => match s.admit() {
+                Some(ratio) => (ratio, s.begin()),
+                None => return,
+            },
+        };
         for s in route.iter() {
-            match &mut self.sinks[*s] {
-                Sink::Collector(c) => c.push(&HeaderRecord::from_packet(rec, frame.interface, 1)),
+            let sink = &mut self.sinks[*s];
+            match sink {
+                Sink::Collector(c) => c.push(&HeaderRecord::from_packet(rec, frame.interface, ratio)),
                 Sink::Vxlan(v) => v.send(frame.link, frame.data),
                 Sink::Files { files, snap } => {
                     let data = cut(frame.data, *snap);
                     files.write(frame.link, rec.ts_ns, data, frame.orig_len);
                 }
             }
+            sink.stats_mut().represented += u64::from(ratio);
         }
+        if timed {
+            if let Some(s) = &mut self.sampler {
+                s.end();
+            }
+        }
+    }
+
+    /// The sampler's state (cheap: no allocation), with a CPU budget.
+    pub fn sampling(&self) -> Option<SamplingStats> {
+        self.sampler.as_ref().map(Sampler::stats)
     }
 
     /// Sends header datagrams that have waited [`FLUSH_AFTER_NS`] by
     /// `now_ns` (packet time) and flushes files; call about every 100 ms.
+    ///
+    /// With a CPU budget the flushes count as export work, and the
+    /// sampler's interval closes here if it is due (so that the fraction
+    /// climbs back when too few packets are exported to close it).
     pub fn tick(&mut self, now_ns: u64) {
         let now = now_ns.max(self.last_ts_ns);
-        for s in &mut self.sinks {
-            match s {
-                Sink::Collector(c) => c.flush_older(now, FLUSH_AFTER_NS),
-                Sink::Vxlan(_) => {}
-                Sink::Files { files, .. } => files.flush(),
+        let sinks = &mut self.sinks;
+        let mut flush = || {
+            for s in sinks.iter_mut() {
+                match s {
+                    Sink::Collector(c) => c.flush_older(now, FLUSH_AFTER_NS),
+                    Sink::Vxlan(_) => {}
+                    Sink::Files { files, .. } => files.flush(),
+                }
             }
+        };
+        match &mut self.sampler {
+            Some(s) => s.tick(flush),
+            None => flush(),
         }
     }
 
@@ -306,6 +373,7 @@ impl Exporter {
                 .collect(),
             destinations: self.sinks.iter().map(|s| s.stats().clone()).collect(),
             classifier: self.classifier.stats(),
+            sampling: self.sampling(),
         }
     }
 }

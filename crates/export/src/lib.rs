@@ -14,6 +14,8 @@
 //! - [`policy`] turns the policies' filters into classification rules
 //!   (`clarion-classify`) and picks the fast path.
 //! - [`Exporter`] classifies each packet and feeds the destinations.
+//! - [`sampling`] keeps the export work within a CPU budget (Trident's
+//!   AIMD adaptive sampling), recording the ratio in every header.
 //! - The destinations never block nor end the run: what they could not
 //!   take is counted and reported ([`DestinationStats`]).
 //!
@@ -24,8 +26,10 @@ mod destination;
 mod error;
 mod exporter;
 pub mod policy;
+pub mod sampling;
 
 pub use destination::DestinationStats;
 pub use error::ExportError;
 pub use exporter::{ExportConfig, ExportStats, Exporter, Frame, PolicyStats, FLUSH_AFTER_NS};
 pub use policy::FastPathKind;
+pub use sampling::{SamplingConfig, SamplingStats, WorkClock};
