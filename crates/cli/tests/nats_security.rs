@@ -335,6 +335,7 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
     let forged = |window: Window, value: f64| Up::Satisfied {
         event: 0,
         report: Box::new(Report {
+            capture: None,
             event: "service_load_spike".into(),
             window,
             group: GroupKey::default(),

@@ -82,6 +82,7 @@ pub fn arb_drill_down_events() -> impl Strategy<Value = Vec<EventSpec>> {
 /// network-wide split is the manager's, tested there).
 fn spec(name: &str, (filters, predicate, granularity, interval_ns): Body) -> EventSpec {
     EventSpec {
+        capture: None,
         name: name.into(),
         filters,
         predicate,

@@ -396,6 +396,7 @@ fn grid_events() -> Vec<EventSpec> {
         // A few intervals suffice here (each 1 ms grid event is hundreds of reports per case).
         for ms in [1, 3, 10, 25] {
             out.push(EventSpec {
+                capture: None,
                 name: format!("grid-{gi}-{ms}"),
                 filters: vec![Filter::default()],
                 predicate: always(),
@@ -686,6 +687,7 @@ fn totals_event() -> EventSpec {
         agg(AggFunc::Sum, var(IsBurst)),
     ];
     EventSpec {
+        capture: None,
         name: "totals".into(),
         filters: vec![Filter::default()],
         predicate: terms

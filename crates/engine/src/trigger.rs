@@ -694,6 +694,7 @@ impl Trigger {
         completeness: Completeness,
     ) -> Report {
         Report {
+            capture: None,
             event: self.spec.name.clone(),
             window,
             group: report_group(g, &self.spec.granularity),
@@ -894,6 +895,7 @@ mod tests {
 
     fn spec(pred: Pred) -> EventSpec {
         EventSpec {
+            capture: None,
             name: "t".into(),
             filters: vec![Default::default()],
             predicate: pred,

@@ -83,6 +83,9 @@ pub struct Event {
     pub across: Option<Across>,
     /// `then install ...` clauses, in source order: drill-downs.
     pub then: Vec<Then>,
+    /// `then capture ...`, when written: the firing group's packets around
+    /// the window go to a pcapng file.
+    pub capture: Option<Capture>,
     /// The `on demand` clause, when written: the event is installed only
     /// by another event's drill-down.
     pub on_demand: Option<Span>,
@@ -100,6 +103,15 @@ pub struct Then {
     pub on: Vec<GroupField>,
     /// How long each instance stays installed; absent: until removed.
     pub duration: Option<Quantity>,
+    /// From `then` to the end of the clause.
+    pub span: Span,
+}
+
+/// `then capture [DURATION before] [DURATION after]` (at least one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capture {
+    pub before: Option<Quantity>,
+    pub after: Option<Quantity>,
     /// From `then` to the end of the clause.
     pub span: Span,
 }
@@ -512,6 +524,12 @@ impl Event {
         if let Some(a) = &mut self.across {
             a.span = Span::default();
             if let Some(q) = &mut a.quorum {
+                q.span = Span::default();
+            }
+        }
+        if let Some(c) = &mut self.capture {
+            c.span = Span::default();
+            for q in [&mut c.before, &mut c.after].into_iter().flatten() {
                 q.span = Span::default();
             }
         }

@@ -56,6 +56,7 @@ pub mod codes {
     pub const BAD_DURATION: &str = "E0354";
     pub const BAD_ON_DEMAND: &str = "E0355";
     pub const DRILL_DOWN_SCOPE: &str = "E0356";
+    pub const BAD_CAPTURE: &str = "E0357";
     pub const BAD_INTERVAL: &str = "E0330";
     pub const BAD_SEND: &str = "E0360";
     pub const DUPLICATE_POLICY: &str = "E0361";

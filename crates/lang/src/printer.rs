@@ -105,6 +105,16 @@ impl Display for Event {
             }
             writeln!(f)?;
         }
+        if let Some(c) = &self.capture {
+            f.write_str("  then capture")?;
+            if let Some(q) = &c.before {
+                write!(f, " {q} before")?;
+            }
+            if let Some(q) = &c.after {
+                write!(f, " {q} after")?;
+            }
+            writeln!(f)?;
+        }
         if self.on_demand.is_some() {
             writeln!(f, "  on demand")?;
         }

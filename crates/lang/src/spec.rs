@@ -30,6 +30,25 @@ pub struct EventSpec {
     /// Installed only by another event's drill-down (`on demand`), never on its own.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "std::ops::Not::not"))]
     pub on_demand: bool,
+    /// `then capture`: the firing group's packets around its window are
+    /// written to a pcapng file. Does not change when the event fires.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    pub capture: Option<CaptureSpec>,
+}
+
+/// `then capture B before A after`: when the event fires for a group in
+/// window `[s, e)`, the group's packets (those passing the event's filters,
+/// in the group) with times in `[s - B, e + A)` go to a pcapng file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct CaptureSpec {
+    pub before_ns: u64,
+    pub after_ns: u64,
+}
+
+impl CaptureSpec {
+    /// The longest span either side: an hour (the packets are kept in memory).
+    pub const MAX_NS: u64 = 3_600_000_000_000;
 }
 
 /// `then install EVENT on FIELDS for DURATION`: when the event fires for a

@@ -153,7 +153,7 @@ fn clause_errors_list_across() {
     let d = only_error("event e when sum(volume) > 1 5");
     assert_eq!(
         d.help.as_deref(),
-        Some("each clause starts with `filter`, `when`, `per`, `every`, `across`, `then install` or `on demand`")
+        Some("each clause starts with `filter`, `when`, `per`, `every`, `across`, `then install`, `then capture` or `on demand`")
     );
 }
 

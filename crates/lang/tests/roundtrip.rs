@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 
 use clarion_lang::ast::{
-    Across, BinOp, Cond, CondValue, Dest, Event, Export, Expr, ExprKind, Field, File, FilterClause,
+    Across, BinOp, Capture, Cond, CondValue, Dest, Event, Export, Expr, ExprKind, Field, File, FilterClause,
     GroupField, NumLit, Per, PerKind, PrefixLen, Quantity, QuorumLit, Send, SendWhat, Then, UnOp, Unit,
 };
 use clarion_lang::parse;
@@ -188,9 +188,13 @@ fn event() -> impl Strategy<Value = Event> {
         prop::option::of(prop::option::of((0u64..200, any::<bool>()))),
         prop::collection::vec(then(), 0..3),
         any::<bool>(),
+        prop::option::of(
+            (prop::option::of(quantity()), prop::option::of(quantity()))
+                .prop_filter("one side at least", |(b, a)| b.is_some() || a.is_some()),
+        ),
     )
         .prop_map(
-            |(name, filters, when, per, every, across, then, on_demand)| Event {
+            |(name, filters, when, per, every, across, then, on_demand, capture)| Event {
                 name,
                 name_span: Span::default(),
                 filters,
@@ -206,6 +210,11 @@ fn event() -> impl Strategy<Value = Event> {
                     }),
                 }),
                 then,
+                capture: capture.map(|(before, after)| Capture {
+                    before,
+                    after,
+                    span: Span::default(),
+                }),
                 on_demand: on_demand.then(Span::default),
                 span: Span::default(),
             },

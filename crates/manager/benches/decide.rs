@@ -19,6 +19,7 @@ const EVENTS: usize = 256;
 
 fn event(i: usize) -> EventSpec {
     EventSpec {
+        capture: None,
         name: format!("spike_{i}"),
         filters: vec![Filter::default()],
         predicate: Pred::Cmp(
@@ -61,6 +62,7 @@ fn bench(c: &mut Criterion) {
                 let mut fired = 0;
                 for &id in &ids {
                     let r = Report {
+                        capture: None,
                         event: String::new(),
                         window: Window {
                             start_ns: window,

@@ -128,6 +128,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
             end_ns: (start_ms + 10) * MS,
         };
         let report = Report {
+            capture: None,
             event: "spike".into(),
             window,
             group,

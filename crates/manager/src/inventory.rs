@@ -217,6 +217,7 @@ mod tests {
 
     fn event(filters: Vec<Filter>) -> EventSpec {
         EventSpec {
+            capture: None,
             name: "e".into(),
             filters,
             predicate: Pred::Num(1.0),

@@ -361,6 +361,7 @@ impl Manager {
             let mut completeness = p.completeness;
             completeness.complete &= missing.is_empty();
             Report {
+                capture: None,
                 event: e.split.network().name.clone(),
                 window: p.window,
                 group: key.2,
@@ -449,6 +450,7 @@ mod tests {
     /// sum(volume) > 300, per destination, 10 ms, for traffic to 10.0.0.0/23 (hosts a and b).
     fn spike() -> EventSpec {
         EventSpec {
+            capture: None,
             name: "spike".into(),
             filters: vec![Filter {
                 dst_ip: Some(IpPrefix {
@@ -481,6 +483,7 @@ mod tests {
 
     fn report(host: &str, volume: f64) -> Report {
         Report {
+            capture: None,
             event: "spike".into(),
             window: Window {
                 start_ns: 10_000_000,

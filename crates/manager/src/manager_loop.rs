@@ -331,6 +331,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
 
     fn report(start_ms: u64, dst: &str, volume: f64) -> Report {
         Report {
+            capture: None,
             event: "spike".into(),
             window: Window {
                 start_ns: start_ms * MS,

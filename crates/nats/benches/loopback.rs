@@ -49,6 +49,7 @@ fn book() -> EventBook {
 
 fn report(event: usize, window: u64, host: usize) -> Report {
     Report {
+        capture: None,
         event: format!("e{event}"),
         window: Window {
             start_ns: T0 + window * 10 * MS,

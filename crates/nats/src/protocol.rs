@@ -217,6 +217,7 @@ mod tests {
         let back: Control = decode("s", &encode(&Control::Install(t.clone()))).expect("decodes");
         assert_eq!(back, Control::Install(t));
         let r = Report {
+            capture: None,
             event: "e".into(),
             window: Window {
                 start_ns: 10,

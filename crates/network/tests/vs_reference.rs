@@ -133,6 +133,7 @@ fn arb_event() -> impl Strategy<Value = EventSpec> {
         Some("10.0.0.0/16"),
     ]);
     (pred, granularity, filter, prop::bool::ANY).prop_map(|(predicate, granularity, f, long)| EventSpec {
+        capture: None,
         name: "net".into(),
         filters: vec![Filter {
             dst_ip: f.map(|p| {

@@ -280,6 +280,7 @@ impl Run<'_> {
                 .copied()
                 .unwrap_or_default();
             reports.push(Report {
+                capture: None,
                 event: name.to_string(),
                 window: *window,
                 group: *group,

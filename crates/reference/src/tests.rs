@@ -110,6 +110,7 @@ fn always() -> Pred {
 
 fn event(name: &str, filters: Vec<Filter>, predicate: Pred, granularity: Granularity, ms: u64) -> EventSpec {
     EventSpec {
+        capture: None,
         name: name.into(),
         filters,
         predicate,

@@ -26,6 +26,24 @@ pub struct Report {
     pub values: Vec<(String, f64)>,
     pub origin: Origin,
     pub completeness: Completeness,
+    /// `then capture`: the file the group's packets around the window go
+    /// to, or why there is none. Absent for events without it.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    pub capture: Option<CaptureRef>,
+}
+
+/// Where a report's captured packets are (`then capture`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct CaptureRef {
+    /// The pcapng file, complete once packet time passes `to_ns`.
+    pub file: Option<String>,
+    /// The span of packet times captured, `[from_ns, to_ns)`. `from_ns`
+    /// is later than asked when the host's packet buffer held no older packets.
+    pub from_ns: u64,
+    pub to_ns: u64,
+    /// Why nothing is captured (no space left, too many captures at once).
+    pub error: Option<String>,
 }
 
 /// A half-open time window `[start_ns, end_ns)`, nanoseconds since the Unix epoch.
@@ -247,7 +265,7 @@ impl Report {
         for (k, v) in &self.values {
             values.insert(k.clone(), num(*v));
         }
-        json!({
+        let mut v = json!({
             "schema": SCHEMA,
             "event": self.event,
             "window": window_json(&self.window),
@@ -256,7 +274,20 @@ impl Report {
             "host": self.origin.host,
             "worker": self.origin.worker,
             "completeness": completeness_json(&self.completeness),
-        })
+        });
+        if let (Some(c), Value::Object(o)) = (&self.capture, &mut v) {
+            let mut m = Map::new();
+            if let Some(f) = &c.file {
+                m.insert("file".into(), json!(f));
+            }
+            m.insert("from_ns".into(), json!(c.from_ns));
+            m.insert("to_ns".into(), json!(c.to_ns));
+            if let Some(e) = &c.error {
+                m.insert("error".into(), json!(e));
+            }
+            o.insert("capture".into(), Value::Object(m));
+        }
+        v
     }
 
     /// The canonical order of reports: by window end, event name, then group.
@@ -365,6 +396,7 @@ mod tests {
 
     fn sample() -> Report {
         Report {
+            capture: None,
             event: "heavy".into(),
             window: Window {
                 start_ns: 1_000_000_000,

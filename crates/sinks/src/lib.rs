@@ -176,6 +176,7 @@ pub(crate) mod test_util {
         values: &[(&str, f64)],
     ) -> Report {
         Report {
+            capture: None,
             event: event.into(),
             window: Window {
                 start_ns,

@@ -18,10 +18,10 @@ mod then;
 
 use std::collections::HashMap;
 
-use crate::ast::{Event, File};
+use crate::ast::{Capture, Event, File, Quantity};
 use crate::error::{codes, Diagnostic};
 use crate::span::Span;
-use crate::spec::{EventSpec, ExportSpec, Scope};
+use crate::spec::{CaptureSpec, EventSpec, ExportSpec, Scope};
 
 /// Lowers every export policy of `file` (refusing events there), pushing a
 /// diagnostic per problem.
@@ -85,6 +85,10 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
     let interval_ns = every::lower_every(e.every.as_ref(), diags);
     // Rates need the interval; with a bad one, check the rest against the default.
     let predicate = pred::lower_pred(&e.when, interval_ns.unwrap_or(every::DEFAULT_NS), diags);
+    let capture = e
+        .capture
+        .as_ref()
+        .and_then(|c| capture(c, e.across.is_some(), diags));
     if diags.len() > before {
         return None;
     }
@@ -97,6 +101,7 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
         scope: scope(e.across.as_ref(), diags)?,
         drill_downs: Vec::new(),
         on_demand: e.on_demand.is_some(),
+        capture,
     };
     if let Some(span) = e.on_demand {
         if spec.needs_connection_state() {
@@ -113,6 +118,57 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
         }
     }
     Some(spec)
+}
+
+/// `then capture`: each span a duration of at most an hour; not on
+/// network-wide events (each host keeps only its own packets).
+fn capture(c: &Capture, network: bool, diags: &mut Vec<Diagnostic>) -> Option<CaptureSpec> {
+    let bad = |msg: String, span: Span, here: &str, help: &str| {
+        Diagnostic::new(codes::BAD_CAPTURE, msg, span)
+            .here(here)
+            .help(help)
+    };
+    if network {
+        diags.push(bad(
+            "`then capture` on a network-wide event".into(),
+            c.span,
+            "each host keeps only its own packets",
+            "capture around the per-host event instead: write `then capture` on an event without `across`",
+        ));
+        return None;
+    }
+    let mut ns = |q: &Option<Quantity>| -> Option<u64> {
+        let Some(q) = q else { return Some(0) };
+        let nanos = q.unit.and_then(crate::ast::Unit::nanos);
+        let value = nanos.map(|n| q.value.as_f64() * n as f64);
+        match value {
+            Some(v) if (0.0..=CaptureSpec::MAX_NS as f64).contains(&v) => Some(v.round() as u64),
+            Some(_) => {
+                diags.push(bad(
+                    format!("`{q}` is longer than an hour"),
+                    q.span,
+                    "too long",
+                    "captured packets wait in memory: capture at most `3600s` either side",
+                ));
+                None
+            }
+            None => {
+                diags.push(bad(
+                    format!("`{q}` is not a duration"),
+                    q.span,
+                    "not a duration",
+                    "write a time, e.g. `then capture 5s before 500ms after`",
+                ));
+                None
+            }
+        }
+    };
+    let before_ns = ns(&c.before);
+    let after_ns = ns(&c.after);
+    Some(CaptureSpec {
+        before_ns: before_ns?,
+        after_ns: after_ns?,
+    })
 }
 
 /// The event's scope; a share above 100% or a count beyond 2^32 is refused.

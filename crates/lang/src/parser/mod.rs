@@ -15,8 +15,8 @@ mod expr;
 pub use expr::MAX_DEPTH;
 
 use crate::ast::{
-    Across, Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField, Per, PerKind, PrefixLen,
-    Quantity, QuorumLit, Then,
+    Across, Capture, Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField, Per, PerKind,
+    PrefixLen, Quantity, QuorumLit, Then,
 };
 use crate::error::{codes, Diagnostic};
 use crate::lexer::lex;
@@ -33,7 +33,8 @@ const KEYWORDS: [&str; 12] = [
 ];
 
 /// How a clause list is named in messages ("each clause starts with …").
-const CLAUSE_LIST: &str = "`filter`, `when`, `per`, `every`, `across`, `then install` or `on demand`";
+const CLAUSE_LIST: &str =
+    "`filter`, `when`, `per`, `every`, `across`, `then install`, `then capture` or `on demand`";
 
 fn is_keyword(s: &str) -> bool {
     KEYWORDS.contains(&s)
@@ -161,6 +162,7 @@ impl<'t> Parser<'t> {
         let mut every: Option<(Span, Quantity)> = None;
         let mut across: Option<(Span, Across)> = None;
         let mut then = Vec::new();
+        let mut capture: Option<(Span, Capture)> = None;
         let mut on_demand: Option<(Span, ())> = None;
         while let Some(t) = self.peek() {
             let TokenKind::Ident(word) = &t.kind else {
@@ -193,6 +195,12 @@ impl<'t> Parser<'t> {
                     self.pos += 1;
                     across = Some((t.span, self.across(t.span)?));
                 }
+                "then" if self.toks.get(self.pos + 1).is_some_and(|n| n.is_word("capture")) => {
+                    let span = t.span.to(self.toks[self.pos + 1].span);
+                    check_duplicate(&capture, "then capture", span)?;
+                    self.pos += 2;
+                    capture = Some((span, self.capture(t.span)?));
+                }
                 "then" => {
                     self.pos += 1;
                     then.push(self.then(t.span)?);
@@ -224,7 +232,39 @@ impl<'t> Parser<'t> {
             every: every.map(|(_, q)| q),
             across: across.map(|(_, s)| s),
             then,
+            capture: capture.map(|(_, c)| c),
             on_demand: on_demand.map(|(s, ())| s),
+            span: kw.to(self.prev_span()),
+        })
+    }
+
+    /// What follows `then capture`: `[DURATION before] [DURATION after]`,
+    /// at least one of them.
+    fn capture(&mut self, kw: Span) -> PResult<Capture> {
+        let help = "write e.g. `then capture 5s before 5s after`";
+        let part = |p: &mut Self, word: &str| -> PResult<Option<Quantity>> {
+            let at = p.pos;
+            if !matches!(p.peek_kind(), Some(TokenKind::Int(_) | TokenKind::Dec(_))) {
+                return Ok(None);
+            }
+            let q = p.quantity()?;
+            if p.eat(|k| k.is_word(word)).is_some() {
+                Ok(Some(q))
+            } else {
+                p.pos = at;
+                Ok(None)
+            }
+        };
+        let before = part(self, "before")?;
+        let after = part(self, "after")?;
+        if before.is_none() && after.is_none() {
+            return Err(self
+                .expected("`DURATION before` or `DURATION after` after `then capture`")
+                .help(help));
+        }
+        Ok(Capture {
+            before,
+            after,
             span: kw.to(self.prev_span()),
         })
     }
@@ -506,9 +546,9 @@ impl<'t> Parser<'t> {
 
     /// What follows `then`: `install EVENT [on FIELD, ...] [for DURATION]`.
     fn then(&mut self, kw: Span) -> PResult<Then> {
-        let help = "write e.g. `then install heavy_to_dst on dst_ip/24 for 100ms`";
+        let help = "write e.g. `then install heavy_to_dst on dst_ip/24 for 100ms` or `then capture 5s before 5s after`";
         if self.eat(|k| k.is_word("install")).is_none() {
-            return Err(self.expected("`install` after `then`").help(help));
+            return Err(self.expected("`install` or `capture` after `then`").help(help));
         }
         let (event, event_span) = match self.peek() {
             Some(Token {
@@ -582,6 +622,7 @@ fn check_duplicate<T>(first: &Option<(Span, T)>, clause: &str, here: Span) -> PR
         "per" => "list all the fields in one clause, e.g. `per (src_ip/24, dst_port)`",
         "across" => "an event has one scope: write `across` once",
         "on demand" => "write `on demand` once",
+        "then capture" => "one `then capture` per event: give it the longest span you need",
         _ => "an event has one interval",
     };
     Err(Diagnostic::new(

@@ -20,6 +20,7 @@ fn cmp(op: CmpOp, l: Pred, r: Pred) -> Pred {
 
 fn event(pred: Pred) -> EventSpec {
     EventSpec {
+        capture: None,
         name: "spike".into(),
         filters: vec![Filter::default()],
         predicate: pred,
