@@ -382,7 +382,7 @@ fn live_agent(
     let exported = out.close()?;
     if !a.quiet {
         crate::live::print_summary(&summary, own.len());
-        eprint!("{exported}");
+        eprint!("{exported}{}", crate::live::export_lines(&summary));
         ag.print_summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed);
         ag.print_close_to_sent(lag_ms);
     }

@@ -100,6 +100,21 @@ pub fn open(a: &ExportArgs) -> Result<Exports, Failure> {
 
 /// The exporter of `--exports`, its file checked and its destinations opened.
 pub fn open_policies(a: &PolicyArgs) -> Result<Option<Exporter>, Failure> {
+    let Some((policies, config)) = load_policies(a)? else {
+        return Ok(None);
+    };
+    let name = a.exports.as_deref().unwrap_or(Path::new("")).display();
+    Exporter::new(&policies, &config)
+        .map(Some)
+        .map_err(|e| Failure::Usage(format!("clarion: {name}: {e}")))
+}
+
+/// The policies of `--exports`, their file checked, and the exporter's
+/// settings of the flags: for one exporter (`open_policies`) or one per
+/// live worker (`clarion_host::LiveConfig::exports`).
+pub fn load_policies(
+    a: &PolicyArgs,
+) -> Result<Option<(Vec<clarion_lang::spec::ExportSpec>, ExportConfig)>, Failure> {
     let Some(path) = &a.exports else { return Ok(None) };
     let name = path.display().to_string();
     let bytes = std::fs::read(path)
@@ -124,9 +139,7 @@ pub fn open_policies(a: &PolicyArgs) -> Result<Option<Exporter>, Failure> {
         run_id: run_id(),
         ..ExportConfig::default()
     };
-    Exporter::new(&policies, &config)
-        .map(Some)
-        .map_err(|e| Failure::Usage(format!("clarion: {name}: {e}")))
+    Ok(Some((policies, config)))
 }
 
 /// This run's start, UTC, as file names can carry it: `20261126T035313Z`.
@@ -271,8 +284,13 @@ pub fn export_summary(x: &ExportStats) -> String {
 const LIVE_FLUSH: Duration = Duration::from_secs(1);
 
 /// What every live worker makes beside its monitor: a flow meter's and a
-/// GPV cache's settings (`None`: not made).
-pub type WorkerExports = (Option<FlowConfig>, Option<CacheConfig>);
+/// GPV cache's settings, and the export policies each worker runs
+/// (`None`: not made).
+pub type WorkerExports = (
+    Option<FlowConfig>,
+    Option<CacheConfig>,
+    Option<clarion_host::LiveExportConfig>,
+);
 
 /// A live run's exports: what the workers' meters and caches send, to the
 /// sinks and apps (`clarion run -i`, `clarion agent -i`).
@@ -287,13 +305,21 @@ pub struct LiveExports {
     flushed: Option<Instant>,
     records_written: u64,
     gpvs_seen: u64,
+    /// Export policies run on the workers (their summary is the host's).
+    policies: bool,
 }
 
 impl LiveExports {
     /// Opens the destinations; also the meter's and the cache's settings
     /// for the workers (`None`: not made).
     pub fn open(a: &ExportArgs) -> Result<(LiveExports, WorkerExports), Failure> {
-        let e = open(a)?;
+        // The policies' exporters are the workers' (one each, built by the
+        // host): not one here.
+        let policies = load_policies(&a.policies)?
+            .map(|(policies, config)| clarion_host::LiveExportConfig { policies, config });
+        let mut no_policies = a.clone();
+        no_policies.policies.exports = None;
+        let e = open(&no_policies)?;
         let makes_gpvs = e.makes_gpvs();
         let gpv_config = makes_gpvs.then_some(e.gpv_config);
         let (records, record_config) = match e.records {
@@ -312,8 +338,9 @@ impl LiveExports {
             flushed: None,
             records_written: 0,
             gpvs_seen: 0,
+            policies: policies.is_some(),
         };
-        Ok((out, (record_config, gpv_config)))
+        Ok((out, (record_config, gpv_config, policies)))
     }
 
     /// ", flow records, GPVs" for the line saying what is captured.
@@ -324,6 +351,9 @@ impl LiveExports {
         }
         if self.apps.is_some() {
             s += ", GPVs";
+        }
+        if self.policies {
+            s += ", export policies";
         }
         s
     }

@@ -1,6 +1,11 @@
 //! `clarion run --interface`: flags in, a live host (`clarion_host::LiveHost`)
 //! out; its reports to the sink, its epoch statistics and summary lines to
 //! their files and standard error.
+//!
+//! With `--exports`, every worker runs the policies on its own frames
+//! (`clarion_host::LiveConfig::exports`: its own header-stream id and
+//! pcapng names); the summary gives each worker's export counters
+//! ([`export_lines`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -89,6 +94,7 @@ pub fn live_config(
         keep_windows: false,
         records: exports.0,
         gpvs: exports.1,
+        exports: exports.2,
     })
 }
 
@@ -172,9 +178,26 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     let exported = out.close()?;
     if !a.quiet {
         print_summary(&summary, specs.len());
-        eprint!("{exported}");
+        eprint!("{exported}{}", export_lines(&summary));
     }
     outcome(&summary)
+}
+
+/// The export policies' summary lines: one worker's as a file replay's,
+/// several workers' each under its number (each is its own exporter).
+pub fn export_lines(s: &LiveSummary) -> String {
+    match s.exports.as_slice() {
+        [] => String::new(),
+        [(_, x)] => crate::exports::export_summary(x),
+        all => all
+            .iter()
+            .map(|(w, x)| {
+                let lines = crate::exports::export_summary(x);
+                let indented: String = lines.lines().map(|l| format!("  {l}\n")).collect();
+                format!("  worker {w}:\n{indented}")
+            })
+            .collect(),
+    }
 }
 
 /// Status 1 when the run ended because an interface did not come back.

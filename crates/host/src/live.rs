@@ -16,6 +16,20 @@
 //! trigger ids agree, as the merger requires), each between its batches.
 //! A merged host keeps every trigger's last closed windows
 //! ([`LiveHost::window_values`]) for an event manager's polls.
+//!
+//! # Export policies
+//! With [`LiveConfig::exports`], every worker runs an exporter of its own
+//! on the frames it receives (see `clarion_live::Worker::with_exporter`),
+//! rather than one shared exporter behind a channel: the packet path then
+//! takes no lock and copies no frame, and the fanout hash already keeps a
+//! flow's packets on one worker, so each flow's headers and frames leave
+//! in order. Each worker is thus its own exporter ([`worker_exports`]):
+//! worker k's header streams carry observation id `id + k` (a collector
+//! accounts sequences per id: two workers under one id would look like
+//! loss and repeats) and its pcapng files are named with run id
+//! `RUN-wK`, so no two workers write one file. A single worker keeps the
+//! configured id and run id, as a file replay does. The workers' counters
+//! come back in [`LiveSummary::exports`], per worker.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +41,8 @@ use std::time::{Duration, Instant};
 use clarion_engine::{
     Counters, Merger, MergerConfig, Monitor, MonitorConfig, Report, TriggerId, WindowValues,
 };
-use clarion_lang::spec::EventSpec;
+use clarion_export::{ExportConfig, ExportStats, Exporter};
+use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_live::{
     filter, realtime_ns, DelayHistogram, EpochStats, HostMetrics, Interface, InterfaceLost, LinkEvent,
     PacketRing, RingConfig, Source, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerMetrics,
@@ -82,6 +97,33 @@ pub struct LiveConfig {
     /// A GPV cache on every worker (`--gpv`, `--app`), its `interface`
     /// set to the worker's number: their GPVs come as [`Live::Gpvs`].
     pub gpvs: Option<CacheConfig>,
+    /// Export policies on every worker, each worker its own exporter (see
+    /// the module documentation). Header records carry the index of the
+    /// frame's interface in `interfaces`.
+    pub exports: Option<LiveExportConfig>,
+}
+
+/// The export policies of a live host and the settings its workers'
+/// exporters derive from ([`worker_exports`]).
+#[derive(Clone, Debug)]
+pub struct LiveExportConfig {
+    pub policies: Vec<ExportSpec>,
+    pub config: ExportConfig,
+}
+
+/// Worker `w`'s exporter settings of `workers`: observation id `id + w`
+/// and run id `RUN-wW` when there are several (see the module documentation).
+pub fn worker_exports(config: &ExportConfig, w: u32, workers: u32) -> ExportConfig {
+    let mut c = config.clone();
+    if workers > 1 {
+        c.headers.observation_id = config.headers.observation_id.wrapping_add(w);
+        c.run_id = if config.run_id.is_empty() {
+            format!("w{w}")
+        } else {
+            format!("{}-w{w}", config.run_id)
+        };
+    }
+    c
 }
 
 /// What [`LiveHost::next`] found.
@@ -122,6 +164,9 @@ pub struct LiveSummary {
     /// An interface that was not back within the down timeout: the run
     /// ended for it (the caller exits nonzero).
     pub lost: Option<InterfaceLost>,
+    /// Each worker's export counters, by worker number (with
+    /// [`LiveConfig::exports`]).
+    pub exports: Vec<(u32, ExportStats)>,
 }
 
 /// An interface some worker sees down.
@@ -135,6 +180,7 @@ struct Outage {
 /// What one worker gets besides the host's settings.
 struct WorkerSetup {
     id: u32,
+    workers: u32,
     merged: bool,
     deadline: Option<Instant>,
     sources: Vec<Box<dyn Source>>,
@@ -154,7 +200,7 @@ pub struct LiveHost {
     xdp: Vec<XdpProgram>,
     /// Events that arrived while waiting for the workers to be ready.
     early: VecDeque<WorkerEvent>,
-    finished: Vec<WorkerSummary>,
+    finished: Vec<(u32, WorkerSummary)>,
     failure: Option<HostError>,
     written: u64,
     started: Instant,
@@ -222,6 +268,7 @@ impl LiveHost {
             };
             let worker = WorkerSetup {
                 id: w,
+                workers,
                 merged,
                 deadline,
                 sources,
@@ -280,9 +327,28 @@ impl LiveHost {
             records,
             gpvs,
         };
+        let interfaces: Vec<u16> = setup
+            .sources
+            .iter()
+            .map(|s| {
+                let name = s.interface().0;
+                let k = config.interfaces.iter().position(|i| i == name).unwrap_or(0);
+                u16::try_from(k).unwrap_or(u16::MAX)
+            })
+            .collect();
+        let exporter = match &config.exports {
+            Some(x) => Some(
+                Exporter::new(&x.policies, &worker_exports(&x.config, w, setup.workers))
+                    .map_err(|e| HostError::Usage(format!("export policies: {e}")))?,
+            ),
+            None => None,
+        };
         let (ctx, crx) = mpsc::channel();
         self.commands.push(ctx);
-        let worker = Worker::new(cfg, monitor, setup.sources, setup.events, m).with_commands(crx);
+        let mut worker = Worker::new(cfg, monitor, setup.sources, setup.events, m).with_commands(crx);
+        if let Some(x) = exporter {
+            worker = worker.with_exporter(x, &interfaces);
+        }
         let cpu = config.cpus.get(w as usize).copied();
         let handle = std::thread::Builder::new()
             .name(format!("clarion-worker-{w}"))
@@ -356,7 +422,7 @@ impl LiveHost {
                     }
                 }
                 WorkerEvent::Epoch(st) => return Live::Epoch(st),
-                WorkerEvent::Finished(_, s) => self.finished.push(*s),
+                WorkerEvent::Finished(w, s) => self.finished.push((w, *s)),
                 WorkerEvent::Failed(w, e) => self.fail(HostError::Live { worker: w, source: e }),
                 WorkerEvent::Link(w, ev) => {
                     if let Some(ev) = self.link(w, ev) {
@@ -556,7 +622,11 @@ impl LiveHost {
             elapsed: self.started.elapsed(),
             ..LiveSummary::default()
         };
-        for f in &self.finished {
+        self.finished.sort_by_key(|(w, _)| *w);
+        for (w, f) in &mut self.finished {
+            if let Some(x) = f.exports.take() {
+                s.exports.push((*w, x));
+            }
             s.counters.add(&f.counters);
             s.frames += f.frames;
             s.drops += f.drops;
@@ -682,4 +752,36 @@ fn open_xdp(progs: &[XdpProgram], w: u32, workers: u32) -> Result<Vec<Box<dyn So
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Several workers' exporters never share an observation id nor a
+        /// file name, and keep everything else; one worker is unchanged.
+        #[test]
+        fn workers_are_distinct_exporters(id in any::<u32>(), run in "[0-9TZ]{0,16}", workers in 1u32..64) {
+            let mut base = ExportConfig { run_id: run.clone(), ..ExportConfig::default() };
+            base.headers.observation_id = id;
+            let all: Vec<ExportConfig> = (0..workers).map(|w| worker_exports(&base, w, workers)).collect();
+            let ids: BTreeSet<u32> = all.iter().map(|c| c.headers.observation_id).collect();
+            let runs: BTreeSet<&str> = all.iter().map(|c| c.run_id.as_str()).collect();
+            prop_assert_eq!(ids.len(), workers as usize);
+            prop_assert_eq!(runs.len(), workers as usize);
+            for (w, c) in all.iter().enumerate() {
+                prop_assert_eq!(c.headers.mtu, base.headers.mtu);
+                prop_assert_eq!(&c.export_dir, &base.export_dir);
+                if workers == 1 {
+                    prop_assert_eq!((c.headers.observation_id, c.run_id.as_str()), (id, run.as_str()));
+                } else {
+                    // Names stay POLICY-RUN-wK-NNNNNN: the run's files sort together.
+                    let suffix = format!("w{}", w);
+                    prop_assert!(c.run_id.starts_with(run.as_str()) && c.run_id.ends_with(&suffix));
+                }
+            }
+        }
+    }
 }

@@ -29,6 +29,21 @@
 //! ([`Source::reopen`]). One down longer than
 //! [`WorkerConfig::down_timeout`] ends the worker's run as a stop would,
 //! saying so ([`LinkEvent::Lost`]).
+//!
+//! # Export policies
+//! A worker given an [`Exporter`] ([`Worker::with_exporter`]) offers it
+//! every frame that parses, with the frame's bytes, as a file replay's
+//! host stage does: the exporter is the worker's own (no lock, no copy,
+//! no channel on the packet path; its sockets are non-blocking and its
+//! files buffered, so a slow collector or disk costs counted drops, never
+//! a wait on the wire). The host gives each worker's exporter its own
+//! header-stream id and file names. It is ticked with the wall clock
+//! every [`EXPORT_TICK`], busy wire or quiet, so a half-full header
+//! datagram leaves at most [`clarion_export::FLUSH_AFTER_NS`] plus a tick
+//! after its first packet, and finished when the worker ends; its
+//! counters go out in the [`WorkerSummary`]. Cost: one classification per
+//! parsed packet (a hash lookup on a fast-path hit) and, for a taken one,
+//! its destinations' work.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -36,6 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clarion_engine::{Counters, EngineError, Monitor, Partials, Report, TriggerId, Unparsed};
+use clarion_export::{ExportStats, Exporter};
 use clarion_flows::FlowMeter;
 use clarion_gpv::{CacheConfig, Gpv, GpvCache};
 use clarion_lang::spec::EventSpec;
@@ -60,6 +76,9 @@ const DROP_READ: Duration = Duration::from_millis(1);
 /// Each interface's state is read this often: the longest lost carrier,
 /// or an interface back up, goes unnoticed.
 pub const LINK_CHECK: Duration = Duration::from_millis(100);
+/// The exporter is ticked this often (the longest a quiet worker waits
+/// for packets, so a quiet wire ticks it as often as a busy one).
+pub const EXPORT_TICK: Duration = Duration::from_millis(10);
 
 /// Nanoseconds since the Unix epoch (the clock packet timestamps use).
 pub fn realtime_ns() -> u64 {
@@ -162,6 +181,8 @@ pub struct WorkerSummary {
     pub delays: DelayHistogram,
     pub epochs: u64,
     pub max_sweep_wall_ns: u64,
+    /// The exporter's counters, finished (see [`Worker::with_exporter`]).
+    pub exports: Option<ExportStats>,
 }
 
 /// An interface down, as its worker saw it.
@@ -236,6 +257,25 @@ pub struct Worker {
     last_drop_read_ns: u64,
     /// An interface down for longer than the timeout: the run ends.
     lost: Option<InterfaceLost>,
+    /// Export policies on the frames (see the module documentation).
+    exporter: Option<WorkerExporter>,
+}
+
+// A worker moves to its own thread with its exporter (sockets, files,
+// classifier): all must be Send, checked here at compile time.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Exporter>();
+    send::<Worker>();
+};
+
+/// A worker's exporter, and the interface number its header records carry
+/// for each source's frames.
+struct WorkerExporter {
+    exporter: Exporter,
+    /// Beside `sources`, one each.
+    interfaces: Vec<u16>,
+    ticked: Instant,
 }
 
 impl Worker {
@@ -290,7 +330,28 @@ impl Worker {
             link_news: false,
             last_drop_read_ns: now,
             lost: None,
+            exporter: None,
         }
+    }
+
+    /// Offers every frame that parses to `exporter` (see the module
+    /// documentation). `interfaces[i]` is the interface number of source
+    /// `i`'s frames in header records (missing ones: the source's index).
+    pub fn with_exporter(mut self, exporter: Exporter, interfaces: &[u16]) -> Worker {
+        let interfaces = (0..self.sources.len())
+            .map(|i| {
+                interfaces
+                    .get(i)
+                    .copied()
+                    .unwrap_or(u16::try_from(i).unwrap_or(u16::MAX))
+            })
+            .collect();
+        self.exporter = Some(WorkerExporter {
+            exporter,
+            interfaces,
+            ticked: Instant::now(),
+        });
+        self
     }
 
     /// Takes changes of its events from `commands` while it runs.
@@ -350,6 +411,14 @@ impl Worker {
             let stopping = self.cfg.stop.load(Ordering::Relaxed)
                 || self.cfg.deadline.is_some_and(|d| Instant::now() >= d);
             let got = self.receive();
+            if let Some(x) = self
+                .exporter
+                .as_mut()
+                .filter(|x| x.ticked.elapsed() >= EXPORT_TICK)
+            {
+                x.ticked = Instant::now();
+                x.exporter.tick(realtime_ns());
+            }
             // Drop counters and the queue's occupancy, every millisecond
             // whether or not the wire is busy.
             if last_drop_read.elapsed() >= DROP_READ {
@@ -419,6 +488,10 @@ impl Worker {
         }
         self.after_monitor();
         self.flush_reports();
+        if let Some(x) = &mut self.exporter {
+            x.exporter.finish();
+            self.summary.exports = Some(x.exporter.stats());
+        }
         self.summary.counters = self.monitor.counters();
         let _ = self.tx.send(WorkerEvent::Finished(id, Box::new(self.summary)));
     }
@@ -603,9 +676,22 @@ impl Worker {
                 delays: &mut self.track.delays,
             };
             let batch = &mut self.batch;
+            let mut export = self.exporter.as_mut().map(|x| {
+                let interface = x.interfaces.get(i).copied().unwrap_or(u16::MAX);
+                (&mut x.exporter, interface)
+            });
             let mut handle =
                 |fr: Frame<'_>| match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
                     Ok(rec) => {
+                        if let Some((x, interface)) = export.as_mut() {
+                            let frame = clarion_export::Frame {
+                                link,
+                                data: fr.data,
+                                orig_len: fr.orig_len,
+                                interface: *interface,
+                            };
+                            x.offer(&rec, &frame);
+                        }
                         batch.push(rec);
                         if batch.len() == batch.capacity() {
                             out.process(batch);

@@ -1,0 +1,389 @@
+//! Export policies on live capture (`clarion run -i VETH --exports`),
+//! against the capture replayed into the interface, read plainly:
+//! - a `packets` policy's pcapng files hold exactly the replayed frames it
+//!   takes (bytes and lengths), each flow's in the capture's order, and no
+//!   two workers write one file;
+//! - a `headers` policy's stream, through `clarion collect`, gives back
+//!   the header record of every replayed frame (all but the capture time,
+//!   which is the live kernel's), each flow's in order, one exporter id per
+//!   worker and no datagram lost;
+//!
+//! with one worker and with two (a fanout group: each worker its own
+//! exporter).
+//!
+//! The frames go from `vb` in one network namespace to `va` in another
+//! (tcpreplay), where Clarion captures; neither end has an address nor
+//! IPv6, so nothing but the replayed frames crosses the wire. Needs root,
+//! `ip` and `tcpreplay`; skipped, saying why, otherwise.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use clarion_capture::PacketSource;
+use clarion_headers::HeaderRecord;
+use common::repo;
+
+/// The captures replayed: the bundled one, and a shared one of many real
+/// flows when present (skipped, saying so, when not).
+fn captures() -> Vec<PathBuf> {
+    let mut v = vec![repo().join("examples/demo.pcap")];
+    let real = repo().join("../shared/captures/pathspider_real.pcap");
+    if real.exists() {
+        v.push(real);
+    } else {
+        eprintln!("{}: missing; the bundled capture only", real.display());
+    }
+    v
+}
+
+#[test]
+fn live_exports_equal_the_replayed_frames_with_one_and_two_workers() {
+    let Some(net) = Net::new() else { return };
+    if Command::new("tcpreplay").arg("-V").output().is_err() {
+        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
+        return;
+    }
+    for capture in captures() {
+        for workers in [1u32, 2] {
+            check(&net, &capture, workers);
+        }
+    }
+}
+
+/// One replay of `capture` into a run of `workers` workers.
+fn check(net: &Net, capture: &Path, workers: u32) {
+    let what = format!("{} with {workers} worker(s)", capture.display());
+    // What crosses the wire: tcpreplay sends each frame's captured bytes
+    // (a capture cut at a snap length gives shorter frames).
+    let frames = read_frames(capture, true);
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let headers = tmp.path().join("headers.jsonl");
+    let (collector, port) = collector(&net.a, &headers, frames.len());
+    let policies = tmp.path().join("policies.clarion");
+    std::fs::write(
+        &policies,
+        format!(
+            "export udp\n  filter proto = udp\n  send packets to pcapng rotate 64KB\n\
+             export all\n  send headers to collector 127.0.0.1 port {port}\n"
+        ),
+    )
+    .expect("policies written");
+    let dir = tmp.path().join("out");
+    let mut run = clarion_in(&net.a)
+        // Whole frames (the default snap length keeps the headers alone);
+        // stopped by SIGINT once the replay is done, or after a minute.
+        .args([
+            "run",
+            "-i",
+            "va",
+            "--stats-every",
+            "0",
+            "--duration",
+            "60s",
+            "--snaplen",
+            "2048",
+        ])
+        .args(["--workers", &workers.to_string()])
+        .arg("--exports")
+        .arg(&policies)
+        .arg("--export-dir")
+        .arg(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clarion run starts");
+    let mut err = BufReader::new(run.stderr.take().expect("its stderr"));
+    let mut first = String::new();
+    err.read_line(&mut first).expect("its first line");
+    assert!(first.contains("capturing on va"), "{what}: {first}");
+    let replay = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.b,
+            "tcpreplay",
+            "-q",
+            "-i",
+            "vb",
+            "--pps",
+            "10000",
+        ])
+        .arg(capture)
+        .output()
+        .expect("tcpreplay runs");
+    assert!(
+        replay.status.success(),
+        "{what}: tcpreplay: {}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    // The last frames out of the ring before the stop.
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill on our own child's pid (`ip netns exec` became clarion).
+    let sent = unsafe { libc::kill(run.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0, "{what}: SIGINT sent");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).expect("its summary");
+    let status = run.wait().expect("clarion run ends");
+    assert!(status.success(), "{what}: {first}{rest}");
+    assert!(rest.contains("live: 0 kernel drops"), "{what}: {rest}");
+    // The summary's counters, summed over the workers' lines.
+    let udp = frames.iter().filter(|f| f.key.proto == 17).count() as u64;
+    assert_eq!(policy_total(&rest, "udp"), udp, "{what}: {rest}");
+    assert_eq!(policy_total(&rest, "all"), frames.len() as u64, "{what}: {rest}");
+    if workers > 1 {
+        assert!(rest.contains("worker 1:"), "{what}: per worker: {rest}");
+    }
+
+    // Packets: the UDP frames, each flow's in order, every file one worker's.
+    let want: Vec<&Frame> = frames.iter().filter(|f| f.key.proto == 17).collect();
+    assert!(!want.is_empty(), "{what}: UDP frames to export");
+    let files = written_files(&dir, workers);
+    let mut got: Vec<Frame> = Vec::new();
+    for worker_files in files.values() {
+        for f in worker_files {
+            got.extend(read_frames(f, false));
+        }
+    }
+    assert_eq!(got.len(), want.len(), "{what}: frames in the files");
+    assert!(
+        by_flow(got.iter(), |f| (f.data.clone(), f.orig_len))
+            == by_flow(want.iter().copied(), |f| (f.data.clone(), f.orig_len)),
+        "{what}: the files' frames differ from the capture's UDP frames"
+    );
+
+    // Headers: every frame's, through the collector.
+    let collected = collector.wait_with_output().expect("collect ends");
+    let said = String::from_utf8_lossy(&collected.stderr);
+    assert!(collected.status.success(), "{what}: collect: {said}");
+    for w in 0..workers {
+        assert!(
+            said.contains(&format!("exporter {w}: ")) && !said.contains(&format!("exporter {workers}: ")),
+            "{what}: one exporter id per worker: {said}"
+        );
+    }
+    let got: Vec<HeaderRecord> = std::fs::read_to_string(&headers)
+        .expect("headers written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a header record"))
+        .collect();
+    assert_eq!(got.len(), frames.len(), "{what}: headers");
+    let untimed = |r: &HeaderRecord| HeaderRecord { ts_ns: 0, ..*r };
+    let want_headers: Vec<(clarion_wire::FlowKey, HeaderRecord)> = frames
+        .iter()
+        .map(|f| (f.key, untimed(&HeaderRecord::from_packet(&f.record, 0, 1))))
+        .collect();
+    let mut want_by_flow: BTreeMap<String, Vec<HeaderRecord>> = BTreeMap::new();
+    for (_, h) in &want_headers {
+        want_by_flow.entry(flow_of(h)).or_default().push(*h);
+    }
+    let mut got_by_flow: BTreeMap<String, Vec<HeaderRecord>> = BTreeMap::new();
+    for h in &got {
+        got_by_flow.entry(flow_of(h)).or_default().push(untimed(h));
+    }
+    assert_eq!(
+        got_by_flow.len(),
+        want_by_flow.len(),
+        "{what}: flows of the headers"
+    );
+    for (flow, w) in &want_by_flow {
+        assert!(
+            got_by_flow.get(flow) == Some(w),
+            "{what}: headers of flow {flow} differ"
+        );
+    }
+    // Live times: the kernel's, in each worker's order.
+    assert!(
+        got.iter().all(|h| h.ts_ns > 1_600_000_000_000_000_000),
+        "{what}: live times"
+    );
+}
+
+/// One frame of a capture or an exported file, parsed.
+struct Frame {
+    data: Vec<u8>,
+    orig_len: u32,
+    key: clarion_wire::FlowKey,
+    record: clarion_wire::PacketRecord,
+}
+
+/// The frames of a file; `as_sent`: as tcpreplay sends them (the
+/// captured bytes, whatever the length on the capture's wire).
+fn read_frames(path: &Path, as_sent: bool) -> Vec<Frame> {
+    let mut src = clarion_capture::CaptureFile::open(path).expect("a capture");
+    let mut out = Vec::new();
+    while let Some(r) = src.next_packet() {
+        let p = r.expect("undamaged");
+        let orig_len = if as_sent { p.data.len() as u32 } else { p.orig_len };
+        if let Ok(rec) = clarion_wire::parse_frame(p.link, p.data, p.ts_ns, orig_len) {
+            out.push(Frame {
+                data: p.data.to_vec(),
+                orig_len,
+                key: rec.key,
+                record: rec,
+            });
+        }
+    }
+    out
+}
+
+/// Per flow (one direction), what `f` gives of each frame, in order.
+fn by_flow<'a, T>(
+    frames: impl Iterator<Item = &'a Frame>,
+    f: impl Fn(&Frame) -> T,
+) -> BTreeMap<clarion_wire::FlowKey, Vec<T>> {
+    let mut m: BTreeMap<clarion_wire::FlowKey, Vec<T>> = BTreeMap::new();
+    for fr in frames {
+        m.entry(fr.key).or_default().push(f(fr));
+    }
+    m
+}
+
+/// The packets policy `name` took, by the summary's lines (one a worker).
+fn policy_total(summary: &str, name: &str) -> u64 {
+    summary
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(&format!("policy {name}: ")))
+        .map(|n| {
+            let digits: String = n
+                .chars()
+                .take_while(|c| *c != ' ')
+                .filter(char::is_ascii_digit)
+                .collect();
+            digits.parse::<u64>().expect("a count")
+        })
+        .sum()
+}
+
+/// A header record's flow, as text (the record's own fields).
+fn flow_of(h: &HeaderRecord) -> String {
+    format!("{} {} {:?} {} {:?}", h.src, h.dst, h.ports, h.proto, h.vlan)
+}
+
+/// The policy's files by worker (`udp-RUN[-wK]-NNNNNN.pcapng`), each
+/// worker's in order. Several workers: every file names one of them.
+fn written_files(dir: &Path, workers: u32) -> BTreeMap<String, Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.expect("an entry").path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    let mut by_worker: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for f in files {
+        let name = f.file_name().expect("a name").to_string_lossy().into_owned();
+        assert!(name.starts_with("udp-") && name.ends_with(".pcapng"), "{name}");
+        let worker = if workers == 1 {
+            String::new()
+        } else {
+            let w = name
+                .split('-')
+                .find(|p| {
+                    p.strip_prefix('w')
+                        .is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n < workers))
+                })
+                .unwrap_or_else(|| panic!("{name} names no worker"));
+            w.to_string()
+        };
+        by_worker.entry(worker).or_default().push(f);
+    }
+    by_worker
+}
+
+/// `clarion collect` in namespace `ns` on a free loopback port, stopping
+/// after `count` headers (or a minute); the process and its port.
+fn collector(ns: &str, output: &Path, count: usize) -> (Child, u16) {
+    let mut child = clarion_in(ns)
+        .args(["collect", "--listen", "127.0.0.1:0", "--duration", "60s"])
+        .arg("--count")
+        .arg(count.to_string())
+        .arg("-o")
+        .arg(output)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clarion collect starts");
+    let mut line = String::new();
+    BufReader::new(child.stderr.as_mut().expect("its stderr"))
+        .read_line(&mut line)
+        .expect("its first line");
+    let port = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("127.0.0.1:"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (child, port)
+}
+
+/// Clarion inside network namespace `ns`.
+fn clarion_in(ns: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns])
+        .arg(assert_cmd::cargo::cargo_bin("clarion"))
+        .current_dir(repo());
+    c
+}
+
+/// Two network namespaces of this test joined by a veth pair, `va` in `a`
+/// (captured) and `vb` in `b` (replayed into), without addresses or IPv6.
+/// Removed when dropped.
+struct Net {
+    a: String,
+    b: String,
+}
+
+impl Net {
+    /// `None`, saying why, when not root or without `ip` and namespaces.
+    fn new() -> Option<Net> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipped: needs root and ip (network namespaces and a veth pair)");
+            return None;
+        }
+        let id = std::process::id() % 100_000;
+        let net = Net {
+            a: format!("clrx{id}a"),
+            b: format!("clrx{id}b"),
+        };
+        if !(net.ip(&["netns", "add", &net.a]) && net.ip(&["netns", "add", &net.b])) {
+            eprintln!("skipped: cannot create network namespaces");
+            return None;
+        }
+        for ns in [&net.a, &net.b] {
+            // Before the veth exists, so it never gets a link-local address.
+            let quiet = Command::new("ip")
+                .args(["netns", "exec", ns, "sysctl", "-qw"])
+                .args([
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                ])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(quiet, "IPv6 off in {ns}");
+        }
+        let (a, b) = (net.a.as_str(), net.b.as_str());
+        assert!(
+            net.ip(&["-n", a, "link", "set", "lo", "up"])
+                && net.ip(&["-n", a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", b])
+                && net.ip(&["-n", a, "link", "set", "va", "up"])
+                && net.ip(&["-n", b, "link", "set", "vb", "up"]),
+            "a veth pair between the namespaces"
+        );
+        Some(net)
+    }
+
+    fn ip(&self, args: &[&str]) -> bool {
+        Command::new("ip")
+            .args(args)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.ip(&["netns", "del", &self.a]);
+        self.ip(&["netns", "del", &self.b]);
+    }
+}
