@@ -57,7 +57,24 @@ pub enum Command {
     /// Trident's USS + uniflows against OVS's TSS + megaflows (Trident's Table 2, Fig. 6).
     #[command(after_help = CLASSIFY_AFTER_HELP)]
     Classify(crate::classify::ClassifyArgs),
+    /// Measure what export policies cost (headers to a collector, pcapng files, a VXLAN
+    /// mirror, headers of a fraction) against the monitor alone, on a capture looped and paced.
+    #[command(after_help = EXPORT_COST_AFTER_HELP)]
+    ExportCost(crate::export_cost::ExportCostArgs),
 }
+
+const EXPORT_COST_AFTER_HELP: &str = "Examples:
+  clarion-lab export-cost --pcap ../shared/captures/pathspider_real.pcap --rate 200000 --seconds 5
+  clarion-lab export-cost --pcap examples/demo.pcap --rate 50000 --seconds 1 --variants headers --json
+
+Columns (medians over rounds): exported = packets the policy took;
+delivered = header records decoded, VXLAN frames received or packets read
+back from the files; cores = CPU time (user + system) of the replay thread
+over its wall time; ratio = CPU over the monitor alone's in the same
+round; +cores = cores over the monitor alone's; ns/exported = (CPU - CPU
+of the monitor alone) / exported; rx_cores = the receiver thread's (not
+counted in cores); hit_rate and lk/pkt = the classifier's fast path.
+Method and results: docs/performance.md.";
 
 const CLASSIFY_AFTER_HELP: &str = "Examples:
   clarion-lab classify                          # ACL and FW, 100/1,000/10,000 rules, 1M packets

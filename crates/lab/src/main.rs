@@ -13,7 +13,9 @@
 //! - `feasibility`: the feasibility region (Trumpet's Figure 13), the
 //!   highest rate with no late sweep over a grid of workloads;
 //! - `classify`: Trident's fast paths for export policies, USS + uniflows
-//!   against OVS's TSS + megaflows (Trident's Table 2 and Fig. 6).
+//!   against OVS's TSS + megaflows (Trident's Table 2 and Fig. 6);
+//! - `export-cost`: what export policies cost the host at a paced rate
+//!   (headers, pcapng, VXLAN, a fraction), against the monitor alone.
 //!
 //! Argument parsing and dispatch only; each command lives in its own module.
 //! Errors become one `clarion-lab:`-prefixed message and an exit status
@@ -23,6 +25,7 @@ mod args;
 mod bench;
 mod classify;
 mod dos;
+mod export_cost;
 mod feasibility;
 mod gen;
 mod real;
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         Command::Feasibility(a) => feasibility::feasibility(&a),
         Command::Dos(a) => dos::dos(&a),
         Command::Classify(a) => classify::classify(&a),
+        Command::ExportCost(a) => export_cost::export_cost(&a),
     };
     clarion_cmdline::exit("clarion-lab", result)
 }

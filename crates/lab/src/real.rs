@@ -472,7 +472,7 @@ fn rss_kib() -> (Option<u64>, Option<u64>) {
 
 /// Reads and checks the events file as `clarion run` does (decoded, checked,
 /// at least one event).
-fn load_events(path: &Path) -> Result<Vec<EventSpec>, Failure> {
+pub(crate) fn load_events(path: &Path) -> Result<Vec<EventSpec>, Failure> {
     let bytes = std::fs::read(path).map_err(|e| {
         Failure::Usage(format!(
             "clarion-lab: cannot read events file {}: {e}\n",
@@ -491,7 +491,7 @@ fn load_events(path: &Path) -> Result<Vec<EventSpec>, Failure> {
 
 /// `clarion run`'s monitor configuration with its default flags (the host
 /// name aside, which changes no count).
-fn run_config() -> MonitorConfig {
+pub(crate) fn run_config() -> MonitorConfig {
     MonitorConfig {
         host: "bench".into(),
         ..MonitorConfig::default()
@@ -500,7 +500,11 @@ fn run_config() -> MonitorConfig {
 
 /// A monitor with the events installed as `clarion run` installs them
 /// (`on demand` events come with the drill-downs installing them).
-fn build_monitor(config: &MonitorConfig, specs: &[EventSpec], events: &Path) -> Result<Monitor, Failure> {
+pub(crate) fn build_monitor(
+    config: &MonitorConfig,
+    specs: &[EventSpec],
+    events: &Path,
+) -> Result<Monitor, Failure> {
     let mut monitor = Monitor::new(config.clone());
     for s in specs.iter().filter(|s| !s.on_demand) {
         monitor
