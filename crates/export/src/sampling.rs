@@ -74,8 +74,8 @@
 //! exported packet in `time_every` (default 8) is timed, the gaps drawn
 //! uniformly from `1..=2·time_every − 1` (mean `time_every`, so no period
 //! to alias with the encoder's datagram sends), and each timed duration
-//! counts `time_every` times. Cost: ~2 reads per 8 exported packets,
-//! 5-6 ns a packet. The timed packets' second read also serves as "now"
+//! counts `time_every` times. Cost: 2 reads per 8 exported packets,
+//! ~6 ns a packet. The timed packets' second read also serves as "now"
 //! for closing an interval; [`Sampler::tick`] times the flushes fully and
 //! closes intervals when few packets are exported. Wall-clock time of the
 //! work stands for its CPU time: the sends never block, so they differ
@@ -128,15 +128,16 @@ impl Default for SamplingConfig {
 /// Wall-clock time and the timing of export work.
 ///
 /// `begin` and `end` bracket one piece of export work; `end` returns its
-/// duration. `now_ns` is monotonic. Real: [`MonotonicClock`]; tests
-/// inject simulated time and simulated costs.
+/// duration and the time it ended (one clock read for both). Times are
+/// monotonic. Real: [`MonotonicClock`]; tests inject simulated time and
+/// simulated costs.
 pub trait WorkClock: Send {
     /// Nanoseconds since some fixed origin; never decreases.
     fn now_ns(&mut self) -> u64;
     /// Export work starts.
     fn begin(&mut self);
-    /// Export work ends: its duration in nanoseconds.
-    fn end(&mut self) -> u64;
+    /// Export work ends: `(its duration, now)` in nanoseconds.
+    fn end(&mut self) -> (u64, u64);
 }
 
 /// [`WorkClock`] of `std::time::Instant` (one read per call).
@@ -171,8 +172,10 @@ impl WorkClock for MonotonicClock {
         self.started = Instant::now();
     }
 
-    fn end(&mut self) -> u64 {
-        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    fn end(&mut self) -> (u64, u64) {
+        let now = Instant::now();
+        let ns = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        (ns(now - self.started), ns(now - self.origin))
     }
 }
 
@@ -394,22 +397,21 @@ impl Sampler {
 
     /// After a timed packet's work: counts it `time_every` times.
     pub fn end(&mut self) {
-        let ns = self.clock.end();
+        let (ns, now) = self.clock.end();
         self.aimd.add_work(ns.saturating_mul(u64::from(self.time_every)));
-        self.observe();
+        self.observe(now);
     }
 
     /// Runs `work` (flushes) timed in full, then closes an interval if due.
     pub fn tick(&mut self, work: impl FnOnce()) {
         self.clock.begin();
         work();
-        let ns = self.clock.end();
+        let (ns, now) = self.clock.end();
         self.aimd.add_work(ns);
-        self.observe();
+        self.observe(now);
     }
 
-    fn observe(&mut self) {
-        let now = self.clock.now_ns();
+    fn observe(&mut self, now: u64) {
         if self.aimd.observe(now) {
             self.set_thresholds();
         }

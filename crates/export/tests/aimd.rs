@@ -107,8 +107,11 @@ impl WorkClock for SimClock {
         self.0.now_ns.load(Ordering::Relaxed)
     }
     fn begin(&mut self) {}
-    fn end(&mut self) -> u64 {
-        self.0.cost_ns.load(Ordering::Relaxed)
+    fn end(&mut self) -> (u64, u64) {
+        (
+            self.0.cost_ns.load(Ordering::Relaxed),
+            self.0.now_ns.load(Ordering::Relaxed),
+        )
     }
 }
 
