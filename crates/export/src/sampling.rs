@@ -513,6 +513,12 @@ mod tests {
     }
 
     #[test]
+    fn the_exporter_still_moves_to_worker_threads() {
+        fn send<T: Send>() {}
+        send::<crate::Exporter>();
+    }
+
+    #[test]
     fn refuses_budgets_that_are_no_budget() {
         for b in [0.0, -0.1, 1.5, f64::NAN, f64::INFINITY] {
             assert!(Aimd::new(b, 1).is_err(), "{b}");

@@ -164,6 +164,11 @@ fn check(path: &Path, packets: &[Packet], fast: FastPathKind) {
         .collect();
     let stats = exporter.stats();
     assert_eq!(stats.destinations[0].dropped, 0, "{name}: {stats:?}");
+    // No budget: no sampler, and every packet handed stands for itself.
+    assert_eq!(stats.sampling, None);
+    for d in &stats.destinations {
+        assert_eq!(d.represented, d.packets, "{name}: {d:?}");
+    }
     assert_eq!(got.len(), want.len(), "{name} {fast:?}: headers received");
     assert!(got == want, "{name} {fast:?}: headers differ");
 
