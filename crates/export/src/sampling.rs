@@ -76,7 +76,7 @@
 //! to alias with the encoder's datagram sends), and each timed duration
 //! counts `time_every` times. Cost: 2 reads per 8 exported packets,
 //! ~6 ns a packet. The timed packets' second read also serves as "now"
-//! for closing an interval; [`Sampler::tick`] times the flushes fully and
+//! for closing an interval; [`crate::Exporter::tick`] times the flushes fully and
 //! closes intervals when few packets are exported. Wall-clock time of the
 //! work stands for its CPU time: the sends never block, so they differ
 //! only by preemption, which a loaded host charges to the export (the
