@@ -1,0 +1,322 @@
+//! A worker's export policies on generated traffic, without a network:
+//! two in-memory queues (one flow each is never split) hand a worker
+//! frames built by `clarion_wire::build`, and
+//! - the header stream, decoded from a UDP socket on loopback, holds the
+//!   header record of every frame (time and the queue's interface number
+//!   included), each flow's in order, and all of it arrives while the
+//!   worker still runs, on the quiet wire after the frames (the exporter's
+//!   tick, not its finish, sent it);
+//! - the pcapng files hold exactly the UDP frames, each flow's in order;
+//! - the summary counts every frame offered and every frame taken.
+//!
+//! The reference is the frames themselves, parsed by `parse_frame`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clarion_capture::PacketSource;
+use clarion_engine::{Monitor, MonitorConfig};
+use clarion_export::{ExportConfig, Exporter};
+use clarion_headers::{Decoder, HeaderRecord};
+use clarion_live::{realtime_ns, Frame, LiveError, Source, Worker, WorkerConfig, WorkerEvent, WorkerMetrics};
+use clarion_wire::build::{FrameSpec, IpPair, TcpSpec, Transport};
+use clarion_wire::LinkType;
+use proptest::prelude::*;
+
+/// Frames with the time they were handed over (Unix ns).
+type Stamped = Vec<(u64, Vec<u8>)>;
+
+/// A receive queue holding frames from the start, each stamped with the
+/// wall clock when handed over (as the kernel stamps a packet when it
+/// arrives) and logged so; its descriptor (an idle UDP socket) never
+/// becomes readable, so a quiet worker waits its usual 10 ms at most.
+struct Queue {
+    frames: VecDeque<Vec<u8>>,
+    handed: Arc<Mutex<Stamped>>,
+    idle: UdpSocket,
+    name: String,
+}
+
+impl Source for Queue {
+    fn link(&self) -> LinkType {
+        LinkType::Ethernet
+    }
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(Frame<'_>)) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(data) = self.frames.pop_front() else {
+                break;
+            };
+            let ts_ns = realtime_ns();
+            f(Frame {
+                ts_ns,
+                data: &data,
+                orig_len: data.len() as u32,
+            });
+            self.handed.lock().expect("the log").push((ts_ns, data));
+            n += 1;
+        }
+        n
+    }
+    fn backlog(&self, limit: usize) -> usize {
+        self.frames.len().min(limit)
+    }
+    fn capacity(&self) -> usize {
+        1
+    }
+    fn fd(&self) -> RawFd {
+        self.idle.as_raw_fd()
+    }
+    fn take_drops(&mut self) -> Result<u64, LiveError> {
+        Ok(0)
+    }
+    fn interface(&self) -> (&str, u32) {
+        (&self.name, 0)
+    }
+    fn went_down(&mut self) -> bool {
+        false
+    }
+    fn reopen(&mut self) -> Result<u32, LiveError> {
+        Ok(0)
+    }
+    fn hidden_delay(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+}
+
+/// A flow: addresses, ports, TCP or UDP.
+#[derive(Clone, Copy, Debug)]
+struct Flow {
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+    udp: bool,
+}
+
+fn flow() -> impl Strategy<Value = Flow> {
+    (any::<u32>(), any::<u32>(), 1u16.., 1u16.., any::<bool>()).prop_map(|(src, dst, sport, dport, udp)| {
+        Flow {
+            src,
+            dst,
+            sport,
+            dport,
+            udp,
+        }
+    })
+}
+
+fn frame(f: &Flow, payload: usize, n: u32) -> FrameSpec {
+    FrameSpec {
+        ip: IpPair::V4 {
+            src: f.src.into(),
+            dst: f.dst.into(),
+        },
+        transport: if f.udp {
+            Transport::Udp {
+                src_port: f.sport,
+                dst_port: f.dport,
+            }
+        } else {
+            Transport::Tcp(TcpSpec {
+                src_port: f.sport,
+                dst_port: f.dport,
+                seq: n.wrapping_mul(1000),
+                ack: 1,
+                flags: clarion_wire::tcp_flags::ACK,
+                window: 512,
+                ..TcpSpec::default()
+            })
+        },
+        payload_len: payload,
+        ..FrameSpec::default()
+    }
+}
+
+/// Per flow, what `f` gives of each item, in order.
+fn by_flow<T, K: Ord, U>(items: &[T], key: impl Fn(&T) -> K, f: impl Fn(&T) -> U) -> BTreeMap<K, Vec<U>> {
+    let mut m: BTreeMap<K, Vec<U>> = BTreeMap::new();
+    for i in items {
+        m.entry(key(i)).or_default().push(f(i));
+    }
+    m
+}
+
+/// A header record's flow (one direction).
+fn header_key(h: &HeaderRecord) -> (std::net::IpAddr, std::net::IpAddr, Option<(u16, u16)>, u8) {
+    (h.src, h.dst, h.ports, h.proto)
+}
+
+/// Runs a worker with both queues and the policies; returns the frames
+/// handed over, what the collector received (and before the stop), the
+/// files' frames and the summary's counters.
+fn run(queues: [Vec<Vec<u8>>; 2], interfaces: [u16; 2]) -> Outcome {
+    let want_headers: usize = queues.iter().map(Vec::len).sum();
+    let handed = [Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new()))];
+    let collector = UdpSocket::bind("127.0.0.1:0").expect("a collector socket");
+    collector
+        .set_read_timeout(Some(Duration::from_millis(1)))
+        .expect("a timeout");
+    let port = collector.local_addr().expect("its address").port();
+    let policies = clarion_lang::check_exports(&format!(
+        "export udp\n  filter proto = udp\n  send packets to pcapng\n\
+         export all\n  send headers to collector 127.0.0.1 port {port}\n"
+    ))
+    .expect("policies");
+    let dir = tempfile::tempdir().expect("a directory");
+    let config = ExportConfig {
+        export_dir: Some(dir.path().to_path_buf()),
+        run_id: "t".into(),
+        ..ExportConfig::default()
+    };
+    let exporter = Exporter::new(&policies, &config).expect("an exporter");
+    let sources: Vec<Box<dyn Source>> = queues
+        .into_iter()
+        .enumerate()
+        .map(|(i, frames)| {
+            Box::new(Queue {
+                frames: frames.into(),
+                handed: Arc::clone(&handed[i]),
+                idle: UdpSocket::bind("127.0.0.1:0").expect("a socket"),
+                name: format!("clarion-test-none{i}"),
+            }) as Box<dyn Source>
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cfg = WorkerConfig {
+        id: 0,
+        step_budget: Duration::from_micros(50),
+        low_water: 0,
+        stop: Arc::clone(&stop),
+        deadline: Some(Instant::now() + Duration::from_secs(30)),
+        // The queues' made-up interfaces are "down": never stop for it.
+        down_timeout: Duration::from_secs(3600),
+        records: None,
+        gpvs: None,
+    };
+    let monitor = Monitor::new(MonitorConfig {
+        synchronous_sweep: false,
+        ..MonitorConfig::default()
+    });
+    let (tx, rx) = mpsc::channel();
+    let worker = Worker::new(cfg, monitor, sources, tx, Arc::new(WorkerMetrics::default()))
+        .with_exporter(exporter, &interfaces);
+    let started = Instant::now();
+    let handle = std::thread::spawn(move || worker.run());
+    let mut decoder = Decoder::new();
+    let mut headers = Vec::new();
+    let mut last = None;
+    let mut buf = vec![0u8; 65_536];
+    // Headers while the worker runs: up to 3 s for all of them.
+    while headers.len() < want_headers && started.elapsed() < Duration::from_secs(3) {
+        if let Ok(n) = collector.recv(&mut buf) {
+            decoder.decode_into(&buf[..n], &mut headers).expect("a datagram");
+            last = Some(realtime_ns());
+        }
+    }
+    let before_stop = headers.len();
+    stop.store(true, Ordering::Relaxed);
+    handle.join().expect("the worker ends");
+    while let Ok(n) = collector.recv(&mut buf) {
+        decoder.decode_into(&buf[..n], &mut headers).expect("a datagram");
+    }
+    let mut summary = None;
+    for ev in rx.try_iter() {
+        if let WorkerEvent::Finished(_, s) = ev {
+            summary = s.exports;
+        }
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir.path())
+        .map(|d| d.map(|e| e.expect("an entry").path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    let mut written = Vec::new();
+    for f in files {
+        let mut src = clarion_capture::CaptureFile::open(&f).expect("a pcapng");
+        while let Some(p) = src.next_packet() {
+            let p = p.expect("a packet");
+            written.push((p.ts_ns, p.data.to_vec(), p.orig_len));
+        }
+    }
+    Outcome {
+        headers,
+        before_stop,
+        last_ns: last,
+        handed: handed.map(|h| std::mem::take(&mut *h.lock().expect("the log"))),
+        written,
+        stats: summary.expect("the worker's export counters"),
+    }
+}
+
+struct Outcome {
+    headers: Vec<HeaderRecord>,
+    before_stop: usize,
+    /// When the last header arrived (Unix ns).
+    last_ns: Option<u64>,
+    /// Each queue's frames as handed over, stamped.
+    handed: [Stamped; 2],
+    written: Vec<(u64, Vec<u8>, u32)>,
+    stats: clarion_export::ExportStats,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_workers_exports_equal_its_frames(
+        flows in prop::collection::vec(flow(), 1..8),
+        packets in prop::collection::vec((any::<prop::sample::Index>(), 0usize..300), 1..400),
+        interfaces in any::<[u16; 2]>(),
+    ) {
+        // Flow k goes to queue k % 2, so each flow's frames stay in order.
+        let mut queues: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+        for (n, (which, payload)) in packets.iter().enumerate() {
+            let k = which.index(flows.len());
+            queues[k % 2].push(frame(&flows[k], *payload, n as u32).build());
+        }
+        let got = run(queues, interfaces);
+        let mut want_headers = Vec::new();
+        let mut want_udp = Vec::new();
+        for (q, handed) in got.handed.iter().enumerate() {
+            for (ts, data) in handed {
+                let rec = clarion_wire::parse_frame(LinkType::Ethernet, data, *ts, data.len() as u32)
+                    .expect("a built frame parses");
+                want_headers.push(HeaderRecord::from_packet(&rec, interfaces[q], 1));
+                if rec.key.proto == 17 {
+                    want_udp.push((*ts, data.clone(), data.len() as u32));
+                }
+            }
+        }
+        prop_assert_eq!(want_headers.len(), packets.len(), "every frame handed over");
+        let last_ts = got.handed.iter().flatten().map(|(ts, _)| *ts).max().unwrap_or(0);
+        let delay = got.last_ns.map(|t| Duration::from_nanos(t.saturating_sub(last_ts)));
+
+        // Every header before the stop, sent by the tick on the quiet wire
+        // FLUSH_AFTER_NS (100 ms) of packet time and a tick (10 ms) after
+        // the frame that began its datagram; a second's slack for a loaded machine.
+        eprintln!("{} headers, the last {:?} after the last frame", want_headers.len(), delay);
+        prop_assert_eq!(got.before_stop, want_headers.len(), "headers before the stop");
+        prop_assert!(delay.is_some_and(|t| t < Duration::from_secs(1)), "{:?}", delay);
+        prop_assert_eq!(got.headers.len(), want_headers.len());
+        prop_assert_eq!(
+            by_flow(&got.headers, header_key, |h| *h),
+            by_flow(&want_headers, header_key, |h| *h)
+        );
+        let frame_key = |f: &(u64, Vec<u8>, u32)| {
+            clarion_wire::parse_frame(LinkType::Ethernet, &f.1, f.0, f.2).expect("a frame").key
+        };
+        prop_assert_eq!(got.written.len(), want_udp.len());
+        prop_assert_eq!(by_flow(&got.written, frame_key, Clone::clone), by_flow(&want_udp, frame_key, Clone::clone));
+
+        prop_assert_eq!(got.stats.offered, want_headers.len() as u64);
+        let matched: Vec<(String, u64)> = got.stats.policies.iter().map(|p| (p.name.clone(), p.matched)).collect();
+        prop_assert_eq!(
+            matched,
+            vec![("udp".to_string(), want_udp.len() as u64), ("all".to_string(), want_headers.len() as u64)]
+        );
+    }
+}
