@@ -355,6 +355,9 @@ fn live_agent(
             a.host,
             crate::live::capturing(&a.interface, &a.live, a.workers)
         );
+        if let Some(w) = crate::live::snap_warning(&config) {
+            eprintln!("{w}");
+        }
     }
     // The host's own reports go out with the live output's.
     let sink = match ag.sink.take() {

@@ -98,6 +98,38 @@ pub fn live_config(
     })
 }
 
+/// An Ethernet frame of the largest standard size with a VLAN tag: a
+/// policy sending whole frames needs a snap length of at least this.
+const WHOLE_FRAME: u32 = 1518;
+
+/// A warning when the ring's snap length cuts frames a policy sends whole
+/// (shorter than [`WHOLE_FRAME`]) or to a longer snap (the default keeps
+/// headers only): what is exported would not be what a file replay exports.
+pub fn snap_warning(config: &LiveConfig) -> Option<String> {
+    let x = config.exports.as_ref()?;
+    let snaplen = config.ring.snaplen;
+    let cut: Vec<String> = x
+        .policies
+        .iter()
+        .filter(|p| {
+            p.sends.iter().any(|s| match s.action {
+                clarion_lang::spec::ExportAction::Packets { snap } => snap.unwrap_or(WHOLE_FRAME) > snaplen,
+                clarion_lang::spec::ExportAction::Headers => false,
+            })
+        })
+        .map(|p| p.name.clone())
+        .collect();
+    (!cut.is_empty()).then(|| {
+        format!(
+            "clarion: warning: --snaplen {snaplen} cuts the frames export polic{} {} send{}; \
+             raise --snaplen to the largest frame (1518, 9216 with jumbo frames)",
+            if cut.len() == 1 { "y" } else { "ies" },
+            cut.join(", "),
+            if cut.len() == 1 { "s" } else { "" },
+        )
+    })
+}
+
 /// Serves the metrics endpoint when asked, and says where it is.
 pub fn serve_metrics(live: &LiveArgs, host: &LiveHost, quiet: bool) -> Result<(), Failure> {
     if let Some(addr) = live.metrics {
@@ -152,6 +184,9 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
             specs.len(),
             exports.describe()
         );
+        if let Some(w) = snap_warning(&config) {
+            eprintln!("{w}");
+        }
     }
     let mut out = LiveOutput::open(&a.live, a.quiet, open_sink(a)?, exports, host.metrics().0)?;
     let mut local = LocalEvents::start(

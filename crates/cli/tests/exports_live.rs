@@ -55,6 +55,57 @@ fn live_exports_equal_the_replayed_frames_with_one_and_two_workers() {
     }
 }
 
+/// The default snap length (headers only) would cut what a packets
+/// policy sends: the run says so, naming the policy and the fix; not for
+/// headers, a snap within the ring's, or a ring long enough.
+#[test]
+fn a_snap_length_that_cuts_exported_packets_is_named() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: opening a packet socket needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let policies = tmp.path().join("p.clarion");
+    std::fs::write(
+        &policies,
+        "export whole
+  send packets to pcapng
+         export short
+  send packets snap 128B to pcapng
+         export heads
+  send headers to collector 127.0.0.1 port 9
+",
+    )
+    .expect("policies written");
+    for (snaplen, warned) in [("256", true), ("1518", false)] {
+        let out = common::clarion_process()
+            .args(["run", "-i", "lo", "--duration", "200ms", "--snaplen", snaplen])
+            .arg("--exports")
+            .arg(&policies)
+            .arg("--export-dir")
+            .arg(tmp.path().join("out"))
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains(", export policies; Ctrl-C stops"), "{err}");
+        let line = err.lines().find(|l| l.contains("warning"));
+        if warned {
+            assert_eq!(
+                line,
+                Some(
+                    "clarion: warning: --snaplen 256 cuts the frames export policy whole sends; \
+                     raise --snaplen to the largest frame (1518, 9216 with jumbo frames)"
+                ),
+                "{err}"
+            );
+        } else {
+            assert_eq!(line, None, "{err}");
+        }
+    }
+}
+
 /// One replay of `capture` into a run of `workers` workers.
 fn check(net: &Net, capture: &Path, workers: u32) {
     let what = format!("{} with {workers} worker(s)", capture.display());
