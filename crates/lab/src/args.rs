@@ -70,7 +70,8 @@ const EXPORT_COST_AFTER_HELP: &str = "Examples:
 Columns (medians over rounds): exported = packets the policy took;
 delivered = header records decoded, VXLAN frames received or packets read
 back from the files; cores = CPU time (user + system) of the replay thread
-over its wall time; ratio = CPU over the monitor alone's in the same
+over its wall time; need = CPU ns a packet times --rate (the cores the
+rate needs: equal to cores when the rate was sustained); ratio = CPU over the monitor alone's in the same
 round; +cores = cores over the monitor alone's; ns/exported = (CPU - CPU
 of the monitor alone) / exported; rx_cores = the receiver thread's (not
 counted in cores); hit_rate and lk/pkt = the classifier's fast path.

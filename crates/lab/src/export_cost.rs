@@ -29,7 +29,9 @@
 //!    their own thread, and never counted in it; pcapng files are read
 //!    back after the run. What arrived is checked against what the
 //!    exporter says it sent.
-//! 4. Per variant, medians over rounds: cores used, CPU ns a packet, the
+//! 4. Per variant, medians over rounds: cores used, CPU ns a packet (and
+//!    times `--rate`, the cores the rate needs, which is what a run that
+//!    fell behind the rate tells), the
 //!    ratio to the monitor alone in the same round, CPU ns per exported
 //!    packet ((CPU with export − CPU of the monitor alone in that round) /
 //!    packets exported), the classifier's fast-path hit rate and hash
@@ -851,12 +853,13 @@ fn rows(runs: &[Vec<Run>]) -> Vec<Row> {
 
 fn table(rows: &[Row], rate: u64) -> String {
     let mut t = format!(
-        "{:<13} {:>10} {:>10} {:>9} {:>9} {:>8} {:>6} {:>9} {:>11} {:>8} {:>8} {:>7}\n",
+        "{:<13} {:>10} {:>10} {:>9} {:>9} {:>8} {:>8} {:>6} {:>9} {:>11} {:>8} {:>8} {:>7}\n",
         "variant",
         "exported",
         "delivered",
         "kpps",
-        format!("cores@{}k", rate / 1000),
+        "cores",
+        format!("need@{}k", rate / 1000),
         "ns/pkt",
         "ratio",
         "+cores",
@@ -874,12 +877,13 @@ fn table(rows: &[Row], rate: u64) -> String {
     };
     for r in rows {
         t += &format!(
-            "{:<13} {:>10} {:>10} {:>9.1} {:>9.3} {:>8.0} {:>6.2} {:>9} {:>11} {:>8} {:>8} {:>7}\n",
+            "{:<13} {:>10} {:>10} {:>9.1} {:>9.3} {:>8.3} {:>8.0} {:>6.2} {:>9} {:>11} {:>8} {:>8} {:>7}\n",
             r.variant.name(),
             thousands(r.exported),
             thousands(r.delivered),
             r.pps / 1e3,
             r.cores,
+            r.ns_per_packet * rate as f64 / 1e9,
             r.ns_per_packet,
             r.ratio,
             opt(r.extra_cores, 3),
@@ -892,10 +896,27 @@ fn table(rows: &[Row], rate: u64) -> String {
     t
 }
 
-fn row_json(r: &Row) -> serde_json::Value {
+fn row_json(r: &Row, rate: u64, runs: &[Vec<Run>]) -> serde_json::Value {
     let num = |x: f64| if x.is_finite() { json!(x) } else { json!(null) };
+    let rounds: Vec<serde_json::Value> = runs
+        .iter()
+        .flatten()
+        .filter(|run| run.variant == r.variant)
+        .map(|run| {
+            json!({
+                "frames": run.frames,
+                "wall_ns": u64::try_from(run.wall.as_nanos()).unwrap_or(u64::MAX),
+                "cpu_ns": run.cpu_ns,
+                "receiver_cpu_ns": run.receiver.cpu_ns,
+                "exported": run.exported,
+                "delivered": run.delivered,
+            })
+        })
+        .collect();
     json!({
         "variant": r.variant.name(),
+        "cores_needed_at_rate": r.ns_per_packet * rate as f64 / 1e9,
+        "rounds": rounds,
         "frames": r.frames,
         "reports": r.reports,
         "exported": r.exported,
@@ -1066,7 +1087,7 @@ pub fn export_cost(a: &ExportCostArgs) -> Result<ExitCode, Failure> {
             "rounds": a.rounds,
             "headers_part": { "src_port_lo": lo, "src_port_hi": hi, "capture_share": share },
             "core": a.core,
-            "variants": rows.iter().map(row_json).collect::<Vec<_>>(),
+            "variants": rows.iter().map(|r| row_json(r, a.rate, &runs)).collect::<Vec<_>>(),
         });
         println!("{j}");
     }

@@ -102,6 +102,10 @@ fn run(pcap: &Path, rate: u64, seconds: &str, reporting: bool) {
             "{name}: exports change no report"
         );
         assert!(v["cores"].as_f64().unwrap() > 0.0, "{name}");
+        // One entry a round, with the run's own counts.
+        let rounds = v["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 1, "{name}");
+        assert_eq!(rounds[0]["frames"].as_u64(), Some(total), "{name}");
         assert_eq!(v["errors"].as_u64(), Some(0), "{name}: no send or write error");
         let want = match name {
             "monitor" | "classify" => 0,
