@@ -43,7 +43,7 @@ fn captures() -> Vec<PathBuf> {
 
 #[test]
 fn live_exports_equal_the_replayed_frames_with_one_and_two_workers() {
-    let Some(net) = Net::new() else { return };
+    let Some(net) = Net::new("r") else { return };
     if Command::new("tcpreplay").arg("-V").output().is_err() {
         eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
         return;
@@ -52,6 +52,111 @@ fn live_exports_equal_the_replayed_frames_with_one_and_two_workers() {
         for workers in [1u32, 2] {
             check(&net, &capture, workers);
         }
+    }
+}
+
+/// With several interfaces, a header record carries its interface's
+/// index in `-i` (`wa` first, `va` second: 1 for the frames replayed into
+/// `va`), on every worker's rings.
+#[test]
+fn headers_carry_the_index_of_their_interface() {
+    let Some(net) = Net::new("i") else { return };
+    if Command::new("tcpreplay").arg("-V").output().is_err() {
+        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
+        return;
+    }
+    assert!(net.pair("wa", "wb"), "a second veth pair");
+    let capture = repo().join("examples/demo.pcap");
+    let sent = 500;
+    let frames = read_frames(&capture, true);
+    assert!(frames.len() >= sent);
+    for workers in ["1", "2"] {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let headers = tmp.path().join("h.jsonl");
+        let (collector, port) = collector(&net.a, &headers, sent);
+        let policies = tmp.path().join("p.clarion");
+        std::fs::write(
+            &policies,
+            format!("export all\n  send headers to collector 127.0.0.1 port {port}\n"),
+        )
+        .expect("policies written");
+        let mut run = clarion_in(&net.a)
+            .args([
+                "run",
+                "-i",
+                "wa",
+                "-i",
+                "va",
+                "--stats-every",
+                "0",
+                "--duration",
+                "60s",
+            ])
+            .args(["--workers", workers, "--exports"])
+            .arg(&policies)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("clarion run starts");
+        let mut err = BufReader::new(run.stderr.take().expect("its stderr"));
+        let mut first = String::new();
+        err.read_line(&mut first).expect("its first line");
+        assert!(first.contains("capturing on wa, va"), "{first}");
+        let replay = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &net.b,
+                "tcpreplay",
+                "-q",
+                "-i",
+                "vb",
+                "--pps",
+                "10000",
+            ])
+            .arg(format!("--limit={sent}"))
+            .arg(&capture)
+            .output()
+            .expect("tcpreplay runs");
+        assert!(
+            replay.status.success(),
+            "{}",
+            String::from_utf8_lossy(&replay.stderr)
+        );
+        let collected = collector.wait_with_output().expect("collect ends");
+        // SAFETY: kill on our own child's pid (`ip netns exec` became clarion).
+        assert_eq!(unsafe { libc::kill(run.id() as libc::pid_t, libc::SIGINT) }, 0);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut err, &mut rest).expect("its summary");
+        assert!(run.wait().expect("ends").success(), "{rest}");
+        assert!(
+            collected.status.success(),
+            "{}",
+            String::from_utf8_lossy(&collected.stderr)
+        );
+        let got: Vec<HeaderRecord> = std::fs::read_to_string(&headers)
+            .expect("headers written")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a header record"))
+            .collect();
+        assert_eq!(got.len(), sent, "{workers} worker(s)");
+        let mut want: BTreeMap<String, Vec<HeaderRecord>> = BTreeMap::new();
+        for f in &frames[..sent] {
+            let h = HeaderRecord::from_packet(&f.record, 1, 1);
+            want.entry(flow_of(&h))
+                .or_default()
+                .push(HeaderRecord { ts_ns: 0, ..h });
+        }
+        let mut by_flow: BTreeMap<String, Vec<HeaderRecord>> = BTreeMap::new();
+        for h in &got {
+            by_flow
+                .entry(flow_of(h))
+                .or_default()
+                .push(HeaderRecord { ts_ns: 0, ..*h });
+        }
+        assert!(
+            by_flow == want,
+            "{workers} worker(s): headers (interface 1) differ"
+        );
     }
 }
 
@@ -385,7 +490,7 @@ struct Net {
 
 impl Net {
     /// `None`, saying why, when not root or without `ip` and namespaces.
-    fn new() -> Option<Net> {
+    fn new(tag: &str) -> Option<Net> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
             eprintln!("skipped: needs root and ip (network namespaces and a veth pair)");
@@ -393,8 +498,8 @@ impl Net {
         }
         let id = std::process::id() % 100_000;
         let net = Net {
-            a: format!("clrx{id}a"),
-            b: format!("clrx{id}b"),
+            a: format!("clrx{tag}{id}a"),
+            b: format!("clrx{tag}{id}b"),
         };
         if !(net.ip(&["netns", "add", &net.a]) && net.ip(&["netns", "add", &net.b])) {
             eprintln!("skipped: cannot create network namespaces");
@@ -412,15 +517,18 @@ impl Net {
                 .is_ok_and(|s| s.success());
             assert!(quiet, "IPv6 off in {ns}");
         }
-        let (a, b) = (net.a.as_str(), net.b.as_str());
-        assert!(
-            net.ip(&["-n", a, "link", "set", "lo", "up"])
-                && net.ip(&["-n", a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", b])
-                && net.ip(&["-n", a, "link", "set", "va", "up"])
-                && net.ip(&["-n", b, "link", "set", "vb", "up"]),
-            "a veth pair between the namespaces"
-        );
+        assert!(net.ip(&["-n", &net.a, "link", "set", "lo", "up"]), "lo up");
+        assert!(net.pair("va", "vb"), "a veth pair between the namespaces");
         Some(net)
+    }
+
+    /// A veth pair, up: `va` in `a`, `vb` in `b`.
+    fn pair(&self, va: &str, vb: &str) -> bool {
+        let (a, b) = (self.a.as_str(), self.b.as_str());
+        self.ip(&[
+            "-n", a, "link", "add", va, "type", "veth", "peer", "name", vb, "netns", b,
+        ]) && self.ip(&["-n", a, "link", "set", va, "up"])
+            && self.ip(&["-n", b, "link", "set", vb, "up"])
     }
 
     fn ip(&self, args: &[&str]) -> bool {
