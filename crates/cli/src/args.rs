@@ -278,9 +278,10 @@ pub struct ExportArgs {
 }
 
 /// Export policies (Trident): headers and packets of chosen traffic to
-/// collectors, analyzers and files; see `docs/exports.md`.
+/// collectors, analyzers and files; and the files of events that capture
+/// (`then capture`). See `docs/exports.md`.
 #[derive(Args, Debug, Clone)]
-#[command(next_help_heading = "Export policies")]
+#[command(next_help_heading = "Export policies and captures")]
 pub struct PolicyArgs {
     /// Export policies file (`export NAME filter ... send ...`): headers to
     /// a collector (`clarion collect`), packets to a VXLAN analyzer or to
@@ -303,6 +304,33 @@ pub struct PolicyArgs {
     /// Entries of the classifier's fast-path cache.
     #[arg(long, requires = "exports", default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
     pub export_cache: u32,
+
+    /// CPU budget of export work, as a fraction of one core (e.g. 0.3):
+    /// above it, only a sampled share of the packets a policy takes is
+    /// exported (Trident's AIMD on the sampling ratio, which every header
+    /// record carries); events still see every packet. Default: export all.
+    #[arg(long, requires = "exports", value_parser = parse_fraction, value_name = "FRACTION")]
+    pub export_cpu: Option<f64>,
+
+    /// Directory of the files of events with `then capture` (one pcapng per
+    /// report: EVENT-WINDOW-GROUP.pcapng); created if missing. Required
+    /// when an event captures.
+    #[arg(long, value_name = "DIR")]
+    pub capture_dir: Option<PathBuf>,
+
+    /// Bytes of recent packets kept for `then capture ... before`: the
+    /// span a capture can reach back (its report says where its file
+    /// really starts).
+    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
+    pub capture_buffer: usize,
+}
+
+/// A fraction of a core: (0, 1].
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a fraction of a core in (0, 1], e.g. 0.3")),
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

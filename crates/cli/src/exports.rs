@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 
+use clarion_event_capture::{CaptureConfig, CaptureStats, Captures};
 use clarion_export::{ExportConfig, ExportStats, Exporter, FastPathKind};
 use clarion_flows::FlowConfig;
 use clarion_gpv::{app_by_name, AppRuntime, CacheConfig, Gpv, GpvFile, GpvSink};
@@ -34,11 +35,13 @@ pub struct Exports {
     pub apps: Option<(AppRuntime, Option<PathBuf>)>,
     /// The export policies of `--exports`.
     pub exporter: Option<Exporter>,
+    /// Capture around the events that say `then capture`.
+    pub captures: Option<Captures>,
 }
 
 impl Exports {
     pub fn is_empty(&self) -> bool {
-        self.records.is_none() && !self.makes_gpvs() && self.exporter.is_none()
+        self.records.is_none() && !self.makes_gpvs() && self.exporter.is_none() && self.captures.is_none()
     }
 
     /// GPVs are made when they are written or apps read them.
@@ -60,6 +63,9 @@ impl Exports {
         }
         if let Some(x) = self.exporter {
             with = with.exporter(x);
+        }
+        if let Some(c) = self.captures {
+            with = with.captures(c);
         }
         Ok((with, apps_out))
     }
@@ -95,6 +101,7 @@ pub fn open(a: &ExportArgs) -> Result<Exports, Failure> {
         gpv_config: CacheConfig::default(),
         apps,
         exporter: open_policies(&a.policies)?,
+        captures: None,
     })
 }
 
@@ -137,9 +144,64 @@ pub fn load_policies(
             FastPathArg::None => FastPathKind::None,
         },
         run_id: run_id(),
+        sampling: clarion_export::SamplingConfig {
+            budget: a.export_cpu,
+            ..clarion_export::SamplingConfig::default()
+        },
         ..ExportConfig::default()
     };
     Ok(Some((policies, config)))
+}
+
+/// Capturing around the events of `specs` that say `then capture`, into
+/// `--capture-dir`; `None` when none does.
+pub fn open_captures(
+    a: &PolicyArgs,
+    specs: &[clarion_lang::spec::EventSpec],
+) -> Result<Option<Captures>, Failure> {
+    let capturing: Vec<&str> = specs
+        .iter()
+        .filter(|s| s.capture.is_some())
+        .map(|s| s.name.as_str())
+        .collect();
+    let Some(dir) = &a.capture_dir else {
+        if capturing.is_empty() {
+            return Ok(None);
+        }
+        return Err(Failure::Usage(format!(
+            "clarion: event{} {} capture{} packets (`then capture`): give --capture-dir DIR for the files",
+            if capturing.len() > 1 { "s" } else { "" },
+            capturing.join(", "),
+            if capturing.len() > 1 { "" } else { "s" },
+        )));
+    };
+    let config = CaptureConfig {
+        dir: dir.clone(),
+        ring_bytes: a.capture_buffer,
+        ..CaptureConfig::default()
+    };
+    Captures::new(specs, config)
+        .map_err(|e| Failure::Runtime(anyhow!("cannot capture into {}: {e}", dir.display())))
+}
+
+/// The summary lines of the captures.
+pub fn capture_summary(c: &CaptureStats) -> String {
+    let packets: u64 = c.files.iter().map(|(_, n)| n).sum();
+    let mut s = format!(
+        "  captures: {} files, {} packets",
+        thousands(c.files.len() as u64),
+        thousands(packets)
+    );
+    if c.refused > 0 {
+        s += &format!(
+            ", {} REFUSED (see the reports' capture.error)",
+            thousands(c.refused)
+        );
+    }
+    if !c.errors.is_empty() {
+        s += &format!(", {} NOT WRITTEN (said above)", thousands(c.errors.len() as u64));
+    }
+    s + "\n"
 }
 
 /// This run's start, UTC, as file names can carry it: `20261126T035313Z`.

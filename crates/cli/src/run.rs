@@ -147,9 +147,17 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     if !a.interface.is_empty() {
         // Warned before the live run, which loads the file again itself;
         // its errors are left for it to report.
-        if let (Some(events), false) = (&a.events, a.quiet) {
+        if let Some(events) = &a.events {
             if let Ok(specs) = load_events(events) {
-                crate::check::warn_cost(events, &specs, a.workers, false);
+                if !a.quiet {
+                    crate::check::warn_cost(events, &specs, a.workers, false);
+                }
+                if let Some(s) = specs.iter().find(|s| s.capture.is_some()) {
+                    return Err(Failure::Usage(format!(
+                        "clarion: event {} captures packets (`then capture`), which runs on capture files (--pcap); live, use an export policy (--exports) to keep packets",
+                        s.name
+                    )));
+                }
             }
         }
         return crate::live::run_live(a);
@@ -192,7 +200,10 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
             "clarion: --health is written by one monitor a host: give --workers 1 (the default)".into(),
         ));
     }
-    let exports = crate::exports::open(&a.export)?;
+    let mut exports = crate::exports::open(&a.export)?;
+    if let Some(specs) = &specs {
+        exports.captures = crate::exports::open_captures(&a.export.policies, specs)?;
+    }
     let mut source = open_capture(&capture.path)?;
     let (run, counters, dos_threshold, records) = match &specs {
         None if a.workers > 1 => {
@@ -262,7 +273,13 @@ fn replay_exporting<F: Frames, S: Stage>(
     if let Some(apps) = with.apps().filter(|r| !r.names().is_empty()) {
         crate::exports::write_app_report(apps, apps_out.as_deref())?;
     }
-    let summary = crate::exports::summary(&with);
+    let mut summary = crate::exports::summary(&with);
+    if let Some(c) = with.finish_captures() {
+        summary += &crate::exports::capture_summary(&c);
+        for e in &c.errors {
+            eprintln!("clarion: capture not written: {e}");
+        }
+    }
     Ok((run, with.inner, Some(summary)))
 }
 

@@ -10,6 +10,7 @@
 //!        ├─► FlowMeter ──► FlowRecord ──► RecordSink (FanOut: JSON lines, IPFIX, Parquet)
 //!        └─► GpvCache ──► Gpv ──► GpvSink (.gpv, Parquet) and AppRuntime (apps)
 //!  frame ──► Exporter ──► header streams, VXLAN mirrors, pcapng files
+//!        └─► Captures (ring) ◄── reports of events with `then capture` ──► pcapng per report
 //! ```
 //!
 //! All read the same parsed packets, parsed once, on the thread that calls
@@ -23,6 +24,7 @@
 
 use clarion_capture::RawPacket;
 use clarion_engine::{Counters, Health, Report, Unparsed};
+use clarion_event_capture::{CaptureStats, Captures};
 use clarion_export::{ExportStats, Exporter, Frame, FLUSH_AFTER_NS};
 use clarion_flows::{FlowConfig, FlowMeter, FlowStats};
 use clarion_gpv::{AppRuntime, CacheConfig, CacheStats, Gpv, GpvCache, GpvSink};
@@ -40,6 +42,7 @@ pub struct WithExports<S> {
     records: Option<Records>,
     gpvs: Option<Gpvs>,
     exporter: Option<Exporter>,
+    captures: Option<Captures>,
     input: u16,
     flushed_at_ns: u64,
     ticked_at_ns: u64,
@@ -87,6 +90,7 @@ impl<S: Stage> WithExports<S> {
             records: None,
             gpvs: None,
             exporter: None,
+            captures: None,
             input: 0,
             flushed_at_ns: 0,
             ticked_at_ns: 0,
@@ -97,6 +101,19 @@ impl<S: Stage> WithExports<S> {
     pub fn exporter(mut self, exporter: Exporter) -> WithExports<S> {
         self.exporter = Some(exporter);
         self
+    }
+
+    /// Capture around the events that say `then capture`: frames into its
+    /// ring, reports of those events into files (their `capture` filled in).
+    pub fn captures(mut self, captures: Captures) -> WithExports<S> {
+        self.captures = Some(captures);
+        self
+    }
+
+    /// Ends the captures (every open one written with what it has) and
+    /// says what was written; `None` without captures.
+    pub fn finish_captures(&mut self) -> Option<CaptureStats> {
+        self.captures.as_mut().map(Captures::finish)
     }
 
     /// What the export policies have done, if any are installed.
@@ -148,6 +165,13 @@ impl<S: Stage> WithExports<S> {
         self.gpvs.as_mut().map(|g| &mut g.apps)
     }
 
+    /// Starts the captures of the reports from `first` on.
+    fn capture_reports(&mut self, out: &mut [Report], first: usize) {
+        if let (Some(c), Some(new)) = (&mut self.captures, out.get_mut(first..)) {
+            c.on_reports(new);
+        }
+    }
+
     fn deliver(&mut self) -> Result<(), HostError> {
         if let Some(r) = &mut self.records {
             for rec in r.out.drain(..) {
@@ -195,11 +219,19 @@ impl<S: Stage> Stage for WithExports<S> {
             };
             x.offer(record, &frame);
         }
+        if let Some(c) = &mut self.captures {
+            c.on_frame(record, raw);
+        }
         self.inner.frame(record, raw);
     }
 
     fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+        let first = out.len();
         self.inner.process_batch(packets, out)?;
+        self.capture_reports(out, first);
+        if let (Some(c), Some(last)) = (&mut self.captures, packets.last()) {
+            c.processed(last.ts_ns);
+        }
         if let Some(r) = &mut self.records {
             r.meter.process_batch(packets, &mut r.out);
         }
@@ -225,11 +257,16 @@ impl<S: Stage> Stage for WithExports<S> {
     }
 
     fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
-        self.inner.note_unparsed(ts_ns, why, out)
+        let first = out.len();
+        self.inner.note_unparsed(ts_ns, why, out)?;
+        self.capture_reports(out, first);
+        Ok(())
     }
 
     fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+        let first = out.len();
         self.inner.finish(out)?;
+        self.capture_reports(out, first);
         if let Some(r) = &mut self.records {
             r.meter.finish(&mut r.out);
         }
