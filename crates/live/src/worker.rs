@@ -424,6 +424,7 @@ impl Worker {
             if last_drop_read.elapsed() >= DROP_READ {
                 last_drop_read = Instant::now();
                 if let Err(e) = self.read_drops() {
+                    self.finish_exports();
                     let _ = self.tx.send(WorkerEvent::Failed(id, e));
                     return;
                 }
@@ -467,6 +468,7 @@ impl Worker {
                     let next_end = clock - clock % epoch + epoch;
                     let wait = Duration::from_nanos(next_end - clock).min(Duration::from_millis(10));
                     if let Err(e) = poll_fds(&mut fds, wait.max(Duration::from_micros(50))) {
+                        self.finish_exports();
                         let _ = self.tx.send(WorkerEvent::Failed(
                             id,
                             LiveError::os("poll", "wait for packets", e),
@@ -488,12 +490,19 @@ impl Worker {
         }
         self.after_monitor();
         self.flush_reports();
+        self.finish_exports();
+        self.summary.counters = self.monitor.counters();
+        let _ = self.tx.send(WorkerEvent::Finished(id, Box::new(self.summary)));
+    }
+
+    /// Sends the exporter's pending headers, closes its files and keeps
+    /// its counters for the summary (also when the worker fails: what was
+    /// taken is not lost with it).
+    fn finish_exports(&mut self) {
         if let Some(x) = &mut self.exporter {
             x.exporter.finish();
             self.summary.exports = Some(x.exporter.stats());
         }
-        self.summary.counters = self.monitor.counters();
-        let _ = self.tx.send(WorkerEvent::Finished(id, Box::new(self.summary)));
     }
 
     fn pollfds(&self) -> Vec<libc::pollfd> {

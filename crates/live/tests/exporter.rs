@@ -39,6 +39,8 @@ struct Queue {
     handed: Arc<Mutex<Stamped>>,
     idle: UdpSocket,
     name: String,
+    /// Fails (its drop counters unreadable) once every frame is handed over.
+    fail_when_empty: bool,
 }
 
 impl Source for Queue {
@@ -72,6 +74,9 @@ impl Source for Queue {
         self.idle.as_raw_fd()
     }
     fn take_drops(&mut self) -> Result<u64, LiveError> {
+        if self.fail_when_empty && self.frames.is_empty() {
+            return Err(LiveError::NoInterface(self.name.clone()));
+        }
         Ok(0)
     }
     fn interface(&self) -> (&str, u32) {
@@ -154,7 +159,7 @@ fn header_key(h: &HeaderRecord) -> (std::net::IpAddr, std::net::IpAddr, Option<(
 /// Runs a worker with both queues and the policies; returns the frames
 /// handed over, what the collector received (and before the stop), the
 /// files' frames and the summary's counters.
-fn run(queues: [Vec<Vec<u8>>; 2], interfaces: [u16; 2]) -> Outcome {
+fn run(queues: [Vec<Vec<u8>>; 2], interfaces: [u16; 2], fail: bool) -> Outcome {
     let want_headers: usize = queues.iter().map(Vec::len).sum();
     let handed = [Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new()))];
     let collector = UdpSocket::bind("127.0.0.1:0").expect("a collector socket");
@@ -183,6 +188,7 @@ fn run(queues: [Vec<Vec<u8>>; 2], interfaces: [u16; 2]) -> Outcome {
                 handed: Arc::clone(&handed[i]),
                 idle: UdpSocket::bind("127.0.0.1:0").expect("a socket"),
                 name: format!("clarion-test-none{i}"),
+                fail_when_empty: fail,
             }) as Box<dyn Source>
         })
         .collect();
@@ -225,9 +231,12 @@ fn run(queues: [Vec<Vec<u8>>; 2], interfaces: [u16; 2]) -> Outcome {
         decoder.decode_into(&buf[..n], &mut headers).expect("a datagram");
     }
     let mut summary = None;
+    let mut failed = false;
     for ev in rx.try_iter() {
-        if let WorkerEvent::Finished(_, s) = ev {
-            summary = s.exports;
+        match ev {
+            WorkerEvent::Finished(_, s) => summary = s.exports,
+            WorkerEvent::Failed(..) => failed = true,
+            _ => {}
         }
     }
     let mut files: Vec<_> = std::fs::read_dir(dir.path())
@@ -248,7 +257,8 @@ fn run(queues: [Vec<Vec<u8>>; 2], interfaces: [u16; 2]) -> Outcome {
         last_ns: last,
         handed: handed.map(|h| std::mem::take(&mut *h.lock().expect("the log"))),
         written,
-        stats: summary.expect("the worker's export counters"),
+        stats: summary,
+        failed,
     }
 }
 
@@ -260,7 +270,9 @@ struct Outcome {
     /// Each queue's frames as handed over, stamped.
     handed: [Stamped; 2],
     written: Vec<(u64, Vec<u8>, u32)>,
-    stats: clarion_export::ExportStats,
+    /// The worker's export counters (not when it failed).
+    stats: Option<clarion_export::ExportStats>,
+    failed: bool,
 }
 
 proptest! {
@@ -278,7 +290,8 @@ proptest! {
             let k = which.index(flows.len());
             queues[k % 2].push(frame(&flows[k], *payload, n as u32).build());
         }
-        let got = run(queues, interfaces);
+        let got = run(queues, interfaces, false);
+        let stats = got.stats.clone().expect("the worker's export counters");
         let mut want_headers = Vec::new();
         let mut want_udp = Vec::new();
         for (q, handed) in got.handed.iter().enumerate() {
@@ -312,11 +325,43 @@ proptest! {
         prop_assert_eq!(got.written.len(), want_udp.len());
         prop_assert_eq!(by_flow(&got.written, frame_key, Clone::clone), by_flow(&want_udp, frame_key, Clone::clone));
 
-        prop_assert_eq!(got.stats.offered, want_headers.len() as u64);
-        let matched: Vec<(String, u64)> = got.stats.policies.iter().map(|p| (p.name.clone(), p.matched)).collect();
+        prop_assert_eq!(stats.offered, want_headers.len() as u64);
+        let matched: Vec<(String, u64)> = stats.policies.iter().map(|p| (p.name.clone(), p.matched)).collect();
         prop_assert_eq!(
             matched,
             vec![("udp".to_string(), want_udp.len() as u64), ("all".to_string(), want_headers.len() as u64)]
         );
     }
+}
+
+/// A worker that fails (here its queue's drop counters cannot be read once
+/// every frame is handed over) still finishes its exporter: every header
+/// it took arrives and its pcapng file is complete, with every UDP frame.
+#[test]
+fn a_failing_worker_still_finishes_its_exports() {
+    let udp = Flow {
+        src: 0x0a00_0001,
+        dst: 0x0a00_0002,
+        sport: 5000,
+        dport: 53,
+        udp: true,
+    };
+    let tcp = Flow { udp: false, ..udp };
+    let frames: Vec<Vec<u8>> = (0..50)
+        .map(|n| frame(if n % 2 == 0 { &udp } else { &tcp }, 10, n).build())
+        .collect();
+    let got = run([frames, Vec::new()], [0, 1], true);
+    assert!(got.failed, "the worker failed");
+    assert_eq!(got.handed[0].len(), 50);
+    assert_eq!(got.headers.len(), 50, "every header sent");
+    let want: Vec<(u64, Vec<u8>, u32)> = got.handed[0]
+        .iter()
+        .filter(|(_, d)| {
+            clarion_wire::parse_frame(LinkType::Ethernet, d, 0, d.len() as u32)
+                .is_ok_and(|r| r.key.proto == 17)
+        })
+        .map(|(ts, d)| (*ts, d.clone(), d.len() as u32))
+        .collect();
+    assert_eq!(want.len(), 25);
+    assert_eq!(got.written, want, "the file is complete");
 }
