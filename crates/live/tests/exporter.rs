@@ -448,7 +448,16 @@ fn measure_worker_rate_with_and_without_exports() {
         .collect();
     let sink = UdpSocket::bind("127.0.0.1:0").expect("a socket");
     let port = sink.local_addr().expect("its address").port();
-    for exports in [false, true, false, true] {
+    let headers = format!("export all\n  send headers to collector 127.0.0.1 port {port}\n");
+    let files = "export udp\n  filter proto = udp\n  send packets to pcapng\n".to_string();
+    let variants = [
+        ("none", String::new()),
+        ("headers", headers.clone()),
+        ("pcapng", files.clone()),
+        ("both", format!("{files}{headers}")),
+    ];
+    for (name, text) in variants.iter().chain(&variants) {
+        let exports = !text.is_empty();
         let dir = tempfile::tempdir().expect("a directory");
         let span = Arc::new(Mutex::new((None, None)));
         let queue = Timed {
@@ -481,11 +490,7 @@ fn measure_worker_rate_with_and_without_exports() {
             Arc::new(WorkerMetrics::default()),
         );
         if exports {
-            let policies = clarion_lang::check_exports(&format!(
-                "export udp\n  filter proto = udp\n  send packets to pcapng\n\
-                 export all\n  send headers to collector 127.0.0.1 port {port}\n"
-            ))
-            .expect("policies");
+            let policies = clarion_lang::check_exports(text).expect("policies");
             let config = ExportConfig {
                 export_dir: Some(dir.path().to_path_buf()),
                 run_id: "m".into(),
@@ -511,7 +516,7 @@ fn measure_worker_rate_with_and_without_exports() {
             assert_eq!(x.offered, frames.len() as u64);
         }
         eprintln!(
-            "exports {exports}: {} frames in {:?}: {:.2} Mpps, {:.0} ns a frame{}",
+            "exports {name}: {} frames in {:?}: {:.2} Mpps, {:.0} ns a frame{}",
             frames.len(),
             took,
             frames.len() as f64 / took.as_secs_f64() / 1e6,
