@@ -316,8 +316,23 @@ pub fn export_summary(x: &ExportStats) -> String {
     for p in &x.policies {
         s += &format!("    policy {}: {} packets\n", p.name, thousands(p.matched));
     }
+    if let Some(m) = &x.sampling {
+        s += &format!(
+            "    sampling (budget {:.2} core): exporting 1 in {:.1} now; {} exported, {} skipped; {} decreases, {} increases in {} intervals\n",
+            m.budget,
+            m.ratio,
+            thousands(m.exported),
+            thousands(m.skipped),
+            m.decreases,
+            m.increases,
+            m.intervals,
+        );
+    }
     for d in &x.destinations {
         s += &format!("    {}: {} packets", d.label, thousands(d.packets));
+        if d.represented != d.packets {
+            s += &format!(" (standing for {})", thousands(d.represented));
+        }
         if d.datagrams > 0 {
             s += &format!(" in {} datagrams", thousands(d.datagrams));
         }

@@ -150,6 +150,12 @@ fn round_trip(blocks: &[Block]) {
 /// back to the same tree and the same specs.
 #[test]
 fn export_policy_examples_check_as_marked() {
+    // Its events (`then capture`) check as events do.
+    let events = blocks_marked("docs/exports.md", "clarion");
+    assert!(!events.is_empty());
+    let captures = check_as_marked(&events);
+    assert!(captures.iter().any(|(_, specs)| specs.iter().any(|s| s.capture.is_some())));
+    round_trip(&events);
     let blocks = blocks_marked("docs/exports.md", "clarion-export");
     assert!(blocks.iter().filter(|b| !b.must_fail).count() >= 2);
     assert!(blocks.iter().filter(|b| b.must_fail).count() >= 5);
