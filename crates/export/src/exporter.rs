@@ -272,22 +272,19 @@ impl Exporter {
         if self.routes.len() <= id {
             self.routes.resize(id + 1, None);
         }
-        let route = match &self.routes[id] {
-            Some(r) => r.clone(),
-            None => {
-                let mut r: Vec<usize> = Vec::new();
-                for &p in self.classifier.set_actions(set) {
-                    for &s in self.sends.get(p as usize).map_or(&[][..], Vec::as_slice) {
-                        if !r.contains(&s) {
-                            r.push(s);
-                        }
+        if self.routes[id].is_none() {
+            let mut r: Vec<usize> = Vec::new();
+            for &p in self.classifier.set_actions(set) {
+                for &s in self.sends.get(p as usize).map_or(&[][..], Vec::as_slice) {
+                    if !r.contains(&s) {
+                        r.push(s);
                     }
                 }
-                let r: Box<[usize]> = r.into();
-                self.routes[id] = Some(r.clone());
-                r
             }
-        };
+            self.routes[id] = Some(r.into());
+        }
+        // Moved out while the sinks are borrowed, and back: no copy a packet.
+        let route = self.routes[id].take().unwrap_or_default();
         for &p in self.classifier.set_actions(set) {
             if let Some(m) = self.matched.get_mut(p as usize) {
                 *m += 1;
@@ -297,7 +294,10 @@ impl Exporter {
             None => (1, false),
             Some(s) => match s.admit() {
                 Some(ratio) => (ratio, s.begin()),
-                None => return,
+                None => {
+                    self.routes[id] = Some(route);
+                    return;
+                }
             },
         };
         for s in route.iter() {
@@ -312,6 +312,7 @@ impl Exporter {
             }
             sink.stats_mut().represented += u64::from(ratio);
         }
+        self.routes[id] = Some(route);
         if timed {
             if let Some(s) = &mut self.sampler {
                 s.end();
