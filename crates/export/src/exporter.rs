@@ -19,7 +19,14 @@
 //! counts exact), and only the export work — the part that grows with the
 //! bytes and the sends — is sampled, all destinations of a packet alike.
 //! Without a budget the sampler costs one branch per taken packet.
+//!
+//! The policies can be replaced while packets flow
+//! ([`Exporter::set_policies`], between two offers): the classifier and
+//! routes are rebuilt, the sinks of destinations still used are kept (a
+//! sink is identified by its collector, its mirror, or its policy's name
+//! and rotation), the others finished. A change that fails changes nothing.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clarion_capture::Rotation;
@@ -98,6 +105,14 @@ impl Sink {
         }
     }
 
+    fn finish(&mut self) {
+        match self {
+            Sink::Collector(c) => c.finish(),
+            Sink::Vxlan(_) => {}
+            Sink::Files { files, .. } => files.finish(),
+        }
+    }
+
     fn stats_mut(&mut self) -> &mut DestinationStats {
         match self {
             Sink::Collector(c) => &mut c.stats,
@@ -107,14 +122,37 @@ impl Sink {
     }
 }
 
+/// What makes two sends one destination (and a sink kept across
+/// [`Exporter::set_policies`]).
+#[derive(Clone, Debug, PartialEq)]
+enum SinkKey {
+    Collector(SocketAddr),
+    /// Analyzer, VNI, snap.
+    Vxlan(SocketAddr, u32, Option<u32>),
+    /// A policy's own files (their snap may change in place).
+    Files {
+        policy: String,
+        rotation: Rotation,
+    },
+}
+
 /// Export policies on the packet path (see the module doc).
 pub struct Exporter {
     classifier: Classifier,
     names: Vec<String>,
+    /// The policies as given (for [`Exporter::policies`]).
+    sources: Vec<ExportSpec>,
     /// Per policy: its sinks.
     sends: Vec<Vec<usize>>,
     matched: Vec<u64>,
     sinks: Vec<Sink>,
+    /// Beside `sinks`.
+    keys: Vec<SinkKey>,
+    /// Counters of the sinks finished by [`Exporter::set_policies`].
+    retired: Vec<DestinationStats>,
+    /// Per policy name: how many file sequences it has opened.
+    opened_files: Vec<(String, u32)>,
+    config: ExportConfig,
     /// Per classifier set id: the sinks, each once (built on first sight).
     routes: Vec<Option<Box<[usize]>>>,
     offered: u64,
@@ -147,6 +185,39 @@ impl Exporter {
         clock: Box<dyn WorkClock>,
     ) -> Result<Exporter, ExportError> {
         let sampler = Sampler::new(&config.sampling, clock)?;
+        let mut x = Exporter {
+            classifier: policy::classifier(&[], config.fast_path)?,
+            names: Vec::new(),
+            sources: Vec::new(),
+            sends: Vec::new(),
+            matched: Vec::new(),
+            sinks: Vec::new(),
+            keys: Vec::new(),
+            retired: Vec::new(),
+            opened_files: Vec::new(),
+            routes: Vec::new(),
+            offered: 0,
+            last_ts_ns: 0,
+            sampler,
+            config: config.clone(),
+        };
+        x.set_policies(policies)?;
+        Ok(x)
+    }
+
+    /// Replaces the policies at runtime. Destinations the new set still
+    /// uses keep their sinks (a collector's stream goes on with its
+    /// sequence, a policy's files are not restarted; a new snap length
+    /// applies from the next packet); those no longer used are finished
+    /// (headers sent, files closed) and their counters kept in
+    /// [`Exporter::stats`]. Policies that stay keep their counts. A
+    /// policy's files opened anew (removed and added again, or a new
+    /// rotation) are named `POLICY-RUN-rN` (N = 2, 3, ...), since files
+    /// are never overwritten.
+    ///
+    /// On an error nothing has changed. Cost: the classifier is rebuilt
+    /// and every route is computed again on its set's next packet.
+    pub fn set_policies(&mut self, policies: &[ExportSpec]) -> Result<(), ExportError> {
         let mut names: Vec<String> = Vec::new();
         for p in policies {
             if names.contains(&p.name) {
@@ -154,38 +225,18 @@ impl Exporter {
             }
             names.push(p.name.clone());
         }
-        let classifier = policy::classifier(policies, config.fast_path)?;
-        let mut sinks: Vec<Sink> = Vec::new();
-        let mut collectors: Vec<(std::net::SocketAddr, usize)> = Vec::new();
-        // (analyzer, VNI, snap) of each mirror opened, and its sink.
-        type MirrorKey = (std::net::SocketAddr, u32, Option<u32>);
-        let mut mirrors: Vec<(MirrorKey, usize)> = Vec::new();
+        let classifier = policy::classifier(policies, self.config.fast_path)?;
+        // Plan: each destination once, by key, and each policy's sends.
+        let mut keys: Vec<(SinkKey, Option<u32>)> = Vec::new();
         let mut sends = Vec::new();
         for p in policies {
             let mut mine = Vec::new();
             let mut has_files = false;
             for s in &p.sends {
-                let index = match (s.action, s.destination) {
-                    (ExportAction::Headers, Destination::Collector(addr)) => {
-                        match collectors.iter().find(|(a, _)| *a == addr) {
-                            Some((_, i)) => *i,
-                            None => {
-                                sinks.push(Sink::Collector(Collector::open(addr, config.headers)?));
-                                collectors.push((addr, sinks.len() - 1));
-                                sinks.len() - 1
-                            }
-                        }
-                    }
+                let (key, snap) = match (s.action, s.destination) {
+                    (ExportAction::Headers, Destination::Collector(addr)) => (SinkKey::Collector(addr), None),
                     (ExportAction::Packets { snap }, Destination::Vxlan { analyzer, vni }) => {
-                        let key = (analyzer, vni, snap);
-                        match mirrors.iter().find(|(k, _)| *k == key) {
-                            Some((_, i)) => *i,
-                            None => {
-                                sinks.push(Sink::Vxlan(Vxlan::open(analyzer, vni, snap)?));
-                                mirrors.push((key, sinks.len() - 1));
-                                sinks.len() - 1
-                            }
-                        }
+                        (SinkKey::Vxlan(analyzer, vni, snap), None)
                     }
                     (
                         ExportAction::Packets { snap },
@@ -200,21 +251,22 @@ impl Exporter {
                             });
                         }
                         has_files = true;
-                        let dir = config
-                            .export_dir
-                            .as_deref()
-                            .ok_or_else(|| ExportError::NoExportDir {
+                        if self.config.export_dir.is_none() {
+                            return Err(ExportError::NoExportDir {
                                 policy: p.name.clone(),
-                            })?;
+                            });
+                        }
                         let rotation = Rotation {
                             max_bytes,
                             max_age: max_age_ns.map(std::time::Duration::from_nanos),
                         };
-                        sinks.push(Sink::Files {
-                            files: Files::new(base(dir, &p.name, &config.run_id), rotation),
+                        (
+                            SinkKey::Files {
+                                policy: p.name.clone(),
+                                rotation,
+                            },
                             snap,
-                        });
-                        sinks.len() - 1
+                        )
                     }
                     // The checker allows no other pairs; one built by hand is
                     // refused rather than half-served.
@@ -225,31 +277,112 @@ impl Exporter {
                         })
                     }
                 };
+                let index = match keys.iter().position(|(k, _)| *k == key) {
+                    Some(i) => i,
+                    None => {
+                        keys.push((key, snap));
+                        keys.len() - 1
+                    }
+                };
                 if !mine.contains(&index) {
                     mine.push(index);
                 }
             }
             sends.push(mine);
         }
-        if let Some(dir) = &config.export_dir {
-            if sinks.iter().any(|s| matches!(s, Sink::Files { .. })) {
-                std::fs::create_dir_all(dir).map_err(|error| ExportError::ExportDir {
-                    path: dir.clone(),
-                    error,
-                })?;
+        // Open what is new (fallible, so before anything changes).
+        let mut opened: Vec<Option<Sink>> = Vec::with_capacity(keys.len());
+        let mut opened_files = self.opened_files.clone();
+        for (key, snap) in &keys {
+            if self.keys.contains(key) {
+                opened.push(None);
+                continue;
             }
+            opened.push(Some(match key {
+                SinkKey::Collector(addr) => Sink::Collector(Collector::open(*addr, self.config.headers)?),
+                SinkKey::Vxlan(analyzer, vni, snap) => Sink::Vxlan(Vxlan::open(*analyzer, *vni, *snap)?),
+                SinkKey::Files { policy, rotation } => {
+                    let dir = self
+                        .config
+                        .export_dir
+                        .as_deref()
+                        .ok_or_else(|| ExportError::NoExportDir {
+                            policy: policy.clone(),
+                        })?;
+                    std::fs::create_dir_all(dir).map_err(|error| ExportError::ExportDir {
+                        path: dir.to_path_buf(),
+                        error,
+                    })?;
+                    let n = match opened_files.iter_mut().find(|(p, _)| p == policy) {
+                        Some((_, n)) => {
+                            *n += 1;
+                            *n
+                        }
+                        None => {
+                            opened_files.push((policy.clone(), 1));
+                            1
+                        }
+                    };
+                    let mut b = base(dir, policy, &self.config.run_id);
+                    if n > 1 {
+                        b.as_mut_os_string().push(format!("-r{n}"));
+                    }
+                    Sink::Files {
+                        files: Files::new(b, *rotation),
+                        snap: *snap,
+                    }
+                }
+            }));
         }
-        Ok(Exporter {
-            classifier,
-            matched: vec![0; names.len()],
-            names,
-            sends,
-            sinks,
-            routes: Vec::new(),
-            offered: 0,
-            last_ts_ns: 0,
-            sampler,
-        })
+        // Commit: nothing fails from here.
+        let mut old: Vec<Option<Sink>> = std::mem::take(&mut self.sinks).into_iter().map(Some).collect();
+        let old_keys = std::mem::take(&mut self.keys);
+        let mut sinks = Vec::with_capacity(keys.len());
+        for ((key, snap), new) in keys.iter().zip(opened) {
+            let mut sink = match new {
+                Some(s) => s,
+                None => {
+                    let i = old_keys.iter().position(|k| k == key);
+                    match i.and_then(|i| old.get_mut(i)).and_then(Option::take) {
+                        Some(s) => s,
+                        // Unreachable: the key was found among the old ones above.
+                        None => continue,
+                    }
+                }
+            };
+            if let Sink::Files { snap: s, .. } = &mut sink {
+                *s = *snap;
+            }
+            sinks.push(sink);
+        }
+        for mut s in old.into_iter().flatten() {
+            s.finish();
+            self.retired.push(s.stats().clone());
+        }
+        let matched = names
+            .iter()
+            .map(|n| {
+                self.names
+                    .iter()
+                    .position(|o| o == n)
+                    .map_or(0, |i| self.matched[i])
+            })
+            .collect();
+        self.sources = policies.to_vec();
+        self.classifier = classifier;
+        self.names = names;
+        self.matched = matched;
+        self.sends = sends;
+        self.sinks = sinks;
+        self.keys = keys.into_iter().map(|(k, _)| k).collect();
+        self.opened_files = opened_files;
+        self.routes.clear();
+        Ok(())
+    }
+
+    /// The installed policies, in order.
+    pub fn policies(&self) -> &[ExportSpec] {
+        &self.sources
     }
 
     /// Whether any policy is installed (an exporter without one costs nothing).
@@ -352,11 +485,7 @@ impl Exporter {
     /// Sends every pending header and closes the files.
     pub fn finish(&mut self) {
         for s in &mut self.sinks {
-            match s {
-                Sink::Collector(c) => c.finish(),
-                Sink::Vxlan(_) => {}
-                Sink::Files { files, .. } => files.finish(),
-            }
+            s.finish();
         }
     }
 
@@ -372,7 +501,12 @@ impl Exporter {
                     matched,
                 })
                 .collect(),
-            destinations: self.sinks.iter().map(|s| s.stats().clone()).collect(),
+            destinations: self
+                .retired
+                .iter()
+                .cloned()
+                .chain(self.sinks.iter().map(|s| s.stats().clone()))
+                .collect(),
             classifier: self.classifier.stats(),
             sampling: self.sampling(),
         }
