@@ -6,6 +6,11 @@
 //! (`clarion_host::LiveConfig::exports`: its own header-stream id and
 //! pcapng names); the summary gives each worker's export counters
 //! ([`export_lines`]).
+//!
+//! With events that say `then capture` (and `--capture-dir`), every
+//! worker keeps `--capture-buffer` bytes of recent frames, and each
+//! report of such an event names one file holding its group's packets
+//! from every worker (`clarion_host::LiveConfig::captures`).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -95,6 +100,7 @@ pub fn live_config(
         records: exports.0,
         gpvs: exports.1,
         exports: exports.2,
+        captures: None,
     })
 }
 
@@ -172,7 +178,8 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         None => Vec::new(),
     };
     let (exports, configs) = LiveExports::open(&a.export)?;
-    let config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), configs)?;
+    let mut config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), configs)?;
+    config.captures = capture_config(a, &specs)?;
     let stop = stop_flag()?;
     let mut host = LiveHost::start(&config, &specs, stop)
         .map_err(|e| start_failure(e, events.unwrap_or(Path::new("(no events)"))))?;
@@ -215,7 +222,31 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         print_summary(&summary, specs.len());
         eprint!("{exported}{}", export_lines(&summary));
     }
+    if let Some(c) = &summary.captures {
+        if !a.quiet {
+            eprint!("{}", crate::exports::capture_summary(c));
+        }
+        for e in &c.errors {
+            eprintln!("clarion: capture not written: {e}");
+        }
+    }
     outcome(&summary)
+}
+
+/// Where `then capture` files go, as for a file replay (the same checks
+/// and messages: `--capture-dir` needed when an event captures); each
+/// worker keeps `--capture-buffer` bytes of recent frames.
+fn capture_config(
+    a: &RunArgs,
+    specs: &[clarion_lang::spec::EventSpec],
+) -> Result<Option<clarion_event_capture::CaptureConfig>, Failure> {
+    // The replay's capturer (its ring and writer, unused) is closed at once.
+    Ok(
+        crate::exports::open_captures(&a.export.policies, specs)?.map(|mut c| {
+            c.finish();
+            c.config().clone()
+        }),
+    )
 }
 
 /// The export policies' summary lines: one worker's as a file replay's,

@@ -152,12 +152,6 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
                 if !a.quiet {
                     crate::check::warn_cost(events, &specs, a.workers, false);
                 }
-                if let Some(s) = specs.iter().find(|s| s.capture.is_some()) {
-                    return Err(Failure::Usage(format!(
-                        "clarion: event {} captures packets (`then capture`), which runs on capture files (--pcap); live, use an export policy (--exports) to keep packets",
-                        s.name
-                    )));
-                }
             }
         }
         return crate::live::run_live(a);

@@ -22,10 +22,13 @@
 //!   that fails later is kept for the summary ([`CaptureStats::errors`]).
 //! - At the end of input every open job is written with what it has.
 
+mod jobs;
 mod ring;
 pub mod select;
 
+pub use jobs::{Part, RingJobs};
 pub use ring::{FrameRing, StoredFrame};
+pub use select::Selection;
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -74,198 +77,111 @@ pub struct CaptureStats {
     pub errors: Vec<String>,
 }
 
-#[derive(Debug)]
-struct Job {
-    path: PathBuf,
-    filters: Vec<Filter>,
-    group: GroupKey,
-    from_ns: u64,
-    to_ns: u64,
-    frames: Vec<StoredFrame>,
-}
-
-impl Job {
-    fn takes(&self, ts_ns: u64, key: &clarion_wire::FlowKey) -> bool {
-        (self.from_ns..self.to_ns).contains(&ts_ns)
-            && select::in_group(&self.group, key)
-            && select::passes(&self.filters, key)
-    }
-}
-
-/// The capturing of a host (see the module doc).
-#[derive(Debug)]
-pub struct Captures {
-    config: CaptureConfig,
-    /// Per capturing event: its spec (filters, span).
+/// The capturing events of a host: each one's span and filters, and
+/// how long a ring must keep frames for them.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureEvents {
     events: HashMap<String, (CaptureSpec, Vec<Filter>)>,
-    ring: FrameRing,
-    open: Vec<Job>,
-    now_ns: u64,
-    writer: Option<(mpsc::Sender<Job>, JoinHandle<CaptureStats>)>,
-    refused: u64,
+    keep_ns: u64,
 }
 
-impl Captures {
-    /// Captures for the events of `specs` that have `then capture`
-    /// (drill-down targets too); `None` when none has.
-    pub fn new(specs: &[EventSpec], config: CaptureConfig) -> Result<Option<Captures>, std::io::Error> {
-        let mut events = HashMap::new();
-        let mut keep_ns = 0u64;
-        let mut stack: Vec<&EventSpec> = specs.iter().collect();
+impl CaptureEvents {
+    /// The events of `specs` that have `then capture` (drill-down targets too).
+    pub fn from_specs(specs: &[EventSpec]) -> CaptureEvents {
+        let mut c = CaptureEvents::default();
+        for s in specs {
+            c.add(s);
+        }
+        c
+    }
+
+    /// Adds `spec`'s capturing events (itself, its drill-down targets).
+    pub fn add(&mut self, spec: &EventSpec) {
+        let mut stack = vec![spec];
         while let Some(s) = stack.pop() {
             if let Some(c) = s.capture {
-                keep_ns = keep_ns.max(s.interval_ns.saturating_add(c.before_ns));
-                events.insert(s.name.clone(), (c, s.filters.clone()));
+                self.keep_ns = self.keep_ns.max(s.interval_ns.saturating_add(c.before_ns));
+                self.events.insert(s.name.clone(), (c, s.filters.clone()));
             }
             stack.extend(s.drill_downs.iter().map(|d| d.event.as_ref()));
         }
-        if events.is_empty() {
-            return Ok(None);
-        }
-        std::fs::create_dir_all(&config.dir)?;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// How far back a ring must reach behind the packets measured: a
+    /// window and its `before` span, and a second more, since the sweep
+    /// reports a window after it ends.
+    pub fn keep_ns(&self) -> u64 {
+        self.keep_ns.saturating_add(1_000_000_000)
+    }
+
+    /// What report `r` captures, if its event does: the event's filters,
+    /// the report's group and `[start - before, end + after)`.
+    pub fn selection(&self, r: &Report) -> Option<Selection> {
+        let (spec, filters) = self.events.get(&r.event)?;
+        Some(Selection {
+            filters: filters.clone(),
+            group: r.group,
+            from_ns: r.window.start_ns.saturating_sub(spec.before_ns),
+            to_ns: r.window.end_ns.saturating_add(spec.after_ns),
+        })
+    }
+}
+
+/// Why a new capture is refused, if it is: too many open, or too little
+/// space left in the directory.
+fn refusal(config: &CaptureConfig, open: usize) -> Option<String> {
+    if open >= config.max_open {
+        return Some(format!(
+            "{} captures are open already (the most at once)",
+            config.max_open
+        ));
+    }
+    match free_bytes(&config.dir) {
+        Some(free) if free < config.min_free_bytes => Some(format!(
+            "{} has {} bytes free, less than the {} a capture needs",
+            config.dir.display(),
+            free,
+            config.min_free_bytes
+        )),
+        _ => None,
+    }
+}
+
+/// A file to write: its frames, in parts (several rings' frames, merged
+/// by time on the writer thread), and what went wrong gathering them.
+#[derive(Debug)]
+struct Job {
+    path: PathBuf,
+    parts: Vec<Vec<StoredFrame>>,
+    notes: Vec<String>,
+}
+
+/// The writer thread and the way to it.
+#[derive(Debug)]
+struct Writer(Option<(mpsc::Sender<Job>, JoinHandle<CaptureStats>)>);
+
+impl Writer {
+    fn start() -> std::io::Result<Writer> {
         let (tx, rx) = mpsc::channel::<Job>();
-        let writer = std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("clarion-capture".into())
             .spawn(move || write_jobs(&rx))?;
-        // The sweep reports a window after it ends: keep a second more.
-        let keep_ns = keep_ns.saturating_add(1_000_000_000);
-        Ok(Some(Captures {
-            ring: FrameRing::new(config.ring_bytes, keep_ns),
-            config,
-            events,
-            open: Vec::new(),
-            now_ns: 0,
-            writer: Some((tx, writer)),
-            refused: 0,
-        }))
+        Ok(Writer(Some((tx, handle))))
     }
 
-    /// A parsed frame: into the ring and the open jobs it belongs to; jobs
-    /// whose span it passes are handed to the writer.
-    pub fn on_frame(&mut self, rec: &PacketRecord, raw: &RawPacket<'_>) {
-        self.now_ns = self.now_ns.max(rec.ts_ns);
-        let frame = StoredFrame {
-            ts_ns: rec.ts_ns,
-            link: raw.link,
-            orig_len: raw.orig_len,
-            key: rec.key,
-            data: raw.data.into(),
-        };
-        for job in &mut self.open {
-            if job.takes(frame.ts_ns, &frame.key) {
-                job.frames.push(frame.clone());
-            }
-        }
-        self.ring.push(frame);
-        self.close_due();
-    }
-
-    /// Starts a capture for every report of a capturing event, and says
-    /// where in the report.
-    pub fn on_reports(&mut self, reports: &mut [Report]) {
-        for r in reports {
-            let Some((spec, filters)) = self.events.get(&r.event) else {
-                continue;
-            };
-            let from_ns = r.window.start_ns.saturating_sub(spec.before_ns);
-            let to_ns = r.window.end_ns.saturating_add(spec.after_ns);
-            let refused = |why: String| CaptureRef {
-                file: None,
-                from_ns,
-                to_ns,
-                error: Some(why),
-            };
-            if self.open.len() >= self.config.max_open {
-                self.refused += 1;
-                r.capture = Some(refused(format!(
-                    "{} captures are open already (the most at once)",
-                    self.config.max_open
-                )));
-                continue;
-            }
-            match free_bytes(&self.config.dir) {
-                Some(free) if free < self.config.min_free_bytes => {
-                    self.refused += 1;
-                    r.capture = Some(refused(format!(
-                        "{} has {} bytes free, less than the {} a capture needs",
-                        self.config.dir.display(),
-                        free,
-                        self.config.min_free_bytes
-                    )));
-                    continue;
-                }
-                _ => {}
-            }
-            let mut job = Job {
-                path: self
-                    .config
-                    .dir
-                    .join(file_name(&r.event, r.window.start_ns, &r.group)),
-                filters: filters.clone(),
-                group: r.group,
-                from_ns,
-                to_ns,
-                frames: Vec::new(),
-            };
-            // The span starts where the ring still holds every packet, so
-            // the file is exactly the span the report states.
-            job.from_ns = from_ns.max(self.ring.covers_from());
-            job.frames = self
-                .ring
-                .iter()
-                .filter(|f| job.takes(f.ts_ns, &f.key))
-                .cloned()
-                .collect();
-            r.capture = Some(CaptureRef {
-                file: Some(job.path.display().to_string()),
-                from_ns: job.from_ns,
-                to_ns,
-                error: None,
-            });
-            self.open.push(job);
-        }
-        self.close_due();
-    }
-
-    /// The monitor has measured the packets up to `ts_ns` (and reported
-    /// what they closed): the ring may forget what no report can ask for.
-    pub fn processed(&mut self, ts_ns: u64) {
-        self.ring.processed(ts_ns);
-    }
-
-    /// Packet time has reached `now_ns` (a quiet wire): jobs it ends are written.
-    pub fn tick(&mut self, now_ns: u64) {
-        self.now_ns = self.now_ns.max(now_ns);
-        self.close_due();
-    }
-
-    fn close_due(&mut self) {
-        let now = self.now_ns;
-        let mut i = 0;
-        while i < self.open.len() {
-            if self.open[i].to_ns <= now {
-                let job = self.open.swap_remove(i);
-                self.send(job);
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    fn send(&mut self, job: Job) {
-        if let Some((tx, _)) = &self.writer {
+    fn send(&self, job: Job) {
+        if let Some((tx, _)) = &self.0 {
             // The writer ends only when this side hangs up.
             let _ = tx.send(job);
         }
     }
 
-    /// Writes every open job with what it has, waits for the writer, and
-    /// gives what was done.
-    pub fn finish(&mut self) -> CaptureStats {
-        for job in std::mem::take(&mut self.open) {
-            self.send(job);
-        }
-        let mut stats = match self.writer.take() {
+    fn finish(&mut self) -> CaptureStats {
+        match self.0.take() {
             Some((tx, handle)) => {
                 drop(tx);
                 handle.join().unwrap_or_else(|_| CaptureStats {
@@ -274,20 +190,332 @@ impl Captures {
                 })
             }
             None => CaptureStats::default(),
-        };
+        }
+    }
+}
+
+fn capture_ref(path: &Path, from_ns: u64, to_ns: u64) -> CaptureRef {
+    CaptureRef {
+        file: Some(path.display().to_string()),
+        from_ns,
+        to_ns,
+        error: None,
+    }
+}
+
+fn refused_ref(sel: &Selection, why: String) -> CaptureRef {
+    CaptureRef {
+        file: None,
+        from_ns: sel.from_ns,
+        to_ns: sel.to_ns,
+        error: Some(why),
+    }
+}
+
+/// The capturing of a host that sees every frame (see the module doc).
+#[derive(Debug)]
+pub struct Captures {
+    config: CaptureConfig,
+    events: CaptureEvents,
+    jobs: RingJobs,
+    /// Open captures' files, by id.
+    paths: HashMap<u64, PathBuf>,
+    next_id: u64,
+    parts: Vec<Part>,
+    writer: Writer,
+    refused: u64,
+}
+
+impl Captures {
+    /// Captures for the events of `specs` that have `then capture`
+    /// (drill-down targets too); `None` when none has.
+    pub fn new(specs: &[EventSpec], config: CaptureConfig) -> Result<Option<Captures>, std::io::Error> {
+        let events = CaptureEvents::from_specs(specs);
+        if events.is_empty() {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(&config.dir)?;
+        Ok(Some(Captures {
+            jobs: RingJobs::new(config.ring_bytes, events.keep_ns()),
+            config,
+            events,
+            paths: HashMap::new(),
+            next_id: 0,
+            parts: Vec::new(),
+            writer: Writer::start()?,
+            refused: 0,
+        }))
+    }
+
+    /// A parsed frame: into the ring and the open captures it belongs to;
+    /// captures whose span it passes are handed to the writer.
+    pub fn on_frame(&mut self, rec: &PacketRecord, raw: &RawPacket<'_>) {
+        self.jobs.push(StoredFrame {
+            ts_ns: rec.ts_ns,
+            link: raw.link,
+            orig_len: raw.orig_len,
+            key: rec.key,
+            data: raw.data.into(),
+        });
+        self.close_due();
+    }
+
+    /// Starts a capture for every report of a capturing event, and says
+    /// where in the report.
+    pub fn on_reports(&mut self, reports: &mut [Report]) {
+        for r in reports {
+            let Some(sel) = self.events.selection(r) else {
+                continue;
+            };
+            if let Some(why) = refusal(&self.config, self.jobs.open_count()) {
+                self.refused += 1;
+                r.capture = Some(refused_ref(&sel, why));
+                continue;
+            }
+            let path = self
+                .config
+                .dir
+                .join(file_name(&r.event, r.window.start_ns, &r.group));
+            let id = self.next_id;
+            self.next_id += 1;
+            let to_ns = sel.to_ns;
+            // The span starts where the ring still holds every packet, so
+            // the file is exactly the span the report states.
+            let from_ns = self.jobs.open(id, sel);
+            r.capture = Some(capture_ref(&path, from_ns, to_ns));
+            self.paths.insert(id, path);
+        }
+        self.close_due();
+    }
+
+    /// The monitor has measured the packets up to `ts_ns` (and reported
+    /// what they closed): the ring may forget what no report can ask for.
+    pub fn processed(&mut self, ts_ns: u64) {
+        self.jobs.processed(ts_ns);
+    }
+
+    /// Packet time has reached `now_ns` (a quiet wire): captures it ends are written.
+    pub fn tick(&mut self, now_ns: u64) {
+        self.jobs.advance(now_ns);
+        self.close_due();
+    }
+
+    fn close_due(&mut self) {
+        self.jobs.take_due(&mut self.parts);
+        self.write_parts();
+    }
+
+    fn write_parts(&mut self) {
+        for p in self.parts.drain(..) {
+            if let Some(path) = self.paths.remove(&p.id) {
+                self.writer.send(Job {
+                    path,
+                    parts: vec![p.frames],
+                    notes: Vec::new(),
+                });
+            }
+        }
+    }
+
+    /// Writes every open capture with what it has, waits for the writer,
+    /// and gives what was done.
+    pub fn finish(&mut self) -> CaptureStats {
+        self.jobs.take_all(&mut self.parts);
+        self.write_parts();
+        let mut stats = self.writer.finish();
         stats.refused = self.refused;
         stats
     }
 
     /// Captures open now.
     pub fn open(&self) -> usize {
-        self.open.len()
+        self.jobs.open_count()
+    }
+
+    /// The configuration it was made with.
+    pub fn config(&self) -> &CaptureConfig {
+        &self.config
     }
 }
 
 impl Drop for Captures {
     fn drop(&mut self) {
-        if self.writer.is_some() {
+        if self.writer.0.is_some() {
+            self.finish();
+        }
+    }
+}
+
+/// The file side of captures whose frames come in parts, one from each
+/// of several rings (a live host's workers, each with its own
+/// [`RingJobs`]): the caller starts a capture on a report
+/// ([`PartedCaptures::start`]), opens it on every ring with the
+/// [`Selection`] returned, states where the rings' frames really start
+/// ([`PartedCaptures::covered_from`]), and hands over each ring's
+/// [`Part`] as it comes ([`PartedCaptures::part`]). Once every part is in,
+/// the writer thread merges them by time into the one file.
+///
+/// Invariants: the file holds exactly the selection's frames in
+/// `[from_ns, to_ns)` as the report states them (each part is cut to the
+/// latest start of all rings, so no ring's older frames stand alone); a
+/// part that never comes ([`PartedCaptures::missing`], or still missing
+/// at [`PartedCaptures::finish`]) leaves a file of the parts that came,
+/// and an error naming it in [`CaptureStats::errors`].
+#[derive(Debug)]
+pub struct PartedCaptures {
+    config: CaptureConfig,
+    events: CaptureEvents,
+    pending: HashMap<u64, Pending>,
+    next_id: u64,
+    writer: Writer,
+    refused: u64,
+}
+
+#[derive(Debug)]
+struct Pending {
+    sel: Selection,
+    job: Job,
+    parts_left: u32,
+}
+
+impl PartedCaptures {
+    /// Captures for the events of `specs` that have `then capture`, or
+    /// none (events may be added with [`PartedCaptures::add_event`]).
+    pub fn new(specs: &[EventSpec], config: CaptureConfig) -> std::io::Result<PartedCaptures> {
+        std::fs::create_dir_all(&config.dir)?;
+        Ok(PartedCaptures {
+            events: CaptureEvents::from_specs(specs),
+            config,
+            pending: HashMap::new(),
+            next_id: 0,
+            writer: Writer::start()?,
+            refused: 0,
+        })
+    }
+
+    /// An event installed later: its reports capture too.
+    pub fn add_event(&mut self, spec: &EventSpec) {
+        self.events.add(spec);
+    }
+
+    pub fn events(&self) -> &CaptureEvents {
+        &self.events
+    }
+
+    pub fn config(&self) -> &CaptureConfig {
+        &self.config
+    }
+
+    /// A report: when its event captures, a capture of `parts` parts is
+    /// started (its file named in the report, from the asked start), or
+    /// refused (the error in the report). Returns the capture's id and
+    /// what each ring is to select.
+    pub fn start(&mut self, r: &mut Report, parts: u32) -> Option<(u64, Selection)> {
+        let sel = self.events.selection(r)?;
+        if let Some(why) = refusal(&self.config, self.pending.len()) {
+            self.refused += 1;
+            r.capture = Some(refused_ref(&sel, why));
+            return None;
+        }
+        let path = self
+            .config
+            .dir
+            .join(file_name(&r.event, r.window.start_ns, &r.group));
+        r.capture = Some(capture_ref(&path, sel.from_ns, sel.to_ns));
+        let id = self.next_id;
+        self.next_id += 1;
+        let job = Job {
+            path,
+            parts: Vec::new(),
+            notes: Vec::new(),
+        };
+        self.pending.insert(
+            id,
+            Pending {
+                sel: sel.clone(),
+                job,
+                parts_left: parts,
+            },
+        );
+        if parts == 0 {
+            self.done(id);
+        }
+        Some((id, sel))
+    }
+
+    /// A ring holds every frame of capture `id` from `from_ns` on only:
+    /// the file starts there (the latest of the rings), as `r` then says.
+    pub fn covered_from(&mut self, id: u64, r: &mut Report, from_ns: u64) {
+        if let Some(p) = self.pending.get_mut(&id) {
+            p.sel.from_ns = p.sel.from_ns.max(from_ns);
+            if let Some(c) = r.capture.as_mut() {
+                c.from_ns = p.sel.from_ns;
+            }
+        }
+    }
+
+    /// One ring's part of a capture.
+    pub fn part(&mut self, part: Part) {
+        let Some(p) = self.pending.get_mut(&part.id) else {
+            return;
+        };
+        p.job.parts.push(part.frames);
+        p.parts_left = p.parts_left.saturating_sub(1);
+        if p.parts_left == 0 {
+            self.done(part.id);
+        }
+    }
+
+    /// One ring's part of capture `id` will not come, because of `why`.
+    pub fn missing(&mut self, id: u64, why: &str) {
+        let Some(p) = self.pending.get_mut(&id) else {
+            return;
+        };
+        p.job.notes.push(format!("written without a part: {why}"));
+        p.parts_left = p.parts_left.saturating_sub(1);
+        if p.parts_left == 0 {
+            self.done(id);
+        }
+    }
+
+    /// Every part is in: cut to the span as it is finally stated, and written.
+    fn done(&mut self, id: u64) {
+        if let Some(mut p) = self.pending.remove(&id) {
+            let sel = &p.sel;
+            for part in &mut p.job.parts {
+                part.retain(|f| sel.takes(f.ts_ns, &f.key));
+            }
+            self.writer.send(p.job);
+        }
+    }
+
+    /// Captures waiting for parts.
+    pub fn open(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Writes every capture still waiting with the parts it has (saying
+    /// how many are missing), waits for the writer, and gives what was done.
+    pub fn finish(&mut self) -> CaptureStats {
+        let ids: Vec<u64> = self.pending.keys().copied().collect();
+        for id in ids {
+            if let Some(p) = self.pending.get_mut(&id) {
+                let left = p.parts_left;
+                p.job
+                    .notes
+                    .push(format!("written without {left} part(s) that never came"));
+            }
+            self.done(id);
+        }
+        let mut stats = self.writer.finish();
+        stats.refused = self.refused;
+        stats
+    }
+}
+
+impl Drop for PartedCaptures {
+    fn drop(&mut self) {
+        if self.writer.0.is_some() {
             self.finish();
         }
     }
@@ -298,8 +526,14 @@ fn write_jobs(rx: &mpsc::Receiver<Job>) -> CaptureStats {
     let mut stats = CaptureStats::default();
     while let Ok(job) = rx.recv() {
         match write_job(&job) {
-            Ok(path) => stats.files.push((path, job.frames.len() as u64)),
+            Ok(path) => {
+                let n = job.parts.iter().map(Vec::len).sum::<usize>();
+                stats.files.push((path, n as u64));
+            }
             Err(e) => stats.errors.push(format!("{}: {e}", job.path.display())),
+        }
+        for n in &job.notes {
+            stats.errors.push(format!("{}: {n}", job.path.display()));
         }
     }
     stats
@@ -309,7 +543,7 @@ fn write_job(job: &Job) -> std::io::Result<PathBuf> {
     let (file, path) = create_new(&job.path)?;
     let mut w = PcapngWriter::new(BufWriter::new(file))?;
     let mut interfaces: Vec<(LinkType, u32)> = Vec::new();
-    for f in &job.frames {
+    for f in merged(&job.parts) {
         let id = match interfaces.iter().find(|(l, _)| *l == f.link) {
             Some((_, id)) => *id,
             None => {
@@ -322,6 +556,21 @@ fn write_job(job: &Job) -> std::io::Result<PathBuf> {
     }
     w.flush()?;
     Ok(path)
+}
+
+/// The parts' frames merged by time, each part's in its own order (the
+/// earliest head first; ties to the earlier part). O(frames x parts):
+/// parts are a host's workers, a handful.
+fn merged(parts: &[Vec<StoredFrame>]) -> impl Iterator<Item = &StoredFrame> {
+    let mut next = vec![0usize; parts.len()];
+    std::iter::from_fn(move || {
+        let k = (0..parts.len())
+            .filter_map(|k| parts[k].get(next[k]).map(|f| (f.ts_ns, k)))
+            .min()?
+            .1;
+        next[k] += 1;
+        parts[k].get(next[k] - 1)
+    })
 }
 
 /// `path`, or `path` with `-1`, `-2`, ... before the extension when taken.

@@ -12,6 +12,25 @@ use clarion_lang::spec::{Filter, IpPrefix, PortRange};
 use clarion_report::GroupKey;
 use clarion_wire::FlowKey;
 
+/// What one capture takes: the packets passing the event's filters, in
+/// the report's group, with times in `[from_ns, to_ns)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selection {
+    pub filters: Vec<Filter>,
+    pub group: GroupKey,
+    pub from_ns: u64,
+    pub to_ns: u64,
+}
+
+impl Selection {
+    /// Whether a packet of time `ts_ns` and key `key` is the capture's.
+    pub fn takes(&self, ts_ns: u64, key: &FlowKey) -> bool {
+        (self.from_ns..self.to_ns).contains(&ts_ns)
+            && in_group(&self.group, key)
+            && passes(&self.filters, key)
+    }
+}
+
 /// Whether `key` passes any of `filters`.
 pub fn passes(filters: &[Filter], key: &FlowKey) -> bool {
     filters.iter().any(|f| {

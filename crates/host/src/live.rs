@@ -41,12 +41,13 @@ use std::time::{Duration, Instant};
 use clarion_engine::{
     Counters, Merger, MergerConfig, Monitor, MonitorConfig, Report, TriggerId, WindowValues,
 };
+use clarion_event_capture::{CaptureConfig, CaptureStats, Part, PartedCaptures, RingJobs};
 use clarion_export::{ExportConfig, ExportStats, Exporter};
 use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_live::{
-    filter, realtime_ns, DelayHistogram, EpochStats, HostMetrics, Interface, InterfaceLost, LinkEvent,
-    PacketRing, RingConfig, Source, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerMetrics,
-    WorkerSummary, XdpSource,
+    filter, realtime_ns, CaptureRequest, DelayHistogram, EpochStats, HostMetrics, Interface, InterfaceLost,
+    LinkEvent, PacketRing, RingConfig, Source, Worker, WorkerCommand, WorkerConfig, WorkerEvent,
+    WorkerMetrics, WorkerSummary, XdpSource,
 };
 use clarion_xdp::{XdpConfig, XdpMode, XdpProgram, XdpSocket};
 
@@ -101,6 +102,10 @@ pub struct LiveConfig {
     /// the module documentation). Header records carry the index of the
     /// frame's interface in `interfaces`.
     pub exports: Option<LiveExportConfig>,
+    /// Capture around the events that say `then capture` (see the module
+    /// documentation); `ring_bytes` is each worker's. Nothing is kept
+    /// when no event of the start captures.
+    pub captures: Option<CaptureConfig>,
 }
 
 /// The export policies of a live host and the settings its workers'
@@ -167,6 +172,8 @@ pub struct LiveSummary {
     /// Each worker's export counters, by worker number (with
     /// [`LiveConfig::exports`]).
     pub exports: Vec<(u32, ExportStats)>,
+    /// What capturing around events wrote (with [`LiveConfig::captures`]).
+    pub captures: Option<CaptureStats>,
 }
 
 /// An interface some worker sees down.
@@ -211,7 +218,28 @@ pub struct LiveHost {
     outage_count: u64,
     down_ns: u64,
     lost: Option<InterfaceLost>,
+    captures: Option<HostCaptures>,
 }
+
+/// A live host's captures around events: the files, and each worker's
+/// way to its ring (see the module documentation).
+struct HostCaptures {
+    parted: PartedCaptures,
+    /// By worker: where its capture requests go.
+    requests: Vec<Sender<CaptureRequest>>,
+    /// By worker: its ring, once it has ended and handed it over.
+    rings: Vec<Option<Box<RingJobs>>>,
+    /// Bytes and time each worker's ring keeps.
+    ring_bytes: usize,
+    keep_ns: u64,
+}
+
+/// Longest wait for a worker to open a capture on its ring.
+const CAPTURE_REPLY: Duration = Duration::from_secs(2);
+/// Time a worker's ring keeps beyond the events' need: the merger waits
+/// for every worker before a report leaves, and a request waits for a
+/// worker's batch.
+const CAPTURE_MARGIN_NS: u64 = 2_000_000_000;
 
 impl LiveHost {
     /// Opens every queue, starts the workers with `specs` installed and
@@ -260,7 +288,21 @@ impl LiveHost {
             outage_count: 0,
             down_ns: 0,
             lost: None,
+            captures: None,
         };
+        if let Some(cfg) = &config.captures {
+            let parted = PartedCaptures::new(specs, cfg.clone())
+                .map_err(|e| HostError::Usage(format!("cannot capture into {}: {e}", cfg.dir.display())))?;
+            if !parted.events().is_empty() {
+                host.captures = Some(HostCaptures {
+                    keep_ns: parted.events().keep_ns().saturating_add(CAPTURE_MARGIN_NS),
+                    ring_bytes: cfg.ring_bytes,
+                    parted,
+                    requests: Vec::new(),
+                    rings: Vec::new(),
+                });
+            }
+        }
         for w in 0..workers {
             let sources = match config.source {
                 LiveSource::Packet => open_rings(&rings, &config.ring, workers)?,
@@ -349,6 +391,12 @@ impl LiveHost {
         if let Some(x) = exporter {
             worker = worker.with_exporter(x, &interfaces);
         }
+        if let Some(c) = &mut self.captures {
+            let (tx, rx) = mpsc::channel();
+            c.requests.push(tx);
+            c.rings.push(None);
+            worker = worker.with_captures(RingJobs::new(c.ring_bytes, c.keep_ns), rx);
+        }
         let cpu = config.cpus.get(w as usize).copied();
         let handle = std::thread::Builder::new()
             .name(format!("clarion-worker-{w}"))
@@ -429,6 +477,16 @@ impl LiveHost {
                         return Live::Link(ev);
                     }
                 }
+                WorkerEvent::CaptureParts(_, parts) => {
+                    if let Some(c) = &mut self.captures {
+                        parts.into_iter().for_each(|p| c.parted.part(p));
+                    }
+                }
+                WorkerEvent::CaptureRing(w, ring) => {
+                    if let Some(c) = &mut self.captures {
+                        c.ring_ended(w, ring);
+                    }
+                }
             }
         }
     }
@@ -496,10 +554,53 @@ impl LiveHost {
         }
     }
 
-    fn written(&mut self, reports: Vec<Report>) -> Live {
+    fn written(&mut self, mut reports: Vec<Report>) -> Live {
+        self.capture(&mut reports);
         self.written += reports.len() as u64;
         self.host_metrics.reports.store(self.written, Ordering::Relaxed);
         Live::Reports(reports)
+    }
+
+    /// Starts the capture of every report of a capturing event on every
+    /// worker's ring (or on the ring of a worker that has ended), and
+    /// states in the report where the file starts: the latest of the
+    /// rings' starts (see `PartedCaptures`).
+    fn capture(&mut self, reports: &mut [Report]) {
+        let Some(c) = self.captures.as_mut() else { return };
+        let workers = c.requests.len();
+        for r in reports.iter_mut() {
+            let Some((id, sel)) = c.parted.start(r, workers as u32) else {
+                continue;
+            };
+            let mut replies = Vec::new();
+            for w in 0..workers {
+                if c.rings[w].is_none() {
+                    let (tx, rx) = mpsc::channel();
+                    let req = CaptureRequest {
+                        id,
+                        sel: sel.clone(),
+                        reply: tx,
+                    };
+                    if c.requests[w].send(req).is_ok() {
+                        replies.push((w, rx));
+                        continue;
+                    }
+                }
+                open_on_ring(c, &self.rx, &mut self.early, w, id, &sel, r);
+            }
+            for (w, rx) in replies {
+                match rx.recv_timeout(CAPTURE_REPLY) {
+                    Ok(from) => c.parted.covered_from(id, r, from),
+                    // Ended with the request unread: its ring comes.
+                    Err(RecvTimeoutError::Disconnected) => {
+                        open_on_ring(c, &self.rx, &mut self.early, w, id, &sel, r);
+                    }
+                    Err(RecvTimeoutError::Timeout) => c
+                        .parted
+                        .missing(id, &format!("worker {w} did not open the capture in time")),
+                }
+            }
+        }
     }
 
     /// Records the first failure and stops every worker.
@@ -644,6 +745,7 @@ impl LiveHost {
         s.outages = self.outage_count;
         s.down = Duration::from_nanos(self.down_ns + still_down);
         s.lost = self.lost.take();
+        s.captures = self.captures.as_mut().map(|c| c.parted.finish());
         Ok(s)
     }
 }
@@ -654,6 +756,63 @@ impl Drop for LiveHost {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+impl HostCaptures {
+    /// Worker `w` has ended and handed over its ring: the captures open
+    /// on it are complete (no frame will come), later ones open on it here.
+    fn ring_ended(&mut self, w: u32, mut ring: Box<RingJobs>) {
+        let mut parts: Vec<Part> = Vec::new();
+        ring.take_all(&mut parts);
+        parts.into_iter().for_each(|p| self.parted.part(p));
+        if let Some(slot) = self.rings.get_mut(w as usize) {
+            *slot = Some(ring);
+        }
+    }
+}
+
+/// Opens capture `id` on the ring worker `w` handed over as it ended,
+/// waiting for the ring if it is still on its way (the other events read
+/// meanwhile kept, in order, for [`LiveHost::next`]); a part that cannot
+/// come is noted missing.
+fn open_on_ring(
+    c: &mut HostCaptures,
+    rx: &Receiver<WorkerEvent>,
+    early: &mut VecDeque<WorkerEvent>,
+    w: usize,
+    id: u64,
+    sel: &clarion_event_capture::Selection,
+    r: &mut Report,
+) {
+    let waited = Instant::now();
+    if c.rings[w].is_none() {
+        if let Some(k) = early
+            .iter()
+            .position(|e| matches!(e, WorkerEvent::CaptureRing(x, _) if *x as usize == w))
+        {
+            if let Some(WorkerEvent::CaptureRing(x, ring)) = early.remove(k) {
+                c.ring_ended(x, ring);
+            }
+        }
+    }
+    while c.rings[w].is_none() {
+        let left = CAPTURE_REPLY.saturating_sub(waited.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(WorkerEvent::CaptureRing(x, ring)) => c.ring_ended(x, ring),
+            Ok(other) => early.push_back(other),
+            Err(_) => break,
+        }
+    }
+    let Some(ring) = c.rings[w].as_mut() else {
+        c.parted
+            .missing(id, &format!("worker {w} ended without handing over its ring"));
+        return;
+    };
+    let from = ring.open(id, sel.clone());
+    let mut parts = Vec::new();
+    ring.take_all(&mut parts);
+    c.parted.covered_from(id, r, from);
+    parts.into_iter().for_each(|p| c.parted.part(p));
 }
 
 fn gone(worker: usize) -> HostError {

@@ -30,7 +30,9 @@ pub use metrics::{render as render_metrics, HostMetrics, InterfaceMetrics};
 pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingStats};
 pub use source::{jiffy, Source};
 pub use stats::{DelayHistogram, EpochStats, WorkerMetrics};
-pub use worker::{realtime_ns, LinkEvent, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerSummary};
+pub use worker::{
+    realtime_ns, CaptureRequest, LinkEvent, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerSummary,
+};
 pub use xdp_source::XdpSource;
 
 /// One received frame, borrowed from the ring for the duration of a callback.

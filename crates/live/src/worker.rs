@@ -44,6 +44,20 @@
 //! counters go out in the [`WorkerSummary`]. Cost: one classification per
 //! parsed packet (a hash lookup on a fast-path hit) and, for a taken one,
 //! its destinations' work.
+//!
+//! # Capture around events
+//! A worker given a ring ([`Worker::with_captures`]) copies every frame
+//! that parses into it (only then: the host gives one when some event
+//! says `then capture`). The host, holding the merged report, asks every
+//! worker to open the capture ([`CaptureRequest`], between batches): the
+//! worker selects the ring's frames of the group and span, replies where
+//! its ring still reaches back, adds its later frames, and sends them
+//! ([`WorkerEvent::CaptureParts`]) once the monitor's clock passes the
+//! span's end, over the unbounded event channel (never a wait on the
+//! wire). As it ends, it hands the ring itself to the host
+//! ([`WorkerEvent::CaptureRing`]), which serves the last reports' captures
+//! from it. Cost: a frame copy per parsed packet, one more per open
+//! capture taking it; memory: the ring's bytes per worker.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -51,6 +65,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clarion_engine::{Counters, EngineError, Monitor, Partials, Report, TriggerId, Unparsed};
+use clarion_event_capture::{Part, RingJobs, Selection, StoredFrame};
 use clarion_export::{ExportStats, Exporter};
 use clarion_flows::FlowMeter;
 use clarion_gpv::{CacheConfig, Gpv, GpvCache};
@@ -148,6 +163,29 @@ pub enum WorkerEvent {
     Finished(u32, Box<WorkerSummary>),
     Failed(u32, LiveError),
     Link(u32, LinkEvent),
+    /// Captures around events whose span has passed (see [`Worker::with_captures`]).
+    CaptureParts(u32, Vec<Part>),
+    /// The worker's ring of recent frames, with the captures still open
+    /// on it, handed over as it ends (before `Finished` or `Failed`): the
+    /// host serves later captures from it.
+    CaptureRing(u32, Box<RingJobs>),
+}
+
+/// A capture around an event to open on a worker's ring: `reply` gets
+/// where the ring's frames of it start (see [`RingJobs::open`]); its
+/// frames come back as a [`WorkerEvent::CaptureParts`] of the same `id`.
+#[derive(Debug)]
+pub struct CaptureRequest {
+    pub id: u64,
+    pub sel: Selection,
+    pub reply: Sender<u64>,
+}
+
+/// A worker's ring of recent frames and where capture requests come from.
+struct WorkerCapture {
+    jobs: RingJobs,
+    requests: Receiver<CaptureRequest>,
+    parts: Vec<Part>,
 }
 
 /// A change of a running worker's events. Applied between batches, after
@@ -259,6 +297,8 @@ pub struct Worker {
     lost: Option<InterfaceLost>,
     /// Export policies on the frames (see the module documentation).
     exporter: Option<WorkerExporter>,
+    /// Captures around events (see [`Worker::with_captures`]).
+    capture: Option<WorkerCapture>,
 }
 
 // A worker moves to its own thread with its exporter (sockets, files,
@@ -331,7 +371,51 @@ impl Worker {
             last_drop_read_ns: now,
             lost: None,
             exporter: None,
+            capture: None,
         }
+    }
+
+    /// Keeps every frame that parses in `jobs`' ring, opens the captures
+    /// `requests` ask for on it, and sends each capture's frames once the
+    /// monitor's clock passes its end (see the module documentation).
+    pub fn with_captures(mut self, jobs: RingJobs, requests: Receiver<CaptureRequest>) -> Worker {
+        self.capture = Some(WorkerCapture {
+            jobs,
+            requests,
+            parts: Vec::new(),
+        });
+        self
+    }
+
+    /// Opens the captures asked for, lets the ring forget what the
+    /// monitor's clock has left behind, and sends the captures it ended.
+    fn service_captures(&mut self) {
+        let Some(c) = &mut self.capture else { return };
+        while let Ok(req) = c.requests.try_recv() {
+            let from = c.jobs.open(req.id, req.sel);
+            let _ = req.reply.send(from);
+        }
+        let now = self.monitor.now_ns();
+        c.jobs.processed(now);
+        c.jobs.advance(now);
+        c.jobs.take_due(&mut c.parts);
+        if !c.parts.is_empty() {
+            let parts = std::mem::take(&mut c.parts);
+            let _ = self.tx.send(WorkerEvent::CaptureParts(self.cfg.id, parts));
+        }
+    }
+
+    /// Hands the ring and its open captures to the host (the worker ends),
+    /// with the captures asked for meanwhile opened on it.
+    fn finish_captures(&mut self) {
+        let Some(mut c) = self.capture.take() else { return };
+        while let Ok(req) = c.requests.try_recv() {
+            let from = c.jobs.open(req.id, req.sel);
+            let _ = req.reply.send(from);
+        }
+        let _ = self
+            .tx
+            .send(WorkerEvent::CaptureRing(self.cfg.id, Box::new(c.jobs)));
     }
 
     /// Offers every frame that parses to `exporter` (see the module
@@ -425,6 +509,7 @@ impl Worker {
                 last_drop_read = Instant::now();
                 if let Err(e) = self.read_drops() {
                     self.finish_exports();
+                    self.finish_captures();
                     let _ = self.tx.send(WorkerEvent::Failed(id, e));
                     return;
                 }
@@ -469,6 +554,7 @@ impl Worker {
                     let wait = Duration::from_nanos(next_end - clock).min(Duration::from_millis(10));
                     if let Err(e) = poll_fds(&mut fds, wait.max(Duration::from_micros(50))) {
                         self.finish_exports();
+                        self.finish_captures();
                         let _ = self.tx.send(WorkerEvent::Failed(
                             id,
                             LiveError::os("poll", "wait for packets", e),
@@ -478,6 +564,7 @@ impl Worker {
                 }
             }
             self.flush_reports();
+            self.service_captures();
         }
         let _ = self.read_drops();
         self.note_outages(realtime_ns());
@@ -491,6 +578,7 @@ impl Worker {
         self.after_monitor();
         self.flush_reports();
         self.finish_exports();
+        self.finish_captures();
         self.summary.counters = self.monitor.counters();
         let _ = self.tx.send(WorkerEvent::Finished(id, Box::new(self.summary)));
     }
@@ -689,6 +777,7 @@ impl Worker {
                 let interface = x.interfaces.get(i).copied().unwrap_or(u16::MAX);
                 (&mut x.exporter, interface)
             });
+            let mut ring = self.capture.as_mut().map(|c| &mut c.jobs);
             let mut handle =
                 |fr: Frame<'_>| match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
                     Ok(rec) => {
@@ -700,6 +789,15 @@ impl Worker {
                                 interface: *interface,
                             };
                             x.offer(&rec, &frame);
+                        }
+                        if let Some(r) = ring.as_mut() {
+                            r.push(StoredFrame {
+                                ts_ns: rec.ts_ns,
+                                link,
+                                orig_len: fr.orig_len,
+                                key: rec.key,
+                                data: fr.data.into(),
+                            });
                         }
                         batch.push(rec);
                         if batch.len() == batch.capacity() {
