@@ -791,6 +791,8 @@ struct Row {
     exported: u64,
     delivered: u64,
     dropped: u64,
+    /// Datagrams the destination sent (header streams, mirrors).
+    datagrams: u64,
     /// Send or write errors at the destination, and the first one's message.
     errors: u64,
     first_error: Option<String>,
@@ -836,6 +838,9 @@ fn rows(runs: &[Vec<Run>]) -> Vec<Row> {
             errors: stats
                 .as_ref()
                 .map_or(0, |x| x.destinations.iter().map(|d| d.errors).sum()),
+            datagrams: stats
+                .as_ref()
+                .map_or(0, |x| x.destinations.iter().map(|d| d.datagrams).sum()),
             first_error: stats
                 .as_ref()
                 .and_then(|x| x.destinations.iter().find_map(|d| d.first_error.clone())),
@@ -923,6 +928,7 @@ fn row_json(r: &Row, rate: u64, runs: &[Vec<Run>]) -> serde_json::Value {
         "delivered": r.delivered,
         "dropped": r.dropped,
         "errors": r.errors,
+        "datagrams": r.datagrams,
         "packets_per_s": r.pps,
         "cores": r.cores,
         "cpu_ns_per_packet": r.ns_per_packet,

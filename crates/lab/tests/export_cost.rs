@@ -114,11 +114,31 @@ fn run(pcap: &Path, rate: u64, seconds: &str, reporting: bool) {
             other => panic!("unknown variant {other}"),
         };
         assert_eq!(v["exported"].as_u64(), Some(want), "{name}");
-        assert_eq!(
-            v["delivered"].as_u64(),
-            Some(want),
-            "{name}: everything exported arrives"
-        );
+        let delivered = v["delivered"].as_u64().unwrap();
+        // The receivers ask for 16 MiB buffers, which only root is given
+        // beyond net.core.rmem_max: elsewhere a busy machine may drop a
+        // few mirrored datagrams (one a packet) on loopback.
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root || name != "vxlan" {
+            assert_eq!(delivered, want, "{name}: everything exported arrives");
+        } else {
+            assert!(
+                delivered <= want && delivered * 100 >= want * 99,
+                "{name}: {delivered} of {want} arrived"
+            );
+        }
+        let datagrams = v["datagrams"].as_u64().unwrap();
+        match name {
+            // One datagram a frame.
+            "vxlan" => assert_eq!(datagrams, want),
+            // Many headers a datagram, at least one datagram when any.
+            "headers" | "headers-part" => assert!(
+                datagrams <= want.div_ceil(10) && (want == 0) == (datagrams == 0),
+                "{name}: {datagrams}"
+            ),
+            _ => assert_eq!(datagrams, 0, "{name}"),
+        }
         if name != "monitor" {
             let hit = v["fast_path_hit_rate"].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&hit), "{name}: {hit}");
