@@ -45,6 +45,12 @@
 //! parsed packet (a hash lookup on a fast-path hit) and, for a taken one,
 //! its destinations' work.
 //!
+//! The policies change at runtime ([`WorkerCommand::SetExports`], between
+//! batches, like an event install: the frames wait in the queue, never
+//! dropped for it): the exporter keeps the sinks still used. A worker
+//! given an exporter without policies offers it nothing (no cost) until
+//! some arrive, and reports no export counters if none ever did.
+//!
 //! # Capture around events
 //! A worker given a ring ([`Worker::with_captures`]) copies every frame
 //! that parses into it (only then: the host gives one when some event
@@ -66,10 +72,10 @@ use std::time::{Duration, Instant};
 
 use clarion_engine::{Counters, EngineError, Monitor, Partials, Report, TriggerId, Unparsed};
 use clarion_event_capture::{Part, RingJobs, Selection, StoredFrame};
-use clarion_export::{ExportStats, Exporter};
+use clarion_export::{ExportError, ExportStats, Exporter};
 use clarion_flows::FlowMeter;
 use clarion_gpv::{CacheConfig, Gpv, GpvCache};
-use clarion_lang::spec::EventSpec;
+use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_records::FlowRecord;
 use clarion_wire::PacketRecord;
 
@@ -209,6 +215,14 @@ pub enum WorkerCommand {
     },
     /// [`Monitor::set_end`].
     SetEnd { id: TriggerId, end_ns: Option<u64> },
+    /// [`Exporter::set_policies`]; a worker without an exporter replies
+    /// `None` (see [`Worker::with_exporter`]).
+    SetExports {
+        policies: Arc<[ExportSpec]>,
+        reply: Sender<Option<Result<(), ExportError>>>,
+    },
+    /// The exporter's counters so far (`None` without an exporter).
+    ExportStats { reply: Sender<Option<ExportStats>> },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -472,6 +486,13 @@ impl Worker {
                     let _ = reply.send(self.monitor.remove(id).map(|_| ()));
                 }
                 WorkerCommand::SetEnd { id, end_ns } => self.monitor.set_end(id, end_ns),
+                WorkerCommand::SetExports { policies, reply } => {
+                    let r = self.exporter.as_mut().map(|x| x.exporter.set_policies(&policies));
+                    let _ = reply.send(r);
+                }
+                WorkerCommand::ExportStats { reply } => {
+                    let _ = reply.send(self.exporter.as_ref().map(|x| x.exporter.stats()));
+                }
             }
             next = self.commands.as_ref().and_then(|rx| rx.try_recv().ok());
         }
@@ -589,7 +610,11 @@ impl Worker {
     fn finish_exports(&mut self) {
         if let Some(x) = &mut self.exporter {
             x.exporter.finish();
-            self.summary.exports = Some(x.exporter.stats());
+            let stats = x.exporter.stats();
+            // An exporter that never had a policy did nothing to report.
+            if !(stats.policies.is_empty() && stats.destinations.is_empty()) {
+                self.summary.exports = Some(stats);
+            }
         }
     }
 
@@ -773,10 +798,15 @@ impl Worker {
                 delays: &mut self.track.delays,
             };
             let batch = &mut self.batch;
-            let mut export = self.exporter.as_mut().map(|x| {
-                let interface = x.interfaces.get(i).copied().unwrap_or(u16::MAX);
-                (&mut x.exporter, interface)
-            });
+            // An exporter without policies is not offered frames (no cost).
+            let mut export = self
+                .exporter
+                .as_mut()
+                .filter(|x| !x.exporter.is_empty())
+                .map(|x| {
+                    let interface = x.interfaces.get(i).copied().unwrap_or(u16::MAX);
+                    (&mut x.exporter, interface)
+                });
             let mut ring = self.capture.as_mut().map(|c| &mut c.jobs);
             let mut handle =
                 |fr: Frame<'_>| match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
