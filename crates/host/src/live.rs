@@ -30,6 +30,14 @@
 //! `RUN-wK`, so no two workers write one file. A single worker keeps the
 //! configured id and run id, as a file replay does. The workers' counters
 //! come back in [`LiveSummary::exports`], per worker.
+//!
+//! The policies change at runtime ([`LiveHost::set_exports`]) as events
+//! do: every worker gets the new set in the same order, between its
+//! batches, and keeps the destinations still used. A host started with
+//! export settings but no policies (`LiveExportConfig::policies` empty)
+//! gives every worker an exporter without policies, which costs nothing
+//! until some are installed; a host started without export settings
+//! refuses them.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,7 +117,8 @@ pub struct LiveConfig {
 }
 
 /// The export policies of a live host and the settings its workers'
-/// exporters derive from ([`worker_exports`]).
+/// exporters derive from ([`worker_exports`]). `policies` may be empty:
+/// the workers then take policies at runtime ([`LiveHost::set_exports`]).
 #[derive(Clone, Debug)]
 pub struct LiveExportConfig {
     pub policies: Vec<ExportSpec>,
@@ -218,6 +227,8 @@ pub struct LiveHost {
     outage_count: u64,
     down_ns: u64,
     lost: Option<InterfaceLost>,
+    /// The export policies on every worker (`None`: no export settings).
+    exports: Option<Vec<ExportSpec>>,
     captures: Option<HostCaptures>,
 }
 
@@ -288,6 +299,7 @@ impl LiveHost {
             outage_count: 0,
             down_ns: 0,
             lost: None,
+            exports: config.exports.as_ref().map(|x| x.policies.clone()),
             captures: None,
         };
         if let Some(cfg) = &config.captures {
@@ -678,6 +690,84 @@ impl LiveHost {
         for c in &self.commands {
             let _ = c.send(WorkerCommand::SetEnd { id, end_ns });
         }
+    }
+
+    /// The export policies installed (`None`: the host was started
+    /// without export settings, [`LiveConfig::exports`]).
+    pub fn export_policies(&self) -> Option<&[ExportSpec]> {
+        self.exports.as_deref()
+    }
+
+    /// Replaces the export policies of every worker (see the module
+    /// documentation), waiting until each has them. If a worker refuses
+    /// them (a collector's socket, the export directory), the workers that
+    /// took them get the previous set back and the error is returned.
+    pub fn set_exports(&mut self, policies: &[ExportSpec]) -> Result<(), HostError> {
+        let Some(old) = self.exports.clone() else {
+            return Err(HostError::Usage(
+                "this host was started without export settings: no export policies can be installed".into(),
+            ));
+        };
+        match self.send_exports(policies) {
+            Ok(()) => {
+                self.exports = Some(policies.to_vec());
+                Ok(())
+            }
+            Err(e) => {
+                // Back to one set on every worker (a worker that refused
+                // still has the old one: setting it again changes nothing).
+                let _ = self.send_exports(&old);
+                Err(e)
+            }
+        }
+    }
+
+    fn send_exports(&self, policies: &[ExportSpec]) -> Result<(), HostError> {
+        let shared: Arc<[ExportSpec]> = policies.into();
+        let mut replies = Vec::new();
+        for (w, c) in self.commands.iter().enumerate() {
+            let (tx, rx) = mpsc::channel();
+            let cmd = WorkerCommand::SetExports {
+                policies: Arc::clone(&shared),
+                reply: tx,
+            };
+            c.send(cmd).map_err(|_| gone(w))?;
+            replies.push(rx);
+        }
+        let mut first = None;
+        for (w, rx) in replies.into_iter().enumerate() {
+            let failed = match rx.recv().map_err(|_| gone(w))? {
+                Some(Ok(())) => None,
+                Some(Err(e)) => Some(format!("export policies: {e}")),
+                None => Some("has no exporter".to_string()),
+            };
+            if let (Some(what), None) = (failed, &first) {
+                first = Some(HostError::Worker {
+                    worker: w as u32,
+                    what,
+                });
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Every worker's export counters so far, by worker number (empty
+    /// without export settings).
+    pub fn export_stats(&self) -> Result<Vec<(u32, ExportStats)>, HostError> {
+        let mut replies = Vec::new();
+        for (w, c) in self.commands.iter().enumerate() {
+            let (tx, rx) = mpsc::channel();
+            c.send(WorkerCommand::ExportStats { reply: tx })
+                .map_err(|_| gone(w))?;
+            replies.push(rx);
+        }
+        let mut out = Vec::new();
+        for (w, rx) in replies.into_iter().enumerate() {
+            if let Some(s) = rx.recv().map_err(|_| gone(w))? {
+                out.push((w as u32, s));
+            }
+        }
+        Ok(out)
     }
 
     /// How far the workers' clocks lag the wall clock (the largest): a
