@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-use crate::model::{AppRequest, AppsInfo, ErrorBody, EventInfo, HostInfo};
+use crate::model::{AppRequest, AppsInfo, ErrorBody, EventInfo, ExportInfo, HostInfo};
 
 #[derive(Debug, Error)]
 pub enum ClientError {
@@ -136,6 +136,34 @@ impl Client {
     pub fn remove_app(&self, name: &str) -> Result<serde_json::Value, ClientError> {
         self.read(
             self.auth(self.agent.delete(self.url(&format!("/v1/apps/{name}"))))
+                .call(),
+        )
+    }
+
+    /// A live host's export policies.
+    pub fn exports(&self) -> Result<Vec<ExportInfo>, ClientError> {
+        self.read(self.auth(self.agent.get(self.url("/v1/exports"))).call())
+    }
+
+    /// Installs every policy of `source` (one or more `export` blocks).
+    pub fn add_exports(&self, source: &str) -> Result<Vec<ExportInfo>, ClientError> {
+        let req = self
+            .auth(self.agent.post(self.url("/v1/exports")))
+            .header("Content-Type", "text/plain; charset=utf-8");
+        self.read(req.send(source))
+    }
+
+    pub fn show_export(&self, name: &str) -> Result<ExportInfo, ClientError> {
+        self.read(
+            self.auth(self.agent.get(self.url(&format!("/v1/exports/{name}"))))
+                .call(),
+        )
+    }
+
+    /// Removes a policy; what it was.
+    pub fn remove_export(&self, name: &str) -> Result<ExportInfo, ClientError> {
+        self.read(
+            self.auth(self.agent.delete(self.url(&format!("/v1/exports/{name}"))))
                 .call(),
         )
     }

@@ -1,5 +1,6 @@
 //! The event manager's control API: HTTP with JSON bodies, so operators and
-//! programs can add, list, show and remove network-wide events at runtime,
+//! programs can add, list, show and remove network-wide events at runtime
+//! (and, on a live host, its own events, metric apps and export policies),
 //! see the hosts and their health, and follow fired events as they come
 //! (server-sent events). `docs/api/openapi.yaml` describes it.
 //!
@@ -17,7 +18,9 @@ pub mod server;
 pub mod token;
 
 pub use client::{Client, ClientError};
-pub use model::{AppRequest, AppsInfo, Command, ControlError, EventInfo, HostInfo};
+pub use model::{
+    AppRequest, AppsInfo, Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostInfo,
+};
 pub use server::{spawn, ControlHandle};
 pub use token::{ServerToken, TokenError};
 

@@ -58,6 +58,54 @@ pub struct AppRequest {
     pub name: String,
 }
 
+/// One export policy installed on a live host (`/v1/exports`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExportInfo {
+    pub name: String,
+    /// The policy's canonical source (one `export` block).
+    pub source: String,
+    /// Packets it took so far, every worker's.
+    pub matched: u64,
+    /// When it was installed (RFC 3339).
+    pub added: String,
+}
+
+/// What an exports route asks of a live host.
+#[derive(Debug)]
+pub enum ExportsCommand {
+    List {
+        reply: Reply<Vec<ExportInfo>>,
+    },
+    /// Install every policy of the text (all or none; checked already).
+    Add {
+        source: String,
+        reply: Reply<Vec<ExportInfo>>,
+    },
+    Show {
+        name: String,
+        reply: Reply<ExportInfo>,
+    },
+    Remove {
+        name: String,
+        reply: Reply<ExportInfo>,
+    },
+}
+
+impl ExportsCommand {
+    /// Answers with 404 saying `why` (where no policies are installed: a manager).
+    pub fn refuse(self, why: &str) {
+        fn no<T>(why: &str) -> Result<T, ControlError> {
+            Err(ControlError::NotFound(why.to_string()))
+        }
+        match self {
+            ExportsCommand::List { reply } | ExportsCommand::Add { reply, .. } => drop(reply.send(no(why))),
+            ExportsCommand::Show { reply, .. } | ExportsCommand::Remove { reply, .. } => {
+                drop(reply.send(no(why)))
+            }
+        }
+    }
+}
+
 /// The body of every error response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -176,6 +224,8 @@ pub enum Command {
         name: String,
         reply: Reply<serde_json::Value>,
     },
+    /// A live host's export policies.
+    Exports(ExportsCommand),
 }
 
 impl Command {
@@ -197,6 +247,7 @@ impl Command {
             Command::Hosts { reply } => {
                 drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
             }
+            Command::Exports(c) => c.refuse("not an apps command"),
         }
     }
 }

@@ -34,7 +34,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 
-use crate::model::{AppRequest, Command, ControlError, ErrorBody, Reply};
+use crate::model::{AppRequest, Command, ControlError, ErrorBody, ExportsCommand, Reply};
 
 /// What the routes need: where commands go, and the stream of fired events (JSON text).
 #[derive(Clone, Debug)]
@@ -216,6 +216,63 @@ async fn remove_app(State(h): State<ControlHandle>, Path(name): Path<String>) ->
     }
 }
 
+async fn exports(State(h): State<ControlHandle>) -> Response {
+    match ask(&h, |reply| Command::Exports(ExportsCommand::List { reply })).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn add_exports(State(h): State<ControlHandle>, body: Bytes) -> Response {
+    let source = match crate::model::events_text(&body) {
+        Ok(source) => source,
+        Err(e) => return e.into_response(),
+    };
+    // Checked on a blocking thread, as events are (see `add`).
+    let checked = tokio::task::spawn_blocking(move || precheck_exports(source)).await;
+    let source = match checked {
+        Ok(Ok(source)) => source,
+        Ok(Err(e)) => return e.into_response(),
+        Err(e) => return ControlError::Failed(format!("the check stopped: {e}")).into_response(),
+    };
+    match ask(&h, |reply| {
+        Command::Exports(ExportsCommand::Add { source, reply })
+    })
+    .await
+    {
+        Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The policies' text if the language accepts it (at least one `export`
+/// block, no event), else its diagnostics rendered.
+fn precheck_exports(source: String) -> Result<String, ControlError> {
+    match clarion_lang::check_exports(&source) {
+        Ok(specs) if specs.is_empty() => Err(ControlError::Invalid("no export policy in the request".into())),
+        Ok(_) => Ok(source),
+        Err(d) => Err(ControlError::Invalid(d.render("request", &source, false))),
+    }
+}
+
+async fn show_export(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    match ask(&h, |reply| Command::Exports(ExportsCommand::Show { name, reply })).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn remove_export(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    match ask(&h, |reply| {
+        Command::Exports(ExportsCommand::Remove { name, reply })
+    })
+    .await
+    {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
 async fn reports(State(h): State<ControlHandle>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = BroadcastStream::new(h.reports.subscribe()).map(|item| {
         Ok(match item {
@@ -291,6 +348,8 @@ pub fn router(h: ControlHandle) -> Router {
         .route("/v1/hosts", get(hosts))
         .route("/v1/apps", get(apps).post(add_app))
         .route("/v1/apps/{name}", get(show_app).delete(remove_app))
+        .route("/v1/exports", get(exports).post(add_exports))
+        .route("/v1/exports/{name}", get(show_export).delete(remove_export))
         .route("/v1/reports", get(reports))
         .route("/v1/openapi.yaml", get(openapi))
         .route_layer(middleware::from_fn_with_state(h.clone(), check_token));
@@ -342,6 +401,7 @@ mod tests {
     use std::net::TcpStream;
 
     use super::*;
+    use crate::model::ExportInfo;
 
     /// An API on a loopback port whose commands nobody answers (these tests
     /// stop at the checks, or use routes that ask nothing).
@@ -428,6 +488,121 @@ mod tests {
             200,
             "health needs none"
         );
+    }
+
+    /// Answers exports commands from a book of policies by name, as a
+    /// live host does (or refuses them all, as a manager does, with
+    /// `refuse`); returns the texts it was asked to add.
+    fn answer_exports(
+        mut rx: mpsc::Receiver<Command>,
+        mut book: Vec<ExportInfo>,
+        refuse: Option<&'static str>,
+    ) -> std::thread::JoinHandle<Vec<String>> {
+        std::thread::spawn(move || {
+            let mut added = Vec::new();
+            let missing = |n: &str| ControlError::NotFound(format!("no policy `{n}`"));
+            while let Some(cmd) = rx.blocking_recv() {
+                let Command::Exports(c) = cmd else { continue };
+                if let Some(why) = refuse {
+                    c.refuse(why);
+                    continue;
+                }
+                match c {
+                    ExportsCommand::List { reply } => drop(reply.send(Ok(book.clone()))),
+                    ExportsCommand::Add { source, reply } => {
+                        let info = ExportInfo {
+                            name: "new".into(),
+                            source: source.clone(),
+                            matched: 0,
+                            added: "now".into(),
+                        };
+                        added.push(source);
+                        book.push(info.clone());
+                        drop(reply.send(Ok(vec![info])));
+                    }
+                    ExportsCommand::Show { name, reply } => {
+                        let found = book.iter().find(|i| i.name == name).cloned();
+                        drop(reply.send(found.ok_or_else(|| missing(&name))));
+                    }
+                    ExportsCommand::Remove { name, reply } => {
+                        let at = book.iter().position(|i| i.name == name);
+                        drop(reply.send(at.map(|i| book.remove(i)).ok_or_else(|| missing(&name))));
+                    }
+                }
+            }
+            added
+        })
+    }
+
+    fn refused(r: Result<impl std::fmt::Debug, crate::ClientError>) -> (u16, String) {
+        match r {
+            Err(crate::ClientError::Refused { status, message }) => (status, message),
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn exports_routes_answer_as_the_host_does() {
+        let (addr, rx) = serve(Some("tok"));
+        let one = ExportInfo {
+            name: "web".into(),
+            source: "export web\n  send headers to collector 127.0.0.1\n".into(),
+            matched: 7,
+            added: "then".into(),
+        };
+        let answering = answer_exports(rx, vec![one.clone()], None);
+        let c = crate::Client::new(&format!("http://{addr}"), Some("tok".into()));
+        assert_eq!(c.exports().expect("a list"), vec![one.clone()]);
+        assert_eq!(c.show_export("web").expect("shown"), one);
+        assert_eq!(refused(c.show_export("nope")).0, 404);
+        assert_eq!(refused(c.remove_export("nope")).0, 404);
+        // A policy the language refuses never reaches the host: 400 with the diagnostics.
+        let (status, message) = refused(c.add_exports("export bad\n  send headers to nowhere\n"));
+        assert_eq!(status, 400);
+        let want = clarion_lang::check_exports("export bad\n  send headers to nowhere\n")
+            .expect_err("invalid")
+            .render("request", "export bad\n  send headers to nowhere\n", false);
+        assert_eq!(message, want);
+        assert!(message.contains("request:2:"), "{message}");
+        let (status, message) = refused(c.add_exports("event e\n  when count() > 1 per 1s\n"));
+        assert_eq!(status, 400, "{message}");
+        assert_eq!(
+            refused(c.add_exports("")),
+            (400, "no export policy in the request".to_string())
+        );
+        let good = "export new\n  filter proto = udp\n  send packets to pcapng\n";
+        let added = c.add_exports(good).expect("added");
+        assert_eq!(added.len(), 1);
+        assert_eq!(c.remove_export("web").expect("removed"), one);
+        assert_eq!(refused(c.show_export("web")).0, 404);
+        assert_eq!(c.exports().expect("a list").len(), 1);
+        // Every route needs the token.
+        let anonymous = crate::Client::new(&format!("http://{addr}"), None);
+        assert_eq!(refused(anonymous.exports()).0, 401);
+        assert_eq!(refused(anonymous.show_export("new")).0, 401);
+        assert_eq!(refused(anonymous.remove_export("new")).0, 401);
+        assert_eq!(refused(anonymous.add_exports(good)).0, 401);
+        let wrong = crate::Client::new(&format!("http://{addr}"), Some("tok2".into()));
+        assert_eq!(refused(wrong.remove_export("new")).0, 401);
+        assert_eq!(
+            c.exports().expect("a list").len(),
+            1,
+            "unchanged by refused requests"
+        );
+        drop(answering);
+    }
+
+    #[test]
+    fn a_manager_refuses_exports_with_404() {
+        let (addr, rx) = serve(None);
+        let why = "export policies are installed on hosts";
+        let _answering = answer_exports(rx, Vec::new(), Some(why));
+        let c = crate::Client::new(&format!("http://{addr}"), None);
+        assert_eq!(refused(c.exports()), (404, why.to_string()));
+        assert_eq!(refused(c.show_export("x")), (404, why.to_string()));
+        assert_eq!(refused(c.remove_export("x")), (404, why.to_string()));
+        let good = "export x\n  send headers to collector 127.0.0.1\n";
+        assert_eq!(refused(c.add_exports(good)), (404, why.to_string()));
     }
 
     #[test]

@@ -938,6 +938,9 @@ impl Service {
                     "the manager runs no metric apps: a live host does (clarion run -i ... --api ADDR with --gpv FILE or --app NAME)",
                 );
             }
+            Command::Exports(x) => x.refuse(
+                "the manager has no export policies: they are installed on hosts (clarion exports add FILE --api URL of a live host's API: clarion run -i ... --api ADDR)",
+            ),
             Command::List { reply } => {
                 let _ = reply.send(Ok(self.book.infos()));
             }
