@@ -206,27 +206,8 @@ fn generated_sets_equal_reference() {
 
 // ---- real captures, rules from their own flows ----
 
-fn captures_dir() -> Option<std::path::PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipped: no captures at {}", dir.display());
-        None
-    }
-}
-
 fn load(path: &Path) -> Vec<FlowKey> {
-    use clarion_capture::{CaptureFile, PacketSource};
-    let mut src = CaptureFile::open(path).expect("open capture");
-    let mut out = Vec::new();
-    while let Some(r) = src.next_packet() {
-        let Ok(p) = r else { continue };
-        if let Ok(rec) = clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
-            out.push(rec.key);
-        }
-    }
-    out
+    clarion_testdata::records(path).iter().map(|r| r.key).collect()
 }
 
 /// A rule from a flow: its addresses under random prefix lengths (or
@@ -275,15 +256,7 @@ fn rule_from(k: &FlowKey, r: u64) -> Rule {
 
 #[test]
 fn captures_equal_reference() {
-    let Some(dir) = captures_dir() else { return };
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("captures directory")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty());
-    for f in files {
+    for f in clarion_testdata::capture_files() {
         let mut keys = load(&f);
         assert!(!keys.is_empty(), "{}", f.display());
         // The reference is linear in rules: 6,000 packets of each file suffice.

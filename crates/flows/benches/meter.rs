@@ -11,9 +11,6 @@
 //!
 //! Run: `cargo bench -p clarion-flows --bench meter`.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 
 use clarion_flows::{Aggregator, FlowConfig, FlowMeter, Microflow};
@@ -137,10 +134,7 @@ fn bench_meter(c: &mut Criterion) {
     g.bench_function("synthetic", |b| {
         b.iter(|| black_box(run_meter(&synthetic, &mut out)))
     });
-    let real = common::captures_dir()
-        .map(|d| d.join("pathspider_real.pcap"))
-        .filter(|p| p.exists())
-        .map(|p| common::load(&p));
+    let real = clarion_testdata::capture("pathspider_real.pcap").map(|p| clarion_testdata::records(&p));
     match real {
         Some(packets) => {
             g.throughput(Throughput::Elements(packets.len() as u64));

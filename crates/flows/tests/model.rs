@@ -9,8 +9,6 @@
 //! standard errors of it. Eq. 2.2 (one `a` for the whole capture) is
 //! printed beside it: a worst-case bound, it is not held to 10%.
 
-mod common;
-
 use clarion_flows::model::{compare, measure};
 use clarion_flows::FlowConfig;
 
@@ -23,10 +21,9 @@ const BUDGET: u64 = if cfg!(debug_assertions) {
 
 #[test]
 fn models_against_the_meter_on_real_captures() {
-    let Some(dir) = common::captures_dir() else { return };
     let mut failures = Vec::new();
-    for path in common::capture_files(&dir) {
-        let packets = common::load(&path);
+    for path in clarion_testdata::capture_files() {
+        let packets = clarion_testdata::records(&path);
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

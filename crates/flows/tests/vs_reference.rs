@@ -2,8 +2,6 @@
 //! cache: generated traffic (few keys, so slots collide; gaps around the
 //! timeouts; FIN/RST; timestamps that go back) and every real capture.
 
-mod common;
-
 use clarion_flows::{FlowConfig, FlowMeter};
 use clarion_records::{EndReason, FlowRecord};
 use clarion_reference::flows::flow_records;
@@ -169,15 +167,14 @@ proptest! {
 
 #[test]
 fn every_capture_matches_the_reference() {
-    let Some(dir) = common::captures_dir() else { return };
     let shapes = [(1, 1), (16, 1), (64, 4), (4096, 1)];
     let timeouts = [
         (15_000_000_000, 300_000_000_000),
         (1_000_000_000, 10_000_000_000),
         (50_000_000, 200_000_000),
     ];
-    for path in common::capture_files(&dir) {
-        let packets = common::load(&path);
+    for path in clarion_testdata::capture_files() {
+        let packets = clarion_testdata::records(&path);
         assert!(!packets.is_empty(), "{} parses to nothing", path.display());
         for &(slots, ways) in &shapes {
             for &(idle, active) in &timeouts {

@@ -411,7 +411,7 @@ fn tests_reach_every_cause() {
             }
         }
     }
-    if captures_dir().is_some() {
+    if clarion_testdata::captures_dir().is_some() {
         assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
     }
 }

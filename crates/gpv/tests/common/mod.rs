@@ -2,59 +2,17 @@
 //! the cache and file round trips.
 #![allow(dead_code)]
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::{Path, PathBuf};
-
-use clarion_capture::{CaptureFile, PacketSource};
 use clarion_gpv::{CacheConfig, Gpv, GpvCache, GpvReader, GpvWriter};
-use clarion_wire::{parse_frame, FlowKey, PacketRecord, TcpInfo};
+use clarion_wire::{FlowKey, PacketRecord, TcpInfo};
 use proptest::prelude::*;
-
-pub fn captures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipped: no captures at {}", dir.display());
-        None
-    }
-}
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Every capture's IP packets, by file name.
 pub fn captures() -> Vec<(String, Vec<PacketRecord>)> {
-    let Some(dir) = captures_dir() else {
-        return Vec::new();
-    };
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("test fixture")
-        .map(|e| e.expect("test fixture").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
-        .collect();
-    names.sort();
-    names
+    clarion_testdata::capture_files()
         .into_iter()
-        .map(|p| {
-            (
-                p.file_name()
-                    .expect("test fixture")
-                    .to_string_lossy()
-                    .into_owned(),
-                read_capture(&p),
-            )
-        })
+        .map(|p| (clarion_testdata::name(&p), clarion_testdata::records(&p)))
         .collect()
-}
-
-pub fn read_capture(path: &Path) -> Vec<PacketRecord> {
-    let mut file = CaptureFile::open(path).expect("test fixture");
-    let mut out = Vec::new();
-    while let Some(r) = file.next_packet() {
-        let p = r.expect("test fixture");
-        if let Ok(rec) = parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
-            out.push(rec);
-        }
-    }
-    out
 }
 
 /// Small caches that force every eviction cause on real traffic.

@@ -3,46 +3,21 @@
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use clarion_capture::{CaptureFile, PacketSource};
 use clarion_headers::{Decoder, Encoder, EncoderConfig, HeaderRecord, TcpHeader};
-use clarion_wire::{parse_frame, LinkType, PacketRecord};
+use clarion_wire::{LinkType, PacketRecord};
 use proptest::prelude::*;
 
-/// The shared captures directory, or `None` (after saying so) when absent.
-pub fn captures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipped: no captures at {}", dir.display());
-        None
-    }
-}
-
-/// Every capture file in the directory, sorted by name.
-pub fn capture_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .collect();
-    v.sort();
-    v
-}
+#[allow(unused_imports)]
+pub use clarion_testdata::{captures_dir, captures_in as capture_files};
 
 /// Every frame of the file that parses as IP, with its link type.
 pub fn load(path: &Path) -> Vec<(LinkType, PacketRecord)> {
-    let mut src = CaptureFile::open(path).unwrap();
-    let mut out = Vec::new();
-    while let Some(r) = src.next_packet() {
-        let Ok(p) = r else { continue };
-        if let Ok(rec) = parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
-            out.push((p.link, rec));
-        }
-    }
-    out
+    clarion_testdata::frames(path)
+        .into_iter()
+        .filter_map(|f| f.record.map(|r| (f.link, r)))
+        .collect()
 }
 
 /// Encodes `recs`, checking every datagram's size; returns the datagrams and the encoder.

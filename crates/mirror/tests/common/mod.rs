@@ -4,34 +4,18 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use clarion_capture::{open, PacketSource};
 use clarion_wire::LinkType;
 
-pub fn captures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipped: no captures at {}", dir.display());
-        None
-    }
-}
+#[allow(unused_imports)]
+pub use clarion_testdata::captures_dir;
 
 /// Whether `tool` runs; says which test skips and why when it does not.
 pub fn require(tool: &str, package: &str) -> bool {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !ok {
-        eprintln!("skipped: {tool} is not installed (apt-get install {package})");
-    }
-    ok
+    clarion_testdata::require_tool(tool, "--version", package)
 }
 
 /// Up to `n` frames of a shared capture.
