@@ -3,6 +3,16 @@
 //! capture, sends the manager a satisfaction report whenever a trigger of a
 //! network-wide event fires, and answers the manager's polls from its kept
 //! windows (a poll for a window it has not reached yet waits until it has).
+//!
+//! Export policies come from the manager too (`clarion exports add --api
+//! MANAGER`): the whole set, in the registration reply and whenever it
+//! changes, checked here with the language and applied between frames (a
+//! replay: to its exporter, from the next frame on; live: to every
+//! worker), replacing the policies of `--exports`. A set that does not
+//! check, or that the host refuses (a pcapng policy without
+//! `--export-dir`), is refused, said on standard error and to the manager,
+//! and the policies running stay. An agent always has an exporter, with
+//! no policies until some arrive (no cost: it is offered no frame).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,9 +24,9 @@ use clap::Args;
 use clarion_capture::CaptureError;
 use clarion_engine::{Monitor, MonitorConfig, Report, TriggerId, WindowValues};
 use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions, WithExports};
-use clarion_lang::spec::EventSpec;
-use clarion_nats::protocol::Control;
-use clarion_nats::{AgentLink, AgentOptions, HostDesk, Inbound, Triggers};
+use clarion_lang::spec::{EventSpec, ExportSpec};
+use clarion_nats::protocol::{Control, ExportSet};
+use clarion_nats::{AgentLink, AgentOptions, AppliedExports, Arrived, HostDesk, Inbound, Triggers};
 use clarion_sinks::ReportSink;
 
 use crate::args::{parse_duration, ExportArgs, Format, LiveArgs};
@@ -45,6 +55,13 @@ workers' merged windows (--history-windows of them). Reports of the host's own e
 from the manager. docs/manager.md explains the protocol.";
 
 #[derive(Args, Debug)]
+// The manager may send policies: the export settings stand without --exports.
+#[command(
+    mut_arg("export_dir", |a| a.requires(clap::builder::Resettable::<clap::Id>::Reset)),
+    mut_arg("export_fast_path", |a| a.requires(clap::builder::Resettable::<clap::Id>::Reset)),
+    mut_arg("export_cache", |a| a.requires(clap::builder::Resettable::<clap::Id>::Reset)),
+    mut_arg("export_cpu", |a| a.requires(clap::builder::Resettable::<clap::Id>::Reset))
+)]
 pub struct AgentArgs {
     #[command(flatten)]
     pub nats: NatsArgs,
@@ -148,6 +165,11 @@ struct Agent {
     sink: Option<Box<dyn ReportSink>>,
     tally: Tally,
     stop: Arc<AtomicBool>,
+    /// The manager's export policies: the version applied last, and a set
+    /// that checked, waiting to be applied by the loop that owns the exporter.
+    exports: AppliedExports,
+    pending_exports: Option<(u64, Vec<ExportSpec>)>,
+    quiet: bool,
 }
 
 impl Agent {
@@ -162,6 +184,7 @@ impl Agent {
             Inbound::Control(Control::Remove { event }) => self.desk.remove(monitor, event),
             Inbound::Control(Control::Extend { event, end_ns }) => self.desk.extend(monitor, event, end_ns),
             Inbound::Control(Control::Done) => self.tally.manager_done = true,
+            Inbound::Control(Control::Exports(set)) => self.exports_arrived(&set),
             // The link takes acknowledgements itself.
             Inbound::Control(Control::Ack { .. }) => {}
             Inbound::Poll { reqs, reply } => {
@@ -177,6 +200,60 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// The manager's export policies arrived: kept to apply if newer and
+    /// checking, else refused (said here and to the manager).
+    fn exports_arrived(&mut self, set: &ExportSet) {
+        match self.exports.arrived(set) {
+            Arrived::Stale => {}
+            Arrived::Apply(specs) => self.pending_exports = Some((set.version, specs)),
+            Arrived::Refused(why) => self.exports_done(set.version, Err(why)),
+        }
+    }
+
+    /// The host applied (or refused) the export policies of `version`:
+    /// said on standard error and to the manager. `applied`: where from.
+    fn exports_done(&mut self, version: u64, applied: Result<String, String>) {
+        self.exports.applied(version);
+        match applied {
+            Ok(from) => {
+                if !self.quiet {
+                    eprintln!("clarion: agent: export policies of version {version} applied {from}");
+                }
+                self.link.exports_applied(version, None);
+            }
+            Err(why) => {
+                eprintln!(
+                    "clarion: warning: the manager's export policies of version {version} are refused (the policies running stay): {why}"
+                );
+                self.link.exports_applied(version, Some(why));
+            }
+        }
+    }
+
+    /// Applies waiting export policies to a replay's exporter, from its next frame on.
+    fn apply_exports(&mut self, stage: &mut WithExports<Monitor>) {
+        let Some((version, specs)) = self.pending_exports.take() else {
+            return;
+        };
+        let frames = stage.frames();
+        let r = match stage.exporter_mut() {
+            Some(x) => x.set_policies(&specs).map_err(|e| e.to_string()),
+            None => Err("this agent has no exporter".into()),
+        };
+        let r = r.map(|()| format!("from frame {frames} on: {}", names(&specs)));
+        self.exports_done(version, r);
+    }
+
+    /// Applies waiting export policies to every worker of a live host.
+    fn apply_live_exports(&mut self, host: &mut LiveHost) {
+        let Some((version, specs)) = self.pending_exports.take() else {
+            return;
+        };
+        let r = host.set_exports(&specs).map_err(|e| e.to_string());
+        let r = r.map(|()| format!("on every worker: {}", names(&specs)));
+        self.exports_done(version, r);
     }
 
     /// Network-wide triggers' reports go to the manager (`decided_ns`: the
@@ -230,7 +307,19 @@ impl Driver<Monitor> for Agent {
     }
 }
 
-/// With `--records`: the monitor has the flow meter beside it.
+/// The policies' names, for messages.
+fn names(specs: &[ExportSpec]) -> String {
+    if specs.is_empty() {
+        return "none".into();
+    }
+    specs
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The monitor with the exports beside it (an agent always has an exporter).
 impl Driver<WithExports<Monitor>> for Agent {
     type Error = Failure;
 
@@ -243,7 +332,9 @@ impl Driver<WithExports<Monitor>> for Agent {
     }
 
     fn service(&mut self, stage: &mut WithExports<Monitor>) -> Result<bool, Failure> {
-        Driver::<Monitor>::service(self, &mut stage.inner)
+        let go_on = Driver::<Monitor>::service(self, &mut stage.inner)?;
+        self.apply_exports(stage);
+        Ok(go_on)
     }
 
     fn warning(&mut self, error: &CaptureError) {
@@ -281,31 +372,35 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         ));
     };
     let mut source = crate::run::open_capture(pcap)?;
-    let mut monitor = Monitor::new(monitor);
+    let mut own_monitor = Monitor::new(monitor);
     for s in own.iter().filter(|s| !s.on_demand) {
-        monitor
+        own_monitor
             .install(s.clone())
             .map_err(|e| Failure::Usage(format!("clarion: event {}: {e}", s.name)))?;
     }
-    let exports = crate::exports::open(&a.export)?;
-    let mut ag = Agent::register(a, &mut monitor, stop)?;
+    let mut exports = crate::exports::open(&a.export)?;
+    if exports.exporter.is_none() {
+        // No policies until the manager sends some.
+        let config = crate::exports::export_config(&a.export.policies);
+        exports.exporter = Some(
+            clarion_export::Exporter::new(&[], &config)
+                .map_err(|e| Failure::Usage(format!("clarion: {e}")))?,
+        );
+    }
+    let (mut with, apps_out) = exports.around(own_monitor)?;
+    let mut ag = Agent::register(a, &mut with.inner, stop)?;
+    // The manager's policies apply from the first frame.
+    ag.apply_exports(&mut with);
     let options = ReplayOptions {
         speed: a.speed,
         ..ReplayOptions::default()
     };
-    let mut records = None;
-    let run = if exports.is_empty() {
-        replay(&mut source, &mut monitor, &mut ag, &options)?
-    } else {
-        let (mut with, apps_out) = exports.around(monitor)?;
-        let run = replay(&mut source, &mut with, &mut ag, &options)?;
-        if let Some(apps) = with.apps().filter(|r| !r.names().is_empty()) {
-            crate::exports::write_app_report(apps, apps_out.as_deref())?;
-        }
-        records = Some(crate::exports::summary(&with));
-        monitor = with.inner;
-        run
-    };
+    let run = replay(&mut source, &mut with, &mut ag, &options)?;
+    if let Some(apps) = with.apps().filter(|r| !r.names().is_empty()) {
+        crate::exports::write_app_report(apps, apps_out.as_deref())?;
+    }
+    let records = crate::exports::summary(&with);
+    let mut monitor = with.inner;
     if let Some(sink) = ag.sink.as_mut() {
         sink.flush().map_err(sink_error)?;
     }
@@ -322,7 +417,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     ag.link.flush(Duration::from_secs(5));
     if !a.quiet {
         ag.print_summary(&a.host, run.frames, monitor.counters().packets, run.elapsed);
-        eprint!("{}", records.unwrap_or_default());
+        eprint!("{records}");
     }
     match run.damage {
         Some(e) => {
@@ -341,7 +436,14 @@ fn live_agent(
     monitor: MonitorConfig,
     stop: Arc<AtomicBool>,
 ) -> Result<ExitCode, Failure> {
-    let (exports, configs) = crate::exports::LiveExports::open(&a.export)?;
+    let (exports, mut configs) = crate::exports::LiveExports::open(&a.export)?;
+    if configs.2.is_none() {
+        // Workers with exporters without policies, until the manager sends some.
+        configs.2 = Some(clarion_host::LiveExportConfig {
+            policies: Vec::new(),
+            config: crate::exports::export_config(&a.export.policies),
+        });
+    }
     let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor, configs)?;
     config.keep_windows = true;
     let events = a.events.clone().unwrap_or_default();
@@ -349,6 +451,7 @@ fn live_agent(
         .map_err(|e| crate::live::start_failure(e, &events))?;
     crate::live::serve_metrics(&a.live, &host, a.quiet)?;
     let mut ag = Agent::register(a, &mut Merged(&mut host), stop)?;
+    ag.apply_live_exports(&mut host);
     if !a.quiet {
         eprintln!(
             "clarion: agent {} capturing on {}; Ctrl-C stops",
@@ -450,6 +553,7 @@ impl Agent {
         for t in link.take_triggers() {
             desk.install(host, t).map_err(runtime)?;
         }
+        let registered_exports = link.take_exports();
         if !a.quiet {
             eprintln!(
                 "clarion: agent {} registered with manager {}: {} network-wide trigger(s)",
@@ -458,13 +562,20 @@ impl Agent {
                 desk.events()
             );
         }
-        Ok(Agent {
+        let mut ag = Agent {
             link,
             desk,
             sink: Some(open_sink_to(a.output.as_deref(), a.format)?),
             tally: Tally::default(),
             stop,
-        })
+            exports: AppliedExports::default(),
+            pending_exports: None,
+            quiet: a.quiet,
+        };
+        if let Some(set) = registered_exports {
+            ag.exports_arrived(&set);
+        }
+        Ok(ag)
     }
 
     fn stopped(&self) -> bool {
@@ -521,6 +632,7 @@ impl Agent {
                 other => out.take(other)?,
             }
             self.serve(&mut Merged(host));
+            self.apply_live_exports(host);
             local.service(host, out.apps());
             out.tick()?;
         }

@@ -135,8 +135,14 @@ pub fn load_policies(
             "clarion: {name} defines no export policy; add one, e.g.\n\n  export web_headers\n    filter proto = tcp and dst_port = 443\n    send headers to collector 127.0.0.1\n"
         )));
     }
+    Ok(Some((policies, export_config(a))))
+}
+
+/// The exporter's settings of the flags (`--export-dir` and the others),
+/// with or without `--exports` (an agent takes its policies from the manager).
+pub fn export_config(a: &PolicyArgs) -> ExportConfig {
     let capacity = a.export_cache as usize;
-    let config = ExportConfig {
+    ExportConfig {
         export_dir: a.export_dir.clone(),
         fast_path: match a.export_fast_path {
             FastPathArg::Uss => FastPathKind::Uss { capacity },
@@ -149,8 +155,7 @@ pub fn load_policies(
             ..clarion_export::SamplingConfig::default()
         },
         ..ExportConfig::default()
-    };
-    Ok(Some((policies, config)))
+    }
 }
 
 /// Capturing around the events of `specs` that say `then capture`, into

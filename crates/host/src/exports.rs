@@ -46,6 +46,8 @@ pub struct WithExports<S> {
     input: u16,
     flushed_at_ns: u64,
     ticked_at_ns: u64,
+    /// Frames that parsed, handed to [`Stage::frame`] so far.
+    frames: u64,
 }
 
 struct Records {
@@ -94,6 +96,7 @@ impl<S: Stage> WithExports<S> {
             input: 0,
             flushed_at_ns: 0,
             ticked_at_ns: 0,
+            frames: 0,
         }
     }
 
@@ -101,6 +104,18 @@ impl<S: Stage> WithExports<S> {
     pub fn exporter(mut self, exporter: Exporter) -> WithExports<S> {
         self.exporter = Some(exporter);
         self
+    }
+
+    /// The export policies' exporter, to change its policies between
+    /// frames ([`Exporter::set_policies`]: from the next frame on).
+    pub fn exporter_mut(&mut self) -> Option<&mut Exporter> {
+        self.exporter.as_mut()
+    }
+
+    /// Frames that parsed, seen so far: a change of policies between
+    /// frames applies from this frame (counted from 0) on.
+    pub fn frames(&self) -> u64 {
+        self.frames
     }
 
     /// Capture around the events that say `then capture`: frames into its
@@ -210,7 +225,9 @@ impl<S: Stage> Stage for WithExports<S> {
 
     #[inline]
     fn frame(&mut self, record: &PacketRecord, raw: &RawPacket<'_>) {
-        if let Some(x) = &mut self.exporter {
+        self.frames += 1;
+        // An exporter without policies (waiting for some) is offered nothing.
+        if let Some(x) = self.exporter.as_mut().filter(|x| !x.policies().is_empty()) {
             let frame = Frame {
                 link: raw.link,
                 data: raw.data,

@@ -7,7 +7,9 @@
 //! ([`AgentLink::try_recv`]), and sends what the loop hands it
 //! (satisfaction reports, answers, status) in the order given. Satisfaction
 //! reports stay in the link's [`Outbox`] until the manager acknowledges
-//! them, and are sent again until it does.
+//! them, and are sent again until it does. The manager's export policies
+//! come in the registration reply ([`AgentLink::take_exports`]) and then as
+//! [`Control::Exports`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -21,7 +23,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::outbox::{Outbox, OUTBOX_CAP};
-use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Trigger, Up};
+use crate::protocol::{self, Answer, Control, ExportSet, PollRequest, Register, RegisterReply, Trigger, Up};
 use crate::{NatsError, Security};
 
 #[derive(Clone, Debug)]
@@ -66,6 +68,7 @@ pub struct AgentLink {
     host: String,
     manager: String,
     triggers: Vec<Trigger>,
+    exports: Option<ExportSet>,
     inbound: std_mpsc::Receiver<Inbound>,
     out: mpsc::UnboundedSender<Outgoing>,
     /// Satisfaction reports the manager has not acknowledged yet.
@@ -97,7 +100,7 @@ impl AgentLink {
         // Replies to this host (its registration) on its own inbox, which
         // per-host credentials let only it read.
         let inbox = crate::credentials::reply_inbox_prefix(&opts.host);
-        let (manager, triggers) = rt.block_on(async {
+        let (manager, triggers, exports) = rt.block_on(async {
             let client = crate::connect(
                 &opts.url,
                 &opts.security,
@@ -132,6 +135,7 @@ impl AgentLink {
             host: opts.host.clone(),
             manager,
             triggers,
+            exports,
             inbound,
             out,
             unacked,
@@ -146,6 +150,18 @@ impl AgentLink {
     /// The triggers the registration reply carried (taken once).
     pub fn take_triggers(&mut self) -> Vec<Trigger> {
         std::mem::take(&mut self.triggers)
+    }
+
+    /// The export policies the registration reply carried (taken once).
+    pub fn take_exports(&mut self) -> Option<ExportSet> {
+        self.exports.take()
+    }
+
+    /// Tells the manager what this host made of the export policies of
+    /// `version`: applied, or refused and why.
+    pub fn exports_applied(&self, version: u64, refused: Option<String>) {
+        let up = Up::Exports { version, refused };
+        self.send(Outgoing::Publish(protocol::up(&self.host), protocol::encode(&up)));
     }
 
     pub fn try_recv(&self) -> Option<Inbound> {
@@ -206,7 +222,7 @@ async fn register(
     client: &async_nats::Client,
     opts: &AgentOptions,
     waiting: impl FnOnce(),
-) -> Result<(String, Vec<Trigger>), NatsError> {
+) -> Result<(String, Vec<Trigger>, Option<ExportSet>), NatsError> {
     let msg = protocol::encode(&Register {
         host: opts.host.clone(),
         prefixes: opts.prefixes.clone(),
@@ -220,7 +236,11 @@ async fn register(
         match client.send_request(protocol::REGISTER, req).await {
             Ok(m) => {
                 return match protocol::decode::<RegisterReply>(protocol::REGISTER, &m.payload)? {
-                    RegisterReply::Accepted { manager, triggers } => Ok((manager, triggers)),
+                    RegisterReply::Accepted {
+                        manager,
+                        triggers,
+                        exports,
+                    } => Ok((manager, triggers, exports)),
                     RegisterReply::Refused { reason } => Err(NatsError::Refused {
                         host: opts.host.clone(),
                         reason,

@@ -9,6 +9,8 @@
 //!   which local trigger belongs to which network-wide event, and polls
 //!   answered from the monitor's kept windows, or deferred until the
 //!   polled window is closed.
+//! - [`exports`]: export policies installed from the manager on every
+//!   agent: the manager's set, versioned, and what an agent applied.
 //! - [`agent`]: an agent's connection: registration, installs, polls,
 //!   satisfaction reports, in a background runtime, for a synchronous
 //!   monitor loop.
@@ -29,6 +31,7 @@ pub mod book;
 pub mod credentials;
 pub mod desk;
 mod error;
+pub mod exports;
 pub mod outbox;
 pub mod protocol;
 pub mod service;
@@ -38,6 +41,7 @@ pub use agent::{AgentLink, AgentOptions, Inbound};
 pub use book::{EventBook, OnDuplicate};
 pub use desk::{HostDesk, Triggers};
 pub use error::NatsError;
+pub use exports::{AppliedExports, Arrived, ExportBook, ExportSet, PolicyInfo};
 pub use service::{serve, ControlLink, Gap, ManagerOptions, ManagerStats, EVENTS_STREAM};
 
 /// How a client proves itself to the NATS server.

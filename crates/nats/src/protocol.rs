@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | `clarion.register` | agent → manager | [`Register`] → [`RegisterReply`] | request-reply (queue group `clarion-managers`) |
 //! | `clarion.up.<host>` | agent → manager | [`Up`]: satisfaction reports, status | publish, in order |
-//! | `clarion.host.<host>.control` | manager → agent | [`Control`]: install, remove, shut down | publish |
+//! | `clarion.host.<host>.control` | manager → agent | [`Control`]: install, remove, export policies, shut down | publish |
 //! | `clarion.host.<host>.poll` | manager → agent | a batch of [`PollRequest`]s → their [`Answer`]s, in order | request-reply |
 //! | `clarion.events` | manager → anyone | a network-wide report (schema `clarion.report/1`) | publish |
 //!
@@ -23,11 +23,17 @@
 //! successor gets every unacknowledged one again and polls the hosts'
 //! kept windows. A report may so be decided twice around a crash; the
 //! manager ignores one it is still deciding.
+//!
+//! Export policies travel as the host's whole set ([`ExportSet`], see
+//! [`crate::exports`]): in the registration reply (late joiners) and in
+//! [`Control::Exports`] whenever the manager's set changes; the agent says
+//! what it made of each ([`Up::Exports`]).
 
 use clarion_lang::spec::EventSpec;
 use clarion_report::{GroupKey, Report};
 use serde::{Deserialize, Serialize};
 
+pub use crate::exports::ExportSet;
 use crate::NatsError;
 
 pub const REGISTER: &str = "clarion.register";
@@ -75,6 +81,10 @@ pub enum RegisterReply {
     Accepted {
         manager: String,
         triggers: Vec<Trigger>,
+        /// The manager's export policies, to apply before monitoring (none:
+        /// the manager never had any, or predates them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exports: Option<ExportSet>,
     },
     Refused {
         reason: String,
@@ -115,6 +125,9 @@ pub enum Control {
     Ack {
         seqs: Vec<u64>,
     },
+    /// The host's whole set of export policies now (replacing the one it
+    /// applied, unless that one is newer).
+    Exports(ExportSet),
 }
 
 /// An agent sends an unacknowledged satisfaction report again after this.
@@ -154,6 +167,13 @@ pub enum Up {
     /// Sent every second: the host is alive (the manager lists hosts' health
     /// from it, and re-sends the triggers of a host that comes back).
     Heartbeat,
+    /// What the agent made of the export policies of `version`: applied,
+    /// or refused (`refused`: why; the set it applied before stays).
+    Exports {
+        version: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
 }
 
 /// The manager asks a host for its values of an event's trigger in one window and group.
@@ -306,6 +326,34 @@ mod tests {
             let req = PollRequest { event: 1, window_start_ns: 2, group };
             prop_assert_eq!(decode::<PollRequest>("s", &encode(&req)).expect("decodes"), req);
         }
+    }
+
+    #[test]
+    fn export_sets_travel_and_older_peers_still_understand() {
+        let set = ExportSet {
+            version: 7,
+            source: "export a\n  filter proto = udp\n  send packets to pcapng\n".into(),
+        };
+        let c = Control::Exports(set.clone());
+        assert_eq!(decode::<Control>("s", &encode(&c)).expect("decodes"), c);
+        // A manager from before export policies: its reply has no `exports`.
+        let old = br#"{"Accepted":{"manager":"m","triggers":[]}}"#;
+        let RegisterReply::Accepted { exports, .. } = decode::<RegisterReply>("s", old).expect("decodes")
+        else {
+            panic!("accepted");
+        };
+        assert_eq!(exports, None);
+        let new = RegisterReply::Accepted {
+            manager: "m".into(),
+            triggers: Vec::new(),
+            exports: Some(set),
+        };
+        assert_eq!(decode::<RegisterReply>("s", &encode(&new)).expect("decodes"), new);
+        let up = Up::Exports {
+            version: 7,
+            refused: Some("why".into()),
+        };
+        assert_eq!(decode::<Up>("s", &encode(&up)).expect("decodes"), up);
     }
 
     #[test]

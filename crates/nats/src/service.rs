@@ -10,6 +10,11 @@
 //! keeps the window) is left out and the decision is made with the others,
 //! marked partial, once no poll of it is outstanding.
 //!
+//! Export policies ([`crate::exports`]): the service keeps the set (in
+//! memory: a restarted manager starts with none) and sends it whole to
+//! every inventory host when it changes, in each registration reply, and
+//! to a host back from silence; agents answer what they made of it.
+//!
 //! Several managers (`shared`): registrations go to the queue group
 //! `clarion-managers` and satisfaction reports reach every manager; each
 //! decides only the events it owns ([`crate::shared`]).
@@ -19,13 +24,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clarion_control::{Command, ControlError, EventInfo, HostInfo};
+use clarion_control::{Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostInfo};
 use clarion_manager::{Effect, EventId, HostId, ManagerLoop, Poll};
 use clarion_report::{GroupKey, Report};
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::book::{EventBook, OnDuplicate};
+use crate::exports::{ExportBook, PolicyInfo};
 use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Up};
 use crate::shared::{Shared, SharedEvent, TEND_EVERY};
 use crate::{NatsError, Security};
@@ -260,6 +266,8 @@ struct Service {
     max_poll_batch: usize,
     /// With other managers: the shared buckets and what this one owns.
     shared: Option<Shared>,
+    /// The export policies every host runs.
+    exports: ExportBook,
 }
 
 impl Service {
@@ -289,6 +297,7 @@ impl Service {
             to_poll: vec![Vec::new(); n],
             max_poll_batch: 1,
             shared: None,
+            exports: ExportBook::new(),
         }
     }
 
@@ -303,11 +312,39 @@ impl Service {
             .await;
     }
 
-    /// Sends `host` every trigger it should hold (installs are idempotent on the agent).
+    /// Sends `host` every trigger it should hold (installs are idempotent on
+    /// the agent), and the export policies (an agent ignores a set it has).
     async fn send_triggers(&self, host: HostId) {
         for t in self.book.triggers_of(host) {
             self.send_control(host, &Control::Install(t)).await;
         }
+        if let Some(set) = self.exports.set() {
+            self.send_control(host, &Control::Exports(set)).await;
+        }
+    }
+
+    /// The export policies changed: every host gets the whole set.
+    async fn send_exports(&self) {
+        if let Some(set) = self.exports.set() {
+            for h in 0..self.hosts.len() {
+                self.send_control(h, &Control::Exports(set.clone())).await;
+            }
+        }
+    }
+
+    /// Adds the export policies of `source` (all or none, checked with the
+    /// language's diagnostics) and sends every host the new set.
+    async fn add_exports(&mut self, source: &str) -> Result<Vec<PolicyInfo>, ControlError> {
+        let added = self.exports.add(source, crate::wall_ns())?;
+        self.send_exports().await;
+        Ok(added)
+    }
+
+    /// Removes an export policy from every host.
+    async fn remove_export(&mut self, name: &str) -> Result<PolicyInfo, ControlError> {
+        let gone = self.exports.remove(name, crate::wall_ns())?;
+        self.send_exports().await;
+        Ok(gone)
     }
 
     async fn run(
@@ -589,6 +626,7 @@ impl Service {
                     RegisterReply::Accepted {
                         manager: self.name.clone(),
                         triggers: self.book.triggers_of(h),
+                        exports: self.exports.set(),
                     }
                 }
             },
@@ -623,6 +661,14 @@ impl Service {
         }
         let (event, report, decided_ns, seq) = match up {
             Up::Heartbeat => return Vec::new(),
+            Up::Exports { version, refused } => {
+                if let Some(why) = refused {
+                    eprintln!(
+                        "clarion: manager: host {host_name} refused the export policies of version {version} (it keeps its previous ones): {why}"
+                    );
+                }
+                return Vec::new();
+            }
             Up::Finished { unacked } => {
                 // Done once every report it sent is acknowledged.
                 self.hosts[host].finished = unacked == 0;
@@ -938,9 +984,7 @@ impl Service {
                     "the manager runs no metric apps: a live host does (clarion run -i ... --api ADDR with --gpv FILE or --app NAME)",
                 );
             }
-            Command::Exports(x) => x.refuse(
-                "the manager has no export policies: they are installed on hosts (clarion exports add FILE --api URL of a live host's API: clarion run -i ... --api ADDR)",
-            ),
+            Command::Exports(x) => self.exports_command(x).await,
             Command::List { reply } => {
                 let _ = reply.send(Ok(self.book.infos()));
             }
@@ -972,6 +1016,29 @@ impl Service {
                     Err(e) => Err(e),
                 };
                 let _ = reply.send(r);
+            }
+        }
+    }
+
+    /// The control API's export routes: the policies every host runs. The
+    /// manager does not see the hosts' packets: `matched` is 0 here (each
+    /// host's own API counts them).
+    async fn exports_command(&mut self, c: ExportsCommand) {
+        match c {
+            ExportsCommand::List { reply } => {
+                let _ = reply.send(Ok(self.exports.list().iter().map(export_info).collect()));
+            }
+            ExportsCommand::Show { name, reply } => {
+                let found = self.exports.show(&name).map(export_info);
+                let _ = reply.send(found.ok_or_else(|| crate::exports::not_found(&name)));
+            }
+            ExportsCommand::Add { source, reply } => {
+                let r = self.add_exports(&source).await;
+                let _ = reply.send(r.map(|v| v.iter().map(export_info).collect()));
+            }
+            ExportsCommand::Remove { name, reply } => {
+                let r = self.remove_export(&name).await;
+                let _ = reply.send(r.map(|p| export_info(&p)));
             }
         }
     }
@@ -1047,6 +1114,15 @@ async fn ask_host(
             }
             Err(_) => return None,
         }
+    }
+}
+
+fn export_info(p: &PolicyInfo) -> ExportInfo {
+    ExportInfo {
+        name: p.name.clone(),
+        source: p.source.clone(),
+        matched: 0,
+        added: clarion_report::rfc3339(p.added_ns),
     }
 }
 

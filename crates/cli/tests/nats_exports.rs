@@ -1,0 +1,306 @@
+//! Export policies installed from the manager onto its agents: a real
+//! nats-server, a manager with its control API, two agents replaying
+//! generated traffic at the capture's pace and a third registering after
+//! the install (on a real capture when the shared ones are there). A
+//! `send packets to pcapng` policy is added through the manager's
+//! `/v1/exports`, then removed. Each agent says from which frame (of the
+//! frames that parse, counted from 0) it applied each set; its pcapng files
+//! must hold exactly the frames the filter takes (read plainly from the
+//! capture) between the install's frame and the removal's, whatever the
+//! timing: for the late agent, from its first frame. The manager answers
+//! list and show with the canonical source, refuses a policy that does not
+//! check with the language's words, and an agent refuses (and says) a set
+//! its host cannot run.
+
+mod bus;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bus::*;
+use clarion_capture::PacketSource;
+
+const POLICY: &str = "export web\n  filter dst_port = 80\n  send packets to pcapng\n";
+
+/// A frame as the files and the capture hold it.
+type Frame = (u64, Vec<u8>, u32);
+
+/// An agent whose standard error is collected line by line.
+struct Agent {
+    guard: Guard,
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Agent {
+    fn start(d: &Path, nats: &str, host: &str, pcap: &Path, paced: bool) -> Agent {
+        let mut c = clarion();
+        c.args(["agent", "--nats", nats, "--host", host, "--pcap"])
+            .arg(pcap)
+            .args(["--linger", "1s", "--export-dir", &format!("out-{host}")]);
+        if paced {
+            c.args(["--speed", "1"]);
+        }
+        let child = c
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("agent starts");
+        Agent::from_child(child)
+    }
+
+    fn text(&self) -> String {
+        self.lines.lock().expect("lines").join("\n")
+    }
+
+    /// Waits for a line holding `what`; gives it.
+    fn line(&self, what: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .expect("lines")
+                .iter()
+                .find(|l| l.contains(what))
+            {
+                return l.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no line with {what:?} within {limit:?}: {}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The frame from which the agent applied the set whose names are `names`.
+    fn applied_from(&self, names: &str) -> usize {
+        let l = self.line(&format!("on: {names}"), Duration::from_secs(20));
+        l.split("from frame ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no frame in {l:?}"))
+    }
+
+    fn finish(self) -> String {
+        let o = wait(self.guard.take(), "an agent", Duration::from_secs(60));
+        self.reader.join().expect("reader");
+        let text = self.lines.lock().expect("lines").join("\n");
+        assert!(o.status.success(), "{text}");
+        text
+    }
+}
+
+/// The frames of a capture that parse (as an agent counts them), and
+/// whether the policy's filter takes each: read plainly.
+fn parsed_frames(path: &Path) -> Vec<(Frame, bool)> {
+    let mut src = clarion_capture::CaptureFile::open(path).expect("the capture");
+    let mut out = Vec::new();
+    while let Some(r) = src.next_packet() {
+        let p = r.expect("a packet");
+        if let Ok(rec) = clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
+            let takes = rec.key.has_ports() && rec.key.dst_port == 80;
+            out.push(((p.ts_ns, p.data.to_vec(), p.orig_len), takes));
+        }
+    }
+    out
+}
+
+/// What the policy's files in `dir` hold, in file order (names sort by run and sequence).
+fn exported(dir: &Path) -> Vec<Frame> {
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries.map(|e| e.expect("entry").path()).collect(),
+        Err(_) => return Vec::new(),
+    };
+    files.sort();
+    let mut got = Vec::new();
+    for f in &files {
+        let name = f.file_name().expect("a name").to_string_lossy().into_owned();
+        assert!(name.starts_with("web-") && name.ends_with(".pcapng"), "{name}");
+        let mut src = clarion_capture::CaptureFile::open(f).expect("a pcapng");
+        while let Some(r) = src.next_packet() {
+            let p = r.expect("a packet");
+            got.push((p.ts_ns, p.data.to_vec(), p.orig_len));
+        }
+    }
+    got
+}
+
+/// The frames the filter takes among parsed frames `from..to`.
+fn wanted(frames: &[(Frame, bool)], from: usize, to: usize) -> Vec<Frame> {
+    frames[from.min(frames.len())..to.min(frames.len())]
+        .iter()
+        .filter(|(_, takes)| *takes)
+        .map(|(f, _)| f.clone())
+        .collect()
+}
+
+fn assert_frames(host: &str, got: &[Frame], want: &[Frame]) {
+    assert!(
+        got == want,
+        "{host}: the files hold {} frames, the filter takes {} (first differing at {:?})",
+        got.len(),
+        want.len(),
+        got.iter().zip(want).position(|(a, b)| a != b)
+    );
+}
+
+#[test]
+fn policies_installed_on_the_manager_reach_every_agent_from_then_on() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // 6 s of traffic for four hosts, replayed at its pace.
+    setup(d, 600);
+    let (_server, nats_port) = start_server(&server);
+    let nats = format!("nats://127.0.0.1:{nats_port}");
+    let (_m, port) = api_manager(d, &nats, &["--no-store"]);
+    let token = std::fs::read_to_string(test_token_file()).expect("the API token");
+    let api = clarion_control::Client::new(&format!("http://127.0.0.1:{port}"), Some(token.trim().into()));
+
+    // Mistakes are the language's, before anything reaches a host.
+    let e = api
+        .add_exports("export web\n  filter dst_prot = 80\n  send packets to pcapng\n")
+        .expect_err("refused");
+    assert!(e.to_string().contains("dst_prot"), "{e}");
+    assert!(api.exports().expect("a list").is_empty());
+
+    let early: Vec<(String, PathBuf, Agent)> = ["web-1", "web-2"]
+        .iter()
+        .map(|h| {
+            let pcap = d.join(format!("hosts/{h}.pcap"));
+            let a = Agent::start(d, &nats, h, &pcap, true);
+            (h.to_string(), pcap, a)
+        })
+        .collect();
+    for (_, _, a) in &early {
+        a.line("registered with manager", Duration::from_secs(20));
+    }
+    // Some traffic passes before the install.
+    std::thread::sleep(Duration::from_millis(800));
+    let added = api.add_exports(POLICY).expect("installed");
+    assert_eq!(added.len(), 1);
+    assert_eq!(added[0].name, "web");
+    let shown = api.show_export("web").expect("shown");
+    assert_eq!(shown.source, POLICY, "the canonical source");
+    let from: Vec<usize> = early.iter().map(|(_, _, a)| a.applied_from("web")).collect();
+
+    // A host registering now gets the policies before its first frame.
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures/dpkt_http.pcap");
+    let late_pcap = if real.exists() {
+        real
+    } else {
+        eprintln!("note: no shared captures; the late agent replays generated traffic");
+        d.join("hosts/web-3.pcap")
+    };
+    let late = Agent::start(d, &nats, "web-3", &late_pcap, false);
+    assert_eq!(late.applied_from("web"), 0, "{}", late.text());
+
+    // More traffic passes, then the policy goes.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(api.remove_export("web").expect("removed").name, "web");
+    assert!(api.show_export("web").is_err());
+    let to: Vec<usize> = early.iter().map(|(_, _, a)| a.applied_from("none")).collect();
+
+    eprintln!("the early agents applied the policy from frames {from:?} to {to:?}");
+    for (host, pcap, a) in early {
+        let text = a.finish();
+        let frames = parsed_frames(&pcap);
+        let i = early_index(&host);
+        assert!(
+            from[i] > 0 && to[i] > from[i] && to[i] < frames.len(),
+            "{host}: the install (frame {}) and the removal (frame {}) fall inside the replay of {} frames: {text}",
+            from[i],
+            to[i],
+            frames.len()
+        );
+        let want = wanted(&frames, from[i], to[i]);
+        assert!(!want.is_empty(), "{host}: the filter takes frames in between");
+        assert_frames(&host, &exported(&d.join(format!("out-{host}"))), &want);
+    }
+    late.finish();
+    let frames = parsed_frames(&late_pcap);
+    let want = wanted(&frames, 0, frames.len());
+    assert!(!want.is_empty());
+    assert_frames("web-3", &exported(&d.join("out-web-3")), &want);
+}
+
+fn early_index(host: &str) -> usize {
+    match host {
+        "web-1" => 0,
+        _ => 1,
+    }
+}
+
+#[test]
+fn an_agent_refuses_a_set_its_host_cannot_run_and_keeps_running() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    setup(d, 300);
+    let (_server, nats_port) = start_server(&server);
+    let nats = format!("nats://127.0.0.1:{nats_port}");
+    let (m, port) = api_manager(d, &nats, &["--no-store"]);
+    let token = std::fs::read_to_string(test_token_file()).expect("the API token");
+    let api = clarion_control::Client::new(&format!("http://127.0.0.1:{port}"), Some(token.trim().into()));
+    // No --export-dir: a pcapng policy cannot run on this host.
+    let mut c = clarion();
+    c.args([
+        "agent",
+        "--nats",
+        &nats,
+        "--host",
+        "web-1",
+        "--pcap",
+        "hosts/web-1.pcap",
+    ])
+    .args(["--speed", "1", "--linger", "1s"]);
+    let child = c
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agent starts");
+    let a = Agent::from_child(child);
+    a.line("registered with manager", Duration::from_secs(20));
+    api.add_exports(POLICY).expect("the manager takes it");
+    let l = a.line("are refused", Duration::from_secs(20));
+    assert!(l.contains("export") && l.contains("web"), "{l}");
+    let text = a.finish();
+    assert!(text.contains("frames"), "the replay went on to its end: {text}");
+    let out = m.terminate("the manager");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("host web-1 refused the export policies"),
+        "the manager says so: {e}"
+    );
+}
+
+impl Agent {
+    fn from_child(mut child: Child) -> Agent {
+        let err = child.stderr.take().expect("its stderr");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&lines);
+        let reader = std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                kept.lock().expect("lines").push(l);
+            }
+        });
+        Agent {
+            guard: Guard::new(child),
+            lines,
+            reader,
+        }
+    }
+}
