@@ -14,6 +14,9 @@
 //!   IPv6, default port [`DEFAULT_PORT`] 4789) with counters. It never
 //!   stalls the caller: a datagram that does not fit the socket buffer is
 //!   counted as dropped and the caller goes on (see [`VxlanMirror::send`]).
+//!   Its datagrams go out in batches of up to [`MAX_BATCH`], one
+//!   `sendmmsg(2)` each, flushed by the owner's tick
+//!   ([`VxlanMirror::flush`]).
 //!
 //! The outer IP and UDP headers are the kernel's: the datagrams leave
 //! from an ephemeral port of the host's address, so the usual routing,
@@ -21,11 +24,13 @@
 //! headers (IPv4; 70 for IPv6) over the path MTU is fragmented by IP.
 
 mod error;
+mod mmsg;
 mod sender;
 mod vxlan;
 
 pub use error::MirrorError;
-pub use sender::{parse_analyzer, MirrorStats, SendOutcome, VxlanMirror};
+pub use mmsg::MAX_BATCH;
+pub use sender::{parse_analyzer, Flushed, MirrorStats, SendOutcome, VxlanMirror, DEFAULT_BATCH};
 pub use vxlan::{
     encapsulate, encapsulate_link, Vni, DEFAULT_PORT, FLAG_VNI_VALID, HEADER_LEN, SYNTHETIC_DST_MAC,
     SYNTHETIC_SRC_MAC,

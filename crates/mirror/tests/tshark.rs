@@ -70,14 +70,24 @@ fn tshark_decodes_vxlan_and_the_inner_frames_are_the_originals() {
     let vni = Vni::new(0x00ab_cdef).unwrap();
     for (fs, rx) in plan {
         rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut m = VxlanMirror::new(rx.local_addr().unwrap(), vni).unwrap();
+        // Batched as the exporter sends; each batch read back (paced).
+        let mut m = VxlanMirror::new(rx.local_addr().unwrap(), vni)
+            .unwrap()
+            .with_batch(16);
         let mut buf = vec![0u8; 65_536];
-        for (link, f) in fs {
-            assert!(matches!(m.send(link, &f), SendOutcome::Sent(_)));
-            rx.recv_from(&mut buf).unwrap();
-            sent.push((link, f));
+        for chunk in fs.chunks(16) {
+            for (link, f) in chunk {
+                let r = m.send(*link, f);
+                assert!(matches!(r, SendOutcome::Queued | SendOutcome::Sent(_)), "{r:?}");
+                sent.push((*link, f.clone()));
+            }
+            m.flush();
+            for _ in chunk {
+                rx.recv_from(&mut buf).unwrap();
+            }
         }
         assert_eq!(m.stats().dropped + m.stats().send_errors, 0);
+        assert_eq!(m.stats().packets, fs.len() as u64);
     }
     dump.wait(20);
 
