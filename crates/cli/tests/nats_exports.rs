@@ -7,7 +7,10 @@
 //! frames that parse, counted from 0) it applied each set; its pcapng files
 //! must hold exactly the frames the filter takes (read plainly from the
 //! capture) between the install's frame and the removal's, whatever the
-//! timing: for the late agent, from its first frame. The manager answers
+//! timing: for the late agent, from its first frame. A live agent (`-i`,
+//! root) applies them on its workers: of three replays into its interface
+//! around the install and the removal, the files hold exactly the middle
+//! one's frames the filter takes. The manager answers
 //! list and show with the canonical source, refuses a policy that does not
 //! check with the language's words, and an agent refuses (and says) a set
 //! its host cannot run.
@@ -31,6 +34,7 @@ type Frame = (u64, Vec<u8>, u32);
 /// An agent whose standard error is collected line by line.
 struct Agent {
     guard: Guard,
+    pid: u32,
     lines: Arc<Mutex<Vec<String>>>,
     reader: std::thread::JoinHandle<()>,
 }
@@ -289,6 +293,7 @@ fn an_agent_refuses_a_set_its_host_cannot_run_and_keeps_running() {
 
 impl Agent {
     fn from_child(mut child: Child) -> Agent {
+        let pid = child.id();
         let err = child.stderr.take().expect("its stderr");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let kept = Arc::clone(&lines);
@@ -299,8 +304,188 @@ impl Agent {
         });
         Agent {
             guard: Guard::new(child),
+            pid,
             lines,
             reader,
         }
     }
+}
+
+/// A live agent (`clarion agent -i`) takes the manager's policies on its
+/// workers between batches: of three replays into its interface (before
+/// the install, between install and removal, after the removal; each
+/// once the agent said it applied the set), the files hold exactly the
+/// middle one's frames the filter takes, in order. Needs root, `ip` and
+/// `tcpreplay`; skipped, saying why, otherwise.
+#[test]
+fn a_live_agent_applies_the_managers_policies_on_its_workers() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let Some(veth) = Veth::new() else { return };
+    if std::process::Command::new("tcpreplay")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // Around the policy: generated UDP to port 80 (and 443); inside it a
+    // real HTTP exchange when the shared captures are there.
+    let outside = d.join("generated.pcap");
+    write_pcap(&outside, &traffic(20));
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures/dpkt_http.pcap");
+    let inside = if real.exists() {
+        real
+    } else {
+        eprintln!("note: no shared captures; generated traffic in every phase");
+        outside.clone()
+    };
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    let (_server, nats_port) = start_server(&server);
+    let nats = format!("nats://127.0.0.1:{nats_port}");
+    let (_m, port) = api_manager(d, &nats, &["--no-store"]);
+    let token = std::fs::read_to_string(test_token_file()).expect("the API token");
+    let api = clarion_control::Client::new(&format!("http://127.0.0.1:{port}"), Some(token.trim().into()));
+    let child = clarion()
+        .args(["agent", "--nats", &nats, "--host", "web-1", "-i", &veth.a])
+        .args(["--snaplen", "2048", "--duration", "60s", "--export-dir", "out"])
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agent starts");
+    let a = Agent::from_child(child);
+    a.line("capturing on", Duration::from_secs(20));
+    veth.replay(&outside);
+    api.add_exports(POLICY).expect("installed");
+    a.line("applied on every worker: web", Duration::from_secs(20));
+    veth.replay(&inside);
+    // The last frames through the worker before the removal.
+    std::thread::sleep(Duration::from_millis(300));
+    api.remove_export("web").expect("removed");
+    a.line("applied on every worker: none", Duration::from_secs(20));
+    veth.replay(&outside);
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child, not yet waited for.
+    let sent = unsafe { libc::kill(a.pid as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0);
+    let text = a.finish();
+    assert!(text.contains("live: 0 kernel drops"), "{text}");
+    // What crosses the wire: each frame's captured bytes.
+    let want: Vec<Vec<u8>> = parsed_frames(&inside)
+        .into_iter()
+        .filter(|(_, takes)| *takes)
+        .map(|((_, data, _), _)| data)
+        .collect();
+    assert!(!want.is_empty());
+    assert!(
+        parsed_frames(&outside).iter().any(|(_, takes)| *takes),
+        "the other replays hold frames the filter takes (their absence is the test)"
+    );
+    let got: Vec<Vec<u8>> = exported(&d.join("out"))
+        .into_iter()
+        .map(|(_, data, _)| data)
+        .collect();
+    assert!(
+        got == want,
+        "the files hold {} frames, the middle replay's filter takes {}",
+        got.len(),
+        want.len()
+    );
+}
+
+/// A veth pair: `a` in this namespace (captured), its peer in a network
+/// namespace of its own (replayed into); no addresses, no IPv6, so only
+/// the replayed frames cross. Removed when dropped.
+struct Veth {
+    a: String,
+    b: String,
+    ns: String,
+}
+
+impl Veth {
+    fn new() -> Option<Veth> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || std::process::Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipped: needs root and ip (a network namespace and a veth pair)");
+            return None;
+        }
+        let id = std::process::id() % 100_000;
+        let v = Veth {
+            a: format!("clrxm{id}a"),
+            b: format!("clrxm{id}b"),
+            ns: format!("clrxm{id}"),
+        };
+        if !ip(&["netns", "add", &v.ns]) {
+            eprintln!("skipped: cannot create a network namespace");
+            return None;
+        }
+        let b = v.b.clone();
+        assert!(
+            ip(&["link", "add", &v.a, "type", "veth", "peer", "name", &b, "netns", &v.ns]),
+            "a veth pair"
+        );
+        // Before it is up, so it never gets a link-local address.
+        let quiet = std::process::Command::new("sysctl")
+            .args(["-qw", &format!("net.ipv6.conf.{}.disable_ipv6=1", v.a)])
+            .status()
+            .is_ok_and(|s| s.success());
+        let quiet_b = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &v.ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(quiet && quiet_b, "IPv6 off on the pair");
+        assert!(ip(&["link", "set", &v.a, "up"]) && ip(&["-n", &v.ns, "link", "set", &b, "up"]));
+        Some(v)
+    }
+
+    /// Sends a capture's frames into the captured end, and waits until sent.
+    fn replay(&self, capture: &Path) {
+        let o = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns,
+                "tcpreplay",
+                "-q",
+                "--pps",
+                "10000",
+                "-i",
+            ])
+            .arg(&self.b)
+            .arg(capture)
+            .output()
+            .expect("tcpreplay runs");
+        assert!(
+            o.status.success(),
+            "tcpreplay: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        ip(&["link", "del", &self.a]);
+        ip(&["netns", "del", &self.ns]);
+    }
+}
+
+fn ip(args: &[&str]) -> bool {
+    std::process::Command::new("ip")
+        .args(args)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
