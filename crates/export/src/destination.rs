@@ -228,7 +228,13 @@ impl Files {
     }
 }
 
-/// A VXLAN mirror to one analyzer (`clarion-mirror`).
+/// A VXLAN mirror to one analyzer (`clarion-mirror`), its datagrams sent
+/// [`clarion_mirror::DEFAULT_BATCH`] at a time with one `sendmmsg`, the
+/// rest by [`Vxlan::flush`] on the exporter's tick and at the end (so a
+/// datagram waits at most a tick). Its stats copy the mirror's after
+/// each call: `datagrams`, `bytes`, `errors` once sent or refused,
+/// `dropped` for a full buffer (the rest of its batch with it) and for
+/// frames that cannot be encapsulated.
 #[derive(Debug)]
 pub(crate) struct Vxlan {
     mirror: clarion_mirror::VxlanMirror,
@@ -246,7 +252,8 @@ impl Vxlan {
                 addr: analyzer,
                 error: e,
             })?
-            .with_snap(snap.map(|n| n as usize));
+            .with_snap(snap.map(|n| n as usize))
+            .with_batch(clarion_mirror::DEFAULT_BATCH);
         Ok(Vxlan {
             mirror,
             stats: DestinationStats {
@@ -257,21 +264,31 @@ impl Vxlan {
     }
 
     pub fn send(&mut self, link: LinkType, frame: &[u8]) {
-        use clarion_mirror::SendOutcome;
         self.stats.packets += 1;
-        match self.mirror.send(link, frame) {
-            SendOutcome::Sent(n) => {
-                self.stats.datagrams += 1;
-                self.stats.bytes += n as u64;
-            }
-            SendOutcome::Dropped | SendOutcome::Unencapsulable => self.stats.dropped += 1,
-            SendOutcome::Failed => {
-                let e = self
-                    .mirror
-                    .last_error()
-                    .map_or_else(|| "send failed".to_string(), ToString::to_string);
-                self.stats.error(e);
-            }
+        if self.mirror.send(link, frame) != clarion_mirror::SendOutcome::Queued {
+            self.sync();
         }
+    }
+
+    /// Sends the datagrams queued; call on every tick and at the end.
+    pub fn flush(&mut self) {
+        self.mirror.flush();
+        self.sync();
+    }
+
+    /// Copies the mirror's counters (and its first error's message).
+    fn sync(&mut self) {
+        let m = self.mirror.stats();
+        self.stats.datagrams = m.packets;
+        self.stats.bytes = m.bytes;
+        self.stats.dropped = m.dropped + m.unencapsulable;
+        if m.send_errors > self.stats.errors && self.stats.first_error.is_none() {
+            self.stats.first_error = Some(
+                self.mirror
+                    .last_error()
+                    .map_or_else(|| "send failed".to_string(), ToString::to_string),
+            );
+        }
+        self.stats.errors = m.send_errors;
     }
 }

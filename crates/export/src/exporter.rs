@@ -108,7 +108,7 @@ impl Sink {
     fn finish(&mut self) {
         match self {
             Sink::Collector(c) => c.finish(),
-            Sink::Vxlan(_) => {}
+            Sink::Vxlan(v) => v.flush(),
             Sink::Files { files, .. } => files.finish(),
         }
     }
@@ -459,7 +459,8 @@ impl Exporter {
     }
 
     /// Sends header datagrams that have waited [`FLUSH_AFTER_NS`] by
-    /// `now_ns` (packet time) and flushes files; call about every 100 ms.
+    /// `now_ns` (packet time), flushes files and sends the VXLAN mirrors'
+    /// batches; call about every 100 ms.
     ///
     /// With a CPU budget the flushes count as export work, and the
     /// sampler's interval closes here if it is due (so that the fraction
@@ -471,7 +472,7 @@ impl Exporter {
             for s in sinks.iter_mut() {
                 match s {
                     Sink::Collector(c) => c.flush_older(now, FLUSH_AFTER_NS),
-                    Sink::Vxlan(_) => {}
+                    Sink::Vxlan(v) => v.flush(),
                     Sink::Files { files, .. } => files.flush(),
                 }
             }
