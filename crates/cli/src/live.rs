@@ -78,6 +78,11 @@ pub fn live_config(
     monitor: MonitorConfig,
     exports: crate::exports::WorkerExports,
 ) -> Result<LiveConfig, Failure> {
+    let mut exports = exports;
+    // Frames carry their interface's index among these: policies name them.
+    if let Some(x) = &mut exports.2 {
+        x.config.interfaces = interfaces.to_vec();
+    }
     Ok(LiveConfig {
         interfaces: interfaces.to_vec(),
         source: match live.source {

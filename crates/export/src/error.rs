@@ -26,6 +26,12 @@ pub enum ExportError {
     Headers(#[from] clarion_headers::HeadersError),
     #[error("export policy `{policy}`: cannot send {what}")]
     Unsupported { policy: String, what: String },
+    #[error("export policy `{policy}` takes packets of interface `{interface}`, which this host does not capture on ({})", if known.is_empty() { "a capture file has no interfaces".to_string() } else { format!("its interfaces: {}", known.join(", ")) })]
+    UnknownInterface {
+        policy: String,
+        interface: String,
+        known: Vec<String>,
+    },
     #[error("two export policies are named `{0}`")]
     DuplicatePolicy(String),
     #[error("export CPU budget {0} is not a fraction of one core in (0, 1] (--export-cpu)")]

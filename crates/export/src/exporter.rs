@@ -52,6 +52,10 @@ pub struct ExportConfig {
     pub fast_path: FastPathKind,
     /// The exporter's id in every header datagram, and the datagrams' size.
     pub headers: EncoderConfig,
+    /// The host's interfaces by index (`Frame::interface`): live, the
+    /// `-i` names in order; empty for capture files (a policy naming an
+    /// interface is then refused).
+    pub interfaces: Vec<String>,
     /// Names this run's files: `DIR/POLICY-RUN-NNNNNN.pcapng`.
     pub run_id: String,
     /// The export work's CPU budget (`--export-cpu`) and its control.
@@ -144,6 +148,12 @@ pub struct Exporter {
     sources: Vec<ExportSpec>,
     /// Per policy: its sinks.
     sends: Vec<Vec<usize>>,
+    /// Per policy: the interfaces it takes packets of (bit `i`: the
+    /// config's interface `i`); `u64::MAX` for any.
+    on: Vec<u64>,
+    /// Routes per set id: 1 slot, or one per interface plus one for
+    /// others when a policy names interfaces.
+    stride: usize,
     matched: Vec<u64>,
     sinks: Vec<Sink>,
     /// Beside `sinks`.
@@ -190,6 +200,8 @@ impl Exporter {
             names: Vec::new(),
             sources: Vec::new(),
             sends: Vec::new(),
+            on: Vec::new(),
+            stride: 1,
             matched: Vec::new(),
             sinks: Vec::new(),
             keys: Vec::new(),
@@ -224,6 +236,10 @@ impl Exporter {
                 return Err(ExportError::DuplicatePolicy(p.name.clone()));
             }
             names.push(p.name.clone());
+        }
+        let mut on = Vec::with_capacity(policies.len());
+        for p in policies {
+            on.push(self.interface_mask(p)?);
         }
         let classifier = policy::classifier(policies, self.config.fast_path)?;
         // Plan: each destination once, by key, and each policy's sends.
@@ -373,11 +389,38 @@ impl Exporter {
         self.names = names;
         self.matched = matched;
         self.sends = sends;
+        self.stride = if on.iter().all(|&m| m == u64::MAX) {
+            1
+        } else {
+            self.config.interfaces.len().min(63) + 1
+        };
+        self.on = on;
         self.sinks = sinks;
         self.keys = keys.into_iter().map(|(k, _)| k).collect();
         self.opened_files = opened_files;
         self.routes.clear();
         Ok(())
+    }
+
+    /// The interfaces `p` takes packets of, as a bit set over the config's.
+    fn interface_mask(&self, p: &ExportSpec) -> Result<u64, ExportError> {
+        if p.interfaces.is_empty() {
+            return Ok(u64::MAX);
+        }
+        let mut mask = 0u64;
+        for name in &p.interfaces {
+            match self.config.interfaces.iter().position(|i| i == name) {
+                Some(i) if i < 63 => mask |= 1 << i,
+                _ => {
+                    return Err(ExportError::UnknownInterface {
+                        policy: p.name.clone(),
+                        interface: name.clone(),
+                        known: self.config.interfaces.clone(),
+                    })
+                }
+            }
+        }
+        Ok(mask)
     }
 
     /// The installed policies, in order.
@@ -398,16 +441,27 @@ impl Exporter {
         let Verdict::Set(set) = self.classifier.classify(&rec.key) else {
             return;
         };
-        let id = set.0 as usize;
         if self.classifier.set_actions(set).is_empty() {
             return;
         }
+        // Interface slot: 0 when no policy names interfaces.
+        let slot = if self.stride == 1 {
+            0
+        } else {
+            usize::from(frame.interface).min(self.stride - 1)
+        };
+        let bit = if slot < 63 { 1u64 << slot } else { 0 };
+        let takes = |on: &[u64], p: u32| on.get(p as usize).is_some_and(|&m| m == u64::MAX || m & bit != 0);
+        let id = set.0 as usize * self.stride + slot;
         if self.routes.len() <= id {
             self.routes.resize(id + 1, None);
         }
         if self.routes[id].is_none() {
             let mut r: Vec<usize> = Vec::new();
             for &p in self.classifier.set_actions(set) {
+                if !takes(&self.on, p) {
+                    continue;
+                }
                 for &s in self.sends.get(p as usize).map_or(&[][..], Vec::as_slice) {
                     if !r.contains(&s) {
                         r.push(s);
@@ -418,7 +472,15 @@ impl Exporter {
         }
         // Moved out while the sinks are borrowed, and back: no copy a packet.
         let route = self.routes[id].take().unwrap_or_default();
+        if route.is_empty() {
+            // Only policies of other interfaces take it.
+            self.routes[id] = Some(route);
+            return;
+        }
         for &p in self.classifier.set_actions(set) {
+            if !takes(&self.on, p) {
+                continue;
+            }
             if let Some(m) = self.matched.get_mut(p as usize) {
                 *m += 1;
             }

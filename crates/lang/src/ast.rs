@@ -29,6 +29,8 @@ pub struct Export {
     pub name_span: Span,
     /// In source order; empty means "all packets", as in an event.
     pub filters: Vec<FilterClause>,
+    /// `interface A, B`: only packets received on these; empty: any.
+    pub interfaces: Vec<(String, Span)>,
     /// At least one after parsing.
     pub sends: Vec<Send>,
     /// From `export` to the end of the last clause.
@@ -472,6 +474,9 @@ impl Export {
         self.name_span = Span::default();
         self.span = Span::default();
         strip_filter_spans(&mut self.filters);
+        for (_, span) in &mut self.interfaces {
+            *span = Span::default();
+        }
         for s in &mut self.sends {
             s.span = Span::default();
             s.what_span = Span::default();

@@ -10,7 +10,8 @@
 //!   nowhere else in the language.
 //! - A run of digits and `.` with two or more single dots is an IPv4
 //!   address; `..` always ends a number (`1..1024` is a port range).
-//! - The word right after `event` (or `export`) is a name and may contain `-`.
+//! - The word right after `event` (or `export`) is a name and may contain `-`;
+//!   the names of an export policy's `interface A, B` list may also contain `.`.
 //!
 //! A number and the unit after it (`125KB`, `10ms`) are separate tokens;
 //! the parser joins them.
@@ -28,6 +29,7 @@ pub fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
         pos: if src.starts_with(BOM) { BOM.len_utf8() } else { 0 },
         toks: Vec::new(),
         diags: Vec::new(),
+        iface_list: false,
     };
     lx.run();
     (lx.toks, lx.diags)
@@ -42,6 +44,9 @@ struct Lexer<'a> {
     pos: usize,
     toks: Vec<Token>,
     diags: Vec<Diagnostic>,
+    /// Inside an export policy's `interface A, B, ...` list: a word after
+    /// a comma is an interface name.
+    iface_list: bool,
 }
 
 /// A character as a message quotes it: invisible ones by code point and
@@ -87,6 +92,9 @@ impl Lexer<'_> {
     }
 
     fn push(&mut self, kind: TokenKind, start: usize, end: usize) {
+        if kind != TokenKind::Comma {
+            self.iface_list = false;
+        }
         self.toks.push(Token {
             kind,
             span: Span::new(start, end),
@@ -198,6 +206,17 @@ impl Lexer<'_> {
         if after_event {
             let end = self.run_end(start, |b| is_word_byte(b) || b == b'-');
             self.push(TokenKind::Ident(self.src[start..end].to_string()), start, end);
+            return;
+        }
+        // Interface names (`interface eth0, veth-a, eth0.100`) may contain `-` and `.`.
+        let iface = self
+            .toks
+            .last()
+            .is_some_and(|t| t.is_word("interface") || (t.kind == TokenKind::Comma && self.iface_list));
+        if iface {
+            let end = self.run_end(start, |b| is_word_byte(b) || b == b'-' || b == b'.');
+            self.push(TokenKind::Ident(self.src[start..end].to_string()), start, end);
+            self.iface_list = true;
             return;
         }
         let addr_end = self.run_end(start, is_addr_byte);

@@ -36,6 +36,10 @@ impl Display for Export {
     /// `export NAME`, its filters, then its `send` clauses.
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         writeln!(f, "export {}", self.name)?;
+        if !self.interfaces.is_empty() {
+            let names: Vec<&str> = self.interfaces.iter().map(|(n, _)| n.as_str()).collect();
+            writeln!(f, "  interface {}", names.join(", "))?;
+        }
         for filter in &self.filters {
             writeln!(f, "  {filter}")?;
         }

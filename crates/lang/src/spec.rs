@@ -702,6 +702,9 @@ pub struct ExportSpec {
     pub name: String,
     /// As an event's: a packet matches when it passes one. Never empty.
     pub filters: Vec<Filter>,
+    /// Only packets received on these interfaces (by name); empty: any.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
+    pub interfaces: Vec<String>,
     /// Never empty.
     pub sends: Vec<SendSpec>,
 }

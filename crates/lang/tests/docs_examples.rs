@@ -154,7 +154,9 @@ fn export_policy_examples_check_as_marked() {
     let events = blocks_marked("docs/exports.md", "clarion");
     assert!(!events.is_empty());
     let captures = check_as_marked(&events);
-    assert!(captures.iter().any(|(_, specs)| specs.iter().any(|s| s.capture.is_some())));
+    assert!(captures
+        .iter()
+        .any(|(_, specs)| specs.iter().any(|s| s.capture.is_some())));
     round_trip(&events);
     let blocks = blocks_marked("docs/exports.md", "clarion-export");
     assert!(blocks.iter().filter(|b| !b.must_fail).count() >= 2);

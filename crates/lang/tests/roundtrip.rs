@@ -258,15 +258,20 @@ fn export() -> impl Strategy<Value = Export> {
         conds,
         span: Span::default(),
     });
+    let iface = "[a-z][a-z0-9_.-]{0,8}"
+        .prop_filter("keyword", |w| !KEYWORDS.contains(&w.as_str()))
+        .prop_map(|n| (n, Span::default()));
     (
         name(),
         prop::collection::vec(filter, 0..3),
+        prop::collection::vec(iface, 0..3),
         prop::collection::vec(send(), 1..4),
     )
-        .prop_map(|(name, filters, sends)| Export {
+        .prop_map(|(name, filters, interfaces, sends)| Export {
             name,
             name_span: Span::default(),
             filters,
+            interfaces,
             sends,
             span: Span::default(),
         })

@@ -43,15 +43,48 @@ pub fn lower_exports(exports: &[Export], diags: &mut Vec<Diagnostic>) -> Vec<Exp
         let before = diags.len();
         let filters = super::filter::lower_filters(&x.filters, diags);
         let sends: Vec<SendSpec> = x.sends.iter().filter_map(|s| lower_send(s, diags)).collect();
+        let interfaces = interfaces(&x.interfaces, diags);
         if diags.len() == before {
             specs.push(ExportSpec {
                 name: x.name.clone(),
                 filters,
+                interfaces,
                 sends,
             });
         }
     }
     specs
+}
+
+/// Interface names as Linux takes them (1 to 15 bytes), each once.
+fn interfaces(names: &[(String, Span)], diags: &mut Vec<Diagnostic>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (name, span) in names {
+        if name.len() > 15 {
+            diags.push(
+                Diagnostic::new(
+                    codes::BAD_SEND,
+                    format!("`{name}` is longer than an interface name"),
+                    *span,
+                )
+                .here("too long")
+                .help("Linux interface names are at most 15 bytes"),
+            );
+        } else if out.contains(name) {
+            diags.push(
+                Diagnostic::new(
+                    codes::BAD_SEND,
+                    format!("interface `{name}` is listed twice"),
+                    *span,
+                )
+                .here("again")
+                .help("list each interface once"),
+            );
+        } else {
+            out.push(name.clone());
+        }
+    }
+    out
 }
 
 fn lower_send(s: &Send, diags: &mut Vec<Diagnostic>) -> Option<SendSpec> {

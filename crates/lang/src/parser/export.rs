@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! export web_headers
+//!   interface eth0, veth-a
 //!   filter proto = tcp and dst_port = 443
 //!   send headers to collector 10.0.0.9 port 4739
 //!   send packets snap 128B to vxlan 10.0.0.10 vni 42
@@ -43,6 +44,7 @@ impl Parser<'_> {
             }
         };
         let mut filters = Vec::new();
+        let mut interfaces = Vec::new();
         let mut sends = Vec::new();
         while let Some(t) = self.peek() {
             match &t.kind {
@@ -51,12 +53,34 @@ impl Parser<'_> {
                     self.pos += 1;
                     filters.push(self.filter(t.span)?);
                 }
+                TokenKind::Ident(w) if w == "interface" => {
+                    self.pos += 1;
+                    loop {
+                        match self.peek() {
+                            Some(Token {
+                                kind: TokenKind::Ident(name),
+                                span,
+                            }) if !super::is_keyword(name) => {
+                                self.pos += 1;
+                                interfaces.push((name.clone(), *span));
+                            }
+                            _ => {
+                                return Err(self
+                                    .expected("an interface name")
+                                    .help("write e.g. `interface eth0` or `interface eth0, veth-a`"))
+                            }
+                        }
+                        if self.eat(|k| *k == TokenKind::Comma).is_none() {
+                            break;
+                        }
+                    }
+                }
                 TokenKind::Ident(w) if w == "send" => {
                     self.pos += 1;
                     sends.push(self.send(t.span)?);
                 }
                 _ => {
-                    let d = self.expected("`filter`, `send`, or the next `event` or `export`");
+                    let d = self.expected("`filter`, `interface`, `send`, or the next `event` or `export`");
                     let d = Diagnostic {
                         code: codes::UNKNOWN_CLAUSE,
                         ..d
@@ -85,6 +109,7 @@ impl Parser<'_> {
             name,
             name_span,
             filters,
+            interfaces,
             sends,
             span: kw.to(self.prev_span()),
         })
