@@ -12,8 +12,8 @@ fn packet(ts_ns: u64, proto: u8) -> PacketRecord {
     PacketRecord {
         ts_ns,
         key: FlowKey::new(
-            "10.0.0.1".parse().unwrap(),
-            "10.0.0.2".parse().unwrap(),
+            "10.0.0.1".parse().expect("an address"),
+            "10.0.0.2".parse().expect("an address"),
             proto,
             None,
             None,
