@@ -28,7 +28,7 @@ DEPS=(
   "nfcapd:nfdump:IPFIX export to a real collector (crates/ipfix/tests/nfcapd.rs)"
   "nfdump:nfdump:IPFIX export to a real collector (crates/ipfix/tests/nfcapd.rs)"
   "tshark:tshark:exported header frames read by tshark (crates/headers/tests/frames.rs)"
-  "tcpreplay:tcpreplay:export policies on live capture (crates/cli/tests/exports_live.rs)"
+  "tcpreplay:tcpreplay:export policies on live capture (crates/cli/tests/exports_live.rs, exports_runtime.rs)"
 )
 
 # Ends here: the Python readers after the Debian packages (python3 first).

@@ -474,7 +474,8 @@ fn live_agent(
         &host,
         crate::local_events::ApiSettings::of(&a.live),
         a.quiet,
-    )?;
+    )?
+    .with_exports_file(a.export.policies.exports.as_deref(), &host);
     ag.live_loop(&mut host, &mut out, &mut local)?;
     let lag_ms = host.clock_lag_ns() as f64 / 1e6;
     let (summary, mut last) = crate::live::finish_host(host, &mut out)?;

@@ -68,6 +68,9 @@ pub enum Command {
     /// and stop them on a running host (its --api).
     #[command(after_help = crate::apps::AFTER_HELP)]
     Apps(crate::apps::AppsArgs),
+    /// Add, list, show and remove a running host's export policies (its --api).
+    #[command(after_help = crate::exports_cmd::AFTER_HELP)]
+    Exports(crate::exports_cmd::ExportsArgs),
     /// Make an nkey per host of an inventory and one for the manager, and the nats-server
     /// authorization that lets each host speak only as itself.
     #[command(after_help = crate::credentials::AFTER_HELP)]
@@ -125,6 +128,23 @@ Errors name the line and column, underline the span and suggest a fix.";
 
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "interface"])))]
+// The export settings stand on a live host without --exports: policies
+// may be installed at runtime (--api, `clarion exports add`).
+#[command(
+    group(clap::ArgGroup::new("exporting").multiple(true).args(["exports", "interface"])),
+    mut_arg("export_dir", |a| a
+        .requires(clap::builder::Resettable::<clap::Id>::Reset)
+        .requires("exporting")),
+    mut_arg("export_fast_path", |a| a
+        .requires(clap::builder::Resettable::<clap::Id>::Reset)
+        .requires("exporting")),
+    mut_arg("export_cache", |a| a
+        .requires(clap::builder::Resettable::<clap::Id>::Reset)
+        .requires("exporting")),
+    mut_arg("export_cpu", |a| a
+        .requires(clap::builder::Resettable::<clap::Id>::Reset)
+        .requires("exporting"))
+)]
 pub struct RunArgs {
     /// Capture file to read (pcap or pcapng; '-' reads standard input).
     /// With --inventory, repeat as NAME=FILE for one capture per host

@@ -201,7 +201,7 @@ pub fn io(e: std::io::Error) -> Failure {
 
 /// An events file's text (`-`: standard input); invalid UTF-8 is shown
 /// with line and column before anything is sent.
-fn read_events(file: &std::path::Path) -> Result<String, Failure> {
+pub(crate) fn read_events(file: &std::path::Path) -> Result<String, Failure> {
     let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
     if file.as_os_str() == "-" {
         let mut bytes = Vec::new();

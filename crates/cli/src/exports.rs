@@ -399,6 +399,13 @@ impl LiveExports {
         // host): not one here.
         let policies = load_policies(&a.policies)?
             .map(|(policies, config)| clarion_host::LiveExportConfig { policies, config });
+        let from_file = policies.is_some();
+        // Without --exports the workers still get the settings: policies
+        // can be installed at runtime (the control API, SIGHUP).
+        let policies = Some(policies.unwrap_or_else(|| clarion_host::LiveExportConfig {
+            policies: Vec::new(),
+            config: export_config(&a.policies),
+        }));
         let mut no_policies = a.clone();
         no_policies.policies.exports = None;
         let e = open(&no_policies)?;
@@ -420,7 +427,7 @@ impl LiveExports {
             flushed: None,
             records_written: 0,
             gpvs_seen: 0,
-            policies: policies.is_some(),
+            policies: from_file,
         };
         Ok((out, (record_config, gpv_config, policies)))
     }

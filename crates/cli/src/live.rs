@@ -207,7 +207,8 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         &host,
         crate::local_events::ApiSettings::of(&a.live),
         a.quiet,
-    )?;
+    )?
+    .with_exports_file(a.export.policies.exports.as_deref(), &host);
     loop {
         match host.next(out.timeout().min(SERVICE_EVERY)) {
             Live::Ended => break,

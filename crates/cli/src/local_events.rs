@@ -7,6 +7,12 @@
 //! (its `starts_ns` says which); a removed one stops at the end of its
 //! current window: it gathers no later window, and leaves the workers once
 //! that window has been reported.
+//!
+//! Export policies change the same way (`/v1/exports`; SIGHUP reloads the
+//! `--exports` file given to [`LocalEvents::with_exports_file`], making
+//! the installed set the file's): every worker gets the new set between
+//! its batches (`LiveHost::set_exports`), keeping the destinations still
+//! used, so an unchanged policy's stream and files go on.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -15,11 +21,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
-use clarion_control::{AppsInfo, Command, ControlError, ControlHandle, EventInfo, HostInfo, ServerToken};
+use clarion_control::{
+    AppsInfo, Command, ControlError, ControlHandle, EventInfo, ExportInfo, ExportsCommand, HostInfo,
+    ServerToken,
+};
 use clarion_engine::TriggerId;
 use clarion_gpv::{app_by_name, AppRuntime, APP_NAMES};
 use clarion_host::LiveHost;
-use clarion_lang::spec::EventSpec;
+use clarion_lang::spec::{EventSpec, ExportSpec};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::Failure;
@@ -69,6 +78,29 @@ pub struct LocalEvents {
     api: Option<mpsc::Receiver<Command>>,
     /// Reports for the API's `/v1/reports` stream.
     pub reports: Option<broadcast::Sender<String>>,
+    /// The installed export policies' canonical sources and when they
+    /// were installed, by name (the policies themselves are the host's).
+    exports: BTreeMap<String, (String, u64)>,
+    /// `--exports`, reloaded on SIGHUP.
+    exports_file: Option<PathBuf>,
+}
+
+/// Every export policy of a text with its canonical source.
+pub fn parse_exports(text: &str, name: &str) -> Result<Vec<(ExportSpec, String)>, String> {
+    let specs = clarion_lang::check_exports(text).map_err(|d| d.render(name, text, false))?;
+    let file = clarion_lang::parse(text).map_err(|d| d.render(name, text, false))?;
+    let sources: BTreeMap<&str, String> = file
+        .exports
+        .iter()
+        .map(|x| (x.name.as_str(), x.to_string()))
+        .collect();
+    Ok(specs
+        .into_iter()
+        .map(|s| {
+            let source = sources.get(s.name.as_str()).cloned().unwrap_or_default();
+            (s, source)
+        })
+        .collect())
 }
 
 /// An apps command on the host's app runtime: apps start on the GPVs
@@ -144,6 +176,8 @@ impl LocalEvents {
             reload,
             api: None,
             reports: None,
+            exports: BTreeMap::new(),
+            exports_file: None,
         };
         if let Some(path) = file {
             let text = crate::check::read_events_file(path)?;
@@ -166,6 +200,23 @@ impl LocalEvents {
             book.serve(api, quiet)?;
         }
         Ok(book)
+    }
+
+    /// The `--exports` file the host was started with: its policies' sources
+    /// are read again for the API, and SIGHUP reloads it.
+    pub fn with_exports_file(mut self, file: Option<&Path>, host: &LiveHost) -> LocalEvents {
+        self.exports_file = file.map(Path::to_path_buf);
+        let now = clarion_live::realtime_ns();
+        let sources: BTreeMap<String, String> = file
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| parse_exports(&t, "").ok())
+            .map(|v| v.into_iter().map(|(s, src)| (s.name, src)).collect())
+            .unwrap_or_default();
+        for p in host.export_policies().unwrap_or_default() {
+            let source = sources.get(&p.name).cloned().unwrap_or_default();
+            self.exports.insert(p.name.clone(), (source, now));
+        }
+        self
     }
 
     /// Starts the control API, with a token unless --api-no-auth (loopback only).
@@ -209,6 +260,7 @@ impl LocalEvents {
         }
         if self.reload.swap(false, Ordering::Relaxed) {
             self.reload(host);
+            self.reload_exports(host);
         }
         let now = clarion_live::realtime_ns();
         let (gone, kept): (Vec<_>, Vec<_>) = self.stopping.iter().partition(|&&(_, after)| now >= after);
@@ -231,6 +283,7 @@ impl LocalEvents {
                     "this host makes no GPVs, so it runs no apps: start it with --app NAME or --gpv FILE",
                 ),
             },
+            Command::Exports(x) => self.exports_command(x, host),
             Command::Add { source, reply } => {
                 let _ = reply.send(self.add(&source, host));
             }
@@ -393,6 +446,147 @@ impl LocalEvents {
         }
     }
 
+    fn exports_command(&mut self, cmd: ExportsCommand, host: &mut LiveHost) {
+        match cmd {
+            ExportsCommand::List { reply } => {
+                let _ = reply.send(self.export_infos(host, None));
+            }
+            ExportsCommand::Show { name, reply } => {
+                let found = self.export_infos(host, Some(&name)).and_then(|v| {
+                    v.into_iter()
+                        .next()
+                        .ok_or_else(|| export_not_found(&name))
+                });
+                let _ = reply.send(found);
+            }
+            ExportsCommand::Add { source, reply } => {
+                let _ = reply.send(self.add_exports(&source, host));
+            }
+            ExportsCommand::Remove { name, reply } => {
+                let _ = reply.send(self.remove_export(&name, host));
+            }
+        }
+    }
+
+    /// The installed policies (or the one named), with every worker's count.
+    fn export_infos(&self, host: &LiveHost, only: Option<&str>) -> Result<Vec<ExportInfo>, ControlError> {
+        let Some(policies) = host.export_policies() else {
+            return Err(no_export_settings());
+        };
+        let stats = host
+            .export_stats()
+            .map_err(|e| ControlError::Failed(e.to_string()))?;
+        Ok(policies
+            .iter()
+            .filter(|p| only.is_none_or(|n| n == p.name))
+            .map(|p| self.export_info(&p.name, &stats))
+            .collect())
+    }
+
+    fn export_info(&self, name: &str, stats: &[(u32, clarion_export::ExportStats)]) -> ExportInfo {
+        let (source, added) = self.exports.get(name).cloned().unwrap_or_default();
+        let matched = stats
+            .iter()
+            .flat_map(|(_, s)| &s.policies)
+            .filter(|p| p.name == name)
+            .map(|p| p.matched)
+            .sum();
+        ExportInfo {
+            name: name.to_string(),
+            source,
+            matched,
+            added: clarion_report::rfc3339(added),
+        }
+    }
+
+    /// Installs every policy of the text beside those installed, or none.
+    fn add_exports(&mut self, text: &str, host: &mut LiveHost) -> Result<Vec<ExportInfo>, ControlError> {
+        let Some(installed) = host.export_policies() else {
+            return Err(no_export_settings());
+        };
+        let parsed = parse_exports(text, "request").map_err(ControlError::Invalid)?;
+        if parsed.is_empty() {
+            return Err(ControlError::Invalid("no export policy in the request".into()));
+        }
+        if let Some((p, _)) = parsed
+            .iter()
+            .find(|(p, _)| installed.iter().any(|i| i.name == p.name))
+        {
+            return Err(ControlError::Invalid(format!(
+                "an export policy named `{}` is installed already; remove it first",
+                p.name
+            )));
+        }
+        let mut all = installed.to_vec();
+        all.extend(parsed.iter().map(|(p, _)| p.clone()));
+        host.set_exports(&all)
+            .map_err(|e| ControlError::Invalid(e.to_string()))?;
+        let now = clarion_live::realtime_ns();
+        for (p, source) in &parsed {
+            self.exports.insert(p.name.clone(), (source.clone(), now));
+            eprintln!("clarion: export policy {} added", p.name);
+        }
+        Ok(parsed
+            .iter()
+            .map(|(p, _)| self.export_info(&p.name, &[]))
+            .collect())
+    }
+
+    fn remove_export(&mut self, name: &str, host: &mut LiveHost) -> Result<ExportInfo, ControlError> {
+        let Some(installed) = host.export_policies() else {
+            return Err(no_export_settings());
+        };
+        if !installed.iter().any(|p| p.name == name) {
+            return Err(export_not_found(name));
+        }
+        let rest: Vec<ExportSpec> = installed.iter().filter(|p| p.name != name).cloned().collect();
+        // Its count, read before its counters go.
+        let stats = host.export_stats().unwrap_or_default();
+        let info = self.export_info(name, &stats);
+        host.set_exports(&rest)
+            .map_err(|e| ControlError::Failed(e.to_string()))?;
+        self.exports.remove(name);
+        eprintln!("clarion: export policy {name} removed");
+        Ok(info)
+    }
+
+    /// SIGHUP: the `--exports` file again; the installed policies become its.
+    fn reload_exports(&mut self, host: &mut LiveHost) {
+        let Some(path) = self.exports_file.clone() else {
+            return;
+        };
+        let parsed = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| parse_exports(&t, &path.display().to_string()));
+        let parsed = match parsed {
+            Ok(p) => p,
+            Err(why) => {
+                eprintln!("clarion: SIGHUP: export policies unchanged: {why}");
+                return;
+            }
+        };
+        let specs: Vec<ExportSpec> = parsed.iter().map(|(p, _)| p.clone()).collect();
+        if let Err(e) = host.set_exports(&specs) {
+            eprintln!("clarion: SIGHUP: export policies unchanged: {e}");
+            return;
+        }
+        let now = clarion_live::realtime_ns();
+        let old = std::mem::take(&mut self.exports);
+        for (p, source) in parsed {
+            // A policy unchanged keeps its time of installation.
+            let added = match old.get(&p.name) {
+                Some((s, t)) if *s == source => *t,
+                _ => now,
+            };
+            self.exports.insert(p.name, (source, added));
+        }
+        eprintln!(
+            "clarion: SIGHUP: reloaded {}: {} export policies",
+            path.display(),
+            self.exports.len()
+        );
+    }
+
     /// Hands a report to the API's stream, if anyone follows it.
     pub fn publish(&self, report: &clarion_report::Report) {
         if let Some(tx) = &self.reports {
@@ -401,6 +595,14 @@ impl LocalEvents {
             }
         }
     }
+}
+
+fn export_not_found(name: &str) -> ControlError {
+    ControlError::NotFound(format!("no export policy of this host is named `{name}`"))
+}
+
+fn no_export_settings() -> ControlError {
+    ControlError::Invalid("this host was started without export settings, so it takes no export policies".into())
 }
 
 fn not_found(name: &str) -> ControlError {

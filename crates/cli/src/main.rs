@@ -12,6 +12,7 @@ mod config;
 mod credentials;
 mod events;
 mod exports;
+mod exports_cmd;
 mod live;
 mod local_events;
 mod manager;
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
         Command::Events(a) => events::events(&a),
         Command::Model(a) => model::model(&a),
         Command::Apps(a) => apps::apps(&a),
+        Command::Exports(a) => exports_cmd::exports(&a),
         Command::Collect(a) => collect::collect(&a),
     };
     clarion_cmdline::exit("clarion", result)
@@ -80,7 +82,7 @@ fn stdout_hint(command: &Command) -> Option<&'static str> {
             apps::AppsCommand::Run { output, .. } => output.is_none().then_some(OUTPUT),
             _ => Some("redirect it to a file or to /dev/null explicitly"),
         },
-        Command::Model(_) => Some("redirect it to a file or to /dev/null explicitly"),
+        Command::Model(_) | Command::Exports(_) => Some("redirect it to a file or to /dev/null explicitly"),
         Command::Collect(a) => a.output.is_none().then_some(OUTPUT),
         Command::Split(_) | Command::Credentials(_) => None,
     }

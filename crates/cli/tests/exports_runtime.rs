@@ -1,0 +1,325 @@
+//! Export policies installed and removed at runtime on a live host
+//! (`clarion run -i VETH --api ADDR`, no `--exports`), through
+//! `clarion exports add|list|show|rm`: generated UDP traffic in three
+//! phases, each to its own destination port, is replayed into the
+//! captured interface — before a `send packets to pcapng` policy is
+//! added, while it is installed, and after it is removed. The policy's
+//! files hold exactly the middle phase's frames (bytes, lengths, order);
+//! `list` counts them while it is installed; `show` of the removed policy
+//! is refused (404, exit 2), as are a policy the language refuses (its
+//! diagnostics) and a request without the token (401).
+//!
+//! The frames go from `vb` in one network namespace to `va` in another
+//! (tcpreplay), where Clarion captures; neither end has an address nor
+//! IPv6, so nothing but the replayed frames crosses the wire. Needs root,
+//! `ip` and `tcpreplay`; skipped, saying why, otherwise.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clarion_capture::PacketSource;
+use clarion_wire::build::{FrameSpec, IpPair, Transport};
+use clarion_wire::LinkType;
+use common::repo;
+
+const TOKEN: &str = "runtime-exports-test-token";
+
+/// `n` UDP frames to port `port`, their payload sizes varied.
+fn phase(port: u16, n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            FrameSpec {
+                ip: IpPair::V4 {
+                    src: [10, 1, 0, 1 + (i % 5) as u8].into(),
+                    dst: [10, 2, 0, 1].into(),
+                },
+                transport: Transport::Udp {
+                    src_port: 40_000 + (i % 7) as u16,
+                    dst_port: port,
+                },
+                payload_len: 20 + (i * 37) % 400,
+                ..FrameSpec::default()
+            }
+            .build()
+        })
+        .collect()
+}
+
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let file = std::fs::File::create(path).expect("a capture file");
+    let mut w = clarion_capture::PcapWriter::new(
+        std::io::BufWriter::new(file),
+        LinkType::Ethernet,
+        clarion_capture::TsResolution::Micro,
+    )
+    .expect("a pcap header");
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(1_000_000_000 + i as u64 * 1_000, f, f.len() as u32)
+            .expect("a frame written");
+    }
+    w.flush().expect("flushed");
+}
+
+#[test]
+fn a_policy_exports_only_while_it_is_installed() {
+    let Some(net) = Net::new("t") else { return };
+    if Command::new("tcpreplay").arg("-V").output().is_err() {
+        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let phases = [phase(1111, 40), phase(2222, 60), phase(3333, 50)];
+    let files: Vec<_> = phases
+        .iter()
+        .enumerate()
+        .map(|(i, frames)| {
+            let p = tmp.path().join(format!("phase{i}.pcap"));
+            write_pcap(&p, frames);
+            p
+        })
+        .collect();
+    let dir = tmp.path().join("out");
+    let mut run = clarion_in(&net.a)
+        .args([
+            "run",
+            "-i",
+            "va",
+            "--stats-every",
+            "0",
+            "--duration",
+            "60s",
+            "--snaplen",
+            "2048",
+        ])
+        // Events beside, as a host has them (the policies do not change them).
+        .args(["--events", "examples/demo.clarion"])
+        .args(["--api", "127.0.0.1:0", "--api-token", TOKEN])
+        .arg("--export-dir")
+        .arg(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clarion run starts");
+    let mut err = BufReader::new(run.stderr.take().expect("its stderr"));
+    let mut url = None;
+    let mut seen = String::new();
+    for _ in 0..10 {
+        let mut line = String::new();
+        if err.read_line(&mut line).expect("a line") == 0 {
+            break;
+        }
+        seen += &line;
+        if let Some(rest) = line.split("http://").nth(1) {
+            url = rest.split('/').next().map(|a| format!("http://{a}"));
+            break;
+        }
+    }
+    let url = url.unwrap_or_else(|| panic!("no API address in {seen}"));
+    let exports = |args: &[&str], token: Option<&str>| {
+        let mut c = clarion_in(&net.a);
+        c.args(["exports", "--api", &url]).args(args);
+        c.env_remove("CLARION_API_TOKEN").env("HOME", tmp.path());
+        if let Some(t) = token {
+            c.args(["--token", t]);
+        }
+        c.output().expect("clarion exports runs")
+    };
+    let replay = |file: &Path| {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &net.b,
+                "tcpreplay",
+                "-q",
+                "-i",
+                "vb",
+                "--pps",
+                "5000",
+            ])
+            .arg(file)
+            .output()
+            .expect("tcpreplay runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+
+    // Phase one: no policy.
+    replay(&files[0]);
+    let listed = exports(&["list"], Some(TOKEN));
+    assert!(listed.status.success(), "{}", text(&listed));
+    assert!(
+        text(&listed).contains("no export policy is installed"),
+        "{}",
+        text(&listed)
+    );
+    // The workers read phase one's frames before the policy arrives.
+    std::thread::sleep(Duration::from_millis(500));
+
+    let policy = tmp.path().join("rt.clarion");
+    std::fs::write(
+        &policy,
+        "export rt\n  filter proto = udp\n  send packets to pcapng\n",
+    )
+    .expect("written");
+    let bad = tmp.path().join("bad.clarion");
+    std::fs::write(&bad, "export bad\n  send packets to nowhere\n").expect("written");
+    let refused = exports(&["add", bad.to_str().expect("utf-8")], Some(TOKEN));
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(text(&refused).contains("request:2:"), "{}", text(&refused));
+    let anonymous = exports(&["add", policy.to_str().expect("utf-8")], None);
+    assert_eq!(anonymous.status.code(), Some(2), "{}", text(&anonymous));
+    assert!(text(&anonymous).contains("Bearer"), "{}", text(&anonymous));
+    let added = exports(&["add", policy.to_str().expect("utf-8")], Some(TOKEN));
+    assert!(added.status.success(), "{}", text(&added));
+    assert!(
+        text(&added).contains("installed rt: 0 packets"),
+        "{}",
+        text(&added)
+    );
+
+    // Phase two: installed. Its count reaches the phase's frames.
+    replay(&files[1]);
+    let want = format!("rt: {} packets taken", phases[1].len());
+    let t = Instant::now();
+    loop {
+        let listed = exports(&["list"], Some(TOKEN));
+        if text(&listed).contains(&want) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{}", text(&listed));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let shown = exports(&["show", "rt"], Some(TOKEN));
+    assert!(
+        text(&shown).contains("send packets to pcapng"),
+        "{}",
+        text(&shown)
+    );
+    let removed = exports(&["rm", "rt"], Some(TOKEN));
+    assert!(removed.status.success(), "{}", text(&removed));
+    assert!(
+        text(&removed).contains(&format!("removed {want}")),
+        "{}",
+        text(&removed)
+    );
+    let gone = exports(&["show", "rt"], Some(TOKEN));
+    assert_eq!(gone.status.code(), Some(2), "{}", text(&gone));
+    assert!(
+        text(&gone).contains("no export policy of this host is named `rt`"),
+        "{}",
+        text(&gone)
+    );
+
+    // Phase three: removed.
+    replay(&files[2]);
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill on our own child's pid (`ip netns exec` became clarion).
+    assert_eq!(unsafe { libc::kill(run.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).expect("its summary");
+    assert!(run.wait().expect("ends").success(), "{rest}");
+
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.map(|e| e.expect("an entry").path()).collect())
+        .unwrap_or_default();
+    names.sort();
+    assert!(!names.is_empty(), "no file written: {rest}");
+    let mut written = Vec::new();
+    for f in &names {
+        let name = f.file_name().expect("a name").to_string_lossy().into_owned();
+        assert!(name.starts_with("rt-") && name.ends_with(".pcapng"), "{name}");
+        let mut src = clarion_capture::CaptureFile::open(f).expect("a pcapng");
+        while let Some(p) = src.next_packet() {
+            let p = p.expect("a packet");
+            written.push((p.data.to_vec(), p.orig_len));
+        }
+    }
+    let want: Vec<(Vec<u8>, u32)> = phases[1].iter().map(|f| (f.clone(), f.len() as u32)).collect();
+    assert_eq!(written.len(), want.len(), "frames in the files");
+    assert!(
+        written == want,
+        "the files hold exactly phase two's frames, in order"
+    );
+}
+
+/// Clarion inside network namespace `ns`.
+fn clarion_in(ns: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns])
+        .arg(assert_cmd::cargo::cargo_bin("clarion"))
+        .current_dir(repo());
+    c
+}
+
+/// Two network namespaces of this test joined by a veth pair, `va` in `a`
+/// (captured) and `vb` in `b` (replayed into), without addresses or IPv6.
+/// Removed when dropped.
+struct Net {
+    a: String,
+    b: String,
+}
+
+impl Net {
+    /// `None`, saying why, when not root or without `ip` and namespaces.
+    fn new(tag: &str) -> Option<Net> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipped: needs root and ip (network namespaces and a veth pair)");
+            return None;
+        }
+        let id = std::process::id() % 100_000;
+        let net = Net {
+            a: format!("clrt{tag}{id}a"),
+            b: format!("clrt{tag}{id}b"),
+        };
+        if !(net.ip(&["netns", "add", &net.a]) && net.ip(&["netns", "add", &net.b])) {
+            eprintln!("skipped: cannot create network namespaces");
+            return None;
+        }
+        for ns in [&net.a, &net.b] {
+            // Before the veth exists, so it never gets a link-local address.
+            let quiet = Command::new("ip")
+                .args(["netns", "exec", ns, "sysctl", "-qw"])
+                .args([
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                ])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(quiet, "IPv6 off in {ns}");
+        }
+        assert!(net.ip(&["-n", &net.a, "link", "set", "lo", "up"]), "lo up");
+        let (a, b) = (net.a.as_str(), net.b.as_str());
+        let paired = net.ip(&[
+            "-n", a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", b,
+        ]) && net.ip(&["-n", a, "link", "set", "va", "up"])
+            && net.ip(&["-n", b, "link", "set", "vb", "up"]);
+        assert!(paired, "a veth pair between the namespaces");
+        Some(net)
+    }
+
+    fn ip(&self, args: &[&str]) -> bool {
+        Command::new("ip")
+            .args(args)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.ip(&["netns", "del", &self.a]);
+        self.ip(&["netns", "del", &self.b]);
+    }
+}
