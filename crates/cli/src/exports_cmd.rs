@@ -11,7 +11,8 @@ use clarion_control::ExportInfo;
 use crate::events::{io, ApiArgs};
 use crate::Failure;
 
-pub const AFTER_HELP: &str = "On a running host (clarion run -i ... --api ADDR, clarion agent -i ... --api ADDR):
+pub const AFTER_HELP: &str =
+    "On a running host (clarion run -i ... --api ADDR, clarion agent -i ... --api ADDR):
   clarion exports --api http://127.0.0.1:8701 add web.clarion   # every export block of the file
   clarion exports --api http://127.0.0.1:8701 list              # name, packets taken, installed
   clarion exports --api http://127.0.0.1:8701 show web          # and its source
