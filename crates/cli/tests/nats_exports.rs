@@ -489,3 +489,25 @@ fn ip(args: &[&str]) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// Managers sharing the load keep no common set of policies yet: one
+/// refuses to install any, saying so, instead of leaving the agents that
+/// register with another without them.
+#[test]
+fn shared_managers_refuse_policies_for_now() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    let store = d.join("js");
+    let (_server, nats_port) = start_server_with(&server, &["-js", "-sd", &store.display().to_string()]);
+    let nats = format!("nats://127.0.0.1:{nats_port}");
+    let (_m, port) = api_manager(d, &nats, &["--shared", "--name", "m1", "--no-store"]);
+    let token = std::fs::read_to_string(test_token_file()).expect("the API token");
+    let api = clarion_control::Client::new(&format!("http://127.0.0.1:{port}"), Some(token.trim().into()));
+    let e = api.add_exports(POLICY).expect_err("refused");
+    assert!(e.to_string().contains("--shared"), "{e}");
+    assert!(api.exports().expect("a list").is_empty());
+}

@@ -1033,7 +1033,16 @@ impl Service {
                 let _ = reply.send(found.ok_or_else(|| crate::exports::not_found(&name)));
             }
             ExportsCommand::Add { source, reply } => {
-                let r = self.add_exports(&source).await;
+                let r = if self.shared.is_some() {
+                    // Each manager's set is its own: agents registering with
+                    // another would not get it.
+                    Err(ControlError::Invalid(
+                        "managers sharing the load (--shared) do not install export policies yet; run one manager to install them"
+                            .into(),
+                    ))
+                } else {
+                    self.add_exports(&source).await
+                };
                 let _ = reply.send(r.map(|v| v.iter().map(export_info).collect()));
             }
             ExportsCommand::Remove { name, reply } => {
