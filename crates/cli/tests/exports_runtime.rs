@@ -7,7 +7,9 @@
 //! files hold exactly the middle phase's frames (bytes, lengths, order);
 //! `list` counts them while it is installed; `show` of the removed policy
 //! is refused (404, exit 2), as are a policy the language refuses (its
-//! diagnostics) and a request without the token (401).
+//! diagnostics), one already installed, and a request without the token
+//! (401). And SIGHUP makes the installed policies those of the `--exports`
+//! file as it now reads.
 //!
 //! The frames go from `vb` in one network namespace to `va` in another
 //! (tcpreplay), where Clarion captures; neither end has an address nor
@@ -17,7 +19,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -64,75 +66,93 @@ fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     w.flush().expect("flushed");
 }
 
-#[test]
-fn a_policy_exports_only_while_it_is_installed() {
-    let Some(net) = Net::new("t") else { return };
-    if Command::new("tcpreplay").arg("-V").output().is_err() {
-        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
-        return;
-    }
-    let tmp = tempfile::tempdir().expect("a temporary directory");
-    let phases = [phase(1111, 40), phase(2222, 60), phase(3333, 50)];
-    let files: Vec<_> = phases
-        .iter()
-        .enumerate()
-        .map(|(i, frames)| {
-            let p = tmp.path().join(format!("phase{i}.pcap"));
-            write_pcap(&p, frames);
-            p
-        })
-        .collect();
-    let dir = tmp.path().join("out");
-    let mut run = clarion_in(&net.a)
-        .args([
-            "run",
-            "-i",
-            "va",
-            "--stats-every",
-            "0",
-            "--duration",
-            "60s",
-            "--snaplen",
-            "2048",
-        ])
-        // Events beside, as a host has them (the policies do not change them).
-        .args(["--events", "examples/demo.clarion"])
-        .args(["--api", "127.0.0.1:0", "--api-token", TOKEN])
-        .arg("--export-dir")
-        .arg(&dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clarion run starts");
-    let mut err = BufReader::new(run.stderr.take().expect("its stderr"));
-    let mut url = None;
-    let mut seen = String::new();
-    for _ in 0..10 {
-        let mut line = String::new();
-        if err.read_line(&mut line).expect("a line") == 0 {
-            break;
+/// A live host on `va` with the control API, and how to drive it.
+struct Host<'a> {
+    net: &'a Net,
+    home: &'a Path,
+    run: std::process::Child,
+    err: BufReader<std::process::ChildStderr>,
+    url: String,
+}
+
+impl<'a> Host<'a> {
+    /// `clarion run -i va --api ... --export-dir DIR` and `extra`.
+    fn start(net: &'a Net, home: &'a Path, dir: &Path, extra: &[&std::ffi::OsStr]) -> Host<'a> {
+        let mut run = clarion_in(&net.a)
+            .args([
+                "run",
+                "-i",
+                "va",
+                "--stats-every",
+                "0",
+                "--duration",
+                "60s",
+                "--snaplen",
+                "2048",
+            ])
+            // Events beside, as a host has them (the policies do not change them).
+            .args(["--events", "examples/demo.clarion"])
+            .args(["--api", "127.0.0.1:0", "--api-token", TOKEN])
+            .arg("--export-dir")
+            .arg(dir)
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("clarion run starts");
+        let mut err = BufReader::new(run.stderr.take().expect("its stderr"));
+        let mut url = None;
+        let mut seen = String::new();
+        for _ in 0..10 {
+            let mut line = String::new();
+            if err.read_line(&mut line).expect("a line") == 0 {
+                break;
+            }
+            seen += &line;
+            if let Some(rest) = line.split("http://").nth(1) {
+                url = rest.split('/').next().map(|a| format!("http://{a}"));
+                break;
+            }
         }
-        seen += &line;
-        if let Some(rest) = line.split("http://").nth(1) {
-            url = rest.split('/').next().map(|a| format!("http://{a}"));
-            break;
+        let url = url.unwrap_or_else(|| panic!("no API address in {seen}"));
+        Host {
+            net,
+            home,
+            run,
+            err,
+            url,
         }
     }
-    let url = url.unwrap_or_else(|| panic!("no API address in {seen}"));
-    let exports = |args: &[&str], token: Option<&str>| {
-        let mut c = clarion_in(&net.a);
-        c.args(["exports", "--api", &url]).args(args);
-        c.env_remove("CLARION_API_TOKEN").env("HOME", tmp.path());
+
+    /// `clarion exports ARGS` against the host, with `token` if given.
+    fn exports(&self, args: &[&str], token: Option<&str>) -> std::process::Output {
+        let mut c = clarion_in(&self.net.a);
+        c.args(["exports", "--api", &self.url]).args(args);
+        c.env_remove("CLARION_API_TOKEN").env("HOME", self.home);
         if let Some(t) = token {
             c.args(["--token", t]);
         }
         c.output().expect("clarion exports runs")
-    };
-    let replay = |file: &Path| {
+    }
+
+    /// Waits until `clarion exports list` says `want` (10 s at most).
+    fn wait_listed(&self, want: &str) {
+        let t = Instant::now();
+        loop {
+            let listed = self.exports(&["list"], Some(TOKEN));
+            if text(&listed).contains(want) {
+                return;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "{want}: {}", text(&listed));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn replay(&self, file: &Path) {
         let out = Command::new("ip")
             .args([
                 "netns",
                 "exec",
-                &net.b,
+                &self.net.b,
                 "tcpreplay",
                 "-q",
                 "-i",
@@ -144,18 +164,97 @@ fn a_policy_exports_only_while_it_is_installed() {
             .output()
             .expect("tcpreplay runs");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    };
-    let text = |o: &std::process::Output| {
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    };
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill on our own child's pid (`ip netns exec` became clarion).
+        assert_eq!(unsafe { libc::kill(self.run.id() as libc::pid_t, sig) }, 0);
+    }
+
+    /// Stops the host (SIGINT); its summary.
+    fn stop(mut self) -> String {
+        self.signal(libc::SIGINT);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.err, &mut rest).expect("its summary");
+        assert!(self.run.wait().expect("ends").success(), "{rest}");
+        rest
+    }
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The phases' frames written as captures to replay.
+fn phase_files(dir: &Path, phases: &[Vec<Vec<u8>>]) -> Vec<PathBuf> {
+    phases
+        .iter()
+        .enumerate()
+        .map(|(i, frames)| {
+            let p = dir.join(format!("phase{i}.pcap"));
+            write_pcap(&p, frames);
+            p
+        })
+        .collect()
+}
+
+/// The frames (bytes, length on the wire) of policy `policy`'s files in
+/// `dir`, in order; every file there must be some policy's of `known`.
+fn written(dir: &Path, policy: &str, known: &[&str]) -> Vec<(Vec<u8>, u32)> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.expect("an entry").path()).collect())
+        .unwrap_or_default();
+    names.sort();
+    let mut out = Vec::new();
+    for f in &names {
+        let name = f.file_name().expect("a name").to_string_lossy().into_owned();
+        assert!(
+            name.ends_with(".pcapng") && known.iter().any(|k| name.starts_with(&format!("{k}-"))),
+            "{name}"
+        );
+        if !name.starts_with(&format!("{policy}-")) {
+            continue;
+        }
+        let mut src = clarion_capture::CaptureFile::open(f).expect("a pcapng");
+        while let Some(p) = src.next_packet() {
+            let p = p.expect("a packet");
+            out.push((p.data.to_vec(), p.orig_len));
+        }
+    }
+    out
+}
+
+fn as_sent(frames: &[Vec<u8>]) -> Vec<(Vec<u8>, u32)> {
+    frames.iter().map(|f| (f.clone(), f.len() as u32)).collect()
+}
+
+fn can_replay() -> bool {
+    if Command::new("tcpreplay").arg("-V").output().is_err() {
+        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_policy_exports_only_while_it_is_installed() {
+    let Some(net) = Net::new("t") else { return };
+    if !can_replay() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let phases = [phase(1111, 40), phase(2222, 60), phase(3333, 50)];
+    let files = phase_files(tmp.path(), &phases);
+    let dir = tmp.path().join("out");
+    let host = Host::start(&net, tmp.path(), &dir, &[]);
 
     // Phase one: no policy.
-    replay(&files[0]);
-    let listed = exports(&["list"], Some(TOKEN));
+    host.replay(&files[0]);
+    let listed = host.exports(&["list"], Some(TOKEN));
     assert!(listed.status.success(), "{}", text(&listed));
     assert!(
         text(&listed).contains("no export policy is installed"),
@@ -171,48 +270,44 @@ fn a_policy_exports_only_while_it_is_installed() {
         "export rt\n  filter proto = udp\n  send packets to pcapng\n",
     )
     .expect("written");
+    let policy = policy.to_str().expect("utf-8");
     let bad = tmp.path().join("bad.clarion");
     std::fs::write(&bad, "export bad\n  send packets to nowhere\n").expect("written");
-    let refused = exports(&["add", bad.to_str().expect("utf-8")], Some(TOKEN));
+    let refused = host.exports(&["add", bad.to_str().expect("utf-8")], Some(TOKEN));
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     assert!(text(&refused).contains("request:2:"), "{}", text(&refused));
-    let anonymous = exports(&["add", policy.to_str().expect("utf-8")], None);
+    let anonymous = host.exports(&["add", policy], None);
     assert_eq!(anonymous.status.code(), Some(2), "{}", text(&anonymous));
     assert!(text(&anonymous).contains("Bearer"), "{}", text(&anonymous));
-    let added = exports(&["add", policy.to_str().expect("utf-8")], Some(TOKEN));
+    let added = host.exports(&["add", policy], Some(TOKEN));
     assert!(added.status.success(), "{}", text(&added));
     assert!(
         text(&added).contains("installed rt: 0 packets"),
         "{}",
         text(&added)
     );
+    let again = host.exports(&["add", policy], Some(TOKEN));
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains("installed already"), "{}", text(&again));
 
     // Phase two: installed. Its count reaches the phase's frames.
-    replay(&files[1]);
+    host.replay(&files[1]);
     let want = format!("rt: {} packets taken", phases[1].len());
-    let t = Instant::now();
-    loop {
-        let listed = exports(&["list"], Some(TOKEN));
-        if text(&listed).contains(&want) {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "{}", text(&listed));
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let shown = exports(&["show", "rt"], Some(TOKEN));
+    host.wait_listed(&want);
+    let shown = host.exports(&["show", "rt"], Some(TOKEN));
     assert!(
         text(&shown).contains("send packets to pcapng"),
         "{}",
         text(&shown)
     );
-    let removed = exports(&["rm", "rt"], Some(TOKEN));
+    let removed = host.exports(&["rm", "rt"], Some(TOKEN));
     assert!(removed.status.success(), "{}", text(&removed));
     assert!(
         text(&removed).contains(&format!("removed {want}")),
         "{}",
         text(&removed)
     );
-    let gone = exports(&["show", "rt"], Some(TOKEN));
+    let gone = host.exports(&["show", "rt"], Some(TOKEN));
     assert_eq!(gone.status.code(), Some(2), "{}", text(&gone));
     assert!(
         text(&gone).contains("no export policy of this host is named `rt`"),
@@ -221,34 +316,64 @@ fn a_policy_exports_only_while_it_is_installed() {
     );
 
     // Phase three: removed.
-    replay(&files[2]);
+    host.replay(&files[2]);
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill on our own child's pid (`ip netns exec` became clarion).
-    assert_eq!(unsafe { libc::kill(run.id() as libc::pid_t, libc::SIGINT) }, 0);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut err, &mut rest).expect("its summary");
-    assert!(run.wait().expect("ends").success(), "{rest}");
-
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .map(|d| d.map(|e| e.expect("an entry").path()).collect())
-        .unwrap_or_default();
-    names.sort();
-    assert!(!names.is_empty(), "no file written: {rest}");
-    let mut written = Vec::new();
-    for f in &names {
-        let name = f.file_name().expect("a name").to_string_lossy().into_owned();
-        assert!(name.starts_with("rt-") && name.ends_with(".pcapng"), "{name}");
-        let mut src = clarion_capture::CaptureFile::open(f).expect("a pcapng");
-        while let Some(p) = src.next_packet() {
-            let p = p.expect("a packet");
-            written.push((p.data.to_vec(), p.orig_len));
-        }
-    }
-    let want: Vec<(Vec<u8>, u32)> = phases[1].iter().map(|f| (f.clone(), f.len() as u32)).collect();
-    assert_eq!(written.len(), want.len(), "frames in the files");
+    let summary = host.stop();
+    let got = written(&dir, "rt", &["rt"]);
+    assert_eq!(got.len(), phases[1].len(), "frames in the files: {summary}");
     assert!(
-        written == want,
+        got == as_sent(&phases[1]),
         "the files hold exactly phase two's frames, in order"
+    );
+}
+
+/// SIGHUP reloads `--exports`: the installed set becomes the file's. A
+/// policy for port 1111 runs from the start; the file then says one for
+/// port 2222 instead. Each policy's files hold exactly the frames of its
+/// port replayed while it was installed.
+#[test]
+fn sighup_makes_the_installed_policies_the_files() {
+    let Some(net) = Net::new("h") else { return };
+    if !can_replay() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let phases = [phase(1111, 40), phase(2222, 60)];
+    let files = phase_files(tmp.path(), &phases);
+    let dir = tmp.path().join("out");
+    let policies = tmp.path().join("policies.clarion");
+    let policy = |name: &str, port: u16| {
+        format!("export {name}\n  filter proto = udp and dst_port = {port}\n  send packets to pcapng\n")
+    };
+    std::fs::write(&policies, policy("one", 1111)).expect("written");
+    let host = Host::start(
+        &net,
+        tmp.path(),
+        &dir,
+        &["--exports".as_ref(), policies.as_os_str()],
+    );
+    host.wait_listed("one: 0 packets taken");
+    host.replay(&files[0]);
+    host.replay(&files[1]);
+    host.wait_listed(&format!("one: {} packets taken", phases[0].len()));
+    std::fs::write(&policies, policy("two", 2222)).expect("rewritten");
+    host.signal(libc::SIGHUP);
+    host.wait_listed("two: 0 packets taken");
+    let listed = host.exports(&["list"], Some(TOKEN));
+    assert!(!text(&listed).contains("one:"), "{}", text(&listed));
+    host.replay(&files[1]);
+    host.replay(&files[0]);
+    host.wait_listed(&format!("two: {} packets taken", phases[1].len()));
+    std::thread::sleep(Duration::from_millis(300));
+    let summary = host.stop();
+    assert!(summary.contains("SIGHUP: reloaded"), "{summary}");
+    assert!(
+        written(&dir, "one", &["one", "two"]) == as_sent(&phases[0]),
+        "one's files: {summary}"
+    );
+    assert!(
+        written(&dir, "two", &["one", "two"]) == as_sent(&phases[1]),
+        "two's files: {summary}"
     );
 }
 
