@@ -76,8 +76,8 @@ struct Host<'a> {
 }
 
 impl<'a> Host<'a> {
-    /// `clarion run -i va --api ... --export-dir DIR` and `extra`.
-    fn start(net: &'a Net, home: &'a Path, dir: &Path, extra: &[&std::ffi::OsStr]) -> Host<'a> {
+    /// `clarion run -i va --workers N --api ... --export-dir DIR` and `extra`.
+    fn start(net: &'a Net, home: &'a Path, dir: &Path, workers: u32, extra: &[&std::ffi::OsStr]) -> Host<'a> {
         let mut run = clarion_in(&net.a)
             .args([
                 "run",
@@ -93,6 +93,7 @@ impl<'a> Host<'a> {
             // Events beside, as a host has them (the policies do not change them).
             .args(["--events", "examples/demo.clarion"])
             .args(["--api", "127.0.0.1:0", "--api-token", TOKEN])
+            .args(["--workers", &workers.to_string()])
             .arg("--export-dir")
             .arg(dir)
             .args(extra)
@@ -240,17 +241,25 @@ fn can_replay() -> bool {
     true
 }
 
+/// With one worker, and with two (each its own exporter, every one
+/// given the new set).
 #[test]
 fn a_policy_exports_only_while_it_is_installed() {
     let Some(net) = Net::new("t") else { return };
     if !can_replay() {
         return;
     }
+    for workers in [1, 2] {
+        install_and_remove(&net, workers);
+    }
+}
+
+fn install_and_remove(net: &Net, workers: u32) {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let phases = [phase(1111, 40), phase(2222, 60), phase(3333, 50)];
     let files = phase_files(tmp.path(), &phases);
     let dir = tmp.path().join("out");
-    let host = Host::start(&net, tmp.path(), &dir, &[]);
+    let host = Host::start(net, tmp.path(), &dir, workers, &[]);
 
     // Phase one: no policy.
     host.replay(&files[0]);
@@ -319,11 +328,21 @@ fn a_policy_exports_only_while_it_is_installed() {
     host.replay(&files[2]);
     std::thread::sleep(Duration::from_millis(500));
     let summary = host.stop();
-    let got = written(&dir, "rt", &["rt"]);
-    assert_eq!(got.len(), phases[1].len(), "frames in the files: {summary}");
+    let mut got = written(&dir, "rt", &["rt"]);
+    let mut want = as_sent(&phases[1]);
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{workers} worker(s): frames in the files: {summary}"
+    );
+    if workers > 1 {
+        // Each worker writes its own files (its flows, in order): compared as sets.
+        got.sort();
+        want.sort();
+    }
     assert!(
-        got == as_sent(&phases[1]),
-        "the files hold exactly phase two's frames, in order"
+        got == want,
+        "{workers} worker(s): the files hold exactly phase two's frames"
     );
 }
 
@@ -350,6 +369,7 @@ fn sighup_makes_the_installed_policies_the_files() {
         &net,
         tmp.path(),
         &dir,
+        1,
         &["--exports".as_ref(), policies.as_os_str()],
     );
     host.wait_listed("one: 0 packets taken");
