@@ -449,14 +449,14 @@ impl LocalEvents {
     fn exports_command(&mut self, cmd: ExportsCommand, host: &mut LiveHost) {
         match cmd {
             ExportsCommand::List { reply } => {
+                self.sync_exports(host);
                 let _ = reply.send(self.export_infos(host, None));
             }
             ExportsCommand::Show { name, reply } => {
-                let found = self.export_infos(host, Some(&name)).and_then(|v| {
-                    v.into_iter()
-                        .next()
-                        .ok_or_else(|| export_not_found(&name))
-                });
+                self.sync_exports(host);
+                let found = self
+                    .export_infos(host, Some(&name))
+                    .and_then(|v| v.into_iter().next().ok_or_else(|| export_not_found(&name)));
                 let _ = reply.send(found);
             }
             ExportsCommand::Add { source, reply } => {
@@ -465,6 +465,21 @@ impl LocalEvents {
             ExportsCommand::Remove { name, reply } => {
                 let _ = reply.send(self.remove_export(&name, host));
             }
+        }
+    }
+
+    /// Policies installed by others (an agent's manager) are noted as
+    /// installed when first seen, without a source; those gone forgotten.
+    fn sync_exports(&mut self, host: &LiveHost) {
+        let Some(policies) = host.export_policies() else {
+            return;
+        };
+        self.exports
+            .retain(|name, _| policies.iter().any(|p| &p.name == name));
+        for p in policies {
+            self.exports
+                .entry(p.name.clone())
+                .or_insert_with(|| (String::new(), clarion_live::realtime_ns()));
         }
     }
 
@@ -602,7 +617,9 @@ fn export_not_found(name: &str) -> ControlError {
 }
 
 fn no_export_settings() -> ControlError {
-    ControlError::Invalid("this host was started without export settings, so it takes no export policies".into())
+    ControlError::Invalid(
+        "this host was started without export settings, so it takes no export policies".into(),
+    )
 }
 
 fn not_found(name: &str) -> ControlError {
