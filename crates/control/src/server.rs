@@ -491,8 +491,8 @@ mod tests {
     }
 
     /// Answers exports commands from a book of policies by name, as a
-    /// live host does (or refuses them all, as a manager does, with
-    /// `refuse`); returns the texts it was asked to add.
+    /// live host does (or refuses them all with `refuse`); returns the
+    /// texts it was asked to add.
     fn answer_exports(
         mut rx: mpsc::Receiver<Command>,
         mut book: Vec<ExportInfo>,
@@ -592,10 +592,11 @@ mod tests {
         drop(answering);
     }
 
+    /// An owner that keeps no policies refuses every exports route with 404.
     #[test]
-    fn a_manager_refuses_exports_with_404() {
+    fn refused_exports_commands_answer_404() {
         let (addr, rx) = serve(None);
-        let why = "export policies are installed on hosts";
+        let why = "this server keeps no export policies";
         let _answering = answer_exports(rx, Vec::new(), Some(why));
         let c = crate::Client::new(&format!("http://{addr}"), None);
         assert_eq!(refused(c.exports()), (404, why.to_string()));
