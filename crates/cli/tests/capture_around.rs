@@ -321,3 +321,31 @@ fn capturing_needs_a_directory() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--capture-dir"), "{}", stderr(&o));
 }
+
+/// Worker threads deliver reports long after the reader passed their
+/// packets; the captures are the same as one monitor's, byte for byte.
+#[test]
+fn two_workers_capture_what_one_monitor_does() {
+    for capture in captures() {
+        let one = tempfile::tempdir().expect("a temporary directory");
+        let two = tempfile::tempdir().expect("a temporary directory");
+        let a = run(&capture, one.path(), &[]);
+        let b = run(&capture, two.path(), &["--workers", "2"]);
+        assert_eq!(a.len(), b.len(), "{}", capture.display());
+        for (x, y) in a.iter().zip(&b) {
+            let (fx, fy) = (x["capture"]["file"].as_str(), y["capture"]["file"].as_str());
+            let (fx, fy) = (fx.expect("a file"), fy.expect("a file"));
+            assert_eq!(
+                x["capture"]["from_ns"],
+                y["capture"]["from_ns"],
+                "{}",
+                capture.display()
+            );
+            let (bx, by) = (
+                std::fs::read(fx).expect("written"),
+                std::fs::read(fy).expect("written"),
+            );
+            assert!(bx == by, "{}: {fx} and {fy} differ", capture.display());
+        }
+    }
+}

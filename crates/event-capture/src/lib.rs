@@ -288,8 +288,10 @@ impl Captures {
         self.close_due();
     }
 
-    /// The monitor has measured the packets up to `ts_ns` (and reported
-    /// what they closed): the ring may forget what no report can ask for.
+    /// Every window ending before `ts_ns` has been reported: the ring may
+    /// forget what no later report can ask for (a window ending at or
+    /// after it, with its `before`, is at most the longest interval plus
+    /// `before` earlier).
     pub fn processed(&mut self, ts_ns: u64) {
         self.jobs.processed(ts_ns);
     }

@@ -180,10 +180,17 @@ impl<S: Stage> WithExports<S> {
         self.gpvs.as_mut().map(|g| &mut g.apps)
     }
 
-    /// Starts the captures of the reports from `first` on.
+    /// Starts the captures of the reports from `first` on; the ring may
+    /// then forget what no later report can ask for. Reports come in
+    /// window-end order, and a stage may deliver them long after it was
+    /// handed their packets (worker threads), so the reports, not the
+    /// packets, are the ring's clock.
     fn capture_reports(&mut self, out: &mut [Report], first: usize) {
         if let (Some(c), Some(new)) = (&mut self.captures, out.get_mut(first..)) {
             c.on_reports(new);
+            if let Some(end) = new.iter().map(|r| r.window.end_ns).max() {
+                c.processed(end);
+            }
         }
     }
 
@@ -246,9 +253,6 @@ impl<S: Stage> Stage for WithExports<S> {
         let first = out.len();
         self.inner.process_batch(packets, out)?;
         self.capture_reports(out, first);
-        if let (Some(c), Some(last)) = (&mut self.captures, packets.last()) {
-            c.processed(last.ts_ns);
-        }
         if let Some(r) = &mut self.records {
             r.meter.process_batch(packets, &mut r.out);
         }
