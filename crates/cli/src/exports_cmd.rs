@@ -12,7 +12,7 @@ use crate::events::{io, ApiArgs};
 use crate::Failure;
 
 pub const AFTER_HELP: &str =
-    "On a running host (clarion run -i ... --api ADDR, clarion agent -i ... --api ADDR):
+    "On a running host (clarion run -i ... --api ADDR, clarion agent -i ... --api ADDR) or a manager:
   clarion exports --api http://127.0.0.1:8701 add web.clarion   # every export block of the file
   clarion exports --api http://127.0.0.1:8701 list              # name, packets taken, installed
   clarion exports --api http://127.0.0.1:8701 show web          # and its source
@@ -23,7 +23,9 @@ closes its files and sends its pending headers. Destinations other
 policies still use (a collector, a mirror) keep going. A policy added
 again writes new files (POLICY-RUN-r2-NNNNNN.pcapng, ...). The token is
 found as for clarion events (--token, --token-file, ~/.config/clarion/api-token).
-A manager has no export policies: give the host's API address.";
+On a manager (clarion manager --api ADDR) the policies go to every agent
+(replays and live), now and as they register; list and show count no
+packets there (each host's own API does).";
 
 #[derive(Args, Debug)]
 pub struct ExportsArgs {

@@ -2,8 +2,8 @@
 //! nats-server, a manager with its control API, two agents replaying
 //! generated traffic at the capture's pace and a third registering after
 //! the install (on a real capture when the shared ones are there). A
-//! `send packets to pcapng` policy is added through the manager's
-//! `/v1/exports`, then removed. Each agent says from which frame (of the
+//! `send packets to pcapng` policy is added to the manager with `clarion
+//! exports add FILE --api MANAGER` (its `/v1/exports`), then removed. Each agent says from which frame (of the
 //! frames that parse, counted from 0) it applied each set; its pcapng files
 //! must hold exactly the frames the filter takes (read plainly from the
 //! capture) between the install's frame and the removal's, whatever the
@@ -191,9 +191,10 @@ fn policies_installed_on_the_manager_reach_every_agent_from_then_on() {
     }
     // Some traffic passes before the install.
     std::thread::sleep(Duration::from_millis(800));
-    let added = api.add_exports(POLICY).expect("installed");
-    assert_eq!(added.len(), 1);
-    assert_eq!(added[0].name, "web");
+    std::fs::write(d.join("web.clarion"), POLICY).expect("the policy");
+    let url = format!("http://127.0.0.1:{port}");
+    let added = exports_cli(d, &url, &["add", "web.clarion"]);
+    assert!(added.contains("web"), "{added}");
     let shown = api.show_export("web").expect("shown");
     assert_eq!(shown.source, POLICY, "the canonical source");
     let from: Vec<usize> = early.iter().map(|(_, _, a)| a.applied_from("web")).collect();
@@ -211,7 +212,7 @@ fn policies_installed_on_the_manager_reach_every_agent_from_then_on() {
 
     // More traffic passes, then the policy goes.
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(api.remove_export("web").expect("removed").name, "web");
+    exports_cli(d, &url, &["rm", "web"]);
     assert!(api.show_export("web").is_err());
     let to: Vec<usize> = early.iter().map(|(_, _, a)| a.applied_from("none")).collect();
 
@@ -236,6 +237,18 @@ fn policies_installed_on_the_manager_reach_every_agent_from_then_on() {
     let want = wanted(&frames, 0, frames.len());
     assert!(!want.is_empty());
     assert_frames("web-3", &exported(&d.join("out-web-3")), &want);
+}
+
+/// `clarion exports --api URL ARGS...` in `d`, successful; its output.
+fn exports_cli(d: &Path, url: &str, args: &[&str]) -> String {
+    let o = clarion()
+        .args(["exports", "--api", url])
+        .args(args)
+        .current_dir(d)
+        .output()
+        .expect("clarion exports runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn early_index(host: &str) -> usize {
