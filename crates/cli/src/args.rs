@@ -477,7 +477,7 @@ pub struct LiveArgs {
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// Events file to check.
+    /// Events file to check (or a file of export policies, `--exports`).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
 

@@ -1,4 +1,5 @@
-//! `clarion check`: validate an events file and print its canonical form.
+//! `clarion check`: validate an events file (or a file of export
+//! policies) and print its canonical form.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -22,6 +23,11 @@ pub fn check(a: &CheckArgs) -> Result<ExitCode, Failure> {
         .map_err(|e| Failure::Usage(format!("clarion: {e:#}")))?;
     let src = &events_text(&name, bytes, color)?;
     let file = clarion_lang::parse(src).map_err(|d| Failure::Usage(d.render(&name, src, color)))?;
+    if file.events.is_empty() && !file.exports.is_empty() {
+        // A file of export policies (`--exports`): checked as such.
+        clarion_lang::check_exports(src).map_err(|d| Failure::Usage(d.render(&name, src, color)))?;
+        return print_canonical(&file, a.quiet);
+    }
     let specs = clarion_lang::lower(&file).map_err(|d| Failure::Usage(d.render(&name, src, color)))?;
     if a.cost {
         eprintln!("clarion: note: {name}: {}", cost::predict(&specs).note());
@@ -30,18 +36,7 @@ pub fn check(a: &CheckArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     warn_cost(&a.file, &specs, 1, false);
-    let mut out = std::io::stdout().lock();
-    let text = file.to_string();
-    let written = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-    if let Err(e) = written {
-        return if e.kind() == std::io::ErrorKind::BrokenPipe {
-            Err(Failure::BrokenPipe)
-        } else {
-            Err(Failure::Runtime(
-                anyhow::Error::new(e).context("cannot write to standard output"),
-            ))
-        };
-    }
+    print_canonical(&file, false)?;
     for s in specs.iter() {
         let pending = s.unsupported_variables();
         if !pending.is_empty() {
@@ -54,6 +49,22 @@ pub fn check(a: &CheckArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the file's canonical form (unless `quiet`).
+fn print_canonical(file: &clarion_lang::ast::File, quiet: bool) -> Result<ExitCode, Failure> {
+    if quiet {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = std::io::stdout().lock();
+    let text = file.to_string();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::BrokenPipe),
+        Err(e) => Err(Failure::Runtime(
+            anyhow::Error::new(e).context("cannot write to standard output"),
+        )),
+    }
 }
 
 /// Warns on standard error when the events of `path` are predicted to

@@ -259,3 +259,33 @@ fn mistakes_are_clear() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--exports"), "{}", stderr(&o));
 }
+
+/// The bundled policies check (`clarion check` takes a policy file too)
+/// and run on the bundled capture.
+#[test]
+fn the_example_policies_check_and_run() {
+    let o = clarion()
+        .args(["check", "examples/exports.clarion"])
+        .output()
+        .expect("check");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(printed.starts_with("export tcp_headers\n"), "{printed}");
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let o = clarion()
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--exports",
+            "examples/exports.clarion",
+            "--export-dir",
+        ])
+        .arg(tmp.path())
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("policy udp_and_icmp:"), "{}", stderr(&o));
+    let files = std::fs::read_dir(tmp.path()).expect("files").count();
+    assert!(files >= 1);
+}
