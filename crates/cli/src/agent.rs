@@ -8,10 +8,12 @@
 //! MANAGER`): the whole set, in the registration reply and whenever it
 //! changes, checked here with the language and applied between frames (a
 //! replay: to its exporter, from the next frame on; live: to every
-//! worker), replacing the policies of `--exports`. A set that does not
-//! check, or that the host refuses (a pcapng policy without
-//! `--export-dir`), is refused, said on standard error and to the manager,
-//! and the policies running stay. An agent always has an exporter, with
+//! worker), replacing the manager's previous ones; the host's own (of
+//! `--exports`, and added through its API) run beside them. A set that
+//! does not check, that takes the name of one of the host's own, or that
+//! the host refuses (a pcapng policy without `--export-dir`), is refused,
+//! said on standard error and to the manager, and the policies running
+//! stay. An agent always has an exporter, with
 //! no policies until some arrive (no cost: it is offered no frame).
 
 use std::path::PathBuf;
@@ -169,6 +171,9 @@ struct Agent {
     /// that checked, waiting to be applied by the loop that owns the exporter.
     exports: AppliedExports,
     pending_exports: Option<(u64, Vec<ExportSpec>)>,
+    /// The names of the manager's policies the host runs: the others are
+    /// the host's own (`--exports`, its API), kept beside them.
+    from_manager: Vec<String>,
     quiet: bool,
 }
 
@@ -239,10 +244,37 @@ impl Agent {
         };
         let frames = stage.frames();
         let r = match stage.exporter_mut() {
-            Some(x) => x.set_policies(&specs).map_err(|e| e.to_string()),
+            Some(x) => self
+                .with_own(x.policies(), &specs)
+                .and_then(|all| x.set_policies(&all).map_err(|e| e.to_string())),
             None => Err("this agent has no exporter".into()),
         };
         let r = r.map(|()| format!("from frame {frames} on: {}", names(&specs)));
+        self.manager_applied(version, &specs, r);
+    }
+
+    /// The manager's new policies beside the host's own (those of the
+    /// running set the manager did not send); refused if one takes an own name.
+    fn with_own(&self, running: &[ExportSpec], specs: &[ExportSpec]) -> Result<Vec<ExportSpec>, String> {
+        let mut all: Vec<ExportSpec> = running
+            .iter()
+            .filter(|p| !self.from_manager.contains(&p.name))
+            .cloned()
+            .collect();
+        if let Some(p) = specs.iter().find(|p| all.iter().any(|o| o.name == p.name)) {
+            return Err(format!(
+                "policy `{}` is this host's own (--exports or its API): the manager's cannot replace it",
+                p.name
+            ));
+        }
+        all.extend(specs.iter().cloned());
+        Ok(all)
+    }
+
+    fn manager_applied(&mut self, version: u64, specs: &[ExportSpec], r: Result<String, String>) {
+        if r.is_ok() {
+            self.from_manager = specs.iter().map(|p| p.name.clone()).collect();
+        }
         self.exports_done(version, r);
     }
 
@@ -251,9 +283,12 @@ impl Agent {
         let Some((version, specs)) = self.pending_exports.take() else {
             return;
         };
-        let r = host.set_exports(&specs).map_err(|e| e.to_string());
+        let running = host.export_policies().unwrap_or_default().to_vec();
+        let r = self
+            .with_own(&running, &specs)
+            .and_then(|all| host.set_exports(&all).map_err(|e| e.to_string()));
         let r = r.map(|()| format!("on every worker: {}", names(&specs)));
-        self.exports_done(version, r);
+        self.manager_applied(version, &specs, r);
     }
 
     /// Network-wide triggers' reports go to the manager (`decided_ns`: the
@@ -571,6 +606,7 @@ impl Agent {
             stop,
             exports: AppliedExports::default(),
             pending_exports: None,
+            from_manager: Vec::new(),
             quiet: a.quiet,
         };
         if let Some(set) = registered_exports {

@@ -27,6 +27,8 @@ use bus::*;
 use clarion_capture::PacketSource;
 
 const POLICY: &str = "export web\n  filter dst_port = 80\n  send packets to pcapng\n";
+/// A host's own policy (`--exports`).
+const OWN: &str = "export own\n  filter dst_port = 443\n  send packets to pcapng\n";
 
 /// A frame as the files and the capture hold it.
 type Frame = (u64, Vec<u8>, u32);
@@ -40,10 +42,11 @@ struct Agent {
 }
 
 impl Agent {
-    fn start(d: &Path, nats: &str, host: &str, pcap: &Path, paced: bool) -> Agent {
+    fn start(d: &Path, nats: &str, host: &str, pcap: &Path, paced: bool, extra: &[&str]) -> Agent {
         let mut c = clarion();
         c.args(["agent", "--nats", nats, "--host", host, "--pcap"])
             .arg(pcap)
+            .args(extra)
             .args(["--linger", "1s", "--export-dir", &format!("out-{host}")]);
         if paced {
             c.args(["--speed", "1"]);
@@ -103,31 +106,42 @@ impl Agent {
 }
 
 /// The frames of a capture that parse (as an agent counts them), and
-/// whether the policy's filter takes each: read plainly.
+/// whether the manager's policy's filter takes each: read plainly.
 fn parsed_frames(path: &Path) -> Vec<(Frame, bool)> {
+    frames_to_port(path, 80)
+}
+
+/// The same for a filter `dst_port = PORT`.
+fn frames_to_port(path: &Path, port: u16) -> Vec<(Frame, bool)> {
     let mut src = clarion_capture::CaptureFile::open(path).expect("the capture");
     let mut out = Vec::new();
     while let Some(r) = src.next_packet() {
         let p = r.expect("a packet");
         if let Ok(rec) = clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
-            let takes = rec.key.has_ports() && rec.key.dst_port == 80;
+            let takes = rec.key.has_ports() && rec.key.dst_port == port;
             out.push(((p.ts_ns, p.data.to_vec(), p.orig_len), takes));
         }
     }
     out
 }
 
-/// What the policy's files in `dir` hold, in file order (names sort by run and sequence).
-fn exported(dir: &Path) -> Vec<Frame> {
+/// What the files of `policy` in `dir` hold, in file order (names sort by run and sequence).
+fn exported(dir: &Path, policy: &str) -> Vec<Frame> {
     let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries.map(|e| e.expect("entry").path()).collect(),
+        Ok(entries) => entries
+            .map(|e| e.expect("entry").path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{policy}-")))
+            })
+            .collect(),
         Err(_) => return Vec::new(),
     };
     files.sort();
     let mut got = Vec::new();
     for f in &files {
         let name = f.file_name().expect("a name").to_string_lossy().into_owned();
-        assert!(name.starts_with("web-") && name.ends_with(".pcapng"), "{name}");
+        assert!(name.ends_with(".pcapng"), "{name}");
         let mut src = clarion_capture::CaptureFile::open(f).expect("a pcapng");
         while let Some(r) = src.next_packet() {
             let p = r.expect("a packet");
@@ -178,11 +192,18 @@ fn policies_installed_on_the_manager_reach_every_agent_from_then_on() {
     assert!(e.to_string().contains("dst_prot"), "{e}");
     assert!(api.exports().expect("a list").is_empty());
 
+    std::fs::write(d.join("own.clarion"), OWN).expect("the host's own policy");
     let early: Vec<(String, PathBuf, Agent)> = ["web-1", "web-2"]
         .iter()
         .map(|h| {
             let pcap = d.join(format!("hosts/{h}.pcap"));
-            let a = Agent::start(d, &nats, h, &pcap, true);
+            // web-1 has a policy of its own, which runs beside the manager's.
+            let own: &[&str] = if *h == "web-1" {
+                &["--exports", "own.clarion"]
+            } else {
+                &[]
+            };
+            let a = Agent::start(d, &nats, h, &pcap, true, own);
             (h.to_string(), pcap, a)
         })
         .collect();
@@ -207,7 +228,7 @@ fn policies_installed_on_the_manager_reach_every_agent_from_then_on() {
         eprintln!("note: no shared captures; the late agent replays generated traffic");
         d.join("hosts/web-3.pcap")
     };
-    let late = Agent::start(d, &nats, "web-3", &late_pcap, false);
+    let late = Agent::start(d, &nats, "web-3", &late_pcap, false, &[]);
     assert_eq!(late.applied_from("web"), 0, "{}", late.text());
 
     // More traffic passes, then the policy goes.
@@ -230,13 +251,24 @@ fn policies_installed_on_the_manager_reach_every_agent_from_then_on() {
         );
         let want = wanted(&frames, from[i], to[i]);
         assert!(!want.is_empty(), "{host}: the filter takes frames in between");
-        assert_frames(&host, &exported(&d.join(format!("out-{host}"))), &want);
+        let out = d.join(format!("out-{host}"));
+        assert_frames(&host, &exported(&out, "web"), &want);
+        let own = exported(&out, "own");
+        if host == "web-1" {
+            // Untouched by the manager's install and removal: all of them.
+            let to_443 = frames_to_port(&pcap, 443);
+            let want = wanted(&to_443, 0, to_443.len());
+            assert!(!want.is_empty());
+            assert_frames("web-1's own policy", &own, &want);
+        } else {
+            assert!(own.is_empty());
+        }
     }
     late.finish();
     let frames = parsed_frames(&late_pcap);
     let want = wanted(&frames, 0, frames.len());
     assert!(!want.is_empty());
-    assert_frames("web-3", &exported(&d.join("out-web-3")), &want);
+    assert_frames("web-3", &exported(&d.join("out-web-3"), "web"), &want);
 }
 
 /// `clarion exports --api URL ARGS...` in `d`, successful; its output.
@@ -290,12 +322,30 @@ fn an_agent_refuses_a_set_its_host_cannot_run_and_keeps_running() {
         .spawn()
         .expect("agent starts");
     let a = Agent::from_child(child);
+    // A host whose own policy has the manager's policy's name.
+    std::fs::write(d.join("mine.clarion"), POLICY.replace("80", "443")).expect("its own");
+    let web = Path::new("hosts/web-2.pcap");
+    let own = ["--exports", "mine.clarion"];
+    let b = Agent::start(d, &nats, "web-2", web, true, &own);
     a.line("registered with manager", Duration::from_secs(20));
+    b.line("registered with manager", Duration::from_secs(20));
     api.add_exports(POLICY).expect("the manager takes it");
     let l = a.line("are refused", Duration::from_secs(20));
     assert!(l.contains("export") && l.contains("web"), "{l}");
+    let l = b.line("are refused", Duration::from_secs(20));
+    assert!(l.contains("`web` is this host's own"), "{l}");
     let text = a.finish();
     assert!(text.contains("frames"), "the replay went on to its end: {text}");
+    b.finish();
+    // Its own policy ran throughout: every frame to port 443.
+    let to_443 = frames_to_port(&d.join(web), 443);
+    let want = wanted(&to_443, 0, to_443.len());
+    assert!(!want.is_empty());
+    assert_frames(
+        "web-2's own policy",
+        &exported(&d.join("out-web-2"), "web"),
+        &want,
+    );
     let out = m.terminate("the manager");
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -399,7 +449,7 @@ fn a_live_agent_applies_the_managers_policies_on_its_workers() {
         parsed_frames(&outside).iter().any(|(_, takes)| *takes),
         "the other replays hold frames the filter takes (their absence is the test)"
     );
-    let got: Vec<Vec<u8>> = exported(&d.join("out"))
+    let got: Vec<Vec<u8>> = exported(&d.join("out"), "web")
         .into_iter()
         .map(|(_, data, _)| data)
         .collect();
