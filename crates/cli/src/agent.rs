@@ -54,7 +54,9 @@ the manager says it is done, or for --linger. Live (-i), it captures as
 satisfaction report as its window closes and answers polls from the
 workers' merged windows (--history-windows of them). Reports of the host's own events
 (--events, without `across hosts`) go to --output; network-wide reports come
-from the manager. docs/manager.md explains the protocol.";
+from the manager. Export policies installed on the manager (clarion exports
+--api MANAGER add FILE) run here too, beside the host's own --exports;
+those writing pcapng need --export-dir. docs/manager.md explains the protocol.";
 
 #[derive(Args, Debug)]
 // The manager may send policies: the export settings stand without --exports.
