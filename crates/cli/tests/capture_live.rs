@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use clarion_capture::PacketSource;
+use common::netns::{clarion_in, Net};
 use common::repo;
 use serde_json::Value;
 
@@ -204,80 +205,4 @@ fn check(net: &Net, capture: &Path, workers: u32) {
         "{what}: one file a report"
     );
     eprintln!("{what}: {files} capture files checked");
-}
-
-/// Clarion inside network namespace `ns`.
-fn clarion_in(ns: &str) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns])
-        .arg(assert_cmd::cargo::cargo_bin("clarion"))
-        .current_dir(repo());
-    c
-}
-
-/// Two network namespaces of this test joined by a veth pair, `va` in `a`
-/// (captured) and `vb` in `b` (replayed into), without addresses or IPv6.
-/// Removed when dropped.
-struct Net {
-    a: String,
-    b: String,
-}
-
-impl Net {
-    /// `None`, saying why, when not root or without `ip` and namespaces.
-    fn new(tag: &str) -> Option<Net> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
-            eprintln!("skipped: needs root and ip (network namespaces and a veth pair)");
-            return None;
-        }
-        let id = std::process::id() % 100_000;
-        let net = Net {
-            a: format!("clrx{tag}{id}a"),
-            b: format!("clrx{tag}{id}b"),
-        };
-        if !(net.ip(&["netns", "add", &net.a]) && net.ip(&["netns", "add", &net.b])) {
-            eprintln!("skipped: cannot create network namespaces");
-            return None;
-        }
-        for ns in [&net.a, &net.b] {
-            // Before the veth exists, so it never gets a link-local address.
-            let quiet = Command::new("ip")
-                .args(["netns", "exec", ns, "sysctl", "-qw"])
-                .args([
-                    "net.ipv6.conf.all.disable_ipv6=1",
-                    "net.ipv6.conf.default.disable_ipv6=1",
-                ])
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(quiet, "IPv6 off in {ns}");
-        }
-        assert!(net.ip(&["-n", &net.a, "link", "set", "lo", "up"]), "lo up");
-        assert!(net.pair("va", "vb"), "a veth pair between the namespaces");
-        Some(net)
-    }
-
-    /// A veth pair, up: `va` in `a`, `vb` in `b`.
-    fn pair(&self, va: &str, vb: &str) -> bool {
-        let (a, b) = (self.a.as_str(), self.b.as_str());
-        self.ip(&[
-            "-n", a, "link", "add", va, "type", "veth", "peer", "name", vb, "netns", b,
-        ]) && self.ip(&["-n", a, "link", "set", va, "up"])
-            && self.ip(&["-n", b, "link", "set", vb, "up"])
-    }
-
-    fn ip(&self, args: &[&str]) -> bool {
-        Command::new("ip")
-            .args(args)
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        self.ip(&["netns", "del", &self.a]);
-        self.ip(&["netns", "del", &self.b]);
-    }
 }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use clarion_capture::PacketSource;
 use clarion_wire::build::{FrameSpec, IpPair, Transport};
 use clarion_wire::LinkType;
-use common::repo;
+use common::netns::{clarion_in, Net};
 
 const TOKEN: &str = "runtime-exports-test-token";
 
@@ -395,76 +395,4 @@ fn sighup_makes_the_installed_policies_the_files() {
         written(&dir, "two", &["one", "two"]) == as_sent(&phases[1]),
         "two's files: {summary}"
     );
-}
-
-/// Clarion inside network namespace `ns`.
-fn clarion_in(ns: &str) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns])
-        .arg(assert_cmd::cargo::cargo_bin("clarion"))
-        .current_dir(repo());
-    c
-}
-
-/// Two network namespaces of this test joined by a veth pair, `va` in `a`
-/// (captured) and `vb` in `b` (replayed into), without addresses or IPv6.
-/// Removed when dropped.
-struct Net {
-    a: String,
-    b: String,
-}
-
-impl Net {
-    /// `None`, saying why, when not root or without `ip` and namespaces.
-    fn new(tag: &str) -> Option<Net> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
-            eprintln!("skipped: needs root and ip (network namespaces and a veth pair)");
-            return None;
-        }
-        let id = std::process::id() % 100_000;
-        let net = Net {
-            a: format!("clrt{tag}{id}a"),
-            b: format!("clrt{tag}{id}b"),
-        };
-        if !(net.ip(&["netns", "add", &net.a]) && net.ip(&["netns", "add", &net.b])) {
-            eprintln!("skipped: cannot create network namespaces");
-            return None;
-        }
-        for ns in [&net.a, &net.b] {
-            // Before the veth exists, so it never gets a link-local address.
-            let quiet = Command::new("ip")
-                .args(["netns", "exec", ns, "sysctl", "-qw"])
-                .args([
-                    "net.ipv6.conf.all.disable_ipv6=1",
-                    "net.ipv6.conf.default.disable_ipv6=1",
-                ])
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(quiet, "IPv6 off in {ns}");
-        }
-        assert!(net.ip(&["-n", &net.a, "link", "set", "lo", "up"]), "lo up");
-        let (a, b) = (net.a.as_str(), net.b.as_str());
-        let paired = net.ip(&[
-            "-n", a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", b,
-        ]) && net.ip(&["-n", a, "link", "set", "va", "up"])
-            && net.ip(&["-n", b, "link", "set", "vb", "up"]);
-        assert!(paired, "a veth pair between the namespaces");
-        Some(net)
-    }
-
-    fn ip(&self, args: &[&str]) -> bool {
-        Command::new("ip")
-            .args(args)
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        self.ip(&["netns", "del", &self.a]);
-        self.ip(&["netns", "del", &self.b]);
-    }
 }

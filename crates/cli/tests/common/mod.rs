@@ -43,3 +43,4 @@ pub fn load(path: &Path) -> Vec<clarion_wire::PacketRecord> {
     }
     out
 }
+pub mod netns;
