@@ -26,7 +26,9 @@
 //! time; a packet earlier than the first stays). A file's first packet is
 //! always written, even one larger than `max_bytes` alone. Each file is a
 //! complete pcapng: its own section header and every interface added so
-//! far; an interface added mid-file is appended to the current file.
+//! far; an interface added mid-file is appended to the current file, or
+//! starts the next one when its block would take a file holding packets
+//! past `max_bytes`.
 //!
 //! # Errors
 //!
@@ -170,6 +172,27 @@ impl RotatingPcapng {
         name: Option<&str>,
     ) -> Result<u32, CaptureError> {
         self.check_stopped()?;
+        // An interface block that would take a file holding packets past
+        // its size starts the next file (which lists every interface), so
+        // no file with more than one packet is over `max_bytes`.
+        let holds_packets = self.files.last().is_some_and(|f| f.packets > 0);
+        let over = match self.limits.max_bytes {
+            Some(max) if holds_packets => {
+                let bytes = self.files.last().map_or(0, |f| f.bytes);
+                bytes + interface_block_len(link, snaplen, name)? > max
+            }
+            _ => false,
+        };
+        if over {
+            self.interfaces.push(Interface {
+                link,
+                snaplen,
+                name: name.map(str::to_string),
+            });
+            self.close_current()?;
+            self.open_next()?;
+            return Ok(u32::try_from(self.interfaces.len() - 1).unwrap_or(u32::MAX));
+        }
         let id = self.current_mut()?.add_interface(link, snaplen, name);
         let id = self.after_write(id)?;
         self.interfaces.push(Interface {
@@ -417,6 +440,18 @@ fn existing(dir: &Path, stem: &str) -> Option<PathBuf> {
         .collect();
     found.sort();
     found.into_iter().next()
+}
+
+/// The bytes of the interface block `add_interface` writes for these.
+fn interface_block_len(link: LinkType, snaplen: u32, name: Option<&str>) -> Result<u64, CaptureError> {
+    let io = |error| CaptureError::Write {
+        path: PathBuf::new(),
+        error,
+    };
+    let mut probe = PcapngWriter::new(Vec::new()).map_err(io)?;
+    let before = probe.bytes_written();
+    probe.add_interface(link, snaplen, name).map_err(io)?;
+    Ok(probe.bytes_written() - before)
 }
 
 #[cfg(test)]

@@ -43,11 +43,12 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Monitor a capture file or interfaces: report every window in which an event holds,
-    /// and write flow records and packet vectors (--records, --gpv).
+    /// Monitor a capture file or interfaces: report every window in which an event holds;
+    /// write flow records and packet vectors (--records, --gpv); export headers and packets
+    /// (--exports).
     #[command(after_help = RUN_AFTER_HELP)]
     Run(RunArgs),
-    /// Validate an events file and print it in canonical form.
+    /// Validate an events file (or a file of export policies) and print it in canonical form.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
     /// One host's monitor on the NATS transport: register with the manager, replay the
@@ -96,6 +97,8 @@ const RUN_AFTER_HELP: &str = "Examples:
   clarion run --pcap big.pcap --workers 2 --events rack.clarion
   clarion run --pcap trace.pcap --records flows.jsonl --records ipfix+udp://collector:4739
   clarion run -i eth0 --events rack.clarion --records flows.parquet --gpv live.gpv --app profiler
+  clarion run --pcap trace.pcap --exports examples/exports.clarion --export-dir spool
+  clarion run --pcap trace.pcap --events loss.clarion --capture-dir captures   # events with `then capture`
 
 With --inventory, each host of the inventory runs its own monitor, and the
 event manager splits every network-wide event (`across hosts`) into
