@@ -104,6 +104,11 @@ fn the_examples_do_not_warn() {
         if path.extension().is_none_or(|e| e != "clarion") {
             continue;
         }
+        // A file of export policies has no event to cost.
+        let text = std::fs::read_to_string(&path).unwrap();
+        if clarion_lang::parse(&text).is_ok_and(|f| f.events.is_empty()) {
+            continue;
+        }
         let o = clarion().args(["check", "--cost"]).arg(&path).output().unwrap();
         assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
         let err = stderr(&o);
