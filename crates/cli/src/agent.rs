@@ -394,6 +394,17 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             s.name
         )));
     }
+    if let Some(s) = own.iter().find(|s| s.capture.is_some()) {
+        return Err(Failure::Usage(format!(
+            "clarion: event `{}` captures packets (`then capture`), which `clarion run` does; an agent keeps packets with export policies (--exports)",
+            s.name
+        )));
+    }
+    if a.export.policies.capture_dir.is_some() {
+        return Err(Failure::Usage(
+            "clarion: --capture-dir is for events with `then capture`, which `clarion run` runs; an agent keeps packets with export policies (--exports)".into(),
+        ));
+    }
     let stop = crate::live::stop_flag()?;
     let monitor = MonitorConfig {
         host: a.host.clone(),

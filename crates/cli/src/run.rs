@@ -176,6 +176,12 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     }
     if let Some(path) = &a.inventory {
         let specs = specs.ok_or_else(|| Failure::Usage("clarion: --inventory needs --events".into()))?;
+        if a.export.policies.capture_dir.is_some() || specs.iter().any(|s| s.capture.is_some()) {
+            return Err(Failure::Usage(
+                "clarion: `then capture` and --capture-dir describe one host's packets: not with --inventory"
+                    .into(),
+            ));
+        }
         return run_network(a, path, &specs);
     }
     let [capture] = a.pcap.as_slice() else {

@@ -349,3 +349,47 @@ fn two_workers_capture_what_one_monitor_does() {
         }
     }
 }
+
+/// Where captures are not made, asking for them is refused, not ignored.
+#[test]
+fn captures_elsewhere_are_refused() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let events = tmp.path().join("events.clarion");
+    std::fs::write(&events, EVENTS).expect("events written");
+    let inventory = tmp.path().join("hosts.txt");
+    std::fs::write(&inventory, "web-1 10.0.0.0/8\n").expect("inventory written");
+    let cases: [(Vec<&str>, &str); 2] = [
+        (
+            vec![
+                "run",
+                "--inventory",
+                inventory.to_str().expect("utf-8"),
+                "--pcap",
+                "examples/demo.pcap",
+            ],
+            "not with --inventory",
+        ),
+        (
+            vec![
+                "agent",
+                "--host",
+                "web-1",
+                "--pcap",
+                "examples/demo.pcap",
+                "--nats",
+                "nats://127.0.0.1:1",
+            ],
+            "an agent keeps packets",
+        ),
+    ];
+    for (args, says) in cases {
+        let o = clarion()
+            .args(&args)
+            .arg("--events")
+            .arg(&events)
+            .output()
+            .expect("clarion");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}
