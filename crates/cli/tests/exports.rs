@@ -9,9 +9,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 
 use clarion_capture::PacketSource;
 use clarion_headers::HeaderRecord;
@@ -40,26 +39,7 @@ fn captures() -> Vec<PathBuf> {
 /// `clarion collect` on a free loopback port, stopping after `count`
 /// headers (or a minute); gives the process and its port.
 fn collector(output: &Path, count: usize) -> (Child, u16) {
-    let mut child = clarion_process()
-        .args(["collect", "--listen", "127.0.0.1:0", "--duration", "60s"])
-        .arg("--count")
-        .arg(count.to_string())
-        .arg("-o")
-        .arg(output)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clarion collect starts");
-    let mut line = String::new();
-    BufReader::new(child.stderr.as_mut().expect("its stderr"))
-        .read_line(&mut line)
-        .expect("its first line");
-    // "clarion: collecting headers on 127.0.0.1:PORT (receive buffer ...)"
-    let port = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("127.0.0.1:"))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (child, port)
+    common::collector_by(clarion_process(), output, count)
 }
 
 fn policies(dir: &Path, text: &str) -> PathBuf {

@@ -44,3 +44,34 @@ pub fn load(path: &Path) -> Vec<clarion_wire::PacketRecord> {
     out
 }
 pub mod netns;
+
+/// `clarion collect` (run by `clarion`, e.g. inside a namespace) on a free
+/// loopback port, stopping after `count` headers (or a minute); the
+/// process and its port.
+pub fn collector_by(
+    mut clarion: std::process::Command,
+    output: &Path,
+    count: usize,
+) -> (std::process::Child, u16) {
+    use std::io::{BufRead, BufReader};
+    let mut child = clarion
+        .args(["collect", "--listen", "127.0.0.1:0", "--duration", "60s"])
+        .arg("--count")
+        .arg(count.to_string())
+        .arg("-o")
+        .arg(output)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("clarion collect starts");
+    let mut line = String::new();
+    BufReader::new(child.stderr.as_mut().expect("its stderr"))
+        .read_line(&mut line)
+        .expect("its first line");
+    // "clarion: collecting headers on 127.0.0.1:PORT (receive buffer ...)"
+    let port = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("127.0.0.1:"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (child, port)
+}

@@ -2,7 +2,6 @@
 //! run inside one, and `clarion collect` there. Needs root and `ip`;
 //! without them `Net::new` says so and the test skips.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -11,25 +10,7 @@ use super::repo;
 /// `clarion collect` in namespace `ns` on a free loopback port, stopping
 /// after `count` headers (or a minute); the process and its port.
 pub fn collector(ns: &str, output: &Path, count: usize) -> (Child, u16) {
-    let mut child = clarion_in(ns)
-        .args(["collect", "--listen", "127.0.0.1:0", "--duration", "60s"])
-        .arg("--count")
-        .arg(count.to_string())
-        .arg("-o")
-        .arg(output)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clarion collect starts");
-    let mut line = String::new();
-    BufReader::new(child.stderr.as_mut().expect("its stderr"))
-        .read_line(&mut line)
-        .expect("its first line");
-    let port = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("127.0.0.1:"))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (child, port)
+    super::collector_by(clarion_in(ns), output, count)
 }
 
 /// Clarion inside network namespace `ns`.
