@@ -1,0 +1,41 @@
+//! MONA's adaptation and accuracy control (issue 22), as pure arithmetic.
+//!
+//! The monitor must never drop a packet. When a window's predicted
+//! per-packet time exceeds what the packet rate leaves, MONA sheds
+//! measurement work per flow in a known order (each monitoring state names
+//! a lighter one), then estimates each task's recall and trades flows
+//! between tasks that have accuracy to spare and tasks that lack it.
+//!
+//! This crate holds only the decisions; the engine keeps the per-flow
+//! states and the host measures windows and applies the decisions:
+//!
+//! - [`graph`]: monitoring states and their lighter-than chains
+//!   ([`StateGraph`], built and validated by [`GraphBuilder`]).
+//! - [`cost`]: Eq. 1–4 (the per-packet time budget), Gumbel models of flow
+//!   retrieval times and the cache-hit estimate, and a run-time
+//!   [`Calibration`] of the profiled costs.
+//! - [`routine`]: Alg. 1, the depth of shedding ([`Shed`]) that fits the
+//!   budget.
+//! - [`recall`]: §V-A, each task's estimated recall from partial results.
+//! - [`recovery`]: Alg. 2 with Eq. 9, CPU-neutral moves of flows from rich
+//!   to poor tasks.
+//!
+//! Everything is deterministic, allocation-free where it runs per window
+//! on the packet core (the routine), and does no I/O.
+
+pub mod cost;
+mod error;
+pub mod graph;
+pub mod recall;
+pub mod recovery;
+pub mod routine;
+
+pub use cost::{
+    estimate_hit_probability, packet_time_ns, target_processing_ns, Calibration, CostModel, GumbelFit,
+    HitClassifier, OnlineEstimate, Target,
+};
+pub use error::AdaptError;
+pub use graph::{GraphBuilder, StateGraph, StateId, TaskId};
+pub use recall::{Estimator, RecallEstimate, RecallEstimator, WindowObservation};
+pub use recovery::{Move, Recovery, RecoveryConfig, Transition};
+pub use routine::{Decision, Routine, Shed};
