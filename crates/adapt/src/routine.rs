@@ -336,6 +336,50 @@ mod tests {
         })
     }
 
+    /// The bench's shape: a 51-state chain over 50 tasks and 13 states
+    /// branching into it, 64 in all; every budget from all-default to full
+    /// against the grid reference.
+    #[test]
+    fn sixty_four_states_fifty_tasks() {
+        let mut b = GraphBuilder::new();
+        let mut prev = b.add_state(None, 10.0, &[]);
+        let mut chain = vec![prev];
+        for k in 1..=50u16 {
+            let tasks: Vec<u16> = (0..k).collect();
+            prev = b.add_state(Some(prev), 10.0 + 4.0 * f64::from(k), &tasks);
+            chain.push(prev);
+        }
+        for i in 0..13u16 {
+            let base = usize::from(10 + 3 * i);
+            let mut tasks: Vec<u16> = (0..base as u16).collect();
+            tasks.push(49 - i);
+            b.add_state(Some(chain[base]), 10.0 + 4.0 * base as f64 + 7.0, &tasks);
+        }
+        let g = b.build().unwrap();
+        assert_eq!((g.len(), g.task_count(), g.max_depth()), (64, 50, 50));
+        let r = Routine::new(&g);
+        let m: Vec<u64> = (0..64u64).map(|i| 1_000 + 37 * i).collect();
+        let full = reference_average(&g, &m, 0.0);
+        let mut last_depth = f64::INFINITY;
+        for step in 0..=200 {
+            let target = 5.0 + (full - 5.0) * f64::from(step) / 200.0;
+            let d = r.compute(&m, target).unwrap();
+            assert_eq!(d.saturated, target < 10.0);
+            assert!(d.shed.depth() <= last_depth);
+            last_depth = d.shed.depth();
+            if d.saturated {
+                continue;
+            }
+            let at = reference_average(&g, &m, d.shed.depth());
+            assert!(at <= target * (1.0 + 1e-12), "{at} > {target}");
+            let shallower = d.shed.depth() - 1.0 / 1024.0;
+            if shallower >= 0.0 {
+                assert!(reference_average(&g, &m, shallower) > target);
+            }
+        }
+        assert_eq!(last_depth, 0.0);
+    }
+
     proptest! {
         /// Against a grid search over real depths: the answer fits, and no
         /// grid depth below it (by more than the grid step) fits.

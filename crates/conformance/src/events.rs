@@ -83,6 +83,7 @@ pub fn arb_drill_down_events() -> impl Strategy<Value = Vec<EventSpec>> {
 fn spec(name: &str, (filters, predicate, granularity, interval_ns): Body) -> EventSpec {
     EventSpec {
         capture: None,
+        priority: None,
         name: name.into(),
         filters,
         predicate,

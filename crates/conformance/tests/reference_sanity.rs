@@ -397,6 +397,7 @@ fn grid_events() -> Vec<EventSpec> {
         for ms in [1, 3, 10, 25] {
             out.push(EventSpec {
                 capture: None,
+                priority: None,
                 name: format!("grid-{gi}-{ms}"),
                 filters: vec![Filter::default()],
                 predicate: always(),
@@ -688,6 +689,7 @@ fn totals_event() -> EventSpec {
     ];
     EventSpec {
         capture: None,
+        priority: None,
         name: "totals".into(),
         filters: vec![Filter::default()],
         predicate: terms

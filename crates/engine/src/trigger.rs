@@ -904,6 +904,7 @@ mod tests {
             scope: Scope::Host,
             drill_downs: Vec::new(),
             on_demand: false,
+            priority: None,
         }
     }
 

@@ -91,6 +91,9 @@ pub struct Event {
     /// The `on demand` clause, when written: the event is installed only
     /// by another event's drill-down.
     pub on_demand: Option<Span>,
+    /// `priority N`, when written: the number as written and its span
+    /// (not range-checked here; the checker refuses more than 100).
+    pub priority: Option<(u64, Span)>,
     /// From `event` to the end of the last clause.
     pub span: Span,
 }
@@ -548,6 +551,9 @@ impl Event {
         }
         if self.on_demand.is_some() {
             self.on_demand = Some(Span::default());
+        }
+        if let Some((_, span)) = &mut self.priority {
+            *span = Span::default();
         }
     }
 }

@@ -61,6 +61,7 @@ pub mod codes {
     pub const BAD_SEND: &str = "E0360";
     pub const DUPLICATE_POLICY: &str = "E0361";
     pub const MISPLACED_ITEM: &str = "E0362";
+    pub const BAD_PRIORITY: &str = "E0370";
 }
 
 /// A location attached to a diagnostic ("first defined here"). A label on

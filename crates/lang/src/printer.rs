@@ -2,7 +2,7 @@
 //!
 //! The output is the canonical form of a source: one clause per line,
 //! indented two spaces, in the order `filter`s, `when`, `per`, `every`,
-//! `across hosts`, `then install`s, `on demand`; a blank line between events; comments dropped; words
+//! `across hosts`, `then install`s, `then capture`, `on demand`, `priority`; a blank line between events; comments dropped; words
 //! instead of `&&`, `||`, `!`; the fewest parentheses that keep the tree's
 //! shape; a unit written right after its number (`125KB`). Parsing the
 //! output gives back the same tree, up to spans.
@@ -121,6 +121,9 @@ impl Display for Event {
         }
         if self.on_demand.is_some() {
             writeln!(f, "  on demand")?;
+        }
+        if let Some((n, _)) = self.priority {
+            writeln!(f, "  priority {n}")?;
         }
         Ok(())
     }

@@ -34,6 +34,12 @@ pub struct EventSpec {
     /// written to a pcapng file. Does not change when the event fires.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub capture: Option<CaptureSpec>,
+    /// `priority N`, 0 to 100: under overload (`--adapt`) the measurement
+    /// work of lower priorities is shed first, higher ones last. `None`
+    /// when not written: the engine then orders by measured cost. An
+    /// instance installed by a drill-down has its event's priority.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    pub priority: Option<u8>,
 }
 
 /// `then capture B before A after`: when the event fires for a group in
@@ -127,6 +133,9 @@ impl fmt::Display for Quorum {
 }
 
 impl EventSpec {
+    /// The highest [`EventSpec::priority`]: the last to be shed.
+    pub const MAX_PRIORITY: u8 = 100;
+
     /// Every event its drill-downs install, at every level (an event named
     /// by two drill-downs comes once per naming), parents before children.
     pub fn installed_events(&self) -> Vec<&EventSpec> {

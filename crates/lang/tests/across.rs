@@ -145,7 +145,8 @@ fn clause_errors_list_across() {
     let d = only_error("event e when sum(volume) > 1 acros hosts");
     assert_eq!(d.code, codes::UNKNOWN_CLAUSE);
     assert!(
-        d.message.contains("`every`, `across`, `then`, `on demand`)"),
+        d.message
+            .contains("`every`, `across`, `then`, `on demand`, `priority`)"),
         "{}",
         d.message
     );
@@ -153,7 +154,7 @@ fn clause_errors_list_across() {
     let d = only_error("event e when sum(volume) > 1 5");
     assert_eq!(
         d.help.as_deref(),
-        Some("each clause starts with `filter`, `when`, `per`, `every`, `across`, `then install`, `then capture` or `on demand`")
+        Some("each clause starts with `filter`, `when`, `per`, `every`, `across`, `then install`, `then capture`, `on demand` or `priority`")
     );
 }
 

@@ -312,3 +312,33 @@ fn manager_page_and_network_example_check() {
         .iter()
         .all(|s| s.scope == clarion_lang::spec::Scope::Network));
 }
+
+/// Every examples/*.clarion checks: an events file with `check`, a file
+/// of export policies (one with an `export` and no `event`) with
+/// `check_exports`; and prints back to the same specs.
+#[test]
+fn example_files_check() {
+    let dir = format!("{}/examples", root());
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "clarion"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{files:?}");
+    for path in &files {
+        let src = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let name = path.display().to_string();
+        let file = clarion_lang::parse(&src).unwrap_or_else(|d| panic!("{}", d.render(&name, &src, false)));
+        if file.events.is_empty() && !file.exports.is_empty() {
+            let specs = clarion_lang::check_exports(&src)
+                .unwrap_or_else(|d| panic!("{}", d.render(&name, &src, false)));
+            assert_eq!(specs.len(), file.exports.len(), "{name}");
+            continue;
+        }
+        let specs = check(&src).unwrap_or_else(|d| panic!("{}", d.render(&name, &src, false)));
+        assert!(!specs.is_empty(), "{name}: no event");
+        let again = check(&file.to_string()).unwrap_or_else(|d| panic!("{name} printed: {d}"));
+        assert_eq!(again, specs, "{name}: lowers differently after printing");
+    }
+}

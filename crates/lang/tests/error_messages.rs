@@ -60,7 +60,7 @@ fn misspelt_clause() {
     assert_renders(
         "event rack\n  wehn sum(volume) > 125KB\n",
         r#"
-[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`) or the next `event`, found `wehn`
+[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`, `priority`) or the next `event`, found `wehn`
    ╭─[ rack.clarion:2:3 ]
    │
  2 │   wehn sum(volume) > 125KB
@@ -364,7 +364,7 @@ fn or_between_conditions() {
     assert_renders(
         "event web\n  filter dst_port = 80 or dst_port = 443\n  when count(packets) > 10\n",
         r#"
-[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`) or the next `event`, found `or`
+[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`, `priority`) or the next `event`, found `or`
    ╭─[ rack.clarion:2:24 ]
    │
  2 │   filter dst_port = 80 or dst_port = 443
@@ -586,6 +586,63 @@ fn policy_in_an_events_file() {
    │         ╰─── an export policy
    │
    │ Help: events and export policies are installed apart: put this policy in a file of its own and pass it with `--exports`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn priority_above_100() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  priority 250\n",
+        r#"
+[E0370] Error: priority `250` is above 100
+   ╭─[ rack.clarion:3:12 ]
+   │
+ 3 │   priority 250
+   │            ─┬─
+   │             ╰─── above 100
+   │
+   │ Help: write a whole number from 0 to 100, e.g. `priority 80`: under overload, lower priorities are shed first
+───╯
+"#,
+    );
+}
+
+#[test]
+fn negative_priority() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  priority -1\n",
+        r#"
+[E0370] Error: priority `-1` is below 0
+   ╭─[ rack.clarion:3:12 ]
+   │
+ 3 │   priority -1
+   │            ─┬
+   │             ╰── below 0
+   │
+   │ Help: write a whole number from 0 to 100, e.g. `priority 80`: under overload, lower priorities are shed first
+───╯
+"#,
+    );
+}
+
+#[test]
+fn duplicate_priority() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  priority 3\n  priority 5\n",
+        r#"
+[E0204] Error: duplicate `priority` clause
+   ╭─[ rack.clarion:4:3 ]
+   │
+ 3 │   priority 3
+   │   ────┬───
+   │       ╰───── first `priority` clause here
+ 4 │   priority 5
+   │   ────┬───
+   │       ╰───── second `priority` clause
+   │
+   │ Help: an event has one priority: write `priority` once
 ───╯
 "#,
     );

@@ -192,9 +192,11 @@ fn event() -> impl Strategy<Value = Event> {
             (prop::option::of(quantity()), prop::option::of(quantity()))
                 .prop_filter("one side at least", |(b, a)| b.is_some() || a.is_some()),
         ),
+        // Any number: the parser keeps what is written, the checker ranges it.
+        prop::option::of(prop_oneof![0u64..=100, any::<u64>()]),
     )
         .prop_map(
-            |(name, filters, when, per, every, across, then, on_demand, capture)| Event {
+            |(name, filters, when, per, every, across, then, on_demand, capture, priority)| Event {
                 name,
                 name_span: Span::default(),
                 filters,
@@ -216,6 +218,7 @@ fn event() -> impl Strategy<Value = Event> {
                     span: Span::default(),
                 }),
                 on_demand: on_demand.then(Span::default),
+                priority: priority.map(|n| (n, Span::default())),
                 span: Span::default(),
             },
         )
@@ -307,6 +310,9 @@ proptest! {
             prop_assert_eq!(&printed[e.name_span.range()], e.name.as_str());
             prop_assert!(printed[e.span.range()].starts_with("event "));
             prop_assert_eq!(printed[e.when.span.range()].to_string(), e.when.to_string());
+            if let Some((n, span)) = e.priority {
+                prop_assert_eq!(&printed[span.range()], n.to_string());
+            }
         }
         for x in &parsed.exports {
             prop_assert_eq!(&printed[x.name_span.range()], x.name.as_str());

@@ -20,6 +20,7 @@ const EVENTS: usize = 256;
 fn event(i: usize) -> EventSpec {
     EventSpec {
         capture: None,
+        priority: None,
         name: format!("spike_{i}"),
         filters: vec![Filter::default()],
         predicate: Pred::Cmp(

@@ -218,6 +218,7 @@ mod tests {
     fn event(filters: Vec<Filter>) -> EventSpec {
         EventSpec {
             capture: None,
+            priority: None,
             name: "e".into(),
             filters,
             predicate: Pred::Num(1.0),

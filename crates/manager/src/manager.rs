@@ -451,6 +451,7 @@ mod tests {
     fn spike() -> EventSpec {
         EventSpec {
             capture: None,
+            priority: None,
             name: "spike".into(),
             filters: vec![Filter {
                 dst_ip: Some(IpPrefix {

@@ -134,6 +134,7 @@ fn arb_event() -> impl Strategy<Value = EventSpec> {
     ]);
     (pred, granularity, filter, prop::bool::ANY).prop_map(|(predicate, granularity, f, long)| EventSpec {
         capture: None,
+        priority: None,
         name: "net".into(),
         filters: vec![Filter {
             dst_ip: f.map(|p| {

@@ -111,6 +111,7 @@ fn always() -> Pred {
 fn event(name: &str, filters: Vec<Filter>, predicate: Pred, granularity: Granularity, ms: u64) -> EventSpec {
     EventSpec {
         capture: None,
+        priority: None,
         name: name.into(),
         filters,
         predicate,

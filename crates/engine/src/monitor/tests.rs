@@ -28,6 +28,7 @@ fn gt(l: Pred, r: f64) -> Pred {
 pub(crate) fn event(name: &str, pred: Pred, g: Granularity, interval_ms: u64) -> EventSpec {
     EventSpec {
         capture: None,
+        priority: None,
         name: name.into(),
         filters: vec![Filter::default()],
         predicate: pred,

@@ -89,6 +89,7 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
         .capture
         .as_ref()
         .and_then(|c| capture(c, e.across.is_some(), diags));
+    let priority = e.priority.map(|p| priority(p, diags));
     if diags.len() > before {
         return None;
     }
@@ -102,6 +103,7 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
         drill_downs: Vec::new(),
         on_demand: e.on_demand.is_some(),
         capture,
+        priority: priority.flatten(),
     };
     if let Some(span) = e.on_demand {
         if spec.needs_connection_state() {
@@ -118,6 +120,26 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
         }
     }
     Some(spec)
+}
+
+/// `priority N`: 0 to 100 (the parser has refused decimals and negatives).
+fn priority((n, span): (u64, Span), diags: &mut Vec<Diagnostic>) -> Option<u8> {
+    const MAX_PRIORITY: u8 = EventSpec::MAX_PRIORITY;
+    match u8::try_from(n) {
+        Ok(p) if p <= MAX_PRIORITY => Some(p),
+        _ => {
+            diags.push(
+                Diagnostic::new(
+                    codes::BAD_PRIORITY,
+                    format!("priority `{n}` is above {MAX_PRIORITY}"),
+                    span,
+                )
+                .here(format!("above {MAX_PRIORITY}"))
+                .help(crate::parser::PRIORITY_HELP),
+            );
+            None
+        }
+    }
 }
 
 /// `then capture`: each span a duration of at most an hour; not on

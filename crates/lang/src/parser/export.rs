@@ -86,7 +86,9 @@ impl Parser<'_> {
                         ..d
                     };
                     let help = match &t.kind {
-                        TokenKind::Ident(w) if ["when", "per", "every", "across", "then"].contains(&w.as_str()) => {
+                        TokenKind::Ident(w)
+                            if ["when", "per", "every", "across", "then", "priority"].contains(&w.as_str()) =>
+                        {
                             format!("`{w}` belongs to events; a policy has `filter` and `send` clauses")
                         }
                         _ => "a policy has `filter` clauses (which packets) and `send` clauses (what, and where)"

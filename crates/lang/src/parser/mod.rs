@@ -15,8 +15,8 @@ mod expr;
 pub use expr::MAX_DEPTH;
 
 use crate::ast::{
-    Across, Capture, Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField, Per, PerKind,
-    PrefixLen, Quantity, QuorumLit, Then,
+    Across, Capture, Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField, NumLit, Per,
+    PerKind, PrefixLen, Quantity, QuorumLit, Then,
 };
 use crate::error::{codes, Diagnostic};
 use crate::lexer::lex;
@@ -24,8 +24,11 @@ use crate::span::Span;
 use crate::suggest::closest;
 use crate::token::{Token, TokenKind};
 
-/// The words that start a clause.
-const CLAUSES: [&str; 7] = ["filter", "when", "per", "every", "across", "then", "on"];
+/// The words that start a clause. `priority` is not a keyword: it may
+/// still name a variable, a value or an event.
+const CLAUSES: [&str; 8] = [
+    "filter", "when", "per", "every", "across", "then", "on", "priority",
+];
 
 /// Words that can never be a name, variable or value.
 const KEYWORDS: [&str; 12] = [
@@ -34,7 +37,11 @@ const KEYWORDS: [&str; 12] = [
 
 /// How a clause list is named in messages ("each clause starts with …").
 const CLAUSE_LIST: &str =
-    "`filter`, `when`, `per`, `every`, `across`, `then install`, `then capture` or `on demand`";
+    "`filter`, `when`, `per`, `every`, `across`, `then install`, `then capture`, `on demand` or `priority`";
+
+/// How to write a priority, for every error about one (the checker's too).
+pub(crate) const PRIORITY_HELP: &str =
+    "write a whole number from 0 to 100, e.g. `priority 80`: under overload, lower priorities are shed first";
 
 fn is_keyword(s: &str) -> bool {
     KEYWORDS.contains(&s)
@@ -164,6 +171,7 @@ impl<'t> Parser<'t> {
         let mut then = Vec::new();
         let mut capture: Option<(Span, Capture)> = None;
         let mut on_demand: Option<(Span, ())> = None;
+        let mut priority: Option<(Span, (u64, Span))> = None;
         while let Some(t) = self.peek() {
             let TokenKind::Ident(word) = &t.kind else {
                 return Err(self.unknown_clause(!filters.is_empty()));
@@ -211,6 +219,11 @@ impl<'t> Parser<'t> {
                     self.pos += 2;
                     on_demand = Some((span, ()));
                 }
+                "priority" => {
+                    check_duplicate(&priority, "priority", t.span)?;
+                    self.pos += 1;
+                    priority = Some((t.span, self.priority()?));
+                }
                 _ => return Err(self.unknown_clause(!filters.is_empty())),
             }
         }
@@ -234,6 +247,7 @@ impl<'t> Parser<'t> {
             then,
             capture: capture.map(|(_, c)| c),
             on_demand: on_demand.map(|(s, ())| s),
+            priority: priority.map(|(_, p)| p),
             span: kw.to(self.prev_span()),
         })
     }
@@ -269,9 +283,41 @@ impl<'t> Parser<'t> {
         })
     }
 
+    /// What follows `priority`: a whole number. A decimal or a negative
+    /// number is refused here, where its sign and point are still seen;
+    /// one above 100 by the checker, like every other range.
+    fn priority(&mut self) -> PResult<(u64, Span)> {
+        let bad = |value: String, span: Span, why: &str| {
+            Diagnostic::new(codes::BAD_PRIORITY, format!("priority `{value}` is {why}"), span)
+                .here(why.to_string())
+                .help(PRIORITY_HELP)
+        };
+        let number = |t: Option<&Token>| match t.map(|t| (&t.kind, t.span)) {
+            Some((TokenKind::Int(n), span)) => Some((NumLit::Int(*n), span)),
+            Some((TokenKind::Dec(x), span)) => Some((NumLit::Dec(*x), span)),
+            _ => None,
+        };
+        let minus = self.peek().filter(|t| t.kind == TokenKind::Minus);
+        if let Some(m) = minus {
+            if let Some((n, span)) = number(self.toks.get(self.pos + 1)) {
+                return Err(bad(format!("-{n}"), m.span.to(span), "below 0"));
+            }
+        }
+        match number(self.peek()) {
+            Some((NumLit::Int(n), span)) => {
+                self.pos += 1;
+                Ok((n, span))
+            }
+            Some((n, span)) => Err(bad(n.to_string(), span, "not a whole number")),
+            None => Err(self
+                .expected("a priority from 0 to 100 after `priority`")
+                .help(PRIORITY_HELP)),
+        }
+    }
+
     fn unknown_clause(&self, had_filter: bool) -> Diagnostic {
         let d = self.expected(
-            "a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`) or the next `event`",
+            "a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`, `priority`) or the next `event`",
         );
         let Some(t) = self.peek() else { return d };
         let d = Diagnostic {
@@ -623,6 +669,7 @@ fn check_duplicate<T>(first: &Option<(Span, T)>, clause: &str, here: Span) -> PR
         "across" => "an event has one scope: write `across` once",
         "on demand" => "write `on demand` once",
         "then capture" => "one `then capture` per event: give it the longest span you need",
+        "priority" => "an event has one priority: write `priority` once",
         _ => "an event has one interval",
     };
     Err(Diagnostic::new(

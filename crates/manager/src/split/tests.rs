@@ -21,6 +21,7 @@ fn cmp(op: CmpOp, l: Pred, r: Pred) -> Pred {
 fn event(pred: Pred) -> EventSpec {
     EventSpec {
         capture: None,
+        priority: None,
         name: "spike".into(),
         filters: vec![Filter::default()],
         predicate: pred,
