@@ -61,7 +61,22 @@ pub enum Command {
     /// mirror, headers of a fraction) against the monitor alone, on a capture looped and paced.
     #[command(after_help = EXPORT_COST_AFTER_HELP)]
     ExportCost(crate::export_cost::ExportCostArgs),
+    /// Thrash the shared cache beside the monitor (MONA's co-runner): a dependent chain
+    /// of random reads over a buffer several times the L3; prints accesses/s at the end.
+    #[command(after_help = THRASH_AFTER_HELP)]
+    Thrash(crate::thrash::ThrashArgs),
 }
+
+const THRASH_AFTER_HELP: &str = "Examples:
+  clarion-lab thrash --bytes 64MiB --seconds 10
+  clarion-lab thrash --bytes 256MiB --threads 3 --seconds 30 --json &
+
+Each thread follows one random cycle through its own buffer, a line at a
+time, the next address being the value just read: nearly every access
+misses the L3 when the buffer is well over it (a warning says when it is
+not). It stops at --seconds, or at SIGINT or SIGTERM, then prints the
+accesses per second over all threads (JSON with --json) and exits 0.
+\"clarion-lab thrash: chasing\" on standard error says the buffers are built.";
 
 const EXPORT_COST_AFTER_HELP: &str = "Examples:
   clarion-lab export-cost --pcap ../shared/captures/pathspider_real.pcap --rate 200000 --seconds 5

@@ -15,7 +15,9 @@
 //! - `classify`: Trident's fast paths for export policies, USS + uniflows
 //!   against OVS's TSS + megaflows (Trident's Table 2 and Fig. 6);
 //! - `export-cost`: what export policies cost the host at a paced rate
-//!   (headers, pcapng, VXLAN, a fraction), against the monitor alone.
+//!   (headers, pcapng, VXLAN, a fraction), against the monitor alone;
+//! - `thrash`: a co-runner that thrashes the shared cache (MONA's
+//!   contention experiment), to run beside the monitor.
 //!
 //! Argument parsing and dispatch only; each command lives in its own module.
 //! Errors become one `clarion-lab:`-prefixed message and an exit status
@@ -29,6 +31,7 @@ mod export_cost;
 mod feasibility;
 mod gen;
 mod real;
+mod thrash;
 
 use std::process::ExitCode;
 
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Dos(a) => dos::dos(&a),
         Command::Classify(a) => classify::classify(&a),
         Command::ExportCost(a) => export_cost::export_cost(&a),
+        Command::Thrash(a) => thrash::thrash(&a),
     };
     clarion_cmdline::exit("clarion-lab", result)
 }
