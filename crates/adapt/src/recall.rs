@@ -35,6 +35,15 @@
 //!   accuracy control gives the task flows back rather than trusting it.
 //! - `found + missed = 0`: recall 1.
 //!
+//! # Options (our additions, off unless asked for)
+//!
+//! - [`RecallEstimator::with_cap`]: `x̂` at most the events one flow can
+//!   give (1 for a yes/no task), where `μ + λσ` would exceed it.
+//! - [`RecallEstimator::with_shift_reset`]: the history is dropped when a
+//!   window's mean lies too many of its standard errors from it (a shift
+//!   of the traffic rather than noise), since MONA's `MA(q)` assumes a
+//!   stationary mean and lags a load swing by up to `q` windows.
+//!
 //! # Invariants
 //!
 //! - The history holds at most `q` windows, each with `n ≥ 1` and a finite
@@ -96,6 +105,10 @@ struct Recorded {
 pub struct RecallEstimator {
     q: usize,
     lambda: f64,
+    /// Most events one flow can give, if the task bounds it ([`RecallEstimator::with_cap`]).
+    cap: f64,
+    /// [`RecallEstimator::with_shift_reset`]'s threshold, in standard errors.
+    shift_z: Option<f64>,
     history: VecDeque<Recorded>, // newest last; len ≤ q
 }
 
@@ -117,8 +130,35 @@ impl RecallEstimator {
         Ok(RecallEstimator {
             q,
             lambda,
+            cap: f64::INFINITY,
+            shift_z: None,
             history: VecDeque::with_capacity(q),
         })
+    }
+
+    /// Drops the history when a window's mean lies more than `z` standard
+    /// errors (`sqrt(σ²/n)` of that window) from the history's weighted
+    /// mean. MONA's `MA(q)` model assumes the mean per flow stationary over
+    /// `q` windows; when the traffic shifts (a load swing), the older
+    /// windows only bias the estimate, while this window's measured flows
+    /// are a uniform sample of all (shedding picks flows by hash). With
+    /// `z = 3` stationary traffic crosses it about one window in 400. Our
+    /// addition to MONA's estimator.
+    pub fn with_shift_reset(mut self, z: f64) -> Result<Self, AdaptError> {
+        check_range("z", z, 0.0, f64::MAX, "finite, >= 0")?;
+        self.shift_z = Some(z);
+        Ok(self)
+    }
+
+    /// Bounds the events per unmeasured flow at `cap` (≥ 0): for a task
+    /// where a flow gives at most that many (a yes/no task, or Clarion's
+    /// monitor, where every report's group has at least one flow, so
+    /// reports per flow are at most 1), `μ + λσ` above it only
+    /// overestimates what was missed. Our addition to MONA's estimator.
+    pub fn with_cap(mut self, cap: f64) -> Result<Self, AdaptError> {
+        check_range("cap", cap, 0.0, f64::MAX, "finite, >= 0")?;
+        self.cap = cap;
+        Ok(self)
     }
 
     /// Folds in this window (dropping the oldest beyond `q`) and estimates
@@ -134,6 +174,14 @@ impl RecallEstimator {
                 .variance
                 .unwrap_or(if mean <= 1.0 { mean * (1.0 - mean) } else { mean })
                 .max(1.0 / n);
+            if let Some(z) = self.shift_z.filter(|_| !self.history.is_empty()) {
+                let (sw, swx) = self.history.iter().fold((0.0, 0.0), |(sw, swx), r| {
+                    (sw + r.weight, swx + r.weight * r.mean)
+                });
+                if (mean - swx / sw).abs() > z * (var / n).sqrt() {
+                    self.history.clear();
+                }
+            }
             if self.history.len() == self.q {
                 self.history.pop_front();
             }
@@ -177,6 +225,7 @@ impl RecallEstimator {
         } else {
             (Estimator::UpperBound, mu + self.lambda * sigma)
         };
+        let x_hat = x_hat.min(self.cap);
         let missing = f_miss * x_hat;
         let recall = if found + missing == 0.0 {
             1.0
@@ -362,5 +411,43 @@ mod tests {
             err_sum / f64::from(windows)
         );
         assert!(share >= 0.95);
+    }
+
+    #[test]
+    fn the_cap_bounds_the_events_per_unmeasured_flow() {
+        // Windows alternating 0.1 and 0.9: cv < 1 here, so force the upper
+        // bound with a wide spread around a small mean.
+        let mut e = RecallEstimator::new(10, 3.0).unwrap().with_cap(1.0).unwrap();
+        let mut free = RecallEstimator::new(10, 3.0).unwrap();
+        let mut last = (None, None);
+        for (n, found) in [(100, 0), (100, 0), (100, 0), (100, 90), (100, 0), (100, 0)] {
+            last = (
+                Some(e.observe(obs(n, found, Some(0.25), 100)).unwrap()),
+                Some(free.observe(obs(n, found, Some(0.25), 100)).unwrap()),
+            );
+        }
+        let (capped, uncapped) = (last.0.unwrap(), last.1.unwrap());
+        assert_eq!(uncapped.estimator, Estimator::UpperBound);
+        assert!(uncapped.missing_events > 100.0, "{uncapped:?}");
+        assert!(close(capped.missing_events, 100.0), "{capped:?}");
+        assert!(RecallEstimator::new(10, 3.0).unwrap().with_cap(-1.0).is_err());
+    }
+
+    #[test]
+    fn a_shift_of_the_traffic_drops_the_history() {
+        let mut e = RecallEstimator::new(10, 3.0)
+            .unwrap()
+            .with_shift_reset(3.0)
+            .unwrap();
+        for _ in 0..9 {
+            e.observe(obs(1000, 100, None, 0)).unwrap();
+        }
+        // x̄ jumps from 0.1 to 0.4: 30 standard errors away.
+        let r = e.observe(obs(1000, 400, None, 1000)).unwrap();
+        assert!(close(r.mu, 0.4), "{r:?}");
+        assert!(close(r.missing_events, 400.0), "{r:?}");
+        // Noise within 3 standard errors keeps it: SE = sqrt(0.4·0.6/1000) ≈ 0.0155.
+        let r = e.observe(obs(1000, 420, None, 1000)).unwrap();
+        assert!(r.mu > 0.4 && r.mu < 0.42, "{r:?}");
     }
 }

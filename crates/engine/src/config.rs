@@ -51,6 +51,63 @@ pub struct MonitorConfig {
     pub five_tuple_fanout: bool,
     /// Which optimizations run (all by default). None changes a result.
     pub tuning: Tuning,
+    /// Degraded mode (MONA, `--adapt`): shed measurement work per flow
+    /// when told the time per packet is short, and estimate each event's
+    /// recall. `None` (the default): every flow is measured for every
+    /// event it matches, and reports are exact. See `monitor/shed.rs`.
+    pub adapt: Option<AdaptConfig>,
+}
+
+/// Degraded mode's settings: the cost of the monitor's operations (the
+/// model that decides how much to shed) and the recall estimator's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdaptConfig {
+    pub costs: StateCosts,
+    /// Windows of per-flow results the recall estimator averages (MONA's q).
+    pub recall_windows: usize,
+    /// The estimator's Chebyshev factor λ when results vary widely.
+    pub recall_lambda: f64,
+}
+
+impl Default for AdaptConfig {
+    fn default() -> Self {
+        AdaptConfig {
+            costs: StateCosts::default(),
+            recall_windows: 10,
+            recall_lambda: 3.0,
+        }
+    }
+}
+
+/// What the monitor's operations cost, in nanoseconds (MONA §IV-A's
+/// offline profile, `clarion-lab overload --profile` measures them; the
+/// defaults are this project's VM, see `monitor/shed.rs`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StateCosts {
+    /// Finding a known flow's entry (MONA's T_r).
+    pub lookup_ns: f64,
+    /// A new flow: insertion and matching (MONA's T_i, beyond the lookup).
+    pub insert_ns: f64,
+    /// Updating a flow's statistics: a fixed part, and one per 64-bit word kept.
+    pub update_ns: f64,
+    pub per_word_ns: f64,
+    /// Keeping TCP connection state, per packet of a flow that needs it.
+    pub tcp_ns: f64,
+    /// The sweep's work per flow and event per epoch (a flow-trigger pair).
+    pub pair_ns: f64,
+}
+
+impl Default for StateCosts {
+    fn default() -> Self {
+        StateCosts {
+            lookup_ns: 25.0,
+            insert_ns: 700.0,
+            update_ns: 14.0,
+            per_word_ns: 1.5,
+            tcp_ns: 30.0,
+            pair_ns: 10.0,
+        }
+    }
 }
 
 /// The optimizations of the packet path and the sweep, each switchable so
@@ -151,6 +208,7 @@ impl Default for MonitorConfig {
             keep_health: false,
             five_tuple_fanout: false,
             tuning: Tuning::ALL,
+            adapt: None,
         }
     }
 }

@@ -42,12 +42,13 @@ mod tcp_state;
 mod trigger;
 mod trigger_index;
 
+pub use clarion_adapt::Shed;
 pub use clarion_report::{Health, Report};
-pub use config::{Counters, MonitorConfig, Tuning};
+pub use config::{AdaptConfig, Counters, MonitorConfig, StateCosts, Tuning};
 pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DOS_MAX_THRESHOLD};
 pub use heap::HEAP_RESERVE;
 pub use merge::{fanout_worker, join_window_values, Merger, MergerConfig, Partials, MERGED_WORKER};
-pub use monitor::{Monitor, Unparsed, BATCH};
+pub use monitor::{EpochLoad, Monitor, ShedDecision, Unparsed, BATCH};
 pub use prefetch::prefetch;
 pub use trigger::WindowValues;
 pub use trigger_index::TriggerId;

@@ -80,6 +80,17 @@ pub(crate) struct MatchSet {
     pub(crate) queued: u64,
     /// Advise the slab for huge pages as it grows.
     huge: bool,
+    // Degraded mode (`monitor/shed.rs`); a set is its own full set otherwise.
+    /// The set of every trigger the member flows matched (this one's id
+    /// unless some were shed).
+    pub(crate) full: u32,
+    /// Triggers shed from `full` (sorted): the flows match them but are not measured for them.
+    pub(crate) dropped: Vec<TriggerId>,
+    /// On a full set in degraded mode: the set at each depth of shedding,
+    /// `chain[0]` itself, the last one measuring nothing (MONA's states).
+    pub(crate) chain: Vec<u32>,
+    /// Predicted update time of a member flow's packet, nanoseconds.
+    pub(crate) cost_ns: f64,
 }
 
 impl MatchSet {
@@ -170,7 +181,22 @@ impl MatchSet {
             queued: NO_EPOCH,
             marked: [NO_EPOCH; 2],
             huge,
+            full: u32::MAX,
+            dropped: Vec::new(),
+            chain: Vec::new(),
+            cost_ns: 0.0,
         }
+    }
+
+    /// 64-bit words of statistics a member flow keeps per epoch (tag and packet count included).
+    pub(crate) fn half_words(&self) -> usize {
+        self.half_words
+    }
+
+    /// Packets (not RTT samples) the block's half counted in its epoch.
+    #[inline]
+    pub(crate) fn packets_in(&self, block: u32, half: usize) -> u64 {
+        self.slab[self.half_range(block, half).start + 1]
     }
 
     /// A fresh block with both halves empty.

@@ -376,6 +376,8 @@ impl Merger {
                     groups: FxHashMap::default(),
                     packets: Vec::new(),
                     accs: Vec::new(),
+                    measured: 0,
+                    unmeasured: 0,
                 });
             for (i, (g, &n)) in part.keys.iter().zip(&part.packets).enumerate() {
                 let (accs, packets) = open.group(*g, reads);

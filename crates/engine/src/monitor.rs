@@ -40,8 +40,10 @@ use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex
 use crate::EngineError;
 
 mod drill;
+mod shed;
 mod sweep;
 
+pub use shed::{EpochLoad, ShedDecision};
 use sweep::{Direct, Sweep};
 
 /// Why a frame never became a packet record.
@@ -131,6 +133,8 @@ pub struct Monitor {
     /// them). Two instances of one name live side by side while the older
     /// one's last windows are swept; they install the same drill-downs.
     drill_parents: FxHashMap<String, Vec<TriggerId>>,
+    /// Degraded mode (`MonitorConfig::adapt`), see `shed.rs`.
+    adapt: Option<shed::Adapt>,
 }
 
 /// A worker's output for the host-level merger, between two takes.
@@ -175,9 +179,15 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 impl Monitor {
-    pub fn new(config: MonitorConfig) -> Self {
+    pub fn new(mut config: MonitorConfig) -> Self {
         let epoch_ns = config.default_epoch_ns.max(1);
+        if config.adapt.is_some() {
+            // Degraded mode counts measured flows per window: every
+            // trigger gathers into windows (same results, see `Tuning`).
+            config.tuning.flow_windows = false;
+        }
         Monitor {
+            adapt: config.adapt.clone().map(shed::Adapt::new),
             flows: FlowTable::new(config.flow_capacity, config.tuning.huge_pages),
             dos: DosFilter::new(config.dos_filter_slots, config.dos_threshold_bytes),
             index: TriggerIndex::default(),
@@ -360,24 +370,41 @@ impl Monitor {
         Ok(t.spec)
     }
 
+    /// Every trigger flow `entry` matched, shed or not.
     fn set_triggers(&self, entry: u32) -> Vec<TriggerId> {
         match self.flows.entries[entry as usize].set {
             NO_SET => Vec::new(),
-            s => self.sets[s as usize].triggers.clone(),
+            s => {
+                let set = &self.sets[s as usize];
+                match self.sets.get(set.full as usize) {
+                    Some(full) if set.full != s => full.triggers.clone(),
+                    _ => set.triggers.clone(),
+                }
+            }
         }
     }
 
     /// Moves a flow to the set of `triggers`, keeping the statistics both
     /// sets share, and lists it there.
     fn migrate(&mut self, entry: u32, triggers: Vec<TriggerId>) {
+        let to = if triggers.is_empty() {
+            NO_SET
+        } else {
+            self.intern(&triggers)
+        };
+        self.migrate_to(entry, to);
+    }
+
+    /// [`Monitor::migrate`] to set `to` (an interned set's id, or [`NO_SET`]).
+    fn migrate_to(&mut self, entry: u32, to: u32) {
         let (old_set, old_block) = {
             let e = &self.flows.entries[entry as usize];
             (e.set, e.block)
         };
-        let (new_set, new_block) = if triggers.is_empty() {
+        let (new_set, new_block) = if to == NO_SET {
             (NO_SET, 0)
         } else {
-            let s = self.intern(&triggers);
+            let s = to;
             let b = self.sets[s as usize].alloc();
             if old_set != NO_SET && old_set != s {
                 let (dst, src) = pair_mut(&mut self.sets, s as usize, old_set as usize);
@@ -444,6 +471,30 @@ impl Monitor {
         if let Some(&s) = self.set_ids.get(triggers) {
             return s;
         }
+        let id = self.intern_shed(triggers, &[]);
+        if self.adapt.is_some() {
+            self.build_chain(id);
+        }
+        id
+    }
+
+    /// The set measuring `triggers` for flows that matched `dropped` too
+    /// (degraded mode's lighter states; a full set when `dropped` is empty).
+    fn intern_shed(&mut self, triggers: &[TriggerId], dropped: &[TriggerId]) -> u32 {
+        // A lighter state's key: its triggers, a separator no id reaches, what it dropped.
+        let key: Vec<TriggerId> = if dropped.is_empty() {
+            triggers.to_vec()
+        } else {
+            triggers
+                .iter()
+                .copied()
+                .chain(std::iter::once(TriggerId::MAX))
+                .chain(dropped.iter().copied())
+                .collect()
+        };
+        if let Some(&s) = self.set_ids.get(&key) {
+            return s;
+        }
         let triggers = triggers.to_vec();
         // A trigger's first flow comes with a new set, as does each new
         // combination of triggers: reserve their histories here, so that a
@@ -468,10 +519,22 @@ impl Monitor {
             .map(|t| t.map_or(&[][..], |t| t.reads.as_slice()))
             .collect();
         let needs_tcp = live.iter().flatten().any(|t| t.spec.needs_connection_state());
-        let set = MatchSet::new(triggers.clone(), &reads, needs_tcp, self.config.tuning.huge_pages);
+        let mut set = MatchSet::new(triggers, &reads, needs_tcp, self.config.tuning.huge_pages);
         let id = self.sets.len() as u32;
+        if let Some(a) = &self.adapt {
+            set.cost_ns = shed::set_cost(&a.config.costs, set.half_words(), set.needs_tcp);
+            if !dropped.is_empty() {
+                set.dropped = dropped.to_vec();
+                let mut all: Vec<TriggerId> = set.triggers.iter().chain(dropped).copied().collect();
+                all.sort_unstable();
+                set.full = self.set_ids.get(&all).copied().unwrap_or(id);
+            }
+        }
+        if set.full == u32::MAX {
+            set.full = id;
+        }
         self.sets.push(set);
-        self.set_ids.insert(triggers, id);
+        self.set_ids.insert(key, id);
         id
     }
 
@@ -663,6 +726,8 @@ impl Monitor {
                 (self.flows.find(&p.key, h), h)
             }
         };
+        let mut first_in_epoch = true;
+        let mut new_flow = false;
         let (idx, is_burst) = match found {
             Some(i) => {
                 let e = &mut self.flows.entries[i as usize];
@@ -673,6 +738,7 @@ impl Monitor {
                     e.wscale = None;
                     e.tcp = None;
                 }
+                first_in_epoch = e.stats_ts < self.epoch_start;
                 e.last_ts = t;
                 e.stats_ts = t;
                 (i, !new_life && gap <= self.config.burst_gap_ns)
@@ -686,6 +752,7 @@ impl Monitor {
             None => match self.flows.insert(p.key, h, t) {
                 Some(i) => {
                     self.on_new_flow(i);
+                    new_flow = true;
                     (i, false)
                 }
                 None => {
@@ -696,6 +763,12 @@ impl Monitor {
             },
         };
         self.last_entry = idx;
+        if self.adapt.is_some() {
+            if first_in_epoch {
+                self.apply_shed(idx);
+            }
+            self.note_cost(idx, new_flow, first_in_epoch);
+        }
         let half = (self.epoch_seq & 1) as usize;
         let mut cx = FlowContext {
             is_burst,
@@ -1004,19 +1077,33 @@ impl Monitor {
             && self.epoch_start >= self.first_ts
             && !self.blind.overlaps(self.epoch_start, epoch_end);
         self.epoch_log.push_back((self.epoch_start, counts));
-        if self.config.keep_health && !completeness.is_lossless() {
-            self.health.push(Health {
-                window: Window {
-                    start_ns: self.epoch_start,
-                    end_ns: epoch_end,
-                },
-                origin: Origin {
-                    host: self.config.host.clone(),
-                    worker: self.config.worker,
-                },
-                completeness,
-            });
-        }
+        let health = Health {
+            window: Window {
+                start_ns: self.epoch_start,
+                end_ns: epoch_end,
+            },
+            origin: Origin {
+                host: self.config.host.clone(),
+                worker: self.config.worker,
+            },
+            completeness: Completeness {
+                degraded: self.adapt.is_some(),
+                ..completeness
+            },
+            accuracy: Vec::new(),
+        };
+        // In degraded mode the record waits for the sweep's end, to carry
+        // the accuracy of the windows it closes.
+        let health = if !self.config.keep_health {
+            None
+        } else if self.adapt.is_some() {
+            Some(health)
+        } else {
+            if !completeness.is_lossless() {
+                self.health.push(health);
+            }
+            None
+        };
         let direct = Direct {
             vlans_seen: self.vlans_seen,
             completeness,
@@ -1050,6 +1137,10 @@ impl Monitor {
             merge: self.config.merge_output,
             report_triggers: Vec::new(),
             partials: Vec::new(),
+            adapt: self.adapt.is_some(),
+            loads: Vec::new(),
+            shed_parts: Vec::new(),
+            health,
         });
         self.epoch_seq += 1;
     }
@@ -1121,6 +1212,16 @@ impl Monitor {
             }
         }
         self.close_windows(&mut s);
+        if self.adapt.is_some() {
+            self.end_epoch_load(&s.loads);
+            let accuracy = self.adapt.as_mut().map(|a| std::mem::take(&mut a.accuracy));
+            if let Some(mut h) = s.health.take() {
+                h.accuracy = accuracy.unwrap_or_default();
+                if !h.completeness.is_lossless() || !h.accuracy.is_empty() {
+                    self.health.push(h);
+                }
+            }
+        }
         self.reclaim(s.epoch_end);
         self.counters.sweeps_completed += 1;
         if self.config.merge_output {
@@ -1211,15 +1312,34 @@ impl Monitor {
             // it, nor was the driver blind during it.
             completeness.complete =
                 ended && w.start_ns >= self.first_ts && !self.blind.overlaps(w.start_ns, end);
+            let (measured, unmeasured) = (w.measured, w.unmeasured);
             trig.close(w, end, self.config.history_windows);
             let Some((window, groups)) = trig.history.newest() else {
                 continue;
             };
+            let first_report = s.reports.len();
             for (g, vals) in groups {
                 if trig.fires(vals) {
                     s.reports
                         .push(trig.report(window, g, vals, &s.origin, completeness));
                 }
+            }
+            if let Some(a) = self.adapt.as_mut() {
+                let found = (s.reports.len() - first_report) as u64;
+                let recall = a.estimate(tid, measured, unmeasured, found);
+                for r in &mut s.reports[first_report..] {
+                    r.completeness.degraded = true;
+                    r.completeness.flows_unmeasured = unmeasured;
+                    r.completeness.recall_estimate = recall;
+                }
+                a.accuracy.push(clarion_report::EventAccuracy {
+                    event: trig.spec.name.clone(),
+                    window,
+                    reports: found,
+                    flows_measured: measured,
+                    flows_unmeasured: unmeasured,
+                    recall_estimate: recall.unwrap_or(f64::NAN),
+                });
             }
             if self.config.merge_output {
                 s.report_triggers.resize(s.reports.len(), tid);

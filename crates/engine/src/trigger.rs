@@ -251,6 +251,10 @@ pub(crate) struct OpenWindow {
     /// Packets (not RTT samples) per group: a group exists only where it had packets.
     pub(crate) packets: Vec<u64>,
     pub(crate) accs: Vec<Acc>,
+    /// Degraded mode: flow-epochs of the trigger measured and shed in the
+    /// window (see `monitor/shed.rs`).
+    pub(crate) measured: u64,
+    pub(crate) unmeasured: u64,
 }
 
 impl OpenWindow {
@@ -618,6 +622,8 @@ impl Trigger {
             // The last window's containers, already sized for a steady load.
             Some(mut w) => {
                 w.start_ns = start_ns;
+                w.measured = 0;
+                w.unmeasured = 0;
                 w
             }
             None => OpenWindow {
@@ -625,6 +631,8 @@ impl Trigger {
                 groups: FxHashMap::default(),
                 packets: Vec::new(),
                 accs: Vec::new(),
+                measured: 0,
+                unmeasured: 0,
             },
         })
     }
@@ -896,6 +904,7 @@ mod tests {
     fn spec(pred: Pred) -> EventSpec {
         EventSpec {
             capture: None,
+            priority: None,
             name: "t".into(),
             filters: vec![Default::default()],
             predicate: pred,
@@ -904,7 +913,6 @@ mod tests {
             scope: Scope::Host,
             drill_downs: Vec::new(),
             on_demand: false,
-            priority: None,
         }
     }
 

@@ -84,7 +84,7 @@ pub struct GroupKey {
 /// How much of the window this monitor actually saw, so a consumer can tell
 /// a quiet interval from a blind one. Counts cover all traffic the monitor
 /// handled in the window, not only the event's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Completeness {
     /// IP packets processed by the monitor.
@@ -102,6 +102,25 @@ pub struct Completeness {
     pub out_of_order: u64,
     /// False when the window was not observed in full (the input ended inside it).
     pub complete: bool,
+    /// Made in degraded mode (`--adapt`): the monitor may have shed this
+    /// event's measurement for some flows to keep up, and says how much in
+    /// `flows_unmeasured` and `recall_estimate` (`docs/adapt.md`).
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "std::ops::Not::not"))]
+    pub degraded: bool,
+    /// Degraded mode: flows of the event (matching its filters) that had
+    /// packets in the window but were not measured for it, counted once per
+    /// epoch they were active in.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_zero"))]
+    pub flows_unmeasured: u64,
+    /// Degraded mode: the estimated fraction of the window's true reports
+    /// of this event that were made (MONA's recall estimate, in `[0, 1]`).
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    pub recall_estimate: Option<f64>,
+}
+
+#[cfg(feature = "serde")]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Completeness {
@@ -113,6 +132,8 @@ impl Completeness {
         self.dropped += c.dropped;
         self.untracked += c.untracked;
         self.out_of_order += c.out_of_order;
+        self.flows_unmeasured += c.flows_unmeasured;
+        self.degraded |= c.degraded;
     }
 
     /// True when nothing was lost: every frame was parsed or knowingly ignored,
@@ -311,7 +332,7 @@ fn window_json(w: &Window) -> Value {
 }
 
 fn completeness_json(c: &Completeness) -> Value {
-    json!({
+    let mut v = json!({
         "packets": c.packets,
         "malformed": c.malformed,
         "not_ip": c.not_ip,
@@ -319,7 +340,23 @@ fn completeness_json(c: &Completeness) -> Value {
         "untracked": c.untracked,
         "out_of_order": c.out_of_order,
         "complete": c.complete,
-    })
+    });
+    // Degraded mode only: in normal mode the object is as it always was.
+    if c.degraded {
+        if let Value::Object(m) = &mut v {
+            m.insert("degraded".into(), json!(true));
+            m.insert("flows_unmeasured".into(), json!(c.flows_unmeasured));
+            if let Some(r) = c.recall_estimate.filter(|r| r.is_finite()) {
+                m.insert("recall_estimate".into(), json!(round_recall(r)));
+            }
+        }
+    }
+    v
+}
+
+/// A recall to four decimals: finer digits are float noise, not information.
+fn round_recall(r: f64) -> f64 {
+    (r.clamp(0.0, 1.0) * 10_000.0).round() / 10_000.0
 }
 
 /// The schema name every health record carries.
@@ -335,19 +372,57 @@ pub struct Health {
     pub window: Window,
     pub origin: Origin,
     pub completeness: Completeness,
+    /// Degraded mode (`--adapt`): the accuracy of each event whose window
+    /// closed with this epoch, whether or not it fired (a report carries
+    /// the same figures only when the event fires). Empty otherwise.
+    pub accuracy: Vec<EventAccuracy>,
+}
+
+/// One event's accuracy in one window, in degraded mode (`docs/adapt.md`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventAccuracy {
+    pub event: String,
+    pub window: Window,
+    /// Reports made for the window.
+    pub reports: u64,
+    /// Flow-epochs of the event measured and not measured in the window.
+    pub flows_measured: u64,
+    pub flows_unmeasured: u64,
+    /// The estimated recall (see [`Completeness::recall_estimate`]).
+    pub recall_estimate: f64,
 }
 
 impl Health {
     /// The record as a JSON object of schema [`HEALTH_SCHEMA`]: a report's
     /// window, host, worker and completeness.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "schema": HEALTH_SCHEMA,
             "window": window_json(&self.window),
             "host": self.origin.host,
             "worker": self.origin.worker,
             "completeness": completeness_json(&self.completeness),
-        })
+        });
+        if !self.accuracy.is_empty() {
+            let events: Vec<Value> = self
+                .accuracy
+                .iter()
+                .map(|a| {
+                    json!({
+                        "event": a.event,
+                        "window": window_json(&a.window),
+                        "reports": a.reports,
+                        "flows_measured": a.flows_measured,
+                        "flows_unmeasured": a.flows_unmeasured,
+                        "recall_estimate": round_recall(a.recall_estimate),
+                    })
+                })
+                .collect();
+            if let Value::Object(m) = &mut v {
+                m.insert("accuracy".into(), Value::Array(events));
+            }
+        }
+        v
     }
 }
 

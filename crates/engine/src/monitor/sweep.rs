@@ -60,6 +60,15 @@ pub(super) struct Sweep {
     pub(super) report_triggers: Vec<TriggerId>,
     /// `merge_output`: the closed windows of exported triggers.
     pub(super) partials: Vec<WindowPartial>,
+    /// Degraded mode: count flow-epochs per set and per trigger (`shed.rs`).
+    pub(super) adapt: bool,
+    /// Degraded mode: (set, flow-epochs, packets) of each visit of a set.
+    pub(super) loads: Vec<(u32, u64, u64)>,
+    /// Degraded mode: the triggers the visited set's flows are shed from.
+    pub(super) shed_parts: Vec<TriggerId>,
+    /// Degraded mode with `keep_health`: the swept epoch's record, pushed at
+    /// the sweep's end with the accuracy of the windows it closed.
+    pub(super) health: Option<clarion_report::Health>,
 }
 
 /// What testing windows per flow, during the gather, needs: such a
@@ -224,6 +233,25 @@ fn gather_set(
             direct,
         });
     }
+    let mut shed_parts = std::mem::take(&mut s.shed_parts);
+    shed_parts.clear();
+    if s.adapt {
+        for &tid in &set.dropped {
+            let Some(head) = heads.get(tid as usize).filter(|h| h.live()) else {
+                continue;
+            };
+            let end = || {
+                triggers
+                    .get(tid as usize)
+                    .and_then(Option::as_deref)
+                    .map_or(0, Trigger::end_ns)
+            };
+            if head.gathers(s.epoch_start, end) {
+                shed_parts.push(tid);
+            }
+        }
+    }
+    let (mut flow_epochs, mut packets_seen) = (0u64, 0u64);
     let cost = parts.len().max(1);
     let mut list = std::mem::take(&mut set.members);
     let mut done = true;
@@ -258,6 +286,22 @@ fn gather_set(
             }
             let block = e.block;
             if set.has_epoch(block, s.half, s.epoch_start) {
+                if s.adapt {
+                    flow_epochs += 1;
+                    packets_seen += set.packets_in(block, s.half);
+                    for &tid in &shed_parts {
+                        let Some(trig) = triggers.get_mut(tid as usize).and_then(Option::as_deref_mut) else {
+                            continue;
+                        };
+                        if !trig.is_open() {
+                            s.opened.push(tid);
+                            if let Some(h) = heads.get_mut(tid as usize) {
+                                h.set_open(true);
+                            }
+                        }
+                        trig.window_for(s.epoch_start).unmeasured += 1;
+                    }
+                }
                 for p in &parts {
                     let pos = p.pos as usize;
                     if p.direct {
@@ -280,6 +324,7 @@ fn gather_set(
                     }
                     let n_reads = trig.reads_len();
                     let w = trig.window_for(s.epoch_start);
+                    w.measured += 1;
                     let (accs, packets) = w.group(g, n_reads);
                     *packets += set.gather(block, s.half, pos, accs);
                 }
@@ -295,6 +340,10 @@ fn gather_set(
         set.members.drop_empty_chunks();
     }
     s.parts = parts;
+    s.shed_parts = shed_parts;
+    if s.adapt && flow_epochs > 0 {
+        s.loads.push((sid, flow_epochs, packets_seen));
+    }
     done
 }
 

@@ -1,0 +1,408 @@
+//! Degraded mode: MONA's monitoring states inside the monitor (`--adapt`).
+//!
+//! # States
+//! A flow's *full state* is the match set of every trigger it matched. Its
+//! lighter states drop those triggers one at a time, least important first
+//! (lowest `priority`, then the costliest, then the newest), down to a
+//! default state that measures nothing and only counts the flow: MONA's
+//! state graph (Fig. 4) is one chain per full set, `MatchSet::chain`, whose
+//! sets are interned apart from full sets of the same triggers (they carry
+//! what they `dropped`). Chains are built when their full set is interned.
+//!
+//! # Shedding
+//! The configuration is one [`Shed`] `{steps, extra}` for the whole
+//! monitor: every flow goes `steps` states down its chain, and a fraction
+//! `extra` of them (by a hash of the key, so the same flows every time)
+//! one more (MONA Alg. 1's `(j, x)`). A flow takes its state for the epoch
+//! at its first packet of the epoch, not mid-epoch: a window's flow is
+//! then measured for an epoch entirely or not at all. It moves only when
+//! the previous epoch's statistics are swept (else they would be gathered
+//! into the lighter set's triggers and lost for the others), so a flow
+//! whose first packet comes while that sweep is still pending keeps its
+//! state one more epoch.
+//!
+//! # The model
+//! [`StateCosts`] predicts a packet's time: the lookup, the update (a fixed
+//! part and a part per word of statistics the state keeps), TCP state if
+//! the state needs it, and a flow's share of the sweep (one flow-trigger
+//! pair per trigger of the state per epoch it is active). A new flow adds
+//! the insertion. [`Monitor::adapt_to`] turns the time available per
+//! packet into a processing budget (MONA Eq. 4, with the last epoch's
+//! share of new flows) and finds the least shedding that fits it, from the
+//! last swept epoch's packets and flow-epochs per full set, with
+//! `clarion_adapt::routine`. Shedding is computed from the full states
+//! every time, so headroom restores flows the same way.
+//!
+//! # Accuracy
+//! The sweep counts, per trigger and window, flow-epochs measured (the
+//! flow was gathered into the trigger) and unmeasured (the flow matched it
+//! but its state dropped it). At each window's close the trigger's
+//! `clarion_adapt::RecallEstimator` turns them and the window's reports
+//! into a recall estimate, carried by each report's completeness and, for
+//! every closing window, by the epoch's health record.
+//!
+//! # Cost
+//! Nothing in normal mode but a predictable branch per known flow's
+//! packet. In degraded mode: a compare per packet, a hash and maybe a
+//! move per flow-epoch when the configuration asks for another state, and
+//! per set and flow-epoch a few counters in the sweep.
+
+use clarion_adapt::{GraphBuilder, RecallEstimator, Routine, Shed, WindowObservation};
+use clarion_report::EventAccuracy;
+
+use crate::config::{AdaptConfig, StateCosts};
+use crate::flow_table::{hash_key, NO_SET};
+use crate::trigger_index::TriggerId;
+
+use super::Monitor;
+
+/// Importance of an event without a `priority` (the middle of 0..=100).
+const DEFAULT_PRIORITY: u8 = 50;
+
+/// Degraded mode's state in a monitor.
+#[derive(Debug)]
+pub(super) struct Adapt {
+    pub(super) config: AdaptConfig,
+    pub(super) shed: Shed,
+    /// By trigger id.
+    recall: Vec<Option<RecallEstimator>>,
+    /// The last swept epoch's load, per full set: (set, packets, flow-epochs).
+    pub(super) load: Vec<(u32, u64, u64)>,
+    /// New flows in the current epoch and in the last swept one.
+    pub(super) new_flows: u64,
+    pub(super) last_new_flows: u64,
+    /// Predicted time of the latest packet (for a simulated clock).
+    pub(super) last_cost_ns: f64,
+    /// Windows closed by the sweep in progress, for its health record.
+    pub(super) accuracy: Vec<EventAccuracy>,
+    /// Flows moved to another state, in total.
+    pub(super) moves: u64,
+}
+
+/// What [`Monitor::adapt_to`] decided, from the last swept epoch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShedDecision {
+    /// The time per packet available, as given.
+    pub available_ns: f64,
+    /// What is left for processing once lookups and insertions are paid (MONA's T_p^target).
+    pub target_ns: f64,
+    /// Predicted processing time per packet with every flow in its full state, and with `shed`.
+    pub full_ns: f64,
+    pub predicted_ns: f64,
+    pub shed: Shed,
+    /// Even measuring nothing does not fit the target.
+    pub saturated: bool,
+}
+
+/// The last swept epoch's figures in degraded mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EpochLoad {
+    pub packets: u64,
+    pub flow_epochs: u64,
+    pub new_flows: u64,
+    /// Predicted time of the epoch's work under its states, nanoseconds.
+    pub predicted_ns: f64,
+}
+
+impl Adapt {
+    pub(super) fn new(config: AdaptConfig) -> Self {
+        Adapt {
+            config,
+            shed: Shed::NONE,
+            recall: Vec::new(),
+            load: Vec::new(),
+            new_flows: 0,
+            last_new_flows: 0,
+            last_cost_ns: 0.0,
+            accuracy: Vec::new(),
+            moves: 0,
+        }
+    }
+
+    /// The recall estimate of trigger `tid` for a window just closed
+    /// (`None` if the estimator's settings are out of range): MONA's
+    /// per-flow estimator, a flow-epoch being the unit (see the module doc).
+    pub(super) fn estimate(
+        &mut self,
+        tid: TriggerId,
+        measured: u64,
+        unmeasured: u64,
+        found: u64,
+    ) -> Option<f64> {
+        let i = tid as usize;
+        if self.recall.len() <= i {
+            self.recall.resize_with(i + 1, || None);
+        }
+        if self.recall[i].is_none() {
+            let (q, lambda) = (self.config.recall_windows, self.config.recall_lambda);
+            // Every report's group had a measured flow-epoch: at most one
+            // report per flow-epoch, so the estimate per flow is capped at
+            // 1. Shedding picks flows by hash, so a window's measured flows
+            // are a uniform sample: a shift of the traffic resets the history.
+            let e = RecallEstimator::new(q, lambda).and_then(|e| e.with_cap(1.0)?.with_shift_reset(3.0));
+            self.recall[i] = Some(e.ok()?);
+        }
+        let est = self.recall[i].as_mut()?;
+        est.observe(WindowObservation {
+            measured_flows: measured,
+            events_found: found,
+            variance: None,
+            unmeasured_flows: unmeasured,
+        })
+        .ok()
+        .map(|e| e.recall)
+    }
+}
+
+/// A uniform fraction in `[0, 1)` from a flow's key, independent of where
+/// the flow table puts it (another mix of the same hash's bits).
+fn key_fraction(h: u64) -> f64 {
+    let mixed = (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (mixed >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The predicted update time of a set's member flow's packet.
+pub(super) fn set_cost(costs: &StateCosts, half_words: usize, needs_tcp: bool) -> f64 {
+    costs.update_ns + costs.per_word_ns * half_words as f64 + if needs_tcp { costs.tcp_ns } else { 0.0 }
+}
+
+impl Monitor {
+    /// Builds the chain of lighter states of full set `full` (degraded mode).
+    pub(super) fn build_chain(&mut self, full: u32) {
+        let triggers = self.sets[full as usize].triggers.clone();
+        // Least important first: lowest priority, then costliest, then newest.
+        let mut order: Vec<(u8, std::cmp::Reverse<usize>, std::cmp::Reverse<TriggerId>)> = triggers
+            .iter()
+            .map(|&t| {
+                let (prio, words) = self.triggers.get(t as usize).and_then(Option::as_deref).map_or(
+                    (DEFAULT_PRIORITY, 0),
+                    |tr| {
+                        let words = tr.reads.iter().map(|(_, f)| f.words()).sum::<usize>()
+                            + if tr.spec.needs_connection_state() { 8 } else { 0 };
+                        (tr.spec.priority.unwrap_or(DEFAULT_PRIORITY), words)
+                    },
+                );
+                (prio, std::cmp::Reverse(words), std::cmp::Reverse(t))
+            })
+            .collect();
+        order.sort_unstable();
+        let mut chain = vec![full];
+        let mut kept = triggers.clone();
+        let mut dropped = Vec::new();
+        for (_, _, std::cmp::Reverse(t)) in order {
+            kept.retain(|&x| x != t);
+            dropped.push(t);
+            dropped.sort_unstable();
+            let s = self.intern_shed(&kept, &dropped);
+            chain.push(s);
+        }
+        self.sets[full as usize].chain = chain;
+    }
+
+    /// Puts flow `idx` in the state the configuration gives it, at its
+    /// first packet of an epoch (see the module documentation).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn apply_shed(&mut self, idx: u32) {
+        let Some(adapt) = self.adapt.as_ref() else { return };
+        let shed = adapt.shed;
+        let e = &self.flows.entries[idx as usize];
+        if e.set == NO_SET {
+            return;
+        }
+        let set = &self.sets[e.set as usize];
+        let Some(chain) = self.sets.get(set.full as usize).map(|f| &f.chain) else {
+            return;
+        };
+        if chain.is_empty() {
+            return;
+        }
+        let depth = shed.steps_for(key_fraction(hash_key(&e.key))) as usize;
+        let want = chain[depth.min(chain.len() - 1)];
+        if want == e.set {
+            return;
+        }
+        if let Some(s) = &self.sweep {
+            if set.epoch_of(e.block, s.half) == s.epoch_start {
+                return; // its last epoch is not swept yet
+            }
+        }
+        self.migrate_to(idx, want);
+        if let Some(a) = self.adapt.as_mut() {
+            a.moves += 1;
+        }
+    }
+
+    /// Degraded mode's per-packet bookkeeping: the predicted time of the
+    /// packet just processed, for a driver that simulates the clock.
+    #[inline]
+    pub(super) fn note_cost(&mut self, idx: u32, new_flow: bool, first_in_epoch: bool) {
+        let Some(a) = self.adapt.as_mut() else { return };
+        let c = a.config.costs;
+        let mut ns = c.lookup_ns;
+        if new_flow {
+            ns += c.insert_ns;
+            a.new_flows += 1;
+        }
+        if let Some(set) = self
+            .flows
+            .entries
+            .get(idx as usize)
+            .filter(|e| e.set != NO_SET)
+            .and_then(|e| self.sets.get(e.set as usize))
+        {
+            ns += set.cost_ns;
+            if first_in_epoch {
+                ns += c.pair_ns * set.triggers.len() as f64;
+            }
+        }
+        a.last_cost_ns = ns;
+    }
+
+    /// Degraded mode: the predicted time of the latest packet processed,
+    /// nanoseconds (0 in normal mode). A simulated clock advances by it.
+    pub fn last_packet_cost_ns(&self) -> f64 {
+        self.adapt.as_ref().map_or(0.0, |a| a.last_cost_ns)
+    }
+
+    /// Degraded mode: the shedding in force (`None` in normal mode).
+    pub fn shed(&self) -> Option<Shed> {
+        self.adapt.as_ref().map(|a| a.shed)
+    }
+
+    /// Degraded mode: imposes a shedding (flows take it at their next
+    /// epoch). For experiments and tests; [`Monitor::adapt_to`] decides
+    /// it otherwise. Ignored in normal mode.
+    pub fn set_shed(&mut self, shed: Shed) {
+        if let Some(a) = self.adapt.as_mut() {
+            a.shed = shed;
+        }
+    }
+
+    /// Degraded mode: flows moved between states so far.
+    pub fn state_moves(&self) -> u64 {
+        self.adapt.as_ref().map_or(0, |a| a.moves)
+    }
+
+    /// Degraded mode: the last swept epoch's load.
+    pub fn epoch_load(&self) -> Option<EpochLoad> {
+        let a = self.adapt.as_ref()?;
+        let mut l = EpochLoad {
+            new_flows: a.last_new_flows,
+            ..EpochLoad::default()
+        };
+        let c = a.config.costs;
+        for &(full, m, f) in &a.load {
+            l.packets += m;
+            l.flow_epochs += f;
+            // At the depth the set's flows were in: approximated by the
+            // configuration's average over the chain (exact per flow in
+            // `last_packet_cost_ns`).
+            let cost = self.chain_costs(full, m, f, &c);
+            let d = a.shed.steps as usize;
+            let at = |d: usize| {
+                cost.get(d.min(cost.len().saturating_sub(1)))
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            let per = (1.0 - a.shed.extra) * at(d) + a.shed.extra * at(d + 1);
+            l.predicted_ns += m as f64 * (c.lookup_ns + per);
+        }
+        l.predicted_ns += a.last_new_flows as f64 * c.insert_ns;
+        Some(l)
+    }
+
+    /// Per-packet processing time of full set `full`'s flows at each depth
+    /// of its chain, for `m` packets and `f` flow-epochs an epoch.
+    fn chain_costs(&self, full: u32, m: u64, f: u64, c: &StateCosts) -> Vec<f64> {
+        let per_flow = if m == 0 { 0.0 } else { f as f64 / m as f64 };
+        let Some(fs) = self.sets.get(full as usize) else {
+            return Vec::new();
+        };
+        let chain: &[u32] = if fs.chain.is_empty() {
+            std::slice::from_ref(&fs.full)
+        } else {
+            &fs.chain
+        };
+        chain
+            .iter()
+            .filter_map(|&s| self.sets.get(s as usize))
+            .map(|s| s.cost_ns + c.pair_ns * s.triggers.len() as f64 * per_flow)
+            .collect()
+    }
+
+    /// Degraded mode: chooses the shedding for the next epochs from the
+    /// time available per packet (`available_ns`: the window over the
+    /// packets expected in it, queue included) and the last swept epoch's
+    /// load. `None` in normal mode or before any epoch was swept.
+    pub fn adapt_to(&mut self, available_ns: f64) -> Option<ShedDecision> {
+        let a = self.adapt.as_ref()?;
+        if a.load.is_empty() {
+            return None;
+        }
+        let c = a.config.costs;
+        let packets: u64 = a.load.iter().map(|l| l.1).sum();
+        let new_ratio = if packets == 0 {
+            0.0
+        } else {
+            (a.last_new_flows as f64 / packets as f64).min(1.0)
+        };
+        // MONA Eq. 4: (1 - λf)(Tr + Tp) + λf·Ti = available, with Ti the
+        // whole time of a new flow's packet (insertion, lookup, update).
+        let target = if new_ratio >= 1.0 {
+            0.0
+        } else {
+            ((available_ns - new_ratio * c.insert_ns) / (1.0 - new_ratio) - c.lookup_ns).max(0.0)
+        };
+        // One chain of states per full set seen, each ending in its own
+        // default state (chains share no state here: the costs depend on
+        // the full set's flows per packet).
+        let mut graph = GraphBuilder::new();
+        let mut packets_at = Vec::new();
+        for &(full, m, f) in &a.load {
+            let costs = self.chain_costs(full, m, f, &c);
+            let mut lighter = None;
+            for &ns in costs.iter().rev() {
+                lighter = Some(graph.add_state(lighter, ns, &[]));
+                packets_at.push(0);
+            }
+            if let Some(last) = packets_at.last_mut() {
+                *last = m; // the chain's full state, added last
+            }
+        }
+        let plan = graph
+            .build()
+            .and_then(|g| Routine::new(&g).compute(&packets_at, target))
+            .ok()?;
+        let decision = ShedDecision {
+            available_ns,
+            target_ns: target,
+            full_ns: plan.full_ns,
+            predicted_ns: plan.predicted_ns,
+            shed: plan.shed,
+            saturated: plan.saturated,
+        };
+        if let Some(a) = self.adapt.as_mut() {
+            a.shed = plan.shed;
+        }
+        Some(decision)
+    }
+
+    /// At a sweep's end (degraded mode): the epoch's load per full set,
+    /// from what the sweep counted per set.
+    pub(super) fn end_epoch_load(&mut self, per_set: &[(u32, u64, u64)]) {
+        let Some(a) = self.adapt.as_mut() else { return };
+        a.load.clear();
+        let mut at: rustc_hash::FxHashMap<u32, usize> = rustc_hash::FxHashMap::default();
+        for &(sid, flows, packets) in per_set {
+            let full = self.sets.get(sid as usize).map_or(sid, |s| s.full);
+            let i = *at.entry(full).or_insert_with(|| {
+                a.load.push((full, 0, 0));
+                a.load.len() - 1
+            });
+            a.load[i].1 += packets;
+            a.load[i].2 += flows;
+        }
+        a.last_new_flows = std::mem::take(&mut a.new_flows);
+    }
+}
