@@ -270,7 +270,8 @@ impl Calibration {
 
     /// Folds in one window: `busy_ns` measured, `predicted_ns` by the
     /// model for the same packets. Windows without a positive finite
-    /// prediction and measurement carry no information and are ignored.
+    /// prediction, or with a negative or non-finite measurement, carry no
+    /// information and are ignored (a measured 0 is a sample: free work).
     pub fn observe(&mut self, busy_ns: f64, predicted_ns: f64) {
         if !(busy_ns.is_finite() && predicted_ns.is_finite() && busy_ns >= 0.0 && predicted_ns > 0.0) {
             return;

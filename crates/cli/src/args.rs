@@ -225,6 +225,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub dos_auto_raise: bool,
 
+    /// Degraded mode under overload (MONA): rather than let the kernel drop
+    /// packets when the monitor cannot keep up, measure fewer events for
+    /// some flows, lowest `priority` first, and say in every report how
+    /// many flows of its event went unmeasured and its estimated recall.
+    /// Live capture (-i) with one worker; see docs/adapt.md.
+    #[arg(long)]
+    pub adapt: bool,
+
     /// Show a progress bar over a capture file: 'auto' (when standard error
     /// is a terminal), 'always', 'never'.
     #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN", conflicts_with = "interface")]

@@ -123,6 +123,7 @@ pub fn monitor_config(a: &RunArgs) -> MonitorConfig {
         dos_auto_raise: a.dos_auto_raise,
         host: a.host.clone().unwrap_or_else(host_name),
         keep_health: a.health.is_some(),
+        adapt: a.adapt.then(clarion_engine::AdaptConfig::default),
         ..MonitorConfig::default()
     }
 }
@@ -144,6 +145,19 @@ pub fn build_monitor(
 }
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
+    if a.adapt && a.interface.is_empty() {
+        return Err(Failure::Usage(
+            "clarion: --adapt sheds work when live traffic outruns the monitor; a file is read as fast as \
+             the monitor goes: give -i IFACE (to study overload on a file: clarion-lab overload)"
+                .into(),
+        ));
+    }
+    if a.adapt && a.workers > 1 {
+        return Err(Failure::Usage(
+            "clarion: --adapt estimates each event's recall in one monitor: give --workers 1 (the default)"
+                .into(),
+        ));
+    }
     if !a.interface.is_empty() {
         // Warned before the live run, which loads the file again itself;
         // its errors are left for it to report.

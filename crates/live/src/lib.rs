@@ -14,6 +14,7 @@
 //!
 //! The engine stays free of I/O; everything here is the driver around it.
 
+mod adapt;
 mod error;
 pub mod filter;
 mod interface;

@@ -153,6 +153,36 @@ pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
             }
         }
     }
+    // Degraded mode's gauges, only where it is on (a 0 would read as a measurement).
+    let adapt: [(&str, &str, &str, Get, f64); 2] = [
+        (
+            "clarion_shed_depth",
+            "gauge",
+            "Degraded mode (--adapt): monitoring states flows are moved down, steps plus the share moved one more (0: every flow measured for every event).",
+            |m| &m.shed_depth_milli,
+            1e-3,
+        ),
+        (
+            "clarion_cost_factor",
+            "gauge",
+            "Degraded mode (--adapt): measured over modelled processing time (above 1: the machine is slower than the profile, e.g. cache contention).",
+            |m| &m.cost_factor_milli,
+            1e-3,
+        ),
+    ];
+    for (name, kind, help, get, unit) in adapt {
+        if !workers.iter().any(|m| m.adapting.load(Ordering::Relaxed)) {
+            break;
+        }
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (w, m) in workers.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}{{worker=\"{w}\"}} {}",
+                get(m).load(Ordering::Relaxed) as f64 * unit
+            );
+        }
+    }
     type GetIf = fn(&InterfaceMetrics) -> &AtomicU64;
     let per_interface: [(&str, &str, &str, GetIf); 2] = [
         (

@@ -112,12 +112,17 @@ pub struct EpochStats {
     /// Time of the epoch during which an interface of the worker was down
     /// or away (the worker was blind; the epoch's windows are incomplete).
     pub down_ns: u64,
+    /// Degraded mode (`--adapt`): wall time spent processing packets and
+    /// sweeping in the epoch, and the shedding depth set at its end
+    /// (`steps + extra`, see `docs/adapt.md`).
+    pub busy_ns: Option<u64>,
+    pub shed_depth: Option<f64>,
 }
 
 impl EpochStats {
     /// One JSON object (schema `clarion.epoch/1`), for `--epoch-stats`.
     pub fn to_json_line(&self) -> String {
-        format!(
+        let line = format!(
             "{{\"schema\":\"clarion.epoch/1\",\"worker\":{},\"epoch_start_ns\":{},\"epoch_ns\":{},\"packets\":{},\
              \"drops\":{},\"delay_p99_ns\":{},\"delay_max_ns\":{},\"backlog_max\":{},\"sweep_wall_ns\":{},\
              \"sweep_busy_ns\":{},\"late\":{},\"down_ns\":{}}}",
@@ -133,7 +138,15 @@ impl EpochStats {
             self.sweep_busy_ns,
             self.late,
             self.down_ns
-        )
+        );
+        match (self.busy_ns, self.shed_depth) {
+            (Some(busy), Some(depth)) => {
+                let mut line = line;
+                line.pop();
+                format!("{line},\"busy_ns\":{busy},\"shed_depth\":{:.4}}}", depth)
+            }
+            _ => line,
+        }
     }
 }
 
@@ -148,6 +161,12 @@ pub struct WorkerMetrics {
     pub epochs: AtomicU64,
     pub sweeps_late: AtomicU64,
     pub reports: AtomicU64,
+    /// The worker runs in degraded mode (`--adapt`).
+    pub adapting: std::sync::atomic::AtomicBool,
+    /// Degraded mode: the shedding depth in force, in thousandths.
+    pub shed_depth_milli: AtomicU64,
+    /// Degraded mode: measured over predicted cost (the calibration), in thousandths.
+    pub cost_factor_milli: AtomicU64,
     pub flows_active: AtomicU64,
     pub delay_max_ns: AtomicU64,
     /// Of the latest finished epoch.

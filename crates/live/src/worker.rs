@@ -79,6 +79,7 @@ use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_records::FlowRecord;
 use clarion_wire::PacketRecord;
 
+use crate::adapt::LiveAdapt;
 use crate::interface::{LinkState, LinkWatch};
 use crate::packet_ring::poll_fds;
 use crate::stats::{DelayHistogram, EpochStats, WorkerMetrics};
@@ -288,6 +289,8 @@ pub struct Worker {
     /// The flow meter's ended records, sent with the reports.
     records: Vec<FlowRecord>,
     track: EpochTrack,
+    /// Degraded mode (the monitor was built with `MonitorConfig::adapt`).
+    adapt: Option<LiveAdapt>,
     summary: WorkerSummary,
     /// The monitor's clock lags the wall clock by at least this much when
     /// the wire is quiet (see [`Source::hidden_delay`]) ...
@@ -345,6 +348,11 @@ impl Worker {
         // must still find its epoch open.
         let lag =
             sources.iter().map(|s| s.hidden_delay()).max().unwrap_or_default() + Duration::from_millis(1);
+        let monitor_adapts = monitor.shed().is_some();
+        if monitor_adapts {
+            metrics.adapting.store(true, Ordering::Relaxed);
+            metrics.cost_factor_milli.store(1000, Ordering::Relaxed);
+        }
         let now = realtime_ns();
         let links = sources
             .iter()
@@ -373,6 +381,7 @@ impl Worker {
             gpv_cache,
             gpvs: Vec::new(),
             track: EpochTrack::default(),
+            adapt: monitor_adapts.then(LiveAdapt::new).flatten(),
             summary: WorkerSummary::default(),
             lag_floor_ns: lag.as_nanos() as u64,
             recent_delays: [0; LAG_EPOCHS],
@@ -515,7 +524,13 @@ impl Worker {
             self.apply_commands();
             let stopping = self.cfg.stop.load(Ordering::Relaxed)
                 || self.cfg.deadline.is_some_and(|d| Instant::now() >= d);
+            let started = Instant::now();
             let got = self.receive();
+            if got > 0 {
+                if let Some(a) = self.adapt.as_mut() {
+                    a.busy_since(started);
+                }
+            }
             if let Some(x) = self
                 .exporter
                 .as_mut()
@@ -876,6 +891,9 @@ impl Worker {
         if let Some((st, _)) = self.track.swept.as_mut() {
             st.sweep_busy_ns += started.elapsed().as_nanos() as u64;
         }
+        if let Some(a) = self.adapt.as_mut() {
+            a.busy_since(started);
+        }
         self.after_monitor();
     }
 
@@ -938,6 +956,7 @@ impl Worker {
         if !self.monitor.sweep_pending() {
             if let Some((mut st, began)) = self.track.swept.take() {
                 st.sweep_wall_ns = began.elapsed().as_nanos() as u64;
+                self.adapt_epoch(&mut st);
                 self.emit(st);
             }
         }
@@ -949,6 +968,24 @@ impl Worker {
         m.sweeps_late.store(c.sweeps_late, Ordering::Relaxed);
         m.reports.store(c.reports, Ordering::Relaxed);
         m.flows_active.store(c.flows_active, Ordering::Relaxed);
+    }
+
+    /// Degraded mode: the epoch `st` is swept; measure it and set the
+    /// shedding for the next ones (see `adapt.rs`).
+    fn adapt_epoch(&mut self, st: &mut EpochStats) {
+        let backlog: u64 = self.sources.iter().map(|s| s.backlog(s.capacity()) as u64).sum();
+        let Some(a) = self.adapt.as_mut() else { return };
+        let (busy, _) = a.on_epoch(&mut self.monitor, st.epoch_ns, st.packets + st.drops, backlog);
+        st.busy_ns = Some(busy);
+        st.shed_depth = self.monitor.shed().map(|s| s.depth());
+        if let Some(d) = st.shed_depth {
+            self.metrics
+                .shed_depth_milli
+                .store((d * 1000.0) as u64, Ordering::Relaxed);
+        }
+        self.metrics
+            .cost_factor_milli
+            .store((a.factor() * 1000.0) as u64, Ordering::Relaxed);
     }
 
     fn emit(&mut self, mut st: EpochStats) {

@@ -76,7 +76,7 @@ pub enum Effect {
         fired: bool,
     },
     /// A fired network-wide report, in window order for its event.
-    Report(Report),
+    Report(Box<Report>),
 }
 
 /// What the loop did, for summaries.
@@ -249,7 +249,7 @@ impl ManagerLoop {
             .collect();
         for k in ready {
             if let Some(r) = self.held.remove(&k) {
-                out.push(Effect::Report(r));
+                out.push(Effect::Report(Box::new(r)));
             }
         }
     }

@@ -327,7 +327,7 @@ impl Network {
                 }
                 Effect::Remove { event, .. } => self.remove_instance(event),
                 Effect::Decided { .. } => {}
-                Effect::Report(r) => out.push(r),
+                Effect::Report(r) => out.push(*r),
             }
             queue.extend(more.drain(..));
         }

@@ -1,0 +1,205 @@
+//! A live worker's adaptation under overload (degraded mode, `--adapt`):
+//! MONA's online estimation and adaptation routine, once per epoch.
+//!
+//! # What the worker measures
+//! Per epoch, the wall time it spent processing packets and sweeping
+//! (`busy_ns`), the packets that arrived (processed and dropped) and, when
+//! the epoch's sweep ends, how many frames wait in its receive queues.
+//!
+//! # The decision
+//! The next epoch must take the packets expected in it (the last epoch's
+//! arrivals) and the backlog waiting now, within the epoch: the time
+//! available per packet is `epoch / (arrivals + backlog)` (MONA §IV-B's
+//! `1/λ_pkt`, with the queue). The monitor's cost model predicts, per
+//! packet, what each monitoring state costs on a quiet machine; a
+//! co-runner thrashing the cache or a slower CPU makes everything dearer
+//! by a common factor, which [`Calibration`] follows as an average of
+//! measured over predicted busy time. The monitor then sheds as little as
+//! fits `available / factor` ([`Monitor::adapt_to`]). An idle epoch
+//! leaves the shedding as it was: no traffic says nothing of the next.
+//!
+//! # Cost
+//! Two clock reads per receive batch and sweep step, and once per epoch a
+//! walk over the receive queues and the routine (microseconds).
+
+use std::time::Instant;
+
+use clarion_adapt::Calibration;
+use clarion_engine::{Monitor, ShedDecision};
+
+/// Weight of the newest epoch in the calibration's average.
+const CALIBRATION_WEIGHT: f64 = 0.3;
+
+/// See the module documentation.
+#[derive(Debug)]
+pub(crate) struct LiveAdapt {
+    calibration: Calibration,
+    /// Busy time of the epoch being received.
+    busy_ns: u64,
+    pub(crate) last: Option<ShedDecision>,
+}
+
+impl LiveAdapt {
+    pub(crate) fn new() -> Option<LiveAdapt> {
+        Some(LiveAdapt {
+            calibration: Calibration::new(CALIBRATION_WEIGHT).ok()?,
+            busy_ns: 0,
+            last: None,
+        })
+    }
+
+    /// Counts the time since `started` as busy.
+    #[inline]
+    pub(crate) fn busy_since(&mut self, started: Instant) {
+        self.busy_ns += started.elapsed().as_nanos() as u64;
+    }
+
+    /// At an epoch's end (its sweep done): folds in what it cost and sets
+    /// the shedding for the next ones. Returns the epoch's busy time and
+    /// the decision, if one was made.
+    pub(crate) fn on_epoch(
+        &mut self,
+        monitor: &mut Monitor,
+        epoch_ns: u64,
+        arrivals: u64,
+        backlog: u64,
+    ) -> (u64, Option<ShedDecision>) {
+        let busy = std::mem::take(&mut self.busy_ns);
+        let Some(load) = monitor.epoch_load() else {
+            return (busy, None);
+        };
+        if load.packets > 0 && busy > 0 {
+            self.calibration.observe(busy as f64, load.predicted_ns);
+        }
+        let expected = arrivals + backlog;
+        if expected == 0 {
+            return (busy, None);
+        }
+        let available = epoch_ns as f64 / expected as f64;
+        let decision = monitor.adapt_to(self.calibration.to_profiled(available));
+        if decision.is_some() {
+            self.last = decision;
+        }
+        (busy, decision)
+    }
+
+    /// The factor by which real costs exceed the model's now.
+    pub(crate) fn factor(&self) -> f64 {
+        self.calibration.factor()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clarion_engine::{AdaptConfig, MonitorConfig, Shed};
+    use clarion_wire::{FlowKey, PacketRecord};
+
+    /// A monitor in degraded mode with two events, fed `flows` flows of
+    /// `per_flow` packets in one 10 ms epoch, then the next epoch's first packet.
+    fn loaded(flows: u32, per_flow: u32) -> Monitor {
+        let mut m = Monitor::new(MonitorConfig {
+            adapt: Some(AdaptConfig::default()),
+            ..MonitorConfig::default()
+        });
+        let src = "event a\n when sum(volume) > 1KB\n per 5tuple\n every 10ms\n priority 90\n\
+                   event b\n when count(packets) > 3\n per src_ip\n every 10ms\n priority 10\n";
+        for e in clarion_lang::check(src).unwrap() {
+            m.install(e).unwrap();
+        }
+        let t0 = 1_000_000_000_000u64;
+        let mut out = Vec::new();
+        for f in 0..flows {
+            let key = FlowKey::new(
+                std::net::Ipv4Addr::new(10, 0, (f >> 8) as u8, f as u8).into(),
+                std::net::Ipv4Addr::new(10, 1, 0, 1).into(),
+                17,
+                Some((1000, 53)),
+                None,
+            );
+            for i in 0..per_flow {
+                let p = PacketRecord {
+                    ts_ns: t0 + u64::from(f * per_flow + i),
+                    key,
+                    size: 500,
+                    volume: 472,
+                    ..PacketRecord::default()
+                };
+                m.process(&p, &mut out);
+            }
+        }
+        let next = PacketRecord {
+            ts_ns: t0 + 10_000_000,
+            ..PacketRecord::default()
+        };
+        m.process(&next, &mut out);
+        m
+    }
+
+    #[test]
+    fn sheds_when_the_time_per_packet_is_short_and_restores_with_headroom() {
+        let mut m = loaded(200, 10);
+        let mut a = LiveAdapt::new().unwrap();
+        // 2,000 packets in 10 ms at the model's cost: no shedding needed.
+        let (_, d) = a.on_epoch(&mut m, 10_000_000, 2_000, 0);
+        assert_eq!(d.unwrap().shed, Shed::NONE);
+        // From a million packets expected down to a thousand: the depth
+        // never grows with more time per packet, saturates at first, fits
+        // the target whenever it can, and is partial somewhere between.
+        let mut depths = Vec::new();
+        let mut partial = false;
+        let mut arrivals = 1_000_000.0;
+        while arrivals > 1_000.0 {
+            let (_, d) = a.on_epoch(&mut m, 10_000_000, arrivals as u64, 0);
+            let d = d.unwrap();
+            assert_eq!(m.shed(), Some(d.shed));
+            if !d.saturated {
+                assert!(d.predicted_ns <= d.target_ns * (1.0 + 1e-9) + 1e-9, "{d:?}");
+            }
+            partial |= !d.saturated && d.shed != Shed::NONE;
+            depths.push((d.saturated, d.shed.depth()));
+            arrivals /= 1.05;
+        }
+        assert!(depths[0].0, "{depths:?}");
+        assert!(depths.windows(2).all(|w| w[1].1 <= w[0].1), "{depths:?}");
+        assert_eq!(depths.last().map(|d| d.1), Some(0.0));
+        assert!(partial, "{depths:?}");
+        // A backlog counts as packets to take.
+        let (_, d) = a.on_epoch(&mut m, 10_000_000, 2_000, 1_000_000);
+        assert!(d.unwrap().saturated);
+        // Headroom again: everything restored.
+        let (_, d) = a.on_epoch(&mut m, 10_000_000, 2_000, 0);
+        assert_eq!(d.unwrap().shed, Shed::NONE);
+    }
+
+    #[test]
+    fn a_slower_machine_sheds_more_for_the_same_load() {
+        let mut m = loaded(200, 10);
+        let mut fast = LiveAdapt::new().unwrap();
+        let mut slow = LiveAdapt::new().unwrap();
+        let predicted = m.epoch_load().unwrap().predicted_ns;
+        for _ in 0..20 {
+            fast.busy_ns = predicted as u64;
+            slow.busy_ns = (predicted * 4.0) as u64;
+            fast.on_epoch(&mut m, 10_000_000, 0, 0);
+            slow.on_epoch(&mut m, 10_000_000, 0, 0);
+        }
+        assert!((fast.factor() - 1.0).abs() < 0.01, "{}", fast.factor());
+        assert!((slow.factor() - 4.0).abs() < 0.05, "{}", slow.factor());
+        // The highest rate the model fits without shedding: at four times
+        // the cost it does not fit.
+        let mut arrivals = 1_000u64;
+        loop {
+            let (_, f) = fast.on_epoch(&mut m, 10_000_000, arrivals * 2, 0);
+            if f.unwrap().shed != Shed::NONE {
+                break;
+            }
+            arrivals *= 2;
+        }
+        let (_, f) = fast.on_epoch(&mut m, 10_000_000, arrivals, 0);
+        let (_, s) = slow.on_epoch(&mut m, 10_000_000, arrivals, 0);
+        assert_eq!(f.unwrap().shed, Shed::NONE);
+        assert!(s.unwrap().shed.depth() > 0.0);
+    }
+}
