@@ -65,7 +65,27 @@ pub enum Command {
     /// of random reads over a buffer several times the L3; prints accesses/s at the end.
     #[command(after_help = THRASH_AFTER_HELP)]
     Thrash(crate::thrash::ThrashArgs),
+    /// MONA's overload experiments: the capture looped at a sine or constant rate into a
+    /// bounded ring, the monitor static or adapting each window, in simulated time.
+    #[command(after_help = OVERLOAD_AFTER_HELP)]
+    Overload(crate::overload::OverloadArgs),
 }
+
+const OVERLOAD_AFTER_HELP: &str = "Examples:
+  clarion-lab overload --pcap examples/demo.pcap --events crates/lab/tests/mona_chain.clarion
+  clarion-lab overload --pcap ../shared/captures/pathspider_real.pcap \\
+      --events crates/lab/tests/mona_chain.clarion --period 100ms --mode both --json
+
+Time is simulated: a packet's service time is the monitor's predicted
+time for it (degraded mode's cost model), so the figures are the same on
+every machine and every run. The sustainable rate is where the static
+monitor's mean predicted time equals the inter-arrival time; --mean-load
+1 with --amplitude 1 is MONA's sine from 0 to twice it. Per mode: drops,
+windows with drops and with a negative packet balance, the shed depth,
+and per event the satisfaction (share of windows whose true recall, from
+the reference evaluator over every arrived packet, is at least 75%) and
+the mean |estimated - true| recall. --json adds the per-window table.
+Method and results: docs/performance.md.";
 
 const THRASH_AFTER_HELP: &str = "Examples:
   clarion-lab thrash --bytes 64MiB --seconds 10

@@ -16,6 +16,9 @@
 //!   against OVS's TSS + megaflows (Trident's Table 2 and Fig. 6);
 //! - `export-cost`: what export policies cost the host at a paced rate
 //!   (headers, pcapng, VXLAN, a fraction), against the monitor alone;
+//! - `overload`: MONA's overload experiments (sine or constant load into a
+//!   bounded ring, the monitor static or adapting every window), in a
+//!   deterministic simulated queue, against the reference evaluator;
 //! - `thrash`: a co-runner that thrashes the shared cache (MONA's
 //!   contention experiment), to run beside the monitor.
 //!
@@ -30,6 +33,7 @@ mod dos;
 mod export_cost;
 mod feasibility;
 mod gen;
+mod overload;
 mod real;
 mod thrash;
 
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Command::Classify(a) => classify::classify(&a),
         Command::ExportCost(a) => export_cost::export_cost(&a),
         Command::Thrash(a) => thrash::thrash(&a),
+        Command::Overload(a) => overload::overload(&a),
     };
     clarion_cmdline::exit("clarion-lab", result)
 }
