@@ -22,6 +22,26 @@ pub fn clarion_in(ns: &str) -> Command {
     c
 }
 
+/// Runs `f` on a thread moved into network namespace `ns` (e.g. to reach
+/// a server Clarion serves on the namespace's loopback); `None` if the
+/// thread could not enter it.
+pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).ok()?;
+        // SAFETY: a plain system call on a namespace file held open; it
+        // moves only this thread, which ends with `f`.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return None;
+        }
+        Some(f())
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
 /// Two network namespaces of this test joined by a veth pair, `va` in `a`
 /// (captured) and `vb` in `b` (replayed into), without addresses or IPv6.
 /// Removed when dropped.
