@@ -38,4 +38,4 @@ pub use error::AdaptError;
 pub use graph::{GraphBuilder, StateGraph, StateId, TaskId};
 pub use recall::{Estimator, RecallEstimate, RecallEstimator, WindowObservation};
 pub use recovery::{Move, Recovery, RecoveryConfig, Transition};
-pub use routine::{Decision, Routine, Shed};
+pub use routine::{fit_chains, Decision, Routine, Shed};

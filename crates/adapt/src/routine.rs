@@ -170,58 +170,91 @@ impl Routine {
     /// negative budget saturates). Fails only on a wrong-length `packets`.
     pub fn compute(&self, packets: &[u64], t_target_ns: f64) -> Result<Decision, AdaptError> {
         let total = self.check(packets)?;
-        if t_target_ns.is_nan() {
-            return Err(AdaptError::OutOfRange {
-                what: "t_target_ns",
-                value: t_target_ns,
-                range: "not NaN",
-            });
+        fit(self.max_depth(), t_target_ns, |d| {
+            self.average_at(packets, total, d)
+        })
+    }
+}
+
+/// Alg. 1 over independent chains, without a graph: each row is a full
+/// state's packets and the processing time of its chain, from the full
+/// state (`costs[0]`) to its default state (the last), which deeper
+/// depths keep. Costs must not increase along a row. The same answer as
+/// [`Routine::compute`] on the graph of those chains, with no allocation:
+/// for a caller whose costs change every window (they depend on the
+/// window's flows per packet).
+pub fn fit_chains(rows: &[(u64, &[f64])], t_target_ns: f64) -> Result<Decision, AdaptError> {
+    let total: f64 = rows.iter().map(|r| r.0 as f64).sum();
+    let max_depth = rows
+        .iter()
+        .map(|r| r.1.len().saturating_sub(1))
+        .max()
+        .unwrap_or(0);
+    fit(max_depth as u32, t_target_ns, |d| {
+        if total == 0.0 {
+            return 0.0;
         }
-        let full = self.average_at(packets, total, 0);
-        let mut prev = full; // T^{j-1}, > target inside the loop
-        if prev <= t_target_ns {
+        let sum: f64 = rows
+            .iter()
+            .filter_map(|(m, c)| Some(*m as f64 * *c.get(d.min(c.len().checked_sub(1)?))?))
+            .sum();
+        sum / total
+    })
+}
+
+/// The search of Alg. 1 given `T^d` for each depth `d ≤ max_depth`.
+fn fit(max_depth: u32, t_target_ns: f64, average_at: impl Fn(usize) -> f64) -> Result<Decision, AdaptError> {
+    if t_target_ns.is_nan() {
+        return Err(AdaptError::OutOfRange {
+            what: "t_target_ns",
+            value: t_target_ns,
+            range: "not NaN",
+        });
+    }
+    let full = average_at(0);
+    let mut prev = full; // T^{j-1}, > target inside the loop
+    if prev <= t_target_ns {
+        return Ok(Decision {
+            shed: Shed::NONE,
+            full_ns: full,
+            predicted_ns: full,
+            saturated: false,
+        });
+    }
+    for j in 1..=max_depth as usize {
+        let t = average_at(j);
+        if t <= t_target_ns {
+            // prev > target >= t, so the denominator is positive.
+            let x = (prev - t_target_ns) / (prev - t);
+            let shed = if x >= 1.0 {
+                Shed {
+                    steps: j as u32,
+                    extra: 0.0,
+                }
+            } else {
+                Shed {
+                    steps: j as u32 - 1,
+                    extra: x,
+                }
+            };
             return Ok(Decision {
-                shed: Shed::NONE,
+                shed,
                 full_ns: full,
-                predicted_ns: full,
+                predicted_ns: (1.0 - x) * prev + x * t,
                 saturated: false,
             });
         }
-        for j in 1..self.stride {
-            let t = self.average_at(packets, total, j);
-            if t <= t_target_ns {
-                // prev > target >= t, so the denominator is positive.
-                let x = (prev - t_target_ns) / (prev - t);
-                let shed = if x >= 1.0 {
-                    Shed {
-                        steps: j as u32,
-                        extra: 0.0,
-                    }
-                } else {
-                    Shed {
-                        steps: j as u32 - 1,
-                        extra: x,
-                    }
-                };
-                return Ok(Decision {
-                    shed,
-                    full_ns: full,
-                    predicted_ns: (1.0 - x) * prev + x * t,
-                    saturated: false,
-                });
-            }
-            prev = t;
-        }
-        Ok(Decision {
-            shed: Shed {
-                steps: self.max_depth(),
-                extra: 0.0,
-            },
-            full_ns: full,
-            predicted_ns: prev,
-            saturated: true,
-        })
+        prev = t;
     }
+    Ok(Decision {
+        shed: Shed {
+            steps: max_depth,
+            extra: 0.0,
+        },
+        full_ns: full,
+        predicted_ns: prev,
+        saturated: true,
+    })
 }
 
 #[cfg(test)]
@@ -428,6 +461,45 @@ mod tests {
                     prop_assert_eq!(r.cost_at_depth(s, d), g.t_p_ns(g.walk(s, d)));
                 }
             }
+        }
+    }
+
+    proptest! {
+        /// `fit_chains` is `Routine::compute` on the graph of the same chains.
+        #[test]
+        fn fit_chains_equals_the_routine_on_their_graph(
+            chains in proptest::collection::vec(
+                (0u64..1000, proptest::collection::vec(0.0f64..50.0, 1..6)),
+                1..8,
+            ),
+            target in -10.0f64..300.0,
+        ) {
+            // Costs non-increasing along each chain: cumulative sums from the default up.
+            let rows: Vec<(u64, Vec<f64>)> = chains
+                .into_iter()
+                .map(|(m, steps)| {
+                    let mut acc = 0.0;
+                    let mut up: Vec<f64> = steps.iter().map(|s| { acc += s; acc }).collect();
+                    up.reverse();
+                    (m, up)
+                })
+                .collect();
+            let mut b = GraphBuilder::new();
+            let mut packets = Vec::new();
+            for (m, costs) in &rows {
+                let mut lighter = None;
+                for (i, &c) in costs.iter().enumerate().rev() {
+                    lighter = Some(b.add_state(lighter, c, &[]));
+                    packets.push(if i == 0 { *m } else { 0 });
+                }
+            }
+            let g = b.build().unwrap();
+            let want = Routine::new(&g).compute(&packets, target).unwrap();
+            let views: Vec<(u64, &[f64])> = rows.iter().map(|(m, c)| (*m, c.as_slice())).collect();
+            let got = fit_chains(&views, target).unwrap();
+            prop_assert_eq!(got.shed, want.shed);
+            prop_assert_eq!(got.saturated, want.saturated);
+            prop_assert!((got.predicted_ns - want.predicted_ns).abs() <= 1e-9 * want.predicted_ns.abs().max(1.0));
         }
     }
 }

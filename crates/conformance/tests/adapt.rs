@@ -37,22 +37,33 @@ fn captures() -> Option<Vec<std::path::PathBuf>> {
     Some(v)
 }
 
-/// The monitor in degraded mode with a fixed shedding: its reports and health records.
+/// The monitor in degraded mode with a fixed shedding, without accuracy
+/// control (so that what is measured is what the shedding says): its
+/// reports and health records.
 fn degraded(
     evs: &[clarion_lang::spec::EventSpec],
     inputs: &[Input],
     shed: Shed,
 ) -> (Vec<Report>, Vec<Health>) {
+    let adapt = AdaptConfig {
+        accuracy_threshold: None,
+        ..AdaptConfig::default()
+    };
+    degraded_with(evs, inputs, shed, adapt).0
+}
+
+/// [`degraded`] with these settings; also the model's predicted time of
+/// all the packets.
+fn degraded_with(
+    evs: &[clarion_lang::spec::EventSpec],
+    inputs: &[Input],
+    shed: Shed,
+    adapt: AdaptConfig,
+) -> ((Vec<Report>, Vec<Health>), f64) {
     let cfg = MonitorConfig {
         host: "golden".into(),
         keep_health: true,
-        adapt: Some(AdaptConfig {
-            recall_windows: std::env::var("ADAPT_Q")
-                .ok()
-                .and_then(|q| q.parse().ok())
-                .unwrap_or(10),
-            ..AdaptConfig::default()
-        }),
+        adapt: Some(adapt),
         ..MonitorConfig::default()
     };
     let mut m = Monitor::new(cfg);
@@ -61,13 +72,15 @@ fn degraded(
     }
     m.set_shed(shed);
     let mut out = Vec::new();
+    let mut work = 0.0;
     for input in inputs {
         feed(&mut m, input, &mut out);
+        work += m.last_packet_cost_ns();
     }
     m.finish(&mut out);
     let mut health = Vec::new();
     m.take_health(&mut health);
-    (out, health)
+    ((out, health), work)
 }
 
 /// A report as the normal mode makes it.
@@ -365,4 +378,84 @@ event bursty_flows
             assert!(mean <= 0.08, "{event}: mean error {:.1}%", 100.0 * mean);
         }
     }
+}
+
+/// Per event: the share of windows whose true recall reaches `threshold`
+/// (MONA's satisfaction) and the mean true recall, over windows with a
+/// true event.
+fn satisfaction(
+    truth: &BTreeMap<WindowKey, BTreeSet<String>>,
+    made: &BTreeMap<WindowKey, BTreeSet<String>>,
+    threshold: f64,
+) -> BTreeMap<String, (f64, f64)> {
+    let mut per: BTreeMap<String, (u32, f64, u32)> = BTreeMap::new();
+    for (key, groups) in truth {
+        let found = made.get(key).map_or(0, |g| g.intersection(groups).count());
+        let recall = found as f64 / groups.len() as f64;
+        let e = per.entry(key.0.clone()).or_default();
+        e.0 += u32::from(recall >= threshold);
+        e.1 += recall;
+        e.2 += 1;
+    }
+    per.into_iter()
+        .map(|(k, (ok, sum, n))| (k, (f64::from(ok) / f64::from(n), sum / f64::from(n))))
+        .collect()
+}
+
+#[test]
+fn accuracy_control_gives_flows_to_poor_events_at_constant_cost() {
+    let src = "
+event big_flows
+  when sum(volume) > 4KB
+  per 5tuple
+  every 10ms
+  priority 80
+
+event bursty_flows
+  when count(is_burst) > 30% and sum(packets) > 2
+  per 5tuple
+  every 10ms
+  priority 40
+";
+    let evs = clarion_lang::check(src).expect("events check");
+    let inputs = generated_traffic(300, 5, 60, 0x2545_f491_4f6c_dd1d);
+    let truth = by_window(&reference(&evs, &inputs));
+    // Everything but the most important event shed, for every flow.
+    let shed = Shed { steps: 1, extra: 0.0 };
+    let off = AdaptConfig {
+        accuracy_threshold: None,
+        ..AdaptConfig::default()
+    };
+    let ((without, _), work_without) = degraded_with(&evs, &inputs, shed, off);
+    let ((with, health), work_with) = degraded_with(&evs, &inputs, shed, AdaptConfig::default());
+    if std::env::var("ADAPT_DEBUG").is_ok() {
+        let made = by_window(&with);
+        for a in health.iter().flat_map(|h| &h.accuracy) {
+            let key = (a.event.clone(), a.window.start_ns);
+            let t = truth.get(&key).map_or(0, |g| g.len());
+            let f = made.get(&key).map_or(0, |g| g.len());
+            eprintln!(
+                "{} @{}: est {:.3} true {f}/{t} measured {} unmeasured {}",
+                a.event, a.window.start_ns, a.recall_estimate, a.flows_measured, a.flows_unmeasured
+            );
+        }
+    }
+    let before = satisfaction(&truth, &by_window(&without), 0.75);
+    let after = satisfaction(&truth, &by_window(&with), 0.75);
+    eprintln!("satisfaction without accuracy control {before:?}, with {after:?}");
+    eprintln!(
+        "predicted work: {:.1} ms without, {:.1} ms with ({:+.1}%)",
+        work_without / 1e6,
+        work_with / 1e6,
+        100.0 * (work_with / work_without - 1.0)
+    );
+    let recall = |s: &BTreeMap<String, (f64, f64)>, e: &str| s.get(e).map_or(0.0, |x| x.1);
+    // Shed for every flow, the poor event gets flows back ...
+    assert_eq!(recall(&before, "bursty_flows"), 0.0);
+    assert!(recall(&after, "bursty_flows") >= 0.3, "{after:?}");
+    // ... from the rich one, which keeps about the threshold ...
+    assert_eq!(recall(&before, "big_flows"), 1.0);
+    assert!(recall(&after, "big_flows") >= 0.7, "{after:?}");
+    // ... at about the same cost (Eq. 9).
+    assert!((work_with / work_without - 1.0).abs() <= 0.1);
 }

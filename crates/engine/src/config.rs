@@ -67,6 +67,10 @@ pub struct AdaptConfig {
     pub recall_windows: usize,
     /// The estimator's Chebyshev factor λ when results vary widely.
     pub recall_lambda: f64,
+    /// Accuracy control (MONA Alg. 2): while shedding, move flows from
+    /// events whose estimated recall is above this (plus a headroom) to
+    /// those below it, at constant processing time. `None`: off.
+    pub accuracy_threshold: Option<f64>,
 }
 
 impl Default for AdaptConfig {
@@ -75,6 +79,7 @@ impl Default for AdaptConfig {
             costs: StateCosts::default(),
             recall_windows: 10,
             recall_lambda: 3.0,
+            accuracy_threshold: Some(0.75),
         }
     }
 }

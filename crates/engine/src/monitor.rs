@@ -179,13 +179,8 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 impl Monitor {
-    pub fn new(mut config: MonitorConfig) -> Self {
+    pub fn new(config: MonitorConfig) -> Self {
         let epoch_ns = config.default_epoch_ns.max(1);
-        if config.adapt.is_some() {
-            // Degraded mode counts measured flows per window: every
-            // trigger gathers into windows (same results, see `Tuning`).
-            config.tuning.flow_windows = false;
-        }
         Monitor {
             adapt: config.adapt.clone().map(shed::Adapt::new),
             flows: FlowTable::new(config.flow_capacity, config.tuning.huge_pages),
@@ -767,7 +762,7 @@ impl Monitor {
             if first_in_epoch {
                 self.apply_shed(idx);
             }
-            self.note_cost(idx, new_flow, first_in_epoch);
+            self.note_packet(idx, new_flow, first_in_epoch);
         }
         let half = (self.epoch_seq & 1) as usize;
         let mut cx = FlowContext {
@@ -1140,6 +1135,8 @@ impl Monitor {
             adapt: self.adapt.is_some(),
             loads: Vec::new(),
             shed_parts: Vec::new(),
+            direct_counts: Default::default(),
+            direct_scratch: Vec::new(),
             health,
         });
         self.epoch_seq += 1;
@@ -1211,9 +1208,11 @@ impl Monitor {
                 t.end_flow_epoch(s.epoch_start);
             }
         }
+        self.estimate_direct(&mut s);
         self.close_windows(&mut s);
         if self.adapt.is_some() {
             self.end_epoch_load(&s.loads);
+            self.recover(&s.loads);
             let accuracy = self.adapt.as_mut().map(|a| std::mem::take(&mut a.accuracy));
             if let Some(mut h) = s.health.take() {
                 h.accuracy = accuracy.unwrap_or_default();
@@ -1341,7 +1340,7 @@ impl Monitor {
                     recall_estimate: recall.unwrap_or(f64::NAN),
                 });
             }
-            if self.config.merge_output {
+            if self.config.merge_output || self.adapt.is_some() {
                 s.report_triggers.resize(s.reports.len(), tid);
             }
             if self.config.history_windows == 0 {

@@ -41,17 +41,33 @@
 //! into a recall estimate, carried by each report's completeness and, for
 //! every closing window, by the epoch's health record.
 //!
+//! # Accuracy control
+//! With `AdaptConfig::accuracy_threshold`, each sweep's end runs MONA's
+//! Alg. 2 (`clarion_adapt::recovery`) over the graph of every set: states
+//! whose events all have recall estimates above the threshold (and a
+//! headroom) donate a share of their flows to the default state, and full
+//! states with an event below it get as much back of the flows shedding
+//! took from them, at equal predicted time (Eq. 9). The moves stand
+//! (`Adapt::revert`, `Adapt::donate`: shares of flows by hashes
+//! independent of the shedding's) and accumulate window by window; a
+//! donor whose own estimate falls below the threshold takes half back;
+//! all are dropped once nothing is shed.
+//!
 //! # Cost
 //! Nothing in normal mode but a predictable branch per known flow's
 //! packet. In degraded mode: a compare per packet, a hash and maybe a
 //! move per flow-epoch when the configuration asks for another state, and
 //! per set and flow-epoch a few counters in the sweep.
 
-use clarion_adapt::{GraphBuilder, RecallEstimator, Routine, Shed, WindowObservation};
+use clarion_adapt::{
+    fit_chains, GraphBuilder, RecallEstimator, Recovery, RecoveryConfig, Shed, StateGraph, Transition,
+    WindowObservation,
+};
 use clarion_report::EventAccuracy;
+use rustc_hash::FxHashMap;
 
 use crate::config::{AdaptConfig, StateCosts};
-use crate::flow_table::{hash_key, NO_SET};
+use crate::flow_table::{hash_key, NO_ENTRY, NO_SET};
 use crate::trigger_index::TriggerId;
 
 use super::Monitor;
@@ -71,12 +87,25 @@ pub(super) struct Adapt {
     /// New flows in the current epoch and in the last swept one.
     pub(super) new_flows: u64,
     pub(super) last_new_flows: u64,
-    /// Predicted time of the latest packet (for a simulated clock).
-    pub(super) last_cost_ns: f64,
+    /// The latest packet's flow entry, whether it was new, whether it was
+    /// its flow's first of the epoch (for [`Monitor::last_packet_cost_ns`]).
+    pub(super) last_packet: (u32, bool, bool),
     /// Windows closed by the sweep in progress, for its health record.
     pub(super) accuracy: Vec<EventAccuracy>,
     /// Flows moved to another state, in total.
     pub(super) moves: u64,
+    /// Latest recall estimate per trigger id (accuracy control).
+    pub(super) recall_now: Vec<f64>,
+    /// Accuracy control: the graph of every set (state id = set id) and
+    /// Alg. 2's state over it, rebuilt when sets are added.
+    control: Option<(StateGraph, Recovery)>,
+    /// Accuracy control's standing moves: per full set, the share of its
+    /// shed flows given back their full state; per set, the share of its
+    /// flows sent to the default state (cumulative, by independent hashes).
+    pub(super) revert: FxHashMap<u32, f64>,
+    pub(super) donate: FxHashMap<u32, f64>,
+    /// [`Monitor::adapt_to`]'s buffer of chain costs, kept between calls.
+    scratch: Vec<f64>,
 }
 
 /// What [`Monitor::adapt_to`] decided, from the last swept epoch.
@@ -113,9 +142,14 @@ impl Adapt {
             load: Vec::new(),
             new_flows: 0,
             last_new_flows: 0,
-            last_cost_ns: 0.0,
+            last_packet: (NO_ENTRY, false, false),
             accuracy: Vec::new(),
             moves: 0,
+            recall_now: Vec::new(),
+            control: None,
+            revert: FxHashMap::default(),
+            donate: FxHashMap::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -143,23 +177,37 @@ impl Adapt {
             self.recall[i] = Some(e.ok()?);
         }
         let est = self.recall[i].as_mut()?;
-        est.observe(WindowObservation {
-            measured_flows: measured,
-            events_found: found,
-            variance: None,
-            unmeasured_flows: unmeasured,
-        })
-        .ok()
-        .map(|e| e.recall)
+        let recall = est
+            .observe(WindowObservation {
+                measured_flows: measured,
+                events_found: found,
+                variance: None,
+                unmeasured_flows: unmeasured,
+            })
+            .ok()
+            .map(|e| e.recall)?;
+        if self.recall_now.len() <= i {
+            self.recall_now.resize(i + 1, 1.0);
+        }
+        self.recall_now[i] = recall;
+        Some(recall)
     }
 }
 
 /// A uniform fraction in `[0, 1)` from a flow's key, independent of where
-/// the flow table puts it (another mix of the same hash's bits).
-fn key_fraction(h: u64) -> f64 {
+/// the flow table puts it (another mix of the same hash's bits); `salt`
+/// gives independent fractions for independent choices.
+fn key_fraction(h: u64, salt: u64) -> f64 {
+    let h = h ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mixed = (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let mixed = mixed ^ (mixed >> 32);
     (mixed >> 11) as f64 / (1u64 << 53) as f64
 }
+
+/// Salts of the three choices a flow's hash makes.
+const SALT_DEPTH: u64 = 0;
+const SALT_REVERT: u64 = 1;
+const SALT_DONATE: u64 = 2;
 
 /// The predicted update time of a set's member flow's packet.
 pub(super) fn set_cost(costs: &StateCosts, half_words: usize, needs_tcp: bool) -> f64 {
@@ -211,14 +259,34 @@ impl Monitor {
             return;
         }
         let set = &self.sets[e.set as usize];
+        // Nothing shed nor moved, and the flow in its full state: the usual case.
+        if shed == Shed::NONE && set.full == e.set && adapt.revert.is_empty() && adapt.donate.is_empty() {
+            return;
+        }
         let Some(chain) = self.sets.get(set.full as usize).map(|f| &f.chain) else {
             return;
         };
         if chain.is_empty() {
             return;
         }
-        let depth = shed.steps_for(key_fraction(hash_key(&e.key))) as usize;
-        let want = chain[depth.min(chain.len() - 1)];
+        let h = hash_key(&e.key);
+        let depth = (shed.steps_for(key_fraction(h, SALT_DEPTH)) as usize).min(chain.len() - 1);
+        let mut want = chain[depth];
+        // Accuracy control's standing moves (see `recover`).
+        if depth > 0
+            && adapt
+                .revert
+                .get(&set.full)
+                .is_some_and(|&f| key_fraction(h, SALT_REVERT) < f)
+        {
+            want = chain[0];
+        } else if adapt
+            .donate
+            .get(&want)
+            .is_some_and(|&f| key_fraction(h, SALT_DONATE) < f)
+        {
+            want = chain[chain.len() - 1];
+        }
         if want == e.set {
             return;
         }
@@ -233,16 +301,29 @@ impl Monitor {
         }
     }
 
-    /// Degraded mode's per-packet bookkeeping: the predicted time of the
-    /// packet just processed, for a driver that simulates the clock.
+    /// Degraded mode's per-packet bookkeeping: what the predicted time of
+    /// the packet just processed depends on, kept for
+    /// [`Monitor::last_packet_cost_ns`] (computed only when asked).
     #[inline]
-    pub(super) fn note_cost(&mut self, idx: u32, new_flow: bool, first_in_epoch: bool) {
+    pub(super) fn note_packet(&mut self, idx: u32, new_flow: bool, first_in_epoch: bool) {
         let Some(a) = self.adapt.as_mut() else { return };
+        if new_flow {
+            a.new_flows += 1;
+        }
+        a.last_packet = (idx, new_flow, first_in_epoch);
+    }
+
+    /// Degraded mode: the predicted time of the latest packet processed,
+    /// nanoseconds (0 in normal mode): the lookup, its state's update, a
+    /// new flow's insertion, and the flow's share of the sweep on its
+    /// first packet of an epoch. A simulated clock advances by it.
+    pub fn last_packet_cost_ns(&self) -> f64 {
+        let Some(a) = self.adapt.as_ref() else { return 0.0 };
+        let (idx, new_flow, first_in_epoch) = a.last_packet;
         let c = a.config.costs;
         let mut ns = c.lookup_ns;
         if new_flow {
             ns += c.insert_ns;
-            a.new_flows += 1;
         }
         if let Some(set) = self
             .flows
@@ -256,13 +337,7 @@ impl Monitor {
                 ns += c.pair_ns * set.triggers.len() as f64;
             }
         }
-        a.last_cost_ns = ns;
-    }
-
-    /// Degraded mode: the predicted time of the latest packet processed,
-    /// nanoseconds (0 in normal mode). A simulated clock advances by it.
-    pub fn last_packet_cost_ns(&self) -> f64 {
-        self.adapt.as_ref().map_or(0.0, |a| a.last_cost_ns)
+        ns
     }
 
     /// Degraded mode: the shedding in force (`None` in normal mode).
@@ -298,7 +373,8 @@ impl Monitor {
             // At the depth the set's flows were in: approximated by the
             // configuration's average over the chain (exact per flow in
             // `last_packet_cost_ns`).
-            let cost = self.chain_costs(full, m, f, &c);
+            let mut cost = Vec::new();
+            self.chain_costs(full, m, f, &c, &mut cost);
             let d = a.shed.steps as usize;
             let at = |d: usize| {
                 cost.get(d.min(cost.len().saturating_sub(1)))
@@ -312,23 +388,25 @@ impl Monitor {
         Some(l)
     }
 
-    /// Per-packet processing time of full set `full`'s flows at each depth
-    /// of its chain, for `m` packets and `f` flow-epochs an epoch.
-    fn chain_costs(&self, full: u32, m: u64, f: u64, c: &StateCosts) -> Vec<f64> {
+    /// Appends to `out` the per-packet processing time of full set
+    /// `full`'s flows at each depth of its chain, for `m` packets and `f`
+    /// flow-epochs an epoch.
+    fn chain_costs(&self, full: u32, m: u64, f: u64, c: &StateCosts, out: &mut Vec<f64>) {
         let per_flow = if m == 0 { 0.0 } else { f as f64 / m as f64 };
         let Some(fs) = self.sets.get(full as usize) else {
-            return Vec::new();
+            return;
         };
         let chain: &[u32] = if fs.chain.is_empty() {
             std::slice::from_ref(&fs.full)
         } else {
             &fs.chain
         };
-        chain
-            .iter()
-            .filter_map(|&s| self.sets.get(s as usize))
-            .map(|s| s.cost_ns + c.pair_ns * s.triggers.len() as f64 * per_flow)
-            .collect()
+        out.extend(
+            chain
+                .iter()
+                .filter_map(|&s| self.sets.get(s as usize))
+                .map(|s| s.cost_ns + c.pair_ns * s.triggers.len() as f64 * per_flow),
+        );
     }
 
     /// Degraded mode: chooses the shedding for the next epochs from the
@@ -354,26 +432,25 @@ impl Monitor {
         } else {
             ((available_ns - new_ratio * c.insert_ns) / (1.0 - new_ratio) - c.lookup_ns).max(0.0)
         };
-        // One chain of states per full set seen, each ending in its own
-        // default state (chains share no state here: the costs depend on
-        // the full set's flows per packet).
-        let mut graph = GraphBuilder::new();
-        let mut packets_at = Vec::new();
-        for &(full, m, f) in &a.load {
-            let costs = self.chain_costs(full, m, f, &c);
-            let mut lighter = None;
-            for &ns in costs.iter().rev() {
-                lighter = Some(graph.add_state(lighter, ns, &[]));
-                packets_at.push(0);
-            }
-            if let Some(last) = packets_at.last_mut() {
-                *last = m; // the chain's full state, added last
-            }
+        // The chains' costs, one flat buffer kept from call to call.
+        let adapt = self.adapt.as_mut()?;
+        let mut costs = std::mem::take(&mut adapt.scratch);
+        let load = std::mem::take(&mut adapt.load);
+        costs.clear();
+        let mut bounds = Vec::with_capacity(load.len());
+        for &(full, m, f) in &load {
+            let from = costs.len();
+            self.chain_costs(full, m, f, &c, &mut costs);
+            bounds.push((m, from, costs.len()));
         }
-        let plan = graph
-            .build()
-            .and_then(|g| Routine::new(&g).compute(&packets_at, target))
-            .ok()?;
+        let rows: Vec<(u64, &[f64])> = bounds.iter().map(|&(m, a, b)| (m, &costs[a..b])).collect();
+        let plan = fit_chains(&rows, target);
+        drop(rows);
+        if let Some(a) = self.adapt.as_mut() {
+            a.scratch = costs;
+            a.load = load;
+        }
+        let plan = plan.ok()?;
         let decision = ShedDecision {
             available_ns,
             target_ns: target,
@@ -386,6 +463,133 @@ impl Monitor {
             a.shed = plan.shed;
         }
         Some(decision)
+    }
+
+    /// Degraded mode, after a sweep's gather: the recall of each trigger
+    /// tested flow by flow, whose window is the swept epoch, onto its
+    /// reports (all of the sweep's so far are such triggers').
+    pub(super) fn estimate_direct(&mut self, s: &mut super::Sweep) {
+        let Some(a) = self.adapt.as_mut() else { return };
+        let counts = std::mem::take(&mut s.direct_counts);
+        for (tid, (measured, unmeasured)) in counts {
+            let found = s.report_triggers.iter().filter(|&&t| t == tid).count() as u64;
+            let recall = a.estimate(tid, measured, unmeasured, found);
+            for (r, _) in s
+                .reports
+                .iter_mut()
+                .zip(&s.report_triggers)
+                .filter(|(_, &t)| t == tid)
+            {
+                r.completeness.degraded = true;
+                r.completeness.flows_unmeasured = unmeasured;
+                r.completeness.recall_estimate = recall;
+            }
+            let Some(t) = self.triggers.get(tid as usize).and_then(Option::as_deref) else {
+                continue;
+            };
+            a.accuracy.push(EventAccuracy {
+                event: t.spec.name.clone(),
+                window: clarion_report::Window {
+                    start_ns: s.epoch_start,
+                    end_ns: s.epoch_end,
+                },
+                reports: found,
+                flows_measured: measured,
+                flows_unmeasured: unmeasured,
+                recall_estimate: recall.unwrap_or(f64::NAN),
+            });
+        }
+    }
+
+    /// Accuracy control at a sweep's end (MONA Alg. 2 with Eq. 9, see
+    /// `clarion_adapt::recovery`): over the graph of every set, the
+    /// latest recall estimate of each trigger, the flow-epochs of each set
+    /// in the swept epoch and the flows shedding moved from each full set,
+    /// finds CPU-neutral moves and adds them to the standing ones. Cleared
+    /// when nothing is shed (no overload: every flow in its full state).
+    pub(super) fn recover(&mut self, per_set: &[(u32, u64, u64)]) {
+        let n = self.sets.len();
+        let Some(a) = self.adapt.as_mut() else { return };
+        let Some(threshold) = a.config.accuracy_threshold else {
+            return;
+        };
+        if a.shed == Shed::NONE {
+            a.revert.clear();
+            a.donate.clear();
+            return;
+        }
+        if a.control.as_ref().is_none_or(|(g, _)| g.len() != n) {
+            a.control = None;
+            let mut b = GraphBuilder::new();
+            for (id, set) in self.sets.iter().enumerate() {
+                let lighter = self
+                    .sets
+                    .get(set.full as usize)
+                    .and_then(|f| f.chain.iter().position(|&c| c as usize == id))
+                    .and_then(|d| self.sets[set.full as usize].chain.get(d + 1).copied());
+                let tasks: Vec<u16> = set
+                    .triggers
+                    .iter()
+                    .filter_map(|&t| u16::try_from(t).ok())
+                    .collect();
+                b.add_state(lighter, set.cost_ns, &tasks);
+            }
+            let config = RecoveryConfig {
+                threshold,
+                headroom: 0.05,
+                ..RecoveryConfig::default()
+            };
+            if let Ok(g) = b.build() {
+                if let Ok(r) = Recovery::new(config, &g) {
+                    a.control = Some((g, r));
+                }
+            }
+        }
+        let Some((graph, recovery)) = a.control.as_mut() else {
+            return;
+        };
+        let mut flows = vec![0u64; n];
+        let mut transitions = Vec::new();
+        for &(sid, f, _) in per_set {
+            if let Some(x) = flows.get_mut(sid as usize) {
+                *x += f;
+            }
+            let full = self.sets[sid as usize].full;
+            if full != sid {
+                transitions.push(Transition {
+                    from: full,
+                    to: sid,
+                    flows: f,
+                });
+            }
+        }
+        let mut accuracy = a.recall_now.clone();
+        accuracy.resize(graph.task_count().max(accuracy.len()), 1.0);
+        for x in &mut accuracy {
+            *x = x.clamp(0.0, 1.0);
+        }
+        // A donor that fell below the threshold itself takes half its
+        // donated flows back (Alg. 2 never makes a rich task poor on
+        // purpose; the estimate's lag can).
+        a.donate.retain(|&state, share| {
+            let poor = graph
+                .tasks(state)
+                .iter()
+                .any(|&t| accuracy.get(usize::from(t)).is_some_and(|&r| r < threshold));
+            if poor {
+                *share /= 2.0;
+            }
+            *share >= 1e-3
+        });
+        let Ok(moves) = recovery.rebalance(graph, &accuracy, &flows, &transitions) else {
+            return;
+        };
+        for m in moves {
+            let r = a.revert.entry(m.revert_state).or_insert(0.0);
+            *r = (*r + m.delta_plus).min(1.0);
+            let d = a.donate.entry(m.from_state).or_insert(0.0);
+            *d = (*d + m.delta_minus).min(1.0);
+        }
     }
 
     /// At a sweep's end (degraded mode): the epoch's load per full set,

@@ -56,7 +56,7 @@ pub(super) struct Sweep {
     pub(super) counts: Completeness,
     /// `merge_output`: results go to the merger, not to `out`.
     pub(super) merge: bool,
-    /// `merge_output`: the trigger of each report, in step with `reports`.
+    /// `merge_output` or degraded mode: the trigger of each report, in step with `reports`.
     pub(super) report_triggers: Vec<TriggerId>,
     /// `merge_output`: the closed windows of exported triggers.
     pub(super) partials: Vec<WindowPartial>,
@@ -64,8 +64,14 @@ pub(super) struct Sweep {
     pub(super) adapt: bool,
     /// Degraded mode: (set, flow-epochs, packets) of each visit of a set.
     pub(super) loads: Vec<(u32, u64, u64)>,
-    /// Degraded mode: the triggers the visited set's flows are shed from.
-    pub(super) shed_parts: Vec<TriggerId>,
+    /// Degraded mode: the triggers the visited set's flows are shed from,
+    /// and whether each is tested flow by flow in this epoch.
+    pub(super) shed_parts: Vec<(TriggerId, bool)>,
+    /// Degraded mode: per trigger tested flow by flow, the epoch's
+    /// flow-epochs measured and shed (its window is the epoch).
+    pub(super) direct_counts: rustc_hash::FxHashMap<TriggerId, (u64, u64)>,
+    /// Degraded mode: a set visit's counts per trigger position (kept to reuse).
+    pub(super) direct_scratch: Vec<u64>,
     /// Degraded mode with `keep_health`: the swept epoch's record, pushed at
     /// the sweep's end with the accuracy of the windows it closed.
     pub(super) health: Option<clarion_report::Health>,
@@ -247,11 +253,22 @@ fn gather_set(
                     .map_or(0, Trigger::end_ns)
             };
             if head.gathers(s.epoch_start, end) {
-                shed_parts.push(tid);
+                let direct =
+                    tuning.flow_windows && head.tested_per_flow(epoch_len, aligned, s.direct.vlans_seen);
+                shed_parts.push((tid, direct));
             }
         }
     }
     let (mut flow_epochs, mut packets_seen) = (0u64, 0u64);
+    // Degraded mode: flow-epochs per trigger tested flow by flow (by its
+    // position in the set), and shed flow-epochs (each shed such trigger's).
+    let mut direct_measured = std::mem::take(&mut s.direct_scratch);
+    direct_measured.clear();
+    if s.adapt {
+        direct_measured.resize(set.triggers.len(), 0);
+    }
+    let any_direct_shed = shed_parts.iter().any(|p| p.1);
+    let mut direct_shed = 0u64;
     let cost = parts.len().max(1);
     let mut list = std::mem::take(&mut set.members);
     let mut done = true;
@@ -289,7 +306,11 @@ fn gather_set(
                 if s.adapt {
                     flow_epochs += 1;
                     packets_seen += set.packets_in(block, s.half);
-                    for &tid in &shed_parts {
+                    direct_shed += u64::from(any_direct_shed);
+                    for &(tid, direct) in &shed_parts {
+                        if direct {
+                            continue;
+                        }
                         let Some(trig) = triggers.get_mut(tid as usize).and_then(Option::as_deref_mut) else {
                             continue;
                         };
@@ -305,6 +326,9 @@ fn gather_set(
                 for p in &parts {
                     let pos = p.pos as usize;
                     if p.direct {
+                        if s.adapt {
+                            direct_measured[p.pos as usize] += 1;
+                        }
                         let t = Triggers {
                             all: &mut *triggers,
                             heads: &mut *heads,
@@ -339,11 +363,19 @@ fn gather_set(
     if done {
         set.members.drop_empty_chunks();
     }
-    s.parts = parts;
-    s.shed_parts = shed_parts;
     if s.adapt && flow_epochs > 0 {
         s.loads.push((sid, flow_epochs, packets_seen));
+        for p in parts.iter().filter(|p| p.direct) {
+            let n = direct_measured.get(p.pos as usize).copied().unwrap_or(0);
+            s.direct_counts.entry(p.tid).or_default().0 += n;
+        }
+        for &(tid, _) in shed_parts.iter().filter(|p| p.1) {
+            s.direct_counts.entry(tid).or_default().1 += direct_shed;
+        }
     }
+    s.parts = parts;
+    s.shed_parts = shed_parts;
+    s.direct_scratch = direct_measured;
     done
 }
 
@@ -400,7 +432,7 @@ fn test_flow(
         debug_assert_eq!(*key, group_of(key, &trig.spec.granularity));
         s.reports
             .push(trig.report(d.kept.window(), key, values, &s.origin, d.completeness));
-        if s.merge {
+        if s.merge || s.adapt {
             s.report_triggers.push(tid);
         }
     }
