@@ -43,7 +43,7 @@ mod trigger;
 mod trigger_index;
 
 pub use clarion_adapt::Shed;
-pub use clarion_report::{Health, Report};
+pub use clarion_report::{EventAccuracy, Health, Report};
 pub use config::{AdaptConfig, Counters, MonitorConfig, StateCosts, Tuning};
 pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DOS_MAX_THRESHOLD};
 pub use heap::HEAP_RESERVE;

@@ -1214,11 +1214,14 @@ impl Monitor {
             self.end_epoch_load(&s.loads);
             self.recover(&s.loads);
             let accuracy = self.adapt.as_mut().map(|a| std::mem::take(&mut a.accuracy));
-            if let Some(mut h) = s.health.take() {
-                h.accuracy = accuracy.unwrap_or_default();
-                if !h.completeness.is_lossless() || !h.accuracy.is_empty() {
-                    self.health.push(h);
+            match s.health.take() {
+                Some(mut h) => {
+                    h.accuracy = accuracy.unwrap_or_default();
+                    if !h.completeness.is_lossless() || !h.accuracy.is_empty() {
+                        self.health.push(h);
+                    }
                 }
+                None => self.keep_accuracy(accuracy.unwrap_or_default()),
             }
         }
         self.reclaim(s.epoch_end);

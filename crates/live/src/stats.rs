@@ -117,6 +117,8 @@ pub struct EpochStats {
     /// (`steps + extra`, see `docs/adapt.md`).
     pub busy_ns: Option<u64>,
     pub shed_depth: Option<f64>,
+    /// Degraded mode: the accuracy of each event window the epoch's sweep closed.
+    pub accuracy: Vec<clarion_engine::EventAccuracy>,
 }
 
 impl EpochStats {
@@ -143,7 +145,15 @@ impl EpochStats {
             (Some(busy), Some(depth)) => {
                 let mut line = line;
                 line.pop();
-                format!("{line},\"busy_ns\":{busy},\"shed_depth\":{:.4}}}", depth)
+                let accuracy: Vec<serde_json::Value> = self
+                    .accuracy
+                    .iter()
+                    .map(clarion_engine::EventAccuracy::to_json)
+                    .collect();
+                format!(
+                    "{line},\"busy_ns\":{busy},\"shed_depth\":{depth:.4},\"accuracy\":{}}}",
+                    serde_json::Value::Array(accuracy)
+                )
             }
             _ => line,
         }
@@ -188,6 +198,39 @@ impl WorkerMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn epoch_json_says_degraded_mode_only_in_it() {
+        let plain = EpochStats::default().to_json_line();
+        let v: serde_json::Value = serde_json::from_str(&plain).expect("json");
+        assert!(
+            v.get("shed_depth").is_none() && v.get("accuracy").is_none(),
+            "{plain}"
+        );
+        let st = EpochStats {
+            busy_ns: Some(1234),
+            shed_depth: Some(1.25),
+            accuracy: vec![clarion_engine::EventAccuracy {
+                event: "e".into(),
+                window: clarion_report::Window {
+                    start_ns: 10,
+                    end_ns: 20,
+                },
+                reports: 3,
+                flows_measured: 9,
+                flows_unmeasured: 4,
+                recall_estimate: 0.123456,
+            }],
+            ..EpochStats::default()
+        };
+        let line = st.to_json_line();
+        let v: serde_json::Value = serde_json::from_str(&line).expect("json");
+        assert_eq!(v["busy_ns"], 1234);
+        assert_eq!(v["shed_depth"], 1.25);
+        assert_eq!(v["accuracy"][0]["event"], "e");
+        assert_eq!(v["accuracy"][0]["flows_unmeasured"], 4);
+        assert_eq!(v["accuracy"][0]["recall_estimate"], 0.1235);
+    }
 
     #[test]
     fn quantiles_are_upper_bounds_within_a_bucket() {

@@ -978,6 +978,7 @@ impl Worker {
         let (busy, _) = a.on_epoch(&mut self.monitor, st.epoch_ns, st.packets + st.drops, backlog);
         st.busy_ns = Some(busy);
         st.shed_depth = self.monitor.shed().map(|s| s.depth());
+        self.monitor.take_accuracy(&mut st.accuracy);
         if let Some(d) = st.shed_depth {
             self.metrics
                 .shed_depth_milli

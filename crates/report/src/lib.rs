@@ -404,25 +404,26 @@ impl Health {
             "completeness": completeness_json(&self.completeness),
         });
         if !self.accuracy.is_empty() {
-            let events: Vec<Value> = self
-                .accuracy
-                .iter()
-                .map(|a| {
-                    json!({
-                        "event": a.event,
-                        "window": window_json(&a.window),
-                        "reports": a.reports,
-                        "flows_measured": a.flows_measured,
-                        "flows_unmeasured": a.flows_unmeasured,
-                        "recall_estimate": round_recall(a.recall_estimate),
-                    })
-                })
-                .collect();
+            let events: Vec<Value> = self.accuracy.iter().map(EventAccuracy::to_json).collect();
             if let Value::Object(m) = &mut v {
                 m.insert("accuracy".into(), Value::Array(events));
             }
         }
         v
+    }
+}
+
+impl EventAccuracy {
+    /// The JSON object health records and live epoch statistics carry.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "event": self.event,
+            "window": window_json(&self.window),
+            "reports": self.reports,
+            "flows_measured": self.flows_measured,
+            "flows_unmeasured": self.flows_unmeasured,
+            "recall_estimate": self.recall_estimate.is_finite().then(|| round_recall(self.recall_estimate)),
+        })
     }
 }
 

@@ -72,6 +72,9 @@ use crate::trigger_index::TriggerId;
 
 use super::Monitor;
 
+/// Accuracy records kept for [`Monitor::take_accuracy`] when nobody takes them.
+const KEPT_ACCURACY: usize = 4096;
+
 /// Importance of an event without a `priority` (the middle of 0..=100).
 const DEFAULT_PRIORITY: u8 = 50;
 
@@ -92,6 +95,9 @@ pub(super) struct Adapt {
     pub(super) last_packet: (u32, bool, bool),
     /// Windows closed by the sweep in progress, for its health record.
     pub(super) accuracy: Vec<EventAccuracy>,
+    /// Without a health stream: closed windows' accuracy for
+    /// [`Monitor::take_accuracy`], the latest [`KEPT_ACCURACY`] at most.
+    ready: std::collections::VecDeque<EventAccuracy>,
     /// Flows moved to another state, in total.
     pub(super) moves: u64,
     /// Latest recall estimate per trigger id (accuracy control).
@@ -144,6 +150,7 @@ impl Adapt {
             last_new_flows: 0,
             last_packet: (NO_ENTRY, false, false),
             accuracy: Vec::new(),
+            ready: std::collections::VecDeque::new(),
             moves: 0,
             recall_now: Vec::new(),
             control: None,
@@ -338,6 +345,25 @@ impl Monitor {
             }
         }
         ns
+    }
+
+    /// Keeps closed windows' accuracy for [`Monitor::take_accuracy`].
+    pub(super) fn keep_accuracy(&mut self, records: Vec<EventAccuracy>) {
+        let Some(a) = self.adapt.as_mut() else { return };
+        a.ready.extend(records);
+        while a.ready.len() > KEPT_ACCURACY {
+            a.ready.pop_front();
+        }
+    }
+
+    /// Degraded mode without `keep_health`: the accuracy of every window
+    /// closed since the last call, oldest first (with `keep_health` it
+    /// rides on the health records instead). At most the latest 4,096
+    /// are kept between calls.
+    pub fn take_accuracy(&mut self, out: &mut Vec<EventAccuracy>) {
+        if let Some(a) = self.adapt.as_mut() {
+            out.extend(a.ready.drain(..));
+        }
     }
 
     /// Degraded mode: the shedding in force (`None` in normal mode).
