@@ -92,6 +92,7 @@ const RUN_AFTER_HELP: &str = "Examples:
   clarion run -i eth0 --events rack.clarion --duration 60s --epoch-stats epochs.jsonl
   clarion run -i eth0 -i eth1 --workers 2 --filter 'not port 22' --events rack.clarion
   clarion run -i mirror0 --source xdp --workers 2 --events rack.clarion
+  clarion run -i eth0 --adapt --events examples/priority.clarion --epoch-stats epochs.jsonl
   clarion run --pcap dc.pcap --inventory hosts.txt --events service.clarion
   clarion run --inventory hosts.txt --pcap web-1=web-1.pcap --pcap web-2=web-2.pcap --events service.clarion
   clarion run --pcap big.pcap --workers 2 --events rack.clarion

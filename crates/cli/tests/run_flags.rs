@@ -380,3 +380,43 @@ fn an_empty_api_token_is_refused_at_start() {
         stderr(&o)
     );
 }
+
+/// `--adapt` sheds work when live traffic outruns the monitor: refused on a
+/// file (saying where to study overload instead) and over several workers.
+#[test]
+fn adapt_is_refused_where_it_cannot_work() {
+    let o = clarion()
+        .args([
+            "run",
+            "--pcap",
+            "examples/demo.pcap",
+            "--events",
+            "examples/demo.clarion",
+            "--adapt",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--adapt") && err.contains("-i IFACE") && err.contains("clarion-lab overload"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    let o = clarion()
+        .args([
+            "run",
+            "-i",
+            "lo",
+            "--events",
+            "examples/demo.clarion",
+            "--adapt",
+            "--workers",
+            "2",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("--adapt") && err.contains("--workers 1"), "{err}");
+}
