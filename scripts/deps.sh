@@ -29,6 +29,8 @@ DEPS=(
   "nfdump:nfdump:IPFIX export to a real collector (crates/ipfix/tests/nfcapd.rs)"
   "tshark:tshark:exported header frames read by tshark (crates/headers/tests/frames.rs)"
   "tcpreplay:tcpreplay:export policies on live capture (crates/cli/tests/exports_live.rs, exports_runtime.rs)"
+  "tcpreplay:tcpreplay:degraded mode live (crates/cli/tests/adapt_live.rs)"
+  "taskset:util-linux:co-runners on another CPU than the monitor (crates/cli/tests/adapt_live.rs)"
 )
 
 # Ends here: the Python readers after the Debian packages (python3 first).

@@ -18,9 +18,10 @@
 //!
 //! Timing on a shared 2-core machine is noisy: every assertion compares
 //! aggregates over hundreds of epochs, never one epoch. The overload and
-//! co-runner tests are `#[ignore]`d while degraded mode collapses under
-//! live overload (measured figures and causes in docs/live.md, "Degraded
-//! mode under load (measured)"); run them with `--ignored`.
+//! co-runner tests are `#[ignore]`d while degraded mode does not yet hold
+//! under live overload (measured figures and causes in docs/live.md,
+//! "Degraded mode under load (measured)"); run them with `--ignored`
+//! (after `cargo build --release -p clarion-lab`).
 //!
 //! Needs root, `ip`, `tcpreplay`, the shared captures and (co-runners) a
 //! built `clarion-lab`; skipped, saying why, otherwise.
@@ -121,9 +122,12 @@ impl Monitor {
             .spawn()
             .expect("clarion run starts");
         let mut err = BufReader::new(child.stderr.take().expect("its stderr"));
+        // Lines before it, e.g. where the metrics are served.
         let mut first = String::new();
-        err.read_line(&mut first).expect("its first line");
-        assert!(first.contains("capturing on va"), "{first}");
+        while !first.contains("capturing on va") {
+            let n = err.read_line(&mut first).expect("its first lines");
+            assert!(n > 0, "clarion run ended: {first}");
+        }
         Monitor { child, err, first }
     }
 
@@ -356,7 +360,7 @@ fn drop_runs(ep: &[Epoch]) -> (usize, usize) {
 }
 
 #[test]
-#[ignore = "degraded mode collapses under live overload: docs/live.md, Degraded mode under load (measured)"]
+#[ignore = "adaptive drops are not reliably fewer than static here (fewer in 4 of 5 repeats, never zero: docs/live.md, Degraded mode under load (measured)); run with --ignored"]
 fn under_overload_adaptive_drops_fewer_than_static_and_restores() {
     let Some((net, cap)) = setup("ao") else { return };
     let tmp = tempfile::tempdir().expect("a temporary directory");
@@ -382,6 +386,24 @@ fn under_overload_adaptive_drops_fewer_than_static_and_restores() {
             ep.iter().filter(|e| e.late).count()
         );
     }
+    for (_, ep, _, _) in runs.iter().filter(|r| r.0) {
+        // The depth over time, one decision in five: (ms, depth, drops).
+        let t0 = ep.iter().find(|e| e.packets > 0).map_or(0, |e| e.start_ns);
+        let timeline: Vec<String> = ep
+            .iter()
+            .filter(|e| e.packets + e.drops > 0 && e.shed_depth.is_some())
+            .step_by(5)
+            .map(|e| {
+                let ms = (e.start_ns - t0) / 1_000_000;
+                format!("{ms}:{:.0}/{}", e.shed_depth.unwrap_or(0.0), e.drops)
+            })
+            .collect();
+        eprintln!("adaptive depth/drops by ms: {}", timeline.join(" "));
+    }
+    eprintln!(
+        "overload totals: static {} drops, adaptive {}",
+        total[0], total[1]
+    );
     assert!(total[0] > 0, "the replay overloads the static monitor: {total:?}");
     assert!(
         total[1] < total[0],
@@ -423,7 +445,11 @@ fn clarion_lab() -> Option<PathBuf> {
 /// chases (its buffer built); its standard error stays open (read it to
 /// the end before waiting).
 fn thrash(lab: &Path, seconds: u64) -> (Child, BufReader<std::process::ChildStderr>) {
-    let mut c = Command::new(lab)
+    // On the other core than the monitor's (MONA's co-runners run on
+    // cores 2..n), so they share its cache, not its CPU time.
+    let mut c = Command::new("taskset")
+        .args(["-c", "1"])
+        .arg(lab)
         .args(["thrash", "--bytes", "128MiB", "--seconds"])
         .arg(seconds.to_string())
         .stdout(Stdio::null())
@@ -490,10 +516,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 #[test]
-#[ignore = "degraded mode collapses under live overload: docs/live.md, Degraded mode under load (measured)"]
+#[ignore = "the cost factor does not follow co-runners reliably here and the depth does not follow the factor (docs/live.md, Degraded mode under load (measured)); run with --ignored"]
 fn co_runners_raise_the_cost_factor_and_shedding_follows_without_lasting_drops() {
     let Some((net, cap)) = setup("ac") else { return };
     let Some(lab) = clarion_lab() else { return };
+    if Command::new("taskset").arg("-V").output().is_err() {
+        eprintln!("skipped: taskset is not installed (apt-get install util-linux)");
+        return;
+    }
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let (events, out, stats) = (
         tmp.path().join("heavy.clarion"),
@@ -502,14 +532,15 @@ fn co_runners_raise_the_cost_factor_and_shedding_follows_without_lasting_drops()
     );
     std::fs::write(&events, heavy_events(300)).expect("events written");
     let mut extra = SMALL_RING.to_vec();
-    extra.extend(["--adapt", "--metrics", "127.0.0.1:9464"]);
+    extra.extend(["--adapt", "--metrics", "127.0.0.1:9464", "--cpus", "0"]);
     let m = Monitor::start(&net, &events, &out, &stats, &extra);
     let stop = Arc::new(AtomicBool::new(false));
     let samples = scraper(&net.a, stop.clone());
-    // A steady load for the whole run: ~2.1 s a loop at 30,000 frames/s.
+    // A steady load for the whole run, near what the monitor takes here
+    // with every flow measured: ~1.25 s a loop at 50,000 frames/s.
     let mut load = Command::new("ip")
         .args(["netns", "exec", &net.b, "tcpreplay", "-q", "-i", "vb"])
-        .args(["--pps", "30000", "--loop", "5"])
+        .args(["--pps", "50000", "--loop", "8"])
         .arg(&cap)
         .stdout(Stdio::null())
         .spawn()
@@ -568,12 +599,13 @@ fn co_runners_raise_the_cost_factor_and_shedding_follows_without_lasting_drops()
             )
         })
         .collect();
-    // When the factor first rose 20% over the quiet phase's, and the first
+    // When the factor first rose 20% over the quiet phase's (the median
+    // of five scrapes, not one noisy epoch), and the first
     // epoch after that whose decision deepened the shedding.
     let rise = samples
-        .iter()
-        .find(|s| s.0 >= bounds[1] && s.1 > factor[0] * 1.2)
-        .map(|s| s.0);
+        .windows(5)
+        .find(|w| w[0].0 >= bounds[1] && median(w.iter().map(|s| s.1).collect()) > factor[0] * 1.2)
+        .map(|w| w[0].0);
     let quiet_depth = phase_depth[0];
     let deeper = rise.and_then(|t| {
         ep.iter()
