@@ -230,7 +230,7 @@ pub struct RunArgs {
     /// packets when the monitor cannot keep up, measure fewer events for
     /// some flows, lowest `priority` first, and say in every report how
     /// many flows of its event went unmeasured and its estimated recall.
-    /// Live capture (-i) with one worker; see docs/adapt.md.
+    /// Live capture (-i); see docs/adapt.md.
     #[arg(long)]
     pub adapt: bool,
 

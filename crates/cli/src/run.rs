@@ -152,12 +152,6 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
                 .into(),
         ));
     }
-    if a.adapt && a.workers > 1 {
-        return Err(Failure::Usage(
-            "clarion: --adapt estimates each event's recall in one monitor: give --workers 1 (the default)"
-                .into(),
-        ));
-    }
     if !a.interface.is_empty() {
         // Warned before the live run, which loads the file again itself;
         // its errors are left for it to report.

@@ -23,7 +23,8 @@ use clarion_conformance::{
     arb_events, arb_traffic_with, parse_traffic, TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS,
 };
 use clarion_engine::{
-    fanout_worker, Merger, MergerConfig, Monitor, MonitorConfig, Partials, TriggerId, Tuning, MERGED_WORKER,
+    fanout_worker, AdaptConfig, Merger, MergerConfig, Monitor, MonitorConfig, Partials, Shed, TriggerId,
+    Tuning, MERGED_WORKER,
 };
 use clarion_lang::spec::EventSpec;
 use clarion_reference::Input;
@@ -150,8 +151,16 @@ fn finish_sweeps_before_control(workers: &mut [Monitor], churn: Option<Churn>, i
 }
 
 /// One monitor on the whole traffic.
-fn single(base: &MonitorConfig, events: &[EventSpec], inputs: &[Input], churn: Option<Churn>) -> Vec<Report> {
+/// Monitors in degraded mode (`base.adapt`) shed as `shed` says.
+fn single(
+    base: &MonitorConfig,
+    events: &[EventSpec],
+    inputs: &[Input],
+    churn: Option<Churn>,
+    shed: Shed,
+) -> Vec<Report> {
     let mut m = [Monitor::new(config(base, 0, None))];
+    m[0].set_shed(shed);
     let mut live = Vec::new();
     let mut out = Vec::new();
     for (i, input) in inputs.iter().enumerate() {
@@ -178,10 +187,15 @@ fn run_workers(
     inputs: &[Input],
     split: Split,
     churn: Option<Churn>,
+    shed: Shed,
 ) -> Vec<VecDeque<Partials>> {
     let n = split.workers;
     let mut workers: Vec<Monitor> = (0..n)
-        .map(|w| Monitor::new(config(base, w, Some(split))))
+        .map(|w| {
+            let mut m = Monitor::new(config(base, w, Some(split)));
+            m.set_shed(shed);
+            m
+        })
         .collect();
     let mut live = Vec::new();
     let mut partials: Vec<VecDeque<Partials>> = (0..n).map(|_| VecDeque::new()).collect();
@@ -246,12 +260,14 @@ fn merged(
     inputs: &[Input],
     split: Split,
     churn: Option<Churn>,
+    shed: Shed,
 ) -> Vec<Report> {
-    let mut queues = run_workers(base, events, inputs, split, churn);
+    let mut queues = run_workers(base, events, inputs, split, churn, shed);
     let mut merger = Merger::new(MergerConfig {
         host: base.host.clone(),
         workers: split.workers,
         history_windows: 4,
+        adapt: base.adapt.clone(),
     });
     let mut out = Vec::new();
     let mut rng = split.order | 1;
@@ -321,7 +337,7 @@ fn check(
         remove_at: at(remove),
         pick,
     });
-    let expected = single(&base, events, &inputs, churn);
+    let expected = single(&base, events, &inputs, churn, Shed::NONE);
     for workers in [2, 3] {
         let split = Split {
             workers,
@@ -330,8 +346,12 @@ fn check(
             stepped,
             order,
         };
-        same_reports(&merged(&base, events, &inputs, split, churn), &expected, split)
-            .map_err(|e| TestCaseError::fail(format!("{churn:?}: {e}")))?;
+        same_reports(
+            &merged(&base, events, &inputs, split, churn, Shed::NONE),
+            &expected,
+            split,
+        )
+        .map_err(|e| TestCaseError::fail(format!("{churn:?}: {e}")))?;
     }
     Ok(())
 }
@@ -401,7 +421,7 @@ fn merged_workers_equal_one_monitor_on_captures() {
         let (inputs, mut events) = (common::read_inputs(&capture), common::events(&events));
         // Drill-downs need one monitor (merged workers refuse them; see the test below).
         events.retain(|e| !e.on_demand && e.drill_downs.is_empty());
-        let expected = single(&base, &events, &inputs, None);
+        let expected = single(&base, &events, &inputs, None, Shed::NONE);
         for (workers, local) in [(2, true), (3, false)] {
             let split = Split {
                 workers,
@@ -410,7 +430,7 @@ fn merged_workers_equal_one_monitor_on_captures() {
                 stepped: false,
                 order: 11,
             };
-            let got = merged(&base, &events, &inputs, split, None);
+            let got = merged(&base, &events, &inputs, split, None, Shed::NONE);
             if let Err(e) = same_reports(&got, &expected, split) {
                 panic!("{}: {e}", capture.display());
             }
@@ -434,4 +454,62 @@ fn merged_workers_refuse_drill_downs() {
     });
     let err = m.install(events[0].clone()).expect_err("refused");
     assert!(err.to_string().contains("--workers 1"), "{err}");
+}
+
+/// Degraded mode over merged workers: with flows shed, the merger sums the
+/// workers' counts per window and estimates each window's recall as one
+/// monitor does on the whole traffic (flows take their state by a hash of
+/// their key, wherever they run): the same reports, unmeasured counts and
+/// recall estimates, on the example and the real captures.
+#[test]
+fn merged_workers_equal_one_monitor_in_degraded_mode() {
+    let repo = common::repo();
+    let mut runs = vec![(
+        repo.join("examples/demo.pcap"),
+        repo.join("examples/demo.clarion"),
+    )];
+    let real = repo.join("crates/conformance/tests/golden/real_captures.clarion");
+    if let Ok(dir) = std::fs::read_dir(repo.join("../shared/captures")) {
+        let mut files: Vec<_> = dir.flatten().map(|e| e.path()).collect();
+        files.sort();
+        runs.extend(files.into_iter().map(|f| (f, real.clone())));
+    }
+    // Accuracy control off: its moves follow each monitor's own estimates.
+    let base = MonitorConfig {
+        host: "h".into(),
+        adapt: Some(AdaptConfig {
+            accuracy_threshold: None,
+            ..AdaptConfig::default()
+        }),
+        ..MonitorConfig::default()
+    };
+    let mut shed_reports = 0;
+    for (capture, events) in runs {
+        let (inputs, mut events) = (common::read_inputs(&capture), common::events(&events));
+        events.retain(|e| !e.on_demand && e.drill_downs.is_empty());
+        for shed in [Shed::NONE, Shed { steps: 1, extra: 0.5 }] {
+            let expected = single(&base, &events, &inputs, None, shed);
+            shed_reports += expected
+                .iter()
+                .filter(|r| r.completeness.flows_unmeasured > 0)
+                .count();
+            for (workers, local) in [(2, true), (3, false)] {
+                let split = Split {
+                    workers,
+                    seed: 7,
+                    local,
+                    stepped: false,
+                    order: 11,
+                };
+                let got = merged(&base, &events, &inputs, split, None, shed);
+                if let Err(e) = same_reports(&got, &expected, split) {
+                    panic!("{} {shed:?}: {e}", capture.display());
+                }
+            }
+        }
+    }
+    assert!(
+        shed_reports > 0,
+        "no report had shed flows: the test proves little"
+    );
 }

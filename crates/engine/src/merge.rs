@@ -94,12 +94,13 @@ use std::hash::{Hash, Hasher};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use clarion_lang::spec::EventSpec;
-use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+use clarion_report::{Completeness, EventAccuracy, GroupKey, Origin, Report, Window};
 use clarion_wire::FlowKey;
 
 use crate::blind::BlindSpans;
 use crate::key::report_group;
 use crate::measure::Acc;
+use crate::monitor::RecallBook;
 use crate::trigger::{OpenWindow, Trigger, WindowValues};
 use crate::trigger_index::TriggerId;
 use crate::EngineError;
@@ -155,6 +156,19 @@ pub(crate) struct WindowPartial {
     pub(crate) keys: Vec<FlowKey>,
     pub(crate) packets: Vec<u64>,
     pub(crate) accs: Vec<Acc>,
+    /// Degraded mode: the worker's flow-epochs measured and shed in the window.
+    pub(crate) measured: u64,
+    pub(crate) unmeasured: u64,
+}
+
+/// Degraded mode: the flow-epochs a worker measured and shed in a window
+/// of a trigger it tests itself (its reports come beside).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WindowCounts {
+    pub(crate) trigger: TriggerId,
+    pub(crate) window: Window,
+    pub(crate) measured: u64,
+    pub(crate) unmeasured: u64,
 }
 
 /// What one finished sweep of a worker hands the host's [`Merger`]
@@ -177,6 +191,8 @@ pub struct Partials {
     pub(crate) windows: Vec<WindowPartial>,
     /// Reports of triggers the worker tests itself, with their trigger.
     pub(crate) reports: Vec<(TriggerId, Report)>,
+    /// Degraded mode: the counts of the windows of those triggers.
+    pub(crate) counts: Vec<WindowCounts>,
     /// Every window ending at or before it is closed on the worker.
     pub(crate) watermark: u64,
     /// The worker's input ended: nothing follows.
@@ -215,6 +231,9 @@ pub struct MergerConfig {
     /// Closed windows whose merged values each trigger keeps for
     /// [`Merger::window_values`] (as `MonitorConfig::history_windows`).
     pub history_windows: usize,
+    /// Degraded mode (the workers' `MonitorConfig::adapt`): the merger
+    /// estimates each window's recall from the workers' counts summed.
+    pub adapt: Option<crate::AdaptConfig>,
 }
 
 impl Default for MergerConfig {
@@ -223,6 +242,7 @@ impl Default for MergerConfig {
             host: "localhost".into(),
             workers: 1,
             history_windows: 16,
+            adapt: None,
         }
     }
 }
@@ -269,6 +289,9 @@ struct Pending {
     open: Option<OpenWindow>,
     /// Reports of a trigger the workers test themselves.
     reports: Vec<Report>,
+    /// Degraded mode: the workers' flow-epochs measured and shed, summed.
+    measured: u64,
+    unmeasured: u64,
 }
 
 /// Combines the partials of a host's workers into the reports one monitor
@@ -291,6 +314,10 @@ pub struct Merger {
     removed: Vec<TriggerId>,
     /// Every window ending at or before this is released.
     released_to: u64,
+    /// Degraded mode: each trigger's recall estimator, and the accuracy of
+    /// the windows released since [`Merger::take_accuracy`].
+    recall: Option<RecallBook>,
+    accuracy: Vec<EventAccuracy>,
 }
 
 impl Merger {
@@ -309,8 +336,16 @@ impl Merger {
             blind: BlindSpans::default(),
             removed: Vec::new(),
             released_to: 0,
+            recall: config.adapt.as_ref().map(RecallBook::new),
+            accuracy: Vec::new(),
             config,
         }
+    }
+
+    /// Degraded mode: the accuracy of every window released since the last
+    /// call (merged over the workers), oldest first.
+    pub fn take_accuracy(&mut self, out: &mut Vec<EventAccuracy>) {
+        out.append(&mut self.accuracy);
     }
 
     /// Takes one worker's partials and appends to `out` the reports of
@@ -366,19 +401,17 @@ impl Merger {
             };
             let reads = t.trigger.reads_len();
             let key = (part.window.end_ns, part.window.start_ns, part.trigger);
-            let open = self
-                .pending
-                .entry(key)
-                .or_default()
-                .open
-                .get_or_insert_with(|| OpenWindow {
-                    start_ns: part.window.start_ns,
-                    groups: FxHashMap::default(),
-                    packets: Vec::new(),
-                    accs: Vec::new(),
-                    measured: 0,
-                    unmeasured: 0,
-                });
+            let pending = self.pending.entry(key).or_default();
+            pending.measured += part.measured;
+            pending.unmeasured += part.unmeasured;
+            let open = pending.open.get_or_insert_with(|| OpenWindow {
+                start_ns: part.window.start_ns,
+                groups: FxHashMap::default(),
+                packets: Vec::new(),
+                accs: Vec::new(),
+                measured: 0,
+                unmeasured: 0,
+            });
             for (i, (g, &n)) in part.keys.iter().zip(&part.packets).enumerate() {
                 let (accs, packets) = open.group(*g, reads);
                 *packets += n;
@@ -391,6 +424,12 @@ impl Merger {
         for (id, r) in p.reports {
             let key = (r.window.end_ns, r.window.start_ns, id);
             self.pending.entry(key).or_default().reports.push(r);
+        }
+        for c in p.counts {
+            let key = (c.window.end_ns, c.window.start_ns, c.trigger);
+            let pending = self.pending.entry(key).or_default();
+            pending.measured += c.measured;
+            pending.unmeasured += c.unmeasured;
         }
         self.release(out);
         Ok(())
@@ -502,6 +541,7 @@ impl Merger {
             let Some(t) = self.triggers.get_mut(&id) else {
                 continue;
             };
+            let window_first = out.len();
             if let Some(open) = p.open {
                 let trig = &mut t.trigger;
                 trig.close(open, end_ns, keep);
@@ -520,6 +560,23 @@ impl Merger {
                 r.origin = self.origin.clone();
                 r.completeness = completeness;
                 out.push(r);
+            }
+            if let Some(book) = self.recall.as_mut() {
+                let found = (out.len() - window_first) as u64;
+                let recall = book.estimate(id, p.measured, p.unmeasured, found);
+                for r in &mut out[window_first..] {
+                    r.completeness.degraded = true;
+                    r.completeness.flows_unmeasured = p.unmeasured;
+                    r.completeness.recall_estimate = recall;
+                }
+                self.accuracy.push(EventAccuracy {
+                    event: t.trigger.spec.name.clone(),
+                    window,
+                    reports: found,
+                    flows_measured: p.measured,
+                    flows_unmeasured: p.unmeasured,
+                    recall_estimate: recall.unwrap_or(f64::NAN),
+                });
             }
         }
         clarion_report::sort_reports(&mut out[first..]);

@@ -43,6 +43,7 @@ mod drill;
 mod shed;
 mod sweep;
 
+pub(crate) use shed::RecallBook;
 pub use shed::{EpochLoad, ShedDecision};
 use sweep::{Direct, Sweep};
 
@@ -1137,6 +1138,7 @@ impl Monitor {
             shed_parts: Vec::new(),
             direct_counts: Default::default(),
             direct_scratch: Vec::new(),
+            window_counts: Vec::new(),
             health,
         });
         self.epoch_seq += 1;
@@ -1170,6 +1172,7 @@ impl Monitor {
                     epoch: None,
                     windows: Vec::new(),
                     reports: Vec::new(),
+                    counts: Vec::new(),
                     watermark: u64::MAX,
                     last: true,
                 };
@@ -1221,7 +1224,9 @@ impl Monitor {
                         self.health.push(h);
                     }
                 }
-                None => self.keep_accuracy(accuracy.unwrap_or_default()),
+                // With a merger, it estimates the host's windows.
+                None if !self.config.merge_output => self.keep_accuracy(accuracy.unwrap_or_default()),
+                None => {}
             }
         }
         self.reclaim(s.epoch_end);
@@ -1249,6 +1254,7 @@ impl Monitor {
             epoch: Some((s.epoch_start, s.counts)),
             windows: s.partials,
             reports,
+            counts: s.window_counts,
             watermark: s.next_start.unwrap_or(u64::MAX),
             last: s.next_start.is_none(),
         };
@@ -1328,6 +1334,14 @@ impl Monitor {
             }
             if let Some(a) = self.adapt.as_mut() {
                 let found = (s.reports.len() - first_report) as u64;
+                if self.config.merge_output {
+                    s.window_counts.push(crate::merge::WindowCounts {
+                        trigger: tid,
+                        window,
+                        measured,
+                        unmeasured,
+                    });
+                }
                 let recall = a.estimate(tid, measured, unmeasured, found);
                 for r in &mut s.reports[first_report..] {
                     r.completeness.degraded = true;

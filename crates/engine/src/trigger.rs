@@ -792,6 +792,8 @@ impl Trigger {
             keys,
             packets: std::mem::take(&mut w.packets),
             accs: std::mem::take(&mut w.accs),
+            measured: w.measured,
+            unmeasured: w.unmeasured,
         };
         self.spare = Some(w);
         partial

@@ -286,6 +286,7 @@ impl LiveHost {
                     host: config.monitor.host.clone(),
                     workers,
                     history_windows: config.monitor.history_windows,
+                    adapt: config.monitor.adapt.clone(),
                 })
             }),
             xdp,
@@ -481,7 +482,14 @@ impl LiveHost {
                         return self.written(merged);
                     }
                 }
-                WorkerEvent::Epoch(st) => return Live::Epoch(st),
+                WorkerEvent::Epoch(mut st) => {
+                    // Degraded mode over merged workers: the host's windows'
+                    // accuracy, merged, rides on the next epoch's statistics.
+                    if let Some(m) = self.merger.as_mut() {
+                        m.take_accuracy(&mut st.accuracy);
+                    }
+                    return Live::Epoch(st);
+                }
                 WorkerEvent::Finished(w, s) => self.finished.push((w, *s)),
                 WorkerEvent::Failed(w, e) => self.fail(HostError::Live { worker: w, source: e }),
                 WorkerEvent::Link(w, ev) => {

@@ -283,6 +283,7 @@ impl Workers {
                 host: monitor.host.clone(),
                 workers: n,
                 history_windows: monitor.history_windows,
+                adapt: monitor.adapt.clone(),
             }),
             clock: None,
             epoch_ns,

@@ -140,6 +140,11 @@ mod tests {
     #[test]
     fn sheds_when_the_time_per_packet_is_short_and_restores_with_headroom() {
         let mut m = loaded(200, 10);
+        let load = m.epoch_load().unwrap();
+        assert_eq!(
+            (load.packets, load.flow_epochs, load.new_flows),
+            (2_000, 200, 200)
+        );
         let mut a = LiveAdapt::new().unwrap();
         // 2,000 packets in 10 ms at the model's cost: no shedding needed.
         let (_, d) = a.on_epoch(&mut m, 10_000_000, 2_000, 0);

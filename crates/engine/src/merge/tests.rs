@@ -59,6 +59,7 @@ fn merger(workers: u32) -> Merger {
         host: "h".into(),
         workers,
         history_windows: 4,
+        adapt: None,
     })
 }
 

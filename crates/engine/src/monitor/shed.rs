@@ -83,8 +83,7 @@ const DEFAULT_PRIORITY: u8 = 50;
 pub(super) struct Adapt {
     pub(super) config: AdaptConfig,
     pub(super) shed: Shed,
-    /// By trigger id.
-    recall: Vec<Option<RecallEstimator>>,
+    recall: RecallBook,
     /// The last swept epoch's load, per full set: (set, packets, flow-epochs).
     pub(super) load: Vec<(u32, u64, u64)>,
     /// New flows in the current epoch and in the last swept one.
@@ -142,9 +141,9 @@ pub struct EpochLoad {
 impl Adapt {
     pub(super) fn new(config: AdaptConfig) -> Self {
         Adapt {
+            recall: RecallBook::new(&config),
             config,
             shed: Shed::NONE,
-            recall: Vec::new(),
             load: Vec::new(),
             new_flows: 0,
             last_new_flows: 0,
@@ -161,8 +160,8 @@ impl Adapt {
     }
 
     /// The recall estimate of trigger `tid` for a window just closed
-    /// (`None` if the estimator's settings are out of range): MONA's
-    /// per-flow estimator, a flow-epoch being the unit (see the module doc).
+    /// (`None` if the estimator's settings are out of range), kept as the
+    /// trigger's latest for accuracy control.
     pub(super) fn estimate(
         &mut self,
         tid: TriggerId,
@@ -170,21 +169,61 @@ impl Adapt {
         unmeasured: u64,
         found: u64,
     ) -> Option<f64> {
+        let recall = self.recall.estimate(tid, measured, unmeasured, found)?;
         let i = tid as usize;
-        if self.recall.len() <= i {
-            self.recall.resize_with(i + 1, || None);
+        if self.recall_now.len() <= i {
+            self.recall_now.resize(i + 1, 1.0);
         }
-        if self.recall[i].is_none() {
-            let (q, lambda) = (self.config.recall_windows, self.config.recall_lambda);
+        self.recall_now[i] = recall;
+        Some(recall)
+    }
+}
+
+/// Each trigger's recall estimator (the monitor's, and a host merger's for
+/// the windows it merges): MONA's per-flow estimator, a flow-epoch being
+/// the unit.
+#[derive(Debug)]
+pub(crate) struct RecallBook {
+    windows: usize,
+    lambda: f64,
+    /// By trigger id.
+    estimators: Vec<Option<RecallEstimator>>,
+}
+
+impl RecallBook {
+    pub(crate) fn new(config: &AdaptConfig) -> Self {
+        RecallBook {
+            windows: config.recall_windows,
+            lambda: config.recall_lambda,
+            estimators: Vec::new(),
+        }
+    }
+
+    /// The recall estimate of trigger `tid` for a window just closed, with
+    /// `found` reports from `measured` flow-epochs and `unmeasured` shed
+    /// ones (`None` if the settings are out of range).
+    pub(crate) fn estimate(
+        &mut self,
+        tid: TriggerId,
+        measured: u64,
+        unmeasured: u64,
+        found: u64,
+    ) -> Option<f64> {
+        let i = tid as usize;
+        if self.estimators.len() <= i {
+            self.estimators.resize_with(i + 1, || None);
+        }
+        if self.estimators[i].is_none() {
             // Every report's group had a measured flow-epoch: at most one
             // report per flow-epoch, so the estimate per flow is capped at
             // 1. Shedding picks flows by hash, so a window's measured flows
             // are a uniform sample: a shift of the traffic resets the history.
-            let e = RecallEstimator::new(q, lambda).and_then(|e| e.with_cap(1.0)?.with_shift_reset(3.0));
-            self.recall[i] = Some(e.ok()?);
+            let e = RecallEstimator::new(self.windows, self.lambda)
+                .and_then(|e| e.with_cap(1.0)?.with_shift_reset(3.0));
+            self.estimators[i] = Some(e.ok()?);
         }
-        let est = self.recall[i].as_mut()?;
-        let recall = est
+        self.estimators[i]
+            .as_mut()?
             .observe(WindowObservation {
                 measured_flows: measured,
                 events_found: found,
@@ -192,12 +231,7 @@ impl Adapt {
                 unmeasured_flows: unmeasured,
             })
             .ok()
-            .map(|e| e.recall)?;
-        if self.recall_now.len() <= i {
-            self.recall_now.resize(i + 1, 1.0);
-        }
-        self.recall_now[i] = recall;
-        Some(recall)
+            .map(|e| e.recall)
     }
 }
 
@@ -499,6 +533,17 @@ impl Monitor {
         let counts = std::mem::take(&mut s.direct_counts);
         for (tid, (measured, unmeasured)) in counts {
             let found = s.report_triggers.iter().filter(|&&t| t == tid).count() as u64;
+            if s.merge {
+                s.window_counts.push(crate::merge::WindowCounts {
+                    trigger: tid,
+                    window: clarion_report::Window {
+                        start_ns: s.epoch_start,
+                        end_ns: s.epoch_end,
+                    },
+                    measured,
+                    unmeasured,
+                });
+            }
             let recall = a.estimate(tid, measured, unmeasured, found);
             for (r, _) in s
                 .reports

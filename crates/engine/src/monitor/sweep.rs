@@ -72,6 +72,9 @@ pub(super) struct Sweep {
     pub(super) direct_counts: rustc_hash::FxHashMap<TriggerId, (u64, u64)>,
     /// Degraded mode: a set visit's counts per trigger position (kept to reuse).
     pub(super) direct_scratch: Vec<u64>,
+    /// Degraded mode with `merge_output`: the counts of the windows of
+    /// triggers tested here, for the merger's estimate.
+    pub(super) window_counts: Vec<crate::merge::WindowCounts>,
     /// Degraded mode with `keep_health`: the swept epoch's record, pushed at
     /// the sweep's end with the accuracy of the windows it closed.
     pub(super) health: Option<clarion_report::Health>,
