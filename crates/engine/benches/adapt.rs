@@ -6,7 +6,8 @@
 //! - `overhead`: the same epochs of packets (2,000 flows of 10 packets,
 //!   8 events a flow) through a monitor in normal mode and in degraded
 //!   mode with nothing shed: the ratio of the two is what `--adapt` costs
-//!   when there is no overload.
+//!   when there is no overload; `overhead_300_events`: 200 flows matching
+//!   300 events each, where the sweep dominates.
 //!
 //! Run: `cargo bench -p clarion-engine --bench adapt`.
 
@@ -95,8 +96,21 @@ fn adapt_to(c: &mut Criterion) {
 }
 
 fn overhead(c: &mut Criterion) {
-    let evs: Vec<_> = events(8);
-    let flows = 2_000u32;
+    overhead_with(c, "overhead", 8, 2_000);
+    overhead_with(c, "overhead_300_events", 300, 200);
+}
+
+/// `n_events` events every flow matches, `flows` flows of 10 packets an epoch.
+fn overhead_with(c: &mut Criterion, group: &str, n_events: usize, flows: u32) {
+    let src: String = (0..n_events)
+        .map(|i| {
+            format!(
+                "event e{i}\n when sum(volume) > {} and count(packets) > 1\n per 5tuple\n every 10ms\n",
+                1_000_000 + i
+            )
+        })
+        .collect();
+    let evs = clarion_lang::check(&src).expect("bench events check");
     let per_flow = 10u64;
     let epochs = 4u64;
     let packets: Vec<PacketRecord> = (0..epochs)
@@ -109,7 +123,7 @@ fn overhead(c: &mut Criterion) {
             })
         })
         .collect();
-    let mut g = c.benchmark_group("overhead");
+    let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(packets.len() as u64));
     for (name, adapt) in [("normal", false), ("degraded_nothing_shed", true)] {
         g.bench_function(name, |b| {

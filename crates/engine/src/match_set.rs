@@ -22,6 +22,9 @@ use crate::measure::{
 use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
 
+/// A depth of a chain no flow has needed yet (`MatchSet::chain`).
+pub(crate) const UNINTERNED: u32 = u32::MAX;
+
 /// Tag of a half that holds no epoch yet.
 const NO_EPOCH: u64 = u64::MAX;
 
@@ -87,8 +90,14 @@ pub(crate) struct MatchSet {
     /// Triggers shed from `full` (sorted): the flows match them but are not measured for them.
     pub(crate) dropped: Vec<TriggerId>,
     /// On a full set in degraded mode: the set at each depth of shedding,
-    /// `chain[0]` itself, the last one measuring nothing (MONA's states).
+    /// `chain[0]` itself, the last one measuring nothing (MONA's states);
+    /// [`UNINTERNED`] until a flow first needs that depth.
     pub(crate) chain: Vec<u32>,
+    /// On a full set in degraded mode: its triggers, least important
+    /// first (the order they are shed in), and the predicted update time
+    /// of a member flow's packet at each depth.
+    pub(crate) shed_order: Vec<TriggerId>,
+    pub(crate) chain_costs: Vec<f64>,
     /// Predicted update time of a member flow's packet, nanoseconds.
     pub(crate) cost_ns: f64,
 }
@@ -184,6 +193,8 @@ impl MatchSet {
             full: u32::MAX,
             dropped: Vec::new(),
             chain: Vec::new(),
+            shed_order: Vec::new(),
+            chain_costs: Vec::new(),
             cost_ns: 0.0,
         }
     }

@@ -1216,6 +1216,7 @@ impl Monitor {
         if self.adapt.is_some() {
             self.end_epoch_load(&s.loads);
             self.recover(&s.loads);
+            self.apply_deferred();
             let accuracy = self.adapt.as_mut().map(|a| std::mem::take(&mut a.accuracy));
             match s.health.take() {
                 Some(mut h) => {

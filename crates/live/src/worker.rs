@@ -934,6 +934,7 @@ impl Worker {
             if let Some((mut st, _)) = self.track.swept.take() {
                 // Its sweep was finished on the spot by the monitor: late.
                 st.late = true;
+                self.adapt_epoch(&mut st);
                 self.emit(st);
             }
             let next = self.new_epoch();
@@ -950,6 +951,7 @@ impl Worker {
         } else if late {
             if let Some((mut st, _)) = self.track.swept.take() {
                 st.late = true;
+                self.adapt_epoch(&mut st);
                 self.emit(st);
             }
         }

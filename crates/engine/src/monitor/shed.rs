@@ -68,6 +68,8 @@ use rustc_hash::FxHashMap;
 
 use crate::config::{AdaptConfig, StateCosts};
 use crate::flow_table::{hash_key, NO_ENTRY, NO_SET};
+use crate::match_set::UNINTERNED;
+use crate::measure::StatFlags;
 use crate::trigger_index::TriggerId;
 
 use super::Monitor;
@@ -111,6 +113,8 @@ pub(super) struct Adapt {
     pub(super) donate: FxHashMap<u32, f64>,
     /// [`Monitor::adapt_to`]'s buffer of chain costs, kept between calls.
     scratch: Vec<f64>,
+    /// Flows (entry, generation) whose move waits for the sweep in progress.
+    pub(super) deferred: Vec<(u32, u32)>,
 }
 
 /// What [`Monitor::adapt_to`] decided, from the last swept epoch.
@@ -156,6 +160,7 @@ impl Adapt {
             revert: FxHashMap::default(),
             donate: FxHashMap::default(),
             scratch: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 
@@ -256,36 +261,81 @@ pub(super) fn set_cost(costs: &StateCosts, half_words: usize, needs_tcp: bool) -
 }
 
 impl Monitor {
-    /// Builds the chain of lighter states of full set `full` (degraded mode).
+    /// Prepares the chain of lighter states of full set `full` (degraded
+    /// mode): the order its triggers are shed in and what each depth
+    /// costs. The lighter sets themselves are interned when a flow first
+    /// needs them ([`Monitor::chain_set`]), but the default state now (the
+    /// one accuracy control donates to). Cost: O(K log K + K · reads) for
+    /// K triggers.
     pub(super) fn build_chain(&mut self, full: u32) {
+        let Some(adapt) = self.adapt.as_ref() else { return };
+        let costs = adapt.config.costs;
         let triggers = self.sets[full as usize].triggers.clone();
+        let live = |t: TriggerId| self.triggers.get(t as usize).and_then(Option::as_deref);
         // Least important first: lowest priority, then costliest, then newest.
         let mut order: Vec<(u8, std::cmp::Reverse<usize>, std::cmp::Reverse<TriggerId>)> = triggers
             .iter()
             .map(|&t| {
-                let (prio, words) = self.triggers.get(t as usize).and_then(Option::as_deref).map_or(
-                    (DEFAULT_PRIORITY, 0),
-                    |tr| {
-                        let words = tr.reads.iter().map(|(_, f)| f.words()).sum::<usize>()
-                            + if tr.spec.needs_connection_state() { 8 } else { 0 };
-                        (tr.spec.priority.unwrap_or(DEFAULT_PRIORITY), words)
-                    },
-                );
+                let (prio, words) = live(t).map_or((DEFAULT_PRIORITY, 0), |tr| {
+                    let words = tr.reads.iter().map(|(_, f)| f.words()).sum::<usize>()
+                        + if tr.spec.needs_connection_state() { 8 } else { 0 };
+                    (tr.spec.priority.unwrap_or(DEFAULT_PRIORITY), words)
+                });
                 (prio, std::cmp::Reverse(words), std::cmp::Reverse(t))
             })
             .collect();
         order.sort_unstable();
-        let mut chain = vec![full];
-        let mut kept = triggers.clone();
-        let mut dropped = Vec::new();
-        for (_, _, std::cmp::Reverse(t)) in order {
-            kept.retain(|&x| x != t);
-            dropped.push(t);
-            dropped.sort_unstable();
-            let s = self.intern_shed(&kept, &dropped);
-            chain.push(s);
+        let order: Vec<TriggerId> = order.into_iter().map(|(_, _, std::cmp::Reverse(t))| t).collect();
+        // Costs from the default state up: the set at depth d keeps
+        // order[d..]; its words are the union of their measures', as
+        // `MatchSet::new` lays them out (tag and packet count included).
+        let k = order.len();
+        let mut chain_costs = vec![0.0; k + 1];
+        let mut union: Vec<(&crate::measure::Expr, StatFlags)> = Vec::new();
+        let mut tcp = false;
+        chain_costs[k] = set_cost(&costs, 2, false);
+        for d in (0..k).rev() {
+            if let Some(tr) = live(order[d]) {
+                for (e, f) in &tr.reads {
+                    match union.iter_mut().find(|(x, _)| *x == e) {
+                        Some(u) => u.1 = u.1.union(*f),
+                        None => union.push((e, *f)),
+                    }
+                }
+                tcp |= tr.spec.needs_connection_state();
+            }
+            let words = 2 + union.iter().map(|(_, f)| f.words()).sum::<usize>();
+            chain_costs[d] = set_cost(&costs, words, tcp);
         }
-        self.sets[full as usize].chain = chain;
+        let mut chain = vec![UNINTERNED; k + 1];
+        chain[0] = full;
+        let set = &mut self.sets[full as usize];
+        set.shed_order = order;
+        set.chain_costs = chain_costs;
+        set.chain = chain;
+        self.chain_set(full, k);
+    }
+
+    /// The set of full set `full`'s chain at `depth` (at most its last),
+    /// interned on first use.
+    pub(super) fn chain_set(&mut self, full: u32, depth: usize) -> u32 {
+        let Some(f) = self.sets.get(full as usize) else {
+            return full;
+        };
+        let Some(last) = f.chain.len().checked_sub(1) else {
+            return full;
+        };
+        let depth = depth.min(last);
+        if f.chain[depth] != UNINTERNED {
+            return f.chain[depth];
+        }
+        let mut dropped = f.shed_order[..depth].to_vec();
+        let mut kept = f.shed_order[depth..].to_vec();
+        dropped.sort_unstable();
+        kept.sort_unstable();
+        let s = self.intern_shed(&kept, &dropped);
+        self.sets[full as usize].chain[depth] = s;
+        s
     }
 
     /// Puts flow `idx` in the state the configuration gives it, at its
@@ -304,41 +354,85 @@ impl Monitor {
         if shed == Shed::NONE && set.full == e.set && adapt.revert.is_empty() && adapt.donate.is_empty() {
             return;
         }
-        let Some(chain) = self.sets.get(set.full as usize).map(|f| &f.chain) else {
+        let full = set.full;
+        let Some(last) = self
+            .sets
+            .get(full as usize)
+            .and_then(|f| f.chain.len().checked_sub(1))
+        else {
             return;
         };
-        if chain.is_empty() {
-            return;
-        }
         let h = hash_key(&e.key);
-        let depth = (shed.steps_for(key_fraction(h, SALT_DEPTH)) as usize).min(chain.len() - 1);
-        let mut want = chain[depth];
+        let depth = (shed.steps_for(key_fraction(h, SALT_DEPTH)) as usize).min(last);
+        let current = e.set;
         // Accuracy control's standing moves (see `recover`).
-        if depth > 0
+        let at = if depth > 0
             && adapt
                 .revert
-                .get(&set.full)
+                .get(&full)
                 .is_some_and(|&f| key_fraction(h, SALT_REVERT) < f)
         {
-            want = chain[0];
-        } else if adapt
-            .donate
-            .get(&want)
-            .is_some_and(|&f| key_fraction(h, SALT_DONATE) < f)
-        {
-            want = chain[chain.len() - 1];
+            0
+        } else {
+            depth
+        };
+        let donated = at == depth;
+        let mut want = self.chain_set(full, at);
+        if donated {
+            let Some(adapt) = self.adapt.as_ref() else { return };
+            if adapt
+                .donate
+                .get(&want)
+                .is_some_and(|&f| key_fraction(h, SALT_DONATE) < f)
+            {
+                want = self.chain_set(full, last);
+            }
         }
-        if want == e.set {
+        if want == current {
             return;
         }
+        let block = self.flows.entries[idx as usize].block;
         if let Some(s) = &self.sweep {
-            if set.epoch_of(e.block, s.half) == s.epoch_start {
-                return; // its last epoch is not swept yet
+            if self.sets[current as usize].epoch_of(block, s.half) == s.epoch_start {
+                // Its last epoch is not swept yet: moved when the sweep ends.
+                let gen = self.flows.entries[idx as usize].gen;
+                if let Some(a) = self.adapt.as_mut() {
+                    a.deferred.push((idx, gen));
+                }
+                return;
             }
         }
         self.migrate_to(idx, want);
         if let Some(a) = self.adapt.as_mut() {
             a.moves += 1;
+        }
+    }
+
+    /// At a sweep's end: the flows whose move waited for it (their last
+    /// epoch was being swept) take their state now, in the middle of
+    /// their epoch. The epoch's packets so far count for the events both
+    /// states measure; for the others the flow-epoch counts as shed (a
+    /// flow leaving them) or as measured from then on (a flow coming back).
+    pub(super) fn apply_deferred(&mut self) {
+        let Some(a) = self.adapt.as_mut() else { return };
+        let deferred = std::mem::take(&mut a.deferred);
+        for &(idx, gen) in &deferred {
+            let live = self
+                .flows
+                .entries
+                .get(idx as usize)
+                .is_some_and(|e| e.live && e.gen == gen);
+            if live {
+                self.apply_shed(idx);
+            }
+        }
+        if let Some(a) = self.adapt.as_mut() {
+            // The buffer, kept for the next sweep.
+            let mut d = deferred;
+            d.clear();
+            if a.deferred.is_empty() {
+                a.deferred = d;
+            }
         }
     }
 
@@ -456,16 +550,16 @@ impl Monitor {
         let Some(fs) = self.sets.get(full as usize) else {
             return;
         };
-        let chain: &[u32] = if fs.chain.is_empty() {
-            std::slice::from_ref(&fs.full)
-        } else {
-            &fs.chain
-        };
+        if fs.chain_costs.is_empty() {
+            out.push(fs.cost_ns + c.pair_ns * fs.triggers.len() as f64 * per_flow);
+            return;
+        }
+        let k = fs.chain_costs.len() - 1;
         out.extend(
-            chain
+            fs.chain_costs
                 .iter()
-                .filter_map(|&s| self.sets.get(s as usize))
-                .map(|s| s.cost_ns + c.pair_ns * s.triggers.len() as f64 * per_flow),
+                .enumerate()
+                .map(|(d, cost)| cost + c.pair_ns * (k - d) as f64 * per_flow),
         );
     }
 
@@ -593,11 +687,11 @@ impl Monitor {
             a.control = None;
             let mut b = GraphBuilder::new();
             for (id, set) in self.sets.iter().enumerate() {
-                let lighter = self
-                    .sets
-                    .get(set.full as usize)
-                    .and_then(|f| f.chain.iter().position(|&c| c as usize == id))
-                    .and_then(|d| self.sets[set.full as usize].chain.get(d + 1).copied());
+                // The next deeper state of its chain that exists.
+                let lighter = self.sets.get(set.full as usize).and_then(|f| {
+                    let d = f.chain.iter().position(|&c| c as usize == id)?;
+                    f.chain[d + 1..].iter().copied().find(|&c| c != UNINTERNED)
+                });
                 let tasks: Vec<u16> = set
                     .triggers
                     .iter()

@@ -1104,3 +1104,81 @@ fn epochs_not_seen_in_full_are_kept_for_the_health_stream_even_when_nothing_fire
     quiet.take_health(&mut health);
     assert_eq!(health.len(), 3);
 }
+
+/// Degraded mode's chains: interned lazily, each depth's set keeps the
+/// triggers its full set's shed order leaves, and its cost is the one the
+/// routine was told (`chain_costs`); the default state exists at once.
+#[test]
+fn shed_chains_match_their_predicted_costs() {
+    let src = "event a\n filter proto = tcp\n when sum(volume) > 1\n per 5tuple\n every 10ms\n priority 90\n\
+               event b\n filter proto = tcp\n when stddev(size) > 1\n per src_ip\n every 10ms\n priority 10\n\
+               event c\n filter proto = tcp\n when sum(is_lost) > 0\n per 5tuple\n every 10ms\n priority 50\n";
+    let mut m = Monitor::new(MonitorConfig {
+        adapt: Some(crate::config::AdaptConfig::default()),
+        ..MonitorConfig::default()
+    });
+    for e in clarion_lang::check(src).expect("checks") {
+        m.install(e).expect("installs");
+    }
+    let mut out = Vec::new();
+    let t0 = 1_000_000_000_000u64;
+    let packet = |f: u16, t: u64| PacketRecord {
+        ts_ns: t,
+        key: FlowKey::new(
+            "10.0.0.1".parse().expect("ip"),
+            "10.0.0.2".parse().expect("ip"),
+            6,
+            Some((f, 80)),
+            None,
+        ),
+        size: 100,
+        volume: 60,
+        tcp: Some(TcpInfo {
+            seq: 1,
+            ack: 0,
+            window: 100,
+            flags: clarion_wire::tcp_flags::ACK,
+            wscale: None,
+            mss: None,
+        }),
+        ..PacketRecord::default()
+    };
+    m.process(&packet(1, t0), &mut out);
+    let full = m.flows.entries[m.last_entry as usize].set;
+    let f = &m.sets[full as usize];
+    // Shed order: b (priority 10), c (50), a (90).
+    assert_eq!(f.shed_order, vec![1, 2, 0]);
+    assert_eq!(f.chain[0], full);
+    assert!(f.chain[1..3].iter().all(|&c| c == crate::match_set::UNINTERNED));
+    assert_ne!(
+        f.chain[3],
+        crate::match_set::UNINTERNED,
+        "the default state is interned at once"
+    );
+    // Every depth, each taken by a flow of its own in its own epoch.
+    for depth in 0..4u32 {
+        m.set_shed(crate::Shed {
+            steps: depth,
+            extra: 0.0,
+        });
+        let t = t0 + 10_000_000 * u64::from(depth + 1);
+        m.process(&packet(2 + depth as u16, t), &mut out);
+        m.process(&packet(1, t + 1), &mut out);
+        let here = m.flows.entries[m.last_entry as usize].set;
+        let f = &m.sets[full as usize];
+        assert_eq!(f.chain[depth as usize], here, "depth {depth}");
+        let set = &m.sets[here as usize];
+        let mut kept = f.shed_order[depth as usize..].to_vec();
+        kept.sort_unstable();
+        let mut dropped = f.shed_order[..depth as usize].to_vec();
+        dropped.sort_unstable();
+        assert_eq!((&set.triggers, &set.dropped, set.full), (&kept, &dropped, full));
+        assert!(
+            (set.cost_ns - f.chain_costs[depth as usize]).abs() < 1e-9,
+            "depth {depth}: {} against {}",
+            set.cost_ns,
+            f.chain_costs[depth as usize]
+        );
+        assert_eq!(set.needs_tcp, kept.contains(&2));
+    }
+}
