@@ -69,7 +69,22 @@ pub enum Command {
     /// bounded ring, the monitor static or adapting each window, in simulated time.
     #[command(after_help = OVERLOAD_AFTER_HELP)]
     Overload(crate::overload::OverloadArgs),
+    /// MONA's offline profiling: degraded mode's per-state costs (lookup hit and miss,
+    /// update per word, TCP state, sweep pair, insertion) fitted, and checked on mixed states.
+    #[command(after_help = PROFILE_STATES_AFTER_HELP)]
+    ProfileStates(crate::profile_states::ProfileStatesArgs),
 }
+
+const PROFILE_STATES_AFTER_HELP: &str = "Examples:
+  clarion-lab profile-states
+  clarion-lab profile-states --flows 200000 --packets 500000 --repeat 3 --json
+
+Generated packets in memory, the monitor in degraded mode, each figure the
+median of --repeat timed epochs. The fitted StateCosts are printed beside
+the current defaults, then the check: measured wall time per epoch (its
+packets and its sweep) over epoch_load's predicted time, for mixed states
+at three sheddings. Method: crates/lab/src/profile_states.rs; results:
+docs/performance.md.";
 
 const OVERLOAD_AFTER_HELP: &str = "Examples:
   clarion-lab overload --pcap examples/demo.pcap --events crates/lab/tests/mona_chain.clarion

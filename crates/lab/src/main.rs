@@ -19,6 +19,8 @@
 //! - `overload`: MONA's overload experiments (sine or constant load into a
 //!   bounded ring, the monitor static or adapting every window), in a
 //!   deterministic simulated queue, against the reference evaluator;
+//! - `profile-states`: MONA's offline profiling of degraded mode's
+//!   per-state costs (lookup, update per word, TCP, sweep pair, insertion);
 //! - `thrash`: a co-runner that thrashes the shared cache (MONA's
 //!   contention experiment), to run beside the monitor.
 //!
@@ -34,6 +36,7 @@ mod export_cost;
 mod feasibility;
 mod gen;
 mod overload;
+mod profile_states;
 mod real;
 mod thrash;
 
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::ExportCost(a) => export_cost::export_cost(&a),
         Command::Thrash(a) => thrash::thrash(&a),
         Command::Overload(a) => overload::overload(&a),
+        Command::ProfileStates(a) => profile_states::profile_states(&a),
     };
     clarion_cmdline::exit("clarion-lab", result)
 }
