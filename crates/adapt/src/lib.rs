@@ -9,6 +9,8 @@
 //! This crate holds only the decisions; the engine keeps the per-flow
 //! states and the host measures windows and applies the decisions:
 //!
+//! - [`budget`]: the time available per packet in the next window, from
+//!   the arrivals forecast and the backlog.
 //! - [`graph`]: monitoring states and their lighter-than chains
 //!   ([`StateGraph`], built and validated by [`GraphBuilder`]).
 //! - [`cost`]: Eq. 1–4 (the per-packet time budget), Gumbel models of flow
@@ -23,6 +25,7 @@
 //! Everything is deterministic, allocation-free where it runs per window
 //! on the packet core (the routine), and does no I/O.
 
+pub mod budget;
 pub mod cost;
 mod error;
 pub mod graph;
@@ -30,6 +33,7 @@ pub mod recall;
 pub mod recovery;
 pub mod routine;
 
+pub use budget::{Budget, Forecast};
 pub use cost::{
     estimate_hit_probability, packet_time_ns, target_processing_ns, Calibration, CostModel, GumbelFit,
     HitClassifier, OnlineEstimate, Target,

@@ -84,9 +84,12 @@ impl Default for AdaptConfig {
     }
 }
 
-/// What the monitor's operations cost, in nanoseconds (MONA §IV-A's
-/// offline profile, `clarion-lab overload --profile` measures them; the
-/// defaults are this project's VM, see `monitor/shed.rs`).
+/// What the monitor's operations cost, in nanoseconds: MONA §IV-A's
+/// offline profile. `clarion-lab profile-states` measures them on a
+/// machine (docs/performance.md, "Monitoring-state costs"). The defaults
+/// are round figures of the cost model of `cost.rs` on this project's VM;
+/// live, a calibration (measured over predicted busy time) scales them
+/// by one factor, so their ratios matter more than their scale.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StateCosts {
     /// Finding a known flow's entry (MONA's T_r).

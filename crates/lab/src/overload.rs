@@ -32,11 +32,13 @@
 //!    service time; a drop advances the input and tells the monitor
 //!    (`note_dropped(1)`).
 //! 5. **Modes.** `adapt`: at each window's end the time available per
-//!    packet for the next window is MONA §IV-B's: the window over the
-//!    packets expected in it, the queue left at its end included,
-//!    `available = W / (arrival_rate·W + queue_at_end)` (the last window's
-//!    arrivals as the forecast; no packet expected: infinite, nothing
-//!    shed), handed to `Monitor::adapt_to`. `static`: the same monitor,
+//!    packet for the next window is MONA §IV-B's, as a live worker
+//!    computes it (`clarion_adapt::Budget`): the window over the packets
+//!    expected in it, the queue left at its end included (`--forecast
+//!    rise`, the default and the product's: the last window's arrivals
+//!    plus their rise; `last`: MONA's, the last window's arrivals; no
+//!    packet expected: infinite, nothing shed), handed to
+//!    `Monitor::adapt_to`. `static`: the same monitor,
 //!    the same cost model, never adapted, so the only difference is
 //!    adaptation.
 //! 6. **Truth.** `clarion_reference::evaluate` over every packet that
@@ -69,6 +71,7 @@ use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
+use clarion_adapt::Budget;
 use clarion_capture::PacketSource;
 use clarion_engine::{AdaptConfig, Counters, EpochLoad, Health, Monitor, MonitorConfig, Report};
 use clarion_lang::spec::EventSpec;
@@ -141,9 +144,9 @@ pub struct OverloadArgs {
     pub mode: Mode,
 
     /// The packets expected in the next window: the window's arrivals
-    /// (`last`, MONA's), or them extrapolated linearly from the window
-    /// before (`trend`, to measure what the forecast's lag costs).
-    #[arg(long, value_enum, default_value_t = Forecast::Last)]
+    /// plus their rise over the window before (`rise`, what a live worker
+    /// expects), or the window's arrivals alone (`last`, MONA's).
+    #[arg(long, value_enum, default_value_t = Forecast::Rise)]
     pub forecast: Forecast,
 
     /// Print one JSON object (with the per-window table) on standard output.
@@ -160,7 +163,16 @@ pub enum Load {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Forecast {
     Last,
-    Trend,
+    Rise,
+}
+
+impl Forecast {
+    fn budget(self) -> Budget {
+        Budget::new(match self {
+            Forecast::Last => clarion_adapt::Forecast::Last,
+            Forecast::Rise => clarion_adapt::Forecast::Rise,
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -263,9 +275,7 @@ pub struct MonitorServer<'a> {
     monitor: Monitor,
     input: &'a Loop,
     adapt: bool,
-    forecast: Forecast,
-    /// The arrivals of the window before the last one closed.
-    previous_arrivals: u64,
+    budget: Budget,
     next: u64,
     reports: Vec<Report>,
     rows: Vec<Row>,
@@ -308,8 +318,7 @@ impl<'a> MonitorServer<'a> {
             monitor: new_monitor(specs)?,
             input,
             adapt,
-            forecast,
-            previous_arrivals: 0,
+            budget: forecast.budget(),
             next: 0,
             reports: Vec::new(),
             rows: Vec::new(),
@@ -323,18 +332,6 @@ impl<'a> MonitorServer<'a> {
         self.monitor.take_health(&mut health);
         let counters = self.monitor.counters();
         (self.reports, health, self.rows, counters)
-    }
-}
-
-/// `available = W / (expected packets + queue)` (module doc, 5), the
-/// next window's arrivals expected to be `next_arrivals`.
-pub fn available_ns(w: &WindowStats, next_arrivals: f64) -> f64 {
-    let window = (w.end_ns - w.start_ns) as f64;
-    let expected = next_arrivals + w.queue_at_end as f64;
-    if expected > 0.0 {
-        window / expected
-    } else {
-        f64::INFINITY
     }
 }
 
@@ -359,12 +356,9 @@ impl Server for MonitorServer<'_> {
             load: None,
         };
         if self.adapt {
-            let last = w.arrival_rate_pps * (w.end_ns - w.start_ns) as f64 / 1e9;
-            let next = match self.forecast {
-                Forecast::Last => last,
-                Forecast::Trend => (2.0 * last - self.previous_arrivals as f64).max(0.0),
-            };
-            let available = available_ns(w, next);
+            let available =
+                self.budget
+                    .after_window(w.end_ns - w.start_ns, w.arrivals, w.queue_at_end as u64);
             row.load = self.monitor.epoch_load();
             row.available_ns = Some(available);
             if let Some(d) = self.monitor.adapt_to(available) {
@@ -373,7 +367,6 @@ impl Server for MonitorServer<'_> {
             }
         }
         self.rows.push(row);
-        self.previous_arrivals = w.arrivals;
     }
 
     fn dropped(&mut self, _arrival_ns: u64) {
@@ -610,7 +603,7 @@ pub fn overload(a: &OverloadArgs) -> Result<ExitCode, Failure> {
         "period_ns": a.period,
         "amplitude": a.amplitude,
         "ring": a.ring,
-        "forecast": match a.forecast { Forecast::Last => "last", Forecast::Trend => "trend" },
+        "forecast": match a.forecast { Forecast::Last => "last", Forecast::Rise => "rise" },
         "window_ns": a.window,
         "duration_ns": a.duration,
         "sustainable_pps": sustainable_pps,
@@ -785,24 +778,6 @@ mod tests {
         assert_ne!(c.key, icmp);
         assert_eq!(c.key.proto, 1);
         assert!(Loop::new(Vec::new()).packet(0, 0).is_none());
-    }
-
-    #[test]
-    fn available_time_counts_the_queue() {
-        let w = WindowStats {
-            start_ns: 0,
-            end_ns: 10_000_000,
-            arrivals: 900,
-            queue_at_end: 100,
-            arrival_rate_pps: 90_000.0,
-            ..WindowStats::default()
-        };
-        assert!((available_ns(&w, 900.0) - 10_000.0).abs() < 1e-9);
-        let idle = WindowStats {
-            end_ns: 10,
-            ..WindowStats::default()
-        };
-        assert!(available_ns(&idle, 0.0).is_infinite());
     }
 
     proptest::proptest! {

@@ -31,7 +31,9 @@
 //! share of new flows) and finds the least shedding that fits it, from the
 //! last swept epoch's packets and flow-epochs per full set, with
 //! `clarion_adapt::routine`. Shedding is computed from the full states
-//! every time, so headroom restores flows the same way.
+//! every time, so headroom restores flows the same way, but half the way
+//! per decision (`damped`: moving flows costs copies the model does not
+//! price, and a noisy budget would move them back and forth).
 //!
 //! # Accuracy
 //! The sweep counts, per trigger and window, flow-epochs measured (the
@@ -124,9 +126,14 @@ pub struct ShedDecision {
     pub available_ns: f64,
     /// What is left for processing once lookups and insertions are paid (MONA's T_p^target).
     pub target_ns: f64,
-    /// Predicted processing time per packet with every flow in its full state, and with `shed`.
+    /// Predicted processing time per packet with every flow in its full
+    /// state, and with the routine's shedding (`routine`).
     pub full_ns: f64,
     pub predicted_ns: f64,
+    /// What MONA's Alg. 1 asks for, and what is applied: the same, but
+    /// when the routine asks for less shedding than in force, which is
+    /// given back half the way each time (see [`Monitor::adapt_to`]).
+    pub routine: Shed,
     pub shed: Shed,
     /// Even measuring nothing does not fit the target.
     pub saturated: bool,
@@ -254,6 +261,25 @@ fn key_fraction(h: u64, salt: u64) -> f64 {
 const SALT_DEPTH: u64 = 0;
 const SALT_REVERT: u64 = 1;
 const SALT_DONATE: u64 = 2;
+
+/// The shedding to apply when Alg. 1 asks for `wanted` and `current` is
+/// in force: more shedding at once (drops are near), less only half the
+/// way. Every change of depth moves flows between states, a copy of their
+/// statistics each, which the model does not price; giving flows back by
+/// halves keeps a noisy budget from moving them back and forth every
+/// epoch, at the price of a few epochs' lag in restoring them (a depth
+/// within 0.05 of the wanted one snaps to it).
+fn damped(current: Shed, wanted: Shed) -> Shed {
+    let (c, w) = (current.depth(), wanted.depth());
+    if w >= c || c - w < 0.05 {
+        return wanted;
+    }
+    let d = c - (c - w) / 2.0;
+    Shed {
+        steps: d.floor() as u32,
+        extra: d - d.floor(),
+    }
+}
 
 /// The predicted update time of a set's member flow's packet.
 pub(super) fn set_cost(costs: &StateCosts, half_words: usize, needs_tcp: bool) -> f64 {
@@ -605,16 +631,19 @@ impl Monitor {
             a.load = load;
         }
         let plan = plan.ok()?;
+        let current = self.adapt.as_ref().map_or(Shed::NONE, |a| a.shed);
+        let shed = damped(current, plan.shed);
         let decision = ShedDecision {
             available_ns,
             target_ns: target,
             full_ns: plan.full_ns,
             predicted_ns: plan.predicted_ns,
-            shed: plan.shed,
+            routine: plan.shed,
+            shed,
             saturated: plan.saturated,
         };
         if let Some(a) = self.adapt.as_mut() {
-            a.shed = plan.shed;
+            a.shed = shed;
         }
         Some(decision)
     }
@@ -773,5 +802,29 @@ impl Monitor {
             a.load[i].2 += flows;
         }
         a.last_new_flows = std::mem::take(&mut a.new_flows);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_shedding_at_once_less_by_halves() {
+        let s = |steps, extra| Shed { steps, extra };
+        assert_eq!(damped(Shed::NONE, s(2, 0.5)), s(2, 0.5));
+        assert_eq!(damped(s(1, 0.0), s(1, 0.2)), s(1, 0.2));
+        assert_eq!(damped(s(4, 0.0), Shed::NONE), s(2, 0.0));
+        assert_eq!(damped(s(2, 0.0), Shed::NONE), s(1, 0.0));
+        assert_eq!(damped(s(1, 0.0), Shed::NONE), s(0, 0.5));
+        assert_eq!(damped(s(0, 0.04), Shed::NONE), Shed::NONE);
+        // Restoring converges: a dozen decisions take 40 steps back to none.
+        let mut cur = s(40, 0.0);
+        let mut n = 0;
+        while cur != Shed::NONE {
+            cur = damped(cur, Shed::NONE);
+            n += 1;
+        }
+        assert!(n <= 12, "{n}");
     }
 }
