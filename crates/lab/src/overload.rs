@@ -149,6 +149,11 @@ pub struct OverloadArgs {
     #[arg(long, value_enum, default_value_t = Forecast::Rise)]
     pub forecast: Forecast,
 
+    /// Accuracy control (MONA Alg. 2) in adapt mode: the recall each event
+    /// should keep; 0 turns it off (MONA's "Adapt" against "Acc.Ctrl").
+    #[arg(long, default_value_t = 0.75, value_name = "RECALL")]
+    pub accuracy_threshold: f64,
+
     /// Print one JSON object (with the per-window table) on standard output.
     #[arg(long)]
     pub json: bool,
@@ -282,18 +287,22 @@ pub struct MonitorServer<'a> {
 }
 
 /// The monitor configuration of every pass: degraded mode with the default
-/// cost model, health kept (it carries the recall estimates).
-fn monitor_config() -> MonitorConfig {
+/// cost model and accuracy control at `accuracy` (`None`: off), health
+/// kept (it carries the recall estimates).
+fn monitor_config(accuracy: Option<f64>) -> MonitorConfig {
     MonitorConfig {
         host: "overload".into(),
         keep_health: true,
-        adapt: Some(AdaptConfig::default()),
+        adapt: Some(AdaptConfig {
+            accuracy_threshold: accuracy,
+            ..AdaptConfig::default()
+        }),
         ..MonitorConfig::default()
     }
 }
 
-fn new_monitor(specs: &[EventSpec]) -> anyhow::Result<Monitor> {
-    let mut m = Monitor::new(monitor_config());
+fn new_monitor(specs: &[EventSpec], accuracy: Option<f64>) -> anyhow::Result<Monitor> {
+    let mut m = Monitor::new(monitor_config(accuracy));
     for e in specs.iter().filter(|e| !e.on_demand) {
         m.install(e.clone())
             .map_err(|e| anyhow!("installing the events: {e}"))?;
@@ -313,9 +322,10 @@ impl<'a> MonitorServer<'a> {
         input: &'a Loop,
         adapt: bool,
         forecast: Forecast,
+        accuracy: Option<f64>,
     ) -> anyhow::Result<Self> {
         Ok(MonitorServer {
-            monitor: new_monitor(specs)?,
+            monitor: new_monitor(specs, accuracy)?,
             input,
             adapt,
             budget: forecast.budget(),
@@ -382,7 +392,7 @@ impl Server for MonitorServer<'_> {
 /// One calibration pass: the mean predicted service time of `n` packets
 /// fed at a constant `pps`, nothing shed, no queue.
 pub fn mean_cost_at(specs: &[EventSpec], input: &Loop, pps: f64, n: u64) -> anyhow::Result<f64> {
-    let mut m = new_monitor(specs)?;
+    let mut m = new_monitor(specs, None)?;
     let mut out = Vec::new();
     let mut total = 0.0;
     let arrivals = Constant::new(pps.round().max(1.0) as u64)?;
@@ -578,7 +588,8 @@ pub fn overload(a: &OverloadArgs) -> Result<ExitCode, Failure> {
     };
     let mut results = Vec::new();
     for &(name, adapt) in modes {
-        let mut server = MonitorServer::new(&specs, &input, adapt, a.forecast)?;
+        let control = (a.accuracy_threshold > 0.0).then_some(a.accuracy_threshold);
+        let mut server = MonitorServer::new(&specs, &input, adapt, a.forecast, control)?;
         let run = simulate(times.iter().copied(), a.ring, a.window, &mut server)?;
         let (reports, health, rows, counters) = server.finish();
         let figures = accuracy(&truth, &reports, &health, &names);

@@ -633,6 +633,22 @@ impl Monitor {
         let plan = plan.ok()?;
         let current = self.adapt.as_ref().map_or(Shed::NONE, |a| a.shed);
         let shed = damped(current, plan.shed);
+        if let Some(a) = self.adapt.as_mut() {
+            // Accuracy control's moves are balanced at the depth they were
+            // made at, and the routine does not price them: a load that
+            // saturates the routine leaves no time to rebalance (they all
+            // go), and a rising one (more shedding asked) halves the
+            // flows they gave back.
+            if plan.saturated {
+                a.revert.clear();
+                a.donate.clear();
+            } else if plan.shed.depth() > current.depth() {
+                a.revert.retain(|_, share| {
+                    *share /= 2.0;
+                    *share >= 1e-3
+                });
+            }
+        }
         let decision = ShedDecision {
             available_ns,
             target_ns: target,
