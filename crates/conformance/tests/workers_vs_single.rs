@@ -394,10 +394,10 @@ proptest! {
     }
 }
 
-/// The bundled example and the real captures beside the checkout (those
-/// present), with their golden events, over 2 and 3 workers.
-#[test]
-fn merged_workers_equal_one_monitor_on_captures() {
+/// (capture, events) to run: the bundled example with its events and the
+/// paper's, and the real captures beside the checkout (those present)
+/// with their golden events.
+fn capture_runs() -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
     let repo = common::repo();
     let demo = repo.join("examples/demo.pcap");
     let mut runs = vec![
@@ -413,11 +413,18 @@ fn merged_workers_equal_one_monitor_on_captures() {
     } else {
         eprintln!("{}: not found, only the example runs", captures.display());
     }
+    runs
+}
+
+/// The bundled example and the real captures beside the checkout (those
+/// present), with their golden events, over 2 and 3 workers.
+#[test]
+fn merged_workers_equal_one_monitor_on_captures() {
     let base = MonitorConfig {
         host: "h".into(),
         ..MonitorConfig::default()
     };
-    for (capture, events) in runs {
+    for (capture, events) in capture_runs() {
         let (inputs, mut events) = (common::read_inputs(&capture), common::events(&events));
         // Drill-downs need one monitor (merged workers refuse them; see the test below).
         events.retain(|e| !e.on_demand && e.drill_downs.is_empty());
@@ -463,17 +470,6 @@ fn merged_workers_refuse_drill_downs() {
 /// recall estimates, on the example and the real captures.
 #[test]
 fn merged_workers_equal_one_monitor_in_degraded_mode() {
-    let repo = common::repo();
-    let mut runs = vec![(
-        repo.join("examples/demo.pcap"),
-        repo.join("examples/demo.clarion"),
-    )];
-    let real = repo.join("crates/conformance/tests/golden/real_captures.clarion");
-    if let Ok(dir) = std::fs::read_dir(repo.join("../shared/captures")) {
-        let mut files: Vec<_> = dir.flatten().map(|e| e.path()).collect();
-        files.sort();
-        runs.extend(files.into_iter().map(|f| (f, real.clone())));
-    }
     // Accuracy control off: its moves follow each monitor's own estimates.
     let base = MonitorConfig {
         host: "h".into(),
@@ -484,7 +480,7 @@ fn merged_workers_equal_one_monitor_in_degraded_mode() {
         ..MonitorConfig::default()
     };
     let mut shed_reports = 0;
-    for (capture, events) in runs {
+    for (capture, events) in capture_runs() {
         let (inputs, mut events) = (common::read_inputs(&capture), common::events(&events));
         events.retain(|e| !e.on_demand && e.drill_downs.is_empty());
         for shed in [Shed::NONE, Shed { steps: 1, extra: 0.5 }] {

@@ -55,7 +55,7 @@ fn label(v: &str) -> String {
 pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
     type Get = fn(&WorkerMetrics) -> &AtomicU64;
     // (name, type, help, value, unit: 1 for counts, 1e-9 for nanoseconds as seconds)
-    let families: [(&str, &str, &str, Get, f64); 12] = [
+    let families: [(&str, &str, &str, Get, f64); 14] = [
         (
             "clarion_packets_total",
             "counter",
@@ -140,21 +140,6 @@ pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
             |m| &m.clock_lag_ns,
             1e-9,
         ),
-    ];
-    let mut out = String::new();
-    for (name, kind, help, get, unit) in families {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (w, m) in workers.iter().enumerate() {
-            let v = get(m).load(Ordering::Relaxed);
-            if unit == 1.0 {
-                let _ = writeln!(out, "{name}{{worker=\"{w}\"}} {v}");
-            } else {
-                let _ = writeln!(out, "{name}{{worker=\"{w}\"}} {}", v as f64 * unit);
-            }
-        }
-    }
-    // Degraded mode's gauges, only where it is on (a 0 would read as a measurement).
-    let adapt: [(&str, &str, &str, Get, f64); 2] = [
         (
             "clarion_shed_depth",
             "gauge",
@@ -170,17 +155,22 @@ pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
             1e-3,
         ),
     ];
-    for (name, kind, help, get, unit) in adapt {
-        if !workers.iter().any(|m| m.adapting.load(Ordering::Relaxed)) {
-            break;
+    let mut out = String::new();
+    // Degraded mode's gauges only where it is on (a 0 would read as a measurement).
+    let adapting = workers.iter().any(|m| m.adapting.load(Ordering::Relaxed));
+    for (name, kind, help, get, unit) in families {
+        let degraded_only = name == "clarion_shed_depth" || name == "clarion_cost_factor";
+        if degraded_only && !adapting {
+            continue;
         }
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for (w, m) in workers.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "{name}{{worker=\"{w}\"}} {}",
-                get(m).load(Ordering::Relaxed) as f64 * unit
-            );
+            let v = get(m).load(Ordering::Relaxed);
+            if unit == 1.0 {
+                let _ = writeln!(out, "{name}{{worker=\"{w}\"}} {v}");
+            } else {
+                let _ = writeln!(out, "{name}{{worker=\"{w}\"}} {}", v as f64 * unit);
+            }
         }
     }
     type GetIf = fn(&InterfaceMetrics) -> &AtomicU64;
@@ -219,6 +209,24 @@ pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn degraded_mode_gauges_only_in_degraded_mode() {
+        let w: Vec<Arc<WorkerMetrics>> = (0..2).map(|_| Arc::new(WorkerMetrics::default())).collect();
+        let host = HostMetrics::new(&[]);
+        let page = render(&w, &host);
+        assert!(
+            !page.contains("clarion_shed_depth") && !page.contains("clarion_cost_factor"),
+            "{page}"
+        );
+        w[0].adapting.store(true, Ordering::Relaxed);
+        w[0].shed_depth_milli.store(1_250, Ordering::Relaxed);
+        w[0].cost_factor_milli.store(3_000, Ordering::Relaxed);
+        let page = render(&w, &host);
+        assert!(page.contains("clarion_shed_depth{worker=\"0\"} 1.25\n"), "{page}");
+        assert!(page.contains("clarion_cost_factor{worker=\"0\"} 3\n"), "{page}");
+        assert!(page.contains("# TYPE clarion_shed_depth gauge\n"), "{page}");
+    }
 
     #[test]
     fn every_family_has_help_type_and_one_sample_per_worker() {

@@ -219,48 +219,40 @@ fn gather_set(
     let epoch_len = s.epoch_end - s.epoch_start;
     let idle_before = s.epoch_start.saturating_sub(epoch_len);
     let aligned = s.epoch_start.is_multiple_of(epoch_len);
-    let mut parts = std::mem::take(&mut s.parts);
-    parts.clear();
-    for (pos, &tid) in set.triggers.iter().enumerate() {
-        let Some(head) = heads.get(tid as usize).filter(|h| h.live()) else {
-            continue;
-        };
+    // Whether trigger `tid` takes part in this sweep (`None`: installed
+    // during the epoch, not due yet, or ended), and if so whether it is
+    // tested flow by flow (fixed for the whole sweep: such a trigger opens
+    // no window).
+    let taking_part = |tid: TriggerId| {
+        let head = heads.get(tid as usize).filter(|h| h.live())?;
         let end = || {
             triggers
                 .get(tid as usize)
                 .and_then(Option::as_deref)
                 .map_or(0, Trigger::end_ns)
         };
-        if !head.gathers(s.epoch_start, end) {
-            continue; // installed during the epoch (not due yet), or ended
+        head.gathers(s.epoch_start, end)
+            .then(|| tuning.flow_windows && head.tested_per_flow(epoch_len, aligned, s.direct.vlans_seen))
+    };
+    let mut parts = std::mem::take(&mut s.parts);
+    parts.clear();
+    for (pos, &tid) in set.triggers.iter().enumerate() {
+        if let Some(direct) = taking_part(tid) {
+            parts.push(Part {
+                pos: pos as u32,
+                tid,
+                direct,
+            });
         }
-        // Fixed for the whole sweep: a trigger tested per flow opens no window.
-        let direct = tuning.flow_windows && head.tested_per_flow(epoch_len, aligned, s.direct.vlans_seen);
-        parts.push(Part {
-            pos: pos as u32,
-            tid,
-            direct,
-        });
     }
     let mut shed_parts = std::mem::take(&mut s.shed_parts);
     shed_parts.clear();
     if s.adapt {
-        for &tid in &set.dropped {
-            let Some(head) = heads.get(tid as usize).filter(|h| h.live()) else {
-                continue;
-            };
-            let end = || {
-                triggers
-                    .get(tid as usize)
-                    .and_then(Option::as_deref)
-                    .map_or(0, Trigger::end_ns)
-            };
-            if head.gathers(s.epoch_start, end) {
-                let direct =
-                    tuning.flow_windows && head.tested_per_flow(epoch_len, aligned, s.direct.vlans_seen);
-                shed_parts.push((tid, direct));
-            }
-        }
+        shed_parts.extend(
+            set.dropped
+                .iter()
+                .filter_map(|&tid| Some((tid, taking_part(tid)?))),
+        );
     }
     let (mut flow_epochs, mut packets_seen) = (0u64, 0u64);
     // Degraded mode: flow-epochs per trigger tested flow by flow (by its
