@@ -7,7 +7,9 @@
 //! default state that measures nothing and only counts the flow: MONA's
 //! state graph (Fig. 4) is one chain per full set, `MatchSet::chain`, whose
 //! sets are interned apart from full sets of the same triggers (they carry
-//! what they `dropped`). Chains are built when their full set is interned.
+//! what they `dropped`). When a full set is interned its shed order and
+//! the predicted cost of each depth are computed, and its default state
+//! interned; the other depths' sets when a flow first needs them.
 //!
 //! # Shedding
 //! The configuration is one [`Shed`] `{steps, extra}` for the whole
@@ -15,11 +17,13 @@
 //! `extra` of them (by a hash of the key, so the same flows every time)
 //! one more (MONA Alg. 1's `(j, x)`). A flow takes its state for the epoch
 //! at its first packet of the epoch, not mid-epoch: a window's flow is
-//! then measured for an epoch entirely or not at all. It moves only when
+//! then measured for an epoch entirely or not at all. It moves only once
 //! the previous epoch's statistics are swept (else they would be gathered
-//! into the lighter set's triggers and lost for the others), so a flow
-//! whose first packet comes while that sweep is still pending keeps its
-//! state one more epoch.
+//! into the lighter set's triggers and lost for the others): a flow whose
+//! first packet comes while that sweep is still pending moves when it
+//! ends (`apply_deferred`), in the middle of its epoch. Moving copies the
+//! flow's statistics into the other set's block: work the model does not
+//! price, which makes frequent changes of depth costly.
 //!
 //! # The model
 //! [`StateCosts`] predicts a packet's time: the lookup, the update (a fixed
@@ -53,7 +57,10 @@
 //! (`Adapt::revert`, `Adapt::donate`: shares of flows by hashes
 //! independent of the shedding's) and accumulate window by window; a
 //! donor whose own estimate falls below the threshold takes half back;
-//! all are dropped once nothing is shed.
+//! all are dropped once nothing is shed or when the routine saturates, and
+//! the flows given back are halved when more shedding is asked (the moves
+//! are balanced at the depth they were made at, and the routine does not
+//! price them).
 //!
 //! # Cost
 //! Nothing in normal mode but a predictable branch per known flow's
