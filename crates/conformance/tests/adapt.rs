@@ -126,6 +126,21 @@ fn without_shedding_degraded_mode_equals_the_reference() {
 
 type WindowKey = (String, u64);
 
+/// For a window's accuracy record: its true groups (none: no true event)
+/// and how many of them the monitor reported.
+fn matched<'a>(
+    a: &clarion_engine::EventAccuracy,
+    truth: &'a BTreeMap<WindowKey, BTreeSet<String>>,
+    made: &BTreeMap<WindowKey, BTreeSet<String>>,
+) -> Option<(usize, &'a BTreeSet<String>)> {
+    let key = (a.event.clone(), a.window.start_ns);
+    let true_groups = truth.get(&key)?;
+    Some((
+        made.get(&key).map_or(0, |g| g.intersection(true_groups).count()),
+        true_groups,
+    ))
+}
+
 /// Reports by (event, window start): their groups.
 fn by_window(reports: &[Report]) -> BTreeMap<WindowKey, BTreeSet<String>> {
     let mut m: BTreeMap<WindowKey, BTreeSet<String>> = BTreeMap::new();
@@ -159,11 +174,9 @@ fn estimated_recall_against_the_true_recall() {
             let (got, health) = degraded(&evs, &inputs, shed);
             let made = by_window(&got);
             for a in health.iter().flat_map(|h| &h.accuracy) {
-                let key = (a.event.clone(), a.window.start_ns);
-                let Some(true_groups) = truth.get(&key) else {
+                let Some((found, true_groups)) = matched(a, &truth, &made) else {
                     continue;
                 };
-                let found = made.get(&key).map_or(0, |g| g.intersection(true_groups).count());
                 let true_recall = found as f64 / true_groups.len() as f64;
                 if a.recall_estimate > 0.0 {
                     let t = totals.entry(a.event.clone()).or_default();
@@ -325,15 +338,13 @@ event bursty_flows
         let (got, health) = degraded(&evs, &inputs, shed);
         let made = by_window(&got);
         for a in health.iter().flat_map(|h| &h.accuracy) {
-            let key = (a.event.clone(), a.window.start_ns);
-            let Some(true_groups) = truth.get(&key) else {
+            let Some((found, true_groups)) = matched(a, &truth, &made) else {
                 continue;
             };
             // Windows with too few events to measure a recall to 20%.
             if true_groups.len() < 30 || a.flows_unmeasured == 0 {
                 continue;
             }
-            let found = made.get(&key).map_or(0, |g| g.intersection(true_groups).count());
             let true_recall = found as f64 / true_groups.len() as f64;
             // Nothing measured: the estimate is 0, exactly the truth.
             let err = if true_recall == 0.0 {

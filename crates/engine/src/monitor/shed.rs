@@ -108,8 +108,6 @@ pub(super) struct Adapt {
     /// Without a health stream: closed windows' accuracy for
     /// [`Monitor::take_accuracy`], the latest [`KEPT_ACCURACY`] at most.
     ready: std::collections::VecDeque<EventAccuracy>,
-    /// Flows moved to another state, in total.
-    pub(super) moves: u64,
     /// Latest recall estimate per trigger id (accuracy control).
     pub(super) recall_now: Vec<f64>,
     /// Accuracy control: the graph of every set (state id = set id) and
@@ -168,7 +166,6 @@ impl Adapt {
             last_packet: (NO_ENTRY, false, false),
             accuracy: Vec::new(),
             ready: std::collections::VecDeque::new(),
-            moves: 0,
             recall_now: Vec::new(),
             control: None,
             revert: FxHashMap::default(),
@@ -436,9 +433,6 @@ impl Monitor {
             }
         }
         self.migrate_to(idx, want);
-        if let Some(a) = self.adapt.as_mut() {
-            a.moves += 1;
-        }
     }
 
     /// At a sweep's end: the flows whose move waited for it (their last
@@ -539,11 +533,6 @@ impl Monitor {
         if let Some(a) = self.adapt.as_mut() {
             a.shed = shed;
         }
-    }
-
-    /// Degraded mode: flows moved between states so far.
-    pub fn state_moves(&self) -> u64 {
-        self.adapt.as_ref().map_or(0, |a| a.moves)
     }
 
     /// Degraded mode: the last swept epoch's load.
