@@ -239,3 +239,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn priority_and_on_may_start_a_predicate() {
+    // `when` ends only where a clause is written as one: `priority 5`,
+    // `on demand`. Found by the round-trip property test (a function `on`).
+    for src in [
+        "event a when priority > 3",
+        "event a when priority(volume) > 3 priority 7",
+        "event a when on(volume) > 1 on demand",
+        "event a when on > 1",
+    ] {
+        let file = parse(src).unwrap_or_else(|d| panic!("{src}: {d}"));
+        assert_eq!(file.events.len(), 1, "{src}");
+    }
+    for src in ["event a when priority 5", "event a when on demand"] {
+        let d = parse(src).expect_err(src);
+        assert!(
+            d.to_string().contains("expected an expression after `when`"),
+            "{src}: {d}"
+        );
+    }
+}

@@ -99,11 +99,7 @@ fn cmp_op(k: &TokenKind) -> Option<BinOp> {
 impl Parser<'_> {
     /// An expression after the keyword `after` (for the error message).
     pub(super) fn expr_after(&mut self, after: &str) -> PResult<Expr> {
-        let missing = match self.peek() {
-            None => true,
-            Some(t) => t.is_word("event") || super::CLAUSES.iter().any(|c| t.is_word(c)),
-        };
-        if missing {
+        if self.at_clause_start() {
             return Err(self
                 .expected(&format!("an expression after {after}"))
                 .help("write a predicate, e.g. `when sum(volume) > 125KB`"));

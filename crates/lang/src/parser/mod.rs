@@ -69,6 +69,23 @@ impl<'t> Parser<'t> {
         self.toks.get(self.pos)
     }
 
+    /// Whether the next tokens end the current clause: the input's end, a
+    /// new item, or a clause. `on` and `priority` are not keywords, so they
+    /// start a clause only as one is written (`on demand`, `priority 5`);
+    /// otherwise they may name a function or a variable in an expression.
+    fn at_clause_start(&self) -> bool {
+        let Some(t) = self.peek() else { return true };
+        let next = self.toks.get(self.pos + 1);
+        match &t.kind {
+            TokenKind::Ident(w) => match w.as_str() {
+                "on" => next.is_some_and(|n| n.is_word("demand")),
+                "priority" => next.is_some_and(|n| matches!(n.kind, TokenKind::Int(_) | TokenKind::Dec(_))),
+                w => w == "event" || w == "export" || CLAUSES.contains(&w),
+            },
+            _ => false,
+        }
+    }
+
     fn peek_kind(&self) -> Option<&'t TokenKind> {
         self.peek().map(|t| &t.kind)
     }
