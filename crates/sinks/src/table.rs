@@ -1,8 +1,11 @@
 //! A table for terminals: fixed-width columns, printed as reports stream.
 //!
 //! Reports arrive one at a time and the table never sees the end, so column
-//! widths can't be measured: they are fixed, and a too-long event name or
-//! group is cut with an ellipsis (the JSON output has everything). Layout:
+//! widths can't be measured first. They start at a fixed width; an event
+//! name (a drill-down instance's is long) or a group wider than its column
+//! is printed whole and widens the column for that row and every later one,
+//! so nothing is ever cut and rows stay aligned once the widest has passed.
+//! Cost: one `chars().count()` per cell. Layout:
 //!
 //! ```text
 //! EVENT                 WINDOW               GROUP                                               VALUES
@@ -40,6 +43,10 @@ pub struct TableSink<W: Write> {
     legend_done: bool,
     /// `YYYY-MM-DD` of the last row written.
     date: String,
+    /// Current widths of the EVENT and GROUP columns: the initial ones, or
+    /// the widest cell written so far (never narrower).
+    event_width: usize,
+    group_width: usize,
     row: String,
     state: State,
 }
@@ -51,6 +58,8 @@ impl<W: Write> TableSink<W> {
             header_done: false,
             legend_done: false,
             date: String::new(),
+            event_width: EVENT_WIDTH,
+            group_width: GROUP_WIDTH,
             row: String::with_capacity(256),
             state: State::Open,
         }
@@ -89,11 +98,15 @@ impl<W: Write> TableSink<W> {
             self.date = date.to_string();
         }
         let length = duration_text(r.window.end_ns.saturating_sub(r.window.start_ns));
+        let group = group_text(&r.group);
+        // `{:<w$}` pads by chars, as these widths count.
+        self.event_width = self.event_width.max(r.event.chars().count());
+        self.group_width = self.group_width.max(group.chars().count());
+        let (ew, gw) = (self.event_width, self.group_width);
         let _ = write!(
             row,
-            "{:<EVENT_WIDTH$}{GAP}{time} {length:>LEN_WIDTH$}{GAP}{:<GROUP_WIDTH$}{GAP}",
-            cut(&r.event, EVENT_WIDTH),
-            cut(&group_text(&r.group), GROUP_WIDTH),
+            "{:<ew$}{GAP}{time} {length:>LEN_WIDTH$}{GAP}{group:<gw$}{GAP}",
+            r.event,
         );
         for (i, (name, v)) in r.values.iter().enumerate() {
             let sep = if i == 0 { "" } else { GAP };
@@ -127,16 +140,6 @@ impl<W: Write> ReportSink for TableSink<W> {
         let flushed = self.out.flush().map_err(SinkError::from);
         self.state.record(flushed)
     }
-}
-
-/// `s` cut to `width` characters, the last one an ellipsis when cut.
-fn cut(s: &str, width: usize) -> String {
-    if s.chars().count() <= width {
-        return s.to_string();
-    }
-    let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
-    t.push('…');
-    t
 }
 
 /// `10ms`, `1s`, `1500ms`: the largest unit that divides the length exactly.
@@ -325,14 +328,57 @@ EVENT                 WINDOW               GROUP                                
 -- 2026-11-22 UTC --
 heavy_tcp_flows       06:01:10.840   10ms  10.0.128.11:51068 > 10.20.93.10:5204 tcp            sum(volume)=60816
 bulk_tcp_without_ecn  06:01:10.840  500ms  [fd00:0:128::12]:35454 > [fd00:20:93::10]:5202 tcp  sum(volume)=937000  count(ecn == 0)=0.9877
-a_rather_long_event…  06:01:10.850 1500ms  src_ip=10.0.128.0/24 dst_ip=2001:db8:1234:5678:9a…  avg(size)=1234.568  min(rwnd)=undefined  avg(ecn)=0.0001235
-port_scan             06:01:12.000     1s  src_ip=10.0.128.12 dst_ip=10.20.93.10               count(tcp_flags == 2)=66 !
+a_rather_long_event_name  06:01:10.850 1500ms  src_ip=10.0.128.0/24 dst_ip=2001:db8:1234:5678:9abc:def0:1234:5678 dst_port=none proto=132 vlan=100  avg(size)=1234.568  min(rwnd)=undefined  avg(ecn)=0.0001235
+port_scan                 06:01:12.000     1s  src_ip=10.0.128.12 dst_ip=10.20.93.10                                                                count(tcp_flags == 2)=66 !
 ! partial view: the window was not seen in full, or packets were dropped, malformed or untracked (the JSON report's completeness says which)
-icmp_watch            06:01:12.040  100ms  10.0.128.11 > 10.20.93.10 icmp vlan=none            min(ttl)=1 !
+icmp_watch                06:01:12.040  100ms  10.0.128.11 > 10.20.93.10 icmp vlan=none                                                             min(ttl)=1 !
 -- 2026-11-23 UTC --
-everything            06:01:10.840   10ms  *
+everything                06:01:10.840   10ms  *
 ";
         assert_eq!(render(&reports), expected);
+    }
+
+    /// Drill-down instances are named after their network-wide event and
+    /// the group they drill into: long. The reference is the report itself:
+    /// every row, split at its two-space gaps, holds the whole event name
+    /// and group text, and the columns after a wide row stay aligned.
+    #[test]
+    fn long_instance_names_are_never_cut() {
+        let names = [
+            "short",
+            "heavy_hitter_drill/src_ip=10.0.128.0/24/dst_ip=10.20.93.10",
+            "x",
+            "another_instance_name_that_is_longer_than_the_column_too_by_far",
+            "y",
+        ];
+        let reports: Vec<Report> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                report(
+                    n,
+                    T0 + i as u64 * MS,
+                    10 * MS,
+                    five_tuple("10.0.128.11", 51068, "10.20.93.10", 5204, 6),
+                    &[("count", i as f64)],
+                )
+            })
+            .collect();
+        let text = render(&reports);
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with("--") && !l.starts_with("EVENT"))
+            .collect();
+        assert_eq!(rows.len(), names.len(), "{text}");
+        for (row, r) in rows.iter().zip(&reports) {
+            let cells: Vec<&str> = row.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+            assert_eq!(cells[0], r.event, "{row}");
+            assert!(cells.contains(&group_text(&r.group).as_str()), "{row}");
+        }
+        // After the widest name, the window column starts at one place.
+        let widest = names[1..].iter().map(|n| n.len()).max().unwrap_or(0);
+        let after: Vec<usize> = rows[3..].iter().map(|r| r.find("06:01").unwrap()).collect();
+        assert!(after.iter().all(|&c| c == widest + GAP.len()), "{text}");
     }
 
     #[test]
