@@ -54,6 +54,21 @@ pub struct Window {
     pub end_ns: u64,
 }
 
+/// The `worker` of a report made for a whole host (merged over its
+/// workers) or for the network (a manager's): no one worker made it. It
+/// is written `null` in JSON (`clarion_engine::MERGED_WORKER` and
+/// `clarion_manager::NETWORK_WORKER` are this value).
+pub const NO_WORKER: u32 = u32::MAX;
+
+/// `worker` in JSON: the number, or `null` for [`NO_WORKER`].
+fn worker_json(worker: u32) -> Value {
+    if worker == NO_WORKER {
+        Value::Null
+    } else {
+        json!(worker)
+    }
+}
+
 /// Which monitor produced a report.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -293,7 +308,7 @@ impl Report {
             "group": self.group.to_json(),
             "values": Value::Object(values),
             "host": self.origin.host,
-            "worker": self.origin.worker,
+            "worker": worker_json(self.origin.worker),
             "completeness": completeness_json(&self.completeness),
         });
         if let (Some(c), Value::Object(o)) = (&self.capture, &mut v) {
@@ -400,7 +415,7 @@ impl Health {
             "schema": HEALTH_SCHEMA,
             "window": window_json(&self.window),
             "host": self.origin.host,
-            "worker": self.origin.worker,
+            "worker": worker_json(self.origin.worker),
             "completeness": completeness_json(&self.completeness),
         });
         if !self.accuracy.is_empty() {
@@ -513,6 +528,37 @@ mod tests {
         assert_eq!(v["values"]["avg(size)"], 12.5);
         assert_eq!(v["values"]["min(ttl)"], Value::Null);
         assert!(v["group"].get("vlan").is_none());
+    }
+
+    /// A host's merged report and a manager's carry `"worker": null`, not
+    /// the sentinel; a worker's number is kept, 0 and the largest real one too.
+    #[test]
+    fn merged_reports_have_a_null_worker() {
+        for (worker, want) in [
+            (NO_WORKER, Value::Null),
+            (0, json!(0)),
+            (7, json!(7)),
+            (NO_WORKER - 1, json!(4294967294u64)),
+        ] {
+            let mut r = sample();
+            r.origin.worker = worker;
+            let v = r.to_json();
+            assert_eq!(v.get("worker"), Some(&want), "{v}");
+            let h = Health {
+                window: r.window,
+                origin: r.origin.clone(),
+                completeness: r.completeness.clone(),
+                accuracy: Vec::new(),
+            };
+            assert_eq!(h.to_json().get("worker"), Some(&want));
+        }
+        assert!(!sample_with_worker(NO_WORKER).contains("4294967295"));
+    }
+
+    fn sample_with_worker(worker: u32) -> String {
+        let mut r = sample();
+        r.origin.worker = worker;
+        r.to_json().to_string()
     }
 
     #[test]
