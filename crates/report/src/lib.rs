@@ -547,7 +547,7 @@ mod tests {
             let h = Health {
                 window: r.window,
                 origin: r.origin.clone(),
-                completeness: r.completeness.clone(),
+                completeness: r.completeness,
                 accuracy: Vec::new(),
             };
             assert_eq!(h.to_json().get("worker"), Some(&want));
