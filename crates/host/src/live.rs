@@ -577,7 +577,7 @@ impl LiveHost {
     fn written(&mut self, mut reports: Vec<Report>) -> Live {
         self.capture(&mut reports);
         self.written += reports.len() as u64;
-        self.host_metrics.reports.store(self.written, Ordering::Relaxed);
+        self.host_metrics.written(&reports);
         Live::Reports(reports)
     }
 

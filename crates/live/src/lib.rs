@@ -27,7 +27,10 @@ mod xdp_source;
 
 pub use error::{InterfaceLost, LiveError};
 pub use interface::{link_type, Interface, LinkState, LinkWatch};
-pub use metrics::{render as render_metrics, HostMetrics, InterfaceMetrics};
+pub use metrics::{
+    render as render_metrics, EventMetrics, Histogram, HostMetrics, InterfaceMetrics, ProcessStats,
+    QueueDelayHistogram, SweepHistogram, MAX_EVENT_SERIES, OTHER_EVENT,
+};
 pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingStats};
 pub use source::{jiffy, Source};
 pub use stats::{DelayHistogram, EpochStats, WorkerMetrics};

@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct DelayHistogram {
     buckets: [u32; 256],
     count: u64,
+    /// Sum of the delays (for the metrics histogram's `_sum`).
+    sum: u64,
     max: u64,
 }
 
@@ -17,6 +19,7 @@ impl Default for DelayHistogram {
         DelayHistogram {
             buckets: [0; 256],
             count: 0,
+            sum: 0,
             max: 0,
         }
     }
@@ -50,7 +53,22 @@ impl DelayHistogram {
     pub fn record(&mut self, ns: u64) {
         self.buckets[bucket(ns)] = self.buckets[bucket(ns)].saturating_add(1);
         self.count += 1;
+        self.sum = self.sum.wrapping_add(ns);
         self.max = self.max.max(ns);
+    }
+
+    /// Sum of the recorded delays (wrapping, as a Prometheus counter may).
+    pub fn sum(&self) -> u64 {
+        self.sum
+    }
+
+    /// The non-empty buckets: (largest value it holds, how many), ascending.
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(b, &n)| (bucket_top(b), u64::from(n)))
     }
 
     pub fn count(&self) -> u64 {
@@ -82,6 +100,7 @@ impl DelayHistogram {
             *a = a.saturating_add(*b);
         }
         self.count += other.count;
+        self.sum = self.sum.wrapping_add(other.sum);
         self.max = self.max.max(other.max);
     }
 }
@@ -183,6 +202,10 @@ pub struct WorkerMetrics {
     pub last_delay_p99_ns: AtomicU64,
     pub last_sweep_wall_ns: AtomicU64,
     pub max_sweep_wall_ns: AtomicU64,
+    /// Every packet's queueing delay (folded in once per epoch).
+    pub queue_delay: crate::metrics::QueueDelayHistogram,
+    /// Every epoch's sweep time.
+    pub sweep: crate::metrics::SweepHistogram,
     /// How far the monitor's clock lags the wall clock when the wire is
     /// quiet (the receive queue's hidden delay, or recent queueing delays):
     /// a window closes this long after it ends.

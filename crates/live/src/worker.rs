@@ -945,6 +945,7 @@ impl Worker {
             self.recent_delays[self.recent_pos] = st.delay_max_ns;
             self.recent_pos = (self.recent_pos + 1) % LAG_EPOCHS;
             self.summary.delays.merge(&self.track.delays);
+            self.metrics.queue_delay.add(&self.track.delays);
             self.track.delays = DelayHistogram::default();
             self.track.swept = Some((st, Instant::now()));
             self.last_counters.packets = c.packets;
@@ -1003,6 +1004,7 @@ impl Worker {
         m.last_delay_p99_ns.store(st.delay_p99_ns, Ordering::Relaxed);
         m.last_sweep_wall_ns.store(st.sweep_wall_ns, Ordering::Relaxed);
         m.max_sweep_wall_ns.fetch_max(st.sweep_wall_ns, Ordering::Relaxed);
+        m.sweep.observe_ns(st.sweep_wall_ns);
         let _ = self.tx.send(WorkerEvent::Epoch(st));
     }
 
