@@ -1,0 +1,75 @@
+//! Alerts that reach people: fired reports delivered to a webhook (the
+//! report's JSON, or a line for Slack or Matrix) or to syslog (RFC 5424),
+//! at least once, in order, without stalling the monitor.
+//!
+//! Each destination is one [`AlertSink`], a [`ReportSink`]: the monitor's
+//! thread queues the report, a delivery thread sends it, retrying with
+//! exponential backoff and jitter, and what cannot be delivered goes to a
+//! dead-letter file (`clarion.dead-letter/1` lines) with the reason — never
+//! silently dropped. Every request carries an `Idempotency-Key` derived
+//! from (host, event, window end, group), so a receiver can drop the
+//! copies that at-least-once delivery sends. [`Tee`] gives the same
+//! reports to the usual output and the alert sinks.
+//!
+//! Layout: `key` (the idempotency key), `format` (bodies and chat lines),
+//! `syslog` (RFC 5424 text and RFC 6587 framing) are pure; `transport`
+//! (HTTP, sockets), `deadletter` (the file) and `delivery` (the queue,
+//! the thread, retries) do the I/O. Semantics for users: `docs/alerts.md`.
+
+mod deadletter;
+mod delivery;
+mod format;
+mod key;
+pub mod syslog;
+mod transport;
+
+use clarion_report::Report;
+use clarion_sinks::{ReportSink, SinkError};
+
+pub use deadletter::{DeadLetter, DEAD_LETTER_SCHEMA};
+pub use delivery::{AlertSink, DeliveryConfig, Notify, Overflow, Stats};
+pub use format::{body, chat_line, Predicates, WebhookFormat};
+pub use key::idempotency_key;
+pub use transport::{Failure, SyslogAddr, SyslogConfig, Transport, WebhookConfig};
+
+/// Why an alert sink could not start or finished badly.
+#[derive(Debug, thiserror::Error)]
+pub enum AlertError {
+    /// A destination that cannot work (bad URL, unknown host, bad header).
+    #[error("{0}")]
+    Target(String),
+    /// The dead-letter file cannot be opened.
+    #[error("cannot open the dead-letter file {path}: {source}")]
+    DeadLetterFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the delivery thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// A report may be lost: a dead letter could not be written.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Gives each report to every sink, in order (the first is usually the
+/// run's output). Stops at the first error, as one sink would.
+pub struct Tee {
+    sinks: Vec<Box<dyn ReportSink>>,
+}
+
+impl Tee {
+    pub fn new(sinks: Vec<Box<dyn ReportSink>>) -> Tee {
+        Tee { sinks }
+    }
+}
+
+impl ReportSink for Tee {
+    fn write(&mut self, report: &Report) -> Result<(), SinkError> {
+        self.sinks.iter_mut().try_for_each(|s| s.write(report))
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        self.sinks.iter_mut().try_for_each(|s| s.flush())
+    }
+}
