@@ -57,6 +57,9 @@ pub const OTHER_EVENT: &str = "_other";
 pub struct HostMetrics {
     /// Reports written (after the merge, when workers are merged).
     pub reports: AtomicU64,
+    /// Of those, reports whose completeness is not lossless (the table's `!`
+    /// rows): the window was not seen whole, or packets were lost in it.
+    pub reports_partial: AtomicU64,
     /// The interfaces captured, in the order given.
     pub interfaces: Vec<InterfaceMetrics>,
     /// Per event: reports written and their latest values.
@@ -77,6 +80,7 @@ impl HostMetrics {
     pub fn new(interfaces: &[String]) -> HostMetrics {
         HostMetrics {
             reports: AtomicU64::new(0),
+            reports_partial: AtomicU64::new(0),
             interfaces: interfaces
                 .iter()
                 .map(|name| InterfaceMetrics {
@@ -96,6 +100,8 @@ impl HostMetrics {
     /// Counts written reports: the total and each one's event.
     pub fn written(&self, reports: &[Report]) {
         self.reports.fetch_add(reports.len() as u64, Ordering::Relaxed);
+        let partial = reports.iter().filter(|r| !r.completeness.is_lossless()).count();
+        self.reports_partial.fetch_add(partial as u64, Ordering::Relaxed);
         self.events.observe(reports);
     }
 }
@@ -190,8 +196,11 @@ const QUEUE_DELAY_BOUNDS_NS: [u64; 11] = {
     b
 };
 
-/// Sweep-time bounds: 100 µs to 2.5 s, 1-2.5-5 per decade.
-const SWEEP_BOUNDS_NS: [u64; 14] = [
+/// Sweep-time bounds: 10 µs (a quiet host's sweep) to 2.5 s, 1-2.5-5 per decade.
+const SWEEP_BOUNDS_NS: [u64; 17] = [
+    10_000,
+    25_000,
+    50_000,
     100_000,
     250_000,
     500_000,
@@ -362,6 +371,17 @@ pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
         out,
         "clarion_reports_total {}",
         host.reports.load(Ordering::Relaxed)
+    );
+    header(
+        &mut out,
+        "clarion_reports_partial_total",
+        "counter",
+        "Reports written whose window was not seen whole or lost packets (dropped, malformed, untracked).",
+    );
+    let _ = writeln!(
+        out,
+        "clarion_reports_partial_total {}",
+        host.reports_partial.load(Ordering::Relaxed)
     );
     host.events.render(&mut out);
     render_build_info(&mut out);

@@ -32,7 +32,10 @@ fn report(event: &str, values: &[(&str, f64)]) -> Report {
         group: clarion_report::GroupKey::default(),
         values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         origin: clarion_report::Origin::default(),
-        completeness: clarion_report::Completeness::default(),
+        completeness: clarion_report::Completeness {
+            complete: true,
+            ..clarion_report::Completeness::default()
+        },
         capture: None,
     }
 }
@@ -61,7 +64,9 @@ fn every_family_has_help_and_type_once_and_no_quantile_gauges() {
     w[1].packets.store(42, Ordering::Relaxed);
     w[0].delay_max_ns.store(1_500_000, Ordering::Relaxed);
     let host = HostMetrics::new(&["eth0".into(), "we\"ird".into()]);
-    host.written(&[report("a", &[("count", 3.0)])]);
+    let mut partial = report("a", &[("count", 4.0)]);
+    partial.completeness.dropped = 1;
+    host.written(&[report("a", &[("count", 3.0)]), partial]);
     if let Some(i) = host.interface("eth0") {
         i.up.store(0, Ordering::Relaxed);
         i.downs.store(2, Ordering::Relaxed);
@@ -75,7 +80,15 @@ fn every_family_has_help_and_type_once_and_no_quantile_gauges() {
         value(&page, "clarion_queue_delay_seconds_max{worker=\"0\"}").as_deref(),
         Some("0.0015")
     );
-    assert_eq!(value(&page, "clarion_reports_total").as_deref(), Some("1"));
+    assert_eq!(value(&page, "clarion_reports_total").as_deref(), Some("2"));
+    assert_eq!(
+        value(&page, "clarion_reports_partial_total").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        value(&page, "clarion_event_last_value{event=\"a\",aggregate=\"count\"}").as_deref(),
+        Some("4")
+    );
     assert_eq!(
         value(&page, "clarion_interface_up{interface=\"eth0\"}").as_deref(),
         Some("0")
