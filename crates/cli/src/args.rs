@@ -84,6 +84,12 @@ pub enum Command {
     /// them as pcapng or JSON lines, counting what was lost on the way.
     #[command(after_help = crate::collect::AFTER_HELP)]
     Collect(crate::collect::CollectArgs),
+    /// Print a shell completion script for bash, zsh, fish, elvish or PowerShell.
+    #[command(after_help = crate::completions::AFTER_HELP)]
+    Completions(crate::completions::CompletionsArgs),
+    /// Write the manual pages (clarion(1) and one per command) as roff files.
+    #[command(after_help = crate::manpages::AFTER_HELP)]
+    Man(crate::manpages::ManArgs),
 }
 
 const RUN_AFTER_HELP: &str = "Examples:

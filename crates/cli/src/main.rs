@@ -8,6 +8,7 @@ mod args;
 mod bus;
 mod check;
 mod collect;
+mod completions;
 mod config;
 mod credentials;
 mod events;
@@ -16,6 +17,7 @@ mod exports_cmd;
 mod live;
 mod local_events;
 mod manager;
+mod manpages;
 mod metrics_server;
 mod model;
 mod network;
@@ -64,6 +66,8 @@ fn main() -> ExitCode {
         Command::Apps(a) => apps::apps(&a),
         Command::Exports(a) => exports_cmd::exports(&a),
         Command::Collect(a) => collect::collect(&a),
+        Command::Completions(a) => completions::completions(&a),
+        Command::Man(a) => manpages::man(&a),
     };
     clarion_cmdline::exit("clarion", result)
 }
@@ -84,7 +88,10 @@ fn stdout_hint(command: &Command) -> Option<&'static str> {
         },
         Command::Model(_) | Command::Exports(_) => Some("redirect it to a file or to /dev/null explicitly"),
         Command::Collect(a) => a.output.is_none().then_some(OUTPUT),
-        Command::Split(_) | Command::Credentials(_) => None,
+        Command::Completions(_) => {
+            Some("redirect it to a file, e.g. `clarion completions bash > /etc/bash_completion.d/clarion`")
+        }
+        Command::Split(_) | Command::Credentials(_) | Command::Man(_) => None,
     }
 }
 

@@ -309,3 +309,59 @@ fn closed_pipe_is_not_an_error() {
     assert!(o.status.success(), "exit status {:?}: {}", o.status, stderr(&o));
     assert!(!stderr(&o).contains("Broken pipe"), "{}", stderr(&o));
 }
+
+/// The commands `clarion --help` lists (the reference for completions and pages).
+fn commands() -> Vec<String> {
+    let o = clarion().arg("--help").output().unwrap();
+    let help = stdout(&o);
+    help.split("Commands:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap_or_default()
+        .lines()
+        // A command's line; its wrapped description is indented further.
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.strip_prefix("  ").and_then(|l| l.split_whitespace().next()))
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn completions_know_every_command_and_flag() {
+    let commands = commands();
+    assert!(commands.len() > 10, "{commands:?}");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = clarion().args(["completions", shell]).output().unwrap();
+        assert!(o.status.success(), "{shell}: {}", stderr(&o));
+        let script = stdout(&o);
+        for c in &commands {
+            assert!(script.contains(c.as_str()), "{shell} completes `{c}`");
+        }
+        assert!(script.contains("adapt"), "{shell} completes run's flags (--adapt)");
+    }
+    let o = clarion().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("possible values"), "{}", stderr(&o));
+}
+
+#[test]
+fn man_writes_a_page_per_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = clarion()
+        .args(["man", "--out-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = |name: &str| std::fs::read_to_string(dir.path().join(format!("{name}.1")));
+    let top = page("clarion").unwrap();
+    assert!(top.contains(".TH clarion 1"), "{top}");
+    for c in commands() {
+        let p = page(&format!("clarion-{c}")).unwrap_or_else(|e| panic!("clarion-{c}.1: {e}"));
+        let title = format!(".TH clarion-{c} 1  \"clarion-{c} {}\"", env!("CARGO_PKG_VERSION"));
+        assert!(p.contains(&title), "clarion-{c}.1 titled {title}:\n{p}");
+    }
+    // A flag's help reaches its page.
+    assert!(page("clarion-run").unwrap().contains("adapt"));
+}

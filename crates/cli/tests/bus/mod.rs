@@ -566,3 +566,95 @@ pub fn run_network(
     }
     out
 }
+
+/// A veth pair: `a` in this namespace (captured), its peer in a network
+/// namespace of its own (replayed into); no addresses, no IPv6, so only
+/// the replayed frames cross. Removed when dropped.
+pub struct Veth {
+    pub a: String,
+    pub b: String,
+    pub ns: String,
+}
+
+impl Veth {
+    pub fn new() -> Option<Veth> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || std::process::Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipped: needs root and ip (a network namespace and a veth pair)");
+            return None;
+        }
+        let id = std::process::id() % 100_000;
+        let v = Veth {
+            a: format!("clrxm{id}a"),
+            b: format!("clrxm{id}b"),
+            ns: format!("clrxm{id}"),
+        };
+        if !ip(&["netns", "add", &v.ns]) {
+            eprintln!("skipped: cannot create a network namespace");
+            return None;
+        }
+        let b = v.b.clone();
+        assert!(
+            ip(&["link", "add", &v.a, "type", "veth", "peer", "name", &b, "netns", &v.ns]),
+            "a veth pair"
+        );
+        // Before it is up, so it never gets a link-local address.
+        let quiet = std::process::Command::new("sysctl")
+            .args(["-qw", &format!("net.ipv6.conf.{}.disable_ipv6=1", v.a)])
+            .status()
+            .is_ok_and(|s| s.success());
+        let quiet_b = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &v.ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(quiet && quiet_b, "IPv6 off on the pair");
+        assert!(ip(&["link", "set", &v.a, "up"]) && ip(&["-n", &v.ns, "link", "set", &b, "up"]));
+        Some(v)
+    }
+
+    /// Sends a capture's frames into the captured end, and waits until sent.
+    pub fn replay(&self, capture: &Path) {
+        let o = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns,
+                "tcpreplay",
+                "-q",
+                "--pps",
+                "10000",
+                "-i",
+            ])
+            .arg(&self.b)
+            .arg(capture)
+            .output()
+            .expect("tcpreplay runs");
+        assert!(
+            o.status.success(),
+            "tcpreplay: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        ip(&["link", "del", &self.a]);
+        ip(&["netns", "del", &self.ns]);
+    }
+}
+
+fn ip(args: &[&str]) -> bool {
+    std::process::Command::new("ip")
+        .args(args)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
