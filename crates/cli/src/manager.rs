@@ -29,7 +29,7 @@ use crate::Failure;
 pub const AFTER_HELP: &str = "Examples:
   clarion manager --inventory hosts.txt --events service.clarion
   clarion manager --nats nats://10.0.0.5:4222 --inventory hosts.txt -o events.jsonl \\
-      --api 0.0.0.0:8700 --api-token-file /etc/clarion/api-token
+      --api 0.0.0.0:8700 --api-token-file /etc/clarion/api-token --metrics 0.0.0.0:9465
   clarion manager --inventory hosts.txt --events service.clarion --until-finished --no-store
   clarion events add spike.clarion && clarion events watch     # from another terminal
 
@@ -161,6 +161,13 @@ pub struct ManagerArgs {
 
     #[arg(long, value_enum, default_value_t = Format::Auto, value_name = "FORMAT")]
     pub format: Format,
+
+    /// Serve the manager's metrics for Prometheus at http://ADDR/metrics
+    /// (e.g. 127.0.0.1:9465): per event fired counts and last values,
+    /// reports written, build and process metrics (docs/metrics.md). No
+    /// token, as on clarion run: bind it to an address only your scraper reaches.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
 
     /// No summary on standard error.
     #[arg(long, short = 'q')]
@@ -338,6 +345,13 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         });
     }
     let mut sink = open_sink_to(a.output.as_deref(), a.format)?;
+    let metrics = Arc::new(clarion_live::HostMetrics::new(&[]));
+    if let Some(addr) = a.metrics {
+        let bound = crate::metrics_server::serve(addr, Vec::new(), Arc::clone(&metrics))?;
+        if !a.quiet {
+            eprintln!("clarion: manager: metrics at http://{bound}/metrics");
+        }
+    }
     if !a.quiet {
         let events = if a.shared {
             "the shared bucket's events".to_string()
@@ -356,6 +370,7 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {
         // The manager runs for days: each fired event reaches the file at
         // once (a reader tailing it sees it; a crash loses none).
+        metrics.written(std::slice::from_ref(r));
         if write_error.is_none() {
             if let Err(e) = sink.write(r).and_then(|()| sink.flush()) {
                 write_error = Some(e);
@@ -379,12 +394,50 @@ fn print_latency(what: &str, kept: &std::collections::VecDeque<Duration>) {
     lat.sort();
     if !lat.is_empty() {
         eprintln!(
-            "  {what}: p50 {:?}, p99 {:?}, max {:?} over {} decisions",
-            percentile(&lat, 0.5),
-            percentile(&lat, 0.99),
-            percentile(&lat, 1.0),
+            "  {what}: p50 {}, p99 {}, max {} over {} decisions",
+            human(percentile(&lat, 0.5)),
+            human(percentile(&lat, 0.99)),
+            human(percentile(&lat, 1.0)),
             thousands(lat.len() as u64)
         );
+    }
+}
+
+/// A latency for people: humantime's `1s 500ms`, `2ms 317us`, to the
+/// microsecond (below it the figure is noise), not Rust's debug `1.500000000s`.
+fn human(d: Duration) -> String {
+    let us = Duration::from_micros(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    if us.is_zero() && !d.is_zero() {
+        return "<1us".into();
+    }
+    humantime::format_duration(us).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// humantime's own parser is the reference: what is printed reads back
+    /// as the latency, to the microsecond.
+    #[test]
+    fn latencies_print_for_people_and_read_back() {
+        for ns in [
+            0u64,
+            1_000,
+            1_500,
+            2_317_000,
+            999_999_999,
+            1_500_000_000,
+            86_400_000_000_123,
+        ] {
+            let d = Duration::from_nanos(ns);
+            let text = human(d);
+            assert!(!text.contains("Duration") && !text.contains(".0"), "{text}");
+            let back = humantime::parse_duration(&text).expect("humantime reads it");
+            assert_eq!(back.as_micros(), d.as_micros(), "{text}");
+        }
+        assert_eq!(human(Duration::from_millis(1500)), "1s 500ms");
+        assert_eq!(human(Duration::from_nanos(300)), "<1us");
     }
 }
 
