@@ -600,6 +600,8 @@ fn not_ip_frame(link: LinkType) -> Vec<u8> {
         LinkType::Loop => LoopbackPacket::new_unchecked(&mut b[..]).set_family_network_order(16),
         // Not generated (see `plan_of`): no link header to say "not IP".
         LinkType::RawIp | LinkType::Ipv4 | LinkType::Ipv6 => {}
+        // Not in `LINKS`: never generated.
+        LinkType::Ppp | LinkType::CiscoHdlc => {}
     }
     // htype 1, ptype IPv4, hlen 6, plen 4, request, sender and target hardware/protocol addresses.
     b.extend_from_slice(&[0, 1, 0x08, 0, 6, 4, 0, 1]);

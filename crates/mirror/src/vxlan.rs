@@ -14,13 +14,17 @@
 //! source [`SYNTHETIC_SRC_MAC`] (locally administered unicast addresses,
 //! so they clash with no vendor's), and the EtherType the link header
 //! announced (Linux cooked captures, which carry one; VLAN tags after it
-//! are kept) or the packet's IP version (raw IP, IPv4/IPv6-only links,
-//! BSD loopback). The link header itself is dropped.
+//! are kept, and Cisco HDLC) or the packet's IP version (raw IP,
+//! IPv4/IPv6-only links, BSD loopback), or for PPP the EtherType of its
+//! protocol. The link header itself is dropped.
 //!
 //! Cost: one copy of the (cut) frame into the caller's reused buffer; no
 //! allocation once it has grown.
 
-use clarion_wire::{ethertype, loopback_family, LinkType, LoopbackPacket, ParseError, Sll2Packet, SllPacket};
+use clarion_wire::{
+    ethertype, loopback_family, ppp_ethertype, CiscoHdlcPacket, LinkType, LoopbackPacket, ParseError,
+    PppPacket, Sll2Packet, SllPacket,
+};
 
 use crate::MirrorError;
 
@@ -144,6 +148,17 @@ fn network(link: LinkType, frame: &[u8]) -> Result<(u16, &[u8]), MirrorError> {
         LinkType::Loop => {
             let p = LoopbackPacket::new_checked(frame).map_err(fail)?;
             by_family(p.family_network_order(), p.payload())
+        }
+        LinkType::CiscoHdlc => {
+            let p = CiscoHdlcPacket::new_checked(frame).map_err(fail)?;
+            by_ethertype(p.protocol(), p.payload())
+        }
+        LinkType::Ppp => {
+            let p = PppPacket::new_checked(frame).map_err(fail)?;
+            match ppp_ethertype(p.protocol()) {
+                Some(t) => Ok((t, p.payload())),
+                None => Err(fail(ParseError::NotIpPpp(p.protocol()))),
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::link::LinkType;
 use crate::loopback;
 use crate::record::{proto, FlowKey, PacketRecord, TcpInfo};
 use crate::tcp::{self, MAX_WINDOW_SCALE};
-use crate::{icmp, ipv4, ipv6, sll, sll2, udp, vlan};
+use crate::{chdlc, icmp, ipv4, ipv6, sll, sll2, udp, vlan};
 
 mod emit;
 
@@ -303,6 +303,9 @@ impl FrameSpec {
             LinkType::LinuxSll => sll::HEADER_LEN,
             LinkType::LinuxSll2 => sll2::HEADER_LEN,
             LinkType::Null | LinkType::Loop => loopback::HEADER_LEN,
+            // Address and control bytes, then the 2-byte protocol.
+            LinkType::Ppp => 4,
+            LinkType::CiscoHdlc => chdlc::HEADER_LEN,
             LinkType::RawIp | LinkType::Ipv4 | LinkType::Ipv6 => 0,
         };
         base + self.tags().len() * vlan::HEADER_LEN

@@ -16,6 +16,13 @@ pub enum Layer {
     LinuxSll,
     LinuxSll2,
     Loopback,
+    /// Point-to-point protocol header (DLT 9, or inside PPPoE).
+    Ppp,
+    /// PPPoE session header.
+    Pppoe,
+    CiscoHdlc,
+    /// An MPLS label stack entry.
+    Mpls,
     /// The first byte of a raw-IP frame, before the version is known.
     Ip,
     Ipv4,
@@ -24,6 +31,9 @@ pub enum Layer {
     Tcp,
     Udp,
     Icmp,
+    Vxlan,
+    Geneve,
+    Gre,
 }
 
 impl fmt::Display for Layer {
@@ -34,6 +44,10 @@ impl fmt::Display for Layer {
             Layer::LinuxSll => "Linux cooked (SLL)",
             Layer::LinuxSll2 => "Linux cooked (SLL2)",
             Layer::Loopback => "loopback",
+            Layer::Ppp => "PPP",
+            Layer::Pppoe => "PPPoE",
+            Layer::CiscoHdlc => "Cisco HDLC",
+            Layer::Mpls => "MPLS label",
             Layer::Ip => "IP",
             Layer::Ipv4 => "IPv4",
             Layer::Ipv6 => "IPv6",
@@ -41,6 +55,9 @@ impl fmt::Display for Layer {
             Layer::Tcp => "TCP",
             Layer::Udp => "UDP",
             Layer::Icmp => "ICMP",
+            Layer::Vxlan => "VXLAN",
+            Layer::Geneve => "Geneve",
+            Layer::Gre => "GRE",
         })
     }
 }
@@ -83,6 +100,13 @@ pub enum ParseError {
     /// A BSD loopback / NULL frame whose address family is not IPv4 or IPv6.
     #[error("not IP: loopback address family {0}")]
     NotIpFamily(u32),
+    /// A PPP frame (DLT 9 or PPPoE) carrying a protocol other than IPv4/IPv6/MPLS (LCP, IPCP, …).
+    #[error("not IP: PPP protocol {0:#06x}")]
+    NotIpPpp(u16),
+    /// What follows an MPLS label stack starts with neither version 4 nor 6
+    /// (a pseudowire, say); the nibble found.
+    #[error("not IP: MPLS payload starting with nibble {0}")]
+    NotIpMpls(u8),
     /// A header we need is cut short by the end of the captured bytes.
     #[error("{layer} header truncated: {need} bytes needed, {have} captured")]
     Truncated { layer: Layer, need: u32, have: u32 },
@@ -94,7 +118,13 @@ pub enum ParseError {
 impl ParseError {
     /// The frame is well formed but not IP: count it, don't complain about it.
     pub fn is_not_ip(&self) -> bool {
-        matches!(self, ParseError::NotIpEtherType(_) | ParseError::NotIpFamily(_))
+        matches!(
+            self,
+            ParseError::NotIpEtherType(_)
+                | ParseError::NotIpFamily(_)
+                | ParseError::NotIpPpp(_)
+                | ParseError::NotIpMpls(_)
+        )
     }
 
     /// The frame claims to be IP but could not be parsed (truncated or malformed).

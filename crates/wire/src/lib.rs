@@ -15,7 +15,9 @@
 //! bytes in, [`PacketRecord`] out, no allocation, no panic, and an error
 //! that tells *not IP* ([`ParseError::is_not_ip`]) from *truncated* or
 //! *malformed* (with the layer at fault). Checksums are never verified:
-//! captures taken on the sender carry offloaded, unfilled ones.
+//! captures taken on the sender carry offloaded, unfilled ones. Tunnelled
+//! packets (VXLAN, Geneve, GRE) give the record of their inner packet;
+//! MPLS stacks and PPPoE headers are walked past (docs/link-types.md).
 //!
 //! [`build::FrameSpec`] writes frames through the same views, for tests,
 //! benches and traffic generators, and states the record each frame must
@@ -25,27 +27,38 @@
 //! vocabulary with prefixed names (`Ipv4Packet`, `TcpOption`, …).
 
 mod bytes;
+mod chdlc;
 mod checksum;
 mod error;
 mod ethernet;
+mod geneve;
+mod gre;
 mod icmp;
 mod ipv4;
 mod ipv6;
 mod ipv6ext;
 mod link;
 mod loopback;
+mod mpls;
 mod parse;
+mod ppp;
+mod pppoe;
 mod record;
 mod sll;
 mod sll2;
 mod tcp;
+mod tunnel;
 mod udp;
 mod vlan;
+mod vxlan;
 
 pub mod build;
 
+pub use chdlc::{Packet as CiscoHdlcPacket, HEADER_LEN as CISCO_HDLC_HEADER_LEN};
 pub use error::{Layer, Malformation, ParseError};
 pub use ethernet::{ethertype, Frame as EthernetFrame, HEADER_LEN as ETHERNET_HEADER_LEN};
+pub use geneve::{Packet as GenevePacket, HEADER_LEN as GENEVE_HEADER_LEN, PORT as GENEVE_PORT};
+pub use gre::{Packet as GrePacket, HEADER_LEN as GRE_HEADER_LEN, PROTOCOL as GRE_PROTOCOL};
 pub use icmp::{Packet as IcmpPacket, HEADER_LEN as ICMP_HEADER_LEN};
 pub use ipv4::{Packet as Ipv4Packet, HEADER_LEN as IPV4_HEADER_LEN};
 pub use ipv6::{Packet as Ipv6Packet, HEADER_LEN as IPV6_HEADER_LEN};
@@ -54,10 +67,15 @@ pub use ipv6ext::{
 };
 pub use link::LinkType;
 pub use loopback::{family as loopback_family, Packet as LoopbackPacket, HEADER_LEN as LOOPBACK_HEADER_LEN};
+pub use mpls::{is_mpls, skip_stack as mpls_skip_stack, Entry as MplsEntry};
 pub use parse::{parse_frame, parse_frame_into};
+pub use ppp::{ethertype_of as ppp_ethertype, protocol as ppp_protocol, Packet as PppPacket};
+pub use pppoe::{Packet as PppoePacket, ETHERTYPE_SESSION as PPPOE_SESSION, HEADER_LEN as PPPOE_HEADER_LEN};
 pub use record::{proto, tcp_flags, FlowKey, PacketRecord, TcpInfo};
 pub use sll::{Packet as SllPacket, HEADER_LEN as SLL_HEADER_LEN};
 pub use sll2::{Packet as Sll2Packet, HEADER_LEN as SLL2_HEADER_LEN};
 pub use tcp::{Packet as TcpPacket, TcpOption, HEADER_LEN as TCP_HEADER_LEN, MAX_WINDOW_SCALE};
+pub use tunnel::TRANSPARENT_ETHERNET;
 pub use udp::{Packet as UdpPacket, HEADER_LEN as UDP_HEADER_LEN};
 pub use vlan::{Tag as VlanTag, HEADER_LEN as VLAN_TAG_LEN};
+pub use vxlan::{Packet as VxlanPacket, HEADER_LEN as VXLAN_HEADER_LEN, PORT as VXLAN_PORT};

@@ -1,9 +1,18 @@
 //! Link types and the walk from a frame's first byte to its IP header.
+//!
+//! The walk is a match on the link type, then, for links that carry an
+//! EtherType, a loop over VLAN tags and a few framings that may sit
+//! between the link header and IP: an MPLS label stack (its payload's
+//! family guessed from the first nibble) and a PPPoE session header (its
+//! PPP protocol mapped to an EtherType). Each step consumes a header of
+//! the captured slice, so the walk ends; a header cut short is
+//! `Truncated` with its layer, a payload that is not IP is *not IP*.
+//! Tunnels (VXLAN, Geneve, GRE) are found after IP, in `crate::tunnel`.
 
 use crate::error::{Layer, Malformation, ParseError};
 use crate::ethernet::{self, ethertype};
 use crate::loopback::{self, family};
-use crate::{sll, sll2, vlan};
+use crate::{chdlc, mpls, ppp, pppoe, sll, sll2, vlan};
 
 /// The link-layer framings Clarion reads, by pcap link type (DLT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,11 +33,15 @@ pub enum LinkType {
     Null,
     /// OpenBSD loopback, family in network byte order (DLT 108).
     Loop,
+    /// PPP, with or without the 0xFF 0x03 address and control bytes (DLT 9).
+    Ppp,
+    /// Cisco HDLC: address, control, EtherType (DLT 104).
+    CiscoHdlc,
 }
 
 impl LinkType {
     /// Every link type, for tests and fuzzers.
-    pub const ALL: [LinkType; 8] = [
+    pub const ALL: [LinkType; 10] = [
         LinkType::Ethernet,
         LinkType::RawIp,
         LinkType::LinuxSll,
@@ -37,6 +50,8 @@ impl LinkType {
         LinkType::Ipv6,
         LinkType::Null,
         LinkType::Loop,
+        LinkType::Ppp,
+        LinkType::CiscoHdlc,
     ];
 
     /// Maps a pcap/pcapng link type number; `None` for those Clarion cannot read.
@@ -44,8 +59,10 @@ impl LinkType {
         Some(match dlt {
             0 => LinkType::Null,
             1 => LinkType::Ethernet,
+            9 => LinkType::Ppp,
             // 12 and 14 are the historical BSD numbers for raw IP.
             12 | 14 | 101 => LinkType::RawIp,
+            104 => LinkType::CiscoHdlc,
             108 => LinkType::Loop,
             113 => LinkType::LinuxSll,
             228 => LinkType::Ipv4,
@@ -60,6 +77,8 @@ impl LinkType {
         match self {
             LinkType::Null => 0,
             LinkType::Ethernet => 1,
+            LinkType::Ppp => 9,
+            LinkType::CiscoHdlc => 104,
             LinkType::RawIp => 101,
             LinkType::Loop => 108,
             LinkType::LinuxSll => 113,
@@ -135,12 +154,26 @@ pub(crate) fn decapsulate(link: LinkType, frame: &[u8]) -> Result<L3<'_>, ParseE
             let p = loopback::Packet::new_checked(frame)?;
             by_family(p.family_network_order(), p.payload())
         }
+        LinkType::Ppp => {
+            let p = ppp::Packet::new_checked(frame)?;
+            let (net, bytes) = by_ppp_protocol(p.protocol(), p.payload())?;
+            Ok(L3 {
+                net,
+                vlan: None,
+                bytes,
+            })
+        }
+        LinkType::CiscoHdlc => {
+            let p = chdlc::Packet::new_checked(frame)?;
+            by_ethertype(p.protocol(), p.payload())
+        }
     }
 }
 
-/// Follows VLAN tags (keeping the innermost id) to the EtherType that matters.
+/// Follows VLAN tags (keeping the innermost id), then an MPLS label stack
+/// or a PPPoE session header if one is there, to the network layer.
 #[inline]
-fn by_ethertype(mut etype: u16, mut bytes: &[u8]) -> Result<L3<'_>, ParseError> {
+pub(crate) fn by_ethertype(mut etype: u16, mut bytes: &[u8]) -> Result<L3<'_>, ParseError> {
     let mut vlan = None;
     // Terminates: each tag consumes 4 bytes of a finite slice.
     while ethertype::is_vlan(etype) {
@@ -149,12 +182,49 @@ fn by_ethertype(mut etype: u16, mut bytes: &[u8]) -> Result<L3<'_>, ParseError> 
         etype = tag.ethertype();
         bytes = tag.payload();
     }
-    let net = match etype {
-        ethertype::IPV4 => Network::V4,
-        ethertype::IPV6 => Network::V6,
-        other => return Err(ParseError::NotIpEtherType(other)),
+    let (net, bytes) = match etype {
+        ethertype::IPV4 => (Network::V4, bytes),
+        ethertype::IPV6 => (Network::V6, bytes),
+        other => by_shim(other, bytes)?,
     };
     Ok(L3 { net, vlan, bytes })
+}
+
+/// The rarer framings between the EtherType and IP (MPLS, PPPoE), out of
+/// line so that the common walk stays small enough to inline.
+#[inline(never)]
+fn by_shim(etype: u16, bytes: &[u8]) -> Result<(Network, &[u8]), ParseError> {
+    match etype {
+        t if mpls::is_mpls(t) => by_first_nibble(mpls::skip_stack(bytes)?),
+        pppoe::ETHERTYPE_SESSION => {
+            let p = pppoe::Packet::new_checked(bytes)?;
+            by_ppp_protocol(p.protocol(), p.payload())
+        }
+        other => Err(ParseError::NotIpEtherType(other)),
+    }
+}
+
+/// After an MPLS stack: the first nibble is the only hint (RFC 3032 says
+/// nothing of the payload).
+#[inline]
+fn by_first_nibble(bytes: &[u8]) -> Result<(Network, &[u8]), ParseError> {
+    match bytes.first().map(|b| b >> 4) {
+        Some(4) => Ok((Network::V4, bytes)),
+        Some(6) => Ok((Network::V6, bytes)),
+        Some(v) => Err(ParseError::NotIpMpls(v)),
+        None => Err(ParseError::truncated(Layer::Ip, 1, 0)),
+    }
+}
+
+/// A PPP payload by its protocol: IPv4, IPv6, or an MPLS stack.
+#[inline]
+fn by_ppp_protocol(p: u16, bytes: &[u8]) -> Result<(Network, &[u8]), ParseError> {
+    match p {
+        ppp::protocol::IPV4 => Ok((Network::V4, bytes)),
+        ppp::protocol::IPV6 => Ok((Network::V6, bytes)),
+        ppp::protocol::MPLS => by_first_nibble(mpls::skip_stack(bytes)?),
+        other => Err(ParseError::NotIpPpp(other)),
+    }
 }
 
 #[inline]

@@ -9,12 +9,19 @@
 //! captured bytes; a header we need that the capture cut short is an error.
 //! *Sizes* come from the IP length fields alone, so a frame cut by a snap
 //! length or padded to the Ethernet minimum still reports what was sent.
+//!
+//! Tunnels (VXLAN, Geneve, GRE; see `crate::tunnel`) are opened after the
+//! outer transport header: when the inner packet parses, its record
+//! replaces the outer one, keeping the capture time and `captured_len`
+//! (the bytes captured are the outer frame's); when it does not, the
+//! outer record stands. The fast path never sees a tunnel: it leaves UDP
+//! to the tunnel ports, and every protocol but TCP and UDP, to this one.
 
 use crate::error::{Layer, Malformation, ParseError};
 use crate::ipv6ext;
-use crate::link::{decapsulate, LinkType, Network};
+use crate::link::{decapsulate, LinkType, Network, L3};
 use crate::record::{proto, FlowKey, PacketRecord, TcpInfo};
-use crate::{icmp, ipv4, ipv6, tcp, udp};
+use crate::{icmp, ipv4, ipv6, tcp, tunnel, udp};
 
 /// Parses one captured frame into a record.
 ///
@@ -59,25 +66,59 @@ pub fn parse_frame_into(
 /// Out of line, so that the fast path inlines into its caller.
 #[inline(never)]
 fn parse_general(link: LinkType, frame: &[u8], ts_ns: u64) -> Result<PacketRecord, ParseError> {
-    let l3 = decapsulate(link, frame)?;
     let mut rec = PacketRecord {
         ts_ns,
         captured_len: len32(frame.len()),
         ..PacketRecord::default()
     };
+    let carried = parse_network(&mut rec, decapsulate(link, frame)?)?;
+    if let Some(l3) = tunnel::inner(&rec.key, carried) {
+        open_tunnels(&mut rec, l3);
+    }
+    Ok(rec)
+}
+
+/// Replaces `rec` with the record of the tunnel's inner packet, opening
+/// tunnels inside it up to [`tunnel::MAX_DEPTH`] levels in all; a level
+/// that does not parse leaves the record of the level around it (never
+/// lost). Out of line: most packets are not tunnels.
+#[inline(never)]
+fn open_tunnels(rec: &mut PacketRecord, mut l3: L3<'_>) {
+    let empty = PacketRecord {
+        ts_ns: rec.ts_ns,
+        captured_len: rec.captured_len,
+        ..PacketRecord::default()
+    };
+    for depth in 1..=tunnel::MAX_DEPTH {
+        let mut inner = empty;
+        let Ok(carried) = parse_network(&mut inner, l3) else {
+            return;
+        };
+        *rec = inner;
+        match tunnel::inner(&rec.key, carried) {
+            Some(next) if depth < tunnel::MAX_DEPTH => l3 = next,
+            _ => return,
+        }
+    }
+}
+
+/// Fills `rec` from the network layer on; returns what the transport
+/// header carries (see [`parse_transport`]). Inlined into both callers:
+/// a call here cost the general path about 30 instructions a packet.
+#[inline(always)]
+fn parse_network<'a>(rec: &mut PacketRecord, l3: L3<'a>) -> Result<&'a [u8], ParseError> {
     if let Some(v) = l3.vlan {
         rec.key.vlan = v;
         rec.key.flags |= FlowKey::HAS_VLAN;
     }
     match l3.net {
-        Network::V4 => parse_ipv4(&mut rec, l3.bytes)?,
-        Network::V6 => parse_ipv6(&mut rec, l3.bytes)?,
+        Network::V4 => parse_ipv4(rec, l3.bytes),
+        Network::V6 => parse_ipv6(rec, l3.bytes),
     }
-    Ok(rec)
 }
 
 #[inline]
-fn parse_ipv4(rec: &mut PacketRecord, bytes: &[u8]) -> Result<(), ParseError> {
+fn parse_ipv4<'a>(rec: &mut PacketRecord, bytes: &'a [u8]) -> Result<&'a [u8], ParseError> {
     check_version(Layer::Ipv4, bytes, 4)?;
     let ip = ipv4::Packet::new_checked(bytes)?;
     let key = &mut rec.key;
@@ -92,13 +133,13 @@ fn parse_ipv4(rec: &mut PacketRecord, bytes: &[u8]) -> Result<(), ParseError> {
     if ip.frag_offset() != 0 {
         rec.is_later_fragment = true;
         rec.volume = ip_payload;
-        return Ok(());
+        return Ok(&[]);
     }
     parse_transport(rec, ip.after_header(), ip_payload)
 }
 
 #[inline]
-fn parse_ipv6(rec: &mut PacketRecord, bytes: &[u8]) -> Result<(), ParseError> {
+fn parse_ipv6<'a>(rec: &mut PacketRecord, bytes: &'a [u8]) -> Result<&'a [u8], ParseError> {
     check_version(Layer::Ipv6, bytes, 6)?;
     let ip = ipv6::Packet::new_checked(bytes)?;
     let key = &mut rec.key;
@@ -119,15 +160,24 @@ fn parse_ipv6(rec: &mut PacketRecord, bytes: &[u8]) -> Result<(), ParseError> {
     if chain.later_fragment {
         rec.is_later_fragment = true;
         rec.volume = remaining;
-        return Ok(());
+        return Ok(&[]);
     }
     parse_transport(rec, chain.rest, remaining)
 }
 
 /// Fills ports, TCP fields and volume from the transport header in `l4`.
 /// `ip_payload` is what the IP header(s) declare after themselves.
+///
+/// Returns what a tunnel would be in: the UDP payload, or the whole of
+/// `l4` for a protocol without a header read here (GRE); empty for TCP
+/// and ICMP.
 #[inline]
-fn parse_transport(rec: &mut PacketRecord, l4: &[u8], ip_payload: u32) -> Result<(), ParseError> {
+fn parse_transport<'a>(
+    rec: &mut PacketRecord,
+    l4: &'a [u8],
+    ip_payload: u32,
+) -> Result<&'a [u8], ParseError> {
+    let mut carried: &[u8] = &[];
     let l4_header = match rec.key.proto {
         proto::TCP => {
             let tcp = tcp::Packet::new_checked(l4)?;
@@ -146,14 +196,18 @@ fn parse_transport(rec: &mut PacketRecord, l4: &[u8], ip_payload: u32) -> Result
         proto::UDP => {
             let udp = udp::Packet::new_checked(l4)?;
             set_ports(&mut rec.key, udp.src_port(), udp.dst_port());
+            carried = udp.payload();
             udp::HEADER_LEN as u32
         }
         // Nothing is read from ICMP, so its header need not be captured.
         proto::ICMP | proto::ICMPV6 => icmp::HEADER_LEN as u32,
-        _ => 0,
+        _ => {
+            carried = l4;
+            0
+        }
     };
     rec.volume = ip_payload.saturating_sub(l4_header);
-    Ok(())
+    Ok(carried)
 }
 
 #[inline(always)]
@@ -182,3 +236,6 @@ mod fast;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tunnel_tests;

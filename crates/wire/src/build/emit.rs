@@ -9,7 +9,7 @@ use crate::ipv6ext::{self, next_header};
 use crate::link::LinkType;
 use crate::loopback::{self, family};
 use crate::tcp::{self, TcpOption};
-use crate::{icmp, ipv4, ipv6, sll, sll2, udp, vlan};
+use crate::{chdlc, icmp, ipv4, ipv6, ppp, sll, sll2, udp, vlan};
 
 impl FrameSpec {
     /// Writes the link header and tags; returns where IP starts.
@@ -54,6 +54,22 @@ impl FrameSpec {
                     p.set_family_network_order(fam);
                 }
                 loopback::HEADER_LEN
+            }
+            LinkType::Ppp => {
+                let protocol = match self.ip {
+                    IpPair::V4 { .. } => ppp::protocol::IPV4,
+                    IpPair::V6 { .. } => ppp::protocol::IPV6,
+                };
+                buf[..2].copy_from_slice(&[0xff, 0x03]);
+                buf[2..4].copy_from_slice(&protocol.to_be_bytes());
+                4
+            }
+            LinkType::CiscoHdlc => {
+                let mut p = chdlc::Packet::new_unchecked(&mut *buf);
+                p.set_address(chdlc::UNICAST);
+                p.set_control(0);
+                p.set_protocol(first_type);
+                chdlc::HEADER_LEN
             }
             LinkType::RawIp | LinkType::Ipv4 | LinkType::Ipv6 => 0,
         };

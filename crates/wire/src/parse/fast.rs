@@ -1,6 +1,6 @@
 //! The frame nearly every packet is: untagged Ethernet, IPv4 without
-//! options and not a later fragment, then UDP, or TCP without options or
-//! with timestamps alone.
+//! options and not a later fragment, then UDP (not to a tunnel port), or
+//! TCP without options or with timestamps alone.
 //! It is read here with two length checks and fixed offsets, skipping the
 //! general walk (link match, tag loop, version and length checks, option
 //! scan) that costs several times more per packet.
@@ -72,6 +72,8 @@ pub(super) fn ethernet_ipv4(frame: &[u8], ts_ns: u64, out: &mut PacketRecord) ->
             };
             (Some(info), header)
         }
+        // A tunnel's inner packet is the general path's business.
+        proto::UDP if crate::tunnel::is_tunnel_port(be16(h, L4 + 2)) => return false,
         proto::UDP => (None, 8),
         _ => return false,
     };

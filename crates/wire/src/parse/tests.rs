@@ -328,7 +328,7 @@ fn record_matches_hand_values() {
     );
 }
 
-fn arb_spec() -> impl Strategy<Value = FrameSpec> {
+pub(super) fn arb_spec() -> impl Strategy<Value = FrameSpec> {
     let link = proptest::sample::select(LinkType::ALL.to_vec());
     let vlan = (
         prop_oneof![Just(0x8100u16), Just(0x88a8), Just(0x9100)],
@@ -418,7 +418,7 @@ fn arb_spec() -> impl Strategy<Value = FrameSpec> {
 
 proptest! {
     #[test]
-    fn arbitrary_bytes_never_panic(link in 0usize..8, bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+    fn arbitrary_bytes_never_panic(link in 0usize..LinkType::ALL.len(), bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let link = LinkType::ALL[link];
         let _ = parse_frame(link, &bytes, 0, bytes.len() as u32);
     }
