@@ -1,0 +1,366 @@
+//! Tunnels made by real Linux devices: TCP connections through a VXLAN,
+//! Geneve, GRE or GRE-tap device between two network namespaces, captured
+//! at once on the veth under the tunnel (outer headers) and on the tunnel
+//! device (inner headers). `clarion run` with the same events on both
+//! captures must report the same thing: the parser opens the tunnel, so
+//! the inner headers drive filters, grouping and TCP state. The events
+//! filter on the inner service port and group per 5-tuple and per
+//! destination port, so a monitor reading the outer headers (UDP 4789 or
+//! 6081, GRE) reports nothing and fails.
+//!
+//! Needs root, `ip`, `tcpdump` and `python3`; each tunnel kind the kernel
+//! lacks (a container without the `geneve` or `ip_gre` module) is skipped
+//! saying so, the others still run.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clarion_capture::PacketSource;
+use common::clarion;
+use common::netns::Net;
+use serde_json::Value;
+
+/// The service port inside the tunnel.
+const PORT: u16 = 5555;
+const CONNECTIONS: usize = 3;
+const EXCHANGES: usize = 5;
+/// Window length of every event; the traffic is kept clear of its edges.
+const WINDOW_S: u64 = 60;
+
+const EVENTS: &str = "\
+event service_connections
+  filter proto = tcp and dst_port = 5555
+  when sum(packets) >= 1 and seq >= 0 and ack >= 0
+  per 5tuple
+  every 60s
+
+event service_replies
+  filter proto = tcp and src_port = 5555
+  when sum(volume) > 0 and count(is_lost == 1) >= 0 and max(ttl) > 0
+  per 5tuple
+  every 60s
+
+event service_port
+  filter proto = tcp and dst_port = 5555
+  when sum(size) > 0
+  per dst_port
+  every 60s
+";
+
+/// A server answering each message with it twice, and a client making
+/// `connections` connections of `exchanges` request/response rounds
+/// (one segment in flight at a time, so no offload merges or splits
+/// segments differently on the two devices).
+const TRAFFIC: &str = r#"
+import socket, sys
+role, addr, port, conns, exchanges = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+if role == "server":
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((addr, port))
+    srv.listen(16)
+    print("ready", flush=True)
+    srv.settimeout(30)
+    for _ in range(conns):
+        c, _ = srv.accept()
+        c.settimeout(30)
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            c.sendall(d * 2)
+        c.close()
+else:
+    for i in range(conns):
+        s = socket.create_connection((addr, port), timeout=30)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for k in range(exchanges):
+            msg = bytes([k]) * (100 + 50 * k)
+            s.sendall(msg)
+            got = 0
+            while got < 2 * len(msg):
+                got += len(s.recv(65536))
+        s.close()
+"#;
+
+/// One tunnel kind: its `ip link add … type` words (local and remote
+/// filled in) and the tcpdump filter that selects its outer packets.
+struct Kind {
+    name: &'static str,
+    link: fn(local: &str, remote: &str) -> Vec<String>,
+    outer_filter: &'static str,
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+const KINDS: [Kind; 4] = [
+    Kind {
+        name: "vxlan",
+        link: |l, r| words(&format!("type vxlan id 42 local {l} remote {r} dstport 4789")),
+        outer_filter: "udp port 4789",
+    },
+    Kind {
+        name: "geneve",
+        link: |_, r| words(&format!("type geneve id 7 remote {r}")),
+        outer_filter: "udp port 6081",
+    },
+    // Layer 3: IPv4 straight after the GRE header (protocol 0x0800).
+    Kind {
+        name: "gre",
+        link: |l, r| words(&format!("type gre local {l} remote {r}")),
+        outer_filter: "ip proto 47",
+    },
+    // Layer 2: a whole Ethernet frame (protocol 0x6558).
+    Kind {
+        name: "gretap",
+        link: |l, r| words(&format!("type gretap local {l} remote {r}")),
+        outer_filter: "ip proto 47",
+    },
+];
+
+#[test]
+fn tunnelled_traffic_reports_as_its_inner_traffic() {
+    let Some(net) = Net::new("tun") else { return };
+    for (tool, package) in [("tcpdump", "tcpdump"), ("python3", "python3")] {
+        if Command::new(tool).arg("--version").output().is_err() {
+            eprintln!("skipped: {tool} is not installed (apt-get install {package})");
+            return;
+        }
+    }
+    let (a, b) = (net.a.as_str(), net.b.as_str());
+    for args in [
+        vec!["-n", a, "addr", "add", "10.77.0.1/24", "dev", "va"],
+        vec!["-n", b, "addr", "add", "10.77.0.2/24", "dev", "vb"],
+        vec!["-n", b, "link", "set", "lo", "up"],
+    ] {
+        assert!(net.ip(&args), "ip {args:?}");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let events = dir.path().join("tunnels.clarion");
+    std::fs::write(&events, EVENTS).expect("events file");
+    let mut ran = 0;
+    for kind in &KINDS {
+        if run_kind(&net, kind, dir.path(), &events) {
+            ran += 1;
+        }
+    }
+    eprintln!("{ran} of {} tunnel kinds checked", KINDS.len());
+}
+
+/// Checks one kind; false if the kernel cannot make its devices.
+fn run_kind(net: &Net, kind: &Kind, dir: &Path, events: &Path) -> bool {
+    let (a, b) = (net.a.as_str(), net.b.as_str());
+    let ends = [
+        (a, "10.77.0.1", "10.77.0.2", "10.78.0.1/24"),
+        (b, "10.77.0.2", "10.77.0.1", "10.78.0.2/24"),
+    ];
+    for (ns, local, remote, addr) in ends {
+        let mut args: Vec<String> = words(&format!("-n {ns} link add tun0"));
+        args.extend((kind.link)(local, remote));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if !net.ip(&args) {
+            eprintln!(
+                "skipped: {}: the kernel cannot make {} devices (ip link add … type {} failed)",
+                kind.name, kind.name, kind.name
+            );
+            // The other end may have one already.
+            net.ip(&["-n", a, "link", "del", "tun0"]);
+            return false;
+        }
+        assert!(
+            net.ip(&["-n", ns, "addr", "add", addr, "dev", "tun0"]),
+            "tunnel address"
+        );
+        assert!(net.ip(&["-n", ns, "link", "set", "tun0", "up"]), "tunnel up");
+    }
+
+    let outer_path = dir.join(format!("{}-outer.pcap", kind.name));
+    let inner_path = dir.join(format!("{}-inner.pcap", kind.name));
+    // The inner capture on `any`: its cooked link type suits every device,
+    // and the filter matches the inner packets only (outer ones are UDP or GRE).
+    let inner_filter = format!("tcp port {PORT}");
+    let mut outer = tcpdump(a, "va", kind.outer_filter, &outer_path);
+    let mut inner = tcpdump(a, "any", &inner_filter, &inner_path);
+
+    keep_clear_of_window_edges();
+    let mut server = python(b, &["server", "10.78.0.2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("server");
+    let mut ready = String::new();
+    BufReader::new(server.stdout.take().expect("stdout"))
+        .read_line(&mut ready)
+        .expect("server output");
+    assert_eq!(ready.trim(), "ready", "{}: the server did not start", kind.name);
+    let client = python(a, &["client", "10.78.0.2"]).status().expect("client");
+    assert!(client.success(), "{}: the client failed", kind.name);
+    assert!(
+        server.wait().expect("server").success(),
+        "{}: the server failed",
+        kind.name
+    );
+
+    // Both captures hold every packet before tcpdump is stopped (packets
+    // still in its ring when it is stopped are lost, not written).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = (0, 0);
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = (service_packets(&outer_path), service_packets(&inner_path));
+        if (now.0 == now.1 && now.0 > 0 && now == last) || Instant::now() > deadline {
+            break;
+        }
+        last = now;
+    }
+    let outer_log = stop(&mut outer);
+    let inner_log = stop(&mut inner);
+    assert!(net.ip(&["-n", a, "link", "del", "tun0"]) && net.ip(&["-n", b, "link", "del", "tun0"]));
+
+    let outer_reports = reports(&outer_path, events);
+    let inner_reports = reports(&inner_path, events);
+    // The traffic's groups: one per connection each way, one port.
+    let count = |name: &str| inner_reports.iter().filter(|r| r["event"] == name).count();
+    assert_eq!(
+        (
+            count("service_connections"),
+            count("service_replies"),
+            count("service_port")
+        ),
+        (CONNECTIONS, CONNECTIONS, 1),
+        "{}: the events on the inner port must fire\n{inner_log}",
+        kind.name
+    );
+    // Equal but for completeness: the outer capture's frame count also
+    // holds tunnelled frames that are not the service's TCP (ARP and
+    // neighbour traffic inside an L2 tunnel, kept under their outer
+    // headers), which the inner capture's filter leaves out.
+    let strip = |rs: &[Value]| {
+        let mut v: Vec<String> = rs
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.as_object_mut().expect("object").remove("completeness");
+                r.to_string()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        strip(&outer_reports),
+        strip(&inner_reports),
+        "{}: reports on the outer capture differ from the inner one's\n{outer_log}\n{inner_log}",
+        kind.name
+    );
+    eprintln!(
+        "{}: {} reports alike from {} tunnelled service packets",
+        kind.name,
+        inner_reports.len(),
+        service_packets(&outer_path)
+    );
+    true
+}
+
+fn python(ns: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, "python3", "-c", TRAFFIC])
+        .args(args)
+        .args([PORT.to_string(), CONNECTIONS.to_string(), EXCHANGES.to_string()]);
+    c
+}
+
+/// tcpdump in `ns` on `iface`, writing every matching packet at once;
+/// returns once it is listening.
+fn tcpdump(ns: &str, iface: &str, filter: &str, out: &Path) -> (Child, BufReader<ChildStderr>) {
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "tcpdump",
+            "--immediate-mode",
+            "-U",
+            "-n",
+            "-i",
+            iface,
+            "-w",
+        ])
+        .arg(out)
+        .arg(filter)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tcpdump starts");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("listening on") {
+        line.clear();
+        if err.read_line(&mut line).expect("tcpdump output") == 0 {
+            panic!("tcpdump on {iface} exited: {line}");
+        }
+    }
+    (child, err)
+}
+
+/// Stops tcpdump as an operator would (SIGTERM, so it closes the file);
+/// its closing words (packets captured, dropped).
+fn stop((child, err): &mut (Child, BufReader<ChildStderr>)) -> String {
+    // SAFETY: a plain system call on the id of a child this test started
+    // and has not yet waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    child.wait().expect("tcpdump ends");
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(err, &mut rest);
+    rest
+}
+
+/// The service's TCP packets a capture holds so far, as Clarion parses
+/// them (through the tunnel for the outer one); a record cut by the
+/// writer ends the count.
+fn service_packets(path: &Path) -> usize {
+    let Ok(mut src) = clarion_capture::CaptureFile::open(path) else {
+        return 0;
+    };
+    let mut n = 0;
+    while let Some(Ok(p)) = src.next_packet() {
+        if let Ok(r) = clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
+            n += usize::from(r.key.proto == 6 && (r.key.src_port == PORT || r.key.dst_port == PORT));
+        }
+    }
+    n
+}
+
+fn reports(pcap: &Path, events: &Path) -> Vec<Value> {
+    let o = clarion()
+        .args(["run", "--format", "json", "--host", "t", "-q", "--pcap"])
+        .arg(pcap)
+        .arg("--events")
+        .arg(events)
+        .output()
+        .expect("clarion runs");
+    assert!(o.status.success(), "clarion: {}", common::stderr(&o));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON report"))
+        .collect()
+}
+
+/// Waits, if need be, so that the traffic (a few seconds at most) starts
+/// well inside a window: a packet's two capture times, microseconds
+/// apart, must not fall in different windows.
+fn keep_clear_of_window_edges() {
+    let into = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        % WINDOW_S;
+    if into + 20 > WINDOW_S {
+        std::thread::sleep(Duration::from_secs(WINDOW_S - into + 1));
+    }
+}
