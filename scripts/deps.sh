@@ -34,6 +34,9 @@ DEPS=(
   "objcopy:binutils:the Debian package (scripts/package-deb.sh splits the debug information off)"
   "mmdebstrap:mmdebstrap:the Debian package installed on a clean Debian (crates/cli/tests/package.rs)"
   "systemd-nspawn:systemd-container:the package's systemd unit started by systemd (crates/cli/tests/package.rs)"
+  "tcpdump:tcpdump:outer and inner captures of real tunnel devices (crates/cli/tests/tunnels.rs)"
+  "python3:python3:TCP through real tunnel devices (crates/cli/tests/tunnels.rs)"
+  "ip:iproute2:VXLAN, Geneve, GRE and GRE-tap devices between namespaces (crates/cli/tests/tunnels.rs)"
 )
 
 # Ends here: the Python readers after the Debian packages (python3 first).
