@@ -1,0 +1,327 @@
+//! A real Prometheus scrapes a running `clarion run -i lo` (UDP traffic
+//! sent so its event fires) and, when nats-server is installed, a running
+//! `clarion manager`; then every expression of the Grafana dashboard
+//! (dashboards/clarion.json) is asked of Prometheus's HTTP API and must
+//! return a series. Both pages are also checked by Prometheus's own
+//! exposition-format linter, `promtool check metrics`.
+//!
+//! Skipped, saying why, without Prometheus (Debian `prometheus`, see
+//! scripts/deps.sh) or when not root (a packet socket on lo). Scrapes
+//! every second; the test waits only as long as the series take to appear
+//! (a few seconds), with a generous deadline for a busy machine.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A tool on PATH or in /usr/sbin, /usr/bin (Debian's places).
+fn tool(name: &str) -> Option<PathBuf> {
+    let out = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .ok()?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if out.status.success() && !path.is_empty() {
+        return Some(PathBuf::from(path));
+    }
+    ["/usr/sbin", "/usr/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A child process killed (and reaped) when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads `child`'s standard error until a line contains `marker`; returns
+/// the text after it up to the next `/metrics` (the bound address), and
+/// keeps draining the pipe on a thread.
+fn address_after(child: &mut Child, marker: &str) -> String {
+    let err = child.stderr.take().expect("stderr piped");
+    let mut lines = BufReader::new(err).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr readable");
+        seen.push_str(&line);
+        seen.push('\n');
+        if let Some(rest) = line.split(marker).nth(1) {
+            let addr = rest.split("/metrics").next().unwrap_or_default().to_string();
+            std::thread::spawn(move || for _ in lines {});
+            return addr;
+        }
+    }
+    panic!("no `{marker}` line; stderr:\n{seen}");
+}
+
+/// `GET path` over HTTP/1.0: (status, body).
+fn get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let sock = addr.parse().ok()?;
+    let mut c = TcpStream::connect_timeout(&sock, Duration::from_secs(2)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(c, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    c.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
+/// A query string's value, percent-encoded (all but unreserved characters).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The series Prometheus returns for `expr` now (its `data.result`).
+fn query(prom: &str, expr: &str) -> Vec<serde_json::Value> {
+    let Some((200, body)) = get(prom, &format!("/api/v1/query?query={}", encode(expr))) else {
+        return Vec::new();
+    };
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    assert_eq!(v["status"], "success", "{expr}: {body}");
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+/// Every PromQL expression of the dashboard's panels, with Grafana's
+/// variables given values a query can run with.
+fn dashboard_exprs() -> Vec<String> {
+    let path = common::repo().join("dashboards/clarion.json");
+    let text = std::fs::read_to_string(&path).expect("dashboards/clarion.json");
+    let d: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let panels = d["panels"].as_array().expect("panels");
+    let exprs: Vec<String> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .map(|t| t["expr"].as_str().expect("a target's expr").to_string())
+        .map(|e| e.replace("$__rate_interval", "5s").replace("$instance", ".*"))
+        .collect();
+    assert!(exprs.len() >= panels.len(), "a panel without a query");
+    exprs
+}
+
+/// `promtool check metrics` on a page: no format error, no lint complaint.
+fn promtool_accepts(page: &str, what: &str) {
+    let Some(promtool) = tool("promtool") else {
+        eprintln!("promtool not installed: {what}'s page not linted");
+        return;
+    };
+    let mut c = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool starts");
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(page.as_bytes())
+        .expect("page written");
+    let o = c.wait_with_output().expect("promtool ends");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        o.status.success() && said.trim().is_empty(),
+        "{what}: promtool says:\n{said}\n{page}"
+    );
+}
+
+/// Starts nats-server and a manager with --metrics; its metrics address.
+fn manager(dir: &Path) -> Option<(Vec<Running>, String)> {
+    let Some(nats) = tool("nats-server") else {
+        eprintln!("nats-server not installed: the manager's metrics are not scraped");
+        return None;
+    };
+    let port = free_port();
+    let server = Running(
+        Command::new(nats)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts"),
+    );
+    let until = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "nats-server did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let inventory = dir.join("hosts.txt");
+    std::fs::write(&inventory, "h1 10.0.0.0/8\n").expect("inventory written");
+    let mut m = common::clarion_process()
+        .args([
+            "manager",
+            "--insecure",
+            "--no-store",
+            "--no-api",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .arg("--nats")
+        .arg(format!("nats://127.0.0.1:{port}"))
+        .arg("--inventory")
+        .arg(&inventory)
+        .arg("-o")
+        .arg(dir.join("manager.jsonl"))
+        .args(["--duration", "120s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clarion manager starts");
+    let addr = address_after(&mut m, "metrics at http://");
+    Some((vec![Running(m), server], addr))
+}
+
+#[test]
+fn prometheus_scrapes_every_series_the_dashboard_uses() {
+    let Some(prometheus) = tool("prometheus") else {
+        eprintln!("skipped: prometheus is not installed (apt-get install prometheus)");
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: opening a packet socket on lo needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The event fires on our UDP traffic only (lo carries other tests' too).
+    let udp_port = free_port();
+    let events = dir.path().join("prom.clarion");
+    std::fs::write(
+        &events,
+        format!(
+            "event prom_udp\n  filter proto = udp and dst_port = {udp_port}\n  when sum(size) > 100\n  per dst_port\n  every 100ms\n"
+        ),
+    )
+    .expect("events written");
+    let mut run = common::clarion_process()
+        .args([
+            "run",
+            "-i",
+            "lo",
+            "--flow-capacity",
+            "4096",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .arg("--events")
+        .arg(&events)
+        .args(["--format", "json", "--duration", "120s", "-o"])
+        .arg(dir.path().join("reports.jsonl"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clarion run starts");
+    let run_addr = address_after(&mut run, "metrics at http://");
+    let _run = Running(run);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let s = UdpSocket::bind("127.0.0.1:0").expect("udp socket");
+            while !stop.load(Ordering::Relaxed) {
+                let _ = s.send_to(&[0u8; 200], ("127.0.0.1", udp_port));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let manager = manager(dir.path());
+
+    let prom_port = free_port();
+    let prom_addr = format!("127.0.0.1:{prom_port}");
+    let mut config = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: clarion\n    static_configs:\n      - targets: ['{run_addr}']\n"
+    );
+    if let Some((_, addr)) = &manager {
+        config.push_str(&format!(
+            "  - job_name: manager\n    static_configs:\n      - targets: ['{addr}']\n"
+        ));
+    }
+    let config_file = dir.path().join("prometheus.yml");
+    std::fs::write(&config_file, config).expect("config written");
+    let _prom = Running(
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts"),
+    );
+
+    // Every dashboard expression, then each job's scrape health and the
+    // manager's own series; each polled until it returns a series.
+    let mut wanted: Vec<String> = dashboard_exprs();
+    wanted.push("up{job=\"clarion\"} == 1".into());
+    wanted.push("clarion_event_fired_total{event=\"prom_udp\"} > 0".into());
+    if manager.is_some() {
+        for e in [
+            "up{job=\"manager\"} == 1",
+            "clarion_build_info{job=\"manager\"}",
+            "clarion_reports_total{job=\"manager\"}",
+            "process_start_time_seconds{job=\"manager\"}",
+        ] {
+            wanted.push(e.into());
+        }
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
+    let mut missing = wanted.clone();
+    while !missing.is_empty() && Instant::now() < deadline {
+        missing.retain(|e| query(&prom_addr, e).is_empty());
+        if !missing.is_empty() {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = sender.join();
+    assert!(
+        missing.is_empty(),
+        "no series after {:?} for:\n{}",
+        started.elapsed(),
+        missing.join("\n")
+    );
+    eprintln!(
+        "{} expressions returned series {:?} after Prometheus started",
+        wanted.len(),
+        started.elapsed()
+    );
+
+    let (status, page) = get(&run_addr, "/metrics").expect("clarion run's page");
+    assert_eq!(status, 200);
+    promtool_accepts(&page, "clarion run");
+    if let Some((_, addr)) = &manager {
+        let (status, page) = get(addr, "/metrics").expect("the manager's page");
+        assert_eq!(status, 200);
+        promtool_accepts(&page, "clarion manager");
+    }
+}
