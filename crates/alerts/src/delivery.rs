@@ -236,7 +236,10 @@ fn deliver(t: &mut dyn Transport, job: &Job, shared: &Shared, cfg: &DeliveryConf
                 if attempts > cfg.retries {
                     let _ = shared.dead_letter(
                         job,
-                        &format!("gave up after {attempts} attempts: {why}"),
+                        &format!(
+                            "gave up after {attempts} attempt{}: {why}",
+                            if attempts == 1 { "" } else { "s" }
+                        ),
                         attempts,
                     );
                     return;

@@ -45,6 +45,7 @@ pub const AFTER_HELP: &str = "Examples:
   CLARION_NATS_TOKEN=s3cret clarion agent --host db --pcap db.pcap --linger 1m
   clarion agent --host web-1 --pcap web-1.pcap --speed 1      # at the capture's pace, like a live host
   clarion agent --host web-1 -i eth0 --workers 2 --filter 'not port 22'   # live
+  clarion agent --host web-1 -i eth0 --syslog tcp://loghost:601 --webhook https://alerts.example.net/clarion
 
 The host name must be in the manager's inventory (`clarion manager
 --inventory`); the manager answers the registration with this host's
@@ -135,6 +136,9 @@ pub struct AgentArgs {
 
     #[command(flatten)]
     pub export: ExportArgs,
+
+    #[command(flatten)]
+    pub alerts: crate::alerts::AlertArgs,
 
     // Last: its heading would carry over to the flags after it.
     #[command(flatten)]
@@ -513,7 +517,12 @@ fn live_agent(
     // The host's own reports go out with the live output's.
     let sink = match ag.sink.take() {
         Some(s) => s,
-        None => open_sink_to(a.output.as_deref(), a.format)?,
+        None => crate::alerts::with_alerts(
+            open_sink_to(a.output.as_deref(), a.format)?,
+            &a.alerts,
+            a.pcap.is_none(),
+            a.events.as_deref(),
+        )?,
     };
     let mut out = crate::live::LiveOutput::open(&a.live, a.quiet, sink, exports, host.metrics().0)?;
     let mut local = LocalEvents::start(
@@ -614,7 +623,12 @@ impl Agent {
         let mut ag = Agent {
             link,
             desk,
-            sink: Some(open_sink_to(a.output.as_deref(), a.format)?),
+            sink: Some(crate::alerts::with_alerts(
+                open_sink_to(a.output.as_deref(), a.format)?,
+                &a.alerts,
+                a.pcap.is_none(),
+                a.events.as_deref(),
+            )?),
             tally: Tally::default(),
             stop,
             exports: AppliedExports::default(),

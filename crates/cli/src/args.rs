@@ -106,6 +106,9 @@ const RUN_AFTER_HELP: &str = "Examples:
   clarion run -i eth0 --events rack.clarion --records flows.parquet --gpv live.gpv --app profiler
   clarion run --pcap trace.pcap --exports examples/exports.clarion --export-dir spool
   clarion run --pcap trace.pcap --events loss.clarion --capture-dir captures   # events with `then capture`
+  clarion run -i eth0 --events rack.clarion --webhook https://alerts.example.net/clarion --webhook-dead-letter dead.jsonl
+  clarion run -i eth0 --events rack.clarion --webhook-format slack --webhook https://hooks.slack.com/services/T/B/X
+  clarion run -i eth0 --events rack.clarion --syslog udp://loghost:514 --syslog-facility local3
 
 With --inventory, each host of the inventory runs its own monitor, and the
 event manager splits every network-wide event (`across hosts`) into
@@ -259,6 +262,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub export: ExportArgs,
+
+    #[command(flatten)]
+    pub alerts: crate::alerts::AlertArgs,
 
     // Last: its heading would carry over to the flags after it.
     #[command(flatten)]

@@ -3,6 +3,7 @@
 //! and an exit status (0 ok, 1 runtime failure, 2 bad usage or bad events).
 
 mod agent;
+mod alerts;
 mod apps;
 mod args;
 mod bus;

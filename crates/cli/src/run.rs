@@ -60,8 +60,10 @@ pub fn sink_error(e: SinkError) -> Failure {
     }
 }
 
+/// The run's output, and the alert sinks of `--webhook` and `--syslog` after it.
 pub fn open_sink(a: &RunArgs) -> Result<Box<dyn ReportSink>, Failure> {
-    open_sink_to(a.output.as_deref(), a.format)
+    let out = open_sink_to(a.output.as_deref(), a.format)?;
+    crate::alerts::with_alerts(out, &a.alerts, !a.interface.is_empty(), a.events.as_deref())
 }
 
 /// Reports to a file, or to standard output (a table on a terminal, by default).

@@ -1,0 +1,220 @@
+//! `--webhook` and `--syslog` of `clarion run` and `clarion agent`: flags
+//! in, `clarion-alerts` sinks teed after the run's own output out. The
+//! delivery semantics (keys, retries, dead letters, order) are the
+//! library's and docs/alerts.md's.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use clarion_alerts::{
+    AlertSink, DeadLetter, DeliveryConfig, Overflow, Predicates, SyslogAddr, SyslogConfig, Tee,
+    WebhookConfig, WebhookFormat,
+};
+use clarion_sinks::ReportSink;
+
+use crate::args::parse_duration;
+use crate::Failure;
+
+/// Where fired reports are also delivered, and how.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Alerts (docs/alerts.md)")]
+pub struct AlertArgs {
+    /// Deliver every report to this URL (http:// or https://), at least
+    /// once, in window order per event, with an Idempotency-Key header;
+    /// the run's own output is unchanged. Failed deliveries are retried
+    /// (--webhook-retries), then written to --webhook-dead-letter.
+    #[arg(long, value_name = "URL")]
+    pub webhook: Option<String>,
+
+    /// Body of each request: 'json' (the clarion.report/1 object, POST),
+    /// 'slack' (an incoming webhook's {"text": LINE}, POST) or 'matrix'
+    /// ({"msgtype": "m.text", "body": LINE}, PUT to URL/KEY: URL is the
+    /// room's .../send/m.room.message endpoint). LINE reads: event, host,
+    /// group, values against the predicate, window.
+    #[arg(long, value_enum, default_value_t = FormatArg::Json, value_name = "FORMAT", requires = "webhook")]
+    pub webhook_format: FormatArg,
+
+    /// Extra request header, 'Name: value' (repeat for several), e.g.
+    /// 'Authorization: Bearer TOKEN'; see --webhook-token-file to keep a
+    /// token out of the process list.
+    #[arg(long, value_name = "HEADER", value_parser = parse_header, requires = "webhook")]
+    pub webhook_header: Vec<(String, String)>,
+
+    /// Send 'Authorization: Bearer TOKEN' with TOKEN read from FILE (a
+    /// Matrix access token, a receiver's secret).
+    #[arg(long, value_name = "FILE", requires = "webhook")]
+    pub webhook_token_file: Option<PathBuf>,
+
+    /// Retries of a failed delivery (a timeout, a refused connection, HTTP
+    /// 5xx, 408 or 429) before it is dead-lettered; other 4xx answers are
+    /// not retried. Delays double from --webhook-backoff up to 60s, with
+    /// jitter, or as the receiver's Retry-After asks. Syslog too.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub webhook_retries: u32,
+
+    /// Longest one attempt may take (connect, send, answer). Syslog too.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub webhook_timeout: u64,
+
+    /// Delay before the first retry; it doubles with each one. Syslog too.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub webhook_backoff: u64,
+
+    /// Append reports that could not be delivered to FILE, one JSON line
+    /// each (schema clarion.dead-letter/1: the report, the reason, the
+    /// attempts, the key). Default: to standard error. Syslog too.
+    #[arg(long, value_name = "FILE")]
+    pub webhook_dead_letter: Option<PathBuf>,
+
+    /// Reports waiting for delivery at most, per destination.
+    #[arg(long, default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=(1 << 20)))]
+    pub webhook_queue: u32,
+
+    /// When the queue is full: 'block' (the monitor waits for the
+    /// receiver; default when reading a file) or 'dead-letter' (the report
+    /// goes to the dead-letter file at once, reason "queue full"; default
+    /// on live capture, where waiting would drop packets).
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub webhook_queue_full: Option<QueueFullArg>,
+
+    /// At exit, how long delivery goes on; what is still undelivered then
+    /// is dead-lettered.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub webhook_drain: u64,
+
+    /// Also send every report to syslog, RFC 5424 (MSG: the report's JSON;
+    /// structured data: event, window, group, key): udp://HOST[:514],
+    /// tcp://HOST[:601] (octet-counted, RFC 6587) or unix:///dev/log.
+    #[arg(long, value_name = "ADDR")]
+    pub syslog: Option<String>,
+
+    /// Syslog facility: local0..local7, daemon, user, ... or 0-23.
+    #[arg(long, default_value = "local0", value_parser = clarion_alerts::syslog::parse_facility, value_name = "NAME", requires = "syslog")]
+    pub syslog_facility: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Json,
+    Slack,
+    Matrix,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum QueueFullArg {
+    Block,
+    DeadLetter,
+}
+
+fn parse_header(s: &str) -> Result<(String, String), String> {
+    match s.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.trim().to_string()))
+        }
+        _ => Err(format!("`{s}` is not a header; write 'Name: value'")),
+    }
+}
+
+/// Each event's predicate as written, from the events file, for chat lines.
+fn predicates(events: Option<&Path>) -> Predicates {
+    let Some(text) = events.and_then(|p| std::fs::read_to_string(p).ok()) else {
+        return Predicates::new();
+    };
+    // The file was checked already; a parse failure only loses the thresholds.
+    match clarion_lang::parse(&text) {
+        Ok(file) => file
+            .events
+            .iter()
+            .map(|e| (e.name.clone(), e.when.to_string()))
+            .collect(),
+        Err(_) => Predicates::new(),
+    }
+}
+
+/// `sink`, with the alert sinks the flags ask for after it. `live`: the
+/// monitor must not wait (the queue-full default).
+pub fn with_alerts(
+    sink: Box<dyn ReportSink>,
+    a: &AlertArgs,
+    live: bool,
+    events: Option<&Path>,
+) -> Result<Box<dyn ReportSink>, Failure> {
+    if a.webhook.is_none() && a.syslog.is_none() {
+        return Ok(sink);
+    }
+    let usage = |m: String| Failure::Usage(format!("clarion: {m}"));
+    let delivery = DeliveryConfig {
+        retries: a.webhook_retries,
+        timeout: Duration::from_nanos(a.webhook_timeout.max(1_000_000)),
+        backoff: Duration::from_nanos(a.webhook_backoff),
+        backoff_max: Duration::from_secs(60).max(Duration::from_nanos(a.webhook_backoff)),
+        queue: a.webhook_queue as usize,
+        overflow: match a.webhook_queue_full {
+            Some(QueueFullArg::Block) => Overflow::Block,
+            Some(QueueFullArg::DeadLetter) => Overflow::DeadLetter,
+            None if live => Overflow::DeadLetter,
+            None => Overflow::Block,
+        },
+        drain: Duration::from_nanos(a.webhook_drain),
+    };
+    let dead_letter = || match &a.webhook_dead_letter {
+        Some(p) => DeadLetter::open(p).map_err(|e| usage(e.to_string())),
+        None => Ok(DeadLetter::Stderr),
+    };
+    let notify: clarion_alerts::Notify = Arc::new(|m: &str| eprintln!("clarion: warning: {m}"));
+    let mut sinks = vec![sink];
+    if let Some(url) = &a.webhook {
+        let mut headers = a.webhook_header.clone();
+        if let Some(p) = &a.webhook_token_file {
+            let token = std::fs::read_to_string(p)
+                .map_err(|e| usage(format!("cannot read --webhook-token-file {}: {e}", p.display())))?;
+            headers.push(("Authorization".into(), format!("Bearer {}", token.trim())));
+        }
+        let format = match a.webhook_format {
+            FormatArg::Json => WebhookFormat::Json,
+            FormatArg::Slack => WebhookFormat::Slack,
+            FormatArg::Matrix => WebhookFormat::Matrix,
+        };
+        let config = WebhookConfig {
+            url: url.clone(),
+            format,
+            headers,
+            predicates: if format == WebhookFormat::Json {
+                Predicates::new()
+            } else {
+                predicates(events)
+            },
+        };
+        let s = AlertSink::webhook(config, delivery.clone(), dead_letter()?, notify.clone())
+            .map_err(|e| usage(format!("--webhook: {e}")))?;
+        sinks.push(Box::new(s));
+    }
+    if let Some(addr) = &a.syslog {
+        let addr = SyslogAddr::parse(addr).map_err(|e| usage(format!("--syslog: {e}")))?;
+        let config = SyslogConfig {
+            addr,
+            facility: a.syslog_facility,
+        };
+        let s = AlertSink::syslog(config, delivery, dead_letter()?, notify)
+            .map_err(|e| usage(format!("--syslog: {e}")))?;
+        sinks.push(Box::new(s));
+    }
+    Ok(Box::new(Tee::new(sinks)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_parse() {
+        assert_eq!(
+            parse_header("Authorization: Bearer x:y"),
+            Ok(("Authorization".into(), "Bearer x:y".into()))
+        );
+        assert!(parse_header("no colon").is_err());
+        assert!(parse_header(": v").is_err());
+    }
+}
