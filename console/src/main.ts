@@ -1,0 +1,447 @@
+// Clarion's web console: the page the control API serves at `/`. It holds
+// no data of its own: every panel reads the API (`/v1/*`) with the token
+// the operator types once (kept in sessionStorage: gone when the tab
+// closes, never in a URL). Installed events and hosts are polled every
+// 2 s; fired events stream from `/v1/reports` (server-sent events read
+// with fetch, since EventSource cannot send the Authorization header),
+// reconnecting with backoff. Memory is bounded: the feed keeps the newest
+// FEED_MAX reports, each chart the newest CHART_MAX points.
+
+import { chart, rfc3339Ms, type Point } from "./chart";
+import { offsets, spansOf } from "./diag";
+import { SseParser } from "./sse";
+import { thresholds, type Threshold } from "./threshold";
+
+const FEED_MAX = 500;
+const CHART_MAX = 300;
+const POLL_MS = 2000;
+const TOKEN_KEY = "clarion.api-token";
+
+interface EventInfo {
+  id: number;
+  name: string;
+  source: string;
+  hosts: string[];
+  local_predicate: string;
+  interval_ns: number;
+  added: string;
+}
+
+interface Report {
+  event: string;
+  window: { start: string; end: string };
+  group: Record<string, unknown>;
+  values: Record<string, number | null>;
+  host: string;
+  worker: number | null;
+  completeness: { malformed: number; dropped: number; untracked: number; complete: boolean };
+}
+
+const $ = <T extends HTMLElement>(id: string): T => {
+  const e = document.getElementById(id);
+  if (!e) throw new Error(`the page lacks #${id}`);
+  return e as T;
+};
+
+function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  e.append(...children);
+  return e;
+}
+
+class Unauthorized extends Error {}
+
+let token = sessionStorage.getItem(TOKEN_KEY) ?? "";
+let events: EventInfo[] = [];
+let streamAbort: AbortController | undefined;
+let pollTimer: number | undefined;
+
+async function api(method: string, path: string, body?: string): Promise<Response> {
+  const headers: Record<string, string> = { Authorization: `Bearer ${token}` };
+  if (body !== undefined) headers["Content-Type"] = "text/plain; charset=utf-8";
+  const r = await fetch(path, { method, headers, body, cache: "no-store", credentials: "omit" });
+  if (r.status === 401) throw new Unauthorized(await errorText(r));
+  return r;
+}
+
+/** The `error` of an error body, or the status line. */
+async function errorText(r: Response): Promise<string> {
+  const text = await r.text();
+  try {
+    const e = JSON.parse(text) as { error?: unknown };
+    if (typeof e.error === "string") return e.error;
+  } catch {
+    // not JSON: shown as is below
+  }
+  return `${r.status} ${r.statusText}${text ? `: ${text}` : ""}`;
+}
+
+function setStatus(text: string, bad = false): void {
+  const s = $("status");
+  s.textContent = text;
+  s.className = bad ? "error" : "";
+}
+
+// ---- sign in / out
+
+function signedIn(on: boolean): void {
+  $("app").hidden = !on;
+  $("login").hidden = on;
+  $("logout").hidden = !on;
+}
+
+async function signIn(t: string): Promise<void> {
+  token = t;
+  const err = $("login-error");
+  try {
+    const r = await api("GET", "/v1/events");
+    if (!r.ok) throw new Error(await errorText(r));
+    sessionStorage.setItem(TOKEN_KEY, t);
+    err.hidden = true;
+    signedIn(true);
+    showEvents((await r.json()) as EventInfo[]);
+    startPolling();
+    startStream();
+  } catch (e) {
+    signOut();
+    err.textContent = e instanceof Unauthorized ? `The API refused the token: ${e.message}` : `Could not reach the API: ${String(e instanceof Error ? e.message : e)}`;
+    err.hidden = false;
+  }
+}
+
+function signOut(): void {
+  token = "";
+  sessionStorage.removeItem(TOKEN_KEY);
+  streamAbort?.abort();
+  streamAbort = undefined;
+  if (pollTimer !== undefined) clearInterval(pollTimer);
+  pollTimer = undefined;
+  signedIn(false);
+  setStatus("not signed in");
+}
+
+/** Every call's failure: a refused token signs out; anything else is shown in the status line. */
+function failed(e: unknown): void {
+  if (e instanceof Unauthorized) {
+    signOut();
+    const err = $("login-error");
+    err.textContent = `The API refused the token: ${e.message}`;
+    err.hidden = false;
+  } else {
+    setStatus(`API unreachable: ${e instanceof Error ? e.message : String(e)}`, true);
+  }
+}
+
+// ---- events
+
+function everyText(ns: number): string {
+  if (ns % 1e9 === 0) return `${ns / 1e9}s`;
+  if (ns % 1e6 === 0) return `${ns / 1e6}ms`;
+  return `${ns / 1e3}us`;
+}
+
+function showEvents(list: EventInfo[]): void {
+  events = list;
+  const body = $("events").querySelector("tbody") as HTMLTableSectionElement;
+  body.replaceChildren(
+    ...list.map((e) => {
+      const remove = h("button", { type: "button", class: "danger", "data-remove": e.name }, "Remove");
+      remove.addEventListener("click", () => void removeEvent(e.name, remove));
+      const name = h("td", {}, h("code", {}, e.name));
+      name.title = e.source;
+      return h(
+        "tr",
+        { "data-event": e.name },
+        name,
+        h("td", {}, e.hosts.length ? e.hosts.join(", ") : "none"),
+        h("td", {}, h("code", {}, e.local_predicate)),
+        h("td", {}, everyText(e.interval_ns)),
+        h("td", {}, e.added),
+        h("td", {}, remove),
+      );
+    }),
+  );
+  $("events-empty").hidden = list.length > 0;
+}
+
+async function removeEvent(name: string, button: HTMLButtonElement): Promise<void> {
+  // Two clicks: a slip of the mouse must not remove an event.
+  if (button.dataset.armed !== "1") {
+    button.dataset.armed = "1";
+    button.textContent = "Confirm removal";
+    setTimeout(() => {
+      button.dataset.armed = "";
+      button.textContent = "Remove";
+    }, 4000);
+    return;
+  }
+  try {
+    const r = await api("DELETE", `/v1/events/${encodeURIComponent(name)}`);
+    if (!r.ok) setStatus(`Could not remove ${name}: ${await errorText(r)}`, true);
+    else setStatus(`Removed ${name}`);
+    await refresh();
+  } catch (e) {
+    failed(e);
+  }
+}
+
+async function addEvents(ev: SubmitEvent): Promise<void> {
+  ev.preventDefault();
+  const area = $<HTMLTextAreaElement>("source");
+  const source = area.value;
+  const error = $("add-error");
+  const ok = $("add-ok");
+  const view = $("source-view");
+  try {
+    const r = await api("POST", "/v1/events", source);
+    if (r.ok) {
+      const added = (await r.json()) as EventInfo[];
+      error.hidden = true;
+      view.hidden = true;
+      ok.textContent = `Added ${added.map((e) => `${e.name} (on ${e.hosts.length} host(s): ${e.local_predicate})`).join(", ")}`;
+      ok.hidden = false;
+      area.value = "";
+      await refresh();
+      return;
+    }
+    const text = await errorText(r);
+    ok.hidden = true;
+    error.textContent = text;
+    error.hidden = false;
+    showSpans(source, text);
+  } catch (e) {
+    failed(e);
+  }
+}
+
+/** The source with the spans the errors point at marked, and the first one selected in the text area. */
+function showSpans(source: string, rendered: string): void {
+  const view = $("source-view");
+  const ranges = spansOf(rendered)
+    .map((s) => offsets(source, s))
+    .sort((a, b) => a[0] - b[0]);
+  if (ranges.length === 0) {
+    view.hidden = true;
+    return;
+  }
+  const parts: (Node | string)[] = [];
+  let at = 0;
+  for (const [a, b] of ranges) {
+    if (a < at) continue; // overlapping spans: the first is marked
+    parts.push(source.slice(at, a), h("mark", {}, source.slice(a, b)));
+    at = b;
+  }
+  parts.push(source.slice(at));
+  view.replaceChildren(...parts);
+  view.hidden = false;
+  const area = $<HTMLTextAreaElement>("source");
+  area.focus();
+  area.setSelectionRange(ranges[0][0], ranges[0][1]);
+}
+
+// ---- hosts
+
+/** Known columns first; any other field a host reports (health the server adds later) follows as it is. */
+const HOST_COLUMNS = ["name", "state", "prefixes", "last_seen_ms", "finished", "triggers", "satisfaction_reports", "polls_answered", "polls_missed"];
+
+function cell(v: unknown): HTMLTableCellElement {
+  if (typeof v === "number") return h("td", { class: "num" }, v.toLocaleString("en-US"));
+  if (Array.isArray(v)) return h("td", {}, v.join(", "));
+  if (v === null || v === undefined) return h("td", { class: "muted" }, "–");
+  if (typeof v === "object") return h("td", {}, JSON.stringify(v));
+  return h("td", {}, String(v));
+}
+
+function showHosts(list: Record<string, unknown>[]): void {
+  const extra = [...new Set(list.flatMap((x) => Object.keys(x)))].filter((k) => !HOST_COLUMNS.includes(k));
+  const columns = [...HOST_COLUMNS, ...extra];
+  const table = $("hosts");
+  (table.querySelector("thead") as HTMLTableSectionElement).replaceChildren(h("tr", {}, ...columns.map((c) => h("th", {}, c.replaceAll("_", " ")))));
+  (table.querySelector("tbody") as HTMLTableSectionElement).replaceChildren(
+    ...list.map((host) =>
+      h(
+        "tr",
+        { "data-host": String(host.name) },
+        ...columns.map((c) => {
+          const td = cell(host[c]);
+          if (c === "state") td.className = `state-${String(host[c])}`;
+          return td;
+        }),
+      ),
+    ),
+  );
+  $("hosts-empty").hidden = list.length > 0;
+}
+
+// ---- polling
+
+async function refresh(): Promise<void> {
+  try {
+    const [e, hs] = await Promise.all([api("GET", "/v1/events"), api("GET", "/v1/hosts")]);
+    if (e.ok) showEvents((await e.json()) as EventInfo[]);
+    else setStatus(`events: ${await errorText(e)}`, true);
+    if (hs.ok) showHosts((await hs.json()) as Record<string, unknown>[]);
+    else setStatus(`hosts: ${await errorText(hs)}`, true);
+  } catch (err) {
+    failed(err);
+  }
+}
+
+function startPolling(): void {
+  if (pollTimer !== undefined) clearInterval(pollTimer);
+  void refresh();
+  pollTimer = window.setInterval(() => void refresh(), POLL_MS);
+}
+
+// ---- the live feed and charts
+
+function startStream(): void {
+  streamAbort?.abort();
+  const abort = new AbortController();
+  streamAbort = abort;
+  void follow(abort.signal);
+}
+
+async function follow(signal: AbortSignal): Promise<void> {
+  let backoff = 500;
+  const state = $("stream");
+  while (!signal.aborted) {
+    try {
+      const r = await fetch("/v1/reports", { headers: { Authorization: `Bearer ${token}`, Accept: "text/event-stream" }, signal, cache: "no-store", credentials: "omit" });
+      if (r.status === 401) throw new Unauthorized(await errorText(r));
+      if (!r.ok || !r.body) throw new Error(await errorText(r));
+      state.textContent = "(live)";
+      state.dataset.state = "live";
+      backoff = 500;
+      const parser = new SseParser(
+        (m) => {
+          if (m.event === "report") report(m.data);
+        },
+        (c) => {
+          if (c.startsWith("lagged")) notice(`The console fell behind: ${c}`);
+        },
+      );
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        parser.push(value);
+      }
+      notice("The report stream ended (the manager stopped?); reconnecting.");
+    } catch (e) {
+      if (signal.aborted) return;
+      if (e instanceof Unauthorized) return failed(e);
+      state.textContent = `(reconnecting: ${e instanceof Error ? e.message : String(e)})`;
+    }
+    state.dataset.state = "reconnecting";
+    await new Promise((done) => setTimeout(done, backoff));
+    backoff = Math.min(backoff * 2, 10_000);
+  }
+}
+
+function notice(text: string): void {
+  prepend(h("li", { class: "notice" }, text));
+}
+
+function prepend(li: HTMLLIElement): void {
+  const feed = $("feed");
+  feed.prepend(li);
+  while (feed.childElementCount > FEED_MAX) feed.lastElementChild?.remove();
+}
+
+function report(data: string): void {
+  let r: Report;
+  try {
+    r = JSON.parse(data) as Report;
+  } catch {
+    notice(`A report that is not JSON: ${data.slice(0, 200)}`);
+    return;
+  }
+  const c = r.completeness;
+  const lossless = c && c.malformed === 0 && c.dropped === 0 && c.untracked === 0 && c.complete;
+  const group = Object.entries(r.group ?? {}).map(([k, v]) => `${k}=${v === null ? "–" : String(v)}`).join(" ");
+  const values = Object.entries(r.values ?? {}).map(([k, v]) => `${k} = ${v === null ? "undefined" : String(v)}`).join(", ");
+  const li = h(
+    "li",
+    { "data-event": r.event },
+    h("span", { class: "when" }, r.window?.end ?? ""),
+    h("span", { class: "event" }, r.event),
+    h("code", {}, group),
+    " ",
+    values,
+    h("span", { class: "muted" }, ` · ${r.host}`),
+  );
+  if (!lossless) {
+    li.append(h("span", { class: "lossy", title: "the monitor did not see this window in full (docs/reports.md, Completeness)" }, " !"));
+  }
+  prepend(li);
+  plot(r);
+}
+
+/** Per event, per value: its points, and its threshold from the event's source. */
+const series = new Map<string, Map<string, Point[]>>();
+
+function thresholdOf(event: string, value: string): Threshold | undefined {
+  const e = events.find((x) => x.name === event);
+  return e ? thresholds(e.source, e.interval_ns).get(value) : undefined;
+}
+
+function plot(r: Report): void {
+  const t = rfc3339Ms(r.window?.end ?? "");
+  if (!Number.isFinite(t)) return;
+  let byValue = series.get(r.event);
+  if (!byValue) {
+    byValue = new Map();
+    series.set(r.event, byValue);
+  }
+  for (const [name, v] of Object.entries(r.values ?? {})) {
+    if (typeof v !== "number") continue;
+    const points = byValue.get(name) ?? [];
+    points.push({ t, v });
+    if (points.length > CHART_MAX) points.splice(0, points.length - CHART_MAX);
+    byValue.set(name, points);
+  }
+  drawCharts();
+}
+
+let drawPending = false;
+
+/** Redraws at most once a frame, however many reports arrive. */
+function drawCharts(): void {
+  if (drawPending) return;
+  drawPending = true;
+  requestAnimationFrame(() => {
+    drawPending = false;
+    const boxes: HTMLElement[] = [];
+    for (const [event, byValue] of [...series].sort(([a], [b]) => a.localeCompare(b))) {
+      for (const [value, points] of byValue) {
+        const th = thresholdOf(event, value);
+        const title = h("h3", {}, h("code", {}, event), " ", h("code", {}, value), th ? ` (threshold ${th.op} ${th.value.toLocaleString("en-US")})` : " (no threshold read from the event)");
+        const box = h("div", { class: "chart", "data-event": event, "data-value": value, "data-points": String(points.length) }, title);
+        box.append(chart(points, th));
+        boxes.push(box);
+      }
+    }
+    $("charts").replaceChildren(...boxes);
+  });
+}
+
+// ---- start
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("login").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const input = $<HTMLInputElement>("token");
+    const t = input.value.trim();
+    input.value = "";
+    void signIn(t);
+  });
+  $("logout").addEventListener("click", signOut);
+  $("add").addEventListener("submit", (ev) => void addEvents(ev as SubmitEvent));
+  $("source").addEventListener("input", () => {
+    $("source-view").hidden = true;
+  });
+  if (token) void signIn(token);
+  else signedIn(false);
+});
