@@ -187,3 +187,26 @@ fn over_tcp_octet_counted() {
         check(&syslog_parser::parse(text).unwrap(), r, 16);
     }
 }
+
+#[test]
+fn over_a_unix_datagram_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let rx = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut s = sink(SyslogAddr::parse(&format!("unix://{}", path.display())).unwrap());
+    let sent = some_reports();
+    for r in &sent {
+        s.write(r).unwrap();
+    }
+    assert_eq!(s.finish().unwrap().delivered, sent.len() as u64);
+    let mut buf = [0u8; 65536];
+    for r in &sent {
+        let n = rx.recv(&mut buf).unwrap();
+        check(
+            &syslog_parser::parse(std::str::from_utf8(&buf[..n]).unwrap()).unwrap(),
+            r,
+            16,
+        );
+    }
+}
