@@ -16,6 +16,11 @@
 //! controls (DNS rebinding: a foreign `Host`). Allowed: `localhost`,
 //! loopback addresses, the address the API is bound to, and the names the
 //! caller adds ([`ControlHandle::allow_host`]); any port.
+//!
+//! The web console (`clarion_console`: a page and its bundle, embedded) is
+//! served at `/` and `/console/*` without the token (the files hold no
+//! data; the page calls `/v1/*` with the token its operator types) but
+//! behind the same `Host`/`Origin` checks.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -285,6 +290,39 @@ async fn reports(State(h): State<ControlHandle>) -> Sse<impl Stream<Item = Resul
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(10)))
 }
 
+/// One of the console's embedded files, or 404; 304 when the browser holds it already.
+async fn console_file(req: Request) -> Response {
+    let Some(a) = clarion_console::asset(req.uri().path()) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(ErrorBody {
+                error: format!("no console file `{}`", req.uri().path()),
+            }),
+        )
+            .into_response();
+    };
+    let fresh = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| clarion_console::not_modified(v, a.etag));
+    let mut r = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        ([(header::CONTENT_TYPE, a.content_type)], a.body).into_response()
+    };
+    let h = r.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static(clarion_console::CACHE_CONTROL),
+    );
+    h.insert(header::ETAG, header::HeaderValue::from_static(a.etag));
+    for (name, value) in clarion_console::SECURITY_HEADERS {
+        h.insert(name, header::HeaderValue::from_static(value));
+    }
+    r
+}
+
 /// Refuses requests that name a foreign host or come from a foreign page.
 async fn check_origin(State(h): State<ControlHandle>, req: Request, next: Next) -> Response {
     let headers = req.headers();
@@ -355,6 +393,9 @@ pub fn router(h: ControlHandle) -> Router {
         .route_layer(middleware::from_fn_with_state(h.clone(), check_token));
     Router::new()
         .route("/v1/health", get(health))
+        .route("/", get(console_file))
+        .route("/index.html", get(console_file))
+        .route("/console/{file}", get(console_file))
         .merge(guarded)
         .layer(middleware::from_fn_with_state(h.clone(), check_origin))
         .with_state(h)
@@ -604,6 +645,93 @@ mod tests {
         assert_eq!(refused(c.remove_export("x")), (404, why.to_string()));
         let good = "export x\n  send headers to collector 127.0.0.1\n";
         assert_eq!(refused(c.add_exports(good)), (404, why.to_string()));
+    }
+
+    /// One raw HTTP/1.1 exchange: the status, the headers (lowercase names) and the body.
+    fn exchange(addr: SocketAddr, head: &str) -> (u16, Vec<(String, String)>, Vec<u8>) {
+        let mut s = TcpStream::connect(addr).expect("connects");
+        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        write!(s, "{head}Connection: close\r\n\r\n").expect("sent");
+        let mut all = Vec::new();
+        let _ = s.read_to_end(&mut all);
+        let end = all.windows(4).position(|w| w == b"\r\n\r\n").expect("a head");
+        let text = String::from_utf8_lossy(&all[..end]).to_string();
+        let mut lines = text.split("\r\n");
+        let status = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        (status, headers, all[end + 4..].to_vec())
+    }
+
+    fn header_of<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn the_console_is_served_without_the_token_with_its_headers() {
+        let (addr, _commands) = serve(Some("s3cret"));
+        for a in &clarion_console::ASSETS {
+            let (status, headers, body) =
+                exchange(addr, &format!("GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\n", a.path));
+            assert_eq!(status, 200, "{}", a.path);
+            assert_eq!(body, a.body, "{}", a.path);
+            assert_eq!(header_of(&headers, "content-type"), Some(a.content_type));
+            assert_eq!(header_of(&headers, "cache-control"), Some("no-cache"));
+            assert_eq!(header_of(&headers, "etag"), Some(a.etag));
+            for (name, value) in clarion_console::SECURITY_HEADERS {
+                assert_eq!(header_of(&headers, name), Some(value), "{name} of {}", a.path);
+            }
+            // Revalidation: the same ETag gets 304 and no body; another gets the file.
+            let head = format!(
+                "GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: {}\r\n",
+                a.path, a.etag
+            );
+            let (status, headers, body) = exchange(addr, &head);
+            assert_eq!((status, body.len()), (304, 0), "{}", a.path);
+            assert_eq!(header_of(&headers, "etag"), Some(a.etag));
+            let head = format!(
+                "GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \"0\"\r\n",
+                a.path
+            );
+            assert_eq!(exchange(addr, &head).0, 200);
+        }
+        let index = exchange(addr, "GET /index.html HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        assert_eq!(
+            (index.0, index.2.as_slice()),
+            (200, clarion_console::ASSETS[0].body)
+        );
+        assert_eq!(
+            exchange(addr, "GET /console/nope.js HTTP/1.1\r\nHost: 127.0.0.1\r\n").0,
+            404
+        );
+        assert_eq!(
+            exchange(addr, "GET /console/ HTTP/1.1\r\nHost: 127.0.0.1\r\n").0,
+            404
+        );
+        assert_eq!(
+            exchange(
+                addr,
+                "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n"
+            )
+            .0,
+            405
+        );
+        // The page's own data still needs the token...
+        assert_eq!(
+            exchange(addr, "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n").0,
+            401
+        );
+        // ...and the console, like the API, refuses a rebound name or a foreign page.
+        assert_eq!(exchange(addr, "GET / HTTP/1.1\r\nHost: evil.example\r\n").0, 403);
+        let foreign =
+            "GET /console/console.js HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://evil.example\r\n";
+        assert_eq!(exchange(addr, foreign).0, 403);
     }
 
     #[test]
