@@ -480,3 +480,129 @@ fn real_captures_wrapped_in_tunnels_parse_as_themselves() {
         assert!(inner > 0, "{}: no frame could be wrapped", path.display());
     }
 }
+
+/// Events for any traffic: every connection, every service port.
+const ANY_TRAFFIC: &str = "\
+event connections
+  when sum(packets) >= 1 and max(ttl) > 0
+  per 5tuple
+  every 1s
+
+event ports
+  filter proto = tcp
+  when sum(size) > 0 and count(is_lost == 1) >= 0
+  per dst_port
+  every 1s
+";
+
+/// `frames` as a pcap file of link type `link`.
+fn write_pcap(path: &Path, link: LinkType, frames: &[(u64, Vec<u8>, u32)]) {
+    let f = std::fs::File::create(path).expect("create");
+    let mut w = clarion_capture::PcapWriter::new(
+        std::io::BufWriter::new(f),
+        link,
+        clarion_capture::TsResolution::Nano,
+    )
+    .expect("header");
+    for (ts, data, orig) in frames {
+        w.write_packet(*ts, data, *orig).expect("write");
+    }
+    let mut inner = w.into_inner().expect("flush");
+    std::io::Write::flush(&mut inner).expect("flush");
+}
+
+/// The IP packets of real Ethernet captures, written as pcap files of
+/// link type PPP (DLT 9), Cisco HDLC (DLT 104) and Ethernet with PPPoE:
+/// `clarion run` reports on each exactly as on the same packets in plain
+/// Ethernet frames, completeness included (the same packets, none lost).
+#[test]
+fn ppp_hdlc_and_pppoe_captures_report_as_ethernet() {
+    let dir = repo().join("../shared/captures");
+    if !dir.is_dir() {
+        eprintln!("skipped: no captures at {}", dir.display());
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let events = tmp.path().join("any.clarion");
+    std::fs::write(&events, ANY_TRAFFIC).expect("events file");
+    for name in [
+        "dpkt_http.pcap",
+        "pathspider_tcp_ecn.pcap",
+        "libtrace_anon-v6.pcap",
+    ] {
+        let mut src = clarion_capture::CaptureFile::open(&dir.join(name)).expect("open capture");
+        // (time, IP bytes, their original length, EtherType) of every
+        // untagged IPv4/IPv6 frame.
+        let mut packets = Vec::new();
+        while let Some(Ok(p)) = src.next_packet() {
+            if p.link != LinkType::Ethernet || p.data.len() <= 14 {
+                continue;
+            }
+            let etype = u16::from_be_bytes([p.data[12], p.data[13]]);
+            if matches!(etype, 0x0800 | 0x86dd) {
+                packets.push((
+                    p.ts_ns,
+                    p.data[14..].to_vec(),
+                    p.orig_len.saturating_sub(14),
+                    etype,
+                ));
+            }
+        }
+        assert!(!packets.is_empty(), "{name}: no IP frames");
+        let framed = |header: &dyn Fn(u16) -> Vec<u8>| -> Vec<(u64, Vec<u8>, u32)> {
+            packets
+                .iter()
+                .map(|(ts, ip, orig, etype)| {
+                    let h = header(*etype);
+                    ([h.as_slice(), ip].concat(), *ts, *orig + h.len() as u32)
+                })
+                .map(|(f, ts, orig)| (ts, f, orig))
+                .collect()
+        };
+        let ppp_protocol = |etype: u16| if etype == 0x0800 { 0x0021u16 } else { 0x0057 };
+        let mac = [0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01];
+        let variants: [(&str, LinkType, Vec<(u64, Vec<u8>, u32)>); 5] = [
+            (
+                "ethernet",
+                LinkType::Ethernet,
+                framed(&|t| [&mac[..], &t.to_be_bytes()].concat()),
+            ),
+            (
+                "ppp",
+                LinkType::Ppp,
+                framed(&|t| [&[0xff, 0x03][..], &ppp_protocol(t).to_be_bytes()].concat()),
+            ),
+            // Address and control compressed away, protocol compressed to a byte.
+            (
+                "ppp-acfc-pfc",
+                LinkType::Ppp,
+                framed(&|t| vec![ppp_protocol(t) as u8]),
+            ),
+            (
+                "c_hdlc",
+                LinkType::CiscoHdlc,
+                framed(&|t| [&[0x0f, 0x00][..], &t.to_be_bytes()].concat()),
+            ),
+            (
+                "pppoe",
+                LinkType::Ethernet,
+                framed(&|t| {
+                    let session = [0x11, 0x00, 0x12, 0x34, 0x00, 0x00];
+                    [&mac[..], &[0x88, 0x64], &session, &ppp_protocol(t).to_be_bytes()].concat()
+                }),
+            ),
+        ];
+        let mut want: Option<Vec<String>> = None;
+        for (variant, link, frames) in &variants {
+            let path = tmp.path().join(format!("{variant}.pcap"));
+            write_pcap(&path, *link, frames);
+            let got: Vec<String> = reports(&path, &events).iter().map(Value::to_string).collect();
+            assert!(!got.is_empty(), "{name} as {variant}: no reports");
+            match &want {
+                None => want = Some(got),
+                Some(w) => assert_eq!(&got, w, "{name} as {variant} differs from Ethernet"),
+            }
+        }
+        eprintln!("{name}: {} packets, reports alike on 5 framings", packets.len());
+    }
+}
