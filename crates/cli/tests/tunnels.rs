@@ -495,8 +495,11 @@ event ports
   every 1s
 ";
 
+/// Frames to write: time, bytes, original length.
+type Frames = Vec<(u64, Vec<u8>, u32)>;
+
 /// `frames` as a pcap file of link type `link`.
-fn write_pcap(path: &Path, link: LinkType, frames: &[(u64, Vec<u8>, u32)]) {
+fn write_pcap(path: &Path, link: LinkType, frames: &Frames) {
     let f = std::fs::File::create(path).expect("create");
     let mut w = clarion_capture::PcapWriter::new(
         std::io::BufWriter::new(f),
@@ -549,7 +552,7 @@ fn ppp_hdlc_and_pppoe_captures_report_as_ethernet() {
             }
         }
         assert!(!packets.is_empty(), "{name}: no IP frames");
-        let framed = |header: &dyn Fn(u16) -> Vec<u8>| -> Vec<(u64, Vec<u8>, u32)> {
+        let framed = |header: &dyn Fn(u16) -> Vec<u8>| -> Frames {
             packets
                 .iter()
                 .map(|(ts, ip, orig, etype)| {
@@ -561,7 +564,7 @@ fn ppp_hdlc_and_pppoe_captures_report_as_ethernet() {
         };
         let ppp_protocol = |etype: u16| if etype == 0x0800 { 0x0021u16 } else { 0x0057 };
         let mac = [0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01];
-        let variants: [(&str, LinkType, Vec<(u64, Vec<u8>, u32)>); 5] = [
+        let variants: [(&str, LinkType, Frames); 5] = [
             (
                 "ethernet",
                 LinkType::Ethernet,
