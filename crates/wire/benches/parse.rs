@@ -2,6 +2,7 @@
 //!
 //! The mix is weighted like ordinary traffic: mostly Ethernet/IPv4/TCP data
 //! segments, some IPv6, VLAN-tagged, UDP, ICMP and cooked-capture frames.
+//! Beside it, the most common frame alone, and the same inside VXLAN.
 
 use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -84,6 +85,24 @@ fn mix() -> Vec<(LinkType, Vec<u8>)> {
     specs.iter().map(|s| (s.link, s.build())).collect()
 }
 
+/// `inner` (an Ethernet frame) in VXLAN over Ethernet/IPv4/UDP 4789.
+fn vxlan(inner: &[u8]) -> Vec<u8> {
+    let mut carried = vec![0x08, 0, 0, 0, 0, 0, 42, 0];
+    carried.extend_from_slice(inner);
+    let spec = FrameSpec {
+        transport: Transport::Udp {
+            src_port: 49152,
+            dst_port: 4789,
+        },
+        payload_len: carried.len(),
+        ..FrameSpec::default()
+    };
+    let mut f = spec.build();
+    let at = f.len() - carried.len();
+    f[at..].copy_from_slice(&carried);
+    f
+}
+
 fn bench_parse(c: &mut Criterion) {
     let frames = mix();
     let mut g = c.benchmark_group("parse_frame");
@@ -99,6 +118,18 @@ fn bench_parse(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.bench_function("ethernet_ipv4_tcp", |b| {
         b.iter(|| black_box(parse_frame(*link, black_box(f), 0, f.len() as u32)))
+    });
+    // The same segment inside VXLAN: the tunnel's cost.
+    let vxlan = vxlan(f);
+    g.bench_function("vxlan_ethernet_ipv4_tcp", |b| {
+        b.iter(|| {
+            black_box(parse_frame(
+                LinkType::Ethernet,
+                black_box(&vxlan),
+                0,
+                vxlan.len() as u32,
+            ))
+        })
     });
     g.finish();
 }
