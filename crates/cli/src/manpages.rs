@@ -40,7 +40,10 @@ pub fn man(a: &ManArgs) -> Result<ExitCode, Failure> {
 fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> anyhow::Result<usize> {
     // The page's title is its file name, as `man` shows it; every page
     // carries the program's version (subcommands have none of their own).
-    let page = cmd.clone().name(name.to_string()).version(env!("CARGO_PKG_VERSION"));
+    let page = cmd
+        .clone()
+        .name(name.to_string())
+        .version(env!("CARGO_PKG_VERSION"));
     let mut roff = Vec::new();
     clap_mangen::Man::new(page)
         .render(&mut roff)

@@ -338,7 +338,10 @@ fn completions_know_every_command_and_flag() {
         for c in &commands {
             assert!(script.contains(c.as_str()), "{shell} completes `{c}`");
         }
-        assert!(script.contains("adapt"), "{shell} completes run's flags (--adapt)");
+        assert!(
+            script.contains("adapt"),
+            "{shell} completes run's flags (--adapt)"
+        );
     }
     let o = clarion().args(["completions", "tcsh"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
