@@ -39,6 +39,7 @@ DEPS=(
   "tcpdump:tcpdump:outer and inner captures of real tunnel devices (crates/cli/tests/tunnels.rs)"
   "python3:python3:TCP through real tunnel devices (crates/cli/tests/tunnels.rs)"
   "ip:iproute2:VXLAN, Geneve, GRE and GRE-tap devices between namespaces (crates/cli/tests/tunnels.rs)"
+  "chromium:chromium:the web console in headless Chromium, driven by Playwright (crates/cli/tests/console.rs; Node.js 20+ and npm come from elsewhere: Debian 12 has 18)"
 )
 
 # Ends here: the Python readers after the Debian packages (python3 first).

@@ -9,6 +9,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== test tools (scripts/deps.sh)"
 bash scripts/deps.sh
+echo "== web console (console/: npm ci, rebuild, committed dist, typecheck)"
+# Before cargo test: the console's Playwright test uses console/node_modules.
+if command -v npm >/dev/null 2>&1 && node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 1 : 0)'; then
+  (cd console && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build && npm run --silent typecheck)
+  if [ -n "$(git status --porcelain -- console/dist)" ]; then
+    git status --short -- console/dist
+    echo "console/dist is not the build of console/src: run 'npm run build' in console/ and commit console/dist"
+    exit 1
+  fi
+else
+  echo "skipped: npm with Node.js 20 or later is not installed (the console's Playwright test skips too)"
+fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

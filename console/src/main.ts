@@ -100,6 +100,7 @@ async function signIn(t: string): Promise<void> {
     sessionStorage.setItem(TOKEN_KEY, t);
     err.hidden = true;
     signedIn(true);
+    setStatus(`signed in to ${location.host}`);
     showEvents((await r.json()) as EventInfo[]);
     startPolling();
     startStream();
@@ -283,6 +284,7 @@ async function refresh(): Promise<void> {
     else setStatus(`events: ${await errorText(e)}`, true);
     if (hs.ok) showHosts((await hs.json()) as Record<string, unknown>[]);
     else setStatus(`hosts: ${await errorText(hs)}`, true);
+    if (e.ok && hs.ok) setStatus(`signed in to ${location.host} · updated ${new Date().toLocaleTimeString()}`);
   } catch (err) {
     failed(err);
   }
@@ -362,9 +364,10 @@ function report(data: string): void {
   const lossless = c && c.malformed === 0 && c.dropped === 0 && c.untracked === 0 && c.complete;
   const group = Object.entries(r.group ?? {}).map(([k, v]) => `${k}=${v === null ? "–" : String(v)}`).join(" ");
   const values = Object.entries(r.values ?? {}).map(([k, v]) => `${k} = ${v === null ? "undefined" : String(v)}`).join(", ");
+  // The report's identity, for tests and for copying: window start, group and values as sent.
   const li = h(
     "li",
-    { "data-event": r.event },
+    { "data-event": r.event, "data-start": r.window?.start ?? "", "data-group": JSON.stringify(r.group ?? {}), "data-values": JSON.stringify(r.values ?? {}) },
     h("span", { class: "when" }, r.window?.end ?? ""),
     h("span", { class: "event" }, r.event),
     h("code", {}, group),

@@ -1,0 +1,136 @@
+// End-to-end check of the console in headless Chromium, driven by
+// crates/cli/tests/console.rs (which starts nats-server, the manager and
+// the agents). Protocol on stdio, one line each:
+//   stdout "added"            the event is installed through the form
+//   stdin  "expect N"         the manager wrote N reports of the event
+//   stdout "feed JSON"        the feed's reports of the event, then exit 0
+// Any failure: a message on stderr and exit 1. Environment: CONSOLE_URL,
+// CONSOLE_TOKEN, CONSOLE_EVENT (source), CONSOLE_EVENT_NAME,
+// CONSOLE_BROKEN (a source with an error), CONSOLE_BROKEN_SPAN (the text
+// its error points at), CONSOLE_VALUE (a value the reports carry),
+// CONSOLE_SHOTS (where screenshots go), CONSOLE_HOSTS (how many hosts).
+import { chromium } from "playwright-core";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+
+const env = (k) => {
+  const v = process.env[k];
+  if (v === undefined) throw new Error(`${k} is not set`);
+  return v;
+};
+const url = env("CONSOLE_URL");
+const name = env("CONSOLE_EVENT_NAME");
+const shots = env("CONSOLE_SHOTS");
+const value = env("CONSOLE_VALUE");
+const LIMIT = 120_000;
+
+const lines = createInterface({ input: process.stdin });
+const nextLine = () => new Promise((resolve, reject) => {
+  lines.once("line", resolve);
+  lines.once("close", () => reject(new Error("stdin closed")));
+});
+const check = (ok, what) => {
+  if (!ok) throw new Error(what);
+};
+
+const profile = mkdtempSync(join(tmpdir(), "clarion-console-chromium-"));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: "/usr/bin/chromium",
+  headless: true,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  viewport: { width: 1400, height: 1000 },
+});
+const problems = [];
+let code = 0;
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(LIMIT);
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("console", (m) => {
+    // The wrong token's 401 and the refused event's 400 are expected; anything else (a CSP violation, a script error) is not.
+    if (m.type() === "error" && !/status of 40[01]/.test(m.text())) problems.push(`console: ${m.text()}`);
+  });
+  const requests = [];
+  page.on("request", (r) => requests.push(r.url()));
+
+  const resp = await page.goto(url);
+  check(resp?.status() === 200, `GET / answered ${resp?.status()}`);
+  const csp = resp.headers()["content-security-policy"] ?? "";
+  check(csp.includes("default-src 'none'"), `the page's CSP: ${csp}`);
+  await page.locator("#login").waitFor();
+  check(await page.locator("#app").isHidden(), "the panels are hidden before the token");
+
+  // A wrong token is refused and said so.
+  await page.fill("#token", "not-the-token");
+  await page.click("#login button[type=submit]");
+  await page.locator("#login-error").waitFor({ state: "visible" });
+  check((await page.textContent("#login-error")).includes("refused the token"), "a wrong token is refused");
+
+  await page.fill("#token", env("CONSOLE_TOKEN"));
+  await page.click("#login button[type=submit]");
+  await page.locator("#app").waitFor({ state: "visible" });
+  check(await page.evaluate(() => sessionStorage.getItem("clarion.api-token")) === env("CONSOLE_TOKEN"), "the token is kept in sessionStorage");
+  await page.locator(`#hosts tbody tr`).nth(Number(env("CONSOLE_HOSTS")) - 1).waitFor();
+
+  // A broken event: the language's error inline, its span marked and selected.
+  await page.fill("#source", env("CONSOLE_BROKEN"));
+  await page.click("#add button[type=submit]");
+  await page.locator("#add-error").waitFor({ state: "visible" });
+  const error = await page.textContent("#add-error");
+  const span = env("CONSOLE_BROKEN_SPAN");
+  check(error.includes(span), `the error names ${span}: ${error}`);
+  const marked = await page.locator("#source-view mark").allTextContents();
+  check(marked.length >= 1 && marked[0] === span, `the marked span: ${JSON.stringify(marked)}`);
+  const selected = await page.$eval("#source", (t) => t.value.slice(t.selectionStart, t.selectionEnd));
+  check(selected === span, `the selected span: ${JSON.stringify(selected)}`);
+  await page.screenshot({ path: join(shots, "error.png"), fullPage: true });
+  check((await page.locator("#events tbody tr").count()) === 0, "nothing installed by a broken event");
+
+  // The event, through the form.
+  await page.fill("#source", env("CONSOLE_EVENT"));
+  await page.click("#add button[type=submit]");
+  await page.locator(`#events tr[data-event="${name}"]`).waitFor();
+  check(await page.locator("#add-error").isHidden(), "no error left shown");
+  console.log("added");
+
+  const expect = /^expect (\d+)$/.exec(await nextLine());
+  check(expect, "the test says how many reports to expect");
+  const n = Number(expect[1]);
+  await page.waitForFunction(([name, n]) => document.querySelectorAll(`#feed li[data-event="${name}"]`).length >= n, [name, n], { timeout: LIMIT });
+  await page.waitForFunction(
+    ([name, value, n]) => Number(document.querySelector(`.chart[data-event="${name}"][data-value="${value}"]`)?.getAttribute("data-points")) >= n,
+    [name, value, n],
+    { timeout: LIMIT },
+  );
+  const circles = await page.locator(`.chart[data-event="${name}"][data-value="${value}"] circle`).count();
+  check(circles === n, `${circles} points drawn for ${n} reports`);
+  const threshold = await page.locator(`.chart[data-event="${name}"][data-value="${value}"] line.threshold`).count();
+  check(threshold === 1, "the threshold is drawn");
+  await page.screenshot({ path: join(shots, "console.png"), fullPage: true });
+
+  const feed = await page.$$eval(`#feed li[data-event="${name}"]`, (lis) =>
+    lis.map((li) => ({ event: li.dataset.event, start: li.dataset.start, group: JSON.parse(li.dataset.group), values: JSON.parse(li.dataset.values) })),
+  );
+
+  // Remove it: two clicks (the first only arms the button).
+  const remove = page.locator(`#events tr[data-event="${name}"] button[data-remove]`);
+  await remove.click();
+  check((await page.locator(`#events tr[data-event="${name}"]`).count()) === 1, "one click removes nothing");
+  await remove.click();
+  await page.locator(`#events tr[data-event="${name}"]`).waitFor({ state: "detached" });
+
+  // No token in any URL the page asked for.
+  check(!requests.some((u) => u.includes(env("CONSOLE_TOKEN"))), "the token never goes in a URL");
+  check(problems.length === 0, problems.join("\n"));
+  console.log(`feed ${JSON.stringify(feed)}`);
+} catch (e) {
+  console.error(`console e2e: ${e instanceof Error ? e.message : e}${problems.length ? `\n${problems.join("\n")}` : ""}`);
+  code = 1;
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+  lines.close();
+}
+process.exit(code);
