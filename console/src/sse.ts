@@ -1,7 +1,9 @@
 // Server-sent events read from a fetch body (EventSource cannot send the
 // Authorization header the API needs). An incremental parser of the
 // text/event-stream format (HTML Living Standard, "Parsing an event
-// stream"): chunks may split lines anywhere; a blank line ends a message;
+// stream"): chunks may split lines anywhere; a line ends at "\r\n", "\r"
+// or "\n" (a "\r" ending a chunk ends its line at once, and a "\n"
+// starting the next chunk is then skipped); a blank line ends a message;
 // lines starting with ':' are comments (the API's "lagged: N reports
 // lost" notices and keep-alives). Cost: linear in the bytes pushed; the
 // buffer holds at most one unfinished line.
@@ -15,6 +17,7 @@ export class SseParser {
   private buf = "";
   private event = "";
   private data: string[] = [];
+  private afterCr = false;
 
   constructor(
     private readonly onMessage: (m: SseMessage) => void,
@@ -22,14 +25,17 @@ export class SseParser {
   ) {}
 
   push(chunk: string): void {
+    if (chunk === "") return;
+    // A "\r" ending the previous chunk may be the first half of "\r\n": its "\n" is no new line.
+    if (this.afterCr && chunk.startsWith("\n")) chunk = chunk.slice(1);
+    this.afterCr = false;
     this.buf += chunk;
     for (;;) {
       const nl = this.buf.search(/\r\n|\r|\n/);
       if (nl < 0) return;
-      // A lone '\r' at the end may be the first half of "\r\n": wait for more.
-      if (this.buf[nl] === "\r" && nl === this.buf.length - 1) return;
       const width = this.buf.startsWith("\r\n", nl) ? 2 : 1;
       const line = this.buf.slice(0, nl);
+      if (width === 1 && this.buf[nl] === "\r" && nl === this.buf.length - 1) this.afterCr = true;
       this.buf = this.buf.slice(nl + width);
       this.line(line);
     }
