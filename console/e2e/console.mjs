@@ -93,6 +93,13 @@ try {
   await page.click("#add button[type=submit]");
   await page.locator(`#events tr[data-event="${name}"]`).waitFor();
   check(await page.locator("#add-error").isHidden(), "no error left shown");
+  // Every count of points the chart shows, as it redraws: the chart must grow live, not at a reload.
+  await page.evaluate(() => {
+    window.__counts = [];
+    new MutationObserver(() => {
+      for (const c of document.querySelectorAll(".chart[data-points]")) window.__counts.push(Number(c.getAttribute("data-points")));
+    }).observe(document.getElementById("charts"), { childList: true, subtree: true });
+  });
   console.log("added");
 
   const expect = /^expect (\d+)$/.exec(await nextLine());
@@ -108,7 +115,12 @@ try {
   check(circles === n, `${circles} points drawn for ${n} reports`);
   const threshold = await page.locator(`.chart[data-event="${name}"][data-value="${value}"] line.threshold`).count();
   check(threshold === 1, "the threshold is drawn");
+  // The hosts' health: every agent up (they linger, answering polls).
+  await page.waitForFunction((n) => document.querySelectorAll("#hosts td.state-up").length >= n, Number(env("CONSOLE_HOSTS")), { timeout: LIMIT });
   await page.screenshot({ path: join(shots, "console.png"), fullPage: true });
+  const counts = await page.evaluate(() => window.__counts);
+  check(counts.length >= 1 && Math.max(...counts) === n, `chart counts ${JSON.stringify(counts)}`);
+  console.error(`the chart grew through ${new Set(counts).size} sizes: ${[...new Set(counts)].join(" ")}`);
 
   const feed = await page.$$eval(`#feed li[data-event="${name}"]`, (lis) =>
     lis.map((li) => ({ event: li.dataset.event, start: li.dataset.start, group: JSON.parse(li.dataset.group), values: JSON.parse(li.dataset.values) })),

@@ -210,6 +210,7 @@ fn an_event_added_in_the_console_fires_live_in_its_feed_and_chart() {
     eprintln!("{:?}: the feed and the chart hold them", started.elapsed());
     let out = wait(browser.take(), "the console script", Duration::from_secs(60));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
     let shown: Vec<Value> = serde_json::from_str(feed).expect("the feed as JSON");
     let shown_rows: Vec<FeedRow> = shown
         .iter()
