@@ -3,15 +3,18 @@
 //! console/e2e/console.mjs (Playwright, `playwright-core` from
 //! console/node_modules, Debian's /usr/bin/chromium) signing in with the
 //! token, adding an event through the form (after a broken one, whose
-//! error and span must show inline), then, while four agents replay the
-//! generated capture, waiting until every report of the event is in the
-//! live feed and on its chart. The feed must hold exactly the reports the
-//! manager wrote (JSON lines), which must be the reference evaluator's.
-//! Screenshots go to the test's directory; with
-//! CLARION_UPDATE_SCREENSHOTS=1 they replace docs/console/*.png.
+//! error and span must show inline), then, while agents replay a capture,
+//! waiting until the reports of the event are in the live feed and on its
+//! chart. The feed must hold exactly the reports the manager wrote (JSON
+//! lines), newest first, the newest 500 when there are more; those must
+//! be the reference's: the reference evaluator's on generated traffic for
+//! four hosts, `clarion run`'s (one monitor, no manager) on a real
+//! capture. Screenshots go to the test's directory; with
+//! CLARION_UPDATE_SCREENSHOTS=1 the first test's replace docs/console/*.png.
 //!
-//! Skipped, saying why, without node, console/node_modules (scripts/test.sh
-//! runs `npm ci` there first), /usr/bin/chromium or nats-server.
+//! Skipped, saying why, without node (20 or later), console/node_modules
+//! (scripts/test.sh runs `npm ci` there first), /usr/bin/chromium or
+//! nats-server.
 
 mod bus;
 
@@ -34,6 +37,8 @@ event service_load_spike
   across hosts
 ";
 const BROKEN: &str = "event x\n  when sum(volum) > 1\n  across hosts\n";
+/// The page's bounds (console/src/main.ts, docs/console.md).
+const FEED_MAX: usize = 500;
 
 fn console_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../console")
@@ -71,7 +76,7 @@ fn require_browser() -> Option<PathBuf> {
     Some(console_dir().join("e2e/console.mjs"))
 }
 
-/// (event, window start, group, values) of a report.
+/// (event, window start, group, values) of a report: what the feed shows.
 type FeedRow = (String, String, Value, Value);
 
 fn feed_row(r: &Value) -> FeedRow {
@@ -81,6 +86,145 @@ fn feed_row(r: &Value) -> FeedRow {
         r["group"].clone(),
         r["values"].clone(),
     )
+}
+
+fn rows_of(text: &str) -> Vec<FeedRow> {
+    text.lines()
+        .map(|l| feed_row(&serde_json::from_str(l).expect("a JSON report")))
+        .collect()
+}
+
+/// One console session against a manager on `nats` with the inventory
+/// of `d`: the event `source` (named `name`, charting `value`) added
+/// through the page, `replay` started, the manager's reports awaited
+/// until `done` says they are all there (given the text of its
+/// `net.jsonl`), then the feed read back. Returns the feed (newest first)
+/// and what the manager wrote.
+struct Session<'a> {
+    d: &'a Path,
+    nats: &'a str,
+    source: &'a str,
+    name: &'a str,
+    value: &'a str,
+    hosts: usize,
+}
+
+impl Session<'_> {
+    fn run<A>(
+        &self,
+        script: &Path,
+        shots: &Path,
+        replay: impl FnOnce() -> A,
+        done: impl Fn(&str) -> bool,
+    ) -> (Vec<FeedRow>, String) {
+        let token = format!("console-test-{}-{}", std::process::id(), T0 % 997);
+        // A long poll timeout: on a busy machine a late answer must not make
+        // an incomplete report (which would differ from the reference).
+        let flags = [
+            "--no-store",
+            "--api-token",
+            &token,
+            "-o",
+            "net.jsonl",
+            "--poll-timeout",
+            "30s",
+        ];
+        let (manager, port) = api_manager(self.d, self.nats, &flags);
+        let mut child = Command::new("node")
+            .arg(script)
+            .current_dir(console_dir())
+            .env("CONSOLE_URL", format!("http://127.0.0.1:{port}/"))
+            .env("CONSOLE_TOKEN", &token)
+            .env("CONSOLE_EVENT", self.source)
+            .env("CONSOLE_EVENT_NAME", self.name)
+            .env("CONSOLE_BROKEN", BROKEN)
+            .env("CONSOLE_BROKEN_SPAN", "volum")
+            .env("CONSOLE_VALUE", self.value)
+            .env("CONSOLE_HOSTS", self.hosts.to_string())
+            .env("CONSOLE_SHOTS", shots)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("node starts");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let browser = Guard::new(child);
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let next = || lines.recv_timeout(Duration::from_secs(180)).ok();
+        let fail = |browser: Guard, what: &str| -> ! {
+            let out = browser.terminate("the console script");
+            panic!("{what}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+
+        let started = Instant::now();
+        match next() {
+            Some(l) if l == "added" => {}
+            other => fail(browser, &format!("said {other:?} instead of `added`")),
+        }
+        eprintln!("{:?}: the event is added through the form", started.elapsed());
+        let _agents = replay();
+        // The manager writes each report as it streams it: wait for all of them.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let written = loop {
+            let text = std::fs::read_to_string(self.d.join("net.jsonl")).unwrap_or_default();
+            if done(&text) || Instant::now() > deadline {
+                break text;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if !done(&written) {
+            let out = manager.terminate("the manager");
+            panic!(
+                "the manager's reports are not the reference's ({} written): {}",
+                written.lines().count(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let n = written.lines().count();
+        eprintln!("{:?}: the manager wrote {n} reports", started.elapsed());
+        writeln!(stdin, "expect {n}").expect("told");
+
+        let feed = match next() {
+            Some(l) if l.starts_with("feed ") => l["feed ".len()..].to_string(),
+            other => fail(browser, &format!("said {other:?} instead of the feed")),
+        };
+        eprintln!("{:?}: the feed and the chart hold them", started.elapsed());
+        let out = wait(browser.take(), "the console script", Duration::from_secs(60));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        let shown: Vec<Value> = serde_json::from_str(&feed).expect("the feed as JSON");
+        let shown = shown
+            .iter()
+            .map(|r| {
+                (
+                    r["event"].as_str().unwrap_or_default().to_string(),
+                    r["start"].as_str().unwrap_or_default().to_string(),
+                    r["group"].clone(),
+                    r["values"].clone(),
+                )
+            })
+            .collect();
+        drop(manager);
+        (shown, written)
+    }
+}
+
+/// The feed is the newest `FEED_MAX` reports the manager wrote, newest first.
+fn assert_feed_is_newest_first(shown: &[FeedRow], written: &str) {
+    let rows = rows_of(written);
+    let newest: Vec<&FeedRow> = rows.iter().rev().take(FEED_MAX).collect();
+    assert_eq!(shown.len(), newest.len(), "each report once, at most {FEED_MAX}");
+    for (i, (s, w)) in shown.iter().zip(newest).enumerate() {
+        assert_eq!(s, w, "feed entry {i} (newest first)");
+    }
 }
 
 #[test]
@@ -101,147 +245,28 @@ fn an_event_added_in_the_console_fires_live_in_its_feed_and_chart() {
     );
     let shots = d.join("shots");
     std::fs::create_dir(&shots).expect("shots dir");
-
     let (_nats, nats_port) = start_server(&server);
     let nats = format!("nats://127.0.0.1:{nats_port}");
-    let token = format!("console-test-{}-{}", std::process::id(), T0 % 997);
-    // A long poll timeout: on a busy machine a late answer must not make
-    // an incomplete report (which would differ from the reference).
-    let (manager, port) = api_manager(
+    let session = Session {
         d,
-        &nats,
-        &[
-            "--no-store",
-            "--api-token",
-            &token,
-            "-o",
-            "net.jsonl",
-            "--poll-timeout",
-            "30s",
-        ],
-    );
-
-    let mut browser = Guard::new(
-        Command::new("node")
-            .arg(&script)
-            .current_dir(console_dir())
-            .env("CONSOLE_URL", format!("http://127.0.0.1:{port}/"))
-            .env("CONSOLE_TOKEN", &token)
-            .env("CONSOLE_EVENT", EVENT)
-            .env("CONSOLE_EVENT_NAME", "service_load_spike")
-            .env("CONSOLE_BROKEN", BROKEN)
-            .env("CONSOLE_BROKEN_SPAN", "volum")
-            .env("CONSOLE_VALUE", "sum(volume)")
-            .env("CONSOLE_HOSTS", "4")
-            .env("CONSOLE_SHOTS", &shots)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("node starts"),
-    );
-    let mut child = browser.take();
-    let mut stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let browser = Guard::new(child);
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let next = |what: &str| -> Option<String> {
-        lines.recv_timeout(Duration::from_secs(180)).ok().or_else(|| {
-            eprintln!("the console script said nothing while {what}");
-            None
-        })
+        nats: &nats,
+        source: EVENT,
+        name: "service_load_spike",
+        value: "sum(volume)",
+        hosts: 4,
     };
-    let fail = |browser: Guard, what: &str| -> ! {
-        let out = browser.terminate("the console script");
-        panic!("{what}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-
-    let started = Instant::now();
-    let Some(added) = next("adding the event") else {
-        fail(browser, "no `added`")
-    };
-    if added != "added" {
-        fail(browser, &format!("said `{added}` instead of `added`"));
-    }
-    eprintln!("{:?}: the event is added through the form", started.elapsed());
-    // The event is installed (through the form): the agents replay at
-    // the capture's pace, as live hosts would (each lingers to answer
-    // polls; killed when the test ends).
-    let _agents = paced_agents(d, &nats);
-    // The manager writes each report as it streams it: wait for all of them.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let written = loop {
-        let text = std::fs::read_to_string(d.join("net.jsonl")).unwrap_or_default();
-        let rows = rows_of_jsonl(&text);
-        if rows.len() >= expected.len() || Instant::now() > deadline {
-            break text;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    if rows_of_jsonl(&written) != expected {
-        let out = manager.terminate("the manager");
-        panic!(
-            "the manager's reports are not the reference's ({} written, {} expected): {}",
-            rows_of_jsonl(&written).len(),
-            expected.len(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    eprintln!(
-        "{:?}: the manager wrote {} reports",
-        started.elapsed(),
-        expected.len()
+    // The agents replay at the capture's pace, as live hosts would (each
+    // lingers to answer polls; killed when the session ends).
+    let (shown, written) = session.run(
+        &script,
+        &shots,
+        || paced_agents(d, &nats),
+        |text| rows_of_jsonl(text).len() >= expected.len(),
     );
-    writeln!(stdin, "expect {}", expected.len()).expect("told");
-
-    let Some(feed) = next("waiting for the feed") else {
-        fail(browser, "no feed")
-    };
-    let Some(feed) = feed.strip_prefix("feed ") else {
-        fail(browser, &format!("said `{feed}` instead of the feed"))
-    };
-    eprintln!("{:?}: the feed and the chart hold them", started.elapsed());
-    let out = wait(browser.take(), "the console script", Duration::from_secs(60));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    let shown: Vec<Value> = serde_json::from_str(feed).expect("the feed as JSON");
-    let shown_rows: Vec<FeedRow> = shown
-        .iter()
-        .map(|r| {
-            (
-                r["event"].as_str().unwrap_or_default().to_string(),
-                r["start"].as_str().unwrap_or_default().to_string(),
-                r["group"].clone(),
-                r["values"].clone(),
-            )
-        })
-        .collect();
-    let written_rows: Vec<FeedRow> = written
-        .lines()
-        .map(|l| feed_row(&serde_json::from_str(l).expect("a JSON report")))
-        .collect();
-    assert_eq!(
-        shown_rows.len(),
-        written_rows.len(),
-        "each report once in the feed"
-    );
-    let key = |r: &FeedRow| format!("{} {} {} {}", r.0, r.1, r.2, r.3);
-    assert_eq!(
-        shown_rows.iter().map(key).collect::<BTreeSet<_>>(),
-        written_rows.iter().map(key).collect::<BTreeSet<_>>()
-    );
-    // Newest first: window starts never increase down the feed.
-    assert!(
-        shown_rows.windows(2).all(|w| w[0].1 >= w[1].1),
-        "newest first: {shown_rows:?}"
-    );
+    assert_eq!(rows_of_jsonl(&written), expected, "the manager's reports");
+    assert_feed_is_newest_first(&shown, &written);
+    let starts: BTreeSet<&str> = shown.iter().map(|r| r.1.as_str()).collect();
+    assert!(starts.len() > 3, "reports of several windows");
     for shot in ["error.png", "console.png"] {
         let png = std::fs::read(shots.join(shot)).expect("screenshot");
         assert!(png.starts_with(b"\x89PNG"), "{shot}");
@@ -251,4 +276,92 @@ fn an_event_added_in_the_console_fires_live_in_its_feed_and_chart() {
             std::fs::write(docs.join(shot), png).expect("screenshot copied");
         }
     }
+}
+
+/// A real capture (an hour of an enterprise LAN) through one agent: more
+/// reports than the feed keeps (it shows the newest 500) and than a chart
+/// keeps (300 points); IPv4 groups of two addresses. The reference is
+/// `clarion run` on the same capture, one monitor and no manager.
+#[test]
+fn a_real_capture_fills_the_feed_up_to_its_bound() {
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures/pathspider_real.pcap");
+    if !capture.exists() {
+        eprintln!("skipped: {} is missing (the shared captures)", capture.display());
+        return;
+    }
+    let Some(server) = require_server() else {
+        return;
+    };
+    let Some(script) = require_browser() else {
+        return;
+    };
+    let event =
+        "event busy_pairs\n  when count(packets) > 20\n  per (src_ip, dst_ip)\n  every 10s\n  across hosts\n";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), "lan 0.0.0.0/0 ::/0\n").expect("inventory");
+    std::fs::write(d.join("local.clarion"), event.replace("  across hosts\n", "")).expect("events");
+    let local = clarion()
+        .args([
+            "run",
+            "--pcap",
+            &capture.to_string_lossy(),
+            "--events",
+            "local.clarion",
+        ])
+        .args(["--format", "json", "-q"])
+        .current_dir(d)
+        .output()
+        .expect("clarion run");
+    assert!(
+        local.status.success(),
+        "{}",
+        String::from_utf8_lossy(&local.stderr)
+    );
+    let local = String::from_utf8(local.stdout).expect("UTF-8");
+    let mut reference = rows_of(&local);
+    reference.iter_mut().for_each(|r| r.0 = "busy_pairs".into());
+    let reference: BTreeSet<String> = reference.iter().map(|r| format!("{r:?}")).collect();
+    assert!(
+        reference.len() > FEED_MAX,
+        "{} reports: more than the feed keeps",
+        reference.len()
+    );
+
+    let shots = d.join("shots");
+    std::fs::create_dir(&shots).expect("shots dir");
+    let (_nats, nats_port) = start_server(&server);
+    let nats = format!("nats://127.0.0.1:{nats_port}");
+    let session = Session {
+        d,
+        nats: &nats,
+        source: event,
+        name: "busy_pairs",
+        value: "count(packets)",
+        hosts: 1,
+    };
+    let as_set =
+        |text: &str| -> BTreeSet<String> { rows_of(text).iter().map(|r| format!("{r:?}")).collect() };
+    let (shown, written) = session.run(
+        &script,
+        &shots,
+        || {
+            let agent = clarion()
+                .args(["agent", "--nats", &nats, "--host", "lan", "--pcap"])
+                .arg(&capture)
+                .current_dir(d)
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("agent starts");
+            Guard::new(agent)
+        },
+        |text| as_set(text).len() >= reference.len(),
+    );
+    assert_eq!(
+        as_set(&written),
+        reference,
+        "the manager's reports are the monitor's"
+    );
+    assert_eq!(written.lines().count(), reference.len(), "each once");
+    assert_feed_is_newest_first(&shown, &written);
 }
