@@ -1,6 +1,6 @@
 //! A real Prometheus scrapes a running `clarion run -i lo` (UDP traffic
 //! sent so its event fires) and, when nats-server is installed, a running
-//! `clarion manager`; then every expression of the Grafana dashboard
+//! `clarion manager` and a live `clarion agent -i lo`; then every expression of the Grafana dashboard
 //! (dashboards/clarion.json) is asked of Prometheus's HTTP API and must
 //! return a series. Both pages are also checked by Prometheus's own
 //! exposition-format linter, `promtool check metrics`.
@@ -153,10 +153,11 @@ fn promtool_accepts(page: &str, what: &str) {
     );
 }
 
-/// Starts nats-server and a manager with --metrics; its metrics address.
-fn manager(dir: &Path) -> Option<(Vec<Running>, String)> {
+/// Starts nats-server, a manager and a live agent on lo (with `events`),
+/// both with --metrics; the processes and the two metrics addresses.
+fn manager_and_agent(dir: &Path, events: &Path) -> Option<(Vec<Running>, String, String)> {
     let Some(nats) = tool("nats-server") else {
-        eprintln!("nats-server not installed: the manager's metrics are not scraped");
+        eprintln!("nats-server not installed: the manager's and agent's metrics are not scraped");
         return None;
     };
     let port = free_port();
@@ -175,7 +176,7 @@ fn manager(dir: &Path) -> Option<(Vec<Running>, String)> {
     }
     let inventory = dir.join("hosts.txt");
     std::fs::write(&inventory, "h1 10.0.0.0/8\n").expect("inventory written");
-    let mut m = common::clarion_process()
+    let m = common::clarion_process()
         .args([
             "manager",
             "--insecure",
@@ -191,11 +192,28 @@ fn manager(dir: &Path) -> Option<(Vec<Running>, String)> {
         .arg("-o")
         .arg(dir.join("manager.jsonl"))
         .args(["--duration", "120s"])
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("clarion manager starts");
-    let addr = address_after(&mut m, "metrics at http://");
-    Some((vec![Running(m), server], addr))
+    let mut m = Running(m);
+    let addr = address_after(&mut m.0, "metrics at http://");
+    let agent = common::clarion_process()
+        .args(["agent", "-i", "lo", "--host", "h1"])
+        .args(["--metrics", "127.0.0.1:0", "--duration", "120s"])
+        .arg("--nats")
+        .arg(format!("nats://127.0.0.1:{port}"))
+        .arg("--events")
+        .arg(events)
+        .arg("-o")
+        .arg(dir.join("agent.jsonl"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clarion agent starts");
+    let mut agent = Running(agent);
+    let agent_addr = address_after(&mut agent.0, "metrics at http://");
+    Some((vec![agent, m, server], addr, agent_addr))
 }
 
 #[test]
@@ -220,7 +238,7 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
         ),
     )
     .expect("events written");
-    let mut run = common::clarion_process()
+    let run = common::clarion_process()
         .args([
             "run",
             "-i",
@@ -234,11 +252,12 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
         .arg(&events)
         .args(["--format", "json", "--duration", "120s", "-o"])
         .arg(dir.path().join("reports.jsonl"))
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("clarion run starts");
-    let run_addr = address_after(&mut run, "metrics at http://");
-    let _run = Running(run);
+    let mut run = Running(run);
+    let run_addr = address_after(&mut run.0, "metrics at http://");
     let stop = Arc::new(AtomicBool::new(false));
     let sender = {
         let stop = Arc::clone(&stop);
@@ -250,16 +269,16 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
             }
         })
     };
-    let manager = manager(dir.path());
+    let manager = manager_and_agent(dir.path(), &events);
 
     let prom_port = free_port();
     let prom_addr = format!("127.0.0.1:{prom_port}");
     let mut config = format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: clarion\n    static_configs:\n      - targets: ['{run_addr}']\n"
     );
-    if let Some((_, addr)) = &manager {
+    if let Some((_, addr, agent)) = &manager {
         config.push_str(&format!(
-            "  - job_name: manager\n    static_configs:\n      - targets: ['{addr}']\n"
+            "  - job_name: manager\n    static_configs:\n      - targets: ['{addr}']\n  - job_name: agent\n    static_configs:\n      - targets: ['{agent}']\n"
         ));
     }
     let config_file = dir.path().join("prometheus.yml");
@@ -289,6 +308,10 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
             "clarion_build_info{job=\"manager\"}",
             "clarion_reports_total{job=\"manager\"}",
             "process_start_time_seconds{job=\"manager\"}",
+            "up{job=\"agent\"} == 1",
+            "clarion_packets_total{job=\"agent\"} > 0",
+            "clarion_event_fired_total{job=\"agent\",event=\"prom_udp\"} > 0",
+            "clarion_sweep_seconds_count{job=\"agent\"} > 0",
         ] {
             wanted.push(e.into());
         }
@@ -319,9 +342,12 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
     let (status, page) = get(&run_addr, "/metrics").expect("clarion run's page");
     assert_eq!(status, 200);
     promtool_accepts(&page, "clarion run");
-    if let Some((_, addr)) = &manager {
+    if let Some((_, addr, agent)) = &manager {
         let (status, page) = get(addr, "/metrics").expect("the manager's page");
         assert_eq!(status, 200);
         promtool_accepts(&page, "clarion manager");
+        let (status, page) = get(agent, "/metrics").expect("the agent's page");
+        assert_eq!(status, 200);
+        promtool_accepts(&page, "clarion agent");
     }
 }
