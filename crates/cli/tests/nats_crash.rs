@@ -119,3 +119,27 @@ fn no_network_wide_report_is_lost_when_the_manager_is_killed_at_random_moments()
         );
     }
 }
+
+/// The NATS server gone under a running manager: SIGTERM still stops it,
+/// within the bounded wait for the server at exit (5 s), saying what is
+/// lost. (It used to wait for the server for ever.)
+#[test]
+fn a_manager_whose_server_is_gone_still_stops_when_told() {
+    let Some(server) = require_server() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    let (nats, port) = start_server(&server);
+    let url = format!("nats://127.0.0.1:{port}");
+    let m = Guard::new(manager(d, &url, &["--no-store", "--no-api"]));
+    std::thread::sleep(Duration::from_millis(500));
+    nats.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    // `terminate` waits up to 30 s and fails the test past it.
+    let out = m.terminate("the manager, its server gone");
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(took < Duration::from_secs(20), "stopped in {took:?}: {err}");
+    assert!(err.contains("the NATS server took nothing"), "{err}");
+}

@@ -353,7 +353,16 @@ impl Sender {
                     self.status().await;
                 }
                 Outgoing::Flush(done) => {
-                    let _ = self.client.flush().await;
+                    // Bounded: a server gone must not keep a stopping agent.
+                    if tokio::time::timeout(crate::service::FLUSH_AT_EXIT, self.client.flush())
+                        .await
+                        .is_err()
+                    {
+                        eprintln!(
+                            "clarion: agent: the NATS server took nothing for {}s (gone?); what it did not take is lost",
+                            crate::service::FLUSH_AT_EXIT.as_secs()
+                        );
+                    }
                     let _ = done.send(());
                 }
             }

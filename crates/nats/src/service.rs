@@ -43,6 +43,12 @@ const UP_BATCH: usize = 4096;
 /// How often the manager writes its progress to the store.
 const STORE_EVERY: Duration = Duration::from_secs(1);
 
+/// How long the shutdown waits for the NATS server to take what is still
+/// buffered (`Done` to agents, acknowledgements). A server that went away
+/// must not keep a stopped manager running: what is left is said and lost,
+/// and agents see the manager gone by its silence.
+pub(crate) const FLUSH_AT_EXIT: Duration = Duration::from_secs(5);
+
 #[derive(Clone, Debug)]
 pub struct ManagerOptions {
     pub url: String,
@@ -476,7 +482,15 @@ impl Service {
                 self.send_control(h, &Control::Done).await;
             }
         }
-        let _ = self.client.flush().await;
+        if tokio::time::timeout(FLUSH_AT_EXIT, self.client.flush())
+            .await
+            .is_err()
+        {
+            eprintln!(
+                "clarion: manager: the NATS server took nothing for {}s at exit (gone?); the last messages to agents are lost",
+                FLUSH_AT_EXIT.as_secs()
+            );
+        }
     }
 
     /// Installs the events other managers added to the shared bucket, and
