@@ -373,3 +373,85 @@ fn a_real_capture_fills_the_feed_up_to_its_bound() {
     assert_eq!(written.lines().count(), reference.len(), "each once");
     assert_feed_is_newest_first(&shown, &written);
 }
+
+/// A live host's own API serves the console too (`clarion run -i lo
+/// --api`): an event on the host's own traffic added through the page
+/// fires live. Root only (a packet socket). Every report the feed shows
+/// is one the host wrote to its output, newest first.
+#[test]
+fn a_live_host_serves_the_console_for_its_own_events() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: opening a packet socket needs root");
+        return;
+    }
+    let Some(script) = require_browser() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let shots = d.join("shots");
+    std::fs::create_dir(&shots).expect("shots dir");
+    let probe = std::net::UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let port = free_port();
+    // The host starts with an event of its own, on other traffic.
+    std::fs::write(
+        d.join("host.clarion"),
+        "event seed\n  filter proto = icmp\n  when count(packets) > 0\n  every 1s\n",
+    )
+    .expect("events");
+    let token = format!("console-live-{}", std::process::id());
+    let (host, api_port) = listen_on_free_port("clarion run -i lo --api", |api| {
+        clarion()
+            .args(["run", "-i", "lo", "--format", "json", "--stats-every", "0"])
+            .args(["--duration", "120s", "--events", "host.clarion"])
+            .args(["--api", &format!("127.0.0.1:{api}"), "--api-token", &token])
+            .args(["-o", "reports.jsonl"])
+            .current_dir(d)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("clarion run starts")
+    });
+    let event = format!(
+        "event udp_probe\n  filter proto = udp and dst_port = {port}\n  when count(packets) > 0\n  per dst_port\n  every 100ms\n"
+    );
+    let session = Session {
+        source: &event,
+        name: "udp_probe",
+        value: "count(packets)",
+        hosts: 1,
+        exact: false,
+    };
+    // One datagram every 10 ms to the event's port, until the session ends.
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let sender = std::thread::spawn(move || {
+        // Until told, or until the test ends (the sender is dropped, also on a panic).
+        while let Err(mpsc::TryRecvError::Empty) = stop_rx.try_recv() {
+            let _ = probe.send_to(b"probe", ("127.0.0.1", port));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let shown = session.run((&script, &shots), (api_port, &token), || (), || Some(5));
+    drop(stop_tx);
+    sender.join().expect("sender");
+    let out = host.terminate("clarion run -i lo");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let written = std::fs::read_to_string(d.join("reports.jsonl")).expect("reports");
+    let rows: BTreeSet<String> = rows_of(&written)
+        .iter()
+        .filter(|r| r.0 == "udp_probe")
+        .map(|r| format!("{r:?}"))
+        .collect();
+    assert!(shown.len() >= 5, "{shown:?}");
+    for r in &shown {
+        assert!(
+            rows.contains(&format!("{r:?}")),
+            "{r:?} is not in the host's output"
+        );
+        assert_eq!(r.2, serde_json::json!({ "dst_port": port }));
+    }
+    assert!(
+        shown.windows(2).all(|w| w[0].1 > w[1].1),
+        "newest first, one report per window: {shown:?}"
+    );
+}
