@@ -413,34 +413,6 @@ fn human(d: Duration) -> String {
     humantime::format_duration(us).to_string()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// humantime's own parser is the reference: what is printed reads back
-    /// as the latency, to the microsecond.
-    #[test]
-    fn latencies_print_for_people_and_read_back() {
-        for ns in [
-            0u64,
-            1_000,
-            1_500,
-            2_317_000,
-            999_999_999,
-            1_500_000_000,
-            86_400_000_000_123,
-        ] {
-            let d = Duration::from_nanos(ns);
-            let text = human(d);
-            assert!(!text.contains("Duration") && !text.contains(".0"), "{text}");
-            let back = humantime::parse_duration(&text).expect("humantime reads it");
-            assert_eq!(back.as_micros(), d.as_micros(), "{text}");
-        }
-        assert_eq!(human(Duration::from_millis(1500)), "1s 500ms");
-        assert_eq!(human(Duration::from_nanos(300)), "<1us");
-    }
-}
-
 /// Per host: how late its reports came, the windows it missed.
 fn print_hosts(s: &ManagerStats, hosts: &[String]) {
     for (h, lag) in hosts.iter().zip(&s.report_lag) {
@@ -507,5 +479,33 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
             "  {} messages could not be read or came from hosts not in the inventory",
             thousands(s.invalid)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// humantime's own parser is the reference: what is printed reads back
+    /// as the latency, to the microsecond.
+    #[test]
+    fn latencies_print_for_people_and_read_back() {
+        for ns in [
+            0u64,
+            1_000,
+            1_500,
+            2_317_000,
+            999_999_999,
+            1_500_000_000,
+            86_400_000_000_123,
+        ] {
+            let d = Duration::from_nanos(ns);
+            let text = human(d);
+            assert!(!text.contains("Duration") && !text.contains(".0"), "{text}");
+            let back = humantime::parse_duration(&text).expect("humantime reads it");
+            assert_eq!(back.as_micros(), d.as_micros(), "{text}");
+        }
+        assert_eq!(human(Duration::from_millis(1500)), "1s 500ms");
+        assert_eq!(human(Duration::from_nanos(300)), "<1us");
     }
 }

@@ -312,7 +312,7 @@ fn closed_pipe_is_not_an_error() {
 
 /// The commands `clarion --help` lists (the reference for completions and pages).
 fn commands() -> Vec<String> {
-    let o = clarion().arg("--help").output().unwrap();
+    let o = clarion().arg("--help").output().expect("clarion --help runs");
     let help = stdout(&o);
     help.split("Commands:")
         .nth(1)
