@@ -69,7 +69,7 @@ install -D -m 0644 packaging/clarion-agent.service "$main/usr/lib/systemd/system
 install -D -m 0640 packaging/clarion.toml "$main/etc/clarion/clarion.toml"
 doc=$main/usr/share/doc/clarion
 install -d "$doc/examples"
-install -m 0644 README.md packaging/README.md "$doc/" 2>/dev/null || install -m 0644 README.md "$doc/"
+install -m 0644 README.md docs/install.md "$doc/"
 install -m 0644 examples/*.clarion "$doc/examples/"
 cat >"$doc/copyright" <<COPYRIGHT
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
