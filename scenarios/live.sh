@@ -105,7 +105,7 @@ wait $tcpdump_pid 2>/dev/null || true
 
 PYTHONPATH="$here" python3 - "$OUT" $xdp <<'PY'
 import json, re, sys
-from captures import SKEW, capture_times, fuzzy_boundaries
+from captures import SKEW, TCP_SKEW, capture_times, fuzzy_boundaries, tcp_times
 out, xdp = sys.argv[1], sys.argv[2] == "1"
 live = [json.loads(l) for l in open(f"{out}/live.jsonl")]
 file = [json.loads(l) for l in open(f"{out}/file.jsonl")]
@@ -117,9 +117,10 @@ if drops or not re.search(r"^0 packets dropped by kernel", err, re.M):
     sys.exit(f"live: packets were dropped (clarion {drops}; tcpdump: {err.strip()}); the comparison needs none")
 times = capture_times(f"{out}/live.pcap")
 first_ts, last_ts = min(times), max(times)
-# Windows touching a boundary with a packet within SKEW of it are excused
-# (captures.py), and RTT values agree within SKEW.
-fuzzy = fuzzy_boundaries(times)
+# Windows touching a boundary with a packet within SKEW of it (a TCP
+# segment within TCP_SKEW) are excused (captures.py), and RTT values agree
+# within SKEW.
+fuzzy = fuzzy_boundaries(times, tcp_times(f"{out}/live.pcap"))
 def key(r):
     return (r["event"], r["window"]["start_ns"], json.dumps(r["group"], sort_keys=True))
 def body(r):
@@ -212,6 +213,7 @@ events = sorted({r["event"] for r in file})
 print(f"live: {len(live)} reports live, {len(file)} from the capture ({', '.join(events)}); "
       f"{len(epochs)} epochs, {late} late, 0 drops; out-of-order counts in reports {ooo[0]} live, {ooo[1]} file; "
       f"{len(excuses)} reports excused, differing at {len(implicated)} of {len(fuzzy)} boundaries with a packet within {SKEW // 1000} us"
+      f" (a TCP segment within {TCP_SKEW // 1000} us)"
       + (f", {len(shifts)} of them as packets stamped late across a boundary (AF_XDP)" if shifts else ""),
       file=sys.stderr)
 for k in excuses[:3]:
