@@ -18,32 +18,30 @@ TCP_SKEW = 1_000_000
 EPOCH = 10_000_000
 
 
-def capture_times(path):
-    """Every packet timestamp of a pcap (microsecond or nanosecond magic), in ns."""
-    out = []
+def packets(path):
+    """Every packet of a pcap (microsecond or nanosecond magic): its
+    timestamp in ns and its captured bytes."""
     with open(path, "rb") as f:
         magic = struct.unpack("<I", f.read(24)[:4])[0]
         scale = 1 if magic == 0xA1B23C4D else 1000
         while (rec := f.read(16)) and len(rec) == 16:
             sec, frac, incl, _ = struct.unpack("<IIII", rec)
-            out.append(sec * 10**9 + frac * scale)
-            f.seek(incl, 1)
-    return out
+            yield sec * 10**9 + frac * scale, f.read(incl)
+
+
+def capture_times(path):
+    """Every packet timestamp of a pcap, in ns."""
+    return [t for t, _ in packets(path)]
 
 
 def tcp_times(path):
     """The timestamps (ns) of an Ethernet pcap's TCP segments (IPv4 and IPv6)."""
     out = []
-    with open(path, "rb") as f:
-        magic = struct.unpack("<I", f.read(24)[:4])[0]
-        scale = 1 if magic == 0xA1B23C4D else 1000
-        while (rec := f.read(16)) and len(rec) == 16:
-            sec, frac, incl, _ = struct.unpack("<IIII", rec)
-            data = f.read(incl)
-            ethertype = data[12:14]
-            proto = data[23:24] if ethertype == b"\x08\x00" else data[20:21] if ethertype == b"\x86\xdd" else b""
-            if proto == b"\x06":
-                out.append(sec * 10**9 + frac * scale)
+    for t, data in packets(path):
+        ethertype = data[12:14]
+        proto = data[23:24] if ethertype == b"\x08\x00" else data[20:21] if ethertype == b"\x86\xdd" else b""
+        if proto == b"\x06":
+            out.append(t)
     return out
 
 

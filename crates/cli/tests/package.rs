@@ -20,6 +20,7 @@
 //! which is missing, otherwise (`scripts/deps.sh` installs them).
 
 mod bus;
+mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -27,24 +28,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bus::*;
+use common::{repo, tool};
 
 /// Capability bits (linux/capability.h).
 const CAP_NET_ADMIN: u32 = 12;
 const CAP_NET_RAW: u32 = 13;
 const CAP_SYS_RESOURCE: u32 = 24;
 const CAP_BPF: u32 = 39;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn has(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 fn run(cmd: &mut Command, what: &str) -> String {
     let o = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -148,7 +138,7 @@ fn the_debian_package_installs_and_its_unit_captures_as_an_unprivileged_user() {
         eprintln!("skipped: needs root (dpkg in a Debian root, systemd-nspawn, a veth pair)");
         return;
     }
-    for (tool, package) in [
+    for (name, package) in [
         ("dpkg-deb", "dpkg"),
         ("objcopy", "binutils"),
         ("readelf", "binutils"),
@@ -156,8 +146,8 @@ fn the_debian_package_installs_and_its_unit_captures_as_an_unprivileged_user() {
         ("systemd-nspawn", "systemd-container"),
         ("tcpreplay", "tcpreplay"),
     ] {
-        if !has(tool) {
-            eprintln!("skipped: {tool} is not installed (apt-get install {package})");
+        if tool(name).is_none() {
+            eprintln!("skipped: {name} is not installed (apt-get install {package})");
             return;
         }
     }

@@ -14,27 +14,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A tool on PATH or in /usr/sbin, /usr/bin (Debian's places).
-fn tool(name: &str) -> Option<PathBuf> {
-    let out = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .ok()?;
-    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if out.status.success() && !path.is_empty() {
-        return Some(PathBuf::from(path));
-    }
-    ["/usr/sbin", "/usr/bin"]
-        .iter()
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file())
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -125,7 +109,7 @@ fn dashboard_exprs() -> Vec<String> {
 
 /// `promtool check metrics` on a page: no format error, no lint complaint.
 fn promtool_accepts(page: &str, what: &str) {
-    let Some(promtool) = tool("promtool") else {
+    let Some(promtool) = common::tool("promtool") else {
         eprintln!("promtool not installed: {what}'s page not linted");
         return;
     };
@@ -156,7 +140,7 @@ fn promtool_accepts(page: &str, what: &str) {
 /// Starts nats-server, a manager and a live agent on lo (with `events`),
 /// both with --metrics; the processes and the two metrics addresses.
 fn manager_and_agent(dir: &Path, events: &Path) -> Option<(Vec<Running>, String, String)> {
-    let Some(nats) = tool("nats-server") else {
+    let Some(nats) = common::tool("nats-server") else {
         eprintln!("nats-server not installed: the manager's and agent's metrics are not scraped");
         return None;
     };
@@ -218,7 +202,7 @@ fn manager_and_agent(dir: &Path, events: &Path) -> Option<(Vec<Running>, String,
 
 #[test]
 fn prometheus_scrapes_every_series_the_dashboard_uses() {
-    let Some(prometheus) = tool("prometheus") else {
+    let Some(prometheus) = common::tool("prometheus") else {
         eprintln!("skipped: prometheus is not installed (apt-get install prometheus)");
         return;
     };

@@ -75,3 +75,19 @@ pub fn collector_by(
         .unwrap_or_else(|| panic!("no port in {line:?}"));
     (child, port)
 }
+
+/// A tool on PATH or in /usr/sbin, /usr/bin (Debian's places).
+pub fn tool(name: &str) -> Option<PathBuf> {
+    let out = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .ok()?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if out.status.success() && !path.is_empty() {
+        return Some(PathBuf::from(path));
+    }
+    ["/usr/sbin", "/usr/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
