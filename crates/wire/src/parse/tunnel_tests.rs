@@ -167,7 +167,14 @@ fn wrap(mut outer: FrameSpec, tunnel: &Tunnel, inner: &FrameSpec, src_port: u16)
         frame,
         tunnel_at,
         inner_at: tunnel_at + header_len,
-        inner_link: inner.link,
+        // GRE declares its IP payload's family (0x0800, 0x86dd): parsed
+        // alone, the inner packet is read as that family, not guessed
+        // from a version nibble a damaged packet may have changed.
+        inner_link: match (tunnel, &inner.ip) {
+            (Tunnel::Gre { ethernet: false, .. }, IpPair::V4 { .. }) => LinkType::Ipv4,
+            (Tunnel::Gre { ethernet: false, .. }, IpPair::V6 { .. }) => LinkType::Ipv6,
+            _ => inner.link,
+        },
     }
 }
 
