@@ -9,17 +9,21 @@
 //!   with a channel for its answer.
 //! - [`server`]: the axum router (bearer-token check, routes) and a server thread.
 //! - [`client`]: the client `clarion events` uses.
+//! - [`health`]: a host's health (packets/s, drops, completeness, sweeps)
+//!   from its counters, shared between its packet loop and its reporters.
 //! - [`token`]: the bearer token: given, or generated at first start and
 //!   kept in a private file that clients read too.
 
 pub mod client;
+pub mod health;
 pub mod model;
 pub mod server;
 pub mod token;
 
 pub use client::{Client, ClientError};
+pub use health::{HealthCounters, HealthHandle, HealthMeter};
 pub use model::{
-    AppRequest, AppsInfo, Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostInfo,
+    AppRequest, AppsInfo, Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostHealth, HostInfo,
 };
 pub use server::{spawn, ControlHandle};
 pub use token::{ServerToken, TokenError};

@@ -42,6 +42,48 @@ pub struct HostInfo {
     pub polls_answered: u64,
     /// Polls it did not answer in time, or answered "window no longer kept".
     pub polls_missed: u64,
+    /// What the host last said of its health (absent: an agent that sends
+    /// none, or none heard since the manager started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HostHealth>,
+}
+
+/// A host's health as it measures it (see [`crate::health`] for how).
+/// Totals count from the host's start; a rate is over the last few seconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostHealth {
+    /// Frames that reached the monitor per second (IP or not, parsed or
+    /// not), over the last [`HostHealth::rate_window_s`] seconds.
+    pub packets_per_second: f64,
+    /// The window of `packets_per_second`, in seconds: 5, or less just
+    /// after the host started.
+    pub rate_window_s: f64,
+    /// Frames that reached the monitor (a capture file: every packet it holds).
+    pub packets_total: u64,
+    /// Packets lost: `drops_kernel_total + malformed_total + untracked_total`.
+    pub drops_total: u64,
+    /// Packets the kernel dropped before the monitor (full ring; 0 for files).
+    pub drops_kernel_total: u64,
+    /// Frames that could not be parsed.
+    pub malformed_total: u64,
+    /// Packets of flows the full flow table could not track (0 where the
+    /// host does not count them: a live host's workers report none).
+    pub untracked_total: u64,
+    /// The fraction of packets inspected, in `[0, 1]`:
+    /// `(packets_total − malformed − untracked) / (packets_total + drops_kernel)`,
+    /// 1 before any packet. Since the host started.
+    pub completeness: f64,
+    /// Epochs swept, and of those the sweeps unfinished when the next epoch ended.
+    pub sweeps_total: u64,
+    pub late_sweeps_total: u64,
+    /// Wall time of the latest epoch's sweep, and the longest since the
+    /// host started, in seconds (absent: a replay, which sweeps inline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_seconds_last: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_seconds_max: Option<f64>,
+    /// Seconds since the host started.
+    pub uptime_s: f64,
 }
 
 /// The metric apps of a live host (`/v1/apps`): those running on its GPVs,
