@@ -334,6 +334,34 @@ mod tests {
         assert_eq!(h.sweep_seconds_last, None);
     }
 
+    /// The API's description lists exactly the fields a host's health has.
+    #[test]
+    fn the_openapi_schema_names_every_field() {
+        let full = HostHealth {
+            sweep_seconds_last: Some(1.0),
+            sweep_seconds_max: Some(1.0),
+            ..HealthMeter::new(0, 1, 0).health(0)
+        };
+        let serde_json::Value::Object(sent) = serde_json::to_value(&full).expect("json") else {
+            panic!("an object");
+        };
+        let mut sent: Vec<&str> = sent.keys().map(String::as_str).collect();
+        sent.sort_unstable();
+        let schema = crate::OPENAPI
+            .split("\n    HostHealth:\n")
+            .nth(1)
+            .expect("a HostHealth schema");
+        let properties = schema.split("\n      properties:\n").nth(1).expect("properties");
+        let mut described: Vec<&str> = properties
+            .lines()
+            .take_while(|l| l.starts_with("        "))
+            .filter_map(|l| l.strip_prefix("        ")?.split(':').next())
+            .filter(|k| !k.starts_with(' '))
+            .collect();
+        described.sort_unstable();
+        assert_eq!(described, sent);
+    }
+
     #[test]
     fn health_travels_as_json_and_older_peers_need_none() {
         let mut m = HealthMeter::new(0, RATE_WINDOW_NS, SAMPLE_SPACING_NS);
