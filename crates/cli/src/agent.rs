@@ -34,7 +34,7 @@ use clarion_sinks::ReportSink;
 use crate::args::{parse_duration, ExportArgs, Format, LiveArgs};
 use crate::bus::NatsArgs;
 use crate::live::runtime;
-use crate::local_events::LocalEvents;
+use crate::local_events::{monitor_health, LocalEvents};
 use crate::run::{load_events, open_sink_to, sink_error};
 use crate::summary::thousands;
 use crate::Failure;
@@ -181,6 +181,9 @@ struct Agent {
     /// the host's own (`--exports`, its API), kept beside them.
     from_manager: Vec<String>,
     quiet: bool,
+    /// The host's health: recorded from the replay's monitor here (from
+    /// the workers by `LocalEvents`, live), sent with every heartbeat.
+    health: clarion_control::HealthHandle,
 }
 
 impl Agent {
@@ -339,6 +342,7 @@ impl Driver<Monitor> for Agent {
     }
 
     fn service(&mut self, monitor: &mut Monitor) -> Result<bool, Failure> {
+        self.health.record(monitor_health(&monitor.counters()));
         self.serve(monitor);
         Ok(!self.stop.load(Ordering::Relaxed))
     }
@@ -456,6 +460,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     if let Some(sink) = ag.sink.as_mut() {
         sink.flush().map_err(sink_error)?;
     }
+    ag.health.record(monitor_health(&monitor.counters()));
     ag.serve(&mut monitor);
     ag.link.finished();
     // Every window is closed now: polls are answered at once.
@@ -532,7 +537,8 @@ fn live_agent(
         crate::local_events::ApiSettings::of(&a.live),
         a.quiet,
     )?
-    .with_exports_file(a.export.policies.exports.as_deref(), &host);
+    .with_exports_file(a.export.policies.exports.as_deref(), &host)
+    .with_health(ag.health.clone());
     ag.live_loop(&mut host, &mut out, &mut local)?;
     let lag_ms = host.clock_lag_ns() as f64 / 1e6;
     let (summary, mut last) = crate::live::finish_host(host, &mut out)?;
@@ -601,7 +607,9 @@ impl Agent {
             host: a.host.clone(),
             prefixes: a.prefixes.clone(),
             register_timeout: Duration::from_nanos(a.register_timeout),
+            health: Some(clarion_control::HealthHandle::new()),
         };
+        let health = opts.health.clone().unwrap_or_default();
         let url = a.nats.url.clone();
         let mut link = AgentLink::connect(&opts, || {
             eprintln!("clarion: waiting for a manager on {url} (subject clarion.register)")
@@ -635,6 +643,7 @@ impl Agent {
             pending_exports: None,
             from_manager: Vec::new(),
             quiet: a.quiet,
+            health,
         };
         if let Some(set) = registered_exports {
             ag.exports_arrived(&set);

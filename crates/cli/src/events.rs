@@ -17,6 +17,7 @@ pub const AFTER_HELP: &str = "Examples:
   clarion events rm service_load_spike
   clarion events watch | jq .values
   clarion events hosts
+  clarion events hosts --json | jq '.[] | {name, completeness: .health.completeness}'
   clarion events --api http://10.0.0.5:8700 --token \"$TOKEN\" list
   clarion events --api http://127.0.0.1:8701 add local.clarion   # a live host's own events
 
@@ -109,8 +110,16 @@ pub enum Action {
     },
     /// Print fired network-wide events as JSON lines as they come.
     Watch,
-    /// List the inventory's hosts and their health.
-    Hosts,
+    /// List the inventory's hosts and their health: packets/s (over the
+    /// last 5 s), packets lost (kernel drops, malformed, untracked), the
+    /// share of packets inspected, the latest sweep's time and late sweeps
+    /// ("-": the host sends no health, or does not measure it).
+    Hosts {
+        /// Print the hosts as the API gives them (a JSON array, health in
+        /// the units docs/api/openapi.yaml gives) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `e` as a failure; a 401 also says which token was sent (`sent`).
@@ -170,7 +179,14 @@ pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
             write!(out, "removed ").map_err(io)?;
             print_event(&mut out, &e).map_err(io)?;
         }
-        Action::Hosts => print_hosts(&mut out, client.hosts().map_err(failure)?).map_err(io)?,
+        Action::Hosts { json: false } => {
+            print_hosts(&mut out, client.hosts().map_err(failure)?).map_err(io)?
+        }
+        Action::Hosts { json: true } => {
+            let hosts = client.hosts().map_err(failure)?;
+            let text = serde_json::to_string_pretty(&hosts).map_err(|e| Failure::Runtime(e.into()))?;
+            writeln!(out, "{text}").map_err(io)?;
+        }
         Action::Watch => {
             let mut failed = None;
             client
@@ -221,8 +237,19 @@ pub(crate) fn read_events(file: &std::path::Path) -> Result<String, Failure> {
 fn print_hosts(out: &mut impl Write, hosts: Vec<HostInfo>) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7}  prefixes",
-        "host", "state", "seen", "triggers", "reports", "answered", "missed"
+        "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7} {:>10} {:>8} {:>8} {:>9} {:>5}  prefixes",
+        "host",
+        "state",
+        "seen",
+        "triggers",
+        "reports",
+        "answered",
+        "missed",
+        "pkt/s",
+        "drops",
+        "complete",
+        "sweep ms",
+        "late"
     )?;
     for h in hosts {
         let seen = h
@@ -233,9 +260,11 @@ fn print_hosts(out: &mut impl Write, hosts: Vec<HostInfo>) -> std::io::Result<()
         } else {
             h.state
         };
+        let dash = || "-".to_string();
+        let health = h.health.as_ref();
         writeln!(
             out,
-            "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7}  {}",
+            "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7} {:>10} {:>8} {:>8} {:>9} {:>5}  {}",
             h.name,
             state,
             seen,
@@ -243,8 +272,92 @@ fn print_hosts(out: &mut impl Write, hosts: Vec<HostInfo>) -> std::io::Result<()
             h.satisfaction_reports,
             h.polls_answered,
             h.polls_missed,
+            health.map_or_else(dash, |x| format!("{:.0}", x.packets_per_second)),
+            health.map_or_else(dash, |x| x.drops_total.to_string()),
+            health.map_or_else(dash, |x| percent(x.completeness)),
+            health
+                .and_then(|x| x.sweep_seconds_last)
+                .map_or_else(dash, |s| format!("{:.3}", s * 1e3)),
+            health.map_or_else(dash, |x| x.late_sweeps_total.to_string()),
             h.prefixes.join(" ")
         )?;
     }
     Ok(())
+}
+
+/// A share as a percentage with two decimals, rounded down: anything
+/// short of the whole never reads "100%".
+fn percent(share: f64) -> String {
+    if share >= 1.0 {
+        return "100%".into();
+    }
+    let hundredths = (share.max(0.0) * 10_000.0).floor() / 100.0;
+    format!("{hundredths:.2}%")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(health: Option<clarion_control::HostHealth>) -> HostInfo {
+        HostInfo {
+            name: "web-1".into(),
+            prefixes: vec!["10.0.0.0/24".into()],
+            state: "up".into(),
+            last_seen_ms: Some(1500),
+            finished: false,
+            triggers: 2,
+            satisfaction_reports: 3,
+            polls_answered: 4,
+            polls_missed: 5,
+            health,
+        }
+    }
+
+    fn table(h: HostInfo) -> Vec<String> {
+        let mut out = Vec::new();
+        print_hosts(&mut out, vec![h]).expect("writes");
+        let text = String::from_utf8(out).expect("utf-8");
+        let row = text.lines().nth(1).expect("a row").to_string();
+        row.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_hosts_table_shows_health_in_its_units() {
+        let mut meter = clarion_control::HealthMeter::new(0, 5_000_000_000, 0);
+        meter.record(
+            4_000_000_000,
+            clarion_control::HealthCounters {
+                packets: 10_000,
+                drops_kernel: 1,
+                malformed: 2,
+                sweeps: 9,
+                sweeps_late: 3,
+                sweep_last_ns: Some(1_234_567),
+                sweep_max_ns: Some(2_000_000),
+                ..Default::default()
+            },
+        );
+        let health = meter.health(4_000_000_000);
+        let cells = table(host(Some(health.clone())));
+        // host, state, seen ("1.5s ago": two cells), triggers, reports, answered, missed, then health.
+        assert_eq!(cells[0..8], ["web-1", "up", "1.5s", "ago", "2", "3", "4", "5"]);
+        assert_eq!(cells[8], format!("{}", 10_000 / 4));
+        assert_eq!(cells[9], "3", "kernel drops and malformed");
+        // 9,998 inspected of 10,001 offered: 99.97%, never rounded up.
+        assert_eq!(cells[10], "99.97%");
+        assert_eq!(cells[11], "1.235");
+        assert_eq!(cells[12], "3");
+        assert_eq!(cells[13], "10.0.0.0/24");
+        let cells = table(host(None));
+        assert_eq!(cells[8..13], ["-", "-", "-", "-", "-"]);
+    }
+
+    #[test]
+    fn a_share_short_of_whole_never_reads_100() {
+        assert_eq!(percent(1.0), "100%");
+        assert_eq!(percent(0.999_999_9), "99.99%");
+        assert_eq!(percent(0.5), "50.00%");
+        assert_eq!(percent(0.0), "0.00%");
+    }
 }

@@ -13,6 +13,10 @@
 //! the installed set the file's): every worker gets the new set between
 //! its batches (`LiveHost::set_exports`), keeping the destinations still
 //! used, so an unchanged policy's stream and files go on.
+//!
+//! The host's health (`/v1/hosts`) is read from its workers' counters
+//! every 100 ms into a [`HealthHandle`] (an agent's heartbeat sends the
+//! same one to the manager).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -22,8 +26,8 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 use clarion_control::{
-    AppsInfo, Command, ControlError, ControlHandle, EventInfo, ExportInfo, ExportsCommand, HostInfo,
-    ServerToken,
+    AppsInfo, Command, ControlError, ControlHandle, EventInfo, ExportInfo, ExportsCommand, HealthCounters,
+    HealthHandle, HostInfo, ServerToken,
 };
 use clarion_engine::TriggerId;
 use clarion_gpv::{app_by_name, AppRuntime, APP_NAMES};
@@ -83,6 +87,49 @@ pub struct LocalEvents {
     exports: BTreeMap<String, (String, u64)>,
     /// `--exports`, reloaded on SIGHUP.
     exports_file: Option<PathBuf>,
+    /// The host's health, recorded from its workers' counters every
+    /// [`HEALTH_EVERY`] (an agent shares it with its heartbeat).
+    health: HealthHandle,
+    health_at: Option<std::time::Instant>,
+}
+
+/// How often the workers' counters are read into the host's health.
+const HEALTH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A replayed monitor's counters as health: every frame it was handed,
+/// parsed or not (a capture's every packet), and what it could not track.
+pub fn monitor_health(c: &clarion_engine::Counters) -> HealthCounters {
+    HealthCounters {
+        packets: c.packets + c.not_ip + c.malformed,
+        drops_kernel: c.dropped,
+        malformed: c.malformed,
+        untracked: c.packets_untracked,
+        sweeps: c.sweeps_completed,
+        sweeps_late: c.sweeps_late,
+        // A replay sweeps between packets: no wall time of its own.
+        sweep_last_ns: None,
+        sweep_max_ns: None,
+    }
+}
+
+/// A live host's workers' counters as health, summed (sweep times: the
+/// slowest worker's). The workers count IP packets and malformed frames,
+/// not the others, nor untracked packets.
+pub fn workers_health(workers: &[Arc<clarion_live::WorkerMetrics>]) -> HealthCounters {
+    use clarion_live::WorkerMetrics;
+    let get = |v: &std::sync::atomic::AtomicU64| WorkerMetrics::get(v);
+    let sum = |f: &dyn Fn(&WorkerMetrics) -> u64| workers.iter().map(|m| f(m)).sum::<u64>();
+    let max = |f: &dyn Fn(&WorkerMetrics) -> u64| workers.iter().map(|m| f(m)).max();
+    HealthCounters {
+        packets: sum(&|m| get(&m.packets) + get(&m.malformed)),
+        drops_kernel: sum(&|m| get(&m.drops)),
+        malformed: sum(&|m| get(&m.malformed)),
+        untracked: 0,
+        sweeps: sum(&|m| get(&m.epochs)),
+        sweeps_late: sum(&|m| get(&m.sweeps_late)),
+        sweep_last_ns: max(&|m| get(&m.last_sweep_wall_ns)),
+        sweep_max_ns: max(&|m| get(&m.max_sweep_wall_ns)),
+    }
 }
 
 /// Every export policy of a text with its canonical source.
@@ -178,6 +225,8 @@ impl LocalEvents {
             reports: None,
             exports: BTreeMap::new(),
             exports_file: None,
+            health: HealthHandle::new(),
+            health_at: None,
         };
         if let Some(path) = file {
             let text = crate::check::read_events_file(path)?;
@@ -219,6 +268,13 @@ impl LocalEvents {
         self
     }
 
+    /// Records the host's health in `health` (an agent's, which its
+    /// heartbeat sends) rather than in one of its own.
+    pub fn with_health(mut self, health: HealthHandle) -> LocalEvents {
+        self.health = health;
+        self
+    }
+
     /// Starts the control API, with a token unless --api-no-auth (loopback only).
     fn serve(&mut self, api: ApiSettings, quiet: bool) -> Result<(), Failure> {
         let addr = api.addr;
@@ -255,6 +311,10 @@ impl LocalEvents {
     /// and the apps' on the host's GPVs when it makes them), a SIGHUP
     /// reload, removed events whose last window has been reported.
     pub fn service(&mut self, host: &mut LiveHost, mut apps: Option<&mut AppRuntime>) {
+        if self.health_at.is_none_or(|t| t.elapsed() >= HEALTH_EVERY) {
+            self.health_at = Some(std::time::Instant::now());
+            self.health.record(workers_health(&host.metrics().0));
+        }
         while let Some(cmd) = self.api.as_mut().and_then(|rx| rx.try_recv().ok()) {
             self.command(cmd, host, apps.as_deref_mut());
         }
@@ -308,6 +368,7 @@ impl LocalEvents {
                     satisfaction_reports: 0,
                     polls_answered: 0,
                     polls_missed: 0,
+                    health: Some(self.health.health()),
                 }]));
             }
         }

@@ -9,7 +9,8 @@
 //! reports stay in the link's [`Outbox`] until the manager acknowledges
 //! them, and are sent again until it does. The manager's export policies
 //! come in the registration reply ([`AgentLink::take_exports`]) and then as
-//! [`Control::Exports`].
+//! [`Control::Exports`]. With [`AgentOptions::health`], the host's health
+//! goes with every heartbeat.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::Subject;
 use bytes::Bytes;
+use clarion_control::HealthHandle;
 use clarion_report::Report;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
@@ -35,6 +37,9 @@ pub struct AgentOptions {
     pub prefixes: Vec<String>,
     /// How long to wait for a manager to answer the registration.
     pub register_timeout: Duration,
+    /// The host's health, recorded by its packet loop: sent before every
+    /// heartbeat (none: the agent sends no health).
+    pub health: Option<HealthHandle>,
 }
 
 /// What the manager sent this host.
@@ -125,6 +130,7 @@ impl AgentLink {
                 outbox: Outbox::new(OUTBOX_CAP),
                 finished: false,
                 unacked: Arc::clone(&unacked),
+                health: opts.health.clone(),
             };
             tokio::spawn(sender.run(out_rx));
             tokio::spawn(heartbeat(out.clone()));
@@ -318,6 +324,7 @@ struct Sender {
     outbox: Outbox,
     finished: bool,
     unacked: Arc<AtomicU64>,
+    health: Option<HealthHandle>,
 }
 
 impl Sender {
@@ -370,11 +377,16 @@ impl Sender {
         }
     }
 
-    /// The heartbeat (once finished, "finished" with what is still unacknowledged), and any gap.
+    /// The heartbeat (once finished, "finished" with what is still
+    /// unacknowledged) after the host's health, and any gap.
     async fn status(&mut self) {
         if let Some(dropped) = self.outbox.take_dropped() {
             self.publish(self.subject.clone(), protocol::encode(&dropped))
                 .await;
+        }
+        if let Some(h) = &self.health {
+            let up = Up::Health(h.health());
+            self.publish(self.subject.clone(), protocol::encode(&up)).await;
         }
         let up = if self.finished {
             Up::Finished {

@@ -28,7 +28,12 @@
 //! [`crate::exports`]): in the registration reply (late joiners) and in
 //! [`Control::Exports`] whenever the manager's set changes; the agent says
 //! what it made of each ([`Up::Exports`]).
+//!
+//! Each heartbeat is preceded by the host's health ([`Up::Health`]) when
+//! the agent was given a way to measure it; the manager keeps the latest
+//! per host for `GET /v1/hosts`.
 
+use clarion_control::HostHealth;
 use clarion_lang::spec::EventSpec;
 use clarion_report::{GroupKey, Report};
 use serde::{Deserialize, Serialize};
@@ -167,6 +172,11 @@ pub enum Up {
     /// Sent every second: the host is alive (the manager lists hosts' health
     /// from it, and re-sends the triggers of a host that comes back).
     Heartbeat,
+    /// Sent just before each heartbeat (or "finished") by agents that
+    /// measure it: the host's health now. Older agents send none; the
+    /// manager then lists the host's health as absent. (A manager from
+    /// before it counts the message as unreadable and goes on.)
+    Health(HostHealth),
     /// What the agent made of the export policies of `version`: applied,
     /// or refused (`refused`: why; the set it applied before stays).
     Exports {
@@ -321,8 +331,9 @@ mod tests {
             dst_port in arb_present(),
             proto in prop::option::of(any::<u8>()),
             vlan in arb_present(),
+            vni in prop::option::of(prop::option::of(any::<u32>())),
         ) {
-            let group = GroupKey { src_ip, dst_ip, src_port, dst_port, proto, vlan };
+            let group = GroupKey { src_ip, dst_ip, src_port, dst_port, proto, vlan, vni };
             let req = PollRequest { event: 1, window_start_ns: 2, group };
             prop_assert_eq!(decode::<PollRequest>("s", &encode(&req)).expect("decodes"), req);
         }
@@ -354,6 +365,57 @@ mod tests {
             refused: Some("why".into()),
         };
         assert_eq!(decode::<Up>("s", &encode(&up)).expect("decodes"), up);
+    }
+
+    #[test]
+    fn health_travels_and_agents_without_it_still_speak() {
+        let mut meter = clarion_control::HealthMeter::new(0, 5_000_000_000, 0);
+        meter.record(
+            2_000_000_000,
+            clarion_control::HealthCounters {
+                packets: 10,
+                drops_kernel: 1,
+                sweeps: 4,
+                sweeps_late: 1,
+                sweep_last_ns: Some(123_456),
+                sweep_max_ns: Some(999_999),
+                ..Default::default()
+            },
+        );
+        let sent = meter.health(2_000_000_000);
+        let Up::Health(got) = decode::<Up>("s", &encode(&Up::Health(sent.clone()))).expect("decodes") else {
+            panic!("wrong variant");
+        };
+        // serde_json reads a float back within one unit in the last place.
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-15 * b.abs().max(1.0);
+        assert!(
+            close(got.packets_per_second, 5.0) && close(got.completeness, 10.0 / 11.0),
+            "{got:?}"
+        );
+        assert!(
+            close(got.sweep_seconds_last.unwrap_or_default(), 123_456e-9),
+            "{got:?}"
+        );
+        let integers = |h: &clarion_control::HostHealth| {
+            (
+                h.packets_total,
+                h.drops_total,
+                h.drops_kernel_total,
+                h.sweeps_total,
+                h.late_sweeps_total,
+            )
+        };
+        assert_eq!(integers(&got), integers(&sent));
+        assert_eq!(integers(&got), (10, 1, 1, 4, 1));
+        // What an agent from before health sends every second, as it sends it.
+        assert_eq!(
+            decode::<Up>("s", br#""Heartbeat""#).expect("decodes"),
+            Up::Heartbeat
+        );
+        assert_eq!(
+            decode::<Up>("s", br#"{"Finished":{"unacked":0}}"#).expect("decodes"),
+            Up::Finished { unacked: 0 }
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clarion_control::{Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostInfo};
+use clarion_control::{Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostHealth, HostInfo};
 use clarion_manager::{Effect, EventId, HostId, ManagerLoop, Poll};
 use clarion_report::{GroupKey, Report};
 use futures_util::{FutureExt, StreamExt};
@@ -174,6 +174,8 @@ struct HostState {
     missed: u64,
     /// Reports and answers refused as impossible.
     refused: u64,
+    /// The latest health the host sent (none from older agents).
+    health: Option<HostHealth>,
 }
 
 /// When the periodic chores last ran.
@@ -637,6 +639,8 @@ impl Service {
                     let st = &mut self.hosts[h];
                     st.finished = false;
                     st.last_seen = Some(Instant::now());
+                    // Its counters started again: what it said before is gone.
+                    st.health = None;
                     RegisterReply::Accepted {
                         manager: self.name.clone(),
                         triggers: self.book.triggers_of(h),
@@ -675,6 +679,10 @@ impl Service {
         }
         let (event, report, decided_ns, seq) = match up {
             Up::Heartbeat => return Vec::new(),
+            Up::Health(h) => {
+                self.hosts[host].health = Some(h);
+                return Vec::new();
+            }
             Up::Exports { version, refused } => {
                 if let Some(why) = refused {
                     eprintln!(
@@ -1110,6 +1118,7 @@ impl Service {
                 satisfaction_reports: st.satisfied,
                 polls_answered: st.answered,
                 polls_missed: st.missed,
+                health: st.health.clone(),
             })
             .collect()
     }
