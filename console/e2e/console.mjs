@@ -123,6 +123,29 @@ try {
   check(threshold === 1, "the threshold is drawn");
   // The hosts' health: every agent up (they linger, answering polls).
   await page.waitForFunction((n) => document.querySelectorAll("#hosts td.state-up").length >= n, Number(env("CONSOLE_HOSTS")), { timeout: LIMIT });
+  // ...and each one's health read out with units: packets/s, packets
+  // counted, completeness as a percentage (a replay loses nothing: 100%).
+  await page.waitForFunction(() => [...document.querySelectorAll("#hosts tbody tr")].every((tr) => /pkt\/s$/.test(tr.textContent ?? "")), undefined, { timeout: LIMIT });
+  const health = await page.evaluate(() => {
+    const heads = [...document.querySelectorAll("#hosts thead th")].map((th) => th.textContent);
+    const at = (tr, name) => tr.children[heads.indexOf(name)]?.textContent ?? "";
+    return [...document.querySelectorAll("#hosts tbody tr")].map((tr) => ({
+      host: tr.dataset.host,
+      rate: at(tr, "packets/s"),
+      packets: at(tr, "packets"),
+      completeness: at(tr, "completeness"),
+      sweep: at(tr, "sweep"),
+      text: tr.textContent,
+    }));
+  });
+  console.error(`hosts' health: ${JSON.stringify(health.map(({ text, ...h }) => h))}`);
+  check(health.length === Number(env("CONSOLE_HOSTS")), `${health.length} host rows`);
+  for (const x of health) {
+    check(/^\d[\d.]* (k |M )?pkt\/s$/.test(x.rate), `${x.host}: packets/s ${JSON.stringify(x.rate)}`);
+    check(/^\d{1,3}(,\d{3})*$/.test(x.packets) && x.packets !== "0", `${x.host}: packets ${JSON.stringify(x.packets)}`);
+    check(process.env.CONSOLE_EXACT === "1" ? x.completeness === "100%" : /^\d+(\.\d\d)?%$/.test(x.completeness), `${x.host}: completeness ${JSON.stringify(x.completeness)}`);
+    check(!/object Object|\{"/.test(x.text), `${x.host}: raw objects in the row: ${x.text}`);
+  }
   await page.screenshot({ path: join(shots, "console.png"), fullPage: true });
   const counts = await page.evaluate(() => window.__counts);
   check(counts.length >= 1 && (exact ? Math.max(...counts) === n : Math.max(...counts) >= n), `chart counts ${JSON.stringify(counts)}`);

@@ -1,7 +1,8 @@
 // Clarion's web console: the page the control API serves at `/`. It holds
 // no data of its own: every panel reads the API (`/v1/*`) with the token
 // the operator types once (kept in sessionStorage: gone when the tab
-// closes, never in a URL). Installed events and hosts are polled every
+// closes, never in a URL). Installed events and hosts (with their
+// health, flagged when it degrades between polls) are polled every
 // 2 s; fired events stream from `/v1/reports` (server-sent events read
 // with fetch, since EventSource cannot send the Authorization header),
 // reconnecting with backoff. Memory is bounded: the feed keeps the newest
@@ -9,6 +10,7 @@
 
 import { chart, rfc3339Ms, type Point } from "./chart";
 import { offsets, spansOf } from "./diag";
+import { dropsDetail, duration, grew, percent, rate, warnings, type HostHealth } from "./health";
 import { SseParser } from "./sse";
 import { thresholds, type Threshold } from "./threshold";
 
@@ -243,8 +245,15 @@ function showSpans(source: string, rendered: string): void {
 
 // ---- hosts
 
-/** Known columns first; any other field a host reports (health the server adds later) follows as it is. */
+/** Known columns first; any other field a host reports (one the server adds later) follows as it is. */
 const HOST_COLUMNS = ["name", "state", "prefixes", "last_seen_ms", "finished", "triggers", "satisfaction_reports", "polls_answered", "polls_missed"];
+/** The health columns, from each host's `health` (absent from agents that send none). */
+const HEALTH_COLUMNS = ["packets/s", "packets", "drops", "completeness", "sweep", "late sweeps"];
+/** Each host's health at the previous poll, and when its drops and late sweeps last grew. */
+const lastHealth = new Map<string, HostHealth>();
+const grewAt = new Map<string, { drops?: number; late?: number }>();
+/** A growth stays flagged this long: one poll's blip is not missed. */
+const GROWTH_SHOWN_MS = 30_000;
 
 function cell(v: unknown): HTMLTableCellElement {
   if (typeof v === "number") return h("td", { class: "num" }, v.toLocaleString("en-US"));
@@ -254,23 +263,67 @@ function cell(v: unknown): HTMLTableCellElement {
   return h("td", {}, String(v));
 }
 
+/** The health cells of one host, flagged as `recent` says. */
+function healthCells(x: HostHealth | undefined, recent: { drops: boolean; late: boolean }): HTMLTableCellElement[] {
+  if (!x) return HEALTH_COLUMNS.map(() => h("td", { class: "muted", title: "this host sends no health (an older agent)" }, "–"));
+  const num = (text: string, title: string, flag = false) => h("td", { class: flag ? "num warn" : "num", title }, text);
+  return [
+    num(rate(x.packets_per_second), `over the last ${x.rate_window_s.toFixed(1)} s`),
+    num(x.packets_total.toLocaleString("en-US"), `since the host started, ${Math.round(x.uptime_s)} s ago`),
+    num(x.drops_total.toLocaleString("en-US"), dropsDetail(x), recent.drops),
+    num(percent(x.completeness), "share of packets inspected since the host started", x.completeness < 1),
+    num(duration(x.sweep_seconds_last), x.sweep_seconds_max === undefined ? "not measured (a replay sweeps between packets)" : `latest sweep; longest ${duration(x.sweep_seconds_max)}`),
+    num(x.late_sweeps_total.toLocaleString("en-US"), `of ${x.sweeps_total.toLocaleString("en-US")} sweeps`, recent.late),
+  ];
+}
+
+/** What grew on `name` in the last GROWTH_SHOWN_MS, counting this poll. */
+function recentGrowth(name: string, health: HostHealth | undefined): { drops: boolean; late: boolean } {
+  const before = lastHealth.get(name);
+  if (!health) {
+    lastHealth.delete(name);
+    return { drops: false, late: false };
+  }
+  lastHealth.set(name, health);
+  const now = Date.now();
+  const at = grewAt.get(name) ?? {};
+  const g = grew(health, before);
+  if (g.drops) at.drops = now;
+  if (g.late) at.late = now;
+  grewAt.set(name, at);
+  const within = (t?: number) => t !== undefined && now - t < GROWTH_SHOWN_MS;
+  return { drops: within(at.drops), late: within(at.late) };
+}
+
 function showHosts(list: Record<string, unknown>[]): void {
-  const extra = [...new Set(list.flatMap((x) => Object.keys(x)))].filter((k) => !HOST_COLUMNS.includes(k));
+  const extra = [...new Set(list.flatMap((x) => Object.keys(x)))].filter((k) => !HOST_COLUMNS.includes(k) && k !== "health");
   const columns = [...HOST_COLUMNS, ...extra];
   const table = $("hosts");
-  (table.querySelector("thead") as HTMLTableSectionElement).replaceChildren(h("tr", {}, ...columns.map((c) => h("th", {}, c.replaceAll("_", " ")))));
+  (table.querySelector("thead") as HTMLTableSectionElement).replaceChildren(
+    h("tr", {}, ...columns.map((c) => h("th", {}, c.replaceAll("_", " "))), ...HEALTH_COLUMNS.map((c) => h("th", { class: "num" }, c))),
+  );
   (table.querySelector("tbody") as HTMLTableSectionElement).replaceChildren(
-    ...list.map((host) =>
-      h(
+    ...list.map((host) => {
+      const name = String(host.name);
+      const health = (host.health ?? undefined) as HostHealth | undefined;
+      const recent = recentGrowth(name, health);
+      const why = health ? warnings(health, recent) : [];
+      const row = h(
         "tr",
-        { "data-host": String(host.name) },
+        { "data-host": name },
         ...columns.map((c) => {
           const td = cell(host[c]);
           if (c === "state") td.className = `state-${String(host[c])}`;
           return td;
         }),
-      ),
-    ),
+        ...healthCells(health, recent),
+      );
+      if (why.length) {
+        row.classList.add("warn");
+        row.title = why.join("; ");
+      }
+      return row;
+    }),
   );
   $("hosts-empty").hidden = list.length > 0;
 }
