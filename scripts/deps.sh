@@ -39,6 +39,10 @@ DEPS=(
   "tcpdump:tcpdump:outer and inner captures of real tunnel devices (crates/cli/tests/tunnels.rs)"
   "python3:python3:TCP through real tunnel devices (crates/cli/tests/tunnels.rs)"
   "ip:iproute2:VXLAN, Geneve, GRE and GRE-tap devices between namespaces (crates/cli/tests/tunnels.rs)"
+  "ovs-vswitchd:openvswitch-switch:Geneve, GRE and VXLAN made by Open vSwitch's userspace datapath (crates/cli/tests/tunnels.rs)"
+  "ovsdb-server:openvswitch-switch:Open vSwitch's database for the tunnel tests (crates/cli/tests/tunnels.rs)"
+  "ovs-vsctl:openvswitch-switch:Open vSwitch's bridges and tunnel ports (crates/cli/tests/tunnels.rs)"
+  "ovs-ofctl:openvswitch-switch:Open vSwitch's flows for GRE carrying IP (crates/cli/tests/tunnels.rs)"
   "chromium:chromium:the web console in headless Chromium, driven by Playwright (crates/cli/tests/console.rs; Node.js 20+ and npm come from elsewhere: Debian 12 has 18)"
 )
 
