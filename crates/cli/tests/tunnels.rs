@@ -108,6 +108,8 @@ struct Kind {
     outer_filter: &'static str,
     /// tshark's display filter for the outer packets carrying the service.
     tshark_filter: &'static str,
+    /// The VNI or GRE key the tunnel puts on its packets.
+    vni: Option<u32>,
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -120,12 +122,14 @@ const KINDS: [Kind; 4] = [
         link: |l, r| words(&format!("type vxlan id 42 local {l} remote {r} dstport 4789")),
         outer_filter: "udp port 4789",
         tshark_filter: "vxlan.vni == 42 && tcp.port == 5555",
+        vni: Some(42),
     },
     Kind {
         name: "geneve",
         link: |_, r| words(&format!("type geneve id 7 remote {r}")),
         outer_filter: "udp port 6081",
         tshark_filter: "geneve.vni == 7 && tcp.port == 5555",
+        vni: Some(7),
     },
     // Layer 3: IPv4 straight after the GRE header (protocol 0x0800).
     Kind {
@@ -133,6 +137,7 @@ const KINDS: [Kind; 4] = [
         link: |l, r| words(&format!("type gre local {l} remote {r}")),
         outer_filter: "ip proto 47",
         tshark_filter: "gre.proto == 0x0800 && tcp.port == 5555",
+        vni: None,
     },
     // Layer 2: a whole Ethernet frame (protocol 0x6558).
     Kind {
@@ -140,6 +145,7 @@ const KINDS: [Kind; 4] = [
         link: |l, r| words(&format!("type gretap local {l} remote {r}")),
         outer_filter: "ip proto 47",
         tshark_filter: "gre.proto == 0x6558 && tcp.port == 5555",
+        vni: None,
     },
 ];
 
@@ -205,6 +211,7 @@ fn run_kind(net: &Net, kind: &Kind, dir: &Path, events: &Path) -> bool {
         outer_filter: kind.outer_filter,
         inner_iface: "any",
         tshark_filter: kind.tshark_filter,
+        vni: kind.vni,
     };
     compare(net, &taps, dir, events, &String::new);
     assert!(net.ip(&["-n", a, "link", "del", "tun0"]) && net.ip(&["-n", b, "link", "del", "tun0"]));
@@ -220,6 +227,7 @@ struct Taps {
     /// tshark's display filter matching the outer packets that carry the
     /// service's TCP in this encapsulation.
     tshark_filter: &'static str,
+    vni: Option<u32>,
 }
 
 /// Runs the traffic through a tunnel that is up (10.78.0.1 in `a` to
@@ -280,6 +288,7 @@ fn compare(net: &Net, taps: &Taps, dir: &Path, events: &Path, logs: &dyn Fn() ->
     let logs = format!("{outer_log}\n{inner_log}\n{}", logs());
     assert_alike(
         name,
+        taps.vni,
         &reports(&outer_path, events),
         &reports(&inner_path, events),
         &logs,
@@ -308,8 +317,11 @@ fn tshark_count(pcap: &Path, filter: &str) -> Option<usize> {
 
 /// The reports on the inner capture hold the events' groups (one per
 /// connection each way, one port), and those on the outer capture are
-/// the same.
-fn assert_alike(name: &str, outer_reports: &[Value], inner_reports: &[Value], logs: &str) {
+/// the same. A group may name the tunnel's identifier (`vni`): on the
+/// outer capture it must be the tunnel's `vni` (null if it has none), on
+/// the inner one null (no tunnel there); then it is left out of the
+/// comparison, as the inner capture cannot know it.
+fn assert_alike(name: &str, vni: Option<u32>, outer_reports: &[Value], inner_reports: &[Value], logs: &str) {
     let count = |event: &str| inner_reports.iter().filter(|r| r["event"] == event).count();
     assert_eq!(
         (
@@ -324,12 +336,17 @@ fn assert_alike(name: &str, outer_reports: &[Value], inner_reports: &[Value], lo
     // holds tunnelled frames that are not the service's TCP (ARP and
     // neighbour traffic inside an L2 tunnel, kept under their outer
     // headers), which the inner capture's filter leaves out.
-    let strip = |rs: &[Value]| {
+    let strip = |rs: &[Value], vni: Option<u32>, side: &str| {
         let mut v: Vec<String> = rs
             .iter()
             .map(|r| {
                 let mut r = r.clone();
-                r.as_object_mut().expect("object").remove("completeness");
+                let o = r.as_object_mut().expect("object");
+                o.remove("completeness");
+                let group = o.get_mut("group").and_then(Value::as_object_mut);
+                if let Some(got) = group.and_then(|g| g.remove("vni")) {
+                    assert_eq!(got, serde_json::json!(vni), "{name}: the {side} capture's vni");
+                }
                 r.to_string()
             })
             .collect();
@@ -337,8 +354,8 @@ fn assert_alike(name: &str, outer_reports: &[Value], inner_reports: &[Value], lo
         v
     };
     assert_eq!(
-        strip(outer_reports),
-        strip(inner_reports),
+        strip(outer_reports, vni, "outer"),
+        strip(inner_reports, None, "inner"),
         "{name}: reports on the outer capture differ from the inner one's\n{logs}"
     );
 }
@@ -371,6 +388,7 @@ fn tunnels_made_by_open_vswitch_report_as_their_inner_traffic() {
             outer_filter: kind.outer_filter,
             inner_iface: "br-int",
             tshark_filter: kind.tshark_filter,
+            vni: kind.vni,
         };
         compare(&net, &taps, dir.path(), &events, &|| {
             format!("{}\n{}", switches[0].logs(), switches[1].logs())
@@ -407,6 +425,7 @@ fn open_vswitch_tunnel_captures_report_as_their_inner_traffic() {
         );
         assert_alike(
             kind.name,
+            kind.vni,
             &reports(&outer, &events),
             &reports(&inner, &events),
             "",

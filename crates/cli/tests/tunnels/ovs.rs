@@ -60,6 +60,8 @@ pub struct OvsKind {
     /// tshark's display filter for the outer packets carrying the
     /// service's TCP in this encapsulation, as Wireshark's dissectors read it.
     pub tshark_filter: &'static str,
+    /// The VNI or GRE key the tunnel puts on its packets.
+    pub vni: Option<u32>,
 }
 
 pub const OVS_KINDS: [OvsKind; 4] = [
@@ -71,6 +73,7 @@ pub const OVS_KINDS: [OvsKind; 4] = [
         outer_filter: "udp port 6081",
         wire: (17, 6081),
         tshark_filter: "geneve.vni == 7 && geneve.proto_type == 0x6558 && tcp.port == 5555",
+        vni: Some(7),
     },
     // Ethernet over GRE (protocol 0x6558), with a key.
     OvsKind {
@@ -81,6 +84,7 @@ pub const OVS_KINDS: [OvsKind; 4] = [
         outer_filter: "ip proto 47",
         wire: (47, 0x6558),
         tshark_filter: "gre.proto == 0x6558 && gre.key == 9 && tcp.port == 5555",
+        vni: Some(9),
     },
     // IPv4 straight after GRE (protocol 0x0800), with a checksum word.
     OvsKind {
@@ -91,6 +95,7 @@ pub const OVS_KINDS: [OvsKind; 4] = [
         outer_filter: "ip proto 47",
         wire: (47, 0x0800),
         tshark_filter: "gre.proto == 0x0800 && gre.flags.checksum == 1 && tcp.port == 5555",
+        vni: None,
     },
     OvsKind {
         name: "ovs-vxlan",
@@ -100,6 +105,7 @@ pub const OVS_KINDS: [OvsKind; 4] = [
         outer_filter: "udp port 4789",
         wire: (17, 4789),
         tshark_filter: "vxlan.vni == 42 && tcp.port == 5555",
+        vni: Some(42),
     },
 ];
 
