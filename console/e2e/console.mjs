@@ -125,7 +125,7 @@ try {
   await page.waitForFunction((n) => document.querySelectorAll("#hosts td.state-up").length >= n, Number(env("CONSOLE_HOSTS")), { timeout: LIMIT });
   // ...and each one's health read out with units: packets/s, packets
   // counted, completeness as a percentage (a replay loses nothing: 100%).
-  await page.waitForFunction(() => [...document.querySelectorAll("#hosts tbody tr")].every((tr) => /pkt\/s$/.test(tr.textContent ?? "")), undefined, { timeout: LIMIT });
+  await page.waitForFunction(() => [...document.querySelectorAll("#hosts tbody tr")].every((tr) => /pkt\/s/.test(tr.textContent ?? "")), undefined, { timeout: LIMIT });
   const health = await page.evaluate(() => {
     const heads = [...document.querySelectorAll("#hosts thead th")].map((th) => th.textContent);
     const at = (tr, name) => tr.children[heads.indexOf(name)]?.textContent ?? "";
