@@ -434,9 +434,10 @@ fn open_vswitch_tunnel_captures_report_as_their_inner_traffic() {
     }
 }
 
-/// Whether an Ethernet frame is IPv4 carrying `(protocol, what)`: UDP (17)
-/// to port `what`, or GRE (47) whose protocol type is `what`.
-fn carries(f: &[u8], (proto, what): (u8, u16)) -> bool {
+/// Whether an Ethernet frame is IPv4 carrying `(protocol, what, words)`:
+/// UDP (17) to port `what`, or GRE (47) whose protocol type is `what`; for
+/// Geneve (UDP 6081), with `words` 4-byte words of options.
+fn carries(f: &[u8], (proto, what, words): (u8, u16, u8)) -> bool {
     let be = |i: usize| f.get(i..i + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
     if be(12) != Some(0x0800) || f.len() < 34 || f[23] != proto {
         return false;
@@ -444,7 +445,8 @@ fn carries(f: &[u8], (proto, what): (u8, u16)) -> bool {
     // The UDP destination port and the GRE protocol type are both the
     // second 16-bit word after the IP header.
     let l4 = 14 + usize::from(f[14] & 0x0f) * 4;
-    matches!(proto, 17 | 47) && be(l4 + 2) == Some(what)
+    let geneve_ok = proto != 17 || what != 6081 || f.get(l4 + 8).map(|b| b & 0x3f) == Some(words);
+    matches!(proto, 17 | 47) && be(l4 + 2) == Some(what) && geneve_ok
 }
 
 fn python(ns: &str, args: &[&str]) -> Command {

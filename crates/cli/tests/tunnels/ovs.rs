@@ -14,7 +14,8 @@
 //! MAC addresses are fixed and the remote underlay MAC is set in OVS's
 //! neighbour cache, so no ARP is needed to start. GRE carrying IP is the
 //! port option `packet_type=legacy_l3` with two OpenFlow rules (OVS adds a
-//! dummy Ethernet header on receive; the rule writes the local MAC in it).
+//! dummy Ethernet header on receive; the rule writes the local MAC in it);
+//! a Geneve option is a TLV map and a `set_field` rule, as OVN does.
 //!
 //! Invariants: every process started is stopped when its [`Switch`] drops
 //! (SIGTERM, then SIGKILL after 5 s), also when a test panics, and the
@@ -50,13 +51,14 @@ pub struct OvsKind {
     pub iface_type: &'static str,
     /// Its options besides `remote_ip`.
     pub options: &'static [&'static str],
-    /// IP straight after the tunnel header, no Ethernet frame.
-    pub l3: bool,
+    /// How `br-int` forwards.
+    pub flows: Flows,
     /// tcpdump's filter for the outer packets.
     pub outer_filter: &'static str,
-    /// The outer IP protocol and, after the IP header, the UDP destination
-    /// port or GRE protocol type: the encapsulation as bytes.
-    pub wire: (u8, u16),
+    /// The outer IP protocol; after the IP header, the UDP destination
+    /// port or GRE protocol type; and Geneve's option length (4-byte
+    /// words; 0 for the others): the encapsulation as bytes.
+    pub wire: (u8, u16, u8),
     /// tshark's display filter for the outer packets carrying the
     /// service's TCP in this encapsulation, as Wireshark's dissectors read it.
     pub tshark_filter: &'static str,
@@ -64,15 +66,41 @@ pub struct OvsKind {
     pub vni: Option<u32>,
 }
 
-pub const OVS_KINDS: [OvsKind; 4] = [
+/// How `br-int` forwards between its local port and the tunnel.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Flows {
+    /// A learning switch (OVS's default `NORMAL` flow).
+    Normal,
+    /// IP straight after the tunnel header, no Ethernet frame: IP from the
+    /// local port goes in as it is; IP coming out gets the local port's
+    /// MAC in the dummy Ethernet header OVS gives it.
+    L3,
+    /// `NORMAL`, and every frame from the local port leaves with a 4-byte
+    /// Geneve option (class 0x0102, OVN's, type 0x80, critical), as OVN
+    /// tags its traffic.
+    GeneveOption,
+}
+
+pub const OVS_KINDS: [OvsKind; 5] = [
     OvsKind {
         name: "ovs-geneve",
         iface_type: "geneve",
         options: &["options:key=7"],
-        l3: false,
+        flows: Flows::Normal,
         outer_filter: "udp port 6081",
-        wire: (17, 6081),
+        wire: (17, 6081, 0),
         tshark_filter: "geneve.vni == 7 && geneve.proto_type == 0x6558 && tcp.port == 5555",
+        vni: Some(7),
+    },
+    // Geneve with an option: 8 bytes of options the parser must skip.
+    OvsKind {
+        name: "ovs-geneve-opt",
+        iface_type: "geneve",
+        options: &["options:key=7"],
+        flows: Flows::GeneveOption,
+        outer_filter: "udp port 6081",
+        wire: (17, 6081, 2),
+        tshark_filter: "geneve.vni == 7 && geneve.option.class == 0x0102 && geneve.option.length == 8 && tcp.port == 5555",
         vni: Some(7),
     },
     // Ethernet over GRE (protocol 0x6558), with a key.
@@ -80,9 +108,9 @@ pub const OVS_KINDS: [OvsKind; 4] = [
         name: "ovs-gretap",
         iface_type: "gre",
         options: &["options:key=9"],
-        l3: false,
+        flows: Flows::Normal,
         outer_filter: "ip proto 47",
-        wire: (47, 0x6558),
+        wire: (47, 0x6558, 0),
         tshark_filter: "gre.proto == 0x6558 && gre.key == 9 && tcp.port == 5555",
         vni: Some(9),
     },
@@ -91,9 +119,9 @@ pub const OVS_KINDS: [OvsKind; 4] = [
         name: "ovs-gre",
         iface_type: "gre",
         options: &["options:csum=true", "options:packet_type=legacy_l3"],
-        l3: true,
+        flows: Flows::L3,
         outer_filter: "ip proto 47",
-        wire: (47, 0x0800),
+        wire: (47, 0x0800, 0),
         tshark_filter: "gre.proto == 0x0800 && gre.flags.checksum == 1 && tcp.port == 5555",
         vni: None,
     },
@@ -101,9 +129,9 @@ pub const OVS_KINDS: [OvsKind; 4] = [
         name: "ovs-vxlan",
         iface_type: "vxlan",
         options: &["options:key=42"],
-        l3: false,
+        flows: Flows::Normal,
         outer_filter: "udp port 4789",
-        wire: (17, 4789),
+        wire: (17, 4789, 0),
         tshark_filter: "vxlan.vni == 42 && tcp.port == 5555",
         vni: Some(42),
     },
@@ -456,33 +484,48 @@ fn set_up(net: &Net, kind: &OvsKind, sw: &Switch, end: &End) {
         assert!(net.ip(&args), "ip {args:?}");
     }
     sw.appctl(&["tnl/arp/set", "br-phy", end.remote_underlay, end.remote_phy_mac]);
-    if kind.l3 {
-        // No Ethernet inside the tunnel: IP from the local port goes in as
-        // it is; IP coming out gets this port's MAC in the dummy header OVS
-        // gives it. The kernel needs some neighbour entry to send at all.
-        sw.ofctl("del-flows", "br-int", &[]);
-        sw.ofctl(
-            "add-flow",
-            "br-int",
-            &[&format!(
-                "in_port=tun0,ip,actions=mod_dl_dst:{},LOCAL",
-                end.int_mac
-            )],
-        );
-        sw.ofctl("add-flow", "br-int", &["in_port=LOCAL,ip,actions=output:tun0"]);
-        let neigh = [
-            "-n",
-            ns,
-            "neigh",
-            "replace",
-            end.remote_inner,
-            "lladdr",
-            "02:00:00:00:78:ff",
-            "dev",
-            "br-int",
-            "nud",
-            "permanent",
-        ];
-        assert!(net.ip(&neigh), "ip {neigh:?}");
+    match kind.flows {
+        Flows::Normal => {}
+        Flows::L3 => {
+            sw.ofctl("del-flows", "br-int", &[]);
+            sw.ofctl(
+                "add-flow",
+                "br-int",
+                &[&format!(
+                    "in_port=tun0,ip,actions=mod_dl_dst:{},LOCAL",
+                    end.int_mac
+                )],
+            );
+            sw.ofctl("add-flow", "br-int", &["in_port=LOCAL,ip,actions=output:tun0"]);
+            // The kernel needs some neighbour entry to send at all.
+            let neigh = [
+                "-n",
+                ns,
+                "neigh",
+                "replace",
+                end.remote_inner,
+                "lladdr",
+                "02:00:00:00:78:ff",
+                "dev",
+                "br-int",
+                "nud",
+                "permanent",
+            ];
+            assert!(net.ip(&neigh), "ip {neigh:?}");
+        }
+        Flows::GeneveOption => {
+            // Both ends map the option, or the receiver drops the packets
+            // (the option is critical).
+            sw.ofctl(
+                "add-tlv-map",
+                "br-int",
+                &["{class=0x0102,type=0x80,len=4}->tun_metadata0"],
+            );
+            sw.ofctl(
+                "add-flow",
+                "br-int",
+                &["priority=10,in_port=LOCAL,actions=set_field:0xc1a510e0->tun_metadata0,NORMAL"],
+            );
+        }
     }
 }
