@@ -278,6 +278,7 @@ impl Sim {
                 wscale: None,
             },
             vlans: e.vlans,
+            vni: None,
         }
     }
 

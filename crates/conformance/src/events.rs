@@ -97,11 +97,11 @@ fn spec(name: &str, (filters, predicate, granularity, interval_ns): Body) -> Eve
 
 /// Which of the parent's group fields narrow (one flag per field) and how
 /// short the addresses get (IPv4, IPv6 lengths, capped at the parent's).
-type Narrowing = ([bool; 6], u8, u8);
+type Narrowing = ([bool; 7], u8, u8);
 
 fn arb_narrowing() -> impl Strategy<Value = Narrowing> {
     (
-        prop::array::uniform6(prop::bool::weighted(0.5)),
+        prop::array::uniform7(prop::bool::weighted(0.5)),
         prop_oneof![select(&[8u8, 16, 24, 32][..]), 0u8..=32],
         prop_oneof![select(&[32u8, 64, 128][..]), 0u8..=128],
     )
@@ -124,6 +124,7 @@ fn drill(parent: &EventSpec, child: &EventSpec, (pick, v4, v6): Narrowing, k: Op
             dst_port: g.dst_port && pick[3],
             proto: g.proto && pick[4],
             vlan: g.vlan && pick[5],
+            vni: g.vni && pick[6],
         },
         duration_ns: k.map(|k| k * child.interval_ns),
     }
@@ -176,14 +177,16 @@ fn arb_filter() -> impl Strategy<Value = Filter> {
         sometimes(0.25, arb_port_range()),
         sometimes(0.25, select(&pool::PROTOS[..])),
         sometimes(0.1, select(&pool::VLANS[..])),
+        sometimes(0.1, select(&pool::VNIS[..])),
     )
-        .prop_map(|(src_ip, dst_ip, src_port, dst_port, proto, vlan)| Filter {
+        .prop_map(|(src_ip, dst_ip, src_port, dst_port, proto, vlan, vni)| Filter {
             src_ip,
             dst_ip,
             src_port,
             dst_port,
             proto,
             vlan,
+            vni,
         })
 }
 
@@ -274,15 +277,19 @@ pub fn arb_granularity() -> impl Strategy<Value = Granularity> {
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.2),
+        prop::bool::weighted(0.2),
     )
-        .prop_map(|(src_ip, dst_ip, src_port, dst_port, proto, vlan)| Granularity {
-            src_ip,
-            dst_ip,
-            src_port,
-            dst_port,
-            proto,
-            vlan,
-        });
+        .prop_map(
+            |(src_ip, dst_ip, src_port, dst_port, proto, vlan, vni)| Granularity {
+                src_ip,
+                dst_ip,
+                src_port,
+                dst_port,
+                proto,
+                vlan,
+                vni,
+            },
+        );
     prop_oneof![
         1 => Just(Granularity::default()),
         2 => Just(Granularity::FIVE_TUPLE),

@@ -29,6 +29,8 @@ pub const PORTS: [u16; 7] = [53, 80, 123, 443, 5353, 40000, 40001];
 pub const PROTOS: [u8; 5] = [proto::TCP, proto::UDP, proto::ICMP, proto::ICMPV6, 47];
 
 pub const VLANS: [u16; 3] = [10, 20, 300];
+/// VNIs of the tunnelled flows, and one no flow has.
+pub const VNIS: [u32; 4] = [0, 5001, 0xff_ffff, 77];
 
 /// `addr/len` with the bits beyond `len` cleared (lengths beyond the family's width are clamped).
 pub fn prefix(addr: IpAddr, len: u8) -> IpPrefix {

@@ -72,6 +72,10 @@ pub enum Content {
     /// read, nor TCP options): malformed.
     /// `keep` bytes of the frame remain.
     Truncated { spec: build::FrameSpec, keep: usize },
+    /// A whole packet (an Ethernet frame) carried in VXLAN with this VNI,
+    /// in an Ethernet/IPv4/UDP frame between two tunnel endpoints: the
+    /// packet of `spec`, with the VNI in its key.
+    Tunnelled { spec: build::FrameSpec, vni: u32 },
 }
 
 impl FramePlan {
@@ -79,6 +83,8 @@ impl FramePlan {
         match &self.content {
             Content::Ip { spec, .. } | Content::Truncated { spec, .. } => spec.link,
             Content::NotIp { link } => *link,
+            // The outer frame's.
+            Content::Tunnelled { .. } => LinkType::Ethernet,
         }
     }
 }
@@ -107,6 +113,8 @@ pub(crate) struct FlowDef {
     pub kind: Kind,
     /// VLAN ids, outermost first: 0 tags, a 802.1Q tag, or QinQ (802.1ad outside).
     pub vlans: &'static [u16],
+    /// Carried in VXLAN with this VNI (its tags inside the tunnel).
+    pub vni: Option<u32>,
 }
 
 const fn v4(i: usize) -> IpAddr {
@@ -131,14 +139,22 @@ const fn flow(src: IpAddr, dst: IpAddr, kind: Kind, vlans: &'static [u16]) -> Fl
         dst,
         kind,
         vlans,
+        vni: None,
     }
+}
+
+/// `f` carried in VXLAN with `vni`.
+const fn in_vxlan(f: FlowDef, vni: u32) -> FlowDef {
+    FlowDef { vni: Some(vni), ..f }
 }
 
 /// Both directions of a few TCP connections (with and without window scale,
 /// one announcing an out-of-range 15), UDP (tagged, QinQ, plain), ICMP, GRE,
 /// over IPv4 and IPv6. Each TCP flow always announces the same scale in its
-/// SYNs, so "which SYN counts" never matters.
-const FLOWS: [FlowDef; 14] = [
+/// SYNs, so "which SYN counts" never matters. The last ones come out of
+/// VXLAN tunnels: the first connection again in two tenants' VNIs (the
+/// same 5-tuple, three flows), a tagged UDP flow and an IPv6 one.
+const FLOWS: [FlowDef; 19] = [
     flow(v4(0), v4(2), tcp(40000, 80, Some(7)), &[]),
     flow(v4(2), v4(0), tcp(80, 40000, Some(2)), &[]),
     flow(v4(1), v4(4), tcp(40001, 443, None), &[]),
@@ -153,7 +169,18 @@ const FLOWS: [FlowDef; 14] = [
     flow(v6(1), v6(3), udp(53, 5353), &[20]),
     flow(v6(4), v6(0), Kind::Icmp, &[]),
     flow(v6(3), v6(1), udp(5353, 53), &[]),
+    in_vxlan(flow(v4(0), v4(2), tcp(40000, 80, Some(7)), &[]), 5001),
+    in_vxlan(flow(v4(2), v4(0), tcp(80, 40000, Some(2)), &[]), 5001),
+    in_vxlan(flow(v4(0), v4(2), tcp(40000, 80, Some(7)), &[]), 0xff_ffff),
+    in_vxlan(flow(v4(0), v4(1), udp(5353, 53), &[10]), 5001),
+    in_vxlan(flow(v6(1), v6(3), udp(53, 5353), &[]), 0),
 ];
+
+/// The tunnel endpoints of every VXLAN flow.
+const VTEPS: IpPair = IpPair::V4 {
+    src: std::net::Ipv4Addr::new(192, 0, 2, 1),
+    dst: std::net::Ipv4Addr::new(192, 0, 2, 2),
+};
 
 // ---------------------------------------------------------------- the generator
 
@@ -406,6 +433,8 @@ pub fn arb_traffic_with(
 /// and tagged flows stay on links that carry tags.
 fn link_for(s: &Step, flow: &FlowDef) -> LinkType {
     match s.link {
+        // VXLAN carries Ethernet frames.
+        _ if flow.vni.is_some() => LinkType::Ethernet,
         _ if !flow.vlans.is_empty()
             && !matches!(
                 s.link,
@@ -528,6 +557,12 @@ pub(crate) fn plan_for(flow: &FlowDef, s: &Step, options: TcpOptions, ts_ns: u64
         fragment,
     };
     let content = match s.what {
+        // Cutting a tunnelled frame short gives its outer packet, which
+        // the tunnel tests of crates/wire check; here it stays whole.
+        What::Packet | What::Truncated(_) | What::Snapped(_) if flow.vni.is_some() => Content::Tunnelled {
+            spec,
+            vni: flow.vni.unwrap_or_default(),
+        },
         What::Packet => Content::Ip { spec, snap: None },
         What::NotIp => match link {
             // Raw IP links cannot carry anything else.
@@ -576,12 +611,35 @@ fn frame_of(plan: &FramePlan) -> Frame {
             b
         }
         Content::NotIp { link } => not_ip_frame(*link),
+        Content::Tunnelled { spec, vni } => vxlan_frame(&spec.build(), *vni),
     };
     Frame {
         ts_ns: plan.ts_ns,
         link: plan.link(),
         bytes,
     }
+}
+
+/// `inner` (an Ethernet frame) in VXLAN (RFC 7348: the I flag, the VNI
+/// in bytes 4-6) over Ethernet/IPv4/UDP to port 4789.
+fn vxlan_frame(inner: &[u8], vni: u32) -> Vec<u8> {
+    let v = (vni << 8).to_be_bytes();
+    let mut carried = vec![0x08, 0, 0, 0, v[0], v[1], v[2], 0];
+    carried.extend_from_slice(inner);
+    let outer = build::FrameSpec {
+        link: LinkType::Ethernet,
+        ip: VTEPS,
+        transport: build::Transport::Udp {
+            src_port: 49152,
+            dst_port: 4789,
+        },
+        payload_len: carried.len(),
+        ..build::FrameSpec::default()
+    };
+    let mut frame = outer.build();
+    let at = frame.len() - carried.len();
+    frame[at..].copy_from_slice(&carried);
+    frame
 }
 
 /// An ARP request on `link` (on BSD loopback, an AppleTalk-family frame).
@@ -625,6 +683,12 @@ pub fn expected_inputs(t: &Traffic) -> Vec<Input> {
         .zip(&t.frames)
         .map(|(p, f)| match &p.content {
             Content::Ip { spec, .. } => Input::Packet(expected_record(spec, p.ts_ns, f.bytes.len())),
+            Content::Tunnelled { spec, vni } => {
+                let mut r = expected_record(spec, p.ts_ns, f.bytes.len());
+                r.key.vni = *vni;
+                r.key.flags |= FlowKey::HAS_VNI;
+                Input::Packet(r)
+            }
             Content::NotIp { .. } => Input::NotIp { ts_ns: p.ts_ns },
             Content::Truncated { .. } => Input::Malformed { ts_ns: p.ts_ns },
         })

@@ -190,7 +190,9 @@ fn generated_drill_downs_report_from_instances() {
             .new_tree(&mut runner)
             .expect("events")
             .current();
-        let traffic = arb_traffic(300).new_tree(&mut runner).expect("traffic").current();
+        // 400 frames over the pool's 19 flows: as many per flow as 300 over
+        // the 14 the pool had before its tunnelled flows.
+        let traffic = arb_traffic(400).new_tree(&mut runner).expect("traffic").current();
         let reports = evaluate(&events, &parse_traffic(&traffic), &cfg);
         instances += usize::from(reports.iter().any(|r| r.event.starts_with('t')));
         let t1_installs_t2 = events[1].drill_downs.iter().any(|d| d.event.name == "t2");

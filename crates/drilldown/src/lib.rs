@@ -91,6 +91,7 @@ struct Narrowing {
     dst_port: Option<u16>,
     proto: Option<u8>,
     vlan: Option<u16>,
+    vni: Option<u32>,
 }
 
 impl Narrowing {
@@ -111,13 +112,13 @@ impl Narrowing {
                 }
             }
         };
-        let value = |wanted: bool, key: Option<Option<u16>>| -> Option<Option<u16>> {
+        fn value<T>(wanted: bool, key: Option<Option<T>>) -> Option<Option<T>> {
             if wanted {
                 key.flatten().map(Some)
             } else {
                 Some(None)
             }
-        };
+        }
         Some(Narrowing {
             src_ip: addr(on.src_ip, g.src_ip)?,
             dst_ip: addr(on.dst_ip, g.dst_ip)?,
@@ -125,6 +126,7 @@ impl Narrowing {
             dst_port: value(on.dst_port, g.dst_port)?,
             proto: if on.proto { Some(g.proto?) } else { None },
             vlan: value(on.vlan, g.vlan)?,
+            vni: value(on.vni, g.vni)?,
         })
     }
 
@@ -137,6 +139,7 @@ impl Narrowing {
             dst_port: both_ports(f.dst_port, self.dst_port)?,
             proto: both_equal(f.proto, self.proto)?,
             vlan: both_equal(f.vlan, self.vlan)?,
+            vni: both_equal(f.vni, self.vni)?,
         })
     }
 
@@ -161,6 +164,9 @@ impl Narrowing {
         }
         if let Some(v) = self.vlan {
             parts.push(format!("vlan={v}"));
+        }
+        if let Some(v) = self.vni {
+            parts.push(format!("vni={v}"));
         }
         if parts.is_empty() {
             event.to_string()

@@ -31,6 +31,7 @@ fn group(dst: [u8; 4], port: Option<u16>) -> GroupKey {
         dst_port: Some(port),
         proto: Some(6),
         vlan: Some(None),
+        vni: None,
     }
 }
 

@@ -316,6 +316,7 @@ fn or_key(a: &FlowKey, b: &FlowKey) -> FlowKey {
         vlan: a.vlan | b.vlan,
         proto: a.proto | b.proto,
         flags: a.flags | b.flags,
+        vni: a.vni | b.vni,
     }
 }
 
@@ -328,6 +329,7 @@ fn mask_bits(m: &FlowKey) -> u32 {
         + m.vlan.count_ones()
         + m.proto.count_ones()
         + m.flags.count_ones()
+        + m.vni.count_ones()
 }
 
 /// The events' rules, grouped by mask for lookups (a tuple space, as the trigger index).

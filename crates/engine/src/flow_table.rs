@@ -82,7 +82,8 @@ pub(crate) struct FlowTable {
 /// onto the lower, which an IPv4 address leaves as it is), then two folded
 /// multiplies (the 128-bit product's halves xored, as foldhash and wyhash
 /// do). Both halves of the result are used: the low 32 bits index the
-/// flow table, the high 32 the DoS filter.
+/// flow table, the high 32 the DoS filter. The VNI goes into the
+/// destination's word where an IPv4 address leaves zeros (bits 32-63).
 #[inline]
 pub(crate) fn hash_key(k: &FlowKey) -> u64 {
     let w = |b: &[u8; 16]| {
@@ -102,7 +103,7 @@ pub(crate) fn hash_key(k: &FlowKey) -> u64 {
         | u64::from(k.flags) << 56;
     let h = fold(
         w(&k.src_ip) ^ 0x243f_6a88_85a3_08d3,
-        w(&k.dst_ip) ^ 0x1319_8a2e_0370_7344,
+        w(&k.dst_ip) ^ u64::from(k.vni) << 32 ^ 0x1319_8a2e_0370_7344,
     );
     fold(h ^ tail, 0x9e37_79b9_7f4a_7c15)
 }

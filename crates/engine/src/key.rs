@@ -3,7 +3,7 @@
 //!
 //! A group key is a [`FlowKey`] with every field outside the granularity
 //! zeroed and its presence bit cleared, and each address cut to the
-//! granularity's prefix length for its family. Keeping the same 40-byte
+//! granularity's prefix length for its family. Keeping the same 44-byte
 //! layout means grouping is a handful of AND instructions and the result
 //! hashes like any flow key.
 
@@ -34,6 +34,7 @@ impl KeyMask {
             vlan: key.vlan & m.vlan,
             proto: key.proto & m.proto,
             flags: key.flags & m.flags,
+            vni: key.vni & m.vni,
         }
     }
 }
@@ -69,13 +70,35 @@ fn lens_for(l: PrefixLens, v6: bool) -> u8 {
     }
 }
 
+/// Which of the optional key fields some flow had: [`TAG_VLAN`] and
+/// [`TAG_VNI`] bits ([`tags_of`] a key's flags, OR-ed over the packets).
+pub(crate) type TagsSeen = u8;
+pub(crate) const TAG_VLAN: TagsSeen = 1;
+pub(crate) const TAG_VNI: TagsSeen = 2;
+/// Every value a [`TagsSeen`] takes.
+pub(crate) const TAG_STATES: usize = 4;
+
+/// The [`TagsSeen`] bits of flags OR-ed over any number of keys: the VLAN
+/// and VNI presence bits, moved down (one shift and mask, once per chunk).
+#[inline(always)]
+pub(crate) fn tags_of(flags: u8) -> TagsSeen {
+    const _: () = assert!(FlowKey::HAS_VLAN == 4 && FlowKey::HAS_VNI == 8);
+    (flags >> 2) & (TAG_VLAN | TAG_VNI)
+}
+
 /// True when [`group_of`] under `g` gives distinct flows distinct groups:
-/// both full addresses, both ports and the protocol, and the VLAN too
-/// unless no flow has one (`vlans_seen` false). Then a flow's group *is*
-/// its key (see the test `one_flow_groups_are_the_keys_themselves`).
-pub(crate) fn one_flow_per_group(g: &Granularity, vlans_seen: bool) -> bool {
+/// both full addresses, both ports and the protocol, and the VLAN and the
+/// VNI too unless no flow has one (`seen`). Then a flow's group *is* its
+/// key (see the test `one_flow_groups_are_the_keys_themselves`).
+pub(crate) fn one_flow_per_group(g: &Granularity, seen: TagsSeen) -> bool {
     let full = |l: Option<clarion_lang::spec::PrefixLens>| l.is_some_and(|l| l.v4 >= 32 && l.v6 >= 128);
-    full(g.src_ip) && full(g.dst_ip) && g.src_port && g.dst_port && g.proto && (g.vlan || !vlans_seen)
+    full(g.src_ip)
+        && full(g.dst_ip)
+        && g.src_port
+        && g.dst_port
+        && g.proto
+        && (g.vlan || seen & TAG_VLAN == 0)
+        && (g.vni || seen & TAG_VNI == 0)
 }
 
 /// The group a flow belongs to under a granularity.
@@ -108,6 +131,10 @@ pub(crate) fn group_of(key: &FlowKey, g: &Granularity) -> FlowKey {
         out.flags |= FlowKey::HAS_VLAN;
         out.vlan = key.vlan;
     }
+    if g.vni && key.has_vni() {
+        out.flags |= FlowKey::HAS_VNI;
+        out.vni = key.vni;
+    }
     out
 }
 
@@ -130,6 +157,7 @@ pub(crate) fn report_group(group: &FlowKey, g: &Granularity) -> GroupKey {
         dst_port: g.dst_port.then(|| port(group.dst_port)),
         proto: g.proto.then_some(group.proto),
         vlan: g.vlan.then(|| group.has_vlan().then_some(group.vlan)),
+        vni: g.vni.then(|| group.tunnel_id()),
     }
 }
 
@@ -147,9 +175,22 @@ mod tests {
             vlan: true,
             ..Granularity::FIVE_TUPLE
         };
-        assert!(one_flow_per_group(&Granularity::FIVE_TUPLE, false));
-        assert!(!one_flow_per_group(&Granularity::FIVE_TUPLE, true));
-        assert!(one_flow_per_group(&with_vlan, true));
+        let with_both = Granularity {
+            vni: true,
+            ..with_vlan
+        };
+        assert!(one_flow_per_group(&Granularity::FIVE_TUPLE, 0));
+        for seen in 1..TAG_STATES as TagsSeen {
+            assert!(!one_flow_per_group(&Granularity::FIVE_TUPLE, seen));
+            assert!(one_flow_per_group(&with_both, seen));
+        }
+        assert!(one_flow_per_group(&with_vlan, TAG_VLAN));
+        assert!(!one_flow_per_group(&with_vlan, TAG_VNI));
+        assert_eq!(
+            tags_of(FlowKey::HAS_VLAN | FlowKey::HAS_PORTS | FlowKey::IPV6),
+            TAG_VLAN
+        );
+        assert_eq!(tags_of(FlowKey::HAS_VNI), TAG_VNI);
         let keys = [
             key("10.0.0.1", "10.0.0.2", Some((1, 2))),
             key("10.0.0.1", "10.0.0.2", None),
@@ -165,6 +206,14 @@ mod tests {
                 ..k
             };
             assert_eq!(group_of(&tagged, &with_vlan), tagged);
+            let tunnelled = FlowKey {
+                vni: 0xab_cdef,
+                flags: tagged.flags | FlowKey::HAS_VNI,
+                ..tagged
+            };
+            assert_eq!(group_of(&tunnelled, &with_both), tunnelled);
+            // Without `vni` in the granularity, the VNI is dropped.
+            assert_eq!(group_of(&tunnelled, &with_vlan), tagged);
         }
     }
 

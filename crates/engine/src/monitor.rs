@@ -28,7 +28,7 @@ use crate::config::{Counters, MonitorConfig, Tuning};
 use crate::dos_filter::DosFilter;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::history::History;
-use crate::key::{one_flow_per_group, report_group};
+use crate::key::{one_flow_per_group, report_group, tags_of, TagsSeen};
 use crate::match_set::MatchSet;
 use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
 use crate::merge::{Installed, Partials};
@@ -119,8 +119,8 @@ pub struct Monitor {
     scratch: Vec<TriggerId>,
     /// Entry of the latest packet's flow (`tuning.last_flow`).
     last_entry: u32,
-    /// Some packet had a VLAN tag (then `per 5tuple` may join flows).
-    vlans_seen: bool,
+    /// Some packet had a VLAN tag or a VNI (then `per 5tuple` may join flows).
+    tags_seen: TagsSeen,
     /// What goes to the merger (`merge_output`).
     merge: MergeOut,
     /// The values of the per-flow tests of the last `history_windows`
@@ -212,7 +212,7 @@ impl Monitor {
             counters: Counters::default(),
             scratch: Vec::new(),
             last_entry: NO_ENTRY,
-            vlans_seen: false,
+            tags_seen: 0,
             merge: MergeOut::default(),
             recent: Recent::default(),
             drill: clarion_drilldown::Book::default(),
@@ -288,7 +288,7 @@ impl Monitor {
         if self.config.merge_output {
             // A group keeping the whole 5-tuple is on this worker alone
             // only when flows are spread by their 5-tuple.
-            let local = self.config.five_tuple_fanout && one_flow_per_group(&trigger.spec.granularity, false);
+            let local = self.config.five_tuple_fanout && one_flow_per_group(&trigger.spec.granularity, 0);
             trigger.exported = !local;
             self.merge.installed.push(Installed {
                 id,
@@ -458,7 +458,7 @@ impl Monitor {
             && self
                 .heads
                 .get(t as usize)
-                .is_some_and(|h| h.tested_per_flow(self.epoch_ns, true, self.vlans_seen));
+                .is_some_and(|h| h.tested_per_flow(self.epoch_ns, true, self.tags_seen));
         let live = self.triggers.get(t as usize).is_some_and(Option::is_some);
         live && !per_flow
     }
@@ -611,12 +611,12 @@ impl Monitor {
             let mut in_order = self.started;
             let mut last_ts = self.now;
             let mut bytes = 0;
-            let mut vlans = false;
+            let mut flags = 0;
             for (j, (h, p)) in hashes.iter_mut().zip(chunk).enumerate() {
                 in_order &= p.ts_ns >= last_ts;
                 last_ts = p.ts_ns;
                 bytes += u64::from(p.size);
-                vlans |= p.key.has_vlan();
+                flags |= p.key.flags;
                 if j > 0 && same_flow(&chunk[j - 1].key, &p.key) {
                     repeats |= 1 << j;
                     *h = previous;
@@ -646,7 +646,7 @@ impl Monitor {
                 self.epoch_counts.packets += n;
                 self.counters.packets += n;
                 self.counters.bytes += bytes;
-                self.vlans_seen |= vlans;
+                self.tags_seen |= tags_of(flags);
             }
             let half = (self.epoch_seq & 1) as usize;
             for (j, (p, &h)) in chunk.iter().zip(&hashes).enumerate() {
@@ -697,7 +697,7 @@ impl Monitor {
         self.epoch_counts.packets += 1;
         self.counters.packets += 1;
         self.counters.bytes += u64::from(p.size);
-        self.vlans_seen |= p.key.has_vlan();
+        self.tags_seen |= tags_of(p.key.flags);
     }
 
     /// The rest of [`Monitor::process`], once the clock is at the packet and
@@ -1101,7 +1101,7 @@ impl Monitor {
             None
         };
         let direct = Direct {
-            vlans_seen: self.vlans_seen,
+            tags_seen: self.tags_seen,
             completeness,
             kept: self.recent.open(Window {
                 start_ns: self.epoch_start,

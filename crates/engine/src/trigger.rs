@@ -9,7 +9,7 @@ use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_wire::FlowKey;
 
 use crate::history::History;
-use crate::key::{one_flow_per_group, report_group, KeyMask};
+use crate::key::{one_flow_per_group, report_group, KeyMask, TagsSeen, TAG_STATES};
 use crate::measure::{Acc, Expr, StatFlags};
 use crate::merge::WindowPartial;
 use crate::prefetch::prefetch;
@@ -309,16 +309,16 @@ pub(crate) struct Head {
     start_ns: u64,
     interval_ns: u64,
     threshold: Option<Threshold>,
-    flags: u8,
+    flags: u16,
 }
 
-const LIVE: u8 = 1;
-/// `per_flow[0]`; `per_flow[1]` is the next bit.
-const PER_FLOW: u8 = 2;
-const EXPORTED: u8 = 8;
-const OPEN: u8 = 16;
-const HAS_END: u8 = 32;
-const TESTED: u8 = 64;
+const LIVE: u16 = 1;
+/// `per_flow[0]`; `per_flow[s]` is `PER_FLOW << s` (four bits).
+const PER_FLOW: u16 = 2;
+const EXPORTED: u16 = 32;
+const OPEN: u16 = 64;
+const HAS_END: u16 = 128;
+const TESTED: u16 = 256;
 
 impl Head {
     /// A removed trigger's.
@@ -331,14 +331,14 @@ impl Head {
 
     /// The copy of `t`'s fields, with whether it was tested per flow.
     pub(crate) fn of(t: &Trigger, tested: bool) -> Head {
-        let bit = |on: bool, b: u8| if on { b } else { 0 };
+        let bit = |on: bool, b: u16| if on { b } else { 0 };
+        let per_flow = (0..TAG_STATES).fold(0, |acc, s| acc | bit(t.per_flow[s], PER_FLOW << s));
         Head {
             start_ns: t.start_ns,
             interval_ns: t.interval_ns,
             threshold: t.threshold,
             flags: LIVE
-                | bit(t.per_flow[0], PER_FLOW)
-                | bit(t.per_flow[1], PER_FLOW << 1)
+                | per_flow
                 | bit(t.exported, EXPORTED)
                 | bit(t.open.is_some(), OPEN)
                 | bit(t.has_end, HAS_END)
@@ -367,10 +367,10 @@ impl Head {
     /// `aligned`: the epoch starts at a multiple of its length (the caller
     /// decides it once per set, not per trigger).
     #[inline]
-    pub(crate) fn tested_per_flow(&self, epoch_len: u64, aligned: bool, vlans_seen: bool) -> bool {
+    pub(crate) fn tested_per_flow(&self, epoch_len: u64, aligned: bool, seen: TagsSeen) -> bool {
         aligned
             && self.flags & (EXPORTED | OPEN) == 0
-            && self.flags & (PER_FLOW << u8::from(vlans_seen)) != 0
+            && self.flags & (PER_FLOW << (seen & 3)) != 0
             && self.interval_ns == epoch_len
     }
 
@@ -419,7 +419,8 @@ pub(crate) struct Trigger {
     /// Every group is one flow and every value an aggregate, so a window of
     /// one epoch can be tested flow by flow: while no flow had a VLAN tag
     /// (`[0]`), and since one had (`[1]`).
-    per_flow: [bool; 2],
+    /// [`one_flow_per_group`] for each [`TagsSeen`].
+    per_flow: [bool; TAG_STATES],
     /// Its closed windows leave as partials for a host-level merger instead
     /// of being tested here (`MonitorConfig::merge_output`).
     pub(crate) exported: bool,
@@ -550,7 +551,7 @@ impl Trigger {
             }),
             _ => None,
         };
-        let per_flow = [false, true].map(|vlans| one_flow_per_group(&spec.granularity, vlans));
+        let per_flow = std::array::from_fn(|seen| one_flow_per_group(&spec.granularity, seen as TagsSeen));
         Some(Trigger {
             interval_ns: spec.interval_ns,
             threshold,

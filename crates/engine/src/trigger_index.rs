@@ -143,6 +143,12 @@ pub(crate) fn filter_rules(f: &Filter) -> Vec<(KeyMask, FlowKey)> {
         base_mask.flags |= FlowKey::HAS_VLAN;
         base_val.flags |= FlowKey::HAS_VLAN;
     }
+    if let Some(v) = f.vni {
+        base_mask.vni = u32::MAX;
+        base_val.vni = v;
+        base_mask.flags |= FlowKey::HAS_VNI;
+        base_val.flags |= FlowKey::HAS_VNI;
+    }
     if f.src_port.is_some() || f.dst_port.is_some() {
         base_mask.flags |= FlowKey::HAS_PORTS;
         base_val.flags |= FlowKey::HAS_PORTS;

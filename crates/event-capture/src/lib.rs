@@ -602,7 +602,9 @@ fn create_new(path: &Path) -> std::io::Result<(File, PathBuf)> {
 pub fn file_name(event: &str, start_ns: u64, g: &GroupKey) -> String {
     let mut parts = Vec::new();
     let addr = |(a, len): (std::net::IpAddr, u8)| format!("{a}/{len}");
-    let opt = |v: Option<u16>| v.map_or_else(|| "none".to_string(), |p| p.to_string());
+    fn opt<T: ToString>(v: Option<T>) -> String {
+        v.map_or_else(|| "none".to_string(), |p| p.to_string())
+    }
     if let Some(a) = g.src_ip {
         parts.push(format!("src_ip={}", addr(a)));
     }
@@ -620,6 +622,9 @@ pub fn file_name(event: &str, start_ns: u64, g: &GroupKey) -> String {
     }
     if let Some(v) = g.vlan {
         parts.push(format!("vlan={}", opt(v)));
+    }
+    if let Some(v) = g.vni {
+        parts.push(format!("vni={}", opt(v)));
     }
     let group = if parts.is_empty() {
         "all".to_string()

@@ -40,6 +40,7 @@ pub fn passes(filters: &[Filter], key: &FlowKey) -> bool {
             && port(f.dst_port, key, key.dst_port)
             && f.proto.is_none_or(|p| p == key.proto)
             && f.vlan.is_none_or(|v| key.has_vlan() && key.vlan == v)
+            && f.vni.is_none_or(|v| key.has_vni() && key.vni == v)
     })
 }
 
@@ -48,17 +49,20 @@ pub fn in_group(g: &GroupKey, key: &FlowKey) -> bool {
     let addr = |f: Option<(IpAddr, u8)>, a: IpAddr| {
         f.is_none_or(|(addr, len)| prefix(Some(&IpPrefix { addr, len }), a))
     };
-    let present = |f: Option<Option<u16>>, has: bool, v: u16| match f {
-        None => true,
-        Some(None) => !has,
-        Some(Some(want)) => has && v == want,
-    };
+    fn present<T: PartialEq>(f: Option<Option<T>>, has: bool, v: T) -> bool {
+        match f {
+            None => true,
+            Some(None) => !has,
+            Some(Some(want)) => has && v == want,
+        }
+    }
     addr(g.src_ip, key.src_addr())
         && addr(g.dst_ip, key.dst_addr())
         && present(g.src_port, key.has_ports(), key.src_port)
         && present(g.dst_port, key.has_ports(), key.dst_port)
         && g.proto.is_none_or(|p| p == key.proto)
         && present(g.vlan, key.has_vlan(), key.vlan)
+        && present(g.vni, key.has_vni(), key.vni)
 }
 
 fn prefix(p: Option<&IpPrefix>, a: IpAddr) -> bool {

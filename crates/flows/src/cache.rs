@@ -130,7 +130,7 @@ pub fn hash_key(k: &FlowKey, seed: u64) -> u64 {
         | u64::from(k.flags) << 56;
     let h = fold(
         w(&k.src_ip) ^ 0x243f_6a88_85a3_08d3 ^ seed,
-        w(&k.dst_ip) ^ 0x1319_8a2e_0370_7344,
+        w(&k.dst_ip) ^ u64::from(k.vni) << 32 ^ 0x1319_8a2e_0370_7344,
     );
     let mut z = fold(h ^ tail, 0x9e37_79b9_7f4a_7c15 ^ seed.rotate_left(17));
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -115,6 +115,7 @@ pub fn key_json(key: &FlowKey) -> Value {
         "dst_port": port(key.dst_port),
         "proto": key.proto,
         "vlan": key.has_vlan().then_some(key.vlan),
+        "vni": key.tunnel_id(),
         "community_id": clarion_records::community_id(key, 0),
     })
 }

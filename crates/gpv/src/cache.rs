@@ -399,6 +399,6 @@ pub fn flow_hash(key: &FlowKey) -> u64 {
         | u64::from(key.proto) << 48
         | u64::from(key.flags) << 56;
     let a = fold(s as u64 ^ K[0], (s >> 64) as u64 ^ K[1]);
-    let b = fold(d as u64 ^ K[2], (d >> 64) as u64 ^ K[3]);
+    let b = fold(d as u64 ^ K[2], (d >> 64) as u64 ^ K[3] ^ u64::from(key.vni));
     fold(a ^ tail ^ K[4], b ^ K[5])
 }

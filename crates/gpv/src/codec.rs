@@ -6,6 +6,7 @@
 //! body   = key-flags(u8) proto(u8) src(4|16) dst(4|16)
 //!          [src-port(u16 LE) dst-port(u16 LE)]  if HAS_PORTS
 //!          [vlan(u16 LE)]                       if HAS_VLAN
+//!          [vni(u32 LE)]                        if HAS_VNI
 //!          varint(interface) varint(start_ns) cause(u8) varint(count)
 //!          packet{count}
 //! packet = tag(u8: bit 0 = TCP seq/ack follow) varint(zigzag(delta - previous delta))
@@ -51,7 +52,10 @@ pub const VERSION: u8 = 1;
 /// The largest record body accepted (16 MiB, about 2 million packets).
 pub const MAX_RECORD_LEN: u64 = 16 << 20;
 
-const KEY_FLAGS: u8 = FlowKey::IPV6 | FlowKey::HAS_PORTS | FlowKey::HAS_VLAN;
+/// The key flags a record may carry. `HAS_VNI` came after the first
+/// files: a reader from before it refuses a tunnelled flow's record as
+/// "unknown flow key flags" rather than misreading it.
+const KEY_FLAGS: u8 = FlowKey::IPV6 | FlowKey::HAS_PORTS | FlowKey::HAS_VLAN | FlowKey::HAS_VNI;
 const TAG_TCP: u8 = 0x01;
 /// Fewest bytes a packet takes: tag, delta, size, flags.
 const MIN_PACKET_LEN: usize = 4;
@@ -279,7 +283,8 @@ pub fn encode_gpv(gpv: &Gpv, out: &mut Vec<u8>) -> Result<(), GpvError> {
             k.vlan <= 0x0fff
         } else {
             k.vlan == 0
-        });
+        })
+        && (k.has_vni() || k.vni == 0);
     if !canonical {
         return Err(GpvError::Inconsistent("the flow key breaks FlowKey's layout"));
     }
@@ -292,6 +297,9 @@ pub fn encode_gpv(gpv: &Gpv, out: &mut Vec<u8>) -> Result<(), GpvError> {
     }
     if k.has_vlan() {
         out.extend_from_slice(&k.vlan.to_le_bytes());
+    }
+    if k.has_vni() {
+        out.extend_from_slice(&k.vni.to_le_bytes());
     }
     put_varint(out, u64::from(h.interface));
     put_varint(out, h.start_ns);
@@ -339,6 +347,9 @@ pub fn decode_gpv(body: &[u8]) -> Result<Gpv, GpvError> {
         if key.vlan > 0x0fff {
             return Err(corrupt("VLAN id over 12 bits"));
         }
+    }
+    if key.has_vni() {
+        key.vni = c.u32()?;
     }
     let interface = u16::try_from(c.varint()?).map_err(|_| corrupt("interface over 16 bits"))?;
     let start_ns = c.varint()?;
@@ -424,6 +435,11 @@ impl<'a> Cursor<'a> {
     fn u16(&mut self) -> Result<u16, GpvError> {
         let b = self.bytes(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, GpvError> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     fn varint(&mut self) -> Result<u64, GpvError> {

@@ -19,8 +19,9 @@ fn flow_key() -> impl Strategy<Value = FlowKey> {
         prop::option::of(any::<(u16, u16)>()),
         prop::option::of(0u16..4096),
         any::<bool>(),
+        prop::option::of(any::<u32>()),
     )
-        .prop_map(|(s, d, proto, ports, vlan, v6)| {
+        .prop_map(|(s, d, proto, ports, vlan, v6, vni)| {
             let (src, dst): (std::net::IpAddr, std::net::IpAddr) = if v6 {
                 (
                     std::net::Ipv6Addr::from(s).into(),
@@ -32,7 +33,12 @@ fn flow_key() -> impl Strategy<Value = FlowKey> {
                     std::net::Ipv4Addr::new(d[0], d[1], d[2], d[3]).into(),
                 )
             };
-            FlowKey::new(src, dst, proto, ports, vlan)
+            let mut key = FlowKey::new(src, dst, proto, ports, vlan);
+            if let Some(v) = vni {
+                key.vni = v;
+                key.flags |= FlowKey::HAS_VNI;
+            }
+            key
         })
 }
 

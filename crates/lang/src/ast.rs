@@ -162,16 +162,19 @@ pub enum Field {
     DstPort,
     Proto,
     Vlan,
+    /// The tunnel's VNI (VXLAN, Geneve) or key (GRE).
+    Vni,
 }
 
 impl Field {
-    pub const ALL: [Field; 6] = [
+    pub const ALL: [Field; 7] = [
         Field::SrcIp,
         Field::DstIp,
         Field::SrcPort,
         Field::DstPort,
         Field::Proto,
         Field::Vlan,
+        Field::Vni,
     ];
 
     pub fn name(self) -> &'static str {
@@ -182,6 +185,7 @@ impl Field {
             Field::DstPort => "dst_port",
             Field::Proto => "proto",
             Field::Vlan => "vlan",
+            Field::Vni => "vni",
         }
     }
 

@@ -204,6 +204,9 @@ pub struct Filter {
     pub dst_port: Option<PortRange>,
     pub proto: Option<u8>,
     pub vlan: Option<u16>,
+    /// The tunnel's VNI or GRE key; it never matches a packet that came
+    /// out of no tunnel (or out of GRE without a key).
+    pub vni: Option<u32>,
 }
 
 /// An address prefix. It matches only addresses of its own family; the
@@ -235,6 +238,8 @@ pub struct Granularity {
     pub dst_port: bool,
     pub proto: bool,
     pub vlan: bool,
+    /// The tunnel's VNI or GRE key (absent for packets of no tunnel).
+    pub vni: bool,
 }
 
 /// Bits of an address kept in a group key, per family.
@@ -258,6 +263,7 @@ impl Granularity {
         dst_port: true,
         proto: true,
         vlan: false,
+        vni: false,
     };
 }
 

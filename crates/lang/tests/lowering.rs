@@ -92,6 +92,8 @@ fn filters() {
            filter src_ip == 10.0.0.1 and dst_ip in 2001:db8::/32 and src_port in 1024..65535
            filter dst_port = 80 and proto = udp and vlan in 7 and src_ip = *
            filter proto == 132
+           filter vni = 16777215 and dst_port = 443
+           filter vni = 4294967295
            when count(packets) > 1");
     let f0 = Filter {
         src_ip: prefix("10.0.0.1", 32),
@@ -109,7 +111,17 @@ fn filters() {
         proto: Some(132),
         ..Filter::default()
     };
-    assert_eq!(s.filters, vec![f0, f1, f2]);
+    // A VXLAN/Geneve VNI (24 bits), a GRE key (32).
+    let f3 = Filter {
+        vni: Some(0xff_ffff),
+        dst_port: Some(PortRange { lo: 443, hi: 443 }),
+        ..Filter::default()
+    };
+    let f4 = Filter {
+        vni: Some(u32::MAX),
+        ..Filter::default()
+    };
+    assert_eq!(s.filters, vec![f0, f1, f2, f3, f4]);
     let s = one("event e filter dst_ip in ::1 and proto = icmpv6 when count(packets) > 1");
     assert_eq!(s.filters[0].dst_ip, prefix("::1", 128));
     assert_eq!(s.filters[0].proto, Some(58));
@@ -289,6 +301,14 @@ fn granularities() {
         }
     );
     assert_eq!(
+        g("(vni, dst_port)"),
+        Granularity {
+            vni: true,
+            dst_port: true,
+            ..Granularity::default()
+        }
+    );
+    assert_eq!(
         g("src_ip/0/128"),
         Granularity {
             src_ip: l(0, 128),
@@ -389,6 +409,15 @@ fn mistakes_have_codes() {
             "event e filter vlan = 4096 when sum(volume) > 1",
             codes::BAD_FILTER_VALUE,
         ),
+        (
+            "event e filter vni = 4294967296 when sum(volume) > 1",
+            codes::BAD_FILTER_VALUE,
+        ),
+        (
+            "event e filter vni = tcp when sum(volume) > 1",
+            codes::BAD_FILTER_VALUE,
+        ),
+        ("event e when sum(volume) > 1 per vni/24", codes::BAD_GRANULARITY),
         (
             "event e filter src_ip in 10.0.128.1/24 when sum(volume) > 1",
             codes::HOST_BITS,

@@ -14,6 +14,7 @@
 //! | `src_port`, `dst_port` | UInt16 | INT32 (INT(16, unsigned)) | when the flow has no ports |
 //! | `proto` | UInt8 | INT32 (INT(8, unsigned)) | no |
 //! | `vlan` | UInt16 | INT32 (INT(16, unsigned)) | when untagged |
+//! | `vni` | UInt32 | INT32 (INT(32, unsigned)) | when the flow came out of no tunnel |
 //! | `community_id` | Utf8 | BYTE_ARRAY (STRING) | no |
 //! | `interface` | UInt16 | INT32 (INT(16, unsigned)) | no |
 //! | `start_ns` | Timestamp(ns, "UTC") | INT64 (TIMESTAMP(NANOS, UTC)) | no |

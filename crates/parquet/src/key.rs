@@ -1,4 +1,4 @@
-//! The flow key's six columns, the first six of every Clarion schema
+//! The flow key's seven columns, the first seven of every Clarion schema
 //! (flow records and GPVs alike, so a join on the five-tuple matches a
 //! GPV to its flow record):
 //!
@@ -8,9 +8,11 @@
 //! | `src_port`, `dst_port` | UInt16 | when the flow has no ports |
 //! | `proto` | UInt8 | no |
 //! | `vlan` | UInt16 | when untagged |
+//! | `vni` | UInt32 | when the flow came out of no tunnel (or GRE without a key) |
 //!
 //! [`KeyColumns`] appends a key per row; [`KeyReader`] gives it back,
-//! refusing an unparsable address or one port without the other.
+//! refusing an unparsable address or one port without the other. Files
+//! written before the `vni` column read as keys without a VNI.
 //! Cost: two addresses formatted into a reused `String` per row written,
 //! two parsed per row read.
 
@@ -18,15 +20,15 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use arrow_array::builder::{StringBuilder, UInt16Builder, UInt8Builder};
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt16Array, UInt8Array};
+use arrow_array::builder::{StringBuilder, UInt16Builder, UInt32Builder, UInt8Builder};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt16Array, UInt32Array, UInt8Array};
 use arrow_schema::{DataType, Field};
 use clarion_wire::FlowKey;
 
 use crate::file::column;
 
 /// The key's fields, in schema order.
-pub(crate) fn key_fields() -> [Field; 6] {
+pub(crate) fn key_fields() -> [Field; 7] {
     [
         Field::new("src_ip", DataType::Utf8, false),
         Field::new("dst_ip", DataType::Utf8, false),
@@ -34,6 +36,7 @@ pub(crate) fn key_fields() -> [Field; 6] {
         Field::new("dst_port", DataType::UInt16, true),
         Field::new("proto", DataType::UInt8, false),
         Field::new("vlan", DataType::UInt16, true),
+        Field::new("vni", DataType::UInt32, true),
     ]
 }
 
@@ -45,6 +48,7 @@ pub(crate) struct KeyColumns {
     dst_port: UInt16Builder,
     proto: UInt8Builder,
     vlan: UInt16Builder,
+    vni: UInt32Builder,
     /// Reused for formatting addresses.
     text: String,
 }
@@ -58,6 +62,7 @@ impl KeyColumns {
             dst_port: UInt16Builder::new(),
             proto: UInt8Builder::new(),
             vlan: UInt16Builder::new(),
+            vni: UInt32Builder::new(),
             text: String::with_capacity(48),
         }
     }
@@ -75,11 +80,12 @@ impl KeyColumns {
         self.dst_port.append_option(ports.map(|p| p.1));
         self.proto.append_value(k.proto);
         self.vlan.append_option(k.has_vlan().then_some(k.vlan));
+        self.vni.append_option(k.tunnel_id());
     }
 
     /// The keys so far as arrays, in [`key_fields`]'s order; the builders
     /// start empty again.
-    pub(crate) fn finish(&mut self) -> [ArrayRef; 6] {
+    pub(crate) fn finish(&mut self) -> [ArrayRef; 7] {
         [
             Arc::new(self.src_ip.finish()),
             Arc::new(self.dst_ip.finish()),
@@ -87,6 +93,7 @@ impl KeyColumns {
             Arc::new(self.dst_port.finish()),
             Arc::new(self.proto.finish()),
             Arc::new(self.vlan.finish()),
+            Arc::new(self.vni.finish()),
         ]
     }
 }
@@ -99,6 +106,8 @@ pub(crate) struct KeyReader<'a> {
     dst_port: &'a UInt16Array,
     proto: &'a UInt8Array,
     vlan: &'a UInt16Array,
+    /// Absent from files written before the column.
+    vni: Option<&'a UInt32Array>,
 }
 
 impl<'a> KeyReader<'a> {
@@ -111,6 +120,10 @@ impl<'a> KeyReader<'a> {
             dst_port: column(b, "dst_port")?,
             proto: column(b, "proto")?,
             vlan: column(b, "vlan")?,
+            vni: match b.column_by_name("vni") {
+                Some(_) => Some(column(b, "vni")?),
+                None => None,
+            },
         })
     }
 
@@ -127,12 +140,17 @@ impl<'a> KeyReader<'a> {
             (None, None) => None,
             _ => return Err(format!("row {i}: one port without the other")),
         };
-        Ok(FlowKey::new(
+        let mut key = FlowKey::new(
             ip(self.src_ip)?,
             ip(self.dst_ip)?,
             self.proto.value(i),
             ports,
             opt(self.vlan),
-        ))
+        );
+        if let Some(v) = self.vni.filter(|a| a.is_valid(i)) {
+            key.vni = v.value(i);
+            key.flags |= FlowKey::HAS_VNI;
+        }
+        Ok(key)
     }
 }

@@ -44,6 +44,7 @@ const UTC: &str = "UTC";
 /// | `src_port`, `dst_port` | UInt16 | INT32 (INT(16, unsigned)) | when the flow has no ports |
 /// | `proto` | UInt8 | INT32 (INT(8, unsigned)) | no |
 /// | `vlan` | UInt16 | INT32 (INT(16, unsigned)) | when untagged |
+/// | `vni` | UInt32 | INT32 (INT(32, unsigned)) | when the flow came out of no tunnel |
 /// | `first_ns`, `last_ns` | Timestamp(ns, "UTC") | INT64 (TIMESTAMP(NANOS, UTC)) | no |
 /// | `packets`, `bytes` | UInt64 | INT64 (INT(64, unsigned)) | no |
 /// | `tcp_flags` | UInt8 | INT32 (INT(8, unsigned)) | no |

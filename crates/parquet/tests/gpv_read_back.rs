@@ -20,7 +20,7 @@ use std::fs::File;
 use clarion_gpv::{EvictCause, Gpv, GpvHeader, GpvSink, PacketFeatures, TcpSeq};
 use clarion_parquet::{read_gpvs, ParquetGpvs};
 use clarion_wire::FlowKey;
-use common::{addr, assert_rows_equal, rows_of_file, temp_path};
+use common::{addr, assert_rows_equal, rows_of_file, temp_path, tunnelled};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
@@ -44,18 +44,21 @@ fn gpv() -> impl Strategy<Value = Gpv> {
         addr(),
         any::<u8>(),
         proptest::option::of(any::<(u16, u16)>()),
-        proptest::option::of(0u16..4096),
+        (
+            proptest::option::of(0u16..4096),
+            proptest::option::of(any::<u32>()),
+        ),
         (any::<u16>(), 0u64..i64::MAX as u64 - u64::from(u32::MAX)),
         proptest::sample::select(EvictCause::ALL.to_vec()),
         proptest::collection::vec(packet(), 1..=30),
     )
         .prop_map(
-            |((src, dst), proto, ports, vlan, (interface, start_ns), cause, mut packets)| {
+            |((src, dst), proto, ports, (vlan, vni), (interface, start_ns), cause, mut packets)| {
                 // A GPV's first packet is its start (as the cache builds them).
                 packets[0].delta = 0;
                 Gpv {
                     header: GpvHeader {
-                        key: FlowKey::new(src, dst, proto, ports, vlan),
+                        key: tunnelled(FlowKey::new(src, dst, proto, ports, vlan), vni),
                         interface,
                         start_ns,
                         packet_count: packets.len() as u32,
@@ -83,6 +86,7 @@ fn reference(g: &Gpv) -> Map<String, Value> {
         "dst_port": ports.map(|p| p.1),
         "proto": k.proto,
         "vlan": k.has_vlan().then_some(k.vlan),
+        "vni": k.tunnel_id(),
         "community_id": clarion_records::community_id(k, 0),
         "interface": g.header.interface,
         "start_ns": g.header.start_ns,

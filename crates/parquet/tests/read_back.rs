@@ -19,7 +19,7 @@ use std::fs::File;
 use clarion_parquet::{read_records, ParquetRecords};
 use clarion_records::{to_json, EndReason, FlowRecord, RecordSink};
 use clarion_wire::FlowKey;
-use common::{addr, assert_rows_equal, rows_of_file, temp_path};
+use common::{addr, assert_rows_equal, rows_of_file, temp_path, tunnelled};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
@@ -28,7 +28,10 @@ fn record() -> impl Strategy<Value = FlowRecord> {
         addr(),
         any::<u8>(),
         proptest::option::of(any::<(u16, u16)>()),
-        proptest::option::of(0u16..4096),
+        (
+            proptest::option::of(0u16..4096),
+            proptest::option::of(any::<u32>()),
+        ),
         (0u64..i64::MAX as u64, 0u64..1_000_000_000_000),
         (1u64..u64::MAX / 2, any::<u64>(), any::<u8>()),
         (any::<u32>(), any::<u32>()),
@@ -40,9 +43,9 @@ fn record() -> impl Strategy<Value = FlowRecord> {
         ],
     )
         .prop_map(
-            |((src, dst), proto, ports, vlan, (first, span), (packets, bytes, flags), (a, b), end)| {
+            |((src, dst), proto, ports, (vlan, vni), (first, span), (packets, bytes, flags), (a, b), end)| {
                 FlowRecord {
-                    key: FlowKey::new(src, dst, proto, ports, vlan),
+                    key: tunnelled(FlowKey::new(src, dst, proto, ports, vlan), vni),
                     first_ns: first,
                     last_ns: first.saturating_add(span).min(i64::MAX as u64),
                     packets,

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use crate::{FlowRecord, RecordError, RecordSink, SCHEMA};
 
 /// A record as JSON, with the schema's field names (`docs/records.md`).
-/// Ports and the VLAN are `null` when the flow has none.
+/// Ports, the VLAN and the VNI are `null` when the flow has none.
 pub fn to_json(r: &FlowRecord) -> Value {
     let k = &r.key;
     let port = |p: u16| if k.has_ports() { json!(p) } else { Value::Null };
@@ -19,6 +19,7 @@ pub fn to_json(r: &FlowRecord) -> Value {
         "dst_port": port(k.dst_port),
         "proto": k.proto,
         "vlan": r.vlan(),
+        "vni": k.tunnel_id(),
         "first_ns": r.first_ns,
         "last_ns": r.last_ns,
         "packets": r.packets,
@@ -129,6 +130,11 @@ mod tests {
             Some((1234, 80)),
             Some(100),
         );
+        let key = FlowKey {
+            vni: 5001,
+            flags: key.flags | FlowKey::HAS_VNI,
+            ..key
+        };
         let mut r = FlowRecord::of_packet(key, 1_000, 60, 0x02);
         r.merge(&FlowRecord::of_packet(key, 2_000, 1500, 0x11));
         r.end_reason = EndReason::End;
@@ -141,6 +147,7 @@ mod tests {
         assert_eq!(v["src_ip"], "10.0.0.1");
         assert_eq!(v["dst_port"], 80);
         assert_eq!(v["vlan"], 100);
+        assert_eq!(v["vni"], 5001);
         assert_eq!(
             (v["packets"].as_u64(), v["bytes"].as_u64()),
             (Some(2), Some(1560))
@@ -169,6 +176,7 @@ mod tests {
         );
         let v = to_json(&FlowRecord::of_packet(key, 1, 48, 0));
         assert!(v["src_port"].is_null() && v["dst_port"].is_null() && v["vlan"].is_null());
+        assert!(v["vni"].is_null());
         assert_eq!(v["dst_ip"], "fd00::2");
     }
 

@@ -178,6 +178,13 @@ fn narrowing(d: &DrillDown, g: &GroupKey) -> Option<(GroupKey, String)> {
     } else {
         None
     };
+    let vni = if on.vni {
+        let v = g.vni.flatten()?;
+        text.push(format!("vni={v}"));
+        Some(Some(v))
+    } else {
+        None
+    };
     let values = GroupKey {
         src_ip,
         dst_ip,
@@ -185,6 +192,7 @@ fn narrowing(d: &DrillDown, g: &GroupKey) -> Option<(GroupKey, String)> {
         dst_port,
         proto,
         vlan,
+        vni,
     };
     Some((values, text.join(",")))
 }

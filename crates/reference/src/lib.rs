@@ -650,6 +650,7 @@ fn filter_matches(f: &Filter, key: &FlowKey) -> bool {
         && holds(f.dst_port.as_ref(), |r| port_matches(r, key, key.dst_port))
         && holds(f.proto, |p| p == key.proto)
         && holds(f.vlan, |v| key.has_vlan() && key.vlan == v)
+        && holds(f.vni, |v| key.has_vni() && key.vni == v)
 }
 
 fn group_addr(lens: PrefixLens, addr: IpAddr) -> (IpAddr, u8) {
@@ -667,6 +668,7 @@ fn group_key(g: &Granularity, key: &FlowKey) -> GroupKey {
         dst_port: g.dst_port.then(|| port(key.dst_port)),
         proto: g.proto.then_some(key.proto),
         vlan: g.vlan.then(|| key.has_vlan().then_some(key.vlan)),
+        vni: g.vni.then(|| key.has_vni().then_some(key.vni)),
     }
 }
 

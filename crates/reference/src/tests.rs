@@ -677,6 +677,7 @@ fn granularity_five_tuple() {
         dst_port: Some(Some(53)),
         proto: Some(proto::UDP),
         vlan: None,
+        vni: None,
     };
     assert!(got.contains(&(first, 1.0)));
     let icmp = GroupKey {

@@ -79,8 +79,9 @@ pub struct Origin {
 
 /// A group key: only the fields of the event's granularity are present.
 ///
-/// For ports and VLAN, `Some(None)` means the field is part of the key but
-/// the group's packets have none (ICMP, later fragments, untagged frames).
+/// For ports, VLAN and VNI, `Some(None)` means the field is part of the
+/// key but the group's packets have none (ICMP, later fragments, untagged
+/// frames, packets of no tunnel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct GroupKey {
@@ -94,6 +95,10 @@ pub struct GroupKey {
     pub proto: Option<u8>,
     #[cfg_attr(feature = "serde", serde(with = "crate::serde_present"))]
     pub vlan: Option<Option<u16>>,
+    /// The tunnel's VNI or GRE key (absent from the messages of hosts
+    /// older than the field: not part of their keys).
+    #[cfg_attr(feature = "serde", serde(default, with = "crate::serde_present"))]
+    pub vni: Option<Option<u32>>,
 }
 
 /// How much of the window this monitor actually saw, so a consumer can tell
@@ -186,13 +191,18 @@ pub mod serde_values {
 pub mod serde_present {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub fn serialize<S: Serializer>(v: &Option<Option<u16>>, s: S) -> Result<S::Ok, S::Error> {
-        let list: Vec<Option<u16>> = v.iter().copied().collect();
+    pub fn serialize<S: Serializer, T: Serialize + Copy>(
+        v: &Option<Option<T>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let list: Vec<Option<T>> = v.iter().copied().collect();
         list.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u16>>, D::Error> {
-        let list: Vec<Option<u16>> = Vec::deserialize(d)?;
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de> + Copy>(
+        d: D,
+    ) -> Result<Option<Option<T>>, D::Error> {
+        let list: Vec<Option<T>> = Vec::deserialize(d)?;
         match list.as_slice() {
             [] => Ok(None),
             [v] => Ok(Some(*v)),
@@ -266,6 +276,9 @@ impl GroupKey {
         if let Some(v) = self.vlan {
             out.push(("vlan", v.map(|v| v.to_string())));
         }
+        if let Some(v) = self.vni {
+            out.push(("vni", v.map(|v| v.to_string())));
+        }
         out
     }
 
@@ -289,6 +302,9 @@ impl GroupKey {
         }
         if let Some(v) = self.vlan {
             m.insert("vlan".into(), json!(v));
+        }
+        if let Some(v) = self.vni {
+            m.insert("vni".into(), json!(v));
         }
         Value::Object(m)
     }
@@ -528,6 +544,24 @@ mod tests {
         assert_eq!(v["values"]["avg(size)"], 12.5);
         assert_eq!(v["values"]["min(ttl)"], Value::Null);
         assert!(v["group"].get("vlan").is_none());
+        assert!(v["group"].get("vni").is_none());
+    }
+
+    /// `vni` in the group: the VNI, or null for packets of no tunnel; and
+    /// the messages of hosts that had no `vni` field still read.
+    #[cfg(feature = "serde")]
+    #[test]
+    fn vni_prints_and_reads_back() {
+        for (vni, text) in [(Some(5001), json!(5001)), (None, Value::Null)] {
+            let mut r = sample();
+            r.group.vni = Some(vni);
+            assert_eq!(r.to_json()["group"]["vni"], text);
+            let wire = serde_json::to_string(&r.group).unwrap();
+            assert_eq!(serde_json::from_str::<GroupKey>(&wire).unwrap(), r.group);
+        }
+        let old = r#"{"src_ip":null,"dst_ip":null,"src_port":[],"dst_port":[8080],"proto":6,"vlan":[]}"#;
+        let g: GroupKey = serde_json::from_str(old).unwrap();
+        assert_eq!((g.dst_port, g.vni), (Some(Some(8080)), None));
     }
 
     /// A host's merged report and a manager's carry `"worker": null`, not

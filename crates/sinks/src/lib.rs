@@ -205,6 +205,7 @@ pub(crate) mod test_util {
             dst_port: Some(Some(dport)),
             proto: Some(proto),
             vlan: None,
+            vni: None,
         }
     }
 }

@@ -205,6 +205,13 @@ fn group_text(g: &GroupKey) -> String {
                     vlan.map_or_else(|| "none".to_string(), |v| v.to_string())
                 );
             }
+            if let Some(vni) = g.vni {
+                let _ = write!(
+                    s,
+                    " vni={}",
+                    vni.map_or_else(|| "none".to_string(), |v| v.to_string())
+                );
+            }
             return s;
         }
     }
@@ -271,6 +278,7 @@ mod tests {
                 dst_port: Some(None),
                 proto: Some(1),
                 vlan: Some(None),
+                vni: Some(Some(5001)),
             },
             &[("min(ttl)", 1.0)],
         );
@@ -331,7 +339,7 @@ bulk_tcp_without_ecn  06:01:10.840  500ms  [fd00:0:128::12]:35454 > [fd00:20:93:
 a_rather_long_event_name  06:01:10.850 1500ms  src_ip=10.0.128.0/24 dst_ip=2001:db8:1234:5678:9abc:def0:1234:5678 dst_port=none proto=132 vlan=100  avg(size)=1234.568  min(rwnd)=undefined  avg(ecn)=0.0001235
 port_scan                 06:01:12.000     1s  src_ip=10.0.128.12 dst_ip=10.20.93.10                                                                count(tcp_flags == 2)=66 !
 ! partial view: the window was not seen in full, or packets were dropped, malformed or untracked (the JSON report's completeness says which)
-icmp_watch                06:01:12.040  100ms  10.0.128.11 > 10.20.93.10 icmp vlan=none                                                             min(ttl)=1 !
+icmp_watch                06:01:12.040  100ms  10.0.128.11 > 10.20.93.10 icmp vlan=none vni=5001                                                    min(ttl)=1 !
 -- 2026-11-23 UTC --
 everything                06:01:10.840   10ms  *
 ";

@@ -7,7 +7,7 @@
 //! PPTP's enhanced GRE and routing entries have no fixed length, so the
 //! parser keeps the outer record for both (`is_plain`).
 
-use crate::bytes::{be16, Field};
+use crate::bytes::{be16, be32, Field};
 use crate::error::{need, Layer, ParseError};
 
 /// The IP protocol number of GRE.
@@ -85,6 +85,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn protocol(&self) -> u16 {
         be16(self.buffer.as_ref(), field::PROTOCOL.start)
     }
+
+    /// The key word (RFC 2890), when the K flag announces one: after the
+    /// checksum word if there is one.
+    #[inline]
+    pub fn key(&self) -> Option<u32> {
+        let f = self.flags_ver();
+        (f & FLAG_K != 0).then(|| {
+            let at = HEADER_LEN + 4 * usize::from(f & FLAG_C != 0);
+            be32(self.buffer.as_ref(), at)
+        })
+    }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
@@ -105,10 +116,14 @@ mod tests {
         let h = [0xb0, 0x00, 0x08, 0x00, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 0, 1, 0x45];
         let p = Packet::new_checked(&h[..]).unwrap();
         assert_eq!((p.header_len(), p.protocol(), p.version()), (16, 0x0800, 0));
+        assert_eq!(p.key(), Some(42));
         assert!(p.is_plain());
+        // K alone: the key is the first optional word.
+        let k = [0x20, 0x00, 0x08, 0x00, 0xde, 0xad, 0xbe, 0xef];
+        assert_eq!(Packet::new_checked(&k[..]).unwrap().key(), Some(0xdead_beef));
         assert_eq!(p.payload(), &[0x45]);
         let p = Packet::new_checked(&[0x00, 0x00, 0x65, 0x58][..]).unwrap();
-        assert_eq!((p.header_len(), p.protocol()), (4, 0x6558));
+        assert_eq!((p.header_len(), p.protocol(), p.key()), (4, 0x6558, None));
         assert!(p.payload().is_empty());
         // PPTP's version 1 and RFC 1701 routing are not walked.
         assert!(

@@ -72,8 +72,8 @@ fn parse_general(link: LinkType, frame: &[u8], ts_ns: u64) -> Result<PacketRecor
         ..PacketRecord::default()
     };
     let carried = parse_network(&mut rec, decapsulate(link, frame)?)?;
-    if let Some(l3) = tunnel::inner(&rec.key, carried) {
-        open_tunnels(&mut rec, l3);
+    if let Some(tunnel) = tunnel::inner(&rec.key, carried) {
+        open_tunnels(&mut rec, tunnel);
     }
     Ok(rec)
 }
@@ -81,9 +81,11 @@ fn parse_general(link: LinkType, frame: &[u8], ts_ns: u64) -> Result<PacketRecor
 /// Replaces `rec` with the record of the tunnel's inner packet, opening
 /// tunnels inside it up to [`tunnel::MAX_DEPTH`] levels in all; a level
 /// that does not parse leaves the record of the level around it (never
-/// lost). Out of line: most packets are not tunnels.
+/// lost). The record's `vni` is the identifier of the tunnel whose inner
+/// packet it is (none for GRE without a key, whatever carried that GRE).
+/// Out of line: most packets are not tunnels.
 #[inline(never)]
-fn open_tunnels(rec: &mut PacketRecord, mut l3: L3<'_>) {
+fn open_tunnels(rec: &mut PacketRecord, mut tunnel: tunnel::Inner<'_>) {
     let empty = PacketRecord {
         ts_ns: rec.ts_ns,
         captured_len: rec.captured_len,
@@ -91,12 +93,16 @@ fn open_tunnels(rec: &mut PacketRecord, mut l3: L3<'_>) {
     };
     for depth in 1..=tunnel::MAX_DEPTH {
         let mut inner = empty;
-        let Ok(carried) = parse_network(&mut inner, l3) else {
+        let Ok(carried) = parse_network(&mut inner, tunnel.l3) else {
             return;
         };
+        if let Some(id) = tunnel.id {
+            inner.key.vni = id;
+            inner.key.flags |= FlowKey::HAS_VNI;
+        }
         *rec = inner;
         match tunnel::inner(&rec.key, carried) {
-            Some(next) if depth < tunnel::MAX_DEPTH => l3 = next,
+            Some(next) if depth < tunnel::MAX_DEPTH => tunnel = next,
             _ => return,
         }
     }

@@ -27,7 +27,8 @@ pub mod tcp_flags {
     pub const CWR: u8 = 0x80;
 }
 
-/// The identity of a flow: addresses, ports, protocol and VLAN.
+/// The identity of a flow: addresses, ports, protocol, VLAN and the
+/// tunnel's network identifier.
 ///
 /// IPv4 and IPv6 share one layout so that every table, filter and
 /// granularity treats them alike: an IPv4 address sits in the first four
@@ -36,6 +37,11 @@ pub mod tcp_flags {
 /// fragment or of ICMP, the VLAN of an untagged frame) are zero with their
 /// presence bit clear, so a key is always fully defined and can be hashed
 /// and compared as plain bytes.
+///
+/// A tunnelled packet's key is its inner packet's, with the VNI (VXLAN,
+/// Geneve) or key (GRE) of the tunnel that carried it in `vni`: two tenants
+/// using the same inner addresses in different VNIs are two flows. The
+/// field costs the key 4 bytes (40 to 44) and a word compare.
 // `PartialEq` and `Hash` are written out (as whole words, see below) but
 // mean the derived field-by-field equality and agree with each other.
 #[derive(Clone, Copy, Eq, PartialOrd, Ord, Default)]
@@ -48,12 +54,16 @@ pub struct FlowKey {
     /// The innermost VLAN id (12 bits) when [`FlowKey::HAS_VLAN`] is set.
     pub vlan: u16,
     pub proto: u8,
-    /// Bit set of [`FlowKey::IPV6`], [`FlowKey::HAS_PORTS`], [`FlowKey::HAS_VLAN`].
+    /// Bit set of [`FlowKey::IPV6`], [`FlowKey::HAS_PORTS`], [`FlowKey::HAS_VLAN`],
+    /// [`FlowKey::HAS_VNI`].
     pub flags: u8,
+    /// The VXLAN or Geneve VNI (24 bits) or GRE key (32 bits) of the
+    /// innermost tunnel opened, when [`FlowKey::HAS_VNI`] is set.
+    pub vni: u32,
 }
 
 impl std::hash::Hash for FlowKey {
-    /// The three words equality compares: the derived hash fed the seven
+    /// The words equality compares: the derived hash fed the eight
     /// fields to the hasher one by one, each address with its length
     /// (the sweep hashes a key for every group of every window).
     #[inline]
@@ -62,23 +72,25 @@ impl std::hash::Hash for FlowKey {
         state.write_u128(src);
         state.write_u128(dst);
         state.write_u64(tail);
+        state.write_u32(self.vni);
     }
 }
 
 impl PartialEq for FlowKey {
-    /// Every field equal, compared as two 128-bit and one 64-bit word: the
-    /// flow table and the batching compare keys on every packet, and the
-    /// derived comparison tests the seven fields one by one.
+    /// Every field equal, compared as two 128-bit, one 64-bit and one
+    /// 32-bit word: the flow table and the batching compare keys on every
+    /// packet, and the derived comparison tests the eight fields one by one.
     #[inline]
     fn eq(&self, o: &Self) -> bool {
         let ip = |a: [u8; 16], b: [u8; 16]| u128::from_ne_bytes(a) ^ u128::from_ne_bytes(b);
-        (ip(self.src_ip, o.src_ip) | ip(self.dst_ip, o.dst_ip) | u128::from(self.tail() ^ o.tail())) == 0
+        let rest = (self.tail() ^ o.tail()) | u64::from(self.vni ^ o.vni);
+        (ip(self.src_ip, o.src_ip) | ip(self.dst_ip, o.dst_ip) | u128::from(rest)) == 0
     }
 }
 
 impl FlowKey {
-    /// The key as its three words (the addresses, then [`FlowKey::tail`]):
-    /// what equality compares.
+    /// The key's addresses and [`FlowKey::tail`]: what equality compares,
+    /// with `vni`.
     #[inline(always)]
     fn words(&self) -> (u128, u128, u64) {
         (
@@ -105,6 +117,9 @@ impl FlowKey {
     pub const HAS_PORTS: u8 = 0x02;
     /// `vlan` is meaningful.
     pub const HAS_VLAN: u8 = 0x04;
+    /// `vni` is meaningful: the packet came out of a tunnel with an
+    /// identifier (VXLAN, Geneve, GRE with its key bit).
+    pub const HAS_VNI: u8 = 0x08;
 
     pub fn is_ipv6(&self) -> bool {
         self.flags & Self::IPV6 != 0
@@ -116,6 +131,15 @@ impl FlowKey {
 
     pub fn has_vlan(&self) -> bool {
         self.flags & Self::HAS_VLAN != 0
+    }
+
+    pub fn has_vni(&self) -> bool {
+        self.flags & Self::HAS_VNI != 0
+    }
+
+    /// The tunnel identifier, if the packet had one.
+    pub fn tunnel_id(&self) -> Option<u32> {
+        self.has_vni().then_some(self.vni)
     }
 
     /// Builds a key from standard address types (tests, examples, generators).
@@ -192,6 +216,9 @@ impl fmt::Debug for FlowKey {
         if self.has_vlan() {
             write!(f, " vlan {}", self.vlan)?;
         }
+        if self.has_vni() {
+            write!(f, " vni {}", self.vni)?;
+        }
         Ok(())
     }
 }
@@ -243,9 +270,11 @@ pub struct PacketRecord {
 mod tests {
     use super::*;
 
-    fn fields(k: &FlowKey) -> ([u8; 16], [u8; 16], u16, u16, u16, u8, u8) {
+    type Fields = ([u8; 16], [u8; 16], u16, u16, u16, u8, u8, u32);
+
+    fn fields(k: &FlowKey) -> Fields {
         (
-            k.src_ip, k.dst_ip, k.src_port, k.dst_port, k.vlan, k.proto, k.flags,
+            k.src_ip, k.dst_ip, k.src_port, k.dst_port, k.vlan, k.proto, k.flags, k.vni,
         )
     }
 
@@ -267,14 +296,20 @@ mod tests {
             k.dst_ip[i] ^= 0x80;
             keys.push(k);
         }
-        for f in 0..5 {
+        for f in 0..8 {
             let mut k = base;
             match f {
                 0 => k.src_port ^= 0x100,
                 1 => k.dst_port ^= 1,
                 2 => k.vlan ^= 0x800,
                 3 => k.proto ^= 0x80,
-                _ => k.flags ^= 1,
+                4 => k.flags ^= 1,
+                5 => k.vni ^= 1,
+                6 => k.vni ^= 0x8000_0000,
+                _ => {
+                    k.vni = 7;
+                    k.flags |= FlowKey::HAS_VNI;
+                }
             }
             keys.push(k);
         }

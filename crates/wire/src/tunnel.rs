@@ -7,7 +7,8 @@
 //! RFC 8926), or IP protocol 47 (GRE, RFC 2784/2890). [`inner`] then
 //! walks the tunnel header to the inner network layer, which the parser
 //! reads as if it had been captured alone: the inner headers drive keys,
-//! sizes and TCP fields.
+//! sizes and TCP fields. The tunnel's identifier (VXLAN or Geneve VNI,
+//! GRE key) comes with it and becomes the key's `vni`.
 //!
 //! # Invariants
 //!
@@ -47,12 +48,19 @@ pub(crate) fn is_tunnel_port(p: u16) -> bool {
     p == vxlan::PORT || p == geneve::PORT
 }
 
+/// A tunnel opened: its inner network layer and its identifier (`None`
+/// for GRE without a key).
+pub(crate) struct Inner<'a> {
+    pub l3: L3<'a>,
+    pub id: Option<u32>,
+}
+
 /// The inner network layer of a tunnel, or `None` (see the module doc).
 ///
 /// `key` is the outer record's key; `carried` the bytes after the outer
 /// transport header (the UDP payload, or for GRE everything after IP).
 #[inline(always)]
-pub(crate) fn inner<'a>(key: &FlowKey, carried: &'a [u8]) -> Option<L3<'a>> {
+pub(crate) fn inner<'a>(key: &FlowKey, carried: &'a [u8]) -> Option<Inner<'a>> {
     let udp_tunnel = key.proto == proto::UDP && is_tunnel_port(key.dst_port) && key.has_ports();
     if udp_tunnel || key.proto == gre::PROTOCOL {
         open(key, carried)
@@ -64,32 +72,41 @@ pub(crate) fn inner<'a>(key: &FlowKey, carried: &'a [u8]) -> Option<L3<'a>> {
 /// [`inner`] for a packet that may be a tunnel: out of line, so that the
 /// parse of every other packet carries only the compares above.
 #[inline(never)]
-fn open<'a>(key: &FlowKey, carried: &'a [u8]) -> Option<L3<'a>> {
+fn open<'a>(key: &FlowKey, carried: &'a [u8]) -> Option<Inner<'a>> {
     match key.proto {
         proto::UDP if key.has_ports() && key.dst_port == vxlan::PORT => {
             let v = vxlan::Packet::new_checked(carried).ok()?;
             if !v.vni_valid() {
                 return None;
             }
-            ethernet_frame(v.payload())
+            let l3 = ethernet_frame(v.payload())?;
+            Some(Inner {
+                l3,
+                id: Some(v.vni()),
+            })
         }
         proto::UDP if key.has_ports() && key.dst_port == geneve::PORT => {
             let g = geneve::Packet::new_checked(carried).ok()?;
             if g.version() != 0 || g.protocol() != TRANSPARENT_ETHERNET {
                 return None;
             }
-            ethernet_frame(g.payload())
+            let l3 = ethernet_frame(g.payload())?;
+            Some(Inner {
+                l3,
+                id: Some(g.vni()),
+            })
         }
         gre::PROTOCOL => {
             let g = gre::Packet::new_checked(carried).ok()?;
             if !g.is_plain() {
                 return None;
             }
-            match g.protocol() {
-                TRANSPARENT_ETHERNET => ethernet_frame(g.payload()),
+            let l3 = match g.protocol() {
+                TRANSPARENT_ETHERNET => ethernet_frame(g.payload())?,
                 // IPv4, IPv6, MPLS: the protocol type is an EtherType.
-                t => by_ethertype(t, g.payload()).ok(),
-            }
+                t => by_ethertype(t, g.payload()).ok()?,
+            };
+            Some(Inner { l3, id: g.key() })
         }
         _ => None,
     }

@@ -84,8 +84,8 @@ pub(super) struct Sweep {
 /// trigger's window is this one epoch, and each flow is its own group.
 #[derive(Debug)]
 pub(super) struct Direct {
-    /// No packet so far had a VLAN tag: `per 5tuple` keeps flows apart.
-    pub(super) vlans_seen: bool,
+    /// Whether some packet so far had a VLAN tag or a VNI (else `per 5tuple` keeps flows apart).
+    pub(super) tags_seen: crate::key::TagsSeen,
     /// The swept epoch's traffic, the window's completeness.
     pub(super) completeness: Completeness,
     /// Every group's values, for the monitor's recent epochs.
@@ -232,7 +232,7 @@ fn gather_set(
                 .map_or(0, Trigger::end_ns)
         };
         head.gathers(s.epoch_start, end)
-            .then(|| tuning.flow_windows && head.tested_per_flow(epoch_len, aligned, s.direct.vlans_seen))
+            .then(|| tuning.flow_windows && head.tested_per_flow(epoch_len, aligned, s.direct.tags_seen))
     };
     let mut parts = std::mem::take(&mut s.parts);
     parts.clear();

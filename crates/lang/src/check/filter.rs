@@ -55,6 +55,7 @@ fn lower_filter(clause: &FilterClause, diags: &mut Vec<Diagnostic>) -> Filter {
             Field::DstPort => f.dst_port = cx.ports(),
             Field::Proto => f.proto = cx.proto(),
             Field::Vlan => f.vlan = cx.vlan(),
+            Field::Vni => f.vni = cx.vni(),
         }
     }
     f
@@ -202,6 +203,22 @@ impl Cx<'_> {
                 codes::BAD_FILTER_VALUE,
                 format!("VLAN id {n} is out of range"),
                 "VLAN ids are 0 to 4095".into(),
+            ),
+        }
+    }
+
+    /// A VXLAN/Geneve VNI is 24 bits, a GRE key 32: any 32-bit value.
+    fn vni(self) -> Option<u32> {
+        let CondValue::Int(n) = self.cond.value else {
+            return self.wrong_kind("a tunnel VNI or GRE key", "= 5001");
+        };
+        match u32::try_from(n) {
+            Ok(v) => Some(v),
+            Err(_) => self.error_here(
+                "out of range",
+                codes::BAD_FILTER_VALUE,
+                format!("VNI {n} is out of range"),
+                "VXLAN and Geneve VNIs are 0 to 16777215, GRE keys 0 to 4294967295".into(),
             ),
         }
     }

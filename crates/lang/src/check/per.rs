@@ -48,6 +48,7 @@ pub fn lower_fields(fields: &[GroupField], list: &str, diags: &mut Vec<Diagnosti
             Field::DstPort => g.dst_port = no_lens(gf, diags),
             Field::Proto => g.proto = no_lens(gf, diags),
             Field::Vlan => g.vlan = no_lens(gf, diags),
+            Field::Vni => g.vni = no_lens(gf, diags),
         }
     }
     g

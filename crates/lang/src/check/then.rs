@@ -226,6 +226,7 @@ fn narrowing(parent: &Event, p: &EventSpec, t: &Then, diags: &mut Vec<Diagnostic
             Field::DstPort => Ok(g.dst_port),
             Field::Proto => Ok(g.proto),
             Field::Vlan => Ok(g.vlan),
+            Field::Vni => Ok(g.vni),
         };
         match kept {
             Ok(true) => {}
@@ -278,6 +279,7 @@ fn granularity_text(g: &Granularity) -> String {
         (g.dst_port, "dst_port"),
         (g.proto, "proto"),
         (g.vlan, "vlan"),
+        (g.vni, "vni"),
     ] {
         if kept {
             out.push(name.to_string());

@@ -36,6 +36,18 @@ pub fn addr() -> impl Strategy<Value = (IpAddr, IpAddr)> {
     ]
 }
 
+/// A flow key with an optional tunnel VNI.
+pub fn tunnelled(key: clarion_wire::FlowKey, vni: Option<u32>) -> clarion_wire::FlowKey {
+    match vni {
+        Some(v) => clarion_wire::FlowKey {
+            vni: v,
+            flags: key.flags | clarion_wire::FlowKey::HAS_VNI,
+            ..key
+        },
+        None => key,
+    }
+}
+
 /// A file of its own for each call (the tests run in parallel).
 pub fn temp_path(name: &str) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);

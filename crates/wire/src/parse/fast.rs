@@ -89,6 +89,7 @@ pub(super) fn ethernet_ipv4(frame: &[u8], ts_ns: u64, out: &mut PacketRecord) ->
         vlan: 0,
         proto: h[23],
         flags: FlowKey::HAS_PORTS,
+        vni: 0,
     };
     *out = PacketRecord {
         ts_ns,

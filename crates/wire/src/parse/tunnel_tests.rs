@@ -35,6 +35,14 @@ enum Tunnel {
 }
 
 impl Tunnel {
+    /// The identifier the inner packet's key carries as `vni`.
+    fn id(&self) -> Option<u32> {
+        match self {
+            Tunnel::Vxlan { vni } | Tunnel::Geneve { vni, .. } => Some(*vni),
+            Tunnel::Gre { k, words, .. } => k.then_some(words[1]),
+        }
+    }
+
     fn carries_ethernet(&self) -> bool {
         match self {
             Tunnel::Vxlan { .. } | Tunnel::Geneve { .. } => true,
@@ -185,6 +193,16 @@ fn with_captured(r: PacketRecord, len: usize) -> PacketRecord {
     }
 }
 
+/// `r`, the record of a packet parsed alone, as it reads when `tunnel`
+/// carried it: with the tunnel's identifier.
+fn carried_by(mut r: PacketRecord, tunnel: &Tunnel) -> PacketRecord {
+    if let Some(id) = tunnel.id() {
+        r.key.vni = id;
+        r.key.flags |= FlowKey::HAS_VNI;
+    }
+    r
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1024))]
 
@@ -202,7 +220,7 @@ proptest! {
         let alone = parse_frame(w.inner_link, &w.frame[w.inner_at..], ts, 0);
         // The reference itself is right: the builder's own record.
         prop_assert_eq!(alone, Ok(inner.record(ts)));
-        let want = with_captured(inner.record(ts), w.frame.len());
+        let want = carried_by(with_captured(inner.record(ts), w.frame.len()), &tunnel);
         prop_assert_eq!(parse_frame(w.outer.link, &w.frame, ts, 0), Ok(want));
         // The general path alone agrees (the fast path must not take tunnels).
         prop_assert_eq!(parse_general(w.outer.link, &w.frame, ts), Ok(want));
@@ -224,7 +242,7 @@ proptest! {
         let frame = &w.frame[..cut];
         let outer_rec = with_captured(w.outer.record(3), cut);
         let want = match frame.get(w.inner_at..).map(|b| parse_frame(w.inner_link, b, 3, 0)) {
-            Some(Ok(r)) => with_captured(r, cut),
+            Some(Ok(r)) => carried_by(with_captured(r, cut), &tunnel),
             _ => outer_rec,
         };
         prop_assert_eq!(parse_frame(w.outer.link, frame, 3, 0), Ok(want));
@@ -257,7 +275,7 @@ proptest! {
             // A damaged tunnel header may move or retype the inner packet
             // (flags that add words, another protocol): still a record.
             _ if header_touched => prop_assert!(got.is_ok(), "{:?}", got),
-            Ok(r) => prop_assert_eq!(got, Ok(with_captured(r, w.frame.len()))),
+            Ok(r) => prop_assert_eq!(got, Ok(carried_by(with_captured(r, w.frame.len()), &tunnel))),
             Err(_) => prop_assert_eq!(got, Ok(outer_rec)),
         }
     }
@@ -326,7 +344,7 @@ fn unusable_tunnel_headers_keep_the_outer_record() {
         let mut w = wrap(outer.clone(), &tunnel, &inner, 7);
         assert_eq!(
             parse_frame(LinkType::Ethernet, &w.frame, 0, 0).map(|r| r.key),
-            Ok(inner.flow_key())
+            Ok(carried_by(inner.record(0), &tunnel).key)
         );
         w.frame[w.tunnel_at + at] = byte;
         if at == 2 {
@@ -349,7 +367,8 @@ fn gre_plain() -> Tunnel {
 
 #[test]
 fn nested_tunnels_are_opened_up_to_the_bound() {
-    // The innermost packet, then wrapped in VXLAN, GRE, VXLAN, GRE.
+    // The innermost packet, then wrapped in VXLAN, GRE, VXLAN, GRE (the
+    // GREs with keys 101 and 103).
     let innermost = FrameSpec::default();
     let mut frame = innermost.build();
     let mut keys = vec![innermost.flow_key()];
@@ -357,7 +376,13 @@ fn nested_tunnels_are_opened_up_to_the_bound() {
         let tunnel = if level % 2 == 0 {
             Tunnel::Vxlan { vni: 5 }
         } else {
-            gre_plain()
+            Tunnel::Gre {
+                c: false,
+                k: true,
+                s: false,
+                words: [0, 100 + u32::from(level), 0],
+                ethernet: true,
+            }
         };
         let outer = FrameSpec {
             ip: IpPair::V4 {
@@ -378,9 +403,13 @@ fn nested_tunnels_are_opened_up_to_the_bound() {
         frame[at..].copy_from_slice(&carried);
         keys.push(spec.flow_key());
     }
-    // Four levels: the bound (3) stops one short of the innermost packet.
+    // Four levels: the bound (3) stops one short of the innermost packet;
+    // the packet reached is the one GRE key 101 carried.
     let r = parse_frame(LinkType::Ethernet, &frame, 0, 0).unwrap();
-    assert_eq!(r.key, keys[4 - tunnel::MAX_DEPTH]);
+    let mut want = keys[4 - tunnel::MAX_DEPTH];
+    want.vni = 101;
+    want.flags |= FlowKey::HAS_VNI;
+    assert_eq!(r.key, want);
     assert_eq!(tunnel::MAX_DEPTH, 3);
 }
 
