@@ -237,7 +237,7 @@ pub(crate) fn read_events(file: &std::path::Path) -> Result<String, Failure> {
 fn print_hosts(out: &mut impl Write, hosts: Vec<HostInfo>) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7} {:>10} {:>8} {:>8} {:>9} {:>5}  prefixes",
+        "{:<16} {:<10} {:>9} {:>8} {:>10} {:>9} {:>7} {:>10} {:>8} {:>8} {:>9} {:>5}  prefixes",
         "host",
         "state",
         "seen",
@@ -264,7 +264,7 @@ fn print_hosts(out: &mut impl Write, hosts: Vec<HostInfo>) -> std::io::Result<()
         let health = h.health.as_ref();
         writeln!(
             out,
-            "{:<16} {:<8} {:>9} {:>8} {:>10} {:>9} {:>7} {:>10} {:>8} {:>8} {:>9} {:>5}  {}",
+            "{:<16} {:<10} {:>9} {:>8} {:>10} {:>9} {:>7} {:>10} {:>8} {:>8} {:>9} {:>5}  {}",
             h.name,
             state,
             seen,
