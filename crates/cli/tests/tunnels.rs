@@ -32,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clarion_capture::PacketSource;
 use clarion_wire::build::{FrameSpec, Transport};
-use clarion_wire::{parse_frame, LinkType, PacketRecord, ParseError};
+use clarion_wire::{parse_frame, FlowKey, LinkType, PacketRecord, ParseError};
 use common::netns::Net;
 use common::{clarion, repo};
 use serde_json::Value;
@@ -61,6 +61,12 @@ event service_port
   filter proto = tcp and dst_port = 5555
   when sum(size) > 0
   per dst_port
+  every 60s
+
+event tenant_connections
+  filter proto = tcp and dst_port = 5555
+  when sum(packets) >= 1
+  per (vni, src_ip, dst_ip, src_port, dst_port, proto)
   every 60s
 ";
 
@@ -327,9 +333,10 @@ fn assert_alike(name: &str, vni: Option<u32>, outer_reports: &[Value], inner_rep
         (
             count("service_connections"),
             count("service_replies"),
-            count("service_port")
+            count("service_port"),
+            count("tenant_connections")
         ),
-        (CONNECTIONS, CONNECTIONS, 1),
+        (CONNECTIONS, CONNECTIONS, 1, CONNECTIONS),
         "{name}: the events on the inner port must fire\n{logs}"
     );
     // Equal but for completeness: the outer capture's frame count also
@@ -554,16 +561,17 @@ fn outer(transport: Transport, carried: &[u8]) -> (FrameSpec, Vec<u8>) {
 }
 
 /// A real frame inside each tunnel that can carry it, and in MPLS: the
-/// outer frame (Ethernet) and the outer packet's spec (`None` for MPLS,
-/// which has no outer packet to fall back to).
-fn wrappings(link: LinkType, frame: &[u8]) -> Vec<(Option<FrameSpec>, Vec<u8>)> {
+/// outer frame (Ethernet), the outer packet's spec (`None` for MPLS,
+/// which has no outer packet to fall back to) and the tunnel's VNI or GRE
+/// key (`None` for keyless GRE and MPLS).
+fn wrappings(link: LinkType, frame: &[u8]) -> Vec<(Option<FrameSpec>, Vec<u8>, Option<u32>)> {
     let with = |header: &[u8], inner: &[u8]| [header, inner].concat();
     let udp = |dst_port| Transport::Udp {
         src_port: 49152,
         dst_port,
     };
     let mut out = Vec::new();
-    let mut push = |(spec, f): (FrameSpec, Vec<u8>)| out.push((Some(spec), f));
+    let mut push = |(spec, f): (FrameSpec, Vec<u8>), vni| out.push((Some(spec), f, vni));
     // The IP packet and its EtherType, where the link has one to give.
     let ip = match link {
         LinkType::Ethernet if frame.len() > 14 => match u16::from_be_bytes([frame[12], frame[13]]) {
@@ -578,29 +586,41 @@ fn wrappings(link: LinkType, frame: &[u8]) -> Vec<(Option<FrameSpec>, Vec<u8>)> 
         _ => None,
     };
     if link == LinkType::Ethernet {
-        push(outer(udp(4789), &with(&[0x08, 0, 0, 0, 0, 0, 42, 0], frame)));
+        push(
+            outer(udp(4789), &with(&[0x08, 0, 0, 0, 0, 0, 42, 0], frame)),
+            Some(42),
+        );
         // Geneve with one option word.
-        push(outer(
-            udp(6081),
-            &with(&[0x01, 0, 0x65, 0x58, 0, 0, 7, 0, 0x01, 0x02, 0x80, 0], frame),
-        ));
+        push(
+            outer(
+                udp(6081),
+                &with(&[0x01, 0, 0x65, 0x58, 0, 0, 7, 0, 0x01, 0x02, 0x80, 0], frame),
+            ),
+            Some(7),
+        );
         // GRE with key and sequence number, transparent Ethernet bridging.
-        push(outer(
-            Transport::Other(47),
-            &with(&[0x30, 0, 0x65, 0x58, 0, 0, 0, 9, 0, 0, 0, 1], frame),
-        ));
+        push(
+            outer(
+                Transport::Other(47),
+                &with(&[0x30, 0, 0x65, 0x58, 0, 0, 0, 9, 0, 0, 0, 1], frame),
+            ),
+            Some(9),
+        );
     }
     if let Some((etype, ip)) = ip {
         let t = etype.to_be_bytes();
         // GRE with a checksum word, IP straight after.
-        push(outer(
-            Transport::Other(47),
-            &with(&[0x80, 0, t[0], t[1], 0, 0, 0, 0], ip),
-        ));
+        push(
+            outer(
+                Transport::Other(47),
+                &with(&[0x80, 0, t[0], t[1], 0, 0, 0, 0], ip),
+            ),
+            None,
+        );
         // Two MPLS labels between Ethernet and IP.
         let mut mpls = vec![0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0, 0x02, 0x88, 0x47];
         mpls.extend_from_slice(&[0x00, 0x01, 0x00, 0x40, 0x00, 0x3e, 0x81, 0x40]);
-        out.push((None, with(&mpls, ip)));
+        out.push((None, with(&mpls, ip), None));
     }
     out
 }
@@ -621,14 +641,22 @@ fn real_captures_wrapped_in_tunnels_parse_as_themselves() {
         let (mut inner, mut kept_outer) = (0usize, 0usize);
         while let Some(Ok(p)) = src.next_packet() {
             let alone = parse_frame(p.link, p.data, p.ts_ns, p.orig_len);
-            for (spec, f) in wrappings(p.link, p.data) {
+            for (spec, f, vni) in wrappings(p.link, p.data) {
                 let got = parse_frame(LinkType::Ethernet, &f, p.ts_ns, p.orig_len);
                 let captured = |r: PacketRecord| PacketRecord {
                     captured_len: f.len() as u32,
                     ..r
                 };
                 let want: Result<PacketRecord, ParseError> = match (alone, spec) {
-                    (Ok(r), _) => Ok(captured(r)),
+                    // The inner packet, with the tunnel's identifier in its key.
+                    (Ok(r), _) => Ok(captured(PacketRecord {
+                        key: vni.map_or(r.key, |vni| FlowKey {
+                            vni,
+                            flags: r.key.flags | FlowKey::HAS_VNI,
+                            ..r.key
+                        }),
+                        ..r
+                    })),
                     // A tunnel whose inner frame does not parse: the outer packet.
                     (Err(_), Some(spec)) => Ok(captured(PacketRecord {
                         ts_ns: p.ts_ns,
