@@ -5,7 +5,9 @@
 //! with a pcap reader of the test's own, independent of Clarion's),
 //! nothing lost in a paced replay (completeness 1, no drops), a rate
 //! consistent with the total, and no health for a host never heard from.
-//! Real captures (../shared/captures) and generated traffic.
+//! Real captures (../shared/captures) and generated traffic; and, as
+//! root, a live agent on loopback whose health counts the datagrams sent
+//! and measures its sweeps.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod bus;
-use bus::{api_manager, clarion, require_server, setup, start_server, Guard};
+use bus::{api_manager, clarion, free_port, require_server, setup, start_server, Guard};
 
 /// Frames in a classic pcap file, read here without Clarion's reader:
 /// a 24-byte header, then per frame a 16-byte header whose third word is
@@ -251,4 +253,74 @@ fn generated_traffic_is_counted_host_by_host_and_a_silent_host_has_no_health() {
         silent.get("health").is_none(),
         "a host never heard from has no health: {silent}"
     );
+}
+
+/// A live agent (`clarion agent -i lo`, filtered to one UDP port) counts
+/// exactly the datagrams the test sends, loses none at this pace, and
+/// measures its sweeps (a live host has sweep times; a replay has none).
+#[test]
+fn a_live_agent_counts_the_datagrams_sent_and_times_its_sweeps() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: opening a packet socket needs root");
+        return;
+    }
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), "vm 127.0.0.0/8\n").expect("inventory");
+    let (_nats, nats_port) = start_server(&server);
+    let nats = format!("nats://127.0.0.1:{nats_port}");
+    let (_m, port, token) = manager(d, &nats, &[]);
+    let udp = free_port();
+    let agent = clarion()
+        .args(["agent", "--nats", &nats, "--host", "vm", "-i", "lo", "-q"])
+        .args([
+            "--filter",
+            &format!("udp and dst port {udp}"),
+            "--duration",
+            "120s",
+        ])
+        .current_dir(d)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let _agent = Guard::new(agent);
+    // Capturing once its health is heard (it registers, then captures).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while hosts(port, &token)["vm"].get("health").is_none() {
+        assert!(Instant::now() < deadline, "the live agent never sent its health");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let sent = 300u64;
+    for i in 0..sent {
+        sock.send_to(&vec![7u8; 20 + (i % 200) as usize], ("127.0.0.1", udp))
+            .expect("sent");
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let want = BTreeMap::from([("vm".to_string(), sent)]);
+    let (list, top) = until_counted(port, &token, &want);
+    let h = &list["vm"]["health"];
+    lossless_live(h);
+    assert!(top["vm"] > 0.0, "a rate was seen: {h}");
+    eprintln!("live agent: {sent} datagrams sent, health {h}");
+    // Nothing more comes: the count stays (no datagram counted twice).
+    std::thread::sleep(Duration::from_millis(1500));
+    let again = &hosts(port, &token)["vm"]["health"];
+    assert_eq!(again["packets_total"].as_u64(), Some(sent), "{again}");
+}
+
+/// A live host at a gentle pace: nothing lost, and its sweeps timed.
+fn lossless_live(h: &Value) {
+    assert_eq!(h["completeness"].as_f64(), Some(1.0), "{h}");
+    assert_eq!(h["drops_total"].as_u64(), Some(0), "{h}");
+    assert!(h["sweeps_total"].as_u64() > Some(0), "{h}");
+    let last = h["sweep_seconds_last"]
+        .as_f64()
+        .expect("a live host times its sweeps");
+    let max = h["sweep_seconds_max"].as_f64().expect("and keeps the longest");
+    assert!(last <= max && max < 10.0, "{h}");
 }
