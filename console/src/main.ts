@@ -316,7 +316,14 @@ function showHosts(list: Record<string, unknown>[]): void {
           if (c === "state") td.className = `state-${String(host[c])}`;
           return td;
         }),
-        ...healthCells(health, recent),
+        ...healthCells(health, recent).map((td) => {
+          // A host not heard from lately: its health is its last words, not now.
+          if (health && host.state !== "up") {
+            td.classList.add("muted");
+            td.title = `as last heard (the host is ${String(host.state)}); ${td.title}`;
+          }
+          return td;
+        }),
       );
       if (why.length) {
         row.classList.add("warn");
