@@ -45,7 +45,8 @@
 //!
 //! Cost on the monitor's thread: one report clone, one SHA-256, one channel send.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -116,6 +117,13 @@ pub struct Stats {
     pub retries: u64,
 }
 
+impl Stats {
+    /// Accepted, neither delivered nor dead-lettered yet: queued or being attempted.
+    pub fn pending(&self) -> u64 {
+        self.accepted.saturating_sub(self.delivered + self.dead_lettered)
+    }
+}
+
 struct Job {
     report: Report,
     key: String,
@@ -143,11 +151,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     fn stats(&self) -> Stats {
+        // Outcomes before `accepted` (which is counted before its report is
+        // queued): a concurrent read never shows more outcomes than reports.
+        let delivered = self.delivered.load(SeqCst);
+        let dead_lettered = self.dead_lettered.load(SeqCst);
+        let retries = self.retries.load(Relaxed);
         Stats {
-            accepted: self.accepted.load(Relaxed),
-            delivered: self.delivered.load(Relaxed),
-            dead_lettered: self.dead_lettered.load(Relaxed),
-            retries: self.retries.load(Relaxed),
+            accepted: self.accepted.load(SeqCst),
+            delivered,
+            dead_lettered,
+            retries,
         }
     }
 
@@ -155,7 +168,7 @@ impl Shared {
         let written = lock(&self.dead_letter).write(&self.target, &job.report, &job.key, reason, attempts);
         match written {
             Ok(()) => {
-                self.dead_lettered.fetch_add(1, Relaxed);
+                self.dead_lettered.fetch_add(1, SeqCst);
                 Ok(())
             }
             Err(e) => {
@@ -225,7 +238,7 @@ fn deliver(t: &mut dyn Transport, job: &Job, shared: &Shared, cfg: &DeliveryConf
         attempts += 1;
         match t.send(&job.report, &job.key, timeout) {
             Ok(()) => {
-                shared.delivered.fetch_add(1, Relaxed);
+                shared.delivered.fetch_add(1, SeqCst);
                 return;
             }
             Err(Failure::Permanent(why)) => {
@@ -254,6 +267,17 @@ fn deliver(t: &mut dyn Transport, job: &Job, shared: &Shared, cfg: &DeliveryConf
                 last = why;
             }
         }
+    }
+}
+
+/// Reads one sink's counts from another thread; see [`AlertSink::watch`].
+#[derive(Clone)]
+pub struct StatsHandle(Arc<Shared>);
+
+impl StatsHandle {
+    /// Counts so far (final once the sink is finished).
+    pub fn stats(&self) -> Stats {
+        self.0.stats()
     }
 }
 
@@ -337,6 +361,12 @@ impl AlertSink {
         self.shared.stats()
     }
 
+    /// A reader of this sink's counts that stays valid after the sink is
+    /// finished or moved into a [`crate::Tee`] (for a metrics page).
+    pub fn watch(&self) -> StatsHandle {
+        StatsHandle(self.shared.clone())
+    }
+
     /// Delivers or dead-letters every accepted report (within the drain
     /// time), stops the thread and returns the counts.
     pub fn finish(mut self) -> Result<Stats, AlertError> {
@@ -396,7 +426,7 @@ impl ReportSink for AlertSink {
             key: idempotency_key(report),
             report: report.clone(),
         };
-        self.shared.accepted.fetch_add(1, Relaxed);
+        self.shared.accepted.fetch_add(1, SeqCst);
         let Some(tx) = &self.tx else {
             return self.spill(&job, "the sink was already finished");
         };
@@ -570,10 +600,20 @@ mod tests {
             fast(3, 4, Overflow::Block),
         );
         let sent = reports(10);
+        let watch = sink.watch();
         for r in &sent {
             sink.write(r).unwrap();
+            // Never more outcomes than reports, never more pending than can wait.
+            let s = watch.stats();
+            assert!(
+                s.delivered + s.dead_lettered <= s.accepted && s.pending() <= 5,
+                "{s:?}"
+            );
         }
         let stats = sink.finish().unwrap();
+        // The handle outlives the sink and ends with its final counts.
+        assert_eq!(watch.stats(), stats);
+        assert_eq!(stats.pending(), 0);
         let want: Vec<(String, u64)> = sent.iter().map(|r| (r.event.clone(), r.window.end_ns)).collect();
         assert_eq!(*lock(&got), want);
         assert_eq!(

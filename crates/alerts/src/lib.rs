@@ -12,7 +12,8 @@
 //! reports to the usual output and the alert sinks.
 //!
 //! Layout: `key` (the idempotency key), `format` (bodies and chat lines),
-//! `syslog` (RFC 5424 text and RFC 6587 framing) are pure; `transport`
+//! `syslog` (RFC 5424 text and RFC 6587 framing), `metrics` (the
+//! delivery counters as Prometheus text) are pure; `transport`
 //! (HTTP, sockets), `deadletter` (the file) and `delivery` (the queue,
 //! the thread, retries) do the I/O. Semantics for users: `docs/alerts.md`.
 
@@ -20,6 +21,7 @@ mod deadletter;
 mod delivery;
 mod format;
 mod key;
+mod metrics;
 pub mod syslog;
 mod transport;
 
@@ -27,9 +29,10 @@ use clarion_report::Report;
 use clarion_sinks::{ReportSink, SinkError};
 
 pub use deadletter::{DeadLetter, DEAD_LETTER_SCHEMA};
-pub use delivery::{AlertSink, DeliveryConfig, Notify, Overflow, Stats};
+pub use delivery::{AlertSink, DeliveryConfig, Notify, Overflow, Stats, StatsHandle};
 pub use format::{body, chat_line, Predicates, WebhookFormat};
 pub use key::idempotency_key;
+pub use metrics::render_prometheus;
 pub use transport::{Failure, SyslogAddr, SyslogConfig, Transport, WebhookConfig};
 
 /// Why an alert sink could not start or finished badly.
