@@ -111,7 +111,7 @@ pub const MERGED_WORKER: u32 = u32::MAX;
 /// The worker, of `workers`, that a flow's packets go to when a driver
 /// spreads flows by their 5-tuple: a hash of the unordered pair of
 /// endpoints (address and port), the protocol and the address family. Both
-/// directions of a connection land together, and the VLAN is not read, so
+/// directions of a connection land together, and the VLAN and VNI are not read, so
 /// every flow of a group that keeps the whole 5-tuple lands together (see
 /// [`crate::MonitorConfig::five_tuple_fanout`]). `seed` picks one of many
 /// such spreads (as an RSS key does).

@@ -1,5 +1,7 @@
-//! Export policies: their filters are an event's (see [`super::filter`]);
-//! their `send` clauses are checked here.
+//! Export policies: their filters are an event's (see [`super::filter`]),
+//! but for `vni`, which the export classifier's key does not hold (a
+//! condition on it is refused rather than ignored); their `send` clauses
+//! are checked here.
 //!
 //! Which action goes where: headers go to a collector (the compressed
 //! stream is a format of its own); packets go to a VXLAN analyzer or to
@@ -8,7 +10,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use crate::ast::{Dest, Export, Quantity, Send, SendWhat};
+use crate::ast::{Dest, Export, Field, Quantity, Send, SendWhat};
 use crate::error::{codes, Diagnostic};
 use crate::span::Span;
 use crate::spec::{Destination, ExportAction, ExportSpec, SendSpec};
@@ -41,6 +43,22 @@ pub fn lower_exports(exports: &[Export], diags: &mut Vec<Diagnostic>) -> Vec<Exp
             first_by_name.insert(&x.name, x.name_span);
         }
         let before = diags.len();
+        for c in x.filters.iter().flat_map(|f| &f.conds) {
+            if c.field == Field::Vni {
+                diags.push(
+                    Diagnostic::new(
+                        codes::BAD_FILTER_VALUE,
+                        "export policies cannot select by `vni`".to_string(),
+                        c.field_span,
+                    )
+                    .here("not available to export filters")
+                    .help(
+                        "export filters see the inner packet's addresses, ports, protocol and VLAN; \
+                         to export one tenant's traffic, filter on its inner addresses",
+                    ),
+                );
+            }
+        }
         let filters = super::filter::lower_filters(&x.filters, diags);
         let sends: Vec<SendSpec> = x.sends.iter().filter_map(|s| lower_send(s, diags)).collect();
         let interfaces = interfaces(&x.interfaces, diags);
