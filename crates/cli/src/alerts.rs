@@ -1,15 +1,20 @@
-//! `--webhook` and `--syslog` of `clarion run` and `clarion agent`: flags
-//! in, `clarion-alerts` sinks teed after the run's own output out. The
-//! delivery semantics (keys, retries, dead letters, order) are the
-//! library's and docs/alerts.md's.
+//! `--webhook` and `--syslog` of `clarion run`, `clarion agent` and
+//! `clarion manager`: flags in, `clarion-alerts` sinks teed after the
+//! run's own output out. The delivery semantics (keys, retries, dead
+//! letters, order) are the library's and docs/alerts.md's.
+//!
+//! Every sink made is also watched for `/metrics` (`--metrics`): its
+//! counters are rendered by `clarion_alerts::render_prometheus` under a
+//! bounded `target` label ("webhook", "syslog"). Watched sinks are kept
+//! for the process's life (a few words each) so counters never go back.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use clarion_alerts::{
-    AlertSink, DeadLetter, DeliveryConfig, Overflow, Predicates, SyslogAddr, SyslogConfig, Tee,
+    AlertSink, DeadLetter, DeliveryConfig, Overflow, Predicates, StatsHandle, SyslogAddr, SyslogConfig, Tee,
     WebhookConfig, WebhookFormat,
 };
 use clarion_sinks::ReportSink;
@@ -133,6 +138,26 @@ fn predicates(events: Option<&Path>) -> Predicates {
     }
 }
 
+/// The alert sinks of this process and their kinds, for `/metrics`.
+static WATCHED: Mutex<Vec<(&'static str, StatsHandle)>> = Mutex::new(Vec::new());
+
+/// Shows `sink`'s counters on the metrics page (the first one adds the source).
+fn watch(kind: &'static str, sink: &AlertSink) {
+    let first = {
+        let mut w = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+        w.push((kind, sink.watch()));
+        w.len() == 1
+    };
+    // Outside WATCHED's lock: a page being served holds the sources' lock
+    // and then takes WATCHED's.
+    if first {
+        crate::metrics_server::add_source(Box::new(|page: &mut String| {
+            let w = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+            clarion_alerts::render_prometheus(page, w.iter().map(|(k, h)| (*k, h.stats())));
+        }));
+    }
+}
+
 /// `sink`, with the alert sinks the flags ask for after it. `live`: the
 /// monitor must not wait (the queue-full default).
 pub fn with_alerts(
@@ -189,6 +214,7 @@ pub fn with_alerts(
         };
         let s = AlertSink::webhook(config, delivery.clone(), dead_letter()?, notify.clone())
             .map_err(|e| usage(format!("--webhook: {e}")))?;
+        watch("webhook", &s);
         sinks.push(Box::new(s));
     }
     if let Some(addr) = &a.syslog {
@@ -199,6 +225,7 @@ pub fn with_alerts(
         };
         let s = AlertSink::syslog(config, delivery, dead_letter()?, notify)
             .map_err(|e| usage(format!("--syslog: {e}")))?;
+        watch("syslog", &s);
         sinks.push(Box::new(s));
     }
     Ok(Box::new(Tee::new(sinks)))

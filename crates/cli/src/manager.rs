@@ -31,6 +31,8 @@ pub const AFTER_HELP: &str = "Examples:
   clarion manager --nats nats://10.0.0.5:4222 --inventory hosts.txt -o events.jsonl \\
       --api 0.0.0.0:8700 --api-token-file /etc/clarion/api-token --metrics 0.0.0.0:9465
   clarion manager --inventory hosts.txt --events service.clarion --until-finished --no-store
+  clarion manager --inventory hosts.txt --webhook https://alerts.example.net/clarion \\
+      --webhook-dead-letter /var/lib/clarion/dead.jsonl --syslog udp://loghost:514
   clarion events add spike.clarion && clarion events watch     # from another terminal
 
 Every event must be network-wide (`across hosts`); a host's own events go to
@@ -44,9 +46,12 @@ token: the one given (--api-token), or the one kept in --api-token-file
 generated at the first start and printed once; --api-no-auth (loopback
 only) needs none. Reports go to --output (JSON lines or a table), to the
 API's stream (clarion events watch) and, as JSON, to the NATS subject
-clarion.events. With --until-finished the manager exits once every host's
-agent has replayed its capture and every decision is made; otherwise it runs
-until Ctrl-C or --duration. docs/manager.md explains placement, threshold
+clarion.events; and to --webhook and --syslog when given (docs/alerts.md:
+at least once, retried, never waited for: with a full queue a report goes
+to the dead-letter file; at exit, delivery goes on for --webhook-drain).
+With --until-finished the manager exits once every host's agent has
+replayed its capture and every decision is made; otherwise it runs until
+Ctrl-C or --duration. docs/manager.md explains placement, threshold
 splitting, the protocol and the API.";
 
 #[derive(Args, Debug)]
@@ -172,6 +177,10 @@ pub struct ManagerArgs {
     /// No summary on standard error.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+
+    /// Every network-wide report also to a webhook and/or syslog.
+    #[command(flatten)]
+    pub alerts: crate::alerts::AlertArgs,
 }
 
 fn usage(e: ControlError) -> Failure {
@@ -344,7 +353,10 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
             stop.store(true, Ordering::Relaxed);
         });
     }
-    let mut sink = open_sink_to(a.output.as_deref(), a.format)?;
+    // Live: the manager must never wait for a slow receiver (a full queue
+    // is dead-lettered unless --webhook-queue-full block).
+    let out = open_sink_to(a.output.as_deref(), a.format)?;
+    let mut sink = crate::alerts::with_alerts(out, &a.alerts, true, a.events.as_deref())?;
     let metrics = Arc::new(clarion_live::HostMetrics::new(&[]));
     if let Some(addr) = a.metrics {
         let bound = crate::metrics_server::serve(addr, Vec::new(), Arc::clone(&metrics))?;
@@ -382,6 +394,9 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         return Err(sink_error(e));
     }
     sink.flush().map_err(sink_error)?;
+    // The alert sinks deliver what is queued, for at most --webhook-drain,
+    // and dead-letter the rest (saying so), as clarion run's do at its end.
+    drop(sink);
     if !a.quiet {
         print_summary(&stats, &hosts);
     }

@@ -22,10 +22,31 @@ struct Metrics {
 }
 
 async fn metrics(State(m): State<Metrics>) -> impl IntoResponse {
+    let mut page = render_metrics(&m.workers, &m.host);
+    render_sources(&mut page);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        render_metrics(&m.workers, &m.host),
+        page,
     )
+}
+
+/// Appends whole metric families (HELP, TYPE, samples) to the page.
+pub type Source = Box<dyn Fn(&mut String) + Send + Sync>;
+
+/// Families from parts of the process that start after the server (the
+/// alert sinks: their counters live in `clarion-alerts`), rendered after
+/// the host's, in the order added. Process-wide: one page per process.
+static SOURCES: std::sync::Mutex<Vec<Source>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds `source` to every page served from now on (by any server of the process).
+pub fn add_source(source: Source) {
+    SOURCES.lock().unwrap_or_else(|e| e.into_inner()).push(source);
+}
+
+fn render_sources(page: &mut String) {
+    for s in SOURCES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        s(page);
+    }
 }
 
 /// Binds `addr` now (so a busy port is reported before capture starts) and
