@@ -331,6 +331,7 @@ or --insecure to run without"
         jetstream: a.jetstream,
         shared: a.shared,
         shared_events,
+        hosts_board: None,
     })
 }
 
@@ -358,6 +359,13 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     let out = open_sink_to(a.output.as_deref(), a.format)?;
     let mut sink = crate::alerts::with_alerts(out, &a.alerts, true, a.events.as_deref())?;
     let metrics = Arc::new(clarion_live::HostMetrics::new(&[]));
+    // The hosts' health as per-host series (written by the service every second).
+    let board = a.metrics.map(|_| clarion_control::HostsBoard::default());
+    if let Some(b) = board.clone() {
+        crate::metrics_server::add_source(Box::new(move |page| {
+            page.push_str(&clarion_control::health::render_prometheus(&b.get()))
+        }));
+    }
     if let Some(addr) = a.metrics {
         let bound = crate::metrics_server::serve(addr, Vec::new(), Arc::clone(&metrics))?;
         if !a.quiet {
@@ -377,7 +385,10 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
             hosts.len()
         );
     }
-    let opts = options(a)?;
+    let opts = ManagerOptions {
+        hosts_board: board,
+        ..options(a)?
+    };
     let mut write_error = None;
     let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {
         // The manager runs for days: each fired event reaches the file at

@@ -10,6 +10,7 @@
 //! and measures its sweeps.
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod bus;
+mod common;
 use bus::{api_manager, clarion, free_port, require_server, setup, start_server, Guard};
 
 /// Frames in a classic pcap file, read here without Clarion's reader:
@@ -132,6 +134,78 @@ fn lossless(name: &str, h: &Value) {
     assert!(h.get("sweep_seconds_last").is_none(), "{name}: {h}");
 }
 
+/// The manager's `/metrics` page (HTTP/1.0, read to the end).
+fn scrape(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics port");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .expect("request");
+    let mut page = String::new();
+    s.read_to_string(&mut page).expect("response");
+    assert!(
+        page.starts_with("HTTP/1.0 200") || page.starts_with("HTTP/1.1 200"),
+        "{page}"
+    );
+    page.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// The value of one sample (`name{host="HOST"}`) of a page, if present.
+fn sample(page: &str, name: &str, host: &str) -> Option<f64> {
+    let key = format!("{name}{{host=\"{host}\"}} ");
+    page.lines().find_map(|l| l.strip_prefix(&key)?.parse().ok())
+}
+
+/// Until the page's per-host series say what the API says (they are
+/// written every second): each host of `want` with its packets counted.
+fn until_scraped(port: u16, want: &BTreeMap<String, u64>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let page = scrape(port);
+        if want
+            .iter()
+            .all(|(h, n)| sample(&page, "clarion_host_packets_total", h) == Some(*n as f64))
+        {
+            return page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the metrics never counted {want:?}:\n{page}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `promtool check metrics` on the page, where promtool is installed.
+fn promtool_accepts(page: &str) {
+    let Some(promtool) = common::tool("promtool") else {
+        eprintln!("promtool not installed: the manager's page not linted");
+        return;
+    };
+    let mut c = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool starts");
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(page.as_bytes())
+        .expect("page written");
+    let o = c.wait_with_output().expect("promtool ends");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        o.status.success() && said.trim().is_empty(),
+        "promtool: {said}\n{page}"
+    );
+}
+
 fn manager(d: &Path, nats: &str, extra: &[&str]) -> (Guard, u16, String) {
     let token = format!("health-test-{}", std::process::id());
     let mut flags = vec!["--no-store", "--api-token", &token, "-o", "net.jsonl"];
@@ -227,7 +301,13 @@ fn generated_traffic_is_counted_host_by_host_and_a_silent_host_has_no_health() {
     setup(d, 200);
     let (_nats, nats_port) = start_server(&server);
     let nats = format!("nats://127.0.0.1:{nats_port}");
-    let (_m, port, token) = manager(d, &nats, &["--events", "events.clarion"]);
+    let metrics = free_port();
+    let metrics_addr = format!("127.0.0.1:{metrics}");
+    let (_m, port, token) = manager(
+        d,
+        &nats,
+        &["--events", "events.clarion", "--metrics", &metrics_addr],
+    );
     // web-4's agent never starts.
     let want: BTreeMap<String, u64> = (1..=3)
         .map(|i| {
@@ -253,6 +333,33 @@ fn generated_traffic_is_counted_host_by_host_and_a_silent_host_has_no_health() {
         silent.get("health").is_none(),
         "a host never heard from has no health: {silent}"
     );
+
+    // The manager's /metrics: a series per inventory host, health where heard.
+    let page = until_scraped(metrics, &want);
+    for name in want.keys() {
+        assert_eq!(
+            sample(&page, "clarion_host_up", name),
+            Some(1.0),
+            "{name}\n{page}"
+        );
+        assert_eq!(
+            sample(&page, "clarion_host_completeness", name),
+            Some(1.0),
+            "{name}\n{page}"
+        );
+        assert_eq!(
+            sample(&page, "clarion_host_drops_total", name),
+            Some(0.0),
+            "{name}\n{page}"
+        );
+    }
+    assert_eq!(sample(&page, "clarion_host_up", "web-4"), Some(0.0), "{page}");
+    assert_eq!(
+        sample(&page, "clarion_host_packets_total", "web-4"),
+        None,
+        "no health, no series: {page}"
+    );
+    promtool_accepts(&page);
 }
 
 /// A live agent (`clarion agent -i lo`, filtered to one UDP port) counts

@@ -35,7 +35,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::model::HostHealth;
+use crate::model::{HostHealth, HostInfo};
 
 /// The rate's window.
 pub const RATE_WINDOW_NS: u64 = 5_000_000_000;
@@ -210,6 +210,93 @@ impl HealthHandle {
     }
 }
 
+/// The manager's latest list of hosts, written by its service every
+/// second and read by its metrics page (clones share one list).
+#[derive(Clone, Debug, Default)]
+pub struct HostsBoard(Arc<Mutex<Vec<HostInfo>>>);
+
+impl HostsBoard {
+    pub fn set(&self, hosts: Vec<HostInfo>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = hosts;
+    }
+
+    pub fn get(&self) -> Vec<HostInfo> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Per-host series of the manager's `/metrics` (Prometheus text format
+/// 0.0.4), one sample per inventory host, labelled `host` (a bounded set:
+/// the inventory's). `clarion_host_up` for every host; the health series
+/// only for hosts that sent health (a missing series, not a 0, says
+/// "unknown").
+pub fn render_prometheus(hosts: &[HostInfo]) -> String {
+    use std::fmt::Write;
+    type Get = fn(&HostHealth) -> f64;
+    let families: [(&str, &str, &str, Get); 6] = [
+        (
+            "clarion_host_packets_per_second",
+            "gauge",
+            "Frames per second the host's monitor received, over its last 5 s.",
+            |h| h.packets_per_second,
+        ),
+        (
+            "clarion_host_packets_total",
+            "counter",
+            "Frames the host's monitor received since the host started.",
+            |h| h.packets_total as f64,
+        ),
+        (
+            "clarion_host_drops_total",
+            "counter",
+            "Packets the host lost (kernel drops, malformed, untracked) since it started.",
+            |h| h.drops_total as f64,
+        ),
+        (
+            "clarion_host_completeness",
+            "gauge",
+            "The share of packets the host inspected since it started (1: none lost).",
+            |h| h.completeness,
+        ),
+        (
+            "clarion_host_sweeps_late_total",
+            "counter",
+            "The host's sweeps unfinished when the next epoch ended.",
+            |h| h.late_sweeps_total as f64,
+        ),
+        (
+            "clarion_host_uptime_seconds",
+            "gauge",
+            "Seconds since the host started.",
+            |h| h.uptime_s,
+        ),
+    ];
+    let label = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP clarion_host_up 1 if the manager heard from the host in the last 3 s.\n# TYPE clarion_host_up gauge"
+    );
+    for h in hosts {
+        let _ = writeln!(
+            out,
+            "clarion_host_up{{host=\"{}\"}} {}",
+            label(&h.name),
+            u8::from(h.state == "up")
+        );
+    }
+    for (name, kind, help, get) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for h in hosts {
+            if let Some(x) = &h.health {
+                // Rust's shortest round-trip printing; health values are finite.
+                let _ = writeln!(out, "{name}{{host=\"{}\"}} {}", label(&h.name), get(x));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,6 +419,50 @@ mod tests {
         let h = m.health(1);
         assert_eq!((h.drops_total, h.completeness), (19, 0.81));
         assert_eq!(h.sweep_seconds_last, None);
+    }
+
+    #[test]
+    fn every_host_has_a_series_and_health_only_where_sent() {
+        let mut meter = HealthMeter::new(0, RATE_WINDOW_NS, 0);
+        meter.record(
+            2_000_000_000,
+            HealthCounters {
+                packets: 252,
+                drops_kernel: 3,
+                ..HealthCounters::default()
+            },
+        );
+        let host = |name: &str, state: &str, health: Option<HostHealth>| HostInfo {
+            name: name.into(),
+            prefixes: Vec::new(),
+            state: state.into(),
+            last_seen_ms: None,
+            finished: false,
+            triggers: 0,
+            satisfaction_reports: 0,
+            polls_answered: 0,
+            polls_missed: 0,
+            health,
+        };
+        let page = render_prometheus(&[
+            host("lan", "up", Some(meter.health(2_000_000_000))),
+            host("we\"ird", "unknown", None),
+        ]);
+        let samples: Vec<&str> = page.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            samples,
+            [
+                "clarion_host_up{host=\"lan\"} 1",
+                "clarion_host_up{host=\"we\\\"ird\"} 0",
+                "clarion_host_packets_per_second{host=\"lan\"} 126",
+                "clarion_host_packets_total{host=\"lan\"} 252",
+                "clarion_host_drops_total{host=\"lan\"} 3",
+                "clarion_host_completeness{host=\"lan\"} 0.9882352941176471",
+                "clarion_host_sweeps_late_total{host=\"lan\"} 0",
+                "clarion_host_uptime_seconds{host=\"lan\"} 2",
+            ]
+        );
+        assert_eq!(page.matches("# TYPE ").count(), 7, "{page}");
     }
 
     /// The API's description lists exactly the fields a host's health has.

@@ -21,7 +21,7 @@ pub mod server;
 pub mod token;
 
 pub use client::{Client, ClientError};
-pub use health::{HealthCounters, HealthHandle, HealthMeter};
+pub use health::{HealthCounters, HealthHandle, HealthMeter, HostsBoard};
 pub use model::{
     AppRequest, AppsInfo, Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostHealth, HostInfo,
 };

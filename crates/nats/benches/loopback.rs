@@ -86,6 +86,7 @@ fn run(url: &str, windows: u64, pace: Option<Duration>, max_poll_batch: usize) -
         jetstream: false,
         shared: false,
         shared_events: None,
+        hosts_board: None,
     };
     let manager = {
         let (stop, fired) = (Arc::clone(&stop), Arc::clone(&fired));

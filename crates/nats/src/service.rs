@@ -71,6 +71,9 @@ pub struct ManagerOptions {
     /// start, leaving out names stored already.
     pub shared: bool,
     pub shared_events: Option<String>,
+    /// Where the hosts' list (with their health) is written every second,
+    /// for the manager's metrics page; none: not kept.
+    pub hosts_board: Option<clarion_control::HostsBoard>,
 }
 
 /// The JetStream stream that keeps `clarion.events` with `--jetstream`.
@@ -448,6 +451,9 @@ impl Service {
         if chores.stored_at.elapsed() >= STORE_EVERY {
             chores.stored_at = Instant::now();
             self.store_progress();
+            if let Some(board) = &opts.hosts_board {
+                board.set(self.host_infos());
+            }
             self.expire_instances(on_report).await;
             self.forget_undecided();
         }
