@@ -1,0 +1,416 @@
+//! `clarion manager --webhook / --syslog` end to end: a real nats-server,
+//! a manager and four agents replaying generated traffic (tests/bus), a
+//! local HTTP receiver and a UDP syslog socket. The reference is the
+//! manager's own `--output` (JSON lines, flushed per report): every report
+//! in it must reach the receiver exactly once by idempotency key, each
+//! event's in window order, or — receiver down — be in the dead-letter
+//! file, exactly those. The manager's `/metrics` must count what the
+//! receiver saw (delivered = distinct keys, retries = the other requests)
+//! and pass `promtool check metrics` when promtool is installed.
+//!
+//! Skipped, saying so, without nats-server (Debian `nats-server`).
+#![allow(clippy::unwrap_used)] // tests unwrap
+
+mod bus;
+#[path = "../../alerts/tests/receiver/mod.rs"]
+mod receiver;
+#[path = "../../alerts/tests/syslog_parser/mod.rs"]
+mod syslog_parser;
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bus::*;
+use receiver::Receiver;
+use serde_json::Value;
+
+/// Windows of generated traffic: enough for every event to fire (~100 reports).
+const WINDOWS: u64 = 200;
+
+fn lines(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The reports a receiver acknowledged, each once (by idempotency key), in
+/// the order of their first acknowledgement; copies must carry the same body.
+fn delivered(rx: &Receiver) -> Vec<Value> {
+    let mut seen: BTreeMap<String, Value> = BTreeMap::new();
+    let mut order = Vec::new();
+    for q in rx.requests().iter().filter(|q| (200..300).contains(&q.status)) {
+        let key = q
+            .header("idempotency-key")
+            .expect("every request has a key")
+            .to_string();
+        let body = q.json();
+        match seen.get(&key) {
+            Some(first) => assert_eq!(first, &body, "two reports under key {key}"),
+            None => {
+                seen.insert(key, body.clone());
+                order.push(body);
+            }
+        }
+    }
+    order
+}
+
+fn per_event(reports: &[Value]) -> BTreeMap<String, Vec<Value>> {
+    let mut m: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for r in reports {
+        m.entry(r["event"].as_str().unwrap().to_string())
+            .or_default()
+            .push(r.clone());
+    }
+    m
+}
+
+/// Every reference report delivered exactly once, each event's in window order.
+fn assert_all_delivered_in_order(got: &[Value], reference: &[Value]) {
+    assert!(
+        reference.len() > 20,
+        "the network fires: {} reports",
+        reference.len()
+    );
+    assert_eq!(got.len(), reference.len(), "delivered once each");
+    assert_eq!(per_event(got), per_event(reference));
+    for reports in per_event(got).values() {
+        let ends: Vec<u64> = reports
+            .iter()
+            .map(|r| r["window"]["end_ns"].as_u64().unwrap())
+            .collect();
+        assert!(ends.windows(2).all(|w| w[0] <= w[1]), "window order");
+    }
+}
+
+/// A network (server, traffic, split captures) in a fresh directory.
+fn network() -> Option<(tempfile::TempDir, Guard, String)> {
+    let server = require_server()?;
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path(), WINDOWS);
+    let (guard, port) = start_server(&server);
+    Some((dir, guard, format!("nats://127.0.0.1:{port}")))
+}
+
+#[test]
+fn every_manager_report_reaches_the_webhook_once_in_order() {
+    let Some((dir, _server, url)) = network() else {
+        return;
+    };
+    let d = dir.path();
+    // Requests 3 to 6 get 500: one report retried, the others wait behind it.
+    let rx = Receiver::start(Box::new(|_, n| if (3..7).contains(&n) { 500 } else { 200 }));
+    let hook = rx.url("/hook");
+    let m = run_network(
+        d,
+        &url,
+        &[
+            "--poll-timeout",
+            "20s",
+            "--webhook",
+            &hook,
+            "--webhook-backoff",
+            "10ms",
+            "--webhook-retries",
+            "30",
+            "--webhook-dead-letter",
+            "dead.jsonl",
+        ],
+        &["--linger", "60s"],
+    );
+    let err = String::from_utf8_lossy(&m.stderr);
+    assert!(m.status.success(), "{err}");
+    let reference = lines(&d.join("net.jsonl"));
+    assert!(lines(&d.join("dead.jsonl")).is_empty(), "{err}");
+    assert_all_delivered_in_order(&delivered(&rx), &reference);
+    let reqs = rx.requests();
+    assert_eq!(reqs.iter().filter(|q| q.status == 500).count(), 4);
+    assert!(reqs.iter().all(|q| q.method == "POST" && q.path == "/hook"));
+    // The reports are the manager's: its name is their host.
+    assert!(
+        reference.iter().all(|r| r["host"] == "manager"),
+        "{:?}",
+        reference[0]
+    );
+}
+
+#[test]
+fn a_receiver_down_the_whole_time_dead_letters_exactly_the_managers_reports() {
+    let Some((dir, _server, url)) = network() else {
+        return;
+    };
+    let d = dir.path();
+    // A port nothing listens on: every attempt is refused.
+    let hook = format!("http://127.0.0.1:{}/hook", free_port());
+    let m = run_network(
+        d,
+        &url,
+        &[
+            "--poll-timeout",
+            "20s",
+            "--webhook",
+            &hook,
+            "--webhook-backoff",
+            "1ms",
+            "--webhook-retries",
+            "1",
+            "--webhook-dead-letter",
+            "dead.jsonl",
+        ],
+        &["--linger", "60s"],
+    );
+    let err = String::from_utf8_lossy(&m.stderr);
+    assert!(m.status.success(), "{err}");
+    let reference = lines(&d.join("net.jsonl"));
+    let dead = lines(&d.join("dead.jsonl"));
+    assert!(reference.len() > 20, "the network fires: {}", reference.len());
+    // One delivery thread, first in first out: the same reports, in order.
+    let dead_reports: Vec<&Value> = dead.iter().map(|l| &l["report"]).collect();
+    assert_eq!(dead_reports, reference.iter().collect::<Vec<_>>());
+    let keys: HashSet<&str> = dead.iter().map(|l| l["key"].as_str().unwrap()).collect();
+    assert_eq!(keys.len(), reference.len(), "a key per report");
+    for l in &dead {
+        assert_eq!(l["schema"], "clarion.dead-letter/1");
+        assert_eq!(l["attempts"], 2, "{l}");
+        assert!(
+            l["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("gave up after 2 attempts"),
+            "{l}"
+        );
+    }
+    let n = reference.len();
+    assert!(
+        err.contains(&format!(
+            "0 of {n} reports delivered, {n} dead-lettered to dead.jsonl"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn syslog_from_the_manager_one_message_per_report() {
+    let Some((dir, _server, url)) = network() else {
+        return;
+    };
+    let d = dir.path();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let addr = format!("udp://{}", sock.local_addr().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = sock.recv(&mut buf) {
+            got.push(String::from_utf8(buf[..n].to_vec()).unwrap());
+            // After the first, the manager sends as it decides; its end is a pause.
+            sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        }
+        got
+    });
+    let m = run_network(
+        d,
+        &url,
+        &["--poll-timeout", "20s", "--syslog", &addr, "--name", "mgr-1"],
+        &["--linger", "60s"],
+    );
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    let got = reader.join().unwrap();
+    let reference = lines(&d.join("net.jsonl"));
+    assert!(reference.len() > 20, "the network fires: {}", reference.len());
+    assert_eq!(got.len(), reference.len(), "one message per report");
+    for (text, want) in got.iter().zip(&reference) {
+        let m = syslog_parser::parse(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(m.pri, 16 * 8 + 4, "local0.warning");
+        assert_eq!((m.app_name.as_str(), m.msgid.as_str()), ("clarion", "report"));
+        assert_eq!(m.hostname, "mgr-1");
+        assert_eq!(m.param("clarion@32473", "event"), want["event"].as_str());
+        assert_eq!(
+            m.param("clarion@32473", "window_end"),
+            want["window"]["end"].as_str()
+        );
+        let json: Value = serde_json::from_str(m.msg.as_deref().unwrap()).unwrap();
+        assert_eq!(&json, want);
+    }
+}
+
+/// `GET /metrics` over HTTP/1.0: the body, when the answer is 200.
+fn scrape(addr: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(c, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    body.to_string()
+}
+
+/// A sample's value on a page: `name{labels} value`.
+fn sample(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// `promtool check metrics` on a page, when promtool is installed.
+fn promtool_accepts(page: &str) {
+    let Some(promtool) = ["/usr/bin/promtool", "/usr/local/bin/promtool"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!("promtool is not installed (apt-get install prometheus): the page is not linted");
+        return;
+    };
+    let mut c = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(page.as_bytes()).unwrap();
+    let o = c.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        o.status.success() && said.trim().is_empty(),
+        "promtool says:\n{said}\n{page}"
+    );
+}
+
+#[test]
+fn the_managers_metrics_count_what_the_receiver_saw() {
+    let Some(server) = require_server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let frames = setup(d, WINDOWS);
+    let want = reference(&frames).len();
+    let (_server, port) = start_server(&server);
+    let url = format!("nats://127.0.0.1:{port}");
+    // Every fifth request fails once (then its retry is taken: the next request).
+    let rx = Receiver::start(Box::new(|_, n| if n % 5 == 2 { 503 } else { 200 }));
+    let hook = rx.url("/hook");
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let syslog = format!("udp://{}", sink.local_addr().unwrap());
+    // Runs until stopped, so its page can be read once every report is out.
+    let mut child = manager(
+        d,
+        &url,
+        &[
+            "--events",
+            "events.clarion",
+            "--no-store",
+            "--no-api",
+            "-o",
+            "net.jsonl",
+            "--poll-timeout",
+            "20s",
+            "--duration",
+            "300s",
+            "--metrics",
+            "127.0.0.1:0",
+            "--webhook",
+            &hook,
+            "--webhook-backoff",
+            "10ms",
+            "--webhook-retries",
+            "30",
+            "--webhook-dead-letter",
+            "dead.jsonl",
+            "--syslog",
+            &syslog,
+        ],
+    );
+    let err = child.stderr.take().unwrap();
+    let m = Guard::new(child);
+    let addr = metrics_address(err);
+    let agents: Vec<Guard> = (1..=4)
+        .map(|i| {
+            let host = format!("web-{i}");
+            Guard::new(
+                clarion()
+                    .args([
+                        "agent", "--nats", &url, "--host", &host, "--linger", "60s", "--pcap",
+                    ])
+                    .arg(format!("hosts/{host}.pcap"))
+                    .current_dir(d)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    // The manager decides as the agents report, and delivers; the agents
+    // linger (answering polls) until killed at the end.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let out = d.join("net.jsonl");
+    loop {
+        let written = lines(&out).len();
+        if written == want && delivered(&rx).len() == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{written} of {want} reports written, {} delivered",
+            delivered(&rx).len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let page = scrape(&addr);
+    let reqs = rx.requests();
+    let keys: HashSet<&str> = reqs
+        .iter()
+        .map(|q| q.header("idempotency-key").unwrap())
+        .collect();
+    let n = want as f64;
+    let webhook = |name: &str| sample(&page, &format!("{name}{{target=\"webhook\"}}"));
+    let syslog = |name: &str| sample(&page, &format!("{name}{{target=\"syslog\"}}"));
+    assert_eq!(webhook("clarion_alerts_accepted_total"), Some(n), "{page}");
+    assert_eq!(webhook("clarion_alerts_delivered_total"), Some(keys.len() as f64));
+    assert_eq!(
+        webhook("clarion_alerts_retries_total"),
+        Some((reqs.len() - keys.len()) as f64),
+        "every request beyond a key's first is a retry"
+    );
+    assert!(reqs.iter().any(|q| q.status == 503));
+    assert_eq!(webhook("clarion_alerts_dead_lettered_total"), Some(0.0));
+    assert_eq!(webhook("clarion_alerts_queue_depth"), Some(0.0));
+    assert_eq!(syslog("clarion_alerts_accepted_total"), Some(n));
+    assert_eq!(syslog("clarion_alerts_delivered_total"), Some(n));
+    assert_eq!(sample(&page, "clarion_reports_total"), Some(n));
+    promtool_accepts(&page);
+    drop(agents);
+    let o = m.terminate("the manager");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(lines(&d.join("dead.jsonl")).is_empty());
+}
+
+/// Reads the manager's standard error up to its metrics line; its address.
+/// The rest of the pipe is drained on a thread.
+fn metrics_address(err: std::process::ChildStderr) -> String {
+    let mut lines = BufReader::new(err).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if let Some(rest) = line.split("metrics at http://").nth(1) {
+            let addr = rest.split("/metrics").next().unwrap().to_string();
+            std::thread::spawn(move || for _ in lines {});
+            return addr;
+        }
+    }
+    panic!("no metrics line; stderr:\n{seen}");
+}
