@@ -3,7 +3,10 @@
 //! `clarion manager` and a live `clarion agent -i lo`; then every expression of the Grafana dashboard
 //! (dashboards/clarion.json) is asked of Prometheus's HTTP API and must
 //! return a series. Both pages are also checked by Prometheus's own
-//! exposition-format linter, `promtool check metrics`.
+//! exposition-format linter, `promtool check metrics`. Alerts are on
+//! (a local webhook receiver for run and agent, a UDP socket as the
+//! manager's syslog): their `clarion_alerts_*` series must be there, and
+//! the run's delivered count must equal the keys the receiver saw.
 //!
 //! Skipped, saying why, without Prometheus (Debian `prometheus`, see
 //! scripts/deps.sh) or when not root (a packet socket on lo). Scrapes
@@ -11,6 +14,8 @@
 //! (a few seconds), with a generous deadline for a busy machine.
 
 mod common;
+#[path = "../../alerts/tests/receiver/mod.rs"]
+mod receiver;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
@@ -139,7 +144,7 @@ fn promtool_accepts(page: &str, what: &str) {
 
 /// Starts nats-server, a manager and a live agent on lo (with `events`),
 /// both with --metrics; the processes and the two metrics addresses.
-fn manager_and_agent(dir: &Path, events: &Path) -> Option<(Vec<Running>, String, String)> {
+fn manager_and_agent(dir: &Path, events: &Path, hook: &str) -> Option<(Vec<Running>, String, String)> {
     let Some(nats) = common::tool("nats-server") else {
         eprintln!("nats-server not installed: the manager's and agent's metrics are not scraped");
         return None;
@@ -176,6 +181,8 @@ fn manager_and_agent(dir: &Path, events: &Path) -> Option<(Vec<Running>, String,
         .arg("-o")
         .arg(dir.join("manager.jsonl"))
         .args(["--duration", "120s"])
+        // Nothing listens there: UDP sends count as delivered all the same.
+        .args(["--syslog", &format!("udp://127.0.0.1:{}", free_port())])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -191,6 +198,7 @@ fn manager_and_agent(dir: &Path, events: &Path) -> Option<(Vec<Running>, String,
         .arg(events)
         .arg("-o")
         .arg(dir.join("agent.jsonl"))
+        .args(["--webhook", hook])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -198,6 +206,43 @@ fn manager_and_agent(dir: &Path, events: &Path) -> Option<(Vec<Running>, String,
     let mut agent = Running(agent);
     let agent_addr = address_after(&mut agent.0, "metrics at http://");
     Some((vec![agent, m, server], addr, agent_addr))
+}
+
+/// A sample's value on a page: `series value`.
+fn sample(page: &str, series: &str) -> Option<u64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Once the traffic has stopped and the run's last reports are out (within
+/// a deadline), its page counts as delivered exactly the keys that reached
+/// `/run`, every accepted report delivered and none pending.
+fn run_delivered_what_the_receiver_saw(addr: &str, rx: &receiver::Receiver) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let keys: std::collections::HashSet<String> = rx
+            .requests()
+            .iter()
+            .filter(|q| q.path == "/run")
+            .filter_map(|q| q.header("idempotency-key").map(str::to_string))
+            .collect();
+        let (_, page) = get(addr, "/metrics").expect("clarion run's page");
+        let value = |name: &str| sample(&page, &format!("{name}{{target=\"webhook\"}}"));
+        let got = (
+            value("clarion_alerts_accepted_total"),
+            value("clarion_alerts_delivered_total"),
+            value("clarion_alerts_queue_depth"),
+        );
+        let n = keys.len() as u64;
+        if n > 0 && got == (Some(n), Some(n), Some(0)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "(accepted, delivered, pending) {got:?}, receiver saw {n} keys:\n{page}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -222,6 +267,7 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
         ),
     )
     .expect("events written");
+    let rx = receiver::Receiver::start(Box::new(|_, _| 200));
     let run = common::clarion_process()
         .args([
             "run",
@@ -236,6 +282,7 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
         .arg(&events)
         .args(["--format", "json", "--duration", "120s", "-o"])
         .arg(dir.path().join("reports.jsonl"))
+        .args(["--webhook", &rx.url("/run")])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -253,7 +300,7 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
             }
         })
     };
-    let manager = manager_and_agent(dir.path(), &events);
+    let manager = manager_and_agent(dir.path(), &events, &rx.url("/agent"));
 
     let prom_port = free_port();
     let prom_addr = format!("127.0.0.1:{prom_port}");
@@ -286,6 +333,8 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
     let mut wanted: Vec<String> = dashboard_exprs();
     wanted.push("up{job=\"clarion\"} == 1".into());
     wanted.push("clarion_event_fired_total{event=\"prom_udp\"} > 0".into());
+    wanted.push("clarion_alerts_delivered_total{job=\"clarion\",target=\"webhook\"} > 0".into());
+    wanted.push("clarion_alerts_queue_depth{job=\"clarion\",target=\"webhook\"}".into());
     if manager.is_some() {
         for e in [
             "up{job=\"manager\"} == 1",
@@ -296,6 +345,8 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
             "clarion_packets_total{job=\"agent\"} > 0",
             "clarion_event_fired_total{job=\"agent\",event=\"prom_udp\"} > 0",
             "clarion_sweep_seconds_count{job=\"agent\"} > 0",
+            "clarion_alerts_accepted_total{job=\"agent\",target=\"webhook\"} > 0",
+            "clarion_alerts_dead_lettered_total{job=\"manager\",target=\"syslog\"}",
         ] {
             wanted.push(e.into());
         }
@@ -326,6 +377,7 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
     let (status, page) = get(&run_addr, "/metrics").expect("clarion run's page");
     assert_eq!(status, 200);
     promtool_accepts(&page, "clarion run");
+    run_delivered_what_the_receiver_saw(&run_addr, &rx);
     if let Some((_, addr, agent)) = &manager {
         let (status, page) = get(addr, "/metrics").expect("the manager's page");
         assert_eq!(status, 200);
