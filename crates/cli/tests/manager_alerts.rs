@@ -196,6 +196,70 @@ fn a_receiver_down_the_whole_time_dead_letters_exactly_the_managers_reports() {
 }
 
 #[test]
+fn a_slow_receiver_never_holds_the_manager_up() {
+    let Some((dir, _server, url)) = network() else {
+        return;
+    };
+    let d = dir.path();
+    // Half a second per answer, a queue of 2: the decisions overflow it
+    // (however busy the machine, they come faster than that on average).
+    let rx = Receiver::start(Box::new(|_, _| {
+        std::thread::sleep(Duration::from_millis(500));
+        200
+    }));
+    let hook = rx.url("/hook");
+    let m = run_network(
+        d,
+        &url,
+        &[
+            "--poll-timeout",
+            "20s",
+            "--webhook",
+            &hook,
+            "--webhook-queue",
+            "2",
+            "--webhook-dead-letter",
+            "dead.jsonl",
+        ],
+        &["--linger", "60s"],
+    );
+    let err = String::from_utf8_lossy(&m.stderr);
+    assert!(m.status.success(), "{err}");
+    let reference = lines(&d.join("net.jsonl"));
+    let dead = lines(&d.join("dead.jsonl"));
+    // The default for the manager is live: spilled at once, not waited for.
+    assert!(!dead.is_empty(), "the queue never filled: {err}");
+    for l in &dead {
+        assert_eq!(l["attempts"], 0, "{l}");
+        assert!(
+            l["reason"].as_str().unwrap().starts_with("queue full (2 reports"),
+            "{l}"
+        );
+    }
+    // Delivered and spilled: every report once, none in both.
+    let mut got: Vec<Value> = delivered(&rx);
+    got.extend(dead.iter().map(|l| l["report"].clone()));
+    let key = |r: &Value| {
+        (
+            r["event"].to_string(),
+            r["window"]["end_ns"].as_u64(),
+            r["group"].to_string(),
+        )
+    };
+    got.sort_by_key(key);
+    let mut want = reference.clone();
+    want.sort_by_key(key);
+    assert!(want.len() > 20, "the network fires: {}", want.len());
+    assert_eq!(got, want);
+    eprintln!(
+        "{} reports: {} delivered, {} spilled",
+        want.len(),
+        want.len() - dead.len(),
+        dead.len()
+    );
+}
+
+#[test]
 fn syslog_from_the_manager_one_message_per_report() {
     let Some((dir, _server, url)) = network() else {
         return;
