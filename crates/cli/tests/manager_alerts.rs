@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used)] // tests unwrap
 
 mod bus;
+mod common;
 #[path = "../../alerts/tests/receiver/mod.rs"]
 mod receiver;
 #[path = "../../alerts/tests/syslog_parser/mod.rs"]
@@ -196,6 +197,39 @@ fn a_receiver_down_the_whole_time_dead_letters_exactly_the_managers_reports() {
 }
 
 #[test]
+fn bad_destinations_stop_the_manager_before_it_starts() {
+    // No NATS server needed: the flags are refused first.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hosts.txt"), INVENTORY).unwrap();
+    for (flags, needle) in [
+        (&["--webhook", "ftp://h/x"][..], "must be http://"),
+        (&["--syslog", "h:514"][..], "udp://HOST:514"),
+        (
+            &["--syslog", "udp://h", "--syslog-facility", "local9"][..],
+            "not a syslog facility",
+        ),
+    ] {
+        let o = clarion()
+            .args([
+                "manager",
+                "--insecure",
+                "--no-store",
+                "--no-api",
+                "--inventory",
+                "hosts.txt",
+            ])
+            .args(["--nats", "nats://127.0.0.1:1"])
+            .args(flags)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(needle), "{flags:?}: {err}");
+    }
+}
+
+#[test]
 fn a_slow_receiver_never_holds_the_manager_up() {
     let Some((dir, _server, url)) = network() else {
         return;
@@ -327,10 +361,7 @@ fn sample(page: &str, series: &str) -> Option<f64> {
 
 /// `promtool check metrics` on a page, when promtool is installed.
 fn promtool_accepts(page: &str) {
-    let Some(promtool) = ["/usr/bin/promtool", "/usr/local/bin/promtool"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
+    let Some(promtool) = common::tool("promtool") else {
         eprintln!("promtool is not installed (apt-get install prometheus): the page is not linted");
         return;
     };
