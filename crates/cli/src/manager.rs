@@ -390,6 +390,10 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         ..options(a)?
     };
     let mut write_error = None;
+    // A report that cannot be written (output, or a dead letter of the
+    // alerts) stops the manager, as it stops clarion run: running on while
+    // losing every later report would be silent loss.
+    let halt = Arc::clone(&stop);
     let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {
         // The manager runs for days: each fired event reaches the file at
         // once (a reader tailing it sees it; a crash loses none).
@@ -397,6 +401,7 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         if write_error.is_none() {
             if let Err(e) = sink.write(r).and_then(|()| sink.flush()) {
                 write_error = Some(e);
+                halt.store(true, Ordering::Relaxed);
             }
         }
     })

@@ -294,6 +294,45 @@ fn a_slow_receiver_never_holds_the_manager_up() {
 }
 
 #[test]
+fn an_unwritable_dead_letter_file_stops_the_manager() {
+    let Some((dir, _server, url)) = network() else {
+        return;
+    };
+    let d = dir.path();
+    // Every report is refused, and its dead letter cannot be written: the
+    // manager must stop at once, not run on (--duration 300s) losing reports.
+    let hook = format!("http://127.0.0.1:{}/hook", free_port());
+    let m = manager(
+        d,
+        &url,
+        &[
+            "--events",
+            "events.clarion",
+            "--no-store",
+            "--no-api",
+            "-o",
+            "net.jsonl",
+            "--duration",
+            "300s",
+            "--webhook",
+            &hook,
+            "--webhook-retries",
+            "0",
+            "--webhook-dead-letter",
+            "/dev/full",
+        ],
+    );
+    let m = Guard::new(m);
+    let _agents: Vec<Guard> = (1..=4)
+        .map(|i| paced_agent(d, &url, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
+        .collect();
+    let o = wait(m.take(), "the manager", Duration::from_secs(90));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write a dead letter to /dev/full"), "{err}");
+}
+
+#[test]
 fn syslog_from_the_manager_one_message_per_report() {
     let Some((dir, _server, url)) = network() else {
         return;
