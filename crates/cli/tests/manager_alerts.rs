@@ -333,6 +333,69 @@ fn an_unwritable_dead_letter_file_stops_the_manager() {
 }
 
 #[test]
+fn at_sigterm_the_manager_drains_for_webhook_drain_then_dead_letters() {
+    let Some((dir, _server, url)) = network() else {
+        return;
+    };
+    let d = dir.path();
+    // Refused all along, with retries that would outlast any test: only
+    // the drain deadline can end delivery.
+    let hook = format!("http://127.0.0.1:{}/hook", free_port());
+    let m = Guard::new(manager(
+        d,
+        &url,
+        &[
+            "--events",
+            "events.clarion",
+            "--no-store",
+            "--no-api",
+            "-o",
+            "net.jsonl",
+            "--duration",
+            "300s",
+            "--webhook",
+            &hook,
+            "--webhook-retries",
+            "1000",
+            "--webhook-backoff",
+            "100ms",
+            "--webhook-drain",
+            "1s",
+            "--webhook-dead-letter",
+            "dead.jsonl",
+        ],
+    ));
+    let _agents: Vec<Guard> = (1..=4)
+        .map(|i| paced_agent(d, &url, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lines(&d.join("net.jsonl")).len() < 5 {
+        assert!(Instant::now() < deadline, "the manager wrote no reports");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t0 = Instant::now();
+    let o = m.terminate("the manager");
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // 1 s of drain, and the rest of a clean stop; far from 1000 retries.
+    assert!(took < Duration::from_secs(20), "{took:?}: {err}");
+    let reference = lines(&d.join("net.jsonl"));
+    let dead = lines(&d.join("dead.jsonl"));
+    let dead_reports: Vec<&Value> = dead.iter().map(|l| &l["report"]).collect();
+    assert_eq!(dead_reports, reference.iter().collect::<Vec<_>>(), "{err}");
+    for l in &dead {
+        let why = l["reason"].as_str().unwrap();
+        assert!(why.starts_with("not delivered before the exit deadline"), "{l}");
+    }
+    let n = reference.len();
+    assert!(
+        err.contains(&format!("0 of {n} reports delivered, {n} dead-lettered")),
+        "{err}"
+    );
+}
+
+#[test]
 fn syslog_from_the_manager_one_message_per_report() {
     let Some((dir, _server, url)) = network() else {
         return;
