@@ -402,17 +402,23 @@ fn syslog_from_the_manager_one_message_per_report() {
     };
     let d = dir.path();
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let addr = format!("udp://{}", sock.local_addr().unwrap());
+    // Read while the manager sends, into a large buffer, until it has
+    // exited and nothing more is queued (no guess of how long it takes).
+    grow_receive_buffer(&sock);
+    sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let finished = done.clone();
     let reader = std::thread::spawn(move || {
         let mut got = Vec::new();
         let mut buf = vec![0u8; 65536];
-        while let Ok(n) = sock.recv(&mut buf) {
-            got.push(String::from_utf8(buf[..n].to_vec()).unwrap());
-            // After the first, the manager sends as it decides; its end is a pause.
-            sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        loop {
+            match sock.recv(&mut buf) {
+                Ok(n) => got.push(String::from_utf8(buf[..n].to_vec()).unwrap()),
+                Err(_) if finished.load(std::sync::atomic::Ordering::SeqCst) => return got,
+                Err(_) => {}
+            }
         }
-        got
     });
     let m = run_network(
         d,
@@ -421,6 +427,7 @@ fn syslog_from_the_manager_one_message_per_report() {
         &["--linger", "60s"],
     );
     assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
     let got = reader.join().unwrap();
     let reference = lines(&d.join("net.jsonl"));
     assert!(reference.len() > 20, "the network fires: {}", reference.len());
@@ -610,4 +617,26 @@ fn metrics_address(err: std::process::ChildStderr) -> String {
         }
     }
     panic!("no metrics line; stderr:\n{seen}");
+}
+
+/// SO_RCVBUFFORCE (root) or SO_RCVBUF (up to rmem_max) of 8 MiB: ~150
+/// datagrams could overflow the default buffer on a busy machine.
+fn grow_receive_buffer(sock: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 8 << 20;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: a valid socket, a pointer to a c_int and its length.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
 }
