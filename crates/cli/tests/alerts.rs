@@ -12,7 +12,7 @@ mod syslog_parser;
 
 mod common;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -92,62 +92,13 @@ fn run(capture: &Path, extra: &[&str]) -> Run {
     Run { dir, out }
 }
 
-/// The reports a receiver acknowledged, each once (by idempotency key), in
-/// the order of their first acknowledgement; and whether keys and bodies agree.
-fn delivered(rx: &Receiver) -> Vec<Value> {
-    let mut seen: BTreeMap<String, Value> = BTreeMap::new();
-    let mut order = Vec::new();
-    for q in rx.requests().iter().filter(|q| (200..300).contains(&q.status)) {
-        let key = q
-            .header("idempotency-key")
-            .expect("every request has a key")
-            .to_string();
-        let body = q.json();
-        match seen.get(&key) {
-            // A copy (its answer was lost): the same report again.
-            Some(first) => assert_eq!(first, &body, "two reports under key {key}"),
-            None => {
-                seen.insert(key, body.clone());
-                order.push(body);
-            }
-        }
-    }
-    order
-}
-
-/// Each event's reports, in the order given.
-fn per_event(reports: &[Value]) -> BTreeMap<String, Vec<Value>> {
-    let mut m: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for r in reports {
-        m.entry(r["event"].as_str().unwrap().to_string())
-            .or_default()
-            .push(r.clone());
-    }
-    m
-}
-
-/// Every reference report delivered exactly once, each event's in window order.
-fn assert_all_delivered_in_order(got: &[Value], reference: &[Value]) {
-    assert!(reference.len() > 100, "the capture fires: {}", reference.len());
-    assert_eq!(got.len(), reference.len(), "delivered once each");
-    // Per event, the reference's order is window order (the sink contract).
-    assert_eq!(per_event(got), per_event(reference));
-    for reports in per_event(got).values() {
-        let ends: Vec<u64> = reports
-            .iter()
-            .map(|r| r["window"]["end_ns"].as_u64().unwrap())
-            .collect();
-        assert!(ends.windows(2).all(|w| w[0] <= w[1]), "window order");
-    }
-}
-
 #[test]
 fn every_report_reaches_the_webhook_once_in_order() {
     let Some(cap) = capture() else { return };
     let rx = Receiver::start(Box::new(|_, _| 200));
     let r = run(&cap, &["--webhook", &rx.url("/hook")]);
     let reference = r.reference();
-    assert_all_delivered_in_order(&delivered(&rx), &reference);
+    receiver::assert_all_delivered_in_order(&rx.delivered(), &reference, 100);
     // Keys are distinct per report, and requests are POSTs of JSON.
     let reqs = rx.requests();
     let keys: HashSet<&str> = reqs
@@ -212,7 +163,7 @@ fn a_receiver_restarted_mid_run_loses_nothing() {
         dead[0]["reason"],
         stderr(&out)
     );
-    assert_all_delivered_in_order(&delivered(&rx), &reference);
+    receiver::assert_all_delivered_in_order(&rx.delivered(), &reference, 100);
     assert!(rx.requests().iter().any(|q| q.status == 503));
 }
 

@@ -18,7 +18,7 @@ mod receiver;
 #[path = "../../alerts/tests/syslog_parser/mod.rs"]
 mod syslog_parser;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::path::Path;
@@ -38,56 +38,6 @@ fn lines(p: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-/// The reports a receiver acknowledged, each once (by idempotency key), in
-/// the order of their first acknowledgement; copies must carry the same body.
-fn delivered(rx: &Receiver) -> Vec<Value> {
-    let mut seen: BTreeMap<String, Value> = BTreeMap::new();
-    let mut order = Vec::new();
-    for q in rx.requests().iter().filter(|q| (200..300).contains(&q.status)) {
-        let key = q
-            .header("idempotency-key")
-            .expect("every request has a key")
-            .to_string();
-        let body = q.json();
-        match seen.get(&key) {
-            Some(first) => assert_eq!(first, &body, "two reports under key {key}"),
-            None => {
-                seen.insert(key, body.clone());
-                order.push(body);
-            }
-        }
-    }
-    order
-}
-
-fn per_event(reports: &[Value]) -> BTreeMap<String, Vec<Value>> {
-    let mut m: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for r in reports {
-        m.entry(r["event"].as_str().unwrap().to_string())
-            .or_default()
-            .push(r.clone());
-    }
-    m
-}
-
-/// Every reference report delivered exactly once, each event's in window order.
-fn assert_all_delivered_in_order(got: &[Value], reference: &[Value]) {
-    assert!(
-        reference.len() > 20,
-        "the network fires: {} reports",
-        reference.len()
-    );
-    assert_eq!(got.len(), reference.len(), "delivered once each");
-    assert_eq!(per_event(got), per_event(reference));
-    for reports in per_event(got).values() {
-        let ends: Vec<u64> = reports
-            .iter()
-            .map(|r| r["window"]["end_ns"].as_u64().unwrap())
-            .collect();
-        assert!(ends.windows(2).all(|w| w[0] <= w[1]), "window order");
-    }
 }
 
 /// A network (server, traffic, split captures) in a fresh directory.
@@ -129,7 +79,7 @@ fn every_manager_report_reaches_the_webhook_once_in_order() {
     assert!(m.status.success(), "{err}");
     let reference = lines(&d.join("net.jsonl"));
     assert!(lines(&d.join("dead.jsonl")).is_empty(), "{err}");
-    assert_all_delivered_in_order(&delivered(&rx), &reference);
+    receiver::assert_all_delivered_in_order(&rx.delivered(), &reference, 20);
     let reqs = rx.requests();
     assert_eq!(reqs.iter().filter(|q| q.status == 500).count(), 4);
     assert!(reqs.iter().all(|q| q.method == "POST" && q.path == "/hook"));
@@ -271,7 +221,7 @@ fn a_slow_receiver_never_holds_the_manager_up() {
         );
     }
     // Delivered and spilled: every report once, none in both.
-    let mut got: Vec<Value> = delivered(&rx);
+    let mut got: Vec<Value> = rx.delivered();
     got.extend(dead.iter().map(|l| l["report"].clone()));
     let key = |r: &Value| {
         (
@@ -562,13 +512,13 @@ fn the_managers_metrics_count_what_the_receiver_saw() {
     let out = d.join("net.jsonl");
     loop {
         let written = lines(&out).len();
-        if written == want && delivered(&rx).len() == want {
+        if written == want && rx.delivered().len() == want {
             break;
         }
         assert!(
             Instant::now() < deadline,
             "{written} of {want} reports written, {} delivered",
-            delivered(&rx).len()
+            rx.delivered().len()
         );
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -4,9 +4,10 @@
 //! It can be stopped (listener and open connections closed) and started
 //! again on the same port, as a receiver restarted mid-run.
 //!
-//! Shared by crates/alerts/tests and crates/cli/tests/alerts.rs.
+//! Shared by crates/alerts/tests and crates/cli/tests/{alerts,manager_alerts}.rs.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,6 +98,29 @@ impl Receiver {
     /// Every request so far.
     pub fn requests(&self) -> Vec<Request> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// The reports acknowledged (2xx), each once by idempotency key, in the
+    /// order of their first acknowledgement; a copy (its answer was lost)
+    /// must carry the same report.
+    pub fn delivered(&self) -> Vec<serde_json::Value> {
+        let mut seen: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+        let mut order = Vec::new();
+        for q in self.requests().iter().filter(|q| (200..300).contains(&q.status)) {
+            let key = q
+                .header("idempotency-key")
+                .expect("every request has a key")
+                .to_string();
+            let body = q.json();
+            match seen.get(&key) {
+                Some(first) => assert_eq!(first, &body, "two reports under key {key}"),
+                None => {
+                    seen.insert(key, body.clone());
+                    order.push(body);
+                }
+            }
+        }
+        order
     }
 
     /// Closes the listener and every open connection (the port refuses).
@@ -192,5 +216,40 @@ fn handle(mut conn: TcpStream, state: Arc<Mutex<State>>) {
         if conn.write_all(answer.as_bytes()).is_err() {
             return;
         }
+    }
+}
+
+/// Each event's reports, in the order given.
+pub fn per_event(reports: &[serde_json::Value]) -> BTreeMap<String, Vec<serde_json::Value>> {
+    let mut m: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    for r in reports {
+        m.entry(r["event"].as_str().unwrap().to_string())
+            .or_default()
+            .push(r.clone());
+    }
+    m
+}
+
+/// Every reference report (more than `at_least`: the run fired)
+/// delivered exactly once, each event's in window order (the reference's
+/// order per event is window order: the sink contract).
+pub fn assert_all_delivered_in_order(
+    got: &[serde_json::Value],
+    reference: &[serde_json::Value],
+    at_least: usize,
+) {
+    assert!(
+        reference.len() > at_least,
+        "the run fires: {} reports",
+        reference.len()
+    );
+    assert_eq!(got.len(), reference.len(), "delivered once each");
+    assert_eq!(per_event(got), per_event(reference));
+    for reports in per_event(got).values() {
+        let ends: Vec<u64> = reports
+            .iter()
+            .map(|r| r["window"]["end_ns"].as_u64().unwrap())
+            .collect();
+        assert!(ends.windows(2).all(|w| w[0] <= w[1]), "window order");
     }
 }
