@@ -10,7 +10,6 @@
 //! and measures its sweeps.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -134,26 +133,9 @@ fn lossless(name: &str, h: &Value) {
     assert!(h.get("sweep_seconds_last").is_none(), "{name}: {h}");
 }
 
-/// The manager's `/metrics` page (HTTP/1.0, read to the end).
-fn scrape(port: u16) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics port");
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .expect("request");
-    let mut page = String::new();
-    s.read_to_string(&mut page).expect("response");
-    assert!(
-        page.starts_with("HTTP/1.0 200") || page.starts_with("HTTP/1.1 200"),
-        "{page}"
-    );
-    page.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
-}
-
 /// The value of one sample (`name{host="HOST"}`) of a page, if present.
 fn sample(page: &str, name: &str, host: &str) -> Option<f64> {
-    let key = format!("{name}{{host=\"{host}\"}} ");
-    page.lines().find_map(|l| l.strip_prefix(&key)?.parse().ok())
+    common::metrics::sample(page, &format!("{name}{{host=\"{host}\"}}"))
 }
 
 /// Until the page's per-host series say what the API says (they are
@@ -161,7 +143,7 @@ fn sample(page: &str, name: &str, host: &str) -> Option<f64> {
 fn until_scraped(port: u16, want: &BTreeMap<String, u64>) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let page = scrape(port);
+        let page = common::metrics::page(&format!("127.0.0.1:{port}"));
         if want
             .iter()
             .all(|(h, n)| sample(&page, "clarion_host_packets_total", h) == Some(*n as f64))
@@ -174,36 +156,6 @@ fn until_scraped(port: u16, want: &BTreeMap<String, u64>) -> String {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// `promtool check metrics` on the page, where promtool is installed.
-fn promtool_accepts(page: &str) {
-    let Some(promtool) = common::tool("promtool") else {
-        eprintln!("promtool not installed: the manager's page not linted");
-        return;
-    };
-    let mut c = std::process::Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool starts");
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(page.as_bytes())
-        .expect("page written");
-    let o = c.wait_with_output().expect("promtool ends");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        o.status.success() && said.trim().is_empty(),
-        "promtool: {said}\n{page}"
-    );
 }
 
 fn manager(d: &Path, nats: &str, extra: &[&str]) -> (Guard, u16, String) {
@@ -359,7 +311,7 @@ fn generated_traffic_is_counted_host_by_host_and_a_silent_host_has_no_health() {
         None,
         "no health, no series: {page}"
     );
-    promtool_accepts(&page);
+    common::metrics::promtool_accepts(&page, "clarion manager");
 }
 
 /// A live agent (`clarion agent -i lo`, filtered to one UDP port) counts

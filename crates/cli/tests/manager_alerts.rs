@@ -19,10 +19,10 @@ mod receiver;
 mod syslog_parser;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bus::*;
@@ -397,53 +397,6 @@ fn syslog_from_the_manager_one_message_per_report() {
     }
 }
 
-/// `GET /metrics` over HTTP/1.0: the body, when the answer is 200.
-fn scrape(addr: &str) -> String {
-    let mut c = TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    c.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    assert!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{head}"
-    );
-    body.to_string()
-}
-
-/// A sample's value on a page: `name{labels} value`.
-fn sample(page: &str, series: &str) -> Option<f64> {
-    page.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
-/// `promtool check metrics` on a page, when promtool is installed.
-fn promtool_accepts(page: &str) {
-    let Some(promtool) = common::tool("promtool") else {
-        eprintln!("promtool is not installed (apt-get install prometheus): the page is not linted");
-        return;
-    };
-    let mut c = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(page.as_bytes()).unwrap();
-    let o = c.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        o.status.success() && said.trim().is_empty(),
-        "promtool says:\n{said}\n{page}"
-    );
-}
-
 #[test]
 fn the_managers_metrics_count_what_the_receiver_saw() {
     let Some(server) = require_server() else { return };
@@ -522,15 +475,15 @@ fn the_managers_metrics_count_what_the_receiver_saw() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let page = scrape(&addr);
+    let page = common::metrics::page(&addr);
     let reqs = rx.requests();
     let keys: HashSet<&str> = reqs
         .iter()
         .map(|q| q.header("idempotency-key").unwrap())
         .collect();
     let n = want as f64;
-    let webhook = |name: &str| sample(&page, &format!("{name}{{target=\"webhook\"}}"));
-    let syslog = |name: &str| sample(&page, &format!("{name}{{target=\"syslog\"}}"));
+    let webhook = |name: &str| common::metrics::sample(&page, &format!("{name}{{target=\"webhook\"}}"));
+    let syslog = |name: &str| common::metrics::sample(&page, &format!("{name}{{target=\"syslog\"}}"));
     assert_eq!(webhook("clarion_alerts_accepted_total"), Some(n), "{page}");
     assert_eq!(webhook("clarion_alerts_delivered_total"), Some(keys.len() as f64));
     assert_eq!(
@@ -543,8 +496,8 @@ fn the_managers_metrics_count_what_the_receiver_saw() {
     assert_eq!(webhook("clarion_alerts_queue_depth"), Some(0.0));
     assert_eq!(syslog("clarion_alerts_accepted_total"), Some(n));
     assert_eq!(syslog("clarion_alerts_delivered_total"), Some(n));
-    assert_eq!(sample(&page, "clarion_reports_total"), Some(n));
-    promtool_accepts(&page);
+    assert_eq!(common::metrics::sample(&page, "clarion_reports_total"), Some(n));
+    common::metrics::promtool_accepts(&page, "clarion manager");
     drop(agents);
     let o = m.terminate("the manager");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

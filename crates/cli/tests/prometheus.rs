@@ -112,36 +112,6 @@ fn dashboard_exprs() -> Vec<String> {
     exprs
 }
 
-/// `promtool check metrics` on a page: no format error, no lint complaint.
-fn promtool_accepts(page: &str, what: &str) {
-    let Some(promtool) = common::tool("promtool") else {
-        eprintln!("promtool not installed: {what}'s page not linted");
-        return;
-    };
-    let mut c = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool starts");
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(page.as_bytes())
-        .expect("page written");
-    let o = c.wait_with_output().expect("promtool ends");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        o.status.success() && said.trim().is_empty(),
-        "{what}: promtool says:\n{said}\n{page}"
-    );
-}
-
 /// Starts nats-server, a manager and a live agent on lo (with `events`),
 /// both with --metrics; the processes and the two metrics addresses.
 fn manager_and_agent(dir: &Path, events: &Path, hook: &str) -> Option<(Vec<Running>, String, String)> {
@@ -210,8 +180,7 @@ fn manager_and_agent(dir: &Path, events: &Path, hook: &str) -> Option<(Vec<Runni
 
 /// A sample's value on a page: `series value`.
 fn sample(page: &str, series: &str) -> Option<u64> {
-    page.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    common::metrics::sample(page, series).map(|v| v as u64)
 }
 
 /// Once the traffic has stopped and the run's last reports are out (within
@@ -376,14 +345,14 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
 
     let (status, page) = get(&run_addr, "/metrics").expect("clarion run's page");
     assert_eq!(status, 200);
-    promtool_accepts(&page, "clarion run");
+    common::metrics::promtool_accepts(&page, "clarion run");
     run_delivered_what_the_receiver_saw(&run_addr, &rx);
     if let Some((_, addr, agent)) = &manager {
         let (status, page) = get(addr, "/metrics").expect("the manager's page");
         assert_eq!(status, 200);
-        promtool_accepts(&page, "clarion manager");
+        common::metrics::promtool_accepts(&page, "clarion manager");
         let (status, page) = get(agent, "/metrics").expect("the agent's page");
         assert_eq!(status, 200);
-        promtool_accepts(&page, "clarion agent");
+        common::metrics::promtool_accepts(&page, "clarion agent");
     }
 }

@@ -43,6 +43,7 @@ pub fn load(path: &Path) -> Vec<clarion_wire::PacketRecord> {
     }
     out
 }
+pub mod metrics;
 pub mod netns;
 
 /// `clarion collect` (run by `clarion`, e.g. inside a namespace) on a free
