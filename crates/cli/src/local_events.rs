@@ -113,18 +113,17 @@ pub fn monitor_health(c: &clarion_engine::Counters) -> HealthCounters {
 }
 
 /// A live host's workers' counters as health, summed (sweep times: the
-/// slowest worker's). The workers count IP packets and malformed frames,
-/// not the others, nor untracked packets.
+/// slowest worker's).
 pub fn workers_health(workers: &[Arc<clarion_live::WorkerMetrics>]) -> HealthCounters {
     use clarion_live::WorkerMetrics;
     let get = |v: &std::sync::atomic::AtomicU64| WorkerMetrics::get(v);
     let sum = |f: &dyn Fn(&WorkerMetrics) -> u64| workers.iter().map(|m| f(m)).sum::<u64>();
     let max = |f: &dyn Fn(&WorkerMetrics) -> u64| workers.iter().map(|m| f(m)).max();
     HealthCounters {
-        packets: sum(&|m| get(&m.packets) + get(&m.malformed)),
+        packets: sum(&|m| get(&m.packets) + get(&m.malformed) + get(&m.not_ip)),
         drops_kernel: sum(&|m| get(&m.drops)),
         malformed: sum(&|m| get(&m.malformed)),
-        untracked: 0,
+        untracked: sum(&|m| get(&m.untracked)),
         sweeps: sum(&|m| get(&m.epochs)),
         sweeps_late: sum(&|m| get(&m.sweeps_late)),
         sweep_last_ns: max(&|m| get(&m.last_sweep_wall_ns)),

@@ -405,7 +405,7 @@ fn render_workers(out: &mut String, workers: &[Arc<WorkerMetrics>]) {
         return;
     }
     type Get = fn(&WorkerMetrics) -> &AtomicU64;
-    let families: [(&str, &str, &str, Get, Unit); 11] = [
+    let families: [(&str, &str, &str, Get, Unit); 13] = [
         ("clarion_packets_total", "counter", "IP packets processed.", |m| &m.packets, Unit::Count),
         ("clarion_bytes_total", "counter", "IP bytes processed.", |m| &m.bytes, Unit::Count),
         (
@@ -416,6 +416,14 @@ fn render_workers(out: &mut String, workers: &[Arc<WorkerMetrics>]) {
             Unit::Count,
         ),
         ("clarion_malformed_total", "counter", "Frames that could not be parsed.", |m| &m.malformed, Unit::Count),
+        ("clarion_not_ip_total", "counter", "Frames that are not IP: seen and ignored.", |m| &m.not_ip, Unit::Count),
+        (
+            "clarion_untracked_total",
+            "counter",
+            "IP packets of flows the full flow table could not track.",
+            |m| &m.untracked,
+            Unit::Count,
+        ),
         ("clarion_epochs_total", "counter", "Epochs swept.", |m| &m.epochs, Unit::Count),
         (
             "clarion_sweeps_late_total",

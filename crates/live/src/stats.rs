@@ -187,6 +187,10 @@ pub struct WorkerMetrics {
     pub bytes: AtomicU64,
     pub drops: AtomicU64,
     pub malformed: AtomicU64,
+    /// Frames that are not IP (ARP, LLDP, …): seen and ignored.
+    pub not_ip: AtomicU64,
+    /// IP packets of flows the full flow table could not track.
+    pub untracked: AtomicU64,
     pub epochs: AtomicU64,
     pub sweeps_late: AtomicU64,
     pub reports: AtomicU64,

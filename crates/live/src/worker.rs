@@ -968,6 +968,8 @@ impl Worker {
         m.packets.store(c.packets, Ordering::Relaxed);
         m.bytes.store(c.bytes, Ordering::Relaxed);
         m.malformed.store(c.malformed, Ordering::Relaxed);
+        m.not_ip.store(c.not_ip, Ordering::Relaxed);
+        m.untracked.store(c.packets_untracked, Ordering::Relaxed);
         m.sweeps_late.store(c.sweeps_late, Ordering::Relaxed);
         m.reports.store(c.reports, Ordering::Relaxed);
         m.flows_active.store(c.flows_active, Ordering::Relaxed);
