@@ -279,7 +279,7 @@ fn syslog_over_udp_one_message_per_report() {
     let addr = format!("udp://{}", sock.local_addr().unwrap());
     // Read while the run sends, into a large buffer: ~200 datagrams could
     // overflow the default one on a busy machine.
-    grow_receive_buffer(&sock);
+    common::grow_receive_buffer(&sock);
     let reader = std::thread::spawn(move || {
         let mut got = Vec::new();
         let mut buf = vec![0u8; 65536];
@@ -295,27 +295,6 @@ fn syslog_over_udp_one_message_per_report() {
     assert_eq!(got.len(), reference.len(), "one message per report");
     for (m, want) in got.iter().zip(&reference) {
         check_syslog(m, want);
-    }
-}
-
-/// SO_RCVBUFFORCE (root) or SO_RCVBUF (up to rmem_max) of 8 MiB.
-fn grow_receive_buffer(sock: &UdpSocket) {
-    use std::os::fd::AsRawFd;
-    let size: libc::c_int = 8 << 20;
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: a valid socket, a pointer to a c_int and its length.
-        let r = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
-            return;
-        }
     }
 }
 

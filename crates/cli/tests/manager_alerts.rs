@@ -19,7 +19,6 @@ mod receiver;
 mod syslog_parser;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::Path;
 use std::process::Stdio;
@@ -355,7 +354,7 @@ fn syslog_from_the_manager_one_message_per_report() {
     let addr = format!("udp://{}", sock.local_addr().unwrap());
     // Read while the manager sends, into a large buffer, until it has
     // exited and nothing more is queued (no guess of how long it takes).
-    grow_receive_buffer(&sock);
+    common::grow_receive_buffer(&sock);
     sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let finished = done.clone();
@@ -442,7 +441,7 @@ fn the_managers_metrics_count_what_the_receiver_saw() {
     );
     let err = child.stderr.take().unwrap();
     let m = Guard::new(child);
-    let addr = metrics_address(err);
+    let addr = common::metrics::address(err);
     let agents: Vec<Guard> = (1..=4)
         .map(|i| {
             let host = format!("web-{i}");
@@ -502,44 +501,4 @@ fn the_managers_metrics_count_what_the_receiver_saw() {
     let o = m.terminate("the manager");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(lines(&d.join("dead.jsonl")).is_empty());
-}
-
-/// Reads the manager's standard error up to its metrics line; its address.
-/// The rest of the pipe is drained on a thread.
-fn metrics_address(err: std::process::ChildStderr) -> String {
-    let mut lines = BufReader::new(err).lines();
-    let mut seen = String::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push_str(&line);
-        seen.push('\n');
-        if let Some(rest) = line.split("metrics at http://").nth(1) {
-            let addr = rest.split("/metrics").next().unwrap().to_string();
-            std::thread::spawn(move || for _ in lines {});
-            return addr;
-        }
-    }
-    panic!("no metrics line; stderr:\n{seen}");
-}
-
-/// SO_RCVBUFFORCE (root) or SO_RCVBUF (up to rmem_max) of 8 MiB: ~150
-/// datagrams could overflow the default buffer on a busy machine.
-fn grow_receive_buffer(sock: &UdpSocket) {
-    use std::os::fd::AsRawFd;
-    let size: libc::c_int = 8 << 20;
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: a valid socket, a pointer to a c_int and its length.
-        let r = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
-            return;
-        }
-    }
 }

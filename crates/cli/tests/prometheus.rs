@@ -17,7 +17,7 @@ mod common;
 #[path = "../../alerts/tests/receiver/mod.rs"]
 mod receiver;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -40,26 +40,6 @@ impl Drop for Running {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// Reads `child`'s standard error until a line contains `marker`; returns
-/// the text after it up to the next `/metrics` (the bound address), and
-/// keeps draining the pipe on a thread.
-fn address_after(child: &mut Child, marker: &str) -> String {
-    let err = child.stderr.take().expect("stderr piped");
-    let mut lines = BufReader::new(err).lines();
-    let mut seen = String::new();
-    for line in lines.by_ref() {
-        let line = line.expect("stderr readable");
-        seen.push_str(&line);
-        seen.push('\n');
-        if let Some(rest) = line.split(marker).nth(1) {
-            let addr = rest.split("/metrics").next().unwrap_or_default().to_string();
-            std::thread::spawn(move || for _ in lines {});
-            return addr;
-        }
-    }
-    panic!("no `{marker}` line; stderr:\n{seen}");
 }
 
 /// `GET path` over HTTP/1.0: (status, body).
@@ -158,7 +138,7 @@ fn manager_and_agent(dir: &Path, events: &Path, hook: &str) -> Option<(Vec<Runni
         .spawn()
         .expect("clarion manager starts");
     let mut m = Running(m);
-    let addr = address_after(&mut m.0, "metrics at http://");
+    let addr = common::metrics::address(m.0.stderr.take().expect("stderr piped"));
     let agent = common::clarion_process()
         .args(["agent", "-i", "lo", "--host", "h1"])
         .args(["--metrics", "127.0.0.1:0", "--duration", "120s"])
@@ -174,7 +154,7 @@ fn manager_and_agent(dir: &Path, events: &Path, hook: &str) -> Option<(Vec<Runni
         .spawn()
         .expect("clarion agent starts");
     let mut agent = Running(agent);
-    let agent_addr = address_after(&mut agent.0, "metrics at http://");
+    let agent_addr = common::metrics::address(agent.0.stderr.take().expect("stderr piped"));
     Some((vec![agent, m, server], addr, agent_addr))
 }
 
@@ -257,7 +237,7 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
         .spawn()
         .expect("clarion run starts");
     let mut run = Running(run);
-    let run_addr = address_after(&mut run.0, "metrics at http://");
+    let run_addr = common::metrics::address(run.0.stderr.take().expect("stderr piped"));
     let stop = Arc::new(AtomicBool::new(false));
     let sender = {
         let stop = Arc::clone(&stop);

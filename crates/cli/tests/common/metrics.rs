@@ -1,10 +1,29 @@
 //! Reading a `/metrics` page in tests: fetch it, pick a sample, and lint
 //! it with Prometheus's own parser (`promtool check metrics`).
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::Duration;
+
+/// Reads a clarion process's standard error up to its `metrics at
+/// http://ADDR/metrics` line; ADDR. The rest of the pipe is drained on a
+/// thread (the process must never block on a full pipe).
+pub fn address(err: std::process::ChildStderr) -> String {
+    let mut lines = BufReader::new(err).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr readable");
+        seen.push_str(&line);
+        seen.push('\n');
+        if let Some(rest) = line.split("metrics at http://").nth(1) {
+            let addr = rest.split("/metrics").next().unwrap_or_default().to_string();
+            std::thread::spawn(move || for _ in lines {});
+            return addr;
+        }
+    }
+    panic!("no metrics line; stderr:\n{seen}");
+}
 
 /// The `/metrics` page at `addr` (`HOST:PORT`), over HTTP/1.0, read to
 /// the end; panics unless the answer is 200.

@@ -92,3 +92,25 @@ pub fn tool(name: &str) -> Option<PathBuf> {
         .map(|d| Path::new(d).join(name))
         .find(|p| p.is_file())
 }
+
+/// SO_RCVBUFFORCE (root) or SO_RCVBUF (up to rmem_max) of 8 MiB: a burst
+/// of syslog datagrams could overflow the default buffer on a busy machine.
+pub fn grow_receive_buffer(sock: &std::net::UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 8 << 20;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: a valid socket, a pointer to a c_int and its length.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+}
