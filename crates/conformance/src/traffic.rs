@@ -556,13 +556,13 @@ pub(crate) fn plan_for(flow: &FlowDef, s: &Step, options: TcpOptions, ts_ns: u64
         ipv6_ext,
         fragment,
     };
+    // A tunnelled flow's packet stays whole: cutting it short gives its
+    // outer packet, which the tunnel tests of crates/wire check.
+    if let (Some(vni), false) = (flow.vni, matches!(s.what, What::NotIp)) {
+        let content = Content::Tunnelled { spec, vni };
+        return FramePlan { ts_ns, content };
+    }
     let content = match s.what {
-        // Cutting a tunnelled frame short gives its outer packet, which
-        // the tunnel tests of crates/wire check; here it stays whole.
-        What::Packet | What::Truncated(_) | What::Snapped(_) if flow.vni.is_some() => Content::Tunnelled {
-            spec,
-            vni: flow.vni.unwrap_or_default(),
-        },
         What::Packet => Content::Ip { spec, snap: None },
         What::NotIp => match link {
             // Raw IP links cannot carry anything else.
