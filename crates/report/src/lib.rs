@@ -464,12 +464,50 @@ impl EventAccuracy {
 /// A sweep in which many events fire sorts hundreds of reports: sorting
 /// the reports themselves moved ~200-byte values and rebuilt both keys
 /// at every comparison, ~2,400 instructions a report (as much as making
-/// it). This sorts the keys once built, then moves each report once.
+/// it). This sorts the keys once built, then moves each report once. The
+/// event name enters the key as its rank among the distinct names: at
+/// 60 k reports a sweep (a million flows), comparing the names themselves
+/// was a fifth of the sweep.
 pub fn sort_reports(reports: &mut [Report]) {
+    if reports.len() < 2 {
+        return;
+    }
+    // Each distinct name once (reports come in runs of one event: a
+    // trigger's groups, a flow's triggers), then ranked by sorting those.
+    let mut ids: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
+    let mut distinct: Vec<&str> = Vec::new();
+    let mut last: Option<(&str, u32)> = None;
+    let name_ids: Vec<u32> = reports
+        .iter()
+        .map(|r| {
+            let name = r.event.as_str();
+            let id = match last {
+                Some((n, id)) if n == name => id,
+                _ => *ids.entry(name).or_insert_with(|| {
+                    distinct.push(name);
+                    (distinct.len() - 1) as u32
+                }),
+            };
+            last = Some((name, id));
+            id
+        })
+        .collect();
+    let mut by_name: Vec<u32> = (0..distinct.len() as u32).collect();
+    by_name.sort_unstable_by_key(|&id| distinct[id as usize]);
+    let mut rank = vec![0u32; distinct.len()];
+    for (r, &id) in by_name.iter().enumerate() {
+        rank[id as usize] = r as u32;
+    }
     let mut keys: Vec<_> = reports
         .iter()
+        .zip(name_ids)
         .zip(0u32..)
-        .map(|(r, i)| (r.sort_key(), i))
+        .map(|((r, id), i)| {
+            (
+                (r.window.end_ns, r.window.start_ns, rank[id as usize], r.group),
+                i,
+            )
+        })
         .collect();
     // Ties broken by position: the order of a stable sort.
     keys.sort_unstable();
@@ -614,11 +652,11 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             (x >> 33) % m
         };
-        for n in [0, 1, 2, 3, 17, 200] {
+        for n in [0, 1, 2, 3, 17, 200, 2000] {
             let reports: Vec<Report> = (0..n)
                 .map(|i| {
                     let mut r = sample();
-                    r.event = format!("e{}", next(4));
+                    r.event = format!("e{}", next(12));
                     r.window.start_ns = next(3) * 10;
                     r.window.end_ns = r.window.start_ns + 10 * (1 + next(2));
                     r.group.src_port = Some(Some(next(3) as u16));
