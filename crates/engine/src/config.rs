@@ -7,9 +7,14 @@ pub struct MonitorConfig {
     pub flow_capacity: usize,
     /// A flow idle for longer than this starts afresh (and its entry may be reclaimed).
     pub flow_timeout_ns: u64,
-    /// Closed windows whose values each trigger keeps for later queries;
-    /// for windows tested flow by flow (`Tuning::flow_windows`), the last
-    /// this many swept epochs' (whether the trigger had groups in them or not).
+    /// Closed windows whose values each trigger keeps for later queries
+    /// ([`crate::Monitor::window_values`]: an event manager's polls); for
+    /// windows tested flow by flow (`Tuning::flow_windows`), the last this
+    /// many swept epochs' (whether the trigger had groups in them or not).
+    /// 0 by default: a monitor nobody polls keeps none, where 16 epochs of
+    /// per-flow values were most of the sweep and of the memory at a
+    /// million flows (docs/performance.md). Hosts a manager polls keep
+    /// [`POLLED_HISTORY_WINDOWS`] or what their `--history-windows` says.
     pub history_windows: usize,
     /// Epoch used while no trigger is installed.
     pub default_epoch_ns: u64,
@@ -134,7 +139,8 @@ pub struct Tuning {
     /// Read by that loop (`clarion-lab bench`), not by the monitor.
     pub header_prefetch: bool,
     /// The sweep prefetches the sets, flow entries, statistics and
-    /// triggers a few sets ahead.
+    /// triggers a few sets ahead, and within a set's list the entries and
+    /// statistics of the flows a few visits ahead.
     pub sweep_prefetch: bool,
     /// A packet of the same flow as the previous one skips the lookup.
     pub last_flow: bool,
@@ -160,6 +166,9 @@ pub struct Tuning {
     /// [`crate::HEAP_RESERVE`] plus the installed triggers' history rings,
     /// so that the first epochs take no page faults.
     pub prefault: bool,
+    /// A new flow's matched set is looked up by the bits of its key that
+    /// any filter reads (`match_cache.rs`) before the tuple-space search.
+    pub match_cache: bool,
 }
 
 impl Tuning {
@@ -175,6 +184,7 @@ impl Tuning {
         unlist_idle: true,
         flow_windows: true,
         prefault: true,
+        match_cache: true,
     };
     /// Every optimization off: the naive baseline.
     pub const NONE: Tuning = Tuning {
@@ -188,6 +198,7 @@ impl Tuning {
         unlist_idle: false,
         flow_windows: false,
         prefault: false,
+        match_cache: false,
     };
 }
 
@@ -197,12 +208,16 @@ impl Default for Tuning {
     }
 }
 
+/// Closed windows kept for polls by a host an event manager polls, unless
+/// configured otherwise (`MonitorConfig::history_windows`).
+pub const POLLED_HISTORY_WINDOWS: usize = 16;
+
 impl Default for MonitorConfig {
     fn default() -> Self {
         MonitorConfig {
             flow_capacity: 1 << 20,
             flow_timeout_ns: 60_000_000_000,
-            history_windows: 16,
+            history_windows: 0,
             default_epoch_ns: 10_000_000,
             synchronous_sweep: true,
             burst_gap_ns: 1_000_000,

@@ -16,7 +16,7 @@ use clarion_wire::FlowKey;
 use crate::flow_list::FlowRef;
 use crate::huge_pages;
 use crate::prefetch::prefetch;
-use crate::tcp_state::TcpState;
+use crate::tcp_state::{TcpStates, NO_TCP};
 
 /// Marks an entry with no trigger set.
 pub(crate) const NO_SET: u32 = u32::MAX;
@@ -41,8 +41,9 @@ pub(crate) struct FlowEntry {
     pub(crate) block: u32,
     /// Window-scale shift announced by this flow's SYN, in its current life.
     pub(crate) wscale: Option<u8>,
-    /// TCP connection state of the current life, kept when the flow's triggers need it.
-    pub(crate) tcp: Option<Box<TcpState>>,
+    /// TCP connection state of the current life, kept when the flow's
+    /// triggers need it: its index in [`FlowTable::tcp`], or [`NO_TCP`].
+    pub(crate) tcp: u32,
     /// The reverse flow's entry and generation, linked when either is created
     /// ([`NO_ENTRY`] if it had no entry then), so acknowledgements reach it
     /// without a second lookup per packet.
@@ -72,6 +73,8 @@ pub(crate) struct FlowTable {
     slots: Vec<u64>,
     slot_mask: usize,
     pub(crate) entries: Vec<FlowEntry>,
+    /// The connection states the entries name ([`FlowEntry::tcp`]).
+    pub(crate) tcp: TcpStates,
     free: Vec<u32>,
     capacity: usize,
     len: usize,
@@ -117,6 +120,7 @@ impl FlowTable {
             slots: vec![0; slots],
             slot_mask: slots - 1,
             entries: Vec::with_capacity(capacity),
+            tcp: TcpStates::new(capacity, huge),
             free: Vec::new(),
             capacity,
             len: 0,
@@ -182,8 +186,8 @@ impl FlowTable {
             return;
         }
         self.prefetch_slot(hash_key(&e.key));
-        if let Some(tcp) = &e.tcp {
-            prefetch(&**tcp);
+        if e.tcp != NO_TCP {
+            self.tcp.prefetch(e.tcp);
         }
     }
 
@@ -237,7 +241,7 @@ impl FlowTable {
             set: NO_SET,
             block: 0,
             wscale: None,
-            tcp: None,
+            tcp: NO_TCP,
             rev: (NO_ENTRY, 0),
             stamp: 0,
             unlisted: false,
@@ -297,7 +301,8 @@ impl FlowTable {
         e.live = false;
         e.gen = e.gen.wrapping_add(1);
         e.set = NO_SET;
-        e.tcp = None;
+        self.tcp.release(e.tcp);
+        e.tcp = NO_TCP;
         self.free.push(idx);
         self.len -= 1;
     }

@@ -37,6 +37,23 @@ impl KeyMask {
             vni: key.vni & m.vni,
         }
     }
+
+    /// The bits either mask selects.
+    pub(crate) fn union(&self, other: &KeyMask) -> KeyMask {
+        let (a, b) = (&self.0, &other.0);
+        let or16 =
+            |x: &[u8; 16], y: &[u8; 16]| (u128::from_ne_bytes(*x) | u128::from_ne_bytes(*y)).to_ne_bytes();
+        KeyMask(FlowKey {
+            src_ip: or16(&a.src_ip, &b.src_ip),
+            dst_ip: or16(&a.dst_ip, &b.dst_ip),
+            src_port: a.src_port | b.src_port,
+            dst_port: a.dst_port | b.dst_port,
+            vlan: a.vlan | b.vlan,
+            proto: a.proto | b.proto,
+            flags: a.flags | b.flags,
+            vni: a.vni | b.vni,
+        })
+    }
 }
 
 /// The first `bits` bits of a 16-byte address field set.

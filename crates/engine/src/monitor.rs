@@ -29,12 +29,13 @@ use crate::dos_filter::DosFilter;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::history::History;
 use crate::key::{one_flow_per_group, report_group, tags_of, TagsSeen};
+use crate::match_cache::MatchCache;
 use crate::match_set::MatchSet;
 use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
 use crate::merge::{Installed, Partials};
 use crate::prefetch::prefetch;
 use crate::recent::Recent;
-use crate::tcp_state::TcpState;
+use crate::tcp_state::NO_TCP;
 use crate::trigger::{Head, Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
@@ -64,6 +65,8 @@ pub struct Monitor {
     /// In front of matching, on the flow table's miss path only.
     dos: DosFilter,
     index: TriggerIndex,
+    /// A new flow's matched set by the key bits filters read (`tuning.match_cache`).
+    match_cache: MatchCache,
     /// By id; ids are never reused, so interned sets never name a dead
     /// trigger's successor. Boxed: the sweep finds a trigger through one
     /// dense array of pointers (the ~8 triggers of a set in one line), and
@@ -108,6 +111,10 @@ pub struct Monitor {
     /// back to the oldest window still open: such windows are not complete.
     blind: BlindSpans,
     sweep: Option<Sweep>,
+    /// The vector of the last finished sweep's reports, emptied, for the
+    /// next: at a million flows a sweep makes ~60 k reports, and growing a
+    /// new vector each epoch was page faults and copies (~4 % of the run).
+    spare_reports: Vec<Report>,
     /// Every live flow once, in order of the packet time from which it
     /// may be idle past the timeout (entry, generation, that time): the
     /// reclaim pops what is due and looks at nothing else, so a sweep
@@ -163,6 +170,20 @@ const RECLAIM_AHEAD: usize = 8;
 /// (at most 64: a bit mask marks repeated flows).
 pub const BATCH: usize = 32;
 
+/// How many packets ahead in a batch the packet loop prefetches a likely
+/// entry's set header, and its statistics half and connection state
+/// (`(set, statistics)`). With few flows these lines are in the cache and
+/// a short distance is cheapest; once flows outnumber the cache
+/// ([`FAR_FLOWS`]) each is a miss and the distance must cover a memory
+/// latency: at two packets (~80 ns) the half's load still stalled at 100 k
+/// flows (`half_for`, ~6 % of a run; 4 ahead took the median batch from
+/// 150 to 120–129 ns there, and cost ~1 ns at 300 flows).
+const NEAR_AHEAD: (usize, usize) = (3, 2);
+const FAR_AHEAD: (usize, usize) = (6, 4);
+/// Tracked flows from which the packet loop prefetches [`FAR_AHEAD`]: about
+/// where their entries and statistics (~180 bytes a flow) outgrow a 2 MiB L2.
+const FAR_FLOWS: usize = 16_384;
+
 /// The gcd of an event's interval and those of the events its drill-downs
 /// install, at every level.
 fn drill_gcd(spec: &EventSpec) -> u64 {
@@ -187,6 +208,7 @@ impl Monitor {
             flows: FlowTable::new(config.flow_capacity, config.tuning.huge_pages),
             dos: DosFilter::new(config.dos_filter_slots, config.dos_threshold_bytes),
             index: TriggerIndex::default(),
+            match_cache: MatchCache::default(),
             triggers: Vec::new(),
             heads: Vec::new(),
             sets: Vec::new(),
@@ -208,6 +230,7 @@ impl Monitor {
             health: Vec::new(),
             blind: BlindSpans::default(),
             sweep: None,
+            spare_reports: Vec::new(),
             expiry: VecDeque::new(),
             counters: Counters::default(),
             scratch: Vec::new(),
@@ -304,6 +327,7 @@ impl Monitor {
                 .push(id);
         }
         self.index.insert(id, &trigger.rules);
+        self.match_cache.reset(self.index.shape());
         let matching: Vec<u32> = self
             .flows
             .entries
@@ -335,6 +359,7 @@ impl Monitor {
             *h = Head::GONE;
         }
         self.index.remove(id);
+        self.match_cache.reset(self.index.shape());
         self.drill.forget(id);
         if let Some(ids) = self.drill_parents.get_mut(&t.spec.name) {
             ids.retain(|&x| x != id);
@@ -418,10 +443,11 @@ impl Monitor {
         e.block = new_block;
         if !keeps_tcp {
             // Connection state not kept up to date must not be resumed later.
-            e.tcp = None;
+            self.flows.tcp.release(e.tcp);
+            e.tcp = NO_TCP;
         } else if !keeps_sent {
             // Nothing reads `rtt` now; a later reader samples segments sent from then on.
-            if let Some(st) = e.tcp.as_mut() {
+            if let Some(st) = self.flows.tcp.get_mut(e.tcp) {
                 st.forget_sent();
             }
         }
@@ -649,25 +675,28 @@ impl Monitor {
                 self.tags_seen |= tags_of(flags);
             }
             let half = (self.epoch_seq & 1) as usize;
+            let (set_ahead, stats_ahead) = if self.flows.len() >= FAR_FLOWS {
+                FAR_AHEAD
+            } else {
+                NEAR_AHEAD
+            };
             for (j, (p, &h)) in chunk.iter().zip(&hashes).enumerate() {
-                // Three ahead, the set's header (its address needs only the
-                // entry); two ahead, what it locates: the statistics half.
+                // `set_ahead` ahead, the set's header (its address needs
+                // only the entry); `stats_ahead` ahead, what it locates: the
+                // statistics half and the connection state.
                 let entry = |k: usize| {
                     let i = *entries[..chunk.len()].get(j + k)?;
                     self.flows.entries.get(i as usize)
                 };
-                if let Some(e) = entry(3).filter(|e| e.set != NO_SET) {
+                if let Some(e) = entry(set_ahead).filter(|e| e.set != NO_SET) {
                     prefetch(self.sets.as_ptr().wrapping_add(e.set as usize));
                 }
-                if let Some(e) = entry(2) {
+                if let Some(e) = entry(stats_ahead) {
                     if let Some(set) = self.sets.get(e.set as usize) {
                         set.prefetch(e.block, half);
                     }
-                    if let Some(tcp) = &e.tcp {
-                        // ~72 bytes, not line-aligned: its first and last lines.
-                        let p: *const TcpState = &**tcp;
-                        prefetch(p);
-                        prefetch(p.wrapping_add(1).cast::<u8>().wrapping_sub(1));
+                    if e.tcp != NO_TCP {
+                        self.flows.tcp.prefetch(e.tcp);
                     }
                 }
                 if within {
@@ -732,7 +761,8 @@ impl Monitor {
                 if new_life {
                     // A new life of the flow: forget its connection state.
                     e.wscale = None;
-                    e.tcp = None;
+                    self.flows.tcp.release(e.tcp);
+                    e.tcp = NO_TCP;
                 }
                 first_in_epoch = e.stats_ts < self.epoch_start;
                 e.last_ts = t;
@@ -789,10 +819,11 @@ impl Monitor {
                 self.sets.get(e.set as usize)
             };
             if let Some(set) = set.filter(|s| s.needs_tcp) {
-                if e.tcp.as_ref().is_some_and(|s| s.restarts(tcp)) {
-                    e.tcp = None;
+                let st = self.flows.tcp.get_or_alloc(&mut e.tcp, tcp.seq);
+                if st.restarts(tcp) {
+                    // A new connection on the same 5-tuple.
+                    st.restart(tcp.seq);
                 }
-                let st = e.tcp.get_or_insert_with(|| Box::new(TcpState::new(tcp.seq)));
                 let limit = if set.needs_rtt {
                     self.config.tcp_segment_limit
                 } else {
@@ -812,7 +843,7 @@ impl Monitor {
                 };
                 e = again;
             }
-            cx.tcp = e.tcp.as_ref().map(|st| TcpValues {
+            cx.tcp = self.flows.tcp.get(e.tcp).map(|st| TcpValues {
                 is_lost,
                 seq: sent_to.unwrap_or(st.snd_max),
                 ack: st.snd_una,
@@ -875,7 +906,9 @@ impl Monitor {
         if !e.live || e.gen != gen || t.saturating_sub(e.last_ts) > timeout {
             return;
         }
-        let Some(st) = e.tcp.as_mut() else { return };
+        let Some(st) = self.flows.tcp.get_mut(e.tcp) else {
+            return;
+        };
         let Some(rtt) = st.on_ack(tcp, payload, t) else {
             return;
         };
@@ -986,12 +1019,30 @@ impl Monitor {
                 self.flows.entries[j as usize].rev = (i, gen_i);
             }
         }
-        let mut matched = std::mem::take(&mut self.scratch);
-        self.index
-            .lookup(&self.flows.entries[i as usize].key, &mut matched);
-        if !matched.is_empty() {
-            self.counters.triggers_matched += matched.len() as u64;
-            let set = self.intern(&matched);
+        let cached = if self.config.tuning.match_cache {
+            self.match_cache.get(&key)
+        } else {
+            None
+        };
+        let set = match cached {
+            Some(set) => set,
+            None => {
+                let mut matched = std::mem::take(&mut self.scratch);
+                self.index.lookup(&key, &mut matched);
+                let set = if matched.is_empty() {
+                    NO_SET
+                } else {
+                    self.intern(&matched)
+                };
+                self.scratch = matched;
+                if self.config.tuning.match_cache {
+                    self.match_cache.put(&key, set);
+                }
+                set
+            }
+        };
+        if let Some(s) = self.sets.get(set as usize) {
+            self.counters.triggers_matched += s.triggers.len() as u64;
             let block = self.sets[set as usize].alloc();
             let e = &mut self.flows.entries[i as usize];
             e.set = set;
@@ -1000,7 +1051,6 @@ impl Monitor {
             let chunked = self.config.tuning.chunked_lists;
             self.sets[set as usize].members.push(r, chunked);
         }
-        self.scratch = matched;
     }
 
     /// Advances the clock to `ts` (never backwards) and starts the sweep of
@@ -1107,6 +1157,7 @@ impl Monitor {
                 start_ns: self.epoch_start,
                 end_ns: epoch_end,
             }),
+            keep: self.config.history_windows > 0,
             accs: Vec::new(),
             values: Vec::new(),
         };
@@ -1123,7 +1174,7 @@ impl Monitor {
             parts: Vec::new(),
             opened: Vec::new(),
             flow_lasts: Vec::new(),
-            reports: Vec::new(),
+            reports: std::mem::take(&mut self.spare_reports),
             origin: Origin {
                 host: self.config.host.clone(),
                 worker: self.config.worker,
@@ -1239,7 +1290,13 @@ impl Monitor {
         clarion_report::sort_reports(&mut s.reports);
         self.counters.reports += s.reports.len() as u64;
         self.apply_drill_downs(&s.reports, s.begun_ns);
-        out.append(&mut s.reports);
+        if out.is_empty() {
+            // No copy: the caller's vector becomes the next sweep's.
+            std::mem::swap(out, &mut s.reports);
+        } else {
+            out.append(&mut s.reports);
+        }
+        self.spare_reports = s.reports;
         true
     }
 

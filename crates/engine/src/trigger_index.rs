@@ -233,6 +233,15 @@ impl TriggerIndex {
         out.dedup();
     }
 
+    /// Every bit some tuple's mask reads: keys equal under it match the
+    /// same triggers (each tuple's mask is part of it), which is what lets
+    /// the monitor cache matches by it (`match_cache.rs`).
+    pub(crate) fn shape(&self) -> KeyMask {
+        self.tuples
+            .iter()
+            .fold(KeyMask::default(), |m, t| m.union(&t.mask))
+    }
+
     /// Number of distinct mask patterns (tuples), the lookup cost.
     pub(crate) fn patterns(&self) -> usize {
         self.tuples.len()

@@ -189,7 +189,8 @@ Optimizations (--no-opt switches them off; none changes a result):
                   entries and statistics before any packet is processed
   header-prefetch the loop prefetches each frame's header 32 frames before
                   parsing it, as a NIC poll loop prefetches its next burst
-  sweep-prefetch  prefetch trigger data and flow entries ahead in the sweep
+  sweep-prefetch  prefetch trigger data, flow entries and statistics ahead
+                  in the sweep (sets ahead, and flows ahead in a set's list)
   last-flow       a packet of the previous packet's flow skips the lookup
   huge-pages      transparent huge pages for flow table, statistics, triggers
   active-sweep    sweep only triggers whose flows had packets in the epoch
@@ -200,6 +201,8 @@ Optimizations (--no-opt switches them off; none changes a result):
                   tested flow by flow in the gather, with no window kept
   prefault        memory committed before traffic (the flow table, and
                   32 MiB of heap the monitor grows into): no page faults
+  match-cache     a new flow's matched set is found by the key bits that
+                  filters read, before the tuple-space search
 --ablation measures each: all on, each off in turn, all off, interleaved
 over --rounds rounds; the table (stdout, or stderr with --json) gives each
 one's throughput ratio to all off and all on's ratio to it.";

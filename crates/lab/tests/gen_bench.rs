@@ -237,6 +237,7 @@ fn ablation_measures_each_optimization_against_all_on_and_all_off() {
             "no unlist-idle",
             "no flow-windows",
             "no prefault",
+            "no match-cache",
             "all off"
         ]
     );

@@ -90,6 +90,8 @@ impl Network {
                 Monitor::new(MonitorConfig {
                     host: h.name.clone(),
                     synchronous_sweep: true,
+                    // The manager polls these monitors.
+                    history_windows: config.history_windows.max(clarion_engine::POLLED_HISTORY_WINDOWS),
                     ..config.clone()
                 })
             })

@@ -37,6 +37,8 @@ fn config(worker: u32, five_tuple_fanout: bool) -> MonitorConfig {
         worker,
         merge_output: true,
         five_tuple_fanout,
+        // Polled: values are kept (a manager's polls read them).
+        history_windows: crate::POLLED_HISTORY_WINDOWS,
         ..MonitorConfig::default()
     }
 }
@@ -99,6 +101,7 @@ fn merge_all(m: &mut Merger, parts: Vec<Vec<Partials>>) -> Vec<Report> {
 fn single(events: &[EventSpec], pkts: &[(usize, PacketRecord)]) -> (Monitor, Vec<Report>) {
     let mut m = Monitor::new(MonitorConfig {
         host: "h".into(),
+        history_windows: crate::POLLED_HISTORY_WINDOWS,
         ..MonitorConfig::default()
     });
     for e in events {

@@ -278,6 +278,7 @@ event t when sum(packets) > 0 per src_ip every 10ms on demand";
         let spec = events("event t when sum(packets) > 0 per src_ip every 10ms")[0].clone();
         let mut m = Monitor::new(MonitorConfig {
             synchronous_sweep: true,
+            history_windows: crate::POLLED_HISTORY_WINDOWS,
             ..MonitorConfig::default()
         });
         let mut out = Vec::new();

@@ -14,7 +14,8 @@ use clarion_report::{Completeness, Origin, Report};
 use clarion_wire::FlowKey;
 
 use crate::config::Tuning;
-use crate::flow_table::FlowTable;
+use crate::flow_list::FlowRef;
+use crate::flow_table::{FlowEntry, FlowTable};
 use crate::key::group_of;
 use crate::match_set::MatchSet;
 use crate::measure::Acc;
@@ -90,6 +91,9 @@ pub(super) struct Direct {
     pub(super) completeness: Completeness,
     /// Every group's values, for the monitor's recent epochs.
     pub(super) kept: EpochValues,
+    /// Whether any are kept (`MonitorConfig::history_windows` > 0): if
+    /// not, the tests write nothing there.
+    pub(super) keep: bool,
     pub(super) accs: Vec<Acc>,
     pub(super) values: Vec<f64>,
 }
@@ -277,6 +281,9 @@ fn gather_set(
                 break 'chunks;
             }
             *budget = budget.saturating_sub(cost);
+            if tuning.sweep_prefetch {
+                prefetch_list(flows, set, chunk, s.pos, s.half, s.epoch_start);
+            }
             let r = chunk[s.pos];
             let e = &flows.entries[r.entry as usize];
             if !e.listed_by(r, sid) {
@@ -374,6 +381,40 @@ fn gather_set(
     done
 }
 
+/// How far ahead in a set's list the sweep loads flow entries, and (half
+/// that) the statistics of those entries: each visit is one entry and one
+/// half, both misses once flows outnumber the cache, and a chain of
+/// dependent misses per flow kept the sweep at one miss in flight (the
+/// entry check was ~13 % of a 1 M-flow run's samples, the gather ~9 %).
+const LIST_AHEAD: usize = 32;
+const STATS_AHEAD: usize = LIST_AHEAD / 2;
+
+/// Within one set's list, at visit `pos`: starts loading the entry
+/// [`LIST_AHEAD`] flows on, and the swept half of the flow
+/// [`STATS_AHEAD`] on if it had packets in the epoch (its entry was
+/// requested `STATS_AHEAD` visits ago). Order changes by `swap_remove`
+/// only cost a late line, never a wrong result.
+#[inline]
+fn prefetch_list(flows: &FlowTable, set: &MatchSet, chunk: &[FlowRef], pos: usize, half: usize, epoch: u64) {
+    if let Some(e) = chunk
+        .get(pos + LIST_AHEAD)
+        .and_then(|r| flows.entries.get(r.entry as usize))
+    {
+        // An entry (96 bytes) is not line-aligned: its first and last lines.
+        let p: *const FlowEntry = e;
+        prefetch(p);
+        prefetch(p.wrapping_add(1).cast::<u8>().wrapping_sub(1));
+    }
+    if let Some(e) = chunk
+        .get(pos + STATS_AHEAD)
+        .and_then(|r| flows.entries.get(r.entry as usize))
+    {
+        if e.stats_ts >= epoch {
+            set.prefetch(e.block, half);
+        }
+    }
+}
+
 /// Tests one flow of a trigger tested per flow (see [`gather_set`]): its
 /// statistics in the swept half are the whole window of its group. A
 /// `sum(x) op c` (the usual trigger) that does not hold reads nothing of
@@ -419,7 +460,9 @@ fn test_flow(
         head.mark_tested();
     }
     // One flow per group: the group is the flow's key.
-    d.kept.push(tid, key, values);
+    if d.keep {
+        d.kept.push(tid, key, values);
+    }
     if fires {
         let Some(trig) = t.all.get(tid as usize).and_then(Option::as_deref) else {
             return;

@@ -58,6 +58,14 @@ pub(crate) fn pkt(ts: u64, src: u8, sport: u16, volume: u32) -> PacketRecord {
     }
 }
 
+/// A monitor configuration whose closed windows are kept, as a polled host's.
+fn polled() -> MonitorConfig {
+    MonitorConfig {
+        history_windows: crate::POLLED_HISTORY_WINDOWS,
+        ..MonitorConfig::default()
+    }
+}
+
 /// A monitor with one event: a 5-tuple sending more than 150 bytes in 10 ms.
 fn big_flows_monitor() -> Monitor {
     let mut m = Monitor::new(MonitorConfig::default());
@@ -250,7 +258,7 @@ fn install_never_firing(m: &mut Monitor) -> TriggerId {
 
 #[test]
 fn windows_without_data_are_known_empty_once_closed() {
-    let mut m = Monitor::new(MonitorConfig::default());
+    let mut m = Monitor::new(polled());
     let id = install_never_firing(&mut m);
     let mut out = Vec::new();
     for ts in [T0 + MS, T0 + 31 * MS, T0 + 52 * MS] {
@@ -713,7 +721,7 @@ fn dos_threshold_rises_by_itself_when_sweeps_do_not_finish() {
 #[test]
 fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
     let never = || gt(agg(AggFunc::Sum, BaseVar::Packets), 1e9);
-    let mut m = Monitor::new(MonitorConfig::default());
+    let mut m = Monitor::new(polled());
     // A sees flows F and H; C sees F, G and H. F and H share the set {A, C}, G is in {C}.
     let mut a = event("a", never(), Granularity::FIVE_TUPLE, 10);
     a.filters = vec![Filter {
@@ -801,7 +809,7 @@ fn per_5tuple_joins_the_same_5tuple_on_two_vlans() {
 fn a_window_gathered_flow_by_flow_is_not_shown_before_the_sweep_ends() {
     let mut m = Monitor::new(MonitorConfig {
         synchronous_sweep: false,
-        ..MonitorConfig::default()
+        ..polled()
     });
     let id = install_never_firing(&mut m);
     let mut out = Vec::new();
