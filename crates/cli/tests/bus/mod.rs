@@ -451,9 +451,14 @@ pub fn host_frames(frames: &[(u64, Vec<u8>)], host: usize, from_ns: u64) -> Vec<
 
 /// Starts `clarion agent` for `host` on `pcap` (relative to `dir`), at the capture's pace.
 pub fn paced_agent(dir: &Path, nats: &str, host: &str, pcap: &str) -> Guard {
+    agent_at(dir, nats, host, pcap, "1")
+}
+
+/// The same at `speed` times the capture's pace.
+fn agent_at(dir: &Path, nats: &str, host: &str, pcap: &str, speed: &str) -> Guard {
     let child = clarion()
         .args(["agent", "--nats", nats, "--host", host, "--pcap", pcap])
-        .args(["--speed", "1", "--linger", "60s"])
+        .args(["--speed", speed, "--linger", "60s"])
         .current_dir(dir)
         .stderr(Stdio::piped())
         .spawn()
@@ -471,8 +476,21 @@ pub fn wait_agents(agents: Vec<Guard>, limit: Duration) {
 
 /// The four agents, each replaying `hosts/HOST.pcap` of `dir` at the capture's pace.
 pub fn paced_agents(dir: &Path, nats: &str) -> Vec<Guard> {
+    paced_agents_at(dir, nats, "1")
+}
+
+/// The same at `speed` times the capture's pace.
+pub fn paced_agents_at(dir: &Path, nats: &str, speed: &str) -> Vec<Guard> {
     (1..=4)
-        .map(|i| paced_agent(dir, nats, &format!("web-{i}"), &format!("hosts/web-{i}.pcap")))
+        .map(|i| {
+            agent_at(
+                dir,
+                nats,
+                &format!("web-{i}"),
+                &format!("hosts/web-{i}.pcap"),
+                speed,
+            )
+        })
         .collect()
 }
 
