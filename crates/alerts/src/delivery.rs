@@ -496,7 +496,7 @@ mod tests {
             *n += 1;
             let r = (self.script)(report, *n);
             if r.is_ok() {
-                lock(&self.got).push((report.event.clone(), report.window.end_ns));
+                lock(&self.got).push((report.event.to_string(), report.window.end_ns));
             }
             r
         }
@@ -614,7 +614,10 @@ mod tests {
         // The handle outlives the sink and ends with its final counts.
         assert_eq!(watch.stats(), stats);
         assert_eq!(stats.pending(), 0);
-        let want: Vec<(String, u64)> = sent.iter().map(|r| (r.event.clone(), r.window.end_ns)).collect();
+        let want: Vec<(String, u64)> = sent
+            .iter()
+            .map(|r| (r.event.to_string(), r.window.end_ns))
+            .collect();
         assert_eq!(*lock(&got), want);
         assert_eq!(
             stats,
@@ -643,7 +646,7 @@ mod tests {
             ..
         } = start(
             Box::new(|r, _| {
-                if r.event == "a" {
+                if &*r.event == "a" {
                     Err(Failure::Retry("HTTP 500".into(), None))
                 } else {
                     Err(Failure::Permanent("HTTP 404".into()))
@@ -664,7 +667,7 @@ mod tests {
             assert_eq!(d["report"], r.to_json());
             assert_eq!(d["key"], idempotency_key(r));
             assert_eq!(d["target"], "scripted");
-            if r.event == "a" {
+            if &*r.event == "a" {
                 assert_eq!(d["attempts"], 3);
                 assert!(d["reason"]
                     .as_str()
@@ -719,7 +722,10 @@ mod tests {
             )
         }));
         all.sort();
-        let mut want: Vec<(String, u64)> = sent.iter().map(|r| (r.event.clone(), r.window.end_ns)).collect();
+        let mut want: Vec<(String, u64)> = sent
+            .iter()
+            .map(|r| (r.event.to_string(), r.window.end_ns))
+            .collect();
         want.sort();
         assert_eq!(all, want);
     }

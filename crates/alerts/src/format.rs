@@ -67,7 +67,7 @@ pub fn chat_line(report: &Report, predicates: &Predicates) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     let when = predicates
-        .get(&report.event)
+        .get(&*report.event)
         .map(|p| format!(" (when {p})"))
         .unwrap_or_default();
     let start = humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_nanos(report.window.start_ns));

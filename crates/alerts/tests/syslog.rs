@@ -48,7 +48,7 @@ fn check(m: &syslog_parser::Message, r: &Report, facility: u8) {
     assert_eq!(m.msgid, "report");
     assert_eq!(m.sd.len(), 1);
     assert_eq!(m.sd[0].0, "clarion@32473");
-    assert_eq!(m.param("clarion@32473", "event"), Some(r.event.as_str()));
+    assert_eq!(m.param("clarion@32473", "event"), Some(&*r.event));
     assert_eq!(m.param("clarion@32473", "key"), Some(idempotency_key(r).as_str()));
     assert_eq!(
         m.param("clarion@32473", "window_end"),
@@ -64,7 +64,7 @@ fn check(m: &syslog_parser::Message, r: &Report, facility: u8) {
     assert_eq!(json, r.to_json());
     // The host, made printable: the same where it already was.
     if !r.origin.host.is_empty() && r.origin.host.bytes().all(|b| (33..=126).contains(&b)) {
-        assert_eq!(m.hostname, r.origin.host);
+        assert_eq!(m.hostname, &*r.origin.host);
     }
 }
 

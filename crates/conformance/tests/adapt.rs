@@ -145,7 +145,7 @@ fn matched<'a>(
 fn by_window(reports: &[Report]) -> BTreeMap<WindowKey, BTreeSet<String>> {
     let mut m: BTreeMap<WindowKey, BTreeSet<String>> = BTreeMap::new();
     for r in reports {
-        m.entry((r.event.clone(), r.window.start_ns))
+        m.entry((r.event.to_string(), r.window.start_ns))
             .or_default()
             .insert(format!("{:?}", r.group));
     }

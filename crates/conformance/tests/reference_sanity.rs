@@ -83,7 +83,7 @@ fn probe_of(e: &EventSpec) -> EventSpec {
 }
 
 fn value(r: &Report, key: &str) -> Option<f64> {
-    r.values.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    r.values.iter().find(|(k, _)| &**k == key).map(|(_, v)| *v)
 }
 
 fn check_case(events: &[EventSpec], traffic: &Traffic) -> Result<(), TestCaseError> {
@@ -109,7 +109,7 @@ fn check_case(events: &[EventSpec], traffic: &Traffic) -> Result<(), TestCaseErr
     let by_name: BTreeMap<&str, &EventSpec> = events.iter().map(|e| (e.name.as_str(), e)).collect();
     for r in &reports {
         let e = by_name
-            .get(r.event.as_str())
+            .get(&*r.event)
             .ok_or_else(|| TestCaseError::fail("unknown event"))?;
         let i = e.interval_ns;
         prop_assert_eq!(r.window.start_ns % i, 0);
@@ -121,8 +121,8 @@ fn check_case(events: &[EventSpec], traffic: &Traffic) -> Result<(), TestCaseErr
             .map(|a| a.to_string())
             .chain(e.state_values().iter().map(|v| v.to_string()))
             .collect();
-        let got: Vec<&String> = r.values.iter().map(|(k, _)| k).collect();
-        prop_assert_eq!(got, want.iter().collect::<Vec<_>>());
+        let got: Vec<&str> = r.values.iter().map(|(k, _)| &**k).collect();
+        prop_assert_eq!(got, want.iter().map(String::as_str).collect::<Vec<_>>());
         for v in e.state_values() {
             let x = value(r, &v.to_string()).unwrap_or(f64::NAN);
             // Values on packets (or samples): integers; the state never goes below the ISN.
@@ -131,7 +131,7 @@ fn check_case(events: &[EventSpec], traffic: &Traffic) -> Result<(), TestCaseErr
                 prop_assert!(x.is_nan() || x >= 0.0, "{} = {}", v, x);
             }
         }
-        prop_assert_eq!(&r.origin.host, "ref");
+        prop_assert_eq!(&*r.origin.host, "ref");
         prop_assert_eq!(r.origin.worker, 1);
         let c = r.completeness;
         prop_assert!(c.packets >= 1 && c.packets <= ip_packets);
@@ -175,7 +175,7 @@ fn check_case(events: &[EventSpec], traffic: &Traffic) -> Result<(), TestCaseErr
         .collect();
     for r in &reports {
         let p = probe_index
-            .get(&(format!("probe-{}", r.event), r.window, r.group))
+            .get(&(format!("probe-{}", r.event).into(), r.window, r.group))
             .ok_or_else(|| TestCaseError::fail(format!("no probe report for {r:?}")))?;
         prop_assert_eq!(p.completeness, r.completeness);
         // The probe may add `sum(packets)` between the aggregates and the state values.
@@ -313,7 +313,7 @@ fn check_tcp_probes(events: &[EventSpec], inputs: &[Input]) -> Result<(), TestCa
     let reports = evaluate(&probes, inputs, &config());
     let by_place: BTreeMap<_, &Report> = reports
         .iter()
-        .map(|r| ((r.event.as_str(), r.window.start_ns, r.group), r))
+        .map(|r| ((&*r.event, r.window.start_ns, r.group), r))
         .collect();
     let interval: BTreeMap<String, u64> = probes.iter().map(|p| (p.name.clone(), p.interval_ns)).collect();
     for r in &reports {
@@ -347,12 +347,12 @@ fn check_tcp_probes(events: &[EventSpec], inputs: &[Input]) -> Result<(), TestCa
             );
         }
         // `X_lastepoch`: the previous window of the same group.
-        let i = interval[&r.event];
+        let i = interval[&*r.event];
         let previous = r
             .window
             .start_ns
             .checked_sub(i)
-            .and_then(|start| by_place.get(&(r.event.as_str(), start, r.group)));
+            .and_then(|start| by_place.get(&(&*r.event, start, r.group)));
         for b in BaseVar::ALL {
             let x = b.name();
             let v = get(&format!("{x}_lastepoch"))?;
@@ -424,12 +424,12 @@ fn check_grid(traffic: &Traffic) -> Result<(), TestCaseError> {
     for r in &reports {
         let n = value(r, "sum(packets)").ok_or_else(|| TestCaseError::fail("no sum(packets)"))?;
         let entry = group_sums
-            .entry((r.event.as_str(), r.window.start_ns))
+            .entry((&*r.event, r.window.start_ns))
             .or_insert((0.0, 0));
         entry.0 += n;
         entry.1 = r.completeness.packets;
-        if windows_seen.insert((r.event.as_str(), r.window.start_ns)) {
-            *packets_by_event.entry(r.event.as_str()).or_default() += r.completeness.packets;
+        if windows_seen.insert((&*r.event, r.window.start_ns)) {
+            *packets_by_event.entry(&*r.event).or_default() += r.completeness.packets;
         }
     }
     for e in grid_events() {
@@ -776,9 +776,9 @@ fn generators_cover_the_interesting_cases() {
                     .all(|f| f.proto == Some(clarion_wire::proto::TCP)),
             );
             let probe = format!("probe-{}", e.name);
-            if probe_reports.iter().any(|r| r.event == probe) {
+            if probe_reports.iter().any(|r| *r.event == *probe) {
                 events_total += 1;
-                let firing = reports.iter().any(|r| r.event == e.name);
+                let firing = reports.iter().any(|r| *r.event == *e.name);
                 events_firing += usize::from(firing);
                 if e.needs_connection_state() {
                     tcp_total += 1;
@@ -795,7 +795,7 @@ fn generators_cover_the_interesting_cases() {
                     let kind = if k.contains('(') {
                         "(aggregate)".to_string()
                     } else {
-                        k.clone()
+                        k.to_string()
                     };
                     *defined.entry(kind).or_default() += 1;
                 }

@@ -88,7 +88,7 @@ fn flow_of(r: &Report) -> Flow {
 fn value(r: &Report, key: &str) -> f64 {
     r.values
         .iter()
-        .find(|(k, _)| k == key)
+        .find(|(k, _)| &**k == key)
         .map(|(_, v)| *v)
         .unwrap_or_else(|| panic!("{} has no {key}", r.event))
 }
@@ -276,7 +276,7 @@ fn root_cause_of_congestion_proactive_and_reactive() {
     let after = |reports: &[Report], ev: &str, src: &[IpAddr]| -> Option<i64> {
         reports
             .iter()
-            .filter(|r| r.event == ev && src.contains(&flow_of(r).0))
+            .filter(|r| &*r.event == ev && src.contains(&flow_of(r).0))
             .map(|r| epoch_after(r, burst_start))
             .filter(|&e| e >= 0)
             .min()
@@ -289,7 +289,7 @@ fn root_cause_of_congestion_proactive_and_reactive() {
     );
     let before = proactive
         .iter()
-        .filter(|r| r.event == "tcp_congestion" && r.window.start_ns + 5 * EPOCH_NS < burst_start)
+        .filter(|r| &*r.event == "tcp_congestion" && r.window.start_ns + 5 * EPOCH_NS < burst_start)
         .count();
     assert_eq!(before, 0, "no congestion long before the burst");
     // A fresh live run is real TCP: now and then its flows ride out the
@@ -325,7 +325,8 @@ fn root_cause_of_congestion_proactive_and_reactive() {
     // Reactive: the heavy-hitter event is installed only when congestion fires.
     let mut installed_at = None;
     let reactive = run_with(vec![event("tcp_congestion")], &inputs, |r| {
-        let fire = r.event == "tcp_congestion" && installed_at.is_none() && epoch_after(r, burst_start) >= 0;
+        let fire =
+            &*r.event == "tcp_congestion" && installed_at.is_none() && epoch_after(r, burst_start) >= 0;
         fire.then(|| {
             installed_at = Some(epoch_after(r, burst_start));
             event("heavy_hitter")
@@ -340,7 +341,7 @@ fn root_cause_of_congestion_proactive_and_reactive() {
     let udp_epochs = |reports: &[Report]| -> Vec<i64> {
         reports
             .iter()
-            .filter(|r| r.event == "heavy_hitter" && flow_of(r).0 == udp)
+            .filter(|r| &*r.event == "heavy_hitter" && flow_of(r).0 == udp)
             .map(|r| epoch_after(r, burst_start))
             .filter(|&e| e >= first)
             .collect()

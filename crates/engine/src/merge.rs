@@ -94,7 +94,7 @@ use std::hash::{Hash, Hasher};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use clarion_lang::spec::EventSpec;
-use clarion_report::{Completeness, EventAccuracy, GroupKey, Origin, Report, Window};
+use clarion_report::{Completeness, EventAccuracy, GroupKey, Name, Origin, Report, Window};
 use clarion_wire::FlowKey;
 
 use crate::blind::BlindSpans;
@@ -323,7 +323,7 @@ pub struct Merger {
 impl Merger {
     pub fn new(config: MergerConfig) -> Self {
         let origin = Origin {
-            host: config.host.clone(),
+            host: Name::from(config.host.as_str()),
             worker: MERGED_WORKER,
         };
         Merger {

@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::EventSpec;
-use clarion_report::{Completeness, GroupKey, Health, Origin, Report, Window};
+use clarion_report::{Completeness, GroupKey, Health, Name, Origin, Report, Window};
 use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 
 use crate::blind::BlindSpans;
@@ -61,6 +61,8 @@ pub enum Unparsed {
 #[derive(Debug)]
 pub struct Monitor {
     config: MonitorConfig,
+    /// `config.host`, shared by the monitor's reports.
+    host: Name,
     flows: FlowTable,
     /// In front of matching, on the flow table's miss path only.
     dos: DosFilter,
@@ -204,6 +206,7 @@ impl Monitor {
     pub fn new(config: MonitorConfig) -> Self {
         let epoch_ns = config.default_epoch_ns.max(1);
         Monitor {
+            host: Name::from(config.host.as_str()),
             adapt: config.adapt.clone().map(shed::Adapt::new),
             flows: FlowTable::new(config.flow_capacity, config.tuning.huge_pages),
             dos: DosFilter::new(config.dos_filter_slots, config.dos_threshold_bytes),
@@ -1129,7 +1132,7 @@ impl Monitor {
                 end_ns: epoch_end,
             },
             origin: Origin {
-                host: self.config.host.clone(),
+                host: self.host.clone(),
                 worker: self.config.worker,
             },
             completeness: Completeness {
@@ -1176,7 +1179,7 @@ impl Monitor {
             flow_lasts: Vec::new(),
             reports: std::mem::take(&mut self.spare_reports),
             origin: Origin {
-                host: self.config.host.clone(),
+                host: self.host.clone(),
                 worker: self.config.worker,
             },
             direct,

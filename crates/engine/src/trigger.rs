@@ -5,7 +5,7 @@
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::{AggCall, AggFunc, ArithOp, BaseVar, CmpOp, EventSpec, PacketExpr, Pred, Var};
-use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+use clarion_report::{Completeness, GroupKey, Name, Origin, Report, Window};
 use clarion_wire::FlowKey;
 
 use crate::history::History;
@@ -438,8 +438,11 @@ pub(crate) struct Trigger {
     lasts: Vec<BaseVar>,
     /// What each flow keeps for this trigger: the aggregates' statistics, then the lasts'.
     pub(crate) reads: Vec<(Expr, StatFlags)>,
-    /// Report keys of the values: the aggregates', then the state values'.
-    pub(crate) value_names: Vec<String>,
+    /// Report keys of the values: the aggregates', then the state values'
+    /// (shared by its reports, as is `name`).
+    pub(crate) value_names: Vec<Name>,
+    /// The event's name (`spec.name`), for its reports.
+    name: Name,
     pred: Program,
     /// The last closed window's containers, emptied, for the next window.
     spare: Option<OpenWindow>,
@@ -537,10 +540,11 @@ impl Trigger {
                 (Expr::compile(&v), last)
             }))
             .collect();
-        let value_names: Vec<String> = aggs
+        let value_names: Vec<Name> = aggs
             .iter()
             .map(ToString::to_string)
             .chain(state.iter().map(ToString::to_string))
+            .map(Name::from)
             .collect();
         let history = History::new(value_names.len());
         let threshold = match &pred {
@@ -552,6 +556,7 @@ impl Trigger {
             _ => None,
         };
         let per_flow = std::array::from_fn(|seen| one_flow_per_group(&spec.granularity, seen as TagsSeen));
+        let name = Name::from(spec.name.as_str());
         Some(Trigger {
             interval_ns: spec.interval_ns,
             threshold,
@@ -563,6 +568,7 @@ impl Trigger {
             lasts,
             reads,
             value_names,
+            name,
             pred: Program::of(&pred),
             spare: None,
             prev: None,
@@ -704,7 +710,7 @@ impl Trigger {
     ) -> Report {
         Report {
             capture: None,
-            event: self.spec.name.clone(),
+            event: self.name.clone(),
             window,
             group: report_group(g, &self.spec.granularity),
             values: self
@@ -1006,7 +1012,10 @@ mod tests {
             Box::new(Pred::Agg(sum_volume())),
         );
         let t = Trigger::new(spec(pred), vec![], 0).unwrap();
-        assert_eq!(t.value_names, ["sum(volume)", "ack", "ack_lastepoch"]);
+        assert_eq!(
+            t.value_names.iter().map(|n| &**n).collect::<Vec<_>>(),
+            ["sum(volume)", "ack", "ack_lastepoch"]
+        );
         assert_eq!(t.reads_len(), 2, "one sum, one latest ack for both state values");
         assert!(t.fires(&[1.0, 10.0, 5.0]) && !t.fires(&[5.0, 10.0, 5.0]));
         assert!(!t.fires(&[1.0, 10.0, f64::NAN]));

@@ -121,7 +121,7 @@ impl CaptureEvents {
     /// What report `r` captures, if its event does: the event's filters,
     /// the report's group and `[start - before, end + after)`.
     pub fn selection(&self, r: &Report) -> Option<Selection> {
-        let (spec, filters) = self.events.get(&r.event)?;
+        let (spec, filters) = self.events.get(&*r.event)?;
         Some(Selection {
             filters: filters.clone(),
             group: r.group,

@@ -41,7 +41,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use clarion_report::Report;
+use clarion_report::{Name, Report};
 
 use crate::{DelayHistogram, WorkerMetrics};
 
@@ -118,7 +118,7 @@ pub struct EventMetrics {
 struct EventSeries {
     fired: u64,
     /// The latest report's values, by aggregate (its canonical text).
-    last: Vec<(String, f64)>,
+    last: Vec<(Name, f64)>,
 }
 
 impl EventMetrics {
@@ -130,8 +130,8 @@ impl EventMetrics {
         }
         let mut map = self.by_event.lock().unwrap_or_else(|p| p.into_inner());
         for r in reports {
-            let own = map.contains_key(&r.event) || map.len() < MAX_EVENT_SERIES;
-            let key = if own { r.event.as_str() } else { OTHER_EVENT };
+            let own = map.contains_key(&*r.event) || map.len() < MAX_EVENT_SERIES;
+            let key = if own { &*r.event } else { OTHER_EVENT };
             let s = match map.get_mut(key) {
                 Some(s) => s,
                 None => map.entry(key.to_string()).or_default(),

@@ -64,13 +64,13 @@ fn bench(c: &mut Criterion) {
                 for &id in &ids {
                     let r = Report {
                         capture: None,
-                        event: String::new(),
+                        event: "".into(),
                         window: Window {
                             start_ns: window,
                             end_ns: window + 10_000_000,
                         },
                         group: GroupKey::default(),
-                        values: vec![(String::new(), 400.0)],
+                        values: vec![("".into(), 400.0)],
                         origin: Origin::default(),
                         completeness: Completeness::default(),
                     };

@@ -362,12 +362,12 @@ impl Manager {
             completeness.complete &= missing.is_empty();
             Report {
                 capture: None,
-                event: e.split.network().name.clone(),
+                event: e.split.network().name.clone().into(),
                 window: p.window,
                 group: key.2,
-                values: net,
+                values: net.into_iter().map(|(k, v)| (k.into(), v)).collect(),
                 origin: Origin {
-                    host: self.name.clone(),
+                    host: self.name.clone().into(),
                     worker: NETWORK_WORKER,
                 },
                 completeness,
@@ -538,8 +538,8 @@ mod tests {
             .expect("answer")
             .expect("decided");
         let r = d.report.expect("fires");
-        assert_eq!(r.values, vec![("sum(volume)".to_string(), 320.0)]);
-        assert_eq!(r.origin.host, "mgr");
+        assert_eq!(r.values, vec![("sum(volume)".into(), 320.0)]);
+        assert_eq!(&*r.origin.host, "mgr");
         assert_eq!(r.origin.worker, NETWORK_WORKER);
         assert!(r.completeness.complete);
         assert_eq!((d.answered, d.missing), (vec![0, 1], vec![]));

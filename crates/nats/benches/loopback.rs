@@ -50,7 +50,7 @@ fn book() -> EventBook {
 fn report(event: usize, window: u64, host: usize) -> Report {
     Report {
         capture: None,
-        event: format!("e{event}"),
+        event: format!("e{event}").into(),
         window: Window {
             start_ns: T0 + window * 10 * MS,
             end_ns: T0 + (window + 1) * 10 * MS,
@@ -61,7 +61,7 @@ fn report(event: usize, window: u64, host: usize) -> Report {
         },
         values: vec![("sum(volume)".into(), 400.0)],
         origin: Origin {
-            host: format!("h{host}"),
+            host: format!("h{host}").into(),
             worker: 0,
         },
         completeness: Completeness {

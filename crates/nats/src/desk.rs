@@ -159,7 +159,7 @@ impl<R> HostDesk<R> {
     /// The network-wide event a report's trigger stands for, if it is one
     /// (else the report is the host's own event's).
     pub fn network_event(&self, r: &Report) -> Option<u64> {
-        self.by_name.get(&r.event).copied()
+        self.by_name.get(&*r.event).copied()
     }
 
     /// Installed network-wide events.

@@ -319,7 +319,7 @@ fn named(reports: &[Report]) -> BTreeSet<(String, u64, String, String)> {
         .iter()
         .map(|r| {
             (
-                r.event.clone(),
+                r.event.to_string(),
                 r.window.start_ns,
                 format!("{:?}", r.group),
                 format!("{:?}", r.values),

@@ -51,13 +51,13 @@ pub(crate) fn instance_reports(run: &Run, events: &[EventSpec], reports: &[Repor
         // The spec each report was made by: an installed event, or an instance's event.
         let mut firings: Vec<(&EventSpec, &Report)> = Vec::new();
         for r in reports {
-            if let Some(e) = by_name.get(r.event.as_str()) {
+            if let Some(e) = by_name.get(&*r.event) {
                 firings.push((e, r));
             }
         }
         let previous: BTreeMap<String, EventSpec> = instance_events(events, &produced);
         for r in &produced {
-            if let Some(e) = previous.get(&r.event) {
+            if let Some(e) = previous.get(&*r.event) {
                 firings.push((e, r));
             }
         }
@@ -96,7 +96,7 @@ fn instance_events(events: &[EventSpec], reports: &[Report]) -> BTreeMap<String,
     for r in reports {
         let base = r.event.split('[').next().unwrap_or(&r.event);
         if let Some(e) = all.iter().find(|e| e.on_demand && e.name == base) {
-            out.insert(r.event.clone(), (*e).clone());
+            out.insert(r.event.to_string(), (*e).clone());
         }
     }
     out

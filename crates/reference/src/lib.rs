@@ -34,7 +34,7 @@ use clarion_lang::spec::{
     AggCall, AggFunc, ArithOp, BaseVar, CmpOp, EventSpec, Filter, Granularity, IpPrefix, PacketExpr,
     PortRange, Pred, PrefixLens, Var,
 };
-use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+use clarion_report::{Completeness, GroupKey, Name, Origin, Report, Window};
 use clarion_wire::{proto, tcp_flags, FlowKey, PacketRecord};
 
 /// The flow timeout the monitor uses unless told otherwise (60 s).
@@ -160,7 +160,7 @@ pub fn evaluate(events: &[EventSpec], inputs: &[Input], config: &Config) -> Vec<
     let (packets, samples) = replay(&frames, config);
     let run = Run {
         origin: Origin {
-            host: config.host.clone(),
+            host: config.host.clone().into(),
             worker: config.worker,
         },
         frames: &frames,
@@ -264,11 +264,11 @@ impl Run<'_> {
             }
             let values = aggs
                 .iter()
-                .map(|(text, a)| (text.clone(), aggregate(a, bucket)))
+                .map(|(text, a)| (Name::from(text.as_str()), aggregate(a, bucket)))
                 .chain(
                     states
                         .iter()
-                        .map(|(text, v)| (text.clone(), state_value(*v, &gw))),
+                        .map(|(text, v)| (Name::from(text.as_str()), state_value(*v, &gw))),
                 )
                 .collect();
             let completeness = self
@@ -281,7 +281,7 @@ impl Run<'_> {
                 .unwrap_or_default();
             reports.push(Report {
                 capture: None,
-                event: name.to_string(),
+                event: name.to_string().into(),
                 window: *window,
                 group: *group,
                 values,

@@ -138,7 +138,7 @@ fn run(events: &[EventSpec], inputs: &[Input]) -> Vec<Report> {
 fn value(r: &Report, key: &str) -> f64 {
     r.values
         .iter()
-        .find(|(k, _)| k == key)
+        .find(|(k, _)| **k == *key)
         .map(|(_, v)| *v)
         .unwrap_or_else(|| panic!("no value {key} in {:?}", r.values))
 }
@@ -174,7 +174,7 @@ fn every_aggregate_by_hand() {
     let out = run(&[ev], &three_sizes());
     assert_eq!(out.len(), 1);
     let r = &out[0];
-    let keys: Vec<&str> = r.values.iter().map(|(k, _)| k.as_str()).collect();
+    let keys: Vec<&str> = r.values.iter().map(|(k, _)| &**k).collect();
     assert_eq!(keys[0], "sum(size)");
     assert_eq!(keys[2], "min(size)");
     assert_eq!(keys[3], "max(size)");
@@ -208,7 +208,7 @@ fn values_are_deduplicated_in_first_use_order() {
     assert!(out.is_empty());
     let pred = or(cmp(CmpOp::Lt, m(), s()), or(s(), m()));
     let out = run(&[event("e", all(), pred, no_group(), 10)], &three_sizes());
-    let keys: Vec<&str> = out[0].values.iter().map(|(k, _)| k.as_str()).collect();
+    let keys: Vec<&str> = out[0].values.iter().map(|(k, _)| &**k).collect();
     assert_eq!(keys, ["max(ttl)", "sum(size)"]);
 }
 
@@ -479,7 +479,7 @@ fn percentage_in_lowered_form() {
     let out = run(&[event("e", all(), pct(0.5), no_group(), 10)], &three_sizes());
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].values[0].1, 2.0);
-    assert_eq!(out[0].values[1], ("sum(packets)".to_string(), 3.0));
+    assert_eq!(out[0].values[1], ("sum(packets)".into(), 3.0));
     // 2/3 is not above 0.7.
     assert!(run(&[event("e", all(), pct(0.7), no_group(), 10)], &three_sizes()).is_empty());
 }
@@ -921,7 +921,7 @@ fn windows_of_several_intervals_are_aligned_to_the_epoch() {
         .iter()
         .map(|r| {
             (
-                r.event.as_str(),
+                &*r.event,
                 (r.window.start_ns - T0) / MS,
                 (r.window.end_ns - T0) / MS,
                 r.values[0].1,
@@ -1110,11 +1110,11 @@ fn only_what_the_checker_refuses_is_unsupported() {
         assert_eq!(unsupported(e), None, "{}", e.name);
     }
     let out = run(&events, &three_sizes());
-    let names: Vec<&str> = out.iter().map(|r| r.event.as_str()).collect();
+    let names: Vec<&str> = out.iter().map(|r| &*r.event).collect();
     assert_eq!(names, ["ok", "state"]);
     // `ack` is undefined on UDP: reported as NaN after the aggregates.
-    assert_eq!(out[1].values[0], ("sum(packets)".to_string(), 3.0));
-    assert_eq!(out[1].values[1].0, "ack");
+    assert_eq!(out[1].values[0], ("sum(packets)".into(), 3.0));
+    assert_eq!(out[1].values[1].0, "ack".into());
     assert!(out[1].values[1].1.is_nan());
 }
 
@@ -1133,7 +1133,7 @@ fn values_are_keyed_by_canonical_text() {
         &[event("e", all(), agg(AggFunc::Sum, e), no_group(), 10)],
         &three_sizes(),
     );
-    assert_eq!(out[0].values[0].0, "sum((size + 1) * ttl)");
+    assert_eq!(out[0].values[0].0, "sum((size + 1) * ttl)".into());
 }
 
 // ---------------------------------------------------------------- TCP connection state
@@ -1785,7 +1785,13 @@ type Fired = (u64, GroupKey, Vec<(String, f64)>);
 fn fired(events: &[EventSpec], inputs: &[Input]) -> Vec<Fired> {
     run(events, inputs)
         .into_iter()
-        .map(|r| ((r.window.start_ns - T0) / MS, r.group, r.values))
+        .map(|r| {
+            (
+                (r.window.start_ns - T0) / MS,
+                r.group,
+                r.values.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            )
+        })
         .collect()
 }
 

@@ -7,6 +7,7 @@
 //! that is not a pure addition.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
@@ -14,16 +15,21 @@ use serde_json::{json, Map, Value};
 /// Schema identifier carried by every JSON report.
 pub const SCHEMA: &str = "clarion.report/1";
 
+/// A name reports share: an event's, an aggregate's, a host's. A monitor
+/// makes tens of thousands of reports an epoch at a million flows; a
+/// shared name is a reference count, not an allocation and a copy each.
+pub type Name = Arc<str>;
+
 /// One satisfied group in one window of one event.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Report {
-    pub event: String,
+    pub event: Name,
     pub window: Window,
     pub group: GroupKey,
     /// Each aggregate of the predicate, by its canonical text, in first-use order.
     #[cfg_attr(feature = "serde", serde(with = "crate::serde_values"))]
-    pub values: Vec<(String, f64)>,
+    pub values: Vec<(Name, f64)>,
     pub origin: Origin,
     pub completeness: Completeness,
     /// `then capture`: the file the group's packets around the window go
@@ -73,7 +79,7 @@ fn worker_json(worker: u32) -> Value {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Origin {
-    pub host: String,
+    pub host: Name,
     pub worker: u32,
 }
 
@@ -169,17 +175,21 @@ impl Completeness {
 pub mod serde_values {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub fn serialize<S: Serializer>(v: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {
+    use super::Name;
+
+    pub fn serialize<S: Serializer>(v: &[(Name, f64)], s: S) -> Result<S::Ok, S::Error> {
         let v: Vec<(&str, Option<f64>)> = v
             .iter()
-            .map(|(k, x)| (k.as_str(), x.is_finite().then_some(*x)))
+            .map(|(k, x)| (&**k, x.is_finite().then_some(*x)))
             .collect();
         v.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, f64)>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(Name, f64)>, D::Error> {
         let v: Vec<(String, Option<f64>)> = Vec::deserialize(d)?;
-        Ok(v.into_iter().map(|(k, x)| (k, x.unwrap_or(f64::NAN))).collect())
+        Ok(v.into_iter()
+            .map(|(k, x)| (Name::from(k), x.unwrap_or(f64::NAN)))
+            .collect())
     }
 }
 
@@ -315,15 +325,15 @@ impl Report {
     pub fn to_json(&self) -> Value {
         let mut values = Map::new();
         for (k, v) in &self.values {
-            values.insert(k.clone(), num(*v));
+            values.insert(k.to_string(), num(*v));
         }
         let mut v = json!({
             "schema": SCHEMA,
-            "event": self.event,
+            "event": &*self.event,
             "window": window_json(&self.window),
             "group": self.group.to_json(),
             "values": Value::Object(values),
-            "host": self.origin.host,
+            "host": &*self.origin.host,
             "worker": worker_json(self.origin.worker),
             "completeness": completeness_json(&self.completeness),
         });
@@ -344,12 +354,7 @@ impl Report {
 
     /// The canonical order of reports: by window end, event name, then group.
     pub fn sort_key(&self) -> (u64, u64, &str, GroupKey) {
-        (
-            self.window.end_ns,
-            self.window.start_ns,
-            self.event.as_str(),
-            self.group,
-        )
+        (self.window.end_ns, self.window.start_ns, &*self.event, self.group)
     }
 }
 
@@ -430,7 +435,7 @@ impl Health {
         let mut v = json!({
             "schema": HEALTH_SCHEMA,
             "window": window_json(&self.window),
-            "host": self.origin.host,
+            "host": &*self.origin.host,
             "worker": worker_json(self.origin.worker),
             "completeness": completeness_json(&self.completeness),
         });
@@ -448,7 +453,7 @@ impl EventAccuracy {
     /// The JSON object health records and live epoch statistics carry.
     pub fn to_json(&self) -> Value {
         json!({
-            "event": self.event,
+            "event": &*self.event,
             "window": window_json(&self.window),
             "reports": self.reports,
             "flows_measured": self.flows_measured,
@@ -480,7 +485,7 @@ pub fn sort_reports(reports: &mut [Report]) {
     let name_ids: Vec<u32> = reports
         .iter()
         .map(|r| {
-            let name = r.event.as_str();
+            let name = &*r.event;
             let id = match last {
                 Some((n, id)) if n == name => id,
                 _ => *ids.entry(name).or_insert_with(|| {
@@ -656,7 +661,7 @@ mod tests {
             let reports: Vec<Report> = (0..n)
                 .map(|i| {
                     let mut r = sample();
-                    r.event = format!("e{}", next(12));
+                    r.event = format!("e{}", next(12)).into();
                     r.window.start_ns = next(3) * 10;
                     r.window.end_ns = r.window.start_ns + 10 * (1 + next(2));
                     r.group.src_port = Some(Some(next(3) as u16));

@@ -147,7 +147,7 @@ pub(crate) mod test_util {
     use std::io::{self, Write};
     use std::net::IpAddr;
 
-    use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+    use clarion_report::{Completeness, GroupKey, Name, Origin, Report, Window};
 
     /// A writer that fails with the given error kind on every write and flush.
     pub struct Failing(pub io::ErrorKind);
@@ -183,7 +183,7 @@ pub(crate) mod test_util {
                 end_ns: start_ns + len_ns,
             },
             group,
-            values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            values: values.iter().map(|(k, v)| (Name::from(*k), *v)).collect(),
             origin: Origin {
                 host: "demo".into(),
                 worker: 0,

@@ -380,7 +380,7 @@ everything                06:01:10.840   10ms  *
         assert_eq!(rows.len(), names.len(), "{text}");
         for (row, r) in rows.iter().zip(&reports) {
             let cells: Vec<&str> = row.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
-            assert_eq!(cells[0], r.event, "{row}");
+            assert_eq!(cells[0], &*r.event, "{row}");
             assert!(cells.contains(&group_text(&r.group).as_str()), "{row}");
         }
         // After the widest name, the window column starts at one place.

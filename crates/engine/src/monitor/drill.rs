@@ -32,7 +32,7 @@ impl Monitor {
         if self.closed_to != u64::MAX {
             let fired: Vec<_> = reports
                 .iter()
-                .filter_map(|r| Some((*self.drill_parents.get(&r.event)?.first()?, r.window, r.group)))
+                .filter_map(|r| Some((*self.drill_parents.get(&*r.event)?.first()?, r.window, r.group)))
                 .collect();
             for (tid, window, group) in fired {
                 let Some(parent) = self.triggers.get(tid as usize).and_then(Option::as_ref) else {
@@ -169,7 +169,7 @@ mod tests {
     fn of<'a>(out: &'a [Report], prefix: &str) -> Vec<(&'a str, u64, f64)> {
         out.iter()
             .filter(|r| r.event.starts_with(prefix))
-            .map(|r| (r.event.as_str(), r.window.start_ns - T0, r.values[0].1))
+            .map(|r| (&*r.event, r.window.start_ns - T0, r.values[0].1))
             .collect()
     }
 

@@ -108,7 +108,7 @@ fn sums_per_flow_per_window() {
             end_ns: T0 + 10 * MS
         }
     );
-    assert_eq!(out[0].values, vec![("sum(volume)".to_string(), 200.0)]);
+    assert_eq!(out[0].values, vec![("sum(volume)".into(), 200.0)]);
     assert!(out[0].completeness.complete);
     assert_eq!(out[0].completeness.packets, 3);
     assert_eq!(out[1].window.start_ns, T0 + 10 * MS);
@@ -155,7 +155,7 @@ fn coarse_granularity_and_longer_windows_over_gaps() {
             pkt(T0 + 95 * MS, 1, 1, 10),
         ],
     );
-    let slow: Vec<_> = out.iter().filter(|r| r.event == "slow").collect();
+    let slow: Vec<_> = out.iter().filter(|r| &*r.event == "slow").collect();
     assert_eq!(slow.len(), 1);
     assert_eq!(
         slow[0].window,
@@ -166,7 +166,7 @@ fn coarse_granularity_and_longer_windows_over_gaps() {
     );
     assert_eq!(slow[0].group.src_ip, Some(("10.0.0.0".parse().unwrap(), 24)));
     assert_eq!(slow[0].values[0].1, 3.0);
-    assert_eq!(out.iter().filter(|r| r.event == "fast").count(), 4);
+    assert_eq!(out.iter().filter(|r| &*r.event == "fast").count(), 4);
     // Reports come out in canonical order.
     let keys: Vec<_> = out.iter().map(Report::sort_key).collect();
     let mut sorted = keys.clone();
@@ -521,7 +521,7 @@ fn tcp_state_rtt_samples_and_values_outside_aggregates() {
         ],
     );
     assert_eq!(out.len(), 2, "{out:?}");
-    let names: Vec<&str> = out[0].values.iter().map(|(k, _)| k.as_str()).collect();
+    let names: Vec<&str> = out[0].values.iter().map(|(k, _)| &**k).collect();
     assert_eq!(
         names,
         [
@@ -894,13 +894,13 @@ fn a_removed_trigger_releases_its_idle_flows_too() {
         m.finish(&mut out);
         let client: Vec<_> = out
             .iter()
-            .filter(|r| r.event == "seq" && r.group.src_port == Some(Some(40000)))
+            .filter(|r| &*r.event == "seq" && r.group.src_port == Some(Some(40000)))
             .map(|r| (r.window.start_ns, r.values.clone()))
             .collect();
         // A fresh state from the first packet after `seq` was installed: 100 bytes sent.
         assert_eq!(
             client,
-            [(T0 + 40 * MS, vec![("seq".to_string(), 100.0)])],
+            [(T0 + 40 * MS, vec![("seq".into(), 100.0)])],
             "{tuning:?}"
         );
     }
@@ -985,13 +985,13 @@ fn installs_and_removals_between_sweep_steps_gather_every_flow_once() {
     // documented for `remove`), unlike one removed after it: compare the
     // removed triggers' reports up to that window only.
     let comparable = |(out, values, mid): (Vec<Report>, _, usize)| {
-        let keep = |r: &Report| r.event == "a" || r.event == "c" || r.window.end_ns <= T0 + 40 * MS;
+        let keep = |r: &Report| &*r.event == "a" || &*r.event == "c" || r.window.end_ns <= T0 + 40 * MS;
         (out.into_iter().filter(keep).collect::<Vec<_>>(), values, mid)
     };
     let (expect, expect_values, _) = comparable(drive(false));
     let (got, got_values, mid_sweep) = comparable(drive(true));
     assert_eq!(mid_sweep, 2, "both changes land between sweep steps");
-    assert!(expect.iter().any(|r| r.event == "late"));
+    assert!(expect.iter().any(|r| &*r.event == "late"));
     let first_difference = got.iter().zip(&expect).position(|(g, e)| g != e);
     assert_eq!(
         (got.len(), first_difference),

@@ -70,7 +70,7 @@ pub fn resolve(file: &File, specs: Vec<(usize, EventSpec)>, diags: &mut Vec<Diag
     let named: HashSet<&str> = file
         .events
         .iter()
-        .flat_map(|p| p.then.iter().map(|t| t.event.as_str()))
+        .flat_map(|p| p.then.iter().map(|t| &*t.event))
         .collect();
     for e in file.events.iter().filter(|_| !misspelt) {
         let Some(span) = e.on_demand else { continue };
@@ -126,7 +126,7 @@ fn check_then(
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Edge> {
     let parent = &file.events[i];
-    let Some(&target) = by_name.get(t.event.as_str()) else {
+    let Some(&target) = by_name.get(&*t.event) else {
         let d = Diagnostic::new(
             codes::UNKNOWN_EVENT,
             format!("no event named `{}` in this file", t.event),

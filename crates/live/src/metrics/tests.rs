@@ -30,7 +30,7 @@ fn report(event: &str, values: &[(&str, f64)]) -> Report {
         event: event.into(),
         window: clarion_report::Window::default(),
         group: clarion_report::GroupKey::default(),
-        values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        values: values.iter().map(|(k, v)| (Name::from(*k), *v)).collect(),
         origin: clarion_report::Origin::default(),
         completeness: clarion_report::Completeness {
             complete: true,
@@ -243,10 +243,10 @@ proptest! {
         let mut fired: BTreeMap<String, u64> = BTreeMap::new();
         let mut last: BTreeMap<String, f64> = BTreeMap::new();
         for r in &reports {
-            if !own.contains(&r.event) && own.len() < MAX_EVENT_SERIES {
-                own.insert(r.event.clone());
+            if !own.contains(&*r.event) && own.len() < MAX_EVENT_SERIES {
+                own.insert(r.event.to_string());
             }
-            let key = if own.contains(&r.event) { r.event.clone() } else { OTHER_EVENT.to_string() };
+            let key = if own.contains(&*r.event) { r.event.to_string() } else { OTHER_EVENT.to_string() };
             *fired.entry(key.clone()).or_default() += 1;
             last.insert(key, r.values[0].1);
         }

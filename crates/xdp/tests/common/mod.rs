@@ -67,7 +67,7 @@ impl Veth {
     }
 
     fn setup(&self) -> Result<bool, String> {
-        let (h, p, ns) = (self.host.as_str(), self.peer.as_str(), self.ns.as_str());
+        let (h, p, ns) = (&*self.host, self.peer.as_str(), self.ns.as_str());
         run(&["ip", "netns", "add", ns])?;
         let two = ["numrxqueues", "2", "numtxqueues", "2"];
         let mut args = vec!["ip", "link", "add", h];
