@@ -1290,15 +1290,10 @@ impl Monitor {
             self.hand_out(s);
             return true;
         }
-        clarion_report::sort_reports(&mut s.reports);
         self.counters.reports += s.reports.len() as u64;
-        self.apply_drill_downs(&s.reports, s.begun_ns);
-        if out.is_empty() {
-            // No copy: the caller's vector becomes the next sweep's.
-            std::mem::swap(out, &mut s.reports);
-        } else {
-            out.append(&mut s.reports);
-        }
+        let first = out.len();
+        clarion_report::sort_reports_into(&mut s.reports, out);
+        self.apply_drill_downs(&out[first..], s.begun_ns);
         self.spare_reports = s.reports;
         true
     }
