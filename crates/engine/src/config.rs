@@ -169,6 +169,11 @@ pub struct Tuning {
     /// A new flow's matched set is looked up by the bits of its key that
     /// any filter reads (`match_cache.rs`) before the tuple-space search.
     pub match_cache: bool,
+    /// The sweep walks, per set, the flows first written in the swept
+    /// epoch (appended to that half's list on the write that resets it),
+    /// not the set's list of flows written in the last two epochs, so it
+    /// reads no idle flow's entry (`monitor/sweep.rs`).
+    pub written_lists: bool,
 }
 
 impl Tuning {
@@ -185,6 +190,7 @@ impl Tuning {
         flow_windows: true,
         prefault: true,
         match_cache: true,
+        written_lists: true,
     };
     /// Every optimization off: the naive baseline.
     pub const NONE: Tuning = Tuning {
@@ -199,6 +205,7 @@ impl Tuning {
         flow_windows: false,
         prefault: false,
         match_cache: false,
+        written_lists: false,
     };
 }
 

@@ -91,6 +91,12 @@ impl FlowList {
         });
     }
 
+    /// Empties the list, keeping the first chunk's memory.
+    pub(crate) fn clear(&mut self) {
+        self.first.clear();
+        self.more.clear();
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.first.len() + self.more.iter().map(Vec::len).sum::<usize>()
     }

@@ -57,6 +57,11 @@ pub(crate) struct MatchSet {
     /// statistics in the last two epochs, and maybe stale references (see
     /// `flow_list.rs`); a flow idle for longer leaves it until its next write.
     pub(crate) members: FlowList,
+    /// With `Tuning::written_lists`, instead of `members`: per half, the
+    /// flows whose half was first written in its epoch (or moved here
+    /// with that epoch's statistics), each appended once per write that
+    /// reset the half; the sweep of that epoch walks it and empties it.
+    pub(crate) written: [FlowList; 2],
     /// Sorted, distinct.
     pub(crate) triggers: Vec<TriggerId>,
     /// For each trigger (same order as `triggers`) that reads one measure
@@ -185,6 +190,7 @@ impl MatchSet {
             half_words: offset,
             slab: Vec::new(),
             members: FlowList::default(),
+            written: [FlowList::default(), FlowList::default()],
             free: Vec::new(),
             flows: 0,
             queued: NO_EPOCH,
@@ -294,6 +300,17 @@ impl MatchSet {
         let first = self.marked[half] != epoch;
         self.marked[half] = epoch;
         first
+    }
+
+    /// The list the sweep of `half` walks: `written[half]` with
+    /// `Tuning::written_lists`, else `members`.
+    #[inline]
+    pub(crate) fn sweep_list(&mut self, written: bool, half: usize) -> &mut FlowList {
+        if written {
+            &mut self.written[half & 1]
+        } else {
+            &mut self.members
+        }
     }
 
     /// Starts loading every line of the header the sweep reads: up to the

@@ -26,6 +26,7 @@ use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 use crate::blind::BlindSpans;
 use crate::config::{Counters, MonitorConfig, Tuning};
 use crate::dos_filter::DosFilter;
+use crate::flow_list::FlowRef;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::history::History;
 use crate::key::{one_flow_per_group, report_group, tags_of, TagsSeen};
@@ -460,20 +461,32 @@ impl Monitor {
         // A fresh reference: the old set's goes stale.
         let r = self.flows.new_ref(entry);
         let chunked = self.config.tuning.chunked_lists;
-        self.sets[new_set as usize].members.push(r, chunked);
+        let written = self.config.tuning.written_lists;
+        if !written {
+            self.sets[new_set as usize].members.push(r, chunked);
+        }
         // Statistics copied along are swept with the new set: the current
         // epoch's by marking it, those of a sweep in progress (between its
         // steps) by adding it to that sweep. Halves the sweep has gathered
         // already are marked consumed, so none is counted twice.
+        // With written lists, it joins the list of each half it brings.
         let half_now = (self.epoch_seq & 1) as usize;
         if self.sets[new_set as usize].epoch_of(new_block, half_now) == self.epoch_start {
             self.mark_active(new_set, half_now);
+            if written {
+                self.sets[new_set as usize].written[half_now].push(r, chunked);
+            }
         }
         if let Some(s) = self.sweep.as_mut() {
             let set = &mut self.sets[new_set as usize];
-            if set.epoch_of(new_block, s.half) == s.epoch_start && set.queued != s.epoch_start {
-                set.queued = s.epoch_start;
-                s.order.push(new_set);
+            if set.epoch_of(new_block, s.half) == s.epoch_start {
+                if written {
+                    set.written[s.half].push(r, chunked);
+                }
+                if set.queued != s.epoch_start {
+                    set.queued = s.epoch_start;
+                    s.order.push(new_set);
+                }
             }
         }
     }
@@ -866,7 +879,9 @@ impl Monitor {
             if s.mark(half, self.epoch_start) {
                 self.active_sets[half].push(set);
             }
-            if unlisted {
+            if self.config.tuning.written_lists {
+                s.written[half].push(FlowRef { entry: idx, stamp: 0 }, self.config.tuning.chunked_lists);
+            } else if unlisted {
                 self.relist(idx);
             }
         }
@@ -920,7 +935,12 @@ impl Monitor {
         let (set, block) = (e.set, e.block);
         if set != NO_SET && self.sets[set as usize].update_sample(block, half, self.epoch_start, rtt, t) {
             self.mark_active(set, half);
-            self.relist(r);
+            if self.config.tuning.written_lists {
+                let chunked = self.config.tuning.chunked_lists;
+                self.sets[set as usize].written[half].push(FlowRef { entry: r, stamp: 0 }, chunked);
+            } else {
+                self.relist(r);
+            }
         }
     }
 
@@ -1050,9 +1070,12 @@ impl Monitor {
             let e = &mut self.flows.entries[i as usize];
             e.set = set;
             e.block = block;
-            let r = self.flows.new_ref(i);
-            let chunked = self.config.tuning.chunked_lists;
-            self.sets[set as usize].members.push(r, chunked);
+            // With written lists its first packet, next, lists it.
+            if !self.config.tuning.written_lists {
+                let r = self.flows.new_ref(i);
+                let chunked = self.config.tuning.chunked_lists;
+                self.sets[set as usize].members.push(r, chunked);
+            }
         }
     }
 
@@ -1616,11 +1639,15 @@ impl Monitor {
     }
 
     /// Flows listed for a trigger (live or not yet compacted): the lists
-    /// of the sets it is in, which the sweep walks for it.
+    /// of the sets it is in, which the sweep walks for it (with
+    /// `Tuning::written_lists`, both halves' lists of written flows).
     pub fn trigger_flows(&self, id: TriggerId) -> Option<usize> {
         self.triggers.get(id as usize)?.as_ref()?;
         let sets = self.sets.iter().filter(|s| s.position(id).is_some());
-        Some(sets.map(|s| s.members.len()).sum())
+        Some(
+            sets.map(|s| s.members.len() + s.written[0].len() + s.written[1].len())
+                .sum(),
+        )
     }
 }
 

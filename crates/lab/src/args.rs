@@ -203,6 +203,8 @@ Optimizations (--no-opt switches them off; none changes a result):
                   32 MiB of heap the monitor grows into): no page faults
   match-cache     a new flow's matched set is found by the key bits that
                   filters read, before the tuple-space search
+  written-lists   the sweep walks the flows written in the swept epoch,
+                  listed on their first write there, not recent flows
 --ablation measures each: all on, each off in turn, all off, interleaved
 over --rounds rounds; the table (stdout, or stderr with --json) gives each
 one's throughput ratio to all off and all on's ratio to it.";

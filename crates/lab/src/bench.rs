@@ -161,12 +161,14 @@ pub enum Opt {
     Prefault,
     /// A new flow's matched set cached by the key bits filters read (no tuple-space search on a hit).
     MatchCache,
+    /// The sweep walks the flows written in the swept epoch (listed on that first write).
+    WrittenLists,
     /// All of the above.
     All,
 }
 
 impl Opt {
-    const EACH: [Opt; 11] = [
+    const EACH: [Opt; 12] = [
         Opt::BatchPrefetch,
         Opt::HeaderPrefetch,
         Opt::SweepPrefetch,
@@ -178,6 +180,7 @@ impl Opt {
         Opt::FlowWindows,
         Opt::Prefault,
         Opt::MatchCache,
+        Opt::WrittenLists,
     ];
 
     fn name(self) -> &'static str {
@@ -193,6 +196,7 @@ impl Opt {
             Opt::FlowWindows => "flow-windows",
             Opt::Prefault => "prefault",
             Opt::MatchCache => "match-cache",
+            Opt::WrittenLists => "written-lists",
             Opt::All => "all",
         }
     }
@@ -211,6 +215,7 @@ impl Opt {
             Opt::FlowWindows => &mut t.flow_windows,
             Opt::Prefault => &mut t.prefault,
             Opt::MatchCache => &mut t.match_cache,
+            Opt::WrittenLists => &mut t.written_lists,
             Opt::All => return Tuning::NONE,
         };
         *flag = false;

@@ -238,6 +238,7 @@ fn ablation_measures_each_optimization_against_all_on_and_all_off() {
             "no flow-windows",
             "no prefault",
             "no match-cache",
+            "no written-lists",
             "all off"
         ]
     );

@@ -154,17 +154,33 @@ impl Monitor {
     /// and the trigger pointers were once ~40 % of its samples.
     #[inline]
     fn prefetch_sweep(&self, order: &[u32], pos: usize, half: usize) {
+        let written = self.config.tuning.written_lists;
+        let head = |set: &MatchSet| -> *const FlowRef {
+            if written {
+                set.written[half & 1].head().as_ptr()
+            } else {
+                set.members.head().as_ptr()
+            }
+        };
+        let first_two = |set: &MatchSet| -> [Option<FlowRef>; 2] {
+            let h = if written {
+                set.written[half & 1].head()
+            } else {
+                set.members.head()
+            };
+            [h.first().copied(), h.get(1).copied()]
+        };
         let at = |k: usize| order.get(pos + k).and_then(|&s| self.sets.get(s as usize));
         if let Some(set) = at(4) {
             set.prefetch_header();
         }
         if let Some(set) = at(3) {
-            prefetch(set.members.head().as_ptr());
+            prefetch(head(set));
             prefetch(set.triggers.as_ptr());
             prefetch(set.sum_at_ptr());
         }
         if let Some(set) = at(2) {
-            for r in set.members.head().iter().take(2) {
+            for r in first_two(set).into_iter().flatten() {
                 if let Some(e) = self.flows.entries.get(r.entry as usize) {
                     prefetch(e);
                 }
@@ -176,7 +192,7 @@ impl Monitor {
             }
         }
         if let Some(set) = at(1) {
-            for r in set.members.head().iter().take(2) {
+            for r in first_two(set).into_iter().flatten() {
                 if let Some(e) = self.flows.entries.get(r.entry as usize) {
                     set.prefetch(e.block, half);
                 }
@@ -269,7 +285,8 @@ fn gather_set(
     let any_direct_shed = shed_parts.iter().any(|p| p.1);
     let mut direct_shed = 0u64;
     let cost = parts.len().max(1);
-    let mut list = std::mem::take(&mut set.members);
+    let written = tuning.written_lists;
+    let mut list = std::mem::take(set.sweep_list(written, s.half));
     let mut done = true;
     'chunks: while s.chunk < list.chunk_count() {
         let Some(chunk) = list.chunk_mut(s.chunk) else {
@@ -286,7 +303,16 @@ fn gather_set(
             }
             let r = chunk[s.pos];
             let e = &flows.entries[r.entry as usize];
-            if !e.listed_by(r, sid) {
+            if written {
+                // Stale (freed, or moved to another set) or not of this
+                // epoch: skipped; the list is emptied after the visit.
+                // Listed twice (moved away and back): the half's tag, consumed
+                // at the first visit, tells.
+                if !e.live || e.set != sid || e.stats_ts < s.epoch_start {
+                    s.pos += 1;
+                    continue;
+                }
+            } else if !e.listed_by(r, sid) {
                 // Stale reference (flow freed, moved or listed again): compact it away.
                 chunk.swap_remove(s.pos);
                 continue;
@@ -361,10 +387,14 @@ fn gather_set(
         s.chunk += 1;
         s.pos = 0;
     }
-    set.members = list;
     if done {
-        set.members.drop_empty_chunks();
+        if written {
+            list.clear();
+        } else {
+            list.drop_empty_chunks();
+        }
     }
+    *set.sweep_list(written, s.half) = list;
     if s.adapt && flow_epochs > 0 {
         s.loads.push((sid, flow_epochs, packets_seen));
         for p in parts.iter().filter(|p| p.direct) {
