@@ -13,7 +13,7 @@
 
 use clarion_wire::PacketRecord;
 
-use crate::flow_list::FlowList;
+use crate::flow_list::{FlowList, FlowRef};
 use crate::huge_pages;
 use crate::measure::{
     add_sum, common_index, common_values, sum_value, Acc, Arg, Expr, FlowContext, Slot, StatFlags,
@@ -310,6 +310,16 @@ impl MatchSet {
             &mut self.written[half & 1]
         } else {
             &mut self.members
+        }
+    }
+
+    /// The first chunk of the list the sweep of `half` walks (to prefetch it).
+    #[inline]
+    pub(crate) fn sweep_head(&self, written: bool, half: usize) -> &[FlowRef] {
+        if written {
+            self.written[half & 1].head()
+        } else {
+            self.members.head()
         }
     }
 
