@@ -868,7 +868,7 @@ impl Monitor {
         } else {
             cx.wscale = e.wscale;
         }
-        let (set, block, unlisted) = (e.set, e.block, e.unlisted);
+        let (set, block) = (e.set, e.block);
         if set == NO_SET {
             return;
         }
@@ -879,11 +879,23 @@ impl Monitor {
             if s.mark(half, self.epoch_start) {
                 self.active_sets[half].push(set);
             }
-            if self.config.tuning.written_lists {
-                s.written[half].push(FlowRef { entry: idx, stamp: 0 }, self.config.tuning.chunked_lists);
-            } else if unlisted {
-                self.relist(idx);
+            self.list_written(set, idx, half);
+        }
+    }
+
+    /// On a flow's first write in an epoch (its half just reset): with
+    /// written lists, it joins the half's list of its set; else, if the
+    /// sweep dropped it while idle, it rejoins its set's list.
+    #[inline]
+    fn list_written(&mut self, set: u32, idx: u32, half: usize) {
+        if self.config.tuning.written_lists {
+            let chunked = self.config.tuning.chunked_lists;
+            if let Some(s) = self.sets.get_mut(set as usize) {
+                // Stamps are not read in written lists (`sweep.rs`).
+                s.written[half].push(FlowRef { entry: idx, stamp: 0 }, chunked);
             }
+        } else {
+            self.relist(idx);
         }
     }
 
@@ -935,12 +947,7 @@ impl Monitor {
         let (set, block) = (e.set, e.block);
         if set != NO_SET && self.sets[set as usize].update_sample(block, half, self.epoch_start, rtt, t) {
             self.mark_active(set, half);
-            if self.config.tuning.written_lists {
-                let chunked = self.config.tuning.chunked_lists;
-                self.sets[set as usize].written[half].push(FlowRef { entry: r, stamp: 0 }, chunked);
-            } else {
-                self.relist(r);
-            }
+            self.list_written(set, r, half);
         }
     }
 
