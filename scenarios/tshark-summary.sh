@@ -21,9 +21,10 @@
 #     data was acknowledged. median_ns is the lower median (a real sample).
 #     rtt is null when the flow has no sample.
 #   rtt_karn: the same over the ACKs that newly acknowledge no byte sent
-#     more than once (no part of a segment tshark labels a retransmission,
-#     sent before the ACK, lies between the previous highest ACK and this
-#     one): Karn's rule, which the monitor applies and tshark does not
+#     more than once (no part of a segment tshark labels a retransmission
+#     or out-of-order, sent before the ACK, lies between the previous
+#     highest ACK and this one; at a sender-side capture an out-of-order
+#     segment is a resend that came soon after the highest one): Karn's rule, which the monitor applies and tshark does not
 #     (null when none). Sequence numbers are tshark's relative ones.
 # tshark's timestamps carry the capture's precision (nanoseconds for the
 # scenario captures), so the RTTs are exact to the nanosecond.
@@ -79,7 +80,7 @@ for line in sys.stdin:
             f[k] += 1
     if v[7] or v[10]:
         f["retransmission_or_out_of_order"] += 1
-    if v[7] and v[15]:
+    if (v[7] or v[10]) and v[15]:
         resent.setdefault((src, sport, dst, dport), []).append((int(v[15]), int(v[15]) + n))
     data_flow = (dst, dport, src, sport)
     prev = highest.get(data_flow)
