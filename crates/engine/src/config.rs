@@ -153,10 +153,6 @@ pub struct Tuning {
     /// Per-set flow lists grow in chunks of at most 1,024 flows (never
     /// moved once full); off, one vector each, moved as it grows.
     pub chunked_lists: bool,
-    /// A flow idle for two epochs leaves its set's flow list, and rejoins
-    /// it on its next packet, so the sweep walks recently active flows
-    /// only, not every flow the timeout keeps.
-    pub unlist_idle: bool,
     /// Triggers whose window is one epoch, grouped per 5-tuple, with only
     /// aggregates, are tested flow by flow during the gather (no window is
     /// opened, merged and closed for them).
@@ -169,11 +165,6 @@ pub struct Tuning {
     /// A new flow's matched set is looked up by the bits of its key that
     /// any filter reads (`match_cache.rs`) before the tuple-space search.
     pub match_cache: bool,
-    /// The sweep walks, per set, the flows first written in the swept
-    /// epoch (appended to that half's list on the write that resets it),
-    /// not the set's list of flows written in the last two epochs, so it
-    /// reads no idle flow's entry (`monitor/sweep.rs`).
-    pub written_lists: bool,
 }
 
 impl Tuning {
@@ -186,11 +177,9 @@ impl Tuning {
         huge_pages: true,
         active_sweep: true,
         chunked_lists: true,
-        unlist_idle: true,
         flow_windows: true,
         prefault: true,
         match_cache: true,
-        written_lists: true,
     };
     /// Every optimization off: the naive baseline.
     pub const NONE: Tuning = Tuning {
@@ -201,11 +190,9 @@ impl Tuning {
         huge_pages: false,
         active_sweep: false,
         chunked_lists: false,
-        unlist_idle: false,
         flow_windows: false,
         prefault: false,
         match_cache: false,
-        written_lists: false,
     };
 }
 

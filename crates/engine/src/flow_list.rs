@@ -1,27 +1,27 @@
-//! The flow lists the sweep walks: one per match set, naming the set's
-//! recently active member flows (`crate::match_set::MatchSet::members`).
+//! The flow lists the sweep walks: per match set and statistics half, the
+//! member flows that first wrote that half in its epoch
+//! (`crate::match_set::MatchSet::written`).
 //!
 //! The eight or so triggers a flow matches share its set, so one list per
-//! set, not per trigger, names each flow once: a new flow is one append,
-//! not one per trigger, and the sweep reads each flow's entry and
-//! statistics once for all its triggers.
+//! set, not per trigger, names each flow once: a flow's first write in an
+//! epoch is one append, not one per trigger, and the sweep reads each
+//! flow's entry and statistics once for all its triggers.
 
-/// A flow as a list names it: entry number and the entry's listing stamp
-/// when it was listed ([`crate::flow_table::FlowEntry::stamp`]). The
-/// reference is stale once the entry is listed again (anywhere), freed, or
-/// moved to another set ([`crate::flow_table::FlowEntry::listed_by`]).
+/// A flow as a list names it: its entry number. Nothing in the reference
+/// says whether it is still valid: the sweep checks the entry (live, in
+/// this set, written in the swept epoch) and the half's tag, consumed at
+/// the first visit, so a flow listed twice is gathered once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FlowRef {
     pub(crate) entry: u32,
-    pub(crate) stamp: u32,
 }
 
-/// A list of flows in chunks of at most [`CHUNK`]: compact (8 bytes a
-/// flow), appends never move a full chunk, and the sweep compacts a chunk in
-/// place once it has passed it. The first chunk's header is inline (most
-/// sets list a few flows: the sweep reaches them with one pointer less)
-/// and grows by doubling from [`FIRST_CHUNK`]: small lists packed by the
-/// allocator share cache lines and sets, where 8 KiB chunks would collide.
+/// A list of flows in chunks of at most [`CHUNK`]: compact (4 bytes a
+/// flow), appends never move a full chunk. The first chunk's header is
+/// inline (most sets list a few flows: the sweep reaches them with one
+/// pointer less) and grows by doubling from [`FIRST_CHUNK`]: small lists
+/// packed by the allocator share cache lines and sets, where 4 KiB chunks
+/// would collide.
 #[derive(Debug, Default)]
 pub(crate) struct FlowList {
     first: Vec<FlowRef>,
@@ -63,10 +63,10 @@ impl FlowList {
 
     /// Chunk `k` (`0..chunk_count()`).
     #[inline]
-    pub(crate) fn chunk_mut(&mut self, k: usize) -> Option<&mut Vec<FlowRef>> {
+    pub(crate) fn chunk(&self, k: usize) -> Option<&[FlowRef]> {
         match k {
-            0 => Some(&mut self.first),
-            _ => self.more.get_mut(k - 1),
+            0 => Some(&self.first),
+            _ => self.more.get(k - 1).map(Vec::as_slice),
         }
     }
 
@@ -79,16 +79,6 @@ impl FlowList {
     #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &FlowRef> {
         self.first.iter().chain(self.more.iter().flatten())
-    }
-
-    /// Drops emptied chunks after the first (except the last, which takes appends).
-    pub(crate) fn drop_empty_chunks(&mut self) {
-        let n = self.more.len();
-        let mut i = 0;
-        self.more.retain(|c| {
-            i += 1;
-            !c.is_empty() || i == n
-        });
     }
 
     /// Empties the list, keeping the first chunk's memory.
@@ -110,7 +100,7 @@ mod tests {
     fn flow_list_chunks() {
         let mut l = FlowList::default();
         for i in 0..2500 {
-            l.push(FlowRef { entry: i, stamp: 0 }, true);
+            l.push(FlowRef { entry: i }, true);
         }
         assert_eq!(l.chunk_count(), 3);
         assert_eq!(
@@ -118,24 +108,14 @@ mod tests {
             CHUNK,
             "the first chunk fills before another starts"
         );
-        l.chunk_mut(1).unwrap().clear();
-        l.drop_empty_chunks();
-        assert_eq!((l.chunk_count(), l.len()), (2, 1476));
-        // Appends go to the last chunk even when the first has room again.
-        l.chunk_mut(0).unwrap().truncate(10);
-        l.push(
-            FlowRef {
-                entry: 9999,
-                stamp: 0,
-            },
-            true,
-        );
-        assert_eq!(
-            l.iter().last(),
-            Some(&FlowRef {
-                entry: 9999,
-                stamp: 0
-            })
-        );
+        assert_eq!(l.chunk(2).map(<[_]>::len), Some(2500 - 2 * CHUNK));
+        let walked: Vec<u32> = l.iter().map(|r| r.entry).collect();
+        assert_eq!(walked, (0..2500).collect::<Vec<_>>(), "in append order");
+        // Cleared, it keeps the first chunk's memory and fills it again first.
+        l.clear();
+        assert_eq!((l.chunk_count(), l.len()), (1, 0));
+        assert_eq!(l.head().len(), 0);
+        l.push(FlowRef { entry: 7 }, true);
+        assert_eq!(l.head(), &[FlowRef { entry: 7 }]);
     }
 }

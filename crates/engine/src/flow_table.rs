@@ -3,9 +3,10 @@
 //!
 //! Two arrays: `slots`, an open-addressing (linear probing) index holding a
 //! 32-bit hash and an entry number per slot, and `entries`, the entries
-//! themselves. Entry numbers never move while a flow lives, so per-trigger
-//! flow lists can name a flow by `(entry, generation)` with no pointer;
-//! removal shifts slots back (no tombstones) but never entries.
+//! themselves. Entry numbers never move while a flow lives, so the sets'
+//! flow lists name a flow by its entry number and a reverse flow's link by
+//! `(entry, generation)`, with no pointer; removal shifts slots back (no
+//! tombstones) but never entries.
 //!
 //! The table never grows: when `capacity` flows are live, a new flow is
 //! refused and the caller counts it as untracked. The slot array is kept at
@@ -13,7 +14,6 @@
 
 use clarion_wire::FlowKey;
 
-use crate::flow_list::FlowRef;
 use crate::huge_pages;
 use crate::prefetch::prefetch;
 use crate::tcp_state::{TcpStates, NO_TCP};
@@ -33,7 +33,8 @@ pub(crate) struct FlowEntry {
     /// Packet time of the latest write to the flow's statistics (its
     /// packets, and RTT samples its reverse flow's acks give it).
     pub(crate) stats_ts: u64,
-    /// Bumped each time the entry is freed, so stale flow-list references are detected.
+    /// Bumped each time the entry is freed, so a stale link to it (its
+    /// reverse flow's [`FlowEntry::rev`]) is detected.
     pub(crate) gen: u32,
     /// Interned set of matched triggers ([`NO_SET`] when none).
     pub(crate) set: u32,
@@ -48,22 +49,7 @@ pub(crate) struct FlowEntry {
     /// ([`NO_ENTRY`] if it had no entry then), so acknowledgements reach it
     /// without a second lookup per packet.
     pub(crate) rev: (u32, u32),
-    /// Bumped each time the flow is put in a set's list (and kept across
-    /// the entry's reuse): only the reference made then is valid, so a flow
-    /// moved between sets, or back, is never listed twice.
-    pub(crate) stamp: u32,
-    /// Its set's list dropped it while it was idle: it is listed there
-    /// again on its next write (`Tuning::unlist_idle`).
-    pub(crate) unlisted: bool,
     pub(crate) live: bool,
-}
-
-impl FlowEntry {
-    /// True when `r`, found in the list of set `set`, is this flow's valid reference there.
-    #[inline]
-    pub(crate) fn listed_by(&self, r: FlowRef, set: u32) -> bool {
-        self.live && self.stamp == r.stamp && self.set == set
-    }
 }
 
 /// See the module documentation.
@@ -195,19 +181,6 @@ impl FlowTable {
         self.len
     }
 
-    /// A new reference to entry `idx`, for its set's list: every older one
-    /// goes stale (see [`FlowEntry::stamp`]).
-    #[inline]
-    pub(crate) fn new_ref(&mut self, idx: u32) -> FlowRef {
-        let e = &mut self.entries[idx as usize];
-        e.stamp = e.stamp.wrapping_add(1);
-        e.unlisted = false;
-        FlowRef {
-            entry: idx,
-            stamp: e.stamp,
-        }
-    }
-
     /// Finds the entry of `key`, whose [`hash_key`] is `hash`.
     #[inline]
     pub(crate) fn find(&self, key: &FlowKey, hash: u64) -> Option<u32> {
@@ -243,14 +216,12 @@ impl FlowTable {
             wscale: None,
             tcp: NO_TCP,
             rev: (NO_ENTRY, 0),
-            stamp: 0,
-            unlisted: false,
             live: true,
         };
         let idx = match self.free.pop() {
             Some(i) => {
-                let (gen, stamp) = (self.entries[i as usize].gen, self.entries[i as usize].stamp);
-                self.entries[i as usize] = FlowEntry { gen, stamp, ..entry };
+                let gen = self.entries[i as usize].gen;
+                self.entries[i as usize] = FlowEntry { gen, ..entry };
                 i
             }
             None => {

@@ -53,14 +53,11 @@ pub(crate) struct MatchSet {
     /// transmissions (else `is_lost` needs none of that list).
     pub(crate) needs_rtt: bool,
     // Second line: what the sweep reads per set.
-    /// The member flows the sweep walks: every flow of the set that wrote
-    /// statistics in the last two epochs, and maybe stale references (see
-    /// `flow_list.rs`); a flow idle for longer leaves it until its next write.
-    pub(crate) members: FlowList,
-    /// With `Tuning::written_lists`, instead of `members`: per half, the
-    /// flows whose half was first written in its epoch (or moved here
-    /// with that epoch's statistics), each appended once per write that
-    /// reset the half; the sweep of that epoch walks it and empties it.
+    /// The member flows the sweep walks, per half: the flows whose half
+    /// was first written in its epoch (or moved here with that epoch's
+    /// statistics), each appended once per write that reset the half, and
+    /// maybe stale references (see `flow_list.rs`); the sweep of that
+    /// epoch walks it and empties it.
     pub(crate) written: [FlowList; 2],
     /// Sorted, distinct.
     pub(crate) triggers: Vec<TriggerId>,
@@ -189,7 +186,6 @@ impl MatchSet {
             needs_tcp,
             half_words: offset,
             slab: Vec::new(),
-            members: FlowList::default(),
             written: [FlowList::default(), FlowList::default()],
             free: Vec::new(),
             flows: 0,
@@ -302,25 +298,16 @@ impl MatchSet {
         first
     }
 
-    /// The list the sweep of `half` walks: `written[half]` with
-    /// `Tuning::written_lists`, else `members`.
+    /// The list the sweep of `half` walks.
     #[inline]
-    pub(crate) fn sweep_list(&mut self, written: bool, half: usize) -> &mut FlowList {
-        if written {
-            &mut self.written[half & 1]
-        } else {
-            &mut self.members
-        }
+    pub(crate) fn sweep_list(&mut self, half: usize) -> &mut FlowList {
+        &mut self.written[half & 1]
     }
 
     /// The first chunk of the list the sweep of `half` walks (to prefetch it).
     #[inline]
-    pub(crate) fn sweep_head(&self, written: bool, half: usize) -> &[FlowRef] {
-        if written {
-            self.written[half & 1].head()
-        } else {
-            self.members.head()
-        }
+    pub(crate) fn sweep_head(&self, half: usize) -> &[FlowRef] {
+        self.written[half & 1].head()
     }
 
     /// Starts loading every line of the header the sweep reads: up to the

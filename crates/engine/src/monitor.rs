@@ -375,9 +375,10 @@ impl Monitor {
             // Its windows ending by then are handed out already, no later ones.
             self.merge.removed.push((id, self.closed_to));
         }
-        // Every flow of its sets, not only those it lists: a flow idle for
-        // two epochs has left the list, and must not keep statistics or
-        // connection state for it either (as `install`, one scan).
+        // Every flow of its sets, not only those listed (the lists hold the
+        // flows written in the epochs not yet swept): an idle flow must not
+        // keep statistics or connection state for it either (as `install`,
+        // one scan).
         let members: Vec<u32> = self
             .flows
             .entries
@@ -410,7 +411,7 @@ impl Monitor {
     }
 
     /// Moves a flow to the set of `triggers`, keeping the statistics both
-    /// sets share, and lists it there.
+    /// sets share, and lists it there for each epoch it brings.
     fn migrate(&mut self, entry: u32, triggers: Vec<TriggerId>) {
         let to = if triggers.is_empty() {
             NO_SET
@@ -458,31 +459,24 @@ impl Monitor {
         if new_set == NO_SET {
             return;
         }
-        // A fresh reference: the old set's goes stale.
-        let r = self.flows.new_ref(entry);
+        // The old set's references go stale (the entry names another set).
+        let r = FlowRef { entry };
         let chunked = self.config.tuning.chunked_lists;
-        let written = self.config.tuning.written_lists;
-        if !written {
-            self.sets[new_set as usize].members.push(r, chunked);
-        }
         // Statistics copied along are swept with the new set: the current
-        // epoch's by marking it, those of a sweep in progress (between its
-        // steps) by adding it to that sweep. Halves the sweep has gathered
-        // already are marked consumed, so none is counted twice.
-        // With written lists, it joins the list of each half it brings.
+        // epoch's by marking it and listing the flow in that half's list,
+        // those of a sweep in progress (between its steps) by listing it in
+        // the swept half's and adding the set to that sweep. Halves the
+        // sweep has gathered already are marked consumed, so none is
+        // counted twice.
         let half_now = (self.epoch_seq & 1) as usize;
         if self.sets[new_set as usize].epoch_of(new_block, half_now) == self.epoch_start {
             self.mark_active(new_set, half_now);
-            if written {
-                self.sets[new_set as usize].written[half_now].push(r, chunked);
-            }
+            self.sets[new_set as usize].written[half_now].push(r, chunked);
         }
         if let Some(s) = self.sweep.as_mut() {
             let set = &mut self.sets[new_set as usize];
             if set.epoch_of(new_block, s.half) == s.epoch_start {
-                if written {
-                    set.written[s.half].push(r, chunked);
-                }
+                set.written[s.half].push(r, chunked);
                 if set.queued != s.epoch_start {
                     set.queued = s.epoch_start;
                     s.order.push(new_set);
@@ -883,35 +877,13 @@ impl Monitor {
         }
     }
 
-    /// On a flow's first write in an epoch (its half just reset): with
-    /// written lists, it joins the half's list of its set; else, if the
-    /// sweep dropped it while idle, it rejoins its set's list.
+    /// On a flow's first write in an epoch (its half just reset): it joins
+    /// the half's list of its set, which that epoch's sweep walks.
     #[inline]
     fn list_written(&mut self, set: u32, idx: u32, half: usize) {
-        if self.config.tuning.written_lists {
-            let chunked = self.config.tuning.chunked_lists;
-            if let Some(s) = self.sets.get_mut(set as usize) {
-                // Stamps are not read in written lists (`sweep.rs`).
-                s.written[half].push(FlowRef { entry: idx, stamp: 0 }, chunked);
-            }
-        } else {
-            self.relist(idx);
-        }
-    }
-
-    /// Puts a flow back in its set's list if the sweep dropped it while it
-    /// was idle (see `sweep.rs`); called on its first write in an epoch.
-    #[inline]
-    fn relist(&mut self, idx: u32) {
-        let e = &self.flows.entries[idx as usize];
-        if !e.unlisted {
-            return;
-        }
-        let set = e.set;
-        let r = self.flows.new_ref(idx);
         let chunked = self.config.tuning.chunked_lists;
         if let Some(s) = self.sets.get_mut(set as usize) {
-            s.members.push(r, chunked);
+            s.written[half].push(FlowRef { entry: idx }, chunked);
         }
     }
 
@@ -1077,12 +1049,7 @@ impl Monitor {
             let e = &mut self.flows.entries[i as usize];
             e.set = set;
             e.block = block;
-            // With written lists its first packet, next, lists it.
-            if !self.config.tuning.written_lists {
-                let r = self.flows.new_ref(i);
-                let chunked = self.config.tuning.chunked_lists;
-                self.sets[set as usize].members.push(r, chunked);
-            }
+            // Its first packet, next, lists it (`list_written`).
         }
     }
 
@@ -1645,16 +1612,13 @@ impl Monitor {
         })
     }
 
-    /// Flows listed for a trigger (live or not yet compacted): the lists
-    /// of the sets it is in, which the sweep walks for it (with
-    /// `Tuning::written_lists`, both halves' lists of written flows).
+    /// Flows listed for a trigger (valid or stale): both halves' lists of
+    /// the sets it is in, the flows written in the epochs not yet swept,
+    /// which the sweep walks for it.
     pub fn trigger_flows(&self, id: TriggerId) -> Option<usize> {
         self.triggers.get(id as usize)?.as_ref()?;
         let sets = self.sets.iter().filter(|s| s.position(id).is_some());
-        Some(
-            sets.map(|s| s.members.len() + s.written[0].len() + s.written[1].len())
-                .sum(),
-        )
+        Some(sets.map(|s| s.written[0].len() + s.written[1].len()).sum())
     }
 }
 

@@ -194,17 +194,13 @@ Optimizations (--no-opt switches them off; none changes a result):
   last-flow       a packet of the previous packet's flow skips the lookup
   huge-pages      transparent huge pages for flow table, statistics, triggers
   active-sweep    sweep only triggers whose flows had packets in the epoch
-  chunked-lists   per-trigger flow lists in chunks, not one growing vector
-  unlist-idle     flows idle for two epochs leave trigger lists until
-                  their next packet, so sweeps walk active flows only
+  chunked-lists   per-set flow lists in chunks, not one growing vector
   flow-windows    one-epoch per-5-tuple windows with only aggregates are
                   tested flow by flow in the gather, with no window kept
   prefault        memory committed before traffic (the flow table, and
                   32 MiB of heap the monitor grows into): no page faults
   match-cache     a new flow's matched set is found by the key bits that
                   filters read, before the tuple-space search
-  written-lists   the sweep walks the flows written in the swept epoch,
-                  listed on their first write there, not recent flows
 --ablation measures each: all on, each off in turn, all off, interleaved
 over --rounds rounds; the table (stdout, or stderr with --json) gives each
 one's throughput ratio to all off and all on's ratio to it.";

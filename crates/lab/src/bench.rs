@@ -150,10 +150,8 @@ pub enum Opt {
     HugePages,
     /// Sweep only the triggers whose flows had packets in the epoch.
     ActiveSweep,
-    /// Per-trigger flow lists in chunks (else one growing vector).
+    /// Per-set flow lists in chunks (else one growing vector).
     ChunkedLists,
-    /// Idle flows leave trigger lists until their next packet.
-    UnlistIdle,
     /// One-epoch per-5-tuple windows tested flow by flow in the gather.
     FlowWindows,
     /// Memory committed before traffic: the flow table and the heap the
@@ -161,14 +159,12 @@ pub enum Opt {
     Prefault,
     /// A new flow's matched set cached by the key bits filters read (no tuple-space search on a hit).
     MatchCache,
-    /// The sweep walks the flows written in the swept epoch (listed on that first write).
-    WrittenLists,
     /// All of the above.
     All,
 }
 
 impl Opt {
-    const EACH: [Opt; 12] = [
+    const EACH: [Opt; 10] = [
         Opt::BatchPrefetch,
         Opt::HeaderPrefetch,
         Opt::SweepPrefetch,
@@ -176,11 +172,9 @@ impl Opt {
         Opt::HugePages,
         Opt::ActiveSweep,
         Opt::ChunkedLists,
-        Opt::UnlistIdle,
         Opt::FlowWindows,
         Opt::Prefault,
         Opt::MatchCache,
-        Opt::WrittenLists,
     ];
 
     fn name(self) -> &'static str {
@@ -192,11 +186,9 @@ impl Opt {
             Opt::HugePages => "huge-pages",
             Opt::ActiveSweep => "active-sweep",
             Opt::ChunkedLists => "chunked-lists",
-            Opt::UnlistIdle => "unlist-idle",
             Opt::FlowWindows => "flow-windows",
             Opt::Prefault => "prefault",
             Opt::MatchCache => "match-cache",
-            Opt::WrittenLists => "written-lists",
             Opt::All => "all",
         }
     }
@@ -211,11 +203,9 @@ impl Opt {
             Opt::HugePages => &mut t.huge_pages,
             Opt::ActiveSweep => &mut t.active_sweep,
             Opt::ChunkedLists => &mut t.chunked_lists,
-            Opt::UnlistIdle => &mut t.unlist_idle,
             Opt::FlowWindows => &mut t.flow_windows,
             Opt::Prefault => &mut t.prefault,
             Opt::MatchCache => &mut t.match_cache,
-            Opt::WrittenLists => &mut t.written_lists,
             Opt::All => return Tuning::NONE,
         };
         *flag = false;

@@ -234,11 +234,9 @@ fn ablation_measures_each_optimization_against_all_on_and_all_off() {
             "no huge-pages",
             "no active-sweep",
             "no chunked-lists",
-            "no unlist-idle",
             "no flow-windows",
             "no prefault",
             "no match-cache",
-            "no written-lists",
             "all off"
         ]
     );

@@ -5,11 +5,12 @@
 //! workload's eight a flow) all read the same flows and the same
 //! statistics halves, so walking the set's list reads each flow's
 //! entry and half once and hands them to every trigger of the set in
-//! turn. With `Tuning::written_lists` that list is the swept half's: the
-//! flows first written in the epoch, each listed on the write that reset
-//! its half (or on moving to the set with the epoch's statistics), so no
-//! visit reads an idle flow; a 1 M-flow sweep took 72 ms with the set's
-//! list of flows written in the last two epochs, 39 ms with these. A trigger in several active sets is reached from each; results
+//! turn. That list is the swept half's: the flows first written in the
+//! epoch, each listed on the write that reset its half (or on moving to
+//! the set with the epoch's statistics), so no visit reads an idle flow;
+//! a 1 M-flow sweep took 72 ms with one list a set of the flows written
+//! in the last two epochs, 39 ms with these (docs/performance.md). A
+//! trigger in several active sets is reached from each; results
 //! never depend on the order (accumulators are integer sums, minima,
 //! maxima and latest values; a window's groups and the reports are sorted
 //! where order shows).
@@ -158,18 +159,17 @@ impl Monitor {
     /// and the trigger pointers were once ~40 % of its samples.
     #[inline]
     fn prefetch_sweep(&self, order: &[u32], pos: usize, half: usize) {
-        let written = self.config.tuning.written_lists;
         let at = |k: usize| order.get(pos + k).and_then(|&s| self.sets.get(s as usize));
         if let Some(set) = at(4) {
             set.prefetch_header();
         }
         if let Some(set) = at(3) {
-            prefetch(set.sweep_head(written, half).as_ptr());
+            prefetch(set.sweep_head(half).as_ptr());
             prefetch(set.triggers.as_ptr());
             prefetch(set.sum_at_ptr());
         }
         if let Some(set) = at(2) {
-            for r in set.sweep_head(written, half).iter().take(2) {
+            for r in set.sweep_head(half).iter().take(2) {
                 if let Some(e) = self.flows.entries.get(r.entry as usize) {
                     prefetch(e);
                 }
@@ -181,7 +181,7 @@ impl Monitor {
             }
         }
         if let Some(set) = at(1) {
-            for r in set.sweep_head(written, half).iter().take(2) {
+            for r in set.sweep_head(half).iter().take(2) {
                 if let Some(e) = self.flows.entries.get(r.entry as usize) {
                     set.prefetch(e.block, half);
                 }
@@ -199,11 +199,8 @@ struct Triggers<'a> {
 
 /// Gathers one set's flows for the sweep's epoch into its triggers; false
 /// when the budget (flow visits, each counted once per trigger of the set)
-/// ran out. With `tuning.written_lists` it walks the swept half's list of
-/// written flows and empties it once walked. Otherwise it walks the set's
-/// list of recent flows and, with `tuning.unlist_idle`, flows idle for
-/// this epoch and the one before leave it (marked in their entry, to
-/// rejoin it on their next write; see `Monitor::relist`).
+/// ran out. It walks the swept half's list of written flows and empties
+/// it once walked.
 ///
 /// With `tuning.flow_windows`, a trigger whose window is this one epoch
 /// and whose groups are single flows is tested flow by flow, here: each
@@ -228,7 +225,6 @@ fn gather_set(
         return true;
     };
     let epoch_len = s.epoch_end - s.epoch_start;
-    let idle_before = s.epoch_start.saturating_sub(epoch_len);
     let aligned = s.epoch_start.is_multiple_of(epoch_len);
     // Whether trigger `tid` takes part in this sweep (`None`: installed
     // during the epoch, not due yet, or ended), and if so whether it is
@@ -276,11 +272,10 @@ fn gather_set(
     let any_direct_shed = shed_parts.iter().any(|p| p.1);
     let mut direct_shed = 0u64;
     let cost = parts.len().max(1);
-    let written = tuning.written_lists;
-    let mut list = std::mem::take(set.sweep_list(written, s.half));
+    let mut list = std::mem::take(set.sweep_list(s.half));
     let mut done = true;
     'chunks: while s.chunk < list.chunk_count() {
-        let Some(chunk) = list.chunk_mut(s.chunk) else {
+        let Some(chunk) = list.chunk(s.chunk) else {
             break;
         };
         while s.pos < chunk.len() {
@@ -294,30 +289,13 @@ fn gather_set(
             }
             let r = chunk[s.pos];
             let e = &flows.entries[r.entry as usize];
-            if written {
-                // Stale (freed, or moved to another set) or not of this
-                // epoch: skipped; the list is emptied after the visit.
-                // Listed twice (moved away and back): the half's tag, consumed
-                // at the first visit, tells.
-                if !e.live || e.set != sid || e.stats_ts < s.epoch_start {
-                    s.pos += 1;
-                    continue;
-                }
-            } else if !e.listed_by(r, sid) {
-                // Stale reference (flow freed, moved or listed again): compact it away.
-                chunk.swap_remove(s.pos);
-                continue;
-            }
-            if e.stats_ts < s.epoch_start {
-                // Idle this epoch: skip before touching its statistics.
-                // Idle for two, it leaves the list (its data were all
-                // gathered in earlier epochs) until its next write.
-                if tuning.unlist_idle && e.stats_ts < idle_before {
-                    flows.entries[r.entry as usize].unlisted = true;
-                    chunk.swap_remove(s.pos);
-                } else {
-                    s.pos += 1;
-                }
+            // Stale (freed, or moved to another set): skipped before its
+            // statistics are touched; the list is emptied after the visit.
+            // Listed twice (moved away and back, or freed and its entry
+            // reused in this set): the half's tag, consumed at the first
+            // visit, tells.
+            if !e.live || e.set != sid {
+                s.pos += 1;
                 continue;
             }
             let block = e.block;
@@ -379,13 +357,9 @@ fn gather_set(
         s.pos = 0;
     }
     if done {
-        if written {
-            list.clear();
-        } else {
-            list.drop_empty_chunks();
-        }
+        list.clear();
     }
-    *set.sweep_list(written, s.half) = list;
+    *set.sweep_list(s.half) = list;
     if s.adapt && flow_epochs > 0 {
         s.loads.push((sid, flow_epochs, packets_seen));
         for p in parts.iter().filter(|p| p.direct) {
@@ -413,15 +387,14 @@ const STATS_AHEAD: usize = LIST_AHEAD / 2;
 /// Within one set's list, at visit `pos`: starts loading the entry
 /// [`LIST_AHEAD`] flows on, and the swept half of the flow
 /// [`STATS_AHEAD`] on if it had packets in the epoch (its entry was
-/// requested `STATS_AHEAD` visits ago). Order changes by `swap_remove`
-/// only cost a late line, never a wrong result.
+/// requested `STATS_AHEAD` visits ago).
 #[inline]
 fn prefetch_list(flows: &FlowTable, set: &MatchSet, chunk: &[FlowRef], pos: usize, half: usize, epoch: u64) {
     if let Some(e) = chunk
         .get(pos + LIST_AHEAD)
         .and_then(|r| flows.entries.get(r.entry as usize))
     {
-        // An entry (96 bytes) is not line-aligned: its first and last lines.
+        // An entry (88 bytes) is not line-aligned: its first and last lines.
         let p: *const FlowEntry = e;
         prefetch(p);
         prefetch(p.wrapping_add(1).cast::<u8>().wrapping_sub(1));

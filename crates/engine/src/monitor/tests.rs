@@ -720,16 +720,9 @@ fn dos_threshold_rises_by_itself_when_sweeps_do_not_finish() {
 }
 
 #[test]
-fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
+fn lists_hold_the_flows_written_since_the_last_sweep_and_a_removal_moves_each_once() {
     let never = || gt(agg(AggFunc::Sum, BaseVar::Packets), 1e9);
-    // The members lists this test is about (written lists list no idle flow).
-    let mut m = Monitor::new(MonitorConfig {
-        tuning: Tuning {
-            written_lists: false,
-            ..Tuning::ALL
-        },
-        ..polled()
-    });
+    let mut m = Monitor::new(polled());
     // A sees flows F and H; C sees F, G and H. F and H share the set {A, C}, G is in {C}.
     let mut a = event("a", never(), Granularity::FIVE_TUPLE, 10);
     a.filters = vec![Filter {
@@ -752,12 +745,12 @@ fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
     for p in &quiet_f {
         m.process(p, &mut out);
     }
-    // Swept epoch 2 (H kept {A, C} active): F was idle for two epochs and
-    // left the set's list, which both A and C read.
+    // Swept epoch 2: the lists hold epoch 3's flows, G and H, not F, idle
+    // since epoch 0 (A reads H's set, C both sets).
     assert_eq!(m.trigger_flows(c), Some(2));
     assert_eq!(m.trigger_flows(a), Some(1));
-    // Removing A moves F and H to the set {C}: F, unlisted, must be listed
-    // there (and H once, not twice).
+    // Removing A moves F and H to the set {C}: H with epoch 3's statistics
+    // (listed there for it), F with none; F's next packet lists it.
     m.remove(a).unwrap();
     for p in [f(T0 + 32 * MS), g(T0 + 32 * MS), h(T0 + 32 * MS), g(T0 + 41 * MS)] {
         m.process(&p, &mut out);
@@ -766,23 +759,6 @@ fn idle_flows_leave_trigger_lists_and_rejoin_on_their_next_packet() {
     assert_eq!(w.groups.len(), 3, "F, G and H: {w:?}");
     let packets: Vec<f64> = w.groups.iter().map(|(_, v)| v[0]).collect();
     assert_eq!(packets, [1.0, 2.0, 2.0], "each flow's packets once: {w:?}");
-
-    // Off, nothing leaves the lists.
-    let mut m = Monitor::new(MonitorConfig {
-        tuning: Tuning {
-            unlist_idle: false,
-            written_lists: false,
-            ..Tuning::ALL
-        },
-        ..MonitorConfig::default()
-    });
-    let c = m
-        .install(event("c", never(), Granularity::FIVE_TUPLE, 10))
-        .unwrap();
-    for p in &quiet_f {
-        m.process(p, &mut out);
-    }
-    assert_eq!(m.trigger_flows(c), Some(3), "F stays listed with G and H");
 }
 
 #[test]
