@@ -155,10 +155,13 @@ try {
     lis.map((li) => ({ event: li.dataset.event, start: li.dataset.start, group: JSON.parse(li.dataset.group), values: JSON.parse(li.dataset.values) })),
   );
 
-  // Remove it: two clicks (the first only arms the button).
+  // Remove it: two clicks (the first only arms the button), with a poll
+  // of the events (every 2 s), which renders the rows anew, between them.
   const remove = page.locator(`#events tr[data-event="${name}"] button[data-remove]`);
   await remove.click();
   check((await page.locator(`#events tr[data-event="${name}"]`).count()) === 1, "one click removes nothing");
+  await page.waitForTimeout(2500);
+  check((await remove.textContent()) === "Confirm removal", `after a poll the button reads ${JSON.stringify(await remove.textContent())}`);
   await remove.click();
   await page.locator(`#events tr[data-event="${name}"]`).waitFor({ state: "detached" });
 

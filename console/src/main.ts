@@ -144,13 +144,25 @@ function everyText(ns: number): string {
   return `${ns / 1e3}us`;
 }
 
+/** Events whose Remove button was clicked once, until confirmed or 4 s
+ *  passed: kept apart from the rows, which every poll renders anew, so a
+ *  poll between the two clicks does not disarm the button. */
+const armed = new Map<string, number>();
+
+function removeButton(name: string): HTMLButtonElement {
+  const on = armed.has(name);
+  const b = h("button", { type: "button", class: "danger", "data-remove": name }, on ? "Confirm removal" : "Remove");
+  if (on) b.dataset.armed = "1";
+  b.addEventListener("click", () => void removeEvent(name, b));
+  return b;
+}
+
 function showEvents(list: EventInfo[]): void {
   events = list;
   const body = $("events").querySelector("tbody") as HTMLTableSectionElement;
   body.replaceChildren(
     ...list.map((e) => {
-      const remove = h("button", { type: "button", class: "danger", "data-remove": e.name }, "Remove");
-      remove.addEventListener("click", () => void removeEvent(e.name, remove));
+      const remove = removeButton(e.name);
       const name = h("td", {}, h("code", {}, e.name));
       name.title = e.source;
       return h(
@@ -170,15 +182,26 @@ function showEvents(list: EventInfo[]): void {
 
 async function removeEvent(name: string, button: HTMLButtonElement): Promise<void> {
   // Two clicks: a slip of the mouse must not remove an event.
-  if (button.dataset.armed !== "1") {
+  if (!armed.has(name)) {
     button.dataset.armed = "1";
     button.textContent = "Confirm removal";
-    setTimeout(() => {
-      button.dataset.armed = "";
-      button.textContent = "Remove";
-    }, 4000);
+    armed.set(
+      name,
+      window.setTimeout(() => {
+        armed.delete(name);
+        // The row may have been rendered again since: disarm the one shown.
+        for (const b of document.querySelectorAll<HTMLButtonElement>("#events button[data-remove]")) {
+          if (b.dataset.remove === name) {
+            b.dataset.armed = "";
+            b.textContent = "Remove";
+          }
+        }
+      }, 4000),
+    );
     return;
   }
+  clearTimeout(armed.get(name));
+  armed.delete(name);
   try {
     const r = await api("DELETE", `/v1/events/${encodeURIComponent(name)}`);
     if (!r.ok) setStatus(`Could not remove ${name}: ${await errorText(r)}`, true);
