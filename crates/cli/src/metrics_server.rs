@@ -73,7 +73,12 @@ pub fn serve(
     std::thread::Builder::new()
         .name("clarion-metrics".into())
         .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_io().build() {
+            // Time too: the connections' header and idle timeouts.
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("clarion: warning: metrics endpoint not started: {e}");
@@ -81,8 +86,14 @@ pub fn serve(
                 }
             };
             rt.block_on(async move {
+                if let Err(e) = clarion_http_serve::raise_open_file_limit() {
+                    eprintln!(
+                        "clarion: warning: cannot raise the open-file limit for the metrics endpoint: {e}"
+                    );
+                }
+                let limits = clarion_http_serve::Limits::default();
                 let served = match tokio::net::TcpListener::from_std(std_listener) {
-                    Ok(l) => axum::serve(l, app).await,
+                    Ok(l) => clarion_http_serve::serve(l, app, limits, Arc::default()).await,
                     Err(e) => Err(e),
                 };
                 if let Err(e) = served {

@@ -165,7 +165,47 @@ fn precheck(source: String) -> Result<String, ControlError> {
     Ok(source)
 }
 
+/// A name in a path or body (an event, policy or app) is checked before
+/// anything is asked of the loop: names are what the language allows
+/// (`clarion_lang::MAX_NAME_LEN` ASCII letters, digits and `_`), so an
+/// over-long one is refused with its length, never echoed back.
+fn named(name: &str) -> Result<(), ControlError> {
+    let max = clarion_lang::MAX_NAME_LEN;
+    if name.len() > max {
+        return Err(ControlError::Invalid(format!(
+            "a name is at most {max} characters (ASCII letters, digits and `_`); this one has {}",
+            name.chars().count()
+        )));
+    }
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(ControlError::Invalid(format!(
+            "{name:?} is not a name: names are ASCII letters, digits and `_`"
+        )));
+    }
+    Ok(())
+}
+
+/// The most a drill-down instance's narrowing (`[src_ip=…/128,dst_port=…]`,
+/// see `clarion-drilldown`) adds to its event's name.
+const MAX_NARROWING_LEN: usize = 256;
+
+/// [`named`] for an event: an installed event's name, or a drill-down
+/// instance's (`EVENT[field=value,...]`).
+fn named_event(name: &str) -> Result<(), ControlError> {
+    let (base, narrowing) = name.split_at(name.find('[').unwrap_or(name.len()));
+    if narrowing.len() > MAX_NARROWING_LEN || !narrowing.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ControlError::Invalid(format!(
+            "an instance's narrowing is at most {MAX_NARROWING_LEN} printable ASCII characters; this one has {}",
+            narrowing.chars().count()
+        )));
+    }
+    named(base)
+}
+
 async fn show(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    if let Err(e) = named_event(&name) {
+        return e.into_response();
+    }
     match ask(&h, |reply| Command::Show { name, reply }).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => e.into_response(),
@@ -173,6 +213,9 @@ async fn show(State(h): State<ControlHandle>, Path(name): Path<String>) -> Respo
 }
 
 async fn remove(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    if let Err(e) = named_event(&name) {
+        return e.into_response();
+    }
     match ask(&h, |reply| Command::Remove { name, reply }).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => e.into_response(),
@@ -201,6 +244,9 @@ async fn add_app(State(h): State<ControlHandle>, body: Bytes) -> Response {
                 .into_response()
         }
     };
+    if let Err(e) = named(&name) {
+        return e.into_response();
+    }
     match ask(&h, |reply| Command::AddApp { name, reply }).await {
         Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
         Err(e) => e.into_response(),
@@ -208,6 +254,9 @@ async fn add_app(State(h): State<ControlHandle>, body: Bytes) -> Response {
 }
 
 async fn show_app(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    if let Err(e) = named(&name) {
+        return e.into_response();
+    }
     match ask(&h, |reply| Command::ShowApp { name, reply }).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => e.into_response(),
@@ -215,6 +264,9 @@ async fn show_app(State(h): State<ControlHandle>, Path(name): Path<String>) -> R
 }
 
 async fn remove_app(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    if let Err(e) = named(&name) {
+        return e.into_response();
+    }
     match ask(&h, |reply| Command::RemoveApp { name, reply }).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => e.into_response(),
@@ -261,6 +313,9 @@ fn precheck_exports(source: String) -> Result<String, ControlError> {
 }
 
 async fn show_export(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    if let Err(e) = named(&name) {
+        return e.into_response();
+    }
     match ask(&h, |reply| Command::Exports(ExportsCommand::Show { name, reply })).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => e.into_response(),
@@ -268,6 +323,9 @@ async fn show_export(State(h): State<ControlHandle>, Path(name): Path<String>) -
 }
 
 async fn remove_export(State(h): State<ControlHandle>, Path(name): Path<String>) -> Response {
+    if let Err(e) = named(&name) {
+        return e.into_response();
+    }
     match ask(&h, |reply| {
         Command::Exports(ExportsCommand::Remove { name, reply })
     })
@@ -424,8 +482,15 @@ pub fn spawn(listener: std::net::TcpListener, h: ControlHandle) -> std::io::Resu
                 }
             };
             rt.block_on(async move {
+                // Header and idle timeouts, a bound on connections
+                // (`clarion-http-serve`): a slow client cannot hold the API.
+                if let Err(e) = clarion_http_serve::raise_open_file_limit() {
+                    eprintln!("clarion: warning: cannot raise the open-file limit for the control API: {e}");
+                }
+                let limits = clarion_http_serve::Limits::default();
+                let counts = std::sync::Arc::default();
                 let served = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(l) => axum::serve(l, app).await,
+                    Ok(l) => clarion_http_serve::serve(l, app, limits, counts).await,
                     Err(e) => Err(e),
                 };
                 if let Err(e) = served {
@@ -462,6 +527,58 @@ mod tests {
         let mut text = String::new();
         let _ = s.read_to_string(&mut text);
         text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    }
+
+    /// Status and body of one raw request.
+    fn answer(addr: SocketAddr, head: &str, body: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(addr).expect("connects");
+        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        write!(
+            s,
+            "{head}Host: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("sent");
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+        (code, body)
+    }
+
+    #[test]
+    fn names_over_the_limit_or_outside_the_alphabet_are_refused_at_the_door() {
+        // Nobody answers the commands: a request that got past the check would time out.
+        let (addr, _commands) = serve(None);
+        let long = "a".repeat(5_000);
+        for (method, path, body) in [
+            ("GET", format!("/v1/events/{long}"), String::new()),
+            ("DELETE", format!("/v1/events/{long}"), String::new()),
+            ("GET", format!("/v1/events/e[{}]", "x".repeat(300)), String::new()),
+            ("GET", format!("/v1/exports/{long}"), String::new()),
+            ("DELETE", format!("/v1/exports/{long}"), String::new()),
+            ("GET", format!("/v1/apps/{long}"), String::new()),
+            ("DELETE", format!("/v1/apps/{long}"), String::new()),
+            (
+                "POST",
+                "/v1/apps".to_string(),
+                format!("{{\"name\": \"{long}\"}}"),
+            ),
+            (
+                "POST",
+                "/v1/apps".to_string(),
+                "{\"name\": \"a/../b\"}".to_string(),
+            ),
+            ("GET", "/v1/exports/%0Aname".to_string(), String::new()),
+        ] {
+            let (code, text) = answer(addr, &format!("{method} {path} HTTP/1.1\r\n"), &body);
+            assert_eq!(code, 400, "{method} {}: {text}", &path[..path.len().min(40)]);
+            assert!(text.len() < 300 && !text.contains(&"a".repeat(100)), "{text}");
+            assert!(text.contains("name") || text.contains("narrowing"), "{text}");
+        }
+        // The longest name allowed gets past the check (and waits for the loop).
+        let max = "a".repeat(clarion_lang::MAX_NAME_LEN);
+        assert!(named(&max).is_ok() && named_event(&format!("{max}[dst_ip=10.0.0.0/8,proto=tcp]")).is_ok());
     }
 
     #[test]

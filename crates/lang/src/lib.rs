@@ -42,7 +42,7 @@ mod suggest;
 mod token;
 
 pub use error::{codes, Diagnostic, Diagnostics, Label, MAX_RENDERED};
-pub use parser::MAX_DEPTH;
+pub use parser::{MAX_DEPTH, MAX_NAME_LEN};
 
 /// The text of an events file read as bytes. A leading byte-order mark
 /// is kept (the lexer skips it, so spans stay offsets into the file).

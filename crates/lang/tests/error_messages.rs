@@ -647,3 +647,38 @@ fn duplicate_priority() {
 "#,
     );
 }
+
+#[test]
+fn names_longer_than_64_characters() {
+    let long = "a".repeat(65);
+    assert_renders(
+        &format!("event {long}\n  when sum(volume) > 1KB\n"),
+        r#"
+[E0208] Error: the name of an event is 65 characters long; at most 64 are allowed
+   ╭─[ rack.clarion:1:7 ]
+   │
+ 1 │ event aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+   │       ────────────────────────────────┬────────────────────────────────
+   │                                       ╰────────────────────────────────── this name
+   │
+   │ Help: names become file names and labels: shorten it
+───╯
+"#,
+    );
+    // 64 is allowed; a policy's name is held to the same; a huge one is
+    // refused with its length, not echoed in the message.
+    assert!(check(&format!("event {}\n  when sum(volume) > 1KB\n", "a".repeat(64))).is_ok());
+    let policy = clarion_lang::check_exports(&format!("export {long}\n  send headers to 127.0.0.1:4739\n"))
+        .expect_err("refused");
+    assert_eq!(policy.0[0].code, "E0208", "{policy:?}");
+    assert!(
+        policy.0[0].message.contains("export policy is 65 characters"),
+        "{policy:?}"
+    );
+    let huge = check(&format!(
+        "event {}\n  when sum(volume) > 1KB\n",
+        "b".repeat(500_000)
+    ))
+    .expect_err("refused");
+    assert!(huge.0[0].message.len() < 100, "{}", huge.0[0].message);
+}

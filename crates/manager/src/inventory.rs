@@ -127,6 +127,27 @@ fn parse_prefix(word: &str) -> Result<IpPrefix, String> {
     Ok(IpPrefix { addr, len })
 }
 
+/// The longest host name, in characters: a DNS label's. Host names are
+/// ASCII letters, digits, `-` and `_`: each is one token of the NATS
+/// subjects of its host (`clarion.host.NAME.poll`), a file and metric label.
+pub const MAX_HOST_NAME_LEN: usize = 63;
+
+/// What is wrong with `name` as a host name, if anything (it is not
+/// repeated when over-long).
+pub fn host_name_problem(name: &str) -> Option<String> {
+    if name.len() > MAX_HOST_NAME_LEN {
+        return Some(format!(
+            "a host name is at most {MAX_HOST_NAME_LEN} characters; this one has {}",
+            name.chars().count()
+        ));
+    }
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    (!ok).then(|| format!("`{name}` cannot be a host name: use letters, digits, `-` and `_` only"))
+}
+
 impl Inventory {
     /// Reads the file format of the module documentation.
     pub fn parse(text: &str) -> Result<Inventory, ManagerError> {
@@ -137,6 +158,9 @@ impl Inventory {
             let mut words = line.split_whitespace();
             let Some(name) = words.next() else { continue };
             let err = |why: String| ManagerError::Inventory { line: i + 1, why };
+            if let Some(why) = host_name_problem(name) {
+                return Err(err(why));
+            }
             if by_name.contains_key(name) {
                 return Err(err(format!("host `{name}` is listed twice")));
             }
@@ -255,6 +279,14 @@ mod tests {
         assert!(e("a ten").contains("not an address prefix"));
         assert!(e("a").contains("owns no prefix"));
         assert!(e("# nothing\n").contains("lists no host"));
+        assert_eq!(
+            e("web.1 10.0.0.0/24"),
+            "inventory line 1: `web.1` cannot be a host name: use letters, digits, `-` and `_` only"
+        );
+        assert_eq!(
+            e(&format!("{} 10.0.0.0/24", "h".repeat(64))),
+            "inventory line 1: a host name is at most 63 characters; this one has 64"
+        );
     }
 
     #[test]

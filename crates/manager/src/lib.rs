@@ -31,7 +31,7 @@ pub mod split;
 
 pub use drill::{DrillAction, Instance};
 pub use error::ManagerError;
-pub use inventory::{Host, Inventory};
+pub use inventory::{host_name_problem, Host, Inventory, MAX_HOST_NAME_LEN};
 pub use manager::{Decision, EventId, HostId, Manager, NetworkEvent, Poll, NETWORK_WORKER};
 pub use manager_loop::{Effect, LoopCounters, ManagerLoop};
 pub use split::{split, Combine, Split};

@@ -8,7 +8,8 @@ pub enum NatsError {
     Nats(String),
     #[error("a message on {subject} is not a valid Clarion message: {message}")]
     Decode { subject: String, message: String },
-    #[error("`{0}` cannot be a host name on the bus: use letters, digits, `-` and `_` only")]
+    /// Why the name cannot be a host's on the bus.
+    #[error("{0}")]
     HostName(String),
     #[error("no manager answered on clarion.register within {0:?}; start `clarion manager` on the same NATS server, or raise --register-timeout")]
     NoManager(std::time::Duration),

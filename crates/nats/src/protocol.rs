@@ -59,16 +59,12 @@ pub fn poll(host: &str) -> String {
     format!("clarion.host.{host}.poll")
 }
 
-/// A host name travels inside subjects, so it must be one subject token.
+/// A host name travels inside subjects, so it must be one subject token
+/// ([`clarion_manager::host_name_problem`]).
 pub fn check_host_name(host: &str) -> Result<(), NatsError> {
-    let ok = !host.is_empty()
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(NatsError::HostName(host.to_string()))
+    match clarion_manager::host_name_problem(host) {
+        None => Ok(()),
+        Some(why) => Err(NatsError::HostName(why)),
     }
 }
 
@@ -229,6 +225,11 @@ mod tests {
         for bad in ["", "a.b", "a b", "a*", ">"] {
             assert!(check_host_name(bad).is_err(), "{bad:?}");
         }
+        assert!(check_host_name(&"h".repeat(63)).is_ok());
+        let long = check_host_name(&"h".repeat(100_000))
+            .expect_err("too long")
+            .to_string();
+        assert_eq!(long, "a host name is at most 63 characters; this one has 100000");
     }
 
     #[test]

@@ -91,6 +91,11 @@ impl Guard {
         Guard(Some(child))
     }
 
+    /// The child's process id.
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
     /// The child, no longer killed on drop.
     pub fn take(mut self) -> Child {
         self.0.take().expect("a guard holds its child until taken")

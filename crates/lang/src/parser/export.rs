@@ -31,6 +31,9 @@ impl Parser<'_> {
                 kind: TokenKind::Ident(s),
                 span,
             }) if !super::is_keyword(s) && s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => {
+                if let Some(d) = super::too_long("an export policy", s, *span) {
+                    return Err(d);
+                }
                 self.pos += 1;
                 (s.clone(), *span)
             }

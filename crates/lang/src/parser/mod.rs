@@ -30,6 +30,29 @@ const CLAUSES: [&str; 8] = [
     "filter", "when", "per", "every", "across", "then", "on", "priority",
 ];
 
+/// The longest name of an event or export policy, in characters (names
+/// are ASCII letters, digits and `_`). Names become file names (captures,
+/// exported pcapng files: the name and a suffix within a file system's
+/// 255 bytes), metric labels and console rows; 64 is ample for a name a
+/// person reads.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// `Some` (E0208) when the name `s` of `what` ("an event") at `span` is longer than [`MAX_NAME_LEN`].
+pub(crate) fn too_long(what: &str, s: &str, span: Span) -> Option<Diagnostic> {
+    (s.len() > MAX_NAME_LEN).then(|| {
+        Diagnostic::new(
+            codes::BAD_EVENT_NAME,
+            format!(
+                "the name of {what} is {} characters long; at most {MAX_NAME_LEN} are allowed",
+                s.len()
+            ),
+            span,
+        )
+        .here("this name")
+        .help("names become file names and labels: shorten it")
+    })
+}
+
 /// Words that can never be a name, variable or value.
 const KEYWORDS: [&str; 12] = [
     "event", "export", "filter", "when", "per", "every", "across", "then", "and", "or", "not", "in",
@@ -168,6 +191,9 @@ impl<'t> Parser<'t> {
                 kind: TokenKind::Ident(s),
                 span,
             }) if !is_keyword(s) && s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => {
+                if let Some(d) = too_long("an event", s, *span) {
+                    return Err(d);
+                }
                 self.pos += 1;
                 (s.clone(), *span)
             }
