@@ -96,46 +96,54 @@ fn slow_clients_are_closed_at_the_header_timeout_and_never_delay_a_request() {
     std::thread::sleep(Duration::from_millis(200));
     let baseline = descriptors(pid);
 
-    let opened = Instant::now();
-    let mut clients: Vec<TcpStream> = (0..slow)
-        .map(|_| {
-            let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
-            s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0")
-                .expect("sent");
-            s
-        })
-        .collect();
-    let all_open = opened.elapsed();
-    let held = descriptors(pid);
+    // The slow clients, opened from another thread (on a loaded machine
+    // that takes seconds), each with the time it was opened.
+    let opener = std::thread::spawn(move || {
+        (0..slow)
+            .map(|_| {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
+                s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0")
+                    .expect("sent");
+                (s, Instant::now())
+            })
+            .collect::<Vec<_>>()
+    });
+    // Requests meanwhile, until the last slow client has been open a while.
+    let started = Instant::now();
+    let mut took = Vec::new();
+    let mut held = 0;
+    while !opener.is_finished() || took.len() < 20 {
+        took.push(health(port));
+        held = held.max(descriptors(pid));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut clients = opener.join().expect("opened");
+    let all_open = started.elapsed();
+    took.sort();
+    let worst = took.last().copied().unwrap_or_default();
     eprintln!(
-        "{slow} slow clients opened in {all_open:?}; the server holds {held} descriptors ({baseline} before)"
+        "{slow} slow clients opened in {all_open:?}; the server held up to {held} descriptors ({baseline} before); \
+         {} requests meanwhile: median {:?}, worst {worst:?}",
+        took.len(),
+        took[took.len() / 2]
     );
     assert!(
         held >= baseline + slow / 2,
         "the server took them: {held} descriptors"
     );
-
-    // Requests while they are held: each answered at once.
-    let mut took = Vec::new();
-    while opened.elapsed() < HEADER_TIMEOUT - Duration::from_secs(2) {
-        took.push(health(port));
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    took.sort();
-    let worst = took.last().copied().unwrap_or_default();
-    eprintln!(
-        "{} requests meanwhile: median {:?}, worst {worst:?}",
-        took.len(),
-        took[took.len() / 2]
+    // Answered at once (0.4 ms median, 0.8 ms worst on a quiet machine);
+    // the bound leaves room for a loaded one, and is far below the 10 s a
+    // request would wait if the slow clients held the server.
+    assert!(
+        took[took.len() / 2] < Duration::from_millis(100) && worst < Duration::from_secs(1),
+        "requests took {took:?}"
     );
-    assert!(worst < Duration::from_millis(100), "a request took {worst:?}");
 
-    // Each slow client is closed by the server within the timeout (and
-    // the time it took to open them all).
-    let deadline = HEADER_TIMEOUT + all_open + Duration::from_secs(3);
-    for s in &mut clients {
+    // Each slow client is closed by the server within the timeout of its opening.
+    for (s, opened) in &mut clients {
+        let deadline = *opened + HEADER_TIMEOUT + Duration::from_secs(3);
         let left = deadline
-            .saturating_sub(opened.elapsed())
+            .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
         s.set_read_timeout(Some(left)).expect("timeout");
         let mut buf = [0u8; 256];
@@ -144,19 +152,22 @@ fn slow_clients_are_closed_at_the_header_timeout_and_never_delay_a_request() {
                 Ok(0) => break,
                 Ok(_) => continue, // a 408 before the close
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
-                Err(e) => panic!("a slow client still open after {:?}: {e}", opened.elapsed()),
+                Err(e) => panic!(
+                    "a slow client still open {:?} after it was: {e}",
+                    opened.elapsed()
+                ),
             }
         }
     }
     drop(clients);
-    eprintln!("all closed by the server within {:?}", opened.elapsed());
+    eprintln!("all closed by the server within {:?}", started.elapsed());
     let until = Instant::now() + Duration::from_secs(5);
     while descriptors(pid) > baseline + 2 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(100));
     }
     let after = descriptors(pid);
     assert!(after <= baseline + 2, "descriptors {after}, {baseline} before");
-    assert!(health(port) < Duration::from_millis(100));
+    assert!(health(port) < Duration::from_secs(1));
     let out = host.terminate("clarion run -i lo");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -11,7 +11,10 @@
 //!   A response being written (the event stream) is not bounded by it.
 //! - **Concurrent connections** ([`Limits::max_connections`]): the loop
 //!   accepts a connection only when fewer are open; the others wait in the
-//!   kernel's backlog, holding no descriptor of this process.
+//!   kernel's backlog, holding no descriptor of this process. The backlog
+//!   is widened to [`BACKLOG`] (the standard library listens with 128): a
+//!   burst of connections beyond it has its handshakes dropped and retried
+//!   a second later, a request of an operator among them too.
 //! - **Accept errors** (out of descriptors, a connection reset before it
 //!   was accepted) are counted and waited out, never the end of the server.
 //!
@@ -99,6 +102,23 @@ fn open_file_limit() -> usize {
     usize::try_from(r.rlim_cur).unwrap_or(usize::MAX)
 }
 
+/// Connections the kernel queues for the accept loop (Linux caps it at
+/// `net.core.somaxconn`, 4,096 by default).
+pub const BACKLOG: i32 = 4096;
+
+/// Listens again on the listening socket with [`BACKLOG`]: on Linux a
+/// second `listen` only sets the backlog.
+fn widen_backlog(listener: &TcpListener) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: listen(2) on the descriptor the listener owns, which is open
+    // and listening for as long as `listener` is borrowed; nothing else is
+    // read or written.
+    if unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// What a server counted while it ran (for its owner to show).
 #[derive(Debug, Default)]
 pub struct Counts {
@@ -125,6 +145,7 @@ pub async fn serve(
     limits: Limits,
     counts: Arc<Counts>,
 ) -> io::Result<()> {
+    widen_backlog(&listener)?;
     let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     loop {
         // Wait for room before accepting, so the excess waits in the backlog.

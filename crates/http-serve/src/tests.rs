@@ -137,6 +137,23 @@ fn beyond_the_connection_limit_a_client_waits_for_room_and_is_then_served() {
 }
 
 #[test]
+fn a_full_server_queues_a_thousand_connections_in_its_backlog() {
+    // One slot, held by a silent client for 5 s: every other connection
+    // waits in the backlog. With the standard 128, connects beyond it
+    // would have their handshakes dropped and take a second or more.
+    let (addr, _) = server(limits(5_000, 1));
+    let _held = TcpStream::connect(addr).expect("connects");
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    let queued: Vec<TcpStream> = (0..1_000)
+        .map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("queued"))
+        .collect();
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(1), "1,000 connects took {took:?}");
+    drop(queued);
+}
+
+#[test]
 fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
     let soft = raise_open_file_limit().expect("raised");
     let mut r = libc::rlimit {
