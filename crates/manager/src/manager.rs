@@ -14,7 +14,7 @@
 //! over NATS), which carries installs, reports, polls and answers and
 //! decides when to give up on a host.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use clarion_lang::spec::{AggCall, AggFunc, ArithOp, EventSpec, PacketExpr};
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
@@ -90,6 +90,10 @@ pub struct Manager {
     name: String,
     inventory: Inventory,
     events: Vec<Option<NetworkEvent>>,
+    /// The ids of the events by name (more than one only while a drill-down
+    /// instance shares its name with one ending): installing and finding by
+    /// name is O(1), so adding N events is O(N), not O(N²).
+    by_name: HashMap<String, BTreeSet<EventId>>,
     pending: HashMap<Key, Pending>,
     decided: HashSet<Key>,
     decided_order: VecDeque<Key>,
@@ -104,6 +108,7 @@ impl Manager {
             name: name.to_string(),
             inventory,
             events: Vec::new(),
+            by_name: HashMap::new(),
             pending: HashMap::new(),
             decided: HashSet::new(),
             decided_order: VecDeque::new(),
@@ -152,7 +157,7 @@ impl Manager {
         for e in spec.installed_events() {
             split(e, 1)?;
         }
-        if self.events().any(|(_, e)| e.split.network().name == spec.name) {
+        if self.id_of(&spec.name).is_some() {
             return Err(ManagerError::DuplicateName(spec.name.clone()));
         }
         self.place(id, spec)
@@ -174,15 +179,28 @@ impl Manager {
         if self.events.len() <= id {
             self.events.resize_with(id + 1, || None);
         }
-        self.events[id] = Some(NetworkEvent { split, hosts });
+        let name = split.network().name.clone();
+        if let Some(old) = self.events[id].replace(NetworkEvent { split, hosts }) {
+            self.unname(id, &old);
+        }
+        self.by_name.entry(name).or_default().insert(id);
         Ok(local)
     }
 
     /// The id of the installed event named `name`.
     pub fn id_of(&self, name: &str) -> Option<EventId> {
-        self.events()
-            .find(|(_, e)| e.split.network().name == name)
-            .map(|(id, _)| id)
+        self.by_name.get(name).and_then(|ids| ids.first().copied())
+    }
+
+    /// Drops `id` (which held `e`) from the index by name.
+    fn unname(&mut self, id: EventId, e: &NetworkEvent) {
+        let name = &e.split.network().name;
+        if let Some(ids) = self.by_name.get_mut(name) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_name.remove(name);
+            }
+        }
     }
 
     /// Forgets an event and its pending decisions.
@@ -192,6 +210,7 @@ impl Manager {
             .get_mut(event)
             .and_then(Option::take)
             .ok_or(ManagerError::UnknownEvent(event))?;
+        self.unname(event, &e);
         self.pending.retain(|k, _| k.0 != event);
         self.drill.forget(event);
         Ok(e)

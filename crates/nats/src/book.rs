@@ -230,29 +230,39 @@ impl EventBook {
         for id in &replaced {
             self.remove_id(*id)?;
         }
+        // Stored first, in one transaction: all or none.
+        let added_ns = crate::wall_ns();
+        let first = self.manager.next_id();
+        if let Some(store) = &self.store {
+            let stored: Vec<StoredEvent> = todo
+                .iter()
+                .enumerate()
+                .map(|(i, (spec, source))| StoredEvent {
+                    id: (first + i) as u64,
+                    name: spec.name.clone(),
+                    source: source.clone(),
+                    added_ns,
+                })
+                .collect();
+            store
+                .put_all(&stored)
+                .map_err(|e| ControlError::Failed(e.to_string()))?;
+        }
         let mut added = Vec::new();
         for (spec, source) in todo {
+            // The trial above installed the same events on the same state.
             let (id, _) = self
                 .manager
                 .install(&spec)
                 .map_err(|e| ControlError::Invalid(e.to_string()))?;
-            let src = Source {
-                text: source,
-                added_ns: crate::wall_ns(),
-            };
-            if let Some(store) = &self.store {
-                let stored = StoredEvent {
-                    id: id as u64,
-                    name: spec.name.clone(),
-                    source: src.text.clone(),
-                    added_ns: src.added_ns,
-                };
-                if let Err(e) = store.put(&stored) {
-                    let _ = self.manager.remove(id);
-                    return Err(ControlError::Failed(e.to_string()));
-                }
-            }
-            self.sources.insert(id, src);
+            debug_assert_eq!(id, first + added.len());
+            self.sources.insert(
+                id,
+                Source {
+                    text: source,
+                    added_ns,
+                },
+            );
             added.push(id);
         }
         Ok((added, replaced))
@@ -343,6 +353,10 @@ fn with_installed_events(
     let installed = spec.installed_events();
     let names: Vec<&str> = installed.iter().map(|e| e.name.as_str()).collect();
     let mut text = ast.to_string();
+    if names.is_empty() {
+        // Most events install none: no scan of the file (N events, N scans).
+        return text;
+    }
     for e in file.events.iter().filter(|e| names.contains(&e.name.as_str())) {
         text.push('\n');
         text.push_str(&e.to_string());

@@ -280,15 +280,29 @@ impl Store {
 
     /// Adds an event, or replaces the one with its id; another event's name is refused.
     pub fn put(&self, e: &StoredEvent) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO events (id, name, source, added_ns) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO UPDATE SET name = excluded.name, source = excluded.source,
-                 added_ns = excluded.added_ns",
-                params![e.id as i64, e.name, e.source, e.added_ns as i64],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(())
+        self.put_all(std::slice::from_ref(e))
+    }
+
+    /// [`Store::put`] for each of `events`, in one transaction: all or
+    /// none are stored, and a request of many events costs one commit (one
+    /// sync of the log), not one each.
+    pub fn put_all(&self, events: &[StoredEvent]) -> Result<(), StoreError> {
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO events (id, name, source, added_ns) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT(id) DO UPDATE SET name = excluded.name, source = excluded.source,
+                     added_ns = excluded.added_ns",
+                )
+                .map_err(|e| self.err(e))?;
+            for e in events {
+                insert
+                    .execute(params![e.id as i64, e.name, e.source, e.added_ns as i64])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Forgets an event; false when there was none with that id.
@@ -381,6 +395,12 @@ mod tests {
         let s = Store::in_memory().expect("opens");
         s.put(&ev(1, "a")).expect("put");
         assert!(s.put(&ev(2, "a")).is_err(), "a second event named a");
+        // A batch is all or nothing: one refused row stores none of it.
+        assert!(s.put_all(&[ev(5, "e"), ev(6, "a"), ev(7, "f")]).is_err());
+        let names: Vec<String> = s.events().expect("read").into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["a"]);
+        s.put_all(&[ev(5, "e"), ev(7, "f")]).expect("put_all");
+        assert_eq!(s.events().expect("read").len(), 3);
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("new.sqlite");
         Connection::open(&path)
