@@ -310,6 +310,7 @@ mod tests {
             satisfaction_reports: 3,
             polls_answered: 4,
             polls_missed: 5,
+            refused: Default::default(),
             health,
         }
     }

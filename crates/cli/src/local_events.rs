@@ -367,6 +367,7 @@ impl LocalEvents {
                     satisfaction_reports: 0,
                     polls_answered: 0,
                     polls_missed: 0,
+                    refused: Default::default(),
                     health: Some(self.health.health()),
                 }]));
             }

@@ -511,6 +511,19 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
             thousands(s.invalid)
         );
     }
+    if !s.refused.is_empty() {
+        let total: u64 = s.refused.values().sum();
+        let why: Vec<String> = s
+            .refused
+            .iter()
+            .map(|(r, n)| format!("{} {r}", thousands(*n)))
+            .collect();
+        eprintln!(
+            "  {} host reports and answers refused as impossible: {}",
+            thousands(total),
+            why.join(", ")
+        );
+    }
 }
 
 #[cfg(test)]

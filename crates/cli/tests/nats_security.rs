@@ -319,6 +319,8 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
     setup(d, 10);
     let (_server, port) = start_server(&server);
     let url = format!("nats://127.0.0.1:{port}");
+    let metrics_port = free_port();
+    let metrics = format!("127.0.0.1:{metrics_port}");
     let mgr = manager(
         d,
         &url,
@@ -327,41 +329,119 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
             "events.clarion",
             "--no-store",
             "--no-api",
+            "--metrics",
+            &metrics,
             "--duration",
-            "3s",
+            "4s",
         ],
     );
     std::thread::sleep(std::time::Duration::from_millis(800));
-    let forged = |window: Window, value: f64| Up::Satisfied {
+    // The issue's forgeries of a report of `service_load_spike` (event 0:
+    // sum(volume) > 40KB per dst_ip/24 every 10ms) on web-1's own subject.
+    let dst = |a: &str, len| GroupKey {
+        dst_ip: Some((a.parse().expect("addr"), len)),
+        ..GroupKey::default()
+    };
+    let good = Window {
+        start_ns: T0,
+        end_ns: T0 + 10 * MS,
+    };
+    let forged = |window: Window, group: GroupKey, value: f64, origin: &str| Up::Satisfied {
         event: 0,
         report: Box::new(Report {
             capture: None,
             event: "service_load_spike".into(),
             window,
-            group: GroupKey::default(),
+            group,
             values: vec![("sum(volume)".into(), value)],
-            origin: Origin::default(),
+            origin: Origin {
+                host: origin.into(),
+                worker: 0,
+            },
             completeness: Completeness::default(),
         }),
         decided_ns: 0,
         seq: 0,
     };
-    // A window of 1 ns, not one of the event's; a negative sum of bytes.
-    let bad_window = Window {
-        start_ns: T0 + 1,
-        end_ns: T0 + 2,
-    };
-    let good_window = Window {
-        start_ns: T0,
-        end_ns: T0 + 10 * MS,
-    };
-    for up in [forged(bad_window, 1e12), forged(good_window, -5.0)] {
-        publish_plain(&url, "clarion.up.web-1", encode(&up).to_vec());
+    let group = || dst("10.0.128.0", 24);
+    // The year 2100, a window of the event's interval.
+    let y2100 = 4_102_444_800 * 1_000 * MS;
+    let forgeries = [
+        // a window of 1 ns, not one of the event's
+        forged(
+            Window {
+                start_ns: T0 + 1,
+                end_ns: T0 + 2,
+            },
+            group(),
+            1e3,
+            "web-1",
+        ),
+        // a negative sum of bytes
+        forged(good, group(), -5.0, "web-1"),
+        // more than any link carries in 10 ms
+        forged(good, group(), 1e12, "web-1"),
+        forged(good, group(), 1e300, "web-1"),
+        forged(
+            Window {
+                start_ns: y2100,
+                end_ns: y2100 + 10 * MS,
+            },
+            group(),
+            1e5,
+            "web-1",
+        ),
+        // groups not of `per dst_ip/24`
+        forged(good, dst("10.0.128.5", 24), 1e5, "web-1"),
+        forged(good, dst("10.0.128.0", 25), 1e5, "web-1"),
+        forged(good, dst("10.0.128.128", 33), 1e5, "web-1"),
+        forged(good, GroupKey::default(), 1e5, "web-1"),
+        // another host's name
+        forged(good, group(), 1e5, "web-2"),
+    ];
+    for up in &forgeries {
+        publish_plain(&url, "clarion.up.web-1", encode(up).to_vec());
     }
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let page = http_get(metrics_port, "/metrics");
     let out = wait(mgr, "the manager", std::time::Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("refused a message of host web-1"), "named: {err}");
-    assert!(err.contains("2 messages could not be read"), "counted: {err}");
+    assert!(
+        err.contains(
+            "10 host reports and answers refused as impossible: 2 beyond_the_link, 1 future_window, \
+             1 impossible_value, 1 not_a_window, 4 wrong_group, 1 wrong_origin"
+        ),
+        "counted by reason: {err}"
+    );
+    assert!(!err.contains("could not be read"), "read, and refused: {err}");
+    for (reason, n) in [
+        ("beyond_the_link", 2),
+        ("future_window", 1),
+        ("impossible_value", 1),
+        ("not_a_window", 1),
+        ("wrong_group", 4),
+        ("wrong_origin", 1),
+    ] {
+        let line = format!("clarion_host_refused_total{{host=\"web-1\",reason=\"{reason}\"}} {n}\n");
+        assert!(page.contains(&line), "{line} in:\n{page}");
+    }
     assert!(out.stdout.is_empty(), "nothing decided from them: {err}");
+}
+
+/// The body of `GET path` on the loopback `port`.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .expect("sent");
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text
 }

@@ -294,6 +294,20 @@ pub fn render_prometheus(hosts: &[HostInfo]) -> String {
             }
         }
     }
+    let _ = writeln!(
+        out,
+        "# HELP clarion_host_refused_total The host's reports and answers the manager refused as impossible, by reason.\n# TYPE clarion_host_refused_total counter"
+    );
+    for h in hosts {
+        for (reason, n) in &h.refused {
+            let _ = writeln!(
+                out,
+                "clarion_host_refused_total{{host=\"{}\",reason=\"{}\"}} {n}",
+                label(&h.name),
+                label(reason)
+            );
+        }
+    }
     out
 }
 
@@ -442,12 +456,12 @@ mod tests {
             satisfaction_reports: 0,
             polls_answered: 0,
             polls_missed: 0,
+            refused: Default::default(),
             health,
         };
-        let page = render_prometheus(&[
-            host("lan", "up", Some(meter.health(2_000_000_000))),
-            host("we\"ird", "unknown", None),
-        ]);
+        let mut liar = host("we\"ird", "unknown", None);
+        liar.refused = [("wrong_group".to_string(), 4), ("beyond_the_link".to_string(), 2)].into();
+        let page = render_prometheus(&[host("lan", "up", Some(meter.health(2_000_000_000))), liar]);
         let samples: Vec<&str> = page.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(
             samples,
@@ -460,9 +474,11 @@ mod tests {
                 "clarion_host_completeness{host=\"lan\"} 0.9882352941176471",
                 "clarion_host_sweeps_late_total{host=\"lan\"} 0",
                 "clarion_host_uptime_seconds{host=\"lan\"} 2",
+                "clarion_host_refused_total{host=\"we\\\"ird\",reason=\"beyond_the_link\"} 2",
+                "clarion_host_refused_total{host=\"we\\\"ird\",reason=\"wrong_group\"} 4",
             ]
         );
-        assert_eq!(page.matches("# TYPE ").count(), 7, "{page}");
+        assert_eq!(page.matches("# TYPE ").count(), 8, "{page}");
     }
 
     /// The API's description lists exactly the fields a host's health has.

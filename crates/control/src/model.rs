@@ -42,6 +42,10 @@ pub struct HostInfo {
     pub polls_answered: u64,
     /// Polls it did not answer in time, or answered "window no longer kept".
     pub polls_missed: u64,
+    /// Its reports and answers the manager refused as impossible, by
+    /// reason (`beyond_the_link`, `wrong_group`, …; docs/security.md).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub refused: std::collections::BTreeMap<String, u64>,
     /// What the host last said of its health (absent: an agent that sends
     /// none, or none heard since the manager started).
     #[serde(default, skip_serializing_if = "Option::is_none")]

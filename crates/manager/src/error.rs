@@ -35,6 +35,41 @@ pub enum ManagerError {
     },
     #[error("{value} cannot be a value of `{aggregate}`")]
     ImpossibleValue { aggregate: String, value: f64 },
+    /// More than a link could carry in the window (see `manager.rs`).
+    #[error("{value} cannot be `{aggregate}` in a window of {window_ns} ns: no link carries that much")]
+    BeyondTheLink {
+        aggregate: String,
+        value: f64,
+        window_ns: u64,
+    },
+    #[error("a window starting at {start_ns} ns is in the future (the manager's clock reads {now_ns} ns)")]
+    FutureWindow { start_ns: u64, now_ns: u64 },
+    #[error("group {group} is not one of event {event}'s groups: {why}")]
+    WrongGroup {
+        event: usize,
+        group: String,
+        why: String,
+    },
+    #[error("a report of host {host} names {origin} as its origin")]
+    WrongOrigin { host: String, origin: String },
     #[error("event `{0}` is installed on demand, by another event's `then install`, not on its own")]
     OnDemand(String),
+}
+
+impl ManagerError {
+    /// Why a host's message was refused, as one word for counters
+    /// (`clarion_manager_refused_total{reason}`); `None` for the errors
+    /// that are not about a host's message.
+    pub fn refusal(&self) -> Option<&'static str> {
+        Some(match self {
+            ManagerError::ValueCount { .. } => "value_count",
+            ManagerError::NotAWindow { .. } => "not_a_window",
+            ManagerError::ImpossibleValue { .. } => "impossible_value",
+            ManagerError::BeyondTheLink { .. } => "beyond_the_link",
+            ManagerError::FutureWindow { .. } => "future_window",
+            ManagerError::WrongGroup { .. } => "wrong_group",
+            ManagerError::WrongOrigin { .. } => "wrong_origin",
+            _ => return None,
+        })
+    }
 }

@@ -16,7 +16,11 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
-use clarion_lang::spec::{AggCall, AggFunc, ArithOp, EventSpec, PacketExpr};
+use std::net::IpAddr;
+
+use clarion_lang::spec::{
+    AggCall, AggFunc, ArithOp, BaseVar, EventSpec, Granularity, PacketExpr, PrefixLens,
+};
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 
 use crate::inventory::Inventory;
@@ -99,7 +103,21 @@ pub struct Manager {
     decided_order: VecDeque<Key>,
     /// Drill-down instances installed, by name (see [`crate::drill`]).
     pub(crate) drill: clarion_drilldown::Book<EventId>,
+    /// Wall time as the transport last said ([`Manager::set_clock`]): a
+    /// report of a window starting later than [`MAX_SKEW_NS`] after it is
+    /// refused. `None` (replay in packet time): no such check.
+    now_ns: Option<u64>,
 }
+
+/// How far ahead of the manager's clock a host's window may start (its
+/// clock may run ahead of the manager's).
+pub const MAX_SKEW_NS: u64 = 60_000_000_000;
+
+/// The most packets and bytes a host can see in a nanosecond: a 1.6 Tb/s
+/// of links, 1 packet and 200 bytes a nanosecond. A value beyond it for
+/// the window is a lie, not traffic.
+const MAX_PACKETS_PER_NS: f64 = 1.0;
+const MAX_BYTES_PER_NS: f64 = 200.0;
 
 impl Manager {
     /// A manager for the hosts of `inventory`; `name` goes in its reports' origin.
@@ -113,7 +131,13 @@ impl Manager {
             decided: HashSet::new(),
             decided_order: VecDeque::new(),
             drill: clarion_drilldown::Book::default(),
+            now_ns: None,
         }
+    }
+
+    /// The wall time now, for the plausibility of reports' windows.
+    pub fn set_clock(&mut self, now_ns: u64) {
+        self.now_ns = Some(now_ns);
     }
 
     pub fn inventory(&self) -> &Inventory {
@@ -248,8 +272,8 @@ impl Manager {
             return Ok((Vec::new(), None));
         };
         let values: Vec<f64> = report.values.iter().map(|(_, v)| *v).collect();
-        check_values(e, &values)?;
         let interval_ns = e.split.local.interval_ns;
+        check_values(e, &values, interval_ns)?;
         let w = report.window;
         if interval_ns == 0
             || !w.start_ns.is_multiple_of(interval_ns)
@@ -260,6 +284,28 @@ impl Manager {
                 start_ns: w.start_ns,
                 end_ns: w.end_ns,
                 interval_ns,
+            });
+        }
+        if let Some(now_ns) = self
+            .now_ns
+            .filter(|&n| w.start_ns > n.saturating_add(MAX_SKEW_NS))
+        {
+            return Err(ManagerError::FutureWindow {
+                start_ns: w.start_ns,
+                now_ns,
+            });
+        }
+        check_group(&e.split.local.granularity, &report.group).map_err(|why| ManagerError::WrongGroup {
+            event,
+            group: group_text(&report.group),
+            why,
+        })?;
+        let name = self.inventory.hosts().get(host).map_or("", |h| h.name.as_str());
+        // Naming no origin is no lie (a host's origin goes in no decision).
+        if !report.origin.host.is_empty() && &*report.origin.host != name {
+            return Err(ManagerError::WrongOrigin {
+                host: name.to_string(),
+                origin: report.origin.host.chars().take(64).collect(),
             });
         }
         let n = e.hosts.len();
@@ -309,7 +355,7 @@ impl Manager {
             .event(poll.event)
             .ok_or(ManagerError::UnknownEvent(poll.event))?;
         if let Some(v) = &values {
-            check_values(e, v)?;
+            check_values(e, v, e.split.local.interval_ns)?;
         }
         let Some(slot) = e.hosts.iter().position(|&h| h == poll.host) else {
             return Ok(None);
@@ -406,7 +452,7 @@ impl Manager {
 /// A host's values must be as many as the split needs, each one its
 /// aggregate can take: a host that lies (or is broken) is refused, not
 /// summed into a network-wide decision.
-fn check_values(e: &NetworkEvent, values: &[f64]) -> Result<(), ManagerError> {
+fn check_values(e: &NetworkEvent, values: &[f64], window_ns: u64) -> Result<(), ManagerError> {
     if values.len() != e.split.needs.len() {
         return Err(ManagerError::ValueCount {
             got: values.len(),
@@ -420,6 +466,97 @@ fn check_values(e: &NetworkEvent, values: &[f64]) -> Result<(), ManagerError> {
                 value: v,
             });
         }
+        if let Some(most) = most_in(call, window_ns) {
+            if v > most {
+                return Err(ManagerError::BeyondTheLink {
+                    aggregate: call.to_string(),
+                    value: v,
+                    window_ns,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The most `call` can be in a window of `window_ns` on any host, for the
+/// aggregates of packet counts and sizes (`count(...)`, `sum(packets)`,
+/// `sum(volume)`, `sum(size)`); `None` for others.
+fn most_in(call: &AggCall, window_ns: u64) -> Option<f64> {
+    let w = window_ns as f64;
+    let var = match &call.arg {
+        PacketExpr::Var(v) if !v.last_epoch => Some(v.base),
+        _ => None,
+    };
+    match (call.func, var) {
+        (AggFunc::Count, _) | (AggFunc::Sum, Some(BaseVar::Packets)) => Some(w * MAX_PACKETS_PER_NS),
+        (AggFunc::Sum, Some(BaseVar::Volume | BaseVar::Size)) => Some(w * MAX_BYTES_PER_NS),
+        _ => None,
+    }
+}
+
+/// `{src_ip=10.0.0.0/24, dst_port=80}`, for messages.
+fn group_text(g: &GroupKey) -> String {
+    let fields: Vec<String> = g
+        .fields()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("none")))
+        .collect();
+    format!("{{{}}}", fields.join(", "))
+}
+
+/// Whether `g` is a group of `gran`: every field the granularity keeps
+/// present (the VNI may be absent: hosts older than it do not send it),
+/// none other; addresses with the granularity's prefix length for their
+/// family and no bits set beyond it.
+fn check_group(gran: &Granularity, g: &GroupKey) -> Result<(), String> {
+    fn addr(field: &str, lens: Option<PrefixLens>, a: Option<(IpAddr, u8)>) -> Result<(), String> {
+        match (lens, a) {
+            (None, None) => Ok(()),
+            (Some(_), None) => Err(format!("it has no {field}")),
+            (None, Some(_)) => Err(format!("it has a {field}, which the event does not group by")),
+            (Some(l), Some((ip, len))) => {
+                let (want, bits, width) = match ip {
+                    IpAddr::V4(v4) => (l.v4, u128::from(u32::from(v4)), 32u32),
+                    IpAddr::V6(v6) => (l.v6, u128::from(v6), 128u32),
+                };
+                if len != want {
+                    return Err(format!(
+                        "its {field} has prefix length {len}, the event's is {want}"
+                    ));
+                }
+                let kept = if want == 0 {
+                    0
+                } else {
+                    !0u128 << (width - u32::from(want))
+                };
+                let mask = if width == 32 {
+                    kept & u128::from(u32::MAX)
+                } else {
+                    kept
+                };
+                if bits & !mask != 0 {
+                    return Err(format!("its {field} {ip}/{len} has bits set beyond /{len}"));
+                }
+                Ok(())
+            }
+        }
+    }
+    fn present<T>(field: &str, wanted: bool, v: &Option<T>) -> Result<(), String> {
+        match (wanted, v.is_some()) {
+            (true, false) => Err(format!("it has no {field}")),
+            (false, true) => Err(format!("it has a {field}, which the event does not group by")),
+            _ => Ok(()),
+        }
+    }
+    addr("source address", gran.src_ip, g.src_ip)?;
+    addr("destination address", gran.dst_ip, g.dst_ip)?;
+    present("source port", gran.src_port, &g.src_port)?;
+    present("destination port", gran.dst_port, &g.dst_port)?;
+    present("protocol", gran.proto, &g.proto)?;
+    present("VLAN", gran.vlan, &g.vlan)?;
+    if !gran.vni && g.vni.is_some() {
+        return Err("it has a VNI, which the event does not group by".into());
     }
     Ok(())
 }
@@ -501,6 +638,14 @@ mod tests {
         }
     }
 
+    /// A group of `spike` (per dst_ip/16).
+    fn group() -> GroupKey {
+        GroupKey {
+            dst_ip: Some(("10.0.0.0".parse().expect("addr"), 16)),
+            ..GroupKey::default()
+        }
+    }
+
     fn report(host: &str, volume: f64) -> Report {
         Report {
             capture: None,
@@ -509,7 +654,7 @@ mod tests {
                 start_ns: 10_000_000,
                 end_ns: 20_000_000,
             },
-            group: GroupKey::default(),
+            group: group(),
             values: vec![("sum(volume)".into(), volume)],
             origin: Origin {
                 host: host.into(),
@@ -581,7 +726,7 @@ mod tests {
         let (polls, _) = m.satisfied(id, 0, &late).expect("satisfied");
         assert_eq!(polls.len(), 1);
         assert_eq!(m.pending_keys().len(), 1);
-        let d = m.expire(id, 20_000_000, GroupKey::default()).expect("decided");
+        let d = m.expire(id, 20_000_000, group()).expect("decided");
         assert_eq!(d.missing, vec![1]);
         let r = d.report.expect("400 alone is above 300");
         assert!(
@@ -670,6 +815,53 @@ mod tests {
             let e = m.satisfied(id, 0, &r).expect_err("refused");
             assert!(matches!(e, ManagerError::NotAWindow { .. }), "{e}");
         }
+        // More than a link carries in 10 ms (2 GB at 200 B/ns).
+        for v in [1e12, 1e300] {
+            let e = m.satisfied(id, 0, &report("a", v)).expect_err("refused");
+            assert_eq!(e.refusal(), Some("beyond_the_link"), "{e}");
+        }
+        assert!(
+            m.satisfied(id, 0, &report("a", 1e9)).is_ok(),
+            "1 GB in 10 ms can be"
+        );
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        // Groups not of `per dst_ip/16`.
+        let dst = |a: &str, len| GroupKey {
+            dst_ip: Some((a.parse().expect("addr"), len)),
+            ..GroupKey::default()
+        };
+        for g in [
+            dst("10.0.0.5", 16),
+            dst("10.0.0.0", 24),
+            dst("10.0.0.128", 33),
+            GroupKey::default(),
+            GroupKey {
+                dst_port: Some(Some(80)),
+                ..group()
+            },
+            GroupKey {
+                vni: Some(Some(7)),
+                ..group()
+            },
+        ] {
+            let mut r = report("a", 400.0);
+            r.group = g;
+            let e = m.satisfied(id, 0, &r).expect_err("refused");
+            assert_eq!(e.refusal(), Some("wrong_group"), "{g:?}: {e}");
+        }
+        // Another host's name as origin.
+        let e = m.satisfied(id, 0, &report("b", 400.0)).expect_err("refused");
+        assert_eq!(e.to_string(), "a report of host a names b as its origin");
+        // A window beyond the clock and its skew (the year 2100).
+        m.set_clock(1_795_000_000_000_000_000);
+        let mut r = report("a", 400.0);
+        r.window = Window {
+            start_ns: 4_102_444_800_000_000_000,
+            end_ns: 4_102_444_800_010_000_000,
+        };
+        let e = m.satisfied(id, 0, &r).expect_err("refused");
+        assert_eq!(e.refusal(), Some("future_window"), "{e}");
         assert_eq!(m.pending(), 0, "nothing refused starts a decision");
         let (polls, _) = m.satisfied(id, 0, &report("a", 400.0)).expect("valid");
         assert!(

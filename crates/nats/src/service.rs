@@ -119,6 +119,9 @@ pub struct ManagerStats {
     pub partial: u64,
     /// Messages that could not be read, or from hosts not in the inventory.
     pub invalid: u64,
+    /// Hosts' reports and answers refused as impossible, by reason
+    /// ([`clarion_manager::ManagerError::refusal`]).
+    pub refused: std::collections::BTreeMap<&'static str, u64>,
     /// Hosts heard from again after more than 3 s of silence (their triggers were re-sent).
     pub returns: u64,
     /// Time from the first satisfaction report of a window and group to its
@@ -175,8 +178,8 @@ struct HostState {
     satisfied: u64,
     answered: u64,
     missed: u64,
-    /// Reports and answers refused as impossible.
-    refused: u64,
+    /// Reports and answers refused as impossible, by reason.
+    refused: std::collections::BTreeMap<&'static str, u64>,
     /// The latest health the host sent (none from older agents).
     health: Option<HostHealth>,
 }
@@ -756,6 +759,8 @@ impl Service {
         let arrived = Instant::now();
         let mut effects = Vec::new();
         let manager = self.book.manager_mut();
+        // Windows far beyond the wall clock are refused (`MAX_SKEW_NS`).
+        manager.set_clock(crate::wall_ns());
         match self
             .desk
             .satisfied(manager, host, event, report, decided_ns, &mut effects)
@@ -784,12 +789,14 @@ impl Service {
     /// value, a window not of its event) is refused and counted; the first
     /// of each host is named. One of an event removed meanwhile is no fault.
     fn refused(&mut self, host: HostId, e: &clarion_manager::ManagerError) {
-        if matches!(e, clarion_manager::ManagerError::UnknownEvent(_)) {
+        let Some(reason) = e.refusal() else {
+            // Not about the message (an event removed meanwhile): no fault.
             return;
-        }
-        self.stats.invalid += 1;
-        self.hosts[host].refused += 1;
-        if self.hosts[host].refused == 1 {
+        };
+        *self.stats.refused.entry(reason).or_default() += 1;
+        let mine = self.hosts[host].refused.entry(reason).or_default();
+        *mine += 1;
+        if self.hosts[host].refused.values().sum::<u64>() == 1 {
             eprintln!(
                 "clarion: manager: refused a message of host {}: {e} (later ones are counted in the summary)",
                 self.host_name(host)
@@ -1124,6 +1131,7 @@ impl Service {
                 satisfaction_reports: st.satisfied,
                 polls_answered: st.answered,
                 polls_missed: st.missed,
+                refused: st.refused.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
                 health: st.health.clone(),
             })
             .collect()
