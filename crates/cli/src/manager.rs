@@ -82,6 +82,11 @@ pub struct ManagerArgs {
     #[arg(long)]
     pub no_store: bool,
 
+    /// Most network-wide events installed at once: a request (or events
+    /// file) that would make more is refused whole, saying so.
+    #[arg(long, value_name = "N", default_value_t = clarion_nats::book::MAX_EVENTS)]
+    pub max_events: usize,
+
     /// Create the store's tables in an existing --store file that lacks
     /// them: an empty file, or a database with no other table (a database
     /// holding other tables is never written to).
@@ -213,7 +218,9 @@ fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
     let inventory = read_inventory(&a.inventory)?;
     if a.shared {
         // The shared bucket holds the events; the service reads it and adds --events.
-        return Ok(EventBook::new(Manager::new(&a.name, inventory), None));
+        let mut book = EventBook::new(Manager::new(&a.name, inventory), None);
+        book.set_max_events(a.max_events);
+        return Ok(book);
     }
     let store = if a.no_store {
         None
@@ -226,6 +233,7 @@ fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
         Some(opened.map_err(store_failure)?)
     };
     let mut book = EventBook::new(Manager::new(&a.name, inventory), store);
+    book.set_max_events(a.max_events);
     let (restored, skipped) = book.restore().map_err(|e| Failure::Runtime(e.into()))?;
     if restored > 0 && !a.quiet {
         eprintln!(

@@ -26,7 +26,15 @@ pub struct EventBook {
     store: Option<Store>,
     /// Drill-down instances' windows: start, and end (none: no end).
     spans: HashMap<EventId, (u64, Option<u64>)>,
+    /// Most events installed at once ([`EventBook::set_max_events`]).
+    max_events: usize,
 }
+
+/// The default of [`EventBook::set_max_events`] (`clarion manager
+/// --max-events`): far beyond what the split and the hosts' monitors are
+/// measured with (docs/manager.md), and a bound on the store and on the
+/// triggers every host is sent.
+pub const MAX_EVENTS: usize = 100_000;
 
 /// What [`EventBook::add`] does with an event whose name is installed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +52,13 @@ impl EventBook {
             sources: HashMap::new(),
             store,
             spans: HashMap::new(),
+            max_events: MAX_EVENTS,
         }
+    }
+
+    /// Refuse a request that would make more than `n` events installed.
+    pub fn set_max_events(&mut self, n: usize) {
+        self.max_events = n;
     }
 
     pub fn manager(&self) -> &Manager {
@@ -217,6 +231,16 @@ impl EventBook {
             }
             todo.push((spec, source));
         }
+        let after = (self.sources.len() + todo.len()).saturating_sub(replaced.len());
+        if after > self.max_events {
+            return Err(ControlError::Invalid(format!(
+                "the request would make {after} events installed ({} now, {} in it); at most {} \
+                 (clarion manager --max-events)",
+                self.sources.len(),
+                todo.len(),
+                self.max_events
+            )));
+        }
         // Check placement and splitting on a copy first: all or nothing.
         let mut trial = self.manager.clone();
         for id in &replaced {
@@ -374,6 +398,26 @@ mod tests {
     fn book(store: Option<Store>) -> EventBook {
         let inv = Inventory::parse("a 10.0.0.0/24\nb 10.0.1.0/24\nc 10.0.2.0/24\n").expect("inventory");
         EventBook::new(Manager::new("m", inv), store)
+    }
+
+    #[test]
+    fn a_request_beyond_the_most_events_is_refused_whole() {
+        let mut b = book(None);
+        b.set_max_events(2);
+        let named = |n: &str| SPIKE.replace("spike", n);
+        let three = format!("{}\n{}\n{}", named("e1"), named("e2"), named("e3"));
+        let e = b.add(&three, OnDuplicate::Refuse).expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "the request would make 3 events installed (0 now, 3 in it); at most 2 (clarion manager --max-events)"
+        );
+        assert_eq!(b.manager().events().count(), 0, "none of it installed");
+        b.add(&format!("{}\n{}", named("e1"), named("e2")), OnDuplicate::Refuse)
+            .expect("two fit");
+        assert!(b.add(&named("e3"), OnDuplicate::Refuse).is_err());
+        // Replacing one keeps the count.
+        let changed = named("e2").replace("300", "400");
+        b.add(&changed, OnDuplicate::Replace).expect("a replacement fits");
     }
 
     #[test]
