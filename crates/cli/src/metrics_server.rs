@@ -24,6 +24,7 @@ struct Metrics {
 async fn metrics(State(m): State<Metrics>) -> impl IntoResponse {
     let mut page = render_metrics(&m.workers, &m.host);
     render_sources(&mut page);
+    clarion_http_serve::render_prometheus(&mut page);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         page,
@@ -93,7 +94,10 @@ pub fn serve(
                 }
                 let limits = clarion_http_serve::Limits::default();
                 let served = match tokio::net::TcpListener::from_std(std_listener) {
-                    Ok(l) => clarion_http_serve::serve(l, app, limits, Arc::default()).await,
+                    Ok(l) => {
+                        let counts = clarion_http_serve::counts_for("metrics");
+                        clarion_http_serve::serve(l, app, limits, counts).await
+                    }
                     Err(e) => Err(e),
                 };
                 if let Err(e) = served {

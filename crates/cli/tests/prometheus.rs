@@ -284,6 +284,8 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
     wanted.push("clarion_event_fired_total{event=\"prom_udp\"} > 0".into());
     wanted.push("clarion_alerts_delivered_total{job=\"clarion\",target=\"webhook\"} > 0".into());
     wanted.push("clarion_alerts_queue_depth{job=\"clarion\",target=\"webhook\"}".into());
+    // Prometheus's own scrapes are connections the metrics server accepted.
+    wanted.push("clarion_http_connections_total{job=\"clarion\",server=\"metrics\"} > 0".into());
     if manager.is_some() {
         for e in [
             "up{job=\"manager\"} == 1",

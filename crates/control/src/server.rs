@@ -488,7 +488,7 @@ pub fn spawn(listener: std::net::TcpListener, h: ControlHandle) -> std::io::Resu
                     eprintln!("clarion: warning: cannot raise the open-file limit for the control API: {e}");
                 }
                 let limits = clarion_http_serve::Limits::default();
-                let counts = std::sync::Arc::default();
+                let counts = clarion_http_serve::counts_for("api");
                 let served = match tokio::net::TcpListener::from_std(listener) {
                     Ok(l) => clarion_http_serve::serve(l, app, limits, counts).await,
                     Err(e) => Err(e),

@@ -119,6 +119,54 @@ fn widen_backlog(listener: &TcpListener) -> io::Result<()> {
     Ok(())
 }
 
+/// The servers of this process and their counts, as [`render_prometheus`] shows them.
+static SERVERS: std::sync::Mutex<Vec<(&'static str, Arc<Counts>)>> = std::sync::Mutex::new(Vec::new());
+
+/// The counts of the server named `server` (`api`, `metrics`), shown on
+/// every `/metrics` page of the process; the same counts for the same name.
+pub fn counts_for(server: &'static str) -> Arc<Counts> {
+    let mut all = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, c)) = all.iter().find(|(s, _)| *s == server) {
+        return Arc::clone(c);
+    }
+    let c = Arc::new(Counts::default());
+    all.push((server, Arc::clone(&c)));
+    c
+}
+
+/// Appends the servers' counts to a Prometheus page: the families
+/// `clarion_http_connections_total`, `clarion_http_connections_failed_total`
+/// and `clarion_http_accept_errors_total`, labelled `server`.
+pub fn render_prometheus(page: &mut String) {
+    use std::fmt::Write;
+    let all = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    if all.is_empty() {
+        return;
+    }
+    type Get = fn(&Counts) -> u64;
+    let families: [(&str, &str, Get); 3] = [
+        ("clarion_http_connections_total", "Connections the server accepted.", |c| {
+            c.accepted.load(Ordering::Relaxed)
+        }),
+        (
+            "clarion_http_connections_failed_total",
+            "Connections that ended in an error: a request header not in within the timeout, a malformed request, a reset.",
+            |c| c.failed.load(Ordering::Relaxed),
+        ),
+        (
+            "clarion_http_accept_errors_total",
+            "Errors accepting a connection (out of descriptors, a connection reset while queued).",
+            |c| c.accept_errors.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, get) in families {
+        let _ = writeln!(page, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (server, c) in all.iter() {
+            let _ = writeln!(page, "{name}{{server=\"{server}\"}} {}", get(c));
+        }
+    }
+}
+
 /// What a server counted while it ran (for its owner to show).
 #[derive(Debug, Default)]
 pub struct Counts {

@@ -166,6 +166,32 @@ fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
 }
 
 #[test]
+fn counts_are_shown_by_server_name() {
+    let a = counts_for("test-a");
+    a.accepted.fetch_add(3, Ordering::Relaxed);
+    counts_for("test-a").failed.fetch_add(1, Ordering::Relaxed);
+    let mut page = String::new();
+    render_prometheus(&mut page);
+    assert!(
+        page.contains("clarion_http_connections_total{server=\"test-a\"} 3\n"),
+        "{page}"
+    );
+    assert!(
+        page.contains("clarion_http_connections_failed_total{server=\"test-a\"} 1\n"),
+        "{page}"
+    );
+    assert!(
+        page.contains("clarion_http_accept_errors_total{server=\"test-a\"} 0\n"),
+        "{page}"
+    );
+    assert_eq!(
+        page.matches("# TYPE clarion_http_connections_total counter")
+            .count(),
+        1
+    );
+}
+
+#[test]
 fn the_default_leaves_descriptors_to_the_rest_of_the_process() {
     let d = Limits::default();
     assert_eq!(d.header_read_timeout, Duration::from_secs(10));
