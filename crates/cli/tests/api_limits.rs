@@ -25,26 +25,6 @@ fn descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
-/// Raises this process's soft open-file limit to the hard one; the new soft limit.
-fn raise_limit() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit read or write one rlimit through a
-    // valid pointer to a local; raising the soft limit needs no privilege.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 1024;
-        }
-        r.rlim_cur = r.rlim_max;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
-        }
-    }
-    r.rlim_cur
-}
-
 /// A whole `GET /v1/health`; how long until the status line came.
 fn health(port: u16) -> Duration {
     let t = Instant::now();
@@ -70,7 +50,8 @@ fn slow_clients_are_closed_at_the_header_timeout_and_never_delay_a_request() {
         eprintln!("skipped: opening a packet socket needs root");
         return;
     }
-    let limit = raise_limit();
+    // As the server raises its own (`clarion-http-serve`).
+    let limit = clarion_http_serve::raise_open_file_limit().unwrap_or(1024);
     let slow = SLOW.min(usize::try_from(limit).unwrap_or(usize::MAX).saturating_sub(200));
     if slow < SLOW {
         eprintln!("only {slow} slow clients: this process may open {limit} files");

@@ -521,21 +521,17 @@ mod tests {
 
     /// The status code of one raw HTTP/1.1 request.
     fn status(addr: SocketAddr, head: &str) -> u16 {
-        let mut s = TcpStream::connect(addr).expect("connects");
-        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-        write!(s, "{head}Connection: close\r\nContent-Length: 0\r\n\r\n").expect("sent");
-        let mut text = String::new();
-        let _ = s.read_to_string(&mut text);
-        text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+        answer(addr, head, "").0
     }
 
-    /// Status and body of one raw request.
+    /// Status and body of one raw HTTP/1.1 request (`head`: its request
+    /// line and headers but `Connection` and `Content-Length`).
     fn answer(addr: SocketAddr, head: &str, body: &str) -> (u16, String) {
         let mut s = TcpStream::connect(addr).expect("connects");
         s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
         write!(
             s,
-            "{head}Host: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            "{head}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .expect("sent");
@@ -571,7 +567,8 @@ mod tests {
             ),
             ("GET", "/v1/exports/%0Aname".to_string(), String::new()),
         ] {
-            let (code, text) = answer(addr, &format!("{method} {path} HTTP/1.1\r\n"), &body);
+            let head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+            let (code, text) = answer(addr, &head, &body);
             assert_eq!(code, 400, "{method} {}: {text}", &path[..path.len().min(40)]);
             assert!(text.len() < 300 && !text.contains(&"a".repeat(100)), "{text}");
             assert!(text.contains("name") || text.contains("narrowing"), "{text}");

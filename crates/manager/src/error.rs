@@ -58,7 +58,7 @@ pub enum ManagerError {
 
 impl ManagerError {
     /// Why a host's message was refused, as one word for counters
-    /// (`clarion_manager_refused_total{reason}`); `None` for the errors
+    /// (`clarion_host_refused_total{host,reason}`); `None` for the errors
     /// that are not about a host's message.
     pub fn refusal(&self) -> Option<&'static str> {
         Some(match self {

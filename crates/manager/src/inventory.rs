@@ -78,14 +78,14 @@ fn prefix_tables(hosts: &[Host]) -> Vec<PrefixTable> {
 }
 
 /// Network order bits of an address, left-aligned in 128 bits, and its width.
-fn bits(a: IpAddr) -> (u128, u8) {
+pub(crate) fn bits(a: IpAddr) -> (u128, u8) {
     match a {
         IpAddr::V4(v) => ((u128::from(u32::from(v))) << 96, 32),
         IpAddr::V6(v) => (u128::from(v), 128),
     }
 }
 
-fn mask(len: u8) -> u128 {
+pub(crate) fn mask(len: u8) -> u128 {
     if len == 0 {
         0
     } else {

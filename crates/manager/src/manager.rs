@@ -23,7 +23,7 @@ use clarion_lang::spec::{
 };
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 
-use crate::inventory::Inventory;
+use crate::inventory::{self, Inventory};
 use crate::split::{split, Split};
 use crate::ManagerError;
 
@@ -516,26 +516,15 @@ fn check_group(gran: &Granularity, g: &GroupKey) -> Result<(), String> {
             (Some(_), None) => Err(format!("it has no {field}")),
             (None, Some(_)) => Err(format!("it has a {field}, which the event does not group by")),
             (Some(l), Some((ip, len))) => {
-                let (want, bits, width) = match ip {
-                    IpAddr::V4(v4) => (l.v4, u128::from(u32::from(v4)), 32u32),
-                    IpAddr::V6(v6) => (l.v6, u128::from(v6), 128u32),
-                };
+                let want = if ip.is_ipv4() { l.v4 } else { l.v6 };
                 if len != want {
                     return Err(format!(
                         "its {field} has prefix length {len}, the event's is {want}"
                     ));
                 }
-                let kept = if want == 0 {
-                    0
-                } else {
-                    !0u128 << (width - u32::from(want))
-                };
-                let mask = if width == 32 {
-                    kept & u128::from(u32::MAX)
-                } else {
-                    kept
-                };
-                if bits & !mask != 0 {
+                // As the inventory checks its prefixes.
+                let (b, _) = inventory::bits(ip);
+                if b & !inventory::mask(len) != 0 {
                     return Err(format!("its {field} {ip}/{len} has bits set beyond /{len}"));
                 }
                 Ok(())

@@ -739,9 +739,8 @@ impl Service {
         self.stats.satisfied += 1;
         self.hosts[host].satisfied += 1;
         self.windows_to_ns = self.windows_to_ns.max(report.window.end_ns);
-        let lag = Some(Duration::from_nanos(
-            crate::wall_ns().saturating_sub(report.window.end_ns),
-        ));
+        let now_ns = crate::wall_ns();
+        let lag = Some(Duration::from_nanos(now_ns.saturating_sub(report.window.end_ns)));
         if let Some(l) = self.stats.report_lag.get_mut(host) {
             *l = (*l).max(lag);
         }
@@ -760,7 +759,7 @@ impl Service {
         let mut effects = Vec::new();
         let manager = self.book.manager_mut();
         // Windows far beyond the wall clock are refused (`MAX_SKEW_NS`).
-        manager.set_clock(crate::wall_ns());
+        manager.set_clock(now_ns);
         match self
             .desk
             .satisfied(manager, host, event, report, decided_ns, &mut effects)
@@ -794,8 +793,7 @@ impl Service {
             return;
         };
         *self.stats.refused.entry(reason).or_default() += 1;
-        let mine = self.hosts[host].refused.entry(reason).or_default();
-        *mine += 1;
+        *self.hosts[host].refused.entry(reason).or_default() += 1;
         if self.hosts[host].refused.values().sum::<u64>() == 1 {
             eprintln!(
                 "clarion: manager: refused a message of host {}: {e} (later ones are counted in the summary)",
