@@ -144,15 +144,12 @@ pub struct Tuning {
     pub sweep_prefetch: bool,
     /// A packet of the same flow as the previous one skips the lookup.
     pub last_flow: bool,
-    /// The flow table and statistics slabs are advised to the kernel for
-    /// transparent huge pages.
+    /// The flow table, connection states and epoch logs are advised to the
+    /// kernel for transparent huge pages.
     pub huge_pages: bool,
     /// The sweep visits only the match sets some flow wrote statistics to
-    /// in the swept epoch (listed at lazy reset), not every set.
+    /// in the swept epoch (listed at its first record), not every set.
     pub active_sweep: bool,
-    /// Per-set flow lists grow in chunks of at most 1,024 flows (never
-    /// moved once full); off, one vector each, moved as it grows.
-    pub chunked_lists: bool,
     /// Triggers whose window is one epoch, grouped per 5-tuple, with only
     /// aggregates, are tested flow by flow during the gather (no window is
     /// opened, merged and closed for them).
@@ -176,7 +173,6 @@ impl Tuning {
         last_flow: true,
         huge_pages: true,
         active_sweep: true,
-        chunked_lists: true,
         flow_windows: true,
         prefault: true,
         match_cache: true,
@@ -189,7 +185,6 @@ impl Tuning {
         last_flow: false,
         huge_pages: false,
         active_sweep: false,
-        chunked_lists: false,
         flow_windows: false,
         prefault: false,
         match_cache: false,

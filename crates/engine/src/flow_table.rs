@@ -38,8 +38,10 @@ pub(crate) struct FlowEntry {
     pub(crate) gen: u32,
     /// Interned set of matched triggers ([`NO_SET`] when none).
     pub(crate) set: u32,
-    /// Statistics block inside the set's slab.
-    pub(crate) block: u32,
+    /// Per epoch parity, the index of the flow's record in that epoch's
+    /// log of its set (`epoch_log.rs`), if it has one there: the set
+    /// checks that the record is the flow's before using it.
+    pub(crate) rec: [u32; 2],
     /// Window-scale shift announced by this flow's SYN, in its current life.
     pub(crate) wscale: Option<u8>,
     /// TCP connection state of the current life, kept when the flow's
@@ -212,7 +214,7 @@ impl FlowTable {
             stats_ts: ts,
             gen: 0,
             set: NO_SET,
-            block: 0,
+            rec: [u32::MAX; 2],
             wscale: None,
             tcp: NO_TCP,
             rev: (NO_ENTRY, 0),
@@ -240,7 +242,7 @@ impl FlowTable {
     }
 
     /// Frees an entry: its slot is removed by backward shifting and its
-    /// generation bumped. The entry's trigger set and block are the caller's to release.
+    /// generation bumped. The entry's trigger set is the caller's to leave.
     pub(crate) fn remove(&mut self, idx: u32) {
         let Some(e) = self.entries.get(idx as usize) else {
             return;

@@ -1,6 +1,6 @@
 //! Committing heap memory before traffic: a monitor's memory grows for its
 //! first epochs (trigger histories filling up, match sets and their
-//! statistics slabs appearing), and each fresh heap page costs a page
+//! epoch logs appearing), and each fresh heap page costs a page
 //! fault in the middle of a batch or a sweep, a few microseconds each on a
 //! virtual machine (measured: 2,686 faults inside a 5 M-packet `clarion
 //! bench` loop, hundreds of them in sweeps). [`reserve_heap`] faults that
@@ -11,8 +11,8 @@
 //! Linux); elsewhere it does nothing.
 
 /// What a monitor's thread reserves besides its triggers' history rings
-/// (which [`crate::Monitor::prefault`] adds): room for the match sets,
-/// statistics slabs and flow lists new flows bring, and for histories
+/// (which [`crate::Monitor::prefault`] adds): room for the match sets
+/// and epoch logs new flows bring, and for histories
 /// that outgrow their rings, with a margin.
 pub const HEAP_RESERVE: usize = 32 << 20;
 

@@ -26,7 +26,7 @@ mod blind;
 mod config;
 pub mod cost;
 mod dos_filter;
-mod flow_list;
+mod epoch_log;
 mod flow_table;
 mod heap;
 mod history;

@@ -2,19 +2,19 @@
 //! and storage of the statistics such flows keep.
 //!
 //! Flows that matched the same triggers share one [`MatchSet`], so the
-//! per-flow state is just a set id and a block number. A block holds two
-//! halves, one per epoch parity (double buffering: the sweep reads the
-//! finished epoch's half while packets of the next epoch write the other).
-//! Each half starts with a tag, the start time of the epoch whose
-//! statistics it holds; a half with a stale tag is reset on first write
-//! (lazy reset), so nothing is ever cleared in bulk. After the tag comes
-//! the number of packets the flow had in that epoch: RTT samples write a
-//! half too, and a group exists only where there were packets.
+//! per-flow state is just a set id and the index of the flow's record in
+//! each of the set's two epoch logs (`epoch_log.rs`): the statistics of
+//! the member flows written in an epoch, one record each, appended on the
+//! flow's first write in the epoch, so nothing is ever cleared in bulk and
+//! a flow idle in an epoch has no statistics there. A record counts the
+//! packets the flow had in that epoch: RTT samples write a record too, and
+//! a group exists only where there were packets.
 
 use clarion_wire::PacketRecord;
 
-use crate::flow_list::{FlowList, FlowRef};
-use crate::huge_pages;
+use clarion_wire::FlowKey;
+
+use crate::epoch_log::{EpochLog, FIRST_MEASURE, NO_EPOCH, PACKETS, TAG};
 use crate::measure::{
     add_sum, common_index, common_values, sum_value, Acc, Arg, Expr, FlowContext, Slot, StatFlags,
     COMMON_VARS,
@@ -22,22 +22,46 @@ use crate::measure::{
 use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
 
+/// The index of no record: a flow's entry holds it for the running epoch
+/// when the flow has written statistics in the epoch but has no record in
+/// its set (it joined the set since).
+pub(crate) const NO_REC: u32 = u32::MAX;
+
+/// What the packet path knows of the record index a flow's entry holds
+/// for the running epoch ([`MatchSet::record`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// The flow's first write in the epoch: it has no record yet (a record
+    /// is only made by a write, which moves the entry's `stats_ts` into
+    /// the epoch).
+    First,
+    /// The flow wrote in the epoch: the index is its record's, or
+    /// [`NO_REC`] if it joined the set since (`Monitor::migrate_to` keeps
+    /// this so), and is used without reading the record's owner.
+    Known,
+    /// Either (the flow acknowledged itself in this packet, which may or
+    /// may not have written): the record's owner tells.
+    Unsure,
+}
+
 /// A depth of a chain no flow has needed yet (`MatchSet::chain`).
 pub(crate) const UNINTERNED: u32 = u32::MAX;
 
-/// Tag of a half that holds no epoch yet.
-const NO_EPOCH: u64 = u64::MAX;
-
 /// See the module documentation.
 ///
-/// What every packet reads comes first, in the first cache line (the
-/// struct is aligned to one): a packet then misses at most once here.
+/// What every packet reads comes first, in the first two cache lines (the
+/// struct is aligned to one): the logs, to locate a record, then what
+/// updates it.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(crate) struct MatchSet {
-    slab: Vec<u64>,
-    /// Words per half: the tag plus every measure's statistics.
-    half_words: usize,
+    /// Per epoch parity, the statistics of the member flows written in
+    /// that epoch (or moved here with them); the sweep of that epoch walks
+    /// it and empties it.
+    logs: [EpochLog; 2],
+    // Second line.
+    /// Words per record: tag, packet count, owner, key and every measure's statistics.
+    stride: usize,
     /// Per half, the start of the latest epoch in which some member flow
     /// wrote statistics: the monitor lists the set for that epoch's sweep once.
     marked: [u64; 2],
@@ -52,13 +76,13 @@ pub(crate) struct MatchSet {
     /// Some measure reads RTT samples, so member flows list their first
     /// transmissions (else `is_lost` needs none of that list).
     pub(crate) needs_rtt: bool,
-    // Second line: what the sweep reads per set.
-    /// The member flows the sweep walks, per half: the flows whose half
-    /// was first written in its epoch (or moved here with that epoch's
-    /// statistics), each appended once per write that reset the half, and
-    /// maybe stale references (see `flow_list.rs`); the sweep of that
-    /// epoch walks it and empties it.
-    pub(crate) written: [FlowList; 2],
+    /// Advise the logs for huge pages as they grow.
+    huge: bool,
+    /// A record as a flow's first write finds it (tag, owner and key
+    /// aside): copied in whole, where resetting measure by measure took
+    /// ~280 instructions a record.
+    blank: Vec<u64>,
+    // Third line: what the sweep reads per set.
     /// Sorted, distinct.
     pub(crate) triggers: Vec<TriggerId>,
     /// For each trigger (same order as `triggers`) that reads one measure
@@ -74,17 +98,11 @@ pub(crate) struct MatchSet {
     /// The measures packets update (not RTT samples), each argument in the
     /// form the packet path evaluates fastest.
     on_packets: Vec<(Arg, Slot)>,
-    /// A half as a reset leaves it (tag aside): copied in whole, where
-    /// resetting measure by measure took ~280 instructions a half.
-    blank: Vec<u64>,
-    free: Vec<u32>,
     /// Live flows using this set.
     pub(crate) flows: usize,
     /// Start of the epoch of the latest sweep this set was added to after
     /// it began (a flow moved here with that epoch's statistics).
     pub(crate) queued: u64,
-    /// Advise the slab for huge pages as it grows.
-    huge: bool,
     // Degraded mode (`monitor/shed.rs`); a set is its own full set otherwise.
     /// The set of every trigger the member flows matched (this one's id
     /// unless some were shed).
@@ -131,7 +149,7 @@ impl MatchSet {
             }
             per_trigger.push(idxs);
         }
-        let mut offset = 2;
+        let mut offset = FIRST_MEASURE;
         let measures: Vec<(Expr, Slot, bool)> = exprs
             .into_iter()
             .map(|(e, flags)| {
@@ -167,7 +185,7 @@ impl MatchSet {
             .try_fold([0; COMMON_VARS], |mut at, (e, slot, on_samples)| {
                 let Expr::Var(v) = e else { return None };
                 let i = usize::from(common_index(*v)?);
-                // Offsets start at 2 (after the tag and packet count): 0 is free to mean "none".
+                // Offsets start at FIRST_MEASURE (after the tag, packet count and owner): 0 is free to mean "none".
                 let offset = u8::try_from(slot.offset).ok()?;
                 (!on_samples && slot.flags == StatFlags::SUM && at[i] == 0).then(|| {
                     at[i] = offset;
@@ -184,14 +202,12 @@ impl MatchSet {
             plain_sums,
             per_trigger,
             needs_tcp,
-            half_words: offset,
-            slab: Vec::new(),
-            written: [FlowList::default(), FlowList::default()],
-            free: Vec::new(),
+            stride: offset,
+            logs: [EpochLog::default(), EpochLog::default()],
+            huge,
             flows: 0,
             queued: NO_EPOCH,
             marked: [NO_EPOCH; 2],
-            huge,
             full: u32::MAX,
             dropped: Vec::new(),
             chain: Vec::new(),
@@ -201,66 +217,95 @@ impl MatchSet {
         }
     }
 
-    /// 64-bit words of statistics a member flow keeps per epoch (tag and packet count included).
-    pub(crate) fn half_words(&self) -> usize {
-        self.half_words
+    /// 64-bit words a packet of a member flow updates in an epoch (tag and
+    /// packet count included, owner and key not): what the cost model
+    /// counts (`shed::set_cost`, as the chains' predicted costs).
+    pub(crate) fn update_words(&self) -> usize {
+        self.stride - FIRST_MEASURE + 2
     }
 
-    /// Packets (not RTT samples) the block's half counted in its epoch.
+    /// Packets (not RTT samples) record `rec` of `half` counted in its epoch.
     #[inline]
-    pub(crate) fn packets_in(&self, block: u32, half: usize) -> u64 {
-        self.slab[self.half_range(block, half).start + 1]
+    pub(crate) fn packets_in(&self, rec: u32, half: usize) -> u64 {
+        self.logs[half & 1].record(self.stride, rec)[PACKETS]
     }
 
-    /// A fresh block with both halves empty.
-    pub(crate) fn alloc(&mut self) -> u32 {
-        let bw = 2 * self.half_words;
-        let block = match self.free.pop() {
-            Some(b) => b,
-            None => {
-                let cap = self.slab.capacity();
-                self.slab.resize(self.slab.len() + bw, 0);
-                if self.huge && self.slab.capacity() != cap {
-                    huge_pages::advise(&self.slab);
-                }
-                (self.slab.len() / bw - 1) as u32
-            }
-        };
-        let base = block as usize * bw;
-        self.slab[base] = NO_EPOCH;
-        self.slab[base + self.half_words] = NO_EPOCH;
+    /// A flow joins the set.
+    pub(crate) fn join(&mut self) {
         self.flows += 1;
-        block
     }
 
-    pub(crate) fn release(&mut self, block: u32) {
-        self.free.push(block);
+    /// A flow leaves the set (its records stay where they are, to be swept).
+    pub(crate) fn leave(&mut self) {
         self.flows = self.flows.saturating_sub(1);
     }
 
-    #[inline]
-    fn half_range(&self, block: u32, half: usize) -> std::ops::Range<usize> {
-        let start = block as usize * 2 * self.half_words + half * self.half_words;
-        start..start + self.half_words
-    }
-
-    /// Folds a packet at packet time `t` into the block's half for the
-    /// epoch starting at `epoch`; true when that was the half's first write
-    /// in the epoch (it was reset). Inlined: a call passes the flow
-    /// context through memory and saves registers, a third of its cost.
+    /// The record of flow `owner` (its entry number, keyed `key`) in the
+    /// log of `half` for the epoch starting at `epoch`, given what the
+    /// caller knows of `rec`, the index the flow's entry kept (see
+    /// [`Lookup`]); appended if the flow has none. The flag is true when it
+    /// was appended: the set must then be listed for that epoch's sweep
+    /// ([`MatchSet::mark`]).
     #[inline(always)]
-    pub(crate) fn update(
+    pub(crate) fn record(
         &mut self,
-        block: u32,
         half: usize,
         epoch: u64,
-        p: &PacketRecord,
-        cx: FlowContext,
-        t: u64,
-    ) -> bool {
-        let r = self.half_range(block, half);
-        let (w, fresh) = half_for(&mut self.slab[r], &self.blank, epoch);
-        w[1] += 1;
+        owner: u32,
+        rec: u32,
+        key: &FlowKey,
+        lookup: Lookup,
+    ) -> (u32, bool) {
+        if lookup == Lookup::Known && rec != NO_REC {
+            debug_assert_eq!(
+                self.logs[half & 1].find(epoch, owner, rec),
+                Some(rec),
+                "a known record is the flow's"
+            );
+            return (rec, false);
+        }
+        self.find_or_append(half, epoch, owner, rec, key, lookup)
+    }
+
+    /// [`MatchSet::record`] but for a record known: out of line, so that
+    /// the packet path for a flow's later packets stays small.
+    #[inline(never)]
+    fn find_or_append(
+        &mut self,
+        half: usize,
+        epoch: u64,
+        owner: u32,
+        rec: u32,
+        key: &FlowKey,
+        lookup: Lookup,
+    ) -> (u32, bool) {
+        let log = &mut self.logs[half & 1];
+        match log.find(epoch, owner, rec).filter(|_| lookup == Lookup::Unsure) {
+            Some(rec) => (rec, false),
+            None => (
+                log.append(self.stride, epoch, owner, key, &self.blank, epoch, self.huge),
+                true,
+            ),
+        }
+    }
+
+    /// The record of flow `owner` in the log of `half` for the epoch
+    /// starting at `epoch`, if it has one at `rec`.
+    #[inline]
+    pub(crate) fn find(&self, half: usize, epoch: u64, owner: u32, rec: u32) -> Option<u32> {
+        self.logs[half & 1].find(epoch, owner, rec)
+    }
+
+    /// Folds a packet at packet time `t` into record `rec` of `half` (of
+    /// the running epoch, from [`MatchSet::record`]). Inlined: a call
+    /// passes the flow context through memory and saves registers, a
+    /// third of its cost.
+    #[inline(always)]
+    pub(crate) fn update(&mut self, rec: u32, half: usize, p: &PacketRecord, cx: FlowContext, t: u64) {
+        let Some(w) = self.logs[half & 1].record_mut(self.stride, rec) else {
+            return;
+        };
+        w[PACKETS] += 1;
         match &self.plain_sums {
             Some(at) => {
                 let (values, defined) = common_values(p, &cx);
@@ -272,20 +317,19 @@ impl MatchSet {
             }
             None => update_general(w, &self.on_packets, p, &cx, t),
         }
-        fresh
     }
 
-    /// Folds an RTT sample taken at time `t` into the measures that read
-    /// `rtt`; true when that was the half's first write in the epoch.
-    pub(crate) fn update_sample(&mut self, block: u32, half: usize, epoch: u64, rtt: i64, t: u64) -> bool {
-        let r = self.half_range(block, half);
-        let (w, fresh) = half_for(&mut self.slab[r], &self.blank, epoch);
+    /// Folds an RTT sample taken at time `t` into the measures of record
+    /// `rec` of `half` that read `rtt`.
+    pub(crate) fn update_sample(&mut self, rec: u32, half: usize, rtt: i64, t: u64) {
+        let Some(w) = self.logs[half & 1].record_mut(self.stride, rec) else {
+            return;
+        };
         for (e, slot, _) in self.measures.iter().filter(|m| m.2) {
             if let Some(v) = e.eval_sample(rtt) {
                 slot.update(w, v, t);
             }
         }
-        fresh
     }
 
     /// Marks the set as written in the epoch starting at `epoch` (in
@@ -298,20 +342,38 @@ impl MatchSet {
         first
     }
 
-    /// The list the sweep of `half` walks.
-    #[inline]
-    pub(crate) fn sweep_list(&mut self, half: usize) -> &mut FlowList {
-        &mut self.written[half & 1]
+    /// Records in the log of `half`.
+    pub(crate) fn log_len(&self, half: usize) -> usize {
+        self.logs[half & 1].len(self.stride)
     }
 
-    /// The first chunk of the list the sweep of `half` walks (to prefetch it).
+    /// The index of the record after the one at `rec` in the log of `half`
+    /// (a record's index is the offset of its first word), if there is one.
     #[inline]
-    pub(crate) fn sweep_head(&self, half: usize) -> &[FlowRef] {
-        self.written[half & 1].head()
+    pub(crate) fn next_record(&self, rec: usize, half: usize) -> Option<usize> {
+        let next = rec + self.stride;
+        (next <= self.logs[half & 1].words()).then_some(next)
+    }
+
+    /// Words per record.
+    #[inline]
+    pub(crate) fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// The key of record `rec` of `half`.
+    #[inline]
+    pub(crate) fn key(&self, rec: u32, half: usize) -> FlowKey {
+        self.logs[half & 1].key(self.stride, rec)
+    }
+
+    /// Empties the log of `half` once its sweep has gathered it.
+    pub(crate) fn clear_log(&mut self, half: usize) {
+        self.logs[half & 1].clear();
     }
 
     /// Starts loading every line of the header the sweep reads: up to the
-    /// sum offsets (the list and trigger ids are on the second line, the
+    /// sum offsets (the logs and trigger ids are on the second line, the
     /// sum offsets' pointer on the third).
     #[inline]
     pub(crate) fn prefetch_header(&self) {
@@ -322,35 +384,50 @@ impl MatchSet {
         }
     }
 
-    /// Starts loading the start of a block's half.
+    /// Starts loading the two lines of the header the packet path reads.
     #[inline]
-    pub(crate) fn prefetch(&self, block: u32, half: usize) {
-        let r = self.half_range(block, half);
-        // A half is not line-aligned: load its first and last word's lines.
-        prefetch(self.slab.as_ptr().wrapping_add(r.start));
-        prefetch(self.slab.as_ptr().wrapping_add(r.end - 1));
+    pub(crate) fn prefetch_for_packets(&self) {
+        let base: *const u8 = (self as *const Self).cast();
+        prefetch(base);
+        prefetch(base.wrapping_add(64));
     }
 
-    /// True when the half holds statistics of the epoch starting at `epoch`.
+    /// Starts loading where the next record of `half` goes.
     #[inline]
-    pub(crate) fn has_epoch(&self, block: u32, half: usize, epoch: u64) -> bool {
-        self.slab[self.half_range(block, half).start] == epoch
+    pub(crate) fn prefetch_tail(&self, half: usize) {
+        self.logs[half & 1].prefetch_tail(self.stride);
     }
 
-    /// Marks the half as gathered by the sweep of its epoch (its tag no
-    /// longer matches any epoch), so that a flow moved to another set
-    /// during that sweep (an install or removal between sweep steps) is
-    /// not gathered twice. Its next write resets it as usual.
+    /// Starts loading record `rec` of `half`, if its log has one there.
     #[inline]
-    pub(crate) fn consume(&mut self, block: u32, half: usize) {
-        let at = self.half_range(block, half).start;
-        self.slab[at] = NO_EPOCH;
+    pub(crate) fn prefetch(&self, rec: u32, half: usize) {
+        self.logs[half & 1].prefetch(self.stride, rec);
     }
 
-    /// The half's tag: the start of the epoch whose statistics it holds.
+    /// Starts loading record `rec` of `half` and its key, for the sweep.
     #[inline]
-    pub(crate) fn epoch_of(&self, block: u32, half: usize) -> u64 {
-        self.slab[self.half_range(block, half).start]
+    pub(crate) fn prefetch_for_sweep(&self, rec: usize, half: usize) {
+        self.logs[half & 1].prefetch_for_sweep(self.stride, rec);
+    }
+
+    /// True when record `rec` of `half` holds statistics of the epoch starting at `epoch`.
+    #[inline]
+    pub(crate) fn has_epoch(&self, rec: u32, half: usize, epoch: u64) -> bool {
+        self.logs[half & 1].has_epoch(rec, epoch)
+    }
+
+    /// Marks record `rec` of `half` as gathered by the sweep of its epoch,
+    /// so that no later visit (the set listed twice in a sweep) gathers it
+    /// again.
+    #[inline]
+    pub(crate) fn consume(&mut self, rec: u32, half: usize) {
+        self.logs[half & 1].retire(self.stride, rec, false);
+    }
+
+    /// Retires record `rec` of `half`: its flow left the set for none, and
+    /// no sweep gathers it.
+    pub(crate) fn retire(&mut self, rec: u32, half: usize) {
+        self.logs[half & 1].retire(self.stride, rec, true);
     }
 
     /// Where the sums' offsets of the triggers are (to prefetch them).
@@ -359,14 +436,14 @@ impl MatchSet {
         self.sum_at.as_ptr()
     }
 
-    /// The packets of a block's half and the value of the sum the trigger
-    /// at `trigger_pos` reads, if it reads one sum only (else `None`: see
-    /// [`MatchSet::gather`]).
+    /// The packets of record `rec` of `half` and the value of the sum the
+    /// trigger at `trigger_pos` reads, if it reads one sum only (else
+    /// `None`: see [`MatchSet::gather`]).
     #[inline]
-    pub(crate) fn read_sum(&self, block: u32, half: usize, trigger_pos: usize) -> Option<(u64, f64)> {
+    pub(crate) fn read_sum(&self, rec: u32, half: usize, trigger_pos: usize) -> Option<(u64, f64)> {
         let at = *self.sum_at.get(trigger_pos)? as usize;
-        let w = &self.slab[self.half_range(block, half)];
-        (at != 0).then(|| (w[1], sum_value(w, at)))
+        let w = self.logs[half & 1].record(self.stride, rec);
+        (at != 0).then(|| (w[PACKETS], sum_value(w, at)))
     }
 
     /// Position of a trigger in this set.
@@ -375,32 +452,37 @@ impl MatchSet {
     }
 
     /// Adds the statistics a trigger reads to `accs` (one per read); gives
-    /// the flow's packet count in the half.
+    /// the flow's packet count in the record.
     #[inline]
-    pub(crate) fn gather(&self, block: u32, half: usize, trigger_pos: usize, accs: &mut [Acc]) -> u64 {
-        let w = &self.slab[self.half_range(block, half)];
+    pub(crate) fn gather(&self, rec: u32, half: usize, trigger_pos: usize, accs: &mut [Acc]) -> u64 {
+        let w = self.logs[half & 1].record(self.stride, rec);
         for (acc, &m) in accs.iter_mut().zip(&self.per_trigger[trigger_pos]) {
             self.measures[m].1.merge_into(w, acc);
         }
-        w[1]
+        w[PACKETS]
     }
 
-    /// Copies both halves of `block` of `from` into `block_here`, keeping
-    /// the statistics of every measure both sets share.
-    pub(crate) fn copy_from(&mut self, block_here: u32, from: &MatchSet, block_there: u32) {
-        for half in 0..2 {
-            let src = &from.slab[from.half_range(block_there, half)];
-            let r = self.half_range(block_here, half);
-            let dst = &mut self.slab[r];
-            dst[0] = src[0];
-            dst[1] = src[1];
-            for (e, slot, _) in &self.measures {
-                slot.reset(dst);
-                if let Some((_, there, _)) = from.measures.iter().find(|(x, _, _)| x == e) {
-                    slot.copy_common(dst, there, src);
-                }
+    /// Moves record `rec` of `half` of set `from` (flow `owner`) here:
+    /// appends a record keeping the statistics of every measure both sets
+    /// share, with the same tag, and retires the one in `from`. Its index
+    /// here.
+    pub(crate) fn move_from(&mut self, half: usize, owner: u32, from: &mut MatchSet, rec: u32) -> u32 {
+        let h = half & 1;
+        let src_log = &from.logs[h];
+        let epoch = src_log.epoch();
+        let src = src_log.record(from.stride, rec);
+        let key = src_log.key(from.stride, rec);
+        let mut init = self.blank.clone();
+        init[TAG] = src[TAG];
+        init[PACKETS] = src[PACKETS];
+        for (e, slot, _) in &self.measures {
+            if let Some((_, there, _)) = from.measures.iter().find(|(x, _, _)| x == e) {
+                slot.copy_common(&mut init, there, src);
             }
         }
+        let here = self.logs[h].append(self.stride, epoch, owner, &key, &init, init[TAG], self.huge);
+        from.logs[h].retire(from.stride, rec, true);
+        here
     }
 
     /// Number of aggregates the trigger at `trigger_pos` reads.
@@ -421,28 +503,6 @@ fn update_general(w: &mut [u64], measures: &[(Arg, Slot)], p: &PacketRecord, cx:
     }
 }
 
-/// A block's half (`w`) made ready for the epoch starting at `epoch`:
-/// reset if it held an older one (then the flag is true).
-#[inline(always)]
-fn half_for<'a>(w: &'a mut [u64], blank: &[u64], epoch: u64) -> (&'a mut [u64], bool) {
-    if w[0] == epoch {
-        return (w, false);
-    }
-    reset_half(w, blank, epoch);
-    (w, true)
-}
-
-/// Once per flow and epoch: kept out of line, off the packet path.
-#[cold]
-#[inline(never)]
-fn reset_half(w: &mut [u64], blank: &[u64], epoch: u64) {
-    if w.len() == blank.len() {
-        w.copy_from_slice(blank);
-    }
-    w[0] = epoch;
-    w[1] = 0;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,8 +516,14 @@ mod tests {
         funcs.iter().zip(accs).map(|(f, a)| a.value(*f)).collect()
     }
 
+    /// The record of flow 0 in `half` for `epoch`, as the packet path finds it.
+    fn rec(s: &mut MatchSet, half: usize, epoch: u64, at: u32) -> u32 {
+        s.record(half, epoch, 0, at, &FlowKey::default(), Lookup::Unsure)
+            .0
+    }
+
     #[test]
-    fn shared_measures_and_lazy_reset() {
+    fn shared_measures_and_a_record_per_epoch() {
         let t0 = [
             read(AggFunc::Sum, BaseVar::Volume),
             read(AggFunc::Max, BaseVar::Ttl),
@@ -466,22 +532,29 @@ mod tests {
         let mut s = MatchSet::new(vec![3, 7], &[&t0, &t1], false, false);
         assert_eq!(s.measures.len(), 2);
         assert_eq!(s.aggregate_count(0), 2);
-        let b = s.alloc();
         let p = PacketRecord {
             volume: 100,
             ttl: 64,
             ..PacketRecord::default()
         };
-        s.update(b, 0, 10, &p, FlowContext::default(), 11);
-        s.update(b, 0, 10, &p, FlowContext::default(), 12);
+        let (b, fresh) = s.record(0, 10, 0, 0, &FlowKey::default(), Lookup::First);
+        assert!(fresh);
+        s.update(b, 0, &p, FlowContext::default(), 11);
+        assert_eq!(
+            s.record(0, 10, 0, b, &FlowKey::default(), Lookup::Known),
+            (b, false)
+        );
+        s.update(b, 0, &p, FlowContext::default(), 12);
         let mut accs = vec![Acc::default(); 2];
         assert_eq!(s.gather(b, 0, 0, &mut accs), 2);
         assert_eq!(values(&[AggFunc::Sum, AggFunc::Max], &accs), vec![200.0, 64.0]);
-        // A new epoch in the same half resets it on first write.
-        s.update(b, 0, 30, &p, FlowContext::default(), 31);
-        assert!(s.has_epoch(b, 0, 30) && !s.has_epoch(b, 0, 10));
+        // A new epoch in the same half: a fresh record, the old epoch's gone.
+        let (b2, fresh) = s.record(0, 30, 0, b, &FlowKey::default(), Lookup::Unsure);
+        assert!(fresh);
+        s.update(b2, 0, &p, FlowContext::default(), 31);
+        assert!(s.has_epoch(b2, 0, 30) && !s.has_epoch(b2, 0, 10));
         let mut accs = vec![Acc::default(); 1];
-        assert_eq!(s.gather(b, 0, 1, &mut accs), 1);
+        assert_eq!(s.gather(b2, 0, 1, &mut accs), 1);
         assert_eq!(values(&[AggFunc::Avg], &accs), vec![100.0]);
     }
 
@@ -502,7 +575,7 @@ mod tests {
         let mut fast = MatchSet::new(vec![0], &[&sums], false, false);
         let mut slow = MatchSet::new(vec![0], &[&mixed], false, false);
         assert!(fast.plain_sums.is_some() && slow.plain_sums.is_none());
-        let (bf, bs) = (fast.alloc(), slow.alloc());
+        let (bf, bs) = (rec(&mut fast, 1, 10, 0), rec(&mut slow, 1, 10, 0));
         for (i, volume) in [100, 0, 7].into_iter().enumerate() {
             let p = PacketRecord {
                 volume,
@@ -510,8 +583,8 @@ mod tests {
                 ttl: 64,
                 ..PacketRecord::default()
             };
-            fast.update(bf, 1, 10, &p, FlowContext::default(), 11);
-            slow.update(bs, 1, 10, &p, FlowContext::default(), 11);
+            fast.update(bf, 1, &p, FlowContext::default(), 11);
+            slow.update(bs, 1, &p, FlowContext::default(), 11);
         }
         let (mut af, mut a_s) = (vec![Acc::default(); 3], vec![Acc::default(); 4]);
         assert_eq!(fast.gather(bf, 1, 0, &mut af), 3);
@@ -530,13 +603,52 @@ mod tests {
             (Expr::Var(BaseVar::Rtt), last),
         ];
         let mut s = MatchSet::new(vec![0], &[&t0], true, true);
-        let b = s.alloc();
-        s.update_sample(b, 1, 10, 500, 12);
-        s.update_sample(b, 1, 10, 300, 14);
-        s.update(b, 1, 10, &PacketRecord::default(), FlowContext::default(), 15);
+        let b = rec(&mut s, 1, 10, 0);
+        s.update_sample(b, 1, 500, 12);
+        s.update_sample(b, 1, 300, 14);
+        s.update(b, 1, &PacketRecord::default(), FlowContext::default(), 15);
         let mut accs = vec![Acc::default(); 3];
         assert_eq!(s.gather(b, 1, 0, &mut accs), 1);
         assert_eq!(values(&[AggFunc::Max, AggFunc::Sum], &accs), vec![500.0, 1.0]);
         assert_eq!(accs[2].last_value(), 300.0);
+    }
+
+    #[test]
+    fn a_moved_record_keeps_the_shared_measures_and_leaves_its_set() {
+        let vol = read(AggFunc::Sum, BaseVar::Volume);
+        let ttl = read(AggFunc::Max, BaseVar::Ttl);
+        let mut from = MatchSet::new(vec![1], &[&[vol.clone(), ttl]], false, false);
+        let mut to = MatchSet::new(
+            vec![1, 2],
+            &[
+                std::slice::from_ref(&vol),
+                &[read(AggFunc::Sum, BaseVar::Packets)],
+            ],
+            false,
+            false,
+        );
+        let key = FlowKey {
+            src_port: 9,
+            ..FlowKey::default()
+        };
+        let (r, _) = from.record(0, 10, 4, 0, &key, Lookup::First);
+        let p = PacketRecord {
+            volume: 30,
+            ttl: 5,
+            ..PacketRecord::default()
+        };
+        from.update(r, 0, &p, FlowContext::default(), 11);
+        let here = to.move_from(0, 4, &mut from, r);
+        assert_eq!(from.find(0, 10, 4, r), None);
+        assert!(!from.has_epoch(r, 0, 10));
+        assert_eq!(to.find(0, 10, 4, here), Some(here));
+        assert_eq!(to.key(here, 0), key);
+        let mut accs = vec![Acc::default(); 1];
+        assert_eq!(to.gather(here, 0, 0, &mut accs), 1);
+        assert_eq!(values(&[AggFunc::Sum], &accs), vec![30.0]);
+        // A measure the old set did not keep starts blank.
+        let mut accs = vec![Acc::default(); 1];
+        to.gather(here, 0, 1, &mut accs);
+        assert_eq!(values(&[AggFunc::Sum], &accs), vec![0.0]);
     }
 }

@@ -10,8 +10,8 @@
 //! epoch, the finished epoch is swept: each trigger gathers the statistics
 //! its flows kept for that epoch into the group accumulators of its open
 //! window, and windows that have ended are tested and reported. Epochs are
-//! numbered by a sequence whose parity picks the half of each flow's
-//! statistics block, so packets of the new epoch never touch what the sweep
+//! numbered by a sequence whose parity picks each set's epoch log
+//! (`epoch_log.rs`), so packets of the new epoch never touch what the sweep
 //! reads, as long as the sweep finishes within one epoch (else it is
 //! counted late and finished on the spot before the next epoch's packets).
 
@@ -26,12 +26,11 @@ use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 use crate::blind::BlindSpans;
 use crate::config::{Counters, MonitorConfig, Tuning};
 use crate::dos_filter::DosFilter;
-use crate::flow_list::FlowRef;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::history::History;
 use crate::key::{one_flow_per_group, report_group, tags_of, TagsSeen};
 use crate::match_cache::MatchCache;
-use crate::match_set::MatchSet;
+use crate::match_set::{Lookup, MatchSet, NO_REC};
 use crate::measure::{Expr, FlowContext, StatFlags, TcpValues};
 use crate::merge::{Installed, Partials};
 use crate::prefetch::prefetch;
@@ -174,8 +173,8 @@ const RECLAIM_AHEAD: usize = 8;
 pub const BATCH: usize = 32;
 
 /// How many packets ahead in a batch the packet loop prefetches a likely
-/// entry's set header, and its statistics half and connection state
-/// (`(set, statistics)`). With few flows these lines are in the cache and
+/// entry's set header, and its record of the epoch (or where its first
+/// write appends one) and connection state (`(set, statistics)`). With few flows these lines are in the cache and
 /// a short distance is cheapest; once flows outnumber the cache
 /// ([`FAR_FLOWS`]) each is a miss and the distance must cover a memory
 /// latency: at two packets (~80 ns) the half's load still stalled at 100 k
@@ -422,30 +421,69 @@ impl Monitor {
     }
 
     /// [`Monitor::migrate`] to set `to` (an interned set's id, or [`NO_SET`]).
+    ///
+    /// The flow's records of the epochs not yet swept move along (each
+    /// keeping the statistics both sets share), so they are swept with the
+    /// new set: the current epoch's, and that of a sweep in progress
+    /// (between its steps) if not gathered yet, the new set then added to
+    /// that sweep. A record the sweep has gathered stays where it is.
     fn migrate_to(&mut self, entry: u32, to: u32) {
-        let (old_set, old_block) = {
-            let e = &self.flows.entries[entry as usize];
-            (e.set, e.block)
-        };
-        let (new_set, new_block) = if to == NO_SET {
-            (NO_SET, 0)
-        } else {
-            let s = to;
-            let b = self.sets[s as usize].alloc();
-            if old_set != NO_SET && old_set != s {
-                let (dst, src) = pair_mut(&mut self.sets, s as usize, old_set as usize);
-                dst.copy_from(b, src, old_block);
-            }
-            (s, b)
-        };
-        if old_set != NO_SET {
-            self.sets[old_set as usize].release(old_block);
+        let old_set = self.flows.entries[entry as usize].set;
+        if old_set == to {
+            return;
         }
-        let keeps_tcp = new_set != NO_SET && self.sets[new_set as usize].needs_tcp;
-        let keeps_sent = new_set != NO_SET && self.sets[new_set as usize].needs_rtt;
+        let half_now = (self.epoch_seq & 1) as usize;
+        let mut moved_now = false;
+        if old_set != NO_SET {
+            let mut halves = [(half_now, self.epoch_start, false); 2];
+            let mut n = 1;
+            if let Some(s) = self.sweep.as_ref() {
+                halves[1] = (s.half, s.epoch_start, true);
+                n = 2;
+            }
+            for &(half, epoch, swept) in &halves[..n] {
+                let at = self.flows.entries[entry as usize].rec[half & 1];
+                let old = &mut self.sets[old_set as usize];
+                let Some(rec) = old.find(half, epoch, entry, at) else {
+                    continue;
+                };
+                if !old.has_epoch(rec, half, epoch) {
+                    // Gathered already by the sweep in progress: stays.
+                    continue;
+                }
+                if to == NO_SET {
+                    // No set keeps statistics for the flow now.
+                    old.retire(rec, half);
+                    continue;
+                }
+                let (dst, src) = pair_mut(&mut self.sets, to as usize, old_set as usize);
+                let here = dst.move_from(half, entry, src, rec);
+                self.flows.entries[entry as usize].rec[half & 1] = here;
+                if !swept {
+                    moved_now = true;
+                    self.mark_active(to, half);
+                } else if let Some(s) = self.sweep.as_mut() {
+                    let set = &mut self.sets[to as usize];
+                    if set.queued != s.epoch_start {
+                        set.queued = s.epoch_start;
+                        s.order.push(to);
+                    }
+                }
+            }
+            self.sets[old_set as usize].leave();
+        }
+        if to != NO_SET {
+            self.sets[to as usize].join();
+            if !moved_now {
+                // Written in the epoch maybe, but with no record in the new
+                // set: its next write there makes one (`Lookup::Known`).
+                self.flows.entries[entry as usize].rec[half_now & 1] = NO_REC;
+            }
+        }
+        let keeps_tcp = to != NO_SET && self.sets[to as usize].needs_tcp;
+        let keeps_sent = to != NO_SET && self.sets[to as usize].needs_rtt;
         let e = &mut self.flows.entries[entry as usize];
-        e.set = new_set;
-        e.block = new_block;
+        e.set = to;
         if !keeps_tcp {
             // Connection state not kept up to date must not be resumed later.
             self.flows.tcp.release(e.tcp);
@@ -454,33 +492,6 @@ impl Monitor {
             // Nothing reads `rtt` now; a later reader samples segments sent from then on.
             if let Some(st) = self.flows.tcp.get_mut(e.tcp) {
                 st.forget_sent();
-            }
-        }
-        if new_set == NO_SET {
-            return;
-        }
-        // The old set's references go stale (the entry names another set).
-        let r = FlowRef { entry };
-        let chunked = self.config.tuning.chunked_lists;
-        // Statistics copied along are swept with the new set: the current
-        // epoch's by marking it and listing the flow in that half's list,
-        // those of a sweep in progress (between its steps) by listing it in
-        // the swept half's and adding the set to that sweep. Halves the
-        // sweep has gathered already are marked consumed, so none is
-        // counted twice.
-        let half_now = (self.epoch_seq & 1) as usize;
-        if self.sets[new_set as usize].epoch_of(new_block, half_now) == self.epoch_start {
-            self.mark_active(new_set, half_now);
-            self.sets[new_set as usize].written[half_now].push(r, chunked);
-        }
-        if let Some(s) = self.sweep.as_mut() {
-            let set = &mut self.sets[new_set as usize];
-            if set.epoch_of(new_block, s.half) == s.epoch_start {
-                set.written[s.half].push(r, chunked);
-                if set.queued != s.epoch_start {
-                    set.queued = s.epoch_start;
-                    s.order.push(new_set);
-                }
             }
         }
     }
@@ -554,7 +565,7 @@ impl Monitor {
         let mut set = MatchSet::new(triggers, &reads, needs_tcp, self.config.tuning.huge_pages);
         let id = self.sets.len() as u32;
         if let Some(a) = &self.adapt {
-            set.cost_ns = shed::set_cost(&a.config.costs, set.half_words(), set.needs_tcp);
+            set.cost_ns = shed::set_cost(&a.config.costs, set.update_words(), set.needs_tcp);
             if !dropped.is_empty() {
                 set.dropped = dropped.to_vec();
                 let mut all: Vec<TriggerId> = set.triggers.iter().chain(dropped).copied().collect();
@@ -693,17 +704,23 @@ impl Monitor {
             for (j, (p, &h)) in chunk.iter().zip(&hashes).enumerate() {
                 // `set_ahead` ahead, the set's header (its address needs
                 // only the entry); `stats_ahead` ahead, what it locates: the
-                // statistics half and the connection state.
+                // flow's record in the epoch's log and the connection state.
                 let entry = |k: usize| {
                     let i = *entries[..chunk.len()].get(j + k)?;
                     self.flows.entries.get(i as usize)
                 };
-                if let Some(e) = entry(set_ahead).filter(|e| e.set != NO_SET) {
-                    prefetch(self.sets.as_ptr().wrapping_add(e.set as usize));
+                if let Some(set) = entry(set_ahead).and_then(|e| self.sets.get(e.set as usize)) {
+                    set.prefetch_for_packets();
                 }
                 if let Some(e) = entry(stats_ahead) {
+                    // Its record of the epoch if it has one, else where
+                    // its first write appends one.
                     if let Some(set) = self.sets.get(e.set as usize) {
-                        set.prefetch(e.block, half);
+                        if e.stats_ts >= self.epoch_start {
+                            set.prefetch(e.rec[half & 1], half);
+                        } else {
+                            set.prefetch_tail(half);
+                        }
                     }
                     if e.tcp != NO_TCP {
                         self.flows.tcp.prefetch(e.tcp);
@@ -815,6 +832,9 @@ impl Monitor {
         let Some(mut e) = self.flows.entries.get_mut(idx as usize) else {
             return;
         };
+        // The packet's flow acknowledged itself (same addresses and ports
+        // both ways): its RTT sample may have written its record already.
+        let mut acked_self = false;
         if let Some(tcp) = &p.tcp {
             if tcp.flags & tcp_flags::SYN != 0 {
                 e.wscale = tcp.wscale;
@@ -846,6 +866,7 @@ impl Monitor {
             }
             // Without a reverse flow there is nothing to acknowledge: skip the call.
             if tcp.flags & tcp_flags::ACK != 0 && e.rev.0 != NO_ENTRY {
+                acked_self = e.rev.0 == idx;
                 self.acknowledge(idx, tcp, p.volume, t, half);
                 // The reverse flow may be this one (same addresses and ports).
                 let Some(again) = self.flows.entries.get_mut(idx as usize) else {
@@ -862,28 +883,26 @@ impl Monitor {
         } else {
             cx.wscale = e.wscale;
         }
-        let (set, block) = (e.set, e.block);
+        let set = e.set;
         if set == NO_SET {
             return;
         }
         let Some(s) = self.sets.get_mut(set as usize) else {
             return;
         };
-        if s.update(block, half, self.epoch_start, p, cx, t) {
+        // The flow's record of the epoch, appended on its first write.
+        let lookup = match (first_in_epoch, acked_self) {
+            (_, true) => Lookup::Unsure,
+            (true, false) => Lookup::First,
+            (false, false) => Lookup::Known,
+        };
+        let (rec, fresh) = s.record(half, self.epoch_start, idx, e.rec[half & 1], &e.key, lookup);
+        s.update(rec, half, p, cx, t);
+        if fresh {
+            e.rec[half & 1] = rec;
             if s.mark(half, self.epoch_start) {
                 self.active_sets[half].push(set);
             }
-            self.list_written(set, idx, half);
-        }
-    }
-
-    /// On a flow's first write in an epoch (its half just reset): it joins
-    /// the half's list of its set, which that epoch's sweep walks.
-    #[inline]
-    fn list_written(&mut self, set: u32, idx: u32, half: usize) {
-        let chunked = self.config.tuning.chunked_lists;
-        if let Some(s) = self.sets.get_mut(set as usize) {
-            s.written[half].push(FlowRef { entry: idx }, chunked);
         }
     }
 
@@ -915,11 +934,23 @@ impl Monitor {
             return;
         };
         self.counters.rtt_samples += 1;
+        // A flow acknowledging itself: the packet's own write (after
+        // this) may have set `stats_ts` without making a record yet.
+        let lookup = match (r == from, e.stats_ts < self.epoch_start) {
+            (true, _) => Lookup::Unsure,
+            (false, true) => Lookup::First,
+            (false, false) => Lookup::Known,
+        };
         e.stats_ts = t;
-        let (set, block) = (e.set, e.block);
-        if set != NO_SET && self.sets[set as usize].update_sample(block, half, self.epoch_start, rtt, t) {
+        let set = e.set;
+        let Some(s) = self.sets.get_mut(set as usize) else {
+            return;
+        };
+        let (rec, fresh) = s.record(half, self.epoch_start, r, e.rec[half & 1], &e.key, lookup);
+        s.update_sample(rec, half, rtt, t);
+        if fresh {
+            e.rec[half & 1] = rec;
             self.mark_active(set, half);
-            self.list_written(set, r, half);
         }
     }
 
@@ -1045,11 +1076,9 @@ impl Monitor {
         };
         if let Some(s) = self.sets.get(set as usize) {
             self.counters.triggers_matched += s.triggers.len() as u64;
-            let block = self.sets[set as usize].alloc();
-            let e = &mut self.flows.entries[i as usize];
-            e.set = set;
-            e.block = block;
-            // Its first packet, next, lists it (`list_written`).
+            self.sets[set as usize].join();
+            // Its first packet, next, appends its record (`MatchSet::record`).
+            self.flows.entries[i as usize].set = set;
         }
     }
 
@@ -1169,7 +1198,6 @@ impl Monitor {
             begun_ns: self.now,
             order,
             set_pos: 0,
-            chunk: 0,
             pos: 0,
             parts: Vec::new(),
             opened: Vec::new(),
@@ -1471,8 +1499,8 @@ impl Monitor {
                 self.expiry.push_back((i, gen, idle_from.max(self.now)));
                 continue;
             }
-            if e.set != NO_SET {
-                self.sets[e.set as usize].release(e.block);
+            if let Some(set) = self.sets.get_mut(e.set as usize) {
+                set.leave();
             }
             self.flows.remove(i);
             self.counters.flows_evicted += 1;
@@ -1612,13 +1640,13 @@ impl Monitor {
         })
     }
 
-    /// Flows listed for a trigger (valid or stale): both halves' lists of
-    /// the sets it is in, the flows written in the epochs not yet swept,
-    /// which the sweep walks for it.
+    /// Records of flows kept for a trigger (some maybe moved away or
+    /// gathered): both epoch logs of the sets it is in, the flows written
+    /// in the epochs not yet swept, which the sweep walks for it.
     pub fn trigger_flows(&self, id: TriggerId) -> Option<usize> {
         self.triggers.get(id as usize)?.as_ref()?;
         let sets = self.sets.iter().filter(|s| s.position(id).is_some());
-        Some(sets.map(|s| s.written[0].len() + s.written[1].len()).sum())
+        Some(sets.map(|s| s.log_len(0) + s.log_len(1)).sum())
     }
 }
 
@@ -1629,14 +1657,14 @@ fn same_flow(a: &FlowKey, b: &FlowKey) -> bool {
     a.src_port == b.src_port && a.dst_port == b.dst_port && a == b
 }
 
-/// Mutable access to one element and shared access to another of a slice.
-fn pair_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &T) {
+/// Mutable access to two distinct elements of a slice.
+fn pair_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
     if a < b {
         let (lo, hi) = v.split_at_mut(b);
-        (&mut lo[a], &hi[0])
+        (&mut lo[a], &mut hi[0])
     } else {
         let (lo, hi) = v.split_at_mut(a);
-        (&mut hi[0], &lo[b])
+        (&mut hi[0], &mut lo[b])
     }
 }
 

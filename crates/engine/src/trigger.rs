@@ -1,6 +1,6 @@
 //! An installed trigger: its compiled event, the window being gathered and
-//! the values of its last windows (its flows are listed by match set,
-//! `flow_list.rs`).
+//! the values of its last windows (its flows' statistics are kept by match
+//! set, `epoch_log.rs`).
 
 use rustc_hash::FxHashMap;
 

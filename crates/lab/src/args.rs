@@ -189,12 +189,11 @@ Optimizations (--no-opt switches them off; none changes a result):
                   entries and statistics before any packet is processed
   header-prefetch the loop prefetches each frame's header 32 frames before
                   parsing it, as a NIC poll loop prefetches its next burst
-  sweep-prefetch  prefetch trigger data, flow entries and statistics ahead
-                  in the sweep (sets ahead, and flows ahead in a set's list)
+  sweep-prefetch  prefetch trigger data and epoch logs ahead in the sweep
+                  (sets ahead, and records ahead in a set's log)
   last-flow       a packet of the previous packet's flow skips the lookup
   huge-pages      transparent huge pages for flow table, statistics, triggers
   active-sweep    sweep only triggers whose flows had packets in the epoch
-  chunked-lists   per-set flow lists in chunks, not one growing vector
   flow-windows    one-epoch per-5-tuple windows with only aggregates are
                   tested flow by flow in the gather, with no window kept
   prefault        memory committed before traffic (the flow table, and

@@ -142,7 +142,7 @@ pub enum Opt {
     BatchPrefetch,
     /// Prefetch of each frame's header 32 frames before it is parsed.
     HeaderPrefetch,
-    /// Prefetch of trigger data and flow entries in the sweep.
+    /// Prefetch of trigger data and epoch logs in the sweep.
     SweepPrefetch,
     /// Skip the lookup for a packet of the previous packet's flow.
     LastFlow,
@@ -150,8 +150,6 @@ pub enum Opt {
     HugePages,
     /// Sweep only the triggers whose flows had packets in the epoch.
     ActiveSweep,
-    /// Per-set flow lists in chunks (else one growing vector).
-    ChunkedLists,
     /// One-epoch per-5-tuple windows tested flow by flow in the gather.
     FlowWindows,
     /// Memory committed before traffic: the flow table and the heap the
@@ -164,14 +162,13 @@ pub enum Opt {
 }
 
 impl Opt {
-    const EACH: [Opt; 10] = [
+    const EACH: [Opt; 9] = [
         Opt::BatchPrefetch,
         Opt::HeaderPrefetch,
         Opt::SweepPrefetch,
         Opt::LastFlow,
         Opt::HugePages,
         Opt::ActiveSweep,
-        Opt::ChunkedLists,
         Opt::FlowWindows,
         Opt::Prefault,
         Opt::MatchCache,
@@ -185,7 +182,6 @@ impl Opt {
             Opt::LastFlow => "last-flow",
             Opt::HugePages => "huge-pages",
             Opt::ActiveSweep => "active-sweep",
-            Opt::ChunkedLists => "chunked-lists",
             Opt::FlowWindows => "flow-windows",
             Opt::Prefault => "prefault",
             Opt::MatchCache => "match-cache",
@@ -202,7 +198,6 @@ impl Opt {
             Opt::LastFlow => &mut t.last_flow,
             Opt::HugePages => &mut t.huge_pages,
             Opt::ActiveSweep => &mut t.active_sweep,
-            Opt::ChunkedLists => &mut t.chunked_lists,
             Opt::FlowWindows => &mut t.flow_windows,
             Opt::Prefault => &mut t.prefault,
             Opt::MatchCache => &mut t.match_cache,

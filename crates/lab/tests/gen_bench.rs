@@ -233,7 +233,6 @@ fn ablation_measures_each_optimization_against_all_on_and_all_off() {
             "no last-flow",
             "no huge-pages",
             "no active-sweep",
-            "no chunked-lists",
             "no flow-windows",
             "no prefault",
             "no match-cache",

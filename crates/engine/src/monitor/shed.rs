@@ -22,8 +22,8 @@
 //! into the lighter set's triggers and lost for the others): a flow whose
 //! first packet comes while that sweep is still pending moves when it
 //! ends (`apply_deferred`), in the middle of its epoch. Moving copies the
-//! flow's statistics into the other set's block: work the model does not
-//! price, which makes frequent changes of depth costly.
+//! flow's record of the epoch into the other set's log: work the model
+//! does not price, which makes frequent changes of depth costly.
 //!
 //! # The model
 //! [`StateCosts`] predicts a packet's time: the lookup, the update (a fixed
@@ -421,9 +421,13 @@ impl Monitor {
         if want == current {
             return;
         }
-        let block = self.flows.entries[idx as usize].block;
         if let Some(s) = &self.sweep {
-            if self.sets[current as usize].epoch_of(block, s.half) == s.epoch_start {
+            let at = self.flows.entries[idx as usize].rec[s.half & 1];
+            let set = &self.sets[current as usize];
+            if set
+                .find(s.half, s.epoch_start, idx, at)
+                .is_some_and(|rec| set.has_epoch(rec, s.half, s.epoch_start))
+            {
                 // Its last epoch is not swept yet: moved when the sweep ends.
                 let gen = self.flows.entries[idx as usize].gen;
                 if let Some(a) = self.adapt.as_mut() {

@@ -3,24 +3,23 @@
 //! A sweep visits the match sets some member flow wrote in the swept epoch
 //! (`Monitor::active_sets`), not the triggers: the triggers of a set (the
 //! workload's eight a flow) all read the same flows and the same
-//! statistics halves, so walking the set's list reads each flow's
-//! entry and half once and hands them to every trigger of the set in
-//! turn. That list is the swept half's: the flows first written in the
-//! epoch, each listed on the write that reset its half (or on moving to
-//! the set with the epoch's statistics), so no visit reads an idle flow;
-//! a 1 M-flow sweep took 72 ms with one list a set of the flows written
-//! in the last two epochs, 39 ms with these (docs/performance.md). A
-//! trigger in several active sets is reached from each; results
-//! never depend on the order (accumulators are integer sums, minima,
-//! maxima and latest values; a window's groups and the reports are sorted
-//! where order shows).
+//! statistics, so walking the set's epoch log reads each flow's record
+//! once and hands it to every trigger of the set in turn. That log is the
+//! swept epoch's (`epoch_log.rs`): a record for each flow written in the
+//! epoch (or moved to the set with the epoch's statistics), holding its
+//! statistics and a copy of its key, so the walk reads two arrays in order
+//! and no flow entry: no visit reads an idle flow, and none waits on a
+//! chain of misses from a list to an entry to its statistics (a 1 M-flow
+//! sweep took 39 ms with such lists, docs/performance.md). A trigger in
+//! several active sets is reached from each; results never depend on the
+//! order (accumulators are integer sums, minima, maxima and latest
+//! values; a window's groups and the reports are sorted where order
+//! shows).
 
 use clarion_report::{Completeness, Origin, Report};
 use clarion_wire::FlowKey;
 
 use crate::config::Tuning;
-use crate::flow_list::FlowRef;
-use crate::flow_table::{FlowEntry, FlowTable};
 use crate::key::group_of;
 use crate::match_set::MatchSet;
 use crate::measure::Acc;
@@ -45,7 +44,7 @@ pub(super) struct Sweep {
     /// Sets to visit (a set may appear twice: see `Monitor::migrate`).
     pub(super) order: Vec<u32>,
     pub(super) set_pos: usize,
-    pub(super) chunk: usize,
+    /// The next record of the visited set's log (its first word's offset).
     pub(super) pos: usize,
     /// The triggers of the set being visited that take part in this sweep.
     pub(super) parts: Vec<Part>,
@@ -124,7 +123,6 @@ impl Monitor {
             let sid = s.order[s.set_pos];
             if !gather_set(
                 sid,
-                &mut self.flows,
                 &mut self.sets,
                 Triggers {
                     all: &mut self.triggers,
@@ -137,7 +135,6 @@ impl Monitor {
                 return false;
             }
             s.set_pos += 1;
-            s.chunk = 0;
             s.pos = 0;
         }
         true
@@ -149,10 +146,9 @@ impl Monitor {
     ///
     /// | ahead | loads | reading |
     /// |---|---|---|
-    /// | 4 | the set's header (every line the sweep reads) | `order` |
-    /// | 3 | its list's first chunk, trigger ids and sum offsets | the header |
-    /// | 2 | the first flow entries; the triggers' heads | the chunk, the ids |
-    /// | 1 | the entries' statistics | the entries |
+    /// | 3 | the set's header (every line the sweep reads) | `order` |
+    /// | 2 | its log's first records and keys, trigger ids and sum offsets | the header |
+    /// | 1 | the triggers' heads | the ids |
     ///
     /// So each set's data arrive while earlier ones are gathered. A load
     /// of a line not prefetched stalls the sweep: the header's second line
@@ -160,31 +156,21 @@ impl Monitor {
     #[inline]
     fn prefetch_sweep(&self, order: &[u32], pos: usize, half: usize) {
         let at = |k: usize| order.get(pos + k).and_then(|&s| self.sets.get(s as usize));
-        if let Some(set) = at(4) {
+        if let Some(set) = at(3) {
             set.prefetch_header();
         }
-        if let Some(set) = at(3) {
-            prefetch(set.sweep_head(half).as_ptr());
+        if let Some(set) = at(2) {
+            for rec in 0..2 {
+                set.prefetch_for_sweep(rec * set.stride(), half);
+            }
             prefetch(set.triggers.as_ptr());
             prefetch(set.sum_at_ptr());
         }
-        if let Some(set) = at(2) {
-            for r in set.sweep_head(half).iter().take(2) {
-                if let Some(e) = self.flows.entries.get(r.entry as usize) {
-                    prefetch(e);
-                }
-            }
+        if let Some(set) = at(1) {
             // What a per-flow test reads of each trigger (see `Head`).
             let heads = self.heads.as_ptr();
             for &t in &set.triggers {
                 prefetch(heads.wrapping_add(t as usize));
-            }
-        }
-        if let Some(set) = at(1) {
-            for r in set.sweep_head(half).iter().take(2) {
-                if let Some(e) = self.flows.entries.get(r.entry as usize) {
-                    set.prefetch(e.block, half);
-                }
             }
         }
     }
@@ -199,8 +185,8 @@ struct Triggers<'a> {
 
 /// Gathers one set's flows for the sweep's epoch into its triggers; false
 /// when the budget (flow visits, each counted once per trigger of the set)
-/// ran out. It walks the swept half's list of written flows and empties
-/// it once walked.
+/// ran out. It walks the swept epoch's log of the set and empties it once
+/// walked.
 ///
 /// With `tuning.flow_windows`, a trigger whose window is this one epoch
 /// and whose groups are single flows is tested flow by flow, here: each
@@ -213,7 +199,6 @@ struct Triggers<'a> {
 /// one epoch and by groups in the next (or back) changes no value.
 fn gather_set(
     sid: u32,
-    flows: &mut FlowTable,
     sets: &mut [MatchSet],
     t: Triggers,
     tuning: Tuning,
@@ -272,94 +257,81 @@ fn gather_set(
     let any_direct_shed = shed_parts.iter().any(|p| p.1);
     let mut direct_shed = 0u64;
     let cost = parts.len().max(1);
-    let mut list = std::mem::take(set.sweep_list(s.half));
     let mut done = true;
-    'chunks: while s.chunk < list.chunk_count() {
-        let Some(chunk) = list.chunk(s.chunk) else {
+    // The log's length is read at each visit: a flow moved here during
+    // the sweep (between its steps) appends to it.
+    let ahead = LOG_AHEAD * set.stride();
+    while let Some(next) = set.next_record(s.pos, s.half) {
+        if *budget == 0 {
+            done = false;
             break;
-        };
-        while s.pos < chunk.len() {
-            if *budget == 0 {
-                done = false;
-                break 'chunks;
+        }
+        *budget = budget.saturating_sub(cost);
+        if tuning.sweep_prefetch {
+            set.prefetch_for_sweep(s.pos + ahead, s.half);
+        }
+        let rec = s.pos as u32;
+        s.pos = next;
+        // Gathered already (the set listed twice in this sweep) or moved
+        // to another set: skipped.
+        if !set.has_epoch(rec, s.half, s.epoch_start) {
+            continue;
+        }
+        let key = set.key(rec, s.half);
+        if s.adapt {
+            flow_epochs += 1;
+            packets_seen += set.packets_in(rec, s.half);
+            direct_shed += u64::from(any_direct_shed);
+            for &(tid, direct) in &shed_parts {
+                if direct {
+                    continue;
+                }
+                let Some(trig) = triggers.get_mut(tid as usize).and_then(Option::as_deref_mut) else {
+                    continue;
+                };
+                if !trig.is_open() {
+                    s.opened.push(tid);
+                    if let Some(h) = heads.get_mut(tid as usize) {
+                        h.set_open(true);
+                    }
+                }
+                trig.window_for(s.epoch_start).unmeasured += 1;
             }
-            *budget = budget.saturating_sub(cost);
-            if tuning.sweep_prefetch {
-                prefetch_list(flows, set, chunk, s.pos, s.half, s.epoch_start);
-            }
-            let r = chunk[s.pos];
-            let e = &flows.entries[r.entry as usize];
-            // Stale (freed, or moved to another set): skipped before its
-            // statistics are touched; the list is emptied after the visit.
-            // Listed twice (moved away and back, or freed and its entry
-            // reused in this set): the half's tag, consumed at the first
-            // visit, tells.
-            if !e.live || e.set != sid {
-                s.pos += 1;
+        }
+        for p in &parts {
+            let pos = p.pos as usize;
+            if p.direct {
+                if s.adapt {
+                    direct_measured[p.pos as usize] += 1;
+                }
+                let t = Triggers {
+                    all: &mut *triggers,
+                    heads: &mut *heads,
+                };
+                test_flow(t, p.tid, set, rec, &key, pos, s);
                 continue;
             }
-            let block = e.block;
-            if set.has_epoch(block, s.half, s.epoch_start) {
-                if s.adapt {
-                    flow_epochs += 1;
-                    packets_seen += set.packets_in(block, s.half);
-                    direct_shed += u64::from(any_direct_shed);
-                    for &(tid, direct) in &shed_parts {
-                        if direct {
-                            continue;
-                        }
-                        let Some(trig) = triggers.get_mut(tid as usize).and_then(Option::as_deref_mut) else {
-                            continue;
-                        };
-                        if !trig.is_open() {
-                            s.opened.push(tid);
-                            if let Some(h) = heads.get_mut(tid as usize) {
-                                h.set_open(true);
-                            }
-                        }
-                        trig.window_for(s.epoch_start).unmeasured += 1;
-                    }
+            let Some(trig) = triggers.get_mut(p.tid as usize).and_then(Option::as_deref_mut) else {
+                continue;
+            };
+            let g = group_of(&key, &trig.spec.granularity);
+            if !trig.is_open() {
+                s.opened.push(p.tid);
+                if let Some(h) = heads.get_mut(p.tid as usize) {
+                    h.set_open(true);
                 }
-                for p in &parts {
-                    let pos = p.pos as usize;
-                    if p.direct {
-                        if s.adapt {
-                            direct_measured[p.pos as usize] += 1;
-                        }
-                        let t = Triggers {
-                            all: &mut *triggers,
-                            heads: &mut *heads,
-                        };
-                        test_flow(t, p.tid, set, block, &e.key, pos, s);
-                        continue;
-                    }
-                    let Some(trig) = triggers.get_mut(p.tid as usize).and_then(Option::as_deref_mut) else {
-                        continue;
-                    };
-                    let g = group_of(&e.key, &trig.spec.granularity);
-                    if !trig.is_open() {
-                        s.opened.push(p.tid);
-                        if let Some(h) = heads.get_mut(p.tid as usize) {
-                            h.set_open(true);
-                        }
-                    }
-                    let n_reads = trig.reads_len();
-                    let w = trig.window_for(s.epoch_start);
-                    w.measured += 1;
-                    let (accs, packets) = w.group(g, n_reads);
-                    *packets += set.gather(block, s.half, pos, accs);
-                }
-                set.consume(block, s.half);
             }
-            s.pos += 1;
+            let n_reads = trig.reads_len();
+            let w = trig.window_for(s.epoch_start);
+            w.measured += 1;
+            let (accs, packets) = w.group(g, n_reads);
+            *packets += set.gather(rec, s.half, pos, accs);
         }
-        s.chunk += 1;
-        s.pos = 0;
+        set.consume(rec, s.half);
     }
     if done {
-        list.clear();
+        set.clear_log(s.half);
     }
-    *set.sweep_list(s.half) = list;
     if s.adapt && flow_epochs > 0 {
         s.loads.push((sid, flow_epochs, packets_seen));
         for p in parts.iter().filter(|p| p.direct) {
@@ -376,38 +348,10 @@ fn gather_set(
     done
 }
 
-/// How far ahead in a set's list the sweep loads flow entries, and (half
-/// that) the statistics of those entries: each visit is one entry and one
-/// half, both misses once flows outnumber the cache, and a chain of
-/// dependent misses per flow kept the sweep at one miss in flight (the
-/// entry check was ~13 % of a 1 M-flow run's samples, the gather ~9 %).
-const LIST_AHEAD: usize = 32;
-const STATS_AHEAD: usize = LIST_AHEAD / 2;
-
-/// Within one set's list, at visit `pos`: starts loading the entry
-/// [`LIST_AHEAD`] flows on, and the swept half of the flow
-/// [`STATS_AHEAD`] on if it had packets in the epoch (its entry was
-/// requested `STATS_AHEAD` visits ago).
-#[inline]
-fn prefetch_list(flows: &FlowTable, set: &MatchSet, chunk: &[FlowRef], pos: usize, half: usize, epoch: u64) {
-    if let Some(e) = chunk
-        .get(pos + LIST_AHEAD)
-        .and_then(|r| flows.entries.get(r.entry as usize))
-    {
-        // An entry (88 bytes) is not line-aligned: its first and last lines.
-        let p: *const FlowEntry = e;
-        prefetch(p);
-        prefetch(p.wrapping_add(1).cast::<u8>().wrapping_sub(1));
-    }
-    if let Some(e) = chunk
-        .get(pos + STATS_AHEAD)
-        .and_then(|r| flows.entries.get(r.entry as usize))
-    {
-        if e.stats_ts >= epoch {
-            set.prefetch(e.block, half);
-        }
-    }
-}
+/// How far ahead in a set's log the sweep loads records and keys: a
+/// few lines of each array, which the hardware's stream prefetch would
+/// reach later (it follows a stream only once it has seen it).
+const LOG_AHEAD: usize = 8;
 
 /// Tests one flow of a trigger tested per flow (see [`gather_set`]): its
 /// statistics in the swept half are the whole window of its group. A
@@ -418,7 +362,7 @@ fn test_flow(
     t: Triggers,
     tid: TriggerId,
     set: &MatchSet,
-    block: u32,
+    rec: u32,
     key: &FlowKey,
     pos: usize,
     s: &mut Sweep,
@@ -428,7 +372,7 @@ fn test_flow(
         return;
     };
     let one: f64;
-    let (fires, values): (bool, &[f64]) = match head.sum_threshold().zip(set.read_sum(block, s.half, pos)) {
+    let (fires, values): (bool, &[f64]) = match head.sum_threshold().zip(set.read_sum(rec, s.half, pos)) {
         Some((_, (0, _))) => return, // RTT samples only: no packet, no group
         Some((t, (_, v))) => {
             one = v;
@@ -440,7 +384,7 @@ fn test_flow(
             };
             d.accs.clear();
             d.accs.resize(trig.reads_len(), Acc::default());
-            if set.gather(block, s.half, pos, &mut d.accs) == 0 {
+            if set.gather(rec, s.half, pos, &mut d.accs) == 0 {
                 return;
             }
             trig.values_into(&d.accs, &mut d.values);

@@ -1,0 +1,373 @@
+//! Epoch logs: the statistics of the flows a match set's members wrote in
+//! one epoch, appended in the order the flows were first written, and read
+//! in that order by the epoch's sweep.
+//!
+//! # Design
+//! A record is named by the offset of its first word in its log (no
+//! multiplication or division by the set's stride on the packet path).
+//! A set keeps two logs, one per epoch parity (double buffering: the
+//! sweep reads the finished epoch's log while packets of the next epoch
+//! append to the other). A flow's first write in an epoch appends a
+//! record; its later writes in that epoch find the record again through
+//! the index its entry keeps (`FlowEntry::rec`). A record holds what the
+//! sweep reads of the flow, the statistics and the flow's key, so the
+//! sweep streams through one array in order and reads no flow entry:
+//! before, every visit followed a list reference to the flow's entry and
+//! from there to its statistics block, two dependent misses a flow once
+//! flows outnumber the cache. Statistics exist only for flows written in
+//! the last two epochs, not a block for every flow tracked, and a log is
+//! reused from epoch to epoch: a new flow allocates nothing here. A log
+//! is one vector and an epoch, so a set's two logs share one cache line
+//! (the packet path reads it to locate a record).
+//!
+//! # Record layout
+//! `stride` words: [`TAG`] (the start of the epoch whose statistics the
+//! record holds, [`NO_EPOCH`] once gathered or moved away), [`PACKETS`]
+//! (packets, not RTT samples, it counted), [`OWNER`] (the flow's entry
+//! number in the low half, [`NO_OWNER`] once moved away; the key's `vni`
+//! in the high half), the rest of the key ([`KEY`], five words), then the
+//! measures from [`FIRST_MEASURE`].
+//!
+//! # Invariants
+//! - All records of a log are of its `epoch`; a log is emptied when a
+//!   record of a later epoch is appended (lazily: nothing is cleared in
+//!   bulk at an epoch's start) or once its sweep has gathered it.
+//! - A flow has at most one record with its entry number as owner in a
+//!   log: a record found by [`EpochLog::find`] is the flow's, an entry's
+//!   index from an older epoch or another set finds nothing.
+//!
+//! # Cost
+//! An append is `stride` sequential words at the log's end (11 for the
+//! benchmark's sets: 88 bytes); a later write is one access to the
+//! record, whose first line holds the tag, owner and packet count. A sweep
+//! visit reads the next record, in order.
+
+use clarion_wire::FlowKey;
+
+use crate::huge_pages;
+use crate::prefetch::prefetch;
+
+/// Word of a record holding its epoch's start.
+pub(crate) const TAG: usize = 0;
+/// Word of a record holding its packet count.
+pub(crate) const PACKETS: usize = 1;
+/// Word of a record holding its flow's entry number (low half) and `vni` (high half).
+pub(crate) const OWNER: usize = 2;
+/// First of the five words of a record holding the rest of its flow's key.
+pub(crate) const KEY: usize = 3;
+/// Where a record's measures start.
+pub(crate) const FIRST_MEASURE: usize = KEY + 5;
+
+/// Tag of a record that holds no epoch (gathered, or moved to another set).
+pub(crate) const NO_EPOCH: u64 = u64::MAX;
+/// Owner of a record moved to another set.
+pub(crate) const NO_OWNER: u32 = u32::MAX;
+
+/// See the module documentation. The stride (words per record) is the
+/// set's, passed in: the log is kept to 32 bytes.
+#[derive(Debug)]
+pub(crate) struct EpochLog {
+    /// Start of the epoch whose records it holds.
+    epoch: u64,
+    words: Vec<u64>,
+}
+
+impl Default for EpochLog {
+    fn default() -> Self {
+        EpochLog {
+            epoch: NO_EPOCH,
+            words: Vec::new(),
+        }
+    }
+}
+
+/// The words of a record's owner word and key words for flow `owner` keyed `key`.
+#[inline(always)]
+fn pack(owner: u32, key: &FlowKey) -> [u64; 6] {
+    let half = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(b);
+        u64::from_ne_bytes(w)
+    };
+    [
+        u64::from(owner) | u64::from(key.vni) << 32,
+        half(&key.src_ip[..8]),
+        half(&key.src_ip[8..]),
+        half(&key.dst_ip[..8]),
+        half(&key.dst_ip[8..]),
+        u64::from(key.src_port)
+            | u64::from(key.dst_port) << 16
+            | u64::from(key.vlan) << 32
+            | u64::from(key.proto) << 48
+            | u64::from(key.flags) << 56,
+    ]
+}
+
+/// The key [`pack`] stored in `w` (a record).
+#[inline(always)]
+fn unpack(w: &[u64]) -> FlowKey {
+    let mut key = FlowKey::default();
+    let ip = |a: u64, b: u64| {
+        let mut ip = [0u8; 16];
+        ip[..8].copy_from_slice(&a.to_ne_bytes());
+        ip[8..].copy_from_slice(&b.to_ne_bytes());
+        ip
+    };
+    key.vni = (w[OWNER] >> 32) as u32;
+    key.src_ip = ip(w[KEY], w[KEY + 1]);
+    key.dst_ip = ip(w[KEY + 2], w[KEY + 3]);
+    let tail = w[KEY + 4];
+    key.src_port = tail as u16;
+    key.dst_port = (tail >> 16) as u16;
+    key.vlan = (tail >> 32) as u16;
+    key.proto = (tail >> 48) as u8;
+    key.flags = (tail >> 56) as u8;
+    key
+}
+
+impl EpochLog {
+    /// Records in the log of `stride` words each.
+    pub(crate) fn len(&self, stride: usize) -> usize {
+        self.words.len() / stride
+    }
+
+    /// Words in the log: a record's index is the offset of its first word,
+    /// so the sweep walks `(0..words).step_by(stride)`.
+    #[inline]
+    pub(crate) fn words(&self) -> usize {
+        self.words.len()
+    }
+
+    /// The start of the epoch whose records it holds.
+    #[inline]
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The record at `rec` if it is of the epoch starting at `epoch` and
+    /// belongs to flow `owner` (a flow's entry number); the index its entry
+    /// kept may be from another epoch or set.
+    #[inline]
+    pub(crate) fn find(&self, epoch: u64, owner: u32, rec: u32) -> Option<u32> {
+        if self.epoch != epoch {
+            return None;
+        }
+        let at = (rec as usize).checked_add(OWNER)?;
+        self.words
+            .get(at)
+            .is_some_and(|&w| w as u32 == owner)
+            .then_some(rec)
+    }
+
+    /// Appends a record of the epoch starting at `epoch` for flow `owner`
+    /// keyed `key`, its statistics `init` (one record, whose words up to
+    /// [`FIRST_MEASURE`] are overwritten) and tag `tag`; its index. Empties
+    /// the log first if it held an older epoch. Growing, it advises its
+    /// memory for huge pages if `huge`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn append(
+        &mut self,
+        stride: usize,
+        epoch: u64,
+        owner: u32,
+        key: &FlowKey,
+        init: &[u64],
+        tag: u64,
+        huge: bool,
+    ) -> u32 {
+        if self.epoch != epoch {
+            self.restart(epoch);
+        }
+        let base = self.words.len();
+        if self.words.capacity() - base < stride {
+            self.grow(stride, huge);
+        }
+        self.words.extend_from_slice(&init[..stride]);
+        if let Some(w) = self.words.get_mut(base..base + FIRST_MEASURE) {
+            w[TAG] = tag;
+            w[OWNER..].copy_from_slice(&pack(owner, key));
+        }
+        base as u32
+    }
+
+    /// Empties the log for the epoch starting at `epoch`; once an epoch a
+    /// set is written, off the packet path.
+    #[cold]
+    #[inline(never)]
+    fn restart(&mut self, epoch: u64) {
+        self.clear();
+        self.epoch = epoch;
+    }
+
+    /// Room for at least one more record (doubling), advised for huge
+    /// pages if `huge` (a set's log of a busy epoch spans several).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, stride: usize, huge: bool) {
+        let more = self.words.len().max(16 * stride);
+        self.words.reserve(more);
+        if huge {
+            huge_pages::advise(&self.words);
+        }
+    }
+
+    /// Empties the log (keeping its memory and its epoch: a record moved
+    /// here during that epoch's sweep is still appended to it).
+    pub(crate) fn clear(&mut self) {
+        self.words.clear();
+    }
+
+    /// The words of record `rec`.
+    #[inline]
+    pub(crate) fn record(&self, stride: usize, rec: u32) -> &[u64] {
+        let base = rec as usize;
+        &self.words[base..base + stride]
+    }
+
+    /// The words of record `rec`, to write (`None` past the log's end).
+    #[inline]
+    pub(crate) fn record_mut(&mut self, stride: usize, rec: u32) -> Option<&mut [u64]> {
+        let base = rec as usize;
+        self.words.get_mut(base..base + stride)
+    }
+
+    /// The key of record `rec`'s flow.
+    #[inline]
+    pub(crate) fn key(&self, stride: usize, rec: u32) -> FlowKey {
+        unpack(self.record(stride, rec))
+    }
+
+    /// True when record `rec` holds statistics of the epoch starting at `epoch`.
+    #[inline]
+    pub(crate) fn has_epoch(&self, rec: u32, epoch: u64) -> bool {
+        self.words.get(rec as usize + TAG) == Some(&epoch)
+    }
+
+    /// Marks record `rec` as gathered (or moved away, `owner_too`): its tag
+    /// names no epoch, so no later visit gathers it again.
+    #[inline]
+    pub(crate) fn retire(&mut self, stride: usize, rec: u32, owner_too: bool) {
+        let base = rec as usize;
+        if let Some(w) = self.words.get_mut(base..base + stride) {
+            w[TAG] = NO_EPOCH;
+            if owner_too {
+                w[OWNER] = w[OWNER] & !u64::from(u32::MAX) | u64::from(NO_OWNER);
+            }
+        }
+    }
+
+    /// Starts loading record `rec` (its first and last words' lines: a
+    /// record is not line-aligned), if the log has it.
+    #[inline]
+    pub(crate) fn prefetch(&self, stride: usize, rec: u32) {
+        let base = rec as usize;
+        if base + stride <= self.words.len() {
+            let p = self.words.as_ptr();
+            prefetch(p.wrapping_add(base));
+            prefetch(p.wrapping_add(base + stride - 1));
+        }
+    }
+
+    /// Starts loading the lines the next append of a `stride`-word record
+    /// writes (a log reused from epoch to epoch has them in memory the
+    /// sweep read an epoch ago).
+    #[inline]
+    pub(crate) fn prefetch_tail(&self, stride: usize) {
+        let p = self.words.as_ptr().wrapping_add(self.words.len());
+        prefetch(p);
+        prefetch(p.wrapping_add(stride - 1));
+    }
+
+    /// Starts loading the lines of the record at word `rec` as a sweep reading in
+    /// order reaches them (the hardware's stream prefetch starts later).
+    #[inline]
+    pub(crate) fn prefetch_for_sweep(&self, stride: usize, rec: usize) {
+        let base = rec;
+        if base + stride <= self.words.len() {
+            let p = self.words.as_ptr();
+            prefetch(p.wrapping_add(base));
+            prefetch(p.wrapping_add(base + stride - 1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u16) -> FlowKey {
+        FlowKey {
+            src_port: n,
+            ..FlowKey::default()
+        }
+    }
+
+    const STRIDE: usize = FIRST_MEASURE + 2;
+
+    #[test]
+    fn a_record_is_found_by_its_owner_in_its_epoch_only() {
+        let mut log = EpochLog::default();
+        let mut blank = [0; STRIDE];
+        blank[FIRST_MEASURE..].copy_from_slice(&[7, 8]);
+        let a = log.append(STRIDE, 100, 3, &key(1), &blank, 100, false);
+        let b = log.append(STRIDE, 100, 9, &key(2), &blank, 100, false);
+        assert_eq!((a, b), (0, STRIDE as u32));
+        assert_eq!(log.find(100, 3, a), Some(a));
+        assert_eq!(log.find(100, 9, b), Some(b));
+        // Another flow's index, an index past the end, another epoch.
+        assert_eq!(log.find(100, 3, b), None);
+        assert_eq!(log.find(100, 3, 7 * STRIDE as u32), None);
+        assert_eq!(log.find(100, 3, 1), None, "not a record's start");
+        assert_eq!(log.find(200, 3, a), None);
+        assert_eq!(log.record(STRIDE, b)[FIRST_MEASURE..], [7, 8]);
+        assert_eq!(log.key(STRIDE, b), key(2));
+        assert!(log.has_epoch(a, 100));
+        // Gathered: still its owner's (a later write of the same epoch
+        // cannot happen), but never gathered again.
+        log.retire(STRIDE, a, false);
+        assert!(!log.has_epoch(a, 100));
+        // Moved away: no longer found.
+        log.retire(STRIDE, b, true);
+        assert_eq!(log.find(100, 9, b), None);
+        assert_eq!(log.key(STRIDE, b), key(2), "the key is kept");
+        // A later epoch's first append empties it.
+        let c = log.append(STRIDE, 200, 9, &key(3), &blank, 200, false);
+        assert_eq!((c, log.len(STRIDE), log.epoch()), (0, 1, 200));
+        assert_eq!(log.find(200, 9, c), Some(0));
+        assert_eq!(log.find(100, 3, a), None);
+    }
+
+    #[test]
+    fn cleared_it_keeps_its_epoch() {
+        let mut log = EpochLog::default();
+        log.append(STRIDE, 10, 1, &key(1), &[0; STRIDE], 10, false);
+        log.clear();
+        assert_eq!((log.len(STRIDE), log.epoch()), (0, 10));
+        assert_eq!(log.append(STRIDE, 10, 2, &key(2), &[0; STRIDE], 10, false), 0);
+        assert_eq!(log.len(STRIDE), 1);
+    }
+
+    #[test]
+    fn every_field_of_a_key_survives_the_record() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..1000 {
+            let mut k = FlowKey::default();
+            k.src_ip.iter_mut().for_each(|b| *b = next() as u8);
+            k.dst_ip.iter_mut().for_each(|b| *b = next() as u8);
+            (k.src_port, k.dst_port, k.vlan) = (next() as u16, next() as u16, next() as u16);
+            (k.proto, k.flags, k.vni) = (next() as u8, next() as u8, next() as u32);
+            let owner = next() as u32 >> 1;
+            let mut log = EpochLog::default();
+            let r = log.append(STRIDE, 1, owner, &k, &[0; STRIDE], 1, false);
+            assert_eq!(log.key(STRIDE, r), k);
+            assert_eq!(log.find(1, owner, r), Some(r));
+        }
+    }
+}
