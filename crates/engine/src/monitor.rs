@@ -896,8 +896,17 @@ impl Monitor {
             (true, false) => Lookup::First,
             (false, false) => Lookup::Known,
         };
-        let (rec, fresh) = s.record(half, self.epoch_start, idx, e.rec[half & 1], &e.key, lookup);
-        s.update(rec, half, p, cx, t);
+        let (rec, fresh) = s.write_packet(
+            half,
+            self.epoch_start,
+            idx,
+            e.rec[half & 1],
+            &e.key,
+            lookup,
+            p,
+            cx,
+            t,
+        );
         if fresh {
             e.rec[half & 1] = rec;
             if s.mark(half, self.epoch_start) {
