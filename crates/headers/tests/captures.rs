@@ -25,8 +25,9 @@ fn every_capture_round_trips_and_compresses() {
             .collect();
         assert!(!recs.is_empty(), "{}", path.display());
         let config = EncoderConfig {
-            observation_id: 3,
+            worker: 3,
             mtu: clarion_headers::DEFAULT_MTU,
+            ..EncoderConfig::default()
         };
         let (dgrams, enc) = encode_all(&recs, config);
         assert_eq!(decode_all(&dgrams), recs, "{}", path.display());
@@ -87,8 +88,9 @@ fn captures_interleaved_on_several_interfaces_round_trip() {
         let (dgrams, _) = encode_all(
             &recs,
             EncoderConfig {
-                observation_id: 9,
+                worker: 9,
                 mtu,
+                ..EncoderConfig::default()
             },
         );
         assert_eq!(decode_all(&dgrams), recs, "mtu {mtu}");
