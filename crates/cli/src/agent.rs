@@ -437,7 +437,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     let mut exports = crate::exports::open(&a.export)?;
     if exports.exporter.is_none() {
         // No policies until the manager sends some.
-        let config = crate::exports::export_config(&a.export.policies);
+        let config = crate::exports::export_config(&a.export.policies)?;
         exports.exporter = Some(
             clarion_export::Exporter::new(&[], &config)
                 .map_err(|e| Failure::Usage(format!("clarion: {e}")))?,
@@ -498,7 +498,7 @@ fn live_agent(
         // Workers with exporters without policies, until the manager sends some.
         configs.2 = Some(clarion_host::LiveExportConfig {
             policies: Vec::new(),
-            config: crate::exports::export_config(&a.export.policies),
+            config: crate::exports::export_config(&a.export.policies)?,
         });
     }
     let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor, configs)?;
