@@ -117,22 +117,17 @@ pub struct DatagramHeader {
 
 impl DatagramHeader {
     /// Bytes of this header: the fixed part and the name.
-    pub fn len(&self) -> usize {
+    pub fn header_len(&self) -> usize {
         HEADER_LEN + self.stream.exporter.as_bytes().len()
     }
 
-    /// Never: a header has at least its fixed part.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// Writes the header into `out`, exactly [`DatagramHeader::len`] bytes.
+    /// Writes the header into `out`, exactly [`DatagramHeader::header_len`] bytes.
     fn write(&self, out: &mut [u8]) {
         let name = self.stream.exporter.as_bytes();
         out[0..4].copy_from_slice(&MAGIC.to_be_bytes());
         out[4] = VERSION;
         // At most 49 + 64: fits a byte.
-        out[5] = self.len() as u8;
+        out[5] = self.header_len() as u8;
         out[6..8].copy_from_slice(&self.count.to_be_bytes());
         out[8..10].copy_from_slice(&self.length.to_be_bytes());
         let flags = if self.tagged { FLAG_TAG } else { 0 };
@@ -377,7 +372,7 @@ impl Encoder {
             tagged: self.config.key.is_some(),
         };
         self.cur.clear();
-        self.cur.resize(self.cur_header.len(), 0);
+        self.cur.resize(self.cur_header.header_len(), 0);
         self.state.reset(first_ts_ns);
     }
 
@@ -386,7 +381,7 @@ impl Encoder {
         let tag_len = if self.config.key.is_some() { TAG_LEN } else { 0 };
         // The MTU bounds the length to MAX_MTU, which fits 16 bits.
         self.cur_header.length = u16::try_from(self.cur.len() + tag_len).unwrap_or(u16::MAX);
-        let hl = self.cur_header.len();
+        let hl = self.cur_header.header_len();
         self.cur_header.write(&mut self.cur[..hl]);
         if let Some(key) = &self.config.key {
             let tag = key.tag(&self.cur);
