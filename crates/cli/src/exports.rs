@@ -135,7 +135,26 @@ pub fn load_policies(
             "clarion: {name} defines no export policy; add one, e.g.\n\n  export web_headers\n    filter proto = tcp and dst_port = 443\n    send headers to collector 127.0.0.1\n"
         )));
     }
-    Ok(Some((policies, export_config(a)?)))
+    let config = export_config(a)?;
+    if config.headers.key.is_none() {
+        // Said once at start: a collector run as it should be (with --key)
+        // refuses every one of these datagrams, and counts them.
+        let collectors: Vec<String> = policies
+            .iter()
+            .flat_map(|p| &p.sends)
+            .filter_map(|s| match s.destination {
+                clarion_lang::spec::Destination::Collector(addr) => Some(addr.to_string()),
+                _ => None,
+            })
+            .collect();
+        if let Some(first) = collectors.first() {
+            eprintln!(
+                "clarion: warning: header datagrams to {first}{} are not authenticated (no --export-key): a collector takes them only when run with --insecure",
+                if collectors.len() > 1 { " and others" } else { "" }
+            );
+        }
+    }
+    Ok(Some((policies, config)))
 }
 
 /// The exporter's settings of the flags (`--export-dir` and the others),

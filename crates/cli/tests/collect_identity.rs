@@ -376,3 +376,46 @@ fn no_key_no_start() {
         assert!(help.contains(says), "--help says {says}:\n{help}");
     }
 }
+
+#[test]
+fn exporter_names_and_keys_are_checked() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let policies = tmp.path().join("p.clarion");
+    std::fs::write(
+        &policies,
+        "export h\n  send headers to collector 127.0.0.1 port 9\n",
+    )
+    .expect("written");
+    let run = |extra: &[&str]| {
+        clarion()
+            .args(["run", "--pcap"])
+            .arg(repo().join("examples/demo.pcap"))
+            .arg("--exports")
+            .arg(&policies)
+            .args(extra)
+            .arg("-q")
+            .output()
+            .expect("clarion run")
+    };
+    let o = run(&["--exporter-name", "two words"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--exporter-name"), "{}", stderr(&o));
+    // Without a key the operator is told that a collector will refuse them.
+    let o = run(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not authenticated (no --export-key)"),
+        "{}",
+        stderr(&o)
+    );
+    // A key file that is not one is refused, saying how to make one.
+    let bad = tmp.path().join("bad.key");
+    std::fs::write(&bad, "not hex\n").expect("written");
+    let o = run(&["--export-key", bad.to_str().expect("UTF-8")]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--make-key"), "{}", stderr(&o));
+    let key = make_key(tmp.path());
+    let o = run(&["--export-key", key.to_str().expect("UTF-8")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("not authenticated"), "{}", stderr(&o));
+}
