@@ -109,23 +109,28 @@ pub enum CollectFormat {
 }
 
 /// The header-stream key in `path` (a key file as `--make-key` writes
-/// it). A file others may read is used, with a warning.
+/// it), checked as the control API's token file is: a regular file only
+/// its owner may read or write (the mode of the file opened, not of a
+/// name that could change meanwhile), read up to 4 KiB.
 pub fn read_key(path: &Path) -> Result<Key, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::Usage(format!("clarion: cannot read key file {}: {e}", path.display())))?;
-    let key = Key::parse(&text).map_err(|e| {
-        Failure::Usage(format!(
-            "clarion: {}: {e}; make a key with `clarion collect --make-key FILE`",
-            path.display()
-        ))
-    })?;
-    if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
-        eprintln!(
-            "clarion: warning: key file {} can be read by others than its owner (chmod 600 it)",
-            path.display()
-        );
+    use std::io::Read;
+    let fail = |why: String| Failure::Usage(format!("clarion: key file {}: {why}", path.display()));
+    let file = File::open(path).map_err(|e| fail(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(fail("is not a regular file".into()));
     }
-    Ok(key)
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(fail(format!(
+            "mode {mode:04o} lets others than its owner read or write the key; `chmod 600` it"
+        )));
+    }
+    let mut text = String::new();
+    file.take(4096)
+        .read_to_string(&mut text)
+        .map_err(|e| fail(e.to_string()))?;
+    Key::parse(&text).map_err(|e| fail(format!("{e}; make a key with `clarion collect --make-key FILE`")))
 }
 
 /// The machine's host name (the default exporter name), `unnamed` if

@@ -409,12 +409,20 @@ fn exporter_names_and_keys_are_checked() {
         stderr(&o)
     );
     // A key file that is not one is refused, saying how to make one.
+    use std::os::unix::fs::PermissionsExt;
     let bad = tmp.path().join("bad.key");
     std::fs::write(&bad, "not hex\n").expect("written");
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let o = run(&["--export-key", bad.to_str().expect("UTF-8")]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--make-key"), "{}", stderr(&o));
     let key = make_key(tmp.path());
+    // A key others may read is refused, as the API's token file is.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let o = run(&["--export-key", key.to_str().expect("UTF-8")]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("chmod 600"), "{}", stderr(&o));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let o = run(&["--export-key", key.to_str().expect("UTF-8")]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("not authenticated"), "{}", stderr(&o));
