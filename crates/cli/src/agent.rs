@@ -387,6 +387,17 @@ impl Driver<WithExports<Monitor>> for Agent {
     }
 }
 
+/// The agent's export settings: its header streams are named after its
+/// `--host` unless `--exporter-name` says otherwise (the name the manager
+/// and the collector's summary then share).
+fn export_args(a: &AgentArgs) -> crate::args::ExportArgs {
+    let mut e = a.export.clone();
+    if e.policies.exporter_name.is_none() {
+        e.policies.exporter_name = Some(a.host.clone());
+    }
+    e
+}
+
 pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     let own = match &a.events {
         Some(p) => {
@@ -434,10 +445,11 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             .install(s.clone())
             .map_err(|e| Failure::Usage(format!("clarion: event {}: {e}", s.name)))?;
     }
-    let mut exports = crate::exports::open(&a.export)?;
+    let export = export_args(a);
+    let mut exports = crate::exports::open(&export)?;
     if exports.exporter.is_none() {
         // No policies until the manager sends some.
-        let config = crate::exports::export_config(&a.export.policies);
+        let config = crate::exports::export_config(&export.policies)?;
         exports.exporter = Some(
             clarion_export::Exporter::new(&[], &config)
                 .map_err(|e| Failure::Usage(format!("clarion: {e}")))?,
@@ -493,12 +505,13 @@ fn live_agent(
     monitor: MonitorConfig,
     stop: Arc<AtomicBool>,
 ) -> Result<ExitCode, Failure> {
-    let (exports, mut configs) = crate::exports::LiveExports::open(&a.export)?;
+    let export = export_args(a);
+    let (exports, mut configs) = crate::exports::LiveExports::open(&export)?;
     if configs.2.is_none() {
         // Workers with exporters without policies, until the manager sends some.
         configs.2 = Some(clarion_host::LiveExportConfig {
             policies: Vec::new(),
-            config: crate::exports::export_config(&a.export.policies),
+            config: crate::exports::export_config(&export.policies)?,
         });
     }
     let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor, configs)?;

@@ -356,6 +356,20 @@ pub struct PolicyArgs {
     #[arg(long, requires = "exports", value_parser = parse_fraction, value_name = "FRACTION")]
     pub export_cpu: Option<f64>,
 
+    /// Tag every header datagram with the key in FILE (HMAC-SHA256), which
+    /// the collector checks (`clarion collect --key FILE`, the same file);
+    /// make one with `clarion collect --make-key FILE`. Without it the
+    /// datagrams are untagged and a collector takes them only when run
+    /// with --insecure.
+    #[arg(long, value_name = "FILE")]
+    pub export_key: Option<PathBuf>,
+
+    /// The name the header datagrams give this exporter, which the
+    /// collector's summary lists (default: the machine's host name;
+    /// 1 to 64 of A-Z a-z 0-9 . - _ :).
+    #[arg(long, value_name = "NAME")]
+    pub exporter_name: Option<String>,
+
     /// Directory of the files of events with `then capture` (one pcapng per
     /// report: EVENT-WINDOW-GROUP.pcapng); created if missing. Required
     /// when an event captures.

@@ -135,14 +135,43 @@ pub fn load_policies(
             "clarion: {name} defines no export policy; add one, e.g.\n\n  export web_headers\n    filter proto = tcp and dst_port = 443\n    send headers to collector 127.0.0.1\n"
         )));
     }
-    Ok(Some((policies, export_config(a))))
+    let config = export_config(a)?;
+    if config.headers.key.is_none() {
+        // Said once at start: a collector run as it should be (with --key)
+        // refuses every one of these datagrams, and counts them.
+        let collectors: Vec<String> = policies
+            .iter()
+            .flat_map(|p| &p.sends)
+            .filter_map(|s| match s.destination {
+                clarion_lang::spec::Destination::Collector(addr) => Some(addr.to_string()),
+                _ => None,
+            })
+            .collect();
+        if let Some(first) = collectors.first() {
+            eprintln!(
+                "clarion: warning: header datagrams to {first}{} are not authenticated (no --export-key): a collector takes them only when run with --insecure",
+                if collectors.len() > 1 { " and others" } else { "" }
+            );
+        }
+    }
+    Ok(Some((policies, config)))
 }
 
 /// The exporter's settings of the flags (`--export-dir` and the others),
 /// with or without `--exports` (an agent takes its policies from the manager).
-pub fn export_config(a: &PolicyArgs) -> ExportConfig {
+pub fn export_config(a: &PolicyArgs) -> Result<ExportConfig, Failure> {
     let capacity = a.export_cache as usize;
-    ExportConfig {
+    let exporter = match &a.exporter_name {
+        Some(n) => clarion_headers::ExporterName::new(n)
+            .map_err(|e| Failure::Usage(format!("clarion: --exporter-name: {e}")))?,
+        None => clarion_headers::ExporterName::sanitized(&crate::collect::host_name()),
+    };
+    let key = a
+        .export_key
+        .as_deref()
+        .map(crate::collect::read_key)
+        .transpose()?;
+    Ok(ExportConfig {
         export_dir: a.export_dir.clone(),
         fast_path: match a.export_fast_path {
             FastPathArg::Uss => FastPathKind::Uss { capacity },
@@ -154,8 +183,13 @@ pub fn export_config(a: &PolicyArgs) -> ExportConfig {
             budget: a.export_cpu,
             ..clarion_export::SamplingConfig::default()
         },
+        headers: clarion_headers::EncoderConfig {
+            exporter,
+            key,
+            ..clarion_headers::EncoderConfig::default()
+        },
         ..ExportConfig::default()
-    }
+    })
 }
 
 /// Capturing around the events of `specs` that say `then capture`, into
@@ -402,10 +436,13 @@ impl LiveExports {
         let from_file = policies.is_some();
         // Without --exports the workers still get the settings: policies
         // can be installed at runtime (the control API, SIGHUP).
-        let policies = Some(policies.unwrap_or_else(|| clarion_host::LiveExportConfig {
-            policies: Vec::new(),
-            config: export_config(&a.policies),
-        }));
+        let policies = Some(match policies {
+            Some(p) => p,
+            None => clarion_host::LiveExportConfig {
+                policies: Vec::new(),
+                config: export_config(&a.policies)?,
+            },
+        });
         let mut no_policies = a.clone();
         no_policies.policies.exports = None;
         let e = open(&no_policies)?;

@@ -14,7 +14,7 @@ use std::process::Child;
 
 use clarion_capture::PacketSource;
 use clarion_headers::HeaderRecord;
-use common::{clarion, clarion_process, load, repo, stderr};
+use common::{clarion, clarion_process, repo, stderr};
 
 fn captures() -> Vec<PathBuf> {
     let mut v = vec![repo().join("examples/demo.pcap")];
@@ -57,10 +57,7 @@ fn headers_round_trip_through_collect_on_every_capture() {
             .expect("a name")
             .to_string_lossy()
             .into_owned();
-        let want: Vec<HeaderRecord> = load(&capture)
-            .iter()
-            .map(|p| HeaderRecord::from_packet(p, 0, 1))
-            .collect();
+        let want = headers_of(&capture);
         for format in ["jsonl", "pcapng"] {
             let out = tmp.path().join(format!("{name}.{format}"));
             let (child, port) = collector(&out, want.len());
@@ -94,7 +91,17 @@ fn headers_round_trip_through_collect_on_every_capture() {
                     .map(|l| serde_json::from_str(l).expect("a header record"))
                     .collect()
             } else {
-                frames_as_records(&out)
+                let frames = frames_as_records(&out);
+                // Each frame records the packet's original length on the
+                // wire (issue 33), not 14 + its IP length.
+                for ((g, orig_len, caplen), w) in frames.iter().zip(&want) {
+                    assert_eq!(
+                        *orig_len,
+                        w.wire_len.max(*caplen),
+                        "{name}: pcapng length of {g:?}"
+                    );
+                }
+                frames.into_iter().map(|(g, _, _)| g).collect()
             };
             assert_eq!(got.len(), want.len(), "{name} {format}");
             if format == "jsonl" {
@@ -118,15 +125,34 @@ fn headers_round_trip_through_collect_on_every_capture() {
     }
 }
 
-/// The frames of a pcapng of headers, parsed back into records.
-fn frames_as_records(path: &Path) -> Vec<HeaderRecord> {
+/// The frames of a pcapng of headers, parsed back into records, with each
+/// frame's original and captured lengths.
+fn frames_as_records(path: &Path) -> Vec<(HeaderRecord, u32, u32)> {
     let mut src = clarion_capture::CaptureFile::open(path).expect("a pcapng");
     let mut out = Vec::new();
     while let Some(r) = src.next_packet() {
         let p = r.expect("a packet");
         let rec =
             clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len).expect("a header frame parses");
-        out.push(HeaderRecord::from_packet(&rec, 0, 1));
+        out.push((
+            HeaderRecord::from_packet(&rec, 0, 1),
+            p.orig_len,
+            p.data.len() as u32,
+        ));
+    }
+    out
+}
+
+/// The header record of every packet of a capture that parses, with its
+/// original length on the wire: what an exporter of it sends.
+fn headers_of(path: &Path) -> Vec<HeaderRecord> {
+    let mut src = clarion_capture::CaptureFile::open(path).expect("open capture");
+    let mut out = Vec::new();
+    while let Some(r) = src.next_packet() {
+        let p = r.expect("undamaged capture");
+        if let Ok(rec) = clarion_wire::parse_frame(p.link, p.data, p.ts_ns, p.orig_len) {
+            out.push(HeaderRecord::from_packet(&rec, 0, 1).with_wire_len(p.orig_len));
+        }
     }
     out
 }

@@ -36,8 +36,9 @@ impl<W: Write> HeaderOut for JsonLines<W> {
 }
 
 /// A pcapng file of the headers: each record as the Ethernet frame of
-/// its headers ([`HeaderRecord::to_frame`]) with the packet's length on
-/// the wire, one interface per exporter interface.
+/// its headers ([`HeaderRecord::to_frame`]) with the packet's original
+/// length on the wire ([`HeaderRecord::wire_len`]), one interface per
+/// exporter interface.
 #[derive(Debug)]
 pub struct PcapngHeaders<W: Write> {
     out: PcapngWriter<W>,
@@ -66,8 +67,11 @@ impl<W: Write> HeaderOut for PcapngHeaders<W> {
             }
         };
         let frame = r.to_frame();
-        self.out
-            .write_packet(id, r.ts_ns, &frame, r.frame_len().max(frame.len() as u32))
+        // The frame's length on the wire as the exporter captured it (not
+        // the rebuilt frame's 14 + IP length: the link layer may have been
+        // another, or carried more); never less than the bytes written.
+        let orig_len = r.wire_len.max(u32::try_from(frame.len()).unwrap_or(u32::MAX));
+        self.out.write_packet(id, r.ts_ns, &frame, orig_len)
     }
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()

@@ -64,6 +64,45 @@ pub(crate) fn recv_buffer(socket: &UdpSocket) -> usize {
     }
 }
 
+/// The socket's line of `/proc/net/udp` or `/proc/net/udp6`, split in
+/// fields: the kernel's own counts for it (found by the socket's inode).
+fn proc_fields(socket: &UdpSocket) -> Option<Vec<String>> {
+    // SAFETY: `st` is a live, zeroed stat buffer; the descriptor is open.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(socket.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    let inode = st.st_ino.to_string();
+    for table in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
+            if f.get(9) == Some(&inode.as_str()) {
+                return Some(f.into_iter().map(str::to_string).collect());
+            }
+        }
+    }
+    None
+}
+
+/// Datagrams the kernel dropped for this socket since it was opened
+/// (receive buffer full): the losses no sequence number shows when they
+/// are a stream's last datagrams. `None` where the kernel does not say.
+pub(crate) fn kernel_drops(socket: &UdpSocket) -> Option<u64> {
+    proc_fields(socket)?.get(12)?.parse().ok()
+}
+
+/// Bytes queued in the socket's receive buffer (the kernel's `rx_queue`,
+/// its accounting of the datagrams waiting, overhead included).
+pub(crate) fn queued_bytes(socket: &UdpSocket) -> Option<u64> {
+    let f = proc_fields(socket)?;
+    let rx = f.get(4)?.split(':').nth(1)?;
+    u64::from_str_radix(rx, 16).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +117,20 @@ mod tests {
         if unsafe { libc::geteuid() } == 0 {
             assert!(l >= 16 << 20, "root gets what it asks: {l}");
         }
+    }
+
+    #[test]
+    fn the_kernel_counts_what_waits_and_what_it_dropped() {
+        // A buffer the kernel rounds up to its minimum: a few datagrams fit.
+        let rx = bind("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        assert_eq!(kernel_drops(&rx), Some(0));
+        assert_eq!(queued_bytes(&rx), Some(0));
+        for _ in 0..200 {
+            let _ = tx.send(&[0u8; 1400]);
+        }
+        assert!(queued_bytes(&rx).unwrap() > 0);
+        assert!(kernel_drops(&rx).unwrap() > 0, "200 datagrams cannot fit");
     }
 }

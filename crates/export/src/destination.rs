@@ -85,6 +85,20 @@ pub(crate) fn send(socket: &UdpSocket, datagram: &[u8], stats: &mut DestinationS
     }
 }
 
+/// A random 64-bit session id. Not a secret (it travels in clear): it only
+/// has to differ from the sessions before it, so the standard library's
+/// randomly keyed hasher (seeded from the OS) and the clock suffice.
+pub(crate) fn new_session() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(now);
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
 /// The header stream to one collector.
 #[derive(Debug)]
 pub(crate) struct Collector {
@@ -96,7 +110,15 @@ pub(crate) struct Collector {
 }
 
 impl Collector {
-    pub fn open(addr: SocketAddr, config: EncoderConfig) -> Result<Collector, ExportError> {
+    /// The stream to `addr`, as `config` says but for its session: each
+    /// stream draws its own, so that a stream started again (the exporter
+    /// restarted, a policy removed and added back) is a new sequence to the
+    /// collector, not a jump back or a loss in the old one.
+    pub fn open(addr: SocketAddr, config: &EncoderConfig) -> Result<Collector, ExportError> {
+        let config = EncoderConfig {
+            session: new_session(),
+            ..config.clone()
+        };
         Ok(Collector {
             socket: udp_socket(addr)?,
             encoder: Encoder::new(config)?,
@@ -290,5 +312,23 @@ impl Vxlan {
             );
         }
         self.stats.errors = m.send_errors;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each stream draws its own session: a stream started again is a new
+    /// sequence to the collector, never a jump back in the old one.
+    #[test]
+    fn streams_draw_distinct_sessions() {
+        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = receiver.local_addr().unwrap();
+        let config = EncoderConfig::default();
+        let sessions: std::collections::BTreeSet<u64> = (0..16)
+            .map(|_| Collector::open(addr, &config).unwrap().encoder.config().session)
+            .collect();
+        assert_eq!(sessions.len(), 16);
     }
 }

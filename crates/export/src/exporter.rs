@@ -50,7 +50,8 @@ pub struct ExportConfig {
     pub export_dir: Option<PathBuf>,
     /// The classifier's fast path.
     pub fast_path: FastPathKind,
-    /// The exporter's id in every header datagram, and the datagrams' size.
+    /// The header streams' exporter name, worker index, key and datagram
+    /// size (each stream draws its own session).
     pub headers: EncoderConfig,
     /// The host's interfaces by index (`Frame::interface`): live, the
     /// `-i` names in order; empty for capture files (a policy naming an
@@ -315,7 +316,7 @@ impl Exporter {
                 continue;
             }
             opened.push(Some(match key {
-                SinkKey::Collector(addr) => Sink::Collector(Collector::open(*addr, self.config.headers)?),
+                SinkKey::Collector(addr) => Sink::Collector(Collector::open(*addr, &self.config.headers)?),
                 SinkKey::Vxlan(analyzer, vni, snap) => Sink::Vxlan(Vxlan::open(*analyzer, *vni, *snap)?),
                 SinkKey::Files { policy, rotation } => {
                     let dir = self
@@ -498,7 +499,11 @@ impl Exporter {
         for s in route.iter() {
             let sink = &mut self.sinks[*s];
             match sink {
-                Sink::Collector(c) => c.push(&HeaderRecord::from_packet(rec, frame.interface, ratio)),
+                Sink::Collector(c) => {
+                    let h =
+                        HeaderRecord::from_packet(rec, frame.interface, ratio).with_wire_len(frame.orig_len);
+                    c.push(&h);
+                }
                 Sink::Vxlan(v) => v.send(frame.link, frame.data),
                 Sink::Files { files, snap } => {
                     let data = cut(frame.data, *snap);

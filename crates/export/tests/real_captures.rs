@@ -160,7 +160,7 @@ fn check(path: &Path, packets: &[Packet], fast: FastPathKind) {
     let want: Vec<HeaderRecord> = packets
         .iter()
         .filter(|p| takes_headers(&p.rec))
-        .map(|p| HeaderRecord::from_packet(&p.rec, 0, 1))
+        .map(|p| HeaderRecord::from_packet(&p.rec, 0, 1).with_wire_len(p.orig_len))
         .collect();
     let stats = exporter.stats();
     assert_eq!(stats.destinations[0].dropped, 0, "{name}: {stats:?}");

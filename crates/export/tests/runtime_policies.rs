@@ -195,7 +195,7 @@ fn run_phases(tag: &str, packets: &[Packet], cut1: usize, cut2: usize) {
     let want: Vec<HeaderRecord> = packets
         .iter()
         .filter(|p| takes_heads(&p.rec))
-        .map(|p| HeaderRecord::from_packet(&p.rec, 0, 1))
+        .map(|p| HeaderRecord::from_packet(&p.rec, 0, 1).with_wire_len(p.orig_len))
         .collect();
     let collector = stats
         .destinations

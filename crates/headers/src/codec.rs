@@ -53,7 +53,7 @@
 //!
 //! `bitmap`: bit *b* set means field *b* differs from the base and is sent.
 //! Bits are numbered by how often they change on real traffic, so most
-//! records need one byte. Bits above 16 must be zero.
+//! records need one byte. Bits above 17 must be zero.
 //!
 //! | bit | field        | encoding (wire order = row order by `pos`) | pos |
 //! |-----|--------------|--------------------------------------------|-----|
@@ -74,6 +74,7 @@
 //! | 14  | vlan         | 2 B                                        | 7   |
 //! | 15  | sample ratio | varint                                     | 12  |
 //! | 16  | tcp options  | 1 B presence (bit 0 wscale, bit 1 mss), then wscale 1 B, mss 2 B if present | 17 |
+//! | 17  | wire extra   | zigzag varint of `wire_len - captured_len` (version 2) | 11½: after link extra |
 //!
 //! `misc`: bit 0 src is IPv6, bit 1 dst is IPv6, bit 2 ports present, bit 3
 //! VLAN present, bit 4 later fragment, bit 5 TCP present, bits 6-7 ECN.
@@ -115,9 +116,9 @@ pub const HISTORY: usize = 16;
 
 /// The longest a record can be: ctrl 1, interface 3, bitmap 3, ts 10,
 /// misc 1, proto 1, addresses 2 × 17, ports 4, vlan 2, ttl 1, size 5,
-/// header bytes 5, link extra 5, ratio 5, seq 5, ack 5, window 2, flags 1,
-/// options 4.
-pub const MAX_RECORD_LEN: usize = 102;
+/// header bytes 5, link extra 5, wire extra 5, ratio 5, seq 5, ack 5,
+/// window 2, flags 1, options 4.
+pub const MAX_RECORD_LEN: usize = 107;
 
 mod bit {
     pub const SIZE: u32 = 1 << 0;
@@ -137,7 +138,8 @@ mod bit {
     pub const VLAN: u32 = 1 << 14;
     pub const RATIO: u32 = 1 << 15;
     pub const OPTS: u32 = 1 << 16;
-    pub const ALL: u32 = (1 << 17) - 1;
+    pub const WIRE: u32 = 1 << 17;
+    pub const ALL: u32 = (1 << 18) - 1;
 }
 
 mod misc {
@@ -174,6 +176,8 @@ struct Flat {
     hdr: i64,
     /// `captured_len - size`.
     extra: i64,
+    /// `wire_len - captured_len` (0 unless the capture cut the frame).
+    wire: i64,
     ratio: u32,
     seq: u32,
     ack: u32,
@@ -210,6 +214,7 @@ impl Flat {
             size: r.size,
             hdr: i64::from(r.size) - i64::from(r.volume),
             extra: i64::from(r.captured_len) - i64::from(r.size),
+            wire: i64::from(r.wire_len) - i64::from(r.captured_len),
             ratio: r.sample_ratio,
             seq: t.seq,
             ack: t.ack,
@@ -248,10 +253,19 @@ impl Flat {
         }
         let src = to_addr(&self.src, m & misc::SRC_V6 != 0).ok_or(Fault::Absent("ipv4 address tail"))?;
         let dst = to_addr(&self.dst, m & misc::DST_V6 != 0).ok_or(Fault::Absent("ipv4 address tail"))?;
-        let volume = i64::from(self.size) - self.hdr;
-        let volume = u32::try_from(volume).map_err(|_| Fault::OutOfRange("volume"))?;
-        let captured = i64::from(self.size) + self.extra;
-        let captured_len = u32::try_from(captured).map_err(|_| Fault::OutOfRange("captured_len"))?;
+        // Checked: the differences come off the wire and may be anything.
+        let volume = i64::from(self.size)
+            .checked_sub(self.hdr)
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or(Fault::OutOfRange("volume"))?;
+        let captured_len = i64::from(self.size)
+            .checked_add(self.extra)
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or(Fault::OutOfRange("captured_len"))?;
+        let wire_len = i64::from(captured_len)
+            .checked_add(self.wire)
+            .and_then(|w| u32::try_from(w).ok())
+            .ok_or(Fault::OutOfRange("wire_len"))?;
         Ok(HeaderRecord {
             ts_ns,
             interface,
@@ -267,6 +281,7 @@ impl Flat {
             ecn: m >> misc::ECN_SHIFT,
             later_fragment: m & misc::LATER_FRAG != 0,
             captured_len,
+            wire_len,
             tcp: tcp.then_some(TcpHeader {
                 seq: self.seq,
                 ack: self.ack,
@@ -461,6 +476,7 @@ pub(crate) fn encode(state: &State, r: &HeaderRecord, out: &mut [u8; MAX_RECORD_
     set(rec.tflags != b.tflags, bit::TFLAGS);
     set(rec.window != b.window, bit::WINDOW);
     set(rec.extra != b.extra, bit::EXTRA);
+    set(rec.wire != b.wire, bit::WIRE);
     set(rec.hdr != b.hdr, bit::HDR);
     set(rec.sport != b.sport, bit::SPORT);
     set(rec.dport != b.dport, bit::DPORT);
@@ -509,6 +525,9 @@ pub(crate) fn encode(state: &State, r: &HeaderRecord, out: &mut [u8; MAX_RECORD_
     }
     if map & bit::EXTRA != 0 {
         w.varint(zigzag(rec.extra));
+    }
+    if map & bit::WIRE != 0 {
+        w.varint(zigzag(rec.wire));
     }
     if map & bit::RATIO != 0 {
         w.varint(u64::from(rec.ratio));
@@ -645,6 +664,9 @@ pub(crate) fn decode(state: &mut State, r: &mut Reader<'_>) -> Result<HeaderReco
     }
     if map & bit::EXTRA != 0 {
         rec.extra = unzigzag(r.varint()?);
+    }
+    if map & bit::WIRE != 0 {
+        rec.wire = unzigzag(r.varint()?);
     }
     if map & bit::RATIO != 0 {
         rec.ratio = u32::try_from(r.varint()?).map_err(|_| Fault::OutOfRange("sample_ratio"))?;

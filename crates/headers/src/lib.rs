@@ -8,15 +8,19 @@
 //! - `codec.rs`: per-interface difference coding of records (the bit
 //!   layout is specified there), state reset at every datagram.
 //! - [`Encoder`] / [`Decoder`] (`datagram.rs`): records packed into
-//!   self-contained datagrams of at most an MTU with a 40-byte header
-//!   (exporter id, datagram and record sequence numbers, first timestamp);
-//!   the decoder restores the records exactly and tells gaps, late and
-//!   duplicated datagrams apart.
+//!   self-contained datagrams of at most an MTU with a header naming the
+//!   stream (exporter name, worker, session), datagram and record sequence
+//!   numbers and the first timestamp; the decoder restores the records
+//!   exactly and tells gaps, late, duplicated and implausible datagrams
+//!   apart, per stream.
+//! - `auth.rs`: the HMAC-SHA256 tag that lets a collector refuse datagrams
+//!   no holder of the shared [`Key`] wrote, and [`ExporterName`].
 //!
 //! The crate does no I/O: the host stage hands datagrams to a socket and
 //! the collector hands received ones to [`Decoder::decode`]. A damaged or
 //! hostile datagram is a [`HeadersError`] for that datagram, never a panic.
 
+mod auth;
 mod codec;
 mod datagram;
 mod record;
@@ -24,10 +28,12 @@ mod varint;
 
 use std::fmt;
 
+pub use auth::{key_file_text, ExporterName, Key, MAX_NAME_LEN, MIN_KEY_LEN, TAG_LEN};
 pub use codec::{HISTORY, MAX_RECORD_LEN};
 pub use datagram::{
-    decode_datagram, Arrival, DatagramHeader, Decoded, Decoder, Encoder, EncoderConfig, EncoderStats,
-    ExporterStats, DEFAULT_MTU, HEADER_LEN, MAGIC, MAX_MTU, MIN_MTU, VERSION, WINDOW,
+    decode_datagram, Arrival, Auth, DatagramHeader, Decoded, Decoder, Encoder, EncoderConfig, EncoderStats,
+    ExporterStats, StreamId, DEFAULT_MTU, FLAG_TAG, HEADER_LEN, MAGIC, MAX_GAP, MAX_MTU, MAX_STREAMS,
+    MIN_MTU, VERSION, WINDOW,
 };
 pub use record::{HeaderRecord, JsonRecord, TcpHeader};
 
@@ -42,13 +48,25 @@ pub enum HeadersError {
     ShortHeader { len: usize },
     #[error("bad magic {found:#010x}: not a Clarion header datagram")]
     BadMagic { found: u32 },
-    #[error("datagram version {0} (this decoder reads version {VERSION})")]
+    #[error(
+        "datagram version {0} (this decoder reads version {VERSION}: update the exporter or the collector)"
+    )]
     Version(u8),
-    #[error("header length field {0} is below {HEADER_LEN} or beyond the datagram")]
+    #[error("header length field {0} is below {HEADER_LEN} plus the name or beyond the datagram")]
     HeaderLen(u8),
+    #[error("exporter name \"{0}\" is not 1 to {MAX_NAME_LEN} of A-Z a-z 0-9 . - _ :")]
+    Name(String),
+    #[error("key: {0}")]
+    Key(String),
+    #[error("no authentication tag, and the collector requires one (a key on both sides, or --insecure)")]
+    Unauthenticated,
+    #[error("authentication tag does not match (another key, or altered on the way)")]
+    BadTag,
+    #[error("more than {max} streams (exporter, worker, session): a new one is refused")]
+    Streams { max: usize },
     #[error("length field says {field} bytes but the datagram has {actual} (truncated or padded)")]
     Length { field: u16, actual: usize },
-    #[error("reserved header bits set ({0:#06x})")]
+    #[error("reserved flag bits set ({0:#06x})")]
     Reserved(u16),
     #[error("{count} records cannot fit in {bytes} bytes")]
     Count { count: u16, bytes: usize },
@@ -56,6 +74,35 @@ pub enum HeadersError {
     Record { index: u16, count: u16, fault: Fault },
     #[error("{extra} bytes left after the {count} records the header announces")]
     Trailing { count: u16, extra: usize },
+}
+
+impl HeadersError {
+    /// A short name for the kind of refusal, for counts by reason
+    /// (`version`, `unauthenticated`, `bad_tag`, ...).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            HeadersError::Mtu { .. } | HeadersError::Key(_) => "config",
+            HeadersError::BadMagic { .. } => "not_clarion",
+            HeadersError::Version(_) => "version",
+            HeadersError::Unauthenticated => "unauthenticated",
+            HeadersError::BadTag => "bad_tag",
+            HeadersError::Streams { .. } => "too_many_streams",
+            HeadersError::ShortHeader { .. }
+            | HeadersError::HeaderLen(_)
+            | HeadersError::Name(_)
+            | HeadersError::Length { .. }
+            | HeadersError::Reserved(_)
+            | HeadersError::Count { .. }
+            | HeadersError::Record { .. }
+            | HeadersError::Trailing { .. } => "malformed",
+        }
+    }
+
+    /// Whether the datagram was refused as not coming from a key holder
+    /// (counted per source address by a collector).
+    pub fn is_authentication(&self) -> bool {
+        matches!(self, HeadersError::Unauthenticated | HeadersError::BadTag)
+    }
 }
 
 /// What is wrong with one record of a datagram (see [`HeadersError::Record`]).

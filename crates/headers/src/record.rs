@@ -96,12 +96,17 @@ pub struct HeaderRecord {
     pub later_fragment: bool,
     /// Bytes the exporter captured of the frame.
     pub captured_len: u32,
+    /// The frame's length on the wire, as captured (the capture's original
+    /// length; `captured_len` or more): the length pcapng output records.
+    pub wire_len: u32,
     pub tcp: Option<TcpHeader>,
 }
 
 impl HeaderRecord {
     /// The record of one parsed packet seen on `interface` while one packet
-    /// in `sample_ratio` was exported.
+    /// in `sample_ratio` was exported. A [`PacketRecord`] does not know the
+    /// frame's length on the wire: `wire_len` is the captured length until
+    /// [`with_wire_len`](Self::with_wire_len) gives it.
     pub fn from_packet(p: &PacketRecord, interface: u16, sample_ratio: u32) -> Self {
         let k = &p.key;
         HeaderRecord {
@@ -119,7 +124,17 @@ impl HeaderRecord {
             ecn: p.ecn & 3,
             later_fragment: p.is_later_fragment,
             captured_len: p.captured_len,
+            wire_len: p.captured_len,
             tcp: p.tcp.map(TcpHeader::from),
+        }
+    }
+
+    /// The record with the frame's original length (the capture's
+    /// `orig_len`), never below what was captured.
+    pub fn with_wire_len(self, orig_len: u32) -> Self {
+        HeaderRecord {
+            wire_len: orig_len.max(self.captured_len),
+            ..self
         }
     }
 
@@ -262,6 +277,7 @@ pub struct JsonRecord {
     pub ecn: u8,
     pub later_fragment: bool,
     pub captured_len: u32,
+    pub wire_len: u32,
     pub tcp_seq: Option<u32>,
     pub tcp_ack: Option<u32>,
     pub tcp_window: Option<u16>,
@@ -290,6 +306,7 @@ impl From<HeaderRecord> for JsonRecord {
             ecn: r.ecn,
             later_fragment: r.later_fragment,
             captured_len: r.captured_len,
+            wire_len: r.wire_len,
             tcp_seq: t.map(|t| t.seq),
             tcp_ack: t.map(|t| t.ack),
             tcp_window: t.map(|t| t.window),
@@ -344,6 +361,7 @@ impl TryFrom<JsonRecord> for HeaderRecord {
             ecn: j.ecn,
             later_fragment: j.later_fragment,
             captured_len: j.captured_len,
+            wire_len: j.wire_len,
             tcp,
         })
     }

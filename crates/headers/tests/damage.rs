@@ -93,8 +93,8 @@ fn header_damage_is_named() {
         Err(HeadersError::BadMagic { found: want_magic })
     );
     let mut bad = d.clone();
-    bad[4] = 2;
-    assert_eq!(decode_datagram(&bad, &mut out), Err(HeadersError::Version(2)));
+    bad[4] = 1;
+    assert_eq!(decode_datagram(&bad, &mut out), Err(HeadersError::Version(1)));
     let mut bad = d.clone();
     bad.push(0);
     assert!(matches!(
@@ -129,7 +129,7 @@ fn header_damage_is_named() {
         Err(HeadersError::Count { .. })
     ));
     assert!(out.is_empty());
-    assert_eq!(HEADER_LEN, 40);
+    assert_eq!(HEADER_LEN, 49);
 }
 
 proptest! {
@@ -146,16 +146,17 @@ proptest! {
         body in prop::collection::vec(any::<u8>(), 0..600),
         count in 0u16..200,
     ) {
-        // The header as the table in datagram.rs lays it out.
-        let len = (HEADER_LEN + body.len()) as u16;
+        // The header as the table in datagram.rs lays it out, name "x".
+        let len = (HEADER_LEN + 1 + body.len()) as u16;
         let mut d = MAGIC.to_be_bytes().to_vec();
-        d.extend([1, HEADER_LEN as u8]);
+        d.extend([2, HEADER_LEN as u8 + 1]);
         d.extend(count.to_be_bytes());
         d.extend(len.to_be_bytes());
         d.extend([0, 0]);
         d.extend(5u32.to_be_bytes());
-        d.extend([0u8; 24]);
-        assert_eq!(d.len(), HEADER_LEN);
+        d.extend([0u8; 32]);
+        d.extend([1, b'x']);
+        assert_eq!(d.len(), HEADER_LEN + 1);
         d.extend(&body);
         check(&d);
     }

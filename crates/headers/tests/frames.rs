@@ -125,6 +125,7 @@ proptest! {
             "ecn": r.ecn,
             "later_fragment": r.later_fragment,
             "captured_len": r.captured_len,
+            "wire_len": r.wire_len,
             "tcp_seq": t.map(|t| t.seq),
             "tcp_ack": t.map(|t| t.ack),
             "tcp_window": t.map(|t| t.window),
@@ -134,7 +135,7 @@ proptest! {
         });
         prop_assert_eq!(&v, &want);
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-        let names = ["ts_ns", "interface", "sample_ratio", "family", "src_ip", "dst_ip", "src_port", "dst_port", "proto", "vlan", "size", "volume", "ttl", "ecn", "later_fragment", "captured_len", "tcp_seq", "tcp_ack", "tcp_window", "tcp_flags", "tcp_wscale", "tcp_mss"];
+        let names = ["ts_ns", "interface", "sample_ratio", "family", "src_ip", "dst_ip", "src_port", "dst_port", "proto", "vlan", "size", "volume", "ttl", "ecn", "later_fragment", "captured_len", "wire_len", "tcp_seq", "tcp_ack", "tcp_window", "tcp_flags", "tcp_wscale", "tcp_mss"];
         prop_assert_eq!(keys, names.iter().collect::<Vec<_>>(), "order is stable");
         let back: HeaderRecord = serde_json::from_value(v).unwrap();
         prop_assert_eq!(back, r);

@@ -8,11 +8,31 @@
 mod common;
 
 use clarion_headers::{
-    decode_datagram, Arrival, Decoder, EncoderConfig, HeaderRecord, DEFAULT_MTU, MAX_MTU, MIN_MTU,
+    decode_datagram, Arrival, Auth, Decoder, EncoderConfig, ExporterName, HeaderRecord, Key, StreamId,
+    DEFAULT_MTU, MAX_MTU, MIN_MTU,
 };
 use common::{arb_records, encode_all};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
+
+/// Worker `id`'s stream of exporter `h1`, session 42, tagged with `key`.
+fn config(id: u32, mtu: usize, key: Option<Key>) -> EncoderConfig {
+    EncoderConfig {
+        exporter: ExporterName::new("h1").unwrap(),
+        worker: id,
+        session: 42,
+        mtu,
+        key,
+    }
+}
+
+fn stream(id: u32) -> StreamId {
+    StreamId {
+        exporter: ExporterName::new("h1").unwrap(),
+        worker: id,
+        session: 42,
+    }
+}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
@@ -22,15 +42,20 @@ proptest! {
         recs in arb_records(400),
         mtu in prop_oneof![Just(MIN_MTU), Just(300usize), Just(DEFAULT_MTU), Just(9000usize), Just(MAX_MTU)],
         id in any::<u32>(),
+        keyed in any::<bool>(),
     ) {
-        let config = EncoderConfig { observation_id: id, mtu };
-        let (dgrams, enc) = encode_all(&recs, config);
-        let mut dec = Decoder::new();
+        let key = keyed.then(|| Key::new(&[7; 32]).unwrap());
+        let (dgrams, enc) = encode_all(&recs, config(id, mtu, key.clone()));
+        let mut dec = match key {
+            Some(k) => Decoder::with_auth(Auth::Key(k)),
+            None => Decoder::new(),
+        };
         let mut got = Vec::new();
         let mut record_seq = 0u64;
         for (i, d) in dgrams.iter().enumerate() {
             let out = dec.decode(d).unwrap();
-            prop_assert_eq!(out.header.observation_id, id);
+            prop_assert_eq!(out.header.stream, stream(id));
+            prop_assert_eq!(out.header.tagged, keyed);
             prop_assert_eq!(out.header.sequence, i as u64);
             prop_assert_eq!(out.header.record_sequence, record_seq);
             prop_assert_eq!(out.header.first_ts_ns, out.records[0].ts_ns);
@@ -43,7 +68,7 @@ proptest! {
         prop_assert_eq!(s.records, recs.len() as u64);
         prop_assert_eq!(s.datagrams, dgrams.len() as u64);
         prop_assert_eq!(s.bytes_out, dgrams.iter().map(|d| d.len() as u64).sum::<u64>());
-        let e = dec.exporter(id);
+        let e = dec.stream(&stream(id));
         prop_assert_eq!(e.map(|e| (e.records, e.lost_datagrams)), (!recs.is_empty()).then_some((recs.len() as u64, 0)));
     }
 
@@ -52,7 +77,7 @@ proptest! {
     /// decoder's counts match what was done.
     #[test]
     fn losses_cost_only_their_own_datagrams(recs in arb_records(600), drops in prop::collection::vec(any::<bool>(), 64)) {
-        let config = EncoderConfig { observation_id: 7, mtu: 200 };
+        let config = config(7, 300, None);
         // Which records each datagram holds, from the encoder's own returns.
         let mut enc = clarion_headers::Encoder::new(config).unwrap();
         let mut dgrams: Vec<(Vec<u8>, Vec<HeaderRecord>)> = Vec::new();
@@ -91,7 +116,7 @@ proptest! {
             prop_assert_eq!(&again.records, want);
             last_kept = Some(i);
         }
-        let s = dec.exporter(7);
+        let s = dec.stream(&stream(7));
         if !dgrams.is_empty() {
             let s = s.unwrap();
             prop_assert_eq!((s.lost_datagrams, s.lost_records), (lost_d, lost_r));
@@ -103,7 +128,7 @@ proptest! {
                 prop_assert_eq!(late.arrival, want_arrival);
                 prop_assert_eq!(&late.records, want);
                 if want_arrival == Arrival::Late {
-                    let s = dec.exporter(7).unwrap();
+                    let s = dec.stream(&stream(7)).unwrap();
                     prop_assert_eq!((s.lost_datagrams, s.lost_records), (lost_d - 1, lost_r - want.len() as u64));
                 }
             }
@@ -119,8 +144,9 @@ fn every_datagram_decodes_alone() {
     let (dgrams, _) = encode_all(
         &recs,
         EncoderConfig {
-            observation_id: 1,
-            mtu: 256,
+            mtu: MIN_MTU,
+            key: Some(Key::new(&[1; 16]).unwrap()),
+            ..config(1, MIN_MTU, None)
         },
     );
     let mut got = Vec::new();
@@ -136,8 +162,8 @@ fn every_datagram_decodes_alone() {
 fn mtus_outside_the_range_are_refused() {
     for mtu in [0, MIN_MTU - 1, MAX_MTU + 1] {
         let e = clarion_headers::Encoder::new(EncoderConfig {
-            observation_id: 0,
             mtu,
+            ..EncoderConfig::default()
         })
         .unwrap_err();
         assert_eq!(e, clarion_headers::HeadersError::Mtu { mtu });

@@ -24,9 +24,10 @@
 //! takes no lock and copies no frame, and the fanout hash already keeps a
 //! flow's packets on one worker, so each flow's headers and frames leave
 //! in order. Each worker is thus its own exporter ([`worker_exports`]):
-//! worker k's header streams carry observation id `id + k` (a collector
-//! accounts sequences per id: two workers under one id would look like
-//! loss and repeats) and its pcapng files are named with run id
+//! worker k's header streams carry worker index `id + k` beside the
+//! host's exporter name (a collector accounts sequences per name, worker
+//! and session: two workers under one index would look like loss and
+//! repeats) and its pcapng files are named with run id
 //! `RUN-wK`, so no two workers write one file. A single worker keeps the
 //! configured id and run id, as a file replay does. The workers' counters
 //! come back in [`LiveSummary::exports`], per worker.
@@ -125,12 +126,12 @@ pub struct LiveExportConfig {
     pub config: ExportConfig,
 }
 
-/// Worker `w`'s exporter settings of `workers`: observation id `id + w`
+/// Worker `w`'s exporter settings of `workers`: worker index `id + w` in its header datagrams
 /// and run id `RUN-wW` when there are several (see the module documentation).
 pub fn worker_exports(config: &ExportConfig, w: u32, workers: u32) -> ExportConfig {
     let mut c = config.clone();
     if workers > 1 {
-        c.headers.observation_id = config.headers.observation_id.wrapping_add(w);
+        c.headers.worker = config.headers.worker.wrapping_add(w);
         c.run_id = if config.run_id.is_empty() {
             format!("w{w}")
         } else {
@@ -1017,14 +1018,14 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Several workers' exporters never share an observation id nor a
+        /// Several workers' exporters never share a worker index nor a
         /// file name, and keep everything else; one worker is unchanged.
         #[test]
         fn workers_are_distinct_exporters(id in any::<u32>(), run in "[0-9TZ]{0,16}", workers in 1u32..64) {
             let mut base = ExportConfig { run_id: run.clone(), ..ExportConfig::default() };
-            base.headers.observation_id = id;
+            base.headers.worker = id;
             let all: Vec<ExportConfig> = (0..workers).map(|w| worker_exports(&base, w, workers)).collect();
-            let ids: BTreeSet<u32> = all.iter().map(|c| c.headers.observation_id).collect();
+            let ids: BTreeSet<u32> = all.iter().map(|c| c.headers.worker).collect();
             let runs: BTreeSet<&str> = all.iter().map(|c| c.run_id.as_str()).collect();
             prop_assert_eq!(ids.len(), workers as usize);
             prop_assert_eq!(runs.len(), workers as usize);
@@ -1032,7 +1033,7 @@ mod tests {
                 prop_assert_eq!(c.headers.mtu, base.headers.mtu);
                 prop_assert_eq!(&c.export_dir, &base.export_dir);
                 if workers == 1 {
-                    prop_assert_eq!((c.headers.observation_id, c.run_id.as_str()), (id, run.as_str()));
+                    prop_assert_eq!((c.headers.worker, c.run_id.as_str()), (id, run.as_str()));
                 } else {
                     // Names stay POLICY-RUN-wK-NNNNNN: the run's files sort together.
                     let suffix = format!("w{}", w);

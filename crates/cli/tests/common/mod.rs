@@ -56,7 +56,16 @@ pub fn collector_by(
 ) -> (std::process::Child, u16) {
     use std::io::{BufRead, BufReader};
     let mut child = clarion
-        .args(["collect", "--listen", "127.0.0.1:0", "--duration", "60s"])
+        // Untagged datagrams: the exporters of these tests run without
+        // --export-key (tests/collect_identity.rs checks keys).
+        .args([
+            "collect",
+            "--insecure",
+            "--listen",
+            "127.0.0.1:0",
+            "--duration",
+            "60s",
+        ])
         .arg("--count")
         .arg(count.to_string())
         .arg("-o")

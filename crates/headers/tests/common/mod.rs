@@ -32,10 +32,10 @@ pub fn encode_all(recs: &[HeaderRecord], config: EncoderConfig) -> (Vec<Vec<u8>>
     out.extend(enc.flush().map(<[u8]>::to_vec));
     for d in &out {
         assert!(
-            d.len() <= config.mtu,
+            d.len() <= enc.config().mtu,
             "datagram of {} bytes > MTU {}",
             d.len(),
-            config.mtu
+            enc.config().mtu
         );
     }
     (out, enc)
@@ -101,12 +101,13 @@ pub fn arb_record() -> impl Strategy<Value = HeaderRecord> {
             any::<bool>(),
             small(vec![54, 66, 74, 1514]),
             prop::option::of(tcp),
+            small(vec![0, 0, 1448]),
         ),
     )
         .prop_map(
             |(
                 (interface, sample_ratio, src, dst, ports),
-                (proto, vlan, size, volume, ttl, ecn, later_fragment, captured_len, tcp),
+                (proto, vlan, size, volume, ttl, ecn, later_fragment, captured_len, tcp, cut),
             )| {
                 HeaderRecord {
                     ts_ns: 0,
@@ -123,6 +124,7 @@ pub fn arb_record() -> impl Strategy<Value = HeaderRecord> {
                     ecn,
                     later_fragment,
                     captured_len,
+                    wire_len: captured_len + cut,
                     tcp,
                 }
             },
