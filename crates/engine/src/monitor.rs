@@ -174,12 +174,14 @@ pub const BATCH: usize = 32;
 
 /// How many packets ahead in a batch the packet loop prefetches a likely
 /// entry's set header, and its record of the epoch (or where its first
-/// write appends one) and connection state (`(set, statistics)`). With few flows these lines are in the cache and
-/// a short distance is cheapest; once flows outnumber the cache
-/// ([`FAR_FLOWS`]) each is a miss and the distance must cover a memory
-/// latency: at two packets (~80 ns) the half's load still stalled at 100 k
-/// flows (`half_for`, ~6 % of a run; 4 ahead took the median batch from
-/// 150 to 120–129 ns there, and cost ~1 ns at 300 flows).
+/// write appends one) and connection state (`(set, statistics)`). With
+/// few flows these lines are in the cache and a short distance is
+/// cheapest; once flows outnumber the cache ([`FAR_FLOWS`]) each is a miss
+/// and the distance must cover a memory latency: at two packets (~80 ns)
+/// the statistics' load still stalled at 100 k flows (~6 % of a run; 4
+/// ahead took the median batch from 150 to 120–129 ns there, and cost
+/// ~1 ns at 300 flows; 10 and 14 ahead gave nothing more with the epoch
+/// logs).
 const NEAR_AHEAD: (usize, usize) = (3, 2);
 const FAR_AHEAD: (usize, usize) = (6, 4);
 /// Tracked flows from which the packet loop prefetches [`FAR_AHEAD`]: about
