@@ -24,9 +24,9 @@
 //! | `pair_ns` | | sweep ns per flow-epoch against triggers per flow (1..32 events on one shared measure, [`PAIR_FLOWS`] flows): slope |
 //! | `insert_ns` | `T_i` | a first packet of a new flow minus a known flow's first packet of an epoch, same flows, same event |
 //!
-//! Words per half are the engine's own: a probe monitor with costs
+//! Words per record are the engine's own: a probe monitor with costs
 //! `per_word_ns = 1` (all else 0) prices a known flow's packet at exactly
-//! its set's `half_words` (`set_cost`), 2 for the tag and packet count,
+//! its set's `update_words` (`set_cost`), 2 for the tag and packet count,
 //! plus per distinct measure `sum` 2, `count` 1, `avg` 3, `stddev` 5.
 //! The fitted `lookup_ns` is `T_r^M` (the monitor has no estimate of
 //! MONA's hit probability P, and under-predicting costs drops).

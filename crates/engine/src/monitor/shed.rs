@@ -286,8 +286,8 @@ fn damped(current: Shed, wanted: Shed) -> Shed {
 }
 
 /// The predicted update time of a set's member flow's packet.
-pub(super) fn set_cost(costs: &StateCosts, half_words: usize, needs_tcp: bool) -> f64 {
-    costs.update_ns + costs.per_word_ns * half_words as f64 + if needs_tcp { costs.tcp_ns } else { 0.0 }
+pub(super) fn set_cost(costs: &StateCosts, update_words: usize, needs_tcp: bool) -> f64 {
+    costs.update_ns + costs.per_word_ns * update_words as f64 + if needs_tcp { costs.tcp_ns } else { 0.0 }
 }
 
 impl Monitor {
