@@ -15,10 +15,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use clarion_headers::{Encoder, EncoderConfig, ExporterName, HeaderRecord, Key};
 use common::{clarion, clarion_process, repo, stderr};
@@ -82,25 +81,14 @@ fn collector(args: &[&str], output: &Path) -> (Child, u16) {
     } else {
         &["--duration", "120s"]
     };
-    let mut child = clarion_process()
+    let mut collect = clarion_process();
+    collect
         .args(["collect", "--listen", "127.0.0.1:0", "--format", "jsonl"])
         .args(limit)
         .args(args)
         .arg("-o")
-        .arg(output)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clarion collect starts");
-    let mut line = String::new();
-    BufReader::new(child.stderr.as_mut().expect("its stderr"))
-        .read_line(&mut line)
-        .expect("its first line");
-    let port = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("127.0.0.1:"))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (child, port)
+        .arg(output);
+    common::collecting(collect)
 }
 
 /// `clarion run` replaying `capture` with every packet's headers to `port`.
@@ -121,18 +109,6 @@ fn exporter(dir: &Path, capture: &Path, port: u16, name: &str, key: &Path) -> Co
         .arg(key)
         .arg("-q");
     c
-}
-
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The summary's line of exporter `name`.
@@ -246,7 +222,7 @@ fn two_exporters_and_a_forger_to_one_collector() {
         assert!(
             l.contains(&format!(
                 ", {} headers; lost 0 datagrams (0 headers), 0 late, 0 repeated, 0 too old, 0 resets",
-                thousands(want.len())
+                clarion_cmdline::thousands(want.len() as u64)
             )),
             "{l}\n{summary}"
         );

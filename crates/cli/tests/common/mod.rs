@@ -54,8 +54,7 @@ pub fn collector_by(
     output: &Path,
     count: usize,
 ) -> (std::process::Child, u16) {
-    use std::io::{BufRead, BufReader};
-    let mut child = clarion
+    clarion
         // Untagged datagrams: the exporters of these tests run without
         // --export-key (tests/collect_identity.rs checks keys).
         .args([
@@ -69,7 +68,15 @@ pub fn collector_by(
         .arg("--count")
         .arg(count.to_string())
         .arg("-o")
-        .arg(output)
+        .arg(output);
+    collecting(clarion)
+}
+
+/// `collect`, a `clarion collect` command listening on `127.0.0.1:0`,
+/// started: the process and the port it says it listens on.
+pub fn collecting(mut collect: std::process::Command) -> (std::process::Child, u16) {
+    use std::io::{BufRead, BufReader};
+    let mut child = collect
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("clarion collect starts");
