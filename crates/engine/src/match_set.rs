@@ -256,37 +256,43 @@ impl MatchSet {
         key: &FlowKey,
         lookup: Lookup,
     ) -> (u32, bool) {
-        if lookup == Lookup::Known && rec != NO_REC {
-            debug_assert_eq!(
-                self.logs[half & 1].find(epoch, owner, rec),
-                Some(rec),
-                "a known record is the flow's"
-            );
-            return (rec, false);
+        match self.existing(half, epoch, owner, rec, lookup) {
+            Some(rec) => (rec, false),
+            None => (self.append_blank(half, epoch, owner, key), true),
         }
-        self.find_or_append(half, epoch, owner, rec, key, lookup)
     }
 
-    /// [`MatchSet::record`] when the record is not known: out of line, so
-    /// that the packet path for a flow's later packets stays small.
-    #[inline(never)]
-    fn find_or_append(
-        &mut self,
-        half: usize,
-        epoch: u64,
-        owner: u32,
-        rec: u32,
-        key: &FlowKey,
-        lookup: Lookup,
-    ) -> (u32, bool) {
-        let log = &mut self.logs[half & 1];
-        match log.find(epoch, owner, rec).filter(|_| lookup == Lookup::Unsure) {
-            Some(rec) => (rec, false),
-            None => (
-                log.append(self.stride, epoch, owner, key, &self.blank, epoch, self.huge),
-                true,
-            ),
+    /// The flow's record in the log of `half`, if what the caller knows of
+    /// `rec` ([`Lookup`]) says it has one: a known index as it is, an
+    /// unsure one if the record's owner is the flow.
+    #[inline(always)]
+    fn existing(&self, half: usize, epoch: u64, owner: u32, rec: u32, lookup: Lookup) -> Option<u32> {
+        match lookup {
+            Lookup::Known if rec != NO_REC => {
+                debug_assert_eq!(
+                    self.logs[half & 1].find(epoch, owner, rec),
+                    Some(rec),
+                    "a known record is the flow's"
+                );
+                Some(rec)
+            }
+            Lookup::Unsure => self.find_unsure(half, epoch, owner, rec),
+            _ => None,
         }
+    }
+
+    /// [`MatchSet::find`] for [`Lookup::Unsure`] (a flow acknowledging
+    /// itself): rare, out of line, so that the packet path stays small.
+    #[inline(never)]
+    fn find_unsure(&self, half: usize, epoch: u64, owner: u32, rec: u32) -> Option<u32> {
+        self.find(half, epoch, owner, rec)
+    }
+
+    /// A record of the epoch for flow `owner` appended to the log of
+    /// `half` as a flow's first write finds it (blank); its index.
+    #[inline(never)]
+    fn append_blank(&mut self, half: usize, epoch: u64, owner: u32, key: &FlowKey) -> u32 {
+        self.logs[half & 1].append(self.stride, epoch, owner, key, &self.blank, epoch, self.huge)
     }
 
     /// The record of flow `owner` in the log of `half` for the epoch
@@ -328,15 +334,18 @@ impl MatchSet {
         cx: FlowContext,
         t: u64,
     ) -> (u32, bool) {
-        if lookup == Lookup::Known && rec != NO_REC {
-            debug_assert_eq!(self.logs[half & 1].find(epoch, owner, rec), Some(rec));
-            self.update(rec, half, p, cx, t);
-            return (rec, false);
+        match self.existing(half, epoch, owner, rec, lookup) {
+            Some(rec) => {
+                self.update(rec, half, p, cx, t);
+                (rec, false)
+            }
+            None => (self.append_packet(half, epoch, owner, key, p, cx, t), true),
         }
-        self.append_packet(half, epoch, owner, rec, key, lookup, p, cx, t)
     }
 
-    /// The rest of [`MatchSet::write_packet`]: out of line.
+    /// A record of the epoch for flow `owner` appended to the log of
+    /// `half` with the packet folded in (see [`MatchSet::write_packet`]);
+    /// its index. Out of line.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn append_packet(
@@ -344,32 +353,23 @@ impl MatchSet {
         half: usize,
         epoch: u64,
         owner: u32,
-        rec: u32,
         key: &FlowKey,
-        lookup: Lookup,
         p: &PacketRecord,
         cx: FlowContext,
         t: u64,
-    ) -> (u32, bool) {
-        let h = half & 1;
-        if lookup == Lookup::Unsure {
-            if let Some(rec) = self.logs[h].find(epoch, owner, rec) {
-                self.update(rec, half, p, cx, t);
-                return (rec, false);
-            }
-        }
+    ) -> u32 {
         let mut buf = [0u64; STAGED_WORDS];
         let Some(w) = buf.get_mut(..self.stride) else {
             // A record too long to stage: appended, then written.
-            let rec = self.logs[h].append(self.stride, epoch, owner, key, &self.blank, epoch, self.huge);
+            let rec = self.append_blank(half, epoch, owner, key);
             self.update(rec, half, p, cx, t);
-            return (rec, true);
+            return rec;
         };
         w.copy_from_slice(&self.blank);
         fold_packet(w, &self.plain_sums, &self.on_packets, p, cx, t);
-        let rec = self.logs[h].append(self.stride, epoch, owner, key, w, epoch, self.huge);
-        (rec, true)
+        self.logs[half & 1].append(self.stride, epoch, owner, key, w, epoch, self.huge)
     }
+
     /// Folds an RTT sample taken at time `t` into the measures of record
     /// `rec` of `half` that read `rtt`.
     pub(crate) fn update_sample(&mut self, rec: u32, half: usize, rtt: i64, t: u64) {
