@@ -260,8 +260,8 @@ impl EpochLog {
     /// Starts loading record `rec` (its first and last words' lines: a
     /// record is not line-aligned), if the log has it.
     #[inline]
-    pub(crate) fn prefetch(&self, stride: usize, rec: u32) {
-        let base = rec as usize;
+    pub(crate) fn prefetch(&self, stride: usize, rec: usize) {
+        let base = rec;
         if base + stride <= self.words.len() {
             let p = self.words.as_ptr();
             prefetch(p.wrapping_add(base));
@@ -277,18 +277,6 @@ impl EpochLog {
         let p = self.words.as_ptr().wrapping_add(self.words.len());
         prefetch(p);
         prefetch(p.wrapping_add(stride - 1));
-    }
-
-    /// Starts loading the lines of the record at word `rec` as a sweep reading in
-    /// order reaches them (the hardware's stream prefetch starts later).
-    #[inline]
-    pub(crate) fn prefetch_for_sweep(&self, stride: usize, rec: usize) {
-        let base = rec;
-        if base + stride <= self.words.len() {
-            let p = self.words.as_ptr();
-            prefetch(p.wrapping_add(base));
-            prefetch(p.wrapping_add(base + stride - 1));
-        }
     }
 }
 

@@ -452,13 +452,15 @@ impl MatchSet {
     /// Starts loading record `rec` of `half`, if its log has one there.
     #[inline]
     pub(crate) fn prefetch(&self, rec: u32, half: usize) {
-        self.logs[half & 1].prefetch(self.stride, rec);
+        self.logs[half & 1].prefetch(self.stride, rec as usize);
     }
 
-    /// Starts loading record `rec` of `half` and its key, for the sweep.
+    /// Starts loading the record at word `rec` of `half` as the sweep,
+    /// reading in order, reaches it (the hardware's stream prefetch starts
+    /// later).
     #[inline]
     pub(crate) fn prefetch_for_sweep(&self, rec: usize, half: usize) {
-        self.logs[half & 1].prefetch_for_sweep(self.stride, rec);
+        self.logs[half & 1].prefetch(self.stride, rec);
     }
 
     /// True when record `rec` of `half` holds statistics of the epoch starting at `epoch`.
