@@ -31,6 +31,7 @@ mod flow_table;
 mod heap;
 mod history;
 mod huge_pages;
+mod int_threshold;
 mod key;
 mod match_cache;
 mod match_set;

@@ -16,8 +16,7 @@ use clarion_wire::FlowKey;
 
 use crate::epoch_log::{EpochLog, FIRST_MEASURE, NO_EPOCH, PACKETS, TAG};
 use crate::measure::{
-    add_sum, common_index, common_values, sum_value, Acc, Arg, Expr, FlowContext, Slot, StatFlags,
-    COMMON_VARS,
+    add_sum, common_index, common_values, Acc, Arg, Expr, FlowContext, Slot, StatFlags, COMMON_VARS,
 };
 use crate::prefetch::prefetch;
 use crate::trigger_index::TriggerId;
@@ -222,12 +221,6 @@ impl MatchSet {
     /// counts (`shed::set_cost`, as the chains' predicted costs).
     pub(crate) fn update_words(&self) -> usize {
         self.stride - FIRST_MEASURE + 2
-    }
-
-    /// Packets (not RTT samples) record `rec` of `half` counted in its epoch.
-    #[inline]
-    pub(crate) fn packets_in(&self, rec: u32, half: usize) -> u64 {
-        self.logs[half & 1].record(self.stride, rec)[PACKETS]
     }
 
     /// A flow joins the set.
@@ -489,19 +482,23 @@ impl MatchSet {
         self.sum_at.as_ptr()
     }
 
-    /// The packets of record `rec` of `half` and the value of the sum the
-    /// trigger at `trigger_pos` reads, if it reads one sum only (else
-    /// `None`: see [`MatchSet::gather`]).
-    #[inline]
-    pub(crate) fn read_sum(&self, rec: u32, half: usize, trigger_pos: usize) -> Option<(u64, f64)> {
-        let at = *self.sum_at.get(trigger_pos)? as usize;
-        let w = self.logs[half & 1].record(self.stride, rec);
-        (at != 0).then(|| (w[PACKETS], sum_value(w, at)))
-    }
-
     /// Position of a trigger in this set.
     pub(crate) fn position(&self, t: TriggerId) -> Option<usize> {
         self.triggers.binary_search(&t).ok()
+    }
+
+    /// Where the sum the trigger at `trigger_pos` reads lies in a record,
+    /// if it reads one sum only (else see [`MatchSet::gather`]).
+    #[inline]
+    pub(crate) fn sum_word(&self, trigger_pos: usize) -> Option<usize> {
+        let at = *self.sum_at.get(trigger_pos)? as usize;
+        (at != 0).then_some(at)
+    }
+
+    /// The words of record `rec` of `half`.
+    #[inline]
+    pub(crate) fn record_words(&self, rec: u32, half: usize) -> &[u64] {
+        self.logs[half & 1].record(self.stride, rec)
     }
 
     /// Adds the statistics a trigger reads to `accs` (one per read); gives

@@ -1227,7 +1227,6 @@ impl Monitor {
             loads: Vec::new(),
             shed_parts: Vec::new(),
             direct_counts: Default::default(),
-            direct_scratch: Vec::new(),
             window_counts: Vec::new(),
             health,
         });

@@ -9,6 +9,7 @@ use clarion_report::{Completeness, GroupKey, Name, Origin, Report, Window};
 use clarion_wire::FlowKey;
 
 use crate::history::History;
+use crate::int_threshold::IntRange;
 use crate::key::{one_flow_per_group, report_group, KeyMask, TagsSeen, TAG_STATES};
 use crate::measure::{Acc, Expr, StatFlags};
 use crate::merge::WindowPartial;
@@ -46,7 +47,7 @@ fn bool_f(b: bool) -> f64 {
 
 /// `a op b`; IEEE comparisons are already false with NaN, except `!=`.
 #[inline]
-fn compare(op: CmpOp, a: f64, b: f64) -> bool {
+pub(crate) fn compare(op: CmpOp, a: f64, b: f64) -> bool {
     match op {
         CmpOp::Lt => a < b,
         CmpOp::Le => a <= b,
@@ -296,6 +297,11 @@ impl Threshold {
     pub(crate) fn holds(&self, v: f64) -> bool {
         compare(self.op, v, self.c)
     }
+
+    /// The integers for which it holds (see `int_threshold.rs`).
+    pub(crate) fn int_range(&self) -> IntRange {
+        IntRange::of(self.op, self.c)
+    }
 }
 
 /// What the sweep reads of a trigger to test a flow, copied into one dense
@@ -309,6 +315,8 @@ pub(crate) struct Head {
     start_ns: u64,
     interval_ns: u64,
     threshold: Option<Threshold>,
+    /// The threshold's integers, when it is on a sum.
+    sum_range: Option<IntRange>,
     flags: u16,
 }
 
@@ -326,6 +334,7 @@ impl Head {
         start_ns: 0,
         interval_ns: 0,
         threshold: None,
+        sum_range: None,
         flags: 0,
     };
 
@@ -337,6 +346,10 @@ impl Head {
             start_ns: t.start_ns,
             interval_ns: t.interval_ns,
             threshold: t.threshold,
+            sum_range: t
+                .threshold
+                .filter(|th| th.func == AggFunc::Sum)
+                .map(|th| th.int_range()),
             flags: LIVE
                 | per_flow
                 | bit(t.exported, EXPORTED)
@@ -378,6 +391,12 @@ impl Head {
     #[inline]
     pub(crate) fn sum_threshold(&self) -> Option<Threshold> {
         self.threshold.filter(|t| t.func == AggFunc::Sum)
+    }
+
+    /// The same threshold as the integers it holds for.
+    #[inline]
+    pub(crate) fn sum_range(&self) -> Option<IntRange> {
+        self.sum_range
     }
 
     /// Whether a window is being gathered (the trigger's `open` is `Some`).

@@ -20,13 +20,16 @@ use clarion_report::{Completeness, Origin, Report};
 use clarion_wire::FlowKey;
 
 use crate::config::Tuning;
+use crate::epoch_log::PACKETS;
+use crate::int_threshold::IntRange;
 use crate::key::group_of;
 use crate::match_set::MatchSet;
+use crate::measure::sum_value;
 use crate::measure::Acc;
 use crate::merge::WindowPartial;
 use crate::prefetch::prefetch;
 use crate::recent::EpochValues;
-use crate::trigger::{Head, Trigger};
+use crate::trigger::{Head, Threshold, Trigger};
 use crate::trigger_index::TriggerId;
 
 use super::Monitor;
@@ -75,14 +78,41 @@ pub(super) struct Sweep {
     /// Degraded mode: per trigger tested flow by flow, the epoch's
     /// flow-epochs measured and shed (its window is the epoch).
     pub(super) direct_counts: rustc_hash::FxHashMap<TriggerId, (u64, u64)>,
-    /// Degraded mode: a set visit's counts per trigger position (kept to reuse).
-    pub(super) direct_scratch: Vec<u64>,
     /// Degraded mode with `merge_output`: the counts of the windows of
     /// triggers tested here, for the merger's estimate.
     pub(super) window_counts: Vec<crate::merge::WindowCounts>,
     /// Degraded mode with `keep_health`: the swept epoch's record, pushed at
     /// the sweep's end with the accuracy of the windows it closed.
     pub(super) health: Option<clarion_report::Health>,
+}
+
+/// A threshold on one sum, as the walk tests it.
+#[derive(Clone, Copy, Debug)]
+struct FastSum {
+    /// The sum's first word in a record.
+    at: u32,
+    /// The threshold, for a sum beyond 64 bits.
+    th: Threshold,
+    /// The integers it holds for (any sum within 64 bits).
+    range: IntRange,
+}
+
+impl FastSum {
+    /// The sum in `words` (a record) if the threshold holds for it.
+    #[inline(always)]
+    fn fires(&self, words: &[u64]) -> Option<f64> {
+        let at = self.at as usize;
+        let [lo, hi] = *words.get(at..at + 2)? else {
+            return None;
+        };
+        // The high word only sign-extends the low one: the sum fits in
+        // 64 bits (nearly always).
+        if hi == ((lo as i64) >> 63) as u64 {
+            return self.range.contains(lo as i64).then_some(lo as i64 as f64);
+        }
+        let v = sum_value(words, at);
+        self.th.holds(v).then_some(v)
+    }
 }
 
 /// What testing windows per flow, during the gather, needs: such a
@@ -109,6 +139,11 @@ pub(super) struct Part {
     pos: u32,
     tid: TriggerId,
     direct: bool,
+    /// Tested flow by flow as one threshold on one sum (`sum(x) op c`,
+    /// the usual trigger): where the sum lies in a record, and the
+    /// threshold. Such a test reads two words of the record and nothing
+    /// of the trigger (see [`gather_set`]).
+    fast: Option<FastSum>,
 }
 
 impl Monitor {
@@ -230,13 +265,28 @@ fn gather_set(
     parts.clear();
     for (pos, &tid) in set.triggers.iter().enumerate() {
         if let Some(direct) = taking_part(tid) {
+            let fast = direct
+                .then(|| {
+                    let head = heads.get(tid as usize)?;
+                    Some(FastSum {
+                        at: set.sum_word(pos)? as u32,
+                        th: head.sum_threshold()?,
+                        range: head.sum_range()?,
+                    })
+                })
+                .flatten();
             parts.push(Part {
                 pos: pos as u32,
                 tid,
                 direct,
+                fast,
             });
         }
     }
+    let fast_only = !s.direct.keep && parts.iter().all(|p| p.fast.is_some());
+    // Whether some record of this visit was tested by the fast parts
+    // (each is then marked tested once, after the walk).
+    let mut fast_tested = false;
     let mut shed_parts = std::mem::take(&mut s.shed_parts);
     shed_parts.clear();
     if s.adapt {
@@ -247,13 +297,8 @@ fn gather_set(
         );
     }
     let (mut flow_epochs, mut packets_seen) = (0u64, 0u64);
-    // Degraded mode: flow-epochs per trigger tested flow by flow (by its
-    // position in the set), and shed flow-epochs (each shed such trigger's).
-    let mut direct_measured = std::mem::take(&mut s.direct_scratch);
-    direct_measured.clear();
-    if s.adapt {
-        direct_measured.resize(set.triggers.len(), 0);
-    }
+    // Degraded mode: shed flow-epochs (each shed trigger tested flow by
+    // flow counts them; each one measuring counts every flow-epoch).
     let any_direct_shed = shed_parts.iter().any(|p| p.1);
     let mut direct_shed = 0u64;
     let cost = parts.len().max(1);
@@ -277,10 +322,14 @@ fn gather_set(
         if !set.has_epoch(rec, s.half, s.epoch_start) {
             continue;
         }
-        let key = set.key(rec, s.half);
+        // The key is decoded only when a group, a report or the kept
+        // values need it: a flow that fires no fast test needs none.
+        let mut key: Option<FlowKey> = None;
+        let words = set.record_words(rec, s.half);
+        let packets = words.get(PACKETS).copied().unwrap_or(0);
         if s.adapt {
             flow_epochs += 1;
-            packets_seen += set.packets_in(rec, s.half);
+            packets_seen += packets;
             direct_shed += u64::from(any_direct_shed);
             for &(tid, direct) in &shed_parts {
                 if direct {
@@ -298,23 +347,51 @@ fn gather_set(
                 trig.window_for(s.epoch_start).unmeasured += 1;
             }
         }
+        if fast_only {
+            // Every part one threshold on a sum, nothing kept: the loop
+            // reads two words a trigger and decodes the key only to report.
+            if packets != 0 {
+                fast_tested = true;
+                for p in &parts {
+                    let Some(v) = p.fast.and_then(|f| f.fires(words)) else {
+                        continue;
+                    };
+                    let k = *key.get_or_insert_with(|| set.key(rec, s.half));
+                    flow_tested(triggers, p.tid, &k, &[v], true, s);
+                }
+            }
+            set.consume(rec, s.half);
+            continue;
+        }
         for p in &parts {
             let pos = p.pos as usize;
-            if p.direct {
-                if s.adapt {
-                    direct_measured[p.pos as usize] += 1;
+            if let Some(f) = p.fast {
+                // A record of RTT samples only has no group to test.
+                if packets == 0 {
+                    continue;
                 }
+                fast_tested = true;
+                let v = sum_value(words, f.at as usize);
+                let fires = f.th.holds(v);
+                if fires || s.direct.keep {
+                    let k = *key.get_or_insert_with(|| set.key(rec, s.half));
+                    flow_tested(triggers, p.tid, &k, &[v], fires, s);
+                }
+                continue;
+            }
+            let key = &*key.get_or_insert_with(|| set.key(rec, s.half));
+            if p.direct {
                 let t = Triggers {
                     all: &mut *triggers,
                     heads: &mut *heads,
                 };
-                test_flow(t, p.tid, set, rec, &key, pos, s);
+                test_flow(t, p.tid, set, rec, key, pos, s);
                 continue;
             }
             let Some(trig) = triggers.get_mut(p.tid as usize).and_then(Option::as_deref_mut) else {
                 continue;
             };
-            let g = group_of(&key, &trig.spec.granularity);
+            let g = group_of(key, &trig.spec.granularity);
             if !trig.is_open() {
                 s.opened.push(p.tid);
                 if let Some(h) = heads.get_mut(p.tid as usize) {
@@ -329,14 +406,20 @@ fn gather_set(
         }
         set.consume(rec, s.half);
     }
+    if fast_tested {
+        for p in parts.iter().filter(|p| p.fast.is_some()) {
+            if let Some(h) = heads.get_mut(p.tid as usize) {
+                h.mark_tested();
+            }
+        }
+    }
     if done {
         set.clear_log(s.half);
     }
     if s.adapt && flow_epochs > 0 {
         s.loads.push((sid, flow_epochs, packets_seen));
         for p in parts.iter().filter(|p| p.direct) {
-            let n = direct_measured.get(p.pos as usize).copied().unwrap_or(0);
-            s.direct_counts.entry(p.tid).or_default().0 += n;
+            s.direct_counts.entry(p.tid).or_default().0 += flow_epochs;
         }
         for &(tid, _) in shed_parts.iter().filter(|p| p.1) {
             s.direct_counts.entry(tid).or_default().1 += direct_shed;
@@ -344,7 +427,6 @@ fn gather_set(
     }
     s.parts = parts;
     s.shed_parts = shed_parts;
-    s.direct_scratch = direct_measured;
     done
 }
 
@@ -353,11 +435,9 @@ fn gather_set(
 /// reach later (it follows a stream only once it has seen it).
 const LOG_AHEAD: usize = 8;
 
-/// Tests one flow of a trigger tested per flow (see [`gather_set`]): its
-/// statistics in the swept half are the whole window of its group. A
-/// `sum(x) op c` (the usual trigger) that does not hold reads nothing of
-/// the trigger but its [`Head`]; the trigger itself is read to gather
-/// other values and to report.
+/// Tests one flow of a trigger tested per flow (see [`gather_set`]) that
+/// is not one threshold on one sum (those are tested in the walk itself):
+/// its statistics in the swept half are the whole window of its group.
 fn test_flow(
     t: Triggers,
     tid: TriggerId,
@@ -371,38 +451,47 @@ fn test_flow(
     let Some(head) = t.heads.get_mut(tid as usize) else {
         return;
     };
-    let one: f64;
-    let (fires, values): (bool, &[f64]) = match head.sum_threshold().zip(set.read_sum(rec, s.half, pos)) {
-        Some((_, (0, _))) => return, // RTT samples only: no packet, no group
-        Some((t, (_, v))) => {
-            one = v;
-            (t.holds(v), std::slice::from_ref(&one))
-        }
-        None => {
-            let Some(trig) = t.all.get_mut(tid as usize).and_then(Option::as_deref_mut) else {
-                return;
-            };
-            d.accs.clear();
-            d.accs.resize(trig.reads_len(), Acc::default());
-            if set.gather(rec, s.half, pos, &mut d.accs) == 0 {
-                return;
-            }
-            trig.values_into(&d.accs, &mut d.values);
-            if trig.flow_states(s.epoch_start, key, &d.accs, &mut d.values) {
-                s.flow_lasts.push(tid);
-            }
-            (trig.fires(&d.values), &d.values)
-        }
+    let Some(trig) = t.all.get_mut(tid as usize).and_then(Option::as_deref_mut) else {
+        return;
     };
+    d.accs.clear();
+    d.accs.resize(trig.reads_len(), Acc::default());
+    if set.gather(rec, s.half, pos, &mut d.accs) == 0 {
+        return; // RTT samples only: no packet, no group
+    }
+    trig.values_into(&d.accs, &mut d.values);
+    if trig.flow_states(s.epoch_start, key, &d.accs, &mut d.values) {
+        s.flow_lasts.push(tid);
+    }
+    let fires = trig.fires(&d.values);
     if !head.tested() {
         head.mark_tested();
     }
+    if fires || d.keep {
+        // Lent to the call, which does not read `d.values` itself.
+        let values = std::mem::take(&mut d.values);
+        flow_tested(t.all, tid, key, &values, fires, s);
+        s.direct.values = values;
+    }
+}
+
+/// The end of a flow's test by trigger `tid` (its `values`, whether it
+/// `fires`): the values kept for the epoch's history, the report.
+fn flow_tested(
+    triggers: &[Option<Box<Trigger>>],
+    tid: TriggerId,
+    key: &FlowKey,
+    values: &[f64],
+    fires: bool,
+    s: &mut Sweep,
+) {
+    let d = &mut s.direct;
     // One flow per group: the group is the flow's key.
     if d.keep {
         d.kept.push(tid, key, values);
     }
     if fires {
-        let Some(trig) = t.all.get(tid as usize).and_then(Option::as_deref) else {
+        let Some(trig) = triggers.get(tid as usize).and_then(Option::as_deref) else {
             return;
         };
         debug_assert_eq!(*key, group_of(key, &trig.spec.granularity));
