@@ -501,6 +501,12 @@ impl MatchSet {
         self.logs[half & 1].record(self.stride, rec)
     }
 
+    /// The words of record `rec` of `half`, to write (tests).
+    #[cfg(test)]
+    pub(crate) fn record_words_mut(&mut self, rec: u32, half: usize) -> Option<&mut [u64]> {
+        self.logs[half & 1].record_mut(self.stride, rec)
+    }
+
     /// Adds the statistics a trigger reads to `accs` (one per read); gives
     /// the flow's packet count in the record.
     #[inline]

@@ -285,20 +285,16 @@ impl Slot {
     }
 }
 
-/// The value of `sum(x)` whose 128-bit sum is at `at` in a half's words `w`
-/// (as `Acc::value(AggFunc::Sum)` of the statistics read back).
-#[inline]
-pub(crate) fn sum_value(w: &[u64], at: usize) -> f64 {
-    let (lo, hi) = (w[at], w[at + 1]);
-    // The high word only sign-extends the low one: the sum fits in 64 bits
-    // (nearly always), and converts without the 128-bit routine, which the
-    // compiler would otherwise call for every sum (as `i128_to_f64` does
-    // when inlined here).
-    if hi == ((lo as i64) >> 63) as u64 {
-        lo as i64 as f64
-    } else {
-        i128_to_f64(get128(w, at))
-    }
+/// The 128-bit sum at `at` in a record's words `w`, if it fits in 64
+/// bits (nearly always: the high word only sign-extends the low one) and
+/// `w` holds it. Its value as `Acc::value(AggFunc::Sum)` gives it is its
+/// conversion to `f64`.
+#[inline(always)]
+pub(crate) fn narrow_sum(w: &[u64], at: usize) -> Option<i64> {
+    let &[lo, hi] = w.get(at..at + 2)? else {
+        return None;
+    };
+    (hi == ((lo as i64) >> 63) as u64).then_some(lo as i64)
 }
 
 /// Adds `v` to the 128-bit sum at `at`: `sum(x)` alone, the most common
@@ -689,7 +685,10 @@ mod tests {
             assert_eq!(i128_to_f64(x).to_bits(), (x as f64).to_bits(), "{x}");
             let mut w = [0u64; 3];
             put128(&mut w, 1, x);
-            assert_eq!(sum_value(&w, 1).to_bits(), (x as f64).to_bits(), "{x}");
+            match narrow_sum(&w, 1) {
+                Some(v) => assert_eq!((v as f64).to_bits(), (x as f64).to_bits(), "{x}"),
+                None => assert!(i64::try_from(x).is_err(), "{x} fits in 64 bits"),
+            }
         }
     }
 

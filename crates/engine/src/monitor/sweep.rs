@@ -24,12 +24,11 @@ use crate::epoch_log::PACKETS;
 use crate::int_threshold::IntRange;
 use crate::key::group_of;
 use crate::match_set::MatchSet;
-use crate::measure::sum_value;
-use crate::measure::Acc;
+use crate::measure::{narrow_sum, Acc};
 use crate::merge::WindowPartial;
 use crate::prefetch::prefetch;
 use crate::recent::EpochValues;
-use crate::trigger::{Head, Threshold, Trigger};
+use crate::trigger::{Head, Trigger};
 use crate::trigger_index::TriggerId;
 
 use super::Monitor;
@@ -91,27 +90,31 @@ pub(super) struct Sweep {
 struct FastSum {
     /// The sum's first word in a record.
     at: u32,
-    /// The threshold, for a sum beyond 64 bits.
-    th: Threshold,
-    /// The integers it holds for (any sum within 64 bits).
+    /// The integers the threshold holds for.
     range: IntRange,
 }
 
+/// What [`FastSum::test`] found.
+enum SumTest {
+    /// The threshold holds for the sum, of this value.
+    Holds(f64),
+    Fails(f64),
+    /// The sum does not fit in 64 bits (or the record is short): test it
+    /// as any predicate.
+    Wide,
+}
+
 impl FastSum {
-    /// The sum in `words` (a record) if the threshold holds for it.
     #[inline(always)]
-    fn fires(&self, words: &[u64]) -> Option<f64> {
-        let at = self.at as usize;
-        let [lo, hi] = *words.get(at..at + 2)? else {
-            return None;
+    fn test(&self, words: &[u64]) -> SumTest {
+        let Some(v) = narrow_sum(words, self.at as usize) else {
+            return SumTest::Wide;
         };
-        // The high word only sign-extends the low one: the sum fits in
-        // 64 bits (nearly always).
-        if hi == ((lo as i64) >> 63) as u64 {
-            return self.range.contains(lo as i64).then_some(lo as i64 as f64);
+        if self.range.contains(v) {
+            SumTest::Holds(v as f64)
+        } else {
+            SumTest::Fails(v as f64)
         }
-        let v = sum_value(words, at);
-        self.th.holds(v).then_some(v)
     }
 }
 
@@ -270,7 +273,6 @@ fn gather_set(
                     let head = heads.get(tid as usize)?;
                     Some(FastSum {
                         at: set.sum_word(pos)? as u32,
-                        th: head.sum_threshold()?,
                         range: head.sum_range()?,
                     })
                 })
@@ -353,11 +355,22 @@ fn gather_set(
             if packets != 0 {
                 fast_tested = true;
                 for p in &parts {
-                    let Some(v) = p.fast.and_then(|f| f.fires(words)) else {
-                        continue;
-                    };
-                    let k = *key.get_or_insert_with(|| set.key(rec, s.half));
-                    flow_tested(triggers, p.tid, &k, &[v], true, s);
+                    let Some(f) = p.fast else { continue };
+                    match f.test(words) {
+                        SumTest::Fails(_) => {}
+                        SumTest::Holds(v) => {
+                            let k = *key.get_or_insert_with(|| set.key(rec, s.half));
+                            flow_tested(triggers, p.tid, &k, &[v], true, s);
+                        }
+                        SumTest::Wide => {
+                            let k = *key.get_or_insert_with(|| set.key(rec, s.half));
+                            let t = Triggers {
+                                all: &mut *triggers,
+                                heads: &mut *heads,
+                            };
+                            test_flow(t, p.tid, set, rec, &k, p.pos as usize, s);
+                        }
+                    }
                 }
             }
             set.consume(rec, s.half);
@@ -371,8 +384,19 @@ fn gather_set(
                     continue;
                 }
                 fast_tested = true;
-                let v = sum_value(words, f.at as usize);
-                let fires = f.th.holds(v);
+                let (fires, v) = match f.test(words) {
+                    SumTest::Holds(v) => (true, v),
+                    SumTest::Fails(v) => (false, v),
+                    SumTest::Wide => {
+                        let k = *key.get_or_insert_with(|| set.key(rec, s.half));
+                        let t = Triggers {
+                            all: &mut *triggers,
+                            heads: &mut *heads,
+                        };
+                        test_flow(t, p.tid, set, rec, &k, pos, s);
+                        continue;
+                    }
+                };
                 if fires || s.direct.keep {
                     let k = *key.get_or_insert_with(|| set.key(rec, s.half));
                     flow_tested(triggers, p.tid, &k, &[v], fires, s);
@@ -435,9 +459,10 @@ fn gather_set(
 /// reach later (it follows a stream only once it has seen it).
 const LOG_AHEAD: usize = 8;
 
-/// Tests one flow of a trigger tested per flow (see [`gather_set`]) that
-/// is not one threshold on one sum (those are tested in the walk itself):
-/// its statistics in the swept half are the whole window of its group.
+/// Tests one flow of a trigger tested per flow (see [`gather_set`]) as
+/// any predicate (one threshold on a sum within 64 bits is tested in the
+/// walk itself): its statistics in the swept half are the whole window of
+/// its group.
 fn test_flow(
     t: Triggers,
     tid: TriggerId,

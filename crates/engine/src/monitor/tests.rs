@@ -88,6 +88,45 @@ fn run(m: &mut Monitor, pkts: &[PacketRecord]) -> Vec<Report> {
     out
 }
 
+/// A sum beyond 64 bits (never met in practice: 2^63 bytes in a window)
+/// is tested by the general predicate, not the sweep's integer range.
+#[test]
+fn a_sum_beyond_64_bits_is_tested_as_any_predicate() {
+    let mut m = big_flows_monitor();
+    let lt = Pred::Cmp(
+        CmpOp::Lt,
+        Box::new(agg(AggFunc::Sum, BaseVar::Volume)),
+        Box::new(Pred::Num(150.0)),
+    );
+    m.install(event("small", lt, Granularity::FIVE_TUPLE, 10))
+        .unwrap();
+    let mut out = Vec::new();
+    m.process(&pkt(T0, 1, 1000, 100), &mut out);
+    // 2^64 + 100 bytes: the high word of every sum of the flow's record.
+    let half = (m.epoch_seq & 1) as usize;
+    let mut widened = 0;
+    for set in &mut m.sets {
+        let sums: Vec<usize> = (0..set.triggers.len())
+            .filter_map(|pos| set.sum_word(pos))
+            .collect();
+        let mut rec = 0;
+        while let Some(next) = set.next_record(rec, half) {
+            let w = set.record_words_mut(rec as u32, half).unwrap();
+            for &at in &sums {
+                w[at + 1] = 1;
+                widened += 1;
+            }
+            rec = next;
+        }
+    }
+    assert_eq!(widened, 2, "the flow's record holds both events' sums");
+    m.process(&pkt(T0 + 12 * MS, 1, 1000, 100), &mut out);
+    let first: Vec<_> = out.iter().filter(|r| r.window.start_ns == T0).collect();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(&*first[0].event, "big");
+    assert_eq!(first[0].values[0].1, 18_446_744_073_709_551_716.0);
+}
+
 #[test]
 fn sums_per_flow_per_window() {
     let mut m = big_flows_monitor();
