@@ -261,7 +261,66 @@ fn num(v: f64) -> Value {
     }
 }
 
+/// Bytes of [`GroupKey::order_bytes`].
+const ORDER_BYTES: usize = 52;
+
 impl GroupKey {
+    /// Bytes that compare (lexicographically) as the keys do: each field
+    /// in declaration order, an option's absence before its presence, an
+    /// IPv4 address before an IPv6 one, numbers big-endian. Sorting these
+    /// is a byte comparison where the derived order matches on options and
+    /// addresses field by field (see `canonical_order`).
+    fn order_bytes(&self) -> [u8; ORDER_BYTES] {
+        let mut b = [0u8; ORDER_BYTES];
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            b[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        for ip in [self.src_ip, self.dst_ip] {
+            let mut f = [0u8; 18];
+            match ip {
+                None => {}
+                Some((IpAddr::V4(a), len)) => {
+                    f[0] = 1;
+                    f[1..5].copy_from_slice(&a.octets());
+                    f[17] = len;
+                }
+                Some((IpAddr::V6(a), len)) => {
+                    f[0] = 2;
+                    f[1..17].copy_from_slice(&a.octets());
+                    f[17] = len;
+                }
+            }
+            put(&f);
+        }
+        let port = |p: Option<Option<u16>>| match p {
+            None => [0, 0, 0],
+            Some(None) => [1, 0, 0],
+            Some(Some(x)) => {
+                let [h, l] = x.to_be_bytes();
+                [2, h, l]
+            }
+        };
+        put(&port(self.src_port));
+        put(&port(self.dst_port));
+        put(&match self.proto {
+            None => [0, 0],
+            Some(x) => [1, x],
+        });
+        put(&port(self.vlan));
+        put(&match self.vni {
+            None => [0; 5],
+            Some(None) => [1, 0, 0, 0, 0],
+            Some(Some(x)) => {
+                let [a, b, c, d] = x.to_be_bytes();
+                [2, a, b, c, d]
+            }
+        });
+        debug_assert_eq!(at, ORDER_BYTES);
+        b
+    }
+
     /// `(field name, value text)` pairs in schema order; `None` text is JSON null.
     pub fn fields(&self) -> Vec<(&'static str, Option<String>)> {
         let mut out = Vec::new();
@@ -533,13 +592,23 @@ fn canonical_order(reports: &[Report]) -> Vec<u32> {
         .collect();
     keys.sort_unstable();
     let mut order: Vec<u32> = keys.iter().map(|k| k.3).collect();
+    let mut run: Vec<([u8; ORDER_BYTES], u32)> = Vec::new();
     let mut from = 0;
     while from < keys.len() {
         let same = |k: &(u64, u64, u32, u32)| (k.0, k.1, k.2) == (keys[from].0, keys[from].1, keys[from].2);
         let to = from + keys[from..].iter().take_while(|k| same(k)).count();
         if to - from > 1 {
-            // Positions within the run are ascending: a stable sort keeps them.
-            order[from..to].sort_by(|&a, &b| reports[a as usize].group.cmp(&reports[b as usize].group));
+            // By group, then position (unique): the stable sort's order.
+            run.clear();
+            run.extend(
+                order[from..to]
+                    .iter()
+                    .map(|&i| (reports[i as usize].group.order_bytes(), i)),
+            );
+            run.sort_unstable();
+            for (o, (_, i)) in order[from..to].iter_mut().zip(&run) {
+                *o = *i;
+            }
         }
         from = to;
     }
@@ -737,6 +806,58 @@ mod tests {
             ..GroupKey::default()
         };
         assert_eq!(g.fields(), vec![("dst_ip", Some("2001:db8::1".to_string()))]);
+    }
+
+    #[test]
+    fn order_bytes_compare_as_the_keys() {
+        let mut x: u64 = 11;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut keys = Vec::new();
+        for _ in 0..400 {
+            let mut ip = || match next(3) {
+                0 => None,
+                1 => Some((
+                    IpAddr::from([10, 0, next(3) as u8, next(256) as u8]),
+                    next(33) as u8,
+                )),
+                _ => Some((
+                    IpAddr::from([0xfd00, 0, 0, 0, 0, 0, next(3) as u16, next(65536) as u16]),
+                    next(129) as u8,
+                )),
+            };
+            let (src_ip, dst_ip) = (ip(), ip());
+            let mut opt16 = || match next(3) {
+                0 => None,
+                1 => Some(None),
+                _ => Some(Some([0, 1, 255, 256, 65535][next(5) as usize])),
+            };
+            let (src_port, dst_port, vlan) = (opt16(), opt16(), opt16());
+            keys.push(GroupKey {
+                src_ip,
+                dst_ip,
+                src_port,
+                dst_port,
+                proto: [None, Some(6), Some(17), Some(255)][next(4) as usize],
+                vlan,
+                vni: [
+                    None,
+                    Some(None),
+                    Some(Some(1)),
+                    Some(Some(1 << 24)),
+                    Some(Some(u32::MAX)),
+                ][next(5) as usize],
+            });
+        }
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(a.order_bytes().cmp(&b.order_bytes()), a.cmp(b), "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]
