@@ -14,7 +14,7 @@
 //! over NATS), which carries installs, reports, polls and answers and
 //! decides when to give up on a host.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use std::net::IpAddr;
 
@@ -98,7 +98,15 @@ pub struct Manager {
     /// instance shares its name with one ending): installing and finding by
     /// name is O(1), so adding N events is O(N), not O(N²).
     by_name: HashMap<String, BTreeSet<EventId>>,
+    /// Per host (inventory order), how many installed events are placed on
+    /// it: `GET /v1/hosts` without a pass over 20,000 events per host.
+    placed: Vec<usize>,
     pending: HashMap<Key, Pending>,
+    /// Per event, the window starts of its pending decisions and how many
+    /// groups of each: [`Manager::oldest_pending`] in O(log n). (A scan of
+    /// every pending decision per held report made a backlog quadratic: a
+    /// manager behind by a few thousand decisions never caught up.)
+    pending_starts: HashMap<EventId, BTreeMap<u64, u32>>,
     decided: HashSet<Key>,
     decided_order: VecDeque<Key>,
     /// Drill-down instances installed, by name (see [`crate::drill`]).
@@ -124,10 +132,12 @@ impl Manager {
     pub fn new(name: &str, inventory: Inventory) -> Manager {
         Manager {
             name: name.to_string(),
+            placed: vec![0; inventory.hosts().len()],
             inventory,
             events: Vec::new(),
             by_name: HashMap::new(),
             pending: HashMap::new(),
+            pending_starts: HashMap::new(),
             decided: HashSet::new(),
             decided_order: VecDeque::new(),
             drill: clarion_drilldown::Book::default(),
@@ -163,6 +173,49 @@ impl Manager {
         id: EventId,
         spec: &EventSpec,
     ) -> Result<Vec<(HostId, EventSpec)>, ManagerError> {
+        self.check_id(id)?;
+        let e = Manager::prepare(&self.inventory, spec)?;
+        let local = e.hosts.iter().map(|&h| (h, e.split.local.clone())).collect();
+        self.install_prepared(id, e)?;
+        Ok(local)
+    }
+
+    /// Checks, places and splits `spec` as [`Manager::install_as`] does,
+    /// with nothing of any manager's state but its inventory: the costly
+    /// part of installing an event (the language's checks, placement and
+    /// the split of the event and of what its drill-downs install), so
+    /// that it can run apart from the loop that owns the manager, which
+    /// then only records the result ([`Manager::install_prepared`], O(1)).
+    pub fn prepare(inventory: &Inventory, spec: &EventSpec) -> Result<NetworkEvent, ManagerError> {
+        if spec.on_demand {
+            return Err(ManagerError::OnDemand(spec.name.clone()));
+        }
+        // What its drill-downs install must split too, at every level.
+        for e in spec.installed_events() {
+            split(e, 1)?;
+        }
+        let hosts = inventory.placement(spec);
+        if hosts.is_empty() {
+            return Err(ManagerError::NoPlacement(spec.name.clone()));
+        }
+        let split = split(spec, hosts.len())?;
+        Ok(NetworkEvent { split, hosts })
+    }
+
+    /// Records an event [`Manager::prepare`] made from this manager's
+    /// inventory under `id`: refused only when the id is taken or far off,
+    /// or the name installed; O(1) (an index by name, a table by id).
+    pub fn install_prepared(&mut self, id: EventId, e: NetworkEvent) -> Result<(), ManagerError> {
+        self.check_id(id)?;
+        if self.id_of(&e.split.network().name).is_some() {
+            return Err(ManagerError::DuplicateName(e.split.network().name.clone()));
+        }
+        self.record(id, e);
+        Ok(())
+    }
+
+    /// Whether `id` can be given to a new event.
+    fn check_id(&self, id: EventId) -> Result<(), ManagerError> {
         if self.event(id).is_some() {
             return Err(ManagerError::IdTaken(id));
         }
@@ -174,17 +227,7 @@ impl Manager {
                 next: self.events.len(),
             });
         }
-        if spec.on_demand {
-            return Err(ManagerError::OnDemand(spec.name.clone()));
-        }
-        // What its drill-downs install must split too, at every level.
-        for e in spec.installed_events() {
-            split(e, 1)?;
-        }
-        if self.id_of(&spec.name).is_some() {
-            return Err(ManagerError::DuplicateName(spec.name.clone()));
-        }
-        self.place(id, spec)
+        Ok(())
     }
 
     /// Places, splits and records `spec` under `id`, whatever its name (a
@@ -200,15 +243,25 @@ impl Manager {
         }
         let split = split(spec, hosts.len())?;
         let local = hosts.iter().map(|&h| (h, split.local.clone())).collect();
+        self.record(id, NetworkEvent { split, hosts });
+        Ok(local)
+    }
+
+    /// Puts `e` under `id` (replacing what was there) and in the index by name.
+    fn record(&mut self, id: EventId, e: NetworkEvent) {
         if self.events.len() <= id {
             self.events.resize_with(id + 1, || None);
         }
-        let name = split.network().name.clone();
-        if let Some(old) = self.events[id].replace(NetworkEvent { split, hosts }) {
+        let name = e.split.network().name.clone();
+        for &h in &e.hosts {
+            if let Some(n) = self.placed.get_mut(h) {
+                *n += 1;
+            }
+        }
+        if let Some(old) = self.events[id].replace(e) {
             self.unname(id, &old);
         }
         self.by_name.entry(name).or_default().insert(id);
-        Ok(local)
     }
 
     /// The id of the installed event named `name`.
@@ -216,8 +269,18 @@ impl Manager {
         self.by_name.get(name).and_then(|ids| ids.first().copied())
     }
 
-    /// Drops `id` (which held `e`) from the index by name.
+    /// How many installed events are placed on `host`.
+    pub fn placed_count(&self, host: HostId) -> usize {
+        self.placed.get(host).copied().unwrap_or(0)
+    }
+
+    /// Drops `id` (which held `e`) from the index by name and the counts by host.
     fn unname(&mut self, id: EventId, e: &NetworkEvent) {
+        for &h in &e.hosts {
+            if let Some(n) = self.placed.get_mut(h) {
+                *n = n.saturating_sub(1);
+            }
+        }
         let name = &e.split.network().name;
         if let Some(ids) = self.by_name.get_mut(name) {
             ids.remove(&id);
@@ -236,6 +299,7 @@ impl Manager {
             .ok_or(ManagerError::UnknownEvent(event))?;
         self.unname(event, &e);
         self.pending.retain(|k, _| k.0 != event);
+        self.pending_starts.remove(&event);
         self.drill.forget(event);
         Ok(e)
     }
@@ -315,14 +379,18 @@ impl Manager {
             // Decided already, with this host's values (it was polled).
             return Ok((Vec::new(), None));
         }
-        let p = self.pending.entry(key).or_insert_with(|| Pending {
+        let starts = &mut self.pending_starts;
+        let p = self.pending.entry(key).or_insert_with(|| {
+            *starts.entry(event).or_default().entry(key.1).or_default() += 1;
+            Pending {
             window: report.window,
             answers: vec![None; n],
             polled: vec![false; n],
-            completeness: Completeness {
-                complete: true,
-                ..Completeness::default()
-            },
+                completeness: Completeness {
+                    complete: true,
+                    ..Completeness::default()
+                },
+            }
         });
         p.completeness.add_counts(&report.completeness);
         p.completeness.complete &= report.completeness.complete;
@@ -385,7 +453,8 @@ impl Manager {
 
     /// The start of the oldest window of `event` still waiting for answers.
     pub fn oldest_pending(&self, event: EventId) -> Option<u64> {
-        self.pending.keys().filter(|k| k.0 == event).map(|k| k.1).min()
+        let starts = self.pending_starts.get(&event)?;
+        starts.first_key_value().map(|(&start, _)| start)
     }
 
     /// Every pending decision's key, for a transport that expires them by age.
@@ -397,6 +466,17 @@ impl Manager {
 
     fn decide(&mut self, key: &Key) -> Option<Decision> {
         let p = self.pending.remove(key)?;
+        if let Some(starts) = self.pending_starts.get_mut(&key.0) {
+            if let Some(n) = starts.get_mut(&key.1) {
+                *n -= 1;
+                if *n == 0 {
+                    starts.remove(&key.1);
+                }
+            }
+            if starts.is_empty() {
+                self.pending_starts.remove(&key.0);
+            }
+        }
         if self.decided.insert(*key) {
             self.decided_order.push_back(*key);
             if self.decided_order.len() > DECIDED_KEPT {
@@ -755,6 +835,30 @@ mod tests {
     }
 
     #[test]
+    fn an_event_prepared_elsewhere_installs_as_install_does() {
+        let inv = inventory();
+        // Made from the inventory alone (the API's blocking task).
+        let prepared = Manager::prepare(&inv, &spike()).expect("places and splits");
+        assert_eq!(prepared.hosts, [0, 1]);
+        let mut m = Manager::new("mgr", inv.clone());
+        m.install_prepared(3, prepared.clone()).expect("installs");
+        let mut direct = Manager::new("mgr", inv.clone());
+        direct.install_as(3, &spike()).expect("installs");
+        let (a, b) = (m.event(3).expect("there"), direct.event(3).expect("there"));
+        assert_eq!((&a.hosts, &a.split.local), (&b.hosts, &b.split.local));
+        assert_eq!(m.id_of("spike"), Some(3));
+        assert_eq!((m.placed_count(0), m.placed_count(2)), (1, 0));
+        assert_eq!(
+            m.install_prepared(4, prepared.clone()).err(),
+            Some(ManagerError::DuplicateName("spike".into()))
+        );
+        assert_eq!(
+            m.install_prepared(3, prepared).err(),
+            Some(ManagerError::IdTaken(3))
+        );
+    }
+
+    #[test]
     fn wrong_input_is_an_error_not_a_panic() {
         let mut m = Manager::new("mgr", inventory());
         let (id, _) = m.install(&spike()).expect("installs");
@@ -773,7 +877,9 @@ mod tests {
             m.satisfied(id, 2, &report("c", 999.0)).expect("ignored").0,
             vec![]
         );
+        assert_eq!(m.placed_count(0), 1);
         m.remove(id).expect("removes");
+        assert_eq!(m.placed_count(0), 0, "counted out");
         assert_eq!(m.remove(id).err(), Some(ManagerError::UnknownEvent(id)));
         assert_eq!(m.events().count(), 0);
         assert_eq!(
