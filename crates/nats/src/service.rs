@@ -19,7 +19,7 @@
 //! `clarion-managers` and satisfaction reports reach every manager; each
 //! decides only the events it owns ([`crate::shared`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ use clarion_report::{GroupKey, Report};
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::book::{EventBook, OnDuplicate};
+use crate::book::{EventBook, OnDuplicate, Prepared};
 use crate::exports::{ExportBook, PolicyInfo};
 use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Up};
 use crate::shared::{Shared, SharedEvent, TEND_EVERY};
@@ -40,6 +40,14 @@ use crate::{NatsError, Security};
 const HOST_SILENT: Duration = Duration::from_secs(3);
 /// Most agent messages read in one go before the polls they cause are sent.
 const UP_BATCH: usize = 4096;
+/// The most time one go of agent messages takes before the loop reads the
+/// API and poll outcomes again (a backlog of 4,096 took about 100 ms).
+const UP_SLICE: Duration = Duration::from_millis(10);
+/// The most time one turn of the service's loop spends sending queued
+/// control messages ([`Service::drain_outbox`]) before it reads agents,
+/// poll outcomes and the API again: what 20,000 installs can add to a
+/// `GET /v1/hosts` or a decision.
+const OUTBOX_SLICE: Duration = Duration::from_millis(5);
 /// How often the manager writes its progress to the store.
 const STORE_EVERY: Duration = Duration::from_secs(1);
 
@@ -170,6 +178,22 @@ struct PollOutcome {
     answer: Option<Answer>,
 }
 
+/// A request's events prepared on a blocking task, with the API's reply.
+type PreparedAdd = (
+    Result<Prepared, ControlError>,
+    tokio::sync::oneshot::Sender<Result<Vec<EventInfo>, ControlError>>,
+);
+
+/// A control message waiting in [`Service::outbox`].
+#[derive(Debug)]
+enum Outgoing {
+    /// Event `event`'s trigger to each of `hosts`: built and encoded once
+    /// when sent (so 20,000 events queue as ids, not as 20,000 × hosts
+    /// triggers); none if the event was removed meanwhile.
+    Install { event: EventId, hosts: Vec<HostId> },
+    Control { host: HostId, control: Control },
+}
+
 /// What the manager knows of each host.
 #[derive(Clone, Debug, Default)]
 struct HostState {
@@ -282,6 +306,15 @@ struct Service {
     shared: Option<Shared>,
     /// The export policies every host runs.
     exports: ExportBook,
+    /// Requests' events, checked, placed and split on a blocking task,
+    /// back for the loop to apply (see [`Service::add`]).
+    prepared: (mpsc::UnboundedSender<PreparedAdd>, mpsc::UnboundedReceiver<PreparedAdd>),
+    /// Control messages to hosts not sent yet, oldest first: installs of
+    /// a large request, and every later message while any wait (so that a
+    /// host gets them in the order they were made: a removal never
+    /// overtakes its install). Sent a slice at a time between the loop's
+    /// other work ([`Service::drain_outbox`]).
+    outbox: VecDeque<Outgoing>,
 }
 
 impl Service {
@@ -312,6 +345,8 @@ impl Service {
             max_poll_batch: 1,
             shared: None,
             exports: ExportBook::new(),
+            prepared: mpsc::unbounded_channel(),
+            outbox: VecDeque::new(),
         }
     }
 
@@ -319,7 +354,19 @@ impl Service {
         self.book.manager().inventory().hosts()[h].name.clone()
     }
 
-    async fn send_control(&self, host: HostId, c: &Control) {
+    /// Sends `c` to `host` now, or after what waits in the outbox (in order).
+    async fn send_control(&mut self, host: HostId, c: &Control) {
+        if self.outbox.is_empty() {
+            self.publish_control(host, c).await;
+        } else {
+            self.outbox.push_back(Outgoing::Control {
+                host,
+                control: c.clone(),
+            });
+        }
+    }
+
+    async fn publish_control(&self, host: HostId, c: &Control) {
         let _ = self
             .client
             .publish(protocol::control(&self.host_name(host)), protocol::encode(c))
@@ -327,18 +374,48 @@ impl Service {
     }
 
     /// Sends `host` every trigger it should hold (installs are idempotent on
-    /// the agent), and the export policies (an agent ignores a set it has).
-    async fn send_triggers(&self, host: HostId) {
-        for t in self.book.triggers_of(host) {
-            self.send_control(host, &Control::Install(t)).await;
+    /// the agent), and the export policies (an agent ignores a set it has),
+    /// through the outbox: a host holding 20,000 triggers gets them a slice
+    /// at a time, not in one stall of the loop.
+    async fn send_triggers(&mut self, host: HostId) {
+        for event in self.book.placed_on(host) {
+            self.outbox.push_back(Outgoing::Install {
+                event,
+                hosts: vec![host],
+            });
         }
         if let Some(set) = self.exports.set() {
             self.send_control(host, &Control::Exports(set)).await;
         }
     }
 
+    /// Sends what waits in the outbox for at most `slice` (everything with
+    /// `None`), oldest first. Each install is built and encoded once for
+    /// all its hosts.
+    async fn drain_outbox(&mut self, slice: Option<Duration>) {
+        let started = Instant::now();
+        while let Some(next) = self.outbox.pop_front() {
+            match next {
+                Outgoing::Control { host, control } => self.publish_control(host, &control).await,
+                Outgoing::Install { event, hosts } => {
+                    let Some(t) = hosts.first().and_then(|&h| self.book.trigger(event, h)) else {
+                        continue; // removed meanwhile: its removal follows
+                    };
+                    let bytes = protocol::encode(&Control::Install(t));
+                    for h in hosts {
+                        let subject = protocol::control(&self.host_name(h));
+                        let _ = self.client.publish(subject, bytes.clone()).await;
+                    }
+                }
+            }
+            if slice.is_some_and(|s| started.elapsed() >= s) {
+                break;
+            }
+        }
+    }
+
     /// The export policies changed: every host gets the whole set.
-    async fn send_exports(&self) {
+    async fn send_exports(&mut self) {
         if let Some(set) = self.exports.set() {
             for h in 0..self.hosts.len() {
                 self.send_control(h, &Control::Exports(set.clone())).await;
@@ -410,16 +487,22 @@ impl Service {
                     }
                 },
                 Some(m) = registrations.next() => self.register(m).await,
+                // The API before agents' messages: a backlog of those
+                // (thousands, read a slice at a time) must not keep an
+                // operator's `GET /v1/hosts` waiting until it is gone.
+                Some(c) = async { commands.as_mut()?.recv().await } => self.command(c).await,
+                Some((prepared, reply)) = self.prepared.1.recv() => self.apply(prepared, reply).await,
                 Some(m) = ups.next() => {
-                    // Take what else has arrived, so that the polls it causes go out together.
-                    let mut batch = vec![m];
-                    while batch.len() < UP_BATCH {
-                        match ups.next().now_or_never() {
-                            Some(Some(m)) => batch.push(m),
-                            _ => break,
-                        }
-                    }
-                    for m in batch {
+                    // Take what else has arrived, so that the polls it causes
+                    // go out together; for at most UP_SLICE, so that the API
+                    // and poll outcomes are read between slices of a backlog.
+                    let started = Instant::now();
+                    let mut n = 1;
+                    let effects = self.up(m).await;
+                    self.carry(effects, on_report).await;
+                    while n < UP_BATCH && started.elapsed() < UP_SLICE {
+                        let Some(Some(m)) = ups.next().now_or_never() else { break };
+                        n += 1;
                         let effects = self.up(m).await;
                         self.carry(effects, on_report).await;
                     }
@@ -429,8 +512,17 @@ impl Service {
                     let effects = self.outcome(o);
                     self.carry(effects, on_report).await;
                 },
-                Some(c) = async { commands.as_mut()?.recv().await } => self.command(c).await,
+                // Last: only when nothing else is ready, the loop goes on
+                // with the outbox below.
+                () = std::future::ready(()), if !self.outbox.is_empty() => {},
             }
+            // A slice of the queued control messages after every message
+            // read: installs of a large request go out while agents are
+            // still read and the API still answered.
+            if !self.outbox.is_empty() {
+                self.drain_outbox(Some(OUTBOX_SLICE)).await;
+            }
+
         }
         self.shut_down(on_report).await;
         Ok(())
@@ -474,6 +566,8 @@ impl Service {
     /// Decides what is still undecided with the answers received,
     /// acknowledges, stores progress and, alone, tells agents it is done.
     async fn shut_down(&mut self, on_report: &mut dyn FnMut(&Report)) {
+        // Installs and removals still queued go before the end.
+        self.drain_outbox(None).await;
         let mut effects = Vec::new();
         self.desk.finish(self.book.manager_mut(), &mut effects);
         self.carry(effects, on_report).await;
@@ -1028,10 +1122,7 @@ impl Service {
             Command::Hosts { reply } => {
                 let _ = reply.send(Ok(self.host_infos()));
             }
-            Command::Add { source, reply } => {
-                let r = self.add(&source).await;
-                let _ = reply.send(r);
-            }
+            Command::Add { source, reply } => self.add(source, reply).await,
             Command::Remove { name, reply } => {
                 let r = match self.book.remove(&name) {
                     Ok((id, info)) => {
@@ -1040,7 +1131,8 @@ impl Service {
                                 eprintln!("clarion: manager: {e}");
                             }
                         }
-                        for host in info.hosts.iter().filter_map(|h| self.host_id(h)) {
+                        let hosts: Vec<HostId> = info.hosts.iter().filter_map(|h| self.host_id(h)).collect();
+                        for host in hosts {
                             self.send_control(host, &Control::Remove { event: id as u64 })
                                 .await;
                         }
@@ -1085,14 +1177,54 @@ impl Service {
         }
     }
 
-    async fn add(&mut self, source: &str) -> Result<Vec<EventInfo>, ControlError> {
-        let added = if self.shared.is_some() {
-            self.add_shared(source, false).await?
-        } else {
-            let (added, replaced) = self.book.add(source, OnDuplicate::Refuse)?;
-            debug_assert!(replaced.is_empty());
-            added
+    /// `POST /v1/events`. One manager: the request's events are parsed,
+    /// checked, placed and split on a blocking task, apart from this loop
+    /// (the costly part, O(N)); the loop gets them back ready and applies
+    /// them ([`Service::apply`]). Meanwhile it goes on reading agents and
+    /// answering the API. With others (`--shared`), in the loop, as ids are
+    /// taken in the shared bucket one by one.
+    async fn add(&mut self, source: String, reply: tokio::sync::oneshot::Sender<Result<Vec<EventInfo>, ControlError>>) {
+        if self.shared.is_some() {
+            let r = self.add_shared_now(&source).await;
+            let _ = reply.send(r);
+            return;
+        }
+        let inventory = self.book.manager().inventory().clone();
+        let back = self.prepared.0.clone();
+        tokio::task::spawn_blocking(move || {
+            let prepared = EventBook::prepare(&inventory, &source);
+            // The loop is gone only when the manager stops: the API then says so.
+            let _ = back.send((prepared, reply));
+        });
+    }
+
+    /// A request's prepared events, installed (all or none: names and the
+    /// most events checked again here, as another request may have been
+    /// applied meanwhile), answered, and their triggers queued for the
+    /// hosts: a few hash-map steps per event in this loop.
+    async fn apply(
+        &mut self,
+        prepared: Result<Prepared, ControlError>,
+        reply: tokio::sync::oneshot::Sender<Result<Vec<EventInfo>, ControlError>>,
+    ) {
+        let applied = prepared.and_then(|p| self.book.apply(p, OnDuplicate::Refuse));
+        let applied = match applied {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
         };
+        debug_assert!(applied.replaced.is_empty());
+        for &event in &applied.added {
+            let hosts = self.book.hosts_of(event);
+            self.outbox.push_back(Outgoing::Install { event, hosts });
+        }
+        let _ = reply.send(Ok(applied.infos));
+    }
+
+    async fn add_shared_now(&mut self, source: &str) -> Result<Vec<EventInfo>, ControlError> {
+        let added = self.add_shared(source, false).await?;
         let mut infos = Vec::new();
         for id in added {
             for host in self.book.hosts_of(id) {
@@ -1125,7 +1257,9 @@ impl Service {
                 },
                 last_seen_ms: st.last_seen.map(|t| t.elapsed().as_millis() as u64),
                 finished: st.finished,
-                triggers: self.book.triggers_of(i).len(),
+                // Counted, not built: 20,000 triggers copied for each host
+                // made this answer take longer than the decisions it waits for.
+                triggers: self.book.manager().placed_count(i),
                 satisfaction_reports: st.satisfied,
                 polls_answered: st.answered,
                 polls_missed: st.missed,
