@@ -127,6 +127,11 @@ pub const MAX_SKEW_NS: u64 = 60_000_000_000;
 const MAX_PACKETS_PER_NS: f64 = 1.0;
 const MAX_BYTES_PER_NS: f64 = 200.0;
 
+/// The most bytes one packet can add to `sum(size)` or `sum(volume)`: the
+/// largest IP packet (an IPv6 header and the largest payload its length
+/// field can say; IPv4's total length stops at 65,535).
+const MAX_PACKET_BYTES: f64 = 40.0 + 65_535.0;
+
 impl Manager {
     /// A manager for the hosts of `inventory`; `name` goes in its reports' origin.
     pub fn new(name: &str, inventory: Inventory) -> Manager {
@@ -372,6 +377,8 @@ impl Manager {
                 origin: report.origin.host.chars().take(64).collect(),
             });
         }
+        // Last, so that a report failing an earlier check keeps its reason.
+        check_own_counts(e, &values, &report.completeness, interval_ns)?;
         let n = e.hosts.len();
         let hosts = e.hosts.clone();
         let key = (event, report.window.start_ns, report.group);
@@ -559,20 +566,71 @@ fn check_values(e: &NetworkEvent, values: &[f64], window_ns: u64) -> Result<(), 
     Ok(())
 }
 
-/// The most `call` can be in a window of `window_ns` on any host, for the
-/// aggregates of packet counts and sizes (`count(...)`, `sum(packets)`,
-/// `sum(volume)`, `sum(size)`); `None` for others.
-fn most_in(call: &AggCall, window_ns: u64) -> Option<f64> {
-    let w = window_ns as f64;
+/// What an aggregate counts, when it counts packets or their bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Counts {
+    /// `count(...)`, `sum(packets)`: at most one a packet.
+    Packets,
+    /// `sum(volume)`, `sum(size)`: at most [`MAX_PACKET_BYTES`] a packet.
+    Bytes,
+}
+
+fn counts(call: &AggCall) -> Option<Counts> {
     let var = match &call.arg {
         PacketExpr::Var(v) if !v.last_epoch => Some(v.base),
         _ => None,
     };
     match (call.func, var) {
-        (AggFunc::Count, _) | (AggFunc::Sum, Some(BaseVar::Packets)) => Some(w * MAX_PACKETS_PER_NS),
-        (AggFunc::Sum, Some(BaseVar::Volume | BaseVar::Size)) => Some(w * MAX_BYTES_PER_NS),
+        (AggFunc::Count, _) | (AggFunc::Sum, Some(BaseVar::Packets)) => Some(Counts::Packets),
+        (AggFunc::Sum, Some(BaseVar::Volume | BaseVar::Size)) => Some(Counts::Bytes),
         _ => None,
     }
+}
+
+/// The most `call` can be in a window of `window_ns` on any host, for the
+/// aggregates of packet counts and sizes (`count(...)`, `sum(packets)`,
+/// `sum(volume)`, `sum(size)`); `None` for others.
+fn most_in(call: &AggCall, window_ns: u64) -> Option<f64> {
+    let w = window_ns as f64;
+    Some(match counts(call)? {
+        Counts::Packets => w * MAX_PACKETS_PER_NS,
+        Counts::Bytes => w * MAX_BYTES_PER_NS,
+    })
+}
+
+/// A satisfaction report's values against the host's own count of the
+/// window's packets, which the same report carries (its completeness: every
+/// IP packet the host's monitor handled in the window, of the event or
+/// not). A group's packets are some of those: `count(...)` and
+/// `sum(packets)` are at most that many, `sum(volume)` and `sum(size)` at
+/// most that many largest packets. The count itself is held to what a link
+/// carries. A host that lies about both its values and its count stays
+/// within its links (the bound above); one whose monitor is sound cannot
+/// trip this.
+fn check_own_counts(e: &NetworkEvent, values: &[f64], c: &Completeness, window_ns: u64) -> Result<(), ManagerError> {
+    let packets = c.packets as f64;
+    if packets > window_ns as f64 * MAX_PACKETS_PER_NS {
+        return Err(ManagerError::BeyondTheLink {
+            aggregate: "packets counted".into(),
+            value: packets,
+            window_ns,
+        });
+    }
+    for ((call, _), &v) in e.split.needs.iter().zip(values) {
+        let most = match counts(call) {
+            Some(Counts::Packets) => packets,
+            Some(Counts::Bytes) => packets * MAX_PACKET_BYTES,
+            None => continue,
+        };
+        if v > most {
+            return Err(ManagerError::BeyondItsCounters {
+                aggregate: call.to_string(),
+                value: v,
+                packets: c.packets,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `{src_ip=10.0.0.0/24, dst_port=80}`, for messages.
@@ -915,10 +973,9 @@ mod tests {
             let e = m.satisfied(id, 0, &report("a", v)).expect_err("refused");
             assert_eq!(e.refusal(), Some("beyond_the_link"), "{e}");
         }
-        assert!(
-            m.satisfied(id, 0, &report("a", 1e9)).is_ok(),
-            "1 GB in 10 ms can be"
-        );
+        let mut busy = report("a", 1e9);
+        busy.completeness.packets = 20_000;
+        assert!(m.satisfied(id, 0, &busy).is_ok(), "1 GB in 10 ms can be");
         let mut m = Manager::new("mgr", inventory());
         let (id, _) = m.install(&spike()).expect("installs");
         // Groups not of `per dst_ip/16`.
@@ -964,6 +1021,52 @@ mod tests {
             "a poll's answer too"
         );
         assert!(m.answer(&polls[0], Some(vec![5.0])).expect("valid").is_some());
+    }
+
+    #[test]
+    fn values_beyond_the_hosts_own_count_of_the_window_are_refused() {
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        // 7 packets counted (`report`): at most 7 of the largest IP packets.
+        let most = 7.0 * 65_575.0;
+        assert!(m.satisfied(id, 0, &report("a", most)).is_ok(), "7 jumbo-free packets can be");
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        let e = m.satisfied(id, 0, &report("a", most + 1.0)).expect_err("refused");
+        assert_eq!(e.refusal(), Some("beyond_its_counters"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "459026 cannot be `sum(volume)` in a window in which the host counted 7 packets"
+        );
+        // A count no link carries in the window is a lie too.
+        let mut r = report("a", 400.0);
+        r.completeness.packets = 20_000_001;
+        let e = m.satisfied(id, 0, &r).expect_err("refused");
+        assert_eq!(e.refusal(), Some("beyond_the_link"), "{e}");
+        // Counts: at most one a packet.
+        let mut counting = spike();
+        counting.name = "counting".into();
+        counting.predicate = Pred::Cmp(
+            CmpOp::Gt,
+            Box::new(Pred::Agg(AggCall {
+                func: AggFunc::Count,
+                arg: PacketExpr::Var(Var {
+                    base: BaseVar::Ttl,
+                    last_epoch: false,
+                }),
+            })),
+            Box::new(Pred::Num(4.0)),
+        );
+        let (cid, _) = m.install(&counting).expect("installs");
+        let mut r = report("a", 7.0);
+        r.event = "counting".into();
+        assert!(m.satisfied(cid, 0, &r).is_ok(), "{:?}", m.satisfied(cid, 0, &r));
+        r.values[0].1 = 8.0;
+        r.window.start_ns += 10_000_000;
+        r.window.end_ns += 10_000_000;
+        let e = m.satisfied(cid, 0, &r).expect_err("8 of 7 packets");
+        assert_eq!(e.refusal(), Some("beyond_its_counters"), "{e}");
+        assert_eq!(m.pending(), 1, "only the sound report started a decision");
     }
 
     #[test]

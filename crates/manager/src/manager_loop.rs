@@ -352,7 +352,11 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
             },
             values: vec![("sum(volume)".into(), volume)],
             origin: Origin::default(),
-            completeness: Completeness::default(),
+            // The host's own count of the window's packets bounds its values.
+            completeness: Completeness {
+                packets: 100,
+                ..Completeness::default()
+            },
         }
     }
 
