@@ -207,6 +207,15 @@ impl Manager {
         Ok(NetworkEvent { split, hosts })
     }
 
+    /// Sets aside `n` ids for events to be installed a few at a time
+    /// ([`Manager::install_prepared`]): later installs (drill-down
+    /// instances) get ids above them. Returns the first.
+    pub fn reserve_ids(&mut self, n: usize) -> EventId {
+        let first = self.events.len();
+        self.events.resize_with(first + n, || None);
+        first
+    }
+
     /// Records an event [`Manager::prepare`] made from this manager's
     /// inventory under `id`: refused only when the id is taken or far off,
     /// or the name installed; O(1) (an index by name, a table by id).
@@ -911,9 +920,19 @@ mod tests {
             Some(ManagerError::DuplicateName("spike".into()))
         );
         assert_eq!(
-            m.install_prepared(3, prepared).err(),
+            m.install_prepared(3, prepared.clone()).err(),
             Some(ManagerError::IdTaken(3))
         );
+        // Ids set aside: later installs go above them.
+        let first = m.reserve_ids(2);
+        assert_eq!((first, m.next_id()), (4, 6));
+        let mut other = spike();
+        other.name = "other".into();
+        let (id, _) = m.install(&other).expect("installs");
+        assert_eq!(id, 6);
+        let mut third = prepared;
+        third.split = split(&{ let mut t = spike(); t.name = "third".into(); t }, 2).expect("splits");
+        m.install_prepared(first, third).expect("a reserved id");
     }
 
     #[test]

@@ -64,6 +64,30 @@ impl Prepared {
     }
 }
 
+/// A request being recorded a slice at a time ([`EventBook::begin_apply`]).
+#[derive(Debug)]
+pub struct Applying {
+    todo: std::vec::IntoIter<PreparedEvent>,
+    /// The first id set aside; the i-th event recorded gets `first + i`.
+    first: EventId,
+    added_ns: u64,
+    added_text: String,
+    done: Applied,
+    rows: Vec<StoredEvent>,
+}
+
+impl Applying {
+    /// What was recorded, and the rows to store.
+    pub fn finish(self) -> (Applied, Vec<StoredEvent>) {
+        (self.done, self.rows)
+    }
+
+    /// The ids recorded so far.
+    pub fn added(&self) -> &[EventId] {
+        &self.done.added
+    }
+}
+
 /// What [`EventBook::apply`] did.
 #[derive(Debug, Default)]
 pub struct Applied {
@@ -278,12 +302,44 @@ impl EventBook {
         Ok(Prepared { events })
     }
 
-    /// The cheap half of [`EventBook::add`], for the loop that owns the
-    /// book: installs every prepared event, or none. Refuses an installed
-    /// name (or, with [`OnDuplicate::Replace`], replaces it unless it is
-    /// the same) and a request beyond the most events; stores the events
-    /// in one transaction; then records each (O(1) apiece).
+    /// The cheap half of [`EventBook::add`]: installs every prepared event,
+    /// or none. Refuses an installed name (or, with
+    /// [`OnDuplicate::Replace`], replaces it unless it is the same) and a
+    /// request beyond the most events; records each event (O(1) apiece),
+    /// then stores them in one transaction, undoing the records if the
+    /// store fails.
     pub fn apply(&mut self, prepared: Prepared, on_duplicate: OnDuplicate) -> Result<Applied, ControlError> {
+        let (applied, rows) = self.apply_in_memory(prepared, on_duplicate)?;
+        if let Some(store) = &self.store {
+            if let Err(e) = store.put_all(&rows) {
+                self.undo(&applied.added);
+                return Err(ControlError::Failed(e.to_string()));
+            }
+        }
+        Ok(applied)
+    }
+
+    /// [`EventBook::apply`] without the store, in one go. Returns the rows
+    /// to store (in one transaction, by the caller, e.g. on another
+    /// connection: [`EventBook::store_path`]); if that fails,
+    /// [`EventBook::undo`] takes the events out again.
+    pub fn apply_in_memory(
+        &mut self,
+        prepared: Prepared,
+        on_duplicate: OnDuplicate,
+    ) -> Result<(Applied, Vec<StoredEvent>), ControlError> {
+        let mut a = self.begin_apply(prepared, on_duplicate)?;
+        while !self.apply_some(&mut a, usize::MAX)? {}
+        Ok(a.finish())
+    }
+
+    /// The checks of [`EventBook::apply`] (names, the most events), the
+    /// replaced events removed and ids set aside: what is left is
+    /// recording the events, [`EventBook::apply_some`] at a time, so that
+    /// the manager's loop records 20,000 (30 ms here) in slices between
+    /// its other work. Names are not taken until recorded: the caller
+    /// applies one request at a time.
+    pub fn begin_apply(&mut self, prepared: Prepared, on_duplicate: OnDuplicate) -> Result<Applying, ControlError> {
         let mut todo = Vec::with_capacity(prepared.events.len());
         let mut replaced = Vec::new();
         for p in prepared.events {
@@ -315,48 +371,69 @@ impl EventBook {
         for id in &replaced {
             self.remove_id(*id)?;
         }
-        // Stored first, in one transaction: all or none.
         let added_ns = crate::wall_ns();
-        let first = self.manager.next_id();
-        if let Some(store) = &self.store {
-            let stored: Vec<StoredEvent> = todo
-                .iter()
-                .enumerate()
-                .map(|(i, p)| StoredEvent {
-                    id: (first + i) as u64,
-                    name: p.info.name.clone(),
-                    source: p.info.source.clone(),
-                    added_ns,
-                })
-                .collect();
-            store
-                .put_all(&stored)
-                .map_err(|e| ControlError::Failed(e.to_string()))?;
-        }
-        let added_text = clarion_report::rfc3339(added_ns);
-        let mut done = Applied {
-            replaced,
-            ..Applied::default()
-        };
-        for (i, mut p) in todo.into_iter().enumerate() {
-            let id = first + i;
-            // Names were checked above and ids are fresh: this cannot fail.
-            self.manager
-                .install_prepared(id, p.event)
-                .map_err(|e| ControlError::Invalid(e.to_string()))?;
+        let first = self.manager.reserve_ids(todo.len());
+        Ok(Applying {
+            rows: Vec::with_capacity(todo.len()),
+            todo: todo.into_iter(),
+            first,
+            added_ns,
+            added_text: clarion_report::rfc3339(added_ns),
+            done: Applied {
+                replaced,
+                ..Applied::default()
+            },
+        })
+    }
+
+    /// Records at most `n` more events of `a`; true once all are. On an
+    /// error (none is expected: names and ids were checked) the events
+    /// recorded are taken out again.
+    pub fn apply_some(&mut self, a: &mut Applying, n: usize) -> Result<bool, ControlError> {
+        for _ in 0..n {
+            let Some(mut p) = a.todo.next() else {
+                return Ok(true);
+            };
+            let id = a.first + a.done.added.len();
+            if let Err(e) = self.manager.install_prepared(id, p.event) {
+                self.undo(&a.done.added);
+                return Err(ControlError::Invalid(e.to_string()));
+            }
             self.sources.insert(
                 id,
                 Source {
                     text: p.info.source.clone(),
-                    added_ns,
+                    added_ns: a.added_ns,
                 },
             );
+            a.rows.push(StoredEvent {
+                id: id as u64,
+                name: p.info.name.clone(),
+                source: p.info.source.clone(),
+                added_ns: a.added_ns,
+            });
             p.info.id = id as u64;
-            p.info.added = added_text.clone();
-            done.added.push(id);
-            done.infos.push(p.info);
+            p.info.added = a.added_text.clone();
+            a.done.added.push(id);
+            a.done.infos.push(p.info);
         }
-        Ok(done)
+        Ok(a.todo.len() == 0)
+    }
+
+    /// Takes out events [`EventBook::apply_in_memory`] recorded whose
+    /// rows could not be stored.
+    pub fn undo(&mut self, ids: &[EventId]) {
+        for &id in ids {
+            self.sources.remove(&id);
+            let _ = self.manager.remove(id);
+        }
+    }
+
+    /// The store's file, for a second connection that writes a large
+    /// request's rows apart from the loop (none: no store, or one in memory).
+    pub fn store_path(&self) -> Option<std::path::PathBuf> {
+        let path = self.store.as_ref()?.path();
+        (path != ":memory:").then(|| std::path::PathBuf::from(path))
     }
 
     /// Removes the event named `name`; returns what it was.

@@ -48,6 +48,9 @@ const UP_SLICE: Duration = Duration::from_millis(10);
 /// poll outcomes and the API again: what 20,000 installs can add to a
 /// `GET /v1/hosts` or a decision.
 const OUTBOX_SLICE: Duration = Duration::from_millis(5);
+/// Events of a request recorded in one turn of the loop (20,000 took 30
+/// ms in one go, release build: this many take 2 or 3).
+const APPLY_SLICE: usize = 2_000;
 /// How often the manager writes its progress to the store.
 const STORE_EVERY: Duration = Duration::from_secs(1);
 
@@ -179,10 +182,15 @@ struct PollOutcome {
 }
 
 /// A request's events prepared on a blocking task, with the API's reply.
-type PreparedAdd = (
-    Result<Prepared, ControlError>,
-    tokio::sync::oneshot::Sender<Result<Vec<EventInfo>, ControlError>>,
-);
+type PreparedAdd = (Result<Prepared, ControlError>, Reply<Vec<EventInfo>>);
+
+/// Where the API waits for a command's answer.
+type Reply<T> = tokio::sync::oneshot::Sender<Result<T, ControlError>>;
+
+/// A request's events recorded by the loop, back from being stored on a
+/// blocking task (the store's own connection): the outcome, the events,
+/// the API's reply.
+type StoredAdd = (Result<(), String>, crate::book::Applied, Reply<Vec<EventInfo>>);
 
 /// A control message waiting in [`Service::outbox`].
 #[derive(Debug)]
@@ -309,6 +317,14 @@ struct Service {
     /// Requests' events, checked, placed and split on a blocking task,
     /// back for the loop to apply (see [`Service::add`]).
     prepared: (mpsc::UnboundedSender<PreparedAdd>, mpsc::UnboundedReceiver<PreparedAdd>),
+    /// Requests' events back from the store (see [`Service::apply`]), and
+    /// how many are being stored: the loop's own writes (its progress)
+    /// wait meanwhile, so that it never waits for the store's lock.
+    stored: (mpsc::UnboundedSender<StoredAdd>, mpsc::UnboundedReceiver<StoredAdd>),
+    storing: usize,
+    /// The request whose events the loop is recording, [`APPLY_SLICE`] a
+    /// turn (one at a time: the next prepared request waits for it).
+    applying: Option<(crate::book::Applying, Reply<Vec<EventInfo>>)>,
     /// Control messages to hosts not sent yet, oldest first: installs of
     /// a large request, and every later message while any wait (so that a
     /// host gets them in the order they were made: a removal never
@@ -346,6 +362,9 @@ impl Service {
             shared: None,
             exports: ExportBook::new(),
             prepared: mpsc::unbounded_channel(),
+            stored: mpsc::unbounded_channel(),
+            storing: 0,
+            applying: None,
             outbox: VecDeque::new(),
         }
     }
@@ -491,7 +510,8 @@ impl Service {
                 // (thousands, read a slice at a time) must not keep an
                 // operator's `GET /v1/hosts` waiting until it is gone.
                 Some(c) = async { commands.as_mut()?.recv().await } => self.command(c).await,
-                Some((prepared, reply)) = self.prepared.1.recv() => self.apply(prepared, reply).await,
+                Some((prepared, reply)) = self.prepared.1.recv(), if self.applying.is_none() => self.apply(prepared, reply),
+                Some((r, applied, reply)) = self.stored.1.recv() => self.stored(r, applied, reply).await,
                 Some(m) = ups.next() => {
                     // Take what else has arrived, so that the polls it causes
                     // go out together; for at most UP_SLICE, so that the API
@@ -514,7 +534,12 @@ impl Service {
                 },
                 // Last: only when nothing else is ready, the loop goes on
                 // with the outbox below.
-                () = std::future::ready(()), if !self.outbox.is_empty() => {},
+                () = std::future::ready(()), if !self.outbox.is_empty() || self.applying.is_some() => {},
+            }
+            // A slice of the request being recorded, then of the queued
+            // control messages, after every message read.
+            if self.applying.is_some() {
+                self.apply_slice().await;
             }
             // A slice of the queued control messages after every message
             // read: installs of a large request go out while agents are
@@ -698,6 +723,10 @@ impl Service {
     }
 
     fn store_progress(&self) {
+        if self.storing > 0 {
+            // The store's lock is another connection's: next time.
+            return;
+        }
         if let Some(store) = self.book.store() {
             let _ = store.set_meta("alive_ns", crate::wall_ns());
         }
@@ -1183,7 +1212,7 @@ impl Service {
     /// them ([`Service::apply`]). Meanwhile it goes on reading agents and
     /// answering the API. With others (`--shared`), in the loop, as ids are
     /// taken in the shared bucket one by one.
-    async fn add(&mut self, source: String, reply: tokio::sync::oneshot::Sender<Result<Vec<EventInfo>, ControlError>>) {
+    async fn add(&mut self, source: String, reply: Reply<Vec<EventInfo>>) {
         if self.shared.is_some() {
             let r = self.add_shared_now(&source).await;
             let _ = reply.send(r);
@@ -1198,25 +1227,83 @@ impl Service {
         });
     }
 
-    /// A request's prepared events, installed (all or none: names and the
-    /// most events checked again here, as another request may have been
-    /// applied meanwhile), answered, and their triggers queued for the
-    /// hosts: a few hash-map steps per event in this loop.
-    async fn apply(
-        &mut self,
-        prepared: Result<Prepared, ControlError>,
-        reply: tokio::sync::oneshot::Sender<Result<Vec<EventInfo>, ControlError>>,
-    ) {
-        let applied = prepared.and_then(|p| self.book.apply(p, OnDuplicate::Refuse));
-        let applied = match applied {
-            Ok(a) => a,
+    /// A request's prepared events, to be installed (all or none): names
+    /// and the most events checked again here (another request may have
+    /// been applied meanwhile), ids set aside, then recorded
+    /// [`APPLY_SLICE`] a turn ([`Service::apply_slice`]).
+    fn apply(&mut self, prepared: Result<Prepared, ControlError>, reply: Reply<Vec<EventInfo>>) {
+        match prepared.and_then(|p| self.book.begin_apply(p, OnDuplicate::Refuse)) {
+            Ok(a) => self.applying = Some((a, reply)),
+            Err(e) => drop(reply.send(Err(e))),
+        }
+    }
+
+    /// Records a slice of the request being applied; once all are, stores
+    /// them on a blocking task with the store's own connection (20,000
+    /// rows: ~80 ms of SQLite, which would hold every `GET` and decision),
+    /// and answers when stored ([`Service::stored`]).
+    async fn apply_slice(&mut self) {
+        let Some((mut a, reply)) = self.applying.take() else { return };
+        match self.book.apply_some(&mut a, APPLY_SLICE) {
             Err(e) => {
                 let _ = reply.send(Err(e));
                 return;
             }
-        };
+            Ok(false) => {
+                self.applying = Some((a, reply));
+                return;
+            }
+            Ok(true) => {}
+        }
+        let (applied, rows) = a.finish();
         debug_assert!(applied.replaced.is_empty());
+        self.storing += 1;
+        match self.book.store_path() {
+            Some(path) if !rows.is_empty() => {
+                let back = self.stored.0.clone();
+                tokio::task::spawn_blocking(move || {
+                    let r = clarion_store::Store::open(&path)
+                        .and_then(|s| s.put_all(&rows))
+                        .map_err(|e| e.to_string());
+                    let _ = back.send((r, applied, reply));
+                });
+            }
+            _ => {
+                // No store, or one in memory (tests): at once.
+                let r = match self.book.store() {
+                    Some(store) => store.put_all(&rows).map_err(|e| e.to_string()),
+                    None => Ok(()),
+                };
+                self.stored(r, applied, reply).await;
+            }
+        }
+    }
+
+    /// A request's events stored (or not): answered, and their triggers
+    /// queued for the hosts; if the store failed, taken out again (and
+    /// out of any host that got them at its registration meanwhile).
+    async fn stored(&mut self, r: Result<(), String>, applied: crate::book::Applied, reply: Reply<Vec<EventInfo>>) {
+        self.storing = self.storing.saturating_sub(1);
+        if let Err(e) = r {
+            let placed: Vec<(EventId, Vec<HostId>)> =
+                applied.added.iter().map(|&id| (id, self.book.hosts_of(id))).collect();
+            self.book.undo(&applied.added);
+            for (id, hosts) in placed {
+                for h in hosts {
+                    self.send_control(h, &Control::Remove { event: id as u64 }).await;
+                }
+            }
+            let _ = reply.send(Err(ControlError::Failed(e)));
+            return;
+        }
         for &event in &applied.added {
+            if self.book.manager().event(event).is_none() {
+                // Removed while it was being stored: not kept either.
+                if let Some(store) = self.book.store() {
+                    let _ = store.remove(event as u64);
+                }
+                continue;
+            }
             let hosts = self.book.hosts_of(event);
             self.outbox.push_back(Outgoing::Install { event, hosts });
         }
