@@ -295,8 +295,17 @@ struct Service {
     /// Wall clock when an earlier run of this manager was last alive (from the store).
     down_since: Option<u64>,
     /// Satisfaction reports (host, agent's sequence number) taking part in
-    /// each pending decision: acknowledged once it is made.
+    /// each pending decision: acknowledged once it is made, or, when it
+    /// fired, once its report is written.
     taking_part: HashMap<Key, Vec<(HostId, u64)>>,
+    /// Decisions that fired and whose report is not written yet (held
+    /// behind an earlier window of its event), by the report's event name,
+    /// window and group, in the order decided. Their satisfaction reports
+    /// are acknowledged only when the report is written: acknowledged at
+    /// the decision, a report held while an earlier window waited for a
+    /// slow host was lost with a manager killed meanwhile, as no host sent
+    /// it again (nats_crash.rs, on a loaded machine).
+    unwritten: HashMap<(String, u64, GroupKey), VecDeque<Key>>,
     in_decision: std::collections::HashSet<(HostId, u64)>,
     /// Acknowledgements waiting to be sent, per host.
     to_ack: Vec<Vec<u64>>,
@@ -347,6 +356,7 @@ impl Service {
             hosts: vec![HostState::default(); n],
             down_since,
             taking_part: HashMap::new(),
+            unwritten: HashMap::new(),
             in_decision: std::collections::HashSet::new(),
             to_ack: vec![Vec::new(); n],
             windows_to_ns: 0,
@@ -1082,13 +1092,37 @@ impl Service {
                     }
                 }
                 Effect::Decided {
-                    event, window, group, ..
+                    event,
+                    window,
+                    group,
+                    fired,
+                    ..
                 } => {
-                    self.decided((event, window.start_ns, group));
+                    let key = (event, window.start_ns, group);
+                    let name = self.book.manager().event(event).map(|e| e.split.network().name.clone());
+                    match name.filter(|_| fired) {
+                        Some(name) => self
+                            .unwritten
+                            .entry((name, window.start_ns, group))
+                            .or_default()
+                            .push_back(key),
+                        None => self.decided(key),
+                    }
                     self.note_decision(event, window, group);
                 }
                 Effect::Report(r) => {
                     on_report(&r);
+                    let written = (r.event.to_string(), r.window.start_ns, r.group);
+                    let (key, emptied) = match self.unwritten.get_mut(&written) {
+                        Some(keys) => (keys.pop_front(), keys.is_empty()),
+                        None => (None, false),
+                    };
+                    if emptied {
+                        self.unwritten.remove(&written);
+                    }
+                    if let Some(key) = key {
+                        self.decided(key);
+                    }
                     let json = r.to_json().to_string();
                     if let Some(tx) = &self.reports {
                         // No subscriber is not an error.
