@@ -266,6 +266,48 @@ fn mistakes_are_clear() {
     assert!(stderr(&o).contains("--exports"), "{}", stderr(&o));
 }
 
+/// A policy whose files cannot be written is refused before the run
+/// starts, naming the policy and the file (issue 33: it was accepted, and
+/// every packet of it dropped, said only in the summary); so is a capture
+/// directory (`then capture`) no file can be created in. /proc exists and
+/// takes no file from anyone, root included.
+#[test]
+fn files_that_cannot_be_written_are_refused_at_start() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let p = policies(tmp.path(), "export keep\n  send packets to pcapng\n");
+    let o = clarion()
+        .args(["run", "--pcap", "examples/demo.pcap", "--exports"])
+        .arg(&p)
+        .args(["--export-dir", "/proc"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("export policy `keep` cannot write its files: /proc/keep-"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty(), "nothing run");
+    let events = tmp.path().join("capture.clarion");
+    std::fs::write(
+        &events,
+        "event any\n  when sum(packets) > 0\n  every 10ms\n  then capture 1s after\n",
+    )
+    .expect("events");
+    let o = clarion()
+        .args(["run", "--pcap", "examples/demo.pcap", "--events"])
+        .arg(&events)
+        .args(["--capture-dir", "/proc"])
+        .output()
+        .expect("run");
+    assert!(!o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot capture into /proc: no file can be created in it"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// The bundled policies check (`clarion check` takes a policy file too)
 /// and run on the bundled capture.
 #[test]

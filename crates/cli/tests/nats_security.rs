@@ -398,6 +398,14 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
         forged(good, GroupKey::default(), 1e5, "web-1"),
         // another host's name
         forged(good, group(), 1e5, "web-2"),
+        // 100 KB from a host that counted 1 packet in the window
+        {
+            let mut up = forged(good, group(), 1e5, "web-1");
+            if let Up::Satisfied { report, .. } = &mut up {
+                report.completeness.packets = 1;
+            }
+            up
+        },
     ];
     for up in &forgeries {
         publish_plain(&url, "clarion.up.web-1", encode(up).to_vec());
@@ -410,13 +418,14 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
     assert!(err.contains("refused a message of host web-1"), "named: {err}");
     assert!(
         err.contains(
-            "10 host reports and answers refused as impossible: 2 beyond_the_link, 1 future_window, \
-             1 impossible_value, 1 not_a_window, 4 wrong_group, 1 wrong_origin"
+            "11 host reports and answers refused as impossible: 1 beyond_its_counters, 2 beyond_the_link, \
+             1 future_window, 1 impossible_value, 1 not_a_window, 4 wrong_group, 1 wrong_origin"
         ),
         "counted by reason: {err}"
     );
     assert!(!err.contains("could not be read"), "read, and refused: {err}");
     for (reason, n) in [
+        ("beyond_its_counters", 1),
         ("beyond_the_link", 2),
         ("future_window", 1),
         ("impossible_value", 1),

@@ -130,7 +130,7 @@ async fn openapi() -> impl IntoResponse {
 
 async fn list(State(h): State<ControlHandle>) -> Response {
     match ask(&h, |reply| Command::List { reply }).await {
-        Ok(v) => Json(v).into_response(),
+        Ok(v) => big_json(StatusCode::OK, v).await,
         Err(e) => e.into_response(),
     }
 }
@@ -151,8 +151,19 @@ async fn add(State(h): State<ControlHandle>, body: Bytes) -> Response {
         Err(e) => return ControlError::Failed(format!("the check stopped: {e}")).into_response(),
     };
     match ask(&h, |reply| Command::Add { source, reply }).await {
-        Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
+        Ok(v) => big_json(StatusCode::CREATED, v).await,
         Err(e) => e.into_response(),
+    }
+}
+
+/// A JSON answer that may be large (20,000 events: megabytes), made on a
+/// blocking thread: this server's one thread goes on answering the other
+/// requests (`GET /v1/hosts`) meanwhile.
+async fn big_json<T: serde::Serialize + Send + 'static>(status: StatusCode, v: T) -> Response {
+    match tokio::task::spawn_blocking(move || serde_json::to_vec(&v)).await {
+        Ok(Ok(body)) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Ok(Err(e)) => ControlError::Failed(format!("the answer cannot be written: {e}")).into_response(),
+        Err(e) => ControlError::Failed(format!("the answer stopped: {e}")).into_response(),
     }
 }
 

@@ -234,7 +234,7 @@ impl Captures {
         if events.is_empty() {
             return Ok(None);
         }
-        std::fs::create_dir_all(&config.dir)?;
+        check_dir(&config.dir)?;
         Ok(Some(Captures {
             jobs: RingJobs::new(config.ring_bytes, events.keep_ns()),
             config,
@@ -384,7 +384,7 @@ impl PartedCaptures {
     /// Captures for the events of `specs` that have `then capture`, or
     /// none (events may be added with [`PartedCaptures::add_event`]).
     pub fn new(specs: &[EventSpec], config: CaptureConfig) -> std::io::Result<PartedCaptures> {
-        std::fs::create_dir_all(&config.dir)?;
+        check_dir(&config.dir)?;
         Ok(PartedCaptures {
             events: CaptureEvents::from_specs(specs),
             config,
@@ -520,6 +520,29 @@ impl Drop for PartedCaptures {
         if self.writer.0.is_some() {
             self.finish();
         }
+    }
+}
+
+/// Makes `dir` if missing and checks that files can be created in it: a
+/// probe file created new and removed at once. A directory the captures
+/// cannot be written to is so refused when the captures start (`clarion
+/// run`, a live host, an agent), not found out at the first report, whose
+/// capture would fail in the writer thread.
+pub fn check_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let probe = dir.join(format!(".clarion-probe-{}-{nanos}", std::process::id()));
+    match OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(f) => {
+            drop(f);
+            std::fs::remove_file(&probe)
+        }
+        Err(e) => Err(std::io::Error::new(
+            e.kind(),
+            format!("no file can be created in it ({e})"),
+        )),
     }
 }
 
@@ -666,6 +689,21 @@ fn free_bytes(dir: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_files_cannot_be_created_in_is_refused_at_start() {
+        let dir = std::env::temp_dir().join(format!("clarion-check-dir-{}", std::process::id()));
+        let fresh = dir.join("captures");
+        check_dir(&fresh).expect("made and writable");
+        assert_eq!(std::fs::read_dir(&fresh).expect("reads").count(), 0, "no probe left");
+        // A file where the directory should be; /proc, which no one writes files in.
+        let file = dir.join("f");
+        std::fs::write(&file, b"x").expect("a file");
+        assert!(check_dir(&file).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = check_dir(Path::new("/proc")).expect_err("not writable");
+        assert!(e.to_string().contains("no file can be created in it"), "{e}");
+    }
 
     #[test]
     fn free_space_of_a_real_directory() {

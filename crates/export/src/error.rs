@@ -12,6 +12,12 @@ pub enum ExportError {
     TwoFileSends { policy: String },
     #[error("export directory {path}: {error}")]
     ExportDir { path: PathBuf, error: std::io::Error },
+    #[error("export policy `{policy}` cannot write its files: {}: {error}", path.display())]
+    Unwritable {
+        policy: String,
+        path: PathBuf,
+        error: std::io::Error,
+    },
     #[error("collector {addr}: {error}")]
     Socket {
         addr: std::net::SocketAddr,

@@ -344,6 +344,14 @@ impl Exporter {
                     if n > 1 {
                         b.as_mut_os_string().push(format!("-r{n}"));
                     }
+                    // Refused now, not found out at the first packet (which
+                    // then dropped every packet of the policy, said only in
+                    // the summary).
+                    probe_files(&b).map_err(|(path, error)| ExportError::Unwritable {
+                        policy: policy.clone(),
+                        path,
+                        error,
+                    })?;
                     Sink::Files {
                         files: Files::new(b, *rotation),
                         snap: *snap,
@@ -590,6 +598,23 @@ fn cut(data: &[u8], snap: Option<u32>) -> &[u8] {
 }
 
 /// `DIR/POLICY-RUN` (or `DIR/POLICY` without a run id).
+/// Whether the first file of `base`'s rotation (`BASE-000000.pcapng`, as
+/// `clarion_capture::RotatingPcapng` names it) can be created: created
+/// new and removed at once. Fails as the real file would: a directory not
+/// writable, a read-only file system, a name too long, a file already there.
+fn probe_files(base: &Path) -> Result<(), (PathBuf, std::io::Error)> {
+    let mut first = base.as_os_str().to_owned();
+    first.push("-000000.pcapng");
+    let first = PathBuf::from(first);
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&first) {
+        Ok(f) => {
+            drop(f);
+            std::fs::remove_file(&first).map_err(|e| (first, e))
+        }
+        Err(e) => Err((first, e)),
+    }
+}
+
 fn base(dir: &Path, policy: &str, run_id: &str) -> PathBuf {
     if run_id.is_empty() {
         dir.join(policy)

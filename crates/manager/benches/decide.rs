@@ -72,7 +72,10 @@ fn bench(c: &mut Criterion) {
                         group: GroupKey::default(),
                         values: vec![("".into(), 400.0)],
                         origin: Origin::default(),
-                        completeness: Completeness::default(),
+                        completeness: Completeness {
+                            packets: 100,
+                            ..Completeness::default()
+                        },
                     };
                     let (polls, _) = m.satisfied(id, 0, &r).expect("satisfied");
                     for p in polls {

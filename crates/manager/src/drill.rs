@@ -134,7 +134,10 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
             group,
             values: vec![("sum(volume)".into(), 150.0)],
             origin: Origin::default(),
-            completeness: Completeness::default(),
+            completeness: Completeness {
+                packets: 100,
+                ..Completeness::default()
+            },
         };
         let (polls, _) = m.satisfied(event, 0, &report).expect("satisfied");
         let mut d = None;

@@ -42,6 +42,9 @@ pub enum ManagerError {
         value: f64,
         window_ns: u64,
     },
+    /// More than the host's own count of the window's packets allows (see `manager.rs`).
+    #[error("{value} cannot be `{aggregate}` in a window in which the host counted {packets} packets")]
+    BeyondItsCounters { aggregate: String, value: f64, packets: u64 },
     #[error("a window starting at {start_ns} ns is in the future (the manager's clock reads {now_ns} ns)")]
     FutureWindow { start_ns: u64, now_ns: u64 },
     #[error("group {group} is not one of event {event}'s groups: {why}")]
@@ -66,6 +69,7 @@ impl ManagerError {
             ManagerError::NotAWindow { .. } => "not_a_window",
             ManagerError::ImpossibleValue { .. } => "impossible_value",
             ManagerError::BeyondTheLink { .. } => "beyond_the_link",
+            ManagerError::BeyondItsCounters { .. } => "beyond_its_counters",
             ManagerError::FutureWindow { .. } => "future_window",
             ManagerError::WrongGroup { .. } => "wrong_group",
             ManagerError::WrongOrigin { .. } => "wrong_origin",

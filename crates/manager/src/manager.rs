@@ -14,7 +14,7 @@
 //! over NATS), which carries installs, reports, polls and answers and
 //! decides when to give up on a host.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use std::net::IpAddr;
 
@@ -98,7 +98,15 @@ pub struct Manager {
     /// instance shares its name with one ending): installing and finding by
     /// name is O(1), so adding N events is O(N), not O(N²).
     by_name: HashMap<String, BTreeSet<EventId>>,
+    /// Per host (inventory order), how many installed events are placed on
+    /// it: `GET /v1/hosts` without a pass over 20,000 events per host.
+    placed: Vec<usize>,
     pending: HashMap<Key, Pending>,
+    /// Per event, the window starts of its pending decisions and how many
+    /// groups of each: [`Manager::oldest_pending`] in O(log n). (A scan of
+    /// every pending decision per held report made a backlog quadratic: a
+    /// manager behind by a few thousand decisions never caught up.)
+    pending_starts: HashMap<EventId, BTreeMap<u64, u32>>,
     decided: HashSet<Key>,
     decided_order: VecDeque<Key>,
     /// Drill-down instances installed, by name (see [`crate::drill`]).
@@ -119,15 +127,22 @@ pub const MAX_SKEW_NS: u64 = 60_000_000_000;
 const MAX_PACKETS_PER_NS: f64 = 1.0;
 const MAX_BYTES_PER_NS: f64 = 200.0;
 
+/// The most bytes one packet can add to `sum(size)` or `sum(volume)`: the
+/// largest IP packet (an IPv6 header and the largest payload its length
+/// field can say; IPv4's total length stops at 65,535).
+const MAX_PACKET_BYTES: f64 = 40.0 + 65_535.0;
+
 impl Manager {
     /// A manager for the hosts of `inventory`; `name` goes in its reports' origin.
     pub fn new(name: &str, inventory: Inventory) -> Manager {
         Manager {
             name: name.to_string(),
+            placed: vec![0; inventory.hosts().len()],
             inventory,
             events: Vec::new(),
             by_name: HashMap::new(),
             pending: HashMap::new(),
+            pending_starts: HashMap::new(),
             decided: HashSet::new(),
             decided_order: VecDeque::new(),
             drill: clarion_drilldown::Book::default(),
@@ -163,6 +178,58 @@ impl Manager {
         id: EventId,
         spec: &EventSpec,
     ) -> Result<Vec<(HostId, EventSpec)>, ManagerError> {
+        self.check_id(id)?;
+        let e = Manager::prepare(&self.inventory, spec)?;
+        let local = e.hosts.iter().map(|&h| (h, e.split.local.clone())).collect();
+        self.install_prepared(id, e)?;
+        Ok(local)
+    }
+
+    /// Checks, places and splits `spec` as [`Manager::install_as`] does,
+    /// with nothing of any manager's state but its inventory: the costly
+    /// part of installing an event (the language's checks, placement and
+    /// the split of the event and of what its drill-downs install), so
+    /// that it can run apart from the loop that owns the manager, which
+    /// then only records the result ([`Manager::install_prepared`], O(1)).
+    pub fn prepare(inventory: &Inventory, spec: &EventSpec) -> Result<NetworkEvent, ManagerError> {
+        if spec.on_demand {
+            return Err(ManagerError::OnDemand(spec.name.clone()));
+        }
+        // What its drill-downs install must split too, at every level.
+        for e in spec.installed_events() {
+            split(e, 1)?;
+        }
+        let hosts = inventory.placement(spec);
+        if hosts.is_empty() {
+            return Err(ManagerError::NoPlacement(spec.name.clone()));
+        }
+        let split = split(spec, hosts.len())?;
+        Ok(NetworkEvent { split, hosts })
+    }
+
+    /// Sets aside `n` ids for events to be installed a few at a time
+    /// ([`Manager::install_prepared`]): later installs (drill-down
+    /// instances) get ids above them. Returns the first.
+    pub fn reserve_ids(&mut self, n: usize) -> EventId {
+        let first = self.events.len();
+        self.events.resize_with(first + n, || None);
+        first
+    }
+
+    /// Records an event [`Manager::prepare`] made from this manager's
+    /// inventory under `id`: refused only when the id is taken or far off,
+    /// or the name installed; O(1) (an index by name, a table by id).
+    pub fn install_prepared(&mut self, id: EventId, e: NetworkEvent) -> Result<(), ManagerError> {
+        self.check_id(id)?;
+        if self.id_of(&e.split.network().name).is_some() {
+            return Err(ManagerError::DuplicateName(e.split.network().name.clone()));
+        }
+        self.record(id, e);
+        Ok(())
+    }
+
+    /// Whether `id` can be given to a new event.
+    fn check_id(&self, id: EventId) -> Result<(), ManagerError> {
         if self.event(id).is_some() {
             return Err(ManagerError::IdTaken(id));
         }
@@ -174,17 +241,7 @@ impl Manager {
                 next: self.events.len(),
             });
         }
-        if spec.on_demand {
-            return Err(ManagerError::OnDemand(spec.name.clone()));
-        }
-        // What its drill-downs install must split too, at every level.
-        for e in spec.installed_events() {
-            split(e, 1)?;
-        }
-        if self.id_of(&spec.name).is_some() {
-            return Err(ManagerError::DuplicateName(spec.name.clone()));
-        }
-        self.place(id, spec)
+        Ok(())
     }
 
     /// Places, splits and records `spec` under `id`, whatever its name (a
@@ -200,15 +257,25 @@ impl Manager {
         }
         let split = split(spec, hosts.len())?;
         let local = hosts.iter().map(|&h| (h, split.local.clone())).collect();
+        self.record(id, NetworkEvent { split, hosts });
+        Ok(local)
+    }
+
+    /// Puts `e` under `id` (replacing what was there) and in the index by name.
+    fn record(&mut self, id: EventId, e: NetworkEvent) {
         if self.events.len() <= id {
             self.events.resize_with(id + 1, || None);
         }
-        let name = split.network().name.clone();
-        if let Some(old) = self.events[id].replace(NetworkEvent { split, hosts }) {
+        let name = e.split.network().name.clone();
+        for &h in &e.hosts {
+            if let Some(n) = self.placed.get_mut(h) {
+                *n += 1;
+            }
+        }
+        if let Some(old) = self.events[id].replace(e) {
             self.unname(id, &old);
         }
         self.by_name.entry(name).or_default().insert(id);
-        Ok(local)
     }
 
     /// The id of the installed event named `name`.
@@ -216,8 +283,18 @@ impl Manager {
         self.by_name.get(name).and_then(|ids| ids.first().copied())
     }
 
-    /// Drops `id` (which held `e`) from the index by name.
+    /// How many installed events are placed on `host`.
+    pub fn placed_count(&self, host: HostId) -> usize {
+        self.placed.get(host).copied().unwrap_or(0)
+    }
+
+    /// Drops `id` (which held `e`) from the index by name and the counts by host.
     fn unname(&mut self, id: EventId, e: &NetworkEvent) {
+        for &h in &e.hosts {
+            if let Some(n) = self.placed.get_mut(h) {
+                *n = n.saturating_sub(1);
+            }
+        }
         let name = &e.split.network().name;
         if let Some(ids) = self.by_name.get_mut(name) {
             ids.remove(&id);
@@ -236,6 +313,7 @@ impl Manager {
             .ok_or(ManagerError::UnknownEvent(event))?;
         self.unname(event, &e);
         self.pending.retain(|k, _| k.0 != event);
+        self.pending_starts.remove(&event);
         self.drill.forget(event);
         Ok(e)
     }
@@ -308,6 +386,8 @@ impl Manager {
                 origin: report.origin.host.chars().take(64).collect(),
             });
         }
+        // Last, so that a report failing an earlier check keeps its reason.
+        check_own_counts(e, &values, &report.completeness, interval_ns)?;
         let n = e.hosts.len();
         let hosts = e.hosts.clone();
         let key = (event, report.window.start_ns, report.group);
@@ -315,14 +395,18 @@ impl Manager {
             // Decided already, with this host's values (it was polled).
             return Ok((Vec::new(), None));
         }
-        let p = self.pending.entry(key).or_insert_with(|| Pending {
+        let starts = &mut self.pending_starts;
+        let p = self.pending.entry(key).or_insert_with(|| {
+            *starts.entry(event).or_default().entry(key.1).or_default() += 1;
+            Pending {
             window: report.window,
             answers: vec![None; n],
             polled: vec![false; n],
-            completeness: Completeness {
-                complete: true,
-                ..Completeness::default()
-            },
+                completeness: Completeness {
+                    complete: true,
+                    ..Completeness::default()
+                },
+            }
         });
         p.completeness.add_counts(&report.completeness);
         p.completeness.complete &= report.completeness.complete;
@@ -385,7 +469,8 @@ impl Manager {
 
     /// The start of the oldest window of `event` still waiting for answers.
     pub fn oldest_pending(&self, event: EventId) -> Option<u64> {
-        self.pending.keys().filter(|k| k.0 == event).map(|k| k.1).min()
+        let starts = self.pending_starts.get(&event)?;
+        starts.first_key_value().map(|(&start, _)| start)
     }
 
     /// Every pending decision's key, for a transport that expires them by age.
@@ -397,6 +482,17 @@ impl Manager {
 
     fn decide(&mut self, key: &Key) -> Option<Decision> {
         let p = self.pending.remove(key)?;
+        if let Some(starts) = self.pending_starts.get_mut(&key.0) {
+            if let Some(n) = starts.get_mut(&key.1) {
+                *n -= 1;
+                if *n == 0 {
+                    starts.remove(&key.1);
+                }
+            }
+            if starts.is_empty() {
+                self.pending_starts.remove(&key.0);
+            }
+        }
         if self.decided.insert(*key) {
             self.decided_order.push_back(*key);
             if self.decided_order.len() > DECIDED_KEPT {
@@ -479,20 +575,71 @@ fn check_values(e: &NetworkEvent, values: &[f64], window_ns: u64) -> Result<(), 
     Ok(())
 }
 
-/// The most `call` can be in a window of `window_ns` on any host, for the
-/// aggregates of packet counts and sizes (`count(...)`, `sum(packets)`,
-/// `sum(volume)`, `sum(size)`); `None` for others.
-fn most_in(call: &AggCall, window_ns: u64) -> Option<f64> {
-    let w = window_ns as f64;
+/// What an aggregate counts, when it counts packets or their bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Counts {
+    /// `count(...)`, `sum(packets)`: at most one a packet.
+    Packets,
+    /// `sum(volume)`, `sum(size)`: at most [`MAX_PACKET_BYTES`] a packet.
+    Bytes,
+}
+
+fn counts(call: &AggCall) -> Option<Counts> {
     let var = match &call.arg {
         PacketExpr::Var(v) if !v.last_epoch => Some(v.base),
         _ => None,
     };
     match (call.func, var) {
-        (AggFunc::Count, _) | (AggFunc::Sum, Some(BaseVar::Packets)) => Some(w * MAX_PACKETS_PER_NS),
-        (AggFunc::Sum, Some(BaseVar::Volume | BaseVar::Size)) => Some(w * MAX_BYTES_PER_NS),
+        (AggFunc::Count, _) | (AggFunc::Sum, Some(BaseVar::Packets)) => Some(Counts::Packets),
+        (AggFunc::Sum, Some(BaseVar::Volume | BaseVar::Size)) => Some(Counts::Bytes),
         _ => None,
     }
+}
+
+/// The most `call` can be in a window of `window_ns` on any host, for the
+/// aggregates of packet counts and sizes (`count(...)`, `sum(packets)`,
+/// `sum(volume)`, `sum(size)`); `None` for others.
+fn most_in(call: &AggCall, window_ns: u64) -> Option<f64> {
+    let w = window_ns as f64;
+    Some(match counts(call)? {
+        Counts::Packets => w * MAX_PACKETS_PER_NS,
+        Counts::Bytes => w * MAX_BYTES_PER_NS,
+    })
+}
+
+/// A satisfaction report's values against the host's own count of the
+/// window's packets, which the same report carries (its completeness: every
+/// IP packet the host's monitor handled in the window, of the event or
+/// not). A group's packets are some of those: `count(...)` and
+/// `sum(packets)` are at most that many, `sum(volume)` and `sum(size)` at
+/// most that many largest packets. The count itself is held to what a link
+/// carries. A host that lies about both its values and its count stays
+/// within its links (the bound above); one whose monitor is sound cannot
+/// trip this.
+fn check_own_counts(e: &NetworkEvent, values: &[f64], c: &Completeness, window_ns: u64) -> Result<(), ManagerError> {
+    let packets = c.packets as f64;
+    if packets > window_ns as f64 * MAX_PACKETS_PER_NS {
+        return Err(ManagerError::BeyondTheLink {
+            aggregate: "packets counted".into(),
+            value: packets,
+            window_ns,
+        });
+    }
+    for ((call, _), &v) in e.split.needs.iter().zip(values) {
+        let most = match counts(call) {
+            Some(Counts::Packets) => packets,
+            Some(Counts::Bytes) => packets * MAX_PACKET_BYTES,
+            None => continue,
+        };
+        if v > most {
+            return Err(ManagerError::BeyondItsCounters {
+                aggregate: call.to_string(),
+                value: v,
+                packets: c.packets,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `{src_ip=10.0.0.0/24, dst_port=80}`, for messages.
@@ -755,6 +902,40 @@ mod tests {
     }
 
     #[test]
+    fn an_event_prepared_elsewhere_installs_as_install_does() {
+        let inv = inventory();
+        // Made from the inventory alone (the API's blocking task).
+        let prepared = Manager::prepare(&inv, &spike()).expect("places and splits");
+        assert_eq!(prepared.hosts, [0, 1]);
+        let mut m = Manager::new("mgr", inv.clone());
+        m.install_prepared(3, prepared.clone()).expect("installs");
+        let mut direct = Manager::new("mgr", inv.clone());
+        direct.install_as(3, &spike()).expect("installs");
+        let (a, b) = (m.event(3).expect("there"), direct.event(3).expect("there"));
+        assert_eq!((&a.hosts, &a.split.local), (&b.hosts, &b.split.local));
+        assert_eq!(m.id_of("spike"), Some(3));
+        assert_eq!((m.placed_count(0), m.placed_count(2)), (1, 0));
+        assert_eq!(
+            m.install_prepared(4, prepared.clone()).err(),
+            Some(ManagerError::DuplicateName("spike".into()))
+        );
+        assert_eq!(
+            m.install_prepared(3, prepared.clone()).err(),
+            Some(ManagerError::IdTaken(3))
+        );
+        // Ids set aside: later installs go above them.
+        let first = m.reserve_ids(2);
+        assert_eq!((first, m.next_id()), (4, 6));
+        let mut other = spike();
+        other.name = "other".into();
+        let (id, _) = m.install(&other).expect("installs");
+        assert_eq!(id, 6);
+        let mut third = prepared;
+        third.split = split(&{ let mut t = spike(); t.name = "third".into(); t }, 2).expect("splits");
+        m.install_prepared(first, third).expect("a reserved id");
+    }
+
+    #[test]
     fn wrong_input_is_an_error_not_a_panic() {
         let mut m = Manager::new("mgr", inventory());
         let (id, _) = m.install(&spike()).expect("installs");
@@ -773,7 +954,9 @@ mod tests {
             m.satisfied(id, 2, &report("c", 999.0)).expect("ignored").0,
             vec![]
         );
+        assert_eq!(m.placed_count(0), 1);
         m.remove(id).expect("removes");
+        assert_eq!(m.placed_count(0), 0, "counted out");
         assert_eq!(m.remove(id).err(), Some(ManagerError::UnknownEvent(id)));
         assert_eq!(m.events().count(), 0);
         assert_eq!(
@@ -809,10 +992,9 @@ mod tests {
             let e = m.satisfied(id, 0, &report("a", v)).expect_err("refused");
             assert_eq!(e.refusal(), Some("beyond_the_link"), "{e}");
         }
-        assert!(
-            m.satisfied(id, 0, &report("a", 1e9)).is_ok(),
-            "1 GB in 10 ms can be"
-        );
+        let mut busy = report("a", 1e9);
+        busy.completeness.packets = 20_000;
+        assert!(m.satisfied(id, 0, &busy).is_ok(), "1 GB in 10 ms can be");
         let mut m = Manager::new("mgr", inventory());
         let (id, _) = m.install(&spike()).expect("installs");
         // Groups not of `per dst_ip/16`.
@@ -858,6 +1040,52 @@ mod tests {
             "a poll's answer too"
         );
         assert!(m.answer(&polls[0], Some(vec![5.0])).expect("valid").is_some());
+    }
+
+    #[test]
+    fn values_beyond_the_hosts_own_count_of_the_window_are_refused() {
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        // 7 packets counted (`report`): at most 7 of the largest IP packets.
+        let most = 7.0 * 65_575.0;
+        assert!(m.satisfied(id, 0, &report("a", most)).is_ok(), "7 jumbo-free packets can be");
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        let e = m.satisfied(id, 0, &report("a", most + 1.0)).expect_err("refused");
+        assert_eq!(e.refusal(), Some("beyond_its_counters"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "459026 cannot be `sum(volume)` in a window in which the host counted 7 packets"
+        );
+        // A count no link carries in the window is a lie too.
+        let mut r = report("a", 400.0);
+        r.completeness.packets = 20_000_001;
+        let e = m.satisfied(id, 0, &r).expect_err("refused");
+        assert_eq!(e.refusal(), Some("beyond_the_link"), "{e}");
+        // Counts: at most one a packet.
+        let mut counting = spike();
+        counting.name = "counting".into();
+        counting.predicate = Pred::Cmp(
+            CmpOp::Gt,
+            Box::new(Pred::Agg(AggCall {
+                func: AggFunc::Count,
+                arg: PacketExpr::Var(Var {
+                    base: BaseVar::Ttl,
+                    last_epoch: false,
+                }),
+            })),
+            Box::new(Pred::Num(4.0)),
+        );
+        let (cid, _) = m.install(&counting).expect("installs");
+        let mut r = report("a", 7.0);
+        r.event = "counting".into();
+        assert!(m.satisfied(cid, 0, &r).is_ok(), "{:?}", m.satisfied(cid, 0, &r));
+        r.values[0].1 = 8.0;
+        r.window.start_ns += 10_000_000;
+        r.window.end_ns += 10_000_000;
+        let e = m.satisfied(cid, 0, &r).expect_err("8 of 7 packets");
+        assert_eq!(e.refusal(), Some("beyond_its_counters"), "{e}");
+        assert_eq!(m.pending(), 1, "only the sound report started a decision");
     }
 
     #[test]

@@ -40,7 +40,7 @@
 //! Cost: hash-map work per report, poll and decision; releasing held
 //! reports scans those held (few: only while an earlier window is pending).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use clarion_report::{GroupKey, Report, Window};
 
@@ -240,12 +240,21 @@ impl ManagerLoop {
     /// Sends the held reports of `event` (every event's with `None`) that
     /// no earlier undecided window holds back.
     fn release_event(&mut self, manager: &Manager, event: Option<EventId>, out: &mut Vec<Effect>) {
+        let Some(e) = event else {
+            let events: BTreeSet<EventId> = self.held.keys().map(|k| k.0).collect();
+            for e in events {
+                self.release_event(manager, Some(e), out);
+            }
+            return;
+        };
+        // The event's held reports, in window order, up to the oldest
+        // window still pending: O(released + log held), not a pass over
+        // every held report (quadratic in a backlog).
+        let oldest = manager.oldest_pending(e).unwrap_or(u64::MAX);
         let ready: Vec<(EventId, u64, u64)> = self
             .held
-            .keys()
-            .filter(|k| event.is_none_or(|e| k.0 == e))
-            .filter(|k| manager.oldest_pending(k.0).is_none_or(|oldest| k.1 <= oldest))
-            .copied()
+            .range((e, 0, 0)..=(e, oldest, u64::MAX))
+            .map(|(k, _)| *k)
             .collect();
         for k in ready {
             if let Some(r) = self.held.remove(&k) {
@@ -343,7 +352,11 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
             },
             values: vec![("sum(volume)".into(), volume)],
             origin: Origin::default(),
-            completeness: Completeness::default(),
+            // The host's own count of the window's packets bounds its values.
+            completeness: Completeness {
+                packets: 100,
+                ..Completeness::default()
+            },
         }
     }
 

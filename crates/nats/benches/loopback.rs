@@ -65,6 +65,7 @@ fn report(event: usize, window: u64, host: usize) -> Report {
             worker: 0,
         },
         completeness: Completeness {
+            packets: 100,
             complete: true,
             ..Completeness::default()
         },

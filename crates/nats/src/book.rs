@@ -4,10 +4,10 @@
 //! one. Adding and removing go through here, from the events file at start
 //! or from the control API, so both paths check, place and store alike.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use clarion_control::{ControlError, EventInfo};
-use clarion_manager::{EventId, HostId, Manager};
+use clarion_manager::{EventId, Host, HostId, Inventory, Manager, NetworkEvent};
 use clarion_store::{Store, StoredEvent};
 
 use crate::protocol::Trigger;
@@ -35,6 +35,69 @@ pub struct EventBook {
 /// measured with (docs/manager.md), and a bound on the store and on the
 /// triggers every host is sent.
 pub const MAX_EVENTS: usize = 100_000;
+
+/// A request's events checked, placed and split by [`EventBook::prepare`]
+/// apart from the loop that owns the book, for [`EventBook::apply`] to
+/// record: all the costly work of adding events, done where it stalls no
+/// decision.
+#[derive(Debug)]
+pub struct Prepared {
+    events: Vec<PreparedEvent>,
+}
+
+#[derive(Debug)]
+struct PreparedEvent {
+    event: NetworkEvent,
+    /// What the API answers, but for the id and time given at apply; its
+    /// `source` is the event's canonical source (with what it installs).
+    info: EventInfo,
+}
+
+impl Prepared {
+    /// How many events (the `on demand` ones ride with their parents).
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+}
+
+/// A request being recorded a slice at a time ([`EventBook::begin_apply`]).
+#[derive(Debug)]
+pub struct Applying {
+    todo: std::vec::IntoIter<PreparedEvent>,
+    /// The first id set aside; the i-th event recorded gets `first + i`.
+    first: EventId,
+    added_ns: u64,
+    added_text: String,
+    done: Applied,
+    rows: Vec<StoredEvent>,
+}
+
+impl Applying {
+    /// What was recorded, and the rows to store.
+    pub fn finish(self) -> (Applied, Vec<StoredEvent>) {
+        (self.done, self.rows)
+    }
+
+    /// The ids recorded so far.
+    pub fn added(&self) -> &[EventId] {
+        &self.done.added
+    }
+}
+
+/// What [`EventBook::apply`] did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The ids given, in the request's order.
+    pub added: Vec<EventId>,
+    /// The ids of events replaced (removed) by one of the same name.
+    pub replaced: Vec<EventId>,
+    /// What the API answers: one per event added.
+    pub infos: Vec<EventInfo>,
+}
 
 /// What [`EventBook::add`] does with an event whose name is installed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,7 +190,7 @@ impl EventBook {
             clarion_lang::parse(text).map_err(|d| ControlError::Invalid(d.render("request", text, false)))?;
         let specs = clarion_lang::lower(&file)
             .map_err(|d| ControlError::Invalid(d.render("request", text, false)))?;
-        let mut trial = self.manager.clone();
+        let mut names = HashSet::new();
         let mut out = Vec::new();
         for (ast, spec) in file.events.iter().zip(specs) {
             Self::servable(&spec, false)?;
@@ -140,8 +203,10 @@ impl EventBook {
                     spec.name, spec.name
                 )));
             }
-            trial
-                .install(&spec)
+            unique(&mut names, &spec.name)?;
+            // Placement and split from the inventory alone: no copy of the
+            // manager (that made N requests O(N x installed)).
+            Manager::prepare(self.manager.inventory(), &spec)
                 .map_err(|e| ControlError::Invalid(e.to_string()))?;
             out.push((spec.name.clone(), ast.to_string()));
         }
@@ -193,11 +258,23 @@ impl EventBook {
 
     /// Checks every event of an events file's text and installs them all,
     /// or none. Returns the ids installed and the ids removed (replaced).
+    /// [`EventBook::prepare`] then [`EventBook::apply`], in one go.
     pub fn add(
         &mut self,
         text: &str,
         on_duplicate: OnDuplicate,
     ) -> Result<(Vec<EventId>, Vec<EventId>), ControlError> {
+        let prepared = Self::prepare(self.manager.inventory(), text)?;
+        let a = self.apply(prepared, on_duplicate)?;
+        Ok((a.added, a.replaced))
+    }
+
+    /// The costly half of [`EventBook::add`], with nothing of the book but
+    /// its inventory (`inventory` must be the book's manager's): parses,
+    /// lowers, checks, places and splits every event of `text`, and makes
+    /// what the API answers for each. Runs on any thread (the service's
+    /// blocking task); O(N) in the request's events.
+    pub fn prepare(inventory: &Inventory, text: &str) -> Result<Prepared, ControlError> {
         let file =
             clarion_lang::parse(text).map_err(|d| ControlError::Invalid(d.render("request", text, false)))?;
         let specs = clarion_lang::lower(&file)
@@ -208,28 +285,78 @@ impl EventBook {
                     .into(),
             ));
         }
-        let mut todo = Vec::new();
-        let mut replaced = Vec::new();
+        let mut names = HashSet::new();
+        let mut events = Vec::new();
         for (ast, spec) in file.events.iter().zip(specs) {
             Self::servable(&spec, true)?;
             if spec.on_demand {
                 continue; // it comes with the events whose drill-downs install it
             }
+            unique(&mut names, &spec.name)?;
             let source = with_installed_events(&file, ast, &spec);
-            if let Some(id) = self.manager.id_of(&spec.name) {
-                let same = self.sources.get(&id).is_some_and(|s| s.text == source);
+            let event =
+                Manager::prepare(inventory, &spec).map_err(|e| ControlError::Invalid(e.to_string()))?;
+            let info = info_of(inventory.hosts(), 0, &event, source, 0);
+            events.push(PreparedEvent { event, info });
+        }
+        Ok(Prepared { events })
+    }
+
+    /// The cheap half of [`EventBook::add`]: installs every prepared event,
+    /// or none. Refuses an installed name (or, with
+    /// [`OnDuplicate::Replace`], replaces it unless it is the same) and a
+    /// request beyond the most events; records each event (O(1) apiece),
+    /// then stores them in one transaction, undoing the records if the
+    /// store fails.
+    pub fn apply(&mut self, prepared: Prepared, on_duplicate: OnDuplicate) -> Result<Applied, ControlError> {
+        let (applied, rows) = self.apply_in_memory(prepared, on_duplicate)?;
+        if let Some(store) = &self.store {
+            if let Err(e) = store.put_all(&rows) {
+                self.undo(&applied.added);
+                return Err(ControlError::Failed(e.to_string()));
+            }
+        }
+        Ok(applied)
+    }
+
+    /// [`EventBook::apply`] without the store, in one go. Returns the rows
+    /// to store (in one transaction, by the caller, e.g. on another
+    /// connection: [`EventBook::store_path`]); if that fails,
+    /// [`EventBook::undo`] takes the events out again.
+    pub fn apply_in_memory(
+        &mut self,
+        prepared: Prepared,
+        on_duplicate: OnDuplicate,
+    ) -> Result<(Applied, Vec<StoredEvent>), ControlError> {
+        let mut a = self.begin_apply(prepared, on_duplicate)?;
+        while !self.apply_some(&mut a, usize::MAX)? {}
+        Ok(a.finish())
+    }
+
+    /// The checks of [`EventBook::apply`] (names, the most events), the
+    /// replaced events removed and ids set aside: what is left is
+    /// recording the events, [`EventBook::apply_some`] at a time, so that
+    /// the manager's loop records 20,000 (30 ms here) in slices between
+    /// its other work. Names are not taken until recorded: the caller
+    /// applies one request at a time.
+    pub fn begin_apply(&mut self, prepared: Prepared, on_duplicate: OnDuplicate) -> Result<Applying, ControlError> {
+        let mut todo = Vec::with_capacity(prepared.events.len());
+        let mut replaced = Vec::new();
+        for p in prepared.events {
+            let name = &p.info.name;
+            if let Some(id) = self.manager.id_of(name) {
+                let same = self.sources.get(&id).is_some_and(|s| s.text == p.info.source);
                 match on_duplicate {
                     OnDuplicate::Refuse => {
                         return Err(ControlError::Invalid(format!(
-                        "an event named `{}` is installed already; remove it first (clarion events rm {})",
-                        spec.name, spec.name
-                    )))
+                            "an event named `{name}` is installed already; remove it first (clarion events rm {name})"
+                        )))
                     }
                     OnDuplicate::Replace if same => continue,
                     OnDuplicate::Replace => replaced.push(id),
                 }
             }
-            todo.push((spec, source));
+            todo.push(p);
         }
         let after = (self.sources.len() + todo.len()).saturating_sub(replaced.len());
         if after > self.max_events {
@@ -241,55 +368,72 @@ impl EventBook {
                 self.max_events
             )));
         }
-        // Check placement and splitting on a copy first: all or nothing.
-        let mut trial = self.manager.clone();
-        for id in &replaced {
-            let _ = trial.remove(*id);
-        }
-        for (spec, _) in &todo {
-            trial
-                .install(spec)
-                .map_err(|e| ControlError::Invalid(e.to_string()))?;
-        }
         for id in &replaced {
             self.remove_id(*id)?;
         }
-        // Stored first, in one transaction: all or none.
         let added_ns = crate::wall_ns();
-        let first = self.manager.next_id();
-        if let Some(store) = &self.store {
-            let stored: Vec<StoredEvent> = todo
-                .iter()
-                .enumerate()
-                .map(|(i, (spec, source))| StoredEvent {
-                    id: (first + i) as u64,
-                    name: spec.name.clone(),
-                    source: source.clone(),
-                    added_ns,
-                })
-                .collect();
-            store
-                .put_all(&stored)
-                .map_err(|e| ControlError::Failed(e.to_string()))?;
-        }
-        let mut added = Vec::new();
-        for (spec, source) in todo {
-            // The trial above installed the same events on the same state.
-            let (id, _) = self
-                .manager
-                .install(&spec)
-                .map_err(|e| ControlError::Invalid(e.to_string()))?;
-            debug_assert_eq!(id, first + added.len());
+        let first = self.manager.reserve_ids(todo.len());
+        Ok(Applying {
+            rows: Vec::with_capacity(todo.len()),
+            todo: todo.into_iter(),
+            first,
+            added_ns,
+            added_text: clarion_report::rfc3339(added_ns),
+            done: Applied {
+                replaced,
+                ..Applied::default()
+            },
+        })
+    }
+
+    /// Records at most `n` more events of `a`; true once all are. On an
+    /// error (none is expected: names and ids were checked) the events
+    /// recorded are taken out again.
+    pub fn apply_some(&mut self, a: &mut Applying, n: usize) -> Result<bool, ControlError> {
+        for _ in 0..n {
+            let Some(mut p) = a.todo.next() else {
+                return Ok(true);
+            };
+            let id = a.first + a.done.added.len();
+            if let Err(e) = self.manager.install_prepared(id, p.event) {
+                self.undo(&a.done.added);
+                return Err(ControlError::Invalid(e.to_string()));
+            }
             self.sources.insert(
                 id,
                 Source {
-                    text: source,
-                    added_ns,
+                    text: p.info.source.clone(),
+                    added_ns: a.added_ns,
                 },
             );
-            added.push(id);
+            a.rows.push(StoredEvent {
+                id: id as u64,
+                name: p.info.name.clone(),
+                source: p.info.source.clone(),
+                added_ns: a.added_ns,
+            });
+            p.info.id = id as u64;
+            p.info.added = a.added_text.clone();
+            a.done.added.push(id);
+            a.done.infos.push(p.info);
         }
-        Ok((added, replaced))
+        Ok(a.todo.len() == 0)
+    }
+
+    /// Takes out events [`EventBook::apply_in_memory`] recorded whose
+    /// rows could not be stored.
+    pub fn undo(&mut self, ids: &[EventId]) {
+        for &id in ids {
+            self.sources.remove(&id);
+            let _ = self.manager.remove(id);
+        }
+    }
+
+    /// The store's file, for a second connection that writes a large
+    /// request's rows apart from the loop (none: no store, or one in memory).
+    pub fn store_path(&self) -> Option<std::path::PathBuf> {
+        let path = self.store.as_ref()?.path();
+        (path != ":memory:").then(|| std::path::PathBuf::from(path))
     }
 
     /// Removes the event named `name`; returns what it was.
@@ -345,25 +489,52 @@ impl EventBook {
         ids.into_iter().filter_map(|id| self.trigger(id, host)).collect()
     }
 
+    /// The events placed on `host`, by id: what [`EventBook::triggers_of`]
+    /// would build, without building (or copying) any trigger.
+    pub fn placed_on(&self, host: HostId) -> Vec<EventId> {
+        let placed = self.manager.events().filter(|(_, e)| e.hosts.contains(&host));
+        placed.map(|(id, _)| id).collect()
+    }
+
     pub fn info(&self, id: EventId) -> Option<EventInfo> {
         let e = self.manager.event(id)?;
-        let names = self.manager.inventory().hosts();
         let src = self.sources.get(&id);
-        Some(EventInfo {
-            id: id as u64,
-            name: e.split.network().name.clone(),
-            source: src.map(|s| s.text.clone()).unwrap_or_default(),
-            hosts: e.hosts.iter().map(|&h| names[h].name.clone()).collect(),
-            local_predicate: e.split.local.predicate.to_string(),
-            interval_ns: e.split.network().interval_ns,
-            added: clarion_report::rfc3339(src.map_or(0, |s| s.added_ns)),
-            starts_ns: None,
-        })
+        Some(info_of(
+            self.manager.inventory().hosts(),
+            id,
+            e,
+            src.map(|s| s.text.clone()).unwrap_or_default(),
+            src.map_or(0, |s| s.added_ns),
+        ))
     }
 
     pub fn infos(&self) -> Vec<EventInfo> {
         let ids: Vec<EventId> = self.manager.events().map(|(id, _)| id).collect();
         ids.into_iter().filter_map(|id| self.info(id)).collect()
+    }
+}
+
+/// Refuses a second event of one name in a request.
+fn unique(names: &mut HashSet<String>, name: &str) -> Result<(), ControlError> {
+    if names.insert(name.to_string()) {
+        return Ok(());
+    }
+    Err(ControlError::Invalid(format!(
+        "two events of the request are named `{name}`; names are unique"
+    )))
+}
+
+/// What the API says of an installed event.
+fn info_of(hosts: &[Host], id: EventId, e: &NetworkEvent, source: String, added_ns: u64) -> EventInfo {
+    EventInfo {
+        id: id as u64,
+        name: e.split.network().name.clone(),
+        source,
+        hosts: e.hosts.iter().map(|&h| hosts[h].name.clone()).collect(),
+        local_predicate: e.split.local.predicate.to_string(),
+        interval_ns: e.split.network().interval_ns,
+        added: clarion_report::rfc3339(added_ns),
+        starts_ns: None,
     }
 }
 
@@ -418,6 +589,31 @@ mod tests {
         // Replacing one keeps the count.
         let changed = named("e2").replace("300", "400");
         b.add(&changed, OnDuplicate::Replace).expect("a replacement fits");
+    }
+
+    #[test]
+    fn prepared_elsewhere_applied_in_the_loop_and_checked_again_there() {
+        let mut b = book(None);
+        let named = |n: &str| SPIKE.replace("spike", n);
+        let inv = b.manager().inventory().clone();
+        // Two requests prepared at once (two API calls); one name in both.
+        let first = EventBook::prepare(&inv, &format!("{}\n{}", named("e1"), named("e2"))).expect("checks");
+        let second = EventBook::prepare(&inv, &named("e2")).expect("checks alone");
+        assert_eq!((first.len(), second.len()), (2, 1));
+        let a = b.apply(first, OnDuplicate::Refuse).expect("applies");
+        assert_eq!(a.added, [0, 1]);
+        let names: Vec<&str> = a.infos.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["e1", "e2"]);
+        assert_eq!(a.infos[1].id, 1);
+        assert_eq!(a.infos[1], b.info(1).expect("installed"), "the answer is what is installed");
+        // The name was taken while the second was prepared: refused at apply.
+        let e = b.apply(second, OnDuplicate::Refuse).expect_err("taken meanwhile");
+        assert!(e.to_string().contains("remove it first"), "{e}");
+        assert_eq!(b.manager().events().count(), 2);
+        let e = EventBook::prepare(&inv, &format!("{}\n{}", named("x"), named("x"))).expect_err("twice");
+        assert!(e.to_string().contains("`x`"), "{e}");
+        assert_eq!(b.placed_on(0), [0, 1]);
+        assert!(b.placed_on(2).is_empty());
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! `clarion-managers` and satisfaction reports reach every manager; each
 //! decides only the events it owns ([`crate::shared`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ use clarion_report::{GroupKey, Report};
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::book::{EventBook, OnDuplicate};
+use crate::book::{EventBook, OnDuplicate, Prepared};
 use crate::exports::{ExportBook, PolicyInfo};
 use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Up};
 use crate::shared::{Shared, SharedEvent, TEND_EVERY};
@@ -40,6 +40,17 @@ use crate::{NatsError, Security};
 const HOST_SILENT: Duration = Duration::from_secs(3);
 /// Most agent messages read in one go before the polls they cause are sent.
 const UP_BATCH: usize = 4096;
+/// The most time one go of agent messages takes before the loop reads the
+/// API and poll outcomes again (a backlog of 4,096 took about 100 ms).
+const UP_SLICE: Duration = Duration::from_millis(10);
+/// The most time one turn of the service's loop spends sending queued
+/// control messages ([`Service::drain_outbox`]) before it reads agents,
+/// poll outcomes and the API again: what 20,000 installs can add to a
+/// `GET /v1/hosts` or a decision.
+const OUTBOX_SLICE: Duration = Duration::from_millis(5);
+/// Events of a request recorded in one turn of the loop (20,000 took 30
+/// ms in one go, release build: this many take 2 or 3).
+const APPLY_SLICE: usize = 2_000;
 /// How often the manager writes its progress to the store.
 const STORE_EVERY: Duration = Duration::from_secs(1);
 
@@ -170,6 +181,27 @@ struct PollOutcome {
     answer: Option<Answer>,
 }
 
+/// A request's events prepared on a blocking task, with the API's reply.
+type PreparedAdd = (Result<Prepared, ControlError>, Reply<Vec<EventInfo>>);
+
+/// Where the API waits for a command's answer.
+type Reply<T> = tokio::sync::oneshot::Sender<Result<T, ControlError>>;
+
+/// A request's events recorded by the loop, back from being stored on a
+/// blocking task (the store's own connection): the outcome, the events,
+/// the API's reply.
+type StoredAdd = (Result<(), String>, crate::book::Applied, Reply<Vec<EventInfo>>);
+
+/// A control message waiting in [`Service::outbox`].
+#[derive(Debug)]
+enum Outgoing {
+    /// Event `event`'s trigger to each of `hosts`: built and encoded once
+    /// when sent (so 20,000 events queue as ids, not as 20,000 × hosts
+    /// triggers); none if the event was removed meanwhile.
+    Install { event: EventId, hosts: Vec<HostId> },
+    Control { host: HostId, control: Control },
+}
+
 /// What the manager knows of each host.
 #[derive(Clone, Debug, Default)]
 struct HostState {
@@ -263,8 +295,17 @@ struct Service {
     /// Wall clock when an earlier run of this manager was last alive (from the store).
     down_since: Option<u64>,
     /// Satisfaction reports (host, agent's sequence number) taking part in
-    /// each pending decision: acknowledged once it is made.
+    /// each pending decision: acknowledged once it is made, or, when it
+    /// fired, once its report is written.
     taking_part: HashMap<Key, Vec<(HostId, u64)>>,
+    /// Decisions that fired and whose report is not written yet (held
+    /// behind an earlier window of its event), by the report's event name,
+    /// window and group, in the order decided. Their satisfaction reports
+    /// are acknowledged only when the report is written: acknowledged at
+    /// the decision, a report held while an earlier window waited for a
+    /// slow host was lost with a manager killed meanwhile, as no host sent
+    /// it again (nats_crash.rs, on a loaded machine).
+    unwritten: HashMap<(String, u64, GroupKey), VecDeque<Key>>,
     in_decision: std::collections::HashSet<(HostId, u64)>,
     /// Acknowledgements waiting to be sent, per host.
     to_ack: Vec<Vec<u64>>,
@@ -282,6 +323,23 @@ struct Service {
     shared: Option<Shared>,
     /// The export policies every host runs.
     exports: ExportBook,
+    /// Requests' events, checked, placed and split on a blocking task,
+    /// back for the loop to apply (see [`Service::add`]).
+    prepared: (mpsc::UnboundedSender<PreparedAdd>, mpsc::UnboundedReceiver<PreparedAdd>),
+    /// Requests' events back from the store (see [`Service::apply`]), and
+    /// how many are being stored: the loop's own writes (its progress)
+    /// wait meanwhile, so that it never waits for the store's lock.
+    stored: (mpsc::UnboundedSender<StoredAdd>, mpsc::UnboundedReceiver<StoredAdd>),
+    storing: usize,
+    /// The request whose events the loop is recording, [`APPLY_SLICE`] a
+    /// turn (one at a time: the next prepared request waits for it).
+    applying: Option<(crate::book::Applying, Reply<Vec<EventInfo>>)>,
+    /// Control messages to hosts not sent yet, oldest first: installs of
+    /// a large request, and every later message while any wait (so that a
+    /// host gets them in the order they were made: a removal never
+    /// overtakes its install). Sent a slice at a time between the loop's
+    /// other work ([`Service::drain_outbox`]).
+    outbox: VecDeque<Outgoing>,
 }
 
 impl Service {
@@ -298,6 +356,7 @@ impl Service {
             hosts: vec![HostState::default(); n],
             down_since,
             taking_part: HashMap::new(),
+            unwritten: HashMap::new(),
             in_decision: std::collections::HashSet::new(),
             to_ack: vec![Vec::new(); n],
             windows_to_ns: 0,
@@ -312,6 +371,11 @@ impl Service {
             max_poll_batch: 1,
             shared: None,
             exports: ExportBook::new(),
+            prepared: mpsc::unbounded_channel(),
+            stored: mpsc::unbounded_channel(),
+            storing: 0,
+            applying: None,
+            outbox: VecDeque::new(),
         }
     }
 
@@ -319,7 +383,19 @@ impl Service {
         self.book.manager().inventory().hosts()[h].name.clone()
     }
 
-    async fn send_control(&self, host: HostId, c: &Control) {
+    /// Sends `c` to `host` now, or after what waits in the outbox (in order).
+    async fn send_control(&mut self, host: HostId, c: &Control) {
+        if self.outbox.is_empty() {
+            self.publish_control(host, c).await;
+        } else {
+            self.outbox.push_back(Outgoing::Control {
+                host,
+                control: c.clone(),
+            });
+        }
+    }
+
+    async fn publish_control(&self, host: HostId, c: &Control) {
         let _ = self
             .client
             .publish(protocol::control(&self.host_name(host)), protocol::encode(c))
@@ -327,18 +403,48 @@ impl Service {
     }
 
     /// Sends `host` every trigger it should hold (installs are idempotent on
-    /// the agent), and the export policies (an agent ignores a set it has).
-    async fn send_triggers(&self, host: HostId) {
-        for t in self.book.triggers_of(host) {
-            self.send_control(host, &Control::Install(t)).await;
+    /// the agent), and the export policies (an agent ignores a set it has),
+    /// through the outbox: a host holding 20,000 triggers gets them a slice
+    /// at a time, not in one stall of the loop.
+    async fn send_triggers(&mut self, host: HostId) {
+        for event in self.book.placed_on(host) {
+            self.outbox.push_back(Outgoing::Install {
+                event,
+                hosts: vec![host],
+            });
         }
         if let Some(set) = self.exports.set() {
             self.send_control(host, &Control::Exports(set)).await;
         }
     }
 
+    /// Sends what waits in the outbox for at most `slice` (everything with
+    /// `None`), oldest first. Each install is built and encoded once for
+    /// all its hosts.
+    async fn drain_outbox(&mut self, slice: Option<Duration>) {
+        let started = Instant::now();
+        while let Some(next) = self.outbox.pop_front() {
+            match next {
+                Outgoing::Control { host, control } => self.publish_control(host, &control).await,
+                Outgoing::Install { event, hosts } => {
+                    let Some(t) = hosts.first().and_then(|&h| self.book.trigger(event, h)) else {
+                        continue; // removed meanwhile: its removal follows
+                    };
+                    let bytes = protocol::encode(&Control::Install(t));
+                    for h in hosts {
+                        let subject = protocol::control(&self.host_name(h));
+                        let _ = self.client.publish(subject, bytes.clone()).await;
+                    }
+                }
+            }
+            if slice.is_some_and(|s| started.elapsed() >= s) {
+                break;
+            }
+        }
+    }
+
     /// The export policies changed: every host gets the whole set.
-    async fn send_exports(&self) {
+    async fn send_exports(&mut self) {
         if let Some(set) = self.exports.set() {
             for h in 0..self.hosts.len() {
                 self.send_control(h, &Control::Exports(set.clone())).await;
@@ -410,16 +516,23 @@ impl Service {
                     }
                 },
                 Some(m) = registrations.next() => self.register(m).await,
+                // The API before agents' messages: a backlog of those
+                // (thousands, read a slice at a time) must not keep an
+                // operator's `GET /v1/hosts` waiting until it is gone.
+                Some(c) = async { commands.as_mut()?.recv().await } => self.command(c).await,
+                Some((prepared, reply)) = self.prepared.1.recv(), if self.applying.is_none() => self.apply(prepared, reply),
+                Some((r, applied, reply)) = self.stored.1.recv() => self.stored(r, applied, reply).await,
                 Some(m) = ups.next() => {
-                    // Take what else has arrived, so that the polls it causes go out together.
-                    let mut batch = vec![m];
-                    while batch.len() < UP_BATCH {
-                        match ups.next().now_or_never() {
-                            Some(Some(m)) => batch.push(m),
-                            _ => break,
-                        }
-                    }
-                    for m in batch {
+                    // Take what else has arrived, so that the polls it causes
+                    // go out together; for at most UP_SLICE, so that the API
+                    // and poll outcomes are read between slices of a backlog.
+                    let started = Instant::now();
+                    let mut n = 1;
+                    let effects = self.up(m).await;
+                    self.carry(effects, on_report).await;
+                    while n < UP_BATCH && started.elapsed() < UP_SLICE {
+                        let Some(Some(m)) = ups.next().now_or_never() else { break };
+                        n += 1;
                         let effects = self.up(m).await;
                         self.carry(effects, on_report).await;
                     }
@@ -429,8 +542,22 @@ impl Service {
                     let effects = self.outcome(o);
                     self.carry(effects, on_report).await;
                 },
-                Some(c) = async { commands.as_mut()?.recv().await } => self.command(c).await,
+                // Last: only when nothing else is ready, the loop goes on
+                // with the outbox below.
+                () = std::future::ready(()), if !self.outbox.is_empty() || self.applying.is_some() => {},
             }
+            // A slice of the request being recorded, then of the queued
+            // control messages, after every message read.
+            if self.applying.is_some() {
+                self.apply_slice().await;
+            }
+            // A slice of the queued control messages after every message
+            // read: installs of a large request go out while agents are
+            // still read and the API still answered.
+            if !self.outbox.is_empty() {
+                self.drain_outbox(Some(OUTBOX_SLICE)).await;
+            }
+
         }
         self.shut_down(on_report).await;
         Ok(())
@@ -474,6 +601,8 @@ impl Service {
     /// Decides what is still undecided with the answers received,
     /// acknowledges, stores progress and, alone, tells agents it is done.
     async fn shut_down(&mut self, on_report: &mut dyn FnMut(&Report)) {
+        // Installs and removals still queued go before the end.
+        self.drain_outbox(None).await;
         let mut effects = Vec::new();
         self.desk.finish(self.book.manager_mut(), &mut effects);
         self.carry(effects, on_report).await;
@@ -604,6 +733,10 @@ impl Service {
     }
 
     fn store_progress(&self) {
+        if self.storing > 0 {
+            // The store's lock is another connection's: next time.
+            return;
+        }
         if let Some(store) = self.book.store() {
             let _ = store.set_meta("alive_ns", crate::wall_ns());
         }
@@ -959,13 +1092,37 @@ impl Service {
                     }
                 }
                 Effect::Decided {
-                    event, window, group, ..
+                    event,
+                    window,
+                    group,
+                    fired,
+                    ..
                 } => {
-                    self.decided((event, window.start_ns, group));
+                    let key = (event, window.start_ns, group);
+                    let name = self.book.manager().event(event).map(|e| e.split.network().name.clone());
+                    match name.filter(|_| fired) {
+                        Some(name) => self
+                            .unwritten
+                            .entry((name, window.start_ns, group))
+                            .or_default()
+                            .push_back(key),
+                        None => self.decided(key),
+                    }
                     self.note_decision(event, window, group);
                 }
                 Effect::Report(r) => {
                     on_report(&r);
+                    let written = (r.event.to_string(), r.window.start_ns, r.group);
+                    let (key, emptied) = match self.unwritten.get_mut(&written) {
+                        Some(keys) => (keys.pop_front(), keys.is_empty()),
+                        None => (None, false),
+                    };
+                    if emptied {
+                        self.unwritten.remove(&written);
+                    }
+                    if let Some(key) = key {
+                        self.decided(key);
+                    }
                     let json = r.to_json().to_string();
                     if let Some(tx) = &self.reports {
                         // No subscriber is not an error.
@@ -1028,10 +1185,7 @@ impl Service {
             Command::Hosts { reply } => {
                 let _ = reply.send(Ok(self.host_infos()));
             }
-            Command::Add { source, reply } => {
-                let r = self.add(&source).await;
-                let _ = reply.send(r);
-            }
+            Command::Add { source, reply } => self.add(source, reply).await,
             Command::Remove { name, reply } => {
                 let r = match self.book.remove(&name) {
                     Ok((id, info)) => {
@@ -1040,7 +1194,8 @@ impl Service {
                                 eprintln!("clarion: manager: {e}");
                             }
                         }
-                        for host in info.hosts.iter().filter_map(|h| self.host_id(h)) {
+                        let hosts: Vec<HostId> = info.hosts.iter().filter_map(|h| self.host_id(h)).collect();
+                        for host in hosts {
                             self.send_control(host, &Control::Remove { event: id as u64 })
                                 .await;
                         }
@@ -1085,14 +1240,112 @@ impl Service {
         }
     }
 
-    async fn add(&mut self, source: &str) -> Result<Vec<EventInfo>, ControlError> {
-        let added = if self.shared.is_some() {
-            self.add_shared(source, false).await?
-        } else {
-            let (added, replaced) = self.book.add(source, OnDuplicate::Refuse)?;
-            debug_assert!(replaced.is_empty());
-            added
-        };
+    /// `POST /v1/events`. One manager: the request's events are parsed,
+    /// checked, placed and split on a blocking task, apart from this loop
+    /// (the costly part, O(N)); the loop gets them back ready and applies
+    /// them ([`Service::apply`]). Meanwhile it goes on reading agents and
+    /// answering the API. With others (`--shared`), in the loop, as ids are
+    /// taken in the shared bucket one by one.
+    async fn add(&mut self, source: String, reply: Reply<Vec<EventInfo>>) {
+        if self.shared.is_some() {
+            let r = self.add_shared_now(&source).await;
+            let _ = reply.send(r);
+            return;
+        }
+        let inventory = self.book.manager().inventory().clone();
+        let back = self.prepared.0.clone();
+        tokio::task::spawn_blocking(move || {
+            let prepared = EventBook::prepare(&inventory, &source);
+            // The loop is gone only when the manager stops: the API then says so.
+            let _ = back.send((prepared, reply));
+        });
+    }
+
+    /// A request's prepared events, to be installed (all or none): names
+    /// and the most events checked again here (another request may have
+    /// been applied meanwhile), ids set aside, then recorded
+    /// [`APPLY_SLICE`] a turn ([`Service::apply_slice`]).
+    fn apply(&mut self, prepared: Result<Prepared, ControlError>, reply: Reply<Vec<EventInfo>>) {
+        match prepared.and_then(|p| self.book.begin_apply(p, OnDuplicate::Refuse)) {
+            Ok(a) => self.applying = Some((a, reply)),
+            Err(e) => drop(reply.send(Err(e))),
+        }
+    }
+
+    /// Records a slice of the request being applied; once all are, stores
+    /// them on a blocking task with the store's own connection (20,000
+    /// rows: ~80 ms of SQLite, which would hold every `GET` and decision),
+    /// and answers when stored ([`Service::stored`]).
+    async fn apply_slice(&mut self) {
+        let Some((mut a, reply)) = self.applying.take() else { return };
+        match self.book.apply_some(&mut a, APPLY_SLICE) {
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+            Ok(false) => {
+                self.applying = Some((a, reply));
+                return;
+            }
+            Ok(true) => {}
+        }
+        let (applied, rows) = a.finish();
+        debug_assert!(applied.replaced.is_empty());
+        self.storing += 1;
+        match self.book.store_path() {
+            Some(path) if !rows.is_empty() => {
+                let back = self.stored.0.clone();
+                tokio::task::spawn_blocking(move || {
+                    let r = clarion_store::Store::open(&path)
+                        .and_then(|s| s.put_all(&rows))
+                        .map_err(|e| e.to_string());
+                    let _ = back.send((r, applied, reply));
+                });
+            }
+            _ => {
+                // No store, or one in memory (tests): at once.
+                let r = match self.book.store() {
+                    Some(store) => store.put_all(&rows).map_err(|e| e.to_string()),
+                    None => Ok(()),
+                };
+                self.stored(r, applied, reply).await;
+            }
+        }
+    }
+
+    /// A request's events stored (or not): answered, and their triggers
+    /// queued for the hosts; if the store failed, taken out again (and
+    /// out of any host that got them at its registration meanwhile).
+    async fn stored(&mut self, r: Result<(), String>, applied: crate::book::Applied, reply: Reply<Vec<EventInfo>>) {
+        self.storing = self.storing.saturating_sub(1);
+        if let Err(e) = r {
+            let placed: Vec<(EventId, Vec<HostId>)> =
+                applied.added.iter().map(|&id| (id, self.book.hosts_of(id))).collect();
+            self.book.undo(&applied.added);
+            for (id, hosts) in placed {
+                for h in hosts {
+                    self.send_control(h, &Control::Remove { event: id as u64 }).await;
+                }
+            }
+            let _ = reply.send(Err(ControlError::Failed(e)));
+            return;
+        }
+        for &event in &applied.added {
+            if self.book.manager().event(event).is_none() {
+                // Removed while it was being stored: not kept either.
+                if let Some(store) = self.book.store() {
+                    let _ = store.remove(event as u64);
+                }
+                continue;
+            }
+            let hosts = self.book.hosts_of(event);
+            self.outbox.push_back(Outgoing::Install { event, hosts });
+        }
+        let _ = reply.send(Ok(applied.infos));
+    }
+
+    async fn add_shared_now(&mut self, source: &str) -> Result<Vec<EventInfo>, ControlError> {
+        let added = self.add_shared(source, false).await?;
         let mut infos = Vec::new();
         for id in added {
             for host in self.book.hosts_of(id) {
@@ -1125,7 +1378,9 @@ impl Service {
                 },
                 last_seen_ms: st.last_seen.map(|t| t.elapsed().as_millis() as u64),
                 finished: st.finished,
-                triggers: self.book.triggers_of(i).len(),
+                // Counted, not built: 20,000 triggers copied for each host
+                // made this answer take longer than the decisions it waits for.
+                triggers: self.book.manager().placed_count(i),
                 satisfaction_reports: st.satisfied,
                 polls_answered: st.answered,
                 polls_missed: st.missed,
