@@ -61,13 +61,20 @@ fn bulk(n: usize) -> String {
 fn get_hosts(port: u16) -> (String, Duration) {
     let t = Instant::now();
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("the API accepts");
-    s.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
     write!(s, "GET /v1/hosts HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").expect("request");
     let mut text = String::new();
     s.read_to_string(&mut text).expect("answer");
     let took = t.elapsed();
-    assert!(text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"), "{text}");
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    assert!(
+        text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"),
+        "{text}"
+    );
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     (body, took)
 }
 
@@ -133,7 +140,10 @@ fn twenty_thousand_events_install_while_hosts_are_answered_and_decisions_made() 
         if reporting == 4 {
             break;
         }
-        assert!(Instant::now() < deadline, "the agents did not start reporting: {body}");
+        assert!(
+            Instant::now() < deadline,
+            "the agents did not start reporting: {body}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 

@@ -695,7 +695,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("clarion-check-dir-{}", std::process::id()));
         let fresh = dir.join("captures");
         check_dir(&fresh).expect("made and writable");
-        assert_eq!(std::fs::read_dir(&fresh).expect("reads").count(), 0, "no probe left");
+        assert_eq!(
+            std::fs::read_dir(&fresh).expect("reads").count(),
+            0,
+            "no probe left"
+        );
         // A file where the directory should be; /proc, which no one writes files in.
         let file = dir.join("f");
         std::fs::write(&file, b"x").expect("a file");

@@ -606,7 +606,11 @@ fn probe_files(base: &Path) -> Result<(), (PathBuf, std::io::Error)> {
     let mut first = base.as_os_str().to_owned();
     first.push("-000000.pcapng");
     let first = PathBuf::from(first);
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(&first) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&first)
+    {
         Ok(f) => {
             drop(f);
             std::fs::remove_file(&first).map_err(|e| (first, e))

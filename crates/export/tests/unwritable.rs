@@ -32,7 +32,11 @@ fn files_that_cannot_be_written_are_refused_at_install() {
     // Writable: accepted, and the probe leaves nothing behind.
     let ok = scratch("ok");
     Exporter::new(&p, &config(&ok)).expect("a writable directory");
-    assert_eq!(std::fs::read_dir(&ok).expect("reads").count(), 0, "no file before a packet");
+    assert_eq!(
+        std::fs::read_dir(&ok).expect("reads").count(),
+        0,
+        "no file before a packet"
+    );
 
     // /proc: it exists, and no one (root neither) creates files in it.
     let e = Exporter::new(&p, &config(Path::new("/proc"))).expect_err("refused");
@@ -70,9 +74,8 @@ fn files_that_cannot_be_written_are_refused_at_install() {
     }
     std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     for d in ["ok", "taken", "closed"] {
-        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!(
-            "clarion-unwritable-{d}-{}",
-            std::process::id()
-        )));
+        let _ = std::fs::remove_dir_all(
+            std::env::temp_dir().join(format!("clarion-unwritable-{d}-{}", std::process::id())),
+        );
     }
 }

@@ -44,7 +44,11 @@ pub enum ManagerError {
     },
     /// More than the host's own count of the window's packets allows (see `manager.rs`).
     #[error("{value} cannot be `{aggregate}` in a window in which the host counted {packets} packets")]
-    BeyondItsCounters { aggregate: String, value: f64, packets: u64 },
+    BeyondItsCounters {
+        aggregate: String,
+        value: f64,
+        packets: u64,
+    },
     #[error("a window starting at {start_ns} ns is in the future (the manager's clock reads {now_ns} ns)")]
     FutureWindow { start_ns: u64, now_ns: u64 },
     #[error("group {group} is not one of event {event}'s groups: {why}")]

@@ -399,9 +399,9 @@ impl Manager {
         let p = self.pending.entry(key).or_insert_with(|| {
             *starts.entry(event).or_default().entry(key.1).or_default() += 1;
             Pending {
-            window: report.window,
-            answers: vec![None; n],
-            polled: vec![false; n],
+                window: report.window,
+                answers: vec![None; n],
+                polled: vec![false; n],
                 completeness: Completeness {
                     complete: true,
                     ..Completeness::default()
@@ -616,7 +616,12 @@ fn most_in(call: &AggCall, window_ns: u64) -> Option<f64> {
 /// carries. A host that lies about both its values and its count stays
 /// within its links (the bound above); one whose monitor is sound cannot
 /// trip this.
-fn check_own_counts(e: &NetworkEvent, values: &[f64], c: &Completeness, window_ns: u64) -> Result<(), ManagerError> {
+fn check_own_counts(
+    e: &NetworkEvent,
+    values: &[f64],
+    c: &Completeness,
+    window_ns: u64,
+) -> Result<(), ManagerError> {
     let packets = c.packets as f64;
     if packets > window_ns as f64 * MAX_PACKETS_PER_NS {
         return Err(ManagerError::BeyondTheLink {
@@ -931,7 +936,15 @@ mod tests {
         let (id, _) = m.install(&other).expect("installs");
         assert_eq!(id, 6);
         let mut third = prepared;
-        third.split = split(&{ let mut t = spike(); t.name = "third".into(); t }, 2).expect("splits");
+        third.split = split(
+            &{
+                let mut t = spike();
+                t.name = "third".into();
+                t
+            },
+            2,
+        )
+        .expect("splits");
         m.install_prepared(first, third).expect("a reserved id");
     }
 
@@ -1048,7 +1061,10 @@ mod tests {
         let (id, _) = m.install(&spike()).expect("installs");
         // 7 packets counted (`report`): at most 7 of the largest IP packets.
         let most = 7.0 * 65_575.0;
-        assert!(m.satisfied(id, 0, &report("a", most)).is_ok(), "7 jumbo-free packets can be");
+        assert!(
+            m.satisfied(id, 0, &report("a", most)).is_ok(),
+            "7 jumbo-free packets can be"
+        );
         let mut m = Manager::new("mgr", inventory());
         let (id, _) = m.install(&spike()).expect("installs");
         let e = m.satisfied(id, 0, &report("a", most + 1.0)).expect_err("refused");

@@ -339,7 +339,11 @@ impl EventBook {
     /// the manager's loop records 20,000 (30 ms here) in slices between
     /// its other work. Names are not taken until recorded: the caller
     /// applies one request at a time.
-    pub fn begin_apply(&mut self, prepared: Prepared, on_duplicate: OnDuplicate) -> Result<Applying, ControlError> {
+    pub fn begin_apply(
+        &mut self,
+        prepared: Prepared,
+        on_duplicate: OnDuplicate,
+    ) -> Result<Applying, ControlError> {
         let mut todo = Vec::with_capacity(prepared.events.len());
         let mut replaced = Vec::new();
         for p in prepared.events {
@@ -605,7 +609,11 @@ mod tests {
         let names: Vec<&str> = a.infos.iter().map(|i| i.name.as_str()).collect();
         assert_eq!(names, ["e1", "e2"]);
         assert_eq!(a.infos[1].id, 1);
-        assert_eq!(a.infos[1], b.info(1).expect("installed"), "the answer is what is installed");
+        assert_eq!(
+            a.infos[1],
+            b.info(1).expect("installed"),
+            "the answer is what is installed"
+        );
         // The name was taken while the second was prepared: refused at apply.
         let e = b.apply(second, OnDuplicate::Refuse).expect_err("taken meanwhile");
         assert!(e.to_string().contains("remove it first"), "{e}");

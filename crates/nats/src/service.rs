@@ -198,8 +198,14 @@ enum Outgoing {
     /// Event `event`'s trigger to each of `hosts`: built and encoded once
     /// when sent (so 20,000 events queue as ids, not as 20,000 × hosts
     /// triggers); none if the event was removed meanwhile.
-    Install { event: EventId, hosts: Vec<HostId> },
-    Control { host: HostId, control: Control },
+    Install {
+        event: EventId,
+        hosts: Vec<HostId>,
+    },
+    Control {
+        host: HostId,
+        control: Control,
+    },
 }
 
 /// What the manager knows of each host.
@@ -325,11 +331,17 @@ struct Service {
     exports: ExportBook,
     /// Requests' events, checked, placed and split on a blocking task,
     /// back for the loop to apply (see [`Service::add`]).
-    prepared: (mpsc::UnboundedSender<PreparedAdd>, mpsc::UnboundedReceiver<PreparedAdd>),
+    prepared: (
+        mpsc::UnboundedSender<PreparedAdd>,
+        mpsc::UnboundedReceiver<PreparedAdd>,
+    ),
     /// Requests' events back from the store (see [`Service::apply`]), and
     /// how many are being stored: the loop's own writes (its progress)
     /// wait meanwhile, so that it never waits for the store's lock.
-    stored: (mpsc::UnboundedSender<StoredAdd>, mpsc::UnboundedReceiver<StoredAdd>),
+    stored: (
+        mpsc::UnboundedSender<StoredAdd>,
+        mpsc::UnboundedReceiver<StoredAdd>,
+    ),
     storing: usize,
     /// The request whose events the loop is recording, [`APPLY_SLICE`] a
     /// turn (one at a time: the next prepared request waits for it).
@@ -557,7 +569,6 @@ impl Service {
             if !self.outbox.is_empty() {
                 self.drain_outbox(Some(OUTBOX_SLICE)).await;
             }
-
         }
         self.shut_down(on_report).await;
         Ok(())
@@ -1099,7 +1110,11 @@ impl Service {
                     ..
                 } => {
                     let key = (event, window.start_ns, group);
-                    let name = self.book.manager().event(event).map(|e| e.split.network().name.clone());
+                    let name = self
+                        .book
+                        .manager()
+                        .event(event)
+                        .map(|e| e.split.network().name.clone());
                     match name.filter(|_| fired) {
                         Some(name) => self
                             .unwritten
@@ -1277,7 +1292,9 @@ impl Service {
     /// rows: ~80 ms of SQLite, which would hold every `GET` and decision),
     /// and answers when stored ([`Service::stored`]).
     async fn apply_slice(&mut self) {
-        let Some((mut a, reply)) = self.applying.take() else { return };
+        let Some((mut a, reply)) = self.applying.take() else {
+            return;
+        };
         match self.book.apply_some(&mut a, APPLY_SLICE) {
             Err(e) => {
                 let _ = reply.send(Err(e));
@@ -1316,11 +1333,19 @@ impl Service {
     /// A request's events stored (or not): answered, and their triggers
     /// queued for the hosts; if the store failed, taken out again (and
     /// out of any host that got them at its registration meanwhile).
-    async fn stored(&mut self, r: Result<(), String>, applied: crate::book::Applied, reply: Reply<Vec<EventInfo>>) {
+    async fn stored(
+        &mut self,
+        r: Result<(), String>,
+        applied: crate::book::Applied,
+        reply: Reply<Vec<EventInfo>>,
+    ) {
         self.storing = self.storing.saturating_sub(1);
         if let Err(e) = r {
-            let placed: Vec<(EventId, Vec<HostId>)> =
-                applied.added.iter().map(|&id| (id, self.book.hosts_of(id))).collect();
+            let placed: Vec<(EventId, Vec<HostId>)> = applied
+                .added
+                .iter()
+                .map(|&id| (id, self.book.hosts_of(id)))
+                .collect();
             self.book.undo(&applied.added);
             for (id, hosts) in placed {
                 for h in hosts {
