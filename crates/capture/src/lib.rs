@@ -69,7 +69,7 @@ pub use error::{CaptureError, Corruption, NotCapture, Truncation, Want};
 pub use file::{open, CaptureFile};
 pub use pcapng_writer::{packet_block_len, PcapngWriter};
 pub use reader::{SliceReader, StreamReader};
-pub use rotate::{RotatingPcapng, Rotation, WrittenFile};
+pub use rotate::{probe_create, RotatingPcapng, Rotation, WrittenFile};
 pub use writer::{PcapHeader, PcapWriter, TsResolution};
 
 /// One captured packet, borrowed from its source until the next call.

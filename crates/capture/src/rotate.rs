@@ -128,21 +128,10 @@ impl RotatingPcapng {
     /// Creates `BASE-000000.pcapng` (see the module doc for naming and
     /// why it refuses when files of the sequence exist).
     pub fn create(base: &Path, limits: Rotation) -> Result<Self, CaptureError> {
-        let name = base
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| CaptureError::Create {
-                path: base.to_path_buf(),
-                error: io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "the base name must be a UTF-8 file name",
-                ),
-            })?;
-        let stem = name.strip_suffix(".pcapng").unwrap_or(name).to_string();
-        let dir = match base.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let (dir, stem) = split(base).map_err(|error| CaptureError::Create {
+            path: base.to_path_buf(),
+            error,
+        })?;
         if let Some(path) = existing(&dir, &stem) {
             return Err(CaptureError::Exists { path });
         }
@@ -159,9 +148,24 @@ impl RotatingPcapng {
         Ok(w)
     }
 
+    /// Whether the first file of `base`'s sequence could be created now:
+    /// it is created new and removed at once, so it fails as the real
+    /// file would (a directory not writable, a read-only file system, a
+    /// name too long, a file already there). Gives the file's path either way.
+    pub fn probe(base: &Path) -> (PathBuf, io::Result<()>) {
+        match split(base) {
+            Ok((dir, stem)) => {
+                let first = numbered(&dir, &stem, 0);
+                let made = probe_create(&first);
+                (first, made)
+            }
+            Err(e) => (base.to_path_buf(), Err(e)),
+        }
+    }
+
     /// The path of file number `n` of this sequence.
     pub fn path_of(&self, n: usize) -> PathBuf {
-        self.dir.join(format!("{}-{n:06}.pcapng", self.stem))
+        numbered(&self.dir, &self.stem, n)
     }
 
     /// Adds an interface to this and every later file; returns its id.
@@ -456,3 +460,32 @@ fn interface_block_len(link: LinkType, snaplen: u32, name: Option<&str>) -> Resu
 
 #[cfg(test)]
 mod tests;
+
+/// Creates `path` new (never over a file there) and removes it at once:
+/// whether a file can be made there now, leaving nothing behind.
+pub fn probe_create(path: &Path) -> io::Result<()> {
+    drop(OpenOptions::new().write(true).create_new(true).open(path)?);
+    std::fs::remove_file(path)
+}
+
+/// The directory and name stem of the files of base path `base` (see the
+/// module documentation).
+fn split(base: &Path) -> io::Result<(PathBuf, String)> {
+    let name = base.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the base name must be a UTF-8 file name",
+        )
+    })?;
+    let stem = name.strip_suffix(".pcapng").unwrap_or(name).to_string();
+    let dir = match base.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((dir, stem))
+}
+
+/// File number `n` of the sequence with stem `stem` in `dir`.
+fn numbered(dir: &Path, stem: &str, n: usize) -> PathBuf {
+    dir.join(format!("{stem}-{n:06}.pcapng"))
+}

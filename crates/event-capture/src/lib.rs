@@ -534,16 +534,8 @@ pub fn check_dir(dir: &Path) -> std::io::Result<()> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let probe = dir.join(format!(".clarion-probe-{}-{nanos}", std::process::id()));
-    match OpenOptions::new().write(true).create_new(true).open(&probe) {
-        Ok(f) => {
-            drop(f);
-            std::fs::remove_file(&probe)
-        }
-        Err(e) => Err(std::io::Error::new(
-            e.kind(),
-            format!("no file can be created in it ({e})"),
-        )),
-    }
+    clarion_capture::probe_create(&probe)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("no file can be created in it ({e})")))
 }
 
 /// The writer thread: one file per job, created new (never overwriting).

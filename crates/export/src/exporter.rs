@@ -29,7 +29,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use clarion_capture::Rotation;
+use clarion_capture::{RotatingPcapng, Rotation};
 use clarion_classify::{Classifier, Verdict};
 use clarion_headers::{EncoderConfig, HeaderRecord};
 use clarion_lang::spec::{Destination, ExportAction, ExportSpec};
@@ -347,11 +347,13 @@ impl Exporter {
                     // Refused now, not found out at the first packet (which
                     // then dropped every packet of the policy, said only in
                     // the summary).
-                    probe_files(&b).map_err(|(path, error)| ExportError::Unwritable {
-                        policy: policy.clone(),
-                        path,
-                        error,
-                    })?;
+                    if let (path, Err(error)) = RotatingPcapng::probe(&b) {
+                        return Err(ExportError::Unwritable {
+                            policy: policy.clone(),
+                            path,
+                            error,
+                        });
+                    }
                     Sink::Files {
                         files: Files::new(b, *rotation),
                         snap: *snap,
@@ -598,27 +600,6 @@ fn cut(data: &[u8], snap: Option<u32>) -> &[u8] {
 }
 
 /// `DIR/POLICY-RUN` (or `DIR/POLICY` without a run id).
-/// Whether the first file of `base`'s rotation (`BASE-000000.pcapng`, as
-/// `clarion_capture::RotatingPcapng` names it) can be created: created
-/// new and removed at once. Fails as the real file would: a directory not
-/// writable, a read-only file system, a name too long, a file already there.
-fn probe_files(base: &Path) -> Result<(), (PathBuf, std::io::Error)> {
-    let mut first = base.as_os_str().to_owned();
-    first.push("-000000.pcapng");
-    let first = PathBuf::from(first);
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&first)
-    {
-        Ok(f) => {
-            drop(f);
-            std::fs::remove_file(&first).map_err(|e| (first, e))
-        }
-        Err(e) => Err((first, e)),
-    }
-}
-
 fn base(dir: &Path, policy: &str, run_id: &str) -> PathBuf {
     if run_id.is_empty() {
         dir.join(policy)
