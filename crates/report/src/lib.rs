@@ -261,16 +261,19 @@ fn num(v: f64) -> Value {
     }
 }
 
-/// Bytes of [`GroupKey::order_bytes`].
+/// Bytes of a group's order key ([`GroupKey::order_key`]).
 const ORDER_BYTES: usize = 52;
+/// The same as big-endian words.
+const ORDER_WORDS: usize = ORDER_BYTES.div_ceil(8);
 
 impl GroupKey {
-    /// Bytes that compare (lexicographically) as the keys do: each field
-    /// in declaration order, an option's absence before its presence, an
-    /// IPv4 address before an IPv6 one, numbers big-endian. Sorting these
-    /// is a byte comparison where the derived order matches on options and
-    /// addresses field by field (see `canonical_order`).
-    fn order_bytes(&self) -> [u8; ORDER_BYTES] {
+    /// Words that compare as the keys do: the key's bytes, each field in
+    /// declaration order, an option's absence before its presence, an
+    /// IPv4 address before an IPv6 one, numbers big-endian, read as
+    /// big-endian words. Sorting these compares integers where the derived
+    /// order matches on options and addresses field by field, and without
+    /// a call to memcmp (see `canonical_order`).
+    fn order_key(&self) -> [u64; ORDER_WORDS] {
         let mut b = [0u8; ORDER_BYTES];
         let mut at = 0;
         let mut put = |bytes: &[u8]| {
@@ -318,7 +321,12 @@ impl GroupKey {
             }
         });
         debug_assert_eq!(at, ORDER_BYTES);
-        b
+        std::array::from_fn(|k| {
+            let mut w = [0u8; 8];
+            let chunk = &b[(8 * k).min(ORDER_BYTES)..(8 * k + 8).min(ORDER_BYTES)];
+            w[..chunk.len()].copy_from_slice(chunk);
+            u64::from_be_bytes(w)
+        })
     }
 
     /// `(field name, value text)` pairs in schema order; `None` text is JSON null.
@@ -630,17 +638,7 @@ fn canonical_order(reports: &[Report]) -> Vec<u32> {
         order = (0..reports.len() as u32).collect();
         order.sort_by_key(|&i| buckets[i as usize]);
     }
-    // The bytes as big-endian words compare alike, without a call to memcmp.
-    let words = |g: &GroupKey| -> [u64; ORDER_BYTES.div_ceil(8)] {
-        let b = g.order_bytes();
-        std::array::from_fn(|k| {
-            let mut w = [0u8; 8];
-            let chunk = &b[(8 * k).min(ORDER_BYTES)..(8 * k + 8).min(ORDER_BYTES)];
-            w[..chunk.len()].copy_from_slice(chunk);
-            u64::from_be_bytes(w)
-        })
-    };
-    let mut run: Vec<([u64; ORDER_BYTES.div_ceil(8)], u32)> = Vec::new();
+    let mut run: Vec<([u64; ORDER_WORDS], u32)> = Vec::new();
     let mut from = 0;
     while from < order.len() {
         let b = buckets[order[from] as usize];
@@ -655,7 +653,7 @@ fn canonical_order(reports: &[Report]) -> Vec<u32> {
             run.extend(
                 order[from..to]
                     .iter()
-                    .map(|&i| (words(&reports[i as usize].group), i)),
+                    .map(|&i| (reports[i as usize].group.order_key(), i)),
             );
             run.sort_unstable();
             for (o, (_, i)) in order[from..to].iter_mut().zip(&run) {
@@ -861,14 +859,8 @@ mod tests {
     }
 
     #[test]
-    fn order_bytes_compare_as_the_keys() {
-        let mut x: u64 = 11;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+    fn order_keys_compare_as_the_keys() {
+        let mut next = draws(11);
         let mut keys = Vec::new();
         for _ in 0..400 {
             let mut ip = || match next(3) {
@@ -907,21 +899,27 @@ mod tests {
         }
         for a in &keys {
             for b in &keys {
-                assert_eq!(a.order_bytes().cmp(&b.order_bytes()), a.cmp(b), "{a:?} {b:?}");
+                assert_eq!(a.order_key().cmp(&b.order_key()), a.cmp(b), "{a:?} {b:?}");
             }
+        }
+    }
+
+    /// Pseudo-random draws below `m` (a fixed LCG from `seed`: the tests
+    /// are the same every run).
+    fn draws(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |m| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
         }
     }
 
     #[test]
     fn sort_reports_is_the_stable_sort_by_key() {
         // Small ranges, so that keys tie often; the values tell reports apart.
-        let mut x: u64 = 7;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+        let mut next = draws(7);
         // What `sort_reports_into` appends to stays first. Without the
         // sample's NaN, which equals nothing.
         let mut head = sample();
