@@ -688,8 +688,13 @@ impl Monitor {
                 *e = match self.flows.prefetch_entry(h) {
                     Some(i) => i,
                     None => {
-                        // Likely a new flow: the DoS filter will be read.
+                        // Likely a new flow: the DoS filter will be read,
+                        // and a TCP flow looks for its reverse flow.
                         self.dos.prefetch(h);
+                        let key = &chunk[j].key;
+                        if key.proto == 6 && self.flows.len() >= CACHED_FLOWS {
+                            self.flows.prefetch_slot(hash_key(&key.reversed()));
+                        }
                         NO_ENTRY
                     }
                 };
@@ -817,7 +822,7 @@ impl Monitor {
             }
             None => match self.flows.insert(p.key, h, t) {
                 Some(i) => {
-                    self.on_new_flow(i);
+                    self.on_new_flow(i, &p.key, t);
                     new_flow = true;
                     (i, false)
                 }
@@ -1056,13 +1061,13 @@ impl Monitor {
         self.blind.overlap_ns(start_ns, end_ns)
     }
 
-    fn on_new_flow(&mut self, i: u32) {
+    /// Entry `i` was just inserted for `key` at packet time `t`. What it
+    /// needs of the entry it is given, not read back: the entry's lines are
+    /// still being written, and reading them stalled on it.
+    fn on_new_flow(&mut self, i: u32, key: &FlowKey, t: u64) {
         self.counters.flows_created += 1;
-        let (key, gen, last_ts) = {
-            let e = &self.flows.entries[i as usize];
-            (e.key, e.gen, e.last_ts)
-        };
-        let due = last_ts.saturating_add(self.config.flow_timeout_ns);
+        let gen = self.flows.entries.get(i as usize).map_or(0, |e| e.gen);
+        let due = t.saturating_add(self.config.flow_timeout_ns);
         self.expiry.push_back((i, gen, due));
         if key.proto == 6 {
             // Link the two directions once, so acknowledgements need no lookup per packet.
@@ -1075,7 +1080,7 @@ impl Monitor {
             }
         }
         let cached = if self.config.tuning.match_cache {
-            self.match_cache.get(&key)
+            self.match_cache.get(key)
         } else {
             None
         };
@@ -1083,7 +1088,7 @@ impl Monitor {
             Some(set) => set,
             None => {
                 let mut matched = std::mem::take(&mut self.scratch);
-                self.index.lookup(&key, &mut matched);
+                self.index.lookup(key, &mut matched);
                 let set = if matched.is_empty() {
                     NO_SET
                 } else {
@@ -1091,7 +1096,7 @@ impl Monitor {
                 };
                 self.scratch = matched;
                 if self.config.tuning.match_cache {
-                    self.match_cache.put(&key, set);
+                    self.match_cache.put(key, set);
                 }
                 set
             }
