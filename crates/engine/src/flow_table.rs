@@ -25,7 +25,13 @@ pub(crate) const NO_SET: u32 = u32::MAX;
 pub(crate) const NO_ENTRY: u32 = u32::MAX;
 
 /// Per-flow state kept by the monitor.
+///
+/// Aligned to 32 bytes, so that its 96 bytes span two cache lines, the
+/// two the prefetches name: at the allocator's 16-byte alignment every
+/// other entry spanned three, and the middle one, holding the key's end,
+/// was not prefetched (a fifth of the packet loop at 1 M flows).
 #[derive(Clone, Debug)]
+#[repr(align(32))]
 pub(crate) struct FlowEntry {
     pub(crate) key: FlowKey,
     /// Packet time of the flow's latest packet.
@@ -159,7 +165,7 @@ impl FlowTable {
         };
         let idx = (s as u32).wrapping_sub(1);
         let e = self.entries.as_ptr().wrapping_add(idx as usize);
-        // An entry (~100 bytes) spans two or three lines: load its first and last.
+        // An entry (96 bytes, 32-aligned) spans two lines: load its first and last.
         prefetch(e);
         prefetch(e.wrapping_add(1).cast::<u8>().wrapping_sub(1));
         Some(idx)
@@ -307,6 +313,19 @@ impl FlowTable {
 mod tests {
     use super::*;
     use std::net::{IpAddr, Ipv4Addr};
+
+    /// The two lines [`FlowTable::prefetch_entry`] loads hold every entry.
+    #[test]
+    fn an_entry_spans_two_lines() {
+        assert_eq!(std::mem::size_of::<FlowEntry>(), 96);
+        let t = FlowTable::new(1_000, false);
+        let base = t.entries.as_ptr() as usize;
+        assert_eq!(base % 32, 0);
+        for i in 0..8 {
+            let start = base + i * std::mem::size_of::<FlowEntry>();
+            assert_eq!(start / 64 + 1, (start + 95) / 64, "entry {i}");
+        }
+    }
 
     fn key(i: u32) -> FlowKey {
         FlowKey::new(

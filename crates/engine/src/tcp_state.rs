@@ -81,7 +81,7 @@ impl TcpStates {
     /// A fresh state starting at `isn`; its index.
     #[inline]
     pub(crate) fn alloc(&mut self, isn: u32) -> u32 {
-        match self.free.pop() {
+        let i = match self.free.pop() {
             Some(i) => {
                 if let Some(st) = self.states.get_mut(i as usize) {
                     st.restart(isn);
@@ -92,7 +92,12 @@ impl TcpStates {
                 self.states.push(TcpState::new(isn));
                 (self.states.len() - 1) as u32
             }
-        }
+        };
+        // The state the next new connection takes is out of cache (freed
+        // long ago, or never written), and its first segment writes it:
+        // start loading it now, as the flow table does its next entry.
+        self.prefetch(self.free.last().copied().unwrap_or(self.states.len() as u32));
+        i
     }
 
     /// The state `*slot` names, a fresh one from `isn` if it names none
