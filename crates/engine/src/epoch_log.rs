@@ -45,7 +45,7 @@
 use clarion_wire::FlowKey;
 
 use crate::huge_pages;
-use crate::prefetch::prefetch;
+use crate::prefetch::prefetch_span;
 
 /// Word of a record holding its epoch's start.
 pub(crate) const TAG: usize = 0;
@@ -263,9 +263,9 @@ impl EpochLog {
     pub(crate) fn prefetch(&self, stride: usize, rec: usize) {
         let base = rec;
         if base + stride <= self.words.len() {
-            let p = self.words.as_ptr();
-            prefetch(p.wrapping_add(base));
-            prefetch(p.wrapping_add(base + stride - 1));
+            // A record (88 bytes in the benchmark) straddles three lines
+            // at a quarter of the offsets.
+            prefetch_span(self.words.as_ptr().wrapping_add(base), stride * std::mem::size_of::<u64>());
         }
     }
 
@@ -274,9 +274,7 @@ impl EpochLog {
     /// sweep read an epoch ago).
     #[inline]
     pub(crate) fn prefetch_tail(&self, stride: usize) {
-        let p = self.words.as_ptr().wrapping_add(self.words.len());
-        prefetch(p);
-        prefetch(p.wrapping_add(stride - 1));
+        prefetch_span(self.words.as_ptr().wrapping_add(self.words.len()), stride * std::mem::size_of::<u64>());
     }
 }
 

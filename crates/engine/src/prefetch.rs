@@ -19,9 +19,27 @@ pub fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// Hints the CPU to bring every line of `[p, p + len)` into every cache
+/// level: the first and last element alone miss the middle line of an
+/// object that straddles three.
+#[inline(always)]
+pub fn prefetch_span<T>(p: *const T, len: usize) {
+    const LINE: usize = 64;
+    let start = p as usize & !(LINE - 1);
+    let end = (p as usize).wrapping_add(len.max(1) - 1);
+    let mut line = start;
+    while line <= end {
+        prefetch(line as *const u8);
+        line = line.wrapping_add(LINE);
+        if line == 0 {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::prefetch;
+    use super::{prefetch, prefetch_span};
 
     #[test]
     fn prefetch_is_a_hint_for_any_address() {
@@ -30,5 +48,8 @@ mod tests {
         prefetch(v.as_ptr().wrapping_add(1 << 40));
         prefetch(std::ptr::null::<u8>());
         assert_eq!(v.iter().sum::<u64>(), 112, "values are untouched");
+        prefetch_span(v.as_ptr(), 128);
+        prefetch_span(usize::MAX as *const u8, 4096);
+        prefetch_span(std::ptr::null::<u8>(), 0);
     }
 }
