@@ -25,16 +25,16 @@ pub fn prefetch<T>(p: *const T) {
 #[inline(always)]
 pub fn prefetch_span<T>(p: *const T, len: usize) {
     const LINE: usize = 64;
-    let start = p as usize & !(LINE - 1);
-    let end = (p as usize).wrapping_add(len.max(1) - 1);
-    let mut line = start;
-    while line <= end {
-        prefetch(line as *const u8);
-        line = line.wrapping_add(LINE);
-        if line == 0 {
-            break;
-        }
+    let p = p.cast::<u8>();
+    let last = len.max(1) - 1;
+    prefetch(p);
+    // `p + k * 64` falls in each following line once, up to the last.
+    let mut off = LINE;
+    while off < last {
+        prefetch(p.wrapping_add(off));
+        off += LINE;
     }
+    prefetch(p.wrapping_add(last));
 }
 
 #[cfg(test)]
