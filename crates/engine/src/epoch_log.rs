@@ -265,7 +265,10 @@ impl EpochLog {
         if base + stride <= self.words.len() {
             // A record (88 bytes in the benchmark) straddles three lines
             // at a quarter of the offsets.
-            prefetch_span(self.words.as_ptr().wrapping_add(base), stride * std::mem::size_of::<u64>());
+            prefetch_span(
+                self.words.as_ptr().wrapping_add(base),
+                stride * std::mem::size_of::<u64>(),
+            );
         }
     }
 
@@ -274,7 +277,10 @@ impl EpochLog {
     /// sweep read an epoch ago).
     #[inline]
     pub(crate) fn prefetch_tail(&self, stride: usize) {
-        prefetch_span(self.words.as_ptr().wrapping_add(self.words.len()), stride * std::mem::size_of::<u64>());
+        prefetch_span(
+            self.words.as_ptr().wrapping_add(self.words.len()),
+            stride * std::mem::size_of::<u64>(),
+        );
     }
 }
 

@@ -159,7 +159,7 @@ impl FlowTable {
                 break s;
             }
             i += 1;
-            if i % PER_LINE == 0 {
+            if i.is_multiple_of(PER_LINE) {
                 return None;
             }
         };

@@ -309,7 +309,10 @@ mod tests {
             let mut chances = Vec::new();
             for (j, event) in set.text.split("\nevent ").skip(1).enumerate() {
                 let g = j as u32 / t.per_packet;
-                let when = event.lines().find_map(|l| l.trim().strip_prefix("when ")).unwrap();
+                let when = event
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("when "))
+                    .unwrap();
                 let (stat, threshold) = when.split_once(" > ").unwrap();
                 let threshold: u64 = threshold.parse().unwrap();
                 let payload = w.payload_len(layout::proto(g)) as u64;
@@ -332,8 +335,10 @@ mod tests {
             // a flow has 0.15 packets a window, and a threshold of one
             // packet (z = 2) fires for 1% of flow-windows, 7% of packets.
             // A volume threshold below one packet's volume made it 0.42.
-            assert!(per_packet < 0.15, "{flows} flows: {per_packet:.4} reports a packet");
-
+            assert!(
+                per_packet < 0.15,
+                "{flows} flows: {per_packet:.4} reports a packet"
+            );
         }
     }
 
