@@ -307,6 +307,48 @@ fn publish_plain(url: &str, subject: &str, payload: Vec<u8>) {
     });
 }
 
+/// Answers the polls sent to `host` for the next 3 s with `value` for each
+/// group and `packets` counted in the window; the number of polls answered.
+/// Subscribed when it returns.
+fn answer_polls_as(url: &str, host: &str, value: f64, packets: u64) -> std::thread::JoinHandle<usize> {
+    use clarion_nats::protocol::{decode, encode, Answer, PollRequest};
+    use futures_util::StreamExt;
+    let (url, subject) = (url.to_string(), format!("clarion.host.{host}.poll"));
+    let (ready, subscribed) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let client = async_nats::connect(&url).await.expect("connects");
+            let mut sub = client.subscribe(subject.clone()).await.expect("subscribes");
+            client.flush().await.expect("flush");
+            let _ = ready.send(());
+            let mut answered = 0;
+            let until = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+            while let Ok(Some(msg)) = tokio::time::timeout_at(until, sub.next()).await {
+                let reqs: Vec<PollRequest> = decode(&subject, &msg.payload).expect("polls");
+                let answers: Vec<Answer> = reqs
+                    .iter()
+                    .map(|_| Answer::Counted {
+                        values: Some(vec![value]),
+                        packets,
+                    })
+                    .collect();
+                if let Some(reply) = msg.reply {
+                    client.publish(reply, encode(&answers)).await.expect("answers");
+                    client.flush().await.expect("flush");
+                    answered += reqs.len();
+                }
+            }
+            answered
+        })
+    });
+    subscribed.recv().expect("subscribed");
+    handle
+}
+
 #[test]
 fn what_a_host_cannot_have_seen_is_refused_and_counted() {
     use clarion_nats::protocol::{encode, Up};
@@ -332,7 +374,7 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
             "--metrics",
             &metrics,
             "--duration",
-            "4s",
+            "7s",
         ],
     );
     std::thread::sleep(std::time::Duration::from_millis(800));
@@ -410,7 +452,18 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
     for up in &forgeries {
         publish_plain(&url, "clarion.up.web-1", encode(up).to_vec());
     }
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // A sound report (20 KB of 100 packets, over web-1's share of 40 KB)
+    // starts a decision: the manager polls the other hosts, and a forger
+    // answering for web-2 claims 100 KB in a window in which it counted 1
+    // packet. Refused: the decision stays below 40 KB, nothing is reported.
+    let forger = answer_polls_as(&url, "web-2", 1e5, 1);
+    let mut sound = forged(good, group(), 2e4, "web-1");
+    if let Up::Satisfied { report, .. } = &mut sound {
+        report.completeness.packets = 100;
+    }
+    publish_plain(&url, "clarion.up.web-1", encode(&sound).to_vec());
+    assert!(forger.join().expect("forger") >= 1, "the manager polled web-2");
+    std::thread::sleep(std::time::Duration::from_millis(500));
     let page = http_get(metrics_port, "/metrics");
     let out = wait(mgr, "the manager", std::time::Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -418,7 +471,7 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
     assert!(err.contains("refused a message of host web-1"), "named: {err}");
     assert!(
         err.contains(
-            "11 host reports and answers refused as impossible: 1 beyond_its_counters, 2 beyond_the_link, \
+            "12 host reports and answers refused as impossible: 2 beyond_its_counters, 2 beyond_the_link, \
              1 future_window, 1 impossible_value, 1 not_a_window, 4 wrong_group, 1 wrong_origin"
         ),
         "counted by reason: {err}"
@@ -436,6 +489,9 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
         let line = format!("clarion_host_refused_total{{host=\"web-1\",reason=\"{reason}\"}} {n}\n");
         assert!(page.contains(&line), "{line} in:\n{page}");
     }
+    // The forged answer is web-2's.
+    let line = "clarion_host_refused_total{host=\"web-2\",reason=\"beyond_its_counters\"} 1\n";
+    assert!(page.contains(line), "{line} in:\n{page}");
     assert!(out.stdout.is_empty(), "nothing decided from them: {err}");
 }
 

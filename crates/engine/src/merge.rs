@@ -308,6 +308,8 @@ pub struct Merger {
     pending: BTreeMap<(u64, u64, TriggerId), Pending>,
     /// Traffic per epoch start, summed over the workers.
     epochs: BTreeMap<u64, Completeness>,
+    /// Epochs starting before this are no longer in `epochs`.
+    epochs_known_from: u64,
     /// When some worker was blind, back to the oldest window still pending.
     blind: BlindSpans,
     /// Triggers some worker removed, until the merger forgets them.
@@ -333,6 +335,7 @@ impl Merger {
             max_interval_ns: 0,
             pending: BTreeMap::new(),
             epochs: BTreeMap::new(),
+            epochs_known_from: 0,
             blind: BlindSpans::default(),
             removed: Vec::new(),
             released_to: 0,
@@ -584,11 +587,24 @@ impl Merger {
         // Windows still to come end after `to`, so start after `to` minus
         // the longest interval (a trigger installed later starts later).
         if to == u64::MAX {
-            self.epochs.clear();
+            // The end of input: the epochs kept stay for polls, as a
+            // monitor's do.
             self.blind.clear();
         } else {
             let keep_from = to.saturating_sub(self.max_interval_ns);
-            self.epochs = self.epochs.split_off(&keep_from);
+            // Polls ask for the traffic of every kept window
+            // (`window_values`): the epochs reach back over them.
+            let kept = self.config.history_windows.max(1) as u64 + 1;
+            let log_from = to.saturating_sub(self.max_interval_ns.saturating_mul(kept));
+            self.epochs = self.epochs.split_off(&log_from);
+            self.epochs_known_from = self.epochs_known_from.max(log_from);
+            while self.epochs.len() > crate::monitor::POLL_EPOCHS
+                && self.epochs.first_key_value().is_some_and(|(&e, _)| e < keep_from)
+            {
+                if let Some((e, _)) = self.epochs.pop_first() {
+                    self.epochs_known_from = self.epochs_known_from.max(e + 1);
+                }
+            }
             self.blind.forget_to(keep_from);
         }
         self.forget_removed(to);
@@ -686,13 +702,28 @@ impl Merger {
             return known.then(|| WindowValues {
                 window,
                 groups: Vec::new(),
+                packets: self.window_packets(window),
             });
         };
         let mut groups: Vec<(GroupKey, Vec<f64>)> = groups
             .map(|(g, v)| (report_group(g, &trig.spec.granularity), v.to_vec()))
             .collect();
         groups.sort_by_key(|g| g.0);
-        Some(WindowValues { window, groups })
+        Some(WindowValues {
+            window,
+            groups,
+            packets: self.window_packets(window),
+        })
+    }
+
+    /// The host's packets in released window `w`, while its epochs are kept.
+    fn window_packets(&self, w: Window) -> Option<u64> {
+        (w.start_ns >= self.epochs_known_from && w.end_ns <= self.released_to).then(|| {
+            self.epochs
+                .range(w.start_ns..w.end_ns)
+                .map(|(_, c)| c.packets)
+                .sum()
+        })
     }
 }
 
@@ -706,7 +737,11 @@ pub fn join_window_values(parts: impl IntoIterator<Item = Option<WindowValues>>)
         let part = part?;
         match &mut joined {
             None => joined = Some(part),
-            Some(j) if j.window == part.window => j.groups.extend(part.groups),
+            Some(j) if j.window == part.window => {
+                j.groups.extend(part.groups);
+                // The host's packets are every worker's.
+                j.packets = j.packets.zip(part.packets).map(|(a, b)| a + b);
+            }
             Some(_) => return None,
         }
     }

@@ -93,6 +93,8 @@ pub struct Monitor {
     /// longest interval: a window's completeness is the sum over its epochs,
     /// so triggers without data in an epoch need no work for it.
     epoch_log: VecDeque<(u64, Completeness)>,
+    /// Epochs starting before this are no longer in `epoch_log`.
+    epochs_known_from: u64,
     /// Longest installed interval (how far back `epoch_log` reaches).
     max_interval_ns: u64,
     /// Longest interval and gcd of the intervals of the installed triggers (0, 0 without any).
@@ -231,6 +233,7 @@ impl Monitor {
             epoch_start: 0,
             epoch_seq: 0,
             epoch_log: VecDeque::new(),
+            epochs_known_from: 0,
             max_interval_ns: epoch_ns,
             intervals: (0, 0),
             open_list: Vec::new(),
@@ -1415,14 +1418,7 @@ impl Monitor {
                 continue;
             }
             // The traffic of every epoch of the window, on this monitor.
-            let mut completeness = Completeness::default();
-            for (_, c) in self
-                .epoch_log
-                .iter()
-                .filter(|(e, _)| (w.start_ns..end).contains(e))
-            {
-                completeness.add_counts(c);
-            }
+            let mut completeness = traffic(&self.epoch_log, w.start_ns, end);
             // Observed in full: the input neither started nor ended inside
             // it, nor was the driver blind during it.
             completeness.complete =
@@ -1475,12 +1471,23 @@ impl Monitor {
         // Windows ending by the next epoch's start are closed; at the end of
         // input, all are.
         self.closed_to = s.next_start.unwrap_or(u64::MAX);
-        let keep_from = s
-            .next_start
-            .unwrap_or(s.epoch_end)
-            .saturating_sub(self.max_interval_ns);
-        while self.epoch_log.front().is_some_and(|(e, _)| *e < keep_from) {
+        let base = s.next_start.unwrap_or(s.epoch_end);
+        let keep_from = base.saturating_sub(self.max_interval_ns);
+        // Polls ask for the traffic of every kept window
+        // (`window_values`): the log reaches back over them.
+        let kept = self.config.history_windows.max(1) as u64 + 1;
+        let log_from = base.saturating_sub(self.max_interval_ns.saturating_mul(kept));
+        while self.epoch_log.front().is_some_and(|(e, _)| *e < log_from) {
             self.epoch_log.pop_front();
+        }
+        self.epochs_known_from = self.epochs_known_from.max(log_from);
+        // At most `POLL_EPOCHS` beyond the windows still to close.
+        while self.epoch_log.len() > POLL_EPOCHS
+            && self.epoch_log.front().is_some_and(|(e, _)| *e < keep_from)
+        {
+            if let Some((e, _)) = self.epoch_log.pop_front() {
+                self.epochs_known_from = self.epochs_known_from.max(e + 1);
+            }
         }
         // The swept epoch too: its driver may still ask for its blind time.
         self.blind.forget_to(keep_from.min(s.epoch_start));
@@ -1622,6 +1629,7 @@ impl Monitor {
             return Some(WindowValues {
                 window,
                 groups: groups_of(&mut groups),
+                packets: self.window_packets(window),
             });
         }
         // Windows tested flow by flow are in the recent epochs (once swept).
@@ -1635,6 +1643,7 @@ impl Monitor {
                 return Some(WindowValues {
                     window: e.window(),
                     groups,
+                    packets: self.window_packets(e.window()),
                 });
             }
         }
@@ -1657,13 +1666,22 @@ impl Monitor {
             && window_start_ns >= known_from
             && window_start_ns < t.end_ns()
             && end <= self.closed_to;
+        let window = Window {
+            start_ns: window_start_ns,
+            end_ns: end,
+        };
         known.then(|| WindowValues {
-            window: Window {
-                start_ns: window_start_ns,
-                end_ns: end,
-            },
+            window,
             groups: Vec::new(),
+            packets: self.window_packets(window),
         })
+    }
+
+    /// This monitor's packets in closed window `w`, while its epochs are
+    /// still in the log.
+    fn window_packets(&self, w: Window) -> Option<u64> {
+        (w.start_ns >= self.epochs_known_from && w.end_ns <= self.closed_to)
+            .then(|| traffic(&self.epoch_log, w.start_ns, w.end_ns).packets)
     }
 
     /// Records of flows kept for a trigger (some maybe moved away or
@@ -1674,6 +1692,22 @@ impl Monitor {
         let sets = self.sets.iter().filter(|s| s.position(id).is_some());
         Some(sets.map(|s| s.log_len(0) + s.log_len(1)).sum())
     }
+}
+
+/// Epochs whose traffic a monitor or merger keeps for polls, at most
+/// (beyond those of windows still open): ~6 MB of counts, 655 s of 10 ms
+/// epochs. A poll for an older window is answered without the count.
+pub(crate) const POLL_EPOCHS: usize = 1 << 16;
+
+/// The traffic of the epochs of `log` (in start order) that start in
+/// `[start_ns, end_ns)`, summed.
+fn traffic(log: &VecDeque<(u64, Completeness)>, start_ns: u64, end_ns: u64) -> Completeness {
+    let from = log.partition_point(|(e, _)| *e < start_ns);
+    let mut c = Completeness::default();
+    for (_, counts) in log.range(from..).take_while(|(e, _)| *e < end_ns) {
+        c.add_counts(counts);
+    }
+    c
 }
 
 /// `a == b`, testing the ports first: consecutive packets of different

@@ -279,6 +279,11 @@ pub struct WindowValues {
     /// Each group, in key order, with its values: one per aggregate in the
     /// order of [`EventSpec::aggregates`], then the state values.
     pub groups: Vec<(GroupKey, Vec<f64>)>,
+    /// The host's packets in the window (every IP packet its monitor
+    /// handled, of the event or not, as a report's completeness counts
+    /// them), while it still knows them: what an event manager holds a
+    /// poll's answer to.
+    pub packets: Option<u64>,
 }
 
 /// The predicate when it is one threshold on the trigger's only value, an

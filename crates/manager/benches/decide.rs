@@ -79,7 +79,7 @@ fn bench(c: &mut Criterion) {
                     };
                     let (polls, _) = m.satisfied(id, 0, &r).expect("satisfied");
                     for p in polls {
-                        if let Ok(Some(d)) = m.answer(&p, Some(vec![250.0])) {
+                        if let Ok(Some(d)) = m.answer(&p, Some(vec![250.0]), None) {
                             fired += usize::from(d.report.is_some());
                         }
                     }

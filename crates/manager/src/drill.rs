@@ -142,7 +142,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
         let (polls, _) = m.satisfied(event, 0, &report).expect("satisfied");
         let mut d = None;
         for p in polls {
-            d = m.answer(&p, Some(vec![0.0])).expect("answer");
+            d = m.answer(&p, Some(vec![0.0]), None).expect("answer");
         }
         d.expect("decided")
     }

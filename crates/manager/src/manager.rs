@@ -387,7 +387,7 @@ impl Manager {
             });
         }
         // Last, so that a report failing an earlier check keeps its reason.
-        check_own_counts(e, &values, &report.completeness, interval_ns)?;
+        check_own_counts(e, &values, report.completeness.packets, interval_ns)?;
         let n = e.hosts.len();
         let hosts = e.hosts.clone();
         let key = (event, report.window.start_ns, report.group);
@@ -428,18 +428,25 @@ impl Manager {
     }
 
     /// A host's answer to a poll: its values of the split's needs for the
-    /// group (`None` when it had no packets of the group). Returns the
-    /// decision when this was the last answer missing.
+    /// group (`None` when it had no packets of the group) and, when it
+    /// still knew them, its packets in the window, which bound the values
+    /// as a satisfaction report's completeness does. Returns the decision
+    /// when this was the last answer missing.
     pub fn answer(
         &mut self,
         poll: &Poll,
         values: Option<Vec<f64>>,
+        packets: Option<u64>,
     ) -> Result<Option<Decision>, ManagerError> {
         let e = self
             .event(poll.event)
             .ok_or(ManagerError::UnknownEvent(poll.event))?;
+        let interval_ns = e.split.local.interval_ns;
         if let Some(v) = &values {
-            check_values(e, v, e.split.local.interval_ns)?;
+            check_values(e, v, interval_ns)?;
+            if let Some(packets) = packets {
+                check_own_counts(e, v, packets, interval_ns)?;
+            }
         }
         let Some(slot) = e.hosts.iter().position(|&h| h == poll.host) else {
             return Ok(None);
@@ -607,10 +614,10 @@ fn most_in(call: &AggCall, window_ns: u64) -> Option<f64> {
     })
 }
 
-/// A satisfaction report's values against the host's own count of the
-/// window's packets, which the same report carries (its completeness: every
-/// IP packet the host's monitor handled in the window, of the event or
-/// not). A group's packets are some of those: `count(...)` and
+/// A satisfaction report's or poll answer's values against the host's own
+/// count of the window's packets, which the same message carries (a
+/// report's completeness: every IP packet the host's monitor handled in the
+/// window, of the event or not). A group's packets are some of those: `count(...)` and
 /// `sum(packets)` are at most that many, `sum(volume)` and `sum(size)` at
 /// most that many largest packets. The count itself is held to what a link
 /// carries. A host that lies about both its values and its count stays
@@ -619,10 +626,10 @@ fn most_in(call: &AggCall, window_ns: u64) -> Option<f64> {
 fn check_own_counts(
     e: &NetworkEvent,
     values: &[f64],
-    c: &Completeness,
+    counted: u64,
     window_ns: u64,
 ) -> Result<(), ManagerError> {
-    let packets = c.packets as f64;
+    let packets = counted as f64;
     if packets > window_ns as f64 * MAX_PACKETS_PER_NS {
         return Err(ManagerError::BeyondTheLink {
             aggregate: "packets counted".into(),
@@ -640,7 +647,7 @@ fn check_own_counts(
             return Err(ManagerError::BeyondItsCounters {
                 aggregate: call.to_string(),
                 value: v,
-                packets: c.packets,
+                packets: counted,
             });
         }
     }
@@ -839,7 +846,7 @@ mod tests {
         assert_eq!(polls[0].host, 1);
         // Host b had 120: 320 > 300 network-wide.
         let d = m
-            .answer(&polls[0], Some(vec![120.0]))
+            .answer(&polls[0], Some(vec![120.0]), None)
             .expect("answer")
             .expect("decided");
         let r = d.report.expect("fires");
@@ -850,7 +857,7 @@ mod tests {
         assert_eq!((d.answered, d.missing), (vec![0, 1], vec![]));
         assert_eq!(m.pending(), 0);
         // A late duplicate answer is ignored.
-        assert_eq!(m.answer(&polls[0], Some(vec![1.0])).expect("answer"), None);
+        assert_eq!(m.answer(&polls[0], Some(vec![1.0]), None).expect("answer"), None);
     }
 
     #[test]
@@ -858,7 +865,7 @@ mod tests {
         let mut m = Manager::new("mgr", inventory());
         let (id, _) = m.install(&spike()).expect("installs");
         let (polls, _) = m.satisfied(id, 0, &report("a", 160.0)).expect("satisfied");
-        let d = m.answer(&polls[0], None).expect("answer").expect("decided");
+        let d = m.answer(&polls[0], None, None).expect("answer").expect("decided");
         assert_eq!(d.report, None, "160 alone is not above 300");
         // Host b never answers (next window): the transport expires the decision.
         let mut late = report("a", 400.0);
@@ -1049,10 +1056,13 @@ mod tests {
         assert_eq!(m.pending(), 0, "nothing refused starts a decision");
         let (polls, _) = m.satisfied(id, 0, &report("a", 400.0)).expect("valid");
         assert!(
-            m.answer(&polls[0], Some(vec![-5.0])).is_err(),
+            m.answer(&polls[0], Some(vec![-5.0]), None).is_err(),
             "a poll's answer too"
         );
-        assert!(m.answer(&polls[0], Some(vec![5.0])).expect("valid").is_some());
+        assert!(m
+            .answer(&polls[0], Some(vec![5.0]), None)
+            .expect("valid")
+            .is_some());
     }
 
     #[test]
@@ -1102,6 +1112,25 @@ mod tests {
         let e = m.satisfied(cid, 0, &r).expect_err("8 of 7 packets");
         assert_eq!(e.refusal(), Some("beyond_its_counters"), "{e}");
         assert_eq!(m.pending(), 1, "only the sound report started a decision");
+    }
+
+    #[test]
+    fn a_poll_answer_beyond_the_hosts_own_count_is_refused() {
+        let mut m = Manager::new("mgr", inventory());
+        let (id, _) = m.install(&spike()).expect("installs");
+        let (polls, _) = m.satisfied(id, 0, &report("a", 400.0)).expect("valid");
+        // 3 packets in the window: at most 3 of the largest IP packets.
+        let e = m
+            .answer(&polls[0], Some(vec![3.0 * 65_575.0 + 1.0]), Some(3))
+            .expect_err("refused");
+        assert_eq!(e.refusal(), Some("beyond_its_counters"), "{e}");
+        let e = m
+            .answer(&polls[0], Some(vec![5.0]), Some(20_000_001))
+            .expect_err("no link carries it");
+        assert_eq!(e.refusal(), Some("beyond_the_link"), "{e}");
+        assert_eq!(m.pending(), 1, "refused answers count as none");
+        let d = m.answer(&polls[0], Some(vec![3.0 * 65_575.0]), Some(3));
+        assert!(d.expect("sound").is_some(), "decided with the sound answer");
     }
 
     #[test]

@@ -152,16 +152,18 @@ impl ManagerLoop {
     }
 
     /// `poll.host` answered: its values (`None`: it had no packets of the
-    /// group). An answer the event's aggregates cannot have is refused
-    /// (the error says why) and counts as no answer.
+    /// group) and, if it still knew them, its packets in the window. An
+    /// answer the event's aggregates cannot have, or beyond those packets,
+    /// is refused (the error says why) and counts as no answer.
     pub fn answered(
         &mut self,
         manager: &mut Manager,
         poll: &Poll,
         values: Option<Vec<f64>>,
+        packets: Option<u64>,
         out: &mut Vec<Effect>,
     ) -> Result<(), ManagerError> {
-        let (d, refused) = match manager.answer(poll, values) {
+        let (d, refused) = match manager.answer(poll, values, packets) {
             Ok(d) => (d, Ok(())),
             Err(e) => {
                 self.counters.unanswered += 1;
@@ -390,10 +392,10 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
         assert_eq!(p.len(), 2, "host b polled for each window");
         let mut out = Vec::new();
         // The later window's answer first: decided, but held back.
-        l.answered(&mut m, &p[1], Some(vec![5.0]), &mut out)
+        l.answered(&mut m, &p[1], Some(vec![5.0]), None, &mut out)
             .expect("valid");
         assert!(reports(&out).is_empty(), "held: {out:?}");
-        l.answered(&mut m, &p[0], None, &mut out).expect("valid");
+        l.answered(&mut m, &p[0], None, None, &mut out).expect("valid");
         assert_eq!(reports(&out), vec![(0, 150.0), (10, 165.0)]);
         assert!(!l.waiting(&m));
         let c = l.counters();

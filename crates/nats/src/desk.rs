@@ -227,7 +227,10 @@ impl<R> HostDesk<R> {
             .find(|(g, _)| *g == req.group)
             .and_then(|(_, v)| v.get(..l.needs))
             .map(<[f64]>::to_vec);
-        Some(Answer::Values(values))
+        Some(match wv.packets.filter(|_| req.counts) {
+            Some(packets) => Answer::Counted { values, packets },
+            None => Answer::Values(values),
+        })
     }
 }
 
@@ -294,6 +297,7 @@ mod tests {
             event: 7,
             window_start_ns: T0,
             group: group(),
+            counts: true,
         };
         assert_eq!(desk.poll(&m, vec![req.clone()], "r1"), None, "window still open");
         assert_eq!(desk.deferred(), 1);
@@ -301,9 +305,24 @@ mod tests {
         m.process(&packet(T0 + 10 * MS, 500), &mut out);
         assert_eq!(
             desk.ready(&m),
-            vec![("r1", vec![Answer::Values(Some(vec![60.0]))])]
+            vec![(
+                "r1",
+                vec![Answer::Counted {
+                    values: Some(vec![60.0]),
+                    packets: 1
+                }]
+            )]
         );
         assert_eq!(desk.deferred(), 0);
+        // A manager that does not ask for counts gets values only.
+        let plain = PollRequest {
+            counts: false,
+            ..req.clone()
+        };
+        assert_eq!(
+            desk.poll(&m, vec![plain], "r0"),
+            Some(("r0", vec![Answer::Values(Some(vec![60.0]))]))
+        );
         // The next window's report (500 > 100) is a satisfaction report for event 7.
         m.finish(&mut out);
         assert_eq!(out.len(), 1);
@@ -322,9 +341,15 @@ mod tests {
             Some((
                 "r2",
                 vec![
-                    Answer::Values(None),
+                    Answer::Counted {
+                        values: None,
+                        packets: 1
+                    },
                     Answer::UnknownEvent,
-                    Answer::Values(Some(vec![60.0]))
+                    Answer::Counted {
+                        values: Some(vec![60.0]),
+                        packets: 1
+                    }
                 ]
             )),
             "a batch is answered in order"
@@ -353,6 +378,7 @@ mod tests {
             event: 3,
             window_start_ns: T0 + at * MS,
             group: group(),
+            counts: true,
         };
         let answers = desk.poll(&m, vec![poll(10), poll(20), poll(40), poll(50)], ());
         let unknown = Answer::Gone;
@@ -362,8 +388,14 @@ mod tests {
                 (),
                 vec![
                     unknown.clone(),
-                    Answer::Values(Some(vec![10.0])),
-                    Answer::Values(Some(vec![10.0])),
+                    Answer::Counted {
+                        values: Some(vec![10.0]),
+                        packets: 1
+                    },
+                    Answer::Counted {
+                        values: Some(vec![10.0]),
+                        packets: 1
+                    },
                     unknown
                 ]
             )),
@@ -384,6 +416,7 @@ mod tests {
             event: 1,
             window_start_ns: T0,
             group: group(),
+            counts: true,
         };
         assert_eq!(desk.poll(&m, vec![req], ()), Some(((), vec![Answer::Gone])));
     }

@@ -188,12 +188,23 @@ pub struct PollRequest {
     pub event: u64,
     pub window_start_ns: u64,
     pub group: GroupKey,
+    /// Answer with the host's packets in the window ([`Answer::Counted`]).
+    /// A manager that holds answers to them asks; one that predates them
+    /// does not (absent: false), and an agent that predates them ignores
+    /// the field and answers [`Answer::Values`], which is still taken.
+    #[serde(default)]
+    pub counts: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Answer {
-    /// The trigger's values for the group (`None`: the host had no packets of it).
+    /// The trigger's values for the group (`None`: the host had no packets
+    /// of it), from a host that no longer knows its traffic in the window.
     Values(Option<Vec<f64>>),
+    /// The values, with the host's packets in the window (every IP packet
+    /// its monitor handled, as a report's completeness counts them): the
+    /// manager holds the values to them, as it does a satisfaction report's.
+    Counted { values: Option<Vec<f64>>, packets: u64 },
     /// The window is older than the host keeps (`--history-windows`).
     Gone,
     /// The host has no trigger of this event.
@@ -335,9 +346,49 @@ mod tests {
             vni in prop::option::of(prop::option::of(any::<u32>())),
         ) {
             let group = GroupKey { src_ip, dst_ip, src_port, dst_port, proto, vlan, vni };
-            let req = PollRequest { event: 1, window_start_ns: 2, group };
+            let req = PollRequest {
+                event: 1,
+                window_start_ns: 2,
+                group,
+                counts: true,
+            };
             prop_assert_eq!(decode::<PollRequest>("s", &encode(&req)).expect("decodes"), req);
         }
+    }
+
+    #[test]
+    fn polls_and_answers_of_older_peers_are_understood() {
+        // A manager from before counted answers: no `counts`.
+        let req = PollRequest {
+            event: 1,
+            window_start_ns: 2,
+            group: GroupKey::default(),
+            counts: true,
+        };
+        let mut old = serde_json::to_value(&req).expect("encodes");
+        old.as_object_mut().expect("an object").remove("counts");
+        let old = serde_json::to_vec(&old).expect("encodes");
+        let req: PollRequest = decode("s", &old).expect("decodes");
+        assert!(!req.counts);
+        // An agent from before them answers values only.
+        let answers: Vec<Answer> =
+            decode("s", br#"[{"Values":[5.0]},{"Values":null},"Gone"]"#).expect("decodes");
+        assert_eq!(
+            answers,
+            vec![
+                Answer::Values(Some(vec![5.0])),
+                Answer::Values(None),
+                Answer::Gone
+            ]
+        );
+        let counted = Answer::Counted {
+            values: Some(vec![5.0]),
+            packets: 3,
+        };
+        assert_eq!(
+            decode::<Answer>("s", &encode(&counted)).expect("decodes"),
+            counted
+        );
     }
 
     #[test]

@@ -1012,6 +1012,7 @@ impl Service {
                         event: p.event as u64,
                         window_start_ns: p.window_start_ns,
                         group: p.group,
+                        counts: true,
                     })
                     .collect();
                 let chunk = chunk.to_vec();
@@ -1035,10 +1036,18 @@ impl Service {
         let mut effects = Vec::new();
         let manager = self.book.manager_mut();
         match o.answer {
-            Some(Answer::Values(v)) => {
+            Some(a @ (Answer::Values(_) | Answer::Counted { .. })) => {
                 self.hosts[host].answered += 1;
                 self.hosts[host].last_seen = Some(Instant::now());
-                if let Err(e) = self.desk.answered(manager, &o.poll, v, &mut effects) {
+                let (values, packets) = match a {
+                    Answer::Counted { values, packets } => (values, Some(packets)),
+                    Answer::Values(values) => (values, None),
+                    _ => (None, None),
+                };
+                if let Err(e) = self
+                    .desk
+                    .answered(manager, &o.poll, values, packets, &mut effects)
+                {
                     self.refused(host, &e);
                 }
             }

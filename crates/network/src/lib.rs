@@ -287,9 +287,13 @@ impl Network {
         while let Some(effect) = queue.pop_front() {
             match effect {
                 Effect::Poll(poll) => {
-                    let values = self.answer(&poll);
-                    // The hosts' own monitors answer: nothing to refuse.
-                    let _ = self.desk.answered(&mut self.manager, &poll, values, &mut more);
+                    let (values, packets) = self.answer(&poll);
+                    // The hosts' own monitors answer: nothing to refuse (a
+                    // refusal would be an answer lost, and the decisions
+                    // would differ from the reference's).
+                    let _ = self
+                        .desk
+                        .answered(&mut self.manager, &poll, values, packets, &mut more);
                 }
                 Effect::Install(Instance {
                     event,
@@ -362,14 +366,25 @@ impl Network {
 
     /// A host's values for a poll: its group's aggregates in the window, or
     /// `None` when it had no packets of the group.
-    fn answer(&self, poll: &Poll) -> Option<Vec<f64>> {
-        let name = &self.manager.event(poll.event)?.split.network().name;
-        let inst = self.installed(name, poll.window_start_ns)?;
-        let id = inst.triggers.get(poll.host).copied().flatten()?;
-        let needs = self.manager.event(poll.event)?.split.needs.len();
-        let wv = self.monitors[poll.host].window_values(id, poll.window_start_ns)?;
-        let (_, values) = wv.groups.iter().find(|(g, _)| *g == poll.group)?;
-        values.get(..needs).map(<[f64]>::to_vec)
+    /// A host's answer to `poll`: its values, and its packets in the window.
+    fn answer(&self, poll: &Poll) -> (Option<Vec<f64>>, Option<u64>) {
+        let wv = (|| {
+            let name = &self.manager.event(poll.event)?.split.network().name;
+            let inst = self.installed(name, poll.window_start_ns)?;
+            let id = inst.triggers.get(poll.host).copied().flatten()?;
+            self.monitors[poll.host].window_values(id, poll.window_start_ns)
+        })();
+        let Some(wv) = wv else {
+            return (None, None);
+        };
+        let needs = self.manager.event(poll.event).map_or(0, |e| e.split.needs.len());
+        let values = wv
+            .groups
+            .iter()
+            .find(|(g, _)| *g == poll.group)
+            .and_then(|(_, v)| v.get(..needs))
+            .map(<[f64]>::to_vec);
+        (values, wv.packets)
     }
 
     /// Moves every host's health records kept since the last call into

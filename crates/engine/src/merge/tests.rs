@@ -327,6 +327,9 @@ fn window_values_are_the_host_s() {
     let first = m.window_values(0, T0).unwrap();
     assert_eq!(first.groups.len(), 1);
     assert_eq!(first.groups[0].1, vec![157.0]);
+    assert_eq!(first.packets, Some(3), "both workers' packets of the window");
+    let joined = join_window_values(ws.iter().map(|w| w.window_values(1, T0)));
+    assert_eq!(joined.and_then(|j| j.packets), Some(3));
     assert_eq!(m.window_values(1, T0), None, "tested on the workers");
     assert_eq!(m.window_values(7, T0), None);
 }

@@ -315,6 +315,46 @@ fn windows_without_data_are_known_empty_once_closed() {
     );
 }
 
+/// A kept window's values come with the monitor's packets in it (every
+/// packet, of the event or not), while its epochs are logged.
+#[test]
+fn kept_windows_carry_the_packets_of_their_epochs() {
+    let mut m = Monitor::new(polled());
+    // Per source /24: kept in the trigger's history (16 windows).
+    let per_src24 = Granularity {
+        src_ip: Some(PrefixLens { v4: 24, v6: 64 }),
+        ..Granularity::default()
+    };
+    let id = m
+        .install(event(
+            "never",
+            gt(agg(AggFunc::Sum, BaseVar::Volume), 1e12),
+            per_src24,
+            10,
+        ))
+        .unwrap();
+    let mut out = Vec::new();
+    for ts in [T0 + MS, T0 + 2 * MS, T0 + 3 * MS, T0 + 31 * MS, T0 + 52 * MS] {
+        m.process(&pkt(ts, 1, (ts / MS % 3) as u16, 7), &mut out);
+    }
+    let packets = |m: &Monitor, start| m.window_values(id, start).and_then(|w| w.packets);
+    assert_eq!(packets(&m, T0), Some(3));
+    assert_eq!(packets(&m, T0 + 10 * MS), Some(0), "known empty");
+    assert_eq!(packets(&m, T0 + 30 * MS), Some(1));
+    assert!(m.window_values(id, T0 + 50 * MS).is_none(), "still open");
+    // Far beyond the event's interval: the log reaches back over the 16
+    // kept windows.
+    for i in 6..16 {
+        m.process(&pkt(T0 + i * 10 * MS + MS, 1, 1, 7), &mut out);
+    }
+    assert_eq!(packets(&m, T0), Some(3), "{:?}", m.window_values(id, T0));
+    for i in 16..40 {
+        m.process(&pkt(T0 + i * 10 * MS + MS, 1, 1, 7), &mut out);
+    }
+    assert!(m.window_values(id, T0).is_none(), "no longer kept");
+    assert_eq!(packets(&m, T0 + 30 * 10 * MS), Some(1));
+}
+
 #[test]
 fn history_keeps_all_groups_of_recent_windows() {
     let cfg = MonitorConfig {
