@@ -602,7 +602,7 @@ impl Merger {
                 && self.epochs.first_key_value().is_some_and(|(&e, _)| e < keep_from)
             {
                 if let Some((e, _)) = self.epochs.pop_first() {
-                    self.epochs_known_from = self.epochs_known_from.max(e + 1);
+                    self.epochs_known_from = self.epochs_known_from.max(e.saturating_add(1));
                 }
             }
             self.blind.forget_to(keep_from);

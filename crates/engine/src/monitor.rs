@@ -89,13 +89,16 @@ pub struct Monitor {
     pending_epoch_ns: Option<u64>,
     epoch_start: u64,
     epoch_seq: u64,
-    /// Traffic of each recent swept epoch (start, counts), back to the
-    /// longest interval: a window's completeness is the sum over its epochs,
-    /// so triggers without data in an epoch need no work for it.
+    /// Traffic of each recent swept epoch (start, counts), back over the
+    /// windows kept for polls (at most [`POLL_EPOCHS`] beyond the open
+    /// ones): a window's completeness is the sum over its epochs, so
+    /// triggers without data in an epoch need no work for it, and a poll's
+    /// answer carries the host's packets in its window.
     epoch_log: VecDeque<(u64, Completeness)>,
     /// Epochs starting before this are no longer in `epoch_log`.
     epochs_known_from: u64,
-    /// Longest installed interval (how far back `epoch_log` reaches).
+    /// Longest installed interval (with the windows kept, how far back
+    /// `epoch_log` reaches).
     max_interval_ns: u64,
     /// Longest interval and gcd of the intervals of the installed triggers (0, 0 without any).
     intervals: (u64, u64),
@@ -1486,7 +1489,7 @@ impl Monitor {
             && self.epoch_log.front().is_some_and(|(e, _)| *e < keep_from)
         {
             if let Some((e, _)) = self.epoch_log.pop_front() {
-                self.epochs_known_from = self.epochs_known_from.max(e + 1);
+                self.epochs_known_from = self.epochs_known_from.max(e.saturating_add(1));
             }
         }
         // The swept epoch too: its driver may still ask for its blind time.
