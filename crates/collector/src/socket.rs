@@ -73,15 +73,20 @@ fn proc_fields(socket: &UdpSocket) -> Option<Vec<String>> {
         return None;
     }
     let inode = st.st_ino.to_string();
-    for table in ["/proc/net/udp", "/proc/net/udp6"] {
-        let Ok(text) = std::fs::read_to_string(table) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
-            if f.get(9) == Some(&inode.as_str()) {
-                return Some(f.into_iter().map(str::to_string).collect());
+    // The kernel hands the table out a page at a time: a socket opened or
+    // closed between two pages shifts the rest, and a line can be skipped
+    // (seen on CI while other sockets came and went). Read it again.
+    for _ in 0..4 {
+        for table in ["/proc/net/udp", "/proc/net/udp6"] {
+            let Ok(text) = std::fs::read_to_string(table) else {
+                continue;
+            };
+            for line in text.lines().skip(1) {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
+                if f.get(9) == Some(&inode.as_str()) {
+                    return Some(f.into_iter().map(str::to_string).collect());
+                }
             }
         }
     }
