@@ -594,8 +594,8 @@ impl Merger {
             let keep_from = to.saturating_sub(self.max_interval_ns);
             // Polls ask for the traffic of every kept window
             // (`window_values`): the epochs reach back over them.
-            let kept = self.config.history_windows.max(1) as u64 + 1;
-            let log_from = to.saturating_sub(self.max_interval_ns.saturating_mul(kept));
+            let log_from =
+                crate::monitor::poll_log_from(to, self.max_interval_ns, self.config.history_windows);
             self.epochs = self.epochs.split_off(&log_from);
             self.epochs_known_from = self.epochs_known_from.max(log_from);
             while self.epochs.len() > crate::monitor::POLL_EPOCHS
@@ -718,12 +718,8 @@ impl Merger {
 
     /// The host's packets in released window `w`, while its epochs are kept.
     fn window_packets(&self, w: Window) -> Option<u64> {
-        (w.start_ns >= self.epochs_known_from && w.end_ns <= self.released_to).then(|| {
-            self.epochs
-                .range(w.start_ns..w.end_ns)
-                .map(|(_, c)| c.packets)
-                .sum()
-        })
+        (w.start_ns >= self.epochs_known_from && w.end_ns <= self.released_to)
+            .then(|| self.completeness(w).packets)
     }
 }
 

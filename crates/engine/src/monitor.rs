@@ -686,6 +686,9 @@ impl Monitor {
                 previous = *h;
                 self.flows.prefetch_slot(*h);
             }
+            // So few flows that what a packet reads stays in the first
+            // caches: prefetching it is only instructions.
+            let ahead = self.flows.len() >= CACHED_FLOWS;
             for (j, (e, &h)) in entries.iter_mut().zip(&hashes[..chunk.len()]).enumerate() {
                 if repeats & (1 << j) != 0 {
                     *e = NO_ENTRY;
@@ -698,7 +701,7 @@ impl Monitor {
                         // and a TCP flow looks for its reverse flow.
                         self.dos.prefetch(h);
                         let key = &chunk[j].key;
-                        if key.proto == 6 && self.flows.len() >= CACHED_FLOWS {
+                        if key.proto == 6 && ahead {
                             self.flows.prefetch_slot(hash_key(&key.reversed()));
                         }
                         NO_ENTRY
@@ -719,9 +722,6 @@ impl Monitor {
             } else {
                 NEAR_AHEAD
             };
-            // So few flows that what a packet reads stays in the first
-            // caches: prefetching it is only instructions.
-            let ahead = self.flows.len() >= CACHED_FLOWS;
             for (j, (p, &h)) in chunk.iter().zip(&hashes).enumerate() {
                 // `set_ahead` ahead, the set's header (its address needs
                 // only the entry); `stats_ahead` ahead, what it locates: the
@@ -1067,9 +1067,9 @@ impl Monitor {
         self.blind.overlap_ns(start_ns, end_ns)
     }
 
-    /// Entry `i` was just inserted for `key` at packet time `t`. What it
-    /// needs of the entry it is given, not read back: the entry's lines are
-    /// still being written, and reading them stalled on it.
+    /// Entry `i` was just inserted for `key` at packet time `t`. The key
+    /// and time are given, not read back from the entry being written
+    /// (reading them stalled on its lines); only its generation is read.
     fn on_new_flow(&mut self, i: u32, key: &FlowKey, t: u64) {
         self.counters.flows_created += 1;
         let gen = self.flows.entries.get(i as usize).map_or(0, |e| e.gen);
@@ -1478,8 +1478,7 @@ impl Monitor {
         let keep_from = base.saturating_sub(self.max_interval_ns);
         // Polls ask for the traffic of every kept window
         // (`window_values`): the log reaches back over them.
-        let kept = self.config.history_windows.max(1) as u64 + 1;
-        let log_from = base.saturating_sub(self.max_interval_ns.saturating_mul(kept));
+        let log_from = poll_log_from(base, self.max_interval_ns, self.config.history_windows);
         while self.epoch_log.front().is_some_and(|(e, _)| *e < log_from) {
             self.epoch_log.pop_front();
         }
@@ -1701,6 +1700,14 @@ impl Monitor {
 /// (beyond those of windows still open): ~6 MB of counts, 655 s of 10 ms
 /// epochs. A poll for an older window is answered without the count.
 pub(crate) const POLL_EPOCHS: usize = 1 << 16;
+
+/// How far back, from `to`, the epochs' traffic is kept for polls: over
+/// every window of the longest interval that `history_windows` keeps, and
+/// the one still open.
+pub(crate) fn poll_log_from(to: u64, max_interval_ns: u64, history_windows: usize) -> u64 {
+    let kept = history_windows.max(1) as u64 + 1;
+    to.saturating_sub(max_interval_ns.saturating_mul(kept))
+}
 
 /// The traffic of the epochs of `log` (in start order) that start in
 /// `[start_ns, end_ns)`, summed.

@@ -1035,15 +1035,15 @@ impl Service {
         let host = o.poll.host;
         let mut effects = Vec::new();
         let manager = self.book.manager_mut();
-        match o.answer {
-            Some(a @ (Answer::Values(_) | Answer::Counted { .. })) => {
+        let answer = match o.answer {
+            Some(Answer::Values(values)) => Ok((values, None)),
+            Some(Answer::Counted { values, packets }) => Ok((values, Some(packets))),
+            other => Err(other),
+        };
+        match answer {
+            Ok((values, packets)) => {
                 self.hosts[host].answered += 1;
                 self.hosts[host].last_seen = Some(Instant::now());
-                let (values, packets) = match a {
-                    Answer::Counted { values, packets } => (values, Some(packets)),
-                    Answer::Values(values) => (values, None),
-                    _ => (None, None),
-                };
                 if let Err(e) = self
                     .desk
                     .answered(manager, &o.poll, values, packets, &mut effects)
@@ -1051,7 +1051,7 @@ impl Service {
                     self.refused(host, &e);
                 }
             }
-            other => {
+            Err(other) => {
                 match other {
                     Some(Answer::Gone) => self.stats.gone += 1,
                     None => self.stats.poll_timeouts += 1,

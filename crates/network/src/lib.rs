@@ -364,17 +364,19 @@ impl Network {
         self.network_events.retain(|_, list| !list.is_empty());
     }
 
-    /// A host's values for a poll: its group's aggregates in the window, or
-    /// `None` when it had no packets of the group.
-    /// A host's answer to `poll`: its values, and its packets in the window.
+    /// The polled host's values of every group of the polled window.
+    fn polled_window(&self, poll: &Poll) -> Option<clarion_engine::WindowValues> {
+        let name = &self.manager.event(poll.event)?.split.network().name;
+        let inst = self.installed(name, poll.window_start_ns)?;
+        let id = inst.triggers.get(poll.host).copied().flatten()?;
+        self.monitors[poll.host].window_values(id, poll.window_start_ns)
+    }
+
+    /// A host's answer to a poll: its group's aggregates in the window
+    /// (`None` when it had no packets of the group), and its packets in
+    /// the window.
     fn answer(&self, poll: &Poll) -> (Option<Vec<f64>>, Option<u64>) {
-        let wv = (|| {
-            let name = &self.manager.event(poll.event)?.split.network().name;
-            let inst = self.installed(name, poll.window_start_ns)?;
-            let id = inst.triggers.get(poll.host).copied().flatten()?;
-            self.monitors[poll.host].window_values(id, poll.window_start_ns)
-        })();
-        let Some(wv) = wv else {
+        let Some(wv) = self.polled_window(poll) else {
             return (None, None);
         };
         let needs = self.manager.event(poll.event).map_or(0, |e| e.split.needs.len());
