@@ -597,7 +597,7 @@ impl Triggers for Merged<'_> {
         self.0.set_end(id, end_ns)
     }
     fn has_event(&self, name: &str) -> bool {
-        self.0.events().any(|(_, n)| n == name)
+        self.0.has_event(name)
     }
     fn closed_to(&self) -> u64 {
         self.0.closed_to()

@@ -148,6 +148,9 @@ pub struct Monitor {
     /// them). Two instances of one name live side by side while the older
     /// one's last windows are swept; they install the same drill-downs.
     drill_parents: FxHashMap<String, Vec<TriggerId>>,
+    /// How many installed triggers have each name ([`Monitor::has_event`]
+    /// in constant time: an agent checks every trigger its manager sends).
+    names: FxHashMap<String, u32>,
     /// Degraded mode (`MonitorConfig::adapt`), see `shed.rs`.
     adapt: Option<shed::Adapt>,
 }
@@ -256,6 +259,7 @@ impl Monitor {
             recent: Recent::default(),
             drill: clarion_drilldown::Book::default(),
             drill_parents: FxHashMap::default(),
+            names: FxHashMap::default(),
             included_gcd: 0,
             config,
         }
@@ -342,6 +346,7 @@ impl Monitor {
                 .or_default()
                 .push(id);
         }
+        *self.names.entry(trigger.spec.name.clone()).or_default() += 1;
         self.index.insert(id, &trigger.rules);
         self.match_cache.reset(self.index.shape());
         let matching: Vec<u32> = self
@@ -377,6 +382,12 @@ impl Monitor {
         self.index.remove(id);
         self.match_cache.reset(self.index.shape());
         self.drill.forget(id);
+        if let Some(n) = self.names.get_mut(&t.spec.name) {
+            *n -= 1;
+            if *n == 0 {
+                self.names.remove(&t.spec.name);
+            }
+        }
         if let Some(ids) = self.drill_parents.get_mut(&t.spec.name) {
             ids.retain(|&x| x != id);
             if ids.is_empty() {
@@ -1593,6 +1604,11 @@ impl Monitor {
     /// input has finished.
     pub fn closed_to(&self) -> u64 {
         self.closed_to
+    }
+
+    /// Whether a trigger of this name is installed.
+    pub fn has_event(&self, name: &str) -> bool {
+        self.names.contains_key(name)
     }
 
     /// Ids and specs of installed triggers.

@@ -40,7 +40,7 @@
 //! until some are installed; a host started without export settings
 //! refuses them.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -223,6 +223,8 @@ pub struct LiveHost {
     started: Instant,
     /// Installed events by trigger id (the same on every worker).
     events: BTreeMap<TriggerId, String>,
+    /// How many installed events have each name ([`LiveHost::has_event`]).
+    names: HashMap<String, u32>,
     /// Interfaces down, by name.
     outages: BTreeMap<String, Outage>,
     outage_count: u64,
@@ -297,6 +299,7 @@ impl LiveHost {
             written: 0,
             started: Instant::now(),
             events: BTreeMap::new(),
+            names: HashMap::new(),
             outages: BTreeMap::new(),
             outage_count: 0,
             down_ns: 0,
@@ -357,7 +360,7 @@ impl LiveHost {
         });
         for s in specs.iter().filter(|s| !s.on_demand) {
             let id = monitor.install(s.clone())?;
-            self.events.insert(id, s.name.clone());
+            self.named(id, &s.name);
         }
         let m = Arc::new(WorkerMetrics::default());
         self.metrics.push(Arc::clone(&m));
@@ -669,7 +672,7 @@ impl LiveHost {
             worker: 0,
             what: "is missing".into(),
         })?;
-        self.events.insert(id, spec.name.clone());
+        self.named(id, &spec.name);
         Ok((id, first))
     }
 
@@ -682,11 +685,28 @@ impl LiveHost {
                 .map_err(|_| gone(w))?;
             replies.push(rx);
         }
-        self.events.remove(&id);
+        if let Some(name) = self.events.remove(&id) {
+            if let Some(n) = self.names.get_mut(&name) {
+                *n -= 1;
+                if *n == 0 {
+                    self.names.remove(&name);
+                }
+            }
+        }
         for (w, rx) in replies.into_iter().enumerate() {
             rx.recv().map_err(|_| gone(w))??;
         }
         Ok(())
+    }
+
+    fn named(&mut self, id: TriggerId, name: &str) {
+        self.events.insert(id, name.to_owned());
+        *self.names.entry(name.to_owned()).or_default() += 1;
+    }
+
+    /// Whether an event of this name is installed.
+    pub fn has_event(&self, name: &str) -> bool {
+        self.names.contains_key(name)
     }
 
     /// The installed events' trigger ids and names.

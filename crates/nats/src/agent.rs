@@ -224,35 +224,72 @@ impl AgentLink {
     }
 }
 
+/// Registers, then takes the host's triggers a page at a time (see
+/// [`Register`]). Each request is tried again until a manager answers or
+/// `opts.register_timeout` has passed since the first.
 async fn register(
     client: &async_nats::Client,
     opts: &AgentOptions,
     waiting: impl FnOnce(),
 ) -> Result<(String, Vec<Trigger>, Option<ExportSet>), NatsError> {
-    let msg = protocol::encode(&Register {
-        host: opts.host.clone(),
-        prefixes: opts.prefixes.clone(),
-    });
     let deadline = Instant::now() + opts.register_timeout;
     let mut waiting = Some(waiting);
+    let mut triggers = Vec::new();
+    let mut first: Option<(String, Option<ExportSet>)> = None;
+    let mut from = None;
+    loop {
+        let msg = protocol::encode(&Register {
+            host: opts.host.clone(),
+            prefixes: opts.prefixes.clone(),
+            pages: true,
+            from,
+        });
+        let reply = request(client, msg, deadline, opts, &mut waiting).await?;
+        match protocol::decode::<RegisterReply>(protocol::REGISTER, &reply)? {
+            RegisterReply::Accepted {
+                manager,
+                triggers: page,
+                exports,
+                next,
+            } => {
+                triggers.extend(page);
+                // The manager and its policies come with the first page.
+                let head = first.get_or_insert((manager, exports));
+                // A page must move on: a manager that answers `next` at or
+                // before what was asked would have the agent ask forever.
+                match next.filter(|&n| from.is_none_or(|f| n > f)) {
+                    Some(n) => from = Some(n),
+                    None => {
+                        let (manager, exports) = std::mem::take(head);
+                        return Ok((manager, triggers, exports));
+                    }
+                }
+            }
+            RegisterReply::Refused { reason } => {
+                return Err(NatsError::Refused {
+                    host: opts.host.clone(),
+                    reason,
+                })
+            }
+        }
+    }
+}
+
+/// One registration request, sent again every 200 ms until a manager
+/// answers or `deadline` passes; `waiting` is called the first time none does.
+async fn request(
+    client: &async_nats::Client,
+    msg: Bytes,
+    deadline: Instant,
+    opts: &AgentOptions,
+    waiting: &mut Option<impl FnOnce()>,
+) -> Result<Bytes, NatsError> {
     loop {
         let req = async_nats::Request::new()
             .payload(msg.clone())
             .timeout(Some(Duration::from_secs(2)));
         match client.send_request(protocol::REGISTER, req).await {
-            Ok(m) => {
-                return match protocol::decode::<RegisterReply>(protocol::REGISTER, &m.payload)? {
-                    RegisterReply::Accepted {
-                        manager,
-                        triggers,
-                        exports,
-                    } => Ok((manager, triggers, exports)),
-                    RegisterReply::Refused { reason } => Err(NatsError::Refused {
-                        host: opts.host.clone(),
-                        reason,
-                    }),
-                };
-            }
+            Ok(m) => return Ok(m.payload),
             Err(e) => {
                 if Instant::now() >= deadline {
                     return Err(NatsError::NoManager(opts.register_timeout));

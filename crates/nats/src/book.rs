@@ -489,8 +489,39 @@ impl EventBook {
 
     /// Every trigger `host` installs.
     pub fn triggers_of(&self, host: HostId) -> Vec<Trigger> {
-        let ids: Vec<EventId> = self.manager.events().map(|(id, _)| id).collect();
-        ids.into_iter().filter_map(|id| self.trigger(id, host)).collect()
+        self.triggers_page(host, 0, usize::MAX).0
+    }
+
+    /// The triggers `host` installs of events from id `from` on, in id
+    /// order, until their encoded size would pass `budget` bytes (at least
+    /// one, whatever its size); and the id of the first event left out,
+    /// if any (a registration a page at a time, see
+    /// [`crate::protocol::Register`]).
+    pub fn triggers_page(
+        &self,
+        host: HostId,
+        from: EventId,
+        budget: usize,
+    ) -> (Vec<Trigger>, Option<EventId>) {
+        let mut page = Vec::new();
+        let mut bytes = 0usize;
+        for (id, _) in self
+            .manager
+            .events()
+            .filter(|(id, e)| *id >= from && e.hosts.contains(&host))
+        {
+            let Some(t) = self.trigger(id, host) else { continue };
+            if budget != usize::MAX {
+                // A trigger is plain data: it always encodes.
+                let size = serde_json::to_vec(&t).map_or(0, |v| v.len());
+                if !page.is_empty() && bytes.saturating_add(size) > budget {
+                    return (page, Some(id));
+                }
+                bytes = bytes.saturating_add(size);
+            }
+            page.push(t);
+        }
+        (page, None)
     }
 
     /// The events placed on `host`, by id: what [`EventBook::triggers_of`]
@@ -573,6 +604,39 @@ mod tests {
     fn book(store: Option<Store>) -> EventBook {
         let inv = Inventory::parse("a 10.0.0.0/24\nb 10.0.1.0/24\nc 10.0.2.0/24\n").expect("inventory");
         EventBook::new(Manager::new("m", inv), store)
+    }
+
+    #[test]
+    fn pages_hold_every_trigger_once_in_order_within_the_budget() {
+        let mut b = book(None);
+        let text: String = (0..50)
+            .map(|i| SPIKE.replace("spike", &format!("e{i}")))
+            .collect();
+        b.add(&text, OnDuplicate::Refuse).expect("adds");
+        let all = b.triggers_of(0);
+        assert_eq!(all.len(), 50);
+        let size = |t: &Trigger| serde_json::to_vec(t).expect("encodes").len();
+        for budget in [1, size(&all[0]), 3 * size(&all[0]) + 1, 10_000, usize::MAX / 2] {
+            let (mut got, mut from) = (Vec::new(), 0);
+            loop {
+                let (page, next) = b.triggers_page(0, from, budget);
+                assert!(!page.is_empty(), "a page moves on");
+                let bytes: usize = page.iter().map(size).sum();
+                assert!(page.len() == 1 || bytes <= budget, "{bytes} > {budget}");
+                got.extend(page);
+                match next {
+                    Some(n) => {
+                        assert!(n > from);
+                        from = n;
+                    }
+                    None => break,
+                }
+            }
+            assert_eq!(got, all, "budget {budget}");
+        }
+        // A host with no trigger: one empty page.
+        let none = book(None);
+        assert_eq!(none.triggers_page(0, 0, 1), (Vec::new(), None));
     }
 
     #[test]

@@ -59,7 +59,7 @@ impl Triggers for Monitor {
         Monitor::set_end(self, id, end_ns)
     }
     fn has_event(&self, name: &str) -> bool {
-        self.triggers().any(|(_, s)| s.name == name)
+        Monitor::has_event(self, name)
     }
     fn closed_to(&self) -> u64 {
         Monitor::closed_to(self)

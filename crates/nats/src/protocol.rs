@@ -69,12 +69,34 @@ pub fn check_host_name(host: &str) -> Result<(), NatsError> {
 }
 
 /// An agent announces itself.
+///
+/// A host's triggers can be more than one message holds (NATS refuses a
+/// message over its `max_payload`, 1 MB by default: about 2,000
+/// triggers). An agent that sets [`Register::pages`] takes them a page at
+/// a time: each reply carries at most [`REGISTER_PAGE_BYTES`] of triggers
+/// and, while more follow, the id to ask from ([`RegisterReply::Accepted`]'s
+/// `next`); the agent asks again with [`Register::from`] set to it. Only the
+/// first request registers (a continuation changes nothing on the
+/// manager). A trigger added or removed between pages reaches the agent as
+/// [`Control`] as well, on the subject it listens to before registering.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Register {
     pub host: String,
     /// The prefixes the agent believes it owns (checked against the manager's inventory).
     pub prefixes: Vec<String>,
+    /// The agent takes its triggers a page at a time (an agent from
+    /// before pages gets them all in one reply, or a refusal saying why not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pages: bool,
+    /// A continuation: the triggers of events from this id on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
 }
+
+/// How many bytes of triggers one registration reply carries at most
+/// (half of NATS's default `max_payload`: the rest of the reply, the
+/// export policies, fit beside them).
+pub const REGISTER_PAGE_BYTES: usize = 512 * 1024;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum RegisterReply {
@@ -86,6 +108,9 @@ pub enum RegisterReply {
         /// the manager never had any, or predates them).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exports: Option<ExportSet>,
+        /// More triggers follow: ask from this event id ([`Register::from`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next: Option<u64>,
     },
     Refused {
         reason: String,
@@ -410,8 +435,21 @@ mod tests {
             manager: "m".into(),
             triggers: Vec::new(),
             exports: Some(set),
+            next: Some(3),
         };
         assert_eq!(decode::<RegisterReply>("s", &encode(&new)).expect("decodes"), new);
+        // An agent from before pages registers without `pages` or `from`,
+        // and one of now sends neither when it need not.
+        let old = br#"{"host":"h","prefixes":["10.0.0.0/24"]}"#;
+        let reg = decode::<Register>("s", old).expect("decodes");
+        assert!(!reg.pages && reg.from.is_none(), "{reg:?}");
+        assert_eq!(&encode(&reg)[..], &old[..]);
+        let paged = Register {
+            pages: true,
+            from: Some(9),
+            ..reg
+        };
+        assert_eq!(decode::<Register>("s", &encode(&paged)).expect("decodes"), paged);
         let up = Up::Exports {
             version: 7,
             refused: Some("why".into()),

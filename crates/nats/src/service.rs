@@ -786,23 +786,49 @@ impl Service {
                         r.host, r.host
                     ),
                 },
-                Some(h) => {
-                    self.stats.registrations += 1;
-                    // A host that registers again (it restarted) replays its input anew.
-                    let st = &mut self.hosts[h];
-                    st.finished = false;
-                    st.last_seen = Some(Instant::now());
-                    // Its counters started again: what it said before is gone.
-                    st.health = None;
-                    RegisterReply::Accepted {
-                        manager: self.name.clone(),
-                        triggers: self.book.triggers_of(h),
-                        exports: self.exports.set(),
-                    }
-                }
+                Some(h) => self.accept(h, &r),
             },
         };
         let _ = self.client.publish(reply, protocol::encode(&answer)).await;
+    }
+
+    /// A host in the inventory registers, or asks for its next page of
+    /// triggers ([`Register::from`]: that changes nothing here).
+    fn accept(&mut self, h: HostId, r: &Register) -> RegisterReply {
+        let from = r.from.map(|f| usize::try_from(f).unwrap_or(usize::MAX));
+        if from.is_none() {
+            self.stats.registrations += 1;
+            // A host that registers again (it restarted) replays its input anew.
+            let st = &mut self.hosts[h];
+            st.finished = false;
+            st.last_seen = Some(Instant::now());
+            // Its counters started again: what it said before is gone.
+            st.health = None;
+        }
+        let budget = if r.pages {
+            protocol::REGISTER_PAGE_BYTES
+        } else {
+            // An agent from before pages: everything in one reply, if it fits.
+            protocol::REGISTER_PAGE_BYTES * 2 - 64 * 1024
+        };
+        let (triggers, next) = self.book.triggers_page(h, from.unwrap_or(0), budget);
+        if !r.pages && next.is_some() {
+            return RegisterReply::Refused {
+                reason: format!(
+                    "`{}` holds {} triggers, more than one registration reply carries; \
+                     an agent of this manager's version takes them a page at a time",
+                    r.host,
+                    self.book.placed_on(h).len()
+                ),
+            };
+        }
+        RegisterReply::Accepted {
+            manager: self.name.clone(),
+            triggers,
+            // The policies travel once, with the first page.
+            exports: if from.is_none() { self.exports.set() } else { None },
+            next: next.map(|n| n as u64),
+        }
     }
 
     /// An agent's message: what the manager's loop makes of it.

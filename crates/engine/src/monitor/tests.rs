@@ -248,6 +248,29 @@ fn install_mid_stream_starts_at_next_window_and_remove_stops() {
 }
 
 #[test]
+fn has_event_follows_installs_and_removals_of_a_name() {
+    let mut m = Monitor::new(MonitorConfig::default());
+    let any = || {
+        event(
+            "any",
+            gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
+            Granularity::FIVE_TUPLE,
+            10,
+        )
+    };
+    assert!(!m.has_event("any"));
+    // Two triggers of one name live side by side (an instance replaced
+    // while its last windows are swept): the name stays until both go.
+    let (a, b) = (m.install(any()).unwrap(), m.install(any()).unwrap());
+    assert!(m.has_event("any") && !m.has_event("an"));
+    m.remove(a).unwrap();
+    assert!(m.has_event("any"));
+    m.remove(b).unwrap();
+    assert!(!m.has_event("any"));
+    assert_eq!(m.has_event("any"), m.triggers().any(|(_, s)| s.name == "any"));
+}
+
+#[test]
 fn network_wide_events_are_refused_with_the_way_to_run_them() {
     let mut m = Monitor::new(MonitorConfig::default());
     let spike = EventSpec {
