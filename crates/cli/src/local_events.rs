@@ -350,7 +350,7 @@ impl LocalEvents {
                 let _ = reply.send(self.remove(&name, host));
             }
             Command::List { reply } => {
-                let _ = reply.send(Ok(self.events.values().map(|l| self.info(l)).collect()));
+                let _ = reply.send(Ok(self.events.values().map(|l| Arc::new(self.info(l))).collect()));
             }
             Command::Show { name, reply } => {
                 let found = self.events.get(&name).map(|l| self.info(l));

@@ -241,8 +241,10 @@ pub enum Command {
         name: String,
         reply: Reply<EventInfo>,
     },
+    /// Shared, not copied: a manager holding 20,000 events lists them
+    /// without building each again in the loop that decides.
     List {
-        reply: Reply<Vec<EventInfo>>,
+        reply: Reply<Vec<std::sync::Arc<EventInfo>>>,
     },
     Show {
         name: String,
@@ -284,7 +286,10 @@ impl Command {
         match self {
             Command::Apps { reply } | Command::AddApp { reply, .. } => drop(reply.send(no(why))),
             Command::ShowApp { reply, .. } | Command::RemoveApp { reply, .. } => drop(reply.send(no(why))),
-            Command::Add { reply, .. } | Command::List { reply } => {
+            Command::Add { reply, .. } => {
+                drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
+            }
+            Command::List { reply } => {
                 drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
             }
             Command::Remove { reply, .. } | Command::Show { reply, .. } => {

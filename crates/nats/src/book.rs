@@ -4,7 +4,9 @@
 //! one. Adding and removing go through here, from the events file at start
 //! or from the control API, so both paths check, place and store alike.
 
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use clarion_control::{ControlError, EventInfo};
 use clarion_manager::{EventId, Host, HostId, Inventory, Manager, NetworkEvent};
@@ -16,6 +18,20 @@ use crate::protocol::Trigger;
 struct Source {
     text: String,
     added_ns: u64,
+    /// What `GET /v1/events` shows of it, built at the first listing and
+    /// shared by every later one (all of it is fixed at install; a
+    /// replaced event gets a new `Source`).
+    listed: OnceCell<Arc<EventInfo>>,
+}
+
+impl Source {
+    fn new(text: String, added_ns: u64) -> Source {
+        Source {
+            text,
+            added_ns,
+            listed: OnceCell::new(),
+        }
+    }
 }
 
 /// See the module documentation.
@@ -172,13 +188,7 @@ impl EventBook {
         // As the API checks it: an event edited into the store gets no further.
         Self::servable(&spec, true).map_err(|e| e.to_string())?;
         self.manager.install_as(id, &spec).map_err(|e| e.to_string())?;
-        self.sources.insert(
-            id,
-            Source {
-                text: source.to_string(),
-                added_ns,
-            },
-        );
+        self.sources.insert(id, Source::new(source.to_string(), added_ns));
         Ok(())
     }
 
@@ -403,13 +413,8 @@ impl EventBook {
                 self.undo(&a.done.added);
                 return Err(ControlError::Invalid(e.to_string()));
             }
-            self.sources.insert(
-                id,
-                Source {
-                    text: p.info.source.clone(),
-                    added_ns: a.added_ns,
-                },
-            );
+            self.sources
+                .insert(id, Source::new(p.info.source.clone(), a.added_ns));
             a.rows.push(StoredEvent {
                 id: id as u64,
                 name: p.info.name.clone(),
@@ -547,6 +552,21 @@ impl EventBook {
         let ids: Vec<EventId> = self.manager.events().map(|(id, _)| id).collect();
         ids.into_iter().filter_map(|id| self.info(id)).collect()
     }
+
+    /// Every event as [`EventBook::infos`], each built once and shared:
+    /// listing 20,000 events costs the loop copies of pointers, not
+    /// 20,000 infos (17 ms).
+    pub fn listed(&self) -> Vec<Arc<EventInfo>> {
+        let hosts = self.manager.inventory().hosts();
+        let one = |(id, e): (EventId, &NetworkEvent)| match self.sources.get(&id) {
+            Some(s) => Arc::clone(
+                s.listed
+                    .get_or_init(|| Arc::new(info_of(hosts, id, e, s.text.clone(), s.added_ns))),
+            ),
+            None => Arc::new(info_of(hosts, id, e, String::new(), 0)),
+        };
+        self.manager.events().map(one).collect()
+    }
 }
 
 /// Refuses a second event of one name in a request.
@@ -637,6 +657,28 @@ mod tests {
         // A host with no trigger: one empty page.
         let none = book(None);
         assert_eq!(none.triggers_page(0, 0, 1), (Vec::new(), None));
+    }
+
+    #[test]
+    fn the_shared_listing_follows_adds_replacements_and_removals() {
+        let mut b = book(None);
+        let named = |n: &str| SPIKE.replace("spike", n);
+        let same = |b: &EventBook| {
+            let listed: Vec<EventInfo> = b.listed().iter().map(|i| EventInfo::clone(i)).collect();
+            assert_eq!(listed, b.infos());
+        };
+        b.add(&format!("{}\n{}", named("e1"), named("e2")), OnDuplicate::Refuse)
+            .expect("adds");
+        same(&b);
+        let before = b.listed();
+        assert!(Arc::ptr_eq(&before[0], &b.listed()[0]), "built once");
+        b.add(&named("e1").replace("300", "400"), OnDuplicate::Replace)
+            .expect("replaces");
+        same(&b);
+        assert!(b.listed().iter().any(|i| i.source.contains("400")));
+        b.remove("e2").expect("removes");
+        same(&b);
+        assert_eq!(b.listed().len(), 1);
     }
 
     #[test]

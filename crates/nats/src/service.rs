@@ -1226,7 +1226,7 @@ impl Service {
             }
             Command::Exports(x) => self.exports_command(x).await,
             Command::List { reply } => {
-                let _ = reply.send(Ok(self.book.infos()));
+                let _ = reply.send(Ok(self.book.listed()));
             }
             Command::Show { name, reply } => {
                 let found = self.book.manager().id_of(&name).and_then(|id| self.book.info(id));
