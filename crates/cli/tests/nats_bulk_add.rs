@@ -44,8 +44,7 @@ const HOSTS_LIMIT: Duration = if cfg!(debug_assertions) {
     Duration::from_millis(50)
 };
 
-/// `n` events on web-5's prefix, each its own name; short, so that the
-/// request stays under the API's 2 MB body.
+/// `n` events on web-5's prefix, each its own name.
 fn bulk(n: usize) -> String {
     let mut text = String::with_capacity(n * 90);
     for i in 0..n {

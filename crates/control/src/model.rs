@@ -222,6 +222,9 @@ pub enum ControlError {
     /// The manager could not do it (its store failed): 500.
     #[error("{0}")]
     Failed(String),
+    /// The request's body is over the API's limit: 413.
+    #[error("{0}")]
+    TooLarge(String),
     /// The manager is shutting down: 503.
     #[error("the manager is shutting down")]
     Gone,

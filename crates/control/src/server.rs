@@ -27,7 +27,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -101,6 +102,7 @@ impl IntoResponse for ControlError {
             ControlError::Invalid(_) => StatusCode::BAD_REQUEST,
             ControlError::NotFound(_) => StatusCode::NOT_FOUND,
             ControlError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ControlError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ControlError::Gone => StatusCode::SERVICE_UNAVAILABLE,
         };
         (
@@ -135,7 +137,32 @@ async fn list(State(h): State<ControlHandle>) -> Response {
     }
 }
 
-async fn add(State(h): State<ControlHandle>, body: Bytes) -> Response {
+/// The most bytes a request's body may hold: 100,000 events (a manager's
+/// `--max-events` by default) of 300 bytes each. A larger body is refused
+/// whole with 413, saying the limit (axum's default is 2 MB, which about
+/// 10,000 events of ordinary length already pass).
+pub const MAX_BODY: usize = 32 << 20;
+
+/// The body of a request, or why it is refused (over [`MAX_BODY`], or
+/// cut off by the client).
+fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ControlError> {
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ControlError::TooLarge(format!(
+                "the request's body is over the API's limit of {} MiB: send its events in several requests",
+                MAX_BODY >> 20
+            ))
+        } else {
+            ControlError::Invalid(format!("the request's body could not be read: {e}"))
+        }
+    })
+}
+
+async fn add(State(h): State<ControlHandle>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body_of(body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
     let source = match crate::model::events_text(&body) {
         Ok(source) => source,
         Err(e) => return e.into_response(),
@@ -247,7 +274,11 @@ async fn apps(State(h): State<ControlHandle>) -> Response {
     }
 }
 
-async fn add_app(State(h): State<ControlHandle>, body: Bytes) -> Response {
+async fn add_app(State(h): State<ControlHandle>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body_of(body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
     let name = match serde_json::from_slice::<AppRequest>(&body) {
         Ok(r) => r.name,
         Err(e) => {
@@ -291,7 +322,11 @@ async fn exports(State(h): State<ControlHandle>) -> Response {
     }
 }
 
-async fn add_exports(State(h): State<ControlHandle>, body: Bytes) -> Response {
+async fn add_exports(State(h): State<ControlHandle>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body_of(body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
     let source = match crate::model::events_text(&body) {
         Ok(source) => source,
         Err(e) => return e.into_response(),
@@ -466,6 +501,7 @@ pub fn router(h: ControlHandle) -> Router {
         .route("/index.html", get(console_file))
         .route("/console/{file}", get(console_file))
         .merge(guarded)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(h.clone(), check_origin))
         .with_state(h)
 }
@@ -587,6 +623,36 @@ mod tests {
         // The longest name allowed gets past the check (and waits for the loop).
         let max = "a".repeat(clarion_lang::MAX_NAME_LEN);
         assert!(named(&max).is_ok() && named_event(&format!("{max}[dst_ip=10.0.0.0/8,proto=tcp]")).is_ok());
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_refused_saying_the_limit() {
+        // Nobody answers the commands: a body that got past the limit would time out.
+        let (addr, _commands) = serve(None);
+        for path in ["/v1/events", "/v1/exports", "/v1/apps"] {
+            let mut s = TcpStream::connect(addr).expect("connects");
+            s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+            write!(
+                s,
+                "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+                MAX_BODY + 1
+            )
+            .expect("sent");
+            // The server stops reading once past the limit: later writes may fail.
+            let chunk = vec![b'#'; 1 << 20];
+            for _ in 0..=MAX_BODY >> 20 {
+                if s.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            assert!(text.starts_with("HTTP/1.1 413"), "{path}: {text}");
+            assert!(
+                text.contains("over the API's limit of 32 MiB: send its events in several requests"),
+                "{text}"
+            );
+        }
     }
 
     #[test]
