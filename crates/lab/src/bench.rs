@@ -57,6 +57,19 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5_000_000, value_name = "N")]
     pub packets: u64,
 
+    /// Packets run through the monitor (sweeps included) before the clock
+    /// starts, and generated before the --packets timed ones. A monitor
+    /// that has run a while knows the flows active at the start; an
+    /// unprimed run meets them all in its first epochs (at --flows
+    /// 1000000 a fifth of 5 M packets make new flows, not the 100,000 a
+    /// second the workload asks for). 3 times --flows shows each about
+    /// three times, as `clarion-lab feasibility` does. Their reports are
+    /// verified with the others (--verify-prefix counts from the first
+    /// primed packet); the monitor's counts (sweeps, reports, flows)
+    /// include them, the times and rates do not.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub prime: u64,
+
     /// Packets per batch: parsed, then processed together (prefetching
     /// for all of them first) and timed together; ns/packet percentiles are
     /// over batches.
@@ -238,6 +251,8 @@ pub fn parse_dos_threshold(s: &str) -> Result<DosThreshold, String> {
 /// What the timed loop saw.
 struct Measured {
     pinned: Result<usize, String>,
+    /// Packets timed (the primed ones not counted).
+    packets: usize,
     elapsed: Duration,
     /// ns per packet of each batch, sweeps excluded.
     per_packet_ns: Vec<f64>,
@@ -380,7 +395,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
     if a.batch == 0 {
         return Err(Failure::Usage("clarion-lab: --batch must be at least 1".into()));
     }
-    let (traffic, triggers) = a.workload.specs(a.packets)?;
+    let (traffic, triggers) = a.workload.specs(a.packets.saturating_add(a.prime))?;
     let mut config = monitor_config(a, &traffic);
     let auto = choose_dos_threshold(a, &traffic, &triggers, &mut config)?;
     if a.ablation {
@@ -396,7 +411,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, Failure> {
         batch: a.batch,
         raise_on_overrun: a.dos_auto_raise,
         keep_until: keep,
-        prime: 0,
+        prime: usize::try_from(a.prime).unwrap_or(usize::MAX),
     };
     let measured = measure_pinned(&workload, monitor, a.core, run)?;
     let memory = Memory {
@@ -751,6 +766,7 @@ fn measure(w: &Workload, mut monitor: Monitor, pinned: Result<usize, String>, ru
         prime,
     } = run;
     let mut out = Vec::new();
+    let mut reports = Vec::new();
     let mut records = vec![PacketRecord::default(); batch];
     let prime = prime.min(w.len());
     let primer = Frames {
@@ -763,14 +779,13 @@ fn measure(w: &Workload, mut monitor: Monitor, pinned: Result<usize, String>, ru
         if monitor.sweep_pending() {
             monitor.sweep_step(usize::MAX, &mut out);
         }
-        out.clear();
+        keep_reports(&mut reports, &mut out, keep_until);
     }
     let frames = Frames {
         bytes: w.bytes(),
         frames: &w.frames()[prime..],
         prefetch_headers: monitor.tuning().header_prefetch,
     };
-    let mut reports = Vec::new();
     let mut samples = Samples::committed(frames.frames, batch, monitor.epoch_ns());
     let start = Instant::now();
     let mut batch_start = start;
@@ -799,6 +814,7 @@ fn measure(w: &Workload, mut monitor: Monitor, pinned: Result<usize, String>, ru
     keep_reports(&mut reports, &mut out, keep_until);
     Measured {
         pinned,
+        packets: frames.frames.len(),
         elapsed,
         per_packet_ns: samples.per_packet_ns,
         sweep_ns: samples.sweep_ns,
@@ -1043,7 +1059,7 @@ impl Ablation<'_> {
             batch: self.a.batch,
             raise_on_overrun: self.a.dos_auto_raise,
             keep_until: None,
-            prime: 0,
+            prime: usize::try_from(self.a.prime).unwrap_or(usize::MAX),
         };
         measure_pinned(self.workload, monitor, self.a.core, run)
     }
@@ -1059,7 +1075,7 @@ impl Ablation<'_> {
                 ..self.base.clone()
             };
             let m = self.measure(&config)?;
-            let f = Figures::of(&m, self.workload.len());
+            let f = Figures::of(&m, m.packets);
             eprintln!(
                 "clarion-lab bench: round {round}/{rounds}, {:<18} {:.2} Mpps, sweep median {:.1} us",
                 v.name,
@@ -1246,7 +1262,7 @@ impl Figures {
 
 impl Results<'_> {
     fn figures(&self) -> Figures {
-        Figures::of(self.m, self.workload.len())
+        Figures::of(self.m, self.m.packets)
     }
 
     /// Prints the summary, its warnings and `--json`'s object; exit status 1
@@ -1302,11 +1318,11 @@ impl Results<'_> {
             None => "memory unknown".into(),
         };
         format!(
-            "clarion-lab bench: {} packets, {} triggers ({} per packet, {} patterns): {:.2} Mpps, {:.1} ns/packet \
+            "clarion-lab bench: {}, {} triggers ({} per packet, {} patterns): {:.2} Mpps, {:.1} ns/packet \
              (median {:.1}, p99 {:.1} per {}-packet batch); sweep median {:.1} us, p99 {:.1} us, max {:.1} us; \
              {} sweeps ({} late, {} epochs over budget at {} pps); {} reports{dos}; {} flows tracked, {memory}; \
              {verified}; {pinned}",
-            thousands(self.workload.len() as u64),
+            self.packets_text(),
             thousands(u64::from(self.triggers.triggers)),
             self.triggers.per_packet,
             self.triggers.patterns,
@@ -1325,6 +1341,15 @@ impl Results<'_> {
             thousands(c.reports),
             thousands(c.flows_active),
         )
+    }
+
+    /// The packets timed, and those primed before them.
+    fn packets_text(&self) -> String {
+        let timed = thousands(self.m.packets as u64);
+        match self.a.prime {
+            0 => format!("{timed} packets"),
+            p => format!("{timed} packets after {} primed", thousands(p)),
+        }
     }
 
     /// The summary's part on the DoS filter (empty when it was off).
@@ -1378,6 +1403,8 @@ impl Results<'_> {
             "core": self.m.pinned.as_ref().ok(),
             "pin_error": self.m.pinned.as_ref().err(),
             "batch": self.a.batch,
+            "prime": self.a.prime,
+            "packets_timed": self.m.packets,
             "elapsed_s": self.m.elapsed.as_secs_f64(),
             "packets_per_s": f.pps,
             "ns_per_packet": { "mean": f.mean, "median": f.median, "p99": f.p99 },

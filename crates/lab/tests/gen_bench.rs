@@ -103,6 +103,40 @@ fn bench_reports_every_figure_and_misses_nothing() {
 }
 
 #[test]
+fn primed_packets_are_not_timed_but_are_verified() {
+    // 100,000 packets primed, then 100,000 timed: 20 epochs each.
+    let o = lab()
+        .args([
+            "bench",
+            "--packets",
+            "100000",
+            "--prime",
+            "100000",
+            "--rate",
+            "500000",
+        ])
+        .args(["--verify-prefix", "200000", "--json"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.starts_with("clarion-lab bench: 100,000 packets after 100,000 primed,"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(
+        (v["prime"].as_u64(), v["packets_timed"].as_u64()),
+        (Some(100_000), Some(100_000))
+    );
+    // Only the timed epochs' sweeps are timed; every report of both is verified.
+    assert_eq!(v["sweep_ns"]["samples"].as_array().map(Vec::len), Some(20));
+    assert_eq!(v["verify"]["packets"], 200_000);
+    assert_eq!(v["verify"]["windows"], 39);
+    assert_eq!(v["missed_events"], 0);
+}
+
+#[test]
 fn many_flows_are_all_tracked_and_their_memory_reported() {
     // 200,000 active flows and 100,000 new ones a second, heavy-tailed: the
     // flow table's default holds them all, and the JSON says how much memory
