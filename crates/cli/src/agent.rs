@@ -483,7 +483,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         }
         ag.serve(&mut monitor);
     }
-    ag.link.flush(Duration::from_secs(5));
+    ag.link.bye(Duration::from_secs(5));
     if !a.quiet {
         ag.print_summary(&a.host, run.frames, monitor.counters().packets, run.elapsed);
         eprint!("{records}");
@@ -561,7 +561,7 @@ fn live_agent(
     ag.route_live(&mut last, u64::MAX, 0, &mut out, &local)?;
     ag.tally.close_to_sent.truncate(timed);
     ag.link.finished();
-    ag.link.flush(Duration::from_secs(5));
+    ag.link.bye(Duration::from_secs(5));
     let exported = out.close()?;
     if !a.quiet {
         crate::live::print_summary(&summary, own.len());

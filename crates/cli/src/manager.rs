@@ -478,12 +478,13 @@ fn print_hosts(s: &ManagerStats, hosts: &[String]) {
 
 fn print_summary(s: &ManagerStats, hosts: &[String]) {
     eprintln!(
-        "clarion: manager: {} registrations, {} satisfaction reports, {} polls ({} unanswered, {} for windows no longer kept), {} decisions ({} fired, {} partial)",
+        "clarion: manager: {} registrations, {} satisfaction reports, {} polls ({} unanswered, {} for windows no longer kept, {} not sent to hosts that had left), {} decisions ({} fired, {} partial)",
         thousands(s.registrations),
         thousands(s.satisfied),
         thousands(s.polls),
         thousands(s.poll_timeouts),
         thousands(s.gone),
+        thousands(s.not_polled),
         thousands(s.decisions),
         thousands(s.fired),
         thousands(s.partial),

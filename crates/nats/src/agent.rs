@@ -64,6 +64,8 @@ enum Outgoing {
     Acked(Vec<u64>),
     /// A second passed: heartbeat, and reports to send again.
     Beat,
+    /// The agent leaves: [`Up::Bye`], then nothing more.
+    Bye,
     Flush(oneshot::Sender<()>),
 }
 
@@ -129,6 +131,7 @@ impl AgentLink {
                 subject: protocol::up(&opts.host),
                 outbox: Outbox::new(OUTBOX_CAP),
                 finished: false,
+                left: false,
                 unacked: Arc::clone(&unacked),
                 health: opts.health.clone(),
             };
@@ -200,6 +203,14 @@ impl AgentLink {
     /// The input ended: every window is closed.
     pub fn finished(&self) {
         self.send(Outgoing::Finished);
+    }
+
+    /// The agent leaves: after everything handed over so far, the manager
+    /// is told to poll this host no more ([`Up::Bye`]); waits until it has
+    /// reached the server (at most `timeout`).
+    pub fn bye(&self, timeout: Duration) {
+        self.send(Outgoing::Bye);
+        self.flush(timeout);
     }
 
     pub fn answer(&self, reply: Subject, answers: &[Answer]) {
@@ -360,6 +371,9 @@ struct Sender {
     subject: String,
     outbox: Outbox,
     finished: bool,
+    /// Said goodbye: no more heartbeats (the manager would take the
+    /// host for back).
+    left: bool,
     unacked: Arc<AtomicU64>,
     health: Option<HealthHandle>,
 }
@@ -390,6 +404,12 @@ impl Sender {
                         self.status().await;
                     }
                 }
+                Outgoing::Bye => {
+                    self.left = true;
+                    self.publish(self.subject.clone(), protocol::encode(&Up::Bye))
+                        .await;
+                }
+                Outgoing::Beat if self.left => {}
                 Outgoing::Beat => {
                     for payload in self.outbox.due(Instant::now()) {
                         self.publish(self.subject.clone(), payload).await;
@@ -417,6 +437,9 @@ impl Sender {
     /// The heartbeat (once finished, "finished" with what is still
     /// unacknowledged) after the host's health, and any gap.
     async fn status(&mut self) {
+        if self.left {
+            return;
+        }
         if let Some(dropped) = self.outbox.take_dropped() {
             self.publish(self.subject.clone(), protocol::encode(&dropped))
                 .await;

@@ -205,6 +205,11 @@ pub enum Up {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         refused: Option<String>,
     },
+    /// The agent is leaving (its last message): the manager polls it no
+    /// more, deciding at once without it, until it is heard from again.
+    /// (A manager from before it counts the message as unreadable, and
+    /// polls the host until its polls time out.)
+    Bye,
 }
 
 /// The manager asks a host for its values of an event's trigger in one window and group.
@@ -506,6 +511,8 @@ mod tests {
             decode::<Up>("s", br#"{"Finished":{"unacked":0}}"#).expect("decodes"),
             Up::Finished { unacked: 0 }
         );
+        // The goodbye, as an agent sends it last.
+        assert_eq!(&encode(&Up::Bye)[..], br#""Bye""#);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use clarion_control::{Command, ControlError, EventInfo, ExportInfo, ExportsComma
 use clarion_manager::{Effect, EventId, HostId, ManagerLoop, Poll};
 use clarion_report::{GroupKey, Report};
 use futures_util::{FutureExt, StreamExt};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::book::{EventBook, OnDuplicate, Prepared};
 use crate::exports::{ExportBook, PolicyInfo};
@@ -124,6 +124,10 @@ pub struct ManagerStats {
     pub poll_timeouts: u64,
     /// Polls answered "window no longer kept".
     pub gone: u64,
+    /// Polls not sent, to hosts that left or fell silent (given up at once).
+    pub not_polled: u64,
+    /// Hosts that said goodbye or fell silent, each time.
+    pub departures: u64,
     pub decisions: u64,
     pub fired: u64,
     /// Decisions made without every placed host's answer.
@@ -179,6 +183,8 @@ pub struct Missed {
 struct PollOutcome {
     poll: Poll,
     answer: Option<Answer>,
+    /// Not sent: the host had left.
+    skipped: bool,
 }
 
 /// A request's events prepared on a blocking task, with the API's reply.
@@ -212,6 +218,9 @@ enum Outgoing {
 #[derive(Clone, Debug, Default)]
 struct HostState {
     last_seen: Option<Instant>,
+    /// Not polled (it said goodbye, or was silent over [`HOST_SILENT`]):
+    /// its polls are given up at once, until it is heard from again.
+    gone: Option<Left>,
     finished: bool,
     satisfied: u64,
     answered: u64,
@@ -220,6 +229,16 @@ struct HostState {
     refused: std::collections::BTreeMap<&'static str, u64>,
     /// The latest health the host sent (none from older agents).
     health: Option<HostHealth>,
+}
+
+/// How a host left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Left {
+    /// It said goodbye ([`Up::Bye`]): it sends nothing more, so it is
+    /// done as a finished host is.
+    Bye,
+    /// Silent over [`HOST_SILENT`] (killed, or cut off).
+    Silent,
 }
 
 /// When the periodic chores last ran.
@@ -324,6 +343,9 @@ struct Service {
     reports: Option<broadcast::Sender<String>>,
     /// Polls waiting to be sent, per host.
     to_poll: Vec<Vec<Poll>>,
+    /// Per host: bumped when it leaves, which gives up its polls in
+    /// flight at once (an agent that said goodbye answers none of them).
+    departed: Vec<watch::Sender<u64>>,
     max_poll_batch: usize,
     /// With other managers: the shared buckets and what this one owns.
     shared: Option<Shared>,
@@ -380,6 +402,7 @@ impl Service {
             results: mpsc::unbounded_channel(),
             reports: None,
             to_poll: vec![Vec::new(); n],
+            departed: (0..n).map(|_| watch::Sender::new(0)).collect(),
             max_poll_batch: 1,
             shared: None,
             exports: ExportBook::new(),
@@ -592,6 +615,7 @@ impl Service {
         if chores.stored_at.elapsed() >= STORE_EVERY {
             chores.stored_at = Instant::now();
             self.store_progress();
+            self.silent_hosts();
             if let Some(board) = &opts.hosts_board {
                 board.set(self.host_infos());
             }
@@ -754,7 +778,8 @@ impl Service {
     }
 
     fn all_finished(&self) -> bool {
-        self.hosts.iter().all(|h| h.finished) && !self.desk.waiting(self.book.manager())
+        let done = |h: &HostState| h.finished || h.gone == Some(Left::Bye);
+        self.hosts.iter().all(done) && !self.desk.waiting(self.book.manager())
     }
 
     fn host_id(&self, name: &str) -> Option<HostId> {
@@ -800,8 +825,16 @@ impl Service {
             self.stats.registrations += 1;
             // A host that registers again (it restarted) replays its input anew.
             let st = &mut self.hosts[h];
+            let again = st.last_seen.is_some();
             st.finished = false;
+            st.gone = None;
             st.last_seen = Some(Instant::now());
+            eprintln!(
+                "clarion: manager: host {} registered{}: {} trigger(s)",
+                r.host,
+                if again { " again" } else { "" },
+                self.book.manager().placed_count(h)
+            );
             // Its counters started again: what it said before is gone.
             st.health = None;
         }
@@ -847,17 +880,28 @@ impl Service {
             .map(|t| t.elapsed())
             .filter(|s| *s > HOST_SILENT);
         self.hosts[host].last_seen = Some(Instant::now());
+        let was_gone = self.hosts[host].gone.take().is_some();
         if let Some(s) = silent {
             // It was silent (disconnected, or the manager missed it): it may have lost installs.
             self.send_triggers(host).await;
             self.stats.returns += 1;
             eprintln!(
-                "clarion: manager: host {host_name} is back after {:.1} s of silence; its triggers were sent again",
+                "clarion: manager: host {host_name} is back after {:.1} s of silence; its triggers were sent again; polled again",
                 s.as_secs_f64()
             );
+        } else if was_gone && !matches!(up, Up::Bye) {
+            eprintln!("clarion: manager: host {host_name} is back; polled again");
         }
         let (event, report, decided_ns, seq) = match up {
             Up::Heartbeat => return Vec::new(),
+            Up::Bye if was_gone => {
+                self.hosts[host].gone = Some(Left::Bye);
+                return Vec::new();
+            }
+            Up::Bye => {
+                self.left(host, Left::Bye, "it said goodbye".into());
+                return Vec::new();
+            }
             Up::Health(h) => {
                 self.hosts[host].health = Some(h);
                 return Vec::new();
@@ -1030,6 +1074,17 @@ impl Service {
                 continue;
             }
             let polls = std::mem::take(&mut self.to_poll[host]);
+            if self.hosts[host].gone.is_some() {
+                // Decided at once without it (the loop reads these next).
+                for poll in polls {
+                    let _ = self.results.0.send(PollOutcome {
+                        poll,
+                        answer: None,
+                        skipped: true,
+                    });
+                }
+                continue;
+            }
             let subject = protocol::poll(&self.host_name(host));
             for chunk in polls.chunks(self.max_poll_batch) {
                 let reqs: Vec<PollRequest> = chunk
@@ -1044,12 +1099,20 @@ impl Service {
                 let chunk = chunk.to_vec();
                 let (client, tx, subject) = (self.client.clone(), self.results.0.clone(), subject.clone());
                 let timeout = self.poll_timeout;
+                let mut left = self.departed[host].subscribe();
                 tokio::spawn(async move {
-                    let answers = ask_host(&client, subject, protocol::encode(&reqs), timeout).await;
+                    let (answers, skipped) = tokio::select! {
+                        a = ask_host(&client, subject, protocol::encode(&reqs), timeout) => (a, false),
+                        _ = left.changed() => (None, true),
+                    };
                     let answers = answers.filter(|a| a.len() == chunk.len());
                     for (i, poll) in chunk.into_iter().enumerate() {
                         let answer = answers.as_ref().map(|a| a[i].clone());
-                        let _ = tx.send(PollOutcome { poll, answer });
+                        let _ = tx.send(PollOutcome {
+                            poll,
+                            answer,
+                            skipped,
+                        });
                     }
                 });
             }
@@ -1080,6 +1143,7 @@ impl Service {
             Err(other) => {
                 match other {
                     Some(Answer::Gone) => self.stats.gone += 1,
+                    None if o.skipped => self.stats.not_polled += 1,
                     None => self.stats.poll_timeouts += 1,
                     _ => {}
                 }
@@ -1088,6 +1152,29 @@ impl Service {
             }
         }
         effects
+    }
+
+    /// `host` left (`why`): it is not polled until heard from again.
+    fn left(&mut self, host: HostId, how: Left, why: String) {
+        self.hosts[host].gone = Some(how);
+        self.departed[host].send_modify(|n| *n += 1);
+        self.stats.departures += 1;
+        eprintln!(
+            "clarion: manager: host {} left ({why}): decisions are made without it, marked partial, until it is heard from again",
+            self.host_name(host)
+        );
+    }
+
+    /// Hosts silent for over [`HOST_SILENT`] are taken for gone (a killed
+    /// agent says no goodbye): their polls would each wait the poll timeout.
+    fn silent_hosts(&mut self) {
+        for h in 0..self.hosts.len() {
+            let st = &self.hosts[h];
+            let silent = st.last_seen.map(|t| t.elapsed()).filter(|s| *s > HOST_SILENT);
+            if let Some(s) = silent.filter(|_| st.gone.is_none()) {
+                self.left(h, Left::Silent, format!("silent for {:.1} s", s.as_secs_f64()));
+            }
+        }
     }
 
     fn missed(&mut self, host: HostId, window_start_ns: u64) {
@@ -1433,6 +1520,8 @@ impl Service {
                     .collect(),
                 state: match st.last_seen {
                     None => "unknown".into(),
+                    // It said goodbye: down at once.
+                    Some(_) if st.gone == Some(Left::Bye) => "down".into(),
                     Some(t) if t.elapsed() <= HOST_SILENT => "up".into(),
                     Some(_) => "down".into(),
                 },

@@ -349,6 +349,16 @@ pub fn reference(frames: &[(u64, Vec<u8>)]) -> BTreeSet<Row> {
 
 /// [`reference`] for the network-wide events of `events` (drill-downs included).
 pub fn reference_of(events: &str, frames: &[(u64, Vec<u8>)]) -> BTreeSet<Row> {
+    reference_seen(events, frames, |_, _| true)
+}
+
+/// [`reference_of`] where host `h` (inventory order) sees a packet of
+/// time `ts` only when `sees(h, ts)` (a host that left sees nothing more).
+pub fn reference_seen(
+    events: &str,
+    frames: &[(u64, Vec<u8>)],
+    sees: impl Fn(usize, u64) -> bool,
+) -> BTreeSet<Row> {
     let inventory = clarion_manager::Inventory::parse(INVENTORY).expect("inventory");
     let all = clarion_lang::check(events).expect("events");
     // `on demand` events are evaluated through their parents' drill-downs.
@@ -362,7 +372,11 @@ pub fn reference_of(events: &str, frames: &[(u64, Vec<u8>)]) -> BTreeSet<Row> {
     let owners = |rec: &clarion_wire::PacketRecord| {
         let src = inventory.owner(rec.key.src_addr());
         let dst = inventory.owner(rec.key.dst_addr()).filter(|d| Some(*d) != src);
-        [src, dst].into_iter().flatten().collect::<Vec<_>>()
+        [src, dst]
+            .into_iter()
+            .flatten()
+            .filter(|&h| sees(h, rec.ts_ns))
+            .collect::<Vec<_>>()
     };
     let mut rows = BTreeSet::new();
     for spec in specs {

@@ -1,0 +1,88 @@
+//! A host that leaves costs the others nothing (issue 35): an agent that
+//! says goodbye is polled no more, so the decisions that would have waited
+//! for its answer (the poll timeout, here 30 s) are made at once, without
+//! it. The manager says when it left.
+//!
+//! Four agents replay their captures at the capture's pace through a real
+//! nats-server; web-4's capture ends after 1 s of the 3 s, and it leaves
+//! (with a second's linger to answer the polls of its last windows). The
+//! network-wide reports must equal the reference evaluator's over the same
+//! traffic with web-4 seeing nothing from the second on, and no poll may
+//! have waited for its timeout.
+
+mod bus;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use bus::*;
+
+#[test]
+fn a_host_that_says_goodbye_is_not_polled_and_the_others_are_decided_at_once() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let frames = setup(d, 300);
+    // web-4 sees its packets of the first second only (a window boundary
+    // of every event: 10 and 20 ms).
+    let cut = T0 + 1_000 * MS;
+    let early: Vec<_> = host_frames(&frames, 3, 0)
+        .into_iter()
+        .filter(|(ts, _)| *ts < cut)
+        .collect();
+    write_pcap(&d.join("hosts/web-4.pcap"), &early);
+    let want = reference_seen(EVENTS, &frames, |h, ts| h != 3 || ts < cut);
+    let after: Vec<_> = want.iter().filter(|r| r.1 >= cut).collect();
+    assert!(after.len() > 10, "reports after web-4 left: {after:?}");
+
+    let (_server, port) = start_server(&server);
+    let url = format!("nats://127.0.0.1:{port}");
+    let flags: Vec<&str> = REPLAY.iter().copied().chain(["--poll-timeout", "30s"]).collect();
+    let manager = manager(d, &url, &flags);
+    let agents: Vec<Guard> = (1..=4)
+        .map(|i| {
+            let host = format!("web-{i}");
+            let linger = if i == 4 { "1s" } else { "60s" };
+            let child = clarion()
+                .args(["agent", "--nats", &url, "--host", &host])
+                .args(["--pcap", &format!("hosts/{host}.pcap"), "--speed", "1"])
+                .args(["--linger", linger])
+                .current_dir(d)
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("agent starts");
+            Guard::new(child)
+        })
+        .collect();
+    // Without the goodbye, every window after web-4 left would wait 30 s.
+    let m = wait(manager, "the manager", Duration::from_secs(120));
+    let m_err = String::from_utf8_lossy(&m.stderr).to_string();
+    wait_agents(agents, Duration::from_secs(60));
+    assert!(m.status.success(), "{m_err}");
+    assert!(
+        m_err.contains("host web-4 left (it said goodbye)"),
+        "the manager says when it left: {m_err}"
+    );
+    assert!(m_err.contains("host web-1 registered: 3 trigger(s)"), "{m_err}");
+    assert!(
+        m_err.contains("(0 unanswered,"),
+        "no poll waited for its timeout: {m_err}"
+    );
+    let not_sent: u64 = m_err
+        .split(" not sent to hosts that had left")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or(0);
+    assert!(not_sent > 0, "web-4's polls were given up at once: {m_err}");
+
+    let got = rows_of_jsonl(&std::fs::read_to_string(d.join("net.jsonl")).expect("reports"));
+    let missed: Vec<_> = want.difference(&got).collect();
+    let spurious: Vec<_> = got.difference(&want).collect();
+    assert!(
+        missed.is_empty() && spurious.is_empty(),
+        "missed {missed:#?}\nspurious {spurious:#?}\nmanager: {m_err}"
+    );
+}
