@@ -520,6 +520,7 @@ mod tests {
             },
             completeness: Completeness::default(),
             capture: None,
+            missing_hosts: Vec::new(),
         }
     }
 

@@ -130,6 +130,7 @@ mod tests {
                 ..Completeness::default()
             },
             capture: None,
+            missing_hosts: Vec::new(),
         }
     }
 

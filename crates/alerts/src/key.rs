@@ -63,6 +63,7 @@ mod tests {
             },
             completeness: Completeness::default(),
             capture: None,
+            missing_hosts: Vec::new(),
         }
     }
 

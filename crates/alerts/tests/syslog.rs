@@ -32,6 +32,7 @@ fn report(event: &str, host: &str, i: u64, group: GroupKey) -> Report {
         },
         completeness: Completeness::default(),
         capture: None,
+        missing_hosts: Vec::new(),
     }
 }
 

@@ -39,6 +39,7 @@ fn report(event: &str, i: u64) -> Report {
             ..Completeness::default()
         },
         capture: None,
+        missing_hosts: Vec::new(),
     }
 }
 

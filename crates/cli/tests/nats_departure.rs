@@ -7,8 +7,9 @@
 //! nats-server; web-4's capture ends after 1 s of the 3 s, and it leaves
 //! (with a second's linger to answer the polls of its last windows). The
 //! network-wide reports must equal the reference evaluator's over the same
-//! traffic with web-4 seeing nothing from the second on, and no poll may
-//! have waited for its timeout.
+//! traffic with web-4 seeing nothing from the second on, every partial one
+//! must name web-4 (`completeness.missing_hosts`), and no poll may have
+//! waited for its timeout.
 
 mod bus;
 
@@ -78,7 +79,22 @@ fn a_host_that_says_goodbye_is_not_polled_and_the_others_are_decided_at_once() {
         .unwrap_or(0);
     assert!(not_sent > 0, "web-4's polls were given up at once: {m_err}");
 
-    let got = rows_of_jsonl(&std::fs::read_to_string(d.join("net.jsonl")).expect("reports"));
+    let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
+    // Every partial report names the host that did not answer, and only those.
+    let mut named = 0;
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).expect("a JSON report");
+        let c = &r["completeness"];
+        let missing = c["missing_hosts"].clone();
+        if c["complete"] == false {
+            assert_eq!(missing, serde_json::json!(["web-4"]), "{line}");
+            named += 1;
+        } else {
+            assert!(missing.is_null(), "{line}");
+        }
+    }
+    assert!(named > 0, "some reports were decided without web-4");
+    let got = rows_of_jsonl(&text);
     let missed: Vec<_> = want.difference(&got).collect();
     let spurious: Vec<_> = got.difference(&want).collect();
     assert!(

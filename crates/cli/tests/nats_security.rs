@@ -392,6 +392,7 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
         event: 0,
         report: Box::new(Report {
             capture: None,
+            missing_hosts: Vec::new(),
             event: "service_load_spike".into(),
             window,
             group,

@@ -726,6 +726,7 @@ impl Trigger {
     ) -> Report {
         Report {
             capture: None,
+            missing_hosts: Vec::new(),
             event: self.name.clone(),
             window,
             group: report_group(g, &self.spec.granularity),

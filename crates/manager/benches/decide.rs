@@ -64,6 +64,7 @@ fn bench(c: &mut Criterion) {
                 for &id in &ids {
                     let r = Report {
                         capture: None,
+                        missing_hosts: Vec::new(),
                         event: "".into(),
                         window: Window {
                             start_ns: window,

@@ -129,6 +129,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
         };
         let report = Report {
             capture: None,
+            missing_hosts: Vec::new(),
             event: "spike".into(),
             window,
             group,

@@ -528,8 +528,10 @@ impl Manager {
         let report = holds.then(|| {
             let mut completeness = p.completeness;
             completeness.complete &= missing.is_empty();
+            let hosts = self.inventory.hosts();
             Report {
                 capture: None,
+                missing_hosts: missing.iter().map(|&h| hosts[h].name.as_str().into()).collect(),
                 event: e.split.network().name.clone().into(),
                 window: p.window,
                 group: key.2,
@@ -797,6 +799,7 @@ mod tests {
     fn report(host: &str, volume: f64) -> Report {
         Report {
             capture: None,
+            missing_hosts: Vec::new(),
             event: "spike".into(),
             window: Window {
                 start_ns: 10_000_000,
@@ -853,7 +856,8 @@ mod tests {
         assert_eq!(r.values, vec![("sum(volume)".into(), 320.0)]);
         assert_eq!(&*r.origin.host, "mgr");
         assert_eq!(r.origin.worker, NETWORK_WORKER);
-        assert!(r.completeness.complete);
+        assert!(r.completeness.complete && r.missing_hosts.is_empty());
+        assert!(r.to_json()["completeness"].get("missing_hosts").is_none());
         assert_eq!((d.answered, d.missing), (vec![0, 1], vec![]));
         assert_eq!(m.pending(), 0);
         // A late duplicate answer is ignored.

@@ -343,6 +343,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
     fn report(start_ms: u64, dst: &str, volume: f64) -> Report {
         Report {
             capture: None,
+            missing_hosts: Vec::new(),
             event: "spike".into(),
             window: Window {
                 start_ns: start_ms * MS,
@@ -423,6 +424,9 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
             panic!("a report: {out:?}")
         };
         assert!(!r.completeness.complete, "host b's values are missing");
+        let missing: Vec<&str> = r.missing_hosts.iter().map(|h| &**h).collect();
+        assert_eq!(missing, ["b"], "and the report names it");
+        assert_eq!(r.to_json()["completeness"]["missing_hosts"][0], "b");
         // Host b's report of the decided window, late, starts nothing.
         let mut late = Vec::new();
         let started = l.satisfied(&mut m, 1, spike, &report(0, "10.0.1.5", 150.0), 0, &mut late);

@@ -50,6 +50,7 @@ fn book() -> EventBook {
 fn report(event: usize, window: u64, host: usize) -> Report {
     Report {
         capture: None,
+        missing_hosts: Vec::new(),
         event: format!("e{event}").into(),
         window: Window {
             start_ns: T0 + window * 10 * MS,

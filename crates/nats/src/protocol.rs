@@ -290,6 +290,7 @@ mod tests {
         assert_eq!(back, Control::Install(t));
         let r = Report {
             capture: None,
+            missing_hosts: Vec::new(),
             event: "e".into(),
             window: Window {
                 start_ns: 10,

@@ -36,6 +36,11 @@ pub struct Report {
     /// to, or why there is none. Absent for events without it.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub capture: Option<CaptureRef>,
+    /// A network-wide report decided without some placed hosts' answers
+    /// (`completeness.complete` false): those hosts, by name, in inventory
+    /// order. Empty otherwise (and for a host's own reports).
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
+    pub missing_hosts: Vec<Name>,
 }
 
 /// Where a report's captured packets are (`then capture`).
@@ -416,6 +421,11 @@ impl Report {
             }
             o.insert("capture".into(), Value::Object(m));
         }
+        // Beside the completeness it qualifies; absent when every host answered.
+        if let (false, Some(Value::Object(c))) = (self.missing_hosts.is_empty(), v.get_mut("completeness")) {
+            let names: Vec<&str> = self.missing_hosts.iter().map(|h| &**h).collect();
+            c.insert("missing_hosts".into(), json!(names));
+        }
         v
     }
 
@@ -766,6 +776,7 @@ mod tests {
     fn sample() -> Report {
         Report {
             capture: None,
+            missing_hosts: Vec::new(),
             event: "heavy".into(),
             window: Window {
                 start_ns: 1_000_000_000,

@@ -177,6 +177,7 @@ pub(crate) mod test_util {
     ) -> Report {
         Report {
             capture: None,
+            missing_hosts: Vec::new(),
             event: event.into(),
             window: Window {
                 start_ns,

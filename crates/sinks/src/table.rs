@@ -29,8 +29,8 @@ const LEN_WIDTH: usize = 6;
 const GROUP_WIDTH: usize = 50;
 const GAP: &str = "  ";
 
-const LEGEND: &str = "! partial view: the window was not seen in full, or packets were dropped, \
-                      malformed or untracked (the JSON report's completeness says which)";
+const LEGEND: &str = "! partial view: the window was not seen in full, packets were dropped, \
+                      malformed or untracked, or hosts did not answer (the JSON report's completeness says which)";
 
 /// Writes reports as rows of a table for people, buffered: a header before
 /// the first row, a date line before the first row of each UTC date, and
@@ -115,6 +115,10 @@ impl<W: Write> TableSink<W> {
         let lossy = !r.completeness.is_lossless();
         if lossy {
             row.push_str(" !");
+        }
+        if !r.missing_hosts.is_empty() {
+            let names: Vec<&str> = r.missing_hosts.iter().map(|h| &**h).collect();
+            let _ = write!(row, " (without {})", names.join(", "));
         }
         // No trailing blanks when there are no values to show.
         row.truncate(row.trim_end().len());
@@ -267,6 +271,7 @@ mod tests {
             &[("count(tcp_flags == 2)", 66.0)],
         );
         partial.completeness.complete = false;
+        partial.missing_hosts = vec!["web-4".into()];
         let mut dropped = report(
             "icmp_watch",
             T0 + 1_200 * MS,
@@ -337,8 +342,8 @@ EVENT                 WINDOW               GROUP                                
 heavy_tcp_flows       06:01:10.840   10ms  10.0.128.11:51068 > 10.20.93.10:5204 tcp            sum(volume)=60816
 bulk_tcp_without_ecn  06:01:10.840  500ms  [fd00:0:128::12]:35454 > [fd00:20:93::10]:5202 tcp  sum(volume)=937000  count(ecn == 0)=0.9877
 a_rather_long_event_name  06:01:10.850 1500ms  src_ip=10.0.128.0/24 dst_ip=2001:db8:1234:5678:9abc:def0:1234:5678 dst_port=none proto=132 vlan=100  avg(size)=1234.568  min(rwnd)=undefined  avg(ecn)=0.0001235
-port_scan                 06:01:12.000     1s  src_ip=10.0.128.12 dst_ip=10.20.93.10                                                                count(tcp_flags == 2)=66 !
-! partial view: the window was not seen in full, or packets were dropped, malformed or untracked (the JSON report's completeness says which)
+port_scan                 06:01:12.000     1s  src_ip=10.0.128.12 dst_ip=10.20.93.10                                                                count(tcp_flags == 2)=66 ! (without web-4)
+! partial view: the window was not seen in full, packets were dropped, malformed or untracked, or hosts did not answer (the JSON report's completeness says which)
 icmp_watch                06:01:12.040  100ms  10.0.128.11 > 10.20.93.10 icmp vlan=none vni=5001                                                    min(ttl)=1 !
 -- 2026-11-23 UTC --
 everything                06:01:10.840   10ms  *
