@@ -78,7 +78,10 @@ pub fn chat_line(report: &Report, predicates: &Predicates) -> String {
         report.origin.host,
         humantime::format_duration(len)
     );
-    if !report.completeness.complete || report.completeness.dropped > 0 {
+    if !report.missing_hosts.is_empty() {
+        let names: Vec<&str> = report.missing_hosts.iter().map(|h| &**h).collect();
+        line.push_str(&format!(" (decided without {})", names.join(", ")));
+    } else if !report.completeness.complete || report.completeness.dropped > 0 {
         line.push_str(" (window not seen in full)");
     }
     line
@@ -166,6 +169,9 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with("(window not seen in full)"), "{line}");
+        all.missing_hosts = vec!["web-2".into(), "web-4".into()];
+        let line = chat_line(&all, &Predicates::new());
+        assert!(line.ends_with("(decided without web-2, web-4)"), "{line}");
     }
 
     #[test]
