@@ -245,7 +245,8 @@ fn with_per_host_keys_each_host_speaks_only_as_itself() {
         None,
         "its own subject is fine"
     );
-    // An agent posing as web-2 with web-1's key cannot even register.
+    // An agent posing as web-2 with web-1's key cannot even register, and
+    // is told why (before, only nats-server's log said it).
     let posing = clarion()
         .args([
             "agent",
@@ -262,7 +263,11 @@ fn with_per_host_keys_each_host_speaks_only_as_itself() {
         .expect("agent runs");
     assert_eq!(posing.status.code(), Some(1));
     let e = String::from_utf8_lossy(&posing.stderr);
-    assert!(e.contains("manager"), "no manager answers it: {e}");
+    assert!(
+        e.contains("the NATS server refused what host web-2 sent or asked for")
+            && e.contains("the credentials given are not web-2's"),
+        "the refusal is said plainly: {e}"
+    );
 }
 
 #[test]

@@ -108,7 +108,7 @@ impl AgentLink {
         // per-host credentials let only it read.
         let inbox = crate::credentials::reply_inbox_prefix(&opts.host);
         let (manager, triggers, exports) = rt.block_on(async {
-            let client = crate::connect(
+            let (client, refusals) = crate::connect(
                 &opts.url,
                 &opts.security,
                 &format!("clarion-agent {}", opts.host),
@@ -124,7 +124,7 @@ impl AgentLink {
                 .subscribe(protocol::poll(&opts.host))
                 .await
                 .map_err(|e| NatsError::Nats(e.to_string()))?;
-            let reply = register(&client, opts, waiting).await?;
+            let reply = register(&client, opts, &refusals, waiting).await?;
             tokio::spawn(listen(control, polls, in_tx, out.clone()));
             let sender = Sender {
                 client,
@@ -241,6 +241,7 @@ impl AgentLink {
 async fn register(
     client: &async_nats::Client,
     opts: &AgentOptions,
+    refusals: &crate::Refusals,
     waiting: impl FnOnce(),
 ) -> Result<(String, Vec<Trigger>, Option<ExportSet>), NatsError> {
     let deadline = Instant::now() + opts.register_timeout;
@@ -255,7 +256,7 @@ async fn register(
             pages: true,
             from,
         });
-        let reply = request(client, msg, deadline, opts, &mut waiting).await?;
+        let reply = request(client, msg, deadline, opts, refusals, &mut waiting).await?;
         match protocol::decode::<RegisterReply>(protocol::REGISTER, &reply)? {
             RegisterReply::Accepted {
                 manager,
@@ -287,15 +288,28 @@ async fn register(
 }
 
 /// One registration request, sent again every 200 ms until a manager
-/// answers or `deadline` passes; `waiting` is called the first time none does.
+/// answers or `deadline` passes; `waiting` is called the first time none
+/// does. The server refusing this host's subjects (credentials of another
+/// host) ends it at once, saying so: no manager could answer.
 async fn request(
     client: &async_nats::Client,
     msg: Bytes,
     deadline: Instant,
     opts: &AgentOptions,
+    refusals: &crate::Refusals,
     waiting: &mut Option<impl FnOnce()>,
 ) -> Result<Bytes, NatsError> {
+    let refused = || {
+        let refused = refusals.lock().ok().and_then(|r| r.clone());
+        refused.map(|refused| NatsError::NotThisHost {
+            host: opts.host.clone(),
+            refused,
+        })
+    };
     loop {
+        if let Some(e) = refused() {
+            return Err(e);
+        }
         let req = async_nats::Request::new()
             .payload(msg.clone())
             .timeout(Some(Duration::from_secs(2)));
@@ -303,7 +317,7 @@ async fn request(
             Ok(m) => return Ok(m.payload),
             Err(e) => {
                 if Instant::now() >= deadline {
-                    return Err(NatsError::NoManager(opts.register_timeout));
+                    return Err(refused().unwrap_or(NatsError::NoManager(opts.register_timeout)));
                 }
                 if matches!(e.kind(), async_nats::RequestErrorKind::Other) {
                     return Err(NatsError::Nats(e.to_string()));

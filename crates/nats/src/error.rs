@@ -13,6 +13,11 @@ pub enum NatsError {
     HostName(String),
     #[error("no manager answered on clarion.register within {0:?}; start `clarion manager` on the same NATS server, or raise --register-timeout")]
     NoManager(std::time::Duration),
+    #[error(
+        "the NATS server refused what host {host} sent or asked for ({refused}): the credentials given are \
+         not {host}'s; give the key `clarion credentials` made for {host} (--nats-nkey), or run as the host they are for"
+    )]
+    NotThisHost { host: String, refused: String },
     #[error("the manager refused host {host}: {reason}")]
     Refused { host: String, reason: String },
     #[error("event {event}: {message}")]

@@ -73,15 +73,23 @@ pub(crate) fn wall_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// The last "permissions violation" the server sent this connection (a
+/// publish or subscription its credentials do not allow): the server says
+/// so only in an error message, while the refused request just times out.
+pub(crate) type Refusals = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+
 /// Connects with a name, the given credentials, replies on `inbox_prefix`
 /// (a host's own, see [`credentials`]; `_INBOX` without), and a clear
-/// error when the server cannot be reached.
+/// error when the server cannot be reached. The server's refusals are
+/// kept in the [`Refusals`] returned.
 pub(crate) async fn connect(
     url: &str,
     sec: &Security,
     name: &str,
     inbox_prefix: Option<String>,
-) -> Result<async_nats::Client, NatsError> {
+) -> Result<(async_nats::Client, Refusals), NatsError> {
+    let refusals = Refusals::default();
+    let kept = std::sync::Arc::clone(&refusals);
     let mut opts = match &sec.auth {
         Auth::None => async_nats::ConnectOptions::new(),
         Auth::Token(t) => async_nats::ConnectOptions::with_token(t.clone()),
@@ -96,12 +104,26 @@ pub(crate) async fn connect(
     if let Some((cert, key)) = &sec.client_cert {
         opts = opts.add_client_certificate(cert.clone(), key.clone());
     }
-    opts.name(name)
+    opts = opts.event_callback(move |event| {
+        let kept = std::sync::Arc::clone(&kept);
+        async move {
+            if let async_nats::Event::ServerError(async_nats::ServerError::Other(m)) = event {
+                if m.to_lowercase().contains("permissions violation") {
+                    if let Ok(mut k) = kept.lock() {
+                        *k = Some(m);
+                    }
+                }
+            }
+        }
+    });
+    let client = opts
+        .name(name)
         .connection_timeout(std::time::Duration::from_secs(5))
         .connect(url)
         .await
         .map_err(|e| NatsError::Connect {
             url: url.to_string(),
             message: e.to_string(),
-        })
+        })?;
+    Ok((client, refusals))
 }

@@ -271,7 +271,7 @@ pub fn serve(
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let client = crate::connect(
+        let (client, _) = crate::connect(
             &opts.url,
             &opts.security,
             &format!("clarion-manager {name}"),
