@@ -489,6 +489,13 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
         thousands(s.fired),
         thousands(s.partial),
     );
+    if s.departures > 0 {
+        eprintln!(
+            "  hosts left {} time(s) (a goodbye, or over 3 s of silence): {} polls were not sent to them",
+            thousands(s.departures),
+            thousands(s.not_polled)
+        );
+    }
     if s.instances > 0 {
         eprintln!(
             "  {} drill-down instances installed (windows an agent installed too late to see are partial)",
