@@ -18,6 +18,21 @@ use std::time::Duration;
 
 use bus::*;
 
+/// `clarion agent` for web-`i`, replaying its capture at the capture's
+/// pace, lingering `linger` after its end.
+fn agent(d: &std::path::Path, url: &str, i: usize, linger: &str) -> Guard {
+    let host = format!("web-{i}");
+    let child = clarion()
+        .args(["agent", "--nats", url, "--host", &host])
+        .args(["--pcap", &format!("hosts/{host}.pcap"), "--speed", "1"])
+        .args(["--linger", linger])
+        .current_dir(d)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agent starts");
+    Guard::new(child)
+}
+
 #[test]
 fn a_host_that_says_goodbye_is_not_polled_and_the_others_are_decided_at_once() {
     let Some(server) = require_server() else {
@@ -43,19 +58,7 @@ fn a_host_that_says_goodbye_is_not_polled_and_the_others_are_decided_at_once() {
     let flags: Vec<&str> = REPLAY.iter().copied().chain(["--poll-timeout", "30s"]).collect();
     let manager = manager(d, &url, &flags);
     let agents: Vec<Guard> = (1..=4)
-        .map(|i| {
-            let host = format!("web-{i}");
-            let linger = if i == 4 { "1s" } else { "60s" };
-            let child = clarion()
-                .args(["agent", "--nats", &url, "--host", &host])
-                .args(["--pcap", &format!("hosts/{host}.pcap"), "--speed", "1"])
-                .args(["--linger", linger])
-                .current_dir(d)
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("agent starts");
-            Guard::new(child)
-        })
+        .map(|i| agent(d, &url, i, if i == 4 { "1s" } else { "60s" }))
         .collect();
     // Without the goodbye, every window after web-4 left would wait 30 s.
     let m = wait(manager, "the manager", Duration::from_secs(120));
@@ -101,4 +104,58 @@ fn a_host_that_says_goodbye_is_not_polled_and_the_others_are_decided_at_once() {
         missed.is_empty() && spurious.is_empty(),
         "missed {missed:#?}\nspurious {spurious:#?}\nmanager: {m_err}"
     );
+}
+
+/// A killed agent says no goodbye: after 3 s of silence the manager takes
+/// it for gone, gives up its polls in flight and decides the others'
+/// windows without it, naming it in every partial report.
+#[test]
+fn a_killed_host_is_taken_for_gone_after_its_silence() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // 6 s of traffic: web-4 is killed after 1.5 s of it.
+    setup(d, 600);
+    let (_server, port) = start_server(&server);
+    let url = format!("nats://127.0.0.1:{port}");
+    let (manager, _api) = api_manager(
+        d,
+        &url,
+        &[
+            "--events",
+            "events.clarion",
+            "--no-store",
+            "--api-no-auth",
+            "-o",
+            "net.jsonl",
+            "--poll-timeout",
+            "30s",
+        ],
+    );
+    // A short linger: no --until-finished, so no manager says it is done.
+    let mut agents: Vec<Guard> = (1..=4).map(|i| agent(d, &url, i, "2s")).collect();
+    let web4 = agents.pop().expect("four agents");
+    std::thread::sleep(Duration::from_millis(1_500));
+    web4.kill();
+    wait_agents(agents, Duration::from_secs(90));
+    let out = manager.terminate("the manager");
+    let m_err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{m_err}");
+    assert!(m_err.contains("host web-4 left (silent for"), "{m_err}");
+    // A poll waiting for its 30 s timeout would be counted unanswered (and
+    // hold the run): those to web-4 were given up once it was taken for gone.
+    assert!(m_err.contains("(0 unanswered,"), "{m_err}");
+    let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
+    let mut named = 0;
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).expect("a JSON report");
+        let c = &r["completeness"];
+        if c["complete"] == false {
+            assert_eq!(c["missing_hosts"], serde_json::json!(["web-4"]), "{line}");
+            named += 1;
+        }
+    }
+    assert!(named > 0, "reports after web-4 was killed name it: {m_err}");
 }
