@@ -386,9 +386,14 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         } else {
             format!("{events} network-wide event(s)")
         };
+        // "manager manager" read oddly: the default name is left out.
+        let named = if a.name == "manager" {
+            String::new()
+        } else {
+            format!(" `{}`", a.name)
+        };
         eprintln!(
-            "clarion: manager {} on {}: {events} over {} host(s); waiting for agents",
-            a.name,
+            "clarion: manager{named} on {}: {events} over {} host(s); waiting for agents",
             a.nats.url,
             hosts.len()
         );

@@ -341,6 +341,24 @@ fn unknown_protocol() {
 }
 
 #[test]
+fn five_tuple_misspelt_is_named_whole() {
+    assert_renders(
+        "event rack\n  when sum(volume) > 125KB\n  per 5tupel\n  every 10ms\n",
+        r#"
+[E0209] Error: unknown granularity field `5tupel`
+   ╭─[ rack.clarion:3:7 ]
+   │
+ 3 │   per 5tupel
+   │       ───┬──
+   │          ╰──── not a field
+   │
+   │ Help: did you mean `5tuple`?
+───╯
+"#,
+    );
+}
+
+#[test]
 fn unclosed_parenthesis() {
     assert_renders(
         "event rack\n  when (sum(volume) > 125KB\n  per 5tuple\n",

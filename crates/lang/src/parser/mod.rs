@@ -433,10 +433,28 @@ impl<'t> Parser<'t> {
             }
             Some(Token {
                 kind: TokenKind::Int(5),
-                ..
-            }) if extra.contains(&"5tuple") => Err(self
-                .expected(&format!("a {what}"))
-                .help("write `5tuple`, without a space or a dash")),
+                span,
+            }) if extra.contains(&"5tuple") => {
+                // `5tupel`, `5tuples`: a number and a word written together.
+                if let Some(Token {
+                    kind: TokenKind::Ident(w),
+                    span: next,
+                }) = self.toks.get(self.pos + 1)
+                {
+                    if next.start == span.end {
+                        let d = Diagnostic::new(
+                            codes::UNKNOWN_FIELD,
+                            format!("unknown {what} `5{w}`"),
+                            span.to(*next),
+                        )
+                        .here("not a field");
+                        return Err(d.help("did you mean `5tuple`?"));
+                    }
+                }
+                Err(self
+                    .expected(&format!("a {what}"))
+                    .help("write `5tuple`, without a space or a dash"))
+            }
             _ => Err(self
                 .expected(&format!("a {what}"))
                 .help(format!("the fields are {list}"))),
