@@ -851,7 +851,7 @@ impl Service {
                     "`{}` holds {} triggers, more than one registration reply carries; \
                      an agent of this manager's version takes them a page at a time",
                     r.host,
-                    self.book.placed_on(h).len()
+                    self.book.manager().placed_count(h)
                 ),
             };
         }
@@ -1167,10 +1167,19 @@ impl Service {
 
     /// Hosts silent for over [`HOST_SILENT`] are taken for gone (a killed
     /// agent says no goodbye): their polls would each wait the poll timeout.
+    /// Silent next to the host heard from last, not to the clock: a manager
+    /// behind on reading its messages (a loaded machine) has heard from no
+    /// host lately, and must not take them all for gone.
     fn silent_hosts(&mut self) {
+        let Some(newest) = self.hosts.iter().filter_map(|h| h.last_seen).max() else {
+            return;
+        };
         for h in 0..self.hosts.len() {
             let st = &self.hosts[h];
-            let silent = st.last_seen.map(|t| t.elapsed()).filter(|s| *s > HOST_SILENT);
+            let silent = st
+                .last_seen
+                .map(|t| newest.duration_since(t))
+                .filter(|s| *s > HOST_SILENT);
             if let Some(s) = silent.filter(|_| st.gone.is_none()) {
                 self.left(h, Left::Silent, format!("silent for {:.1} s", s.as_secs_f64()));
             }
