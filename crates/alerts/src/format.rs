@@ -79,8 +79,10 @@ pub fn chat_line(report: &Report, predicates: &Predicates) -> String {
         humantime::format_duration(len)
     );
     if !report.missing_hosts.is_empty() {
-        let names: Vec<&str> = report.missing_hosts.iter().map(|h| &**h).collect();
-        line.push_str(&format!(" (decided without {})", names.join(", ")));
+        line.push_str(&format!(
+            " (decided without {})",
+            report.missing_host_names().join(", ")
+        ));
     } else if !report.completeness.complete || report.completeness.dropped > 0 {
         line.push_str(" (window not seen in full)");
     }

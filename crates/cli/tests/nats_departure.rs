@@ -13,24 +13,36 @@
 
 mod bus;
 
-use std::process::Stdio;
+use std::path::Path;
 use std::time::Duration;
 
 use bus::*;
 
 /// `clarion agent` for web-`i`, replaying its capture at the capture's
 /// pace, lingering `linger` after its end.
-fn agent(d: &std::path::Path, url: &str, i: usize, linger: &str) -> Guard {
+fn agent(d: &Path, url: &str, i: usize, linger: &str) -> Guard {
     let host = format!("web-{i}");
-    let child = clarion()
-        .args(["agent", "--nats", url, "--host", &host])
-        .args(["--pcap", &format!("hosts/{host}.pcap"), "--speed", "1"])
-        .args(["--linger", linger])
-        .current_dir(d)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("agent starts");
-    Guard::new(child)
+    let pcap = format!("hosts/{host}.pcap");
+    agent_with(d, url, &host, &pcap, &["--speed", "1", "--linger", linger])
+}
+
+/// Every partial report of `net.jsonl` in `d` names web-4 as the host
+/// that did not answer, and only those name any; how many do.
+fn partial_reports_name_web_4(d: &Path) -> usize {
+    let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
+    let mut named = 0;
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).expect("a JSON report");
+        let c = &r["completeness"];
+        let missing = c["missing_hosts"].clone();
+        if c["complete"] == false {
+            assert_eq!(missing, serde_json::json!(["web-4"]), "{line}");
+            named += 1;
+        } else {
+            assert!(missing.is_null(), "{line}");
+        }
+    }
+    named
 }
 
 #[test]
@@ -82,28 +94,10 @@ fn a_host_that_says_goodbye_is_not_polled_and_the_others_are_decided_at_once() {
         .unwrap_or(0);
     assert!(not_sent > 0, "web-4's polls were given up at once: {m_err}");
 
-    let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
     // Every partial report names the host that did not answer, and only those.
-    let mut named = 0;
-    for line in text.lines() {
-        let r: serde_json::Value = serde_json::from_str(line).expect("a JSON report");
-        let c = &r["completeness"];
-        let missing = c["missing_hosts"].clone();
-        if c["complete"] == false {
-            assert_eq!(missing, serde_json::json!(["web-4"]), "{line}");
-            named += 1;
-        } else {
-            assert!(missing.is_null(), "{line}");
-        }
-    }
+    let named = partial_reports_name_web_4(d);
     assert!(named > 0, "some reports were decided without web-4");
-    let got = rows_of_jsonl(&text);
-    let missed: Vec<_> = want.difference(&got).collect();
-    let spurious: Vec<_> = got.difference(&want).collect();
-    assert!(
-        missed.is_empty() && spurious.is_empty(),
-        "missed {missed:#?}\nspurious {spurious:#?}\nmanager: {m_err}"
-    );
+    assert_reports_equal(d, &want, &format!("manager: {m_err}"));
 }
 
 /// A killed agent says no goodbye: after 3 s of silence the manager takes
@@ -147,15 +141,6 @@ fn a_killed_host_is_taken_for_gone_after_its_silence() {
     // A poll waiting for its 30 s timeout would be counted unanswered (and
     // hold the run): those to web-4 were given up once it was taken for gone.
     assert!(m_err.contains("(0 unanswered,"), "{m_err}");
-    let text = std::fs::read_to_string(d.join("net.jsonl")).expect("reports");
-    let mut named = 0;
-    for line in text.lines() {
-        let r: serde_json::Value = serde_json::from_str(line).expect("a JSON report");
-        let c = &r["completeness"];
-        if c["complete"] == false {
-            assert_eq!(c["missing_hosts"], serde_json::json!(["web-4"]), "{line}");
-            named += 1;
-        }
-    }
+    let named = partial_reports_name_web_4(d);
     assert!(named > 0, "reports after web-4 was killed name it: {m_err}");
 }

@@ -11,7 +11,6 @@
 
 mod bus;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use bus::*;
@@ -55,14 +54,8 @@ fn a_host_with_thousands_of_triggers_registers_a_page_at_a_time() {
     let agents: Vec<Guard> = (1..=4)
         .map(|i| {
             let host = format!("web-{i}");
-            let child = clarion()
-                .args(["agent", "--nats", &url, "--host", &host])
-                .args(["--pcap", &format!("hosts/{host}.pcap"), "--linger", "60s"])
-                .current_dir(d)
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("agent starts");
-            Guard::new(child)
+            let pcap = format!("hosts/{host}.pcap");
+            agent_with(d, &url, &host, &pcap, &["--linger", "60s"])
         })
         .collect();
     let m = wait(manager, "the manager", Duration::from_secs(180));
@@ -91,11 +84,5 @@ fn a_host_with_thousands_of_triggers_registers_a_page_at_a_time() {
         m_err.contains("0 partial"),
         "every host answered every poll: {m_err}"
     );
-    let got = rows_of_jsonl(&std::fs::read_to_string(d.join("net.jsonl")).expect("reports"));
-    let missed: Vec<_> = want.difference(&got).collect();
-    let spurious: Vec<_> = got.difference(&want).collect();
-    assert!(
-        missed.is_empty() && spurious.is_empty(),
-        "missed {missed:#?}\nspurious {spurious:#?}"
-    );
+    assert_reports_equal(d, &want, &m_err);
 }

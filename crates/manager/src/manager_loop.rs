@@ -424,8 +424,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
             panic!("a report: {out:?}")
         };
         assert!(!r.completeness.complete, "host b's values are missing");
-        let missing: Vec<&str> = r.missing_hosts.iter().map(|h| &**h).collect();
-        assert_eq!(missing, ["b"], "and the report names it");
+        assert_eq!(r.missing_host_names(), ["b"], "and the report names it");
         assert_eq!(r.to_json()["completeness"]["missing_hosts"][0], "b");
         // Host b's report of the decided window, late, starts nothing.
         let mut late = Vec::new();

@@ -423,10 +423,14 @@ impl Report {
         }
         // Beside the completeness it qualifies; absent when every host answered.
         if let (false, Some(Value::Object(c))) = (self.missing_hosts.is_empty(), v.get_mut("completeness")) {
-            let names: Vec<&str> = self.missing_hosts.iter().map(|h| &**h).collect();
-            c.insert("missing_hosts".into(), json!(names));
+            c.insert("missing_hosts".into(), json!(self.missing_host_names()));
         }
         v
+    }
+
+    /// The hosts a network-wide report was decided without, by name.
+    pub fn missing_host_names(&self) -> Vec<&str> {
+        self.missing_hosts.iter().map(|h| &**h).collect()
     }
 
     /// The canonical order of reports: by window end, event name, then group.

@@ -117,8 +117,7 @@ impl<W: Write> TableSink<W> {
             row.push_str(" !");
         }
         if !r.missing_hosts.is_empty() {
-            let names: Vec<&str> = r.missing_hosts.iter().map(|h| &**h).collect();
-            let _ = write!(row, " (without {})", names.join(", "));
+            let _ = write!(row, " (without {})", r.missing_host_names().join(", "));
         }
         // No trailing blanks when there are no values to show.
         row.truncate(row.trim_end().len());

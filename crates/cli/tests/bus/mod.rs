@@ -475,14 +475,33 @@ pub fn paced_agent(dir: &Path, nats: &str, host: &str, pcap: &str) -> Guard {
 
 /// The same at `speed` times the capture's pace.
 fn agent_at(dir: &Path, nats: &str, host: &str, pcap: &str, speed: &str) -> Guard {
+    agent_with(dir, nats, host, pcap, &["--speed", speed, "--linger", "60s"])
+}
+
+/// Starts `clarion agent` for `host` on `pcap` (relative to `dir`) with
+/// `flags` added; its standard error is piped.
+pub fn agent_with(dir: &Path, nats: &str, host: &str, pcap: &str, flags: &[&str]) -> Guard {
     let child = clarion()
         .args(["agent", "--nats", nats, "--host", host, "--pcap", pcap])
-        .args(["--speed", speed, "--linger", "60s"])
+        .args(flags)
         .current_dir(dir)
         .stderr(Stdio::piped())
         .spawn()
         .expect("agent starts");
     Guard::new(child)
+}
+
+/// The network-wide reports of `net.jsonl` in `d` equal `want`, row for
+/// row; `context` is added to the message otherwise.
+#[track_caller]
+pub fn assert_reports_equal(d: &Path, want: &BTreeSet<Row>, context: &str) {
+    let got = rows_of_jsonl(&std::fs::read_to_string(d.join("net.jsonl")).expect("reports"));
+    let missed: Vec<_> = want.difference(&got).collect();
+    let spurious: Vec<_> = got.difference(want).collect();
+    assert!(
+        missed.is_empty() && spurious.is_empty(),
+        "missed {missed:#?}\nspurious {spurious:#?}\n{context}"
+    );
 }
 
 /// Waits for every agent to end (each within `limit`), successfully.

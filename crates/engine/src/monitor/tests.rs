@@ -213,17 +213,19 @@ fn coarse_granularity_and_longer_windows_over_gaps() {
     assert_eq!(keys, sorted);
 }
 
+/// A 10 ms per-5-tuple event named `any` that fires on any packet.
+fn any() -> EventSpec {
+    event(
+        "any",
+        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    )
+}
+
 #[test]
 fn install_mid_stream_starts_at_next_window_and_remove_stops() {
     let mut m = Monitor::new(MonitorConfig::default());
-    let any = || {
-        event(
-            "any",
-            gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
-            Granularity::FIVE_TUPLE,
-            10,
-        )
-    };
     let mut out = Vec::new();
     m.process(&pkt(T0 + MS, 1, 1, 10), &mut out);
     let id = m.install(any()).unwrap();
@@ -250,14 +252,6 @@ fn install_mid_stream_starts_at_next_window_and_remove_stops() {
 #[test]
 fn has_event_follows_installs_and_removals_of_a_name() {
     let mut m = Monitor::new(MonitorConfig::default());
-    let any = || {
-        event(
-            "any",
-            gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
-            Granularity::FIVE_TUPLE,
-            10,
-        )
-    };
     assert!(!m.has_event("any"));
     // Two triggers of one name live side by side (an instance replaced
     // while its last windows are swept): the name stays until both go.
