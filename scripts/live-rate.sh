@@ -6,7 +6,8 @@
 # Usage (as root): scripts/live-rate.sh [RATES] [PACKETS]
 #   RATES    comma-separated packets/s to try, ascending (default below)
 #   PACKETS  frames replayed per trial (default 3000000; 64-byte frames from `clarion-lab gen`)
-# For each source (tcpdump, clarion AF_PACKET, clarion AF_XDP) and rate it
+# For each source (tcpdump; clarion on AF_PACKET with --ring-mode frames and
+# blocks; clarion on AF_XDP) and rate it
 # replays the workload with tcpreplay from one namespace into the other,
 # then prints one line per trial: the rate tcpreplay achieved, frames sent
 # and seen, drops at the receiver's socket or ring (what tcpdump reports as
@@ -74,8 +75,10 @@ trial() { # SOURCE RATE
     tcpdump)
         ip netns exec $RX taskset -c 1 tcpdump -i eth0 -s 256 -B 65536 -w /dev/null 2>"$err" &
         pid=$!; ready "$err" "listening on" ;;
-    packet|xdp)
-        ip netns exec $RX "$CLARION" run -i eth0 --source $src --cpus 1 --events "$tmp/w.clarion" \
+    frames|blocks|xdp)
+        local how=(--source packet --ring-mode "$src")
+        [ "$src" = xdp ] && how=(--source xdp)
+        ip netns exec $RX "$CLARION" run -i eth0 "${how[@]}" --cpus 1 --events "$tmp/w.clarion" \
             --format json -o /dev/null --stats-every 0 --epoch-stats "$tmp/epochs.jsonl" 2>"$err" &
         pid=$!; ready "$err" "capturing on" ;;
     esac
@@ -105,7 +108,7 @@ trial() { # SOURCE RATE
 
 printf '%-8s %10s %10s %10s %10s %8s %8s %10s %10s %5s\n' source rate achieved sent seen drops stack "delay p99" "delay max" late
 for rate in ${RATES//,/ }; do
-    for src in tcpdump packet xdp; do
+    for src in tcpdump frames blocks xdp; do
         trial $src "$rate"
     done
 done

@@ -28,7 +28,7 @@ use clarion_engine::{Monitor, MonitorConfig, Report, TriggerId, WindowValues};
 use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions, WithExports};
 use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_nats::protocol::{Control, ExportSet};
-use clarion_nats::{AgentLink, AgentOptions, AppliedExports, Arrived, HostDesk, Inbound, Triggers};
+use clarion_nats::{AgentLink, AgentOptions, AppliedExports, Arrived, HostDesk, Inbound, Triggers, Wake};
 use clarion_sinks::ReportSink;
 
 use crate::args::{parse_duration, ExportArgs, Format, LiveArgs};
@@ -456,7 +456,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         );
     }
     let (mut with, apps_out) = exports.around(own_monitor)?;
-    let mut ag = Agent::register(a, &mut with.inner, stop)?;
+    let mut ag = Agent::register(a, &mut with.inner, stop, None)?;
     // The manager's policies apply from the first frame.
     ag.apply_exports(&mut with);
     let options = ReplayOptions {
@@ -520,7 +520,11 @@ fn live_agent(
     let mut host = LiveHost::start(&config, own, Arc::clone(&stop))
         .map_err(|e| crate::live::start_failure(e, &events))?;
     crate::live::serve_metrics(&a.live, &host, a.quiet)?;
-    let mut ag = Agent::register(a, &mut Merged(&mut host), stop)?;
+    // A poll is answered as it arrives, not when the wait for the
+    // workers' next event times out.
+    let waker = host.waker();
+    let wake = Wake(Arc::new(move || waker.wake()));
+    let mut ag = Agent::register(a, &mut Merged(&mut host), stop, Some(wake))?;
     ag.apply_live_exports(&mut host);
     if !a.quiet {
         eprintln!(
@@ -609,10 +613,12 @@ impl Triggers for Merged<'_> {
 
 impl Agent {
     /// Registers with a manager and installs the network-wide triggers it sends.
+    /// `wake` is called whenever a message from the manager arrives.
     fn register<T: Triggers + ?Sized>(
         a: &AgentArgs,
         host: &mut T,
         stop: Arc<AtomicBool>,
+        wake: Option<Wake>,
     ) -> Result<Agent, Failure> {
         let opts = AgentOptions {
             url: a.nats.url.clone(),
@@ -621,6 +627,7 @@ impl Agent {
             prefixes: a.prefixes.clone(),
             register_timeout: Duration::from_nanos(a.register_timeout),
             health: Some(clarion_control::HealthHandle::new()),
+            wake,
         };
         let health = opts.health.clone().unwrap_or_default();
         let url = a.nats.url.clone();

@@ -118,12 +118,14 @@ to the hosts owning its source and destination addresses; one capture per
 host (--pcap NAME=FILE, as tcpdump writes on each host's interface) gives
 each host its own capture's packets, the captures merged by time.
 
-Live capture (--interface) uses an AF_PACKET TPACKET_V3 ring per worker and
-interface, or with --source xdp an AF_XDP socket per RX queue (worker k
-takes the queues q with q mod N = k). Epochs are aligned multiples of Unix time, so hosts agree; they
-end with the packets' kernel timestamps or, when the wire is quiet, with the
-clock (lagging it by --ring-retire plus 1 ms, so no packet arrives after its
-epoch was swept). Kernel drops are read every millisecond and reported in
+Live capture (--interface) uses an AF_PACKET ring per worker and interface
+(TPACKET_V2 frames, each handed over at once; --ring-mode blocks for
+TPACKET_V3), or with --source xdp an AF_XDP socket per RX queue (worker k
+takes the queues q with q mod N = k). Epochs are aligned multiples of Unix
+time, so hosts agree; they end with the packets' kernel timestamps or, when
+the wire is quiet, with the clock (lagging it by --clock-lag, plus three
+kernel ticks with --ring-mode blocks, so no packet arrives after its epoch
+was swept). Kernel drops are read every millisecond and reported in
 the completeness of the windows they fall in, in the summary lines and in
 --epoch-stats. Ctrl-C or SIGTERM finishes the current epoch's sweep, writes
 the last reports and the summary; a second Ctrl-C exits at once.
@@ -402,7 +404,7 @@ pub enum FastPathArg {
 #[derive(Args, Debug)]
 #[command(next_help_heading = "Live capture")]
 pub struct LiveArgs {
-    /// Receive path: 'packet' (AF_PACKET TPACKET_V3 ring; sees both
+    /// Receive path: 'packet' (AF_PACKET ring, see --ring-mode; sees both
     /// directions, the host keeps receiving) or 'xdp' (AF_XDP, copy mode:
     /// frames redirected by an XDP program never reach the host's stack, so
     /// use it on a mirror port, a tap or an interface dedicated to monitoring).
@@ -428,6 +430,24 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "pcap", default_value_t = 256, value_name = "BYTES")]
     pub snaplen: u32,
 
+    /// Receive ring layout: 'frames' (TPACKET_V2: each packet handed over
+    /// as soon as the kernel has written it, so epochs close and
+    /// network-wide decisions come within about a millisecond of a window's
+    /// end) or 'blocks' (TPACKET_V3: a block at a time, when full or after
+    /// --ring-retire; fewer wake-ups at the highest rates, but at low rates
+    /// a packet waits unseen for up to three kernel ticks, 12 ms at HZ=250).
+    #[arg(long, conflicts_with = "pcap", value_enum, default_value_t = RingModeArg::Frames, value_name = "LAYOUT")]
+    pub ring_mode: RingModeArg,
+
+    /// How far the monitor's clock stays behind the wall clock when the wire
+    /// is quiet, beyond what the ring hides (with --ring-mode blocks, its
+    /// retire timer): a packet the kernel holds longer than this between
+    /// stamping it and handing it over is counted out of order. It grows by
+    /// itself to a quarter more than the longest queueing delay of the last
+    /// 128 epochs.
+    #[arg(long, conflicts_with = "pcap", default_value = "100us", value_parser = parse_duration, value_name = "DURATION")]
+    pub clock_lag: u64,
+
     /// Receive ring: bytes per block (a power of two). Under load the kernel
     /// hands a block over when it is full, so its size bounds the queueing
     /// delay (64 KiB: about 450 minimal frames).
@@ -438,13 +458,14 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "pcap", default_value_t = 512, value_name = "N")]
     pub ring_blocks: u32,
 
-    /// Receive ring: frame slot size the kernel checks the ring against (it
-    /// must divide the block size; TPACKET_V3 packs frames tightly anyway).
+    /// Receive ring, --ring-mode blocks: frame slot size the kernel checks the
+    /// ring against (it must divide the block size; TPACKET_V3 packs frames
+    /// tightly anyway). Frames take slots of the snap length plus 128 bytes.
     #[arg(long, conflicts_with = "pcap", default_value_t = 2048, value_name = "BYTES")]
     pub ring_frame_size: u32,
 
-    /// A block not yet full is handed over after this long (whole milliseconds):
-    /// the longest a packet waits unseen when traffic is light.
+    /// --ring-mode blocks: a block not yet full is handed over after this long
+    /// (whole milliseconds): the longest a packet waits unseen when traffic is light.
     #[arg(long, conflicts_with = "pcap", default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
     pub ring_retire: u64,
 
@@ -538,6 +559,12 @@ pub struct CheckArgs {
 pub enum SourceKind {
     Packet,
     Xdp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RingModeArg {
+    Frames,
+    Blocks,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

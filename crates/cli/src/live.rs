@@ -24,11 +24,11 @@ use anyhow::{anyhow, Context};
 
 use clarion_engine::{MonitorConfig, Report};
 use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
-use clarion_live::{EpochStats, LinkEvent, LiveError, RingConfig, WorkerMetrics};
+use clarion_live::{EpochStats, LinkEvent, LiveError, RingConfig, RingMode, WorkerMetrics};
 use clarion_sinks::ReportSink;
 use clarion_xdp::XdpMode;
 
-use crate::args::{LiveArgs, RunArgs, SourceKind, XdpModeArg};
+use crate::args::{LiveArgs, RingModeArg, RunArgs, SourceKind, XdpModeArg};
 use crate::exports::LiveExports;
 use crate::local_events::LocalEvents;
 use crate::run::{load_events, monitor_config, open_sink, sink_error, write_all};
@@ -62,6 +62,10 @@ fn ring_config(live: &LiveArgs) -> Result<RingConfig, Failure> {
         )));
     }
     Ok(RingConfig {
+        mode: match live.ring_mode {
+            RingModeArg::Frames => RingMode::Frames,
+            RingModeArg::Blocks => RingMode::Blocks,
+        },
         block_size: live.ring_block_size,
         blocks: live.ring_blocks,
         frame_size: live.ring_frame_size,
@@ -98,6 +102,7 @@ pub fn live_config(
         ring: ring_config(live)?,
         step_budget: Duration::from_nanos(live.step_budget),
         low_water: live.low_water,
+        clock_lag: Duration::from_nanos(live.clock_lag),
         duration: live.duration.map(Duration::from_nanos),
         down_timeout: Duration::from_nanos(live.down_timeout),
         monitor,
@@ -158,9 +163,10 @@ pub fn capturing(interfaces: &[String], live: &LiveArgs, workers: u32) -> String
     format!(
         "{} ({}) with {} worker{}",
         interfaces.join(", "),
-        match live.source {
-            SourceKind::Packet => "AF_PACKET",
-            SourceKind::Xdp => "AF_XDP",
+        match (live.source, live.ring_mode) {
+            (SourceKind::Packet, RingModeArg::Frames) => "AF_PACKET frames",
+            (SourceKind::Packet, RingModeArg::Blocks) => "AF_PACKET blocks",
+            (SourceKind::Xdp, _) => "AF_XDP",
         },
         workers,
         if workers == 1 { "" } else { "s" },

@@ -117,7 +117,10 @@ fn duration_stops_a_live_run_with_its_summary() {
         "took {:?}",
         started.elapsed()
     );
-    assert!(err.contains("capturing on lo (AF_PACKET) with 1 worker"), "{err}");
+    assert!(
+        err.contains("capturing on lo (AF_PACKET frames) with 1 worker"),
+        "{err}"
+    );
     assert!(err.contains("live: 0 kernel drops"), "{err}");
 }
 
@@ -232,6 +235,60 @@ fn live_flow_records_and_gpvs_count_every_packet() {
         String::from_utf8_lossy(&from_file.stdout),
         "the app on the host and on its GPV file"
     );
+}
+
+/// Both ring layouts (`--ring-mode frames`, the default, and `blocks`)
+/// count every datagram of a flow on a live veth, and a run says which it
+/// used.
+#[test]
+fn both_ring_layouts_count_every_packet() {
+    for (k, mode) in ["frames", "blocks"].into_iter().enumerate() {
+        let Some(net) = Net::new(&format!("m{k}")) else {
+            return;
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let jsonl = dir.path().join("r.jsonl");
+        let child = clarion_in(&net.a)
+            .args([
+                "run",
+                "-i",
+                "va",
+                "--ring-mode",
+                mode,
+                "--stats-every",
+                "0",
+                "--duration",
+                "3s",
+            ])
+            .arg("--records")
+            .arg(&jsonl)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starts");
+        std::thread::sleep(Duration::from_millis(1000));
+        let sent = in_netns(&net.b, || {
+            let sock = UdpSocket::bind(("10.231.0.2", 40_100)).ok()?;
+            for _ in 0..50 {
+                sock.send_to(&[7u8; 60], "10.231.0.1:9999").ok()?;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Some(())
+        })
+        .flatten();
+        assert!(sent.is_some(), "sent the datagrams");
+        let out = child.wait_with_output().expect("ends");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mode}: {err}");
+        assert!(err.contains(&format!("AF_PACKET {mode}")), "{mode}: {err}");
+        let records: Vec<serde_json::Value> = std::fs::read_to_string(&jsonl)
+            .expect("records")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .filter(|v: &serde_json::Value| v["src_port"] == 40_100)
+            .collect();
+        assert_eq!(records.len(), 1, "{mode}: {records:?}");
+        assert_eq!(records[0]["packets"], 50, "{mode}: {}", records[0]);
+    }
 }
 
 /// Issue 20: metric apps started and stopped on a running host through its

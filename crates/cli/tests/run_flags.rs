@@ -19,6 +19,8 @@ fn live_capture_flags_are_errors_with_a_capture_file() {
         &["--ring-blocks", "64"],
         &["--ring-frame-size", "2048"],
         &["--ring-retire", "2ms"],
+        &["--ring-mode", "blocks"],
+        &["--clock-lag", "1ms"],
         &["--step-budget", "10us"],
         &["--low-water", "8"],
         &["--duration", "5s"],

@@ -37,7 +37,9 @@ mod workers;
 
 pub use error::HostError;
 pub use exports::{Counting, WithExports};
-pub use live::{worker_exports, Live, LiveConfig, LiveExportConfig, LiveHost, LiveSource, LiveSummary};
+pub use live::{
+    worker_exports, HostWaker, Live, LiveConfig, LiveExportConfig, LiveHost, LiveSource, LiveSummary,
+};
 pub use replay::{replay, Driver, ReplayOptions, Replayed};
 pub use source::{Frames, MergedCaptures};
 pub use stage::{PerHost, Stage};

@@ -88,6 +88,9 @@ pub struct LiveConfig {
     pub ring: RingConfig,
     pub step_budget: Duration,
     pub low_water: usize,
+    /// The workers' clock lag on a quiet wire, beyond what the rings hide
+    /// ([`WorkerConfig::clock_lag`]).
+    pub clock_lag: Duration,
     /// Stop after this long.
     pub duration: Option<Duration>,
     /// How long an interface may stay down or away before the run ends
@@ -157,7 +160,7 @@ pub enum Live {
     /// `down_ns` the host's: from the first worker's outage to the last's).
     /// One not back in time ends the run ([`LiveSummary::lost`]).
     Link(LinkEvent),
-    /// Nothing within the timeout.
+    /// Nothing within the timeout, or woken by a [`HostWaker`].
     Idle,
     /// Every worker has finished (stopped, or past the duration).
     Ended,
@@ -204,10 +207,33 @@ struct WorkerSetup {
     events: mpsc::Sender<WorkerEvent>,
 }
 
+/// Wakes [`LiveHost::next`] from another thread: whoever waits on the
+/// host's workers and on something else too (an agent's messages from its
+/// manager) answers the other at once instead of at the wait's timeout.
+/// It holds a sender of the workers' channel until every worker thread
+/// has ended, so that the channel still disconnects then ([`Live::Ended`]).
+#[derive(Clone, Debug)]
+pub struct HostWaker(Arc<std::sync::Mutex<Option<Sender<WorkerEvent>>>>);
+
+impl HostWaker {
+    pub fn wake(&self) {
+        let tx = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = tx.as_ref() {
+            let _ = tx.send(WorkerEvent::Wake);
+        }
+    }
+
+    fn retire(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
 /// See the module documentation.
 pub struct LiveHost {
     stop: Arc<AtomicBool>,
     rx: Receiver<WorkerEvent>,
+    /// Given out by [`LiveHost::waker`]; retired once the workers ended.
+    waker: HostWaker,
     handles: Vec<JoinHandle<()>>,
     commands: Vec<Sender<WorkerCommand>>,
     metrics: Vec<Arc<WorkerMetrics>>,
@@ -280,6 +306,7 @@ impl LiveHost {
         let mut host = LiveHost {
             stop: Arc::clone(&stop),
             rx,
+            waker: HostWaker(Arc::new(std::sync::Mutex::new(Some(tx.clone())))),
             handles: Vec::new(),
             commands: Vec::new(),
             metrics: Vec::new(),
@@ -380,6 +407,7 @@ impl LiveHost {
             id: w,
             step_budget: config.step_budget,
             low_water: config.low_water,
+            clock_lag: config.clock_lag,
             stop: Arc::clone(&self.stop),
             deadline: setup.deadline,
             down_timeout: config.down_timeout,
@@ -434,13 +462,16 @@ impl LiveHost {
     fn wait_ready(&mut self, workers: u32) -> Result<(), HostError> {
         let mut ready = 0;
         while ready < workers {
-            match self.rx.recv() {
+            match self.rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(WorkerEvent::Ready(_)) => ready += 1,
                 Ok(WorkerEvent::Failed(w, e)) => {
                     self.stop.store(true, Ordering::Relaxed);
                     return Err(HostError::Live { worker: w, source: e });
                 }
                 Ok(other) => self.early.push_back(other),
+                // The waker's sender keeps the channel open: a worker
+                // thread that ended without a word is seen by its handle.
+                Err(RecvTimeoutError::Timeout) if !self.handles.iter().all(|h| h.is_finished()) => {}
                 Err(_) => break,
             }
         }
@@ -452,20 +483,30 @@ impl LiveHost {
         (self.metrics.clone(), Arc::clone(&self.host_metrics))
     }
 
+    /// Wakes [`LiveHost::next`] from another thread (see [`HostWaker`]).
+    pub fn waker(&self) -> HostWaker {
+        self.waker.clone()
+    }
+
     /// Waits up to `timeout` for what the workers send next.
     pub fn next(&mut self, timeout: Duration) -> Live {
+        // Workers that ended have dropped their senders; the waker's would
+        // keep the channel from saying so.
+        if self.handles.iter().all(|h| h.is_finished()) {
+            self.waker.retire();
+        }
         loop {
             let event = match self.early.pop_front() {
                 Some(e) => Ok(e),
                 None => self.rx.recv_timeout(timeout),
             };
             let event = match event {
+                Ok(WorkerEvent::Wake) | Err(RecvTimeoutError::Timeout) => return Live::Idle,
                 Ok(e) => e,
-                Err(RecvTimeoutError::Timeout) => return Live::Idle,
                 Err(RecvTimeoutError::Disconnected) => return Live::Ended,
             };
             match event {
-                WorkerEvent::Ready(_) => {}
+                WorkerEvent::Ready(_) | WorkerEvent::Wake => {}
                 WorkerEvent::Reports(_, reports) => return self.written(reports),
                 WorkerEvent::Records(_, records) => return Live::Records(records),
                 WorkerEvent::Gpvs(_, gpvs) => return Live::Gpvs(gpvs),

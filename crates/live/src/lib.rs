@@ -31,7 +31,7 @@ pub use metrics::{
     render as render_metrics, EventMetrics, Histogram, HostMetrics, InterfaceMetrics, ProcessStats,
     QueueDelayHistogram, SweepHistogram, MAX_EVENT_SERIES, OTHER_EVENT,
 };
-pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingStats};
+pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingMode, RingStats};
 pub use source::{jiffy, Source};
 pub use stats::{DelayHistogram, EpochStats, WorkerMetrics};
 pub use worker::{

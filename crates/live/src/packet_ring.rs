@@ -1,19 +1,29 @@
-//! AF_PACKET with a TPACKET_V3 memory-mapped receive ring.
+//! AF_PACKET with a memory-mapped receive ring, in one of two layouts.
 //!
-//! The kernel fills blocks of packets in a ring shared with this process
-//! and hands a block over (its status becomes `TP_STATUS_USER`) when it is
-//! full or when the retire timeout expires; the reader walks the packets of
-//! the block and gives it back (`TP_STATUS_KERNEL`). No copy and no system
-//! call per packet. Drops (a full ring) are counted by the kernel and read
-//! with `PACKET_STATISTICS`.
+//! - **Frames** (TPACKET_V2, the default): fixed slots, one packet each,
+//!   handed over as soon as the kernel has written it (the slot's status
+//!   becomes `TP_STATUS_USER`). A packet is visible microseconds after it
+//!   was stamped, so the worker's clock can follow the wire closely: what
+//!   a timely network-wide decision needs. libpcap makes the same choice
+//!   for tcpdump's `--immediate-mode`.
+//! - **Blocks** (TPACKET_V3): the kernel packs packets into blocks and
+//!   hands a block over when it is full or when its retire timer fires;
+//!   fewer wake-ups and denser memory at the highest rates, but at low
+//!   rates a packet waits unseen for up to three timer ticks (12 ms at
+//!   HZ=250).
+//!
+//! Either way the reader walks what was handed over in place and gives it
+//! back (`TP_STATUS_KERNEL`): no copy and no system call per packet. Drops
+//! (a full ring) are counted by the kernel and read with
+//! `PACKET_STATISTICS`.
 //!
 //! # Invariants
-//! - Block `cur` is the next one to read; blocks are handed over in ring
-//!   order, so a block that is not ready means none after it is either.
-//! - A block is given back only after every frame of it was handed to the
-//!   callback; frames borrow the mapping only during the callback.
-//! - The status word is read with Acquire and written with Release, pairing
-//!   with the kernel's barriers around it (as libpcap and the kernel's
+//! - `cur` is the next block (or frame) to read; the kernel hands them over
+//!   in ring order, so one that is not ready means none after it is either.
+//! - A block or frame is given back only after its frames were handed to
+//!   the callback; frames borrow the mapping only during the callback.
+//! - Status words are read with Acquire and written with Release, pairing
+//!   with the kernel's barriers around them (as libpcap and the kernel's
 //!   documentation do).
 
 use std::io;
@@ -25,18 +35,30 @@ use crate::filter::Insn;
 use crate::interface::Interface;
 use crate::{Frame, LiveError};
 
+/// How the kernel hands packets over (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RingMode {
+    /// TPACKET_V2: each packet as soon as it is written.
+    #[default]
+    Frames,
+    /// TPACKET_V3: a block at a time, when full or when its timer fires.
+    Blocks,
+}
+
 /// Sizes of the ring and what each packet keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingConfig {
+    pub mode: RingMode,
     /// Bytes per block: a power of two, a multiple of the page size, larger
     /// than a frame of `snaplen` bytes plus its header.
     pub block_size: u32,
     pub blocks: u32,
-    /// Frame slot size the kernel checks the ring against (V3 packs frames
-    /// tightly; this only has to divide the block size).
+    /// Blocks: the frame slot size the kernel checks the ring against (V3
+    /// packs frames tightly; this only has to divide the block size).
+    /// Frames lays its slots out by the snap length instead.
     pub frame_size: u32,
-    /// A block that is not full is handed over after this many milliseconds:
-    /// the longest a packet can wait unseen at low rates.
+    /// Blocks: one that is not full is handed over after this many
+    /// milliseconds, the longest a packet can wait unseen at low rates.
     pub retire_ms: u32,
     /// Bytes kept of each packet. Headers are all Clarion reads, and the
     /// wire length is kept apart, so a short snap length costs nothing in
@@ -48,6 +70,7 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
+            mode: RingMode::Frames,
             // Small blocks: under load a block is handed over when full, so
             // its size bounds the delay (64 KiB hold ~450 minimal frames).
             block_size: 1 << 16,
@@ -59,7 +82,19 @@ impl Default for RingConfig {
     }
 }
 
+/// Room in a frame slot before the packet: the `tpacket2_hdr` and
+/// `sockaddr_ll` (52 bytes) and the link header aligned after them (the
+/// kernel puts the network header at a 16-byte boundary at least 16 bytes
+/// past them), with margin for link headers up to 60 bytes.
+const SLOT_HEADROOM: u32 = 128;
+
 impl RingConfig {
+    /// Bytes of one frame slot in [`RingMode::Frames`]: a packet of the
+    /// snap length and its headers. The kernel truncates what does not fit.
+    pub fn slot_size(&self) -> u32 {
+        (self.snaplen + SLOT_HEADROOM).next_multiple_of(16)
+    }
+
     fn check(&self) -> Result<(), LiveError> {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u32;
@@ -76,13 +111,15 @@ impl RingConfig {
                 self.snaplen
             ));
         }
-        if u64::from(self.snaplen) + 128 > u64::from(self.block_size) {
+        if u64::from(self.snaplen) + u64::from(SLOT_HEADROOM) > u64::from(self.block_size) {
             return err(format!(
                 "block size {} cannot hold a frame of snap length {} (raise --ring-block-size)",
                 self.block_size, self.snaplen
             ));
         }
-        if self.frame_size < 128 || !self.block_size.is_multiple_of(self.frame_size) {
+        if self.mode == RingMode::Blocks
+            && (self.frame_size < 128 || !self.block_size.is_multiple_of(self.frame_size))
+        {
             return err(format!(
                 "frame size {} must divide the block size",
                 self.frame_size
@@ -94,7 +131,7 @@ impl RingConfig {
                 self.blocks, self.block_size
             ));
         }
-        if self.retire_ms == 0 {
+        if self.mode == RingMode::Blocks && self.retire_ms == 0 {
             return err("the block retire timeout must be at least 1 ms".into());
         }
         Ok(())
@@ -126,6 +163,19 @@ struct InBlock {
     offset: usize,
 }
 
+/// How the mapping is laid out and read.
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    /// `cur` is a block; a partly read one is resumed at `in_block`.
+    Blocks { in_block: Option<InBlock> },
+    /// `cur` is a frame slot; slots do not cross blocks.
+    Frames {
+        slot: usize,
+        per_block: usize,
+        slots: usize,
+    },
+}
+
 /// One interface's receive ring. See the module documentation.
 #[derive(Debug)]
 pub struct PacketRing {
@@ -134,10 +184,9 @@ pub struct PacketRing {
     map_len: usize,
     block_size: usize,
     blocks: usize,
+    layout: Layout,
     cur: usize,
-    in_block: Option<InBlock>,
     interface: Interface,
-    retire_ms: u32,
     /// What it was opened with, to open it anew ([`PacketRing::reopen`]).
     opened: Opened,
     /// A frame with its VLAN tag put back (the kernel strips it into the header).
@@ -145,18 +194,57 @@ pub struct PacketRing {
 }
 
 // SAFETY: the mapping belongs to this value alone (the kernel is the only
-// other party and synchronizes through the block status words), so moving
-// it to another thread is sound; it is not Sync (reading mutates state).
+// other party and synchronizes through the status words), so moving it to
+// another thread is sound; it is not Sync (reading mutates state).
 unsafe impl Send for PacketRing {}
 
 // <linux/if_packet.h>
+const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
 /// Offset of `block_status` in `struct tpacket_block_desc` (version, offset_to_priv, then the header).
 const BLOCK_STATUS: usize = 8;
 const NUM_PKTS: usize = 12;
 const FIRST_PKT: usize = 16;
-/// `struct tpacket3_hdr` is 48 bytes; the `sockaddr_ll` follows at the next 16-byte boundary.
-const SOCKADDR_LL_OFFSET: usize = 48;
+
+/// Where a packet header's fields are, by layout.
+struct HeaderOffsets {
+    sec: usize,
+    nsec: usize,
+    snaplen: usize,
+    len: usize,
+    status: usize,
+    mac: usize,
+    vlan_tci: usize,
+    vlan_tpid: usize,
+    /// `sockaddr_ll` follows the header at a 16-byte boundary.
+    sockaddr: usize,
+}
+
+/// `struct tpacket3_hdr` (48 bytes; `tp_next_offset` at 0, the VLAN fields in `hv1`).
+const V3: HeaderOffsets = HeaderOffsets {
+    sec: 4,
+    nsec: 8,
+    snaplen: 12,
+    len: 16,
+    status: 20,
+    mac: 24,
+    vlan_tci: 32,
+    vlan_tpid: 36,
+    sockaddr: 48,
+};
+
+/// `struct tpacket2_hdr` (32 bytes; `tp_status` first, the slot's status word).
+const V2: HeaderOffsets = HeaderOffsets {
+    sec: 16,
+    nsec: 20,
+    snaplen: 8,
+    len: 4,
+    status: 0,
+    mac: 12,
+    vlan_tci: 24,
+    vlan_tpid: 26,
+    sockaddr: 32,
+};
 
 fn last_os_error(interface: &Interface, what: &'static str) -> LiveError {
     LiveError::os(&interface.name, what, io::Error::last_os_error())
@@ -203,8 +291,12 @@ impl PacketRing {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let sfd = fd.as_raw_fd();
         let os = |what: &'static str| move |e: io::Error| LiveError::os(name, what, e);
-        setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3)
-            .map_err(os("select TPACKET_V3"))?;
+        let version = match cfg.mode {
+            RingMode::Frames => TPACKET_V2,
+            RingMode::Blocks => TPACKET_V3,
+        };
+        setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_VERSION, &version)
+            .map_err(os("select the ring's TPACKET version"))?;
         // Asking for timestamps turns on the kernel's stamping of every skb
         // where it enters (or leaves) the stack, instead of each packet
         // socket reading the clock when the packet reaches it: the time is
@@ -227,20 +319,41 @@ impl PacketRing {
         };
         setsockopt(sfd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
             .map_err(os("attach the capture filter"))?;
-        let req = libc::tpacket_req3 {
-            tp_block_size: cfg.block_size,
-            tp_block_nr: cfg.blocks,
-            tp_frame_size: cfg.frame_size,
-            tp_frame_nr: (u64::from(cfg.block_size) / u64::from(cfg.frame_size) * u64::from(cfg.blocks))
-                as u32,
-            tp_retire_blk_tov: cfg.retire_ms,
-            tp_sizeof_priv: 0,
-            // No TP_FT_REQ_FILL_RXHASH: the flow hash would cost the kernel a
-            // flow dissection per packet, and Clarion hashes flows itself.
-            tp_feature_req_word: 0,
+        let ring_err = os("set up the receive ring (try fewer or smaller --ring-blocks)");
+        let layout = match cfg.mode {
+            RingMode::Frames => {
+                let slot = cfg.slot_size();
+                let per_block = cfg.block_size / slot;
+                let req = libc::tpacket_req {
+                    tp_block_size: cfg.block_size,
+                    tp_block_nr: cfg.blocks,
+                    tp_frame_size: slot,
+                    tp_frame_nr: per_block * cfg.blocks,
+                };
+                setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(ring_err)?;
+                Layout::Frames {
+                    slot: slot as usize,
+                    per_block: per_block as usize,
+                    slots: (per_block * cfg.blocks) as usize,
+                }
+            }
+            RingMode::Blocks => {
+                let req = libc::tpacket_req3 {
+                    tp_block_size: cfg.block_size,
+                    tp_block_nr: cfg.blocks,
+                    tp_frame_size: cfg.frame_size,
+                    tp_frame_nr: (u64::from(cfg.block_size) / u64::from(cfg.frame_size)
+                        * u64::from(cfg.blocks)) as u32,
+                    tp_retire_blk_tov: cfg.retire_ms,
+                    tp_sizeof_priv: 0,
+                    // No TP_FT_REQ_FILL_RXHASH: the flow hash would cost the kernel a
+                    // flow dissection per packet, and Clarion hashes flows itself.
+                    tp_feature_req_word: 0,
+                };
+                setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(ring_err)?;
+                Layout::Blocks { in_block: None }
+            }
         };
-        setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
-            .map_err(os("set up the receive ring (try fewer or smaller --ring-blocks)"))?;
         let map_len = cfg.block_size as usize * cfg.blocks as usize;
         // SAFETY: maps the ring the kernel just allocated for this socket; checked below.
         let map = unsafe {
@@ -262,10 +375,9 @@ impl PacketRing {
             map_len,
             block_size: cfg.block_size as usize,
             blocks: cfg.blocks as usize,
+            layout,
             cur: 0,
-            in_block: None,
             interface: interface.clone(),
-            retire_ms: cfg.retire_ms,
             opened: Opened {
                 cfg: *cfg,
                 filter: filter.to_vec(),
@@ -299,6 +411,11 @@ impl PacketRing {
 
     pub fn interface(&self) -> &Interface {
         &self.interface
+    }
+
+    /// How the kernel hands packets over.
+    pub fn mode(&self) -> RingMode {
+        self.opened.cfg.mode
     }
 
     /// Opens the ring anew, with the same settings, on the interface that
@@ -336,11 +453,38 @@ impl PacketRing {
         unsafe { self.map.add(i * self.block_size) }
     }
 
+    /// Where unit `i` (a block, or a frame slot) starts, and its size.
+    fn unit(&self, i: usize) -> (*mut u8, usize) {
+        match self.layout {
+            Layout::Blocks { .. } => (self.block(i), self.block_size),
+            Layout::Frames { slot, per_block, .. } => {
+                // SAFETY: i < slots = per_block * blocks and per_block * slot
+                // <= block_size, so the slot lies inside block i / per_block.
+                let at = unsafe { self.block(i / per_block).add(i % per_block * slot) };
+                (at, slot)
+            }
+        }
+    }
+
+    /// Blocks or frame slots in the ring.
+    fn units(&self) -> usize {
+        match self.layout {
+            Layout::Blocks { .. } => self.blocks,
+            Layout::Frames { slots, .. } => slots,
+        }
+    }
+
     fn status(&self, i: usize) -> &AtomicU32 {
-        // SAFETY: the status word is 4-byte aligned inside block i's
-        // descriptor, lives as long as the mapping (and so `self`), and is
-        // only accessed atomically by this process.
-        unsafe { AtomicU32::from_ptr(self.block(i).add(BLOCK_STATUS).cast()) }
+        let at = match self.layout {
+            // SAFETY: the block status word is inside block i's descriptor.
+            Layout::Blocks { .. } => unsafe { self.block(i).add(BLOCK_STATUS) },
+            // `tp_status` is the slot's first word.
+            Layout::Frames { .. } => self.unit(i).0,
+        };
+        // SAFETY: the status word is 4-byte aligned (blocks are page
+        // aligned, slots a multiple of 16 bytes), lives as long as the
+        // mapping (and so `self`), and is only accessed atomically here.
+        unsafe { AtomicU32::from_ptr(at.cast()) }
     }
 
     fn ready(&self, i: usize) -> bool {
@@ -349,67 +493,102 @@ impl PacketRing {
 
     /// Handed-over blocks waiting to be read, counted up to `limit`
     /// (the queue-adaptive loop only asks "is the backlog above a mark?").
+    /// Frame slots are counted in blocks' worth of slots, so the mark
+    /// means the same in either layout.
     pub fn backlog_blocks(&self, limit: usize) -> usize {
         let limit = limit.min(self.blocks);
+        let (step, first) = match self.layout {
+            Layout::Blocks { .. } => (1, 0),
+            Layout::Frames { per_block, .. } => (per_block, per_block - 1),
+        };
+        let units = self.units();
         (0..limit)
-            .take_while(|k| self.ready((self.cur + k) % self.blocks))
+            .take_while(|k| self.ready((self.cur + first + k * step) % units))
             .count()
     }
 
     pub fn retire_ms(&self) -> u32 {
-        self.retire_ms
+        self.opened.cfg.retire_ms
     }
 
     pub fn blocks(&self) -> usize {
         self.blocks
     }
 
-    fn read_u32(&self, at: usize) -> u32 {
-        let block = self.block(self.cur);
-        // SAFETY: callers keep `at + 4 <= block_size`; the block belongs to us (status USER).
-        unsafe { block.add(at).cast::<u32>().read_unaligned() }
+    fn read_u32(at: *const u8) -> u32 {
+        // SAFETY: callers keep the 4 bytes inside a unit that is ours (status USER).
+        unsafe { at.cast::<u32>().read_unaligned() }
     }
 
-    fn read_u16(&self, at: usize) -> u16 {
-        let block = self.block(self.cur);
+    fn read_u16(at: *const u8) -> u16 {
         // SAFETY: as in `read_u32`.
-        unsafe { block.add(at).cast::<u16>().read_unaligned() }
+        unsafe { at.cast::<u16>().read_unaligned() }
     }
 
+    /// Gives unit `cur` back to the kernel and moves to the next.
     fn give_back(&mut self) {
         self.status(self.cur)
             .store(libc::TP_STATUS_KERNEL, Ordering::Release);
-        self.cur = (self.cur + 1) % self.blocks;
-        self.in_block = None;
+        self.cur = (self.cur + 1) % self.units();
+        if let Layout::Blocks { in_block } = &mut self.layout {
+            *in_block = None;
+        }
     }
 
     /// Hands up to `max` received frames to `f` without blocking; returns how many.
+    pub fn recv(&mut self, max: usize, f: &mut dyn FnMut(Frame<'_>)) -> usize {
+        match self.layout {
+            Layout::Blocks { .. } => self.recv_blocks(max, f),
+            Layout::Frames { .. } => self.recv_frames(max, f),
+        }
+    }
+
+    fn recv_frames(&mut self, max: usize, f: &mut dyn FnMut(Frame<'_>)) -> usize {
+        let mut n = 0;
+        while n < max && self.ready(self.cur) {
+            let (at, size) = self.unit(self.cur);
+            if let Some(fr) = self.frame_at(at, size, &V2) {
+                f(fr);
+                n += 1;
+            }
+            self.give_back();
+        }
+        n
+    }
+
     /// A partly read block is resumed by the next call; a block read to
     /// its end goes back to the kernel at once.
-    pub fn recv(&mut self, max: usize, f: &mut dyn FnMut(Frame<'_>)) -> usize {
+    fn recv_blocks(&mut self, max: usize, f: &mut dyn FnMut(Frame<'_>)) -> usize {
         let mut n = 0;
         while n < max {
-            let mut at = match self.in_block {
-                Some(b) => b,
-                None => {
+            let block = self.block(self.cur);
+            let mut at = match self.layout {
+                Layout::Blocks { in_block: Some(b) } => b,
+                _ => {
                     if !self.ready(self.cur) {
                         break;
                     }
-                    InBlock {
-                        left: self.read_u32(NUM_PKTS),
-                        offset: self.read_u32(FIRST_PKT) as usize,
+                    // SAFETY: the descriptor's fields are inside the block, which is ours.
+                    unsafe {
+                        InBlock {
+                            left: Self::read_u32(block.add(NUM_PKTS)),
+                            offset: Self::read_u32(block.add(FIRST_PKT)) as usize,
+                        }
                     }
                 }
             };
             while at.left > 0 && n < max {
-                let Some((next, frame)) = self.frame_at(at.offset) else {
+                if at.offset + V3.sockaddr + std::mem::size_of::<libc::sockaddr_ll>() > self.block_size {
                     // A header that does not fit the block: never written by
                     // a correct kernel; skip the rest of the block.
                     at.left = 0;
                     break;
-                };
+                }
+                // SAFETY: checked just above that the header lies inside the block.
+                let hdr = unsafe { block.add(at.offset) };
+                let next = Self::read_u32(hdr) as usize;
                 at.left -= 1;
-                if let Some(fr) = frame {
+                if let Some(fr) = self.frame_at(hdr, self.block_size - at.offset, &V3) {
                     f(fr);
                     n += 1;
                 }
@@ -424,44 +603,44 @@ impl PacketRing {
             if at.left == 0 {
                 self.give_back();
             } else {
-                self.in_block = Some(at);
+                self.layout = Layout::Blocks { in_block: Some(at) };
             }
         }
         n
     }
 
-    /// The frame whose header starts at `off` in the current block:
-    /// `(offset to the next header, frame)`, the frame `None` when it is
-    /// skipped (the sent copy on loopback); `None` when out of bounds.
-    fn frame_at(&mut self, off: usize) -> Option<(usize, Option<Frame<'_>>)> {
-        if off + SOCKADDR_LL_OFFSET + std::mem::size_of::<libc::sockaddr_ll>() > self.block_size {
+    /// The frame whose header of layout `o` starts at `hdr`, with `room`
+    /// bytes of the mapping from there on; `None` when it is skipped (the
+    /// sent copy on loopback) or does not fit (never written by a correct
+    /// kernel).
+    fn frame_at(&mut self, hdr: *const u8, room: usize, o: &HeaderOffsets) -> Option<Frame<'_>> {
+        if o.sockaddr + std::mem::size_of::<libc::sockaddr_ll>() > room {
             return None;
         }
-        let next = self.read_u32(off) as usize;
-        let sec = u64::from(self.read_u32(off + 4));
-        let nsec = u64::from(self.read_u32(off + 8));
-        let snaplen = self.read_u32(off + 12) as usize;
-        let len = self.read_u32(off + 16);
-        let status = self.read_u32(off + 20);
-        let mac = self.read_u16(off + 24) as usize;
-        let vlan_tci = self.read_u32(off + 32) as u16;
-        let vlan_tpid = self.read_u16(off + 36);
+        // SAFETY (every `add` below): the offsets lie inside the header and
+        // its sockaddr_ll, which fit in `room` (checked above).
+        let field = |at: usize| unsafe { hdr.add(at) };
+        let sec = u64::from(Self::read_u32(field(o.sec)));
+        let nsec = u64::from(Self::read_u32(field(o.nsec)));
+        let snaplen = Self::read_u32(field(o.snaplen)) as usize;
+        let len = Self::read_u32(field(o.len));
+        let status = Self::read_u32(field(o.status));
+        let mac = Self::read_u16(field(o.mac)) as usize;
+        let vlan_tci = Self::read_u16(field(o.vlan_tci));
+        let vlan_tpid = Self::read_u16(field(o.vlan_tpid));
         // sll_pkttype: after family (2), protocol (2), ifindex (4), hatype (2).
-        let pkttype = {
-            let block = self.block(self.cur);
-            // SAFETY: bounds checked above.
-            unsafe { *block.add(off + SOCKADDR_LL_OFFSET + 10) }
-        };
-        if off + mac + snaplen > self.block_size {
+        // SAFETY: inside the sockaddr_ll (checked above).
+        let pkttype = unsafe { *field(o.sockaddr + 10) };
+        if mac + snaplen > room {
             return None;
         }
         if self.interface.loopback && pkttype == libc::PACKET_OUTGOING {
-            return Some((next, None));
+            return None;
         }
         let ts_ns = sec * 1_000_000_000 + nsec;
-        // SAFETY: bounds checked above; the block is ours until `give_back`,
+        // SAFETY: bounds checked above; the unit is ours until `give_back`,
         // which needs `&mut self` and so waits for this borrow to end.
-        let data = unsafe { std::slice::from_raw_parts(self.block(self.cur).add(off + mac), snaplen) };
+        let data = unsafe { std::slice::from_raw_parts(field(mac), snaplen) };
         if status & libc::TP_STATUS_VLAN_VALID != 0 && data.len() >= 12 {
             // Put the tag back where it was on the wire.
             let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
@@ -474,28 +653,23 @@ impl PacketRing {
             self.vlan_frame.extend_from_slice(&tpid.to_be_bytes());
             self.vlan_frame.extend_from_slice(&vlan_tci.to_be_bytes());
             self.vlan_frame.extend_from_slice(&data[12..]);
-            return Some((
-                next,
-                Some(Frame {
-                    ts_ns,
-                    data: &self.vlan_frame,
-                    orig_len: len + 4,
-                }),
-            ));
-        }
-        Some((
-            next,
-            Some(Frame {
+            return Some(Frame {
                 ts_ns,
-                data,
-                orig_len: len,
-            }),
-        ))
+                data: &self.vlan_frame,
+                orig_len: len + 4,
+            });
+        }
+        Some(Frame {
+            ts_ns,
+            data,
+            orig_len: len,
+        })
     }
 
-    /// Waits until a block is handed over or `timeout` passes.
+    /// Waits until a block or frame is handed over or `timeout` passes.
     pub fn wait(&self, timeout: Duration) -> Result<(), LiveError> {
-        if self.ready(self.cur) || self.in_block.is_some() {
+        let resuming = matches!(self.layout, Layout::Blocks { in_block: Some(_) });
+        if resuming || self.ready(self.cur) {
             return Ok(());
         }
         let mut pfd = libc::pollfd {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clarion_wire::LinkType;
 
-use crate::packet_ring::PacketRing;
+use crate::packet_ring::{PacketRing, RingMode};
 use crate::{Frame, LiveError};
 
 /// A receive queue the worker polls: an AF_PACKET ring (or an AF_XDP socket).
@@ -34,7 +34,8 @@ pub trait Source: Send {
     /// returns the new index.
     fn reopen(&mut self) -> Result<u32, LiveError>;
     /// Longest a received packet may stay invisible to `recv` (a TPACKET_V3
-    /// block is handed over when full or after its retire timeout): the
+    /// block is handed over when full or after its retire timeout; a
+    /// TPACKET_V2 frame or an AF_XDP descriptor at once): the
     /// worker's clock lags the wall clock by this much, so that no packet
     /// arrives older than an epoch already swept.
     fn hidden_delay(&self) -> Duration;
@@ -79,6 +80,10 @@ impl Source for PacketRing {
     }
 
     fn hidden_delay(&self) -> Duration {
+        if self.mode() == RingMode::Frames {
+            // Each frame is handed over as soon as it is written.
+            return Duration::ZERO;
+        }
         // The kernel's retire timer runs in jiffies and retires a block only
         // when it fires twice on the same block: up to two timeouts, each
         // rounded up to whole jiffies, plus the jiffy the first one started in.

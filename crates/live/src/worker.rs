@@ -89,10 +89,21 @@ use crate::{Frame, InterfaceLost, LiveError, Source};
 const RECV: usize = 256;
 /// Flow visits of a sweep step between clock reads.
 const STEP_VISITS: usize = 16;
-/// Epochs whose largest queueing delay sets the clock's lag.
+/// Epochs whose longest unseen packet sets the clock's lag.
 const LAG_EPOCHS: usize = 128;
 /// The lag never exceeds this: beyond it, late packets are counted out of order.
 const LAG_MAX_NS: u64 = 100_000_000;
+/// Within this long of the last frames the wire counts as busy: a worker
+/// that finds its sources empty naps for [`NAP`] instead of sleeping on
+/// them. Asleep on a socket it would be woken by every packet (a frames
+/// ring or AF_XDP signals each one), a wake-up the kernel pays for on the
+/// packet's path: at 1 Mpps that halved the rate a veth could deliver.
+const BUSY: Duration = Duration::from_millis(1);
+/// A nap on a busy wire: at most this much delay added to a packet, at
+/// most 1/NAP wake-ups a second whatever the packet rate.
+const NAP: Duration = Duration::from_micros(20);
+/// The shortest wait on the sockets (below, a timer costs more than it saves).
+const MIN_WAIT: Duration = Duration::from_micros(5);
 /// Kernel drop counters (and queue occupancy) are read this often.
 const DROP_READ: Duration = Duration::from_millis(1);
 /// Each interface's state is read this often: the longest lost carrier,
@@ -120,6 +131,10 @@ pub struct WorkerConfig {
     pub step_budget: Duration,
     /// Backlog (blocks or frames) at or under which sweep steps run between batches.
     pub low_water: usize,
+    /// How far the monitor's clock stays behind the wall clock on a quiet
+    /// wire beyond what the sources hide ([`Source::hidden_delay`]): room
+    /// for a packet the kernel stamped but has not yet put in the ring.
+    pub clock_lag: Duration,
     pub stop: Arc<AtomicBool>,
     pub deadline: Option<Instant>,
     /// How long an interface may stay down (or away) before the worker
@@ -176,6 +191,9 @@ pub enum WorkerEvent {
     /// on it, handed over as it ends (before `Finished` or `Failed`): the
     /// host serves later captures from it.
     CaptureRing(u32, Box<RingJobs>),
+    /// Not from a worker: the host's reader is woken to look elsewhere
+    /// (the host's `HostWaker`: a message for the agent arrived).
+    Wake,
 }
 
 /// A capture around an event to open on a worker's ring: `reply` gets
@@ -270,6 +288,8 @@ struct Link {
 struct EpochTrack {
     current: EpochStats,
     delays: DelayHistogram,
+    /// The longest a packet of the epoch stayed unseen (see [`Worker::quiet_ns`]).
+    unseen_max_ns: u64,
     swept: Option<(EpochStats, Instant)>,
 }
 
@@ -296,9 +316,17 @@ pub struct Worker {
     /// the wire is quiet (see [`Source::hidden_delay`]) ...
     lag_floor_ns: u64,
     /// ... and by more when packets were seen arriving later than that:
-    /// the largest queueing delay of each of the last epochs.
-    recent_delays: [u64; LAG_EPOCHS],
+    /// the longest a packet of each of the last epochs stayed unseen.
+    recent_unseen: [u64; LAG_EPOCHS],
     recent_pos: usize,
+    /// When the sources were last found empty (Unix ns, read before them):
+    /// a packet stamped before it that a later read finds was unseen in
+    /// the kernel for at least the difference. That is the gap the lag
+    /// must cover; the queueing delay also counts the worker's own wake-up,
+    /// which costs no packet its epoch.
+    quiet_ns: u64,
+    /// When the sources last gave frames (see [`BUSY`]).
+    last_frames: Instant,
     last_counters: Counters,
     commands: Option<Receiver<WorkerCommand>>,
     /// Beside `sources`, one each.
@@ -344,10 +372,8 @@ impl Worker {
         tx: Sender<WorkerEvent>,
         metrics: Arc<WorkerMetrics>,
     ) -> Worker {
-        // One more millisecond for scheduling: a packet handed over late
-        // must still find its epoch open.
-        let lag =
-            sources.iter().map(|s| s.hidden_delay()).max().unwrap_or_default() + Duration::from_millis(1);
+        // A packet handed over late must still find its epoch open.
+        let lag = sources.iter().map(|s| s.hidden_delay()).max().unwrap_or_default() + cfg.clock_lag;
         let monitor_adapts = monitor.shed().is_some();
         if monitor_adapts {
             metrics.adapting.store(true, Ordering::Relaxed);
@@ -384,8 +410,10 @@ impl Worker {
             adapt: monitor_adapts.then(LiveAdapt::new).flatten(),
             summary: WorkerSummary::default(),
             lag_floor_ns: lag.as_nanos() as u64,
-            recent_delays: [0; LAG_EPOCHS],
+            recent_unseen: [0; LAG_EPOCHS],
             recent_pos: 0,
+            quiet_ns: 0,
+            last_frames: Instant::now(),
             last_counters: Counters::default(),
             commands: None,
             links,
@@ -512,6 +540,11 @@ impl Worker {
     /// the last reports and its summary.
     pub fn run(mut self) {
         let id = self.cfg.id;
+        // A quiet epoch ends at a timed poll; with the kernel's default
+        // timer slack (50 µs) every such end, and the decisions waiting on
+        // it, would come that much later.
+        // SAFETY: plain system call; it changes only the calling thread.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
         self.monitor.prefault();
         let now = realtime_ns();
         self.monitor
@@ -525,7 +558,17 @@ impl Worker {
             let stopping = self.cfg.stop.load(Ordering::Relaxed)
                 || self.cfg.deadline.is_some_and(|d| Instant::now() >= d);
             let started = Instant::now();
+            // Read before the rings are: a packet stamped before
+            // `polled - lag` that the rings did not yet show had been in
+            // the kernel longer than the lag (read after, a worker held
+            // back between the two would widen the gap unseen).
+            let polled = realtime_ns();
             let got = self.receive();
+            if got == 0 {
+                self.quiet_ns = polled;
+            } else {
+                self.last_frames = started;
+            }
             if got > 0 {
                 if let Some(a) = self.adapt.as_mut() {
                     a.busy_since(started);
@@ -569,12 +612,11 @@ impl Worker {
                 if stopping {
                     break;
                 }
-                let now = realtime_ns();
                 let lag = self.lag_ns();
                 self.metrics.clock_lag_ns.store(lag, Ordering::Relaxed);
                 // Before the tick: the windows it closes must know.
-                self.note_outages(now);
-                let clock = now.saturating_sub(lag);
+                self.note_outages(polled);
+                let clock = polled.saturating_sub(lag);
                 self.monitor.tick(clock, &mut self.reports);
                 if let Some(m) = &mut self.meter {
                     // A quiet wire still ends idle records.
@@ -588,7 +630,13 @@ impl Worker {
                     let epoch = self.monitor.epoch_ns().max(1);
                     let next_end = clock - clock % epoch + epoch;
                     let wait = Duration::from_nanos(next_end - clock).min(Duration::from_millis(10));
-                    if let Err(e) = poll_fds(&mut fds, wait.max(Duration::from_micros(50))) {
+                    let waited = if self.last_frames.elapsed() < BUSY {
+                        std::thread::sleep(wait.min(NAP));
+                        Ok(())
+                    } else {
+                        poll_fds(&mut fds, wait.max(MIN_WAIT))
+                    };
+                    if let Err(e) = waited {
                         self.finish_exports();
                         self.finish_captures();
                         let _ = self.tx.send(WorkerEvent::Failed(
@@ -781,9 +829,10 @@ impl Worker {
     }
 
     /// How far behind the wall clock a tick may move the monitor's clock:
-    /// the floor, or a quarter more than the largest recent queueing delay.
+    /// the floor, or a quarter more than the longest a recent packet stayed
+    /// unseen (see [`Worker::quiet_ns`]).
     fn lag_ns(&self) -> u64 {
-        let seen = self.recent_delays.iter().max().copied().unwrap_or(0);
+        let seen = self.recent_unseen.iter().max().copied().unwrap_or(0);
         self.lag_floor_ns.max((seen + seen / 4).min(LAG_MAX_NS))
     }
 
@@ -823,8 +872,10 @@ impl Worker {
                     (&mut x.exporter, interface)
                 });
             let mut ring = self.capture.as_mut().map(|c| &mut c.jobs);
-            let mut handle =
-                |fr: Frame<'_>| match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
+            let (quiet, unseen) = (self.quiet_ns, &mut self.track.unseen_max_ns);
+            let mut handle = |fr: Frame<'_>| {
+                *unseen = (*unseen).max(quiet.saturating_sub(fr.ts_ns));
+                match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
                     Ok(rec) => {
                         if let Some((x, interface)) = export.as_mut() {
                             let frame = clarion_export::Frame {
@@ -858,7 +909,8 @@ impl Worker {
                         };
                         out.monitor.note_unparsed(fr.ts_ns, why, out.reports);
                     }
-                };
+                }
+            };
             let n = self.sources[i].recv(RECV, &mut handle);
             out.process(&mut self.batch);
             total += n;
@@ -942,7 +994,7 @@ impl Worker {
             st.packets = c.packets - self.last_counters.packets;
             st.delay_p99_ns = self.track.delays.quantile(0.99);
             st.delay_max_ns = self.track.delays.max();
-            self.recent_delays[self.recent_pos] = st.delay_max_ns;
+            self.recent_unseen[self.recent_pos] = std::mem::take(&mut self.track.unseen_max_ns);
             self.recent_pos = (self.recent_pos + 1) % LAG_EPOCHS;
             self.summary.delays.merge(&self.track.delays);
             self.metrics.queue_delay.add(&self.track.delays);

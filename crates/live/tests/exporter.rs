@@ -197,6 +197,7 @@ fn run(queues: [Vec<Vec<u8>>; 2], interfaces: [u16; 2], fail: bool) -> Outcome {
         id: 0,
         step_budget: Duration::from_micros(50),
         low_water: 0,
+        clock_lag: Duration::from_millis(1),
         stop: Arc::clone(&stop),
         deadline: Some(Instant::now() + Duration::from_secs(30)),
         // The queues' made-up interfaces are "down": never stop for it.
@@ -471,6 +472,7 @@ fn measure_worker_rate_with_and_without_exports() {
             id: 0,
             step_budget: Duration::from_micros(50),
             low_water: 0,
+            clock_lag: Duration::from_millis(1),
             stop: Arc::clone(&stop),
             deadline: Some(Instant::now() + Duration::from_secs(120)),
             down_timeout: Duration::from_secs(3600),

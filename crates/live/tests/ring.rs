@@ -7,7 +7,7 @@ use std::net::UdpSocket;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use clarion_live::{filter, Interface, PacketRing, RingConfig};
+use clarion_live::{filter, Interface, PacketRing, RingConfig, RingMode};
 
 /// Runs `f` on a thread in a new network namespace with `lo` up; `None` when that is not permitted.
 fn in_private_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
@@ -51,10 +51,20 @@ fn send(from: &UdpSocket, to: u16, seq: u32) {
 }
 
 #[test]
-fn every_datagram_is_received_once_with_its_wire_length() {
-    let Some(()) = in_private_netns(|| {
+fn every_datagram_is_received_once_with_its_wire_length_in_frames() {
+    every_datagram_is_received_once_with_its_wire_length(RingMode::Frames);
+}
+
+#[test]
+fn every_datagram_is_received_once_with_its_wire_length_in_blocks() {
+    every_datagram_is_received_once_with_its_wire_length(RingMode::Blocks);
+}
+
+fn every_datagram_is_received_once_with_its_wire_length(mode: RingMode) {
+    let Some(()) = in_private_netns(move || {
         let lo = Interface::lookup("lo").expect("lo");
         let cfg = RingConfig {
+            mode,
             block_size: 1 << 16,
             blocks: 8,
             snaplen: 64,
@@ -91,6 +101,41 @@ fn every_datagram_is_received_once_with_its_wire_length() {
         let wire = (14 + 20 + 8 + MARK.len() + 4) as u32;
         assert_eq!(lens, HashSet::from([wire]), "wire length, not the snap length");
         assert_eq!(ring.stats().expect("stats").drops, 0);
+    }) else {
+        return;
+    };
+}
+
+/// A lone packet on a quiet wire is readable at once in frames, where a
+/// block of a TPACKET_V3 ring would hold it until its retire timer fires
+/// (here 10 s, far beyond the wait).
+#[test]
+fn a_lone_packet_is_handed_over_at_once_in_frames() {
+    let Some(()) = in_private_netns(|| {
+        let lo = Interface::lookup("lo").expect("lo");
+        let mut seen = Vec::new();
+        for mode in [RingMode::Frames, RingMode::Blocks] {
+            let cfg = RingConfig {
+                mode,
+                blocks: 4,
+                retire_ms: 10_000,
+                ..RingConfig::default()
+            };
+            let mut ring = PacketRing::open(&lo, &cfg, &filter::snap_only(cfg.snaplen), None).expect("ring");
+            let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+            let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+            send(&tx, rx.local_addr().expect("addr").port(), 7);
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let mut got = false;
+            while !got && Instant::now() < deadline {
+                ring.wait(Duration::from_millis(100)).expect("wait");
+                ring.recv(usize::MAX, &mut |fr| {
+                    got |= ours(fr.data) == Some((tx.local_addr().expect("addr").port(), 7))
+                });
+            }
+            seen.push((mode, got));
+        }
+        assert_eq!(seen, [(RingMode::Frames, true), (RingMode::Blocks, false)]);
     }) else {
         return;
     };

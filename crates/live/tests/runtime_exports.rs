@@ -125,6 +125,7 @@ fn start(config: &ExportConfig) -> Running {
         id: 0,
         step_budget: Duration::from_micros(50),
         low_water: 0,
+        clock_lag: Duration::from_millis(1),
         stop: Arc::clone(&stop),
         deadline: Some(Instant::now() + Duration::from_secs(60)),
         // The made-up interface is "down": never stop for it.

@@ -40,6 +40,20 @@ pub struct AgentOptions {
     /// The host's health, recorded by its packet loop: sent before every
     /// heartbeat (none: the agent sends no health).
     pub health: Option<HealthHandle>,
+    /// Called whenever a message from the manager is ready for
+    /// [`AgentLink::try_recv`]: a loop that waits on something else too
+    /// (a live host's workers) wakes to answer a poll at once.
+    pub wake: Option<Wake>,
+}
+
+/// See [`AgentOptions::wake`].
+#[derive(Clone)]
+pub struct Wake(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Wake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Wake")
+    }
 }
 
 /// What the manager sent this host.
@@ -125,7 +139,7 @@ impl AgentLink {
                 .await
                 .map_err(|e| NatsError::Nats(e.to_string()))?;
             let reply = register(&client, opts, &refusals, waiting).await?;
-            tokio::spawn(listen(control, polls, in_tx, out.clone()));
+            tokio::spawn(listen(control, polls, in_tx, out.clone(), opts.wake.clone()));
             let sender = Sender {
                 client,
                 subject: protocol::up(&opts.host),
@@ -336,6 +350,7 @@ async fn listen(
     mut polls: async_nats::Subscriber,
     tx: std_mpsc::Sender<Inbound>,
     out: mpsc::UnboundedSender<Outgoing>,
+    wake: Option<Wake>,
 ) {
     loop {
         let item = tokio::select! {
@@ -363,6 +378,9 @@ async fn listen(
         };
         if tx.send(item).is_err() {
             return;
+        }
+        if let Some(w) = &wake {
+            (w.0)();
         }
     }
 }

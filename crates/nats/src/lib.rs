@@ -37,7 +37,7 @@ pub mod protocol;
 pub mod service;
 pub mod shared;
 
-pub use agent::{AgentLink, AgentOptions, Inbound};
+pub use agent::{AgentLink, AgentOptions, Inbound, Wake};
 pub use book::{EventBook, OnDuplicate};
 pub use desk::{HostDesk, Triggers};
 pub use error::NatsError;
