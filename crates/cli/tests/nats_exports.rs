@@ -271,6 +271,49 @@ fn policies_installed_on_the_manager_reach_every_agent_from_then_on() {
     assert_frames("web-3", &exported(&d.join("out-web-3"), "web"), &want);
 }
 
+/// Issue 35: a manager restarted (killed, as in a crash) keeps the export
+/// policies of its store: it lists them, says so, and a host registering
+/// with it runs them from its first frame; a removal is kept too.
+#[test]
+fn a_restarted_manager_keeps_its_export_policies() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    setup(d, 100);
+    let (_server, nats_port) = start_server(&server);
+    let nats = format!("nats://127.0.0.1:{nats_port}");
+    let store: &[&str] = &["--store", "m.sqlite"];
+    let (m, port) = api_manager(d, &nats, store);
+    let token = std::fs::read_to_string(test_token_file()).expect("the API token");
+    let api = clarion_control::Client::new(&format!("http://127.0.0.1:{port}"), Some(token.trim().into()));
+    api.add_exports(POLICY).expect("added");
+    m.kill();
+
+    let m = restart_api_manager(d, &nats, port, store);
+    let listed: Vec<(String, String)> = api
+        .exports()
+        .expect("a list")
+        .into_iter()
+        .map(|p| (p.name, p.source))
+        .collect();
+    assert_eq!(listed, [("web".to_string(), POLICY.to_string())]);
+    let a = Agent::start(d, &nats, "web-1", &d.join("hosts/web-1.pcap"), false, &[]);
+    assert_eq!(a.applied_from("web"), 0, "{}", a.text());
+    a.finish();
+    api.remove_export("web").expect("removed");
+    let out = m.terminate("the manager");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 export policy(ies) restored from m.sqlite"),
+        "{err}"
+    );
+
+    let _m = restart_api_manager(d, &nats, port, store);
+    assert!(api.exports().expect("a list").is_empty(), "the removal was kept");
+}
+
 /// `clarion exports --api URL ARGS...` in `d`, successful; its output.
 fn exports_cli(d: &Path, url: &str, args: &[&str]) -> String {
     let o = clarion()

@@ -22,6 +22,8 @@ pub enum NatsError {
     Refused { host: String, reason: String },
     #[error("event {event}: {message}")]
     Install { event: String, message: String },
+    #[error(transparent)]
+    Store(#[from] clarion_store::StoreError),
     /// The OS error is in the message, not a source: said once.
     #[error("cannot start the NATS client's runtime: {0}")]
     Runtime(std::io::Error),

@@ -14,10 +14,11 @@
 //! change) is ignored.
 //!
 //! Versions are the manager's wall clock in nanoseconds when the set
-//! changed, bumped to stay increasing: a restarted manager (whose set is
-//! in memory only, and so starts empty) sends newer versions than the run
-//! before it, never older. Placement: every host gets the same set (a
-//! later step could place policies on some hosts, as events are).
+//! changed, bumped to stay increasing: a restarted manager sends newer
+//! versions than the run before it, never older. With a store, a restarted
+//! manager starts with the set it last stored, under the same version, so
+//! an agent that kept running keeps it without applying it again
+//! ([`ExportBook::restored`]). Placement: every host gets the same set.
 //!
 //! Invariants: names are unique in a set; a set's text checks (it was
 //! checked piece by piece when added). Cost: every change re-checks only
@@ -56,6 +57,49 @@ pub struct ExportBook {
 impl ExportBook {
     pub fn new() -> ExportBook {
         ExportBook::default()
+    }
+
+    /// The set a previous run stored, at `version`. Each policy is checked
+    /// again by this version's language; one that no longer checks (or
+    /// repeats a name) is left out and returned with the reason, and the
+    /// set then gets a newer version at `now_ns`, so that hosts still
+    /// running the old set take the one without it.
+    pub fn restored(
+        policies: Vec<PolicyInfo>,
+        version: u64,
+        now_ns: u64,
+    ) -> (ExportBook, Vec<(String, String)>) {
+        let mut book = ExportBook {
+            policies: Vec::new(),
+            version,
+        };
+        let mut skipped = Vec::new();
+        for p in policies {
+            let why = match clarion_lang::check_exports(&p.source) {
+                Ok(specs) if specs.len() == 1 && specs[0].name == p.name => {
+                    if book.show(&p.name).is_some() {
+                        Some("a policy of its name comes before it".to_string())
+                    } else {
+                        None
+                    }
+                }
+                Ok(_) => Some("the stored source is not that one export policy".to_string()),
+                Err(d) => Some(d.render("store", &p.source, false)),
+            };
+            match why {
+                None => book.policies.push(p),
+                Some(why) => skipped.push((p.name, why)),
+            }
+        }
+        if !skipped.is_empty() {
+            book.bump(now_ns);
+        }
+        (book, skipped)
+    }
+
+    /// The set's version (0: never changed).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Adds every policy of `text`, all or none, at wall-clock time
@@ -242,6 +286,26 @@ mod tests {
             vec![],
             "empty: remove all"
         );
+    }
+
+    #[test]
+    fn a_restored_set_keeps_its_version_unless_a_policy_no_longer_checks() {
+        let mut book = ExportBook::new();
+        book.add(A, 10).expect("checks");
+        book.add(B, 20).expect("checks");
+        let stored = book.list().to_vec();
+        let (again, skipped) = ExportBook::restored(stored.clone(), book.version(), 30);
+        assert!(skipped.is_empty());
+        assert_eq!(again.set(), book.set(), "the same set, same version");
+        let mut damaged = stored.clone();
+        damaged[0].source = "export a\n  filter prot = udp\n  send packets to pcapng\n".into();
+        damaged.push(stored[1].clone());
+        let (again, skipped) = ExportBook::restored(damaged, book.version(), 30);
+        let why: Vec<&str> = skipped.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(why, ["a", "b"], "{skipped:?}");
+        assert!(skipped[0].1.contains("prot"), "{skipped:?}");
+        assert_eq!(again.list(), &stored[1..]);
+        assert!(again.version() > book.version(), "hosts take the smaller set");
     }
 
     #[test]

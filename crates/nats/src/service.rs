@@ -10,8 +10,9 @@
 //! keeps the window) is left out and the decision is made with the others,
 //! marked partial, once no poll of it is outstanding.
 //!
-//! Export policies ([`crate::exports`]): the service keeps the set (in
-//! memory: a restarted manager starts with none) and sends it whole to
+//! Export policies ([`crate::exports`]): the service keeps the set (and
+//! stores each change before sending it: a restarted manager starts with
+//! the set it last stored) and sends it whole to
 //! every inventory host when it changes, in each registration reply, and
 //! to a host back from silence; agents answer what they made of it.
 //!
@@ -35,6 +36,7 @@ use crate::exports::{ExportBook, PolicyInfo};
 use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Up};
 use crate::shared::{Shared, SharedEvent, TEND_EVERY};
 use crate::{NatsError, Security};
+use clarion_store::StoredExport;
 
 /// A host not heard from for this long is `down`.
 const HOST_SILENT: Duration = Duration::from_secs(3);
@@ -283,6 +285,7 @@ pub fn serve(
         }
         let mut s = Service::new(client.clone(), name, book, opts.poll_timeout);
         s.max_poll_batch = opts.max_poll_batch.max(1);
+        s.restore_exports()?;
         if opts.shared {
             s.shared = Some(Shared::open(&client, name).await?);
             s.sync_shared().await?;
@@ -488,18 +491,85 @@ impl Service {
     }
 
     /// Adds the export policies of `source` (all or none, checked with the
-    /// language's diagnostics) and sends every host the new set.
+    /// language's diagnostics), stores the new set and sends it to every host.
     async fn add_exports(&mut self, source: &str) -> Result<Vec<PolicyInfo>, ControlError> {
+        let before = self.exports.clone();
         let added = self.exports.add(source, crate::wall_ns())?;
+        self.keep_exports(before)?;
         self.send_exports().await;
         Ok(added)
     }
 
-    /// Removes an export policy from every host.
+    /// Removes an export policy from every host (and the store).
     async fn remove_export(&mut self, name: &str) -> Result<PolicyInfo, ControlError> {
+        let before = self.exports.clone();
         let gone = self.exports.remove(name, crate::wall_ns())?;
+        self.keep_exports(before)?;
         self.send_exports().await;
         Ok(gone)
+    }
+
+    /// Stores the export policies' set after a change; if the store fails,
+    /// the change is undone (`before`) and refused: a policy the hosts run
+    /// is one a restarted manager still has.
+    fn keep_exports(&mut self, before: ExportBook) -> Result<(), ControlError> {
+        self.store_exports().map_err(|e| {
+            self.exports = before;
+            ControlError::Failed(format!("the export policies were not changed: {e}"))
+        })
+    }
+
+    fn store_exports(&self) -> Result<(), clarion_store::StoreError> {
+        let Some(store) = self.book.store() else {
+            return Ok(());
+        };
+        let rows: Vec<StoredExport> = self
+            .exports
+            .list()
+            .iter()
+            .map(|p| StoredExport {
+                name: p.name.clone(),
+                source: p.source.clone(),
+                added_ns: p.added_ns,
+            })
+            .collect();
+        store.set_exports(&rows, self.exports.version())
+    }
+
+    /// Starts with the export policies the store kept (see
+    /// [`ExportBook::restored`]); those that no longer check are said and
+    /// dropped from it.
+    fn restore_exports(&mut self) -> Result<(), NatsError> {
+        let Some(store) = self.book.store() else {
+            return Ok(());
+        };
+        let (rows, version) = store.exports()?;
+        let path = store.path().to_string();
+        let policies = rows
+            .into_iter()
+            .map(|r| PolicyInfo {
+                name: r.name,
+                source: r.source,
+                added_ns: r.added_ns,
+            })
+            .collect();
+        let (book, skipped) = ExportBook::restored(policies, version, crate::wall_ns());
+        self.exports = book;
+        for (name, why) in &skipped {
+            eprintln!(
+                "clarion: warning: stored export policy `{name}` not installed (dropped from the store): {why}"
+            );
+        }
+        if !skipped.is_empty() {
+            self.store_exports()?;
+        }
+        if !self.exports.list().is_empty() {
+            eprintln!(
+                "clarion: manager: {} export policy(ies) restored from {path}; every host gets them",
+                self.exports.list().len()
+            );
+        }
+        Ok(())
     }
 
     async fn run(

@@ -1,13 +1,19 @@
 //! The event manager's persistent store: one SQLite file holding every
-//! installed network-wide event (its id, name and canonical source) and a
+//! installed network-wide event (its id, name and canonical source), the
+//! export policies its hosts run (in order, with the set's version) and a
 //! few numbers of the manager's (when it was last alive, the latest window
 //! it saw). A manager that restarts reinstalls the events under the same
-//! ids (hosts still holding their triggers keep them) and reports the
-//! windows it could not decide while it was down.
+//! ids (hosts still holding their triggers keep them), sends its hosts the
+//! same export policies, and reports the windows it could not decide while
+//! it was down.
 //!
 //! The source, not a serialized spec, is what is kept: it is what the
 //! operator wrote, and it is checked again by the language of the version
 //! that reads it.
+//!
+//! Schemas: 1 held events and numbers; 2 added the export policies. A
+//! store of an older schema is brought up to date when opened (the tables
+//! it lacks created, nothing else touched).
 //!
 //! A missing file is created with the schema (a first start). An existing
 //! file must already be a store: one that is empty, or an SQLite database
@@ -65,13 +71,27 @@ pub struct StoredEvent {
     pub added_ns: u64,
 }
 
-const SCHEMA: i64 = 1;
+/// One export policy the manager's hosts run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredExport {
+    pub name: String,
+    /// The policy's canonical source (one `export ...` block).
+    pub source: String,
+    /// When it was added, nanoseconds since the Unix epoch.
+    pub added_ns: u64,
+}
 
-/// The store's tables and their columns, in order.
-const TABLES: [(&str, &[&str]); 2] = [
-    ("events", &["id", "name", "source", "added_ns"]),
-    ("meta", &["key", "value"]),
+const SCHEMA: i64 = 2;
+
+/// The store's tables, the schema that introduced each, and their columns in order.
+const TABLES: [(&str, i64, &[&str]); 3] = [
+    ("events", 1, &["id", "name", "source", "added_ns"]),
+    ("meta", 1, &["key", "value"]),
+    ("exports", 2, &["position", "name", "source", "added_ns"]),
 ];
+
+/// The meta number holding the export policies' version.
+const EXPORTS_VERSION: &str = "exports_version";
 
 /// See the crate documentation.
 #[derive(Debug)]
@@ -132,9 +152,20 @@ impl Store {
                 known: SCHEMA,
             });
         }
-        let missing = s.check_tables()?;
+        // A store of an older schema must hold that schema's tables; those
+        // of later schemas are added below.
+        let required = |since: i64| found == 0 || since <= found;
+        let missing: Vec<&str> = s
+            .check_tables()?
+            .into_iter()
+            .filter(|t| {
+                TABLES
+                    .iter()
+                    .any(|(name, since, _)| name == t && required(*since))
+            })
+            .collect();
         if !missing.is_empty() && !create {
-            let why = if missing.len() == TABLES.len() {
+            let why = if found == 0 && missing.len() == TABLES.len() {
                 "is empty (it has none of the store's tables)".to_string()
             } else {
                 format!("lacks its table(s) {}", missing.join(", "))
@@ -154,7 +185,13 @@ impl Store {
                      key TEXT PRIMARY KEY,
                      value INTEGER NOT NULL
                  );
-                 PRAGMA user_version = 1;",
+                 CREATE TABLE IF NOT EXISTS exports (
+                     position INTEGER PRIMARY KEY,
+                     name TEXT NOT NULL UNIQUE,
+                     source TEXT NOT NULL,
+                     added_ns INTEGER NOT NULL
+                 );
+                 PRAGMA user_version = 2;",
             )
             .map_err(|e| s.err(e))?;
         Ok(s)
@@ -174,7 +211,7 @@ impl Store {
             .map_err(|e| self.read_err(e))?;
         let others: Vec<String> = objects
             .iter()
-            .filter(|(kind, name)| !(kind == "table" && TABLES.iter().any(|(t, _)| t == name)))
+            .filter(|(kind, name)| !(kind == "table" && TABLES.iter().any(|(t, _, _)| t == name)))
             .map(|(kind, name)| format!("{kind} {name}"))
             .collect();
         if !others.is_empty() {
@@ -184,7 +221,7 @@ impl Store {
             });
         }
         let mut missing = Vec::new();
-        for (table, columns) in TABLES {
+        for (table, _, columns) in TABLES {
             if !objects.iter().any(|(_, name)| name == table) {
                 missing.push(table);
                 continue;
@@ -314,6 +351,67 @@ impl Store {
         Ok(n > 0)
     }
 
+    /// The export policies, in the order they were added, and the set's
+    /// version (0: never set).
+    pub fn exports(&self) -> Result<(Vec<StoredExport>, u64), StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT name, source, added_ns FROM exports ORDER BY position")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.damaged_or(e))?;
+        let policies = rows
+            .into_iter()
+            .map(|(name, source, added_ns)| {
+                let added_ns = u64::try_from(added_ns).map_err(|_| StoreError::Damaged {
+                    path: self.path.clone(),
+                    why: format!("export policy `{name}` has a negative time"),
+                })?;
+                Ok(StoredExport {
+                    name,
+                    source,
+                    added_ns,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok((policies, self.meta(EXPORTS_VERSION)?.unwrap_or(0)))
+    }
+
+    /// Replaces the export policies with `policies` (in this order) and
+    /// their set's version, in one transaction: a restarted manager finds
+    /// the set it last sent, whole.
+    pub fn set_exports(&self, policies: &[StoredExport], version: u64) -> Result<(), StoreError> {
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM exports", []).map_err(|e| self.err(e))?;
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO exports (position, name, source, added_ns) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(|e| self.err(e))?;
+            for (i, p) in policies.iter().enumerate() {
+                insert
+                    .execute(params![i as i64, p.name, p.source, p.added_ns as i64])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![EXPORTS_VERSION, version as i64],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
     /// Sets a named number (the manager's bookkeeping: when it was last
     /// alive, how far its windows went).
     pub fn set_meta(&self, key: &str, value: u64) -> Result<(), StoreError> {
@@ -388,6 +486,77 @@ mod tests {
         assert!(s.remove(3).expect("remove"));
         assert!(!s.remove(3).expect("remove"));
         assert_eq!(s.events().expect("events"), vec![ev(1, "b")]);
+    }
+
+    fn policy(name: &str, at: u64) -> StoredExport {
+        StoredExport {
+            name: name.into(),
+            source: format!(
+                "export {name}\n  filter proto = udp\n  send headers to ipfix+udp://127.0.0.1:4739\n"
+            ),
+            added_ns: at,
+        }
+    }
+
+    #[test]
+    fn export_policies_survive_a_reopen_in_order_with_their_version() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.sqlite");
+        {
+            let s = Store::open(&path).expect("opens");
+            assert_eq!(s.exports().expect("read"), (vec![], 0), "none at first");
+            s.set_exports(&[policy("b", 1), policy("a", 2)], 7).expect("set");
+            s.set_exports(&[policy("z", 3), policy("b", 1), policy("a", 2)], 9)
+                .expect("set");
+        }
+        let s = Store::open(&path).expect("reopens");
+        let (policies, version) = s.exports().expect("read");
+        let names: Vec<&str> = policies.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            (names, version),
+            (vec!["z", "b", "a"], 9),
+            "the last set, in its order"
+        );
+        assert_eq!(policies[1], policy("b", 1));
+        // All or nothing: a set naming a policy twice stores none of it.
+        assert!(s.set_exports(&[policy("x", 4), policy("x", 5)], 10).is_err());
+        assert_eq!(s.exports().expect("read").1, 9);
+        s.set_exports(&[], 11).expect("set");
+        assert_eq!(
+            s.exports().expect("read"),
+            (vec![], 11),
+            "removed, the version kept"
+        );
+    }
+
+    /// A store written by schema 1 (events and numbers) is opened as is
+    /// and gains the export policies' table; its events are kept.
+    #[test]
+    fn a_schema_1_store_is_brought_up_to_date() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.sqlite");
+        Connection::open(&path)
+            .and_then(|c| {
+                c.execute_batch(
+                    "CREATE TABLE events (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+                         source TEXT NOT NULL, added_ns INTEGER NOT NULL);
+                     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+                     INSERT INTO events VALUES (4, 'a', 'event a', 5);
+                     INSERT INTO meta VALUES ('alive_ns', 6);
+                     PRAGMA user_version = 1;",
+                )
+            })
+            .expect("a schema 1 store");
+        let s = Store::open(&path).expect("opens without --init");
+        assert_eq!(s.events().expect("events").len(), 1);
+        assert_eq!(s.meta("alive_ns").expect("meta"), Some(6));
+        assert_eq!(s.exports().expect("exports"), (vec![], 0));
+        s.set_exports(&[policy("p", 1)], 2).expect("set");
+        let version: i64 = s
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA);
     }
 
     #[test]
