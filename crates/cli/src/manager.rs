@@ -234,15 +234,23 @@ fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
     };
     let mut book = EventBook::new(Manager::new(&a.name, inventory), store);
     book.set_max_events(a.max_events);
-    let (restored, skipped) = book.restore().map_err(|e| Failure::Runtime(e.into()))?;
-    if restored > 0 && !a.quiet {
+    let restored = book.restore().map_err(|e| Failure::Runtime(e.into()))?;
+    if restored.events > 0 && !a.quiet {
+        let instances = match restored.instances {
+            0 => String::new(),
+            n => format!(" and {n} drill-down instance(s)"),
+        };
         eprintln!(
-            "clarion: manager: {restored} event(s) restored from {}",
+            "clarion: manager: {} event(s){instances} restored from {}",
+            restored.events,
             a.store.display()
         );
     }
-    for (name, why) in skipped {
+    for (name, why) in restored.skipped_events {
         eprintln!("clarion: warning: stored event `{name}` not installed (it stays stored): {why}");
+    }
+    for why in restored.skipped_instances {
+        eprintln!("clarion: warning: {why} (dropped from the store)");
     }
     if let Some(path) = &a.events {
         let text = crate::check::read_events_file(path)?;

@@ -98,3 +98,72 @@ fn a_fired_network_wide_event_installs_its_instance_on_the_agents() {
     );
     assert!(err.contains("drill-down instances"), "{err}");
 }
+
+/// Issue 35: a manager killed (as in a crash) and restarted keeps the
+/// drill-down instances its events' firings installed: the same instances
+/// under the same ids, said at its start.
+#[test]
+fn a_restarted_manager_keeps_its_drill_down_instances() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    setup(d, 250);
+    // Without `for`: an instance lasts until removed, so it is there to keep.
+    let events = EVENTS_DD.replace(" for 50ms", "");
+    std::fs::write(d.join("events.clarion"), &events).expect("events");
+    let (_server, port) = start_server(&server);
+    let nats = format!("nats://127.0.0.1:{port}");
+    let flags: &[&str] = &[
+        "--events",
+        "events.clarion",
+        "--store",
+        "m.sqlite",
+        "-o",
+        "net.jsonl",
+    ];
+    let (manager, api_port) = api_manager(d, &nats, flags);
+    let token = std::fs::read_to_string(test_token_file()).expect("the API token");
+    let api =
+        clarion_control::Client::new(&format!("http://127.0.0.1:{api_port}"), Some(token.trim().into()));
+    let agents = paced_agents_at(d, &nats, "0.5");
+    let instances = || -> Vec<(u64, String)> {
+        let mut v: Vec<(u64, String)> = api
+            .list()
+            .expect("the events")
+            .into_iter()
+            .filter(|e| e.name.starts_with("busy_sources["))
+            .map(|e| (e.id, e.name))
+            .collect();
+        v.sort();
+        v
+    };
+    let t = std::time::Instant::now();
+    while instances().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(30), "no instance was installed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The manager stores its instances once a second.
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = instances();
+    manager.kill();
+
+    let manager = restart_api_manager(d, &nats, api_port, flags);
+    let after = instances();
+    let out = manager.terminate("the restarted manager");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!before.is_empty());
+    // Instances installed in the last second before the kill may be lost
+    // (the next firing installs them again); the rest are kept as they were.
+    let kept: Vec<&(u64, String)> = before.iter().filter(|i| after.contains(i)).collect();
+    assert!(
+        kept.len() * 2 >= before.len() && !kept.is_empty(),
+        "before the kill {before:?}, after the restart {after:?}\n{err}"
+    );
+    assert!(
+        err.contains("drill-down instance(s) restored from m.sqlite"),
+        "{err}"
+    );
+    wait_agents(agents, Duration::from_secs(60));
+}

@@ -12,7 +12,9 @@
 
 use clarion_drilldown::{instance, Action};
 use clarion_lang::spec::EventSpec;
+use clarion_report::{GroupKey, Window};
 
+use crate::error::ManagerError;
 use crate::manager::{Decision, EventId, HostId, Manager, NetworkEvent};
 
 /// A drill-down instance to install: `local` on each of its hosts, for
@@ -25,6 +27,23 @@ pub struct Instance {
     pub local: Vec<(HostId, EventSpec)>,
     pub start_ns: u64,
     pub end_ns: Option<u64>,
+    /// What installed it: enough to install it again after a restart
+    /// ([`Manager::restore_instance`]).
+    pub firing: Firing,
+}
+
+/// The firing that installed an instance: drill-down `drill` (its index
+/// in the parent's `then install` list) of event `parent`, fired for
+/// `group` in `window` and decided at packet time `decided_ns`. The
+/// instance is a function of these and the parent's source, so they are
+/// what a store keeps of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Firing {
+    pub parent: EventId,
+    pub drill: usize,
+    pub window: Window,
+    pub group: GroupKey,
+    pub decided_ns: u64,
 }
 
 /// What a transport does for a fired decision's drill-downs.
@@ -52,7 +71,7 @@ impl Manager {
         let spec = e.split.network();
         let (drills, interval) = (spec.drill_downs.clone(), spec.interval_ns);
         let mut out = Vec::new();
-        for dd in &drills {
+        for (k, dd) in drills.iter().enumerate() {
             let Some(inst) = instance(dd, interval, d.window, &d.group, decided_ns) else {
                 continue;
             };
@@ -69,6 +88,13 @@ impl Manager {
                         local,
                         start_ns: inst.start_ns,
                         end_ns: inst.end_ns,
+                        firing: Firing {
+                            parent: d.event,
+                            drill: k,
+                            window: d.window,
+                            group: d.group,
+                            decided_ns,
+                        },
                     }));
                 }
                 Action::Extend { handle, end_ns } => out.push(DrillAction::Extend {
@@ -95,6 +121,55 @@ impl Manager {
     /// How many drill-down instances are installed.
     pub fn drill_instances(&self) -> usize {
         self.drill.len()
+    }
+
+    /// Installs again, under its id `id`, the instance that `firing` made
+    /// (a restarted manager, from its store), lasting until `end_ns` (its
+    /// firings' extensions included). The parent must be installed (under
+    /// its id of then) with that drill-down, and make an instance of that
+    /// name: the error says what no longer holds.
+    pub fn restore_instance(
+        &mut self,
+        id: EventId,
+        name: &str,
+        firing: Firing,
+        end_ns: Option<u64>,
+    ) -> Result<Instance, ManagerError> {
+        let no = |why: String| ManagerError::NotRestored {
+            instance: name.to_string(),
+            why,
+        };
+        let parent = self
+            .event(firing.parent)
+            .ok_or_else(|| no(format!("no event has id {} any more", firing.parent)))?;
+        let spec = parent.split.network();
+        let dd = spec.drill_downs.get(firing.drill).ok_or_else(|| {
+            no(format!(
+                "event `{}` has no drill-down number {}",
+                spec.name,
+                firing.drill + 1
+            ))
+        })?;
+        let inst = instance(
+            dd,
+            spec.interval_ns,
+            firing.window,
+            &firing.group,
+            firing.decided_ns,
+        )
+        .filter(|i| i.spec.name == name)
+        .ok_or_else(|| no(format!("event `{}` no longer installs it", spec.name)))?;
+        self.check_id(id)?;
+        let local = self.place(id, &inst.spec)?;
+        self.drill.installed(name, id, end_ns);
+        Ok(Instance {
+            event: id,
+            name: name.to_string(),
+            local,
+            start_ns: inst.start_ns,
+            end_ns,
+            firing,
+        })
     }
 }
 
@@ -166,10 +241,15 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
             local,
             start_ns,
             end_ns,
+            firing,
         })] = actions.as_slice()
         else {
             panic!("one install: {actions:?}")
         };
+        assert_eq!(
+            (firing.parent, firing.drill, firing.decided_ns),
+            (spike, 0, 12 * MS)
+        );
         assert_eq!(name, "by_source[dst_port=80]");
         assert_eq!((*start_ns, *end_ns), (20 * MS, Some(40 * MS)));
         assert_eq!(local.len(), 2, "placed on both hosts");
@@ -190,6 +270,41 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
                 end_ns: Some(50 * MS)
             }]
         );
+        // A restarted manager, its events under their ids, installs the
+        // instance again from its firing, lasting as extended.
+        let mut again = manager();
+        again.install_as(spike, &specs[0]).expect("installs");
+        let restored = again
+            .restore_instance(instance, name, firing.clone(), Some(50 * MS))
+            .expect("restores");
+        assert_eq!(
+            (
+                &restored.name,
+                &restored.local,
+                restored.start_ns,
+                restored.end_ns
+            ),
+            (name, local, 20 * MS, Some(50 * MS))
+        );
+        assert_eq!(again.drill_instances(), 1);
+        assert_eq!(
+            again.drill_expired(50 * MS).len(),
+            1,
+            "it expires as it would have"
+        );
+        let e = again
+            .restore_instance(instance, "by_source[dst_port=81]", firing.clone(), None)
+            .expect_err("another name");
+        assert!(e.to_string().contains("no longer installs it"), "{e}");
+        let wrong = Firing {
+            drill: 1,
+            ..firing.clone()
+        };
+        let e = again
+            .restore_instance(instance, name, wrong, None)
+            .expect_err("no such drill-down");
+        assert!(e.to_string().contains("no drill-down number 2"), "{e}");
+
         assert!(m.drill_expired(49 * MS).is_empty());
         let gone = m.drill_expired(50 * MS);
         assert_eq!(gone.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![instance]);

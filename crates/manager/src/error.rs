@@ -24,6 +24,8 @@ pub enum ManagerError {
     DuplicateName(String),
     #[error("no installed network-wide event has id {0}")]
     UnknownEvent(usize),
+    #[error("drill-down instance `{instance}` cannot be installed again: {why}")]
+    NotRestored { instance: String, why: String },
     #[error("host values have {got} entries, the split needs {want}")]
     ValueCount { got: usize, want: usize },
     #[error("a window from {start_ns} to {end_ns} ns is not one of event {event}'s windows (every {interval_ns} ns from 0)")]

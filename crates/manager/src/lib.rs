@@ -29,7 +29,7 @@ pub mod manager;
 pub mod manager_loop;
 pub mod split;
 
-pub use drill::{DrillAction, Instance};
+pub use drill::{DrillAction, Firing, Instance};
 pub use error::ManagerError;
 pub use inventory::{host_name_problem, Host, Inventory, MAX_HOST_NAME_LEN};
 pub use manager::{Decision, EventId, HostId, Manager, NetworkEvent, Poll, NETWORK_WORKER};

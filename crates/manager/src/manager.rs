@@ -229,7 +229,7 @@ impl Manager {
     }
 
     /// Whether `id` can be given to a new event.
-    fn check_id(&self, id: EventId) -> Result<(), ManagerError> {
+    pub(crate) fn check_id(&self, id: EventId) -> Result<(), ManagerError> {
         if self.event(id).is_some() {
             return Err(ManagerError::IdTaken(id));
         }

@@ -5,12 +5,13 @@
 //! or from the control API, so both paths check, place and store alike.
 
 use std::cell::OnceCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use clarion_control::{ControlError, EventInfo};
-use clarion_manager::{EventId, Host, HostId, Inventory, Manager, NetworkEvent};
-use clarion_store::{Store, StoredEvent};
+use clarion_manager::{EventId, Firing, Host, HostId, Instance, Inventory, Manager, NetworkEvent};
+use clarion_report::{GroupKey, Window};
+use clarion_store::{Store, StoredEvent, StoredInstance};
 
 use crate::protocol::Trigger;
 
@@ -34,6 +35,17 @@ impl Source {
     }
 }
 
+/// What [`EventBook::restore`] installed again, and what it could not.
+#[derive(Debug, Default)]
+pub struct Restored {
+    pub events: usize,
+    pub instances: usize,
+    /// Each event's name and why.
+    pub skipped_events: Vec<(String, String)>,
+    /// Why each instance could not be (the message names it).
+    pub skipped_instances: Vec<String>,
+}
+
 /// See the module documentation.
 #[derive(Debug)]
 pub struct EventBook {
@@ -42,6 +54,10 @@ pub struct EventBook {
     store: Option<Store>,
     /// Drill-down instances' windows: start, and end (none: no end).
     spans: HashMap<EventId, (u64, Option<u64>)>,
+    /// Drill-down instances as the store keeps them, and whether they
+    /// changed since last stored ([`EventBook::store_instances`]).
+    instances: BTreeMap<EventId, StoredInstance>,
+    instances_changed: bool,
     /// Most events installed at once ([`EventBook::set_max_events`]).
     max_events: usize,
 }
@@ -131,6 +147,8 @@ impl EventBook {
             sources: HashMap::new(),
             store,
             spans: HashMap::new(),
+            instances: BTreeMap::new(),
+            instances_changed: false,
             max_events: MAX_EVENTS,
         }
     }
@@ -152,23 +170,61 @@ impl EventBook {
         self.store.as_ref()
     }
 
-    /// Reinstalls the stored events under their ids. Events that no longer
-    /// check or place (the language or the inventory changed) are skipped
-    /// and returned with the reason; they stay in the store.
-    pub fn restore(&mut self) -> Result<(usize, Vec<(String, String)>), ControlError> {
+    /// Reinstalls the stored events under their ids, then the drill-down
+    /// instances their firings installed (before anything else takes an
+    /// id). Events that no longer check or place (the language or the
+    /// inventory changed) are skipped and returned with the reason; they
+    /// stay in the store. Instances that cannot be installed again (their
+    /// parent gone or changed) are returned too and dropped from it.
+    pub fn restore(&mut self) -> Result<Restored, ControlError> {
+        let mut r = Restored::default();
         let Some(store) = &self.store else {
-            return Ok((0, Vec::new()));
+            return Ok(r);
         };
-        let stored = store.events().map_err(|e| ControlError::Failed(e.to_string()))?;
-        let mut skipped = Vec::new();
-        let mut restored = 0;
+        let failed = |e: clarion_store::StoreError| ControlError::Failed(e.to_string());
+        let stored = store.events().map_err(failed)?;
+        let instances = store.instances().map_err(failed)?;
         for e in stored {
             match self.install_stored(e.id as EventId, &e.source, e.added_ns) {
-                Ok(()) => restored += 1,
-                Err(why) => skipped.push((e.name, why)),
+                Ok(()) => r.events += 1,
+                Err(why) => r.skipped_events.push((e.name, why)),
             }
         }
-        Ok((restored, skipped))
+        for i in instances {
+            match self.restore_instance(&i) {
+                Ok(()) => r.instances += 1,
+                Err(why) => {
+                    r.skipped_instances.push(why);
+                    self.instances_changed = true;
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    fn restore_instance(&mut self, i: &StoredInstance) -> Result<(), String> {
+        let group: GroupKey = serde_json::from_str(&i.group).map_err(|e| {
+            format!(
+                "drill-down instance `{}` cannot be installed again: its stored group {} is not a group: {e}",
+                i.name, i.group
+            )
+        })?;
+        let firing = Firing {
+            parent: i.parent as EventId,
+            drill: i.drill as usize,
+            window: Window {
+                start_ns: i.window_start_ns,
+                end_ns: i.window_end_ns,
+            },
+            group,
+            decided_ns: i.decided_ns,
+        };
+        let inst = self
+            .manager
+            .restore_instance(i.id as EventId, &i.name, firing, i.end_ns)
+            .map_err(|e| e.to_string())?;
+        self.instance_installed(&inst);
+        Ok(())
     }
 
     /// Installs an event kept elsewhere (the store, at restart; the shared
@@ -242,10 +298,28 @@ impl EventBook {
         Ok(())
     }
 
-    /// Records a drill-down instance's windows (installed by the manager's
-    /// `drill`), so that its triggers carry them.
-    pub fn set_span(&mut self, id: EventId, start_ns: u64, end_ns: Option<u64>) {
-        self.spans.insert(id, (start_ns, end_ns));
+    /// Records a drill-down instance installed by the manager's `drill`:
+    /// its windows, so that its triggers carry them, and what the store
+    /// keeps of it.
+    pub fn instance_installed(&mut self, i: &Instance) {
+        self.spans.insert(i.event, (i.start_ns, i.end_ns));
+        let f = &i.firing;
+        self.instances.insert(
+            i.event,
+            StoredInstance {
+                id: i.event as u64,
+                name: i.name.clone(),
+                parent: f.parent as u64,
+                drill: f.drill as u64,
+                window_start_ns: f.window.start_ns,
+                window_end_ns: f.window.end_ns,
+                // A group always serializes.
+                group: serde_json::to_string(&f.group).unwrap_or_default(),
+                decided_ns: f.decided_ns,
+                end_ns: i.end_ns,
+            },
+        );
+        self.instances_changed = true;
     }
 
     /// Moves an instance's end.
@@ -253,11 +327,36 @@ impl EventBook {
         if let Some(s) = self.spans.get_mut(&id) {
             s.1 = end_ns;
         }
+        if let Some(i) = self.instances.get_mut(&id) {
+            i.end_ns = end_ns;
+            self.instances_changed = true;
+        }
     }
 
-    /// Forgets an instance's windows (the manager forgot the instance).
-    pub fn forget_span(&mut self, id: EventId) {
+    /// Forgets an instance (the manager forgot it).
+    pub fn forget_instance(&mut self, id: EventId) {
         self.spans.remove(&id);
+        if self.instances.remove(&id).is_some() {
+            self.instances_changed = true;
+        }
+    }
+
+    /// Stores the drill-down instances if they changed since last stored.
+    /// Called about once a second, not at each change: an instance is
+    /// extended at every firing of its parent, and a restarted manager that
+    /// lost a second of them installs or extends them at the next firing,
+    /// as before the store kept them.
+    pub fn store_instances(&mut self) -> Result<(), clarion_store::StoreError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        if !self.instances_changed {
+            return Ok(());
+        }
+        let rows: Vec<StoredInstance> = self.instances.values().cloned().collect();
+        store.set_instances(&rows)?;
+        self.instances_changed = false;
+        Ok(())
     }
 
     /// Forgets an event removed elsewhere (another manager, through the shared bucket).
@@ -743,9 +842,86 @@ mod tests {
         assert!(b.triggers_of(2).is_empty());
         drop(b);
         let mut again = book(Some(Store::open(&path).expect("store")));
-        assert_eq!(again.restore().expect("restores"), (1, vec![]));
+        let r = again.restore().expect("restores");
+        assert_eq!((r.events, r.instances), (1, 0));
+        assert!(r.skipped_events.is_empty() && r.skipped_instances.is_empty());
         assert_eq!(again.infos()[0].id, info.id);
         assert_eq!(again.infos()[0].source, info.source);
+    }
+
+    /// A drill-down instance installed by a firing, then extended, is
+    /// stored; a restarted book installs it again under its id with its
+    /// windows, and its hosts' triggers carry them. One whose parent is
+    /// gone is said and dropped from the store.
+    #[test]
+    fn drill_down_instances_survive_a_restart() {
+        const DRILL: &str = "event spike\n  filter dst_ip in 10.0.0.0/23\n  when sum(volume) > 300\n  per dst_ip\n  every 10ms\n  across hosts\n  then install by_src on dst_ip for 30ms\nevent by_src\n  filter dst_ip in 10.0.0.0/23\n  when sum(volume) > 10\n  per src_ip\n  every 10ms\n  across hosts\n  on demand\n";
+        const MS: u64 = 1_000_000;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.sqlite");
+        let mut b = book(Some(Store::open(&path).expect("store")));
+        let (added, _) = b.add(DRILL, OnDuplicate::Refuse).expect("adds");
+        let spike = added[0];
+        let group = GroupKey {
+            dst_ip: Some(("10.0.1.5".parse().expect("addr"), 32)),
+            ..GroupKey::default()
+        };
+        let firing = Firing {
+            parent: spike,
+            drill: 0,
+            window: Window {
+                start_ns: 100 * MS,
+                end_ns: 110 * MS,
+            },
+            group,
+            decided_ns: 111 * MS,
+        };
+        let name = "by_src[dst_ip=10.0.1.5/32]";
+        // As the manager's `drill` installs it (an id above every event's).
+        let id = b.manager().next_id();
+        let inst = b
+            .manager_mut()
+            .restore_instance(id, name, firing, Some(150 * MS))
+            .expect("installs");
+        b.instance_installed(&inst);
+        b.set_end(id, Some(160 * MS));
+        b.store_instances().expect("stored");
+        let before: Vec<Trigger> = b.triggers_of(1);
+        drop(b);
+
+        let mut again = book(Some(Store::open(&path).expect("store")));
+        let r = again.restore().expect("restores");
+        assert_eq!((r.events, r.instances), (1, 1), "{r:?}");
+        let mut after = again.triggers_of(1);
+        assert_eq!(
+            after, before,
+            "the same triggers, the instance's windows included"
+        );
+        after.retain(|t| t.event == id as u64);
+        assert_eq!(
+            (after[0].start_ns, after[0].end_ns),
+            (Some(120 * MS), Some(160 * MS)),
+            "{after:?}"
+        );
+        assert_eq!(again.manager().drill_instances(), 1);
+        assert!(again.manager().next_id() > id, "later events get ids above it");
+
+        // Its parent removed (and the store kept the instance): dropped.
+        again.store_instances().expect("nothing to store");
+        drop(again);
+        let store = Store::open(&path).expect("store");
+        store.remove(spike as u64).expect("removed");
+        let mut third = book(Some(store));
+        let r = third.restore().expect("restores");
+        assert_eq!((r.events, r.instances), (0, 0));
+        assert!(r.skipped_instances[0].contains(name), "{r:?}");
+        third.store_instances().expect("stored");
+        assert!(third
+            .store()
+            .expect("a store")
+            .instances()
+            .expect("read")
+            .is_empty());
     }
 
     #[test]

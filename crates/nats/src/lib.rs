@@ -38,7 +38,7 @@ pub mod service;
 pub mod shared;
 
 pub use agent::{AgentLink, AgentOptions, Inbound, Wake};
-pub use book::{EventBook, OnDuplicate};
+pub use book::{EventBook, OnDuplicate, Restored};
 pub use desk::{HostDesk, Triggers};
 pub use error::NatsError;
 pub use exports::{AppliedExports, Arrived, ExportBook, ExportSet, PolicyInfo};

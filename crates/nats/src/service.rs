@@ -837,13 +837,16 @@ impl Service {
         }
     }
 
-    fn store_progress(&self) {
+    fn store_progress(&mut self) {
         if self.storing > 0 {
             // The store's lock is another connection's: next time.
             return;
         }
         if let Some(store) = self.book.store() {
             let _ = store.set_meta("alive_ns", crate::wall_ns());
+        }
+        if let Err(e) = self.book.store_instances() {
+            eprintln!("clarion: manager: drill-down instances not stored (tried again in a second): {e}");
         }
     }
 
@@ -1279,7 +1282,7 @@ impl Service {
                 Effect::Poll(p) => self.to_poll[p.host].push(p),
                 Effect::Install(i) => {
                     let event = i.event;
-                    self.book.set_span(event, i.start_ns, i.end_ns);
+                    self.book.instance_installed(&i);
                     for h in self.book.hosts_of(event) {
                         if let Some(t) = self.book.trigger(event, h) {
                             self.send_control(h, &Control::Install(t)).await;
@@ -1297,7 +1300,7 @@ impl Service {
                     }
                 }
                 Effect::Remove { event, hosts } => {
-                    self.book.forget_span(event);
+                    self.book.forget_instance(event);
                     for h in hosts {
                         self.send_control(h, &Control::Remove { event: event as u64 })
                             .await;

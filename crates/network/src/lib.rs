@@ -301,6 +301,7 @@ impl Network {
                     local,
                     start_ns,
                     end_ns,
+                    ..
                 }) => {
                     let mut triggers = vec![None; self.monitors.len()];
                     for (h, spec) in local {

@@ -1,17 +1,20 @@
 //! The event manager's persistent store: one SQLite file holding every
 //! installed network-wide event (its id, name and canonical source), the
+//! drill-down instances its events' firings installed (what made each:
+//! an instance is a function of its firing and its parent's source), the
 //! export policies its hosts run (in order, with the set's version) and a
 //! few numbers of the manager's (when it was last alive, the latest window
-//! it saw). A manager that restarts reinstalls the events under the same
-//! ids (hosts still holding their triggers keep them), sends its hosts the
-//! same export policies, and reports the windows it could not decide while
-//! it was down.
+//! it saw). A manager that restarts reinstalls the events and instances
+//! under the same ids (hosts still holding their triggers keep them),
+//! sends its hosts the same export policies, and reports the windows it
+//! could not decide while it was down.
 //!
 //! The source, not a serialized spec, is what is kept: it is what the
 //! operator wrote, and it is checked again by the language of the version
 //! that reads it.
 //!
-//! Schemas: 1 held events and numbers; 2 added the export policies. A
+//! Schemas: 1 held events and numbers; 2 added export policies and
+//! drill-down instances. A
 //! store of an older schema is brought up to date when opened (the tables
 //! it lacks created, nothing else touched).
 //!
@@ -81,13 +84,46 @@ pub struct StoredExport {
     pub added_ns: u64,
 }
 
+/// One drill-down instance: drill-down `drill` (its index among the
+/// parent's `then install`) of event `parent`, fired for `group` (a
+/// report's group, as JSON) in the window `[window_start_ns,
+/// window_end_ns)`, decided at `decided_ns`; it lasts until `end_ns`
+/// (extensions included; `None`: until removed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredInstance {
+    pub id: u64,
+    pub name: String,
+    pub parent: u64,
+    pub drill: u64,
+    pub window_start_ns: u64,
+    pub window_end_ns: u64,
+    pub group: String,
+    pub decided_ns: u64,
+    pub end_ns: Option<u64>,
+}
+
 const SCHEMA: i64 = 2;
 
 /// The store's tables, the schema that introduced each, and their columns in order.
-const TABLES: [(&str, i64, &[&str]); 3] = [
+const TABLES: [(&str, i64, &[&str]); 4] = [
     ("events", 1, &["id", "name", "source", "added_ns"]),
     ("meta", 1, &["key", "value"]),
     ("exports", 2, &["position", "name", "source", "added_ns"]),
+    (
+        "instances",
+        2,
+        &[
+            "id",
+            "name",
+            "parent",
+            "drill",
+            "window_start_ns",
+            "window_end_ns",
+            "group_key",
+            "decided_ns",
+            "end_ns",
+        ],
+    ),
 ];
 
 /// The meta number holding the export policies' version.
@@ -190,6 +226,17 @@ impl Store {
                      name TEXT NOT NULL UNIQUE,
                      source TEXT NOT NULL,
                      added_ns INTEGER NOT NULL
+                 );
+                 CREATE TABLE IF NOT EXISTS instances (
+                     id INTEGER PRIMARY KEY,
+                     name TEXT NOT NULL,
+                     parent INTEGER NOT NULL,
+                     drill INTEGER NOT NULL,
+                     window_start_ns INTEGER NOT NULL,
+                     window_end_ns INTEGER NOT NULL,
+                     group_key TEXT NOT NULL,
+                     decided_ns INTEGER NOT NULL,
+                     end_ns INTEGER
                  );
                  PRAGMA user_version = 2;",
             )
@@ -412,6 +459,85 @@ impl Store {
         tx.commit().map_err(|e| self.err(e))
     }
 
+    /// Every drill-down instance, by id.
+    pub fn instances(&self) -> Result<Vec<StoredInstance>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, name, parent, drill, window_start_ns, window_end_ns, group_key, decided_ns, end_ns
+                 FROM instances ORDER BY id",
+            )
+            .map_err(|e| self.err(e))?;
+        type Row = (i64, String, i64, i64, i64, i64, String, i64, Option<i64>);
+        let rows: Vec<Row> = st
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                ))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.damaged_or(e))?;
+        rows.into_iter()
+            .map(|(id, name, parent, drill, ws, we, group, decided, end)| {
+                let n = |v: i64, what: &str| {
+                    u64::try_from(v).map_err(|_| StoreError::Damaged {
+                        path: self.path.clone(),
+                        why: format!("drill-down instance `{name}` has a negative {what}"),
+                    })
+                };
+                Ok(StoredInstance {
+                    id: n(id, "id")?,
+                    parent: n(parent, "parent")?,
+                    drill: n(drill, "drill-down number")?,
+                    window_start_ns: n(ws, "window")?,
+                    window_end_ns: n(we, "window")?,
+                    decided_ns: n(decided, "time")?,
+                    end_ns: end.map(|e| n(e, "end")).transpose()?,
+                    group,
+                    name: name.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Replaces the drill-down instances with `instances`, in one transaction.
+    pub fn set_instances(&self, instances: &[StoredInstance]) -> Result<(), StoreError> {
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM instances", []).map_err(|e| self.err(e))?;
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO instances (id, name, parent, drill, window_start_ns, window_end_ns,
+                     group_key, decided_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .map_err(|e| self.err(e))?;
+            for i in instances {
+                insert
+                    .execute(params![
+                        i.id as i64,
+                        i.name,
+                        i.parent as i64,
+                        i.drill as i64,
+                        i.window_start_ns as i64,
+                        i.window_end_ns as i64,
+                        i.group,
+                        i.decided_ns as i64,
+                        i.end_ns.map(|e| e as i64),
+                    ])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
     /// Sets a named number (the manager's bookkeeping: when it was last
     /// alive, how far its windows went).
     pub fn set_meta(&self, key: &str, value: u64) -> Result<(), StoreError> {
@@ -527,6 +653,35 @@ mod tests {
             (vec![], 11),
             "removed, the version kept"
         );
+    }
+
+    #[test]
+    fn drill_down_instances_survive_a_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.sqlite");
+        let inst = |id: u64, end_ns: Option<u64>| StoredInstance {
+            id,
+            name: format!("by_source[dst_port={id}]"),
+            parent: 2,
+            drill: 0,
+            window_start_ns: 10,
+            window_end_ns: 20,
+            group: r#"{"dst_port":80}"#.into(),
+            decided_ns: 21,
+            end_ns,
+        };
+        {
+            let s = Store::open(&path).expect("opens");
+            assert!(s.instances().expect("read").is_empty());
+            s.set_instances(&[inst(9, Some(40)), inst(7, None)]).expect("set");
+        }
+        let s = Store::open(&path).expect("reopens");
+        assert_eq!(
+            s.instances().expect("read"),
+            vec![inst(7, None), inst(9, Some(40))]
+        );
+        s.set_instances(&[inst(9, Some(50))]).expect("set");
+        assert_eq!(s.instances().expect("read"), vec![inst(9, Some(50))]);
     }
 
     /// A store written by schema 1 (events and numbers) is opened as is
