@@ -24,12 +24,14 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use clarion_capture::CaptureError;
+use clarion_cmdline::log::LogFormat;
 use clarion_engine::{Monitor, MonitorConfig, Report, TriggerId, WindowValues};
 use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions, WithExports};
 use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_nats::protocol::{Control, ExportSet};
 use clarion_nats::{AgentLink, AgentOptions, AppliedExports, Arrived, HostDesk, Inbound, Triggers, Wake};
 use clarion_sinks::ReportSink;
+use tracing::{info, warn};
 
 use crate::args::{parse_duration, ExportArgs, Format, LiveArgs};
 use crate::bus::NatsArgs;
@@ -129,6 +131,13 @@ pub struct AgentArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
+    /// How the agent logs what happens while it runs (registration, export
+    /// policies applied or refused, messages refused): 'human' lines, or
+    /// 'json' lines for a log shipper (its summary too). Which: CLARION_LOG,
+    /// in RUST_LOG's syntax (default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+
     /// Live capture: worker threads, each with its own monitor and a share
     /// of the flows, merged into the host's values (as `clarion run -i`).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), conflicts_with = "pcap")]
@@ -192,7 +201,7 @@ impl Agent {
             Inbound::Control(Control::Install(t)) => {
                 let name = t.spec.name.clone();
                 if let Err(e) = self.desk.install(monitor, t) {
-                    eprintln!("clarion: warning: cannot install {name}: {e}");
+                    warn!(target: "agent", event = %name, reason = %e, "cannot install {name}: {e}");
                 }
             }
             Inbound::Control(Control::Remove { event }) => self.desk.remove(monitor, event),
@@ -210,7 +219,7 @@ impl Agent {
             Inbound::Invalid(e) => {
                 self.tally.invalid += 1;
                 if self.tally.invalid == 1 {
-                    eprintln!("clarion: warning: {e} (ignored; later ones are counted in the summary)");
+                    warn!(target: "agent", reason = %e, "{e} (ignored; later ones are counted in the summary)");
                 }
             }
         }
@@ -233,14 +242,13 @@ impl Agent {
         match applied {
             Ok(from) => {
                 if !self.quiet {
-                    eprintln!("clarion: agent: export policies of version {version} applied {from}");
+                    info!(target: "agent", version, "export policies of version {version} applied {from}");
                 }
                 self.link.exports_applied(version, None);
             }
             Err(why) => {
-                eprintln!(
-                    "clarion: warning: the manager's export policies of version {version} are refused (the policies running stay): {why}"
-                );
+                warn!(target: "agent", version, reason = %why,
+                    "the manager's export policies of version {version} are refused (the policies running stay): {why}");
                 self.link.exports_applied(version, Some(why));
             }
         }
@@ -399,6 +407,7 @@ fn export_args(a: &AgentArgs) -> crate::args::ExportArgs {
 }
 
 pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
+    clarion_cmdline::log::init(a.log_format).map_err(|e| Failure::Usage(format!("clarion: {e}")))?;
     let own = match &a.events {
         Some(p) => {
             let specs = load_events(p)?;
@@ -485,12 +494,12 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     }
     ag.link.bye(Duration::from_secs(5));
     if !a.quiet {
-        ag.print_summary(&a.host, run.frames, monitor.counters().packets, run.elapsed);
-        eprint!("{records}");
+        let text = ag.summary(&a.host, run.frames, monitor.counters().packets, run.elapsed);
+        clarion_cmdline::log::summary("agent", &format!("{text}{records}"));
     }
     match run.damage {
         Some(e) => {
-            eprintln!("clarion: warning: {e}; reports cover the packets before the damage");
+            warn!(target: "agent", "{e}; reports cover the packets before the damage");
             Ok(ExitCode::from(1))
         }
         None => Ok(ExitCode::SUCCESS),
@@ -527,13 +536,11 @@ fn live_agent(
     let mut ag = Agent::register(a, &mut Merged(&mut host), stop, Some(wake))?;
     ag.apply_live_exports(&mut host);
     if !a.quiet {
-        eprintln!(
-            "clarion: agent {} capturing on {}; Ctrl-C stops",
-            a.host,
-            crate::live::capturing(&a.interface, &a.live, a.workers)
-        );
+        let on = crate::live::capturing(&a.interface, &a.live, a.workers);
+        info!(target: "agent", host = %a.host, "{} capturing on {on}; Ctrl-C stops", a.host);
         if let Some(w) = crate::live::snap_warning(&config) {
-            eprintln!("{w}");
+            let w = w.trim_start_matches("clarion: warning: ");
+            warn!(target: "agent", "{w}");
         }
     }
     // The host's own reports go out with the live output's.
@@ -568,10 +575,11 @@ fn live_agent(
     ag.link.bye(Duration::from_secs(5));
     let exported = out.close()?;
     if !a.quiet {
-        crate::live::print_summary(&summary, own.len());
-        eprint!("{exported}{}", crate::live::export_lines(&summary));
-        ag.print_summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed);
-        ag.print_close_to_sent(lag_ms);
+        let mut text = crate::live::summary_text(&summary, own.len());
+        text.push_str(&format!("{exported}{}", crate::live::export_lines(&summary)));
+        text.push_str(&ag.summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed));
+        text.push_str(&ag.close_to_sent(lag_ms));
+        clarion_cmdline::log::summary("agent", &text);
     }
     crate::live::outcome(&summary)
 }
@@ -594,7 +602,7 @@ impl Triggers for Merged<'_> {
     }
     fn remove(&mut self, id: TriggerId) {
         if let Err(e) = self.0.remove(id) {
-            eprintln!("clarion: warning: cannot remove trigger {id}: {e}");
+            warn!(target: "agent", trigger = id, reason = %e, "cannot remove trigger {id}: {e}");
         }
     }
     fn set_end(&mut self, id: TriggerId, end_ns: Option<u64>) {
@@ -632,7 +640,7 @@ impl Agent {
         let health = opts.health.clone().unwrap_or_default();
         let url = a.nats.url.clone();
         let mut link = AgentLink::connect(&opts, || {
-            eprintln!("clarion: waiting for a manager on {url} (subject clarion.register)")
+            info!(target: "agent", nats = %url, "waiting for a manager on {url} (subject clarion.register)")
         })
         .map_err(runtime)?;
         let mut desk = HostDesk::new();
@@ -641,12 +649,13 @@ impl Agent {
         }
         let registered_exports = link.take_exports();
         if !a.quiet {
-            eprintln!(
-                "clarion: agent {} registered with manager {}: {} network-wide trigger(s)",
-                a.host,
-                link.manager(),
-                desk.events()
-            );
+            // "manager manager" read oddly: the default name is left out.
+            let named = match link.manager() {
+                "manager" => String::new(),
+                m => format!(" `{m}`"),
+            };
+            info!(target: "agent", host = %a.host, manager = %link.manager(), triggers = desk.events(),
+                "{} registered with manager{named}: {} network-wide trigger(s)", a.host, desk.events());
         }
         let mut ag = Agent {
             link,
@@ -731,25 +740,26 @@ impl Agent {
         }
     }
 
-    /// How long after their window closed the satisfaction reports left.
-    fn print_close_to_sent(&mut self, lag_ms: f64) {
+    /// How long after their window closed the satisfaction reports left (a summary line).
+    fn close_to_sent(&mut self, lag_ms: f64) -> String {
         let mut d = std::mem::take(&mut self.tally.close_to_sent);
         if d.is_empty() {
-            return;
+            return String::new();
         }
         d.sort_unstable();
         let at = |q: f64| d[((d.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
-        eprintln!(
-            "  satisfaction reports left p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs after their window closed here (its end plus the clock's lag, {lag_ms:.1} ms)",
+        format!(
+            "  satisfaction reports left p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs after their window closed here (its end plus the clock's lag, {lag_ms:.1} ms)\n",
             at(0.5),
             at(0.99),
             at(1.0),
-        );
+        )
     }
 
-    fn print_summary(&self, host: &str, frames: u64, packets: u64, elapsed: Duration) {
-        eprintln!(
-            "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}{}",
+    /// The agent's summary line.
+    fn summary(&self, host: &str, frames: u64, packets: u64, elapsed: Duration) -> String {
+        format!(
+            "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}{}\n",
             host,
             thousands(frames),
             thousands(packets),
@@ -773,6 +783,6 @@ impl Agent {
             } else {
                 String::new()
             },
-        );
+        )
     }
 }

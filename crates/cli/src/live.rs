@@ -459,6 +459,12 @@ fn seconds(d: Duration) -> String {
 }
 
 pub fn print_summary(s: &LiveSummary, events: usize) {
+    eprint!("{}", summary_text(s, events));
+}
+
+/// What [`print_summary`] prints.
+pub fn summary_text(s: &LiveSummary, events: usize) -> String {
+    use std::fmt::Write as _;
     let summary = Summary {
         counters: s.counters,
         dos_threshold: 0,
@@ -468,8 +474,9 @@ pub fn print_summary(s: &LiveSummary, events: usize) {
         elapsed: s.elapsed,
         events: Some(events),
     };
-    eprint!("{summary}");
-    eprintln!(
+    let mut out = summary.to_string();
+    let _ = writeln!(
+        out,
         "  live: {} kernel drops, queueing delay p99 {} max {}, longest sweep {}",
         thousands(s.drops),
         micros(s.delays.quantile(0.99)),
@@ -477,13 +484,15 @@ pub fn print_summary(s: &LiveSummary, events: usize) {
         micros(s.max_sweep_wall_ns)
     );
     if s.outages > 0 {
-        eprintln!(
+        let _ = writeln!(
+            out,
             "  interfaces: down {} time{}, {:.1} s in all (the windows of that time are incomplete)",
             s.outages,
             if s.outages == 1 { "" } else { "s" },
             s.down.as_secs_f64()
         );
     }
+    out
 }
 
 fn micros(ns: u64) -> String {

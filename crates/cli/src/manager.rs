@@ -11,13 +11,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::fmt::Write as _;
+
 use anyhow::Context;
 use clap::Args;
+use clarion_cmdline::log::LogFormat;
 use clarion_control::{ControlError, ControlHandle, ServerToken};
 use clarion_manager::Manager;
 use clarion_nats::{serve, ControlLink, EventBook, ManagerOptions, ManagerStats, OnDuplicate};
 use clarion_store::Store;
 use tokio::sync::{broadcast, mpsc};
+use tracing::{info, warn};
 
 use crate::args::{parse_duration, Format};
 use crate::bus::NatsArgs;
@@ -183,6 +187,14 @@ pub struct ManagerArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
+    /// How the manager logs what happens while it runs (start, registrations,
+    /// departures and returns, events and policies added or removed, refused
+    /// messages): 'human' lines, or 'json' lines for a log shipper (its
+    /// summary too). Which: CLARION_LOG, in RUST_LOG's syntax (default info;
+    /// manager=debug adds every partial decision).
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+
     /// Every network-wide report also to a webhook and/or syslog.
     #[command(flatten)]
     pub alerts: crate::alerts::AlertArgs,
@@ -240,17 +252,15 @@ fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
             0 => String::new(),
             n => format!(" and {n} drill-down instance(s)"),
         };
-        eprintln!(
-            "clarion: manager: {} event(s){instances} restored from {}",
-            restored.events,
-            a.store.display()
-        );
+        info!(target: "manager", events = restored.events, instances = restored.instances, store = %a.store.display(),
+            "{} event(s){instances} restored from {}", restored.events, a.store.display());
     }
     for (name, why) in restored.skipped_events {
-        eprintln!("clarion: warning: stored event `{name}` not installed (it stays stored): {why}");
+        warn!(target: "manager", event = %name, reason = %why,
+            "stored event `{name}` not installed (it stays stored): {why}");
     }
     for why in restored.skipped_instances {
-        eprintln!("clarion: warning: {why} (dropped from the store)");
+        warn!(target: "manager", reason = %why, "{why} (dropped from the store)");
     }
     if let Some(path) = &a.events {
         let text = crate::check::read_events_file(path)?;
@@ -259,11 +269,8 @@ fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
             other => usage(other),
         })?;
         if !replaced.is_empty() && !a.quiet {
-            eprintln!(
-                "clarion: manager: {} stored event(s) replaced by {}'s version",
-                replaced.len(),
-                path.display()
-            );
+            info!(target: "manager", events = replaced.len(),
+                "{} stored event(s) replaced by {}'s version", replaced.len(), path.display());
         }
     }
     Ok(book)
@@ -303,10 +310,7 @@ fn start_api(a: &ManagerArgs) -> Result<Option<ControlLink>, Failure> {
         eprintln!("{said}");
     }
     if !a.quiet {
-        eprintln!(
-            "clarion: manager: control API on http://{bound}{}",
-            auth_note(&token)
-        );
+        info!(target: "manager", api = %bound, "control API on http://{bound}{}", auth_note(&token));
     }
     Ok(Some(ControlLink {
         commands: rx,
@@ -352,6 +356,7 @@ or --insecure to run without"
 }
 
 pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
+    clarion_cmdline::log::init(a.log_format).map_err(|e| Failure::Usage(format!("clarion: {e}")))?;
     let book = book(a)?;
     let events = book.manager().events().count();
     let hosts: Vec<String> = book
@@ -385,7 +390,7 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     if let Some(addr) = a.metrics {
         let bound = crate::metrics_server::serve(addr, Vec::new(), Arc::clone(&metrics))?;
         if !a.quiet {
-            eprintln!("clarion: manager: metrics at http://{bound}/metrics");
+            info!(target: "manager", metrics = %bound, "metrics at http://{bound}/metrics");
         }
     }
     if !a.quiet {
@@ -398,13 +403,10 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         let named = if a.name == "manager" {
             String::new()
         } else {
-            format!(" `{}`", a.name)
+            format!("`{}` ", a.name)
         };
-        eprintln!(
-            "clarion: manager{named} on {}: {events} over {} host(s); waiting for agents",
-            a.nats.url,
-            hosts.len()
-        );
+        info!(target: "manager", name = %a.name, nats = %a.nats.url, hosts = hosts.len(),
+            "{named}started on {}: {events} over {} host(s); waiting for agents", a.nats.url, hosts.len());
     }
     let opts = ManagerOptions {
         hosts_board: board,
@@ -435,17 +437,18 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     // and dead-letter the rest (saying so), as clarion run's do at its end.
     drop(sink);
     if !a.quiet {
-        print_summary(&stats, &hosts);
+        clarion_cmdline::log::summary("manager", &summary(&stats, &hosts));
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// p50, p99 and max of some latencies, when there are any.
-fn print_latency(what: &str, kept: &std::collections::VecDeque<Duration>) {
+fn latency(out: &mut String, what: &str, kept: &std::collections::VecDeque<Duration>) {
     let mut lat: Vec<Duration> = kept.iter().copied().collect();
     lat.sort();
     if !lat.is_empty() {
-        eprintln!(
+        let _ = writeln!(
+            out,
             "  {what}: p50 {}, p99 {}, max {} over {} decisions",
             human(percentile(&lat, 0.5)),
             human(percentile(&lat, 0.99)),
@@ -466,20 +469,29 @@ fn human(d: Duration) -> String {
 }
 
 /// Per host: how late its reports came, the windows it missed.
-fn print_hosts(s: &ManagerStats, hosts: &[String]) {
+fn hosts_summary(out: &mut String, s: &ManagerStats, hosts: &[String]) {
     for (h, lag) in hosts.iter().zip(&s.report_lag) {
         match lag {
-            Some(l) if l.as_secs() < 3600 => eprintln!(
-                "  host {h}: reports arrived up to {:.3} ms after their window ended (clock skew + reporting delay)",
-                l.as_secs_f64() * 1e3
-            ),
-            Some(_) => eprintln!("  host {h}: its windows are more than an hour old (a replayed capture)"),
+            Some(l) if l.as_secs() < 3600 => {
+                let _ = writeln!(
+                    out,
+                    "  host {h}: reports arrived up to {:.3} ms after their window ended (clock skew + reporting delay)",
+                    l.as_secs_f64() * 1e3
+                );
+            }
+            Some(_) => {
+                let _ = writeln!(
+                    out,
+                    "  host {h}: its windows are more than an hour old (a replayed capture)"
+                );
+            }
             None => {}
         }
     }
     for (h, missed) in hosts.iter().zip(&s.missed_windows) {
         if let Some(m) = missed {
-            eprintln!(
+            let _ = writeln!(
+            out,
                 "  host {h}: did not answer polls for {} window(s) from {} to {} (decided without it, marked incomplete)",
                 m.windows,
                 clarion_report::rfc3339(m.first_ns),
@@ -489,8 +501,11 @@ fn print_hosts(s: &ManagerStats, hosts: &[String]) {
     }
 }
 
-fn print_summary(s: &ManagerStats, hosts: &[String]) {
-    eprintln!(
+/// The end-of-run summary (see [`clarion_cmdline::log::summary`]).
+fn summary(s: &ManagerStats, hosts: &[String]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "clarion: manager: {} registrations, {} satisfaction reports, {} polls ({} unanswered, {} for windows no longer kept, {} not sent to hosts that had left), {} decisions ({} fired, {} partial)",
         thousands(s.registrations),
         thousands(s.satisfied),
@@ -503,30 +518,42 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
         thousands(s.partial),
     );
     if s.departures > 0 {
-        eprintln!(
+        let _ = writeln!(
+            out,
             "  hosts left {} time(s) (a goodbye, or over 3 s of silence): {} polls were not sent to them",
             thousands(s.departures),
             thousands(s.not_polled)
         );
     }
     if s.instances > 0 {
-        eprintln!(
+        let _ = writeln!(
+            out,
             "  {} drill-down instances installed (windows an agent installed too late to see are partial)",
             thousands(s.instances)
         );
     }
     if s.claimed > 0 || s.not_owned > 0 {
-        eprintln!(
+        let _ = writeln!(
+            out,
             "  shared: took {} event(s) over; left {} satisfaction reports to the managers deciding their events",
             thousands(s.claimed),
             thousands(s.not_owned)
         );
     }
-    print_latency("first satisfaction report to decision", &s.decision_latency);
-    print_latency("window end to decision (live hosts)", &s.window_to_decision);
-    print_hosts(s, hosts);
+    latency(
+        &mut out,
+        "first satisfaction report to decision",
+        &s.decision_latency,
+    );
+    latency(
+        &mut out,
+        "window end to decision (live hosts)",
+        &s.window_to_decision,
+    );
+    hosts_summary(&mut out, s, hosts);
     for g in &s.gaps {
-        eprintln!(
+        let _ = writeln!(
+            out,
             "  gap: windows from {} to {} were not decided ({} satisfaction report(s) host {} could not keep until acknowledged)",
             clarion_report::rfc3339(g.first_ns),
             clarion_report::rfc3339(g.last_ns),
@@ -535,7 +562,8 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
         );
     }
     if s.invalid > 0 {
-        eprintln!(
+        let _ = writeln!(
+            out,
             "  {} messages could not be read or came from hosts not in the inventory",
             thousands(s.invalid)
         );
@@ -547,12 +575,14 @@ fn print_summary(s: &ManagerStats, hosts: &[String]) {
             .iter()
             .map(|(r, n)| format!("{} {r}", thousands(*n)))
             .collect();
-        eprintln!(
+        let _ = writeln!(
+            out,
             "  {} host reports and answers refused as impossible: {}",
             thousands(total),
             why.join(", ")
         );
     }
+    out
 }
 
 #[cfg(test)]

@@ -83,12 +83,12 @@ fn two_managers_share_the_events_and_decide_each_once() {
         String::from_utf8_lossy(&o2.stderr),
     );
     assert!(o1.status.success() && o2.status.success(), "m1: {e1}\nm2: {e2}");
-    assert!(e1.contains("manager m1: now deciding"), "{e1}");
+    assert!(e1.contains("manager: m1 now deciding"), "{e1}");
     assert!(
-        e1.contains("manager m1: handed over"),
+        e1.contains("manager: m1 handed over"),
         "m1 gave one back when m2 came: {e1}"
     );
-    assert!(e2.contains("manager m2: now deciding"), "{e2}");
+    assert!(e2.contains("manager: m2 now deciding"), "{e2}");
     let (r1, r2) = (read(d, "m1.jsonl"), read(d, "m2.jsonl"));
     let (n1, n2) = (events_in(&r1), events_in(&r2));
     assert!(!n1.is_empty() && !n2.is_empty(), "both decide: {n1:?} {n2:?}");
@@ -127,7 +127,7 @@ fn a_killed_manager_s_events_are_taken_over() {
     assert!(o2.status.success(), "{e2}");
     wait_agents(agents, Duration::from_secs(60));
     // m2 took m1's events over once their entries expired (3 s lease).
-    assert!(e2.matches("manager m2: now deciding").count() >= 2, "{e2}");
+    assert!(e2.matches("manager: m2 now deciding").count() >= 2, "{e2}");
     let (r1, r2) = (read(d, "m1.jsonl"), read(d, "m2.jsonl"));
     let mut before = rows_between(&r1, T0, T0 + 3 * S / 2);
     before.extend(rows_between(&r2, T0, T0 + 3 * S / 2));

@@ -1,8 +1,10 @@
 //! What Clarion's command-line binaries (`clarion`, `clarion-lab`) share:
 //! how a command fails and what exit status that gives, durations as their
-//! flags take them, numbers as their summaries print them.
+//! flags take them, numbers as their summaries print them, and how the
+//! long-running ones log ([`log`]).
 
 mod exit;
+pub mod log;
 
 pub use exit::{exit, parse_exit, Failure};
 

@@ -454,10 +454,9 @@ impl Sender {
                         .await
                         .is_err()
                     {
-                        eprintln!(
-                            "clarion: agent: the NATS server took nothing for {}s (gone?); what it did not take is lost",
-                            crate::service::FLUSH_AT_EXIT.as_secs()
-                        );
+                        tracing::warn!(target: "agent",
+                            "the NATS server took nothing for {}s (gone?); what it did not take is lost",
+                            crate::service::FLUSH_AT_EXIT.as_secs());
                     }
                     let _ = done.send(());
                 }

@@ -37,6 +37,7 @@ use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterRepl
 use crate::shared::{Shared, SharedEvent, TEND_EVERY};
 use crate::{NatsError, Security};
 use clarion_store::StoredExport;
+use tracing::{debug, info, warn};
 
 /// A host not heard from for this long is `down`.
 const HOST_SILENT: Duration = Duration::from_secs(3);
@@ -496,6 +497,10 @@ impl Service {
         let before = self.exports.clone();
         let added = self.exports.add(source, crate::wall_ns())?;
         self.keep_exports(before)?;
+        for p in &added {
+            info!(target: "manager", policy = %p.name, version = self.exports.version(),
+                "export policy {} added; every host gets it", p.name);
+        }
         self.send_exports().await;
         Ok(added)
     }
@@ -505,6 +510,8 @@ impl Service {
         let before = self.exports.clone();
         let gone = self.exports.remove(name, crate::wall_ns())?;
         self.keep_exports(before)?;
+        info!(target: "manager", policy = %name, version = self.exports.version(),
+            "export policy {name} removed from every host");
         self.send_exports().await;
         Ok(gone)
     }
@@ -556,18 +563,16 @@ impl Service {
         let (book, skipped) = ExportBook::restored(policies, version, crate::wall_ns());
         self.exports = book;
         for (name, why) in &skipped {
-            eprintln!(
-                "clarion: warning: stored export policy `{name}` not installed (dropped from the store): {why}"
-            );
+            warn!(target: "manager", policy = %name, reason = %why,
+                "stored export policy `{name}` not installed (dropped from the store): {why}");
         }
         if !skipped.is_empty() {
             self.store_exports()?;
         }
         if !self.exports.list().is_empty() {
-            eprintln!(
-                "clarion: manager: {} export policy(ies) restored from {path}; every host gets them",
-                self.exports.list().len()
-            );
+            let n = self.exports.list().len();
+            info!(target: "manager", policies = n, store = %path,
+                "{n} export policy(ies) restored from {path}; every host gets them");
         }
         Ok(())
     }
@@ -596,10 +601,9 @@ impl Service {
             self.send_triggers(h).await;
         }
         if let Some(ns) = self.down_since {
-            eprintln!(
-                "clarion: manager: restarted (last alive {}); hosts send again every satisfaction report it had not acknowledged, and the windows they cover are decided now",
-                clarion_report::rfc3339(ns)
-            );
+            let alive = clarion_report::rfc3339(ns);
+            info!(target: "manager", last_alive = %alive,
+                "restarted (last alive {alive}); hosts send again every satisfaction report it had not acknowledged, and the windows they cover are decided now");
         }
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut chores = Chores {
@@ -696,7 +700,7 @@ impl Service {
         if self.shared.is_some() && chores.tended_at.elapsed() >= TEND_EVERY {
             chores.tended_at = Instant::now();
             if let Err(e) = self.sync_shared().await {
-                eprintln!("clarion: manager: {e}");
+                warn!(target: "manager", "{e}");
             }
             self.tend().await;
         }
@@ -731,10 +735,9 @@ impl Service {
             .await
             .is_err()
         {
-            eprintln!(
-                "clarion: manager: the NATS server took nothing for {}s at exit (gone?); the last messages to agents are lost",
-                FLUSH_AT_EXIT.as_secs()
-            );
+            warn!(target: "manager",
+                "the NATS server took nothing for {}s at exit (gone?); the last messages to agents are lost",
+                FLUSH_AT_EXIT.as_secs());
         }
     }
 
@@ -761,7 +764,8 @@ impl Service {
                         }
                     }
                 }
-                Err(why) => eprintln!("clarion: warning: shared event `{}` not installed: {why}", e.name),
+                Err(why) => warn!(target: "manager", event = %e.name, reason = %why,
+                    "shared event `{}` not installed: {why}", e.name),
             }
         }
         Ok(())
@@ -817,23 +821,16 @@ impl Service {
                 let list = |ids: &[EventId]| ids.iter().map(name).collect::<Vec<_>>().join(", ");
                 if !t.claimed.is_empty() {
                     self.stats.claimed += t.claimed.len() as u64;
-                    eprintln!(
-                        "clarion: manager {}: now deciding {} ({} manager(s) present)",
-                        self.name,
-                        list(&t.claimed),
-                        t.managers
-                    );
+                    info!(target: "manager", manager = %self.name, events = t.claimed.len(), managers = t.managers,
+                        "{} now deciding {} ({} manager(s) present)", self.name, list(&t.claimed), t.managers);
                 }
                 if !t.released.is_empty() || !t.lost.is_empty() {
-                    eprintln!(
-                        "clarion: manager {}: handed over {} ({} manager(s) present)",
-                        self.name,
-                        list(&[t.released, t.lost].concat()),
-                        t.managers
-                    );
+                    let gone = [t.released, t.lost].concat();
+                    info!(target: "manager", manager = %self.name, events = gone.len(), managers = t.managers,
+                        "{} handed over {} ({} manager(s) present)", self.name, list(&gone), t.managers);
                 }
             }
-            Err(e) => eprintln!("clarion: manager: {e}"),
+            Err(e) => warn!(target: "manager", "{e}"),
         }
     }
 
@@ -846,7 +843,7 @@ impl Service {
             let _ = store.set_meta("alive_ns", crate::wall_ns());
         }
         if let Err(e) = self.book.store_instances() {
-            eprintln!("clarion: manager: drill-down instances not stored (tried again in a second): {e}");
+            warn!(target: "manager", reason = %e, "drill-down instances not stored (tried again in a second): {e}");
         }
     }
 
@@ -902,12 +899,9 @@ impl Service {
             st.finished = false;
             st.gone = None;
             st.last_seen = Some(Instant::now());
-            eprintln!(
-                "clarion: manager: host {} registered{}: {} trigger(s)",
-                r.host,
-                if again { " again" } else { "" },
-                self.book.manager().placed_count(h)
-            );
+            let triggers = self.book.manager().placed_count(h);
+            info!(target: "manager", host = %r.host, again, triggers,
+                "host {} registered{}: {triggers} trigger(s)", r.host, if again { " again" } else { "" });
             // Its counters started again: what it said before is gone.
             st.health = None;
         }
@@ -958,12 +952,11 @@ impl Service {
             // It was silent (disconnected, or the manager missed it): it may have lost installs.
             self.send_triggers(host).await;
             self.stats.returns += 1;
-            eprintln!(
-                "clarion: manager: host {host_name} is back after {:.1} s of silence; its triggers were sent again; polled again",
-                s.as_secs_f64()
-            );
+            info!(target: "manager", host = %host_name, silent_s = s.as_secs_f64(),
+                "host {host_name} is back after {:.1} s of silence; its triggers were sent again; polled again",
+                s.as_secs_f64());
         } else if was_gone && !matches!(up, Up::Bye) {
-            eprintln!("clarion: manager: host {host_name} is back; polled again");
+            info!(target: "manager", host = %host_name, "host {host_name} is back; polled again");
         }
         let (event, report, decided_ns, seq) = match up {
             Up::Heartbeat => return Vec::new(),
@@ -981,9 +974,8 @@ impl Service {
             }
             Up::Exports { version, refused } => {
                 if let Some(why) = refused {
-                    eprintln!(
-                        "clarion: manager: host {host_name} refused the export policies of version {version} (it keeps its previous ones): {why}"
-                    );
+                    warn!(target: "manager", host = %host_name, version, reason = %why,
+                        "host {host_name} refused the export policies of version {version} (it keeps its previous ones): {why}");
                 }
                 return Vec::new();
             }
@@ -1082,10 +1074,9 @@ impl Service {
         *self.stats.refused.entry(reason).or_default() += 1;
         *self.hosts[host].refused.entry(reason).or_default() += 1;
         if self.hosts[host].refused.values().sum::<u64>() == 1 {
-            eprintln!(
-                "clarion: manager: refused a message of host {}: {e} (later ones are counted in the summary)",
-                self.host_name(host)
-            );
+            let name = self.host_name(host);
+            warn!(target: "manager", host = %name, reason = %e,
+                "refused a message of host {name}: {e} (later ones are counted in the summary)");
         }
     }
 
@@ -1121,11 +1112,10 @@ impl Service {
     /// A host forgot reports no manager acknowledged: the gap is reported.
     fn dropped(&mut self, host: HostId, reports: u64, first_ns: u64, last_ns: u64) {
         let host = self.host_name(host);
-        eprintln!(
-            "clarion: manager: host {host} could not keep {reports} satisfaction report(s) of windows from {} to {} until a manager acknowledged them: those windows are not decided",
+        warn!(target: "manager", host = %host, reports, first_ns, last_ns,
+            "host {host} could not keep {reports} satisfaction report(s) of windows from {} to {} until a manager acknowledged them: those windows are not decided",
             clarion_report::rfc3339(first_ns),
-            clarion_report::rfc3339(last_ns),
-        );
+            clarion_report::rfc3339(last_ns));
         self.stats.gaps.push(Gap {
             host,
             first_ns,
@@ -1232,10 +1222,15 @@ impl Service {
         self.hosts[host].gone = Some(how);
         self.departed[host].send_modify(|n| *n += 1);
         self.stats.departures += 1;
-        eprintln!(
-            "clarion: manager: host {} left ({why}): decisions are made without it, marked partial, until it is heard from again",
-            self.host_name(host)
+        let name = self.host_name(host);
+        let said = format!(
+            "host {name} left ({why}): decisions are made without it, marked partial, until it is heard from again"
         );
+        // A goodbye is an agent stopping as asked; silence is news.
+        match how {
+            Left::Bye => info!(target: "manager", host = %name, reason = %why, "{said}"),
+            Left::Silent => warn!(target: "manager", host = %name, reason = %why, "{said}"),
+        }
     }
 
     /// Hosts silent for over [`HOST_SILENT`] are taken for gone (a killed
@@ -1311,7 +1306,7 @@ impl Service {
                     window,
                     group,
                     fired,
-                    ..
+                    partial,
                 } => {
                     let key = (event, window.start_ns, group);
                     let name = self
@@ -1319,6 +1314,12 @@ impl Service {
                         .manager()
                         .event(event)
                         .map(|e| e.split.network().name.clone());
+                    if partial && tracing::enabled!(target: "manager", tracing::Level::DEBUG) {
+                        let name = name.as_deref().unwrap_or("?");
+                        let start = clarion_report::rfc3339(window.start_ns);
+                        debug!(target: "manager", event = %name, window_start = %start, fired,
+                            "{name}'s window from {start} decided without every placed host's answer");
+                    }
                     match name.filter(|_| fired) {
                         Some(name) => self
                             .unwritten
@@ -1408,9 +1409,10 @@ impl Service {
             Command::Remove { name, reply } => {
                 let r = match self.book.remove(&name) {
                     Ok((id, info)) => {
+                        info!(target: "manager", event = %name, id, "event {name} removed");
                         if let Some(sh) = &self.shared {
                             if let Err(e) = sh.remove(id).await {
-                                eprintln!("clarion: manager: {e}");
+                                warn!(target: "manager", "{e}");
                             }
                         }
                         let hosts: Vec<HostId> = info.hosts.iter().filter_map(|h| self.host_id(h)).collect();
@@ -1570,6 +1572,7 @@ impl Service {
             let hosts = self.book.hosts_of(event);
             self.outbox.push_back(Outgoing::Install { event, hosts });
         }
+        log_added(&applied.infos);
         let _ = reply.send(Ok(applied.infos));
     }
 
@@ -1584,6 +1587,7 @@ impl Service {
             }
             infos.extend(self.book.info(id));
         }
+        log_added(&infos);
         Ok(infos)
     }
 
@@ -1658,4 +1662,14 @@ fn export_info(p: &PolicyInfo) -> ExportInfo {
 
 fn not_found(name: &str) -> ControlError {
     ControlError::NotFound(format!("no network-wide event is named `{name}`"))
+}
+
+/// Events added (through the API, or the shared bucket), said once a request.
+fn log_added(infos: &[EventInfo]) {
+    match infos {
+        [] => {}
+        [one] => info!(target: "manager", event = %one.name, id = one.id, "event {} added", one.name),
+        many => info!(target: "manager", events = many.len(),
+            "{} events added ({} ... {})", many.len(), many[0].name, many[many.len() - 1].name),
+    }
 }
