@@ -465,7 +465,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         );
     }
     let (mut with, apps_out) = exports.around(own_monitor)?;
-    let mut ag = Agent::register(a, &mut with.inner, stop, None)?;
+    let mut ag = Agent::register(a, &mut with.inner, stop, None, None)?;
     // The manager's policies apply from the first frame.
     ag.apply_exports(&mut with);
     let options = ReplayOptions {
@@ -533,7 +533,9 @@ fn live_agent(
     // workers' next event times out.
     let waker = host.waker();
     let wake = Wake(Arc::new(move || waker.wake()));
-    let mut ag = Agent::register(a, &mut Merged(&mut host), stop, Some(wake))?;
+    // Its monitor started just now: it holds no earlier window.
+    let started = clarion_live::realtime_ns();
+    let mut ag = Agent::register(a, &mut Merged(&mut host), stop, Some(wake), Some(started))?;
     ag.apply_live_exports(&mut host);
     if !a.quiet {
         let on = crate::live::capturing(&a.interface, &a.live, a.workers);
@@ -621,12 +623,14 @@ impl Triggers for Merged<'_> {
 
 impl Agent {
     /// Registers with a manager and installs the network-wide triggers it sends.
-    /// `wake` is called whenever a message from the manager arrives.
+    /// `wake` is called whenever a message from the manager arrives;
+    /// `answers_from_ns`: a live host's start (see `Register::answers_from_ns`).
     fn register<T: Triggers + ?Sized>(
         a: &AgentArgs,
         host: &mut T,
         stop: Arc<AtomicBool>,
         wake: Option<Wake>,
+        answers_from_ns: Option<u64>,
     ) -> Result<Agent, Failure> {
         let opts = AgentOptions {
             url: a.nats.url.clone(),
@@ -636,6 +640,7 @@ impl Agent {
             register_timeout: Duration::from_nanos(a.register_timeout),
             health: Some(clarion_control::HealthHandle::new()),
             wake,
+            answers_from_ns,
         };
         let health = opts.health.clone().unwrap_or_default();
         let url = a.nats.url.clone();

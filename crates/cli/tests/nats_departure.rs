@@ -14,6 +14,7 @@
 mod bus;
 
 use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use bus::*;
@@ -143,4 +144,70 @@ fn a_killed_host_is_taken_for_gone_after_its_silence() {
     assert!(m_err.contains("(0 unanswered,"), "{m_err}");
     let named = partial_reports_name_web_4(d);
     assert!(named > 0, "reports after web-4 was killed name it: {m_err}");
+}
+
+/// A live agent killed and started again says, as it registers, from
+/// which window on it can answer (its monitor kept nothing from before);
+/// the manager says so and polls it for no earlier window. Needs root (a
+/// veth pair); skipped, saying why, otherwise.
+#[test]
+fn a_restarted_live_agent_says_from_which_window_it_answers() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let Some(veth) = Veth::new() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    setup(d, 10);
+    let (_server, port) = start_server(&server);
+    let url = format!("nats://127.0.0.1:{port}");
+    let m = Guard::new(manager(
+        d,
+        &url,
+        &["--events", "events.clarion", "--no-store", "--no-api"],
+    ));
+    let live = |n: u32| {
+        let err = d.join(format!("agent-{n}.err"));
+        let child = clarion()
+            .args([
+                "agent",
+                "--nats",
+                &url,
+                "--host",
+                "web-1",
+                "-i",
+                &veth.a,
+                "--duration",
+                "60s",
+            ])
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).expect("a file"))
+            .spawn()
+            .expect("agent starts");
+        let t = std::time::Instant::now();
+        while !std::fs::read_to_string(&err)
+            .unwrap_or_default()
+            .contains("capturing on")
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "agent {n}: {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Guard::new(child)
+    };
+    live(1).kill();
+    let again = live(2);
+    let out = m.terminate("the manager");
+    again.kill();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "host web-1 registered again: 3 trigger(s); it restarted and answers for windows from 20"
+        ),
+        "{err}"
+    );
 }

@@ -44,6 +44,8 @@ pub struct AgentOptions {
     /// [`AgentLink::try_recv`]: a loop that waits on something else too
     /// (a live host's workers) wakes to answer a poll at once.
     pub wake: Option<Wake>,
+    /// A live host: when its monitor started (see [`Register::answers_from_ns`]).
+    pub answers_from_ns: Option<u64>,
 }
 
 /// See [`AgentOptions::wake`].
@@ -269,6 +271,7 @@ async fn register(
             prefixes: opts.prefixes.clone(),
             pages: true,
             from,
+            answers_from_ns: opts.answers_from_ns,
         });
         let reply = request(client, msg, deadline, opts, refusals, &mut waiting).await?;
         match protocol::decode::<RegisterReply>(protocol::REGISTER, &reply)? {

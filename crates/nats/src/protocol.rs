@@ -91,6 +91,12 @@ pub struct Register {
     /// A continuation: the triggers of events from this id on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<u64>,
+    /// A live agent's monitor started then (Unix ns): it holds no window
+    /// that ended before, so polls for those are not sent; a restarted
+    /// agent says so. None: a replay (its windows are its capture's), or an
+    /// agent from before this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers_from_ns: Option<u64>,
 }
 
 /// How many bytes of triggers one registration reply carries at most
@@ -453,6 +459,7 @@ mod tests {
         let paged = Register {
             pages: true,
             from: Some(9),
+            answers_from_ns: Some(5),
             ..reg
         };
         assert_eq!(decode::<Register>("s", &encode(&paged)).expect("decodes"), paged);

@@ -232,6 +232,9 @@ struct HostState {
     refused: std::collections::BTreeMap<&'static str, u64>,
     /// The latest health the host sent (none from older agents).
     health: Option<HostHealth>,
+    /// It holds no window that ended before this (a live agent's start,
+    /// [`Register::answers_from_ns`]): such polls are given up at once.
+    answers_from_ns: Option<u64>,
 }
 
 /// How a host left.
@@ -899,9 +902,17 @@ impl Service {
             st.finished = false;
             st.gone = None;
             st.last_seen = Some(Instant::now());
+            st.answers_from_ns = r.answers_from_ns;
             let triggers = self.book.manager().placed_count(h);
-            info!(target: "manager", host = %r.host, again, triggers,
-                "host {} registered{}: {triggers} trigger(s)", r.host, if again { " again" } else { "" });
+            match r.answers_from_ns.filter(|_| again) {
+                Some(from) => {
+                    let from = clarion_report::rfc3339(from);
+                    info!(target: "manager", host = %r.host, again, triggers, answers_from = %from,
+                        "host {} registered again: {triggers} trigger(s); it restarted and answers for windows from {from} on (earlier ones are decided without it, marked partial)", r.host);
+                }
+                None => info!(target: "manager", host = %r.host, again, triggers,
+                    "host {} registered{}: {triggers} trigger(s)", r.host, if again { " again" } else { "" }),
+            }
             // Its counters started again: what it said before is gone.
             st.health = None;
         }
@@ -1136,7 +1147,29 @@ impl Service {
             if self.to_poll[host].is_empty() {
                 continue;
             }
-            let polls = std::mem::take(&mut self.to_poll[host]);
+            let mut polls = std::mem::take(&mut self.to_poll[host]);
+            if let Some(from) = self.hosts[host].answers_from_ns {
+                // Windows that ended before the host's monitor started: it
+                // kept none of them (answered as a window no longer kept).
+                let manager = self.book.manager();
+                let before = |p: &Poll| {
+                    manager.event(p.event).is_some_and(|e| {
+                        p.window_start_ns.saturating_add(e.split.network().interval_ns) <= from
+                    })
+                };
+                let (early, rest): (Vec<Poll>, Vec<Poll>) = polls.into_iter().partition(before);
+                polls = rest;
+                for poll in early {
+                    let _ = self.results.0.send(PollOutcome {
+                        poll,
+                        answer: Some(Answer::Gone),
+                        skipped: false,
+                    });
+                }
+                if polls.is_empty() {
+                    continue;
+                }
+            }
             if self.hosts[host].gone.is_some() {
                 // Decided at once without it (the loop reads these next).
                 for poll in polls {
