@@ -136,6 +136,23 @@ fn failure(e: ClientError, sent: &str) -> Failure {
     }
 }
 
+/// A refusal of a file's text sent to the API: its diagnostics name the
+/// file (the server only knows the text as `request`) so that an editor
+/// or a terminal can jump to the place.
+pub fn in_file(f: Failure, file: &std::path::Path) -> Failure {
+    match f {
+        Failure::Usage(m) => {
+            let name = if file == std::path::Path::new("-") {
+                "<stdin>".to_string()
+            } else {
+                file.display().to_string()
+            };
+            Failure::Usage(m.replace("[ request:", &format!("[ {name}:")))
+        }
+        other => other,
+    }
+}
+
 fn print_event(out: &mut impl Write, e: &EventInfo) -> std::io::Result<()> {
     writeln!(
         out,
@@ -155,7 +172,7 @@ pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
     match &a.action {
         Action::Add { file } => {
             let text = read_events(file)?;
-            for e in client.add(&text).map_err(failure)? {
+            for e in client.add(&text).map_err(|e| in_file(failure(e), file))? {
                 write!(out, "installed ").map_err(io)?;
                 print_event(&mut out, &e).map_err(io)?;
             }

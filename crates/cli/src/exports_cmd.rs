@@ -74,7 +74,10 @@ pub fn exports(a: &ExportsArgs) -> Result<ExitCode, Failure> {
     match &a.action {
         ExportsAction::Add { file } => {
             let text = crate::events::read_events(file)?;
-            for x in client.add_exports(&text).map_err(&failure)? {
+            for x in client
+                .add_exports(&text)
+                .map_err(|e| crate::events::in_file(failure(e), file))?
+            {
                 write!(out, "installed ").map_err(io)?;
                 print_export(&mut out, &x).map_err(io)?;
             }

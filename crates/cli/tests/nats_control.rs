@@ -68,6 +68,10 @@ fn events_are_managed_at_runtime_kept_across_restarts_and_streamed() {
         e.contains("volum") && e.contains("volume"),
         "the language's error, with the fix: {e}"
     );
+    assert!(
+        e.contains("bad.clarion:2:") && !e.contains("request:"),
+        "the place in the file: {e}"
+    );
     let e = refused(&events(&api, &["add", &d.join("host.clarion").to_string_lossy()]));
     assert!(e.contains("across hosts"), "{e}");
     let added = ok(&events(
