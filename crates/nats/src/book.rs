@@ -52,11 +52,10 @@ pub struct EventBook {
     manager: Manager,
     sources: HashMap<EventId, Source>,
     store: Option<Store>,
-    /// Drill-down instances' windows: start, and end (none: no end).
-    spans: HashMap<EventId, (u64, Option<u64>)>,
-    /// Drill-down instances as the store keeps them, and whether they
-    /// changed since last stored ([`EventBook::store_instances`]).
-    instances: BTreeMap<EventId, StoredInstance>,
+    /// Drill-down instances: their first window's start (their triggers
+    /// carry it with the row's end) and the row the store keeps; and
+    /// whether they changed since last stored ([`EventBook::store_instances`]).
+    instances: BTreeMap<EventId, (u64, StoredInstance)>,
     instances_changed: bool,
     /// Most events installed at once ([`EventBook::set_max_events`]).
     max_events: usize,
@@ -146,7 +145,6 @@ impl EventBook {
             manager,
             sources: HashMap::new(),
             store,
-            spans: HashMap::new(),
             instances: BTreeMap::new(),
             instances_changed: false,
             max_events: MAX_EVENTS,
@@ -302,40 +300,33 @@ impl EventBook {
     /// its windows, so that its triggers carry them, and what the store
     /// keeps of it.
     pub fn instance_installed(&mut self, i: &Instance) {
-        self.spans.insert(i.event, (i.start_ns, i.end_ns));
         let f = &i.firing;
-        self.instances.insert(
-            i.event,
-            StoredInstance {
-                id: i.event as u64,
-                name: i.name.clone(),
-                parent: f.parent as u64,
-                drill: f.drill as u64,
-                window_start_ns: f.window.start_ns,
-                window_end_ns: f.window.end_ns,
-                // A group always serializes.
-                group: serde_json::to_string(&f.group).unwrap_or_default(),
-                decided_ns: f.decided_ns,
-                end_ns: i.end_ns,
-            },
-        );
+        let row = StoredInstance {
+            id: i.event as u64,
+            name: i.name.clone(),
+            parent: f.parent as u64,
+            drill: f.drill as u64,
+            window_start_ns: f.window.start_ns,
+            window_end_ns: f.window.end_ns,
+            // A group always serializes.
+            group: serde_json::to_string(&f.group).unwrap_or_default(),
+            decided_ns: f.decided_ns,
+            end_ns: i.end_ns,
+        };
+        self.instances.insert(i.event, (i.start_ns, row));
         self.instances_changed = true;
     }
 
     /// Moves an instance's end.
     pub fn set_end(&mut self, id: EventId, end_ns: Option<u64>) {
-        if let Some(s) = self.spans.get_mut(&id) {
-            s.1 = end_ns;
-        }
-        if let Some(i) = self.instances.get_mut(&id) {
-            i.end_ns = end_ns;
+        if let Some((_, row)) = self.instances.get_mut(&id) {
+            row.end_ns = end_ns;
             self.instances_changed = true;
         }
     }
 
     /// Forgets an instance (the manager forgot it).
     pub fn forget_instance(&mut self, id: EventId) {
-        self.spans.remove(&id);
         if self.instances.remove(&id).is_some() {
             self.instances_changed = true;
         }
@@ -353,7 +344,7 @@ impl EventBook {
         if !self.instances_changed {
             return Ok(());
         }
-        let rows: Vec<StoredInstance> = self.instances.values().cloned().collect();
+        let rows: Vec<StoredInstance> = self.instances.values().map(|(_, row)| row.clone()).collect();
         store.set_instances(&rows)?;
         self.instances_changed = false;
         Ok(())
@@ -581,13 +572,13 @@ impl EventBook {
     /// The trigger `host` installs for event `id`, if it is placed there.
     pub fn trigger(&self, id: EventId, host: HostId) -> Option<Trigger> {
         let e = self.manager.event(id)?;
-        let span = self.spans.get(&id);
+        let span = self.instances.get(&id);
         e.hosts.contains(&host).then(|| Trigger {
             event: id as u64,
             spec: e.split.local.clone(),
             needs: e.split.needs.len(),
-            start_ns: span.map(|s| s.0),
-            end_ns: span.and_then(|s| s.1),
+            start_ns: span.map(|(start, _)| *start),
+            end_ns: span.and_then(|(_, row)| row.end_ns),
         })
     }
 

@@ -319,36 +319,41 @@ impl Store {
 
     /// Every stored event, by id.
     pub fn events(&self) -> Result<Vec<StoredEvent>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare("SELECT id, name, source, added_ns FROM events ORDER BY id")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.damaged_or(e))?;
-        // Ids and times are never negative here; one that is was edited in.
+        let rows = self.rows("SELECT id, name, source, added_ns FROM events ORDER BY id", |r| {
+            Ok((r.get(0)?, r.get::<_, String>(1)?, r.get(2)?, r.get(3)?))
+        })?;
         rows.into_iter()
             .map(|(id, name, source, added_ns)| {
-                let damaged = |what: &str| StoreError::Damaged {
-                    path: self.path.clone(),
-                    why: format!("event `{name}` has a negative {what}"),
-                };
+                let of = || format!("event `{name}`");
                 Ok(StoredEvent {
-                    id: u64::try_from(id).map_err(|_| damaged("id"))?,
-                    added_ns: u64::try_from(added_ns).map_err(|_| damaged("time"))?,
-                    name,
+                    id: self.unsigned(id, of, "id")?,
+                    added_ns: self.unsigned(added_ns, of, "time")?,
+                    name: name.clone(),
                     source,
                 })
             })
             .collect()
+    }
+
+    /// The rows `sql` selects, each read by `row`.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut st = self.conn.prepare(sql).map_err(|e| self.err(e))?;
+        st.query_map([], row)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.damaged_or(e))
+    }
+
+    /// A stored id, time or count, never negative here: one that is was
+    /// edited in. `of` names its row, `what` the value.
+    fn unsigned(&self, v: i64, of: impl Fn() -> String, what: &str) -> Result<u64, StoreError> {
+        u64::try_from(v).map_err(|_| StoreError::Damaged {
+            path: self.path.clone(),
+            why: format!("{} has a negative {what}", of()),
+        })
     }
 
     /// A row's value of the wrong type (NULL, text for a number) is damage.
@@ -401,27 +406,14 @@ impl Store {
     /// The export policies, in the order they were added, and the set's
     /// version (0: never set).
     pub fn exports(&self) -> Result<(Vec<StoredExport>, u64), StoreError> {
-        let mut st = self
-            .conn
-            .prepare("SELECT name, source, added_ns FROM exports ORDER BY position")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.damaged_or(e))?;
+        let rows = self.rows(
+            "SELECT name, source, added_ns FROM exports ORDER BY position",
+            |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)),
+        )?;
         let policies = rows
             .into_iter()
             .map(|(name, source, added_ns)| {
-                let added_ns = u64::try_from(added_ns).map_err(|_| StoreError::Damaged {
-                    path: self.path.clone(),
-                    why: format!("export policy `{name}` has a negative time"),
-                })?;
+                let added_ns = self.unsigned(added_ns, || format!("export policy `{name}`"), "time")?;
                 Ok(StoredExport {
                     name,
                     source,
@@ -450,27 +442,17 @@ impl Store {
                     .map_err(|e| self.err(e))?;
             }
         }
-        tx.execute(
-            "INSERT INTO meta (key, value) VALUES (?1, ?2)
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            params![EXPORTS_VERSION, version as i64],
-        )
-        .map_err(|e| self.err(e))?;
+        set_meta(&tx, EXPORTS_VERSION, version).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))
     }
 
     /// Every drill-down instance, by id.
     pub fn instances(&self) -> Result<Vec<StoredInstance>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT id, name, parent, drill, window_start_ns, window_end_ns, group_key, decided_ns, end_ns
-                 FROM instances ORDER BY id",
-            )
-            .map_err(|e| self.err(e))?;
         type Row = (i64, String, i64, i64, i64, i64, String, i64, Option<i64>);
-        let rows: Vec<Row> = st
-            .query_map([], |r| {
+        let rows: Vec<Row> = self.rows(
+            "SELECT id, name, parent, drill, window_start_ns, window_end_ns, group_key, decided_ns, end_ns
+             FROM instances ORDER BY id",
+            |r| {
                 Ok((
                     r.get(0)?,
                     r.get(1)?,
@@ -482,17 +464,12 @@ impl Store {
                     r.get(7)?,
                     r.get(8)?,
                 ))
-            })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.damaged_or(e))?;
+            },
+        )?;
         rows.into_iter()
             .map(|(id, name, parent, drill, ws, we, group, decided, end)| {
-                let n = |v: i64, what: &str| {
-                    u64::try_from(v).map_err(|_| StoreError::Damaged {
-                        path: self.path.clone(),
-                        why: format!("drill-down instance `{name}` has a negative {what}"),
-                    })
-                };
+                let of = || format!("drill-down instance `{name}`");
+                let n = |v: i64, what: &str| self.unsigned(v, of, what);
                 Ok(StoredInstance {
                     id: n(id, "id")?,
                     parent: n(parent, "parent")?,
@@ -541,14 +518,7 @@ impl Store {
     /// Sets a named number (the manager's bookkeeping: when it was last
     /// alive, how far its windows went).
     pub fn set_meta(&self, key: &str, value: u64) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO meta (key, value) VALUES (?1, ?2)
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![key, value as i64],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(())
+        set_meta(&self.conn, key, value).map_err(|e| self.err(e))
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<u64>, StoreError> {
@@ -567,6 +537,16 @@ impl Store {
         })
         .transpose()
     }
+}
+
+/// Sets a named number on `conn` (the store's, or a transaction of it).
+fn set_meta(conn: &Connection, key: &str, value: u64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        params![key, value as i64],
+    )
+    .map(|_| ())
 }
 
 #[cfg(test)]
