@@ -405,9 +405,10 @@ pub enum FastPathArg {
 #[command(next_help_heading = "Live capture")]
 pub struct LiveArgs {
     /// Receive path: 'packet' (AF_PACKET ring, see --ring-mode; sees both
-    /// directions, the host keeps receiving) or 'xdp' (AF_XDP, copy mode:
-    /// frames redirected by an XDP program never reach the host's stack, so
-    /// use it on a mirror port, a tap or an interface dedicated to monitoring).
+    /// directions, the host keeps receiving) or 'xdp' (AF_XDP, copy mode,
+    /// sockets of a fixed size, so no --ring-* flag applies: frames
+    /// redirected by an XDP program never reach the host's stack, so use it
+    /// on a mirror port, a tap or an interface dedicated to monitoring).
     #[arg(long, conflicts_with = "pcap", value_enum, default_value_t = SourceKind::Packet, value_name = "KIND")]
     pub source: SourceKind,
 
@@ -430,14 +431,15 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "pcap", default_value_t = 256, value_name = "BYTES")]
     pub snaplen: u32,
 
-    /// Receive ring layout: 'frames' (TPACKET_V2: each packet handed over
-    /// as soon as the kernel has written it, so epochs close and
-    /// network-wide decisions come within about a millisecond of a window's
-    /// end) or 'blocks' (TPACKET_V3: a block at a time, when full or after
-    /// --ring-retire; fewer wake-ups at the highest rates, but at low rates
-    /// a packet waits unseen for up to three kernel ticks, 12 ms at HZ=250).
-    #[arg(long, conflicts_with = "pcap", value_enum, default_value_t = RingModeArg::Frames, value_name = "LAYOUT")]
-    pub ring_mode: RingModeArg,
+    /// Receive ring layout, --source packet only: 'frames' (TPACKET_V2:
+    /// each packet handed over as soon as the kernel has written it, so
+    /// epochs close and network-wide decisions come within about a
+    /// millisecond of a window's end) or 'blocks' (TPACKET_V3: a block at a
+    /// time, when full or after --ring-retire; fewer wake-ups at the highest
+    /// rates, but at low rates a packet waits unseen for up to three kernel
+    /// ticks, 12 ms at HZ=250) [default: frames]
+    #[arg(long, conflicts_with = "pcap", value_enum, value_name = "LAYOUT")]
+    pub ring_mode: Option<RingModeArg>,
 
     /// How far the monitor's clock stays behind the wall clock when the wire
     /// is quiet, beyond what the ring hides (with --ring-mode blocks, its
@@ -448,26 +450,30 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "pcap", default_value = "100us", value_parser = parse_duration, value_name = "DURATION")]
     pub clock_lag: u64,
 
-    /// Receive ring: bytes per block (a power of two). Under load the kernel
-    /// hands a block over when it is full, so its size bounds the queueing
-    /// delay (64 KiB: about 450 minimal frames).
-    #[arg(long, conflicts_with = "pcap", default_value_t = 1 << 16, value_name = "BYTES")]
-    pub ring_block_size: u32,
+    /// Receive ring, --source packet: bytes per block (a power of two). Under
+    /// load the kernel hands a block over when it is full, so its size
+    /// bounds the queueing delay (64 KiB: about 450 minimal frames)
+    /// [default: 65536]
+    #[arg(long, conflicts_with = "pcap", value_name = "BYTES")]
+    pub ring_block_size: Option<u32>,
 
-    /// Receive ring: blocks per worker and interface (512 x 64 KiB = 32 MiB).
-    #[arg(long, conflicts_with = "pcap", default_value_t = 512, value_name = "N")]
-    pub ring_blocks: u32,
+    /// Receive ring, --source packet: blocks per worker and interface
+    /// (512 x 64 KiB = 32 MiB) [default: 512]
+    #[arg(long, conflicts_with = "pcap", value_name = "N")]
+    pub ring_blocks: Option<u32>,
 
-    /// Receive ring, --ring-mode blocks: frame slot size the kernel checks the
-    /// ring against (it must divide the block size; TPACKET_V3 packs frames
-    /// tightly anyway). Frames take slots of the snap length plus 128 bytes.
-    #[arg(long, conflicts_with = "pcap", default_value_t = 2048, value_name = "BYTES")]
-    pub ring_frame_size: u32,
+    /// Receive ring, --ring-mode blocks only: frame slot size the kernel
+    /// checks the ring against (it must divide the block size; TPACKET_V3
+    /// packs frames tightly anyway). With frames, slots take the snap length
+    /// plus 128 bytes [default: 2048]
+    #[arg(long, conflicts_with = "pcap", value_name = "BYTES")]
+    pub ring_frame_size: Option<u32>,
 
-    /// --ring-mode blocks: a block not yet full is handed over after this long
-    /// (whole milliseconds): the longest a packet waits unseen when traffic is light.
-    #[arg(long, conflicts_with = "pcap", default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
-    pub ring_retire: u64,
+    /// --ring-mode blocks only: a block not yet full is handed over after
+    /// this long (whole milliseconds): the longest a packet waits unseen
+    /// when traffic is light [default: 1ms]
+    #[arg(long, conflicts_with = "pcap", value_parser = parse_duration, value_name = "DURATION")]
+    pub ring_retire: Option<u64>,
 
     /// Longest a sweep step runs before the worker looks at its rings again.
     #[arg(long, conflicts_with = "pcap", default_value = "5us", value_parser = parse_duration, value_name = "DURATION")]

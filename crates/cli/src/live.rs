@@ -53,24 +53,83 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>, Failure> {
     Ok(stop)
 }
 
-fn ring_config(live: &LiveArgs) -> Result<RingConfig, Failure> {
-    let retire_ms = live.ring_retire / 1_000_000;
-    if retire_ms == 0 || !live.ring_retire.is_multiple_of(1_000_000) || retire_ms > 10_000 {
-        return Err(Failure::Usage(format!(
-            "clarion: --ring-retire must be whole milliseconds between 1ms and 10s, not {} ns",
-            live.ring_retire
-        )));
+/// The ring layout asked for (frames unless --ring-mode says otherwise).
+fn ring_mode(live: &LiveArgs) -> RingModeArg {
+    live.ring_mode.unwrap_or(RingModeArg::Frames)
+}
+
+/// The first ring flag given that the source and layout would not read, as
+/// a usage error: AF_XDP reads none of them (`clarion_host` sizes its
+/// sockets itself), and frames (TPACKET_V2) lay their slots out by the snap
+/// length and hand each over at once, so neither the frame slot size nor
+/// the retire timer of blocks (TPACKET_V3) has anything to set.
+fn ring_flag_not_read(live: &LiveArgs) -> Option<String> {
+    match (live.source, ring_mode(live)) {
+        (SourceKind::Xdp, _) => [
+            ("--ring-mode", live.ring_mode.is_some()),
+            ("--ring-block-size", live.ring_block_size.is_some()),
+            ("--ring-blocks", live.ring_blocks.is_some()),
+            ("--ring-frame-size", live.ring_frame_size.is_some()),
+            ("--ring-retire", live.ring_retire.is_some()),
+        ]
+        .into_iter()
+        .find(|&(_, given)| given)
+        .map(|(flag, _)| {
+            format!(
+                "clarion: {flag} applies to --source packet only \
+                 (AF_XDP has no AF_PACKET ring: its sockets size their own frames and rings)"
+            )
+        }),
+        (SourceKind::Packet, RingModeArg::Frames) => {
+            if live.ring_retire.is_some() {
+                Some(
+                    "clarion: --ring-retire applies to --ring-mode blocks only \
+                     (frames are handed over one by one)"
+                        .into(),
+                )
+            } else if live.ring_frame_size.is_some() {
+                Some(
+                    "clarion: --ring-frame-size applies to --ring-mode blocks only \
+                     (frames take slots of the snap length plus 128 bytes)"
+                        .into(),
+                )
+            } else {
+                None
+            }
+        }
+        (SourceKind::Packet, RingModeArg::Blocks) => None,
     }
+}
+
+/// The ring the flags describe, defaults filled in; a ring flag the source
+/// or layout would not read is a usage error, not ignored.
+fn ring_config(live: &LiveArgs) -> Result<RingConfig, Failure> {
+    if let Some(msg) = ring_flag_not_read(live) {
+        return Err(Failure::Usage(msg));
+    }
+    let default = RingConfig::default();
+    let retire_ms = match live.ring_retire {
+        None => default.retire_ms,
+        Some(ns) => {
+            let ms = ns / 1_000_000;
+            if ms == 0 || !ns.is_multiple_of(1_000_000) || ms > 10_000 {
+                return Err(Failure::Usage(format!(
+                    "clarion: --ring-retire must be whole milliseconds between 1ms and 10s, not {ns} ns"
+                )));
+            }
+            ms as u32
+        }
+    };
     Ok(RingConfig {
-        mode: match live.ring_mode {
+        mode: match ring_mode(live) {
             RingModeArg::Frames => RingMode::Frames,
             RingModeArg::Blocks => RingMode::Blocks,
         },
-        block_size: live.ring_block_size,
-        blocks: live.ring_blocks,
-        frame_size: live.ring_frame_size,
+        block_size: live.ring_block_size.unwrap_or(default.block_size),
+        blocks: live.ring_blocks.unwrap_or(default.blocks),
+        frame_size: live.ring_frame_size.unwrap_or(default.frame_size),
         snaplen: live.snaplen,
-        retire_ms: retire_ms as u32,
+        retire_ms,
     })
 }
 
@@ -163,7 +222,7 @@ pub fn capturing(interfaces: &[String], live: &LiveArgs, workers: u32) -> String
     format!(
         "{} ({}) with {} worker{}",
         interfaces.join(", "),
-        match (live.source, live.ring_mode) {
+        match (live.source, ring_mode(live)) {
             (SourceKind::Packet, RingModeArg::Frames) => "AF_PACKET frames",
             (SourceKind::Packet, RingModeArg::Blocks) => "AF_PACKET blocks",
             (SourceKind::Xdp, _) => "AF_XDP",

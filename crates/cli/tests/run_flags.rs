@@ -1,4 +1,5 @@
-//! `clarion run`'s flags: none silently ignored, `--workers` on files, the help's headings.
+//! `clarion run`'s flags: none silently ignored (nor a ring flag the live
+//! source does not read), `--workers` on files, the help's headings.
 
 use std::path::Path;
 
@@ -74,6 +75,128 @@ fn agent_flags_that_do_not_apply_are_errors() {
             "{args:?}: {}",
             stderr(&o)
         );
+    }
+}
+
+/// No interface has this name: a ring flag's refusal comes before any
+/// interface is looked up, and a flag that is read fails later, on the name.
+const NO_SUCH_INTERFACE: &str = "clr-none0";
+
+/// `clarion run -i` (and `clarion agent -i`) with `flags`: its output.
+fn live_with(command: &str, flags: &[&str]) -> std::process::Output {
+    let mut c = clarion();
+    match command {
+        "run" => c.args(["run", "--events", "examples/demo.clarion"]),
+        _ => c.args(["agent", "--host", "h", "--nats", "nats://127.0.0.1:1"]),
+    };
+    c.args(["-i", NO_SUCH_INTERFACE, "--stats-every", "0", "--duration", "1s"])
+        .args(flags)
+        .output()
+        .expect("runs")
+}
+
+/// A ring flag the source or layout would not read is a usage error that
+/// names it and says where it applies (found in review: they were taken and
+/// ignored): AF_XDP reads none of them, frames neither the retire timer nor
+/// the frame slot size of blocks.
+#[test]
+fn ring_flags_the_source_does_not_read_are_usage_errors() {
+    let xdp = "applies to --source packet only (AF_XDP has no AF_PACKET ring";
+    let blocks = "applies to --ring-mode blocks only";
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["--source", "xdp", "--ring-mode", "frames"], "--ring-mode", xdp),
+        (&["--source", "xdp", "--ring-mode", "blocks"], "--ring-mode", xdp),
+        (
+            &["--source", "xdp", "--ring-block-size", "65536"],
+            "--ring-block-size",
+            xdp,
+        ),
+        (&["--source", "xdp", "--ring-blocks", "64"], "--ring-blocks", xdp),
+        (
+            &["--source", "xdp", "--ring-frame-size", "2048"],
+            "--ring-frame-size",
+            xdp,
+        ),
+        (&["--source", "xdp", "--ring-retire", "1ms"], "--ring-retire", xdp),
+        (&["--ring-retire", "2ms"], "--ring-retire", blocks),
+        (
+            &["--ring-mode", "frames", "--ring-retire", "1ms"],
+            "--ring-retire",
+            blocks,
+        ),
+        (&["--ring-frame-size", "4096"], "--ring-frame-size", blocks),
+        (
+            &[
+                "--source",
+                "packet",
+                "--ring-mode",
+                "frames",
+                "--ring-frame-size",
+                "2048",
+            ],
+            "--ring-frame-size",
+            blocks,
+        ),
+    ];
+    for command in ["run", "agent"] {
+        for (flags, flag, why) in cases {
+            let o = live_with(command, flags);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{command} {flags:?}: {err}");
+            assert!(
+                err.contains(&format!("clarion: {flag} {why}")),
+                "{command} {flags:?}: {err}"
+            );
+            assert!(
+                !err.contains(NO_SUCH_INTERFACE),
+                "{command} {flags:?}: refused before the interface: {err}"
+            );
+            assert!(o.stdout.is_empty(), "{command} {flags:?}");
+        }
+    }
+    let o = live_with("run", &["--ring-retire", "2ms"]);
+    assert!(
+        stderr(&o).contains("(frames are handed over one by one)"),
+        "says why: {}",
+        stderr(&o)
+    );
+}
+
+/// Ring flags the source and layout read pass the check: such a run goes
+/// on to the interface (and fails there, on a name no interface has).
+#[test]
+fn ring_flags_the_source_reads_are_accepted() {
+    let cases: &[&[&str]] = &[
+        &["--ring-mode", "blocks", "--ring-retire", "2ms"],
+        &[
+            "--ring-mode",
+            "blocks",
+            "--ring-frame-size",
+            "4096",
+            "--ring-block-size",
+            "131072",
+        ],
+        &[
+            "--ring-mode",
+            "frames",
+            "--ring-blocks",
+            "8",
+            "--ring-block-size",
+            "131072",
+        ],
+        &["--source", "packet", "--ring-blocks", "8"],
+        &["--source", "xdp"],
+    ];
+    for command in ["run", "agent"] {
+        for flags in cases {
+            let o = live_with(command, flags);
+            let err = stderr(&o);
+            assert!(!err.contains("applies to"), "{command} {flags:?}: {err}");
+            assert!(
+                err.contains(NO_SUCH_INTERFACE),
+                "{command} {flags:?}: fails on the interface: {err}"
+            );
+        }
     }
 }
 
