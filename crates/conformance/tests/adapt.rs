@@ -124,6 +124,106 @@ fn without_shedding_degraded_mode_equals_the_reference() {
     }
 }
 
+/// With a constant share of flows bypassed (not looked up, only counted),
+/// the monitor sees exactly the packets of the other flows: its reports
+/// are the reference's over those packets (their times as the monitor's
+/// clock takes them: a packet earlier than the latest seen, bypassed or
+/// not, at the latest time), and each window's unmeasured flow-epochs are
+/// its measured ones scaled by b / (1 − b).
+#[test]
+fn a_constant_bypass_equals_the_reference_on_the_flows_kept() {
+    let Some(files) = captures() else { return };
+    let evs = events(&repo().join("crates/conformance/tests/golden/real_captures.clarion"));
+    let blank = |r: &Report| {
+        let mut r = undegraded(r);
+        r.completeness = clarion_report::Completeness::default();
+        r
+    };
+    // The captures, and many flows of generated traffic.
+    let mut all: Vec<(String, Vec<Input>)> = files
+        .iter()
+        .map(|path| {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, read_inputs(path))
+        })
+        .collect();
+    all.push(("generated".into(), generated_traffic(40, 30, 6, 7)));
+    let mut totals = [(0u64, 0u64); 2];
+    for (name, inputs) in &all {
+        for (share, total) in [0.3, 0.75].into_iter().zip(&mut totals) {
+            let mut m = Monitor::new(MonitorConfig {
+                host: "golden".into(),
+                keep_health: true,
+                adapt: Some(AdaptConfig {
+                    accuracy_threshold: None,
+                    ..AdaptConfig::default()
+                }),
+                ..MonitorConfig::default()
+            });
+            for e in evs.iter().filter(|e| !e.on_demand) {
+                m.install(e.clone()).expect("events install");
+            }
+            m.set_bypass(share);
+            assert_eq!(m.bypass(), share);
+            let mut kept = Vec::with_capacity(inputs.len());
+            let mut latest = 0;
+            let mut bypassed = 0u64;
+            for input in inputs {
+                let ts = match input {
+                    Input::Packet(p) => p.ts_ns,
+                    Input::Malformed { ts_ns } | Input::NotIp { ts_ns } => *ts_ns,
+                };
+                latest = latest.max(ts);
+                match input {
+                    Input::Packet(p) if m.bypasses(&p.key) => bypassed += 1,
+                    Input::Packet(p) => {
+                        kept.push(Input::Packet(clarion_wire::PacketRecord { ts_ns: latest, ..*p }))
+                    }
+                    Input::Malformed { .. } => kept.push(Input::Malformed { ts_ns: latest }),
+                    Input::NotIp { .. } => kept.push(Input::NotIp { ts_ns: latest }),
+                }
+            }
+            let mut got = Vec::new();
+            for input in inputs {
+                feed(&mut m, input, &mut got);
+            }
+            m.finish(&mut got);
+            assert_eq!(m.counters().packets_bypassed, bypassed, "{name} at {share}");
+            total.0 += bypassed;
+            total.1 += kept.len() as u64;
+            let expected = reference(&evs, &kept);
+            let got: Vec<Report> = got.iter().map(blank).collect();
+            let expected: Vec<Report> = expected.iter().map(blank).collect();
+            assert_same_reports(&format!("{name} at {share}"), &got, &expected);
+            let mut health = Vec::new();
+            m.take_health(&mut health);
+            let ratio = share / (1.0 - share);
+            for a in health.iter().flat_map(|h| &h.accuracy) {
+                let want = (a.flows_measured as f64 * ratio).round();
+                assert!(
+                    (a.flows_unmeasured as f64 - want).abs() <= 1.0,
+                    "{name} at {share}: {a:?}, want about {want} unmeasured"
+                );
+            }
+            eprintln!(
+                "{name}: bypassing {share}: {bypassed} of {} packets, {} reports = reference on the rest",
+                inputs.len(),
+                got.len()
+            );
+        }
+    }
+    for (share, (bypassed, kept)) in [0.3, 0.75].into_iter().zip(totals) {
+        let seen = bypassed as f64 / (bypassed + kept) as f64;
+        assert!(
+            (seen - share).abs() < 0.2,
+            "bypassing {share}: {bypassed} packets bypassed, {kept} kept"
+        );
+    }
+}
+
 type WindowKey = (String, u64);
 
 /// For a window's accuracy record: its true groups (none: no true event)

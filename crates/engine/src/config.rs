@@ -76,6 +76,12 @@ pub struct AdaptConfig {
     /// events whose estimated recall is above this (plus a headroom) to
     /// those below it, at constant processing time. `None`: off.
     pub accuracy_threshold: Option<f64>,
+    /// The share of the time available that decisions plan to fill: the
+    /// rest absorbs the model's errors, a forecast short of a rising
+    /// load, and bursts of new flows (a new flow's packet costs the time
+    /// of a dozen others). At 1, a decision fills the time exactly and
+    /// any error fills the ring (docs/performance.md, "Overload").
+    pub utilization: f64,
 }
 
 impl Default for AdaptConfig {
@@ -85,6 +91,7 @@ impl Default for AdaptConfig {
             recall_windows: 10,
             recall_lambda: 3.0,
             accuracy_threshold: Some(0.75),
+            utilization: 0.9,
         }
     }
 }
@@ -108,6 +115,9 @@ pub struct StateCosts {
     pub tcp_ns: f64,
     /// The sweep's work per flow and event per epoch (a flow-trigger pair).
     pub pair_ns: f64,
+    /// A packet of a bypassed flow: its hash tested, nothing looked up
+    /// (`monitor/bypass.rs`).
+    pub bypass_ns: f64,
 }
 
 impl Default for StateCosts {
@@ -119,6 +129,7 @@ impl Default for StateCosts {
             per_word_ns: 1.5,
             tcp_ns: 30.0,
             pair_ns: 10.0,
+            bypass_ns: 8.0,
         }
     }
 }
@@ -243,6 +254,9 @@ pub struct Counters {
     pub flows_evicted: u64,
     /// Packets of flows that could not be tracked (table full).
     pub packets_untracked: u64,
+    /// Degraded mode: packets of flows bypassed (counted only, not looked
+    /// up: `monitor/bypass.rs`).
+    pub packets_bypassed: u64,
     /// Packets of unknown flows kept out of the flow table by the DoS
     /// filter (their flows had not yet sent more than the threshold).
     pub packets_dos_filtered: u64,

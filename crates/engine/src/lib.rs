@@ -50,7 +50,7 @@ pub use config::{AdaptConfig, Counters, MonitorConfig, StateCosts, Tuning, POLLE
 pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DOS_MAX_THRESHOLD};
 pub use heap::HEAP_RESERVE;
 pub use merge::{fanout_worker, join_window_values, Merger, MergerConfig, Partials, MERGED_WORKER};
-pub use monitor::{EpochLoad, Monitor, ShedDecision, Unparsed, BATCH};
+pub use monitor::{EpochLoad, Monitor, ShedDecision, Unparsed, BATCH, MAX_BYPASS};
 pub use prefetch::prefetch;
 pub use trigger::WindowValues;
 pub use trigger_index::TriggerId;

@@ -414,6 +414,7 @@ impl Merger {
                 accs: Vec::new(),
                 measured: 0,
                 unmeasured: 0,
+                bypassed: 0.0,
             });
             for (i, (g, &n)) in part.keys.iter().zip(&part.packets).enumerate() {
                 let (accs, packets) = open.group(*g, reads);

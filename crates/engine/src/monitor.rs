@@ -40,10 +40,12 @@ use crate::trigger::{Head, Trigger, WindowValues};
 use crate::trigger_index::{filter_matches, filter_rules, TriggerId, TriggerIndex};
 use crate::EngineError;
 
+mod bypass;
 mod drill;
 mod shed;
 mod sweep;
 
+pub use bypass::MAX_BYPASS;
 pub(crate) use shed::RecallBook;
 pub use shed::{EpochLoad, ShedDecision};
 use sweep::{Direct, Sweep};
@@ -153,6 +155,8 @@ pub struct Monitor {
     names: FxHashMap<String, u32>,
     /// Degraded mode (`MonitorConfig::adapt`), see `shed.rs`.
     adapt: Option<shed::Adapt>,
+    /// Degraded mode: the flows bypassed in the running epoch, see `bypass.rs`.
+    bypass: bypass::Bypass,
 }
 
 /// A worker's output for the host-level merger, between two takes.
@@ -223,6 +227,7 @@ impl Monitor {
         Monitor {
             host: Name::from(config.host.as_str()),
             adapt: config.adapt.clone().map(shed::Adapt::new),
+            bypass: bypass::Bypass::default(),
             flows: FlowTable::new(config.flow_capacity, config.tuning.huge_pages),
             dos: DosFilter::new(config.dos_filter_slots, config.dos_threshold_bytes),
             index: TriggerIndex::default(),
@@ -653,6 +658,15 @@ impl Monitor {
     #[inline]
     pub fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
         self.count(p, out);
+        if self.bypass.on() {
+            let h = hash_key(&p.key);
+            if self.bypass.takes(h) {
+                self.note_bypassed();
+                return;
+            }
+            self.scatter(p, Some((h, NO_ENTRY)));
+            return;
+        }
         self.scatter(p, None);
     }
 
@@ -676,6 +690,12 @@ impl Monitor {
             // and need no prefetch: bit j set for such a packet j.
             let mut repeats: u64 = 0;
             let mut previous = 0;
+            // Degraded mode: packets of flows bypassed (see `bypass.rs`),
+            // bit j set for packet j: nothing of theirs is prefetched. The
+            // share may change at an epoch's end inside the chunk: the mask
+            // only spares prefetches, each packet is tested again below.
+            let bypassing = self.bypass.on();
+            let mut bypassed: u64 = 0;
             // Whether the whole chunk is in order and inside the running
             // epoch: then no packet moves the clock past an epoch's end, and
             // the per-packet clock and counters are kept once per chunk.
@@ -690,18 +710,23 @@ impl Monitor {
                 flags |= p.key.flags;
                 if j > 0 && same_flow(&chunk[j - 1].key, &p.key) {
                     repeats |= 1 << j;
+                    bypassed |= (bypassed >> (j - 1) & 1) << j;
                     *h = previous;
                     continue;
                 }
                 *h = hash_key(&p.key);
                 previous = *h;
+                if bypassing && self.bypass.takes(*h) {
+                    bypassed |= 1 << j;
+                    continue;
+                }
                 self.flows.prefetch_slot(*h);
             }
             // So few flows that what a packet reads stays in the first
             // caches: prefetching it is only instructions.
             let ahead = self.flows.len() >= CACHED_FLOWS;
             for (j, (e, &h)) in entries.iter_mut().zip(&hashes[..chunk.len()]).enumerate() {
-                if repeats & (1 << j) != 0 {
+                if (repeats | bypassed) & (1 << j) != 0 {
                     *e = NO_ENTRY;
                     continue;
                 }
@@ -765,6 +790,10 @@ impl Monitor {
                     self.now = p.ts_ns;
                 } else {
                     self.count(p, out);
+                }
+                if self.bypass.on() && self.bypass.takes(h) {
+                    self.note_bypassed();
+                    continue;
                 }
                 self.scatter(p, Some((h, entries[j])));
             }
@@ -1169,6 +1198,7 @@ impl Monitor {
         let next = self.now - self.now % self.epoch_ns;
         self.begin_sweep(ended_end, Some(next));
         self.epoch_start = next;
+        self.enter_bypass();
         if self.config.synchronous_sweep {
             self.sweep_step(usize::MAX, out);
         }
@@ -1257,9 +1287,11 @@ impl Monitor {
             report_triggers: Vec::new(),
             partials: Vec::new(),
             adapt: self.adapt.is_some(),
+            bypassed_per_seen: self.bypass.ratio(),
             loads: Vec::new(),
             shed_parts: Vec::new(),
             direct_counts: Default::default(),
+            direct_bypassed: Default::default(),
             window_counts: Vec::new(),
             health,
         });
@@ -1437,7 +1469,7 @@ impl Monitor {
             // it, nor was the driver blind during it.
             completeness.complete =
                 ended && w.start_ns >= self.first_ts && !self.blind.overlaps(w.start_ns, end);
-            let (measured, unmeasured) = (w.measured, w.unmeasured);
+            let (measured, unmeasured) = (w.measured, w.unmeasured_total());
             trig.close(w, end, self.config.history_windows);
             let Some((window, groups)) = trig.history.newest() else {
                 continue;

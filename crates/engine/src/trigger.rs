@@ -256,9 +256,17 @@ pub(crate) struct OpenWindow {
     /// window (see `monitor/shed.rs`).
     pub(crate) measured: u64,
     pub(crate) unmeasured: u64,
+    /// Degraded mode: flow-epochs of the trigger estimated bypassed in the
+    /// window (see `monitor/bypass.rs`).
+    pub(crate) bypassed: f64,
 }
 
 impl OpenWindow {
+    /// Flow-epochs of the window not measured: shed, and estimated bypassed.
+    pub(crate) fn unmeasured_total(&self) -> u64 {
+        self.unmeasured + self.bypassed.round() as u64
+    }
+
     /// The statistics of group `g` (created empty on first use) and its packet count.
     #[inline]
     pub(crate) fn group(&mut self, g: FlowKey, reads: usize) -> (&mut [Acc], &mut u64) {
@@ -647,6 +655,7 @@ impl Trigger {
                 w.start_ns = start_ns;
                 w.measured = 0;
                 w.unmeasured = 0;
+                w.bypassed = 0.0;
                 w
             }
             None => OpenWindow {
@@ -656,6 +665,7 @@ impl Trigger {
                 accs: Vec::new(),
                 measured: 0,
                 unmeasured: 0,
+                bypassed: 0.0,
             },
         })
     }
@@ -817,7 +827,7 @@ impl Trigger {
             packets: std::mem::take(&mut w.packets),
             accs: std::mem::take(&mut w.accs),
             measured: w.measured,
-            unmeasured: w.unmeasured,
+            unmeasured: w.unmeasured_total(),
         };
         self.spare = Some(w);
         partial

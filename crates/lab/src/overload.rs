@@ -38,7 +38,11 @@
 //!    rise`, the default and the product's: the last window's arrivals
 //!    plus their rise; `last`: MONA's, the last window's arrivals; no
 //!    packet expected: infinite, nothing shed), handed to
-//!    `Monitor::adapt_to`. `static`: the same monitor,
+//!    `Monitor::adapt_to` as soon as the monitor has swept the window's
+//!    epoch, as a live worker decides at its sweep's end: at the window's
+//!    end if every packet that arrived in it was served (the clock ticks
+//!    there, as a live worker's does on a quiet ring), else at the first
+//!    packet served after it. `static`: the same monitor,
 //!    the same cost model, never adapted, so the only difference is
 //!    adaptation.
 //! 6. **Truth.** `clarion_reference::evaluate` over every packet that
@@ -265,6 +269,8 @@ pub struct Row {
     pub stats: WindowStats,
     /// The shedding in force during the window: steps + extra.
     pub shed_depth: f64,
+    /// The share of flows bypassed during the window (not looked up).
+    pub bypass: f64,
     /// The adaptation made at the window's end (adapt mode), if any.
     pub available_ns: Option<f64>,
     /// Its predicted processing time per packet (lookups and insertions
@@ -284,6 +290,10 @@ pub struct MonitorServer<'a> {
     next: u64,
     reports: Vec<Report>,
     rows: Vec<Row>,
+    /// Adapt mode: the time available for the window after the latest
+    /// one to end, its row, and that window's end on the monitor's clock:
+    /// decided as soon as the monitor has swept the epoch ending there.
+    pending: Option<(f64, usize, u64)>,
 }
 
 /// The monitor configuration of every pass: degraded mode with the default
@@ -332,7 +342,26 @@ impl<'a> MonitorServer<'a> {
             next: 0,
             reports: Vec::new(),
             rows: Vec::new(),
+            pending: None,
         })
+    }
+
+    /// Adapt mode: the pending decision, once the epoch it waits for is
+    /// swept (as a live worker decides at its sweep's end).
+    fn decide_when_swept(&mut self) {
+        let Some((available, row, end)) = self.pending else {
+            return;
+        };
+        if self.monitor.closed_to() < end {
+            return;
+        }
+        self.pending = None;
+        let Some(row) = self.rows.get_mut(row) else { return };
+        row.load = self.monitor.epoch_load();
+        if let Some(d) = self.monitor.adapt_to(available) {
+            row.predicted_ns = Some(d.predicted_ns);
+            row.saturated = d.saturated;
+        }
     }
 
     /// Finishes the monitor: its reports, health records, window rows and counters.
@@ -352,7 +381,11 @@ impl Server for MonitorServer<'_> {
         };
         self.next += 1;
         self.monitor.process(&p, &mut self.reports);
-        service_ns(&self.monitor)
+        let ns = service_ns(&self.monitor);
+        if self.pending.is_some() {
+            self.decide_when_swept();
+        }
+        ns
     }
 
     fn window_end(&mut self, w: &WindowStats) {
@@ -360,23 +393,30 @@ impl Server for MonitorServer<'_> {
         let mut row = Row {
             stats: w.clone(),
             shed_depth,
+            bypass: self.monitor.bypass(),
             available_ns: None,
             predicted_ns: None,
             saturated: false,
             load: None,
         };
-        if self.adapt {
-            let available =
-                self.budget
-                    .after_window(w.end_ns - w.start_ns, w.arrivals, w.queue_at_end as u64);
-            row.load = self.monitor.epoch_load();
-            row.available_ns = Some(available);
-            if let Some(d) = self.monitor.adapt_to(available) {
-                row.predicted_ns = Some(d.predicted_ns);
-                row.saturated = d.saturated;
-            }
-        }
+        let available = self.adapt.then(|| {
+            self.budget
+                .after_window(w.end_ns - w.start_ns, w.arrivals, w.queue_at_end as u64)
+        });
+        row.available_ns = available;
         self.rows.push(row);
+        if let Some(available) = available {
+            // Decided once the window's epoch is swept: at once if every
+            // packet that arrived in it was served (the clock may then
+            // move to the window's end, as a live worker's on a quiet
+            // ring), else when the first packet after it is.
+            let end = BASE_NS + w.end_ns;
+            self.pending = Some((available, self.rows.len() - 1, end));
+            if w.queue_at_end == 0 {
+                self.monitor.tick(end, &mut self.reports);
+            }
+            self.decide_when_swept();
+        }
     }
 
     fn dropped(&mut self, _arrival_ns: u64) {
@@ -677,6 +717,7 @@ fn mode_json(
                 "queue_max": w.queue_max,
                 "queue_at_end": w.queue_at_end,
                 "shed": r.shed_depth,
+                "bypass": r.bypass,
                 "busy_share": w.busy_ns as f64 / (w.end_ns - w.start_ns) as f64,
                 "mean_service_ns": w.mean_service_ns(),
                 "packet_balance": w.packet_balance(),
@@ -703,6 +744,9 @@ fn mode_json(
         "shed_mean": shed_mean,
         "shed_min": shed_min,
         "shed_max": shed_max,
+        "bypass_mean": ratio(rows.iter().map(|r| r.bypass).sum(), windows),
+        "bypass_max": rows.iter().map(|r| r.bypass).reduce(f64::max),
+        "windows_bypassing": rows.iter().filter(|r| r.bypass > 0.0).count(),
         "queue_max": t.queue_max,
         "events": events,
         "table": table,
@@ -722,7 +766,7 @@ fn print_table(out: &Value) {
     let f = |v: &Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.3}"));
     for m in out["modes"].as_array().into_iter().flatten() {
         println!(
-            "\n{}: drops {} ({}), windows with drops {} / {}, negative balance {}, saturated {}, shed depth mean {} min {} max {}",
+            "\n{}: drops {} ({}), windows with drops {} / {}, negative balance {}, saturated {}, shed depth mean {} min {} max {}, bypassing in {} windows (mean share {}, max {})",
             m["mode"].as_str().unwrap_or(""),
             thousands(m["drops"].as_u64().unwrap_or(0)),
             f(&m["drop_share"]),
@@ -733,6 +777,9 @@ fn print_table(out: &Value) {
             f(&m["shed_mean"]),
             f(&m["shed_min"]),
             f(&m["shed_max"]),
+            m["windows_bypassing"],
+            f(&m["bypass_mean"]),
+            f(&m["bypass_max"]),
         );
         println!(
             "  {:<24} {:>8} {:>12} {:>12} {:>14}",

@@ -23,6 +23,7 @@
 //! | `tcp_ns` | | `sum(is_lost)` minus `sum(volume)` on the same TCP flows (both 4 words) |
 //! | `pair_ns` | | sweep ns per flow-epoch against triggers per flow (1..32 events on one shared measure, [`PAIR_FLOWS`] flows): slope |
 //! | `insert_ns` | `T_i` | a first packet of a new flow minus a known flow's first packet of an epoch, same flows, same event |
+//! | `bypass_ns` | | `T_r^M`'s run with a share [`MAX_BYPASS`] of flows bypassed (`monitor/bypass.rs`), less the rest's `T_r^M`, over that share |
 //!
 //! Words per record are the engine's own: a probe monitor with costs
 //! `per_word_ns = 1` (all else 0) prices a known flow's packet at exactly
@@ -58,7 +59,7 @@ use rand_core::{Rng as _, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde_json::{json, Value};
 
-use clarion_engine::{AdaptConfig, Monitor, MonitorConfig, Shed, StateCosts};
+use clarion_engine::{AdaptConfig, Monitor, MonitorConfig, Shed, StateCosts, MAX_BYPASS};
 use clarion_wire::{FlowKey, PacketRecord, TcpInfo};
 
 use crate::Failure;
@@ -390,6 +391,7 @@ fn words_of(events: &[String], shed: Shed) -> anyhow::Result<(f64, bool)> {
         per_word_ns: 0.0,
         tcp_ns: 0.0,
         pair_ns: 0.0,
+        bypass_ns: 0.0,
     };
     let words = probe(StateCosts {
         per_word_ns: 1.0,
@@ -404,6 +406,8 @@ fn words_of(events: &[String], shed: Shed) -> anyhow::Result<(f64, bool)> {
 pub struct Profile {
     pub lookup_hit_ns: f64,
     pub lookup_miss_ns: f64,
+    /// The same flows as the miss, a share [`MAX_BYPASS`] of them bypassed.
+    pub bypassed_ns: f64,
     /// (words per half, ns per packet, events)
     pub words: Vec<(f64, f64, String)>,
     /// Intercept and slope of the words line (hit set).
@@ -451,6 +455,13 @@ pub fn profile(a: &ProfileStatesArgs) -> anyhow::Result<Profile> {
         a.seed,
     )
     .ns_per_packet;
+
+    progress("bypass (no event matches, nearly every flow bypassed)");
+    let bypassed_ns = {
+        let mut m = monitor(&nothing, defaults, large, Shed::NONE)?;
+        m.set_bypass(MAX_BYPASS);
+        run(&mut m, &shape_large, r, a.seed).ns_per_packet
+    };
 
     progress("update per word (hit set)");
     let mut words = Vec::new();
@@ -541,6 +552,8 @@ pub fn profile(a: &ProfileStatesArgs) -> anyhow::Result<Profile> {
         per_word_ns: update_line.1.max(0.0),
         tcp_ns: (tcp_lost_ns - tcp_base_ns).max(0.0),
         pair_ns: pair_line.1.max(0.0),
+        // The rest of the flows were looked up: T = b·T_bypass + (1 − b)·T_r.
+        bypass_ns: ((bypassed_ns - (1.0 - MAX_BYPASS) * lookup_miss_ns) / MAX_BYPASS).max(0.0),
     };
 
     progress("check: mixed states, measured against predicted");
@@ -568,6 +581,7 @@ pub fn profile(a: &ProfileStatesArgs) -> anyhow::Result<Profile> {
     Ok(Profile {
         lookup_hit_ns,
         lookup_miss_ns,
+        bypassed_ns,
         words,
         update_line,
         tcp_base_ns,
@@ -589,6 +603,7 @@ fn costs_json(c: &StateCosts) -> Value {
         "per_word_ns": c.per_word_ns,
         "tcp_ns": c.tcp_ns,
         "pair_ns": c.pair_ns,
+        "bypass_ns": c.bypass_ns,
     })
 }
 
@@ -600,6 +615,7 @@ pub fn to_json(a: &ProfileStatesArgs, p: &Profile) -> Value {
         "repeat": a.repeat,
         "lookup_hit_ns": p.lookup_hit_ns,
         "lookup_miss_ns": p.lookup_miss_ns,
+        "bypassed_ns": p.bypassed_ns,
         "words": p.words.iter().map(|(w, t, e)| json!({"words": w, "ns_per_packet": t, "events": e})).collect::<Vec<_>>(),
         "update_line": {"intercept_ns": p.update_line.0, "per_word_ns": p.update_line.1},
         "tcp": {"sum_volume_ns": p.tcp_base_ns, "sum_is_lost_ns": p.tcp_lost_ns},
@@ -626,8 +642,11 @@ fn table(p: &Profile) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "lookup (T_r)     hit {:.1} ns   miss {:.1} ns",
-        p.lookup_hit_ns, p.lookup_miss_ns
+        "lookup (T_r)     hit {:.1} ns   miss {:.1} ns   {:.0}% bypassed {:.1} ns",
+        p.lookup_hit_ns,
+        p.lookup_miss_ns,
+        100.0 * MAX_BYPASS,
+        p.bypassed_ns
     );
     for (w, t, e) in &p.words {
         let _ = writeln!(s, "state {w:>4.0} words  {t:>7.1} ns/packet   {e}");
@@ -665,6 +684,7 @@ fn table(p: &Profile) -> String {
         ("per_word_ns", f.per_word_ns, d.per_word_ns),
         ("tcp_ns", f.tcp_ns, d.tcp_ns),
         ("pair_ns", f.pair_ns, d.pair_ns),
+        ("bypass_ns", f.bypass_ns, d.bypass_ns),
     ] {
         let _ = writeln!(s, "{name:<12} {x:>10.2} {y:>10.2}");
     }

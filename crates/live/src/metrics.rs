@@ -405,7 +405,7 @@ fn render_workers(out: &mut String, workers: &[Arc<WorkerMetrics>]) {
         return;
     }
     type Get = fn(&WorkerMetrics) -> &AtomicU64;
-    let families: [(&str, &str, &str, Get, Unit); 13] = [
+    let families: [(&str, &str, &str, Get, Unit); 14] = [
         ("clarion_packets_total", "counter", "IP packets processed.", |m| &m.packets, Unit::Count),
         ("clarion_bytes_total", "counter", "IP bytes processed.", |m| &m.bytes, Unit::Count),
         (
@@ -461,6 +461,13 @@ fn render_workers(out: &mut String, workers: &[Arc<WorkerMetrics>]) {
             |m| &m.shed_depth_milli,
             Unit::Milli,
         ),
+        (
+            "clarion_bypass_share",
+            "gauge",
+            "Degraded mode (--adapt): share of flows bypassed (not looked up, only counted) because even the lightest monitoring states do not fit.",
+            |m| &m.bypass_milli,
+            Unit::Milli,
+        ),
     ];
     let cost_factor: (&str, &str, &str, Get, Unit) = (
         "clarion_cost_factor",
@@ -472,7 +479,10 @@ fn render_workers(out: &mut String, workers: &[Arc<WorkerMetrics>]) {
     // Degraded mode's gauges only where it is on (a 0 would read as a measurement).
     let adapting = workers.iter().any(|m| m.adapting.load(Ordering::Relaxed));
     for (name, kind, help, get, unit) in families.into_iter().chain([cost_factor]) {
-        let degraded_only = name == "clarion_shed_depth" || name == "clarion_cost_factor";
+        let degraded_only = matches!(
+            name,
+            "clarion_shed_depth" | "clarion_bypass_share" | "clarion_cost_factor"
+        );
         if degraded_only && !adapting {
             continue;
         }

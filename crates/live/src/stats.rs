@@ -136,6 +136,9 @@ pub struct EpochStats {
     /// (`steps + extra`, see `docs/adapt.md`).
     pub busy_ns: Option<u64>,
     pub shed_depth: Option<f64>,
+    /// Degraded mode: the share of flows bypassed from the next epoch
+    /// (not looked up, only counted: `docs/adapt.md`).
+    pub bypass: Option<f64>,
     /// Degraded mode: the accuracy of each event window the epoch's sweep closed.
     pub accuracy: Vec<clarion_engine::EventAccuracy>,
 }
@@ -170,7 +173,8 @@ impl EpochStats {
                     .map(clarion_engine::EventAccuracy::to_json)
                     .collect();
                 format!(
-                    "{line},\"busy_ns\":{busy},\"shed_depth\":{depth:.4},\"accuracy\":{}}}",
+                    "{line},\"busy_ns\":{busy},\"shed_depth\":{depth:.4},\"bypass\":{:.4},\"accuracy\":{}}}",
+                    self.bypass.unwrap_or(0.0),
                     serde_json::Value::Array(accuracy)
                 )
             }
@@ -198,6 +202,8 @@ pub struct WorkerMetrics {
     pub adapting: std::sync::atomic::AtomicBool,
     /// Degraded mode: the shedding depth in force, in thousandths.
     pub shed_depth_milli: AtomicU64,
+    /// Degraded mode: the share of flows bypassed, in thousandths.
+    pub bypass_milli: AtomicU64,
     /// Degraded mode: measured over predicted cost (the calibration), in thousandths.
     pub cost_factor_milli: AtomicU64,
     pub flows_active: AtomicU64,
@@ -237,6 +243,7 @@ mod tests {
         let st = EpochStats {
             busy_ns: Some(1234),
             shed_depth: Some(1.25),
+            bypass: Some(0.5),
             accuracy: vec![clarion_engine::EventAccuracy {
                 event: "e".into(),
                 window: clarion_report::Window {
@@ -254,6 +261,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&line).expect("json");
         assert_eq!(v["busy_ns"], 1234);
         assert_eq!(v["shed_depth"], 1.25);
+        assert_eq!(v["bypass"], 0.5);
         assert_eq!(v["accuracy"][0]["event"], "e");
         assert_eq!(v["accuracy"][0]["flows_unmeasured"], 4);
         assert_eq!(v["accuracy"][0]["recall_estimate"], 0.1235);

@@ -1032,9 +1032,15 @@ impl Worker {
     fn adapt_epoch(&mut self, st: &mut EpochStats) {
         let backlog: u64 = self.sources.iter().map(|s| s.backlog(s.capacity()) as u64).sum();
         let Some(a) = self.adapt.as_mut() else { return };
-        let (busy, _) = a.on_epoch(&mut self.monitor, st.epoch_ns, st.packets + st.drops, backlog);
+        let (busy, decision) = a.on_epoch(&mut self.monitor, st.epoch_ns, st.packets + st.drops, backlog);
         st.busy_ns = Some(busy);
         st.shed_depth = self.monitor.shed().map(|s| s.depth());
+        // Decided now, in force from the next epoch (unchanged without a decision).
+        let bypass = decision.map_or(self.monitor.bypass(), |d| d.bypass);
+        st.bypass = Some(bypass);
+        self.metrics
+            .bypass_milli
+            .store((bypass * 1000.0) as u64, Ordering::Relaxed);
         self.monitor.take_accuracy(&mut st.accuracy);
         if let Some(d) = st.shed_depth {
             self.metrics

@@ -81,6 +81,7 @@ use crate::match_set::UNINTERNED;
 use crate::measure::StatFlags;
 use crate::trigger_index::TriggerId;
 
+use super::bypass::MAX_BYPASS;
 use super::Monitor;
 
 /// Accuracy records kept for [`Monitor::take_accuracy`] when nobody takes them.
@@ -122,6 +123,10 @@ pub(super) struct Adapt {
     scratch: Vec<f64>,
     /// Flows (entry, generation) whose move waits for the sweep in progress.
     pub(super) deferred: Vec<(u32, u32)>,
+    /// The share of flows to bypass from the next epoch on (`bypass.rs`).
+    pub(super) bypass: f64,
+    /// Whether the latest packet was bypassed (for [`Monitor::last_packet_cost_ns`]).
+    pub(super) last_bypassed: bool,
 }
 
 /// What [`Monitor::adapt_to`] decided, from the last swept epoch.
@@ -140,8 +145,13 @@ pub struct ShedDecision {
     /// given back half the way each time (see [`Monitor::adapt_to`]).
     pub routine: Shed,
     pub shed: Shed,
-    /// Even measuring nothing does not fit the target.
+    /// Even measuring nothing does not fit the target: the states' routine
+    /// is saturated, and flows are bypassed (`bypass`).
     pub saturated: bool,
+    /// The share of flows bypassed from the next epoch (`bypass.rs`):
+    /// what is asked to bring the lightest states' time down to the
+    /// time available, given back half the way when less is asked.
+    pub bypass: f64,
 }
 
 /// The last swept epoch's figures in degraded mode.
@@ -172,6 +182,8 @@ impl Adapt {
             donate: FxHashMap::default(),
             scratch: Vec::new(),
             deferred: Vec::new(),
+            bypass: 0.0,
+            last_bypassed: false,
         }
     }
 
@@ -282,6 +294,18 @@ fn damped(current: Shed, wanted: Shed) -> Shed {
     Shed {
         steps: d.floor() as u32,
         extra: d - d.floor(),
+    }
+}
+
+/// The share of flows to bypass when `wanted` is asked and `current` is
+/// in force: as [`damped`], more at once, less half the way (a share
+/// within 0.01 of the wanted one snaps to it): a flow that comes back from
+/// being bypassed has lost its epoch's start, and may be a new flow again.
+fn damped_share(current: f64, wanted: f64) -> f64 {
+    if wanted >= current || current - wanted < 0.01 {
+        wanted
+    } else {
+        current - (current - wanted) / 2.0
     }
 }
 
@@ -477,6 +501,7 @@ impl Monitor {
             a.new_flows += 1;
         }
         a.last_packet = (idx, new_flow, first_in_epoch);
+        a.last_bypassed = false;
     }
 
     /// Degraded mode: the predicted time of the latest packet processed,
@@ -487,6 +512,9 @@ impl Monitor {
         let Some(a) = self.adapt.as_ref() else { return 0.0 };
         let (idx, new_flow, first_in_epoch) = a.last_packet;
         let c = a.config.costs;
+        if a.last_bypassed {
+            return c.bypass_ns;
+        }
         let mut ns = c.lookup_ns;
         if new_flow {
             ns += c.insert_ns;
@@ -599,6 +627,7 @@ impl Monitor {
             return None;
         }
         let c = a.config.costs;
+        let usable = available_ns * a.config.utilization.clamp(0.0, 1.0);
         let packets: u64 = a.load.iter().map(|l| l.1).sum();
         let new_ratio = if packets == 0 {
             0.0
@@ -610,7 +639,7 @@ impl Monitor {
         let target = if new_ratio >= 1.0 {
             0.0
         } else {
-            ((available_ns - new_ratio * c.insert_ns) / (1.0 - new_ratio) - c.lookup_ns).max(0.0)
+            ((usable - new_ratio * c.insert_ns) / (1.0 - new_ratio) - c.lookup_ns).max(0.0)
         };
         // The chains' costs, one flat buffer kept from call to call.
         let adapt = self.adapt.as_mut()?;
@@ -633,6 +662,21 @@ impl Monitor {
         let plan = plan.ok()?;
         let current = self.adapt.as_ref().map_or(Shed::NONE, |a| a.shed);
         let shed = damped(current, plan.shed);
+        // Below the lightest states: bypass a share of flows, so that
+        // (1 − b)·T_lightest + b·T_bypass is the time available, where
+        // T_lightest is Eq. 4's left side at the routine's deepest shedding.
+        let wanted_bypass = if plan.saturated {
+            let lightest = (1.0 - new_ratio) * (c.lookup_ns + plan.predicted_ns) + new_ratio * c.insert_ns;
+            if lightest > c.bypass_ns {
+                ((lightest - usable) / (lightest - c.bypass_ns)).clamp(0.0, MAX_BYPASS)
+            } else {
+                0.0
+            }
+        } else {
+            0.0
+        };
+        let current_bypass = self.adapt.as_ref().map_or(0.0, |a| a.bypass);
+        let bypass = damped_share(current_bypass, wanted_bypass);
         if let Some(a) = self.adapt.as_mut() {
             // Accuracy control's moves are balanced at the depth they were
             // made at, and the routine does not price them: a load that
@@ -657,9 +701,11 @@ impl Monitor {
             routine: plan.shed,
             shed,
             saturated: plan.saturated,
+            bypass,
         };
         if let Some(a) = self.adapt.as_mut() {
             a.shed = shed;
+            a.bypass = bypass;
         }
         Some(decision)
     }
@@ -670,7 +716,9 @@ impl Monitor {
     pub(super) fn estimate_direct(&mut self, s: &mut super::Sweep) {
         let Some(a) = self.adapt.as_mut() else { return };
         let counts = std::mem::take(&mut s.direct_counts);
-        for (tid, (measured, unmeasured)) in counts {
+        for (tid, (measured, shed)) in counts {
+            let bypassed = s.direct_bypassed.get(&tid).copied().unwrap_or(0.0);
+            let unmeasured = shed + bypassed.round() as u64;
             let found = s.report_triggers.iter().filter(|&&t| t == tid).count() as u64;
             if s.merge {
                 s.window_counts.push(crate::merge::WindowCounts {

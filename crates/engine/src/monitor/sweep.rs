@@ -77,6 +77,11 @@ pub(super) struct Sweep {
     /// Degraded mode: per trigger tested flow by flow, the epoch's
     /// flow-epochs measured and shed (its window is the epoch).
     pub(super) direct_counts: rustc_hash::FxHashMap<TriggerId, (u64, u64)>,
+    /// Degraded mode: flow-epochs of a trigger estimated bypassed, per
+    /// flow-epoch of it the sweep sees (`bypass.rs`; 0 when none were).
+    pub(super) bypassed_per_seen: f64,
+    /// Flow-epochs estimated bypassed, per trigger tested flow by flow.
+    pub(super) direct_bypassed: rustc_hash::FxHashMap<TriggerId, f64>,
     /// Degraded mode with `merge_output`: the counts of the windows of
     /// triggers tested here, for the merger's estimate.
     pub(super) window_counts: Vec<crate::merge::WindowCounts>,
@@ -447,6 +452,21 @@ fn gather_set(
     }
     if done {
         set.clear_log(s.half);
+    }
+    if s.adapt && flow_epochs > 0 && s.bypassed_per_seen > 0.0 {
+        // Every trigger of the set, measured or shed, saw these flow-epochs.
+        let bypassed = flow_epochs as f64 * s.bypassed_per_seen;
+        let all = parts
+            .iter()
+            .map(|p| (p.tid, p.direct))
+            .chain(shed_parts.iter().copied());
+        for (tid, direct) in all {
+            if direct {
+                *s.direct_bypassed.entry(tid).or_default() += bypassed;
+            } else if let Some(trig) = triggers.get_mut(tid as usize).and_then(Option::as_deref_mut) {
+                trig.window_for(s.epoch_start).bypassed += bypassed;
+            }
+        }
     }
     if s.adapt && flow_epochs > 0 {
         s.loads.push((sid, flow_epochs, packets_seen));

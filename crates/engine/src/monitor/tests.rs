@@ -1271,3 +1271,98 @@ fn shed_chains_match_their_predicted_costs() {
         assert_eq!(set.needs_tcp, kept.contains(&2));
     }
 }
+
+/// Degraded mode below the lightest states: when even they do not fit,
+/// `adapt_to` bypasses the share of flows that brings the predicted time
+/// to the time available (Eq. 4 at the deepest shedding, against the
+/// bypass cost), from the next epoch on; bypassed packets are counted,
+/// priced at `bypass_ns`, and the share is given back half the way.
+#[test]
+fn adapt_to_bypasses_flows_when_the_lightest_states_do_not_fit() {
+    let src = "event a\n when sum(volume) > 1000000\n per 5tuple\n every 10ms\n";
+    let mut m = Monitor::new(MonitorConfig {
+        adapt: Some(crate::config::AdaptConfig {
+            accuracy_threshold: None,
+            ..crate::config::AdaptConfig::default()
+        }),
+        ..MonitorConfig::default()
+    });
+    for e in clarion_lang::check(src).expect("checks") {
+        m.install(e).expect("installs");
+    }
+    let mut out = Vec::new();
+    let t0 = 1_000_000_000_000u64;
+    let packet = |f: u16, t: u64| PacketRecord {
+        ts_ns: t,
+        key: FlowKey::new(
+            "10.0.0.1".parse().expect("ip"),
+            "10.0.0.2".parse().expect("ip"),
+            17,
+            Some((f, 53)),
+            None,
+        ),
+        size: 100,
+        volume: 92,
+        ..PacketRecord::default()
+    };
+    // Epoch 0: 1,000 flows, 4 packets each; a packet of epoch 1 sweeps it.
+    let flows = 1000u16;
+    let epoch = |m: &mut Monitor, out: &mut Vec<Report>, k: u64| {
+        for i in 0..4u64 {
+            for f in 0..flows {
+                m.process(&packet(f, t0 + k * 10_000_000 + i * 1000 + u64::from(f)), out);
+            }
+        }
+    };
+    epoch(&mut m, &mut out, 0);
+    m.process(&packet(0, t0 + 10_000_000), &mut out);
+    m.sweep_step(usize::MAX, &mut out);
+    let roomy = m.adapt_to(1e6).expect("a decision");
+    assert_eq!((roomy.saturated, roomy.bypass), (false, 0.0));
+    let costs = crate::config::StateCosts::default();
+    let tight = m.adapt_to(10.0).expect("a decision");
+    assert!(tight.saturated, "{tight:?}");
+    let load = m.epoch_load().expect("a load");
+    let new_ratio = load.new_flows as f64 / load.packets as f64;
+    let lightest = (1.0 - new_ratio) * (costs.lookup_ns + tight.predicted_ns) + new_ratio * costs.insert_ns;
+    let want = (lightest - 0.9 * 10.0) / (lightest - costs.bypass_ns);
+    assert!(
+        (tight.bypass - want).abs() < 1e-9,
+        "{} against {want}",
+        tight.bypass
+    );
+    assert!(
+        tight.bypass > 0.5 && tight.bypass < crate::MAX_BYPASS,
+        "{tight:?}"
+    );
+    // In force from the next epoch only.
+    assert_eq!(m.bypass(), 0.0);
+    let before = m.counters().packets_bypassed;
+    assert_eq!(before, 0);
+    epoch(&mut m, &mut out, 1);
+    assert_eq!(m.bypass(), 0.0, "epoch 1 began before the decision");
+    m.process(&packet(0, t0 + 20_000_000), &mut out);
+    assert_eq!(m.bypass(), tight.bypass);
+    epoch(&mut m, &mut out, 2);
+    let bypassed = m.counters().packets_bypassed;
+    let expected = (0..flows).filter(|&f| m.bypasses(&packet(f, 0).key)).count() as u64 * 4
+        + u64::from(m.bypasses(&packet(0, 0).key));
+    assert_eq!(bypassed, expected);
+    let share = bypassed as f64 / (4.0 * f64::from(flows));
+    assert!((share - tight.bypass).abs() < 0.05, "{share} of packets bypassed");
+    let f = (0..flows)
+        .find(|&f| m.bypasses(&packet(f, 0).key))
+        .expect("a bypassed flow");
+    m.process(&packet(f, t0 + 29_000_000), &mut out);
+    assert_eq!(m.last_packet_cost_ns(), costs.bypass_ns);
+    // Room again: half the way back, then all of it.
+    m.process(&packet(0, t0 + 30_000_000), &mut out);
+    m.sweep_step(usize::MAX, &mut out);
+    let back = m.adapt_to(1e6).expect("a decision");
+    assert!((back.bypass - tight.bypass / 2.0).abs() < 1e-9, "{back:?}");
+    let mut last = back.bypass;
+    for _ in 0..10 {
+        last = m.adapt_to(1e6).expect("a decision").bypass;
+    }
+    assert_eq!(last, 0.0);
+}

@@ -47,15 +47,22 @@ fn degraded_mode_gauges_only_in_degraded_mode() {
     let host = HostMetrics::new(&[]);
     let page = render(&w, &host);
     assert!(
-        !page.contains("clarion_shed_depth") && !page.contains("clarion_cost_factor"),
+        !page.contains("clarion_shed_depth")
+            && !page.contains("clarion_cost_factor")
+            && !page.contains("clarion_bypass_share"),
         "{page}"
     );
     w[0].adapting.store(true, Ordering::Relaxed);
     w[0].shed_depth_milli.store(1_250, Ordering::Relaxed);
+    w[0].bypass_milli.store(125, Ordering::Relaxed);
     w[0].cost_factor_milli.store(3_000, Ordering::Relaxed);
     let page = render(&w, &host);
     assert!(page.contains("clarion_shed_depth{worker=\"0\"} 1.25\n"), "{page}");
     assert!(page.contains("clarion_cost_factor{worker=\"0\"} 3\n"), "{page}");
+    assert!(
+        page.contains("clarion_bypass_share{worker=\"0\"} 0.125\n"),
+        "{page}"
+    );
     assert!(page.contains("# TYPE clarion_shed_depth gauge\n"), "{page}");
 }
 
