@@ -33,7 +33,7 @@ use clarion_nats::{AgentLink, AgentOptions, AppliedExports, Arrived, HostDesk, I
 use clarion_sinks::ReportSink;
 use tracing::{info, warn};
 
-use crate::args::{parse_duration, ExportArgs, Format, LiveArgs};
+use crate::args::{parse_duration, ExportArgs, Format, LiveArgs, MonitorArgs};
 use crate::bus::NatsArgs;
 use crate::live::runtime;
 use crate::local_events::{monitor_health, LocalEvents};
@@ -47,6 +47,7 @@ pub const AFTER_HELP: &str = "Examples:
   CLARION_NATS_TOKEN=s3cret clarion agent --host db --pcap db.pcap --linger 1m
   clarion agent --host web-1 --pcap web-1.pcap --speed 1      # at the capture's pace, like a live host
   clarion agent --host web-1 -i eth0 --workers 2 --filter 'not port 22'   # live
+  clarion agent --host web-1 -i eth0 --flow-capacity 4194304 --adapt   # the monitor's flags, as run's
   clarion agent --host web-1 -i eth0 --syslog tcp://loghost:601 --webhook https://alerts.example.net/clarion
 
 The host name must be in the manager's inventory (`clarion manager
@@ -142,6 +143,9 @@ pub struct AgentArgs {
     /// of the flows, merged into the host's values (as `clarion run -i`).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), conflicts_with = "pcap")]
     pub workers: u32,
+
+    #[command(flatten)]
+    pub monitor: MonitorArgs,
 
     #[command(flatten)]
     pub export: ExportArgs,
@@ -408,6 +412,12 @@ fn export_args(a: &AgentArgs) -> crate::args::ExportArgs {
 
 pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     clarion_cmdline::log::init(a.log_format).map_err(|e| Failure::Usage(format!("clarion: {e}")))?;
+    // Before the events are read and the manager is looked for.
+    if a.interface.is_empty() {
+        if let Some(msg) = crate::monitor::file_refusal(&a.monitor) {
+            return Err(Failure::Usage(msg));
+        }
+    }
     let own = match &a.events {
         Some(p) => {
             let specs = load_events(p)?;
@@ -434,11 +444,14 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         ));
     }
     let stop = crate::live::stop_flag()?;
-    let monitor = MonitorConfig {
-        host: a.host.clone(),
-        history_windows: a.history_windows,
-        ..MonitorConfig::default()
-    };
+    let monitor = crate::monitor::config(
+        &a.monitor,
+        crate::monitor::Role {
+            host: a.host.clone(),
+            keep_health: false,
+            history_windows: a.history_windows,
+        },
+    );
     if !a.interface.is_empty() {
         return live_agent(a, &own, monitor, stop);
     }
@@ -577,7 +590,7 @@ fn live_agent(
     ag.link.bye(Duration::from_secs(5));
     let exported = out.close()?;
     if !a.quiet {
-        let mut text = crate::live::summary_text(&summary, own.len());
+        let mut text = crate::live::summary_text(&summary, own.len(), config.monitor.dos_threshold_bytes);
         text.push_str(&format!("{exported}{}", crate::live::export_lines(&summary)));
         text.push_str(&ag.summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed));
         text.push_str(&ag.close_to_sent(lag_ms));

@@ -211,40 +211,6 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub host: Option<String>,
 
-    /// Most flows tracked at once; packets of further flows are counted as untracked.
-    #[arg(long, default_value_t = 1 << 20, value_name = "N")]
-    pub flow_capacity: usize,
-
-    /// Forget a flow after it has been idle this long (e.g. 60s, 500ms).
-    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
-    pub flow_timeout: u64,
-
-    /// `is_burst` holds for a packet at most this long after its flow's previous one.
-    #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
-    pub burst_gap: u64,
-
-    /// Segments awaiting acknowledgement listed per TCP flow for RTT samples; beyond it they are counted.
-    #[arg(long, default_value_t = 1024, value_name = "N")]
-    pub tcp_segment_limit: usize,
-
-    /// DoS filter: match and insert a new flow only once it has sent more
-    /// than BYTES (IP length) in one epoch; 0 turns the filter off.
-    #[arg(long, default_value_t = 0, value_name = "BYTES")]
-    pub dos_threshold: u32,
-
-    /// Raise the DoS threshold by itself (double it, from 40 B when 0) each
-    /// time a sweep is found unfinished as the next epoch ends.
-    #[arg(long)]
-    pub dos_auto_raise: bool,
-
-    /// Degraded mode under overload (MONA): rather than let the kernel drop
-    /// packets when the monitor cannot keep up, measure fewer events for
-    /// some flows, lowest `priority` first, and say in every report how
-    /// many flows of its event went unmeasured and its estimated recall.
-    /// Live capture (-i); see docs/adapt.md.
-    #[arg(long)]
-    pub adapt: bool,
-
     /// Show a progress bar over a capture file: 'auto' (when standard error
     /// is a terminal), 'always', 'never'.
     #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN", conflicts_with = "interface")]
@@ -263,6 +229,9 @@ pub struct RunArgs {
     pub workers: u32,
 
     #[command(flatten)]
+    pub monitor: MonitorArgs,
+
+    #[command(flatten)]
     pub export: ExportArgs,
 
     #[command(flatten)]
@@ -271,6 +240,49 @@ pub struct RunArgs {
     // Last: its heading would carry over to the flags after it.
     #[command(flatten)]
     pub live: LiveArgs,
+}
+
+/// The monitor's flags, shared by `clarion run` and `clarion agent`
+/// (issue 34); `crate::monitor::config` turns them into the engine's
+/// `MonitorConfig`, and `crate::monitor::file_refusal` refuses those a
+/// capture file cannot use. Each flag names its heading: a flattened
+/// struct's `next_help_heading` would carry over to the flags after it.
+#[derive(Args, Debug, Clone)]
+pub struct MonitorArgs {
+    /// Most flows tracked at once; packets of further flows are counted as untracked.
+    #[arg(long, help_heading = "Monitor", default_value_t = 1 << 20, value_name = "N")]
+    pub flow_capacity: usize,
+
+    /// Forget a flow after it has been idle this long (e.g. 60s, 500ms).
+    #[arg(long, help_heading = "Monitor", default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub flow_timeout: u64,
+
+    /// `is_burst` holds for a packet at most this long after its flow's previous one.
+    #[arg(long, help_heading = "Monitor", default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub burst_gap: u64,
+
+    /// Segments awaiting acknowledgement listed per TCP flow for RTT samples; beyond it they are counted.
+    #[arg(long, help_heading = "Monitor", default_value_t = 1024, value_name = "N")]
+    pub tcp_segment_limit: usize,
+
+    /// DoS filter: match and insert a new flow only once it has sent more
+    /// than BYTES (IP length) in one epoch; 0 turns the filter off.
+    #[arg(long, help_heading = "Monitor", default_value_t = 0, value_name = "BYTES")]
+    pub dos_threshold: u32,
+
+    /// Raise the DoS threshold by itself (double it, from 40 B when 0) each
+    /// time a sweep is found unfinished as the next epoch ends. Live
+    /// capture (-i): a file's sweeps finish before its next packet is read.
+    #[arg(long, help_heading = "Monitor")]
+    pub dos_auto_raise: bool,
+
+    /// Degraded mode under overload (MONA): rather than let the kernel drop
+    /// packets when the monitor cannot keep up, measure fewer events for
+    /// some flows, lowest `priority` first, and say in every report how
+    /// many flows of its event went unmeasured and its estimated recall.
+    /// Live capture (-i); see docs/adapt.md.
+    #[arg(long, help_heading = "Monitor")]
+    pub adapt: bool,
 }
 
 /// Flow records and grouped packet vectors (TurboFlow, *Flow) beside the

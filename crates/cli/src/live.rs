@@ -290,7 +290,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     out.take(Live::Reports(last))?;
     let exported = out.close()?;
     if !a.quiet {
-        print_summary(&summary, specs.len());
+        print_summary(&summary, specs.len(), config.monitor.dos_threshold_bytes);
         eprint!("{exported}{}", export_lines(&summary));
     }
     if let Some(c) = &summary.captures {
@@ -517,16 +517,21 @@ fn seconds(d: Duration) -> String {
     }
 }
 
-pub fn print_summary(s: &LiveSummary, events: usize) {
-    eprint!("{}", summary_text(s, events));
+pub fn print_summary(s: &LiveSummary, events: usize, dos_threshold: u32) {
+    eprint!("{}", summary_text(s, events, dos_threshold));
 }
 
-/// What [`print_summary`] prints.
-pub fn summary_text(s: &LiveSummary, events: usize) -> String {
+/// What [`print_summary`] prints. `dos_threshold`: the DoS filter's, as
+/// configured: every worker's at the end unless one raised its own.
+pub fn summary_text(s: &LiveSummary, events: usize, dos_threshold: u32) -> String {
     use std::fmt::Write as _;
     let summary = Summary {
         counters: s.counters,
-        dos_threshold: 0,
+        dos_threshold: if s.counters.dos_threshold_raises == 0 {
+            dos_threshold
+        } else {
+            0
+        },
         frames: s.frames,
         skipped: 0,
         dropped: s.drops,

@@ -21,6 +21,7 @@ mod manager;
 mod manpages;
 mod metrics_server;
 mod model;
+mod monitor;
 mod network;
 mod run;
 mod split;

@@ -42,14 +42,16 @@ pub fn read_inventory(path: &Path) -> Result<Inventory, Failure> {
     Inventory::parse(&text).map_err(|e| Failure::Usage(format!("clarion: {}: {e}", path.display())))
 }
 
-pub fn print_summary(net: &Network, run: &Replayed, events: usize) {
+/// `dos_threshold`: every host's DoS filter threshold (a file's sweeps
+/// are never late: none is raised).
+pub fn print_summary(net: &Network, run: &Replayed, events: usize, dos_threshold: u32) {
     let mut counters = clarion_engine::Counters::default();
     for (_, c) in net.host_counters() {
         counters.add(&c);
     }
     let s = Summary {
         counters,
-        dos_threshold: 0,
+        dos_threshold,
         frames: run.frames,
         skipped: run.source.skipped,
         dropped: run.source.dropped,

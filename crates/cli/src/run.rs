@@ -114,20 +114,17 @@ fn progress_bar(a: &RunArgs, total: Option<u64>) -> Option<ProgressBar> {
     Some(bar)
 }
 
-/// The monitor configuration the flags describe (file and live runs alike).
+/// The monitor configuration the flags describe (file and live runs
+/// alike): the shared monitor flags, this run's host name and `--health`.
 pub fn monitor_config(a: &RunArgs) -> MonitorConfig {
-    MonitorConfig {
-        flow_capacity: a.flow_capacity,
-        flow_timeout_ns: a.flow_timeout,
-        burst_gap_ns: a.burst_gap,
-        tcp_segment_limit: a.tcp_segment_limit,
-        dos_threshold_bytes: a.dos_threshold.min(clarion_engine::DOS_MAX_THRESHOLD),
-        dos_auto_raise: a.dos_auto_raise,
-        host: a.host.clone().unwrap_or_else(host_name),
-        keep_health: a.health.is_some(),
-        adapt: a.adapt.then(clarion_engine::AdaptConfig::default),
-        ..MonitorConfig::default()
-    }
+    crate::monitor::config(
+        &a.monitor,
+        crate::monitor::Role {
+            host: a.host.clone().unwrap_or_else(host_name),
+            keep_health: a.health.is_some(),
+            history_windows: 0,
+        },
+    )
 }
 
 /// A monitor with every event of `specs` installed.
@@ -147,12 +144,10 @@ pub fn build_monitor(
 }
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
-    if a.adapt && a.interface.is_empty() {
-        return Err(Failure::Usage(
-            "clarion: --adapt sheds work when live traffic outruns the monitor; a file is read as fast as \
-             the monitor goes: give -i IFACE (to study overload on a file: clarion-lab overload)"
-                .into(),
-        ));
+    if a.interface.is_empty() {
+        if let Some(msg) = crate::monitor::file_refusal(&a.monitor) {
+            return Err(Failure::Usage(msg));
+        }
     }
     if !a.interface.is_empty() {
         // Warned before the live run, which loads the file again itself;
@@ -234,7 +229,9 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
             let workers = Workers::start(&monitor_config(a), specs, config)
                 .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", events_name(a))))?;
             let (run, workers, records) = replay_exporting(a, &mut source, workers, exports)?;
-            (run, workers.counters(), 0, records)
+            // A file's sweeps are never late: every worker kept the threshold.
+            let dos_threshold = monitor_config(a).dos_threshold_bytes;
+            (run, workers.counters(), dos_threshold, records)
         }
         Some(specs) => {
             let monitor = build_monitor(a, monitor_config(a), specs)?;
@@ -328,7 +325,8 @@ fn run_network(a: &RunArgs, inventory: &Path, specs: &[EventSpec]) -> Result<Exi
         }
     };
     if !a.quiet {
-        crate::network::print_summary(&run.1, &run.0, specs.len());
+        let dos_threshold = monitor_config(a).dos_threshold_bytes;
+        crate::network::print_summary(&run.1, &run.0, specs.len(), dos_threshold);
     }
     Ok(exit_code(run.0.damage))
 }

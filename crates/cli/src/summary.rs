@@ -8,7 +8,8 @@ use clarion_engine::Counters;
 
 pub struct Summary {
     pub counters: Counters,
-    /// The DoS filter's threshold at the end (0: off).
+    /// The DoS filter's threshold at the end (0: off, or no one threshold:
+    /// live workers raised theirs apart, see `dos_threshold_raises`).
     pub dos_threshold: u32,
     pub frames: u64,
     /// Frames the source could not hand over (unsupported link type).
@@ -64,11 +65,18 @@ impl fmt::Display for Summary {
             thousands(c.flows_evicted),
             thousands(c.packets_untracked)
         )?;
-        if self.dos_threshold > 0 || c.dos_threshold_raises > 0 {
+        if self.dos_threshold > 0 {
             writeln!(
                 f,
                 "  DoS filter: threshold {} B ({} raises after unfinished sweeps), {} packets filtered",
                 thousands(u64::from(self.dos_threshold)),
+                c.dos_threshold_raises,
+                thousands(c.packets_dos_filtered)
+            )?;
+        } else if c.dos_threshold_raises > 0 {
+            writeln!(
+                f,
+                "  DoS filter: threshold raised {} times after unfinished sweeps, {} packets filtered",
                 c.dos_threshold_raises,
                 thousands(c.packets_dos_filtered)
             )?;
