@@ -660,7 +660,7 @@ impl Monitor {
         self.count(p, out);
         if self.bypass.on() {
             let h = hash_key(&p.key);
-            if self.bypass.takes(h) {
+            if self.bypassed(&p.key, h, NO_ENTRY) {
                 self.note_bypassed();
                 return;
             }
@@ -791,7 +791,7 @@ impl Monitor {
                 } else {
                     self.count(p, out);
                 }
-                if self.bypass.on() && self.bypass.takes(h) {
+                if self.bypass.on() && self.bypassed(&p.key, h, entries[j]) {
                     self.note_bypassed();
                     continue;
                 }
@@ -1287,7 +1287,7 @@ impl Monitor {
             report_triggers: Vec::new(),
             partials: Vec::new(),
             adapt: self.adapt.is_some(),
-            bypassed_per_seen: self.bypass.ratio(),
+            bypassed_per_seen: self.bypass.ratio(self.epoch_start, epoch_end),
             loads: Vec::new(),
             shed_parts: Vec::new(),
             direct_counts: Default::default(),

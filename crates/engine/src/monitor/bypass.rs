@@ -18,19 +18,23 @@
 //! a mix and a compare after read and parse, and the batch loop does not
 //! prefetch its slot.
 //!
-//! The share in force changes only at epoch boundaries
-//! ([`Monitor::adapt_to`] decides the next epoch's), so a flow is
-//! bypassed for a whole epoch or not at all, as shedding takes a flow's
-//! state for the epoch at its first packet. A flow bypassed over its idle
-//! timeout comes back as a new life of its flow (its connection state
-//! forgotten), as after any silence.
+//! A flow is bypassed for a whole epoch or not at all, as shedding takes
+//! a flow's state for the epoch at its first packet. [`Monitor::adapt_to`]
+//! lowers the share from the next epoch; it raises it at once (drops are
+//! near), but a flow the raise adds is bypassed only if the epoch has not
+//! measured it yet: for the rest of the epoch such a flow's packets are
+//! looked up (its entry's last packet time says whether it had one), the
+//! others' are not. A flow bypassed over its idle timeout comes back as a
+//! new life of its flow (its connection state forgotten), as after any
+//! silence.
 //!
 //! # Accuracy
 //! The bypassed flows are a uniform sample of flows (a hash range of the
 //! key), whatever triggers they match: of a trigger's flow-epochs in an
 //! epoch with share `b`, the `n` the sweep saw (measured, or shed to a
 //! lighter state) are a `1 − b` sample, so about `n · b / (1 − b)` were
-//! bypassed. The sweep adds that to the trigger's unmeasured flow-epochs
+//! bypassed (in an epoch whose share was raised, `b` counts the raise
+//! for the part of the epoch after it). The sweep adds that to the trigger's unmeasured flow-epochs
 //! of the window, so it enters `flows_unmeasured` and MONA's recall
 //! estimate as shed flows do. Nothing about the bypassed flows is known
 //! beyond their number: the estimate holds on average, not flow by flow.
@@ -43,7 +47,8 @@
 //! # Cost
 //! Normal mode and a share of 0: one predictable branch a packet. A share
 //! above 0: a multiply-xorshift of the key's hash and a compare a packet;
-//! a bypassed packet adds a counter.
+//! a bypassed packet adds a counter; after a raise, until the epoch ends,
+//! a packet of a flow the raise added costs a lookup more.
 
 use super::Monitor;
 
@@ -55,43 +60,111 @@ pub const MAX_BYPASS: f64 = 0.98;
 /// The share of flows bypassed in the running epoch.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Bypass {
-    /// Flows whose [`bypass_bits`] fall below it are bypassed (0: none).
+    /// Flows whose [`bypass_bits`] fall below it are bypassed (0: none):
+    /// the share in force since the epoch began.
     threshold: u64,
-    /// The same as a share of flows, in `[0, MAX_BYPASS]`.
+    /// At or above `threshold`: the share raised during the epoch. Flows
+    /// between the two are bypassed unless measured in the epoch already.
+    raised: u64,
+    /// The two as shares of flows, in `[0, MAX_BYPASS]`, and when the
+    /// share was raised (packet time).
     pub(super) share: f64,
+    raised_share: f64,
+    raised_at_ns: u64,
 }
 
 /// Bits of [`bypass_bits`].
 const BITS: u32 = 53;
 
+/// Whether a flow is bypassed (see [`Bypass::test`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Take {
+    No,
+    Yes,
+    /// Only if the flow was not measured in the epoch yet.
+    UnlessMeasured,
+}
+
+fn clamped(share: f64) -> f64 {
+    if share.is_nan() {
+        0.0
+    } else {
+        share.clamp(0.0, MAX_BYPASS)
+    }
+}
+
+fn bits_of(share: f64) -> u64 {
+    (share * (1u64 << BITS) as f64) as u64
+}
+
 impl Bypass {
     pub(super) fn new(share: f64) -> Self {
-        let share = if share.is_nan() {
-            0.0
-        } else {
-            share.clamp(0.0, MAX_BYPASS)
-        };
+        let share = clamped(share);
         Bypass {
-            threshold: (share * (1u64 << BITS) as f64) as u64,
+            threshold: bits_of(share),
+            raised: bits_of(share),
             share,
+            raised_share: share,
+            raised_at_ns: 0,
+        }
+    }
+
+    /// Raises the share at `now_ns`, within the running epoch: a flow it
+    /// adds is bypassed from its first packet after the raise, unless the
+    /// epoch measured it already (a flow is measured for an epoch whole or
+    /// not at all). Lowering waits for the next epoch.
+    pub(super) fn raise(&mut self, share: f64, now_ns: u64) {
+        let share = clamped(share);
+        if share > self.raised_share {
+            self.raised = bits_of(share);
+            self.raised_share = share;
+            self.raised_at_ns = now_ns;
         }
     }
 
     /// Whether some flows are bypassed.
     #[inline(always)]
     pub(super) fn on(&self) -> bool {
-        self.threshold != 0
+        self.raised != 0
     }
 
-    /// Whether the flow whose key hashes to `h` is bypassed.
+    /// Whether the flow whose key hashes to `h` is bypassed whatever it
+    /// did in the epoch (no need to look it up).
     #[inline(always)]
     pub(super) fn takes(&self, h: u64) -> bool {
         bypass_bits(h) < self.threshold
     }
 
-    /// Bypassed flow-epochs per flow-epoch seen, `b / (1 − b)`.
-    pub(super) fn ratio(&self) -> f64 {
-        self.share / (1.0 - self.share)
+    /// Whether the flow whose key hashes to `h` is bypassed.
+    #[inline(always)]
+    pub(super) fn test(&self, h: u64) -> Take {
+        let b = bypass_bits(h);
+        if b < self.threshold {
+            Take::Yes
+        } else if b < self.raised {
+            Take::UnlessMeasured
+        } else {
+            Take::No
+        }
+    }
+
+    /// Bypassed flow-epochs per flow-epoch seen in the epoch
+    /// `[start_ns, end_ns)`, `b / (1 − b)`, with `b` the share in force
+    /// and, for the part of the epoch after a raise, the raised one (the
+    /// flows it added whose first packet came after it: a uniform spread
+    /// of first packets over the epoch assumed).
+    pub(super) fn ratio(&self, start_ns: u64, end_ns: u64) -> f64 {
+        let mut b = self.share;
+        if self.raised_share > self.share && end_ns > start_ns {
+            let after = end_ns.saturating_sub(self.raised_at_ns.max(start_ns));
+            b += (self.raised_share - self.share) * after as f64 / (end_ns - start_ns) as f64;
+        }
+        b / (1.0 - b)
+    }
+
+    /// The share of flows bypassed at their next first packet.
+    pub(super) fn current(&self) -> f64 {
+        self.raised_share
     }
 }
 
@@ -106,15 +179,17 @@ fn bypass_bits(h: u64) -> u64 {
 }
 
 impl Monitor {
-    /// Degraded mode: the share of flows bypassed in the running epoch (0
-    /// in normal mode).
+    /// Degraded mode: the share of flows bypassed at their next first
+    /// packet of an epoch (0 in normal mode).
     pub fn bypass(&self) -> f64 {
-        self.bypass.share
+        self.bypass.current()
     }
 
-    /// Whether the flow of `key` is bypassed in the running epoch.
+    /// Whether the flow of `key` is bypassed from its next packet on
+    /// (unless measured in the running epoch already, under a share
+    /// raised during it).
     pub fn bypasses(&self, key: &clarion_wire::FlowKey) -> bool {
-        self.bypass.on() && self.bypass.takes(crate::flow_table::hash_key(key))
+        self.bypass.on() && self.bypass.test(crate::flow_table::hash_key(key)) != Take::No
     }
 
     /// Degraded mode: imposes the share of flows bypassed from the next
@@ -134,6 +209,32 @@ impl Monitor {
         if let Some(a) = self.adapt.as_ref() {
             self.bypass = Bypass::new(a.bypass);
         }
+    }
+
+    /// Whether the packet of `key` (hash `h`, its entry likely `hint`) is
+    /// bypassed: [`Bypass::test`], the flow looked up when the share was
+    /// raised during the epoch.
+    #[inline(always)]
+    pub(super) fn bypassed(&self, key: &clarion_wire::FlowKey, h: u64, hint: u32) -> bool {
+        match self.bypass.test(h) {
+            Take::No => false,
+            Take::Yes => true,
+            Take::UnlessMeasured => !self.measured_in_epoch(key, h, hint),
+        }
+    }
+
+    /// Whether the flow of `key` had a packet measured in the running epoch.
+    #[cold]
+    fn measured_in_epoch(&self, key: &clarion_wire::FlowKey, h: u64, hint: u32) -> bool {
+        let of_key = |i: u32| {
+            self.flows
+                .entries
+                .get(i as usize)
+                .filter(|e| e.live && e.key == *key)
+        };
+        of_key(hint)
+            .or_else(|| self.flows.find(key, h).and_then(of_key))
+            .is_some_and(|e| e.stats_ts >= self.epoch_start)
     }
 
     /// A bypassed packet (already counted in the epoch's totals).
@@ -168,7 +269,7 @@ mod tests {
         assert!(!Bypass::new(0.0).on());
         assert_eq!(Bypass::new(2.0).share, MAX_BYPASS);
         assert_eq!(Bypass::new(f64::NAN).share, 0.0);
-        assert!((Bypass::new(0.5).ratio() - 1.0).abs() < 1e-12);
+        assert!((Bypass::new(0.5).ratio(0, 10) - 1.0).abs() < 1e-12);
     }
 
     fn key(i: u64) -> clarion_wire::FlowKey {

@@ -707,6 +707,9 @@ impl Monitor {
             a.shed = shed;
             a.bypass = bypass;
         }
+        // More at once (drops are near), for the flows not yet measured in
+        // the epoch; less from the next epoch.
+        self.bypass.raise(bypass, self.now);
         Some(decision)
     }
 
