@@ -68,6 +68,7 @@
 //! calibration pass, the reference once.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -161,6 +162,14 @@ pub struct OverloadArgs {
     /// Print one JSON object (with the per-window table) on standard output.
     #[arg(long)]
     pub json: bool,
+
+    /// Write one JSON line per mode, event and event window (schema
+    /// clarion.overload-window/1): the queue's arrivals and drops, the shed
+    /// depth and bypassed share, the true reports, the monitor's, how many
+    /// of them were true and false, the true recall and the estimate, so
+    /// that the estimator can be checked window by window.
+    #[arg(long, value_name = "FILE")]
+    pub windows: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -508,6 +517,68 @@ pub struct EventFigures {
     pub error_sum: f64,
 }
 
+/// One event window of one mode, as `--windows` writes it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WindowFigures {
+    /// The window on the simulated clock (from 0), ns.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Groups the reference reports, the monitor reports, and both.
+    pub true_reports: u64,
+    pub reports: u64,
+    pub found: u64,
+    /// The monitor's degraded-mode record of the window, if it made one:
+    /// (flow-epochs measured, unmeasured, recall estimate).
+    pub accuracy: Option<(u64, u64, f64)>,
+}
+
+impl WindowFigures {
+    /// Reports the reference does not make.
+    pub fn false_reports(&self) -> u64 {
+        self.reports - self.found
+    }
+
+    /// found / true reports; `None` without a true report.
+    pub fn true_recall(&self) -> Option<f64> {
+        (self.true_reports > 0).then(|| self.found as f64 / self.true_reports as f64)
+    }
+}
+
+/// Per event and event window (on the monitor's clock): what `--windows`
+/// writes, from the true reports, the monitor's, and its health records'
+/// accuracy. A window appears if any of the three has it.
+pub fn window_figures(
+    truth: &BTreeMap<WindowKey, BTreeSet<String>>,
+    reports: &[Report],
+    health: &[Health],
+) -> BTreeMap<WindowKey, WindowFigures> {
+    let made = by_window(reports);
+    let mut out: BTreeMap<WindowKey, WindowFigures> = BTreeMap::new();
+    let mut ends: BTreeMap<WindowKey, u64> = BTreeMap::new();
+    for r in reports {
+        ends.insert((r.event.to_string(), r.window.start_ns), r.window.end_ns);
+    }
+    for a in health.iter().flat_map(|h| &h.accuracy) {
+        let key = (a.event.clone(), a.window.start_ns);
+        ends.insert(key.clone(), a.window.end_ns);
+        out.entry(key).or_default().accuracy =
+            Some((a.flows_measured, a.flows_unmeasured, a.recall_estimate));
+    }
+    for (key, groups) in truth {
+        let w = out.entry(key.clone()).or_default();
+        w.true_reports = groups.len() as u64;
+        w.found = made.get(key).map_or(0, |g| g.intersection(groups).count() as u64);
+    }
+    for (key, groups) in &made {
+        out.entry(key.clone()).or_default().reports = groups.len() as u64;
+    }
+    for (key, w) in &mut out {
+        w.start_ns = key.1;
+        w.end_ns = ends.get(key).copied().unwrap_or(key.1);
+    }
+    out
+}
+
 /// Per event: the monitor's reports and health against the true reports.
 pub fn accuracy(
     truth: &BTreeMap<WindowKey, BTreeSet<String>>,
@@ -626,6 +697,12 @@ pub fn overload(a: &OverloadArgs) -> Result<ExitCode, Failure> {
         Mode::Adapt => &[("adapt", true)],
         Mode::Both => &[("static", false), ("adapt", true)],
     };
+    let mut windows_out = match &a.windows {
+        Some(path) => Some(std::io::BufWriter::new(std::fs::File::create(path).map_err(
+            |e| Failure::Runtime(anyhow!("cannot create {}: {e}", path.display())),
+        )?)),
+        None => None,
+    };
     let mut results = Vec::new();
     for &(name, adapt) in modes {
         let control = (a.accuracy_threshold > 0.0).then_some(a.accuracy_threshold);
@@ -633,6 +710,10 @@ pub fn overload(a: &OverloadArgs) -> Result<ExitCode, Failure> {
         let run = simulate(times.iter().copied(), a.ring, a.window, &mut server)?;
         let (reports, health, rows, counters) = server.finish();
         let figures = accuracy(&truth, &reports, &health, &names);
+        if let Some(out) = windows_out.as_mut() {
+            write_windows(out, name, &window_figures(&truth, &reports, &health), &rows)
+                .map_err(|e| Failure::Runtime(anyhow!("writing --windows: {e}")))?;
+        }
         let mut m = mode_json(name, &run, &rows, &figures);
         m["monitor"] = json!({
             "packets": counters.packets,
@@ -647,6 +728,10 @@ pub fn overload(a: &OverloadArgs) -> Result<ExitCode, Failure> {
         results.push(m);
     }
 
+    if let Some(mut out) = windows_out {
+        out.flush()
+            .map_err(|e| Failure::Runtime(anyhow!("writing --windows: {e}")))?;
+    }
     let out = json!({
         "pcap": a.pcap.display().to_string(),
         "events": a.events.display().to_string(),
@@ -673,6 +758,54 @@ pub fn overload(a: &OverloadArgs) -> Result<ExitCode, Failure> {
         print_table(&out);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--windows`: one line per event window of mode `mode`, with the queue
+/// windows inside it (`rows`): arrivals and drops summed, the shed depth
+/// and bypassed share averaged.
+fn write_windows(
+    out: &mut impl Write,
+    mode: &str,
+    windows: &BTreeMap<WindowKey, WindowFigures>,
+    rows: &[Row],
+) -> std::io::Result<()> {
+    for ((event, _), w) in windows {
+        let (start, end) = (
+            w.start_ns.saturating_sub(BASE_NS),
+            w.end_ns.saturating_sub(BASE_NS),
+        );
+        let inside: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.stats.start_ns >= start && r.stats.end_ns <= end)
+            .collect();
+        let n = inside.len().max(1) as f64;
+        let line = json!({
+            "schema": "clarion.overload-window/1",
+            "mode": mode,
+            "event": event,
+            "start_ns": start,
+            "end_ns": end,
+            "arrivals": inside.iter().map(|r| r.stats.arrivals).sum::<u64>(),
+            "drops": inside.iter().map(|r| r.stats.dropped).sum::<u64>(),
+            "shed": inside.iter().map(|r| r.shed_depth).sum::<f64>() / n,
+            "bypass": inside.iter().map(|r| r.bypass).sum::<f64>() / n,
+            "true_reports": w.true_reports,
+            "reports": w.reports,
+            "true_positives": w.found,
+            "false_reports": w.false_reports(),
+            "true_recall": w.true_recall(),
+            "flows_measured": w.accuracy.map(|a| a.0),
+            "flows_unmeasured": w.accuracy.map(|a| a.1),
+            "recall_estimate": w.accuracy.map(|a| a.2).filter(|e| e.is_finite()),
+            "estimate_error": w.accuracy
+                .map(|a| a.2)
+                .zip(w.true_recall())
+                .map(|(e, t)| (e - t).abs())
+                .filter(|e| e.is_finite()),
+        });
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
 }
 
 fn mode_json(

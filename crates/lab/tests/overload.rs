@@ -10,10 +10,13 @@
 //! - period 100 ms: adaptation at least halves the drops (MONA §VI-A);
 //! - period 250 ms: the static monitor drops, the adaptive one drops far
 //!   less (MONA claims none: see `adapt_drops_nothing_at_250ms`, ignored,
-//!   and docs/performance.md for why it does not hold here);
+//!   and docs/performance.md for the first windows' drops);
+//! - `--windows` lines agree with the JSON's per-event figures and its
+//!   queue table, window by window;
 //! - the same flags give the same JSON, byte for byte;
 //! - generated traffic (`clarion-lab gen`) at a constant 1.5× load, and
-//!   the shared LAN capture (skipped with a message where absent).
+//!   the shared LAN capture (skipped with a message where absent; there
+//!   adaptation drops a tenth of static's at most).
 
 // Test helpers may unwrap: a missing field is the test's failure.
 #![allow(clippy::unwrap_used)]
@@ -194,10 +197,79 @@ fn period_100ms_adaptation_halves_the_drops_and_runs_are_identical() {
     assert!(2 * ad <= st, "adapt drops {ad}, static {st}: less than halved");
 }
 
+/// `--windows`' lines against the run's own JSON: each mode's and
+/// event's windows with a true report, their summed true recall and
+/// satisfied count, and the mean estimate error are the per-event figures;
+/// each line's false reports are its reports less the true ones; its
+/// arrivals and drops are the queue's table's for that window.
+fn check_windows(r: &Value, lines: &str) {
+    let lines: Vec<Value> = lines.lines().map(parse).collect();
+    assert!(!lines.is_empty(), "no --windows line");
+    for m in r["modes"].as_array().unwrap() {
+        let name = m["mode"].as_str().unwrap();
+        let mine: Vec<&Value> = lines.iter().filter(|l| l["mode"] == name).collect();
+        for l in &mine {
+            assert_eq!(l["schema"], "clarion.overload-window/1");
+            assert_eq!(
+                u(&l["false_reports"]),
+                u(&l["reports"]) - u(&l["true_positives"]),
+                "{l}"
+            );
+            assert!(u(&l["true_positives"]) <= u(&l["true_reports"]), "{l}");
+            let row = m["table"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| u(&t["window"]) * u(&r["window_ns"]) == u(&l["start_ns"]))
+                .unwrap_or_else(|| panic!("no queue window for {l}"));
+            assert_eq!(
+                (&l["arrivals"], &l["drops"]),
+                (&row["arrivals"], &row["drops"]),
+                "{l}"
+            );
+        }
+        for e in m["events"].as_array().unwrap() {
+            let ev: Vec<&&Value> = mine
+                .iter()
+                .filter(|l| l["event"] == e["event"] && u(&l["true_reports"]) > 0)
+                .collect();
+            assert_eq!(ev.len() as u64, u(&e["windows"]), "{name} {e}");
+            let recall: f64 = ev.iter().map(|l| l["true_recall"].as_f64().unwrap()).sum();
+            if let Some(mean) = e["mean_true_recall"].as_f64() {
+                assert!((recall / ev.len() as f64 - mean).abs() < 1e-9, "{name} {e}");
+            }
+            let satisfied = ev
+                .iter()
+                .filter(|l| l["true_recall"].as_f64().unwrap() >= 0.75)
+                .count();
+            assert_eq!(satisfied as u64, u(&e["satisfied"]), "{name} {e}");
+            let errors: Vec<f64> = ev.iter().filter_map(|l| l["estimate_error"].as_f64()).collect();
+            assert_eq!(errors.len() as u64, u(&e["estimated_windows"]), "{name} {e}");
+            if let Some(mean) = e["mean_estimate_error"].as_f64() {
+                let got = errors.iter().sum::<f64>() / errors.len() as f64;
+                assert!((got - mean).abs() < 1e-9, "{name} {e}: {got}");
+            }
+        }
+    }
+}
+
 #[test]
 fn period_250ms_static_drops_and_adaptation_drops_far_less() {
-    let r = parse(&run(&demo(), &["--period", "250ms", "--duration", "250ms"]));
+    let dir = tempfile::tempdir().unwrap();
+    let windows = dir.path().join("windows.jsonl");
+    let r = parse(&run(
+        &demo(),
+        &[
+            "--period",
+            "250ms",
+            "--duration",
+            "250ms",
+            "--windows",
+            windows.to_str().unwrap(),
+        ],
+    ));
     check_books(&r);
+    check_windows(&r, &std::fs::read_to_string(&windows).unwrap());
     eprintln!("period 250 ms: {}", summary(&r));
     let (st, ad) = (mode(&r, "static"), mode(&r, "adapt"));
     assert!(u(&st["drops"]) > 0);
@@ -212,13 +284,13 @@ fn period_250ms_static_drops_and_adaptation_drops_far_less() {
 }
 
 /// MONA's claim for T = 250 ms (§VI-A, Fig. 7a): adaptation keeps up and
-/// drops nothing. It does not hold here: at the sine's peak the lightest
-/// states cost more than the inter-arrival time (the lookup and the
-/// update's fixed part cannot be shed), the last window's arrivals forecast
-/// the next too low on the rising slope, and no decision exists before the
-/// first epoch is swept. Kept to measure progress: `--ignored` runs it.
+/// drops nothing. It holds once the first decision is made (bypassed
+/// flows absorb what the lightest states cannot), but not before: no
+/// decision exists before the first epoch is swept, and the sine starts at
+/// the mean, rising, so the first two windows drop. Kept to measure
+/// progress: `--ignored` runs it.
 #[test]
-#[ignore = "MONA's zero-loss claim at T = 250 ms does not hold with this cost model (docs/performance.md)"]
+#[ignore = "the first windows drop before any decision exists (docs/performance.md)"]
 fn adapt_drops_nothing_at_250ms() {
     let r = parse(&run(
         &demo(),
@@ -261,5 +333,6 @@ fn the_lan_capture() {
     eprintln!("pathspider_real, period 250 ms: {}", summary(&r));
     let (st, ad) = (u(&mode(&r, "static")["drops"]), u(&mode(&r, "adapt")["drops"]));
     assert!(st > 0);
-    assert!(ad < st, "adapt drops {ad}, static {st}");
+    // Insertion-bound: bypassed flows are never inserted (docs/performance.md).
+    assert!(10 * ad < st, "adapt drops {ad}, static {st}");
 }
