@@ -412,6 +412,9 @@ fn export_args(a: &AgentArgs) -> crate::args::ExportArgs {
 
 pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
     clarion_cmdline::log::init(a.log_format).map_err(|e| Failure::Usage(format!("clarion: {e}")))?;
+    // The host's own reports (of --events, or of events added through --api) go to --output or standard output.
+    let reporting = a.events.is_some() || a.live.api.is_some();
+    crate::exports::check_stdout(&a.export, reporting && a.output.is_none())?;
     // Before the events are read and the manager is looked for.
     if a.interface.is_empty() {
         if let Some(msg) = crate::monitor::file_refusal(&a.monitor) {
@@ -485,7 +488,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         speed: a.speed,
         ..ReplayOptions::default()
     };
-    let run = replay(&mut source, &mut with, &mut ag, &options)?;
+    let run = replay(&mut source, &mut with, &mut ag, &options).map_err(crate::exports::replay_failure)?;
     if let Some(apps) = with.apps().filter(|r| !r.names().is_empty()) {
         crate::exports::write_app_report(apps, apps_out.as_deref())?;
     }

@@ -294,7 +294,9 @@ pub struct ExportArgs {
     /// TCP FIN or RST, or the end of input) to DEST; repeat for several:
     /// FILE.jsonl (JSON lines), FILE.parquet, FILE.ipfix (RFC 5655 file),
     /// ipfix+udp://HOST:PORT or ipfix+tcp://HOST:PORT (an IPFIX collector:
-    /// nfcapd, pmacct, goflow2, ipfixcol2, ntopng).
+    /// nfcapd, pmacct, goflow2, ipfixcol2, ntopng); JSON lines also to -
+    /// (standard output, if the reports are not there) and to a named pipe
+    /// or character device (/dev/null) whatever its name.
     #[arg(long, value_name = "DEST")]
     pub records: Vec<String>,
 

@@ -21,7 +21,8 @@ use crate::summary::thousands;
 use crate::Failure;
 
 /// What the forms of `--records DEST` are, for messages.
-const FORMS: &str = "FILE.jsonl, FILE.parquet, FILE.ipfix, ipfix+udp://HOST:PORT or ipfix+tcp://HOST:PORT";
+const FORMS: &str = "FILE.jsonl, FILE.parquet, FILE.ipfix, ipfix+udp://HOST:PORT, ipfix+tcp://HOST:PORT, \
+     - (JSON lines to standard output) or a named pipe or character device such as /dev/null (JSON lines)";
 
 /// The schema of the apps' output (`--app`, `clarion apps run`).
 pub const APPS_SCHEMA: &str = "clarion.apps/1";
@@ -261,10 +262,41 @@ pub fn app_runtime(names: &[String]) -> Result<AppRuntime, Failure> {
     Ok(apps)
 }
 
+/// `--records -` is standard output's only writer: refused beside the
+/// reports (`reports_to_stdout`: no `--output`) or the apps' report
+/// there, or given twice, each an interleaving no reader could split.
+pub fn check_stdout(a: &ExportArgs, reports_to_stdout: bool) -> Result<(), Failure> {
+    let dashes = a.records.iter().filter(|d| *d == "-").count();
+    let other = if dashes == 0 {
+        return Ok(());
+    } else if dashes > 1 {
+        "another --records -"
+    } else if reports_to_stdout {
+        "the reports (give --output FILE for them)"
+    } else if !a.app.is_empty() && a.app_output.is_none() {
+        "the apps' report (give --app-output FILE for it)"
+    } else {
+        return Ok(());
+    };
+    Err(Failure::Usage(format!(
+        "clarion: --records -: standard output already carries {other}"
+    )))
+}
+
+/// The sink of one `--records DEST`. The extension or scheme names the
+/// format; without one, `-` (standard output) and a path that is a named
+/// pipe or a character device (`/dev/null`, a terminal) take JSON lines,
+/// and anything else is refused, not guessed.
 fn open_records(dest: &str) -> Result<Box<dyn RecordSink + Send>, Failure> {
     if clarion_ipfix::is_ipfix_destination(dest) {
         let sink = clarion_ipfix::open(dest).map_err(|e| Failure::Runtime(anyhow!(e)))?;
         return Ok(Box::new(sink));
+    }
+    if dest == "-" {
+        return Ok(Box::new(JsonLinesRecords::new(
+            std::io::stdout(),
+            "standard output",
+        )));
     }
     let path = Path::new(dest);
     match path.extension().and_then(|e| e.to_str()) {
@@ -280,10 +312,26 @@ fn open_records(dest: &str) -> Result<Box<dyn RecordSink + Send>, Failure> {
         _ if dest.contains("://") => Err(Failure::Usage(format!(
             "clarion: --records {dest}: unknown scheme; give {FORMS}"
         ))),
+        _ if is_stream(path) => {
+            // Opened as it is: a pipe's reader or a device, nothing to truncate.
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| Failure::Runtime(anyhow!("cannot open --records {dest}: {e}")))?;
+            Ok(Box::new(JsonLinesRecords::new(f, dest)))
+        }
         _ => Err(Failure::Usage(format!(
             "clarion: --records {dest}: the format is named by the file's extension; give {FORMS}"
         ))),
     }
+}
+
+/// A named pipe or a character device (links followed: `/dev/stdout`
+/// is whatever descriptor 1 is).
+fn is_stream(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device())
 }
 
 fn open_gpvs(path: &Path) -> Result<Box<dyn GpvSink>, Failure> {
@@ -552,6 +600,25 @@ pub fn record_error(e: clarion_records::RecordError) -> Failure {
     match e {
         clarion_records::RecordError::BrokenPipe => Failure::BrokenPipe,
         other => Failure::Runtime(anyhow!(other).context("cannot write flow records")),
+    }
+}
+
+/// A replay's failure, a records destination's closed reader (`--records -`
+/// into `| head`) made the quiet broken pipe a report sink's is.
+pub fn replay_failure(f: Failure) -> Failure {
+    use clarion_host::HostError;
+    use clarion_records::RecordError;
+
+    match f {
+        Failure::Runtime(e)
+            if matches!(
+                e.downcast_ref::<HostError>(),
+                Some(HostError::Records(RecordError::BrokenPipe))
+            ) =>
+        {
+            Failure::BrokenPipe
+        }
+        f => f,
     }
 }
 

@@ -144,6 +144,9 @@ pub fn build_monitor(
 }
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
+    // Reports (of --events, or of events added through --api) go to --output or standard output.
+    let reporting = a.events.is_some() || a.live.api.is_some();
+    crate::exports::check_stdout(&a.export, reporting && a.output.is_none())?;
     if a.interface.is_empty() {
         if let Some(msg) = crate::monitor::file_refusal(&a.monitor) {
             return Err(Failure::Usage(msg));
@@ -420,7 +423,8 @@ fn replay_into<S: Frames, St: Stage + ?Sized>(
         bar: progress_bar(a, source.source_stats().bytes_total),
         health: a.health.as_deref().map(HealthFile::create).transpose()?,
     };
-    let run = replay(source, stage, &mut driver, &ReplayOptions::default())?;
+    let run = replay(source, stage, &mut driver, &ReplayOptions::default())
+        .map_err(crate::exports::replay_failure)?;
     if let Some(h) = &mut driver.health {
         h.write(stage)?;
         h.flush()?;

@@ -291,3 +291,113 @@ fn mistakes_are_named() {
     );
     assert!(stderr(&o).contains("--events"), "{}", stderr(&o));
 }
+
+/// Issue 37: a destination without a format's extension that is not a
+/// file to create (`/dev/null`, a named pipe, `-` for standard output)
+/// takes JSON lines, the same records as `FILE.jsonl`; a regular file so
+/// named is still refused, and `-` beside the reports on standard output.
+#[test]
+fn records_go_to_dev_null_a_named_pipe_and_standard_output() {
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let capture = repo().join("examples/demo.pcap");
+    let packets = load(&capture);
+    let want = sorted(
+        clarion_reference::flows::flow_records(&packets, IDLE_NS, ACTIVE_NS)
+            .iter()
+            .map(row),
+    );
+    let rows = |text: &str| -> Vec<Row> {
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+            .collect();
+        assert!(lines.iter().all(|v| v["schema"] == "clarion.flow/1"), "{text}");
+        sorted(lines.iter().map(from_json))
+    };
+
+    let o = run_records(&capture, &[Path::new("/dev/null")], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+
+    let o = run_records(&capture, &[Path::new("-")], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        rows(&String::from_utf8_lossy(&o.stdout)) == want,
+        "records on standard output differ from the reference"
+    );
+
+    // A reader gone (`| head`) ends the run quietly, as it does the reports'.
+    let mut child = common::clarion_process()
+        .args(["run", "--quiet", "--records", "-", "--pcap"])
+        .arg(&capture)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("clarion starts");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("clarion ends");
+    assert!(
+        o.status.success() && o.stderr.is_empty(),
+        "{:?}: {}",
+        o.status,
+        stderr(&o)
+    );
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fifo = dir.path().join("flows");
+    let c = std::ffi::CString::new(fifo.to_str().expect("utf-8 path")).expect("no NUL");
+    // SAFETY: a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).expect("the pipe reads"))
+    };
+    let o = run_records(&capture, &[&fifo], &[]);
+    // Had clarion not opened the pipe, the reader would wait for a writer:
+    // one that opens and closes at once ends it (ENXIO if it had ended).
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo);
+    let text = reader.join().expect("reader");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        rows(&text) == want,
+        "records through the pipe differ from the reference"
+    );
+
+    // A regular file without an extension is refused, not guessed, and left as it was.
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "kept\n").expect("a file");
+    let o = run_records(&capture, &[&plain], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("extension") && stderr(&o).contains("/dev/null"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&plain).expect("still there"), "kept\n");
+
+    // Standard output holds one stream.
+    let o = run_records(
+        &capture,
+        &[Path::new("-")],
+        &["--events", "examples/demo.clarion"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--records -") && stderr(&o).contains("--output"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run_records(&capture, &[Path::new("-"), Path::new("-")], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = run_records(
+        &capture,
+        &[Path::new("-"), Path::new("/dev/null")],
+        &["--events", "examples/demo.clarion", "--output", "/dev/null"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(rows(&String::from_utf8_lossy(&o.stdout)) == want);
+}
