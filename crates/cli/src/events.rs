@@ -16,6 +16,7 @@ pub const AFTER_HELP: &str = "Examples:
   clarion events show service_load_spike
   clarion events rm service_load_spike
   clarion events watch | jq .values
+  clarion events watch --format table --event service_load_spike
   clarion events hosts
   clarion events hosts --json | jq '.[] | {name, completeness: .health.completeness}'
   clarion events --api http://10.0.0.5:8700 --token \"$TOKEN\" list
@@ -30,7 +31,9 @@ The token sent is --token (CLARION_API_TOKEN), else the one in
 exists: where a server run by the same user keeps its own. A server run
 as root keeps root's: use sudo, or copy the token.
 `watch` prints each fired network-wide event (a host's: each report) as a
-JSON line (schema clarion.report/1) until interrupted.";
+JSON line (schema clarion.report/1), or as a table row (--format table;
+on a terminal by default), until interrupted; --event NAME keeps only
+that event's reports (and its drill-down instances').";
 
 /// Where the control API is and the token to send (`clarion events`,
 /// `clarion apps`).
@@ -108,8 +111,8 @@ pub enum Action {
         #[arg(value_name = "NAME")]
         name: String,
     },
-    /// Print fired network-wide events as JSON lines as they come.
-    Watch,
+    /// Print fired network-wide events as they come: JSON lines, or a table.
+    Watch(crate::watch::WatchArgs),
     /// List the inventory's hosts and their health: packets/s (over the
     /// last 5 s), packets lost (kernel drops, malformed, untracked), the
     /// share of packets inspected, the latest sweep's time and late sweeps
@@ -204,20 +207,9 @@ pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
             let text = serde_json::to_string_pretty(&hosts).map_err(|e| Failure::Runtime(e.into()))?;
             writeln!(out, "{text}").map_err(io)?;
         }
-        Action::Watch => {
-            let mut failed = None;
-            client
-                .watch(|json| match writeln!(out, "{json}").and_then(|_| out.flush()) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        failed = Some(e);
-                        false
-                    }
-                })
-                .map_err(failure)?;
-            if let Some(e) = failed {
-                return Err(io(e));
-            }
+        Action::Watch(w) => {
+            let is_tty = std::io::IsTerminal::is_terminal(&stdout);
+            crate::watch::watch(&client, failure, w, &mut out, is_tty)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -26,6 +26,7 @@ mod network;
 mod run;
 mod split;
 mod summary;
+mod watch;
 
 use std::process::ExitCode;
 
