@@ -476,11 +476,16 @@ event bursty_flows
             100.0 * mean,
             100.0 * max
         );
-        // MONA's figures (Fig. 5a) for tasks whose groups are flows. A
-        // source's event is lost with any of its flows (MONA Fig. 9): for
-        // `per src_ip` the estimate is only printed (docs/adapt.md).
-        if event != "heavy_sources" {
-            assert!(errs.len() >= 50, "{event}: only {} windows compared", errs.len());
+        // MONA's figures (Fig. 5a), for tasks whose groups are flows and,
+        // with sums and counts scaled back up by the measured share, for
+        // `per src_ip` groups (docs/adapt.md), which close fewer windows.
+        let enough = if event == "heavy_sources" { 5 } else { 50 };
+        {
+            assert!(
+                errs.len() >= enough,
+                "{event}: only {} windows compared",
+                errs.len()
+            );
             assert!(
                 max <= 0.2,
                 "{event}: a window's estimate is {:.1}% off",

@@ -546,6 +546,7 @@ impl Merger {
                 continue;
             };
             let window_first = out.len();
+            let closed = p.open.is_some();
             if let Some(open) = p.open {
                 let trig = &mut t.trigger;
                 trig.close(open, end_ns, keep);
@@ -567,7 +568,14 @@ impl Merger {
             }
             if let Some(book) = self.recall.as_mut() {
                 let found = (out.len() - window_first) as u64;
-                let recall = book.estimate(id, p.measured, p.unmeasured, found);
+                let mut recall = book.estimate(id, p.measured, p.unmeasured, found);
+                // Groups of many flows: estimated from the groups, as a
+                // monitor does (`Trigger::group_recall`).
+                if closed {
+                    if let Some(r) = t.trigger.group_recall(p.measured, p.unmeasured, found) {
+                        recall = Some(r);
+                    }
+                }
                 for r in &mut out[window_first..] {
                     r.completeness.degraded = true;
                     r.completeness.flows_unmeasured = p.unmeasured;

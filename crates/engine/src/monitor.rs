@@ -1491,7 +1491,12 @@ impl Monitor {
                         unmeasured,
                     });
                 }
-                let recall = a.estimate(tid, measured, unmeasured, found);
+                let mut recall = a.estimate(tid, measured, unmeasured, found);
+                // Groups of many flows: estimated from the groups instead.
+                if let Some(r) = trig.group_recall(measured, unmeasured, found) {
+                    a.note_recall(tid, r);
+                    recall = Some(r);
+                }
                 for r in &mut s.reports[first_report..] {
                     r.completeness.degraded = true;
                     r.completeness.flows_unmeasured = unmeasured;

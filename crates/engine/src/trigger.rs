@@ -756,6 +756,49 @@ impl Trigger {
         truthy(self.pred.eval(vals))
     }
 
+    /// Degraded mode: the recall of the window just closed (the newest in
+    /// the history), of `found` reports, if the trigger's groups hold many
+    /// flows and some of its `measured + unmeasured` flow-epochs were not
+    /// measured. Flows are shed and bypassed by a hash of their key, a
+    /// uniform share of each group's, so a group's sums and counts shrink
+    /// to the measured share while its other values keep their
+    /// expectation: the groups missed are those that fire once scaled back
+    /// up. (MONA's per-flow estimator would count each unmeasured flow as a
+    /// possible event of its own.) `None` for groups of one flow.
+    pub(crate) fn group_recall(&self, measured: u64, unmeasured: u64, found: u64) -> Option<f64> {
+        if unmeasured == 0 || measured == 0 || one_flow_per_group(&self.spec.granularity, 0) {
+            return None;
+        }
+        let scale = (measured + unmeasured) as f64 / measured as f64;
+        let mut buf = Vec::new();
+        let missed = self.history.newest().map_or(0, |(_, groups)| {
+            groups
+                .filter(|(_, v)| !self.fires(v) && self.fires_scaled(v, scale, &mut buf))
+                .count() as u64
+        });
+        Some(if found + missed == 0 {
+            1.0
+        } else {
+            found as f64 / (found + missed) as f64
+        })
+    }
+
+    /// Whether the predicate holds once every sum and count among the
+    /// values is multiplied by `scale` (the other aggregates and the state
+    /// values as they are): what a group measured on a uniform share
+    /// `1 / scale` of its flows would have given measured on all of them.
+    /// `buf` is scratch space.
+    pub(crate) fn fires_scaled(&self, vals: &[f64], scale: f64, buf: &mut Vec<f64>) -> bool {
+        buf.clear();
+        buf.extend_from_slice(vals);
+        for (v, agg) in buf.iter_mut().zip(&self.aggs) {
+            if matches!(agg.func, AggFunc::Sum | AggFunc::Count) {
+                *v *= scale;
+            }
+        }
+        truthy(self.pred.eval(buf))
+    }
+
     /// Closes the open window `w` (which ends at `end_ns`) into the
     /// history, as its newest window of at most `keep`: the values of every
     /// group that had packets, in no particular order. Remembers the latest

@@ -45,7 +45,12 @@
 //! but its state dropped it). At each window's close the trigger's
 //! `clarion_adapt::RecallEstimator` turns them and the window's reports
 //! into a recall estimate, carried by each report's completeness and, for
-//! every closing window, by the epoch's health record.
+//! every closing window, by the epoch's health record. A trigger whose
+//! groups hold many flows (not `per 5tuple`) is estimated from its groups
+//! instead (`Trigger::group_recall`, by the monitor and the multi-worker
+//! merger alike): flows are shed by hash, a uniform share of each group's,
+//! so the groups missed are those that fire once their sums and counts
+//! are scaled back up by the measured share.
 //!
 //! # Accuracy control
 //! With `AdaptConfig::accuracy_threshold`, each sweep's end runs MONA's
@@ -204,6 +209,18 @@ impl Adapt {
         }
         self.recall_now[i] = recall;
         Some(recall)
+    }
+}
+
+impl Adapt {
+    /// Keeps `recall` as trigger `tid`'s latest estimate (accuracy control),
+    /// where it was estimated otherwise than by [`Adapt::estimate`].
+    pub(super) fn note_recall(&mut self, tid: TriggerId, recall: f64) {
+        let i = tid as usize;
+        if self.recall_now.len() <= i {
+            self.recall_now.resize(i + 1, 1.0);
+        }
+        self.recall_now[i] = recall;
     }
 }
 
