@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Debian packages of Clarion: clarion (the command, stripped;
-# manual pages; bash, zsh and fish completions; the clarion-agent systemd
-# unit; /etc/clarion/clarion.toml) and clarion-dbgsym (the debug
-# information split off the binary, found by its build id).
+# manual pages; bash, zsh and fish completions; the clarion-agent and
+# clarion-manager systemd units; /etc/clarion/clarion.toml) and
+# clarion-dbgsym (the debug information split off the binary, found by
+# its build id).
 #
 # Usage: bash scripts/package-deb.sh [--no-build] [--bin FILE] [--out DIR]
 #   --no-build  package the binary as built (default: cargo build --release first)
@@ -64,8 +65,10 @@ install -d "$main/usr/share/bash-completion/completions" \
 "$bin" completions zsh >"$main/usr/share/zsh/vendor-completions/_clarion"
 "$bin" completions fish >"$main/usr/share/fish/vendor_completions.d/clarion.fish"
 
-# The service, its configuration, the docs.
-install -D -m 0644 packaging/clarion-agent.service "$main/usr/lib/systemd/system/clarion-agent.service"
+# The services, their configuration, the docs.
+for unit in clarion-agent clarion-manager; do
+  install -D -m 0644 "packaging/$unit.service" "$main/usr/lib/systemd/system/$unit.service"
+done
 install -D -m 0640 packaging/clarion.toml "$main/etc/clarion/clarion.toml"
 doc=$main/usr/share/doc/clarion
 install -d "$doc/examples"

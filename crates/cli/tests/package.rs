@@ -1,19 +1,25 @@
 //! The Debian package (`scripts/package-deb.sh`) on a clean Debian: built
 //! from the tested binary, installed with `dpkg` into a fresh Debian root
 //! (`mmdebstrap`), booted with systemd as its init (`systemd-nspawn
-//! --boot`), and its `clarion-agent` unit started by systemd. Checked
-//! against what the unit and the issue promise, read from the kernel:
+//! --boot`), and its `clarion-manager` and `clarion-agent` units started
+//! by systemd. Checked against what the units and the issues promise, read
+//! from the kernel:
 //!
 //! - the package: a stripped binary whose debug information is in
 //!   `clarion-dbgsym` under its build id; manual pages; completions; the
-//!   unit; the configuration as a conffile readable by the service only;
-//! - the service's process (`/proc/PID/status`): a non-root user (the
+//!   units, which `systemd-analyze verify` accepts; the configuration as a
+//!   conffile readable by the services only;
+//! - the agent's process (`/proc/PID/status`): a non-root user (the
 //!   package's `clarion`), exactly CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF
 //!   effective, permitted, ambient and in the bounding set, no new
 //!   privileges;
+//! - the manager's process (issue 37): the same user, no capability in
+//!   any set, no new privileges; its store and its API's token (private)
+//!   in its state directory, and its API answering `clarion events` with
+//!   that token;
 //! - it captures: frames `tcpreplay` sends into a veth pair are reported
-//!   by the agent's own event, each report's flow one that `clarion run`
-//!   finds in the same capture.
+//!   by the agent's own event, registered with the packaged manager, each
+//!   report's flow one that `clarion run` finds in the same capture.
 //!
 //! Needs root, `dpkg-deb`, `objcopy`, `mmdebstrap` (and a Debian mirror),
 //! `systemd-nspawn`, `nats-server`, `tcpreplay` and `ip`; skipped, saying
@@ -116,19 +122,47 @@ impl Drop for Container {
 }
 
 /// The pid (in this namespace) of the process running `/usr/bin/clarion
-/// agent` whose root directory is `root` (the same inode: its
+/// COMMAND` whose root directory is `root` (the same inode: its
 /// `/proc/PID/root` link reads `/`, the path inside its namespace).
-fn agent_pid(root: &Path) -> Option<u32> {
+fn clarion_pid(root: &Path, command: &str) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
     let want = std::fs::metadata(root).ok()?;
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|d| {
         let pid: u32 = d.file_name().to_str()?.parse().ok()?;
         let cmdline = std::fs::read(d.path().join("cmdline")).ok()?;
         let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-        let is_agent = args.first() == Some(&&b"/usr/bin/clarion"[..]) && args.get(1) == Some(&&b"agent"[..]);
+        let is_it =
+            args.first() == Some(&&b"/usr/bin/clarion"[..]) && args.get(1) == Some(&command.as_bytes());
         let its = std::fs::metadata(d.path().join("root/")).ok()?;
-        (is_agent && (its.dev(), its.ino()) == (want.dev(), want.ino())).then_some(pid)
+        (is_it && (its.dev(), its.ino()) == (want.dev(), want.ino())).then_some(pid)
     })
+}
+
+/// The started `clarion COMMAND` service's `/proc/PID/status`, once systemd
+/// has started it (within 60 s).
+fn service_status(root: &Path, command: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid = loop {
+        if let Some(pid) = clarion_pid(root, command) {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "systemd started no clarion {command} within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("the {command}'s status: {e}"))
+}
+
+/// The real, effective, saved and fs uids of a `/proc/PID/status`.
+fn uids(status: &str) -> Vec<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|l| l.split_whitespace().filter_map(|u| u.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -163,10 +197,12 @@ fn the_debian_package_installs_and_its_unit_captures_as_an_unprivileged_user() {
         "./usr/bin/clarion",
         "./usr/share/man/man1/clarion.1.gz",
         "./usr/share/man/man1/clarion-agent.1.gz",
+        "./usr/share/man/man1/clarion-manager.1.gz",
         "./usr/share/bash-completion/completions/clarion",
         "./usr/share/zsh/vendor-completions/_clarion",
         "./usr/share/fish/vendor_completions.d/clarion.fish",
         "./usr/lib/systemd/system/clarion-agent.service",
+        "./usr/lib/systemd/system/clarion-manager.service",
         "./etc/clarion/clarion.toml",
     ] {
         assert!(
@@ -240,26 +276,42 @@ fn the_debian_package_installs_and_its_unit_captures_as_an_unprivileged_user() {
         .and_then(|u| u.parse().ok())
         .unwrap_or_else(|| panic!("the package made a clarion user:\n{passwd}"));
     assert_ne!(uid, 0);
+    run(
+        Command::new("chroot").arg(&root).args([
+            "systemd-analyze",
+            "verify",
+            // A minimal Debian has no `man` to look the manual pages up with.
+            "--man=no",
+            "clarion-agent.service",
+            "clarion-manager.service",
+        ]),
+        "systemd-analyze verify (the units as installed)",
+    );
 
     // The agent's network: a veth pair (one end here, where the container
-    // lives too), a NATS server and a manager on this loopback.
+    // lives too) and a NATS server on this loopback; the manager is the
+    // package's service, its API on a free loopback port.
     let Some(veth) = Veth::new() else { return };
-    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    std::fs::write(root.join("etc/clarion/hosts.txt"), INVENTORY).expect("inventory");
     let (_server, nats_port) = start_server(&server);
     let nats = format!("nats://127.0.0.1:{nats_port}");
-    let _manager = Guard::new(manager(d, &nats, &["--no-store", "--no-api"]));
+    let api = format!("127.0.0.1:{}", free_port());
     let local = "event flows\n  when count(packets) >= 1\n  per 5tuple\n  every 100ms\n";
     std::fs::write(root.join("etc/clarion/local.clarion"), local).expect("events");
     let config = format!(
         "[agent]\nnats = \"{nats}\"\nhost = \"web-1\"\ninterface = [\"{}\"]\n\
-         events = \"/etc/clarion/local.clarion\"\noutput = \"/var/lib/clarion/reports.jsonl\"\nformat = \"json\"\n",
+         events = \"/etc/clarion/local.clarion\"\noutput = \"/var/lib/clarion/reports.jsonl\"\nformat = \"json\"\n\
+         \n[manager]\nnats = \"{nats}\"\ninventory = \"/etc/clarion/hosts.txt\"\ninsecure = true\napi = \"{api}\"\n",
         veth.a
     );
     std::fs::write(root.join("etc/clarion/clarion.toml"), config).expect("configuration");
     run(
-        Command::new("chroot")
-            .arg(&root)
-            .args(["systemctl", "enable", "clarion-agent.service"]),
+        Command::new("chroot").arg(&root).args([
+            "systemctl",
+            "enable",
+            "clarion-manager.service",
+            "clarion-agent.service",
+        ]),
         "systemctl enable",
     );
     let own = std::fs::read_to_string("/proc/self/status").expect("status");
@@ -295,31 +347,30 @@ fn the_debian_package_installs_and_its_unit_captures_as_an_unprivileged_user() {
             .expect("systemd-nspawn starts"),
     );
 
-    // The service's process, as the kernel sees it.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let pid = loop {
-        if let Some(pid) = agent_pid(&root) {
-            break pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "systemd started no clarion agent within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the agent's status");
-    let uids: Vec<u32> = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .map(|l| l.split_whitespace().filter_map(|u| u.parse().ok()).collect())
-        .unwrap_or_default();
+    // The services' processes, as the kernel sees them.
+    let sets = ["CapEff:", "CapPrm:", "CapAmb:", "CapBnd:"];
+    let status = service_status(&root, "manager");
     assert_eq!(
-        uids,
+        uids(&status),
+        vec![uid; 4],
+        "the manager's real, effective, saved and fs uid: the clarion user\n{status}"
+    );
+    for set in sets {
+        assert_eq!(
+            caps(&status, set),
+            BTreeSet::new(),
+            "{set} of the manager\n{status}"
+        );
+    }
+    assert!(status.lines().any(|l| l == "NoNewPrivs:\t1"), "{status}");
+    let status = service_status(&root, "agent");
+    assert_eq!(
+        uids(&status),
         vec![uid; 4],
         "real, effective, saved and fs uid: the clarion user\n{status}"
     );
     let granted: BTreeSet<u32> = [CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF].into();
-    for set in ["CapEff:", "CapPrm:", "CapAmb:", "CapBnd:"] {
+    for set in sets {
         assert_eq!(caps(&status, set), granted, "{set} of the agent\n{status}");
     }
     assert!(status.lines().any(|l| l == "NoNewPrivs:\t1"), "{status}");
@@ -359,6 +410,32 @@ fn the_debian_package_installs_and_its_unit_captures_as_an_unprivileged_user() {
         "clarion run on the capture",
     );
     let reference = groups(&offline);
+
+    // The manager (the agent registered with it): its store and its
+    // token in its state directory, the token private, its API answering.
+    use std::os::unix::fs::MetadataExt;
+    let state = root.join("var/lib/clarion-manager");
+    let store = std::fs::metadata(state.join("clarion-manager.sqlite")).expect("the manager's store");
+    assert_eq!(store.uid(), uid);
+    let token = state.join("api-token");
+    let meta = std::fs::metadata(&token).expect("the API's token, made at the first start");
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (uid, 0o600));
+    let hosts = run(
+        clarion()
+            .env_remove("CLARION_API_TOKEN")
+            .args(["events", "--api", &format!("http://{api}"), "--token-file"])
+            .arg(&token)
+            .args(["hosts", "--json"]),
+        "clarion events hosts, through the manager service's API",
+    );
+    let hosts: serde_json::Value = serde_json::from_str(&hosts).expect("hosts as JSON");
+    assert!(
+        hosts
+            .as_array()
+            .is_some_and(|h| h.iter().any(|h| h["name"] == "web-1" && h["state"] == "up")),
+        "web-1 up: {hosts:#}"
+    );
+
     assert!(!live.is_empty());
     assert!(
         live.is_subset(&reference),
@@ -369,5 +446,67 @@ fn the_debian_package_installs_and_its_unit_captures_as_an_unprivileged_user() {
         "the service reported {} of the capture's {} flows",
         live.len(),
         reference.len()
+    );
+}
+
+/// `(key, value)` of a unit file's `[Service]` section, in order.
+fn service_settings(unit: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo().join("packaging").join(unit)).expect("the unit");
+    text.lines()
+        .skip_while(|l| *l != "[Service]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Issue 37: the manager's unit has every protection of the agent's but
+/// what capture needs, no capability, and its own state directory. Read
+/// from the files (no root needed); the test above starts both.
+#[test]
+fn the_manager_unit_has_the_agents_protections_without_capture() {
+    let agent = service_settings("clarion-agent.service");
+    let manager = service_settings("clarion-manager.service");
+    let get = |k: &str| -> Vec<&str> {
+        manager
+            .iter()
+            .filter(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    // Capture's, or naming the agent's own command and directory.
+    let the_agents = [
+        "AmbientCapabilities",
+        "CapabilityBoundingSet",
+        "LimitMEMLOCK",
+        "RestrictAddressFamilies",
+        "StateDirectory",
+        "WorkingDirectory",
+        "ExecStart",
+    ];
+    for (k, v) in agent.iter().filter(|(k, _)| !the_agents.contains(&k.as_str())) {
+        assert!(get(k).contains(&v.as_str()), "the manager's unit lacks {k}={v}");
+    }
+    assert_eq!(get("ExecStart"), ["/usr/bin/clarion manager"]);
+    assert_eq!(get("CapabilityBoundingSet"), [""], "an empty bounding set");
+    assert!(get("AmbientCapabilities").iter().all(|v| v.is_empty()));
+    assert!(get("LimitMEMLOCK").is_empty());
+    assert_eq!(get("StateDirectory"), ["clarion-manager"]);
+    assert_eq!(get("WorkingDirectory"), ["/var/lib/clarion-manager"]);
+    let families = get("RestrictAddressFamilies").join(" ");
+    assert!(
+        families.contains("AF_INET") && !families.contains("AF_PACKET") && !families.contains("AF_XDP"),
+        "{families}"
+    );
+    assert!(
+        get("Environment").contains(&"CLARION_API_TOKEN_FILE=/var/lib/clarion-manager/api-token"),
+        "the token kept in the state directory"
+    );
+    let script = std::fs::read_to_string(repo().join("scripts/package-deb.sh")).expect("the script");
+    assert!(
+        script.contains("clarion-manager"),
+        "scripts/package-deb.sh packs the unit"
     );
 }
