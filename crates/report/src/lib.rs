@@ -12,6 +12,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
+mod read;
+pub use read::ReadError;
+
 /// Schema identifier carried by every JSON report.
 pub const SCHEMA: &str = "clarion.report/1";
 
