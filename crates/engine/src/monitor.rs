@@ -658,16 +658,19 @@ impl Monitor {
     #[inline]
     pub fn process(&mut self, p: &PacketRecord, out: &mut Vec<Report>) {
         self.count(p, out);
-        if self.bypass.on() {
+        // Degraded mode: the key's hash tells a bypassed flow before the
+        // table is read, and is the lookup's hint otherwise.
+        let hint = if self.bypass.on() {
             let h = hash_key(&p.key);
             if self.bypassed(&p.key, h, NO_ENTRY) {
                 self.note_bypassed();
                 return;
             }
-            self.scatter(p, Some((h, NO_ENTRY)));
-            return;
-        }
-        self.scatter(p, None);
+            Some((h, NO_ENTRY))
+        } else {
+            None
+        };
+        self.scatter(p, hint);
     }
 
     /// [`Monitor::process`] on each packet in turn, with the same results.

@@ -68,7 +68,7 @@ pub(super) struct Bypass {
     raised: u64,
     /// The two as shares of flows, in `[0, MAX_BYPASS]`, and when the
     /// share was raised (packet time).
-    pub(super) share: f64,
+    share: f64,
     raised_share: f64,
     raised_at_ns: u64,
 }
@@ -198,7 +198,7 @@ impl Monitor {
     /// decides it otherwise. Ignored in normal mode.
     pub fn set_bypass(&mut self, share: f64) {
         let Some(a) = self.adapt.as_mut() else { return };
-        a.bypass = Bypass::new(share).share;
+        a.bypass = clamped(share);
         if !self.started {
             self.bypass = Bypass::new(a.bypass);
         }

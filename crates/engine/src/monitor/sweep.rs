@@ -454,7 +454,9 @@ fn gather_set(
         set.clear_log(s.half);
     }
     if s.adapt && flow_epochs > 0 && s.bypassed_per_seen > 0.0 {
-        // Every trigger of the set, measured or shed, saw these flow-epochs.
+        // Every trigger of the set, measured or shed, saw these flow-epochs
+        // (a windowed one's window is open: the walk above opened it at the
+        // first flow-epoch it counted).
         let bypassed = flow_epochs as f64 * s.bypassed_per_seen;
         let all = parts
             .iter()

@@ -1194,6 +1194,18 @@ fn epochs_not_seen_in_full_are_kept_for_the_health_stream_even_when_nothing_fire
     assert_eq!(health.len(), 3);
 }
 
+/// A monitor in degraded mode with `adapt`, running the events of `src`.
+fn degraded(src: &str, adapt: crate::config::AdaptConfig) -> Monitor {
+    let mut m = Monitor::new(MonitorConfig {
+        adapt: Some(adapt),
+        ..MonitorConfig::default()
+    });
+    for e in clarion_lang::check(src).expect("checks") {
+        m.install(e).expect("installs");
+    }
+    m
+}
+
 /// Degraded mode's chains: interned lazily, each depth's set keeps the
 /// triggers its full set's shed order leaves, and its cost is the one the
 /// routine was told (`chain_costs`); the default state exists at once.
@@ -1202,13 +1214,7 @@ fn shed_chains_match_their_predicted_costs() {
     let src = "event a\n filter proto = tcp\n when sum(volume) > 1\n per 5tuple\n every 10ms\n priority 90\n\
                event b\n filter proto = tcp\n when stddev(size) > 1\n per src_ip\n every 10ms\n priority 10\n\
                event c\n filter proto = tcp\n when sum(is_lost) > 0\n per 5tuple\n every 10ms\n priority 50\n";
-    let mut m = Monitor::new(MonitorConfig {
-        adapt: Some(crate::config::AdaptConfig::default()),
-        ..MonitorConfig::default()
-    });
-    for e in clarion_lang::check(src).expect("checks") {
-        m.install(e).expect("installs");
-    }
+    let mut m = degraded(src, crate::config::AdaptConfig::default());
     let mut out = Vec::new();
     let t0 = 1_000_000_000_000u64;
     let packet = |f: u16, t: u64| PacketRecord {
@@ -1281,16 +1287,13 @@ fn shed_chains_match_their_predicted_costs() {
 #[test]
 fn adapt_to_bypasses_flows_when_the_lightest_states_do_not_fit() {
     let src = "event a\n when sum(volume) > 1000000\n per 5tuple\n every 10ms\n";
-    let mut m = Monitor::new(MonitorConfig {
-        adapt: Some(crate::config::AdaptConfig {
+    let mut m = degraded(
+        src,
+        crate::config::AdaptConfig {
             accuracy_threshold: None,
             ..crate::config::AdaptConfig::default()
-        }),
-        ..MonitorConfig::default()
-    });
-    for e in clarion_lang::check(src).expect("checks") {
-        m.install(e).expect("installs");
-    }
+        },
+    );
     let mut out = Vec::new();
     let t0 = 1_000_000_000_000u64;
     let packet = |f: u16, t: u64| PacketRecord {
