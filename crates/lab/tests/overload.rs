@@ -9,8 +9,9 @@
 //!   totals, satisfaction is satisfied / windows;
 //! - period 100 ms: adaptation at least halves the drops (MONA §VI-A);
 //! - period 250 ms: the static monitor drops, the adaptive one drops far
-//!   less (MONA claims none: see `adapt_drops_nothing_at_250ms`, ignored,
-//!   and docs/performance.md for the first windows' drops);
+//!   less, and nothing after its first windows (MONA claims none at all:
+//!   see `adapt_drops_nothing_at_250ms`, ignored, and docs/performance.md
+//!   for the first windows' drops);
 //! - `--windows` lines agree with the JSON's per-event figures and its
 //!   queue table, window by window;
 //! - the same flags give the same JSON, byte for byte;
@@ -281,6 +282,15 @@ fn period_250ms_static_drops_and_adaptation_drops_far_less() {
         ad["drops"],
         st["drops"]
     );
+    // And none once decisions hold: the drops left are the first windows',
+    // before the first decision and while its forecast has no rise yet.
+    let late: Vec<&Value> = ad["table"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| u(&w["window"]) >= 3 && u(&w["drops"]) > 0)
+        .collect();
+    assert!(late.is_empty(), "adapt drops after window 2: {late:?}");
 }
 
 /// MONA's claim for T = 250 ms (§VI-A, Fig. 7a): adaptation keeps up and
