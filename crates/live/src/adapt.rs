@@ -14,7 +14,8 @@
 //! packet, what each monitoring state costs on a quiet machine; a
 //! co-runner thrashing the cache or a slower CPU makes everything dearer
 //! by a common factor, which [`Calibration`] follows as an average of
-//! measured over predicted busy time. The monitor then sheds as little as
+//! measured over predicted busy time (of epochs with enough packets for
+//! their cost to be the packets'). The monitor then sheds as little as
 //! fits `available / factor` ([`Monitor::adapt_to`]). An idle epoch
 //! leaves the shedding as it was: no traffic says nothing of the next.
 //!
@@ -29,6 +30,12 @@ use clarion_engine::{Monitor, ShedDecision};
 
 /// Weight of the newest epoch in the calibration's average.
 const CALIBRATION_WEIGHT: f64 = 0.3;
+
+/// Fewest packets an epoch needs to calibrate: below, its busy time is
+/// the epoch's fixed costs (sweep, wake-ups, clock reads), not its
+/// packets', and one such epoch (2 packets, 181 µs) would set the factor
+/// to its ceiling for the next rise in load.
+const CALIBRATION_MIN_PACKETS: u64 = 128;
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -78,7 +85,7 @@ impl LiveAdapt {
         let Some(load) = monitor.epoch_load() else {
             return (busy, None);
         };
-        if load.packets > 0 && busy > 0 {
+        if load.packets >= CALIBRATION_MIN_PACKETS && busy > 0 {
             self.calibration.observe(busy as f64, load.predicted_ns);
         }
         if available.is_infinite() {
@@ -206,6 +213,27 @@ mod tests {
             d.is_some_and(|d| d.shed == Shed::NONE)
         });
         assert!(restored, "{:?}", m.shed());
+    }
+
+    #[test]
+    fn an_epoch_of_a_few_packets_does_not_calibrate() {
+        let mut few = loaded(3, 2);
+        let mut a = LiveAdapt::new().unwrap();
+        for _ in 0..5 {
+            // 181 µs for 6 packets: the epoch's fixed costs.
+            a.busy_ns = 181_000;
+            a.on_epoch(&mut few, 10_000_000, 6, 0);
+        }
+        assert_eq!(a.factor(), 1.0);
+        assert_eq!(few.shed().map(|s| s.depth()), Some(0.0));
+        // Enough packets for their cost to show: it calibrates.
+        let mut many = loaded(200, 10);
+        let predicted = many.epoch_load().unwrap().predicted_ns;
+        for _ in 0..3 {
+            a.busy_ns = (predicted * 2.0) as u64;
+            a.on_epoch(&mut many, 10_000_000, 2_000, 0);
+        }
+        assert!(a.factor() > 1.5, "{}", a.factor());
     }
 
     #[test]

@@ -653,8 +653,15 @@ impl Monitor {
         };
         // MONA Eq. 4: (1 - λf)(Tr + Tp) + λf·Ti = available, with Ti the
         // whole time of a new flow's packet (insertion, lookup, update).
+        // When every packet began a flow (an epoch of a few packets), Eq. 4
+        // does not depend on the shedding: nothing to shed if Ti fits, and
+        // shedding cannot help if it does not (only bypassing can).
         let target = if new_ratio >= 1.0 {
-            0.0
+            if usable >= c.insert_ns {
+                f64::INFINITY
+            } else {
+                0.0
+            }
         } else {
             ((usable - new_ratio * c.insert_ns) / (1.0 - new_ratio) - c.lookup_ns).max(0.0)
         };

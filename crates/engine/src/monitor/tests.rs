@@ -1284,6 +1284,41 @@ fn shed_chains_match_their_predicted_costs() {
 /// bypass cost): at once for the flows not measured in the epoch yet,
 /// for all of them from the next; bypassed packets are counted, priced
 /// at `bypass_ns`, and the share is given back half the way.
+/// An epoch whose every packet began a flow (a handful of packets, as at
+/// light load): Eq. 4 does not depend on the shedding then, so a budget a
+/// new flow's packet fits sheds nothing, and one it does not fit bypasses.
+#[test]
+fn adapt_to_sheds_nothing_when_every_packet_began_a_flow_and_fits() {
+    let src = "event a\n when sum(volume) > 1000000\n per 5tuple\n every 10ms\n";
+    let mut m = degraded(src, crate::config::AdaptConfig::default());
+    let mut out = Vec::new();
+    let t0 = 1_000_000_000_000u64;
+    let packet = |f: u16, t: u64| PacketRecord {
+        ts_ns: t,
+        key: FlowKey::new(
+            "10.0.0.1".parse().expect("ip"),
+            "10.0.0.2".parse().expect("ip"),
+            17,
+            Some((f, 53)),
+            None,
+        ),
+        size: 100,
+        volume: 92,
+        ..PacketRecord::default()
+    };
+    m.process(&packet(1, t0), &mut out);
+    m.process(&packet(2, t0 + 1_000), &mut out);
+    m.process(&packet(3, t0 + 10_000_000), &mut out);
+    m.sweep_step(usize::MAX, &mut out);
+    let load = m.epoch_load().expect("a load");
+    assert_eq!((load.packets, load.new_flows), (2, 2));
+    let costs = crate::config::StateCosts::default();
+    let roomy = m.adapt_to(5_000_000.0).expect("a decision");
+    assert_eq!((roomy.shed.depth(), roomy.bypass), (0.0, 0.0), "{roomy:?}");
+    let short = m.adapt_to(0.5 * costs.insert_ns).expect("a decision");
+    assert!(short.bypass > 0.0, "{short:?}");
+}
+
 #[test]
 fn adapt_to_bypasses_flows_when_the_lightest_states_do_not_fit() {
     let src = "event a\n when sum(volume) > 1000000\n per 5tuple\n every 10ms\n";
