@@ -236,6 +236,29 @@ impl Default for MonitorConfig {
     }
 }
 
+/// Heap bytes reserved by the monitor's largest structures
+/// ([`crate::Monitor::memory`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// The flow table's slots (and its free list).
+    pub flow_slots: u64,
+    /// The flow entries, reserved to the table's capacity.
+    pub flow_entries: u64,
+    /// TCP connection states and their segment lists.
+    pub tcp_states: u64,
+    /// The match sets' epoch logs (statistics of the flows written in the
+    /// last two epochs).
+    pub epoch_logs: u64,
+    /// The triggers' histories of closed windows.
+    pub histories: u64,
+    /// The values of per-flow tests of the recent epochs (`recent.rs`).
+    pub recent_values: u64,
+    /// The queue of live flows by the time they may be idle.
+    pub expiry_queue: u64,
+    /// The report vector kept from sweep to sweep.
+    pub sweep_reports: u64,
+}
+
 /// Running totals since the monitor started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {

@@ -126,6 +126,11 @@ fn unpack(w: &[u64]) -> FlowKey {
 }
 
 impl EpochLog {
+    /// Heap bytes reserved.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.words.capacity() * std::mem::size_of::<u64>()
+    }
+
     /// Records in the log of `stride` words each.
     pub(crate) fn len(&self, stride: usize) -> usize {
         self.words.len() / stride

@@ -106,6 +106,15 @@ pub(crate) fn hash_key(k: &FlowKey) -> u64 {
 }
 
 impl FlowTable {
+    /// Heap bytes reserved: (slots and free list, entries, TCP states).
+    pub(crate) fn heap_bytes(&self) -> (usize, usize, usize) {
+        (
+            self.slots.capacity() * std::mem::size_of::<u64>() + self.free.capacity() * 4,
+            self.entries.capacity() * std::mem::size_of::<FlowEntry>(),
+            self.tcp.heap_bytes(),
+        )
+    }
+
     /// A table for `capacity` flows, its arrays advised for huge pages if `huge`.
     pub(crate) fn new(capacity: usize, huge: bool) -> Self {
         let capacity = capacity.max(1);

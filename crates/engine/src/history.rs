@@ -280,6 +280,21 @@ const NO_WINDOW: Slot = Slot {
 };
 
 impl History {
+    /// Heap bytes reserved (windows and groups).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let groups = match &self.groups {
+            Groups::Pairs(p) => std::mem::size_of_val(&**p),
+            Groups::Chunked(c) => {
+                c.list.iter().map(|b| std::mem::size_of_val(&**b)).sum::<usize>()
+                    + c.list.capacity() * std::mem::size_of::<Box<[(FlowKey, f64)]>>()
+            }
+            Groups::Split { keys, values } => {
+                std::mem::size_of_val(&**keys) + std::mem::size_of_val(&**values)
+            }
+        };
+        std::mem::size_of_val(&*self.windows) + groups
+    }
+
     /// An empty history of windows with `stride` values per group.
     pub(crate) fn new(stride: usize) -> Self {
         let groups = if stride == 1 {

@@ -46,7 +46,9 @@ mod trigger_index;
 
 pub use clarion_adapt::Shed;
 pub use clarion_report::{EventAccuracy, Health, Report};
-pub use config::{AdaptConfig, Counters, MonitorConfig, StateCosts, Tuning, POLLED_HISTORY_WINDOWS};
+pub use config::{
+    AdaptConfig, Counters, MemoryUse, MonitorConfig, StateCosts, Tuning, POLLED_HISTORY_WINDOWS,
+};
 pub use dos_filter::{FLOOR_THRESHOLD as DOS_FLOOR_THRESHOLD, MAX_THRESHOLD as DOS_MAX_THRESHOLD};
 pub use heap::HEAP_RESERVE;
 pub use merge::{fanout_worker, join_window_values, Merger, MergerConfig, Partials, MERGED_WORKER};

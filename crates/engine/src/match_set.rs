@@ -122,6 +122,11 @@ pub(crate) struct MatchSet {
 }
 
 impl MatchSet {
+    /// Heap bytes reserved by its epoch logs.
+    pub(crate) fn log_bytes(&self) -> usize {
+        self.logs.iter().map(EpochLog::heap_bytes).sum()
+    }
+
     /// Builds a set from what its triggers read (`reads[i]` belongs to `triggers[i]`).
     pub(crate) fn new(
         triggers: Vec<TriggerId>,

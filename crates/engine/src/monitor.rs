@@ -519,9 +519,7 @@ impl Monitor {
             e.tcp = NO_TCP;
         } else if !keeps_sent {
             // Nothing reads `rtt` now; a later reader samples segments sent from then on.
-            if let Some(st) = self.flows.tcp.get_mut(e.tcp) {
-                st.forget_sent();
-            }
+            self.flows.tcp.forget_sent(e.tcp);
         }
     }
 
@@ -916,17 +914,17 @@ impl Monitor {
                 self.sets.get(e.set as usize)
             };
             if let Some(set) = set.filter(|s| s.needs_tcp) {
-                let st = self.flows.tcp.get_or_alloc(&mut e.tcp, tcp.seq);
-                if st.restarts(tcp) {
-                    // A new connection on the same 5-tuple.
-                    st.restart(tcp.seq);
-                }
                 let limit = if set.needs_rtt {
                     self.config.tcp_segment_limit
                 } else {
                     0
                 };
-                let seg = st.on_segment(tcp, p.volume, t, limit);
+                let (st, sent) = self.flows.tcp.get_or_alloc(&mut e.tcp, tcp.seq, limit > 0);
+                if st.restarts(tcp) {
+                    // A new connection on the same 5-tuple.
+                    st.restart(sent, tcp.seq);
+                }
+                let seg = st.on_segment(sent, tcp, p.volume, t, limit);
                 is_lost = seg.is_lost;
                 sent_to = Some(seg.snd_max);
                 self.counters.tcp_segments_unlisted += u64::from(seg.unlisted);
@@ -1003,10 +1001,10 @@ impl Monitor {
         if !e.live || e.gen != gen || t.saturating_sub(e.last_ts) > timeout {
             return;
         }
-        let Some(st) = self.flows.tcp.get_mut(e.tcp) else {
+        let Some((st, sent)) = self.flows.tcp.get_mut_with_list(e.tcp) else {
             return;
         };
-        let Some(rtt) = st.on_ack(tcp, payload, t) else {
+        let Some(rtt) = st.on_ack(sent, tcp, payload, t) else {
             return;
         };
         self.counters.rtt_samples += 1;
@@ -1594,6 +1592,28 @@ impl Monitor {
     }
 
     // ----- queries -------------------------------------------------------
+
+    /// Heap bytes the monitor's largest structures reserve, by part (a
+    /// walk over the TCP states and the triggers: for diagnostics, not
+    /// the packet path).
+    pub fn memory(&self) -> crate::MemoryUse {
+        let (flow_slots, flow_entries, tcp_states) = self.flows.heap_bytes();
+        crate::MemoryUse {
+            flow_slots: flow_slots as u64,
+            flow_entries: flow_entries as u64,
+            tcp_states: tcp_states as u64,
+            epoch_logs: self.sets.iter().map(|s| s.log_bytes() as u64).sum(),
+            histories: self
+                .triggers
+                .iter()
+                .flatten()
+                .map(|t| t.history.heap_bytes() as u64)
+                .sum(),
+            recent_values: self.recent.heap_bytes() as u64,
+            expiry_queue: (self.expiry.capacity() * std::mem::size_of::<(u32, u32, u64)>()) as u64,
+            sweep_reports: (self.spare_reports.capacity() * std::mem::size_of::<Report>()) as u64,
+        }
+    }
 
     pub fn counters(&self) -> Counters {
         Counters {

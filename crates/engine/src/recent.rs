@@ -114,6 +114,19 @@ pub(crate) struct Recent {
 }
 
 impl Recent {
+    /// Heap bytes reserved by the arenas kept and spare.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.epochs
+            .iter()
+            .chain(&self.spare)
+            .map(|e| {
+                e.keys.capacity() * std::mem::size_of::<FlowKey>()
+                    + e.rows.capacity() * std::mem::size_of::<Row>()
+                    + e.values.capacity() * std::mem::size_of::<f64>()
+            })
+            .sum()
+    }
+
     /// An empty arena for the sweep of `window` (a reused one when there is).
     pub(crate) fn open(&mut self, window: Window) -> EpochValues {
         let mut e = self.spare.pop().unwrap_or_default();

@@ -375,6 +375,20 @@ impl Memory {
     }
 }
 
+/// The monitor's heap by part ([`clarion_engine::Monitor::memory`]), bytes.
+fn memory_parts(u: &clarion_engine::MemoryUse) -> serde_json::Value {
+    json!({
+        "flow_slots": u.flow_slots,
+        "flow_entries": u.flow_entries,
+        "tcp_states": u.tcp_states,
+        "epoch_logs": u.epoch_logs,
+        "histories": u.histories,
+        "recent_values": u.recent_values,
+        "expiry_queue": u.expiry_queue,
+        "sweep_reports": u.sweep_reports,
+    })
+}
+
 /// The reference's verdict on a prefix.
 #[derive(Default)]
 struct Verified {
@@ -1448,6 +1462,7 @@ impl Results<'_> {
             "peak_rss_bytes": m.after.peak,
             "flow_capacity": m.capacity,
             "flows_tracked": self.m.counters.flows_active,
+            "parts": memory_parts(&self.m.monitor.memory()),
         })
     }
 

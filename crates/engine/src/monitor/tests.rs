@@ -575,6 +575,37 @@ fn state(base: BaseVar, last_epoch: bool) -> Pred {
     Pred::State(Var { base, last_epoch })
 }
 
+/// `Monitor::memory`: TCP states are 32 bytes reserved per flow of the
+/// capacity, and lists of first transmissions exist only for flows whose
+/// triggers read `rtt`.
+#[test]
+fn memory_keeps_segment_lists_only_where_rtt_is_read() {
+    use clarion_wire::tcp_flags::{ACK, SYN};
+    let capacity = 1024;
+    let run = |src: &str| {
+        let mut m = Monitor::new(MonitorConfig {
+            flow_capacity: capacity,
+            ..MonitorConfig::default()
+        });
+        for e in clarion_lang::check(src).expect("checks") {
+            m.install(e).expect("installs");
+        }
+        let mut out = Vec::new();
+        m.process(&tcp(1_000, true, 100, 0, SYN, 0), &mut out);
+        m.process(&tcp(2_000, true, 101, 0, ACK, 500), &mut out);
+        m.memory()
+    };
+    let lost = run("event l\n when sum(is_lost) > 5\n per 5tuple\n every 10ms\n");
+    let rtt = run("event r\n when max(rtt) > 1s\n per 5tuple\n every 10ms\n");
+    let states = capacity * std::mem::size_of::<crate::tcp_state::TcpState>();
+    assert_eq!(std::mem::size_of::<crate::tcp_state::TcpState>(), 32);
+    assert_eq!(lost.tcp_states, states as u64, "{lost:?}");
+    assert!(rtt.tcp_states > lost.tcp_states, "{rtt:?}");
+    assert_eq!(lost.flow_entries, rtt.flow_entries);
+    assert!(lost.flow_entries >= 96 * capacity as u64, "{lost:?}");
+    assert!(lost.epoch_logs > 0 && lost.flow_slots > 0, "{lost:?}");
+}
+
 #[test]
 fn tcp_state_rtt_samples_and_values_outside_aggregates() {
     use clarion_wire::tcp_flags::{ACK, SYN};
