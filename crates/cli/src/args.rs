@@ -426,9 +426,10 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "pcap", value_enum, default_value_t = SourceKind::Packet, value_name = "KIND")]
     pub source: SourceKind,
 
-    /// XDP attach mode: 'native' (in the driver) or 'generic' (any device, slower).
-    #[arg(long, conflicts_with = "pcap", value_enum, default_value_t = XdpModeArg::Native, value_name = "MODE")]
-    pub xdp_mode: XdpModeArg,
+    /// XDP attach mode, --source xdp only: 'native' (in the driver) or
+    /// 'generic' (any device, slower) [default: native]
+    #[arg(long, conflicts_with = "pcap", value_enum, value_name = "MODE")]
+    pub xdp_mode: Option<XdpModeArg>,
 
     /// Pin worker k to the k-th CPU of this list (e.g. 1,0); default: not pinned.
     #[arg(long, conflicts_with = "pcap", value_delimiter = ',', value_name = "CPUS")]
@@ -439,11 +440,13 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "pcap", value_name = "EXPR")]
     pub filter: Option<String>,
 
-    /// Bytes kept of each packet. Clarion reads headers only and takes the
-    /// length from the wire, so the default loses nothing; raise it for deep
-    /// IPv6 extension chains.
-    #[arg(long, conflicts_with = "pcap", default_value_t = 256, value_name = "BYTES")]
-    pub snaplen: u32,
+    /// Bytes kept of each packet, --source packet only (AF_XDP copies
+    /// whole frames). Clarion reads headers only and takes the length from
+    /// the wire, so the default loses nothing; raise it for deep IPv6
+    /// extension chains or export policies that send whole frames
+    /// [default: 256]
+    #[arg(long, conflicts_with = "pcap", value_name = "BYTES")]
+    pub snaplen: Option<u32>,
 
     /// Receive ring layout, --source packet only: 'frames' (TPACKET_V2:
     /// each packet handed over as soon as the kernel has written it, so

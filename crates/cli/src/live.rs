@@ -65,6 +65,14 @@ fn ring_mode(live: &LiveArgs) -> RingModeArg {
 /// the retire timer of blocks (TPACKET_V3) has anything to set.
 fn ring_flag_not_read(live: &LiveArgs) -> Option<String> {
     match (live.source, ring_mode(live)) {
+        (SourceKind::Xdp, _) if live.snaplen.is_some() => Some(
+            "clarion: --snaplen applies to --source packet only \
+             (AF_XDP copies whole frames, up to its 2 KiB frame size)"
+                .into(),
+        ),
+        (SourceKind::Packet, _) if live.xdp_mode.is_some() => {
+            Some("clarion: --xdp-mode applies to --source xdp only".into())
+        }
         (SourceKind::Xdp, _) => [
             ("--ring-mode", live.ring_mode.is_some()),
             ("--ring-block-size", live.ring_block_size.is_some()),
@@ -128,7 +136,7 @@ fn ring_config(live: &LiveArgs) -> Result<RingConfig, Failure> {
         block_size: live.ring_block_size.unwrap_or(default.block_size),
         blocks: live.ring_blocks.unwrap_or(default.blocks),
         frame_size: live.ring_frame_size.unwrap_or(default.frame_size),
-        snaplen: live.snaplen,
+        snaplen: live.snaplen.unwrap_or(default.snaplen),
         retire_ms,
     })
 }
@@ -150,7 +158,7 @@ pub fn live_config(
         interfaces: interfaces.to_vec(),
         source: match live.source {
             SourceKind::Packet => LiveSource::Packet,
-            SourceKind::Xdp => LiveSource::Xdp(match live.xdp_mode {
+            SourceKind::Xdp => LiveSource::Xdp(match live.xdp_mode.unwrap_or(XdpModeArg::Native) {
                 XdpModeArg::Native => XdpMode::Native,
                 XdpModeArg::Generic => XdpMode::Generic,
             }),
@@ -181,6 +189,10 @@ const WHOLE_FRAME: u32 = 1518;
 /// (shorter than [`WHOLE_FRAME`]) or to a longer snap (the default keeps
 /// headers only): what is exported would not be what a file replay exports.
 pub fn snap_warning(config: &LiveConfig) -> Option<String> {
+    if matches!(config.source, LiveSource::Xdp(_)) {
+        // Whole frames: no snap length.
+        return None;
+    }
     let x = config.exports.as_ref()?;
     let snaplen = config.ring.snaplen;
     let cut: Vec<String> = x

@@ -118,6 +118,21 @@ fn ring_flags_the_source_does_not_read_are_usage_errors() {
             xdp,
         ),
         (&["--source", "xdp", "--ring-retire", "1ms"], "--ring-retire", xdp),
+        (
+            &["--source", "xdp", "--snaplen", "128"],
+            "--snaplen",
+            "applies to --source packet only (AF_XDP copies whole frames",
+        ),
+        (
+            &["--xdp-mode", "generic"],
+            "--xdp-mode",
+            "applies to --source xdp only",
+        ),
+        (
+            &["--source", "packet", "--xdp-mode", "native"],
+            "--xdp-mode",
+            "applies to --source xdp only",
+        ),
         (&["--ring-retire", "2ms"], "--ring-retire", blocks),
         (
             &["--ring-mode", "frames", "--ring-retire", "1ms"],
