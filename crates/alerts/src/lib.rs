@@ -21,6 +21,7 @@ mod deadletter;
 mod delivery;
 mod format;
 mod key;
+mod lifecycle;
 mod metrics;
 pub mod syslog;
 mod transport;
@@ -32,6 +33,7 @@ pub use deadletter::{DeadLetter, DEAD_LETTER_SCHEMA};
 pub use delivery::{AlertSink, DeliveryConfig, Notify, Overflow, Stats, StatsHandle};
 pub use format::{body, chat_line, Predicates, WebhookFormat};
 pub use key::idempotency_key;
+pub use lifecycle::{AlertState, Change, Hold, Lifecycle};
 pub use metrics::render_prometheus;
 pub use transport::{Failure, SyslogAddr, SyslogConfig, Transport, WebhookConfig};
 
