@@ -23,6 +23,7 @@ mod format;
 mod key;
 mod lifecycle;
 mod metrics;
+mod notice;
 pub mod syslog;
 mod transport;
 
@@ -30,11 +31,12 @@ use clarion_report::Report;
 use clarion_sinks::{ReportSink, SinkError};
 
 pub use deadletter::{DeadLetter, DEAD_LETTER_SCHEMA};
-pub use delivery::{AlertSink, DeliveryConfig, Notify, Overflow, Stats, StatsHandle};
+pub use delivery::{AlertSink, Alerting, DeliveryConfig, Notify, Overflow, Stats, StatsHandle};
 pub use format::{body, chat_line, Predicates, WebhookFormat};
 pub use key::idempotency_key;
 pub use lifecycle::{AlertState, Change, Hold, Lifecycle};
 pub use metrics::render_prometheus;
+pub use notice::{transition_key, Notice, Rule, Rules, Severity, Threshold, Transition, ALERT_SCHEMA};
 pub use transport::{Failure, SyslogAddr, SyslogConfig, Transport, WebhookConfig};
 
 /// Why an alert sink could not start or finished badly.
