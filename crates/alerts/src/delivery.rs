@@ -55,6 +55,7 @@ use std::time::{Duration, Instant};
 use clarion_report::{GroupKey, Report};
 use clarion_sinks::{ReportSink, SinkError};
 
+use crate::alertmanager::{Alertmanager, AlertmanagerConfig};
 use crate::deadletter::DeadLetter;
 use crate::lifecycle::{Change, Lifecycle};
 use crate::notice::{Notice, Rule, Rules, Transition};
@@ -333,6 +334,20 @@ impl AlertSink {
         notify: Notify,
     ) -> Result<AlertSink, AlertError> {
         let t = Syslog::new(syslog)?;
+        AlertSink::with_transport(Box::new(t), config, dead_letter, notify)
+    }
+
+    /// Delivers to a Prometheus Alertmanager (transitions only, re-sent
+    /// while firing).
+    pub fn alertmanager(
+        am: AlertmanagerConfig,
+        mut config: DeliveryConfig,
+        dead_letter: DeadLetter,
+        notify: Notify,
+    ) -> Result<AlertSink, AlertError> {
+        let t = Alertmanager::new(am)?;
+        // Alertmanager tracks alerts, not windows: it is always given transitions.
+        config.alerting.every_window = false;
         AlertSink::with_transport(Box::new(t), config, dead_letter, notify)
     }
 

@@ -17,6 +17,7 @@
 //! (HTTP, sockets), `deadletter` (the file) and `delivery` (the queue,
 //! the thread, retries) do the I/O. Semantics for users: `docs/alerts.md`.
 
+mod alertmanager;
 mod deadletter;
 mod delivery;
 mod format;
@@ -30,6 +31,7 @@ mod transport;
 use clarion_report::Report;
 use clarion_sinks::{ReportSink, SinkError};
 
+pub use alertmanager::{alert as alertmanager_alert, AlertmanagerConfig};
 pub use deadletter::{DeadLetter, DEAD_LETTER_SCHEMA};
 pub use delivery::{AlertSink, Alerting, DeliveryConfig, Notify, Overflow, Stats, StatsHandle};
 pub use format::{body, chat_line, Predicates, WebhookFormat};
