@@ -388,7 +388,8 @@ fn transitions_per_episode() {
     let reference = r.reference();
     let u = |v: &Value| v.as_u64().unwrap();
     // (event, group) -> runs of (first start, last end, interval).
-    let mut runs: BTreeMap<(String, String), Vec<(u64, u64, u64)>> = BTreeMap::new();
+    type Runs = BTreeMap<(String, String), Vec<(u64, u64, u64)>>;
+    let mut runs = Runs::new();
     for rep in &reference {
         let (start, end) = (u(&rep["window"]["start_ns"]), u(&rep["window"]["end_ns"]));
         let key = (
