@@ -449,6 +449,7 @@ fn the_managers_metrics_count_what_the_receiver_saw() {
             "30",
             "--webhook-dead-letter",
             "dead.jsonl",
+            "--syslog-every-window",
             "--syslog",
             &syslog,
         ],
