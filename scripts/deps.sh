@@ -35,6 +35,7 @@ DEPS=(
   "promtool:prometheus:the metrics pages linted by Prometheus's parser (crates/cli/tests/prometheus.rs)"
   "nats-server:nats-server:the manager's alerts (crates/cli/tests/manager_alerts.rs)"
   "promtool:prometheus:the manager's alert delivery series linted (crates/cli/tests/manager_alerts.rs)"
+  "prometheus-alertmanager:prometheus-alertmanager:alerts to a real Alertmanager, one firing and one resolved per episode (crates/alerts/tests/alertmanager.rs)"
   "objcopy:binutils:the Debian package (scripts/package-deb.sh splits the debug information off)"
   "mmdebstrap:mmdebstrap:the Debian package installed on a clean Debian (crates/cli/tests/package.rs)"
   "systemd-nspawn:systemd-container:the package's systemd unit started by systemd (crates/cli/tests/package.rs)"

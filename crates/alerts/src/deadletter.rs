@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use clarion_report::Report;
+use crate::notice::Notice;
 use serde_json::json;
 
 /// Schema of a dead-letter line.
@@ -53,27 +53,24 @@ impl DeadLetter {
     }
 
     /// Appends one dead letter.
-    pub fn write(
-        &mut self,
-        target: &str,
-        report: &Report,
-        key: &str,
-        reason: &str,
-        attempts: u32,
-    ) -> io::Result<()> {
+    pub fn write(&mut self, target: &str, notice: &Notice, reason: &str, attempts: u32) -> io::Result<()> {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
-        let line = json!({
+        let mut line = json!({
             "schema": DEAD_LETTER_SCHEMA,
             "target": target,
             "reason": reason,
             "attempts": attempts,
-            "key": key,
+            "key": notice.key,
             "at": clarion_report::rfc3339(now),
-            "report": report.to_json(),
+            "report": notice.report.to_json(),
         });
+        // A transition also keeps what was to be sent (state, rule, times).
+        if notice.transition.is_some() {
+            line["alert"] = notice.to_json();
+        }
         let mut bytes = line.to_string().into_bytes();
         bytes.push(b'\n');
         match self {

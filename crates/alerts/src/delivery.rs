@@ -47,16 +47,18 @@
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use clarion_report::Report;
+use clarion_report::{GroupKey, Report};
 use clarion_sinks::{ReportSink, SinkError};
 
+use crate::alertmanager::{Alertmanager, AlertmanagerConfig};
 use crate::deadletter::DeadLetter;
-use crate::key::idempotency_key;
+use crate::lifecycle::{Change, Lifecycle};
+use crate::notice::{Notice, Rule, Rules, Transition};
 use crate::transport::{Failure, Syslog, SyslogConfig, Transport, Webhook, WebhookConfig};
 use crate::AlertError;
 
@@ -85,6 +87,24 @@ pub struct DeliveryConfig {
     pub overflow: Overflow,
     /// At exit, how long delivery goes on before the rest is dead-lettered.
     pub drain: Duration,
+    /// What is sent: transitions (the default) or every window's report.
+    pub alerting: Alerting,
+}
+
+/// What a sink sends, and the events' rules.
+#[derive(Clone, Debug, Default)]
+pub struct Alerting {
+    /// Every window's report, as before alerts had a lifecycle; otherwise
+    /// only transitions (firing, resolved).
+    pub every_window: bool,
+    /// Each event's rule (hold, severity, predicate); others get the default.
+    pub rules: Arc<Rules>,
+    /// The console's URL, linked from transitions.
+    pub console: Option<String>,
+    /// On live capture: windows ending this long before the wall clock are
+    /// closed (at each `flush`), so groups that stop firing resolve even
+    /// when nothing else fires. `None`: time is seen from reports only.
+    pub clock_grace: Option<Duration>,
 }
 
 impl Default for DeliveryConfig {
@@ -97,6 +117,7 @@ impl Default for DeliveryConfig {
             queue: 4096,
             overflow: Overflow::Block,
             drain: Duration::from_secs(30),
+            alerting: Alerting::default(),
         }
     }
 }
@@ -124,10 +145,10 @@ impl Stats {
     }
 }
 
-struct Job {
-    report: Report,
-    key: String,
-}
+/// An alert's identity: (host, event, group).
+type AlertKey = (Arc<str>, Arc<str>, GroupKey);
+
+type Job = Notice;
 
 struct Shared {
     target: String,
@@ -165,7 +186,7 @@ impl Shared {
     }
 
     fn dead_letter(&self, job: &Job, reason: &str, attempts: u32) -> Result<(), String> {
-        let written = lock(&self.dead_letter).write(&self.target, &job.report, &job.key, reason, attempts);
+        let written = lock(&self.dead_letter).write(&self.target, job, reason, attempts);
         match written {
             Ok(()) => {
                 self.dead_lettered.fetch_add(1, SeqCst);
@@ -236,7 +257,7 @@ fn deliver(t: &mut dyn Transport, job: &Job, shared: &Shared, cfg: &DeliveryConf
             Some(r) => r.min(cfg.timeout),
         };
         attempts += 1;
-        match t.send(&job.report, &job.key, timeout) {
+        match t.send(job, timeout) {
             Ok(()) => {
                 shared.delivered.fetch_add(1, SeqCst);
                 return;
@@ -288,6 +309,9 @@ pub struct AlertSink {
     shared: Arc<Shared>,
     config: DeliveryConfig,
     warned_full: bool,
+    /// The alerts' states (transitions mode).
+    lifecycle: Lifecycle<AlertKey, Report>,
+    default_rule: Arc<Rule>,
 }
 
 impl AlertSink {
@@ -310,6 +334,20 @@ impl AlertSink {
         notify: Notify,
     ) -> Result<AlertSink, AlertError> {
         let t = Syslog::new(syslog)?;
+        AlertSink::with_transport(Box::new(t), config, dead_letter, notify)
+    }
+
+    /// Delivers to a Prometheus Alertmanager (transitions only, re-sent
+    /// while firing).
+    pub fn alertmanager(
+        am: AlertmanagerConfig,
+        mut config: DeliveryConfig,
+        dead_letter: DeadLetter,
+        notify: Notify,
+    ) -> Result<AlertSink, AlertError> {
+        let t = Alertmanager::new(am)?;
+        // Alertmanager tracks alerts, not windows: it is always given transitions.
+        config.alerting.every_window = false;
         AlertSink::with_transport(Box::new(t), config, dead_letter, notify)
     }
 
@@ -336,9 +374,24 @@ impl AlertSink {
         let (s, cfg) = (shared.clone(), config.clone());
         let thread = std::thread::Builder::new()
             .name("clarion-alerts".into())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    deliver(&mut *transport, &job, &s, &cfg);
+            .spawn(move || loop {
+                // A transport that re-sends what is active (Alertmanager)
+                // is woken at its interval even when nothing is queued.
+                let job = match transport.tick_every() {
+                    None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    Some(every) => rx.recv_timeout(every),
+                };
+                match job {
+                    Ok(job) => deliver(&mut *transport, &job, &s, &cfg),
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Err(e) = transport.tick(cfg.timeout) {
+                            (s.notify)(&format!(
+                                "{}: re-sending active alerts failed (tried again in a while): {e:?}",
+                                s.target
+                            ));
+                        }
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
                 }
             })
             .map_err(AlertError::Thread)?;
@@ -348,6 +401,8 @@ impl AlertSink {
             shared,
             config,
             warned_full: false,
+            lifecycle: Lifecycle::new(),
+            default_rule: Arc::new(Rule::default()),
         })
     }
 
@@ -412,20 +467,59 @@ impl AlertSink {
         }
     }
 
-    fn spill(&self, job: &Job, reason: &str) -> Result<(), SinkError> {
-        self.shared
-            .dead_letter(job, reason, 0)
-            .map_err(|m| SinkError::Io(std::io::Error::other(m)))
+    fn rule(&self, event: &str) -> Arc<Rule> {
+        match self.config.alerting.rules.get(event) {
+            Some(r) => Arc::new(r.clone()),
+            None => self.default_rule.clone(),
+        }
     }
-}
 
-impl ReportSink for AlertSink {
-    fn write(&mut self, report: &Report) -> Result<(), SinkError> {
-        self.check()?;
-        let job = Job {
-            key: idempotency_key(report),
-            report: report.clone(),
-        };
+    /// The notices a report makes: itself (per-window mode), or the
+    /// transitions it brings about.
+    fn notices(&mut self, report: &Report) -> Vec<Notice> {
+        let rule = self.rule(&report.event);
+        if self.config.alerting.every_window {
+            return vec![Notice::window(report.clone(), rule)];
+        }
+        let key = (report.origin.host.clone(), report.event.clone(), report.group);
+        let changes = self.lifecycle.fired(
+            key,
+            rule.hold,
+            report.window.start_ns,
+            report.window.end_ns,
+            report.clone(),
+        );
+        self.to_notices(changes)
+    }
+
+    fn to_notices(&self, mut changes: Vec<Change<AlertKey, Report>>) -> Vec<Notice> {
+        // Resolutions come out of a map: put them in a stable order (by
+        // end, event, group), as reports are.
+        changes.sort_by(|a, b| {
+            (a.ends_at_ns.is_none(), a.ends_at_ns, &a.key.1, &a.key.2).cmp(&(
+                b.ends_at_ns.is_none(),
+                b.ends_at_ns,
+                &b.key.1,
+                &b.key.2,
+            ))
+        });
+        changes
+            .into_iter()
+            .map(|c| {
+                let rule = self.rule(&c.key.1);
+                let t = Transition {
+                    state: c.state,
+                    starts_at_ns: c.starts_at_ns,
+                    ends_at_ns: c.ends_at_ns,
+                };
+                Notice::change(c.payload, t, rule, self.config.alerting.console.clone())
+            })
+            .collect()
+    }
+
+    /// Queues one notice (or dead-letters it when the queue is full and
+    /// the sink must not wait).
+    fn queue(&mut self, job: Job) -> Result<(), SinkError> {
         self.shared.accepted.fetch_add(1, SeqCst);
         let Some(tx) = &self.tx else {
             return self.spill(&job, "the sink was already finished");
@@ -455,8 +549,41 @@ impl ReportSink for AlertSink {
         }
     }
 
+    fn spill(&self, job: &Job, reason: &str) -> Result<(), SinkError> {
+        self.shared
+            .dead_letter(job, reason, 0)
+            .map_err(|m| SinkError::Io(std::io::Error::other(m)))
+    }
+}
+
+impl ReportSink for AlertSink {
+    fn write(&mut self, report: &Report) -> Result<(), SinkError> {
+        self.check()?;
+        for job in self.notices(report) {
+            self.queue(job)?;
+        }
+        Ok(())
+    }
+
     fn flush(&mut self) -> Result<(), SinkError> {
-        self.check()
+        self.check()?;
+        if let (Some(grace), false) = (
+            self.config.alerting.clock_grace,
+            self.config.alerting.every_window,
+        ) {
+            // Live: what the monitor closed long enough ago and did not report did not fire.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let through = now.saturating_sub(grace.as_nanos() as u64);
+            if through > self.lifecycle.closed_ns() && !self.lifecycle.is_empty() {
+                let changes = self.lifecycle.close(through);
+                for job in self.to_notices(changes) {
+                    self.queue(job)?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -491,7 +618,8 @@ mod tests {
     }
 
     impl Transport for Scripted {
-        fn send(&mut self, report: &Report, key: &str, _: Duration) -> Result<(), Failure> {
+        fn send(&mut self, notice: &Notice, _: Duration) -> Result<(), Failure> {
+            let (report, key) = (&notice.report, &notice.key);
             let n = self.attempts.entry(key.to_string()).or_default();
             *n += 1;
             let r = (self.script)(report, *n);
@@ -533,6 +661,11 @@ mod tests {
             queue,
             overflow,
             drain: Duration::from_secs(5),
+            // These tests are of delivery: one notice per report.
+            alerting: Alerting {
+                every_window: true,
+                ..Alerting::default()
+            },
         }
     }
 
@@ -666,7 +799,7 @@ mod tests {
         for (d, r) in dead.iter().zip(&sent) {
             assert_eq!(d["schema"], crate::DEAD_LETTER_SCHEMA);
             assert_eq!(d["report"], r.to_json());
-            assert_eq!(d["key"], idempotency_key(r));
+            assert_eq!(d["key"], crate::key::idempotency_key(r));
             assert_eq!(d["target"], "scripted");
             if &*r.event == "a" {
                 assert_eq!(d["attempts"], 3);

@@ -14,6 +14,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use clarion_report::Report;
 use serde_json::json;
 
+use crate::notice::Notice;
+
 /// The body a webhook receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WebhookFormat {
@@ -30,12 +32,19 @@ pub enum WebhookFormat {
 /// line's "value vs threshold"; events missing from it show values alone.
 pub type Predicates = HashMap<String, String>;
 
-/// The request body for one report.
-pub fn body(format: WebhookFormat, report: &Report, predicates: &Predicates) -> Vec<u8> {
+/// The request body for one notice.
+pub fn body(format: WebhookFormat, notice: &Notice, predicates: &Predicates) -> Vec<u8> {
+    let line = || {
+        let line = chat_line(&notice.report, predicates);
+        match &notice.transition {
+            None => line,
+            Some(t) => format!("[{}] {line}", t.state.name().to_uppercase()),
+        }
+    };
     let v = match format {
-        WebhookFormat::Json => report.to_json(),
-        WebhookFormat::Slack => json!({ "text": slack_escape(&chat_line(report, predicates)) }),
-        WebhookFormat::Matrix => json!({ "msgtype": "m.text", "body": chat_line(report, predicates) }),
+        WebhookFormat::Json => notice.to_json(),
+        WebhookFormat::Slack => json!({ "text": slack_escape(&line()) }),
+        WebhookFormat::Matrix => json!({ "msgtype": "m.text", "body": line() }),
     };
     // A `Value` always encodes (its keys are strings).
     serde_json::to_vec(&v).unwrap_or_default()
@@ -139,13 +148,17 @@ mod tests {
         }
     }
 
+    fn notice(r: &Report) -> Notice {
+        Notice::window(r.clone(), std::sync::Arc::default())
+    }
+
     #[test]
     fn json_body_is_the_json_sinks_line() {
         let r = report();
         let mut sink = clarion_sinks::JsonLinesSink::new(Vec::new());
         clarion_sinks::ReportSink::write(&mut sink, &r).unwrap();
         let line = sink.into_inner().unwrap();
-        let mut b = body(WebhookFormat::Json, &r, &Predicates::new());
+        let mut b = body(WebhookFormat::Json, &notice(&r), &Predicates::new());
         b.push(b'\n');
         assert_eq!(b, line);
     }
@@ -181,12 +194,12 @@ mod tests {
         let mut r = report();
         r.event = "a<b>&c".into();
         let slack: Value =
-            serde_json::from_slice(&body(WebhookFormat::Slack, &r, &Predicates::new())).unwrap();
+            serde_json::from_slice(&body(WebhookFormat::Slack, &notice(&r), &Predicates::new())).unwrap();
         let text = slack["text"].as_str().unwrap();
         assert!(text.starts_with("a&lt;b&gt;&amp;c on demo"), "{text}");
         assert_eq!(slack.as_object().unwrap().len(), 1);
         let matrix: Value =
-            serde_json::from_slice(&body(WebhookFormat::Matrix, &r, &Predicates::new())).unwrap();
+            serde_json::from_slice(&body(WebhookFormat::Matrix, &notice(&r), &Predicates::new())).unwrap();
         assert_eq!(matrix["msgtype"], "m.text");
         assert_eq!(matrix["body"], chat_line(&r, &Predicates::new()));
     }

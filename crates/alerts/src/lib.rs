@@ -17,22 +17,28 @@
 //! (HTTP, sockets), `deadletter` (the file) and `delivery` (the queue,
 //! the thread, retries) do the I/O. Semantics for users: `docs/alerts.md`.
 
+mod alertmanager;
 mod deadletter;
 mod delivery;
 mod format;
 mod key;
+mod lifecycle;
 mod metrics;
+mod notice;
 pub mod syslog;
 mod transport;
 
 use clarion_report::Report;
 use clarion_sinks::{ReportSink, SinkError};
 
+pub use alertmanager::{alert as alertmanager_alert, AlertmanagerConfig};
 pub use deadletter::{DeadLetter, DEAD_LETTER_SCHEMA};
-pub use delivery::{AlertSink, DeliveryConfig, Notify, Overflow, Stats, StatsHandle};
+pub use delivery::{AlertSink, Alerting, DeliveryConfig, Notify, Overflow, Stats, StatsHandle};
 pub use format::{body, chat_line, Predicates, WebhookFormat};
 pub use key::idempotency_key;
+pub use lifecycle::{AlertState, Change, Hold, Lifecycle};
 pub use metrics::render_prometheus;
+pub use notice::{transition_key, Notice, Rule, Rules, Severity, Threshold, Transition, ALERT_SCHEMA};
 pub use transport::{Failure, SyslogAddr, SyslogConfig, Transport, WebhookConfig};
 
 /// Why an alert sink could not start or finished badly.

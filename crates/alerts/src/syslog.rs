@@ -18,14 +18,14 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use clarion_report::Report;
+use crate::notice::Notice;
 
 /// Clarion's private enterprise number for SD-IDs (`clarion@32473`):
 /// 32473 is IANA's number reserved for documentation (RFC 5612).
 pub const SD_ID: &str = "clarion@32473";
 
-/// Severity of every report: warning (4). A fired event is something to
-/// look at, not an error of the monitor.
+/// Severity of an event without a rule: warning (4). A fired event is
+/// something to look at, not an error of the monitor.
 pub const SEVERITY_WARNING: u8 = 4;
 
 /// A facility, by its RFC 5424 name (`local0`) or number (0..=23).
@@ -73,10 +73,14 @@ pub fn escape_param_value(s: &str) -> String {
     out
 }
 
-/// The RFC 5424 message for a report: `json` is its `clarion.report/1`
-/// text, `key` its idempotency key.
-pub fn message(report: &Report, json: &str, key: &str, facility: u8, procid: u32) -> String {
-    let pri = u16::from(facility.min(23)) * 8 + u16::from(SEVERITY_WARNING);
+/// The RFC 5424 message for a notice: `json` is its JSON text
+/// (`clarion.report/1` or `clarion.alert/1`). Severity is the event's;
+/// MSGID `report` (per window), `firing` or `resolved`.
+pub fn message(notice: &Notice, json: &str, facility: u8, procid: u32) -> String {
+    let report = &notice.report;
+    let key = &notice.key;
+    let pri = u16::from(facility.min(23)) * 8 + u16::from(notice.rule.severity.syslog_code());
+    let msgid = notice.transition.as_ref().map_or("report", |t| t.state.name());
     let ts = humantime::format_rfc3339_micros(UNIX_EPOCH + Duration::from_nanos(report.window.end_ns));
     let mut sd = format!("[{SD_ID}");
     let mut param = |name: &str, value: &str| {
@@ -88,10 +92,18 @@ pub fn message(report: &Report, json: &str, key: &str, facility: u8, procid: u32
     for (name, value) in report.group.fields() {
         param(name, value.as_deref().unwrap_or("null"));
     }
+    if let Some(t) = &notice.transition {
+        param("state", t.state.name());
+        param("starts_at", &clarion_report::rfc3339(t.starts_at_ns));
+        if let Some(end) = t.ends_at_ns {
+            param("ends_at", &clarion_report::rfc3339(end));
+        }
+    }
+    param("severity", notice.rule.severity.name());
     param("key", key);
     sd.push(']');
     format!(
-        "<{pri}>1 {ts} {} clarion {procid} report {sd} {json}",
+        "<{pri}>1 {ts} {} clarion {procid} {msgid} {sd} {json}",
         header_field(&report.origin.host, 255)
     )
 }

@@ -19,9 +19,8 @@ use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clarion_report::Report;
-
 use crate::format::{body, Predicates, WebhookFormat};
+use crate::notice::Notice;
 use crate::syslog;
 use crate::AlertError;
 
@@ -37,7 +36,18 @@ pub enum Failure {
 
 /// One destination. `send` makes one attempt, taking at most about `timeout`.
 pub trait Transport: Send {
-    fn send(&mut self, report: &Report, key: &str, timeout: Duration) -> Result<(), Failure>;
+    fn send(&mut self, notice: &Notice, timeout: Duration) -> Result<(), Failure>;
+
+    /// How often [`Transport::tick`] is called when nothing is queued;
+    /// `None` (the default): never.
+    fn tick_every(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Periodic work between notices (Alertmanager: re-send what fires).
+    fn tick(&mut self, _timeout: Duration) -> Result<(), Failure> {
+        Ok(())
+    }
 
     /// The destination as logs and dead letters name it (no secrets:
     /// webhook URLs often carry a token in their path).
@@ -64,7 +74,7 @@ pub(crate) struct Webhook {
 
 /// `scheme://host[:port]`, and `/…` when there is a path: enough to tell
 /// which receiver, without the path's secrets.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     // Drop user:password@ too.
@@ -110,8 +120,9 @@ impl Webhook {
 }
 
 impl Transport for Webhook {
-    fn send(&mut self, report: &Report, key: &str, timeout: Duration) -> Result<(), Failure> {
-        let payload = body(self.config.format, report, &self.config.predicates);
+    fn send(&mut self, notice: &Notice, timeout: Duration) -> Result<(), Failure> {
+        let key = notice.key.as_str();
+        let payload = body(self.config.format, notice, &self.config.predicates);
         // Matrix's send endpoint takes a transaction id in the path and
         // deduplicates on it: the idempotency key is one.
         let request = match self.config.format {
@@ -132,56 +143,63 @@ impl Transport for Webhook {
             .timeout_global(Some(timeout))
             .build()
             .send(&payload[..]);
-        let mut response = match sent {
-            Ok(r) => r,
-            Err(e) => return Err(Failure::Retry(e.to_string(), None)),
-        };
-        let status = response.status();
-        if status.is_success() {
-            // Read (a little of) the body so the connection can be reused.
-            let _ = response.body_mut().with_config().limit(4096).read_to_string();
-            return Ok(());
-        }
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let text: String = response
-            .body_mut()
-            .with_config()
-            .limit(4096)
-            .read_to_string()
-            .unwrap_or_default()
-            .chars()
-            .take(200)
-            .collect();
-        let reason = format!(
-            "HTTP {status}{}{}",
-            if text.is_empty() { "" } else { ": " },
-            text.trim()
-        );
-        let code = status.as_u16();
-        if code >= 500 || code == 408 || code == 429 {
-            Err(Failure::Retry(reason, retry_after))
-        } else if status.is_redirection() {
-            let to = response
-                .headers()
-                .get("location")
-                .and_then(|v| v.to_str().ok())
-                .map(redact)
-                .unwrap_or_default();
-            Err(Failure::Permanent(format!(
-                "{reason} (redirect to {to} not followed; fix the URL)"
-            )))
-        } else {
-            Err(Failure::Permanent(reason))
-        }
+        answer(sent)
     }
 
     fn describe(&self) -> String {
         self.describe.clone()
+    }
+}
+
+/// An HTTP answer as an attempt's outcome: `2xx` delivered; `5xx`, 408,
+/// 429 and failed requests retried (with `Retry-After`); redirects and
+/// other `4xx` refused.
+pub(crate) fn answer(sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<(), Failure> {
+    let mut response = match sent {
+        Ok(r) => r,
+        Err(e) => return Err(Failure::Retry(e.to_string(), None)),
+    };
+    let status = response.status();
+    if status.is_success() {
+        // Read (a little of) the body so the connection can be reused.
+        let _ = response.body_mut().with_config().limit(4096).read_to_string();
+        return Ok(());
+    }
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let text: String = response
+        .body_mut()
+        .with_config()
+        .limit(4096)
+        .read_to_string()
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect();
+    let reason = format!(
+        "HTTP {status}{}{}",
+        if text.is_empty() { "" } else { ": " },
+        text.trim()
+    );
+    let code = status.as_u16();
+    if code >= 500 || code == 408 || code == 429 {
+        Err(Failure::Retry(reason, retry_after))
+    } else if status.is_redirection() {
+        let to = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(redact)
+            .unwrap_or_default();
+        Err(Failure::Permanent(format!(
+            "{reason} (redirect to {to} not followed; fix the URL)"
+        )))
+    } else {
+        Err(Failure::Permanent(reason))
     }
 }
 
@@ -312,9 +330,9 @@ impl Syslog {
 }
 
 impl Transport for Syslog {
-    fn send(&mut self, report: &Report, key: &str, timeout: Duration) -> Result<(), Failure> {
-        let json = report.to_json().to_string();
-        let msg = syslog::message(report, &json, key, self.config.facility, self.procid);
+    fn send(&mut self, notice: &Notice, timeout: Duration) -> Result<(), Failure> {
+        let json = notice.to_json().to_string();
+        let msg = syslog::message(notice, &json, self.config.facility, self.procid);
         self.try_send(&msg, timeout).map_err(|e| {
             // A stream broken mid-message cannot be resumed: start a new one.
             self.tcp = None;

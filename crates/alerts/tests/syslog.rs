@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clarion_alerts::syslog::{message, parse_facility};
-use clarion_alerts::{idempotency_key, AlertSink, DeadLetter, DeliveryConfig, SyslogAddr, SyslogConfig};
+use clarion_alerts::{
+    idempotency_key, transition_key, AlertSink, AlertState, Alerting, DeadLetter, DeliveryConfig, Notice,
+    Rule, Severity, SyslogAddr, SyslogConfig, Transition,
+};
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_sinks::ReportSink;
 use proptest::prelude::*;
@@ -37,8 +40,9 @@ fn report(event: &str, host: &str, i: u64, group: GroupKey) -> Report {
 }
 
 /// What every message of `r` must say, checked on the parsed message.
-fn check(m: &syslog_parser::Message, r: &Report, facility: u8) {
-    assert_eq!(m.pri, facility * 8 + 4);
+fn check(m: &syslog_parser::Message, r: &Report, facility: u8, severity: Severity) {
+    assert_eq!(m.pri, facility * 8 + severity.syslog_code());
+    assert_eq!(m.param("clarion@32473", "severity"), Some(severity.name()));
     assert_eq!(m.version, 1);
     // The window end, to the microsecond (RFC 5424 allows six digits).
     let micros = r.window.end_ns / 1000;
@@ -77,6 +81,7 @@ proptest! {
         src in proptest::option::of(any::<u32>()),
         port in proptest::option::of(proptest::option::of(any::<u16>())),
         facility in 0u8..24,
+        severity in proptest::sample::select(vec![Severity::Critical, Severity::Error, Severity::Warning, Severity::Notice, Severity::Info]),
     ) {
         let group = GroupKey {
             src_ip: src.map(|a| (IpAddr::from(a.to_be_bytes()), 24)),
@@ -85,9 +90,10 @@ proptest! {
         };
         let r = report(&event, &host, 0, group);
         let json = r.to_json().to_string();
-        let text = message(&r, &json, &idempotency_key(&r), facility, std::process::id());
+        let rule = Arc::new(Rule { severity, ..Rule::default() });
+        let text = message(&Notice::window(r.clone(), rule), &json, facility, std::process::id());
         let m = syslog_parser::parse(&text).map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
-        check(&m, &r, facility);
+        check(&m, &r, facility, severity);
     }
 }
 
@@ -118,6 +124,11 @@ fn sink(addr: SyslogAddr) -> AlertSink {
             backoff: Duration::from_millis(5),
             backoff_max: Duration::from_millis(20),
             drain: Duration::from_secs(5),
+            // One message per report, as checked below.
+            alerting: Alerting {
+                every_window: true,
+                ..Alerting::default()
+            },
             ..DeliveryConfig::default()
         },
         DeadLetter::open(dead.path()).unwrap(),
@@ -158,7 +169,7 @@ fn over_udp_one_datagram_per_report() {
     for r in &sent {
         let n = rx.recv(&mut buf).unwrap();
         let m = syslog_parser::parse(std::str::from_utf8(&buf[..n]).unwrap()).unwrap();
-        check(&m, r, 16);
+        check(&m, r, 16, Severity::Warning);
     }
 }
 
@@ -185,7 +196,7 @@ fn over_tcp_octet_counted() {
     }
     assert!(buf.is_empty());
     for (text, r) in got.iter().zip(&sent) {
-        check(&syslog_parser::parse(text).unwrap(), r, 16);
+        check(&syslog_parser::parse(text).unwrap(), r, 16, Severity::Warning);
     }
 }
 
@@ -208,6 +219,41 @@ fn over_a_unix_datagram_socket() {
             &syslog_parser::parse(std::str::from_utf8(&buf[..n]).unwrap()).unwrap(),
             r,
             16,
+            Severity::Warning,
         );
+    }
+}
+
+#[test]
+fn transitions_name_their_state_and_severity() {
+    let r = report("burst", "web-1", 0, GroupKey::default());
+    let rule = Arc::new(Rule {
+        severity: Severity::Critical,
+        ..Rule::default()
+    });
+    for (state, ends) in [
+        (AlertState::Firing, None),
+        (AlertState::Resolved, Some(r.window.end_ns)),
+    ] {
+        let t = Transition {
+            state,
+            starts_at_ns: r.window.start_ns,
+            ends_at_ns: ends,
+        };
+        let n = Notice::change(r.clone(), t.clone(), rule.clone(), None);
+        let json = n.to_json().to_string();
+        let text = message(&n, &json, 16, 1);
+        let m = syslog_parser::parse(&text).unwrap();
+        // local0 (16) × 8 + critical (2).
+        assert_eq!(m.pri, 130);
+        assert_eq!(m.msgid, state.name());
+        assert_eq!(m.param("clarion@32473", "state"), Some(state.name()));
+        assert_eq!(
+            m.param("clarion@32473", "key"),
+            Some(transition_key(&r, &t).as_str())
+        );
+        assert_eq!(m.param("clarion@32473", "ends_at").is_some(), ends.is_some());
+        let body: serde_json::Value = serde_json::from_str(m.msg.as_deref().unwrap()).unwrap();
+        assert_eq!(body["state"], state.name());
     }
 }

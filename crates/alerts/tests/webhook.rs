@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clarion_alerts::{
-    idempotency_key, AlertSink, DeadLetter, DeliveryConfig, Overflow, Predicates, WebhookConfig,
-    WebhookFormat,
+    idempotency_key, AlertSink, Alerting, DeadLetter, DeliveryConfig, Hold, Overflow, Predicates, Rule,
+    Severity, WebhookConfig, WebhookFormat,
 };
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_sinks::ReportSink;
@@ -52,6 +52,12 @@ fn delivery(retries: u32) -> DeliveryConfig {
         queue: 64,
         overflow: Overflow::Block,
         drain: Duration::from_secs(10),
+        // These tests are of the per-window mode (one request per report);
+        // transitions are below.
+        alerting: Alerting {
+            every_window: true,
+            ..Alerting::default()
+        },
     }
 }
 
@@ -216,4 +222,90 @@ fn chat_formats() {
         got[1].json(),
         serde_json::json!({ "msgtype": "m.text", "body": line })
     );
+}
+
+/// Issue 37: a sustained condition is one firing and one resolved per
+/// episode, not a request per window; a blip shorter than `after` is none.
+#[test]
+fn transitions_not_windows() {
+    let rx = Receiver::start(Box::new(|_, _| 200));
+    let dead = tempfile::NamedTempFile::new().unwrap();
+    let mut rules = clarion_alerts::Rules::new();
+    rules.insert(
+        "burst".into(),
+        Rule {
+            hold: Hold {
+                fire_after: 2,
+                resolve_after: 3,
+            },
+            severity: Severity::Critical,
+            predicate: Some("sum(volume) > 500".into()),
+            thresholds: Vec::new(),
+        },
+    );
+    let mut cfg = delivery(0);
+    cfg.alerting = Alerting {
+        every_window: false,
+        rules: Arc::new(rules),
+        console: Some("http://127.0.0.1:8700/".into()),
+        clock_grace: None,
+    };
+    let mut s = AlertSink::webhook(
+        WebhookConfig {
+            url: rx.url("/hook"),
+            format: WebhookFormat::Json,
+            headers: Vec::new(),
+            predicates: Predicates::new(),
+        },
+        cfg,
+        DeadLetter::open(dead.path()).unwrap(),
+        Arc::new(|m: &str| eprintln!("note: {m}")),
+    )
+    .unwrap();
+    // `burst` holds in windows 0-9 and 20-24, and alone in 15 (a blip);
+    // `tick` fires every window, so time is seen to pass.
+    let burst = |i: u64| (0..10).contains(&i) || (20..25).contains(&i) || i == 15;
+    let mut sent = 0;
+    for i in 0..31 {
+        if burst(i) {
+            s.write(&report("burst", i)).unwrap();
+            sent += 1;
+        }
+        s.write(&report("tick", i)).unwrap();
+    }
+    let stats = s.finish().unwrap();
+    let got: Vec<serde_json::Value> = rx.requests().iter().map(|q| q.json()).collect();
+    let of = |e: &str| -> Vec<(String, u64, Option<u64>)> {
+        got.iter()
+            .filter(|v| v["event"] == e)
+            .map(|v| {
+                assert_eq!(v["schema"], clarion_alerts::ALERT_SCHEMA);
+                (
+                    v["state"].as_str().unwrap().to_string(),
+                    v["starts_at_ns"].as_u64().unwrap(),
+                    v["ends_at_ns"].as_u64(),
+                )
+            })
+            .collect()
+    };
+    let w = |i: u64| report("burst", i).window;
+    assert_eq!(
+        of("burst"),
+        vec![
+            ("firing".into(), w(0).start_ns, None),
+            ("resolved".into(), w(0).start_ns, Some(w(9).end_ns)),
+            ("firing".into(), w(20).start_ns, None),
+            ("resolved".into(), w(20).start_ns, Some(w(24).end_ns)),
+        ]
+    );
+    // `tick` fires throughout: it fired and has not resolved.
+    assert_eq!(of("tick").len(), 1);
+    let first = got.iter().find(|v| v["event"] == "burst").unwrap();
+    assert_eq!(first["severity"], "critical");
+    assert_eq!(first["predicate"], "sum(volume) > 500");
+    assert_eq!(first["console"], "http://127.0.0.1:8700/");
+    // The firing carries the window that fired: the second of the run.
+    assert_eq!(first["report"], report("burst", 1).to_json());
+    assert_eq!(stats.delivered, 5);
+    assert!(sent > 5);
 }

@@ -14,9 +14,14 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use clarion_alerts::{
-    AlertSink, DeadLetter, DeliveryConfig, Overflow, Predicates, StatsHandle, SyslogAddr, SyslogConfig, Tee,
-    WebhookConfig, WebhookFormat,
+    AlertSink, Alerting, AlertmanagerConfig, DeadLetter, DeliveryConfig, Hold, Overflow, Predicates, Rule,
+    Rules, Severity, StatsHandle, SyslogAddr, SyslogConfig, Tee, Threshold, WebhookConfig, WebhookFormat,
 };
+
+/// On live capture, how long after its end a window that sent no report
+/// is taken as closed without a firing: the monitor reports a window
+/// some epochs after it ends, well under this.
+const LIVE_GRACE: Duration = Duration::from_secs(2);
 use clarion_sinks::ReportSink;
 
 use crate::args::parse_duration;
@@ -98,6 +103,34 @@ pub struct AlertArgs {
     /// Syslog facility: local0..local7, daemon, user, ... or 0-23.
     #[arg(long, default_value = "local0", value_parser = clarion_alerts::syslog::parse_facility, value_name = "NAME", requires = "syslog")]
     pub syslog_facility: u8,
+
+    /// Send the webhook every window's report (clarion.report/1), as
+    /// before alerts had a lifecycle, instead of only the transitions
+    /// (firing, resolved; clarion.alert/1).
+    #[arg(long, requires = "webhook")]
+    pub webhook_every_window: bool,
+
+    /// Send syslog one message per window's report instead of only the
+    /// transitions.
+    #[arg(long, requires = "syslog")]
+    pub syslog_every_window: bool,
+
+    /// Also send alerts to a Prometheus Alertmanager (its v2 API at
+    /// URL/api/v2/alerts, e.g. http://127.0.0.1:9093): labels alertname
+    /// (the event), host, group, severity; firing alerts re-sent every
+    /// --alertmanager-resend.
+    #[arg(long, value_name = "URL")]
+    pub alertmanager: Option<String>,
+
+    /// How often alerts still firing are re-sent to Alertmanager (their
+    /// endsAt is four of these ahead, as Prometheus does).
+    #[arg(long, default_value = "1m", value_parser = parse_duration, value_name = "DURATION", requires = "alertmanager")]
+    pub alertmanager_resend: u64,
+
+    /// The web console's URL, linked from every alert (the payload's
+    /// `console`, Alertmanager's generatorURL).
+    #[arg(long, value_name = "URL")]
+    pub alert_console_url: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -122,19 +155,74 @@ fn parse_header(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Each event's predicate as written, from the events file, for chat lines.
-fn predicates(events: Option<&Path>) -> Predicates {
+/// Each event's predicate as written, for chat lines.
+fn predicates(rules: &Rules) -> Predicates {
+    rules
+        .iter()
+        .filter_map(|(name, r)| Some((name.clone(), r.predicate.clone()?)))
+        .collect()
+}
+
+/// Each event's alert rule (its `alert` clause, predicate and
+/// thresholds), from the events file. Events installed otherwise (the
+/// control API, a manager's store) get the default rule.
+fn rules(events: Option<&Path>) -> Rules {
     let Some(text) = events.and_then(|p| std::fs::read_to_string(p).ok()) else {
-        return Predicates::new();
+        return Rules::new();
     };
-    // The file was checked already; a parse failure only loses the thresholds.
-    match clarion_lang::parse(&text) {
-        Ok(file) => file
-            .events
-            .iter()
-            .map(|e| (e.name.clone(), e.when.to_string()))
-            .collect(),
-        Err(_) => Predicates::new(),
+    // The file was checked already; a parse failure only loses the rules.
+    let Ok(file) = clarion_lang::parse(&text) else {
+        return Rules::new();
+    };
+    file.events.iter().map(|e| (e.name.clone(), rule(e))).collect()
+}
+
+fn rule(e: &clarion_lang::ast::Event) -> Rule {
+    use clarion_lang::ast::Severity as S;
+    let mut thresholds = Vec::new();
+    comparisons(&e.when, &mut thresholds);
+    let (hold, severity) = match &e.alert {
+        None => (Hold::default(), Severity::Warning),
+        Some(a) => (
+            Hold {
+                fire_after: a.fire_after(),
+                resolve_after: a.resolve_after_windows(),
+            },
+            match a.severity() {
+                S::Critical => Severity::Critical,
+                S::Error => Severity::Error,
+                S::Warning => Severity::Warning,
+                S::Notice => Severity::Notice,
+                S::Info => Severity::Info,
+            },
+        ),
+    };
+    Rule {
+        hold,
+        severity,
+        predicate: Some(e.when.to_string()),
+        thresholds,
+    }
+}
+
+/// The comparisons of a predicate (`sum(volume) > 125KB`), left to right.
+fn comparisons(x: &clarion_lang::ast::Expr, out: &mut Vec<Threshold>) {
+    use clarion_lang::ast::{BinOp, ExprKind};
+    match &x.kind {
+        ExprKind::Binary { op, left, right, .. } => match op {
+            BinOp::Or | BinOp::And => {
+                comparisons(left, out);
+                comparisons(right, out);
+            }
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => out.push(Threshold {
+                value: left.to_string(),
+                op: op.symbol().to_string(),
+                threshold: right.to_string(),
+            }),
+            _ => {}
+        },
+        ExprKind::Unary { expr, .. } => comparisons(expr, out),
+        _ => {}
     }
 }
 
@@ -166,9 +254,17 @@ pub fn with_alerts(
     live: bool,
     events: Option<&Path>,
 ) -> Result<Box<dyn ReportSink>, Failure> {
-    if a.webhook.is_none() && a.syslog.is_none() {
+    if a.webhook.is_none() && a.syslog.is_none() && a.alertmanager.is_none() {
         return Ok(sink);
     }
+    let rules = Arc::new(rules(events));
+    let alerting = |every_window: bool| Alerting {
+        every_window,
+        rules: rules.clone(),
+        console: a.alert_console_url.clone(),
+        // Live: windows closed 2 s before the wall clock and not reported did not fire.
+        clock_grace: live.then_some(LIVE_GRACE),
+    };
     let usage = |m: String| Failure::Usage(format!("clarion: {m}"));
     let delivery = DeliveryConfig {
         retries: a.webhook_retries,
@@ -183,6 +279,7 @@ pub fn with_alerts(
             None => Overflow::Block,
         },
         drain: Duration::from_nanos(a.webhook_drain),
+        alerting: alerting(false),
     };
     let dead_letter = || match &a.webhook_dead_letter {
         Some(p) => DeadLetter::open(p).map_err(|e| usage(e.to_string())),
@@ -209,10 +306,14 @@ pub fn with_alerts(
             predicates: if format == WebhookFormat::Json {
                 Predicates::new()
             } else {
-                predicates(events)
+                predicates(&rules)
             },
         };
-        let s = AlertSink::webhook(config, delivery.clone(), dead_letter()?, notify.clone())
+        let d = DeliveryConfig {
+            alerting: alerting(a.webhook_every_window),
+            ..delivery.clone()
+        };
+        let s = AlertSink::webhook(config, d, dead_letter()?, notify.clone())
             .map_err(|e| usage(format!("--webhook: {e}")))?;
         watch("webhook", &s);
         sinks.push(Box::new(s));
@@ -223,9 +324,24 @@ pub fn with_alerts(
             addr,
             facility: a.syslog_facility,
         };
-        let s = AlertSink::syslog(config, delivery, dead_letter()?, notify)
+        let d = DeliveryConfig {
+            alerting: alerting(a.syslog_every_window),
+            ..delivery.clone()
+        };
+        let s = AlertSink::syslog(config, d, dead_letter()?, notify.clone())
             .map_err(|e| usage(format!("--syslog: {e}")))?;
         watch("syslog", &s);
+        sinks.push(Box::new(s));
+    }
+    if let Some(url) = &a.alertmanager {
+        let config = AlertmanagerConfig {
+            url: url.clone(),
+            resend: Duration::from_nanos(a.alertmanager_resend.max(1_000_000)),
+            headers: Vec::new(),
+        };
+        let s = AlertSink::alertmanager(config, delivery, dead_letter()?, notify)
+            .map_err(|e| usage(format!("--alertmanager: {e}")))?;
+        watch("alertmanager", &s);
         sinks.push(Box::new(s));
     }
     Ok(Box::new(Tee::new(sinks)))
@@ -234,6 +350,35 @@ pub fn with_alerts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_come_from_the_alert_clause_and_predicate() {
+        let file = clarion_lang::parse(
+            "event burst\n  when sum(packets) > 50 and max(size) >= 1KB\n  every 100ms\n  alert after 3 windows, severity critical\nevent plain when sum(volume) > 1",
+        )
+        .unwrap();
+        let r = rule(&file.events[0]);
+        assert_eq!(
+            r.hold,
+            Hold {
+                fire_after: 3,
+                resolve_after: 1
+            }
+        );
+        assert_eq!(r.severity, Severity::Critical);
+        assert_eq!(
+            r.predicate.as_deref(),
+            Some("sum(packets) > 50 and max(size) >= 1KB")
+        );
+        let t: Vec<(&str, &str, &str)> = r
+            .thresholds
+            .iter()
+            .map(|t| (t.value.as_str(), t.op.as_str(), t.threshold.as_str()))
+            .collect();
+        assert_eq!(t, vec![("sum(packets)", ">", "50"), ("max(size)", ">=", "1KB")]);
+        let p = rule(&file.events[1]);
+        assert_eq!((p.hold, p.severity), (Hold::default(), Severity::Warning));
+    }
 
     #[test]
     fn headers_parse() {

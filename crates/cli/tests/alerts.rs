@@ -12,7 +12,7 @@ mod syslog_parser;
 
 mod common;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -70,7 +70,24 @@ fn lines(p: &Path) -> Vec<Value> {
 
 /// `clarion run` on the capture with `extra` flags; reports to ref.jsonl,
 /// dead letters to dead.jsonl in a fresh directory.
+/// The per-window flag of each target `extra` names.
+fn every_window(extra: &[&str]) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if extra.contains(&"--webhook") {
+        out.push("--webhook-every-window");
+    }
+    if extra.contains(&"--syslog") {
+        out.push("--syslog-every-window");
+    }
+    out
+}
+
 fn run(capture: &Path, extra: &[&str]) -> Run {
+    run_mode(capture, extra, true)
+}
+
+/// `per_window`: each target sends every report (else transitions).
+fn run_mode(capture: &Path, extra: &[&str], per_window: bool) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let events = dir.path().join("alerts.clarion");
     std::fs::write(&events, EVENTS).unwrap();
@@ -85,6 +102,13 @@ fn run(capture: &Path, extra: &[&str]) -> Run {
         .arg("--webhook-dead-letter")
         .arg(dir.path().join("dead.jsonl"))
         .args(extra)
+        // The tests below are of the per-window mode (a request per
+        // report); transitions are tested in `transitions_per_episode`.
+        .args(if per_window {
+            every_window(extra)
+        } else {
+            Vec::new()
+        })
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
@@ -140,7 +164,7 @@ fn a_receiver_restarted_mid_run_loses_nothing() {
             "--webhook-retries",
             "30",
         ])
-        .args(["--webhook-timeout", "2s"])
+        .args(["--webhook-timeout", "2s", "--webhook-every-window"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -348,4 +372,81 @@ fn bad_destinations_are_usage_errors() {
         assert_eq!(o.status.code(), Some(2), "{flags:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{flags:?}: {}", stderr(&o));
     }
+}
+
+/// Issue 37: by default the webhook gets transitions: per (event, group),
+/// one firing per run of consecutive firing windows and one resolved once
+/// a later report shows the next window closed without it (the rule of
+/// docs/alerts.md, with the default `alert` clause), computed here from
+/// the run's own `--output`.
+#[test]
+fn transitions_per_episode() {
+    let Some(cap) = capture() else { return };
+    let t0 = std::time::Instant::now();
+    let rx = Receiver::start(Box::new(|_, _| 200));
+    let r = run_mode(&cap, &["--webhook", &rx.url("/hook")], false);
+    let reference = r.reference();
+    let u = |v: &Value| v.as_u64().unwrap();
+    // (event, group) -> runs of (first start, last end, interval).
+    type Runs = BTreeMap<(String, String), Vec<(u64, u64, u64)>>;
+    let mut runs = Runs::new();
+    for rep in &reference {
+        let (start, end) = (u(&rep["window"]["start_ns"]), u(&rep["window"]["end_ns"]));
+        let key = (
+            rep["event"].as_str().unwrap().to_string(),
+            rep["group"].to_string(),
+        );
+        let v = runs.entry(key).or_default();
+        match v.last_mut() {
+            Some(last) if last.1 + last.2 == end => last.1 = end,
+            _ => v.push((start, end, end - start)),
+        }
+    }
+    let latest = reference
+        .iter()
+        .map(|rep| u(&rep["window"]["end_ns"]))
+        .max()
+        .unwrap();
+    let mut want = Vec::new();
+    for ((event, group), v) in &runs {
+        for &(start, end, interval) in v {
+            want.push((event.clone(), group.clone(), "firing".to_string(), start, None));
+            if latest > end + interval {
+                want.push((
+                    event.clone(),
+                    group.clone(),
+                    "resolved".to_string(),
+                    start,
+                    Some(end),
+                ));
+            }
+        }
+    }
+    let mut got: Vec<_> = rx
+        .delivered()
+        .iter()
+        .map(|a| {
+            assert_eq!(a["schema"], "clarion.alert/1");
+            assert_eq!(a["severity"], "warning");
+            assert!(a["predicate"].as_str().unwrap().starts_with("sum(packets) > "));
+            (
+                a["event"].as_str().unwrap().to_string(),
+                a["report"]["group"].to_string(),
+                a["state"].as_str().unwrap().to_string(),
+                u(&a["starts_at_ns"]),
+                a["ends_at_ns"].as_u64(),
+            )
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    // (On this capture most episodes last one window, so transitions
+    // outnumber reports; a sustained condition is in the crate's tests.)
+    assert_eq!(got, want);
+    eprintln!(
+        "{} reports, {} transitions, {:?}",
+        reference.len(),
+        got.len(),
+        t0.elapsed()
+    );
 }

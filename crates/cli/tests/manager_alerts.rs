@@ -63,6 +63,7 @@ fn every_manager_report_reaches_the_webhook_once_in_order() {
         &[
             "--poll-timeout",
             "20s",
+            "--webhook-every-window",
             "--webhook",
             &hook,
             "--webhook-backoff",
@@ -104,6 +105,7 @@ fn a_receiver_down_the_whole_time_dead_letters_exactly_the_managers_reports() {
         &[
             "--poll-timeout",
             "20s",
+            "--webhook-every-window",
             "--webhook",
             &hook,
             "--webhook-backoff",
@@ -197,6 +199,7 @@ fn a_slow_receiver_never_holds_the_manager_up() {
         &[
             "--poll-timeout",
             "20s",
+            "--webhook-every-window",
             "--webhook",
             &hook,
             "--webhook-queue",
@@ -263,6 +266,7 @@ fn an_unwritable_dead_letter_file_stops_the_manager() {
             "net.jsonl",
             "--duration",
             "300s",
+            "--webhook-every-window",
             "--webhook",
             &hook,
             "--webhook-retries",
@@ -302,6 +306,7 @@ fn at_sigterm_the_manager_drains_for_webhook_drain_then_dead_letters() {
             "net.jsonl",
             "--duration",
             "300s",
+            "--webhook-every-window",
             "--webhook",
             &hook,
             "--webhook-retries",
@@ -372,7 +377,15 @@ fn syslog_from_the_manager_one_message_per_report() {
     let m = run_network(
         d,
         &url,
-        &["--poll-timeout", "20s", "--syslog", &addr, "--name", "mgr-1"],
+        &[
+            "--poll-timeout",
+            "20s",
+            "--syslog",
+            &addr,
+            "--syslog-every-window",
+            "--name",
+            "mgr-1",
+        ],
         &["--linger", "60s"],
     );
     assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
@@ -427,6 +440,7 @@ fn the_managers_metrics_count_what_the_receiver_saw() {
             "300s",
             "--metrics",
             "127.0.0.1:0",
+            "--webhook-every-window",
             "--webhook",
             &hook,
             "--webhook-backoff",
@@ -435,6 +449,7 @@ fn the_managers_metrics_count_what_the_receiver_saw() {
             "30",
             "--webhook-dead-letter",
             "dead.jsonl",
+            "--syslog-every-window",
             "--syslog",
             &syslog,
         ],

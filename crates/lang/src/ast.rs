@@ -94,8 +94,80 @@ pub struct Event {
     /// `priority N`, when written: the number as written and its span
     /// (not range-checked here; the checker refuses more than 100).
     pub priority: Option<(u64, Span)>,
+    /// `alert after N windows, resolve after M windows, severity S`, when
+    /// written: how the event's alerts fire and resolve.
+    pub alert: Option<AlertClause>,
     /// From `event` to the end of the last clause.
     pub span: Span,
+}
+
+/// `alert [after N windows] [resolve after M windows] [severity S]` (at
+/// least one part, in any order, optionally separated by commas). Counts
+/// are as written (the checker refuses 0 and more than
+/// [`AlertClause::MAX_WINDOWS`]); absent parts take the defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlertClause {
+    /// Consecutive windows the predicate must hold before the alert fires.
+    pub after: Option<(u64, Span)>,
+    /// Consecutive windows without a firing before a firing alert resolves.
+    pub resolve_after: Option<(u64, Span)>,
+    pub severity: Option<(Severity, Span)>,
+    /// From `alert` to the end of the clause.
+    pub span: Span,
+}
+
+impl AlertClause {
+    /// The most windows either count may be: a million windows of 1 ms is
+    /// over 16 minutes, of 1 s over 11 days; longer is a typo.
+    pub const MAX_WINDOWS: u64 = 1_000_000;
+    /// Windows the predicate must hold before firing (default: 1, at once).
+    pub fn fire_after(&self) -> u64 {
+        self.after.map_or(1, |(n, _)| n)
+    }
+    /// Windows without a firing before resolving (default: 1).
+    pub fn resolve_after_windows(&self) -> u64 {
+        self.resolve_after.map_or(1, |(n, _)| n)
+    }
+    /// The severity (default: warning).
+    pub fn severity(&self) -> Severity {
+        self.severity.map_or(Severity::Warning, |(s, _)| s)
+    }
+}
+
+/// An alert's severity: the syslog severities a fired event can have
+/// (RFC 5424 §6.2.1, 2 to 6), named as Alertmanager's `severity` labels
+/// usually are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Severity {
+    Critical,
+    Error,
+    Warning,
+    Notice,
+    Info,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 5] = [
+        Severity::Critical,
+        Severity::Error,
+        Severity::Warning,
+        Severity::Notice,
+        Severity::Info,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Notice => "notice",
+            Severity::Info => "info",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Severity> {
+        Severity::ALL.into_iter().find(|v| v.name() == s)
+    }
 }
 
 /// `then install EVENT [on FIELDS] [for DURATION]`: when this event fires
@@ -558,6 +630,15 @@ impl Event {
         }
         if let Some((_, span)) = &mut self.priority {
             *span = Span::default();
+        }
+        if let Some(a) = &mut self.alert {
+            a.span = Span::default();
+            for (_, span) in [&mut a.after, &mut a.resolve_after].into_iter().flatten() {
+                *span = Span::default();
+            }
+            if let Some((_, span)) = &mut a.severity {
+                *span = Span::default();
+            }
         }
     }
 }

@@ -34,6 +34,7 @@ pub mod codes {
     pub const BAD_ADDRESS: &str = "E0210";
     pub const BAD_SCOPE: &str = "E0211";
     pub const MISSING_SEND: &str = "E0212";
+    pub const BAD_ALERT: &str = "E0213";
     pub const DUPLICATE_EVENT: &str = "E0301";
     pub const BAD_FILTER_VALUE: &str = "E0302";
     pub const HOST_BITS: &str = "E0303";
@@ -62,6 +63,7 @@ pub mod codes {
     pub const DUPLICATE_POLICY: &str = "E0361";
     pub const MISPLACED_ITEM: &str = "E0362";
     pub const BAD_PRIORITY: &str = "E0370";
+    pub const BAD_ALERT_COUNT: &str = "E0371";
 }
 
 /// A location attached to a diagnostic ("first defined here"). A label on
@@ -107,6 +109,12 @@ impl Diagnostic {
     }
 
     /// The text under the primary underline (short; the message is the headline).
+    /// The same diagnostic under another code (a generic "expected"
+    /// message that belongs to a specific mistake).
+    pub(crate) fn with_code(self, code: &'static str) -> Diagnostic {
+        Diagnostic { code, ..self }
+    }
+
     pub(crate) fn here(self, message: impl Into<String>) -> Diagnostic {
         let span = Span::from(self.span.clone());
         self.label(span, message)

@@ -125,6 +125,19 @@ impl Display for Event {
         if let Some((n, _)) = self.priority {
             writeln!(f, "  priority {n}")?;
         }
+        if let Some(a) = &self.alert {
+            let mut parts = Vec::new();
+            if let Some((n, _)) = a.after {
+                parts.push(format!("after {n} {}", windows(n)));
+            }
+            if let Some((n, _)) = a.resolve_after {
+                parts.push(format!("resolve after {n} {}", windows(n)));
+            }
+            if let Some((s, _)) = a.severity {
+                parts.push(format!("severity {}", s.name()));
+            }
+            writeln!(f, "  alert {}", parts.join(", "))?;
+        }
         Ok(())
     }
 }
@@ -276,5 +289,13 @@ impl Display for Expr {
                 write_at(f, right, rmin)
             }
         }
+    }
+}
+
+fn windows(n: u64) -> &'static str {
+    if n == 1 {
+        "window"
+    } else {
+        "windows"
     }
 }

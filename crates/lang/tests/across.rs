@@ -146,7 +146,7 @@ fn clause_errors_list_across() {
     assert_eq!(d.code, codes::UNKNOWN_CLAUSE);
     assert!(
         d.message
-            .contains("`every`, `across`, `then`, `on demand`, `priority`)"),
+            .contains("`every`, `across`, `then`, `on demand`, `priority`, `alert`)"),
         "{}",
         d.message
     );
@@ -154,7 +154,7 @@ fn clause_errors_list_across() {
     let d = only_error("event e when sum(volume) > 1 5");
     assert_eq!(
         d.help.as_deref(),
-        Some("each clause starts with `filter`, `when`, `per`, `every`, `across`, `then install`, `then capture`, `on demand` or `priority`")
+        Some("each clause starts with `filter`, `when`, `per`, `every`, `across`, `then install`, `then capture`, `on demand`, `priority` or `alert`")
     );
 }
 

@@ -60,7 +60,7 @@ fn misspelt_clause() {
     assert_renders(
         "event rack\n  wehn sum(volume) > 125KB\n",
         r#"
-[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`, `priority`) or the next `event`, found `wehn`
+[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`, `priority`, `alert`) or the next `event`, found `wehn`
    ╭─[ rack.clarion:2:3 ]
    │
  2 │   wehn sum(volume) > 125KB
@@ -382,7 +382,7 @@ fn or_between_conditions() {
     assert_renders(
         "event web\n  filter dst_port = 80 or dst_port = 443\n  when count(packets) > 10\n",
         r#"
-[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`, `priority`) or the next `event`, found `or`
+[E0202] Error: expected a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`, `priority`, `alert`) or the next `event`, found `or`
    ╭─[ rack.clarion:2:24 ]
    │
  2 │   filter dst_port = 80 or dst_port = 443
@@ -699,4 +699,180 @@ fn names_longer_than_64_characters() {
     ))
     .expect_err("refused");
     assert!(huge.0[0].message.len() < 100, "{}", huge.0[0].message);
+}
+
+#[test]
+fn alert_after_a_duration() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  every 100ms\n  alert after 300ms\n",
+        r#"
+[E0213] Error: `300ms` is a duration; alerts count windows
+   ╭─[ rack.clarion:4:15 ]
+   │
+ 4 │   alert after 300ms
+   │               ──┬──
+   │                 ╰──── a duration
+   │
+   │ Help: write a number of windows of the event's `every`: with `every 100ms`, `after 300ms` is `after 3 windows`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn alert_without_windows() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  alert after 3\n  per src_ip\n",
+        r#"
+[E0213] Error: expected `windows` after `after 3`, found `per`
+   ╭─[ rack.clarion:4:3 ]
+   │
+ 4 │   per src_ip
+   │   ─┬─
+   │    ╰─── expected `windows` after `after 3`
+   │
+   │ Help: write a whole number of windows, e.g. `after 3 windows`: counts are in windows of the event's `every`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn alert_misspelt_severity() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  alert after 3 windows, severity critcal\n",
+        r#"
+[E0213] Error: unknown severity `critcal`
+   ╭─[ rack.clarion:3:35 ]
+   │
+ 3 │   alert after 3 windows, severity critcal
+   │                                   ───┬───
+   │                                      ╰───── not a severity
+   │
+   │ Help: did you mean `critical`? Severities: `critical`, `error`, `warning`, `notice`, `info`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn alert_misspelt_part() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  per src_ip\n  alert aftr 3 windows\n",
+        r#"
+[E0213] Error: expected `after N windows`, `resolve after N windows` or `severity NAME` after `alert`, found `aftr`
+   ╭─[ rack.clarion:4:9 ]
+   │
+ 4 │   alert aftr 3 windows
+   │         ──┬─
+   │           ╰─── expected `after N windows`, `resolve after N windows` or `severity NAME` after `alert`
+   │
+   │ Help: did you mean `after`?
+───╯
+"#,
+    );
+}
+
+#[test]
+fn alert_resolve_without_after() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  alert resolve 10 windows\n",
+        r#"
+[E0213] Error: expected `after` after `resolve`, found number `10`
+   ╭─[ rack.clarion:3:17 ]
+   │
+ 3 │   alert resolve 10 windows
+   │                 ─┬
+   │                  ╰── expected `after` after `resolve`
+   │
+   │ Help: write e.g. `resolve after 10 windows`
+───╯
+"#,
+    );
+}
+
+#[test]
+fn alert_part_twice() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  alert after 2 windows, severity info, after 3 windows\n",
+        r#"
+[E0213] Error: `after` twice in one `alert` clause
+   ╭─[ rack.clarion:3:41 ]
+   │
+ 3 │   alert after 2 windows, severity info, after 3 windows
+   │         ──┬──                           ──┬──
+   │           │                               ╰──── second `after`
+   │           │
+   │           ╰──────────────────────────────────── first `after` here
+   │
+   │ Help: write e.g. `alert after 3 windows, resolve after 10 windows, severity critical` (each part optional; counts in windows of the event's `every`)
+───╯
+"#,
+    );
+}
+
+#[test]
+fn alert_trailing_comma() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  alert after 2 windows,\n",
+        r#"
+[E0213] Error: expected `resolve after N windows` or `severity NAME` after the comma, found end of input
+   ╭─[ rack.clarion:3:24 ]
+   │
+ 3 │   alert after 2 windows,
+   │                        ┬
+   │                        ╰── expected `resolve after N windows` or `severity NAME` after the comma after this
+   │
+   │ Help: write e.g. `alert after 3 windows, resolve after 10 windows, severity critical` (each part optional; counts in windows of the event's `every`)
+───╯
+"#,
+    );
+}
+
+#[test]
+fn alert_after_zero_windows() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  alert after 0 windows, resolve after 2000000 windows\n",
+        r#"
+[E0371] Error: `after 0 windows` is not a count of windows
+   ╭─[ rack.clarion:3:15 ]
+   │
+ 3 │   alert after 0 windows, resolve after 2000000 windows
+   │               ┬
+   │               ╰── at least 1
+   │
+   │ Help: an alert fires at the earliest in the first window its predicate holds: leave `after` out (the default is `after 1 window`) to fire at once
+───╯
+[E0371] Error: `resolve after 2000000 windows` is more than 1000000 windows
+   ╭─[ rack.clarion:3:40 ]
+   │
+ 3 │   alert after 0 windows, resolve after 2000000 windows
+   │                                        ───┬───
+   │                                           ╰───── at most 1000000
+   │
+   │ Help: write e.g. `alert after 3 windows, resolve after 10 windows, severity critical` (each part optional; counts in windows of the event's `every`)
+───╯
+"#,
+    );
+}
+
+#[test]
+fn alert_clause_twice() {
+    assert_renders(
+        "event heavy\n  when sum(volume) > 125KB\n  alert after 2 windows\n  alert severity critical\n",
+        r#"
+[E0204] Error: duplicate `alert` clause
+   ╭─[ rack.clarion:4:3 ]
+   │
+ 3 │   alert after 2 windows
+   │   ──┬──
+   │     ╰──── first `alert` clause here
+ 4 │   alert severity critical
+   │   ──┬──
+   │     ╰──── second `alert` clause
+   │
+   │ Help: an event has one `alert` clause: put all its parts in it, e.g. `alert after 3 windows, severity critical`
+───╯
+"#,
+    );
 }

@@ -5,8 +5,9 @@
 use std::net::IpAddr;
 
 use clarion_lang::ast::{
-    Across, BinOp, Capture, Cond, CondValue, Dest, Event, Export, Expr, ExprKind, Field, File, FilterClause,
-    GroupField, NumLit, Per, PerKind, PrefixLen, Quantity, QuorumLit, Send, SendWhat, Then, UnOp, Unit,
+    Across, AlertClause, BinOp, Capture, Cond, CondValue, Dest, Event, Export, Expr, ExprKind, Field, File,
+    FilterClause, GroupField, NumLit, Per, PerKind, PrefixLen, Quantity, QuorumLit, Send, SendWhat, Severity,
+    Then, UnOp, Unit,
 };
 use clarion_lang::parse;
 use clarion_lang::span::Span;
@@ -194,9 +195,10 @@ fn event() -> impl Strategy<Value = Event> {
         ),
         // Any number: the parser keeps what is written, the checker ranges it.
         prop::option::of(prop_oneof![0u64..=100, any::<u64>()]),
+        alert_clause(),
     )
         .prop_map(
-            |(name, filters, when, per, every, across, then, on_demand, capture, priority)| Event {
+            |(name, filters, when, per, every, across, then, on_demand, capture, priority, alert)| Event {
                 name,
                 name_span: Span::default(),
                 filters,
@@ -219,9 +221,31 @@ fn event() -> impl Strategy<Value = Event> {
                 }),
                 on_demand: on_demand.then(Span::default),
                 priority: priority.map(|n| (n, Span::default())),
+                alert,
                 span: Span::default(),
             },
         )
+}
+
+/// Any alert clause with at least one part; counts as written (the
+/// checker ranges them).
+fn alert_clause() -> impl Strategy<Value = Option<AlertClause>> {
+    prop::option::of(
+        (
+            spanned(),
+            spanned(),
+            prop::option::of(prop::sample::select(Severity::ALL.to_vec())),
+        )
+            .prop_filter("one part at least", |(a, r, s)| {
+                a.is_some() || r.is_some() || s.is_some()
+            })
+            .prop_map(|(after, resolve_after, severity)| AlertClause {
+                after,
+                resolve_after,
+                severity: severity.map(|s| (s, Span::default())),
+                span: Span::default(),
+            }),
+    )
 }
 
 fn spanned() -> impl Strategy<Value = Option<(u64, Span)>> {
@@ -312,6 +336,15 @@ proptest! {
             prop_assert_eq!(printed[e.when.span.range()].to_string(), e.when.to_string());
             if let Some((n, span)) = e.priority {
                 prop_assert_eq!(&printed[span.range()], n.to_string());
+            }
+            if let Some(a) = &e.alert {
+                prop_assert!(printed[a.span.range()].starts_with("alert "));
+                for (n, span) in [a.after, a.resolve_after].into_iter().flatten() {
+                    prop_assert_eq!(&printed[span.range()], n.to_string());
+                }
+                if let Some((s, span)) = a.severity {
+                    prop_assert_eq!(&printed[span.range()], s.name());
+                }
             }
         }
         for x in &parsed.exports {

@@ -90,6 +90,9 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
         .as_ref()
         .and_then(|c| capture(c, e.across.is_some(), diags));
     let priority = e.priority.map(|p| priority(p, diags));
+    if let Some(a) = &e.alert {
+        alert(a, diags);
+    }
     if diags.len() > before {
         return None;
     }
@@ -120,6 +123,40 @@ fn lower_event(e: &Event, diags: &mut Vec<Diagnostic>) -> Option<EventSpec> {
         }
     }
     Some(spec)
+}
+
+/// `alert after N windows, resolve after M windows`: each count from 1 to
+/// [`AlertClause::MAX_WINDOWS`] (the parser has refused decimals).
+fn alert(a: &crate::ast::AlertClause, diags: &mut Vec<Diagnostic>) {
+    const MAX: u64 = crate::ast::AlertClause::MAX_WINDOWS;
+    for (part, count) in [("after", a.after), ("resolve after", a.resolve_after)] {
+        let Some((n, span)) = count else { continue };
+        let d = if n == 0 {
+            let help = if part == "after" {
+                "an alert fires at the earliest in the first window its predicate holds: leave `after` out (the default is `after 1 window`) to fire at once"
+            } else {
+                "an alert resolves at the earliest once a window closed without a firing: leave `resolve after` out (the default is `resolve after 1 window`)"
+            };
+            Diagnostic::new(
+                codes::BAD_ALERT_COUNT,
+                format!("`{part} 0 windows` is not a count of windows"),
+                span,
+            )
+            .here("at least 1")
+            .help(help)
+        } else if n > MAX {
+            Diagnostic::new(
+                codes::BAD_ALERT_COUNT,
+                format!("`{part} {n} windows` is more than {MAX} windows"),
+                span,
+            )
+            .here(format!("at most {MAX}"))
+            .help(crate::parser::ALERT_HELP)
+        } else {
+            continue;
+        };
+        diags.push(d);
+    }
 }
 
 /// `priority N`: 0 to 100 (the parser has refused decimals and negatives).

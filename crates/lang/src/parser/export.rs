@@ -90,7 +90,7 @@ impl Parser<'_> {
                     };
                     let help = match &t.kind {
                         TokenKind::Ident(w)
-                            if ["when", "per", "every", "across", "then", "priority"].contains(&w.as_str()) =>
+                            if ["when", "per", "every", "across", "then", "priority", "alert"].contains(&w.as_str()) =>
                         {
                             format!("`{w}` belongs to events; a policy has `filter` and `send` clauses")
                         }

@@ -15,8 +15,8 @@ mod expr;
 pub use expr::MAX_DEPTH;
 
 use crate::ast::{
-    Across, Capture, Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField, NumLit, Per,
-    PerKind, PrefixLen, Quantity, QuorumLit, Then,
+    Across, AlertClause, Capture, Cond, CondValue, Event, Expr, Field, File, FilterClause, GroupField,
+    NumLit, Per, PerKind, PrefixLen, Quantity, QuorumLit, Severity, Then,
 };
 use crate::error::{codes, Diagnostic};
 use crate::lexer::lex;
@@ -24,11 +24,14 @@ use crate::span::Span;
 use crate::suggest::closest;
 use crate::token::{Token, TokenKind};
 
-/// The words that start a clause. `priority` is not a keyword: it may
-/// still name a variable, a value or an event.
-const CLAUSES: [&str; 8] = [
-    "filter", "when", "per", "every", "across", "then", "on", "priority",
+/// The words that start a clause. `priority` and `alert` are not
+/// keywords: they may still name a variable, a value or an event.
+const CLAUSES: [&str; 9] = [
+    "filter", "when", "per", "every", "across", "then", "on", "priority", "alert",
 ];
+
+/// The words that may follow `alert` (its parts).
+const ALERT_PARTS: [&str; 3] = ["after", "resolve", "severity"];
 
 /// The longest name of an event or export policy, in characters (names
 /// are ASCII letters, digits and `_`). Names become file names (captures,
@@ -60,7 +63,11 @@ const KEYWORDS: [&str; 12] = [
 
 /// How a clause list is named in messages ("each clause starts with …").
 const CLAUSE_LIST: &str =
-    "`filter`, `when`, `per`, `every`, `across`, `then install`, `then capture`, `on demand` or `priority`";
+    "`filter`, `when`, `per`, `every`, `across`, `then install`, `then capture`, `on demand`, `priority` or `alert`";
+
+/// How to write an alert clause, for every error about one (the checker's too).
+pub(crate) const ALERT_HELP: &str =
+    "write e.g. `alert after 3 windows, resolve after 10 windows, severity critical` (each part optional; counts in windows of the event's `every`)";
 
 /// How to write a priority, for every error about one (the checker's too).
 pub(crate) const PRIORITY_HELP: &str =
@@ -103,6 +110,7 @@ impl<'t> Parser<'t> {
             TokenKind::Ident(w) => match w.as_str() {
                 "on" => next.is_some_and(|n| n.is_word("demand")),
                 "priority" => next.is_some_and(|n| matches!(n.kind, TokenKind::Int(_) | TokenKind::Dec(_))),
+                "alert" => next.is_some_and(|n| ALERT_PARTS.iter().any(|p| n.is_word(p))),
                 w => w == "event" || w == "export" || CLAUSES.contains(&w),
             },
             _ => false,
@@ -215,6 +223,7 @@ impl<'t> Parser<'t> {
         let mut capture: Option<(Span, Capture)> = None;
         let mut on_demand: Option<(Span, ())> = None;
         let mut priority: Option<(Span, (u64, Span))> = None;
+        let mut alert: Option<(Span, AlertClause)> = None;
         while let Some(t) = self.peek() {
             let TokenKind::Ident(word) = &t.kind else {
                 return Err(self.unknown_clause(!filters.is_empty()));
@@ -267,6 +276,11 @@ impl<'t> Parser<'t> {
                     self.pos += 1;
                     priority = Some((t.span, self.priority()?));
                 }
+                "alert" => {
+                    check_duplicate(&alert, "alert", t.span)?;
+                    self.pos += 1;
+                    alert = Some((t.span, self.alert(t.span)?));
+                }
                 _ => return Err(self.unknown_clause(!filters.is_empty())),
             }
         }
@@ -291,6 +305,7 @@ impl<'t> Parser<'t> {
             capture: capture.map(|(_, c)| c),
             on_demand: on_demand.map(|(s, ())| s),
             priority: priority.map(|(_, p)| p),
+            alert: alert.map(|(_, a)| a),
             span: kw.to(self.prev_span()),
         })
     }
@@ -358,9 +373,175 @@ impl<'t> Parser<'t> {
         }
     }
 
+    /// What follows `alert`: at least one of `after N windows`, `resolve
+    /// after N windows` and `severity NAME`, each at most once, in any
+    /// order, optionally separated by commas.
+    fn alert(&mut self, kw: Span) -> PResult<AlertClause> {
+        let mut a = AlertClause {
+            after: None,
+            resolve_after: None,
+            severity: None,
+            span: kw,
+        };
+        let mut seen: Vec<(&'static str, Span)> = Vec::new();
+        let mut comma = false;
+        loop {
+            let part = self.peek().and_then(|t| {
+                ALERT_PARTS
+                    .into_iter()
+                    .find(|p| t.is_word(p))
+                    .map(|p| (p, t.span))
+            });
+            let Some((part, span)) = part else {
+                if seen.is_empty() || comma {
+                    return Err(self.alert_part_expected(&seen));
+                }
+                break;
+            };
+            if let Some((_, first)) = seen.iter().find(|(p, _)| *p == part) {
+                return Err(Diagnostic::new(
+                    codes::BAD_ALERT,
+                    format!("`{part}` twice in one `alert` clause"),
+                    span,
+                )
+                .here(format!("second `{part}`"))
+                .label(*first, format!("first `{part}` here"))
+                .help(ALERT_HELP));
+            }
+            seen.push((part, span));
+            self.pos += 1;
+            match part {
+                "after" => a.after = Some(self.window_count("after")?),
+                "resolve" => {
+                    if self.eat(|k| k.is_word("after")).is_none() {
+                        return Err(self
+                            .expected("`after` after `resolve`")
+                            .with_code(codes::BAD_ALERT)
+                            .help("write e.g. `resolve after 10 windows`"));
+                    }
+                    a.resolve_after = Some(self.window_count("resolve after")?);
+                }
+                _ => a.severity = Some(self.severity()?),
+            }
+            // A comma only between parts: one before the next clause is an error above.
+            comma = self.eat(|k| *k == TokenKind::Comma).is_some();
+        }
+        a.span = kw.to(self.prev_span());
+        Ok(a)
+    }
+
+    fn alert_part_expected(&self, seen: &[(&'static str, Span)]) -> Diagnostic {
+        let left: Vec<String> = [
+            ("after", "`after N windows`"),
+            ("resolve", "`resolve after N windows`"),
+            ("severity", "`severity NAME`"),
+        ]
+        .into_iter()
+        .filter(|(p, _)| !seen.iter().any(|(s, _)| s == p))
+        .map(|(_, w)| w.to_string())
+        .collect();
+        let list = match left.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            Some((last, _)) => last.clone(),
+            None => "the next clause".to_string(),
+        };
+        let what = if seen.is_empty() {
+            format!("{list} after `alert`")
+        } else {
+            format!("{list} after the comma")
+        };
+        let d = self.expected(&what).with_code(codes::BAD_ALERT);
+        match self.peek() {
+            Some(Token {
+                kind: TokenKind::Ident(w),
+                ..
+            }) => match closest(w, ALERT_PARTS) {
+                Some(s) => d.help(format!("did you mean `{s}`?")),
+                None => d.help(ALERT_HELP),
+            },
+            _ => d.help(ALERT_HELP),
+        }
+    }
+
+    /// `N window[s]` after `after` or `resolve after`: a whole count of the
+    /// event's windows, not a duration.
+    fn window_count(&mut self, after: &str) -> PResult<(u64, Span)> {
+        let help = format!("write a whole number of windows, e.g. `{after} 3 windows`: counts are in windows of the event's `every`");
+        let (n, span) = match self.peek().map(|t| (&t.kind, t.span)) {
+            Some((TokenKind::Int(n), span)) => (*n, span),
+            Some((TokenKind::Dec(x), span)) => {
+                return Err(Diagnostic::new(
+                    codes::BAD_ALERT,
+                    format!("`{x}` windows is not a whole number"),
+                    span,
+                )
+                .here("not a whole number")
+                .help(help))
+            }
+            _ => {
+                return Err(self
+                    .expected(&format!("a number of windows after `{after}`"))
+                    .with_code(codes::BAD_ALERT)
+                    .help(help))
+            }
+        };
+        self.pos += 1;
+        match self.peek() {
+            Some(t) if t.is_word("windows") || t.is_word("window") => {
+                self.pos += 1;
+                Ok((n, span))
+            }
+            Some(Token {
+                kind: TokenKind::Ident(w),
+                span: unit,
+            }) if crate::ast::Unit::from_name(w).is_some() => Err(Diagnostic::new(
+                codes::BAD_ALERT,
+                format!("`{n}{w}` is a duration; alerts count windows"),
+                span.to(*unit),
+            )
+            .here("a duration")
+            .help(format!(
+                "write a number of windows of the event's `every`: with `every 100ms`, `{after} 300ms` is `{after} 3 windows`"
+            ))),
+            _ => Err(self
+                .expected(&format!("`windows` after `{after} {n}`"))
+                .with_code(codes::BAD_ALERT)
+                .help(help)),
+        }
+    }
+
+    /// What follows `severity`: one of [`Severity::ALL`].
+    fn severity(&mut self) -> PResult<(Severity, Span)> {
+        let names = || Severity::ALL.into_iter().map(Severity::name);
+        let list = names().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        match self.peek() {
+            Some(Token {
+                kind: TokenKind::Ident(w),
+                span,
+            }) => match Severity::from_name(w) {
+                Some(s) => {
+                    self.pos += 1;
+                    Ok((s, *span))
+                }
+                None => {
+                    let d = Diagnostic::new(codes::BAD_ALERT, format!("unknown severity `{w}`"), *span)
+                        .here("not a severity");
+                    Err(match closest(w, names()) {
+                        Some(s) => d.help(format!("did you mean `{s}`? Severities: {list}")),
+                        None => d.help(format!("severities: {list}")),
+                    })
+                }
+            },
+            _ => Err(self
+                .expected("a severity after `severity`")
+                .with_code(codes::BAD_ALERT)
+                .help(format!("severities: {list}"))),
+        }
+    }
+
     fn unknown_clause(&self, had_filter: bool) -> Diagnostic {
         let d = self.expected(
-            "a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`, `priority`) or the next `event`",
+            "a clause (`filter`, `when`, `per`, `every`, `across`, `then`, `on demand`, `priority`, `alert`) or the next `event`",
         );
         let Some(t) = self.peek() else { return d };
         let d = Diagnostic {
@@ -731,6 +912,7 @@ fn check_duplicate<T>(first: &Option<(Span, T)>, clause: &str, here: Span) -> PR
         "on demand" => "write `on demand` once",
         "then capture" => "one `then capture` per event: give it the longest span you need",
         "priority" => "an event has one priority: write `priority` once",
+        "alert" => "an event has one `alert` clause: put all its parts in it, e.g. `alert after 3 windows, severity critical`",
         _ => "an event has one interval",
     };
     Err(Diagnostic::new(
