@@ -104,6 +104,9 @@ fn wait_listening(child: &mut Child, port: u16, limit: Duration) -> Result<(), S
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Usage {
     pub cpu_s: f64,
+    /// Time its threads spent runnable but waiting for a CPU (`schedstat`):
+    /// a process held back by the machine, not by its own work.
+    pub runq_wait_s: f64,
     pub rss_kb: u64,
     pub peak_rss_kb: u64,
 }
@@ -125,11 +128,31 @@ pub fn usage(pid: u32) -> Option<Usage> {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             .unwrap_or(0)
     };
+    let mut runq_wait_ns = 0u64;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let s = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+            runq_wait_ns += s
+                .split_whitespace()
+                .nth(1)
+                .and_then(|w| w.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
     Some(Usage {
         cpu_s,
+        runq_wait_s: runq_wait_ns as f64 / 1e9,
         rss_kb: kb("VmRSS:"),
         peak_rss_kb: kb("VmHWM:"),
     })
+}
+
+/// The load average over the last minute (`/proc/loadavg`): how busy the machine was.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// This process's CPU time (the generator's: the managers and the server are other processes).
