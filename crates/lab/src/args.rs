@@ -73,7 +73,29 @@ pub enum Command {
     /// update per word, TCP state, sweep pair, insertion) fitted, and checked on mixed states.
     #[command(after_help = PROFILE_STATES_AFTER_HELP)]
     ProfileStates(crate::profile_states::ProfileStatesArgs),
+    /// The network-wide event manager under a simulated fleet over a real NATS server:
+    /// thousands of agents' satisfaction reports, polls and decisions, against a reference.
+    #[command(after_help = FLEET_AFTER_HELP)]
+    Fleet(crate::fleet::FleetArgs),
+    /// The manager a `fleet` run starts (its NATS service in a process of its own).
+    #[command(hide = true)]
+    FleetManager(crate::fleet::FleetManagerArgs),
 }
+
+const FLEET_AFTER_HELP: &str = "Examples:
+  clarion-lab fleet                                   # 1,000 hosts, 100 events, 10 s
+  clarion-lab fleet --hosts 10000 --events 1000 --duration 20s --json
+  clarion-lab fleet --hosts 10000 --events 1000 --shared 1 && clarion-lab fleet --hosts 10000 --events 1000 --shared 2
+
+It starts nats-server (JetStream on, in a temporary directory; on PATH or
+/usr/sbin) on a free loopback port unless --nats, the manager(s) as child
+processes (their pids printed, for perf record -p), registers every host,
+then for --duration each host sends the satisfaction reports of the
+seeded workload as its windows end and answers the manager's polls. The
+fired decisions received on clarion.events are compared with the
+workload's reference. Exit status 1 if one is wrong or missing, or the
+manager polled a host the model does not place the event on.
+Method and results: docs/performance.md (Fleet scale).";
 
 const PROFILE_STATES_AFTER_HELP: &str = "Examples:
   clarion-lab profile-states

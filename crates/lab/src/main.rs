@@ -21,6 +21,9 @@
 //!   deterministic simulated queue, against the reference evaluator;
 //! - `profile-states`: MONA's offline profiling of degraded mode's
 //!   per-state costs (lookup, update per word, TCP, sweep pair, insertion);
+//! - `fleet`: the network-wide event manager under thousands of simulated
+//!   agents over a real NATS server: reports decided per second, decision
+//!   latency, the manager's CPU and memory, decisions against a reference;
 //! - `thrash`: a co-runner that thrashes the shared cache (MONA's
 //!   contention experiment), to run beside the monitor.
 //!
@@ -34,6 +37,7 @@ mod classify;
 mod dos;
 mod export_cost;
 mod feasibility;
+mod fleet;
 mod gen;
 mod overload;
 mod profile_states;
@@ -62,6 +66,8 @@ fn main() -> ExitCode {
         Command::Thrash(a) => thrash::thrash(&a),
         Command::Overload(a) => overload::overload(&a),
         Command::ProfileStates(a) => profile_states::profile_states(&a),
+        Command::Fleet(a) => fleet::fleet(&a),
+        Command::FleetManager(a) => fleet::fleet_manager(&a),
     };
     clarion_cmdline::exit("clarion-lab", result)
 }
