@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 
 use crate::lifecycle::AlertState;
 use crate::notice::Notice;
-use crate::transport::{answer, redact, Failure, Transport};
+use crate::transport::{answer, check_http_url, http_agent, redact, Failure, Transport};
 use crate::AlertError;
 
 /// Alertmanager's settings.
@@ -120,27 +120,13 @@ fn identity(a: &Value) -> String {
 
 impl Alertmanager {
     pub(crate) fn new(config: AlertmanagerConfig) -> Result<Alertmanager, AlertError> {
-        let uri: ureq::http::Uri = config
-            .url
-            .parse()
-            .map_err(|e| AlertError::Target(format!("Alertmanager URL `{}`: {e}", redact(&config.url))))?;
-        match uri.scheme_str() {
-            Some("http") | Some("https") if uri.host().is_some() => {}
-            _ => {
-                return Err(AlertError::Target(format!(
-                    "Alertmanager URL `{}` must be http://HOST:PORT or https://HOST:PORT",
-                    redact(&config.url)
-                )))
-            }
-        }
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .user_agent(concat!("clarion/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+        check_http_url(
+            "Alertmanager",
+            &config.url,
+            "http://HOST:PORT or https://HOST:PORT",
+        )?;
         Ok(Alertmanager {
-            agent,
+            agent: http_agent(),
             endpoint: format!("{}/api/v2/alerts", config.url.trim_end_matches('/')),
             describe: format!("alertmanager {}", redact(&config.url)),
             active: BTreeMap::new(),

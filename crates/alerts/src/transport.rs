@@ -83,21 +83,36 @@ pub(crate) fn redact(url: &str) -> String {
     format!("{scheme}://{host}{more}")
 }
 
+/// Checks that `url` is an `http://` or `https://` URL with a host, for
+/// the target `what` (`webhook`, `Alertmanager`), which takes the form
+/// `form` (shown when it is not).
+pub(crate) fn check_http_url(what: &str, url: &str, form: &str) -> Result<(), AlertError> {
+    let uri: ureq::http::Uri = url
+        .parse()
+        .map_err(|e| AlertError::Target(format!("{what} URL `{}`: {e}", redact(url))))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") if uri.host().is_some() => Ok(()),
+        _ => Err(AlertError::Target(format!(
+            "{what} URL `{}` must be {form}",
+            redact(url)
+        ))),
+    }
+}
+
+/// An HTTP client for a target: statuses are answers, not errors (see
+/// [`answer`]), and redirects are not followed.
+pub(crate) fn http_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .user_agent(concat!("clarion/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .new_agent()
+}
+
 impl Webhook {
     pub(crate) fn new(config: WebhookConfig) -> Result<Webhook, AlertError> {
-        let uri: ureq::http::Uri = config
-            .url
-            .parse()
-            .map_err(|e| AlertError::Target(format!("webhook URL `{}`: {e}", redact(&config.url))))?;
-        match uri.scheme_str() {
-            Some("http") | Some("https") if uri.host().is_some() => {}
-            _ => {
-                return Err(AlertError::Target(format!(
-                    "webhook URL `{}` must be http://HOST/... or https://HOST/...",
-                    redact(&config.url)
-                )))
-            }
-        }
+        check_http_url("webhook", &config.url, "http://HOST/... or https://HOST/...")?;
         for (name, value) in &config.headers {
             ureq::http::HeaderName::try_from(name.as_str())
                 .map_err(|_| AlertError::Target(format!("`{name}` is not a valid HTTP header name")))?;
@@ -105,14 +120,8 @@ impl Webhook {
                 AlertError::Target(format!("the value of header `{name}` is not valid in HTTP"))
             })?;
         }
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .user_agent(concat!("clarion/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
         Ok(Webhook {
-            agent,
+            agent: http_agent(),
             describe: format!("webhook {}", redact(&config.url)),
             config,
         })
