@@ -8,6 +8,7 @@
 // reconnecting with backoff. Memory is bounded: the feed keeps the newest
 // FEED_MAX reports, each chart the newest CHART_MAX points.
 
+import { completenessNote, type Completeness } from "./completeness";
 import { chart, rfc3339Ms, type Point } from "./chart";
 import { offsets, spansOf } from "./diag";
 import { dropsDetail, duration, grew, percent, rate, warnings, type HostHealth } from "./health";
@@ -36,7 +37,7 @@ interface Report {
   values: Record<string, number | null>;
   host: string;
   worker: number | null;
-  completeness: { malformed: number; dropped: number; untracked: number; complete: boolean };
+  completeness: Completeness;
 }
 
 const $ = <T extends HTMLElement>(id: string): T => {
@@ -443,8 +444,7 @@ function report(data: string): void {
     notice(`A report that is not JSON: ${data.slice(0, 200)}`);
     return;
   }
-  const c = r.completeness;
-  const lossless = c && c.malformed === 0 && c.dropped === 0 && c.untracked === 0 && c.complete;
+  const note = completenessNote(r.completeness);
   const group = Object.entries(r.group ?? {}).map(([k, v]) => `${k}=${v === null ? "–" : String(v)}`).join(" ");
   const values = Object.entries(r.values ?? {}).map(([k, v]) => `${k} = ${v === null ? "undefined" : String(v)}`).join(", ");
   // The report's identity, for tests and for copying: window start, group and values as sent.
@@ -458,8 +458,11 @@ function report(data: string): void {
     values,
     h("span", { class: "muted" }, ` · ${r.host}`),
   );
-  if (!lossless) {
-    li.append(h("span", { class: "lossy", title: "the monitor did not see this window in full (docs/reports.md, Completeness)" }, " !"));
+  if (note.missing.length > 0) {
+    li.setAttribute("data-missing", JSON.stringify(note.missing));
+    li.append(h("span", { class: "lossy", title: note.title }, ` · without ${note.missing.join(", ")}`));
+  } else if (!note.lossless) {
+    li.append(h("span", { class: "lossy", title: note.title }, " !"));
   }
   prepend(li);
   plot(r);
