@@ -656,11 +656,11 @@ impl Service {
                     }
                     self.flush_polls().await;
                 },
-                // Poll replies after agents' messages: an agent's report of
-                // a window comes before its answer to a poll of it (see
-                // above). Like those, what else has arrived is read too, for
-                // at most UP_SLICE: read one a turn, a backlog behind a busy
-                // loop would fill the subscription (its overflow is dropped).
+                // After agents' messages: an agent's report of a window
+                // comes before its answer to a poll of it (see above).
+                // As agents' messages, what else has arrived, for at most
+                // UP_SLICE: read one a turn, a backlog behind a busy loop
+                // would fill the subscription (whose overflow is dropped).
                 Some(m) = replies.next() => {
                     let started = Instant::now();
                     let mut next = Some(m);
