@@ -122,10 +122,8 @@ pub(crate) async fn connect(
         // A subscription's overflow is dropped: a manager behind a fleet's
         // burst reads its poll replies from one subscription (65,536 by
         // default dropped replies under `clarion-lab fleet`'s load, each a
-        // poll timed out). Channels allocate as they fill; bounded still,
-        // so that a manager far behind holds at most this many messages
-        // a subscription, not its whole backlog.
-        .subscription_capacity(1 << 17)
+        // poll timed out). Channels allocate as they fill.
+        .subscription_capacity(1 << 20)
         .connection_timeout(std::time::Duration::from_secs(5))
         .connect(url)
         .await
