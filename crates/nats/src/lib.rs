@@ -33,7 +33,6 @@ pub mod desk;
 mod error;
 pub mod exports;
 pub mod outbox;
-mod poll_requests;
 pub mod protocol;
 pub mod service;
 pub mod shared;
@@ -119,11 +118,6 @@ pub(crate) async fn connect(
     });
     let client = opts
         .name(name)
-        // A subscription's overflow is dropped: a manager behind a fleet's
-        // burst reads its poll replies from one subscription (65,536 by
-        // default dropped replies under `clarion-lab fleet`'s load, each a
-        // poll timed out). Channels allocate as they fill.
-        .subscription_capacity(1 << 20)
         .connection_timeout(std::time::Duration::from_secs(5))
         .connect(url)
         .await

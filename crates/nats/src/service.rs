@@ -29,11 +29,10 @@ use clarion_control::{Command, ControlError, EventInfo, ExportInfo, ExportsComma
 use clarion_manager::{Effect, EventId, HostId, ManagerLoop, Poll};
 use clarion_report::{GroupKey, Report};
 use futures_util::{FutureExt, StreamExt};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::book::{EventBook, OnDuplicate, Prepared};
 use crate::exports::{ExportBook, PolicyInfo};
-use crate::poll_requests::{Pending, PollRequests};
 use crate::protocol::{self, Answer, Control, PollRequest, Register, RegisterReply, Up};
 use crate::shared::{Shared, SharedEvent, TEND_EVERY};
 use crate::{NatsError, Security};
@@ -351,8 +350,9 @@ struct Service {
     reports: Option<broadcast::Sender<String>>,
     /// Polls waiting to be sent, per host.
     to_poll: Vec<Vec<Poll>>,
-    /// Poll requests in flight, answered through one subscription.
-    requests: PollRequests<Poll>,
+    /// Per host: bumped when it leaves, which gives up its polls in
+    /// flight at once (an agent that said goodbye answers none of them).
+    departed: Vec<watch::Sender<u64>>,
     max_poll_batch: usize,
     /// With other managers: the shared buckets and what this one owns.
     shared: Option<Shared>,
@@ -385,7 +385,6 @@ struct Service {
 
 impl Service {
     fn new(client: async_nats::Client, name: &str, book: EventBook, poll_timeout: Duration) -> Service {
-        let inbox = client.new_inbox();
         let n = book.manager().inventory().hosts().len();
         let down_since = book.store().and_then(|s| s.meta("alive_ns").ok()?);
         Service {
@@ -410,7 +409,7 @@ impl Service {
             results: mpsc::unbounded_channel(),
             reports: None,
             to_poll: vec![Vec::new(); n],
-            requests: PollRequests::new(inbox, poll_timeout),
+            departed: (0..n).map(|_| watch::Sender::new(0)).collect(),
             max_poll_batch: 1,
             shared: None,
             exports: ExportBook::new(),
@@ -595,11 +594,6 @@ impl Service {
             .await
             .map_err(nats)?;
         let mut ups = self.client.subscribe(protocol::UP_ALL).await.map_err(nats)?;
-        let mut replies = self
-            .client
-            .subscribe(self.requests.replies_subject())
-            .await
-            .map_err(nats)?;
         let (mut commands, reports) = match control {
             Some(c) => (Some(c.commands), Some(c.reports)),
             None => (None, None),
@@ -655,46 +649,6 @@ impl Service {
                         self.carry(effects, on_report).await;
                     }
                     self.flush_polls().await;
-                },
-                // After agents' messages: an agent's report of a window
-                // comes before its answer to a poll of it (see above).
-                // As agents' messages, what else has arrived, for at most
-                // UP_SLICE: read one a turn, a backlog behind a busy loop
-                // would fill the subscription (whose overflow is dropped).
-                Some(m) = replies.next() => {
-                    let started = Instant::now();
-                    let mut next = Some(m);
-                    let mut n = 0;
-                    while let Some(m) = next.take() {
-                        if let Some((p, answers)) = self.requests.answered(&m) {
-                            self.polls_done(p, answers, on_report).await;
-                        }
-                        n += 1;
-                        if n < UP_BATCH && started.elapsed() < UP_SLICE {
-                            next = replies.next().now_or_never().flatten();
-                        }
-                    }
-                },
-                () = sleep_until_some(self.requests.next_wake()), if self.requests.len() > 0 => {
-                    // Replies received already are answers, not timeouts,
-                    // however far behind the loop is: the connection's task
-                    // (on this thread) is let read the socket first.
-                    for _ in 0..8 {
-                        tokio::task::yield_now().await;
-                        let mut read = 0;
-                        while let Some(Some(m)) = replies.next().now_or_never() {
-                            read += 1;
-                            if let Some((p, answers)) = self.requests.answered(&m) {
-                                self.polls_done(p, answers, on_report).await;
-                            }
-                        }
-                        if read == 0 {
-                            break;
-                        }
-                    }
-                    for p in self.requests.expired(&self.client).await {
-                        self.polls_done(p, None, on_report).await;
-                    }
                 },
                 Some(o) = self.results.1.recv() => {
                     let effects = self.outcome(o);
@@ -1238,46 +1192,26 @@ impl Service {
                         counts: true,
                     })
                     .collect();
-                let sent = self
-                    .requests
-                    .send(
-                        &self.client,
-                        host,
-                        subject.clone(),
-                        protocol::encode(&reqs),
-                        chunk.to_vec(),
-                    )
-                    .await;
-                if let Err(p) = sent {
-                    // Not sent: unanswered, as a request that timed out.
-                    for poll in p.polls {
-                        let _ = self.results.0.send(PollOutcome {
+                let chunk = chunk.to_vec();
+                let (client, tx, subject) = (self.client.clone(), self.results.0.clone(), subject.clone());
+                let timeout = self.poll_timeout;
+                let mut left = self.departed[host].subscribe();
+                tokio::spawn(async move {
+                    let (answers, skipped) = tokio::select! {
+                        a = ask_host(&client, subject, protocol::encode(&reqs), timeout) => (a, false),
+                        _ = left.changed() => (None, true),
+                    };
+                    let answers = answers.filter(|a| a.len() == chunk.len());
+                    for (i, poll) in chunk.into_iter().enumerate() {
+                        let answer = answers.as_ref().map(|a| a[i].clone());
+                        let _ = tx.send(PollOutcome {
                             poll,
-                            answer: None,
-                            skipped: false,
+                            answer,
+                            skipped,
                         });
                     }
-                }
+                });
             }
-        }
-    }
-
-    /// A poll request's end: each of its polls' outcome, answered or not.
-    async fn polls_done(
-        &mut self,
-        p: Pending<Poll>,
-        answers: Option<Vec<Answer>>,
-        on_report: &mut dyn FnMut(&Report),
-    ) {
-        let mut answers = answers.map(Vec::into_iter);
-        for poll in p.polls {
-            let answer = answers.as_mut().and_then(Iterator::next);
-            let effects = self.outcome(PollOutcome {
-                poll,
-                answer,
-                skipped: false,
-            });
-            self.carry(effects, on_report).await;
         }
     }
 
@@ -1319,17 +1253,7 @@ impl Service {
     /// `host` left (`why`): it is not polled until heard from again.
     fn left(&mut self, host: HostId, how: Left, why: String) {
         self.hosts[host].gone = Some(how);
-        // Its polls in flight are given up at once (an agent that said
-        // goodbye answers none of them).
-        for p in self.requests.of_host(host) {
-            for poll in p.polls {
-                let _ = self.results.0.send(PollOutcome {
-                    poll,
-                    answer: None,
-                    skipped: true,
-                });
-            }
-        }
+        self.departed[host].send_modify(|n| *n += 1);
         self.stats.departures += 1;
         let name = self.host_name(host);
         let said = format!(
@@ -1735,11 +1659,28 @@ impl Service {
     }
 }
 
-/// Ready at `at`; never without it.
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// Polls a host (a batch) until the timeout. A host with nobody listening
+/// yet (its agent is starting, or restarting) is asked again every 50 ms: a
+/// host is given up on only when the timeout says so.
+async fn ask_host(
+    client: &async_nats::Client,
+    subject: String,
+    req: bytes::Bytes,
+    timeout: Duration,
+) -> Option<Vec<Answer>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        let r = async_nats::Request::new()
+            .payload(req.clone())
+            .timeout(Some(left));
+        match client.send_request(subject.clone(), r).await {
+            Ok(m) => return protocol::decode::<Vec<Answer>>(&m.subject, &m.payload).ok(),
+            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                tokio::time::sleep(Duration::from_millis(50).min(left)).await;
+            }
+            Err(_) => return None,
+        }
     }
 }
 
