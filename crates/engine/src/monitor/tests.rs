@@ -1315,16 +1315,10 @@ fn shed_chains_match_their_predicted_costs() {
 /// bypass cost): at once for the flows not measured in the epoch yet,
 /// for all of them from the next; bypassed packets are counted, priced
 /// at `bypass_ns`, and the share is given back half the way.
-/// An epoch whose every packet began a flow (a handful of packets, as at
-/// light load): Eq. 4 does not depend on the shedding then, so a budget a
-/// new flow's packet fits sheds nothing, and one it does not fit bypasses.
-#[test]
-fn adapt_to_sheds_nothing_when_every_packet_began_a_flow_and_fits() {
-    let src = "event a\n when sum(volume) > 1000000\n per 5tuple\n every 10ms\n";
-    let mut m = degraded(src, crate::config::AdaptConfig::default());
-    let mut out = Vec::new();
-    let t0 = 1_000_000_000_000u64;
-    let packet = |f: u16, t: u64| PacketRecord {
+/// A 100-byte UDP packet at `t` of flow `f` (source port `f` to port 53):
+/// the degraded-mode tests' flows.
+fn dns_packet(f: u16, t: u64) -> PacketRecord {
+    PacketRecord {
         ts_ns: t,
         key: FlowKey::new(
             "10.0.0.1".parse().expect("ip"),
@@ -1336,7 +1330,19 @@ fn adapt_to_sheds_nothing_when_every_packet_began_a_flow_and_fits() {
         size: 100,
         volume: 92,
         ..PacketRecord::default()
-    };
+    }
+}
+
+/// An epoch whose every packet began a flow (a handful of packets, as at
+/// light load): Eq. 4 does not depend on the shedding then, so a budget a
+/// new flow's packet fits sheds nothing, and one it does not fit bypasses.
+#[test]
+fn adapt_to_sheds_nothing_when_every_packet_began_a_flow_and_fits() {
+    let src = "event a\n when sum(volume) > 1000000\n per 5tuple\n every 10ms\n";
+    let mut m = degraded(src, crate::config::AdaptConfig::default());
+    let mut out = Vec::new();
+    let t0 = 1_000_000_000_000u64;
+    let packet = dns_packet;
     m.process(&packet(1, t0), &mut out);
     m.process(&packet(2, t0 + 1_000), &mut out);
     m.process(&packet(3, t0 + 10_000_000), &mut out);
@@ -1362,19 +1368,7 @@ fn adapt_to_bypasses_flows_when_the_lightest_states_do_not_fit() {
     );
     let mut out = Vec::new();
     let t0 = 1_000_000_000_000u64;
-    let packet = |f: u16, t: u64| PacketRecord {
-        ts_ns: t,
-        key: FlowKey::new(
-            "10.0.0.1".parse().expect("ip"),
-            "10.0.0.2".parse().expect("ip"),
-            17,
-            Some((f, 53)),
-            None,
-        ),
-        size: 100,
-        volume: 92,
-        ..PacketRecord::default()
-    };
+    let packet = dns_packet;
     // Epoch 0: 1,000 flows, 4 packets each; a packet of epoch 1 sweeps it.
     let flows = 1000u16;
     let epoch = |m: &mut Monitor, out: &mut Vec<Report>, k: u64| {
