@@ -58,9 +58,10 @@ fn ring_mode(live: &LiveArgs) -> RingModeArg {
     live.ring_mode.unwrap_or(RingModeArg::Frames)
 }
 
-/// The first ring flag given that the source and layout would not read, as
-/// a usage error: AF_XDP reads none of them (`clarion_host` sizes its
-/// sockets itself), and frames (TPACKET_V2) lay their slots out by the snap
+/// The first capture flag given that the source and layout would not read,
+/// as a usage error: AF_XDP reads no ring flag nor `--snaplen` (`clarion_host`
+/// sizes its sockets itself and copies whole frames), AF_PACKET no
+/// `--xdp-mode`, and frames (TPACKET_V2) lay their slots out by the snap
 /// length and hand each over at once, so neither the frame slot size nor
 /// the retire timer of blocks (TPACKET_V3) has anything to set.
 fn ring_flag_not_read(live: &LiveArgs) -> Option<String> {
