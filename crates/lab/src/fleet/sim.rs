@@ -214,14 +214,14 @@ impl Fleet {
         Ok(())
     }
 
+    /// The simulated host a `clarion.host.<name>.…` subject names.
+    fn host_of_subject(&self, subject: &str) -> Option<usize> {
+        subject.split('.').nth(2).and_then(|n| self.model.host_of(n))
+    }
+
     async fn answer_polls(self: Arc<Fleet>, client: async_nats::Client, mut polls: async_nats::Subscriber) {
         while let Some(m) = polls.next().await {
-            let host = m
-                .subject
-                .as_str()
-                .split('.')
-                .nth(2)
-                .and_then(|n| self.model.host_of(n));
+            let host = self.host_of_subject(&m.subject);
             let reqs = protocol::decode::<Vec<PollRequest>>(&m.subject, &m.payload);
             let (Some(h), Ok(reqs), Some(reply)) = (host, reqs, m.reply) else {
                 self.counters.invalid.fetch_add(1, Ordering::Relaxed);
@@ -282,12 +282,7 @@ impl Fleet {
 
     async fn take_controls(self: Arc<Fleet>, mut controls: async_nats::Subscriber) {
         while let Some(m) = controls.next().await {
-            let host = m
-                .subject
-                .as_str()
-                .split('.')
-                .nth(2)
-                .and_then(|n| self.model.host_of(n));
+            let host = self.host_of_subject(&m.subject);
             match (host, protocol::decode::<Control>(&m.subject, &m.payload)) {
                 (Some(h), Ok(Control::Ack { seqs })) => {
                     let now = wall_ns();
