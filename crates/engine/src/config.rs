@@ -253,8 +253,6 @@ pub struct MemoryUse {
     pub histories: u64,
     /// The values of per-flow tests of the recent epochs (`recent.rs`).
     pub recent_values: u64,
-    /// The queue of live flows by the time they may be idle.
-    pub expiry_queue: u64,
     /// The report vector kept from sweep to sweep.
     pub sweep_reports: u64,
 }

@@ -217,6 +217,18 @@ impl EpochLog {
         }
     }
 
+    /// Gives back memory if the (empty) log holds more than four times
+    /// `peak` words (and more than a first growth): keeps twice `peak`.
+    pub(crate) fn release_over(&mut self, peak: usize, stride: usize, huge: bool) {
+        let keep = peak.max(16 * stride);
+        if self.words.is_empty() && self.words.capacity() > 4 * keep {
+            self.words = Vec::with_capacity(2 * keep);
+            if huge {
+                huge_pages::advise(&self.words);
+            }
+        }
+    }
+
     /// Empties the log (keeping its memory and its epoch: a record moved
     /// here during that epoch's sweep is still appended to it).
     pub(crate) fn clear(&mut self) {
@@ -301,6 +313,30 @@ mod tests {
     }
 
     const STRIDE: usize = FIRST_MEASURE + 2;
+
+    #[test]
+    fn a_burst_s_memory_is_given_back_once_quiet_not_before() {
+        let blank = [0; STRIDE];
+        let mut log = EpochLog::default();
+        for i in 0..10_000 {
+            log.append(STRIDE, 100, i, &key(1), &blank, 100, false);
+        }
+        let burst = log.heap_bytes();
+        let len = log.words();
+        log.clear();
+        // A peak near the burst's length keeps it (epochs that busy come back).
+        log.release_over(len / 2, STRIDE, false);
+        assert_eq!(log.heap_bytes(), burst);
+        // Not while it holds records.
+        log.append(STRIDE, 200, 1, &key(1), &blank, 200, false);
+        log.release_over(STRIDE, STRIDE, false);
+        assert_eq!(log.heap_bytes(), burst);
+        // Empty, with a peak of a few records: twice the first growth.
+        log.clear();
+        log.release_over(STRIDE, STRIDE, false);
+        assert_eq!(log.heap_bytes(), 2 * 16 * STRIDE * 8);
+        assert_eq!(log.epoch(), 200, "keeps its epoch");
+    }
 
     #[test]
     fn a_record_is_found_by_its_owner_in_its_epoch_only() {

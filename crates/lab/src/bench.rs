@@ -384,7 +384,6 @@ fn memory_parts(u: &clarion_engine::MemoryUse) -> serde_json::Value {
         "epoch_logs": u.epoch_logs,
         "histories": u.histories,
         "recent_values": u.recent_values,
-        "expiry_queue": u.expiry_queue,
         "sweep_reports": u.sweep_reports,
     })
 }

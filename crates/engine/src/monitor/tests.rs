@@ -743,6 +743,39 @@ fn busy_flows_stay_and_reused_entries_keep_their_flow() {
     assert_eq!(m.counters().flows_evicted, 10);
 }
 
+/// A table larger than one reclaim scan: the hand goes round it within a
+/// quarter of the timeout, so every idle flow goes within 1.25 timeouts,
+/// none before its timeout.
+#[test]
+fn idle_flows_of_a_large_table_go_within_a_quarter_timeout_more() {
+    let mut m = reclaiming_monitor(); // 50 ms timeout, 10 ms epochs: 5 sweeps a turn
+    let mut out = Vec::new();
+    let flows = 30_000u64; // more than RECLAIM_SCAN_MIN a sweep for 5 sweeps
+    for f in 0..flows {
+        let mut p = pkt(T0 + f, 1, 1, 1);
+        p.key.src_port = f as u16;
+        m.process(&p, &mut out);
+    }
+    assert_eq!(m.counters().flows_active, flows);
+    // One flow keeps the clock going; the others are idle from T0 + 30 µs.
+    let mut t = T0 + MS;
+    while t <= T0 + 50 * MS {
+        m.process(&pkt(t, 200, 1, 1), &mut out);
+        assert_eq!(m.counters().flows_evicted, 0, "none idle past 50 ms at {t}");
+        t += MS;
+    }
+    while t <= T0 + 50 * MS + 50 * MS / 4 + 10 * MS {
+        m.process(&pkt(t, 200, 1, 1), &mut out);
+        t += MS;
+    }
+    assert_eq!(
+        m.counters().flows_evicted,
+        flows,
+        "all gone within 1.25 timeouts and a sweep"
+    );
+    assert_eq!(m.counters().flows_active, 1);
+}
+
 #[test]
 fn a_window_the_input_started_inside_is_incomplete() {
     let mut m = Monitor::new(MonitorConfig::default());
