@@ -31,7 +31,7 @@ pub(crate) const NO_REC: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Lookup {
     /// The flow's first write in the epoch: it has no record yet (a record
-    /// is only made by a write, which moves the entry's `stats_ts` into
+    /// is only made by a write, which moves the entry's `stats_epoch` into
     /// the epoch).
     First,
     /// The flow wrote in the epoch: the index is its record's, or

@@ -171,8 +171,19 @@ struct MergeOut {
 }
 
 /// Entries the reclaim looks at in a sweep at least (all of a table of
-/// fewer): at 96 bytes, about 40 µs of sequential reads.
+/// fewer): one line each, about 25 µs of sequential reads.
 const RECLAIM_SCAN_MIN: usize = 4096;
+
+/// The reclaim's hand goes round the entries within this many sweeps at
+/// most, whatever the timeout: with [`STATS_EPOCH_AGE`], what keeps a flow
+/// entry's 32-bit epoch ([`FlowEntry::stats_epoch`]) within 2^30 epochs
+/// of the current one, so that wrapping comparisons of it are exact.
+const MAX_TURN_SWEEPS: u64 = 1 << 28;
+
+/// The age in epochs beyond which the reclaim ages an entry's epoch no
+/// further (see [`MAX_TURN_SWEEPS`]): an entry is visited every 2^28
+/// sweeps, so its epoch is never more than 2^29 + 2^28 epochs old.
+const STATS_EPOCH_AGE: u32 = 1 << 29;
 
 /// Idle entries the reclaim frees in a batch, their removals' lines
 /// (slot, TCP state) loaded first.
@@ -354,13 +365,10 @@ impl Monitor {
         *self.names.entry(trigger.spec.name.clone()).or_default() += 1;
         self.index.insert(id, &trigger.rules);
         self.match_cache.reset(self.index.shape());
-        let matching: Vec<u32> = self
-            .flows
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.live && filter_matches(&trigger.rules, &e.key))
-            .map(|(i, _)| i as u32)
+        let matching: Vec<u32> = (0..self.flows.entries.len() as u32)
+            .filter(|&i| {
+                self.flows.entries[i as usize].live && filter_matches(&trigger.rules, &self.flows.key(i))
+            })
             .collect();
         self.heads.push(Head::of(&trigger, false));
         self.triggers.push(Some(Box::new(trigger)));
@@ -777,7 +785,7 @@ impl Monitor {
                     // Its record of the epoch if it has one, else where
                     // its first write appends one.
                     if let Some(set) = self.sets.get(e.set as usize) {
-                        if e.stats_ts >= self.epoch_start {
+                        if e.stats_epoch == self.epoch_seq as u32 {
                             set.prefetch(e.rec[half & 1], half);
                         } else {
                             set.prefetch_tail(half);
@@ -807,8 +815,7 @@ impl Monitor {
         if !self.config.tuning.last_flow {
             return None;
         }
-        let e = self.flows.entries.get(self.last_entry as usize)?;
-        (e.live && e.key == *key).then_some(self.last_entry)
+        self.flows.holds(self.last_entry, key).then_some(self.last_entry)
     }
 
     /// Moves the clock to packet `p` (closing the epoch it ends) and counts it.
@@ -832,10 +839,7 @@ impl Monitor {
         let t = self.now;
         // A live entry with the packet's key is its flow's (keys are unique
         // in the table), however the table changed since the hint was taken.
-        let hinted = hint.and_then(|(_, i)| {
-            let e = self.flows.entries.get(i as usize)?;
-            (e.live && e.key == p.key).then_some(i)
-        });
+        let hinted = hint.and_then(|(_, i)| self.flows.holds(i, &p.key).then_some(i));
         let (found, h) = match hinted.or_else(|| self.cached_flow(&p.key)) {
             Some(i) => (Some(i), 0),
             None => {
@@ -856,9 +860,9 @@ impl Monitor {
                     self.flows.tcp.release(e.tcp);
                     e.tcp = NO_TCP;
                 }
-                first_in_epoch = e.stats_ts < self.epoch_start;
+                first_in_epoch = e.stats_epoch != self.epoch_seq as u32;
                 e.last_ts = t;
-                e.stats_ts = t;
+                e.stats_epoch = self.epoch_seq as u32;
                 (i, !new_life && gap <= self.config.burst_gap_ns)
             }
             None if self.dos.blocks(h, p.size, self.epoch_seq) => {
@@ -867,7 +871,7 @@ impl Monitor {
                 self.epoch_counts.untracked += 1;
                 return;
             }
-            None => match self.flows.insert(p.key, h, t) {
+            None => match self.flows.insert(p.key, h, t, self.epoch_seq as u32) {
                 Some(i) => {
                     self.on_new_flow(i, &p.key);
                     new_flow = true;
@@ -966,7 +970,7 @@ impl Monitor {
             self.epoch_start,
             idx,
             e.rec[half & 1],
-            &e.key,
+            &p.key,
             lookup,
             p,
             cx,
@@ -1009,21 +1013,22 @@ impl Monitor {
         };
         self.counters.rtt_samples += 1;
         // A flow acknowledging itself: the packet's own write (after
-        // this) may have set `stats_ts` without making a record yet.
-        let lookup = match (r == from, e.stats_ts < self.epoch_start) {
+        // this) may have set `stats_epoch` without making a record yet.
+        let lookup = match (r == from, e.stats_epoch != self.epoch_seq as u32) {
             (true, _) => Lookup::Unsure,
             (false, true) => Lookup::First,
             (false, false) => Lookup::Known,
         };
-        e.stats_ts = t;
-        let set = e.set;
+        e.stats_epoch = self.epoch_seq as u32;
+        let (set, known) = (e.set, e.rec[half & 1]);
         let Some(s) = self.sets.get_mut(set as usize) else {
             return;
         };
-        let (rec, fresh) = s.record(half, self.epoch_start, r, e.rec[half & 1], &e.key, lookup);
+        let key = self.flows.key(r);
+        let (rec, fresh) = s.record(half, self.epoch_start, r, known, &key, lookup);
         s.update_sample(rec, half, rtt, t);
         if fresh {
-            e.rec[half & 1] = rec;
+            self.flows.entries[r as usize].rec[half & 1] = rec;
             self.mark_active(set, half);
         }
     }
@@ -1265,6 +1270,7 @@ impl Monitor {
             epoch_start: self.epoch_start,
             epoch_end,
             half: (self.epoch_seq & 1) as usize,
+            seq: self.epoch_seq,
             next_start,
             begun_ns: self.now,
             order,
@@ -1381,7 +1387,7 @@ impl Monitor {
                 None => {}
             }
         }
-        self.reclaim(s.epoch_end);
+        self.reclaim(s.seq);
         self.counters.sweeps_completed += 1;
         if self.config.merge_output {
             self.hand_out(s);
@@ -1556,32 +1562,39 @@ impl Monitor {
     /// replaces cost 16 bytes a flow and a push a new flow; sequential reads
     /// are what memory serves fastest, and at 1 M flows, 10 ms epochs and a
     /// 60 s timeout the hand reads [`RECLAIM_SCAN_MIN`] entries a sweep.
-    fn reclaim(&mut self, swept_end: u64) {
+    fn reclaim(&mut self, swept: u64) {
         let used = self.flows.entries.len();
         if used == 0 {
             return;
         }
         let timeout = self.config.flow_timeout_ns;
-        let turn_sweeps = (timeout / 4 / self.epoch_ns.max(1)).max(1);
+        let turn_sweeps = (timeout / 4 / self.epoch_ns.max(1)).clamp(1, MAX_TURN_SWEEPS);
         let budget = (used as u64)
             .div_ceil(turn_sweeps)
             .max(RECLAIM_SCAN_MIN as u64)
             .min(used as u64) as usize;
+        let (swept, now_epoch) = (swept as u32, self.epoch_seq as u32);
         let mut found = std::mem::take(&mut self.reclaim_found);
         let mut i = self.reclaim_hand.min(used);
         for _ in 0..budget {
             if i >= used {
                 i = 0;
             }
-            let e = &self.flows.entries[i];
+            let e = &mut self.flows.entries[i];
             // Idle past the timeout means strictly more than it (as a
-            // flow's packet after exactly the timeout continues its life).
-            if e.live && e.last_ts.saturating_add(timeout) < self.now && e.stats_ts < swept_end {
+            // flow's packet after exactly the timeout continues its life);
+            // statistics written in the swept epoch or before are swept.
+            let swept_stats = swept.wrapping_sub(e.stats_epoch) as i32 >= 0;
+            if e.live && e.last_ts.saturating_add(timeout) < self.now && swept_stats {
                 self.flows.prefetch_removal(i as u32);
                 found.push(i as u32);
                 if found.len() == RECLAIM_BATCH {
                     self.free_entries(&mut found);
                 }
+            } else if now_epoch.wrapping_sub(e.stats_epoch) > STATS_EPOCH_AGE {
+                // Kept within 2^30 epochs of now: still older than any
+                // epoch not swept, never mistaken for the current one.
+                e.stats_epoch = now_epoch.wrapping_sub(STATS_EPOCH_AGE);
             }
             i += 1;
         }

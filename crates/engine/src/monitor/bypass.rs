@@ -226,15 +226,13 @@ impl Monitor {
     /// Whether the flow of `key` had a packet measured in the running epoch.
     #[cold]
     fn measured_in_epoch(&self, key: &clarion_wire::FlowKey, h: u64, hint: u32) -> bool {
-        let of_key = |i: u32| {
-            self.flows
-                .entries
-                .get(i as usize)
-                .filter(|e| e.live && e.key == *key)
+        let at = if self.flows.holds(hint, key) {
+            Some(hint)
+        } else {
+            self.flows.find(key, h)
         };
-        of_key(hint)
-            .or_else(|| self.flows.find(key, h).and_then(of_key))
-            .is_some_and(|e| e.stats_ts >= self.epoch_start)
+        at.and_then(|i| self.flows.entries.get(i as usize))
+            .is_some_and(|e| e.stats_epoch == self.epoch_seq as u32)
     }
 
     /// A bypassed packet (already counted in the epoch's totals).

@@ -433,7 +433,7 @@ impl Monitor {
         else {
             return;
         };
-        let h = hash_key(&e.key);
+        let h = hash_key(&self.flows.key(idx));
         let depth = (shed.steps_for(key_fraction(h, SALT_DEPTH)) as usize).min(last);
         let current = e.set;
         // Accuracy control's standing moves (see `recover`).

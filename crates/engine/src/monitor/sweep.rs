@@ -39,6 +39,8 @@ pub(super) struct Sweep {
     pub(super) epoch_start: u64,
     pub(super) epoch_end: u64,
     pub(super) half: usize,
+    /// The swept epoch's sequence number (`Monitor::epoch_seq` in it).
+    pub(super) seq: u64,
     /// Start of the epoch now running; `None` at end of input (close every window).
     pub(super) next_start: Option<u64>,
     /// Packet time when it began: that of the first frame after the epoch.
