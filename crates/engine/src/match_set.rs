@@ -420,13 +420,12 @@ impl MatchSet {
     }
 
     /// Empties the log of `half` once its sweep has gathered it, and gives
-    /// back memory a burst grew it to once its epochs have been a quarter
-    /// of that for a while: the log's length decays into a peak by an
-    /// eighth an epoch, and a capacity over four times the peak is cut to
-    /// twice it (about six quiet epochs after a burst, then at most once
-    /// every few epochs; a busy epoch grows it again by doubling). A
-    /// primed million-flow run kept its flash crowd's logs: 58 bytes a
-    /// flow where a steady epoch needs about 25.
+    /// back memory a burst grew it to once its epochs have been half of
+    /// that for a while: the log's length decays into a peak by an eighth
+    /// an epoch, and a capacity over twice the peak is cut to a quarter
+    /// over it (about six quiet epochs after a burst; a busy epoch grows it
+    /// again by half). A million-flow run kept its logs at 2.4 times what
+    /// an epoch wrote: 58 bytes a flow where a steady epoch needs about 25.
     pub(crate) fn clear_log(&mut self, half: usize) {
         let h = half & 1;
         let peak = self.log_peak[h];
