@@ -124,6 +124,9 @@ pub struct Monitor {
     /// next: at a million flows a sweep makes ~60 k reports, and growing a
     /// new vector each epoch was page faults and copies (~4 % of the run).
     spare_reports: Vec<Report>,
+    /// The reports of recent sweeps, decaying by an eighth a sweep: what
+    /// `spare_reports` keeps room for.
+    report_peak: usize,
     /// Where the reclaim's next scan of the flow entries starts (a clock
     /// hand: see [`Monitor::reclaim`]).
     reclaim_hand: usize,
@@ -265,6 +268,7 @@ impl Monitor {
             blind: BlindSpans::default(),
             sweep: None,
             spare_reports: Vec::new(),
+            report_peak: 0,
             reclaim_hand: 0,
             reclaim_found: Vec::new(),
             counters: Counters::default(),
@@ -1394,9 +1398,16 @@ impl Monitor {
             return true;
         }
         self.counters.reports += s.reports.len() as u64;
+        // As an epoch log's (`MatchSet::clear_log`): the vector keeps what
+        // a burst of reports grew it to only while sweeps come near it.
+        let peak = self.report_peak;
+        self.report_peak = s.reports.len().max(peak - peak / 8);
         let first = out.len();
         clarion_report::sort_reports_into(&mut s.reports, out);
         self.apply_drill_downs(&out[first..], s.begun_ns);
+        if s.reports.capacity() > 2 * self.report_peak.max(64) {
+            s.reports.shrink_to(self.report_peak + self.report_peak / 4);
+        }
         self.spare_reports = s.reports;
         true
     }

@@ -780,6 +780,29 @@ fn idle_flows_of_a_large_table_go_within_a_quarter_timeout_more() {
     assert_eq!(m.counters().flows_active, 1);
 }
 
+/// The sweep's report vector keeps the room a burst of reports took only
+/// while later sweeps come near it.
+#[test]
+fn a_burst_of_reports_memory_is_given_back_after_quiet_sweeps() {
+    let mut m = reclaiming_monitor(); // a report a flow and 10 ms window
+    let mut out = Vec::new();
+    for f in 0..5_000u64 {
+        let mut p = pkt(T0 + f, 1, 1, 1);
+        p.key.src_port = f as u16;
+        m.process(&p, &mut out);
+    }
+    m.process(&pkt(T0 + 10 * MS, 1, 1, 1), &mut out);
+    m.process(&pkt(T0 + 20 * MS, 1, 1, 1), &mut out);
+    assert!(out.len() >= 5_000, "{}", out.len());
+    let burst = m.memory().sweep_reports;
+    assert!(burst >= 5_000 * std::mem::size_of::<Report>() as u64);
+    for k in 3..40u64 {
+        m.process(&pkt(T0 + k * 10 * MS, 1, 1, 1), &mut out);
+    }
+    let quiet = m.memory().sweep_reports;
+    assert!(quiet * 20 < burst, "{quiet} of {burst}");
+}
+
 #[test]
 fn a_window_the_input_started_inside_is_incomplete() {
     let mut m = Monitor::new(MonitorConfig::default());
