@@ -113,6 +113,20 @@ impl Stats {
     pub fn mean_cached_space_log2(&self) -> f64 {
         ratio(self.cached_space_log2_sum, self.cache_entries)
     }
+    /// The counters of what happened since `earlier` (a snapshot of the
+    /// same classifier): event counts subtracted, the cache's size, space
+    /// and shape as now.
+    pub fn since(&self, earlier: &Stats) -> Stats {
+        Stats {
+            packets: self.packets.saturating_sub(earlier.packets),
+            fast_hits: self.fast_hits.saturating_sub(earlier.fast_hits),
+            misses: self.misses.saturating_sub(earlier.misses),
+            fast_lookups: self.fast_lookups.saturating_sub(earlier.fast_lookups),
+            slow_lookups: self.slow_lookups.saturating_sub(earlier.slow_lookups),
+            evictions: self.evictions.saturating_sub(earlier.evictions),
+            ..*self
+        }
+    }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
