@@ -201,6 +201,7 @@ impl Slow {
         }
     }
 
+    #[inline]
     fn verdict(&self, code: u32) -> Verdict {
         match self.semantics {
             Semantics::FirstMatch => match code.checked_sub(1) {
@@ -261,46 +262,46 @@ impl Classifier {
     }
 
     /// Classifies one packed key (see [`Key::from_flow`]).
+    ///
+    /// Only the fast-path hits are inline: a miss (and the slow path alone)
+    /// goes through [`Classifier::miss`], out of line, so that the hit
+    /// path stays a few dozen instructions wherever it is inlined.
+    #[inline]
     pub fn classify_key(&mut self, k: &Key) -> Verdict {
         let st = &mut self.stats;
         st.packets += 1;
-        let code = match &mut self.fast {
-            Fast::None => {
-                st.misses += 1;
-                let mut wc = Key::ZERO;
-                self.slow.lookup(k, &mut wc, &mut st.slow_lookups)
-            }
-            Fast::Megaflow(c) => match c.lookup(k, &mut st.fast_lookups) {
-                Some(code) => {
-                    st.fast_hits += 1;
-                    code
-                }
-                None => {
-                    st.misses += 1;
-                    let mut wc = Key::ZERO;
-                    let code = self.slow.lookup(k, &mut wc, &mut st.slow_lookups);
-                    c.insert(k, wc, code);
-                    code
-                }
-            },
+        let hit = match &mut self.fast {
+            Fast::None => None,
+            Fast::Megaflow(c) => c.lookup(k, &mut st.fast_lookups),
             Fast::Uss(c) => {
-                let (ukey, mask) = c.key_of(k);
                 st.fast_lookups += 1;
-                match c.lookup(&ukey) {
-                    Some(code) => {
-                        st.fast_hits += 1;
-                        code
-                    }
-                    None => {
-                        st.misses += 1;
-                        let mut wc = Key::ZERO; // the USS mask already bounds the answer
-                        let code = self.slow.lookup(k, &mut wc, &mut st.slow_lookups);
-                        c.insert(ukey, &mask, code);
-                        code
-                    }
-                }
+                c.lookup(k)
             }
         };
+        match hit {
+            Some(code) => {
+                st.fast_hits += 1;
+                self.slow.verdict(code)
+            }
+            None => self.miss(k),
+        }
+    }
+
+    /// A fast-path miss (or any packet without a fast path): the slow
+    /// path, then a cache insert.
+    #[cold]
+    #[inline(never)]
+    fn miss(&mut self, k: &Key) -> Verdict {
+        let st = &mut self.stats;
+        st.misses += 1;
+        let mut wc = Key::ZERO;
+        let code = self.slow.lookup(k, &mut wc, &mut st.slow_lookups);
+        match &mut self.fast {
+            Fast::None => {}
+            Fast::Megaflow(c) => c.insert(k, wc, code),
+            // The USS mask, not `wc`, bounds the uniflow (see uss.rs).
+            Fast::Uss(c) => c.insert(k, code),
+        }
         self.slow.verdict(code)
     }
 
@@ -341,8 +342,8 @@ impl Classifier {
             }
             Fast::Uss(c) => {
                 s.cache_entries = c.len() as u64;
-                s.evictions = c.evictions;
-                s.cached_space_log2_sum = c.space_sum;
+                s.evictions = c.evictions();
+                s.cached_space_log2_sum = c.space_sum();
                 s.fast_subtables = 1;
             }
         }
