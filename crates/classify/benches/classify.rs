@@ -7,7 +7,8 @@
 //! The `*_warm` groups measure the fast paths alone at a 100% hit rate:
 //! the cache is first filled with the trace's first 1,000 distinct
 //! headers, and each iteration classifies 20,000 packets drawn from them
-//! (`gen::hot_trace`, as `clarion-lab classify --warm`).
+//! (`gen::hot_trace`, as `clarion-lab classify --warm`), one call a packet
+//! (`uss`, `megaflow`) or one `classify_batch` call (`*_batch`, as the lab).
 
 use clarion_classify::gen::{self, Kind, Locality};
 use clarion_classify::{Classifier, FastPath, Semantics};
@@ -61,6 +62,14 @@ fn bench(c: &mut Criterion) {
                         for k in &hot {
                             black_box(cl.classify(k));
                         }
+                    })
+                });
+                let mut out = Vec::with_capacity(hot.len());
+                g.bench_function(format!("{label}_batch"), |b| {
+                    b.iter(|| {
+                        out.clear();
+                        cl.classify_batch(&hot, &mut out);
+                        black_box(&out);
                     })
                 });
                 let s = cl.stats();

@@ -275,7 +275,11 @@ impl Classifier {
             Fast::Megaflow(c) => c.lookup(k, &mut st.fast_lookups),
             Fast::Uss(c) => {
                 st.fast_lookups += 1;
-                c.lookup(k)
+                if let Some(v) = c.lookup(k) {
+                    st.fast_hits += 1;
+                    return v;
+                }
+                None
             }
         };
         match hit {
@@ -287,22 +291,104 @@ impl Classifier {
         }
     }
 
+    /// Classifies `keys` in order, appending one verdict per key to `out`:
+    /// the same verdicts and counters as [`Classifier::classify`] on each
+    /// key in turn, in one call.
+    ///
+    /// The fast path is chosen once for the whole slice and each hit runs
+    /// inline in one tight loop, with the counters kept in registers, for
+    /// either fast path alike; misses still go out of line. (Grouping
+    /// packets to form 16 USS keys ahead of their probes, with the slots
+    /// prefetched, was tried: no faster with a cache of 1,000 entries,
+    /// whose table stays in L2, and 4% more instructions.)
+    pub fn classify_batch(&mut self, keys: &[FlowKey], out: &mut Vec<Verdict>) {
+        // Verdicts are written in place (no capacity check a packet).
+        let start = out.len();
+        out.resize(start + keys.len(), Verdict::NoMatch);
+        let Some(out) = out.get_mut(start..) else { return };
+        let Classifier { slow, fast, stats } = self;
+        stats.packets += keys.len() as u64;
+        let mut hits = 0u64;
+        match fast {
+            Fast::None => {
+                for (k, o) in keys.iter().zip(out) {
+                    *o = Self::miss_of(slow, fast, stats, &Key::from_flow(k));
+                }
+            }
+            Fast::Megaflow(c) => {
+                for (f, o) in keys.iter().zip(out) {
+                    *o = match c.lookup(&Key::from_flow(f), &mut stats.fast_lookups) {
+                        Some(code) => {
+                            hits += 1;
+                            slow.verdict(code)
+                        }
+                        // The key is formed again there: passing the flow
+                        // key keeps the packed one in registers here.
+                        None => Self::megaflow_miss(slow, c, stats, &Key::from_flow(f)),
+                    };
+                }
+            }
+            Fast::Uss(c) => {
+                stats.fast_lookups += keys.len() as u64;
+                for (f, o) in keys.iter().zip(out) {
+                    *o = match c.lookup(&Key::from_flow(f)) {
+                        Some(v) => {
+                            hits += 1;
+                            v
+                        }
+                        None => Self::uss_miss(slow, c, stats, &Key::from_flow(f)),
+                    };
+                }
+            }
+        }
+        stats.fast_hits += hits;
+    }
+
     /// A fast-path miss (or any packet without a fast path): the slow
     /// path, then a cache insert.
     #[cold]
     #[inline(never)]
     fn miss(&mut self, k: &Key) -> Verdict {
-        let st = &mut self.stats;
-        st.misses += 1;
-        let mut wc = Key::ZERO;
-        let code = self.slow.lookup(k, &mut wc, &mut st.slow_lookups);
-        match &mut self.fast {
-            Fast::None => {}
-            Fast::Megaflow(c) => c.insert(k, wc, code),
-            // The USS mask, not `wc`, bounds the uniflow (see uss.rs).
-            Fast::Uss(c) => c.insert(k, code),
+        let Classifier { slow, fast, stats } = self;
+        Self::miss_of(slow, fast, stats, k)
+    }
+
+    /// [`Classifier::miss`] on the classifier's parts, so that a loop
+    /// holding one of them can call it.
+    fn miss_of(slow: &mut Slow, fast: &mut Fast, stats: &mut Stats, k: &Key) -> Verdict {
+        match fast {
+            Fast::None => {
+                stats.misses += 1;
+                let mut wc = Key::ZERO;
+                let code = slow.lookup(k, &mut wc, &mut stats.slow_lookups);
+                slow.verdict(code)
+            }
+            Fast::Megaflow(c) => Self::megaflow_miss(slow, c, stats, k),
+            Fast::Uss(c) => Self::uss_miss(slow, c, stats, k),
         }
-        self.slow.verdict(code)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn megaflow_miss(slow: &mut Slow, c: &mut MegaflowCache, stats: &mut Stats, k: &Key) -> Verdict {
+        stats.misses += 1;
+        let mut wc = Key::ZERO;
+        let code = slow.lookup(k, &mut wc, &mut stats.slow_lookups);
+        c.insert(k, wc, code);
+        slow.verdict(code)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn uss_miss(slow: &mut Slow, c: &mut UniflowCache, stats: &mut Stats, k: &Key) -> Verdict {
+        stats.misses += 1;
+        // The USS mask, not the slow path's un-wildcarded bits, bounds the
+        // uniflow (see uss.rs).
+        let mut wc = Key::ZERO;
+        let code = slow.lookup(k, &mut wc, &mut stats.slow_lookups);
+        let v = slow.verdict(code);
+        c.insert(k, v);
+        v
     }
 
     /// The sorted actions of an interned set (empty for an unknown id).

@@ -74,8 +74,9 @@
 //! arrays whatever the rules, plus the cache (`flat.rs`: 64 bytes a slot,
 //! 2-4 slots an entry).
 
+use crate::classifier::Verdict;
 use crate::flat::{FlatCache, Words};
-use crate::key::{prefix_bits, Key, DST_IP, DST_PORT, FAMILY, FIELDS, PROTO, SRC_IP, SRC_PORT, VLAN};
+use crate::key::{ones, prefix_bits, Key, DST_IP, DST_PORT, FAMILY, FIELDS, PROTO, SRC_IP, SRC_PORT, VLAN};
 use crate::rule::Entry;
 
 /// Cells of an address field's array (its 16-bit sub-prefixes).
@@ -112,8 +113,9 @@ static ADDR_MASKS: [[u64; 2]; 256] = {
 /// word 2 (so a lookup ORs them, with no length-to-mask step), together in
 /// one allocation of 26 KiB.
 struct NarrowMasks {
-    family: [u64; 2],
-    proto: [u64; 256],
+    /// Family and protocol together, indexed by `family << 8 | proto`:
+    /// one read for both.
+    family_proto: [u64; 512],
     src_port: [u64; 512],
     dst_port: [u64; 512],
     /// The VLAN sits at shift 0 and is 13 bits wide: its mask fits a `u16`.
@@ -165,8 +167,15 @@ impl MaskArrays {
             src: addr(SRC_IP),
             dst: addr(DST_IP),
             narrow: Box::new(NarrowMasks {
-                family: fixed(0, &lens(FAMILY), narrow(FAMILY)),
-                proto: fixed(0, &lens(PROTO), narrow(PROTO)),
+                family_proto: {
+                    let (fam, proto) = (lens(FAMILY), lens(PROTO));
+                    let mut t = [0u64; 512];
+                    for (i, m) in t.iter_mut().enumerate() {
+                        let l = |v: &[u8], c: usize| v.get(c).copied().unwrap_or(0);
+                        *m = narrow_mask(FAMILY, l(&fam, i >> 8)) | narrow_mask(PROTO, l(&proto, i & 0xff));
+                    }
+                    t
+                },
                 src_port: fixed(0, &lens(SRC_PORT), narrow(SRC_PORT)),
                 dst_port: fixed(0, &lens(DST_PORT), narrow(DST_PORT)),
                 vlan: fixed(0, &lens(VLAN), |l| narrow_mask(VLAN, l) as u16),
@@ -179,14 +188,18 @@ impl MaskArrays {
     pub(crate) fn cell_len(&self, f: usize, cell: usize) -> u8 {
         let n = &self.narrow;
         let in_place = |m: Option<u64>| {
-            // A narrow mask is a prefix of its field: its length is its popcount.
-            m.map_or(FIELDS[f].width as u8, |m| m.count_ones() as u8)
+            // A narrow mask is a prefix of its field: its length is its
+            // popcount (within the field: `family_proto` holds two).
+            let d = FIELDS[f];
+            m.map_or(d.width as u8, |m| {
+                ((u128::from(m) >> d.shift) & ones(d.width)).count_ones() as u8
+            })
         };
         match f {
             SRC_IP => self.src.get(cell).copied().unwrap_or(128),
             DST_IP => self.dst.get(cell).copied().unwrap_or(128),
-            FAMILY => in_place(n.family.get(cell).copied()),
-            PROTO => in_place(n.proto.get(cell).copied()),
+            FAMILY => in_place(n.family_proto.get(cell << 8).copied()),
+            PROTO => in_place(n.family_proto.get(cell).copied()),
             SRC_PORT => in_place(n.src_port.get(cell).copied()),
             DST_PORT => in_place(n.dst_port.get(cell).copied()),
             _ => in_place(n.vlan.get(cell).map(|&m| u64::from(m))),
@@ -203,8 +216,9 @@ impl MaskArrays {
         let ma = ADDR_MASKS[usize::from(self.src[(a >> 112) as usize])];
         let mb = ADDR_MASKS[usize::from(self.dst[(b >> 112) as usize])];
         let n = &*self.narrow;
-        let m2 = n.family[(w2 >> cell_shift(FAMILY)) as usize & 1]
-            | n.proto[(w2 >> cell_shift(PROTO)) as usize & 0xff]
+        let fp =
+            ((w2 >> (cell_shift(FAMILY) - 8)) as usize & 0x100) | ((w2 >> cell_shift(PROTO)) as usize & 0xff);
+        let m2 = n.family_proto[fp]
             | n.src_port[(w2 >> cell_shift(SRC_PORT)) as usize & 0x1ff]
             | n.dst_port[(w2 >> cell_shift(DST_PORT)) as usize & 0x1ff]
             | u64::from(n.vlan[w2 as usize & 0x1fff]);
@@ -321,7 +335,7 @@ impl UniflowCache {
 
     /// Algorithm 4: the mask arrays, then exactly one hash lookup.
     #[inline]
-    pub(crate) fn lookup(&self, k: &Key) -> Option<u32> {
+    pub(crate) fn lookup(&self, k: &Key) -> Option<Verdict> {
         let ukey = self.arrays.ukey(k);
         self.table.get(&ukey, self.table.hash(&ukey))
     }
@@ -330,11 +344,12 @@ impl UniflowCache {
     /// just missed). The key and its hash are computed again: a miss costs
     /// the slow path's many lookups anyway, and the hit path stays free of
     /// anything kept for misses.
-    pub(crate) fn insert(&mut self, k: &Key, code: u32) {
+    pub(crate) fn insert(&mut self, k: &Key, answer: Verdict) {
         let mask = self.arrays.mask(k);
         let ukey = self.arrays.ukey(k);
         let space_log2 = k.and(&mask).space_log2(&mask);
-        self.table.insert(ukey, self.table.hash(&ukey), code, space_log2);
+        self.table
+            .insert(ukey, self.table.hash(&ukey), answer, space_log2);
     }
 }
 
