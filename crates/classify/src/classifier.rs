@@ -6,9 +6,17 @@
 //! Answers are carried as a `u32` *code* so the caches store one word
 //! whatever the semantics: under [`Semantics::FirstMatch`] the code is the
 //! winning rule's index + 1 (0: no rule), under [`Semantics::AllMatches`] it
-//! is an interned set of actions ([`SetId`]; 0 is the empty set). A fast-path
-//! hit turns the code into a [`Verdict`] without allocating; only a slow-path
-//! lookup yielding a set never seen before allocates (to intern it).
+//! is an interned set of actions ([`SetId`]; 0 is the empty set). A megaflow
+//! hit turns the code into a [`Verdict`] without allocating; the USS cache
+//! stores the finished [`Verdict`] (its slot has room), so a USS hit
+//! returns it as is. Only a slow-path lookup yielding a set never seen
+//! before allocates (to intern it).
+//!
+//! Hits are inline and misses out of line (`#[cold]`), so the hit path
+//! stays short wherever the caller inlines it. [`Classifier::classify_batch`]
+//! classifies a slice in one call: the fast path is chosen once and the
+//! hits run in one loop, about 45 instructions a packet fewer than one
+//! call a packet (callgrind, USS at a 100% hit rate: 184 → 140).
 //!
 //! # Concurrency
 //!
@@ -264,7 +272,7 @@ impl Classifier {
     /// Classifies one packed key (see [`Key::from_flow`]).
     ///
     /// Only the fast-path hits are inline: a miss (and the slow path alone)
-    /// goes through [`Classifier::miss`], out of line, so that the hit
+    /// goes through `Classifier::miss`, out of line, so that the hit
     /// path stays a few dozen instructions wherever it is inlined.
     #[inline]
     pub fn classify_key(&mut self, k: &Key) -> Verdict {
