@@ -20,14 +20,14 @@
 //!   hash and bookkeeping together, so a probe that hits reads one line.
 //!   The answer is the finished [`Verdict`], not a code to resolve.
 //! - **Linear probing** at a load of at most 1/4 (the table doubles as the
-//!   cache fills, up to 4-8 slots an entry), so about 88% of hits are in
-//!   their home slot and a hit costs 1.17 probes on average. The load is
-//!   about mispredicted branches, not lines: at a load of 1/2 (1.5 probes,
-//!   a third of hits one slot past home) the probe loop's exit branch
-//!   mispredicted often enough to cost 15% of a hit (9.7 against 8.3 ns on
-//!   a 1,000-entry cache, `perf record` putting a quarter of the loop's
-//!   samples on that branch). Comparing the home slot and the next without
-//!   a branch between them was slower still (9.7 ns).
+//!   cache fills, up to 4-8 slots an entry), so a hit costs 1.17 probes
+//!   on average (Knuth: (1 + 1/(1 - load)) / 2). The load is about
+//!   mispredicted branches, not lines: at a load of 1/2 (1.5 probes) the
+//!   branch after a slot that does not match mispredicted often enough to
+//!   cost 15% of a hit (9.7 against 8.3 ns on a 1,000-entry cache, `perf
+//!   record` putting an eighth of the loop's samples on that branch).
+//!   Comparing the home slot and the next without a branch between them
+//!   was slower (9.7 ns).
 //!   Deletion shifts later entries back (Knuth's Algorithm R), so there are
 //!   no tombstones and probe chains never grow with churn.
 //! - **Hash**: a folded multiply (the 128-bit product's halves XORed, as
