@@ -6,9 +6,17 @@
 //! Answers are carried as a `u32` *code* so the caches store one word
 //! whatever the semantics: under [`Semantics::FirstMatch`] the code is the
 //! winning rule's index + 1 (0: no rule), under [`Semantics::AllMatches`] it
-//! is an interned set of actions ([`SetId`]; 0 is the empty set). A fast-path
-//! hit turns the code into a [`Verdict`] without allocating; only a slow-path
-//! lookup yielding a set never seen before allocates (to intern it).
+//! is an interned set of actions ([`SetId`]; 0 is the empty set). A megaflow
+//! hit turns the code into a [`Verdict`] without allocating; the USS cache
+//! stores the finished [`Verdict`] (its slot has room), so a USS hit
+//! returns it as is. Only a slow-path lookup yielding a set never seen
+//! before allocates (to intern it).
+//!
+//! Hits are inline and misses out of line (`#[cold]`), so the hit path
+//! stays short wherever the caller inlines it. [`Classifier::classify_batch`]
+//! classifies a slice in one call: the fast path is chosen once and the
+//! hits run in one loop, about 45 instructions a packet fewer than one
+//! call a packet (callgrind, USS at a 100% hit rate: 184 → 140).
 //!
 //! # Concurrency
 //!
@@ -113,6 +121,20 @@ impl Stats {
     pub fn mean_cached_space_log2(&self) -> f64 {
         ratio(self.cached_space_log2_sum, self.cache_entries)
     }
+    /// The counters of what happened since `earlier` (a snapshot of the
+    /// same classifier): event counts subtracted, the cache's size, space
+    /// and shape as now.
+    pub fn since(&self, earlier: &Stats) -> Stats {
+        Stats {
+            packets: self.packets.saturating_sub(earlier.packets),
+            fast_hits: self.fast_hits.saturating_sub(earlier.fast_hits),
+            misses: self.misses.saturating_sub(earlier.misses),
+            fast_lookups: self.fast_lookups.saturating_sub(earlier.fast_lookups),
+            slow_lookups: self.slow_lookups.saturating_sub(earlier.slow_lookups),
+            evictions: self.evictions.saturating_sub(earlier.evictions),
+            ..*self
+        }
+    }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -187,6 +209,7 @@ impl Slow {
         }
     }
 
+    #[inline]
     fn verdict(&self, code: u32) -> Verdict {
         match self.semantics {
             Semantics::FirstMatch => match code.checked_sub(1) {
@@ -247,47 +270,133 @@ impl Classifier {
     }
 
     /// Classifies one packed key (see [`Key::from_flow`]).
+    ///
+    /// Only the fast-path hits are inline: a miss (and the slow path alone)
+    /// goes through `Classifier::miss`, out of line, so that the hit
+    /// path stays a few dozen instructions wherever it is inlined.
+    #[inline]
     pub fn classify_key(&mut self, k: &Key) -> Verdict {
         let st = &mut self.stats;
         st.packets += 1;
-        let code = match &mut self.fast {
-            Fast::None => {
-                st.misses += 1;
-                let mut wc = Key::ZERO;
-                self.slow.lookup(k, &mut wc, &mut st.slow_lookups)
-            }
-            Fast::Megaflow(c) => match c.lookup(k, &mut st.fast_lookups) {
-                Some(code) => {
-                    st.fast_hits += 1;
-                    code
-                }
-                None => {
-                    st.misses += 1;
-                    let mut wc = Key::ZERO;
-                    let code = self.slow.lookup(k, &mut wc, &mut st.slow_lookups);
-                    c.insert(k, wc, code);
-                    code
-                }
-            },
+        let hit = match &mut self.fast {
+            Fast::None => None,
+            Fast::Megaflow(c) => c.lookup(k, &mut st.fast_lookups),
             Fast::Uss(c) => {
-                let (ukey, mask) = c.key_of(k);
                 st.fast_lookups += 1;
-                match c.lookup(&ukey) {
-                    Some(code) => {
-                        st.fast_hits += 1;
-                        code
-                    }
-                    None => {
-                        st.misses += 1;
-                        let mut wc = Key::ZERO; // the USS mask already bounds the answer
-                        let code = self.slow.lookup(k, &mut wc, &mut st.slow_lookups);
-                        c.insert(ukey, &mask, code);
-                        code
-                    }
+                if let Some(v) = c.lookup(k) {
+                    st.fast_hits += 1;
+                    return v;
                 }
+                None
             }
         };
-        self.slow.verdict(code)
+        match hit {
+            Some(code) => {
+                st.fast_hits += 1;
+                self.slow.verdict(code)
+            }
+            None => self.miss(k),
+        }
+    }
+
+    /// Classifies `keys` in order, appending one verdict per key to `out`:
+    /// the same verdicts and counters as [`Classifier::classify`] on each
+    /// key in turn, in one call.
+    ///
+    /// The fast path is chosen once for the whole slice and each hit runs
+    /// inline in one tight loop, with the counters kept in registers, for
+    /// either fast path alike; misses still go out of line. (Grouping
+    /// packets to form 16 USS keys ahead of their probes, with the slots
+    /// prefetched, was tried: no faster with a cache of 1,000 entries,
+    /// whose table stays in L2, and 4% more instructions.)
+    pub fn classify_batch(&mut self, keys: &[FlowKey], out: &mut Vec<Verdict>) {
+        // Verdicts are written in place (no capacity check a packet).
+        let start = out.len();
+        out.resize(start + keys.len(), Verdict::NoMatch);
+        let Some(out) = out.get_mut(start..) else { return };
+        let Classifier { slow, fast, stats } = self;
+        stats.packets += keys.len() as u64;
+        let mut hits = 0u64;
+        match fast {
+            Fast::None => {
+                for (k, o) in keys.iter().zip(out) {
+                    *o = Self::miss_of(slow, fast, stats, &Key::from_flow(k));
+                }
+            }
+            Fast::Megaflow(c) => {
+                for (f, o) in keys.iter().zip(out) {
+                    *o = match c.lookup(&Key::from_flow(f), &mut stats.fast_lookups) {
+                        Some(code) => {
+                            hits += 1;
+                            slow.verdict(code)
+                        }
+                        // The key is formed again there: passing the flow
+                        // key keeps the packed one in registers here.
+                        None => Self::megaflow_miss(slow, c, stats, &Key::from_flow(f)),
+                    };
+                }
+            }
+            Fast::Uss(c) => {
+                stats.fast_lookups += keys.len() as u64;
+                for (f, o) in keys.iter().zip(out) {
+                    *o = match c.lookup(&Key::from_flow(f)) {
+                        Some(v) => {
+                            hits += 1;
+                            v
+                        }
+                        None => Self::uss_miss(slow, c, stats, &Key::from_flow(f)),
+                    };
+                }
+            }
+        }
+        stats.fast_hits += hits;
+    }
+
+    /// A fast-path miss (or any packet without a fast path): the slow
+    /// path, then a cache insert.
+    #[cold]
+    #[inline(never)]
+    fn miss(&mut self, k: &Key) -> Verdict {
+        let Classifier { slow, fast, stats } = self;
+        Self::miss_of(slow, fast, stats, k)
+    }
+
+    /// [`Classifier::miss`] on the classifier's parts, so that a loop
+    /// holding one of them can call it.
+    fn miss_of(slow: &mut Slow, fast: &mut Fast, stats: &mut Stats, k: &Key) -> Verdict {
+        match fast {
+            Fast::None => {
+                stats.misses += 1;
+                let mut wc = Key::ZERO;
+                let code = slow.lookup(k, &mut wc, &mut stats.slow_lookups);
+                slow.verdict(code)
+            }
+            Fast::Megaflow(c) => Self::megaflow_miss(slow, c, stats, k),
+            Fast::Uss(c) => Self::uss_miss(slow, c, stats, k),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn megaflow_miss(slow: &mut Slow, c: &mut MegaflowCache, stats: &mut Stats, k: &Key) -> Verdict {
+        stats.misses += 1;
+        let mut wc = Key::ZERO;
+        let code = slow.lookup(k, &mut wc, &mut stats.slow_lookups);
+        c.insert(k, wc, code);
+        slow.verdict(code)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn uss_miss(slow: &mut Slow, c: &mut UniflowCache, stats: &mut Stats, k: &Key) -> Verdict {
+        stats.misses += 1;
+        // The USS mask, not the slow path's un-wildcarded bits, bounds the
+        // uniflow (see uss.rs).
+        let mut wc = Key::ZERO;
+        let code = slow.lookup(k, &mut wc, &mut stats.slow_lookups);
+        let v = slow.verdict(code);
+        c.insert(k, v);
+        v
     }
 
     /// The sorted actions of an interned set (empty for an unknown id).
@@ -327,8 +436,8 @@ impl Classifier {
             }
             Fast::Uss(c) => {
                 s.cache_entries = c.len() as u64;
-                s.evictions = c.evictions;
-                s.cached_space_log2_sum = c.space_sum;
+                s.evictions = c.evictions();
+                s.cached_space_log2_sum = c.space_sum();
                 s.fast_subtables = 1;
             }
         }

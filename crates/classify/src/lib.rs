@@ -19,7 +19,8 @@
 //!   under the bits it depended on; one table per distinct megaflow mask.
 //! - `uss.rs`, Trident's fast path: per-field mask arrays indexed by
 //!   sub-prefixes give every packet a box no rule cuts; the answer is cached
-//!   under that box (a uniflow) in ONE table, so a lookup is one hash probe.
+//!   under that box (a uniflow) in ONE table, so a lookup is one hash probe:
+//!   `flat.rs`'s open-addressed table, key and answer in one cache line.
 //!   `uss_full.rs` builds the whole uniflow table ahead of time instead
 //!   (Algorithms 1-3), within a size limit.
 //! - `classifier.rs` puts a fast path in front of the slow path and counts
@@ -35,6 +36,7 @@
 mod cache_rng;
 mod classifier;
 mod error;
+mod flat;
 pub mod gen;
 pub mod key;
 mod megaflow;

@@ -3,7 +3,8 @@
 //! rule sets over small field spaces (so rules overlap a lot), generated
 //! ACL and firewall sets with their traces, and the shared real captures
 //! with rules drawn from their own flows. Fast-path caches are tiny in the
-//! random cases so that replacement happens all the time.
+//! random cases so that replacement happens all the time. The batch call
+//! (`classify_batch`) must give the per-packet calls' verdicts and counters.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
@@ -34,8 +35,10 @@ fn check_all(rules: &[Rule], keys: &[FlowKey], capacity: usize) -> Result<(), Te
     for sem in SEMANTICS {
         for fp in fast_paths(capacity) {
             let mut c = Classifier::new(rules, sem, fp).expect("valid rules");
+            let mut one_by_one = Vec::with_capacity(keys.len());
             for (i, k) in keys.iter().enumerate() {
                 let v = c.classify(k);
+                one_by_one.push(v);
                 match sem {
                     Semantics::FirstMatch => {
                         let want = first[i].map_or(Verdict::NoMatch, Verdict::Action);
@@ -55,6 +58,16 @@ fn check_all(rules: &[Rule], keys: &[FlowKey], capacity: usize) -> Result<(), Te
                 }
             }
             let s = c.stats();
+            // The batch call: the same verdicts and counters, appended in
+            // two calls (so a batch starts on a warm cache and after
+            // existing verdicts).
+            let mut b = Classifier::new(rules, sem, fp).expect("valid rules");
+            let mut batched = vec![Verdict::NoMatch; 1];
+            let half = keys.len() / 2;
+            b.classify_batch(&keys[..half], &mut batched);
+            b.classify_batch(&keys[half..], &mut batched);
+            prop_assert_eq!(&batched[1..], &one_by_one[..], "{:?} {:?} batch", sem, fp);
+            prop_assert_eq!(b.stats(), s, "{:?} {:?} batch counters", sem, fp);
             prop_assert!(s.fast_lookups >= s.fast_hits);
             prop_assert_eq!(s.packets, keys.len() as u64);
             prop_assert_eq!(s.fast_hits + s.misses, s.packets);

@@ -153,14 +153,18 @@ const CLASSIFY_AFTER_HELP: &str = "Examples:
   clarion-lab classify                          # ACL and FW, 100/1,000/10,000 rules, 1M packets
   clarion-lab classify --rules acl --sizes 1000 --cache 100 --packets 200000
   clarion-lab classify --no-locality --json
+  clarion-lab classify --warm --rules acl --sizes 100  # fast paths alone, 100% hits
 
 full uss: the uniflows of the full USS table (Trident's Algorithms 1-3,
 no slow path), or >4M when it would not fit in 4 Mi uniflows.
 Columns per fast path: hash lookups per packet on the fast path (lk/p),
 fast-path hit rate, mean log2 of the packets a cached entry covers (sp2,
 Trident's Fig. 6), million packets per second (median of --runs passes,
-each with an empty cache); ratio = USS packets/s over megaflow packets/s, measured in
-the same run. Both answers are compared packet by packet (exit 1 if they
+each with an empty cache, the two fast paths' passes alternating) and
+nanoseconds per packet; ratio = USS packets/s over megaflow packets/s, measured in
+the same run. With --warm, each pass first fills the cache with the
+trace's first --cache distinct headers, untimed, and the columns describe
+the timed packets only (all hits). Both answers are compared packet by packet (exit 1 if they
 ever differ). Method and results: docs/performance.md.";
 
 const GEN_AFTER_HELP: &str = "Examples:

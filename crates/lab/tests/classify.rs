@@ -54,6 +54,44 @@ fn small_sets_report_both_fast_paths() {
     }
 }
 
+/// `--warm`: after the untimed warm-up every timed packet hits, on both
+/// fast paths, and nothing is evicted (the headers fit the cache).
+#[test]
+fn warm_passes_hit_every_packet() {
+    let o = lab(&[
+        "classify",
+        "--warm",
+        "--rules",
+        "acl,fw",
+        "--sizes",
+        "100",
+        "--packets",
+        "20000",
+        "--cache",
+        "200",
+        "--runs",
+        "2",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{err}");
+    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for r in &rows {
+        assert_eq!(r["warm"], true, "{r}");
+        assert_eq!(r["distinct_headers"].as_u64(), Some(200), "{r}");
+        let (u, m) = (&r["uss"], &r["megaflow"]);
+        assert_eq!(u["fast_lookups_per_packet"].as_f64(), Some(1.0), "{r}");
+        for side in [u, m] {
+            assert_eq!(side["hit_rate"].as_f64(), Some(1.0), "{r}");
+            assert_eq!(side["evictions"].as_u64(), Some(0), "{r}");
+            assert!(side["cache_entries"].as_u64().unwrap() <= 200, "{r}");
+            assert!(side["ns_per_packet"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+}
+
 #[test]
 fn zero_cache_is_bad_usage() {
     let o = lab(&["classify", "--cache", "0"]);
