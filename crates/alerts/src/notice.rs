@@ -24,40 +24,10 @@ use crate::lifecycle::{AlertState, Hold};
 /// Schema of a transition's JSON payload.
 pub const ALERT_SCHEMA: &str = "clarion.alert/1";
 
-/// An event's severity; the syslog severity of its messages (RFC 5424
-/// §6.2.1) and Alertmanager's `severity` label.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Severity {
-    Critical,
-    Error,
-    #[default]
-    Warning,
-    Notice,
-    Info,
-}
-
-impl Severity {
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::Critical => "critical",
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Notice => "notice",
-            Severity::Info => "info",
-        }
-    }
-
-    /// The RFC 5424 severity code: critical 2 ... info 6.
-    pub fn syslog_code(self) -> u8 {
-        match self {
-            Severity::Critical => 2,
-            Severity::Error => 3,
-            Severity::Warning => 4,
-            Severity::Notice => 5,
-            Severity::Info => 6,
-        }
-    }
-}
+/// An event's severity, as its `alert` clause names it: the syslog
+/// severity of its messages (RFC 5424 §6.2.1) and Alertmanager's
+/// `severity` label.
+pub use clarion_lang::ast::Severity;
 
 /// One comparison of an event's predicate: `sum(volume) > 125KB`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -178,7 +178,6 @@ fn rules(events: Option<&Path>) -> Rules {
 }
 
 fn rule(e: &clarion_lang::ast::Event) -> Rule {
-    use clarion_lang::ast::Severity as S;
     let mut thresholds = Vec::new();
     comparisons(&e.when, &mut thresholds);
     let (hold, severity) = match &e.alert {
@@ -188,13 +187,7 @@ fn rule(e: &clarion_lang::ast::Event) -> Rule {
                 fire_after: a.fire_after(),
                 resolve_after: a.resolve_after_windows(),
             },
-            match a.severity() {
-                S::Critical => Severity::Critical,
-                S::Error => Severity::Error,
-                S::Warning => Severity::Warning,
-                S::Notice => Severity::Notice,
-                S::Info => Severity::Info,
-            },
+            a.severity(),
         ),
     };
     Rule {

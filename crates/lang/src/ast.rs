@@ -137,10 +137,12 @@ impl AlertClause {
 /// An alert's severity: the syslog severities a fired event can have
 /// (RFC 5424 §6.2.1, 2 to 6), named as Alertmanager's `severity` labels
 /// usually are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Severity {
     Critical,
     Error,
+    /// An event's severity when its `alert` clause names none, or it has none.
+    #[default]
     Warning,
     Notice,
     Info,
@@ -167,6 +169,17 @@ impl Severity {
 
     pub fn from_name(s: &str) -> Option<Severity> {
         Severity::ALL.into_iter().find(|v| v.name() == s)
+    }
+
+    /// The RFC 5424 severity code: critical 2 ... info 6.
+    pub fn syslog_code(self) -> u8 {
+        match self {
+            Severity::Critical => 2,
+            Severity::Error => 3,
+            Severity::Warning => 4,
+            Severity::Notice => 5,
+            Severity::Info => 6,
+        }
     }
 }
 

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use clarion_lang::{check, decode, MAX_RENDERED};
 
 /// Checks and renders `src`: (the number of errors, the rendered text),
-/// both within a second.
+/// both within ten seconds: the quadratic cases took 50 s to minutes, the
+/// linear ones well under a second in release, and over a second in a
+/// debug build on a loaded machine (a bound that tight failed there).
 #[track_caller]
 fn check_and_render(src: &str) -> (usize, String) {
     let t = Instant::now();
@@ -16,7 +18,7 @@ fn check_and_render(src: &str) -> (usize, String) {
     let text = diags.render("big.clarion", src, false);
     let took = t.elapsed();
     assert!(
-        took < Duration::from_secs(1),
+        took < Duration::from_secs(10),
         "{took:?} for {} errors in {} bytes",
         diags.len(),
         src.len()
