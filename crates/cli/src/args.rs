@@ -253,7 +253,8 @@ pub struct MonitorArgs {
     #[arg(long, help_heading = "Monitor", default_value_t = 1 << 20, value_name = "N")]
     pub flow_capacity: usize,
 
-    /// Forget a flow after it has been idle this long (e.g. 60s, 500ms).
+    /// Forget a flow after it has been idle this long (e.g. 60s, 500ms); its
+    /// entry is free for another flow within a quarter of this more.
     #[arg(long, help_heading = "Monitor", default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub flow_timeout: u64,
 
