@@ -15,11 +15,12 @@
 //!    closes the window, and answers a poll of a window only once it is
 //!    closed ([`crate::desk::HostDesk`]); the link sends everything in the
 //!    order handed over, on one connection ([`crate::agent`]).
-//! 2. NATS delivers one publisher's messages in the order published; the
-//!    server writes every message for the manager's connection into that
-//!    connection's one outbound stream as it processes the publisher's
-//!    input (nats-server `client.deliverMsg`), whichever subscription it
-//!    is for.
+//! 2. NATS delivers one publisher's messages in the order published
+//!    ("source ordered delivery per publisher", its FAQ); the server
+//!    writes every message for the manager's connection into that
+//!    connection's one outbound buffer as it processes the publisher's
+//!    input (nats-server's `client.deliverMsg`), whichever subscription
+//!    it is for.
 //! 3. The client (async-nats) reads that stream in one task and puts each
 //!    message into its subscription's channel in the order read
 //!    (`try_send`, nothing reordered; a full channel drops).
@@ -28,14 +29,14 @@
 //!
 //! # Invariant
 //! A reply is handed out only after every agent message that was in the
-//! agents' channel when the reply was taken from its own (so every one the
-//! connection read before the reply). Taking a reply moves whatever waits
-//! in the agents' channel into the queue ahead of it. The queue is handed
-//! out first, in order, so agents' messages keep their own order and no
-//! agent message ever comes after a reply the connection read after it.
-//! (An agent message read *after* a reply may come before it: that is
-//! harmless, as an agent sends nothing after an answer that the answer
-//! must precede, except its goodbye, see `Service::left_with_answers`.)
+//! agents' channel when the reply was taken from its own, and so after
+//! every agent message the connection read before the reply. Taking a
+//! reply moves whatever waits in the agents' channel into the queue ahead
+//! of it; the queue is handed out first, in order, so agents' messages
+//! also keep their own order. (An agent message read *after* a reply may
+//! be handed out before it: harmless, as nothing an agent sends after an
+//! answer must come after it at the manager, but its goodbye, which gives
+//! up its polls in flight: see `Service::left`.)
 //!
 //! An empty channel must be told from one the task may not read now: past
 //! its cooperative budget, tokio's channels say "not ready" while holding
