@@ -6,21 +6,21 @@
 //! the host's triggers), the agents' own subjects (satisfaction reports,
 //! status and heartbeats, in each agent's order) and the replies to its
 //! polls, both in the order the connection received them
-//! ([`crate::arrivals`]), and control commands. Polls for one host travel
-//! in one NATS request, its reply subject one of the manager's
-//! ([`crate::poll_requests`]: no task or timer per request); a host that
-//! does not answer within the poll timeout (or no longer keeps the window)
-//! is left out and the decision is made with the others, marked partial,
-//! once no poll of it is outstanding.
+//! (`crates/nats/src/arrivals.rs`), and control commands. Polls for one
+//! host travel in one NATS request whose reply subject is one of the
+//! manager's (`crates/nats/src/poll_requests.rs`: no task or timer per
+//! request); a host that does not answer within the poll timeout (or no
+//! longer keeps the window) is left out and the decision is made with the
+//! others, marked partial, once no poll of it is outstanding.
 //!
 //! # Order
 //! A host's satisfaction report of a window is handled before its answer
 //! to a poll of that window, so that the report takes part in the
 //! decision (its completeness counted) instead of arriving after it: the
 //! agent sends the report first, NATS and the client keep the order of the
-//! manager's connection, and [`crate::arrivals`] keeps it across the two
-//! subscriptions. Tested there, and end to end with the manager's state
-//! machine in this file's tests (`an_answer_read_before_its_hosts_report_*`).
+//! manager's connection, and `crates/nats/src/arrivals.rs` keeps it across
+//! the two subscriptions. Tested there, and end to end with the manager's
+//! state machine in this file's tests (`an_answer_read_before_its_hosts_report_*`).
 //!
 //! Export policies ([`crate::exports`]): the service keeps the set (and
 //! stores each change before sending it: a restarted manager starts with
