@@ -331,7 +331,11 @@ impl Agent {
         Ok(())
     }
 
-    /// Takes what the manager sent, and answers the polls whose windows have closed.
+    /// Takes what the manager sent, and answers the polls whose windows have
+    /// closed. Called after the reports of those windows were routed, so
+    /// that a host's report of a window leaves before its answer to a poll
+    /// of it, which the manager handles in that order (clarion-nats'
+    /// `arrivals`).
     fn serve<T: Triggers + ?Sized>(&mut self, monitor: &mut T) {
         while let Some(item) = self.link.try_recv() {
             self.handle(monitor, item);

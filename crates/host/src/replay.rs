@@ -61,7 +61,10 @@ pub trait Driver<St: ?Sized> {
     /// Takes the stage's reports (all of `reports`, in order).
     fn reports(&mut self, stage: &mut St, reports: &mut Vec<Report>) -> Result<(), Self::Error>;
 
-    /// Runs between frames (and while a paced replay waits); `false` stops the replay.
+    /// Runs between frames (and while a paced replay waits); `false` stops
+    /// the replay. Every report made so far has been handed to
+    /// [`Driver::reports`] before: an agent answers polls here, after its
+    /// reports of the windows closed (its manager relies on that order).
     fn service(&mut self, _stage: &mut St) -> Result<bool, Self::Error> {
         Ok(true)
     }

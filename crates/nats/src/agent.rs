@@ -229,6 +229,9 @@ impl AgentLink {
         self.flush(timeout);
     }
 
+    /// Answers a batch of polls, after everything handed over before (the
+    /// satisfaction reports of the windows answered for, which the manager
+    /// must handle first: `crates/nats/src/arrivals.rs`).
     pub fn answer(&self, reply: Subject, answers: &[Answer]) {
         self.send(Outgoing::Publish(reply.to_string(), protocol::encode(&answers)));
     }

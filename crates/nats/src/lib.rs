@@ -17,7 +17,9 @@
 //! - [`outbox`]: an agent's satisfaction reports kept until the manager
 //!   acknowledges them (delivery at least once, across manager restarts).
 //! - [`service`]: the manager's service loop: registrations, satisfaction
-//!   reports, polls with timeouts, decisions published on `clarion.events`.
+//!   reports, polls with timeouts, decisions published on `clarion.events`;
+//!   its poll requests in flight (`poll_requests`) and its connection read
+//!   in order (`arrivals`: a host's report before its answer).
 //! - [`credentials`]: per-host nkeys and the nats-server authorization
 //!   that lets each host speak only as itself.
 //! - [`shared`]: several managers on one NATS account: events and their
@@ -27,12 +29,14 @@
 //! logic (crate `clarion-manager`) in one process; both give the same events.
 
 pub mod agent;
+mod arrivals;
 pub mod book;
 pub mod credentials;
 pub mod desk;
 mod error;
 pub mod exports;
 pub mod outbox;
+mod poll_requests;
 pub mod protocol;
 pub mod service;
 pub mod shared;
@@ -118,6 +122,13 @@ pub(crate) async fn connect(
     });
     let client = opts
         .name(name)
+        // A subscription's overflow is dropped: a manager behind a fleet's
+        // burst reads its poll replies from one subscription (65,536 by
+        // default dropped replies under `clarion-lab fleet`'s load, each a
+        // poll timed out). Channels allocate as they fill; bounded still,
+        // so that a manager far behind holds at most this many messages a
+        // subscription, not its whole backlog.
+        .subscription_capacity(1 << 17)
         .connection_timeout(std::time::Duration::from_secs(5))
         .connect(url)
         .await

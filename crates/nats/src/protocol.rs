@@ -13,7 +13,10 @@
 //! One subject carries all of an agent's own messages so that the manager
 //! reads them in the order they were sent (NATS keeps the order of one
 //! connection's messages on one subject): a host's satisfaction reports
-//! always arrive before its "finished".
+//! always arrive before its "finished". An agent answers a poll of a
+//! window only after sending its satisfaction reports of it, on the same
+//! connection; the manager handles the answer, which comes on its own
+//! reply subject, after the report (`crates/nats/src/arrivals.rs`).
 //!
 //! Satisfaction reports are delivered at least once: each carries the
 //! agent's sequence number, and the agent keeps it, sending it again every
