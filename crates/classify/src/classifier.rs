@@ -209,6 +209,15 @@ impl Slow {
         }
     }
 
+    /// A miss of the fast path (or a packet without one), counted: the
+    /// answer's code and the bits the slow path's probes read.
+    fn miss(&mut self, k: &Key, stats: &mut Stats) -> (u32, Key) {
+        stats.misses += 1;
+        let mut wc = Key::ZERO;
+        let code = self.lookup(k, &mut wc, &mut stats.slow_lookups);
+        (code, wc)
+    }
+
     #[inline]
     fn verdict(&self, code: u32) -> Verdict {
         match self.semantics {
@@ -366,9 +375,7 @@ impl Classifier {
     fn miss_of(slow: &mut Slow, fast: &mut Fast, stats: &mut Stats, k: &Key) -> Verdict {
         match fast {
             Fast::None => {
-                stats.misses += 1;
-                let mut wc = Key::ZERO;
-                let code = slow.lookup(k, &mut wc, &mut stats.slow_lookups);
+                let (code, _) = slow.miss(k, stats);
                 slow.verdict(code)
             }
             Fast::Megaflow(c) => Self::megaflow_miss(slow, c, stats, k),
@@ -379,9 +386,7 @@ impl Classifier {
     #[cold]
     #[inline(never)]
     fn megaflow_miss(slow: &mut Slow, c: &mut MegaflowCache, stats: &mut Stats, k: &Key) -> Verdict {
-        stats.misses += 1;
-        let mut wc = Key::ZERO;
-        let code = slow.lookup(k, &mut wc, &mut stats.slow_lookups);
+        let (code, wc) = slow.miss(k, stats);
         c.insert(k, wc, code);
         slow.verdict(code)
     }
@@ -389,11 +394,9 @@ impl Classifier {
     #[cold]
     #[inline(never)]
     fn uss_miss(slow: &mut Slow, c: &mut UniflowCache, stats: &mut Stats, k: &Key) -> Verdict {
-        stats.misses += 1;
         // The USS mask, not the slow path's un-wildcarded bits, bounds the
         // uniflow (see uss.rs).
-        let mut wc = Key::ZERO;
-        let code = slow.lookup(k, &mut wc, &mut stats.slow_lookups);
+        let (code, _) = slow.miss(k, stats);
         let v = slow.verdict(code);
         c.insert(k, v);
         v
