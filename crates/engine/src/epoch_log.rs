@@ -44,6 +44,7 @@
 
 use clarion_wire::FlowKey;
 
+use crate::decaying_peak::DecayingPeak;
 use crate::huge_pages;
 use crate::prefetch::prefetch_span;
 
@@ -220,11 +221,11 @@ impl EpochLog {
     }
 
     /// Gives back memory if the (empty) log holds more than twice `peak`
-    /// words (and more than a first growth): keeps a quarter over `peak`.
-    pub(crate) fn release_over(&mut self, peak: usize, stride: usize, huge: bool) {
-        let keep = peak.max(16 * stride);
-        if self.words.is_empty() && self.words.capacity() > 2 * keep {
-            self.words = Vec::with_capacity(keep + keep / 4);
+    /// words (and more than a first growth): keeps a quarter over it.
+    pub(crate) fn release_over(&mut self, peak: DecayingPeak, stride: usize, huge: bool) {
+        let cut = peak.cut(self.words.capacity(), 16 * stride);
+        if let Some(keep) = cut.filter(|_| self.words.is_empty()) {
+            self.words = Vec::with_capacity(keep);
             if huge {
                 huge_pages::advise(&self.words);
             }
@@ -325,17 +326,22 @@ mod tests {
         }
         let burst = log.heap_bytes();
         let len = log.words();
+        let peak = |words: usize| {
+            let mut p = DecayingPeak::default();
+            p.note(words);
+            p
+        };
         log.clear();
         // A peak near the burst's length keeps it (epochs that busy come back).
-        log.release_over(len * 3 / 4, STRIDE, false);
+        log.release_over(peak(len * 3 / 4), STRIDE, false);
         assert_eq!(log.heap_bytes(), burst);
         // Not while it holds records.
         log.append(STRIDE, 200, 1, &key(1), &blank, 200, false);
-        log.release_over(STRIDE, STRIDE, false);
+        log.release_over(peak(STRIDE), STRIDE, false);
         assert_eq!(log.heap_bytes(), burst);
         // Empty, with a peak of a few records: a quarter over the first growth.
         log.clear();
-        log.release_over(STRIDE, STRIDE, false);
+        log.release_over(peak(STRIDE), STRIDE, false);
         assert_eq!(log.heap_bytes(), 20 * STRIDE * 8);
         assert_eq!(log.epoch(), 200, "keeps its epoch");
     }

@@ -25,6 +25,7 @@
 mod blind;
 mod config;
 pub mod cost;
+mod decaying_peak;
 mod dos_filter;
 mod epoch_log;
 mod flow_table;

@@ -14,6 +14,7 @@ use clarion_wire::PacketRecord;
 
 use clarion_wire::FlowKey;
 
+use crate::decaying_peak::DecayingPeak;
 use crate::epoch_log::{EpochLog, FIRST_MEASURE, NO_EPOCH, PACKETS, TAG};
 use crate::measure::{
     add_sum, common_index, common_values, Acc, Arg, Expr, FlowContext, Slot, StatFlags, COMMON_VARS,
@@ -95,7 +96,7 @@ pub(crate) struct MatchSet {
     /// the tag and packet count), and whether they read RTT samples rather than packets.
     measures: Vec<(Expr, Slot, bool)>,
     /// Per half, the log's length in words, decaying: see [`MatchSet::clear_log`].
-    log_peak: [usize; 2],
+    log_peak: [DecayingPeak; 2],
     /// The measures packets update (not RTT samples), each argument in the
     /// form the packet path evaluates fastest.
     on_packets: Vec<(Arg, Slot)>,
@@ -210,7 +211,7 @@ impl MatchSet {
             needs_tcp,
             stride: offset,
             logs: [EpochLog::default(), EpochLog::default()],
-            log_peak: [0; 2],
+            log_peak: [DecayingPeak::default(); 2],
             huge,
             flows: 0,
             queued: NO_EPOCH,
@@ -421,18 +422,14 @@ impl MatchSet {
 
     /// Empties the log of `half` once its sweep has gathered it, and gives
     /// back memory a burst grew it to once its epochs have been half of
-    /// that for a while: the log's length decays into a peak by an eighth
-    /// an epoch, and a capacity over twice the peak is cut to a quarter
-    /// over it (about six quiet epochs after a burst; a busy epoch grows it
-    /// again by half). A million-flow run kept its logs at 2.4 times what
-    /// an epoch wrote: 58 bytes a flow where a steady epoch needs about 25.
+    /// that for a while (`decaying_peak.rs`). A million-flow run kept its
+    /// logs at 2.4 times what an epoch wrote: 58 bytes a flow where a
+    /// steady epoch needs about 25.
     pub(crate) fn clear_log(&mut self, half: usize) {
         let h = half & 1;
-        let peak = self.log_peak[h];
-        let peak = self.logs[h].words().max(peak - peak / 8);
-        self.log_peak[h] = peak;
+        self.log_peak[h].note(self.logs[h].words());
         self.logs[h].clear();
-        self.logs[h].release_over(peak, self.stride, self.huge);
+        self.logs[h].release_over(self.log_peak[h], self.stride, self.huge);
     }
 
     /// Starts loading every line of the header the sweep reads: up to the

@@ -25,6 +25,7 @@ use clarion_wire::{tcp_flags, FlowKey, PacketRecord};
 
 use crate::blind::BlindSpans;
 use crate::config::{Counters, MonitorConfig, Tuning};
+use crate::decaying_peak::DecayingPeak;
 use crate::dos_filter::DosFilter;
 use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
 use crate::history::History;
@@ -124,9 +125,8 @@ pub struct Monitor {
     /// next: at a million flows a sweep makes ~60 k reports, and growing a
     /// new vector each epoch was page faults and copies (~4 % of the run).
     spare_reports: Vec<Report>,
-    /// The reports of recent sweeps, decaying by an eighth a sweep: what
-    /// `spare_reports` keeps room for.
-    report_peak: usize,
+    /// The reports of recent sweeps: what `spare_reports` keeps room for.
+    report_peak: DecayingPeak,
     /// Where the reclaim's next scan of the flow entries starts (a clock
     /// hand: see [`Monitor::reclaim`]).
     reclaim_hand: usize,
@@ -268,7 +268,7 @@ impl Monitor {
             blind: BlindSpans::default(),
             sweep: None,
             spare_reports: Vec::new(),
-            report_peak: 0,
+            report_peak: DecayingPeak::default(),
             reclaim_hand: 0,
             reclaim_found: Vec::new(),
             counters: Counters::default(),
@@ -1398,15 +1398,15 @@ impl Monitor {
             return true;
         }
         self.counters.reports += s.reports.len() as u64;
-        // As an epoch log's (`MatchSet::clear_log`): the vector keeps what
-        // a burst of reports grew it to only while sweeps come near it.
-        let peak = self.report_peak;
-        self.report_peak = s.reports.len().max(peak - peak / 8);
+        // The vector keeps what a burst of reports grew it to only while
+        // sweeps come near it (`decaying_peak.rs`).
+        self.report_peak.note(s.reports.len());
+        let cut = self.report_peak.cut(s.reports.capacity(), 64);
         let first = out.len();
         clarion_report::sort_reports_into(&mut s.reports, out);
         self.apply_drill_downs(&out[first..], s.begun_ns);
-        if s.reports.capacity() > 2 * self.report_peak.max(64) {
-            s.reports.shrink_to(self.report_peak + self.report_peak / 4);
+        if let Some(keep) = cut {
+            s.reports.shrink_to(keep);
         }
         self.spare_reports = s.reports;
         true
