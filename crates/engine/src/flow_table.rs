@@ -304,7 +304,7 @@ impl FlowTable {
     /// True when entry `idx` is live and holds `key`, whose entry form is
     /// `ek` (wide if `wide`).
     #[inline(always)]
-    fn holds_as(&self, idx: u32, key: &FlowKey, ek: &EntryKey, wide: bool) -> bool {
+    pub(crate) fn holds_as(&self, idx: u32, key: &FlowKey, ek: &EntryKey, wide: bool) -> bool {
         let Some(e) = self.entries.get(idx as usize) else {
             return false;
         };
@@ -325,6 +325,12 @@ impl FlowTable {
     #[inline]
     pub(crate) fn find(&self, key: &FlowKey, hash: u64) -> Option<u32> {
         let (ek, wide) = EntryKey::of(key);
+        self.find_as(key, &ek, wide, hash)
+    }
+
+    /// [`FlowTable::find`] of a key whose entry form the caller has.
+    #[inline]
+    pub(crate) fn find_as(&self, key: &FlowKey, ek: &EntryKey, wide: bool, hash: u64) -> Option<u32> {
         let h32 = hash as u32;
         let mut i = h32 as usize & self.slot_mask;
         loop {
@@ -334,7 +340,7 @@ impl FlowTable {
             }
             if (s >> 32) as u32 == h32 {
                 let idx = (s as u32) - 1;
-                if self.holds_as(idx, key, &ek, wide) {
+                if self.holds_as(idx, key, ek, wide) {
                     return Some(idx);
                 }
             }

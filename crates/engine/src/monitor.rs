@@ -27,7 +27,7 @@ use crate::blind::BlindSpans;
 use crate::config::{Counters, MonitorConfig, Tuning};
 use crate::decaying_peak::DecayingPeak;
 use crate::dos_filter::DosFilter;
-use crate::flow_table::{hash_key, FlowTable, NO_ENTRY, NO_SET};
+use crate::flow_table::{hash_key, EntryKey, FlowTable, NO_ENTRY, NO_SET};
 use crate::history::History;
 use crate::key::{one_flow_per_group, report_group, tags_of, TagsSeen};
 use crate::match_cache::MatchCache;
@@ -813,13 +813,15 @@ impl Monitor {
         }
     }
 
-    /// The entry of the latest packet's flow, if `key` is that flow's (`tuning.last_flow`).
+    /// The entry of the latest packet's flow, if `key` (entry form `ek`,
+    /// wide if `wide`) is that flow's (`tuning.last_flow`).
     #[inline]
-    fn cached_flow(&self, key: &FlowKey) -> Option<u32> {
+    fn cached_flow(&self, key: &FlowKey, ek: &EntryKey, wide: bool) -> Option<u32> {
         if !self.config.tuning.last_flow {
             return None;
         }
-        self.flows.holds(self.last_entry, key).then_some(self.last_entry)
+        let last = self.last_entry;
+        self.flows.holds_as(last, key, ek, wide).then_some(last)
     }
 
     /// Moves the clock to packet `p` (closing the epoch it ends) and counts it.
@@ -843,12 +845,14 @@ impl Monitor {
         let t = self.now;
         // A live entry with the packet's key is its flow's (keys are unique
         // in the table), however the table changed since the hint was taken.
-        let hinted = hint.and_then(|(_, i)| self.flows.holds(i, &p.key).then_some(i));
-        let (found, h) = match hinted.or_else(|| self.cached_flow(&p.key)) {
+        // The key's entry form, once for the three compares below.
+        let (ek, wide) = EntryKey::of(&p.key);
+        let hinted = hint.and_then(|(_, i)| self.flows.holds_as(i, &p.key, &ek, wide).then_some(i));
+        let (found, h) = match hinted.or_else(|| self.cached_flow(&p.key, &ek, wide)) {
             Some(i) => (Some(i), 0),
             None => {
                 let h = hint.map_or_else(|| hash_key(&p.key), |(h, _)| h);
-                (self.flows.find(&p.key, h), h)
+                (self.flows.find_as(&p.key, &ek, wide, h), h)
             }
         };
         let mut first_in_epoch = true;
