@@ -1302,14 +1302,8 @@ impl Service {
         answers: Option<Vec<Answer>>,
         on_report: &mut dyn FnMut(&Report),
     ) {
-        let mut answers = answers.map(Vec::into_iter);
-        for poll in p.polls {
-            let answer = answers.as_mut().and_then(Iterator::next);
-            let effects = self.outcome(PollOutcome {
-                poll,
-                answer,
-                skipped: false,
-            });
+        for o in poll_outcomes(p, answers, false) {
+            let effects = self.outcome(o);
             self.carry(effects, on_report).await;
         }
     }
@@ -1317,13 +1311,8 @@ impl Service {
     /// A request's polls' outcomes, for the loop to read next (from a
     /// place that cannot carry their effects).
     fn outcomes_later(&self, p: Pending<Poll>, answers: Option<Vec<Answer>>, skipped: bool) {
-        let mut answers = answers.map(Vec::into_iter);
-        for poll in p.polls {
-            let _ = self.results.0.send(PollOutcome {
-                poll,
-                answer: answers.as_mut().and_then(Iterator::next),
-                skipped,
-            });
+        for o in poll_outcomes(p, answers, skipped) {
+            let _ = self.results.0.send(o);
         }
     }
 
@@ -1795,6 +1784,21 @@ impl Service {
 }
 
 /// Ready at `at`; never without it.
+/// The outcome of each poll of request `p`: the answer at its position,
+/// if the request was answered.
+fn poll_outcomes(
+    p: Pending<Poll>,
+    answers: Option<Vec<Answer>>,
+    skipped: bool,
+) -> impl Iterator<Item = PollOutcome> {
+    let mut answers = answers.map(Vec::into_iter);
+    p.polls.into_iter().map(move |poll| PollOutcome {
+        poll,
+        answer: answers.as_mut().and_then(Iterator::next),
+        skipped,
+    })
+}
+
 async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
