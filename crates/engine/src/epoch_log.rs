@@ -9,12 +9,17 @@
 //! sweep reads the finished epoch's log while packets of the next epoch
 //! append to the other). A flow's first write in an epoch appends a
 //! record; its later writes in that epoch find the record again through
-//! the index its entry keeps (`FlowEntry::rec`). A record holds what the
-//! sweep reads of the flow, the statistics and the flow's key, so the
-//! sweep streams through one array in order and reads no flow entry:
-//! before, every visit followed a list reference to the flow's entry and
-//! from there to its statistics block, two dependent misses a flow once
-//! flows outnumber the cache. Statistics exist only for flows written in
+//! the index its entry keeps (`FlowEntry::rec`). A record holds the
+//! flow's statistics and its entry number, so the sweep streams through
+//! one array in order and tests thresholds without reading any flow
+//! entry: before, every visit followed a list reference to the flow's
+//! entry and from there to its statistics block, two dependent misses a
+//! flow once flows outnumber the cache. The flow's key is read from its
+//! entry only where the sweep needs it (a report, a group coarser than
+//! the flow), prefetched by entry number from the record; a copy of the
+//! key in every record (40 of the benchmark's 88 bytes) made each append
+//! and each later write touch a second line, and the logs ~18 bytes a
+//! flow bigger at a million flows. Statistics exist only for flows written in
 //! the last two epochs, not a block for every flow tracked, and a log is
 //! reused from epoch to epoch: a new flow allocates nothing here. A log
 //! is one vector and an epoch, so a set's two logs share one cache line
@@ -24,9 +29,8 @@
 //! `stride` words: [`TAG`] (the start of the epoch whose statistics the
 //! record holds, [`NO_EPOCH`] once gathered or moved away), [`PACKETS`]
 //! (packets, not RTT samples, it counted), [`OWNER`] (the flow's entry
-//! number in the low half, [`NO_OWNER`] once moved away; the key's `vni`
-//! in the high half), the rest of the key ([`KEY`], five words), then the
-//! measures from [`FIRST_MEASURE`].
+//! number, [`NO_OWNER`] once moved away), then the measures from
+//! [`FIRST_MEASURE`].
 //!
 //! # Invariants
 //! - All records of a log are of its `epoch`; a log is emptied when a
@@ -35,14 +39,17 @@
 //! - A flow has at most one record with its entry number as owner in a
 //!   log: a record found by [`EpochLog::find`] is the flow's, an entry's
 //!   index from an older epoch or another set finds nothing.
+//! - A record's owner is live, with the key it had when the record was
+//!   written, until the record's epoch is swept: the monitor frees an
+//!   entry only once every epoch it wrote in is swept (`Monitor::reclaim`),
+//!   and a flow's new life keeps its key.
 //!
 //! # Cost
-//! An append is `stride` sequential words at the log's end (11 for the
-//! benchmark's sets: 88 bytes); a later write is one access to the
+//! An append is `stride` sequential words at the log's end (6 for the
+//! benchmark's sets: 48 bytes); a later write is one access to the
 //! record, whose first line holds the tag, owner and packet count. A sweep
-//! visit reads the next record, in order.
-
-use clarion_wire::FlowKey;
+//! visit reads the next record, in order, and the flow's entry where it
+//! needs the key.
 
 use crate::decaying_peak::DecayingPeak;
 use crate::huge_pages;
@@ -52,12 +59,10 @@ use crate::prefetch::prefetch_span;
 pub(crate) const TAG: usize = 0;
 /// Word of a record holding its packet count.
 pub(crate) const PACKETS: usize = 1;
-/// Word of a record holding its flow's entry number (low half) and `vni` (high half).
+/// Word of a record holding its flow's entry number.
 pub(crate) const OWNER: usize = 2;
-/// First of the five words of a record holding the rest of its flow's key.
-pub(crate) const KEY: usize = 3;
 /// Where a record's measures start.
-pub(crate) const FIRST_MEASURE: usize = KEY + 5;
+pub(crate) const FIRST_MEASURE: usize = OWNER + 1;
 
 /// Tag of a record that holds no epoch (gathered, or moved to another set).
 pub(crate) const NO_EPOCH: u64 = u64::MAX;
@@ -80,50 +85,6 @@ impl Default for EpochLog {
             words: Vec::new(),
         }
     }
-}
-
-/// The words of a record's owner word and key words for flow `owner` keyed `key`.
-#[inline(always)]
-fn pack(owner: u32, key: &FlowKey) -> [u64; 6] {
-    let half = |b: &[u8]| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(b);
-        u64::from_ne_bytes(w)
-    };
-    [
-        u64::from(owner) | u64::from(key.vni) << 32,
-        half(&key.src_ip[..8]),
-        half(&key.src_ip[8..]),
-        half(&key.dst_ip[..8]),
-        half(&key.dst_ip[8..]),
-        u64::from(key.src_port)
-            | u64::from(key.dst_port) << 16
-            | u64::from(key.vlan) << 32
-            | u64::from(key.proto) << 48
-            | u64::from(key.flags) << 56,
-    ]
-}
-
-/// The key [`pack`] stored in `w` (a record).
-#[inline(always)]
-fn unpack(w: &[u64]) -> FlowKey {
-    let mut key = FlowKey::default();
-    let ip = |a: u64, b: u64| {
-        let mut ip = [0u8; 16];
-        ip[..8].copy_from_slice(&a.to_ne_bytes());
-        ip[8..].copy_from_slice(&b.to_ne_bytes());
-        ip
-    };
-    key.vni = (w[OWNER] >> 32) as u32;
-    key.src_ip = ip(w[KEY], w[KEY + 1]);
-    key.dst_ip = ip(w[KEY + 2], w[KEY + 3]);
-    let tail = w[KEY + 4];
-    key.src_port = tail as u16;
-    key.dst_port = (tail >> 16) as u16;
-    key.vlan = (tail >> 32) as u16;
-    key.proto = (tail >> 48) as u8;
-    key.flags = (tail >> 56) as u8;
-    key
 }
 
 impl EpochLog {
@@ -165,19 +126,17 @@ impl EpochLog {
             .then_some(rec)
     }
 
-    /// Appends a record of the epoch starting at `epoch` for flow `owner`
-    /// keyed `key`, its statistics `init` (one record, whose words up to
+    /// Appends a record of the epoch starting at `epoch` for flow `owner`,
+    /// its statistics `init` (one record, whose words up to
     /// [`FIRST_MEASURE`] are overwritten) and tag `tag`; its index. Empties
     /// the log first if it held an older epoch. Growing, it advises its
     /// memory for huge pages if `huge`.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn append(
         &mut self,
         stride: usize,
         epoch: u64,
         owner: u32,
-        key: &FlowKey,
         init: &[u64],
         tag: u64,
         huge: bool,
@@ -192,7 +151,7 @@ impl EpochLog {
         self.words.extend_from_slice(&init[..stride]);
         if let Some(w) = self.words.get_mut(base..base + FIRST_MEASURE) {
             w[TAG] = tag;
-            w[OWNER..].copy_from_slice(&pack(owner, key));
+            w[OWNER] = u64::from(owner);
         }
         base as u32
     }
@@ -252,10 +211,12 @@ impl EpochLog {
         self.words.get_mut(base..base + stride)
     }
 
-    /// The key of record `rec`'s flow.
+    /// The entry number of record `rec`'s flow ([`NO_OWNER`] past the log).
     #[inline]
-    pub(crate) fn key(&self, stride: usize, rec: u32) -> FlowKey {
-        unpack(self.record(stride, rec))
+    pub(crate) fn owner(&self, rec: u32) -> u32 {
+        self.words
+            .get(rec as usize + OWNER)
+            .map_or(NO_OWNER, |&w| w as u32)
     }
 
     /// True when record `rec` holds statistics of the epoch starting at `epoch`.
@@ -272,7 +233,7 @@ impl EpochLog {
         if let Some(w) = self.words.get_mut(base..base + stride) {
             w[TAG] = NO_EPOCH;
             if owner_too {
-                w[OWNER] = w[OWNER] & !u64::from(u32::MAX) | u64::from(NO_OWNER);
+                w[OWNER] = u64::from(NO_OWNER);
             }
         }
     }
@@ -283,8 +244,8 @@ impl EpochLog {
     pub(crate) fn prefetch(&self, stride: usize, rec: usize) {
         let base = rec;
         if base + stride <= self.words.len() {
-            // A record (88 bytes in the benchmark) straddles three lines
-            // at a quarter of the offsets.
+            // A record (48 bytes in the benchmark) straddles two lines
+            // at half of the offsets.
             prefetch_span(
                 self.words.as_ptr().wrapping_add(base),
                 stride * std::mem::size_of::<u64>(),
@@ -308,13 +269,6 @@ impl EpochLog {
 mod tests {
     use super::*;
 
-    fn key(n: u16) -> FlowKey {
-        FlowKey {
-            src_port: n,
-            ..FlowKey::default()
-        }
-    }
-
     const STRIDE: usize = FIRST_MEASURE + 2;
 
     #[test]
@@ -322,7 +276,7 @@ mod tests {
         let blank = [0; STRIDE];
         let mut log = EpochLog::default();
         for i in 0..10_000 {
-            log.append(STRIDE, 100, i, &key(1), &blank, 100, false);
+            log.append(STRIDE, 100, i, &blank, 100, false);
         }
         let burst = log.heap_bytes();
         let len = log.words();
@@ -336,7 +290,7 @@ mod tests {
         log.release_over(peak(len * 3 / 4), STRIDE, false);
         assert_eq!(log.heap_bytes(), burst);
         // Not while it holds records.
-        log.append(STRIDE, 200, 1, &key(1), &blank, 200, false);
+        log.append(STRIDE, 200, 1, &blank, 200, false);
         log.release_over(peak(STRIDE), STRIDE, false);
         assert_eq!(log.heap_bytes(), burst);
         // Empty, with a peak of a few records: a quarter over the first growth.
@@ -351,8 +305,8 @@ mod tests {
         let mut log = EpochLog::default();
         let mut blank = [0; STRIDE];
         blank[FIRST_MEASURE..].copy_from_slice(&[7, 8]);
-        let a = log.append(STRIDE, 100, 3, &key(1), &blank, 100, false);
-        let b = log.append(STRIDE, 100, 9, &key(2), &blank, 100, false);
+        let a = log.append(STRIDE, 100, 3, &blank, 100, false);
+        let b = log.append(STRIDE, 100, 9, &blank, 100, false);
         assert_eq!((a, b), (0, STRIDE as u32));
         assert_eq!(log.find(100, 3, a), Some(a));
         assert_eq!(log.find(100, 9, b), Some(b));
@@ -362,7 +316,7 @@ mod tests {
         assert_eq!(log.find(100, 3, 1), None, "not a record's start");
         assert_eq!(log.find(200, 3, a), None);
         assert_eq!(log.record(STRIDE, b)[FIRST_MEASURE..], [7, 8]);
-        assert_eq!(log.key(STRIDE, b), key(2));
+        assert_eq!(log.owner(b), 9);
         assert!(log.has_epoch(a, 100));
         // Gathered: still its owner's (a later write of the same epoch
         // cannot happen), but never gathered again.
@@ -371,9 +325,10 @@ mod tests {
         // Moved away: no longer found.
         log.retire(STRIDE, b, true);
         assert_eq!(log.find(100, 9, b), None);
-        assert_eq!(log.key(STRIDE, b), key(2), "the key is kept");
+        assert_eq!(log.owner(b), NO_OWNER);
+        assert_eq!(log.owner(7 * STRIDE as u32), NO_OWNER, "past the log");
         // A later epoch's first append empties it.
-        let c = log.append(STRIDE, 200, 9, &key(3), &blank, 200, false);
+        let c = log.append(STRIDE, 200, 9, &blank, 200, false);
         assert_eq!((c, log.len(STRIDE), log.epoch()), (0, 1, 200));
         assert_eq!(log.find(200, 9, c), Some(0));
         assert_eq!(log.find(100, 3, a), None);
@@ -382,33 +337,10 @@ mod tests {
     #[test]
     fn cleared_it_keeps_its_epoch() {
         let mut log = EpochLog::default();
-        log.append(STRIDE, 10, 1, &key(1), &[0; STRIDE], 10, false);
+        log.append(STRIDE, 10, 1, &[0; STRIDE], 10, false);
         log.clear();
         assert_eq!((log.len(STRIDE), log.epoch()), (0, 10));
-        assert_eq!(log.append(STRIDE, 10, 2, &key(2), &[0; STRIDE], 10, false), 0);
+        assert_eq!(log.append(STRIDE, 10, 2, &[0; STRIDE], 10, false), 0);
         assert_eq!(log.len(STRIDE), 1);
-    }
-
-    #[test]
-    fn every_field_of_a_key_survives_the_record() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        for _ in 0..1000 {
-            let mut k = FlowKey::default();
-            k.src_ip.iter_mut().for_each(|b| *b = next() as u8);
-            k.dst_ip.iter_mut().for_each(|b| *b = next() as u8);
-            (k.src_port, k.dst_port, k.vlan) = (next() as u16, next() as u16, next() as u16);
-            (k.proto, k.flags, k.vni) = (next() as u8, next() as u8, next() as u32);
-            let owner = next() as u32 >> 1;
-            let mut log = EpochLog::default();
-            let r = log.append(STRIDE, 1, owner, &k, &[0; STRIDE], 1, false);
-            assert_eq!(log.key(STRIDE, r), k);
-            assert_eq!(log.find(1, owner, r), Some(r));
-        }
     }
 }

@@ -22,7 +22,8 @@
 //!
 //! # Cost
 //! Built once per threshold (two bisections of 64 steps, when a trigger
-//! is installed); a test is two comparisons and an xor.
+//! is installed); a test is a subtraction, one comparison and an xor
+//! ([`IntRange::span`]).
 
 use clarion_lang::spec::CmpOp;
 
@@ -79,10 +80,40 @@ impl IntRange {
         }
     }
 
-    /// Whether the threshold holds for the sum `x`.
-    #[inline(always)]
+    /// Whether the threshold holds for the sum `x`: the plain form, which
+    /// the tests hold [`IntRange::span`] to.
+    #[cfg(test)]
     pub(crate) fn contains(&self, x: i64) -> bool {
         (self.lo <= x && x <= self.hi) != self.invert
+    }
+
+    /// The integers it holds for as at most two intervals (`lo..=hi`).
+    fn intervals(&self) -> impl Iterator<Item = (i64, i64)> {
+        let inside = (!self.invert && self.lo <= self.hi).then_some((self.lo, self.hi));
+        let (below, above) = match (self.invert, self.lo <= self.hi) {
+            (true, true) => (
+                (self.lo > i64::MIN).then(|| (i64::MIN, self.lo - 1)),
+                (self.hi < i64::MAX).then(|| (self.hi + 1, i64::MAX)),
+            ),
+            // The complement of nothing.
+            (true, false) => (Some((i64::MIN, i64::MAX)), None),
+            (false, _) => (None, None),
+        };
+        inside.into_iter().chain(below).chain(above)
+    }
+
+    /// The range as a start, a width and a flip, for a test without
+    /// branches: `x` is in it iff `(x - start) as u64 <= width` differs
+    /// from `flip` (one subtraction and one compare, where `contains`
+    /// takes two compares and their branches).
+    #[inline]
+    pub(crate) fn span(&self) -> (i64, u64, bool) {
+        if self.hi < self.lo {
+            // Empty: every `x` is "inside" the full width, flipped.
+            (0, u64::MAX, !self.invert)
+        } else {
+            (self.lo, self.hi.wrapping_sub(self.lo) as u64, self.invert)
+        }
     }
 }
 
@@ -101,6 +132,31 @@ fn first(pred: impl Fn(i64) -> bool) -> Option<i64> {
         }
     }
     i64::try_from(lo).ok()
+}
+
+/// The integers for which any of `ranges` holds, as disjoint intervals
+/// (`lo..=hi`) in order, into `out` (emptied first; reused so that a
+/// sweep allocates nothing): a sweep tests a flow's sum against the union
+/// of its set's thresholds on that sum once, not against each.
+pub(crate) fn union_into(ranges: impl Iterator<Item = IntRange>, out: &mut Vec<(i64, i64)>) {
+    out.clear();
+    for r in ranges {
+        out.extend(r.intervals());
+    }
+    out.sort_unstable();
+    let mut merged = 0usize;
+    for i in 0..out.len() {
+        let (lo, hi) = out[i];
+        match merged.checked_sub(1).map(|m| &mut out[m]) {
+            // Overlapping or adjacent: one interval.
+            Some(last) if i128::from(lo) <= i128::from(last.1) + 1 => last.1 = last.1.max(hi),
+            _ => {
+                out[merged] = (lo, hi);
+                merged += 1;
+            }
+        }
+    }
+    out.truncate(merged);
 }
 
 #[cfg(test)]
@@ -228,5 +284,91 @@ mod tests {
             }
         );
         assert_eq!(IntRange::of(CmpOp::Lt, i64::MIN as f64), EMPTY);
+    }
+
+    #[test]
+    fn a_span_holds_what_its_range_holds() {
+        let edges = [
+            i64::MIN,
+            i64::MIN + 1,
+            -7,
+            -1,
+            0,
+            1,
+            2,
+            7,
+            100,
+            i64::MAX - 1,
+            i64::MAX,
+        ];
+        let mut ranges = vec![EMPTY];
+        for &lo in &edges {
+            for &hi in &edges {
+                for invert in [false, true] {
+                    ranges.push(IntRange { lo, hi, invert });
+                }
+            }
+        }
+        ranges.push(IntRange {
+            invert: true,
+            ..EMPTY
+        });
+        for r in ranges {
+            let (start, width, flip) = r.span();
+            for &x in &edges {
+                let held = (x.wrapping_sub(start) as u64 <= width) != flip;
+                assert_eq!(held, r.contains(x), "{r:?} at {x}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_union_holds_where_any_of_its_ranges_does() {
+        let edges = [
+            i64::MIN,
+            i64::MIN + 1,
+            -7,
+            -1,
+            0,
+            1,
+            2,
+            7,
+            8,
+            100,
+            i64::MAX - 1,
+            i64::MAX,
+        ];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..2_000 {
+            let n = 1 + next() as usize % 4;
+            let ranges: Vec<IntRange> = (0..n)
+                .map(|_| {
+                    let (op, c) = (
+                        OPS[next() as usize % OPS.len()],
+                        edges[next() as usize % edges.len()],
+                    );
+                    IntRange::of(op, c as f64 + [0.0, 0.5, -0.5][next() as usize % 3])
+                })
+                .collect();
+            let mut spans = vec![(5, 5)];
+            union_into(ranges.iter().copied(), &mut spans);
+            for w in spans.windows(2) {
+                assert!(w[0].1 < w[1].0, "in order and apart: {spans:?}");
+            }
+            for v in edges
+                .iter()
+                .flat_map(|&e| [e.wrapping_sub(1), e, e.wrapping_add(1)])
+            {
+                let any = ranges.iter().any(|r| r.contains(v));
+                let held = spans.iter().any(|&(lo, hi)| (lo..=hi).contains(&v));
+                assert_eq!(held, any, "{ranges:?} at {v}: {spans:?}");
+            }
+        }
     }
 }

@@ -12,8 +12,6 @@
 
 use clarion_wire::PacketRecord;
 
-use clarion_wire::FlowKey;
-
 use crate::decaying_peak::DecayingPeak;
 use crate::epoch_log::{EpochLog, FIRST_MEASURE, NO_EPOCH, PACKETS, TAG};
 use crate::measure::{
@@ -242,7 +240,7 @@ impl MatchSet {
         self.flows = self.flows.saturating_sub(1);
     }
 
-    /// The record of flow `owner` (its entry number, keyed `key`) in the
+    /// The record of flow `owner` (its entry number) in the
     /// log of `half` for the epoch starting at `epoch`, given what the
     /// caller knows of `rec`, the index the flow's entry kept (see
     /// [`Lookup`]); appended if the flow has none. The flag is true when it
@@ -255,12 +253,11 @@ impl MatchSet {
         epoch: u64,
         owner: u32,
         rec: u32,
-        key: &FlowKey,
         lookup: Lookup,
     ) -> (u32, bool) {
         match self.existing(half, epoch, owner, rec, lookup) {
             Some(rec) => (rec, false),
-            None => (self.append_blank(half, epoch, owner, key), true),
+            None => (self.append_blank(half, epoch, owner), true),
         }
     }
 
@@ -293,8 +290,8 @@ impl MatchSet {
     /// A record of the epoch for flow `owner` appended to the log of
     /// `half` as a flow's first write finds it (blank); its index.
     #[inline(never)]
-    fn append_blank(&mut self, half: usize, epoch: u64, owner: u32, key: &FlowKey) -> u32 {
-        self.logs[half & 1].append(self.stride, epoch, owner, key, &self.blank, epoch, self.huge)
+    fn append_blank(&mut self, half: usize, epoch: u64, owner: u32) -> u32 {
+        self.logs[half & 1].append(self.stride, epoch, owner, &self.blank, epoch, self.huge)
     }
 
     /// The record of flow `owner` in the log of `half` for the epoch
@@ -330,7 +327,6 @@ impl MatchSet {
         epoch: u64,
         owner: u32,
         rec: u32,
-        key: &FlowKey,
         lookup: Lookup,
         p: &PacketRecord,
         cx: FlowContext,
@@ -341,7 +337,7 @@ impl MatchSet {
                 self.update(rec, half, p, cx, t);
                 (rec, false)
             }
-            None => (self.append_packet(half, epoch, owner, key, p, cx, t), true),
+            None => (self.append_packet(half, epoch, owner, p, cx, t), true),
         }
     }
 
@@ -349,13 +345,11 @@ impl MatchSet {
     /// `half` with the packet folded in (see [`MatchSet::write_packet`]);
     /// its index. Out of line.
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
     fn append_packet(
         &mut self,
         half: usize,
         epoch: u64,
         owner: u32,
-        key: &FlowKey,
         p: &PacketRecord,
         cx: FlowContext,
         t: u64,
@@ -363,13 +357,13 @@ impl MatchSet {
         let mut buf = [0u64; STAGED_WORDS];
         let Some(w) = buf.get_mut(..self.stride) else {
             // A record too long to stage: appended, then written.
-            let rec = self.append_blank(half, epoch, owner, key);
+            let rec = self.append_blank(half, epoch, owner);
             self.update(rec, half, p, cx, t);
             return rec;
         };
         w.copy_from_slice(&self.blank);
         fold_packet(w, &self.plain_sums, &self.on_packets, p, cx, t);
-        self.logs[half & 1].append(self.stride, epoch, owner, key, w, epoch, self.huge)
+        self.logs[half & 1].append(self.stride, epoch, owner, w, epoch, self.huge)
     }
 
     /// Folds an RTT sample taken at time `t` into the measures of record
@@ -414,10 +408,10 @@ impl MatchSet {
         self.stride
     }
 
-    /// The key of record `rec` of `half`.
+    /// The entry number of record `rec`'s flow, in the log of `half`.
     #[inline]
-    pub(crate) fn key(&self, rec: u32, half: usize) -> FlowKey {
-        self.logs[half & 1].key(self.stride, rec)
+    pub(crate) fn owner(&self, rec: u32, half: usize) -> u32 {
+        self.logs[half & 1].owner(rec)
     }
 
     /// Empties the log of `half` once its sweep has gathered it, and gives
@@ -543,7 +537,6 @@ impl MatchSet {
         let src_log = &from.logs[h];
         let epoch = src_log.epoch();
         let src = src_log.record(from.stride, rec);
-        let key = src_log.key(from.stride, rec);
         let mut init = self.blank.clone();
         init[TAG] = src[TAG];
         init[PACKETS] = src[PACKETS];
@@ -552,7 +545,7 @@ impl MatchSet {
                 slot.copy_common(&mut init, there, src);
             }
         }
-        let here = self.logs[h].append(self.stride, epoch, owner, &key, &init, init[TAG], self.huge);
+        let here = self.logs[h].append(self.stride, epoch, owner, &init, init[TAG], self.huge);
         from.logs[h].retire(from.stride, rec, true);
         here
     }
@@ -620,8 +613,7 @@ mod tests {
 
     /// The record of flow 0 in `half` for `epoch`, as the packet path finds it.
     fn rec(s: &mut MatchSet, half: usize, epoch: u64, at: u32) -> u32 {
-        s.record(half, epoch, 0, at, &FlowKey::default(), Lookup::Unsure)
-            .0
+        s.record(half, epoch, 0, at, Lookup::Unsure).0
     }
 
     #[test]
@@ -639,19 +631,16 @@ mod tests {
             ttl: 64,
             ..PacketRecord::default()
         };
-        let (b, fresh) = s.record(0, 10, 0, 0, &FlowKey::default(), Lookup::First);
+        let (b, fresh) = s.record(0, 10, 0, 0, Lookup::First);
         assert!(fresh);
         s.update(b, 0, &p, FlowContext::default(), 11);
-        assert_eq!(
-            s.record(0, 10, 0, b, &FlowKey::default(), Lookup::Known),
-            (b, false)
-        );
+        assert_eq!(s.record(0, 10, 0, b, Lookup::Known), (b, false));
         s.update(b, 0, &p, FlowContext::default(), 12);
         let mut accs = vec![Acc::default(); 2];
         assert_eq!(s.gather(b, 0, 0, &mut accs), 2);
         assert_eq!(values(&[AggFunc::Sum, AggFunc::Max], &accs), vec![200.0, 64.0]);
         // A new epoch in the same half: a fresh record, the old epoch's gone.
-        let (b2, fresh) = s.record(0, 30, 0, b, &FlowKey::default(), Lookup::Unsure);
+        let (b2, fresh) = s.record(0, 30, 0, b, Lookup::Unsure);
         assert!(fresh);
         s.update(b2, 0, &p, FlowContext::default(), 31);
         assert!(s.has_epoch(b2, 0, 30) && !s.has_epoch(b2, 0, 10));
@@ -738,12 +727,11 @@ mod tests {
                 ..PacketRecord::default()
             };
             let lookup = if i == 0 { Lookup::First } else { Lookup::Known };
-            let key = FlowKey::default();
             at.0 = long
-                .write_packet(0, 10, 0, at.0, &key, lookup, &p, FlowContext::default(), 11)
+                .write_packet(0, 10, 0, at.0, lookup, &p, FlowContext::default(), 11)
                 .0;
             at.1 = one
-                .write_packet(0, 10, 0, at.1, &key, lookup, &p, FlowContext::default(), 11)
+                .write_packet(0, 10, 0, at.1, lookup, &p, FlowContext::default(), 11)
                 .0;
         }
         let (mut a, mut b) = (vec![Acc::default(); vars.len()], vec![Acc::default(); 1]);
@@ -768,11 +756,7 @@ mod tests {
             false,
             false,
         );
-        let key = FlowKey {
-            src_port: 9,
-            ..FlowKey::default()
-        };
-        let (r, _) = from.record(0, 10, 4, 0, &key, Lookup::First);
+        let (r, _) = from.record(0, 10, 4, 0, Lookup::First);
         let p = PacketRecord {
             volume: 30,
             ttl: 5,
@@ -783,7 +767,7 @@ mod tests {
         assert_eq!(from.find(0, 10, 4, r), None);
         assert!(!from.has_epoch(r, 0, 10));
         assert_eq!(to.find(0, 10, 4, here), Some(here));
-        assert_eq!(to.key(here, 0), key);
+        assert_eq!(to.owner(here, 0), 4);
         let mut accs = vec![Acc::default(); 1];
         assert_eq!(to.gather(here, 0, 0, &mut accs), 1);
         assert_eq!(values(&[AggFunc::Sum], &accs), vec![30.0]);

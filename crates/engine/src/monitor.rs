@@ -973,17 +973,7 @@ impl Monitor {
             (true, false) => Lookup::First,
             (false, false) => Lookup::Known,
         };
-        let (rec, fresh) = s.write_packet(
-            half,
-            self.epoch_start,
-            idx,
-            e.rec[half & 1],
-            &p.key,
-            lookup,
-            p,
-            cx,
-            t,
-        );
+        let (rec, fresh) = s.write_packet(half, self.epoch_start, idx, e.rec[half & 1], lookup, p, cx, t);
         if fresh {
             e.rec[half & 1] = rec;
             if s.mark(half, self.epoch_start) {
@@ -1032,8 +1022,7 @@ impl Monitor {
         let Some(s) = self.sets.get_mut(set as usize) else {
             return;
         };
-        let key = self.flows.key(r);
-        let (rec, fresh) = s.record(half, self.epoch_start, r, known, &key, lookup);
+        let (rec, fresh) = s.record(half, self.epoch_start, r, known, lookup);
         s.update_sample(rec, half, rtt, t);
         if fresh {
             self.flows.entries[r as usize].rec[half & 1] = rec;
@@ -1293,6 +1282,8 @@ impl Monitor {
                 worker: self.config.worker,
             },
             direct,
+            fired: Default::default(),
+            first_look: Default::default(),
             counts,
             merge: self.config.merge_output,
             report_triggers: Vec::new(),

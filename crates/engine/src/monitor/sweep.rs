@@ -7,10 +7,14 @@
 //! once and hands it to every trigger of the set in turn. That log is the
 //! swept epoch's (`epoch_log.rs`): a record for each flow written in the
 //! epoch (or moved to the set with the epoch's statistics), holding its
-//! statistics and a copy of its key, so the walk reads two arrays in order
-//! and no flow entry: no visit reads an idle flow, and none waits on a
-//! chain of misses from a list to an entry to its statistics (a 1 M-flow
-//! sweep took 39 ms with such lists, docs/performance.md). A trigger in
+//! statistics and its entry number, so the walk reads one array in order:
+//! no visit reads an idle flow, and none waits on a chain of misses from a
+//! list to an entry to its statistics (a 1 M-flow sweep took 39 ms with
+//! such lists, docs/performance.md). The flow's key is read from its entry
+//! where a group or a report needs it: prefetched ahead of the walk when
+//! every flow's is read (a group coarser than the flow, kept values), and
+//! only for the flows that fire when every trigger is a threshold on a
+//! sum. A trigger in
 //! several active sets is reached from each; results never depend on the
 //! order (accumulators are integer sums, minima, maxima and latest
 //! values; a window's groups and the reports are sorted where order
@@ -20,8 +24,9 @@ use clarion_report::{Completeness, Origin, Report};
 use clarion_wire::FlowKey;
 
 use crate::config::Tuning;
-use crate::epoch_log::PACKETS;
-use crate::int_threshold::IntRange;
+use crate::epoch_log::{NO_OWNER, PACKETS};
+use crate::flow_table::FlowTable;
+use crate::int_threshold::{union_into, IntRange};
 use crate::key::group_of;
 use crate::match_set::MatchSet;
 use crate::measure::{narrow_sum, Acc};
@@ -61,6 +66,11 @@ pub(super) struct Sweep {
     pub(super) origin: Origin,
     /// For triggers tested per flow (see [`gather_set`]).
     pub(super) direct: Direct,
+    /// Fast tests held, reported once their flows' keys arrive; empty
+    /// between sets.
+    pub(super) fired: std::collections::VecDeque<Fired>,
+    /// The fast tests of the set being visited, when every part is one.
+    pub(super) first_look: FirstLook,
     /// The swept epoch's traffic (what the merger sums over workers).
     pub(super) counts: Completeness,
     /// `merge_output`: results go to the merger, not to `out`.
@@ -92,12 +102,15 @@ pub(super) struct Sweep {
     pub(super) health: Option<clarion_report::Health>,
 }
 
-/// A threshold on one sum, as the walk tests it.
+/// A threshold on one sum, as the walk tests it: the integers it holds
+/// for as [`IntRange::span`] gives them.
 #[derive(Clone, Copy, Debug)]
 struct FastSum {
     /// The sum's first word in a record.
     at: u32,
-    /// The integers the threshold holds for.
+    flip: bool,
+    start: i64,
+    width: u64,
     range: IntRange,
 }
 
@@ -112,16 +125,101 @@ enum SumTest {
 }
 
 impl FastSum {
+    fn new(at: u32, range: IntRange) -> Self {
+        let (start, width, flip) = range.span();
+        FastSum {
+            at,
+            flip,
+            start,
+            width,
+            range,
+        }
+    }
+
+    #[inline(always)]
+    fn holds(&self, v: i64) -> bool {
+        (v.wrapping_sub(self.start) as u64 <= self.width) != self.flip
+    }
+
     #[inline(always)]
     fn test(&self, words: &[u64]) -> SumTest {
         let Some(v) = narrow_sum(words, self.at as usize) else {
             return SumTest::Wide;
         };
-        if self.range.contains(v) {
+        if self.holds(v) {
             SumTest::Holds(v as f64)
         } else {
             SumTest::Fails(v as f64)
         }
+    }
+}
+
+/// The fast tests ([`FastSum`]) of a set whose every part is one, as the
+/// walk's first look at a record takes them: nearly every record fails
+/// them all, so this look is most of a sweep's work. The look reads each
+/// sum the tests read once (a set's triggers share a few: the benchmark's
+/// eight read two) and tests it against the union of their thresholds on
+/// it (`int_threshold::union_into`: one interval where they all are `sum > c`),
+/// without a branch; only a record where some test may hold goes through
+/// the parts. 8 tests a record took ~290 instructions through the parts,
+/// ~100 tested one by one, ~40 so (callgrind, 100 k flows).
+#[derive(Debug, Default)]
+pub(super) struct FirstLook {
+    /// The distinct sums' first words, at most [`FIRST_LOOK_SUMS`].
+    ats: Vec<u32>,
+    /// The union of the thresholds on each sum: the sum's index in `ats`,
+    /// an interval's start and width.
+    spans: Vec<(usize, i64, u64)>,
+    /// One sum's union, as [`union_into`] leaves it.
+    union: Vec<(i64, i64)>,
+}
+
+/// Distinct sums a [`FirstLook`] reads; a set reading more takes every
+/// record through its parts.
+const FIRST_LOOK_SUMS: usize = 4;
+
+impl FirstLook {
+    /// The look for `sums`; false (and empty) if they read too many sums.
+    fn build(&mut self, sums: impl Iterator<Item = FastSum> + Clone) -> bool {
+        self.ats.clear();
+        self.spans.clear();
+        for f in sums.clone() {
+            if !self.ats.contains(&f.at) {
+                if self.ats.len() == FIRST_LOOK_SUMS {
+                    self.ats.clear();
+                    return false;
+                }
+                self.ats.push(f.at);
+            }
+        }
+        for (k, &at) in self.ats.iter().enumerate() {
+            let ranges = sums.clone().filter(|f| f.at == at).map(|f| f.range);
+            union_into(ranges, &mut self.union);
+            let spans = self
+                .union
+                .iter()
+                .map(|&(lo, hi)| (k, lo, hi.wrapping_sub(lo) as u64));
+            self.spans.extend(spans);
+        }
+        true
+    }
+
+    /// Whether some test may hold in record `words`: one holds, or some
+    /// sum is too wide to tell here.
+    #[inline(always)]
+    fn any_holds(&self, words: &[u64]) -> bool {
+        let mut vals = [0i64; FIRST_LOOK_SUMS];
+        for (v, &at) in vals.iter_mut().zip(&self.ats) {
+            match narrow_sum(words, at as usize) {
+                Some(x) => *v = x,
+                None => return true,
+            }
+        }
+        let mut any = false;
+        for &(k, start, width) in &self.spans {
+            any |= vals[k % FIRST_LOOK_SUMS].wrapping_sub(start) as u64 <= width;
+        }
+        any
     }
 }
 
@@ -169,6 +267,7 @@ impl Monitor {
             if !gather_set(
                 sid,
                 &mut self.sets,
+                &self.flows,
                 Triggers {
                     all: &mut self.triggers,
                     heads: &mut self.heads,
@@ -253,6 +352,7 @@ struct Triggers<'a> {
 fn gather_set(
     sid: u32,
     sets: &mut [MatchSet],
+    flows: &FlowTable,
     t: Triggers,
     tuning: Tuning,
     s: &mut Sweep,
@@ -286,10 +386,7 @@ fn gather_set(
             let fast = direct
                 .then(|| {
                     let head = heads.get(tid as usize)?;
-                    Some(FastSum {
-                        at: set.sum_word(pos)? as u32,
-                        range: head.sum_range()?,
-                    })
+                    Some(FastSum::new(set.sum_word(pos)? as u32, head.sum_range()?))
                 })
                 .flatten();
             parts.push(Part {
@@ -301,6 +398,7 @@ fn gather_set(
         }
     }
     let fast_only = !s.direct.keep && parts.iter().all(|p| p.fast.is_some());
+    let look = fast_only && s.first_look.build(parts.iter().filter_map(|p| p.fast));
     // Whether some record of this visit was tested by the fast parts
     // (each is then marked tested once, after the walk).
     let mut fast_tested = false;
@@ -323,6 +421,8 @@ fn gather_set(
     // The log's length is read at each visit: a flow moved here during
     // the sweep (between its steps) appends to it.
     let ahead = LOG_AHEAD * set.stride();
+    // Records visited, for the reports of fast tests left waiting.
+    let mut visits = 0usize;
     while let Some(next) = set.next_record(s.pos, s.half) {
         if *budget == 0 {
             done = false;
@@ -331,6 +431,14 @@ fn gather_set(
         *budget = budget.saturating_sub(cost);
         if tuning.sweep_prefetch {
             set.prefetch_for_sweep(s.pos + ahead, s.half);
+            // Half as far ahead, the record prefetched above has arrived:
+            // its flow's entry, which holds the key (records keep none).
+            if !fast_only {
+                let owner = set.owner((s.pos + ahead / 2) as u32, s.half);
+                if owner != NO_OWNER {
+                    flows.prefetch_entry_at(owner);
+                }
+            }
         }
         let rec = s.pos as u32;
         s.pos = next;
@@ -369,16 +477,26 @@ fn gather_set(
             // reads two words a trigger and decodes the key only to report.
             if packets != 0 {
                 fast_tested = true;
+            }
+            if packets != 0 && (!look || s.first_look.any_holds(words)) {
                 for p in &parts {
                     let Some(f) = p.fast else { continue };
                     match f.test(words) {
                         SumTest::Fails(_) => {}
-                        SumTest::Holds(v) => {
-                            let k = *key.get_or_insert_with(|| set.key(rec, s.half));
-                            flow_tested(triggers, p.tid, &k, &[v], true, s);
+                        SumTest::Holds(value) => {
+                            // Reported a few visits later, once its entry
+                            // (the key) has arrived.
+                            let owner = set.owner(rec, s.half);
+                            flows.prefetch_entry_at(owner);
+                            s.fired.push_back(Fired {
+                                visit: visits,
+                                owner,
+                                tid: p.tid,
+                                value,
+                            });
                         }
                         SumTest::Wide => {
-                            let k = *key.get_or_insert_with(|| set.key(rec, s.half));
+                            let k = *key.get_or_insert_with(|| flows.key(set.owner(rec, s.half)));
                             let t = Triggers {
                                 all: &mut *triggers,
                                 heads: &mut *heads,
@@ -389,6 +507,16 @@ fn gather_set(
                 }
             }
             set.consume(rec, s.half);
+            visits += 1;
+            while let Some(f) = s
+                .fired
+                .front()
+                .copied()
+                .filter(|f| f.visit + FIRED_DEFER <= visits)
+            {
+                s.fired.pop_front();
+                flow_tested(triggers, f.tid, &flows.key(f.owner), &[f.value], true, s);
+            }
             continue;
         }
         for p in &parts {
@@ -403,7 +531,7 @@ fn gather_set(
                     SumTest::Holds(v) => (true, v),
                     SumTest::Fails(v) => (false, v),
                     SumTest::Wide => {
-                        let k = *key.get_or_insert_with(|| set.key(rec, s.half));
+                        let k = *key.get_or_insert_with(|| flows.key(set.owner(rec, s.half)));
                         let t = Triggers {
                             all: &mut *triggers,
                             heads: &mut *heads,
@@ -413,12 +541,12 @@ fn gather_set(
                     }
                 };
                 if fires || s.direct.keep {
-                    let k = *key.get_or_insert_with(|| set.key(rec, s.half));
+                    let k = *key.get_or_insert_with(|| flows.key(set.owner(rec, s.half)));
                     flow_tested(triggers, p.tid, &k, &[v], fires, s);
                 }
                 continue;
             }
-            let key = &*key.get_or_insert_with(|| set.key(rec, s.half));
+            let key = &*key.get_or_insert_with(|| flows.key(set.owner(rec, s.half)));
             if p.direct {
                 let t = Triggers {
                     all: &mut *triggers,
@@ -444,6 +572,9 @@ fn gather_set(
             *packets += set.gather(rec, s.half, pos, accs);
         }
         set.consume(rec, s.half);
+    }
+    while let Some(f) = s.fired.pop_front() {
+        flow_tested(triggers, f.tid, &flows.key(f.owner), &[f.value], true, s);
     }
     if fast_tested {
         for p in parts.iter().filter(|p| p.fast.is_some()) {
@@ -486,9 +617,25 @@ fn gather_set(
     done
 }
 
-/// How far ahead in a set's log the sweep loads records and keys: a
-/// few lines of each array, which the hardware's stream prefetch would
-/// reach later (it follows a stream only once it has seen it).
+/// A flow that held a fast test ([`FastSum`]), its report waiting for
+/// its entry, which holds the key: a report read it at once, a miss a
+/// report at a million flows.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Fired {
+    /// The walk's visit count when it held.
+    visit: usize,
+    owner: u32,
+    tid: TriggerId,
+    value: f64,
+}
+
+/// Visits a fired flow's report waits for its entry.
+const FIRED_DEFER: usize = 4;
+
+/// How far ahead in a set's log the sweep loads records (a few lines,
+/// which the hardware's stream prefetch would reach later: it follows a
+/// stream only once it has seen it), and half as far the entries of
+/// their flows where it reads every flow's key.
 const LOG_AHEAD: usize = 8;
 
 /// Tests one flow of a trigger tested per flow (see [`gather_set`]) as
