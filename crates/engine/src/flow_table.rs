@@ -108,7 +108,8 @@ pub(crate) struct FlowEntry {
     /// checks that the record is the flow's before using it.
     pub(crate) rec: [u32; 2],
     /// TCP connection state of the current life, kept when the flow's
-    /// triggers need it: its index in [`FlowTable::tcp`], or [`NO_TCP`].
+    /// triggers need it: its index in [`FlowTable::tcp`] (the entry's own
+    /// number), or [`NO_TCP`].
     pub(crate) tcp: u32,
     /// The reverse flow's entry and generation, linked when either is created
     /// ([`NO_ENTRY`] if it had no entry then), so acknowledgements reach it
@@ -390,11 +391,11 @@ impl FlowTable {
         // ago, or never written), and writing it, then reading it back,
         // stalls on it: start loading it now. At 1 M flows with a third of
         // the packets new these stalls were most of a new flow's cost.
-        match self.free.last() {
-            Some(&next) => self.prefetch_entry_at(next),
-            // Within the allocation (reserved at `capacity`); a hint only.
-            None => self.prefetch_entry_at(self.entries.len() as u32),
-        }
+        // Its connection state likewise, at its number.
+        let next = self.free.last().copied().unwrap_or(self.entries.len() as u32);
+        // Within the allocations (reserved at `capacity`); hints only.
+        self.prefetch_entry_at(next);
+        self.tcp.prefetch(next);
         let h32 = hash as u32;
         let mut i = h32 as usize & self.slot_mask;
         while self.slots[i] != 0 {

@@ -747,7 +747,14 @@ impl Monitor {
                     continue;
                 }
                 *e = match self.flows.prefetch_entry(h) {
-                    Some(i) => i,
+                    Some(i) => {
+                        // A TCP flow's connection state is at its entry's
+                        // number: loaded with the entry, not after it.
+                        if chunk[j].key.proto == 6 && ahead {
+                            self.flows.tcp.prefetch(i);
+                        }
+                        i
+                    }
                     None => {
                         // Likely a new flow: the DoS filter will be read,
                         // and a TCP flow looks for its reverse flow.
@@ -824,7 +831,7 @@ impl Monitor {
 
     /// Starts loading what a packet of entry `i`'s flow writes: its record
     /// of the epoch (in log `half`) if it has one, else where its first
-    /// write appends one, and its connection state.
+    /// write appends one (its connection state was, with its entry).
     #[inline(always)]
     fn prefetch_stats(&self, i: u32, half: usize) {
         let Some(e) = self.flows.entries.get(i as usize) else {
@@ -836,9 +843,6 @@ impl Monitor {
             } else {
                 set.prefetch_tail(half);
             }
-        }
-        if e.tcp != NO_TCP {
-            self.flows.tcp.prefetch(e.tcp);
         }
     }
 
@@ -960,7 +964,7 @@ impl Monitor {
                 } else {
                     0
                 };
-                let (st, sent) = self.flows.tcp.get_or_alloc(&mut e.tcp, tcp.seq, limit > 0);
+                let (st, sent) = self.flows.tcp.get_or_alloc(&mut e.tcp, idx, tcp.seq, limit > 0);
                 if st.restarts(tcp) {
                     // A new connection on the same 5-tuple.
                     st.restart(sent, tcp.seq);
