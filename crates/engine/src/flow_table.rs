@@ -133,7 +133,6 @@ pub(crate) struct FlowEntry {
 pub(crate) struct FlowTable {
     /// 0 = empty, else `(hash32 << 32) | (entry + 1)`.
     slots: Vec<u64>,
-    slot_mask: usize,
     pub(crate) entries: Vec<FlowEntry>,
     /// Both addresses of the wide keys, by entry number (grown only to the
     /// highest wide entry: nothing for IPv4 traffic).
@@ -190,10 +189,12 @@ impl FlowTable {
     /// A table for `capacity` flows, its arrays advised for huge pages if `huge`.
     pub(crate) fn new(capacity: usize, huge: bool) -> Self {
         let capacity = capacity.max(1);
-        let slots = (capacity + capacity / 3 + 1).next_power_of_two();
+        // At most 3/4 full, and no more: not rounded to a power of two
+        // (a slot is found by a multiply, `home`), which left up to
+        // 16.6 bytes a flow of slots at a million flows where 11 do.
+        let slots = capacity + capacity / 3 + 1;
         let t = FlowTable {
             slots: vec![0; slots],
-            slot_mask: slots - 1,
             entries: Vec::with_capacity(capacity),
             wide: Vec::new(),
             tcp: TcpStates::new(capacity, huge),
@@ -215,10 +216,28 @@ impl FlowTable {
         huge_pages::populate(&self.entries);
     }
 
+    /// The slot where the probe for a key of 32-bit hash `h32` begins: the
+    /// hash scaled to the slot count (Lemire's multiply-shift, exact for
+    /// any count, as uniform as the hash).
+    #[inline(always)]
+    fn home(&self, h32: u32) -> usize {
+        ((u64::from(h32) * self.slots.len() as u64) >> 32) as usize
+    }
+
+    /// The slot after `i` in a probe (wrapping).
+    #[inline(always)]
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
+        }
+    }
+
     /// Starts loading the slot where the probe for `hash` begins.
     #[inline]
     pub(crate) fn prefetch_slot(&self, hash: u64) {
-        let i = hash as u32 as usize & self.slot_mask;
+        let i = self.home(hash as u32);
         prefetch(self.slots.as_ptr().wrapping_add(i));
     }
 
@@ -231,7 +250,7 @@ impl FlowTable {
     pub(crate) fn prefetch_entry(&self, hash: u64) -> Option<u32> {
         const PER_LINE: usize = 64 / std::mem::size_of::<u64>();
         let h32 = hash as u32;
-        let mut i = h32 as usize & self.slot_mask;
+        let mut i = self.home(h32);
         let s = loop {
             let s = *self.slots.get(i)?;
             if s == 0 {
@@ -333,7 +352,7 @@ impl FlowTable {
     #[inline]
     pub(crate) fn find_as(&self, key: &FlowKey, ek: &EntryKey, wide: bool, hash: u64) -> Option<u32> {
         let h32 = hash as u32;
-        let mut i = h32 as usize & self.slot_mask;
+        let mut i = self.home(h32);
         loop {
             let s = self.slots[i];
             if s == 0 {
@@ -345,7 +364,7 @@ impl FlowTable {
                     return Some(idx);
                 }
             }
-            i = (i + 1) & self.slot_mask;
+            i = self.next(i);
         }
     }
 
@@ -397,9 +416,9 @@ impl FlowTable {
         self.prefetch_entry_at(next);
         self.tcp.prefetch(next);
         let h32 = hash as u32;
-        let mut i = h32 as usize & self.slot_mask;
+        let mut i = self.home(h32);
         while self.slots[i] != 0 {
-            i = (i + 1) & self.slot_mask;
+            i = self.next(i);
         }
         self.slots[i] = (u64::from(h32) << 32) | u64::from(idx + 1);
         self.len += 1;
@@ -416,23 +435,26 @@ impl FlowTable {
             return;
         }
         let h32 = hash_key(&self.key_at(e, idx)) as u32;
-        let mut i = h32 as usize & self.slot_mask;
+        let mut i = self.home(h32);
         while self.slots[i] as u32 != idx + 1 {
-            i = (i + 1) & self.slot_mask;
+            i = self.next(i);
         }
         // Backward-shift deletion: pull later members of the probe run into the hole.
         let mut hole = i;
-        let mut j = (i + 1) & self.slot_mask;
+        let mut j = self.next(i);
+        let n = self.slots.len();
+        // Distance from `a` forward (wrapping) to `b`.
+        let dist = |a: usize, b: usize| if b >= a { b - a } else { b + n - a };
         while self.slots[j] != 0 {
-            let ideal = (self.slots[j] >> 32) as usize & self.slot_mask;
+            let ideal = self.home((self.slots[j] >> 32) as u32);
             // Move slot j into the hole unless its ideal position lies cyclically in (hole, j].
-            let dist_hole = hole.wrapping_sub(ideal) & self.slot_mask;
-            let dist_j = j.wrapping_sub(ideal) & self.slot_mask;
+            let dist_hole = dist(ideal, hole);
+            let dist_j = dist(ideal, j);
             if dist_hole < dist_j {
                 self.slots[hole] = self.slots[j];
                 hole = j;
             }
-            j = (j + 1) & self.slot_mask;
+            j = self.next(j);
         }
         self.slots[hole] = 0;
         let e = &mut self.entries[idx as usize];
@@ -598,9 +620,17 @@ mod tests {
 
     #[test]
     fn insert_find_remove_against_a_model() {
-        let mut t = FlowTable::new(200, false);
+        // Slot counts of any size (not powers of two), small ones wrapping
+        // their probes round the end often.
+        for capacity in [1, 3, 7, 50, 200] {
+            table_against_a_model(capacity);
+        }
+    }
+
+    fn table_against_a_model(capacity: usize) {
+        let mut t = FlowTable::new(capacity, false);
         let mut model = std::collections::HashMap::new();
-        let mut x: u64 = 1;
+        let mut x: u64 = capacity as u64;
         for step in 0..20_000u32 {
             x = x
                 .wrapping_mul(6364136223846793005)
@@ -619,7 +649,7 @@ mod tests {
                     if let Some(i) = t.insert(k, h, 0, 0) {
                         model.insert(k, i);
                     } else {
-                        assert_eq!(model.len(), 200);
+                        assert_eq!(model.len(), capacity);
                     }
                 }
                 other => panic!("table and model disagree: {other:?}"),
