@@ -7,7 +7,7 @@
 //! `Report::from_json`, beside the writer in `clarion-report`.
 
 use clap::Args;
-use clarion_control::{Client, ClientError};
+use clarion_control::{Client, ClientError, Watched};
 use clarion_report::{Report, SCHEMA};
 use clarion_sinks::{ReportSink, TableSink};
 use serde_json::Value;
@@ -105,15 +105,29 @@ pub fn watch(
         Ok(())
     };
     client
-        .watch(|line| match each(line) {
-            Ok(()) => true,
-            Err(e) => {
-                failed = Some(e);
-                false
+        .watch(|seen| match seen {
+            Watched::Lost(n) => {
+                lost(n);
+                true
             }
+            Watched::Report(line) => match each(line) {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            },
         })
         .map_err(failure)?;
     failed.map_or(Ok(()), Err)
+}
+
+/// Reports the server dropped because this watcher fell behind: said, so
+/// that a gap in the output is never silent, and the stream goes on.
+fn lost(n: u64) {
+    eprintln!(
+        "clarion: warning: {n} report(s) lost: this watcher fell behind the manager's stream (its output is slower than the reports come)"
+    );
 }
 
 /// A line of the stream that is not a report: said, and the stream goes on.

@@ -28,8 +28,9 @@ fn run(format: &str) -> String {
 }
 
 /// A control API on a free loopback port: `GET /v1/events` lists
-/// `installed`, `GET /v1/reports` sends `lines` as server-sent events and
-/// ends the stream. Its base URL.
+/// `installed`, `GET /v1/reports` sends `lines` as server-sent events (a
+/// line starting with `:` as a comment, as it is) and ends the stream. Its
+/// base URL.
 fn api(installed: &[&str], lines: Vec<String>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
     let url = format!("http://{}", listener.local_addr().expect("bound"));
@@ -61,7 +62,13 @@ fn api(installed: &[&str], lines: Vec<String>) -> String {
                 "/v1/events" => ("application/json", list.clone()),
                 "/v1/reports" => (
                     "text/event-stream",
-                    lines.iter().map(|l| format!("data: {l}\n\n")).collect(),
+                    lines
+                        .iter()
+                        .map(|l| match l.starts_with(':') {
+                            true => format!("{l}\n\n"),
+                            false => format!("data: {l}\n\n"),
+                        })
+                        .collect(),
                 ),
                 _ => ("application/json", r#"{"error":"not here"}"#.to_string()),
             };
@@ -153,4 +160,24 @@ fn watch_prints_json_lines_or_the_run_table_of_the_events_named() {
 
     let o = watch(&url, &["--format", "xml"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn reports_the_server_dropped_for_a_slow_watcher_are_said_not_skipped_silently() {
+    let json = run("json");
+    let reports: Vec<String> = json.lines().map(str::to_string).collect();
+    let mut stream = vec![reports[0].clone(), ": lagged: 7 reports lost".to_string()];
+    stream.extend(reports[1..].iter().cloned());
+    stream.push(": keep-alive".to_string());
+    let url = api(&["low_ttl", "udp_burst"], stream);
+    for format in ["json", "table"] {
+        let o = watch(&url, &["--format", format]);
+        let out = ok(&o);
+        if format == "json" {
+            assert_eq!(out.lines().collect::<Vec<_>>(), reports, "the reports, as sent");
+        }
+        let err = stderr(&o);
+        assert!(err.contains("7 report(s) lost"), "{format}: {err}");
+        assert_eq!(err.matches("lost").count(), 1, "a keep-alive is no loss: {err}");
+    }
 }

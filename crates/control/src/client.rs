@@ -168,10 +168,12 @@ impl Client {
         )
     }
 
-    /// Follows fired events: calls `each` with every report's JSON text
-    /// until the stream ends or `each` returns false. A stream the manager
-    /// drops (it stopped) is [`ClientError::Closed`].
-    pub fn watch(&self, mut each: impl FnMut(&str) -> bool) -> Result<(), ClientError> {
+    /// Follows fired events: calls `each` with every report's JSON text,
+    /// and with the count of reports the server dropped for this watcher
+    /// (it fell behind: the API says so in a comment line, ": lagged: N
+    /// reports lost"), until the stream ends or `each` returns false. A
+    /// stream the manager drops (it stopped) is [`ClientError::Closed`].
+    pub fn watch(&self, mut each: impl FnMut(Watched<'_>) -> bool) -> Result<(), ClientError> {
         let resp = self.auth(self.agent.get(self.url("/v1/reports"))).call();
         let mut resp = resp.map_err(|e| self.unreachable(e))?;
         let status = resp.status().as_u16();
@@ -185,12 +187,48 @@ impl Client {
         let reader = BufReader::new(resp.into_body().into_reader());
         for line in reader.lines() {
             let line = line.map_err(|e| ClientError::Closed(e.to_string()))?;
-            if let Some(data) = line.strip_prefix("data:") {
-                if !each(data.trim_start()) {
-                    break;
-                }
+            let seen = match line.strip_prefix("data:") {
+                Some(data) => Watched::Report(data.trim_start()),
+                None => match lost_in(&line) {
+                    Some(n) => Watched::Lost(n),
+                    None => continue,
+                },
+            };
+            if !each(seen) {
+                break;
             }
         }
         Ok(())
+    }
+}
+
+/// What [`Client::watch`] hands on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watched<'a> {
+    /// A report's JSON text.
+    Report(&'a str),
+    /// Reports the server dropped for this watcher, which fell behind.
+    Lost(u64),
+}
+
+/// The count of a server-sent comment line saying reports were lost
+/// (`: lagged: N reports lost`, as the control API writes it).
+fn lost_in(line: &str) -> Option<u64> {
+    let rest = line.strip_prefix(':')?.trim_start().strip_prefix("lagged:")?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod watched_tests {
+    use super::lost_in;
+
+    #[test]
+    fn a_lag_comment_gives_its_count_and_nothing_else_does() {
+        assert_eq!(lost_in(": lagged: 17 reports lost"), Some(17));
+        assert_eq!(lost_in(":lagged: 3 reports lost"), Some(3));
+        assert_eq!(lost_in(": keep-alive"), None);
+        assert_eq!(lost_in(""), None);
+        assert_eq!(lost_in("data: {}"), None);
+        assert_eq!(lost_in(": lagged: many reports lost"), None);
     }
 }

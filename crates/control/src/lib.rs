@@ -20,7 +20,7 @@ pub mod model;
 pub mod server;
 pub mod token;
 
-pub use client::{Client, ClientError};
+pub use client::{Client, ClientError, Watched};
 pub use health::{HealthCounters, HealthHandle, HealthMeter, HostsBoard};
 pub use model::{
     AppRequest, AppsInfo, Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostHealth, HostInfo,
