@@ -14,12 +14,12 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::net::IpAddr;
 
 use clarion_report::{proto_name, rfc3339, GroupKey, Report};
 
-use crate::{ReportSink, SinkError, State};
+use crate::{Sink, SinkError, Writer};
 
 const EVENT_WIDTH: usize = 20;
 /// `HH:MM:SS.mmm` plus a space plus the window length, right-aligned in 6.
@@ -38,7 +38,7 @@ const LEGEND: &str = "! partial view: the window was not seen in full, packets w
 /// legend line under the first such row). Times are UTC.
 #[derive(Debug)]
 pub struct TableSink<W: Write> {
-    out: BufWriter<W>,
+    out: Writer<W>,
     header_done: bool,
     legend_done: bool,
     /// `YYYY-MM-DD` of the last row written.
@@ -48,20 +48,19 @@ pub struct TableSink<W: Write> {
     event_width: usize,
     group_width: usize,
     row: String,
-    state: State,
 }
 
 impl<W: Write> TableSink<W> {
-    pub fn new(out: W) -> Self {
+    /// Rows to `out`; `destination` names it in errors.
+    pub fn new(out: W, destination: impl Into<String>) -> Self {
         TableSink {
-            out: BufWriter::new(out),
+            out: Writer::new(out, destination),
             header_done: false,
             legend_done: false,
             date: String::new(),
             event_width: EVENT_WIDTH,
             group_width: GROUP_WIDTH,
             row: String::with_capacity(256),
-            state: State::Open,
         }
     }
 
@@ -71,9 +70,8 @@ impl<W: Write> TableSink<W> {
     }
 
     /// Flushes and gives back the destination.
-    pub fn into_inner(mut self) -> Result<W, SinkError> {
-        ReportSink::flush(&mut self)?;
-        self.out.into_inner().map_err(|e| SinkError::from(e.into_error()))
+    pub fn into_inner(self) -> Result<W, SinkError> {
+        self.out.into_inner()
     }
 
     /// Renders everything the report adds to the output into `self.row`.
@@ -130,18 +128,23 @@ impl<W: Write> TableSink<W> {
     }
 }
 
-impl<W: Write> ReportSink for TableSink<W> {
+impl<W: Write> Sink<Report> for TableSink<W> {
     fn write(&mut self, report: &Report) -> Result<(), SinkError> {
-        self.state.check()?;
+        self.out.check()?;
         self.render(report);
-        let written = self.out.write_all(self.row.as_bytes()).map_err(SinkError::from);
-        self.state.record(written)
+        self.out.write_all(self.row.as_bytes())
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {
-        self.state.check()?;
-        let flushed = self.out.flush().map_err(SinkError::from);
-        self.state.record(flushed)
+        self.out.flush()
+    }
+
+    fn finish(&mut self) -> Result<(), SinkError> {
+        self.out.finish()
+    }
+
+    fn destination(&self) -> &str {
+        self.out.destination()
     }
 }
 
@@ -249,7 +252,7 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn render(reports: &[Report]) -> String {
-        let mut sink = TableSink::new(Vec::new());
+        let mut sink = TableSink::new(Vec::new(), "memory");
         for r in reports {
             sink.write(r).unwrap();
         }
@@ -420,7 +423,7 @@ everything                06:01:10.840   10ms  *
     #[test]
     fn broken_pipe_is_distinct_and_sticky() {
         let r = report("e", T0, 10 * MS, GroupKey::default(), &[]);
-        let mut sink = TableSink::new(Failing(io::ErrorKind::BrokenPipe));
+        let mut sink = TableSink::new(Failing(io::ErrorKind::BrokenPipe), "stdout");
         sink.write(&r).unwrap();
         assert!(matches!(sink.flush(), Err(SinkError::BrokenPipe)));
         assert!(matches!(sink.write(&r), Err(SinkError::BrokenPipe)));
