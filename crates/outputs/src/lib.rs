@@ -42,7 +42,12 @@ pub use clarion_sinks::{FanOut, Sink, SinkError};
 /// Every back end, in the order they are asked: the first that claims a
 /// target and writes the item type opens it. JSON lines come last: they
 /// take what is left (standard output, pipes, devices; any file of reports).
-pub const BACKENDS: &[Backend] = &[ipfix::BACKEND, parquet::BACKEND, gpv_file::BACKEND, text::BACKEND];
+pub const BACKENDS: &[Backend] = &[
+    ipfix::BACKEND,    // FILE.ipfix, ipfix+udp://, ipfix+tcp://
+    parquet::BACKEND,  // FILE.parquet (feature `parquet`)
+    gpv_file::BACKEND, // FILE.gpv
+    text::BACKEND,     // -, pipes, devices, FILE.jsonl; any file of reports
+];
 
 /// What the pipeline writes, as destinations take it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
