@@ -24,6 +24,7 @@
 //! with `built: false` and openers that refuse, so the error names the
 //! feature rather than calling the form unknown.
 
+mod csv;
 mod gpv_file;
 mod ipfix;
 mod parquet;
@@ -46,6 +47,7 @@ pub const BACKENDS: &[Backend] = &[
     ipfix::BACKEND,    // FILE.ipfix, ipfix+udp://, ipfix+tcp://
     parquet::BACKEND,  // FILE.parquet (feature `parquet`)
     gpv_file::BACKEND, // FILE.gpv
+    csv::BACKEND,      // FILE.csv
     text::BACKEND,     // -, pipes, devices, FILE.jsonl; any file of reports
 ];
 
