@@ -23,10 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 
 use clarion_engine::{MonitorConfig, Report};
-use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
+use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary, XdpMode};
 use clarion_live::{EpochStats, LinkEvent, LiveError, RingConfig, RingMode, WorkerMetrics};
 use clarion_sinks::Sink;
-use clarion_xdp::XdpMode;
 
 use crate::args::{LiveArgs, RingModeArg, RunArgs, SourceKind, XdpModeArg};
 use crate::exports::LiveExports;
