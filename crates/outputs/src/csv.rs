@@ -7,7 +7,7 @@
 use std::fs::File;
 
 use clarion_records::{to_json, FlowRecord};
-use clarion_sinks::{BoxSink, Sink, SinkError, Writer};
+use clarion_sinks::{BoxSink, Encoded, Encoder, Writer};
 
 use crate::{Backend, Destination, Kind, OutputError, Target};
 
@@ -40,54 +40,36 @@ fn open(d: &Destination<FlowRecord>) -> Result<BoxSink<FlowRecord>, OutputError>
     // The header even for no record: the file says what it would hold.
     out.write_all(format!("{}\n", columns.join(",")).as_bytes())
         .map_err(|e| OutputError::Backend(Box::new(e)))?;
-    Ok(Box::new(Csv {
-        out,
-        columns,
-        line: String::with_capacity(256),
-    }))
+    Ok(Box::new(Encoded::with(out, Csv { columns })))
 }
 
+/// A record's line: its JSON line's values, in the header's columns.
 struct Csv {
-    out: Writer<File>,
     columns: Vec<String>,
-    line: String,
 }
 
-impl Sink<FlowRecord> for Csv {
-    fn write(&mut self, record: &FlowRecord) -> Result<(), SinkError> {
-        self.out.check()?;
-        self.line.clear();
+impl Encoder<FlowRecord> for Csv {
+    fn encode(&mut self, record: &FlowRecord, out: &mut Vec<u8>) -> Result<(), String> {
         let json = to_json(record);
         for (i, name) in self.columns.iter().enumerate() {
             if i > 0 {
-                self.line.push(',');
+                out.push(b',');
             }
             let value = &json[name.as_str()];
             match value.as_str() {
-                Some(s) => self.line.push_str(s),
+                Some(s) => out.extend_from_slice(s.as_bytes()),
                 None if value.is_null() => {}
-                None => self.line.push_str(&value.to_string()),
+                None => out.extend_from_slice(value.to_string().as_bytes()),
             }
         }
-        self.line.push('\n');
-        self.out.write_all(self.line.as_bytes())
-    }
-
-    fn flush(&mut self) -> Result<(), SinkError> {
-        self.out.flush()
-    }
-
-    fn finish(&mut self) -> Result<(), SinkError> {
-        self.out.finish()
-    }
-
-    fn destination(&self) -> &str {
-        self.out.destination()
+        out.push(b'\n');
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use clarion_sinks::Sink;
     use clarion_wire::FlowKey;
 
     use super::*;

@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 
 use clarion_report::Report;
 
-use crate::{Sink, SinkError, Writer};
+use crate::{Encoded, Encoder, Writer};
 
 /// An item with a JSON form of one line: its object, compact, no newline.
 pub trait JsonLine {
@@ -18,65 +18,28 @@ impl JsonLine for Report {
     }
 }
 
-/// Writes each item as one line of compact JSON, buffered (reports with
-/// schema [`clarion_report::SCHEMA`]). Lines are self-contained, so the
-/// output can be cut, concatenated or tailed with line tools.
+/// One line of compact JSON an item (reports with schema
+/// [`clarion_report::SCHEMA`]). Lines are self-contained, so the output
+/// can be cut, concatenated or tailed with line tools.
 #[derive(Debug)]
-pub struct JsonLinesSink<W: Write, T: ?Sized = Report> {
-    out: Writer<W>,
-    /// One encoded line, reused: encoding can't then leave half an item in
-    /// the output, and the buffer's allocation is kept across items.
-    line: Vec<u8>,
-    /// One item type per sink, so a caller's `flush` needs no annotation.
-    item: PhantomData<fn(&T)>,
+pub struct JsonLines<T: ?Sized>(PhantomData<fn(&T)>);
+
+impl<T: JsonLine + ?Sized> Encoder<T> for JsonLines<T> {
+    fn encode(&mut self, item: &T, out: &mut Vec<u8>) -> Result<(), String> {
+        item.write_json(out).map_err(|e| e.to_string())?;
+        out.push(b'\n');
+        Ok(())
+    }
 }
 
-impl<W: Write, T: ?Sized> JsonLinesSink<W, T> {
+/// JSON lines of `T` to `W`, buffered. One item type per sink, so a
+/// caller's `flush` needs no annotation.
+pub type JsonLinesSink<W, T = Report> = Encoded<W, JsonLines<T>>;
+
+impl<W: Write, T: ?Sized> Encoded<W, JsonLines<T>> {
     /// Lines to `out`; `destination` names it in errors.
     pub fn new(out: W, destination: impl Into<String>) -> Self {
-        JsonLinesSink {
-            out: Writer::new(out, destination),
-            line: Vec::with_capacity(512),
-            item: PhantomData,
-        }
-    }
-
-    /// The destination, for inspection. Buffered lines are not in it yet.
-    pub fn get_ref(&self) -> &W {
-        self.out.get_ref()
-    }
-
-    /// Flushes and gives back the destination.
-    pub fn into_inner(self) -> Result<W, SinkError> {
-        self.out.into_inner()
-    }
-}
-
-impl<W: Write, T: JsonLine + ?Sized> Sink<T> for JsonLinesSink<W, T> {
-    fn write(&mut self, item: &T) -> Result<(), SinkError> {
-        self.out.check()?;
-        self.line.clear();
-        if let Err(e) = item.write_json(&mut self.line) {
-            let e = SinkError::Encode {
-                destination: self.out.destination().to_string(),
-                message: e.to_string(),
-            };
-            return Err(self.out.fail(e));
-        }
-        self.line.push(b'\n');
-        self.out.write_all(&self.line)
-    }
-
-    fn flush(&mut self) -> Result<(), SinkError> {
-        self.out.flush()
-    }
-
-    fn finish(&mut self) -> Result<(), SinkError> {
-        self.out.finish()
-    }
-
-    fn destination(&self) -> &str {
-        self.out.destination()
+        Encoded::with(Writer::new(out, destination), JsonLines(PhantomData))
     }
 }
 
@@ -89,6 +52,7 @@ mod tests {
 
     use super::*;
     use crate::test_util::*;
+    use crate::{Sink, SinkError};
 
     #[test]
     fn lines_parse_back_to_the_reports() {

@@ -9,7 +9,8 @@
 //!
 //! Here too: the one error of the seam ([`SinkError`]), [`FanOut`] (one
 //! stream to several sinks), [`Writer`] (a buffered writer under the
-//! seam's error rules, for sinks over `io::Write`), and the report sinks
+//! seam's error rules), [`Encoded`] (the one sink over `io::Write`: each
+//! item's bytes from an [`Encoder`]), and its two encoders of reports:
 //! [`JsonLinesSink`] (one JSON object per line, for programs; any item
 //! that is [`JsonLine`]) and [`TableSink`] (aligned columns, for people at
 //! a terminal). The JSON schema and the table layout are documented in
@@ -20,8 +21,8 @@ mod table;
 
 use std::io::{self, BufWriter, Write};
 
-pub use json::{JsonLine, JsonLinesSink};
-pub use table::TableSink;
+pub use json::{JsonLine, JsonLines, JsonLinesSink};
+pub use table::{Table, TableSink};
 
 /// Why a sink could not take an item.
 #[derive(Debug, thiserror::Error)]
@@ -310,6 +311,72 @@ impl<W: Write> Writer<W> {
         self.out
             .into_inner()
             .map_err(|e| SinkError::io(&destination, e.into_error()))
+    }
+}
+
+/// How items become bytes for an [`Encoded`] sink (a line format).
+pub trait Encoder<T: ?Sized> {
+    /// Appends `item`'s bytes to `out`, or says why it cannot.
+    fn encode(&mut self, item: &T, out: &mut Vec<u8>) -> Result<(), String>;
+}
+
+/// Writes each item's encoding to a [`Writer`]: every sink over
+/// `io::Write` (JSON lines, the table, CSV) is one of these, so the
+/// seam's rules are written once.
+#[derive(Debug)]
+pub struct Encoded<W: Write, E> {
+    out: Writer<W>,
+    encoder: E,
+    /// One item's bytes, reused: a refused item leaves nothing half
+    /// written, and the allocation is kept across items.
+    item: Vec<u8>,
+}
+
+impl<W: Write, E> Encoded<W, E> {
+    /// Items of `encoder` to `out` (which may hold a header already).
+    pub fn with(out: Writer<W>, encoder: E) -> Self {
+        Encoded {
+            out,
+            encoder,
+            item: Vec::with_capacity(512),
+        }
+    }
+
+    /// The destination, for inspection. Buffered items are not in it yet.
+    pub fn get_ref(&self) -> &W {
+        self.out.get_ref()
+    }
+
+    /// Flushes and gives back the destination.
+    pub fn into_inner(self) -> Result<W, SinkError> {
+        self.out.into_inner()
+    }
+}
+
+impl<T: ?Sized, W: Write, E: Encoder<T>> Sink<T> for Encoded<W, E> {
+    fn write(&mut self, item: &T) -> Result<(), SinkError> {
+        self.out.check()?;
+        self.item.clear();
+        if let Err(message) = self.encoder.encode(item, &mut self.item) {
+            let e = SinkError::Encode {
+                destination: self.out.destination().to_string(),
+                message,
+            };
+            return Err(self.out.fail(e));
+        }
+        self.out.write_all(&self.item)
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        self.out.flush()
+    }
+
+    fn finish(&mut self) -> Result<(), SinkError> {
+        self.out.finish()
+    }
+
+    fn destination(&self) -> &str {
+        self.out.destination()
     }
 }
 

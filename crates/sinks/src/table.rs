@@ -19,7 +19,7 @@ use std::net::IpAddr;
 
 use clarion_report::{proto_name, rfc3339, GroupKey, Report};
 
-use crate::{Sink, SinkError, Writer};
+use crate::{Encoded, Encoder, Writer};
 
 const EVENT_WIDTH: usize = 20;
 /// `HH:MM:SS.mmm` plus a space plus the window length, right-aligned in 6.
@@ -37,8 +37,7 @@ const LEGEND: &str = "! partial view: the window was not seen in full, packets w
 /// a trailing `!` on rows whose completeness is not lossless (explained by a
 /// legend line under the first such row). Times are UTC.
 #[derive(Debug)]
-pub struct TableSink<W: Write> {
-    out: Writer<W>,
+pub struct Table {
     header_done: bool,
     legend_done: bool,
     /// `YYYY-MM-DD` of the last row written.
@@ -50,11 +49,19 @@ pub struct TableSink<W: Write> {
     row: String,
 }
 
-impl<W: Write> TableSink<W> {
+/// The table of reports to `W`, buffered.
+pub type TableSink<W> = Encoded<W, Table>;
+
+impl<W: Write> Encoded<W, Table> {
     /// Rows to `out`; `destination` names it in errors.
     pub fn new(out: W, destination: impl Into<String>) -> Self {
-        TableSink {
-            out: Writer::new(out, destination),
+        Encoded::with(Writer::new(out, destination), Table::default())
+    }
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table {
             header_done: false,
             legend_done: false,
             date: String::new(),
@@ -63,17 +70,9 @@ impl<W: Write> TableSink<W> {
             row: String::with_capacity(256),
         }
     }
+}
 
-    /// The destination, for inspection. Buffered rows are not in it yet.
-    pub fn get_ref(&self) -> &W {
-        self.out.get_ref()
-    }
-
-    /// Flushes and gives back the destination.
-    pub fn into_inner(self) -> Result<W, SinkError> {
-        self.out.into_inner()
-    }
-
+impl Table {
     /// Renders everything the report adds to the output into `self.row`.
     fn render(&mut self, r: &Report) {
         let row = &mut self.row;
@@ -128,23 +127,11 @@ impl<W: Write> TableSink<W> {
     }
 }
 
-impl<W: Write> Sink<Report> for TableSink<W> {
-    fn write(&mut self, report: &Report) -> Result<(), SinkError> {
-        self.out.check()?;
+impl Encoder<Report> for Table {
+    fn encode(&mut self, report: &Report, out: &mut Vec<u8>) -> Result<(), String> {
         self.render(report);
-        self.out.write_all(self.row.as_bytes())
-    }
-
-    fn flush(&mut self) -> Result<(), SinkError> {
-        self.out.flush()
-    }
-
-    fn finish(&mut self) -> Result<(), SinkError> {
-        self.out.finish()
-    }
-
-    fn destination(&self) -> &str {
-        self.out.destination()
+        out.extend_from_slice(self.row.as_bytes());
+        Ok(())
     }
 }
 
@@ -248,6 +235,7 @@ mod tests {
 
     use super::*;
     use crate::test_util::*;
+    use crate::{Sink, SinkError};
 
     const MS: u64 = 1_000_000;
 
