@@ -1,4 +1,4 @@
-//! The alert sink: a [`ReportSink`] that hands each report to a delivery
+//! The alert sink: a report [`Sink`] that hands each report to a delivery
 //! thread, which sends it to one destination at least once or writes it to
 //! the dead-letter file.
 //!
@@ -53,7 +53,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use clarion_report::{GroupKey, Report};
-use clarion_sinks::{ReportSink, SinkError};
+use clarion_sinks::{Sink, SinkError};
 
 use crate::alertmanager::{Alertmanager, AlertmanagerConfig};
 use crate::deadletter::DeadLetter;
@@ -417,7 +417,7 @@ impl AlertSink {
     }
 
     /// A reader of this sink's counts that stays valid after the sink is
-    /// finished or moved into a [`crate::Tee`] (for a metrics page).
+    /// finished or moved into a [`clarion_sinks::FanOut`] (for a metrics page).
     pub fn watch(&self) -> StatsHandle {
         StatsHandle(self.shared.clone())
     }
@@ -463,7 +463,10 @@ impl AlertSink {
     fn check(&self) -> Result<(), SinkError> {
         match &*lock(&self.shared.failed) {
             None => Ok(()),
-            Some(msg) => Err(SinkError::Io(std::io::Error::other(msg.clone()))),
+            Some(msg) => Err(SinkError::Io {
+                destination: self.shared.target.clone(),
+                source: std::io::Error::other(msg.clone()),
+            }),
         }
     }
 
@@ -552,11 +555,14 @@ impl AlertSink {
     fn spill(&self, job: &Job, reason: &str) -> Result<(), SinkError> {
         self.shared
             .dead_letter(job, reason, 0)
-            .map_err(|m| SinkError::Io(std::io::Error::other(m)))
+            .map_err(|m| SinkError::Io {
+                destination: self.shared.target.clone(),
+                source: std::io::Error::other(m),
+            })
     }
 }
 
-impl ReportSink for AlertSink {
+impl Sink<Report> for AlertSink {
     fn write(&mut self, report: &Report) -> Result<(), SinkError> {
         self.check()?;
         for job in self.notices(report) {
@@ -584,6 +590,10 @@ impl ReportSink for AlertSink {
             }
         }
         Ok(())
+    }
+
+    fn destination(&self) -> &str {
+        &self.shared.target
     }
 }
 

@@ -155,8 +155,8 @@ mod tests {
     #[test]
     fn json_body_is_the_json_sinks_line() {
         let r = report();
-        let mut sink = clarion_sinks::JsonLinesSink::new(Vec::new());
-        clarion_sinks::ReportSink::write(&mut sink, &r).unwrap();
+        let mut sink = clarion_sinks::JsonLinesSink::new(Vec::new(), "memory");
+        clarion_sinks::Sink::write(&mut sink, &r).unwrap();
         let line = sink.into_inner().unwrap();
         let mut b = body(WebhookFormat::Json, &notice(&r), &Predicates::new());
         b.push(b'\n');

@@ -2,14 +2,14 @@
 //! report's JSON, or a line for Slack or Matrix) or to syslog (RFC 5424),
 //! at least once, in order, without stalling the monitor.
 //!
-//! Each destination is one [`AlertSink`], a [`ReportSink`]: the monitor's
+//! Each destination is one [`AlertSink`], a report [`clarion_sinks::Sink`]: the monitor's
 //! thread queues the report, a delivery thread sends it, retrying with
 //! exponential backoff and jitter, and what cannot be delivered goes to a
 //! dead-letter file (`clarion.dead-letter/1` lines) with the reason — never
 //! silently dropped. Every request carries an `Idempotency-Key` derived
 //! from (host, event, window end, group), so a receiver can drop the
-//! copies that at-least-once delivery sends. [`Tee`] gives the same
-//! reports to the usual output and the alert sinks.
+//! copies that at-least-once delivery sends. A [`clarion_sinks::FanOut`]
+//! gives the same reports to the usual output and the alert sinks.
 //!
 //! Layout: `key` (the idempotency key), `format` (bodies and chat lines),
 //! `syslog` (RFC 5424 text and RFC 6587 framing), `metrics` (the
@@ -27,9 +27,6 @@ mod metrics;
 mod notice;
 pub mod syslog;
 mod transport;
-
-use clarion_report::Report;
-use clarion_sinks::{ReportSink, SinkError};
 
 pub use alertmanager::{alert as alertmanager_alert, AlertmanagerConfig};
 pub use deadletter::{DeadLetter, DEAD_LETTER_SCHEMA};
@@ -59,26 +56,4 @@ pub enum AlertError {
     /// A report may be lost: a dead letter could not be written.
     #[error("{0}")]
     Failed(String),
-}
-
-/// Gives each report to every sink, in order (the first is usually the
-/// run's output). Stops at the first error, as one sink would.
-pub struct Tee {
-    sinks: Vec<Box<dyn ReportSink>>,
-}
-
-impl Tee {
-    pub fn new(sinks: Vec<Box<dyn ReportSink>>) -> Tee {
-        Tee { sinks }
-    }
-}
-
-impl ReportSink for Tee {
-    fn write(&mut self, report: &Report) -> Result<(), SinkError> {
-        self.sinks.iter_mut().try_for_each(|s| s.write(report))
-    }
-
-    fn flush(&mut self) -> Result<(), SinkError> {
-        self.sinks.iter_mut().try_for_each(|s| s.flush())
-    }
 }

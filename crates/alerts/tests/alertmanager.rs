@@ -19,7 +19,7 @@ use clarion_alerts::{
     Severity,
 };
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
-use clarion_sinks::ReportSink;
+use clarion_sinks::Sink;
 use receiver::Receiver;
 use serde_json::Value;
 

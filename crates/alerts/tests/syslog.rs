@@ -17,7 +17,7 @@ use clarion_alerts::{
     Rule, Severity, SyslogAddr, SyslogConfig, Transition,
 };
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
-use clarion_sinks::ReportSink;
+use clarion_sinks::Sink;
 use proptest::prelude::*;
 
 fn report(event: &str, host: &str, i: u64, group: GroupKey) -> Report {

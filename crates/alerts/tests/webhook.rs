@@ -15,7 +15,7 @@ use clarion_alerts::{
     Severity, WebhookConfig, WebhookFormat,
 };
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
-use clarion_sinks::ReportSink;
+use clarion_sinks::Sink;
 use receiver::Receiver;
 
 fn report(event: &str, i: u64) -> Report {

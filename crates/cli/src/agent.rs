@@ -30,14 +30,15 @@ use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions, WithExports};
 use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_nats::protocol::{Control, ExportSet};
 use clarion_nats::{AgentLink, AgentOptions, AppliedExports, Arrived, HostDesk, Inbound, Triggers, Wake};
-use clarion_sinks::ReportSink;
+use clarion_sinks::Sink;
 use tracing::{info, warn};
 
 use crate::args::{parse_duration, ExportArgs, Format, LiveArgs, MonitorArgs};
 use crate::bus::NatsArgs;
 use crate::live::runtime;
 use crate::local_events::{monitor_health, LocalEvents};
-use crate::run::{load_events, open_sink_to, sink_error};
+use crate::outputs::sink_error;
+use crate::run::load_events;
 use crate::summary::thousands;
 use crate::Failure;
 
@@ -183,7 +184,7 @@ struct Agent {
     link: AgentLink,
     desk: HostDesk<async_nats::Subject>,
     /// The host's own events' reports (a live agent hands it to its live output).
-    sink: Option<Box<dyn ReportSink>>,
+    sink: Option<Box<dyn Sink<Report>>>,
     tally: Tally,
     stop: Arc<AtomicBool>,
     /// The manager's export policies: the version applied last, and a set
@@ -569,7 +570,7 @@ fn live_agent(
     let sink = match ag.sink.take() {
         Some(s) => s,
         None => crate::alerts::with_alerts(
-            open_sink_to(a.output.as_deref(), a.format)?,
+            crate::outputs::reports(a.output.as_deref(), a.format)?,
             &a.alerts,
             a.pcap.is_none(),
             a.events.as_deref(),
@@ -686,7 +687,7 @@ impl Agent {
             link,
             desk,
             sink: Some(crate::alerts::with_alerts(
-                open_sink_to(a.output.as_deref(), a.format)?,
+                crate::outputs::reports(a.output.as_deref(), a.format)?,
                 &a.alerts,
                 a.pcap.is_none(),
                 a.events.as_deref(),

@@ -15,14 +15,15 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use clarion_alerts::{
     AlertSink, Alerting, AlertmanagerConfig, DeadLetter, DeliveryConfig, Hold, Overflow, Predicates, Rule,
-    Rules, Severity, StatsHandle, SyslogAddr, SyslogConfig, Tee, Threshold, WebhookConfig, WebhookFormat,
+    Rules, Severity, StatsHandle, SyslogAddr, SyslogConfig, Threshold, WebhookConfig, WebhookFormat,
 };
 
 /// On live capture, how long after its end a window that sent no report
 /// is taken as closed without a firing: the monitor reports a window
 /// some epochs after it ends, well under this.
 const LIVE_GRACE: Duration = Duration::from_secs(2);
-use clarion_sinks::ReportSink;
+use clarion_report::Report;
+use clarion_sinks::{FanOut, Sink};
 
 use crate::args::parse_duration;
 use crate::Failure;
@@ -242,11 +243,11 @@ fn watch(kind: &'static str, sink: &AlertSink) {
 /// `sink`, with the alert sinks the flags ask for after it. `live`: the
 /// monitor must not wait (the queue-full default).
 pub fn with_alerts(
-    sink: Box<dyn ReportSink>,
+    sink: Box<dyn Sink<Report>>,
     a: &AlertArgs,
     live: bool,
     events: Option<&Path>,
-) -> Result<Box<dyn ReportSink>, Failure> {
+) -> Result<Box<dyn Sink<Report>>, Failure> {
     if a.webhook.is_none() && a.syslog.is_none() && a.alertmanager.is_none() {
         return Ok(sink);
     }
@@ -337,7 +338,7 @@ pub fn with_alerts(
         watch("alertmanager", &s);
         sinks.push(Box::new(s));
     }
-    Ok(Box::new(Tee::new(sinks)))
+    Ok(Box::new(FanOut::new(sinks)))
 }
 
 #[cfg(test)]

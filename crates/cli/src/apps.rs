@@ -118,7 +118,7 @@ pub fn apps(a: &AppsArgs) -> Result<ExitCode, Failure> {
             let mut runtime = app_runtime(apps)?;
             if gpv.extension().is_some_and(|e| e == "parquet") {
                 // Parquet GPVs (`run --gpv FILE.parquet`) are read whole.
-                for g in clarion_parquet::read_gpvs(gpv).map_err(|e| anyhow!(e))? {
+                for g in read_parquet_gpvs(gpv)? {
                     runtime.on_gpv(&g);
                 }
             } else {
@@ -134,4 +134,19 @@ pub fn apps(a: &AppsArgs) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+#[cfg(feature = "parquet")]
+fn read_parquet_gpvs(path: &std::path::Path) -> Result<Vec<clarion_gpv::Gpv>, Failure> {
+    clarion_parquet::read_gpvs(path).map_err(|e| Failure::Runtime(anyhow!(e)))
+}
+
+/// Refused as the registry refuses writing one, naming the feature.
+#[cfg(not(feature = "parquet"))]
+fn read_parquet_gpvs(path: &std::path::Path) -> Result<Vec<clarion_gpv::Gpv>, Failure> {
+    Err(Failure::Usage(format!(
+        "clarion: {}: this clarion was built without Parquet output (cargo feature `parquet`); \
+         build it with `--features parquet`, or the default features",
+        path.display()
+    )))
 }

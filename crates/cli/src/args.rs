@@ -293,7 +293,7 @@ pub struct MonitorArgs {
 pub struct ExportArgs {
     /// Write a flow record per flow (ended by an idle or active timeout, a
     /// TCP FIN or RST, or the end of input) to DEST; repeat for several:
-    /// FILE.jsonl (JSON lines), FILE.parquet, FILE.ipfix (RFC 5655 file),
+    /// FILE.jsonl (JSON lines), FILE.parquet, FILE.csv, FILE.ipfix (RFC 5655 file),
     /// ipfix+udp://HOST:PORT or ipfix+tcp://HOST:PORT (an IPFIX collector:
     /// nfcapd, pmacct, goflow2, ipfixcol2, ntopng); JSON lines also to -
     /// (standard output, if the reports are not there) and to a named pipe

@@ -2,7 +2,6 @@
 //! on the command line, opened, and the stage that feeds them
 //! (`clarion_host::WithExports`).
 
-use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -12,25 +11,27 @@ use anyhow::anyhow;
 use clarion_event_capture::{CaptureConfig, CaptureStats, Captures};
 use clarion_export::{ExportConfig, ExportStats, Exporter, FastPathKind};
 use clarion_flows::FlowConfig;
-use clarion_gpv::{app_by_name, AppRuntime, CacheConfig, Gpv, GpvFile, GpvSink};
+use clarion_gpv::{app_by_name, AppRuntime, CacheConfig, Gpv};
 use clarion_host::{Stage, WithExports};
-use clarion_records::{FanOut, FlowRecord, JsonLinesRecords, RecordSink};
+use clarion_outputs::Kind;
+use clarion_records::FlowRecord;
+use clarion_sinks::{BoxSink, FanOut, Sink};
 
 use crate::args::{ExportArgs, FastPathArg, PolicyArgs};
+use crate::outputs::write_error;
 use crate::summary::thousands;
 use crate::Failure;
-
-/// What the forms of `--records DEST` are, for messages.
-const FORMS: &str = "FILE.jsonl, FILE.parquet, FILE.ipfix, ipfix+udp://HOST:PORT, ipfix+tcp://HOST:PORT, \
-     - (JSON lines to standard output) or a named pipe or character device such as /dev/null (JSON lines)";
 
 /// The schema of the apps' output (`--app`, `clarion apps run`).
 pub const APPS_SCHEMA: &str = "clarion.apps/1";
 
+/// Every `--records` destination, fed the same records.
+pub type Records = FanOut<BoxSink<FlowRecord>>;
+
 /// The exports of a run, opened.
 pub struct Exports {
-    pub records: Option<(FanOut, FlowConfig)>,
-    pub gpv_sink: Option<Box<dyn GpvSink>>,
+    pub records: Option<(Records, FlowConfig)>,
+    pub gpv_sink: Option<BoxSink<Gpv>>,
     pub gpv_config: CacheConfig,
     /// The apps fed by the GPVs, and where their report goes.
     pub apps: Option<(AppRuntime, Option<PathBuf>)>,
@@ -73,15 +74,28 @@ impl Exports {
 }
 
 /// Opens every destination of `--records` and `--gpv`, and the apps of
-/// `--app` (each error names its destination or app).
+/// `--app` (each error names its destination or app). Every destination
+/// is checked before any is opened: a wrong one leaves no file behind.
 pub fn open(a: &ExportArgs) -> Result<Exports, Failure> {
-    let records = if a.records.is_empty() {
+    let record_dests = a
+        .records
+        .iter()
+        .map(|d| crate::outputs::parse::<FlowRecord>("--records", d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let gpv_dest = match a.gpv.as_deref() {
+        Some(p) => Some(crate::outputs::parse::<Gpv>(
+            "--gpv",
+            crate::outputs::text("--gpv", p)?,
+        )?),
+        None => None,
+    };
+    let records = if record_dests.is_empty() {
         None
     } else {
-        let mut sinks = Vec::new();
-        for dest in &a.records {
-            sinks.push(open_records(dest)?);
-        }
+        let sinks = record_dests
+            .iter()
+            .map(|d| crate::outputs::open("--records", d))
+            .collect::<Result<Vec<_>, _>>()?;
         let config = FlowConfig {
             cache_slots: a.record_cache as usize,
             idle_timeout_ns: a.record_idle_timeout,
@@ -90,7 +104,7 @@ pub fn open(a: &ExportArgs) -> Result<Exports, Failure> {
         };
         Some((FanOut::new(sinks), config))
     };
-    let gpv_sink = a.gpv.as_deref().map(open_gpvs).transpose()?;
+    let gpv_sink = gpv_dest.map(|d| crate::outputs::open("--gpv", &d)).transpose()?;
     let apps = if a.app.is_empty() && a.app_output.is_none() {
         None
     } else {
@@ -283,72 +297,6 @@ pub fn check_stdout(a: &ExportArgs, reports_to_stdout: bool) -> Result<(), Failu
     )))
 }
 
-/// The sink of one `--records DEST`. The extension or scheme names the
-/// format; without one, `-` (standard output) and a path that is a named
-/// pipe or a character device (`/dev/null`, a terminal) take JSON lines,
-/// and anything else is refused, not guessed.
-fn open_records(dest: &str) -> Result<Box<dyn RecordSink + Send>, Failure> {
-    if clarion_ipfix::is_ipfix_destination(dest) {
-        let sink = clarion_ipfix::open(dest).map_err(|e| Failure::Runtime(anyhow!(e)))?;
-        return Ok(Box::new(sink));
-    }
-    if dest == "-" {
-        return Ok(Box::new(JsonLinesRecords::new(
-            std::io::stdout(),
-            "standard output",
-        )));
-    }
-    let path = Path::new(dest);
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("jsonl" | "json" | "ndjson") => {
-            let f = File::create(path)
-                .map_err(|e| Failure::Runtime(anyhow!("cannot create --records {dest}: {e}")))?;
-            Ok(Box::new(JsonLinesRecords::new(f, dest)))
-        }
-        Some("parquet") => {
-            let sink = clarion_parquet::create(path).map_err(|e| Failure::Runtime(anyhow!(e)))?;
-            Ok(Box::new(sink))
-        }
-        _ if dest.contains("://") => Err(Failure::Usage(format!(
-            "clarion: --records {dest}: unknown scheme; give {FORMS}"
-        ))),
-        _ if is_stream(path) => {
-            // Opened as it is: a pipe's reader or a device, nothing to truncate.
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(|e| Failure::Runtime(anyhow!("cannot open --records {dest}: {e}")))?;
-            Ok(Box::new(JsonLinesRecords::new(f, dest)))
-        }
-        _ => Err(Failure::Usage(format!(
-            "clarion: --records {dest}: the format is named by the file's extension; give {FORMS}"
-        ))),
-    }
-}
-
-/// A named pipe or a character device (links followed: `/dev/stdout`
-/// is whatever descriptor 1 is).
-fn is_stream(path: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-
-    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device())
-}
-
-fn open_gpvs(path: &Path) -> Result<Box<dyn GpvSink>, Failure> {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("gpv") => Ok(Box::new(
-            GpvFile::create(path).map_err(|e| Failure::Runtime(anyhow!(e)))?,
-        )),
-        Some("parquet") => Ok(Box::new(
-            clarion_parquet::create_gpvs(path).map_err(|e| Failure::Runtime(anyhow!(e)))?,
-        )),
-        _ => Err(Failure::Usage(format!(
-            "clarion: --gpv {}: the format is named by the file's extension; give FILE.gpv or FILE.parquet",
-            path.display()
-        ))),
-    }
-}
-
 /// The apps' report as one JSON line (schema `clarion.apps/1`), to `out`
 /// or standard output.
 pub fn write_app_report(apps: &mut AppRuntime, out: Option<&Path>) -> Result<(), Failure> {
@@ -460,8 +408,8 @@ pub type WorkerExports = (
 /// sinks and apps (`clarion run -i`, `clarion agent -i`).
 #[derive(Default)]
 pub struct LiveExports {
-    records: Option<FanOut>,
-    gpv_sink: Option<Box<dyn GpvSink>>,
+    records: Option<Records>,
+    gpv_sink: Option<BoxSink<Gpv>>,
     /// The apps on the GPVs (`--app`, and those the control API adds),
     /// when GPVs are made; where their report goes at the end.
     apps: Option<AppRuntime>,
@@ -540,7 +488,7 @@ impl LiveExports {
     pub fn records(&mut self, records: &[FlowRecord]) -> Result<(), Failure> {
         if let Some(sink) = &mut self.records {
             for r in records {
-                sink.write(r).map_err(record_error)?;
+                sink.write(r).map_err(|e| write_error(Kind::Records, e))?;
             }
             self.records_written += records.len() as u64;
         }
@@ -553,7 +501,7 @@ impl LiveExports {
                 apps.on_gpv(g);
             }
             if let Some(sink) = &mut self.gpv_sink {
-                sink.write(g).map_err(gpv_error)?;
+                sink.write(g).map_err(|e| write_error(Kind::Gpvs, e))?;
             }
         }
         self.gpvs_seen += gpvs.len() as u64;
@@ -568,10 +516,10 @@ impl LiveExports {
         }
         self.flushed = Some(now);
         if let Some(sink) = &mut self.records {
-            sink.flush().map_err(record_error)?;
+            sink.flush().map_err(|e| write_error(Kind::Records, e))?;
         }
         if let Some(sink) = &mut self.gpv_sink {
-            sink.flush().map_err(gpv_error)?;
+            sink.flush().map_err(|e| write_error(Kind::Gpvs, e))?;
         }
         Ok(())
     }
@@ -580,11 +528,11 @@ impl LiveExports {
     pub fn close(&mut self) -> Result<String, Failure> {
         let mut s = String::new();
         if let Some(sink) = &mut self.records {
-            sink.finish().map_err(record_error)?;
+            sink.finish().map_err(|e| write_error(Kind::Records, e))?;
             s += &format!("  flow records: {} written\n", thousands(self.records_written));
         }
         if let Some(sink) = &mut self.gpv_sink {
-            sink.finish().map_err(gpv_error)?;
+            sink.finish().map_err(|e| write_error(Kind::Gpvs, e))?;
         }
         if let Some(apps) = self.apps.as_mut().filter(|a| !a.names().is_empty()) {
             write_app_report(apps, self.apps_out.as_deref())?;
@@ -596,32 +544,21 @@ impl LiveExports {
     }
 }
 
-pub fn record_error(e: clarion_records::RecordError) -> Failure {
-    match e {
-        clarion_records::RecordError::BrokenPipe => Failure::BrokenPipe,
-        other => Failure::Runtime(anyhow!(other).context("cannot write flow records")),
-    }
-}
-
 /// A replay's failure, a records destination's closed reader (`--records -`
 /// into `| head`) made the quiet broken pipe a report sink's is.
 pub fn replay_failure(f: Failure) -> Failure {
     use clarion_host::HostError;
-    use clarion_records::RecordError;
+    use clarion_sinks::SinkError;
 
     match f {
         Failure::Runtime(e)
             if matches!(
                 e.downcast_ref::<HostError>(),
-                Some(HostError::Records(RecordError::BrokenPipe))
+                Some(HostError::Records(SinkError::BrokenPipe))
             ) =>
         {
             Failure::BrokenPipe
         }
         f => f,
     }
-}
-
-fn gpv_error(e: clarion_gpv::GpvError) -> Failure {
-    Failure::Runtime(anyhow!(e))
 }

@@ -23,15 +23,15 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 
 use clarion_engine::{MonitorConfig, Report};
-use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary};
+use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary, XdpMode};
 use clarion_live::{EpochStats, LinkEvent, LiveError, RingConfig, RingMode, WorkerMetrics};
-use clarion_sinks::ReportSink;
-use clarion_xdp::XdpMode;
+use clarion_sinks::Sink;
 
 use crate::args::{LiveArgs, RingModeArg, RunArgs, SourceKind, XdpModeArg};
 use crate::exports::LiveExports;
 use crate::local_events::LocalEvents;
-use crate::run::{load_events, monitor_config, open_sink, sink_error, write_all};
+use crate::outputs::sink_error;
+use crate::run::{load_events, monitor_config, open_sink, write_all};
 use crate::summary::{thousands, Summary};
 use crate::Failure;
 
@@ -381,7 +381,7 @@ pub fn finish_host(host: LiveHost, out: &mut LiveOutput) -> Result<(LiveSummary,
 /// Where a live run's output goes: reports to the sink, epoch statistics
 /// to their file, a summary line to standard error now and then.
 pub struct LiveOutput {
-    pub sink: Box<dyn ReportSink>,
+    pub sink: Box<dyn Sink<Report>>,
     exports: LiveExports,
     down_timeout: Duration,
     epochs: Option<BufWriter<File>>,
@@ -396,7 +396,7 @@ impl LiveOutput {
     pub fn open(
         live: &LiveArgs,
         quiet: bool,
-        sink: Box<dyn ReportSink>,
+        sink: Box<dyn Sink<Report>>,
         exports: LiveExports,
         metrics: Vec<Arc<WorkerMetrics>>,
     ) -> Result<LiveOutput, Failure> {

@@ -23,6 +23,7 @@ mod metrics_server;
 mod model;
 mod monitor;
 mod network;
+mod outputs;
 mod run;
 mod split;
 mod summary;

@@ -26,7 +26,7 @@ use tracing::{info, warn};
 use crate::args::{parse_duration, Format};
 use crate::bus::NatsArgs;
 use crate::network::read_inventory;
-use crate::run::{open_sink_to, sink_error};
+use crate::outputs::sink_error;
 use crate::summary::{percentile, thousands};
 use crate::Failure;
 
@@ -377,7 +377,7 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     }
     // Live: the manager must never wait for a slow receiver (a full queue
     // is dead-lettered unless --webhook-queue-full block).
-    let out = open_sink_to(a.output.as_deref(), a.format)?;
+    let out = crate::outputs::reports(a.output.as_deref(), a.format)?;
     let mut sink = crate::alerts::with_alerts(out, &a.alerts, true, a.events.as_deref())?;
     let metrics = Arc::new(clarion_live::HostMetrics::new(&[]));
     // The hosts' health as per-host series (written by the service every second).

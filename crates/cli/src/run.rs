@@ -2,13 +2,12 @@
 //! the capture replayed into one monitor, several merged workers, or a
 //! network of hosts (`--inventory`), its reports to a sink.
 
-use std::fs::File;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use clarion_capture::{CaptureError, CaptureFile, SourceStats};
@@ -19,9 +18,10 @@ use clarion_host::{
 };
 use clarion_lang::spec::EventSpec;
 use clarion_network::Network;
-use clarion_sinks::{JsonLinesSink, ReportSink, SinkError, TableSink};
+use clarion_sinks::Sink;
 
-use crate::args::{CaptureArg, Format, RunArgs, When};
+use crate::args::{CaptureArg, RunArgs, When};
+use crate::outputs::sink_error;
 use crate::summary::Summary;
 use crate::Failure;
 
@@ -53,44 +53,10 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-pub fn sink_error(e: SinkError) -> Failure {
-    match e {
-        SinkError::BrokenPipe => Failure::BrokenPipe,
-        other => Failure::Runtime(anyhow!(other).context("cannot write reports")),
-    }
-}
-
 /// The run's output, and the alert sinks of `--webhook` and `--syslog` after it.
-pub fn open_sink(a: &RunArgs) -> Result<Box<dyn ReportSink>, Failure> {
-    let out = open_sink_to(a.output.as_deref(), a.format)?;
+pub fn open_sink(a: &RunArgs) -> Result<Box<dyn Sink<Report>>, Failure> {
+    let out = crate::outputs::reports(a.output.as_deref(), a.format)?;
     crate::alerts::with_alerts(out, &a.alerts, !a.interface.is_empty(), a.events.as_deref())
-}
-
-/// Reports to a file, or to standard output (a table on a terminal, by default).
-pub fn open_sink_to(output: Option<&Path>, format: Format) -> Result<Box<dyn ReportSink>, Failure> {
-    let (writer, is_tty): (Box<dyn Write>, bool) = match output {
-        Some(p) => {
-            let f = File::create(p)
-                .with_context(|| format!("cannot create output file {}", p.display()))
-                .map_err(Failure::Runtime)?;
-            (Box::new(f), false)
-        }
-        None => {
-            let out = std::io::stdout();
-            let tty = out.is_terminal();
-            (Box::new(out), tty)
-        }
-    };
-    let table = match format {
-        Format::Table => true,
-        Format::Json => false,
-        Format::Auto => is_tty,
-    };
-    Ok(if table {
-        Box::new(TableSink::new(writer))
-    } else {
-        Box::new(JsonLinesSink::new(writer))
-    })
 }
 
 fn progress_bar(a: &RunArgs, total: Option<u64>) -> Option<ProgressBar> {
@@ -386,7 +352,7 @@ fn exit_code(damage: Option<CaptureError>) -> ExitCode {
 /// Reports to a sink as they come, with a progress bar; health records
 /// (`--health`) to their file.
 struct ToSink {
-    sink: Box<dyn ReportSink>,
+    sink: Box<dyn Sink<Report>>,
     bar: Option<ProgressBar>,
     health: Option<HealthFile>,
 }
@@ -474,7 +440,7 @@ impl HealthFile {
     }
 }
 
-pub fn write_all(sink: &mut dyn ReportSink, reports: &mut Vec<Report>) -> Result<(), Failure> {
+pub fn write_all(sink: &mut dyn Sink<Report>, reports: &mut Vec<Report>) -> Result<(), Failure> {
     for r in reports.drain(..) {
         sink.write(&r).map_err(sink_error)?;
     }

@@ -9,7 +9,7 @@
 use clap::Args;
 use clarion_control::{Client, ClientError, Watched};
 use clarion_report::{Report, SCHEMA};
-use clarion_sinks::{ReportSink, TableSink};
+use clarion_sinks::{Sink, TableSink};
 use serde_json::Value;
 use std::io::Write;
 
@@ -67,7 +67,7 @@ pub fn watch(
         Format::Auto => is_tty,
     };
     let (mut sink, mut plain) = if table {
-        (Some(TableSink::new(out)), None)
+        (Some(TableSink::new(out, "standard output")), None)
     } else {
         (None, Some(out))
     };
@@ -79,8 +79,8 @@ pub fn watch(
                 .and_then(|v| Report::from_json(&v).map_err(|e| e.to_string()))
             {
                 Ok(r) if a.wants(&r.event) => {
-                    sink.write(&r).map_err(crate::run::sink_error)?;
-                    sink.flush().map_err(crate::run::sink_error)?;
+                    sink.write(&r).map_err(crate::outputs::sink_error)?;
+                    sink.flush().map_err(crate::outputs::sink_error)?;
                 }
                 Ok(_) => {}
                 Err(why) => skipped(line, &why),

@@ -401,3 +401,42 @@ fn records_go_to_dev_null_a_named_pipe_and_standard_output() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(rows(&String::from_utf8_lossy(&o.stdout)) == want);
 }
+
+/// `--records FILE.csv` (issue 34's example of a back end added as one
+/// module): read back, a header of the JSON line's names and one line a
+/// record, each the JSON line of the same record in the same order.
+#[test]
+fn a_csv_file_holds_the_json_lines_records() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let capture = repo().join("examples/demo.pcap");
+    let (jsonl, csv) = (dir.path().join("r.jsonl"), dir.path().join("r.csv"));
+    let o = run_records(&capture, &[&jsonl, &csv], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&csv).expect("csv written");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    let from_csv: Vec<Value> = lines
+        .map(|line| {
+            let fields: Vec<&str> = line.split(',').collect();
+            assert_eq!(fields.len(), header.len(), "{line}");
+            let object = header.iter().zip(fields).map(|(name, field)| {
+                let value = match field.parse::<u64>() {
+                    _ if field.is_empty() => Value::Null,
+                    Ok(n) => Value::from(n),
+                    Err(_) => Value::from(field),
+                };
+                (name.to_string(), value)
+            });
+            Value::Object(object.collect())
+        })
+        .collect();
+    let from_jsonl: Vec<Value> = json_lines(&jsonl)
+        .into_iter()
+        .map(|mut v| {
+            v.as_object_mut().expect("an object").remove("schema");
+            v
+        })
+        .collect();
+    assert!(!from_jsonl.is_empty());
+    assert_eq!(from_csv, from_jsonl, "the CSV holds the JSON lines' records");
+}

@@ -22,12 +22,6 @@ pub enum GpvError {
     RecordTooLarge { offset: u64, len: u64, max: u64 },
     #[error("GPV to write is inconsistent: {0}")]
     Inconsistent(&'static str),
-    /// A GPV destination failed (a file, a Parquet writer); the message says how.
-    #[error("cannot write GPVs to {destination}: {message}")]
-    Sink { destination: String, message: String },
-    /// Called after an earlier error or after `finish`.
-    #[error("the GPV sink for {destination} is closed after an earlier error or its end")]
-    Closed { destination: String },
     #[error("an app named {0:?} is already running")]
     DuplicateApp(String),
     #[error("no app named {0:?} (known: profiler, classifier, microburst)")]

@@ -32,4 +32,4 @@ pub use cache::{flow_hash, CacheConfig, CacheStats, GpvCache};
 pub use codec::{decode_gpv, encode_gpv, GpvReader, GpvWriter, MAGIC, MAX_RECORD_LEN, VERSION};
 pub use error::GpvError;
 pub use gpv::{EvictCause, Gpv, GpvHeader, PacketFeatures, TcpSeq};
-pub use sink::{GpvFile, GpvSink};
+pub use sink::GpvFile;

@@ -1,31 +1,16 @@
-//! Where GPVs go: the seam every GPV output implements (the `.gpv` file
-//! here, Parquet in `clarion-parquet`), so the host that builds GPVs never
-//! knows which one it holds.
-//!
-//! # Contract
-//!
-//! - **Order.** GPVs arrive in the order the cache evicts them; a sink
-//!   keeps it and drops none.
-//! - **Buffering.** `write` may buffer; `flush` pushes what was accepted
-//!   to the destination; `finish` ends the output (a file is complete, a
-//!   Parquet footer written, only once it returned `Ok`). Nothing is
-//!   called after `finish`.
-//! - **Errors.** An error closes the sink: later calls fail with
-//!   [`GpvError::Closed`] and write nothing.
+//! The `.gpv` file as a [`Sink<Gpv>`]: the seam every GPV output
+//! implements (Parquet in `clarion-parquet`), so the host that builds GPVs
+//! never knows which one it holds. The contract is the seam's
+//! ([`clarion_sinks::Sink`]): a file is complete only once `finish`
+//! returned `Ok`.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use crate::{Gpv, GpvError, GpvWriter};
+use clarion_sinks::{Sink, SinkError};
 
-pub trait GpvSink: Send {
-    fn write(&mut self, gpv: &Gpv) -> Result<(), GpvError>;
-    fn flush(&mut self) -> Result<(), GpvError>;
-    fn finish(&mut self) -> Result<(), GpvError>;
-    /// Where GPVs go, for messages (a path).
-    fn destination(&self) -> &str;
-}
+use crate::{Gpv, GpvError, GpvWriter};
 
 /// A `.gpv` file ([`GpvWriter`] over a buffered file).
 pub struct GpvFile {
@@ -35,34 +20,26 @@ pub struct GpvFile {
 
 impl GpvFile {
     /// Creates (truncates) the file and writes its header; the error names it.
-    pub fn create(path: &Path) -> Result<GpvFile, GpvError> {
+    pub fn create(path: &Path) -> Result<GpvFile, SinkError> {
         let name = path.display().to_string();
-        let file = File::create(path).map_err(|source| GpvError::Sink {
-            destination: name.clone(),
-            message: format!("cannot create it: {source}"),
-        })?;
+        let file = File::create(path).map_err(|e| SinkError::io(&name, e))?;
+        let writer = GpvWriter::new(BufWriter::new(file)).map_err(|e| sink_error(&name, e))?;
         Ok(GpvFile {
-            writer: Some(GpvWriter::new(BufWriter::new(file))?),
+            writer: Some(writer),
             path: name,
         })
     }
 
-    fn writer(&mut self) -> Result<&mut GpvWriter<BufWriter<File>>, GpvError> {
-        self.writer.as_mut().ok_or_else(|| GpvError::Closed {
+    fn writer(&mut self) -> Result<&mut GpvWriter<BufWriter<File>>, SinkError> {
+        self.writer.as_mut().ok_or_else(|| SinkError::Closed {
             destination: self.path.clone(),
         })
     }
 
     /// Closes the sink on an error, naming the file.
-    fn fail(&mut self, e: GpvError) -> GpvError {
+    fn fail(&mut self, e: GpvError) -> SinkError {
         self.writer = None;
-        match e {
-            GpvError::Io(source) => GpvError::Sink {
-                destination: self.path.clone(),
-                message: format!("cannot write: {source}"),
-            },
-            other => other,
-        }
+        sink_error(&self.path, e)
     }
 
     /// GPVs written so far.
@@ -71,20 +48,31 @@ impl GpvFile {
     }
 }
 
-impl GpvSink for GpvFile {
-    fn write(&mut self, gpv: &Gpv) -> Result<(), GpvError> {
+/// The seam's name for a codec's error writing to `destination`.
+fn sink_error(destination: &str, e: GpvError) -> SinkError {
+    match e {
+        GpvError::Io(source) => SinkError::io(destination, source),
+        other => SinkError::Encode {
+            destination: destination.to_string(),
+            message: other.to_string(),
+        },
+    }
+}
+
+impl Sink<Gpv> for GpvFile {
+    fn write(&mut self, gpv: &Gpv) -> Result<(), SinkError> {
         let r = self.writer()?.write(gpv);
         r.map_err(|e| self.fail(e))
     }
 
-    fn flush(&mut self) -> Result<(), GpvError> {
+    fn flush(&mut self) -> Result<(), SinkError> {
         let w = self.writer()?;
         let r = w.get_mut().flush().map_err(GpvError::Io);
         r.map_err(|e| self.fail(e))
     }
 
-    fn finish(&mut self) -> Result<(), GpvError> {
-        let w = self.writer.take().ok_or_else(|| GpvError::Closed {
+    fn finish(&mut self) -> Result<(), SinkError> {
+        let w = self.writer.take().ok_or_else(|| SinkError::Closed {
             destination: self.path.clone(),
         })?;
         let r = w
@@ -136,7 +124,7 @@ mod tests {
         f.flush().unwrap();
         assert_eq!(f.written(), 2);
         f.finish().unwrap();
-        assert!(matches!(f.write(&gpv(1)), Err(GpvError::Closed { .. })));
+        assert!(matches!(f.write(&gpv(1)), Err(SinkError::Closed { .. })));
         let back: Vec<Gpv> = GpvReader::new(std::io::BufReader::new(File::open(&path).unwrap()))
             .unwrap()
             .collect::<Result<_, _>>()

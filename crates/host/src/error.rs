@@ -27,10 +27,10 @@ pub enum HostError {
     /// A flow record sink failed (a collector, a file): the run ends
     /// rather than drop records.
     #[error(transparent)]
-    Records(clarion_records::RecordError),
+    Records(clarion_sinks::SinkError),
     /// A GPV sink failed: the run ends rather than drop GPVs.
     #[error(transparent)]
-    Gpvs(clarion_gpv::GpvError),
+    Gpvs(clarion_sinks::SinkError),
     /// A live worker failed while capturing.
     #[error("worker {worker} failed")]
     Live {

@@ -7,8 +7,8 @@
 //!
 //! ```text
 //!  batch ──► inner stage (Monitor | Workers | Counting) ──► reports
-//!        ├─► FlowMeter ──► FlowRecord ──► RecordSink (FanOut: JSON lines, IPFIX, Parquet)
-//!        └─► GpvCache ──► Gpv ──► GpvSink (.gpv, Parquet) and AppRuntime (apps)
+//!        ├─► FlowMeter ──► FlowRecord ──► Sink<FlowRecord> (FanOut: JSON lines, IPFIX, Parquet)
+//!        └─► GpvCache ──► Gpv ──► Sink<Gpv> (.gpv, Parquet) and AppRuntime (apps)
 //!  frame ──► Exporter ──► header streams, VXLAN mirrors, pcapng files
 //!        └─► Captures (ring) ◄── reports of events with `then capture` ──► pcapng per report
 //! ```
@@ -27,8 +27,9 @@ use clarion_engine::{Counters, Health, Report, Unparsed};
 use clarion_event_capture::{CaptureStats, Captures};
 use clarion_export::{ExportStats, Exporter, Frame, FLUSH_AFTER_NS};
 use clarion_flows::{FlowConfig, FlowMeter, FlowStats};
-use clarion_gpv::{AppRuntime, CacheConfig, CacheStats, Gpv, GpvCache, GpvSink};
-use clarion_records::{FanOut, FlowRecord, RecordSink};
+use clarion_gpv::{AppRuntime, CacheConfig, CacheStats, Gpv, GpvCache};
+use clarion_records::FlowRecord;
+use clarion_sinks::{BoxSink, FanOut, Sink};
 use clarion_wire::PacketRecord;
 
 use crate::{HostError, Stage};
@@ -52,14 +53,14 @@ pub struct WithExports<S> {
 
 struct Records {
     meter: FlowMeter,
-    sink: FanOut,
+    sink: FanOut<BoxSink<FlowRecord>>,
     out: Vec<FlowRecord>,
     written: u64,
 }
 
 struct Gpvs {
     cache: GpvCache,
-    sink: Option<Box<dyn GpvSink>>,
+    sink: Option<BoxSink<Gpv>>,
     apps: AppRuntime,
     out: Vec<Gpv>,
     written: u64,
@@ -138,7 +139,11 @@ impl<S: Stage> WithExports<S> {
 
     /// Flow records of a meter of `config` to `sink`. Fails on a
     /// configuration the meter refuses (cache slots not a multiple of its ways).
-    pub fn records(mut self, config: FlowConfig, sink: FanOut) -> Result<WithExports<S>, HostError> {
+    pub fn records(
+        mut self,
+        config: FlowConfig,
+        sink: FanOut<BoxSink<FlowRecord>>,
+    ) -> Result<WithExports<S>, HostError> {
         self.records = Some(Records {
             meter: FlowMeter::new(config).map_err(|e| HostError::Usage(e.to_string()))?,
             sink,
@@ -152,7 +157,7 @@ impl<S: Stage> WithExports<S> {
     pub fn gpvs(
         mut self,
         config: CacheConfig,
-        sink: Option<Box<dyn GpvSink>>,
+        sink: Option<BoxSink<Gpv>>,
         apps: AppRuntime,
     ) -> Result<WithExports<S>, HostError> {
         self.gpvs = Some(Gpvs {

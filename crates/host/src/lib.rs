@@ -30,6 +30,7 @@
 mod error;
 mod exports;
 mod live;
+mod live_xdp;
 mod replay;
 mod source;
 mod stage;
@@ -40,6 +41,7 @@ pub use exports::{Counting, WithExports};
 pub use live::{
     worker_exports, HostWaker, Live, LiveConfig, LiveExportConfig, LiveHost, LiveSource, LiveSummary,
 };
+pub use live_xdp::XdpMode;
 pub use replay::{replay, Driver, ReplayOptions, Replayed};
 pub use source::{Frames, MergedCaptures};
 pub use stage::{PerHost, Stage};

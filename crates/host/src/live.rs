@@ -56,14 +56,14 @@ use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_live::{
     filter, realtime_ns, CaptureRequest, DelayHistogram, EpochStats, HostMetrics, Interface, InterfaceLost,
     LinkEvent, PacketRing, RingConfig, Source, Worker, WorkerCommand, WorkerConfig, WorkerEvent,
-    WorkerMetrics, WorkerSummary, XdpSource,
+    WorkerMetrics, WorkerSummary,
 };
-use clarion_xdp::{XdpConfig, XdpMode, XdpProgram, XdpSocket};
 
 use clarion_flows::{FlowConfig, FlowMeter};
 use clarion_gpv::{CacheConfig, Gpv, GpvCache};
 use clarion_records::FlowRecord;
 
+use crate::live_xdp::{attach_xdp, open_xdp, XdpMode, XdpProgram};
 use crate::HostError;
 
 /// The receive path.
@@ -1027,48 +1027,6 @@ fn open_rings(
         let fanout = (workers > 1).then_some(group);
         let ring = PacketRing::open(iface, cfg, prog, fanout).map_err(HostError::Setup)?;
         out.push(Box::new(ring));
-    }
-    Ok(out)
-}
-
-/// One XDP program per interface.
-fn attach_xdp(config: &LiveConfig, mode: XdpMode, workers: u32) -> Result<Vec<XdpProgram>, HostError> {
-    if config.filter.is_some() {
-        return Err(HostError::Usage(
-            "--filter needs --source packet (AF_XDP takes every frame of its queues)".into(),
-        ));
-    }
-    let mut progs = Vec::new();
-    for name in &config.interfaces {
-        let prog = XdpProgram::attach(name, mode).map_err(|e| HostError::Setup(e.into()))?;
-        if prog.queues() < workers {
-            return Err(HostError::Usage(format!(
-                "{name} has {} RX queue(s) and AF_XDP reads each with one worker; use --workers {} or fewer",
-                prog.queues(),
-                prog.queues()
-            )));
-        }
-        progs.push(prog);
-    }
-    Ok(progs)
-}
-
-/// Worker `w`'s AF_XDP sockets: the queues q with q mod workers = w of every interface.
-fn open_xdp(progs: &[XdpProgram], w: u32, workers: u32) -> Result<Vec<Box<dyn Source>>, HostError> {
-    // 16,384 frames (32 MiB) and an RX ring of 8,192 per queue: tens of
-    // milliseconds of buffering at a million frames/s, like the AF_PACKET ring.
-    let cfg = XdpConfig {
-        frames: 1 << 14,
-        ring_size: 1 << 13,
-        ..XdpConfig::default()
-    };
-    let mut out: Vec<Box<dyn Source>> = Vec::new();
-    for prog in progs {
-        for q in (w..prog.queues()).step_by(workers as usize) {
-            let sock = XdpSocket::open(prog, q, &cfg).map_err(|e| HostError::Setup(e.into()))?;
-            let source = XdpSource::new(sock, cfg.ring_size, prog.interface(), prog.ifindex());
-            out.push(Box::new(source));
-        }
     }
     Ok(out)
 }

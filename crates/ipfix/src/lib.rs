@@ -9,7 +9,7 @@
 //!   information elements that `docs/records.md` mirrors.
 //! - [`decode`]: a plain decoder written apart from the encoder, the
 //!   reference the tests compare against (and a helper for tools).
-//! - [`sink`]: [`IpfixSink`], the [`RecordSink`](clarion_records::RecordSink)
+//! - [`sink`]: [`IpfixSink`], the [`Sink<FlowRecord>`](clarion_sinks::Sink)
 //!   of the three transports, opened from a destination string:
 //!   `ipfix+udp://HOST:PORT`, `ipfix+tcp://HOST:PORT` or a path ending in
 //!   `.ipfix`.

@@ -19,17 +19,17 @@
 //!
 //! # Errors
 //!
-//! A TCP or file write error is a [`RecordError::Io`] and closes the sink.
+//! A TCP or file write error is a [`SinkError::Io`] and closes the sink.
 //! UDP cannot know whether a datagram arrived; what the kernel does tell
 //! (mostly `ECONNREFUSED` from an ICMP port unreachable while no
 //! collector listens) is counted, not fatal at once, as exporters such as
 //! nProbe keep going through a collector's restart: the sink fails with
-//! [`RecordError::Io`] when `max_send_failures` (default 5) sends failed
+//! [`SinkError::Io`] when `max_send_failures` (default 5) sends failed
 //! without two successful sends in a row between them. (Linux reports the
 //! ICMP error on the send after the lost one and drops that send too, so
 //! with no collector sends alternate between success and failure: one
 //! success must not reset the count.) The records of failed datagrams are
-//! counted, and [`RecordSink::finish`] fails naming them if any were lost,
+//! counted, and [`Sink::finish`] fails naming them if any were lost,
 //! so a run never ends looking complete when it was not.
 //!
 //! # Cost
@@ -42,7 +42,8 @@ use std::io::{self, BufWriter, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use clarion_records::{FlowRecord, RecordError, RecordSink};
+use clarion_records::FlowRecord;
+use clarion_sinks::{Sink, SinkError};
 
 use crate::encode::{Encoder, EncoderConfig, DEFAULT_UDP_MESSAGE_SIZE, MAX_MESSAGE_SIZE};
 use crate::IpfixError;
@@ -105,7 +106,7 @@ enum Output {
     File(BufWriter<File>),
 }
 
-/// A [`RecordSink`] writing IPFIX; see the module doc.
+/// A [`Sink<FlowRecord>`] writing IPFIX; see the module doc.
 pub struct IpfixSink {
     destination: String,
     transport: Transport,
@@ -199,7 +200,7 @@ pub fn open_with(destination: &str, options: SinkOptions) -> Result<IpfixSink, I
     // Templates first, even if no record follows: an empty run still
     // leaves a valid file and tells the collector what is coming.
     sink.send_templates(None).map_err(|e| match e {
-        RecordError::Io { source, .. } => open_err(source),
+        SinkError::Io { source, .. } => open_err(source),
         other => open_err(io::Error::other(other.to_string())),
     })?;
     Ok(sink)
@@ -290,16 +291,16 @@ impl IpfixSink {
         (self.lost_records, self.lost_datagrams)
     }
 
-    fn io_error(&self, source: io::Error) -> RecordError {
-        RecordError::Io {
+    fn io_error(&self, source: io::Error) -> SinkError {
+        SinkError::Io {
             destination: self.destination.clone(),
             source,
         }
     }
 
-    fn check_open(&self) -> Result<(), RecordError> {
+    fn check_open(&self) -> Result<(), SinkError> {
         if self.closed {
-            return Err(RecordError::Closed {
+            return Err(SinkError::Closed {
                 destination: self.destination.clone(),
             });
         }
@@ -310,7 +311,7 @@ impl IpfixSink {
     /// number: the encoder has already counted that message's records,
     /// which are not sent yet (collectors check the numbers, e.g.
     /// Wireshark's "unexpected flow sequence").
-    fn send_templates(&mut self, before: Option<&[u8]>) -> Result<(), RecordError> {
+    fn send_templates(&mut self, before: Option<&[u8]>) -> Result<(), SinkError> {
         let mut m = self.encoder.template_message(now_s());
         if let Some(seq) = before.and_then(|d| d.get(8..12)) {
             m[8..12].copy_from_slice(seq);
@@ -324,7 +325,7 @@ impl IpfixSink {
     }
 
     /// Sends a data message, preceded by the templates when due.
-    fn send_data(&mut self, m: &[u8], records: u32) -> Result<(), RecordError> {
+    fn send_data(&mut self, m: &[u8], records: u32) -> Result<(), SinkError> {
         let refresh = self.transport == Transport::Udp
             && (self.messages_since_templates >= self.options.template_refresh_messages
                 || self.templates_at.elapsed() >= self.options.template_refresh_interval);
@@ -338,7 +339,7 @@ impl IpfixSink {
 
     /// Sends one message: `Ok(false)` for a UDP failure that was only
     /// counted; `Err` closes the sink.
-    fn send(&mut self, m: &[u8], records: u32) -> Result<bool, RecordError> {
+    fn send(&mut self, m: &[u8], records: u32) -> Result<bool, SinkError> {
         let result = match &mut self.output {
             Output::Udp(s) => s.send(m).and_then(|n| {
                 if n == m.len() {
@@ -381,8 +382,8 @@ impl IpfixSink {
     }
 }
 
-impl RecordSink for IpfixSink {
-    fn write(&mut self, record: &FlowRecord) -> Result<(), RecordError> {
+impl Sink<FlowRecord> for IpfixSink {
+    fn write(&mut self, record: &FlowRecord) -> Result<(), SinkError> {
         self.check_open()?;
         let records = self.encoder.pending_records();
         if let Some(m) = self.encoder.push(record, now_s()) {
@@ -391,7 +392,7 @@ impl RecordSink for IpfixSink {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), RecordError> {
+    fn flush(&mut self) -> Result<(), SinkError> {
         self.check_open()?;
         let records = self.encoder.pending_records();
         if let Some(m) = self.encoder.finish(now_s()) {
@@ -406,7 +407,7 @@ impl RecordSink for IpfixSink {
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<(), RecordError> {
+    fn finish(&mut self) -> Result<(), SinkError> {
         self.flush()?;
         self.closed = true;
         let result = match &mut self.output {
@@ -478,7 +479,7 @@ mod tests {
     fn the_sink_can_go_to_another_thread() {
         fn send<T: Send>() {}
         send::<IpfixSink>();
-        let _: Option<Box<dyn RecordSink + Send>> = None::<IpfixSink>.map(|s| Box::new(s) as _);
+        let _: Option<Box<dyn Sink<FlowRecord> + Send>> = None::<IpfixSink>.map(|s| Box::new(s) as _);
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use clarion_records::{FlowRecord, RecordSink};
+use clarion_records::FlowRecord;
+use clarion_sinks::Sink;
 use common::{capture, flows_of, free_udp_port, require, wait_for_udp_listener, Guard};
 use serde_json::Value;
 

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use clarion_ipfix::encode::{TEMPLATE_V4, TEMPLATE_V6};
 use clarion_ipfix::{Decoder, Message, Transport};
-use clarion_records::{FlowRecord, RecordError, RecordSink};
+use clarion_records::FlowRecord;
+use clarion_sinks::{Sink, SinkError};
 use common::{capture, flows_of};
 
 fn real_flows() -> Option<Vec<FlowRecord>> {
@@ -64,7 +65,7 @@ fn udp_datagrams_carry_every_record_and_refresh_templates() {
     assert_eq!(sink.transport(), Transport::Udp);
     common::write_paced(&mut sink, &flows);
     sink.finish().unwrap();
-    assert!(matches!(sink.write(&flows[0]), Err(RecordError::Closed { .. })));
+    assert!(matches!(sink.write(&flows[0]), Err(SinkError::Closed { .. })));
     let datagrams = receiver.join().unwrap();
 
     let mut d = Decoder::new();
@@ -173,13 +174,13 @@ fn a_closed_tcp_connection_is_an_error_not_a_panic() {
     let error = (0..100_000)
         .find_map(|_| sink.write(&f).and_then(|()| sink.flush()).err())
         .expect("writing to a closed connection fails");
-    assert!(matches!(error, RecordError::Io { .. }), "{error}");
+    assert!(matches!(error, SinkError::Io { .. }), "{error}");
     assert!(
         error.to_string().contains(&format!("127.0.0.1:{port}")),
         "{error}"
     );
-    assert!(matches!(sink.write(&f), Err(RecordError::Closed { .. })));
-    assert!(matches!(sink.finish(), Err(RecordError::Closed { .. })));
+    assert!(matches!(sink.write(&f), Err(SinkError::Closed { .. })));
+    assert!(matches!(sink.finish(), Err(SinkError::Closed { .. })));
 }
 
 #[test]
@@ -217,7 +218,7 @@ fn udp_without_a_collector_fails_after_the_failures_allowed() {
         }
         assert!(sent < 100, "no error after {sent} datagrams to a closed port");
     };
-    assert!(matches!(error, RecordError::Io { .. }), "{error}");
+    assert!(matches!(error, SinkError::Io { .. }), "{error}");
     let text = format!("{error}: {}", std::error::Error::source(&error).unwrap());
     assert!(text.contains("4 sends failed"), "{text}");
     let (lost, _) = sink.lost();

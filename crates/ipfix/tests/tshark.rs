@@ -13,7 +13,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use clarion_capture::{PcapWriter, TsResolution};
-use clarion_records::{FlowRecord, RecordSink};
+use clarion_records::FlowRecord;
+use clarion_sinks::Sink;
 use clarion_wire::build::{FrameSpec, IpPair, Transport};
 use clarion_wire::LinkType;
 use common::{capture, flows_of, require};

@@ -31,6 +31,7 @@ pub enum LiveError {
     Reopened { interface: String, why: String },
     #[error("invalid ring settings: {0}")]
     Ring(String),
+    #[cfg(feature = "xdp")]
     #[error(transparent)]
     Xdp(#[from] clarion_xdp::XdpError),
     #[error("capture filter `{filter}`: {why}")]

@@ -23,6 +23,7 @@ mod packet_ring;
 mod source;
 mod stats;
 mod worker;
+#[cfg(feature = "xdp")]
 mod xdp_source;
 
 pub use error::{InterfaceLost, LiveError};
@@ -37,6 +38,7 @@ pub use stats::{DelayHistogram, EpochStats, WorkerMetrics};
 pub use worker::{
     realtime_ns, CaptureRequest, LinkEvent, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerSummary,
 };
+#[cfg(feature = "xdp")]
 pub use xdp_source::XdpSource;
 
 /// One received frame, borrowed from the ring for the duration of a callback.

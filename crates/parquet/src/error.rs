@@ -1,7 +1,6 @@
 //! The crate's one error type: creating, starting or reading a Parquet
-//! file. Errors while records flow go through
-//! [`clarion_records::RecordError`], and while GPVs flow through
-//! [`clarion_gpv::GpvError`], as the sink seams require.
+//! file. Errors while records or GPVs flow are the sink seam's
+//! ([`clarion_sinks::SinkError`]).
 
 use std::io;
 use std::path::PathBuf;

@@ -21,18 +21,19 @@
 //! the footer. Memory is bounded by one row group encoded plus one of
 //! builders.
 //!
-//! Invariant (the sink seams' contract): after any failure, or after
-//! `finish`, nothing more is written; every later call returns the
-//! seam's "closed" error, or `BrokenPipe` again where the seam has one and
-//! the reader went away. Failures are [`Failure`]s, and each seam's error
-//! type says how it names them ([`SinkError`]), so the state machine is
-//! written once for flow records and GPVs.
+//! Invariant (the sink seam's contract): after any failure, or after
+//! `finish`, nothing more is written; every later call returns
+//! [`SinkError::Closed`], or `BrokenPipe` again when the reader went away.
+//! Failures are [`Failure`]s, named in the seam's error once
+//! ([`Failure::into_sink_error`]), so the state machine is written once for
+//! flow records and GPVs.
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{ArrowError, SchemaRef};
+use clarion_sinks::SinkError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -215,14 +216,23 @@ impl Failure {
     }
 }
 
-/// How a sink seam's error type names a table's failures.
-pub(crate) trait SinkError {
-    /// A call after a failure or after `finish`; `broken_pipe` when the
-    /// failure was the reader going away.
-    fn closed(destination: &str, broken_pipe: bool) -> Self;
-
-    /// The failure `f` of the table writing to `destination`.
-    fn failure(destination: &str, f: Failure) -> Self;
+impl Failure {
+    /// The seam's name for the failure: a reader that went away is
+    /// `BrokenPipe`, any other I/O error `Io`, the rest `Encode`.
+    fn into_sink_error(self, destination: &str) -> SinkError {
+        let message = match self {
+            Failure::Refused(message) => message,
+            Failure::Batch(e) => e.to_string(),
+            Failure::Write(e) => match io_source(e) {
+                Ok(source) => return SinkError::io(destination, source),
+                Err(message) => message,
+            },
+        };
+        SinkError::Encode {
+            destination: destination.to_string(),
+            message,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -279,26 +289,28 @@ impl<W: Write + Send, C: Builders> Table<W, C> {
         &self.destination
     }
 
-    fn check<E: SinkError>(&self) -> Result<(), E> {
+    fn check(&self) -> Result<(), SinkError> {
         match self.state {
             State::Open => Ok(()),
-            State::BrokenPipe => Err(E::closed(&self.destination, true)),
-            State::Finished | State::Failed => Err(E::closed(&self.destination, false)),
+            State::BrokenPipe => Err(SinkError::BrokenPipe),
+            State::Finished | State::Failed => Err(SinkError::Closed {
+                destination: self.destination.clone(),
+            }),
         }
     }
 
     /// Closes the table after `f` (the contract: nothing is written after).
-    fn fail<E: SinkError>(&mut self, f: Failure) -> E {
+    fn fail(&mut self, f: Failure) -> SinkError {
         self.state = if f.is_broken_pipe() {
             State::BrokenPipe
         } else {
             State::Failed
         };
-        E::failure(&self.destination, f)
+        f.into_sink_error(&self.destination)
     }
 
     /// Appends one row; every `row_group_rows` rows become a row group.
-    pub(crate) fn write<E: SinkError>(&mut self, row: &C::Row) -> Result<(), E> {
+    pub(crate) fn write(&mut self, row: &C::Row) -> Result<(), SinkError> {
         self.check()?;
         if let Err(why) = self.columns.append(row) {
             return Err(self.fail(Failure::Refused(why)));
@@ -311,7 +323,7 @@ impl<W: Write + Send, C: Builders> Table<W, C> {
 
     /// Hands the buffered rows to the encoder and pushes finished row
     /// groups to `W`. The file stays unreadable until `finish`.
-    pub(crate) fn flush<E: SinkError>(&mut self) -> Result<(), E> {
+    pub(crate) fn flush(&mut self) -> Result<(), SinkError> {
         self.check()?;
         self.write_batch()?;
         match self.writer.sync() {
@@ -321,7 +333,7 @@ impl<W: Write + Send, C: Builders> Table<W, C> {
     }
 
     /// Writes the last row group and the footer: the file is complete.
-    pub(crate) fn finish<E: SinkError>(&mut self) -> Result<(), E> {
+    pub(crate) fn finish(&mut self) -> Result<(), SinkError> {
         self.check()?;
         self.write_batch()?;
         match self.writer.finish() {
@@ -336,7 +348,7 @@ impl<W: Write + Send, C: Builders> Table<W, C> {
 
     /// Hands the buffered rows to the encoder, which writes a row group
     /// each time it holds `row_group_rows`.
-    fn write_batch<E: SinkError>(&mut self) -> Result<(), E> {
+    fn write_batch(&mut self) -> Result<(), SinkError> {
         if self.columns.len() == 0 {
             return Ok(());
         }

@@ -1,5 +1,5 @@
 //! Grouped packet vectors as Parquet: [`ParquetGpvs`], a
-//! [`clarion_gpv::GpvSink`], and [`read_gpvs`], its inverse.
+//! [`Sink<Gpv>`](clarion_sinks::Sink), and [`read_gpvs`], its inverse.
 //!
 //! One row per GPV: the header's fields as columns, the packets' features
 //! as list columns of the same length (`packet_count`). Times are
@@ -59,10 +59,11 @@ use arrow_array::{
     UInt8Array,
 };
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
-use clarion_gpv::{EvictCause, Gpv, GpvError, GpvHeader, GpvSink, PacketFeatures, TcpSeq};
+use clarion_gpv::{EvictCause, Gpv, GpvHeader, PacketFeatures, TcpSeq};
 use clarion_records::community_id;
+use clarion_sinks::{Sink, SinkError};
 
-use crate::file::{self, column, Builders, Failure, SinkError, Table};
+use crate::file::{self, column, Builders, Table};
 use crate::key::{key_fields, KeyColumns, KeyReader};
 use crate::ParquetError;
 
@@ -233,31 +234,6 @@ impl Columns {
     }
 }
 
-/// The seam's names for a table's failures: `Sink` with the message
-/// (the GPV seam has no I/O or broken-pipe variant), then `Closed`.
-impl SinkError for GpvError {
-    fn closed(destination: &str, _broken_pipe: bool) -> Self {
-        GpvError::Closed {
-            destination: destination.to_string(),
-        }
-    }
-
-    fn failure(destination: &str, f: Failure) -> Self {
-        let message = match f {
-            Failure::Refused(message) => message,
-            Failure::Batch(e) => e.to_string(),
-            Failure::Write(e) => match file::io_source(e) {
-                Ok(source) => format!("cannot write: {source}"),
-                Err(message) => message,
-            },
-        };
-        GpvError::Sink {
-            destination: destination.to_string(),
-            message,
-        }
-    }
-}
-
 /// Writes GPVs as a Parquet file (the module's schema) to `W`.
 ///
 /// `W` needs no `Seek`: Parquet writes its footer last, so a pipe works.
@@ -296,19 +272,19 @@ impl<W: Write + Send> ParquetGpvs<W> {
     }
 }
 
-impl<W: Write + Send> GpvSink for ParquetGpvs<W> {
-    fn write(&mut self, gpv: &Gpv) -> Result<(), GpvError> {
+impl<W: Write + Send> Sink<Gpv> for ParquetGpvs<W> {
+    fn write(&mut self, gpv: &Gpv) -> Result<(), SinkError> {
         self.table.write(gpv)
     }
 
     /// Hands the buffered GPVs to the encoder and pushes finished row
     /// groups to `W`. The file stays unreadable until `finish`.
-    fn flush(&mut self) -> Result<(), GpvError> {
+    fn flush(&mut self) -> Result<(), SinkError> {
         self.table.flush()
     }
 
     /// Writes the last row group and the footer: the file is complete.
-    fn finish(&mut self) -> Result<(), GpvError> {
+    fn finish(&mut self) -> Result<(), SinkError> {
         self.table.finish()
     }
 
@@ -467,7 +443,7 @@ mod tests {
     fn the_sink_is_send_for_the_host() {
         fn send<T: Send>() {}
         send::<ParquetGpvs<File>>();
-        let boxed: Box<dyn GpvSink> = Box::new(ParquetGpvs::new(Vec::new(), "memory").unwrap());
+        let boxed: Box<dyn Sink<Gpv>> = Box::new(ParquetGpvs::new(Vec::new(), "memory").unwrap());
         assert_eq!(boxed.destination(), "memory");
     }
 
@@ -486,7 +462,7 @@ mod tests {
         );
         sink.finish().unwrap();
         assert_eq!(read_gpvs(&path).unwrap(), vec![gpv(1, &[0, 5])]);
-        assert!(matches!(sink.write(&gpv(2, &[0])), Err(GpvError::Closed { .. })));
+        assert!(matches!(sink.write(&gpv(2, &[0])), Err(SinkError::Closed { .. })));
         std::fs::remove_file(&path).unwrap();
     }
 
@@ -507,11 +483,11 @@ mod tests {
         sink.write(&gpv(1, &[0])).unwrap();
         let e = sink.write(&gpv(max - 10, &[0, 11])).unwrap_err();
         assert!(
-            matches!(&e, GpvError::Sink { destination, .. } if destination == "memory")
+            matches!(&e, SinkError::Encode { destination, .. } if destination == "memory")
                 && e.to_string().contains("2262"),
             "{e}"
         );
-        assert!(matches!(sink.flush(), Err(GpvError::Closed { .. })));
+        assert!(matches!(sink.flush(), Err(SinkError::Closed { .. })));
 
         // Exactly the limit fits.
         let mut sink = ParquetGpvs::new(Vec::new(), "memory").unwrap();
@@ -530,20 +506,16 @@ mod tests {
         g.header.packet_count = 3;
         let e = sink.write(&g).unwrap_err();
         assert!(e.to_string().contains("packet_count 3"), "{e}");
-        assert!(matches!(sink.finish(), Err(GpvError::Closed { .. })));
+        assert!(matches!(sink.finish(), Err(SinkError::Closed { .. })));
     }
 
     #[test]
-    fn a_write_error_names_the_destination_and_closes_the_sink() {
+    fn a_closed_reader_is_a_broken_pipe_and_closes_the_sink() {
         let mut sink = ParquetGpvs::with_row_group_rows(file::BrokenPipe, "stdout", 1).unwrap();
         sink.write(&gpv(1, &[0])).unwrap();
         let e = sink.flush().unwrap_err();
-        assert!(
-            matches!(&e, GpvError::Sink { destination, .. } if destination == "stdout"),
-            "{e:?}"
-        );
-        assert!(e.to_string().contains("pipe"), "{e}");
-        assert!(matches!(sink.write(&gpv(2, &[0])), Err(GpvError::Closed { .. })));
+        assert!(matches!(&e, SinkError::BrokenPipe), "{e:?}");
+        assert!(matches!(sink.write(&gpv(2, &[0])), Err(SinkError::BrokenPipe)));
     }
 
     /// A file of the right schema name whose rows break its rules: the
@@ -585,7 +557,7 @@ mod tests {
     fn a_flow_record_file_is_not_a_gpv_file() {
         let path = temp("flows");
         let mut sink = crate::create(&path).unwrap();
-        clarion_records::RecordSink::finish(&mut sink).unwrap();
+        sink.finish().unwrap();
         let e = read_gpvs(&path).unwrap_err();
         assert!(matches!(e, ParquetError::Schema { .. }), "{e:?}");
         assert!(

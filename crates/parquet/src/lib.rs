@@ -1,7 +1,7 @@
 //! Parquet files of flow records and of grouped packet vectors, readable
 //! by pyarrow, pandas, Polars and DuckDB with no Clarion code.
 //!
-//! [`ParquetRecords`] is a [`clarion_records::RecordSink`]: records are
+//! [`ParquetRecords`] is a [`clarion_sinks::Sink`] of flow records: records are
 //! buffered in Arrow column builders and written in row groups of
 //! [`DEFAULT_ROW_GROUP_ROWS`] rows, compressed with Snappy (every Parquet
 //! reader has it). The columns are the field names of
@@ -9,7 +9,7 @@
 //! (`clarion.flow/1`) is the file's key-value metadata `clarion.schema`
 //! instead of a column (`records.rs` has the table).
 //!
-//! [`ParquetGpvs`] is a [`clarion_gpv::GpvSink`] writing one row per GPV
+//! [`ParquetGpvs`] is a [`clarion_sinks::Sink`] of GPVs writing one row per GPV
 //! (`clarion.gpv/1`: the header's fields, and each packet's time, size,
 //! flags, sequence and acknowledgement numbers in list columns;
 //! `gpv.rs` has the table), and [`read_gpvs`] reads such a file back.

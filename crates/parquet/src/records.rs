@@ -1,5 +1,5 @@
 //! Flow records as Parquet: [`ParquetRecords`], a
-//! [`RecordSink`], and [`read_records`], its inverse.
+//! [`Sink<FlowRecord>`](clarion_sinks::Sink), and [`read_records`], its inverse.
 //!
 //! The schema is [`flow_schema`]'s table.
 //!
@@ -14,7 +14,7 @@
 //! documentation). A reader that went away is `BrokenPipe`, and stays it.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -25,9 +25,10 @@ use arrow_array::{
     ArrayRef, RecordBatch, StringArray, TimestampNanosecondArray, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use clarion_records::{EndReason, FlowRecord, RecordError, RecordSink, SCHEMA};
+use clarion_records::{EndReason, FlowRecord, SCHEMA};
+use clarion_sinks::{Sink, SinkError};
 
-use crate::file::{self, column, Builders, Failure, SinkError, Table, DEFAULT_ROW_GROUP_ROWS};
+use crate::file::{self, column, Builders, Table, DEFAULT_ROW_GROUP_ROWS};
 use crate::key::{key_fields, KeyColumns, KeyReader};
 use crate::ParquetError;
 
@@ -176,42 +177,6 @@ impl Columns {
     }
 }
 
-/// The seam's names for a table's failures: a reader that went away is
-/// `BrokenPipe` (and stays it), any other I/O error `Io`, the rest
-/// `Encode`.
-impl SinkError for RecordError {
-    fn closed(destination: &str, broken_pipe: bool) -> Self {
-        if broken_pipe {
-            RecordError::BrokenPipe
-        } else {
-            RecordError::Closed {
-                destination: destination.to_string(),
-            }
-        }
-    }
-
-    fn failure(destination: &str, f: Failure) -> Self {
-        let message = match f {
-            Failure::Refused(message) => message,
-            Failure::Batch(e) => e.to_string(),
-            Failure::Write(e) => match file::io_source(e) {
-                Ok(source) if source.kind() == io::ErrorKind::BrokenPipe => return RecordError::BrokenPipe,
-                Ok(source) => {
-                    return RecordError::Io {
-                        destination: destination.to_string(),
-                        source,
-                    }
-                }
-                Err(message) => message,
-            },
-        };
-        RecordError::Encode {
-            destination: destination.to_string(),
-            message,
-        }
-    }
-}
-
 /// Writes flow records as a Parquet file (the module's schema) to `W`.
 ///
 /// `W` needs no `Seek`: Parquet writes its footer last, so a pipe works.
@@ -250,19 +215,19 @@ impl<W: Write + Send> ParquetRecords<W> {
     }
 }
 
-impl<W: Write + Send> RecordSink for ParquetRecords<W> {
-    fn write(&mut self, record: &FlowRecord) -> Result<(), RecordError> {
+impl<W: Write + Send> Sink<FlowRecord> for ParquetRecords<W> {
+    fn write(&mut self, record: &FlowRecord) -> Result<(), SinkError> {
         self.table.write(record)
     }
 
     /// Hands the buffered rows to the encoder and pushes finished row
     /// groups to `W`. The file stays unreadable until `finish`.
-    fn flush(&mut self) -> Result<(), RecordError> {
+    fn flush(&mut self) -> Result<(), SinkError> {
         self.table.flush()
     }
 
     /// Writes the last row group and the footer: the file is complete.
-    fn finish(&mut self) -> Result<(), RecordError> {
+    fn finish(&mut self) -> Result<(), SinkError> {
         self.table.finish()
     }
 
@@ -356,7 +321,7 @@ mod tests {
         );
         sink.finish().unwrap();
         assert_eq!(read_records(&path).unwrap(), vec![record(1)]);
-        assert!(matches!(sink.write(&record(2)), Err(RecordError::Closed { .. })));
+        assert!(matches!(sink.write(&record(2)), Err(SinkError::Closed { .. })));
         std::fs::remove_file(&path).unwrap();
     }
 
@@ -374,10 +339,10 @@ mod tests {
         sink.write(&record(1)).unwrap();
         let e = sink.write(&record(i64::MAX as u64 + 1)).unwrap_err();
         assert!(
-            matches!(e, RecordError::Encode { .. }) && e.to_string().contains("2262"),
+            matches!(e, SinkError::Encode { .. }) && e.to_string().contains("2262"),
             "{e}"
         );
-        assert!(matches!(sink.flush(), Err(RecordError::Closed { .. })));
+        assert!(matches!(sink.flush(), Err(SinkError::Closed { .. })));
     }
 
     #[test]
@@ -397,9 +362,9 @@ mod tests {
         let mut sink = ParquetRecords::with_row_group_rows(file::BrokenPipe, "stdout", 1).unwrap();
         // The header and the first row group sit in the encoder's buffer.
         sink.write(&record(1)).unwrap();
-        assert!(matches!(sink.flush(), Err(RecordError::BrokenPipe)));
-        assert!(matches!(sink.write(&record(2)), Err(RecordError::BrokenPipe)));
-        assert!(matches!(sink.finish(), Err(RecordError::BrokenPipe)));
+        assert!(matches!(sink.flush(), Err(SinkError::BrokenPipe)));
+        assert!(matches!(sink.write(&record(2)), Err(SinkError::BrokenPipe)));
+        assert!(matches!(sink.finish(), Err(SinkError::BrokenPipe)));
     }
 
     #[test]

@@ -17,8 +17,9 @@ mod common;
 
 use std::fs::File;
 
-use clarion_gpv::{EvictCause, Gpv, GpvHeader, GpvSink, PacketFeatures, TcpSeq};
+use clarion_gpv::{EvictCause, Gpv, GpvHeader, PacketFeatures, TcpSeq};
 use clarion_parquet::{read_gpvs, ParquetGpvs};
+use clarion_sinks::Sink;
 use clarion_wire::FlowKey;
 use common::{addr, assert_rows_equal, rows_of_file, temp_path, tunnelled};
 use proptest::prelude::*;

@@ -25,7 +25,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use clarion_capture::{CaptureFile, PacketSource};
-use clarion_records::{FlowRecord, RecordSink};
+use clarion_records::FlowRecord;
+use clarion_sinks::Sink;
 use clarion_wire::parse_frame;
 
 const READERS: &str = r#"

@@ -23,7 +23,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use clarion_capture::{CaptureFile, PacketSource};
-use clarion_gpv::{CacheConfig, Gpv, GpvCache, GpvSink, PacketFeatures};
+use clarion_gpv::{CacheConfig, Gpv, GpvCache, PacketFeatures};
+use clarion_sinks::Sink;
 use clarion_wire::parse_frame;
 
 const READERS: &str = r#"

@@ -17,7 +17,8 @@ mod common;
 use std::fs::File;
 
 use clarion_parquet::{read_records, ParquetRecords};
-use clarion_records::{to_json, EndReason, FlowRecord, RecordSink};
+use clarion_records::{to_json, EndReason, FlowRecord};
+use clarion_sinks::Sink;
 use clarion_wire::FlowKey;
 use common::{addr, assert_rows_equal, rows_of_file, temp_path, tunnelled};
 use proptest::prelude::*;

@@ -1,10 +1,9 @@
 //! JSON lines: one `clarion.flow/1` object per record.
 
-use std::io::{BufWriter, Write};
-
+use clarion_sinks::JsonLine;
 use serde_json::{json, Value};
 
-use crate::{FlowRecord, RecordError, RecordSink, SCHEMA};
+use crate::{FlowRecord, SCHEMA};
 
 /// A record as JSON, with the schema's field names (`docs/records.md`).
 /// Ports, the VLAN and the VNI are `null` when the flow has none.
@@ -32,91 +31,19 @@ pub fn to_json(r: &FlowRecord) -> Value {
     })
 }
 
-/// Writes each record as one line of compact JSON, buffered.
-pub struct JsonLinesRecords<W: Write> {
-    out: BufWriter<W>,
-    destination: String,
-    line: Vec<u8>,
-    /// The first error (kept: the sink is closed after it).
-    failed: Option<bool>,
-}
-
-impl<W: Write> JsonLinesRecords<W> {
-    pub fn new(out: W, destination: impl Into<String>) -> Self {
-        JsonLinesRecords {
-            out: BufWriter::new(out),
-            destination: destination.into(),
-            line: Vec::with_capacity(384),
-            failed: None,
-        }
-    }
-
-    fn check(&self) -> Result<(), RecordError> {
-        match self.failed {
-            None => Ok(()),
-            Some(true) => Err(RecordError::BrokenPipe),
-            Some(false) => Err(RecordError::Closed {
-                destination: self.destination.clone(),
-            }),
-        }
-    }
-
-    fn io(&mut self, r: std::io::Result<()>) -> Result<(), RecordError> {
-        r.map_err(|source| {
-            let broken = source.kind() == std::io::ErrorKind::BrokenPipe;
-            self.failed = Some(broken);
-            if broken {
-                RecordError::BrokenPipe
-            } else {
-                RecordError::Io {
-                    destination: self.destination.clone(),
-                    source,
-                }
-            }
-        })
-    }
-
-    /// Flushes and gives back the destination.
-    pub fn into_inner(mut self) -> Result<W, RecordError> {
-        self.flush()?;
-        let destination = self.destination.clone();
-        self.out.into_inner().map_err(|e| RecordError::Io {
-            destination,
-            source: e.into_error(),
-        })
-    }
-}
-
-impl<W: Write> RecordSink for JsonLinesRecords<W> {
-    fn write(&mut self, record: &FlowRecord) -> Result<(), RecordError> {
-        self.check()?;
-        self.line.clear();
-        // A Value of strings and integers always encodes.
-        if let Err(e) = serde_json::to_writer(&mut self.line, &to_json(record)) {
-            self.failed = Some(false);
-            return Err(RecordError::Encode {
-                destination: self.destination.clone(),
-                message: e.to_string(),
-            });
-        }
-        self.line.push(b'\n');
-        let r = self.out.write_all(&self.line);
-        self.io(r)
-    }
-
-    fn flush(&mut self) -> Result<(), RecordError> {
-        self.check()?;
-        let r = self.out.flush();
-        self.io(r)
-    }
-
-    fn destination(&self) -> &str {
-        &self.destination
+/// A record's JSON line: [`to_json`], compact.
+impl JsonLine for FlowRecord {
+    fn write_json(&self, line: &mut Vec<u8>) -> serde_json::Result<()> {
+        serde_json::to_writer(line, &to_json(self))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
+    use clarion_sinks::{JsonLinesSink, Sink, SinkError};
+
     use super::*;
     use crate::EndReason;
     use clarion_wire::FlowKey;
@@ -138,7 +65,7 @@ mod tests {
         let mut r = FlowRecord::of_packet(key, 1_000, 60, 0x02);
         r.merge(&FlowRecord::of_packet(key, 2_000, 1500, 0x11));
         r.end_reason = EndReason::End;
-        let mut sink = JsonLinesRecords::new(Vec::new(), "memory");
+        let mut sink = JsonLinesSink::new(Vec::new(), "memory");
         sink.write(&r).unwrap();
         let out = String::from_utf8(sink.into_inner().unwrap()).unwrap();
         assert_eq!(out.lines().count(), 1);
@@ -193,12 +120,12 @@ mod tests {
     #[test]
     fn a_closed_reader_is_a_broken_pipe_and_stays_one() {
         let key = FlowKey::default();
-        let mut sink = JsonLinesRecords::new(Closed, "stdout");
+        let mut sink = JsonLinesSink::new(Closed, "stdout");
         sink.write(&FlowRecord::of_packet(key, 1, 40, 0)).unwrap(); // buffered
-        assert!(matches!(sink.flush(), Err(RecordError::BrokenPipe)));
+        assert!(matches!(sink.flush(), Err(SinkError::BrokenPipe)));
         assert!(matches!(
             sink.write(&FlowRecord::of_packet(key, 1, 40, 0)),
-            Err(RecordError::BrokenPipe)
+            Err(SinkError::BrokenPipe)
         ));
     }
 }

@@ -4,28 +4,28 @@
 //! A [`FlowRecord`] is a flow's totals over one stretch of its life (it
 //! ends at an idle or active timeout, a TCP FIN or RST, or the end of
 //! input, [`EndReason`]). The field names here are the names in every
-//! encoding: the JSON lines of [`JsonLinesRecords`], the Parquet columns
+//! encoding: the JSON lines ([`JsonLine`]), the Parquet columns
 //! and, where IPFIX has a standard information element, the element it
 //! maps to (`docs/records.md` has the table). Every record carries the
 //! flow's [Community ID] (v1, seed 0), so records join with Zeek's,
 //! Suricata's and other tools' logs of the same traffic.
 //!
-//! [`RecordSink`] is the seam every record output implements (JSON lines
-//! here; IPFIX and Parquet in their own crates), so the host that produces
-//! records never knows which ones it holds.
+//! Records go to a [`clarion_sinks::Sink<FlowRecord>`], the seam of every
+//! output (JSON lines through [`clarion_sinks::JsonLinesSink`]; IPFIX and
+//! Parquet in their own crates), so the host that produces records never
+//! knows which ones it holds.
 //!
 //! [Community ID]: https://github.com/corelight/community-id-spec
 
 mod community_id;
 mod json;
 
-use std::io;
 use std::net::IpAddr;
 
 use clarion_wire::FlowKey;
 
 pub use community_id::community_id;
-pub use json::{to_json, JsonLinesRecords};
+pub use json::to_json;
 
 /// The schema name and version of a JSON record (`"schema"`).
 pub const SCHEMA: &str = "clarion.flow/1";
@@ -151,147 +151,6 @@ impl FlowRecord {
     }
 }
 
-/// Why a record sink could not take a record.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordError {
-    /// The reader went away (a pipe closed): stop quietly, as for reports.
-    #[error("the reader closed the output (broken pipe)")]
-    BrokenPipe,
-    #[error("cannot write flow records to {destination}")]
-    Io {
-        destination: String,
-        #[source]
-        source: io::Error,
-    },
-    /// An encoder refused a record or the destination's format failed
-    /// (e.g. Parquet's writer); the message says which.
-    #[error("cannot encode flow records for {destination}: {message}")]
-    Encode { destination: String, message: String },
-    /// Called after an earlier error or after `finish`.
-    #[error("the record sink for {destination} is closed after an earlier error or its end")]
-    Closed { destination: String },
-}
-
-/// A destination for flow records.
-///
-/// # Contract
-///
-/// - **Order.** Records arrive in the order the aggregator ends them
-///   (mostly by end time); a sink keeps it and drops none.
-/// - **Buffering.** `write` may buffer; `flush` pushes what was accepted
-///   to the destination (a datagram stream sends its partial message, a
-///   file writes its buffer). Callers flush after each batch of records
-///   when latency matters.
-/// - **Finish** is called once at the end: formats with a trailer
-///   (Parquet's footer) write it there, and a file is complete only after
-///   it returned `Ok`. Nothing is called after it.
-/// - **Errors.** After an error the sink is closed: later calls fail with
-///   [`RecordError::Closed`] (a broken pipe stays `BrokenPipe`) and write
-///   nothing. A sink never drops records silently: a record it cannot
-///   deliver is an error.
-pub trait RecordSink {
-    fn write(&mut self, record: &FlowRecord) -> Result<(), RecordError>;
-    fn flush(&mut self) -> Result<(), RecordError>;
-    /// Ends the output (see the contract); the default flushes.
-    fn finish(&mut self) -> Result<(), RecordError> {
-        self.flush()
-    }
-    /// Where records go, for messages (a path or a URL).
-    fn destination(&self) -> &str;
-}
-
-impl<S: RecordSink + ?Sized> RecordSink for Box<S> {
-    fn write(&mut self, record: &FlowRecord) -> Result<(), RecordError> {
-        (**self).write(record)
-    }
-    fn flush(&mut self) -> Result<(), RecordError> {
-        (**self).flush()
-    }
-    fn finish(&mut self) -> Result<(), RecordError> {
-        (**self).finish()
-    }
-    fn destination(&self) -> &str {
-        (**self).destination()
-    }
-}
-
-/// Collects records in memory: for tests and for callers that post-process.
-impl RecordSink for Vec<FlowRecord> {
-    fn write(&mut self, record: &FlowRecord) -> Result<(), RecordError> {
-        self.push(*record);
-        Ok(())
-    }
-    fn flush(&mut self) -> Result<(), RecordError> {
-        Ok(())
-    }
-    fn destination(&self) -> &str {
-        "memory"
-    }
-}
-
-/// Several sinks fed the same records (`--records A --records B`). The
-/// first error ends the fan-out: it is returned, and every later call
-/// fails as a closed sink's would.
-pub struct FanOut {
-    sinks: Vec<Box<dyn RecordSink + Send>>,
-    closed: bool,
-}
-
-impl FanOut {
-    pub fn new(sinks: Vec<Box<dyn RecordSink + Send>>) -> FanOut {
-        FanOut { sinks, closed: false }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.sinks.is_empty()
-    }
-
-    fn each(
-        &mut self,
-        mut f: impl FnMut(&mut Box<dyn RecordSink + Send>) -> Result<(), RecordError>,
-    ) -> Result<(), RecordError> {
-        if self.closed {
-            return Err(RecordError::Closed {
-                destination: self.destination().to_string(),
-            });
-        }
-        for s in &mut self.sinks {
-            if let Err(e) = f(s) {
-                self.closed = true;
-                return Err(e);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl std::fmt::Debug for FanOut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.sinks.iter().map(|s| s.destination()).collect();
-        f.debug_struct("FanOut").field("sinks", &names).finish()
-    }
-}
-
-impl RecordSink for FanOut {
-    fn write(&mut self, record: &FlowRecord) -> Result<(), RecordError> {
-        self.each(|s| s.write(record))
-    }
-    fn flush(&mut self) -> Result<(), RecordError> {
-        self.each(|s| s.flush())
-    }
-    fn finish(&mut self) -> Result<(), RecordError> {
-        let r = self.each(|s| s.finish());
-        self.closed = true;
-        r
-    }
-    fn destination(&self) -> &str {
-        match self.sinks.as_slice() {
-            [one] => one.destination(),
-            _ => "several record sinks",
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,38 +195,5 @@ mod tests {
             assert_eq!(EndReason::from_name(r.name()), Some(r));
         }
         assert_eq!(EndReason::from_name("lack of resources"), None);
-    }
-
-    struct Failing(&'static str);
-    impl RecordSink for Failing {
-        fn write(&mut self, _: &FlowRecord) -> Result<(), RecordError> {
-            Err(RecordError::Encode {
-                destination: self.0.into(),
-                message: "refused".into(),
-            })
-        }
-        fn flush(&mut self) -> Result<(), RecordError> {
-            Ok(())
-        }
-        fn destination(&self) -> &str {
-            self.0
-        }
-    }
-
-    #[test]
-    fn fan_out_writes_each_sink_and_closes_at_the_first_error() {
-        let r = FlowRecord::of_packet(key(), 1, 60, 0);
-        let mut ok = FanOut::new(vec![Box::new(Vec::new()), Box::new(Vec::new())]);
-        ok.write(&r).unwrap();
-        ok.finish().unwrap();
-        assert!(
-            matches!(ok.write(&r), Err(RecordError::Closed { .. })),
-            "closed after finish"
-        );
-
-        let mut bad = FanOut::new(vec![Box::new(Vec::new()), Box::new(Failing("x.ipfix"))]);
-        let e = bad.write(&r).unwrap_err();
-        assert!(e.to_string().contains("x.ipfix"), "{e}");
-        assert!(matches!(bad.flush(), Err(RecordError::Closed { .. })));
     }
 }

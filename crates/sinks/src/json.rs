@@ -1,59 +1,45 @@
-//! JSON lines: one compact `clarion.report/1` object per line.
+//! JSON lines: one compact JSON object per line (reports: `clarion.report/1`).
 
-use std::io::{BufWriter, Write};
+use std::io::Write;
+use std::marker::PhantomData;
 
 use clarion_report::Report;
 
-use crate::{ReportSink, SinkError, State};
+use crate::{Encoded, Encoder, Writer};
 
-/// Writes each report as one line of compact JSON (schema
-/// [`clarion_report::SCHEMA`]), buffered. Lines are self-contained, so the
-/// output can be cut, concatenated or tailed with line tools.
+/// An item with a JSON form of one line: its object, compact, no newline.
+pub trait JsonLine {
+    fn write_json(&self, line: &mut Vec<u8>) -> serde_json::Result<()>;
+}
+
+impl JsonLine for Report {
+    fn write_json(&self, line: &mut Vec<u8>) -> serde_json::Result<()> {
+        serde_json::to_writer(line, &self.to_json())
+    }
+}
+
+/// One line of compact JSON an item (reports with schema
+/// [`clarion_report::SCHEMA`]). Lines are self-contained, so the output
+/// can be cut, concatenated or tailed with line tools.
 #[derive(Debug)]
-pub struct JsonLinesSink<W: Write> {
-    out: BufWriter<W>,
-    /// One encoded line, reused: encoding can't then leave half a report in
-    /// the output, and the buffer's allocation is kept across reports.
-    line: Vec<u8>,
-    state: State,
-}
+pub struct JsonLines<T: ?Sized>(PhantomData<fn(&T)>);
 
-impl<W: Write> JsonLinesSink<W> {
-    pub fn new(out: W) -> Self {
-        JsonLinesSink {
-            out: BufWriter::new(out),
-            line: Vec::with_capacity(512),
-            state: State::Open,
-        }
-    }
-
-    /// The destination, for inspection. Buffered reports are not in it yet.
-    pub fn get_ref(&self) -> &W {
-        self.out.get_ref()
-    }
-
-    /// Flushes and gives back the destination.
-    pub fn into_inner(mut self) -> Result<W, SinkError> {
-        ReportSink::flush(&mut self)?;
-        self.out.into_inner().map_err(|e| SinkError::from(e.into_error()))
+impl<T: JsonLine + ?Sized> Encoder<T> for JsonLines<T> {
+    fn encode(&mut self, item: &T, out: &mut Vec<u8>) -> Result<(), String> {
+        item.write_json(out).map_err(|e| e.to_string())?;
+        out.push(b'\n');
+        Ok(())
     }
 }
 
-impl<W: Write> ReportSink for JsonLinesSink<W> {
-    fn write(&mut self, report: &Report) -> Result<(), SinkError> {
-        self.state.check()?;
-        self.line.clear();
-        let encoded = serde_json::to_writer(&mut self.line, &report.to_json()).map_err(SinkError::Json);
-        self.state.record(encoded)?;
-        self.line.push(b'\n');
-        let written = self.out.write_all(&self.line).map_err(SinkError::from);
-        self.state.record(written)
-    }
+/// JSON lines of `T` to `W`, buffered. One item type per sink, so a
+/// caller's `flush` needs no annotation.
+pub type JsonLinesSink<W, T = Report> = Encoded<W, JsonLines<T>>;
 
-    fn flush(&mut self) -> Result<(), SinkError> {
-        self.state.check()?;
-        let flushed = self.out.flush().map_err(SinkError::from);
-        self.state.record(flushed)
+impl<W: Write, T: ?Sized> Encoded<W, JsonLines<T>> {
+    /// Lines to `out`; `destination` names it in errors.
+    pub fn new(out: W, destination: impl Into<String>) -> Self {
+        Encoded::with(Writer::new(out, destination), JsonLines(PhantomData))
     }
 }
 
@@ -66,6 +52,7 @@ mod tests {
 
     use super::*;
     use crate::test_util::*;
+    use crate::{Sink, SinkError};
 
     #[test]
     fn lines_parse_back_to_the_reports() {
@@ -88,7 +75,7 @@ mod tests {
                 &[("sum(volume)", 464400.0), ("avg(size)", f64::NAN)],
             ),
         ];
-        let mut sink = JsonLinesSink::new(Vec::new());
+        let mut sink = JsonLinesSink::new(Vec::new(), "memory");
         for r in &reports {
             sink.write(r).unwrap();
         }
@@ -111,7 +98,7 @@ mod tests {
     #[test]
     fn broken_pipe_is_distinct_and_sticky() {
         let r = report("e", T0, 10_000_000, GroupKey::default(), &[]);
-        let mut sink = JsonLinesSink::new(Failing(io::ErrorKind::BrokenPipe));
+        let mut sink = JsonLinesSink::new(Failing(io::ErrorKind::BrokenPipe), "stdout");
         // Buffered: the failure shows at the latest on flush.
         sink.write(&r).unwrap();
         assert!(matches!(sink.flush(), Err(SinkError::BrokenPipe)));
@@ -122,9 +109,11 @@ mod tests {
     #[test]
     fn other_write_errors_are_io() {
         let r = report("e", T0, 10_000_000, GroupKey::default(), &[]);
-        let mut sink = JsonLinesSink::new(Failing(io::ErrorKind::PermissionDenied));
+        let mut sink = JsonLinesSink::new(Failing(io::ErrorKind::PermissionDenied), "out.jsonl");
         sink.write(&r).unwrap();
-        assert!(matches!(sink.flush(), Err(SinkError::Io(e)) if e.kind() == io::ErrorKind::PermissionDenied));
-        assert!(matches!(sink.write(&r), Err(SinkError::Io(_))));
+        assert!(
+            matches!(sink.flush(), Err(SinkError::Io { source, .. }) if source.kind() == io::ErrorKind::PermissionDenied)
+        );
+        assert!(matches!(sink.write(&r), Err(SinkError::Closed { .. })));
     }
 }

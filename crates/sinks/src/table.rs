@@ -14,12 +14,12 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::net::IpAddr;
 
 use clarion_report::{proto_name, rfc3339, GroupKey, Report};
 
-use crate::{ReportSink, SinkError, State};
+use crate::{Encoded, Encoder, Writer};
 
 const EVENT_WIDTH: usize = 20;
 /// `HH:MM:SS.mmm` plus a space plus the window length, right-aligned in 6.
@@ -37,8 +37,7 @@ const LEGEND: &str = "! partial view: the window was not seen in full, packets w
 /// a trailing `!` on rows whose completeness is not lossless (explained by a
 /// legend line under the first such row). Times are UTC.
 #[derive(Debug)]
-pub struct TableSink<W: Write> {
-    out: BufWriter<W>,
+pub struct Table {
     header_done: bool,
     legend_done: bool,
     /// `YYYY-MM-DD` of the last row written.
@@ -48,34 +47,32 @@ pub struct TableSink<W: Write> {
     event_width: usize,
     group_width: usize,
     row: String,
-    state: State,
 }
 
-impl<W: Write> TableSink<W> {
-    pub fn new(out: W) -> Self {
-        TableSink {
-            out: BufWriter::new(out),
+/// The table of reports to `W`, buffered.
+pub type TableSink<W> = Encoded<W, Table>;
+
+impl<W: Write> Encoded<W, Table> {
+    /// Rows to `out`; `destination` names it in errors.
+    pub fn new(out: W, destination: impl Into<String>) -> Self {
+        Encoded::with(Writer::new(out, destination), Table::default())
+    }
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table {
             header_done: false,
             legend_done: false,
             date: String::new(),
             event_width: EVENT_WIDTH,
             group_width: GROUP_WIDTH,
             row: String::with_capacity(256),
-            state: State::Open,
         }
     }
+}
 
-    /// The destination, for inspection. Buffered rows are not in it yet.
-    pub fn get_ref(&self) -> &W {
-        self.out.get_ref()
-    }
-
-    /// Flushes and gives back the destination.
-    pub fn into_inner(mut self) -> Result<W, SinkError> {
-        ReportSink::flush(&mut self)?;
-        self.out.into_inner().map_err(|e| SinkError::from(e.into_error()))
-    }
-
+impl Table {
     /// Renders everything the report adds to the output into `self.row`.
     fn render(&mut self, r: &Report) {
         let row = &mut self.row;
@@ -130,18 +127,11 @@ impl<W: Write> TableSink<W> {
     }
 }
 
-impl<W: Write> ReportSink for TableSink<W> {
-    fn write(&mut self, report: &Report) -> Result<(), SinkError> {
-        self.state.check()?;
+impl Encoder<Report> for Table {
+    fn encode(&mut self, report: &Report, out: &mut Vec<u8>) -> Result<(), String> {
         self.render(report);
-        let written = self.out.write_all(self.row.as_bytes()).map_err(SinkError::from);
-        self.state.record(written)
-    }
-
-    fn flush(&mut self) -> Result<(), SinkError> {
-        self.state.check()?;
-        let flushed = self.out.flush().map_err(SinkError::from);
-        self.state.record(flushed)
+        out.extend_from_slice(self.row.as_bytes());
+        Ok(())
     }
 }
 
@@ -245,11 +235,12 @@ mod tests {
 
     use super::*;
     use crate::test_util::*;
+    use crate::{Sink, SinkError};
 
     const MS: u64 = 1_000_000;
 
     fn render(reports: &[Report]) -> String {
-        let mut sink = TableSink::new(Vec::new());
+        let mut sink = TableSink::new(Vec::new(), "memory");
         for r in reports {
             sink.write(r).unwrap();
         }
@@ -420,7 +411,7 @@ everything                06:01:10.840   10ms  *
     #[test]
     fn broken_pipe_is_distinct_and_sticky() {
         let r = report("e", T0, 10 * MS, GroupKey::default(), &[]);
-        let mut sink = TableSink::new(Failing(io::ErrorKind::BrokenPipe));
+        let mut sink = TableSink::new(Failing(io::ErrorKind::BrokenPipe), "stdout");
         sink.write(&r).unwrap();
         assert!(matches!(sink.flush(), Err(SinkError::BrokenPipe)));
         assert!(matches!(sink.write(&r), Err(SinkError::BrokenPipe)));

@@ -18,7 +18,7 @@ use clarion_wire::parse_frame;
 /// overflows however busy the machine: a datagram lost on loopback would
 /// fail a test of what was sent.
 pub fn write_paced(sink: &mut clarion_ipfix::IpfixSink, records: &[FlowRecord]) {
-    use clarion_records::RecordSink;
+    use clarion_sinks::Sink;
     for (i, r) in records.iter().enumerate() {
         sink.write(r).expect("the sink takes the record");
         if i % 64 == 63 {
