@@ -14,14 +14,14 @@
 //! over NATS), which carries installs, reports, polls and answers and
 //! decides when to give up on a host.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
-
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
 
 use clarion_lang::spec::{
     AggCall, AggFunc, ArithOp, BaseVar, EventSpec, Granularity, PacketExpr, PrefixLens,
 };
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use crate::inventory::{self, Inventory};
 use crate::split::{split, Split};

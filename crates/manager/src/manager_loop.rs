@@ -40,9 +40,10 @@
 //! Cost: hash-map work per report, poll and decision; releasing held
 //! reports scans those held (few: only while an earlier window is pending).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use clarion_report::{GroupKey, Report, Window};
+use foldhash::HashMap;
 
 use crate::drill::{DrillAction, Instance};
 use crate::manager::{Decision, EventId, HostId, Manager, Poll};

@@ -32,8 +32,10 @@
 //! Per request a publish, a hash-map insertion and removal and a queue
 //! push and pop.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
+
+use foldhash::{HashMap, HashMapExt};
 
 use tokio::time::Instant;
 

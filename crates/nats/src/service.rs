@@ -32,7 +32,7 @@
 //! `clarion-managers` and satisfaction reports reach every manager; each
 //! decides only the events it owns ([`crate::shared`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use clarion_control::{Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostHealth, HostInfo};
 use clarion_manager::{Effect, EventId, HostId, ManagerLoop, Poll};
 use clarion_report::{GroupKey, Report};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use futures_util::StreamExt;
 use tokio::sync::{broadcast, mpsc};
 
@@ -244,6 +245,8 @@ struct HostState {
     missed: u64,
     /// Reports and answers refused as impossible, by reason.
     refused: std::collections::BTreeMap<&'static str, u64>,
+    /// Messages it sent that could not be read (another protocol version, damaged).
+    unreadable: u64,
     /// The latest health the host sent (none from older agents).
     health: Option<HostHealth>,
     /// It holds no window that ended before this (a live agent's start,
@@ -352,7 +355,7 @@ struct Service {
     /// slow host was lost with a manager killed meanwhile, as no host sent
     /// it again (nats_crash.rs, on a loaded machine).
     unwritten: HashMap<(String, u64, GroupKey), VecDeque<Key>>,
-    in_decision: std::collections::HashSet<(HostId, u64)>,
+    in_decision: HashSet<(HostId, u64)>,
     /// Acknowledgements waiting to be sent, per host.
     to_ack: Vec<Vec<u64>>,
     windows_to_ns: u64,
@@ -419,7 +422,7 @@ impl Service {
             down_since,
             taking_part: HashMap::new(),
             unwritten: HashMap::new(),
-            in_decision: std::collections::HashSet::new(),
+            in_decision: HashSet::new(),
             to_ack: vec![Vec::new(); n],
             windows_to_ns: 0,
             stats: ManagerStats {
@@ -921,7 +924,14 @@ impl Service {
                 Some(h) => self.accept(h, &r),
             },
         };
-        let _ = self.client.publish(reply, protocol::encode(&answer)).await;
+        // An agent from before protocol version 1 reads JSON only: it is
+        // told why it is refused in the language it reads.
+        let answer = if protocol::is_json(&m.payload) {
+            serde_json::to_vec(&answer).unwrap_or_default().into()
+        } else {
+            protocol::encode(&answer)
+        };
+        let _ = self.client.publish(reply, answer).await;
     }
 
     /// A host in the inventory registers, or asks for its next page of
@@ -983,9 +993,19 @@ impl Service {
             self.stats.invalid += 1;
             return Vec::new();
         };
-        let Ok(up) = protocol::decode::<Up>(&m.subject, &m.payload) else {
-            self.stats.invalid += 1;
-            return Vec::new();
+        let up = match protocol::decode::<Up>(&m.subject, &m.payload) {
+            Ok(up) => up,
+            Err(e) => {
+                // Counted; the first of each host named (another version of
+                // Clarion, or a damaged message).
+                self.stats.invalid += 1;
+                self.hosts[host].unreadable += 1;
+                if self.hosts[host].unreadable == 1 {
+                    warn!(target: "manager", host = %host_name, reason = %e,
+                        "cannot read a message of host {host_name}: {e} (later ones are counted in the summary)");
+                }
+                return Vec::new();
+            }
         };
         let silent = self.hosts[host]
             .last_seen
@@ -1274,7 +1294,7 @@ impl Service {
     /// up, however far behind the loop is: it is read in its turn.
     async fn expire_polls(&mut self, on_report: &mut dyn FnMut(&Report)) {
         let past = self.requests.any_past_deadline(tokio::time::Instant::now());
-        let mut in_hand = std::collections::HashSet::new();
+        let mut in_hand = HashSet::new();
         if let (true, Some(arrivals)) = (past, self.arrivals.as_mut()) {
             // The connection's task (on this thread) is let read what its
             // socket holds first, again while replies keep coming.
