@@ -461,6 +461,19 @@ impl Manager {
         Ok(self.ready(&key))
     }
 
+    /// Whether `poll` would add nothing to its decision: the host's values
+    /// are in already (its own report of the window came after the poll
+    /// was made, before it was sent), or the window and group are no
+    /// longer pending (decided, or their event removed).
+    pub fn answered_already(&self, poll: &Poll) -> bool {
+        let key = (poll.event, poll.window_start_ns, poll.group);
+        let (Some(p), Some(e)) = (self.pending.get(&key), self.event(poll.event)) else {
+            return true;
+        };
+        let slot = e.hosts.iter().position(|&h| h == poll.host);
+        slot.is_none_or(|s| p.answers.get(s).is_none_or(Option::is_some))
+    }
+
     /// The decision for `key` when every placed host has answered.
     fn ready(&mut self, key: &Key) -> Option<Decision> {
         if self.pending.get(key)?.answers.iter().all(Option::is_some) {

@@ -53,7 +53,7 @@ pub(crate) struct Pending<P> {
     pub(crate) host: HostId,
     /// What the loop needs of each poll asked, in the request's order.
     pub(crate) polls: Vec<P>,
-    subject: String,
+    subject: async_nats::Subject,
     payload: bytes::Bytes,
     deadline: Instant,
 }
@@ -107,7 +107,7 @@ impl<P> PollRequests<P> {
         &mut self,
         client: &async_nats::Client,
         host: HostId,
-        subject: String,
+        subject: async_nats::Subject,
         payload: bytes::Bytes,
         polls: Vec<P>,
     ) -> Result<(), Pending<P>> {
@@ -123,7 +123,7 @@ impl<P> PollRequests<P> {
     fn prepare(
         &mut self,
         host: HostId,
-        subject: String,
+        subject: async_nats::Subject,
         payload: bytes::Bytes,
         polls: Vec<P>,
     ) -> (u64, Pending<P>) {
