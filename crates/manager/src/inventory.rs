@@ -21,10 +21,10 @@
 //! host. The network-wide value of an aggregate is then the aggregate over
 //! all the placed hosts' packets together.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 
 use clarion_lang::spec::{EventSpec, IpPrefix};
+use foldhash::{HashMap, HashMapExt};
 
 use crate::ManagerError;
 

@@ -14,14 +14,14 @@
 //! over NATS), which carries installs, reports, polls and answers and
 //! decides when to give up on a host.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
-
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
 
 use clarion_lang::spec::{
     AggCall, AggFunc, ArithOp, BaseVar, EventSpec, Granularity, PacketExpr, PrefixLens,
 };
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use crate::inventory::{self, Inventory};
 use crate::split::{split, Split};
@@ -459,6 +459,19 @@ impl Manager {
             p.answers[slot] = Some(values);
         }
         Ok(self.ready(&key))
+    }
+
+    /// Whether `poll` would add nothing to its decision: the host's values
+    /// are in already (its own report of the window came after the poll
+    /// was made, before it was sent), or the window and group are no
+    /// longer pending (decided, or their event removed).
+    pub fn answered_already(&self, poll: &Poll) -> bool {
+        let key = (poll.event, poll.window_start_ns, poll.group);
+        let (Some(p), Some(e)) = (self.pending.get(&key), self.event(poll.event)) else {
+            return true;
+        };
+        let slot = e.hosts.iter().position(|&h| h == poll.host);
+        slot.is_none_or(|s| p.answers.get(s).is_none_or(Option::is_some))
     }
 
     /// The decision for `key` when every placed host has answered.

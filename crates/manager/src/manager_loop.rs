@@ -40,9 +40,10 @@
 //! Cost: hash-map work per report, poll and decision; releasing held
 //! reports scans those held (few: only while an earlier window is pending).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use clarion_report::{GroupKey, Report, Window};
+use foldhash::HashMap;
 
 use crate::drill::{DrillAction, Instance};
 use crate::manager::{Decision, EventId, HostId, Manager, Poll};
@@ -172,6 +173,14 @@ impl ManagerLoop {
         };
         self.poll_ended(manager, poll, d, out);
         refused
+    }
+
+    /// `poll`, not sent, needs no answer ([`Manager::answered_already`]:
+    /// the host's own report came meanwhile): it is no longer outstanding,
+    /// and not counted as a poll.
+    pub fn needless(&mut self, manager: &mut Manager, poll: &Poll, out: &mut Vec<Effect>) {
+        self.counters.polls = self.counters.polls.saturating_sub(1);
+        self.poll_ended(manager, poll, None, out);
     }
 
     /// `poll.host` did not answer in time, or no longer keeps the window.
@@ -404,6 +413,28 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
             (c.satisfied, c.polls, c.decisions, c.fired, c.partial),
             (2, 2, 2, 2, 0)
         );
+    }
+
+    #[test]
+    fn a_poll_of_a_host_whose_report_came_meanwhile_is_needless() {
+        let (mut m, mut l, spike) = setup();
+        let mut fx = Vec::new();
+        l.satisfied(&mut m, 0, spike, &report(0, "10.0.1.5", 150.0), 0, &mut fx)
+            .expect("ok");
+        let p = polls(&fx);
+        assert!(!m.answered_already(&p[0]), "b's values are not in");
+        // b's own report of the window, read before the poll is sent.
+        let mut out = Vec::new();
+        l.satisfied(&mut m, 1, spike, &report(0, "10.0.1.5", 20.0), 0, &mut out)
+            .expect("ok");
+        assert_eq!(reports(&out), vec![(0, 170.0)], "decided with both reports");
+        assert!(m.answered_already(&p[0]));
+        let mut after = Vec::new();
+        l.needless(&mut m, &p[0], &mut after);
+        assert!(after.is_empty(), "{after:?}");
+        assert!(!l.waiting(&m), "nothing outstanding");
+        let c = l.counters();
+        assert_eq!((c.polls, c.decisions, c.partial), (0, 1, 0), "no poll sent");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! monitor) and the event manager talking through a NATS server, so that a
 //! data center's thousands of hosts share one clustered message system.
 //!
-//! - [`protocol`]: subjects and messages (JSON).
+//! - [`protocol`]: subjects and messages (MessagePack, versioned).
 //! - [`book`]: the manager's installed events with their sources, kept in
 //!   the persistent store; adds and removals from the events file or the API.
 //! - [`desk`]: the agent's side of the manager's conversation, with no I/O:

@@ -32,8 +32,10 @@
 //! Per request a publish, a hash-map insertion and removal and a queue
 //! push and pop.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
+
+use foldhash::{HashMap, HashMapExt};
 
 use tokio::time::Instant;
 
@@ -51,7 +53,7 @@ pub(crate) struct Pending<P> {
     pub(crate) host: HostId,
     /// What the loop needs of each poll asked, in the request's order.
     pub(crate) polls: Vec<P>,
-    subject: String,
+    subject: async_nats::Subject,
     payload: bytes::Bytes,
     deadline: Instant,
 }
@@ -105,7 +107,7 @@ impl<P> PollRequests<P> {
         &mut self,
         client: &async_nats::Client,
         host: HostId,
-        subject: String,
+        subject: async_nats::Subject,
         payload: bytes::Bytes,
         polls: Vec<P>,
     ) -> Result<(), Pending<P>> {
@@ -121,7 +123,7 @@ impl<P> PollRequests<P> {
     fn prepare(
         &mut self,
         host: HostId,
-        subject: String,
+        subject: async_nats::Subject,
         payload: bytes::Bytes,
         polls: Vec<P>,
     ) -> (u64, Pending<P>) {

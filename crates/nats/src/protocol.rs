@@ -1,6 +1,15 @@
 //! The messages agents and the manager exchange, and their subjects.
 //!
-//! Every message is one JSON document. Subjects:
+//! Every message is two bytes of header, [`MAGIC`] and [`VERSION`], then
+//! one MessagePack document (`rmp-serde`, structs as maps of their field
+//! names, so that a field an older peer lacks reads as its default):
+//! compact, and several times cheaper to write and read than the JSON the
+//! protocol had before version 1 (the manager's cost is mostly its
+//! messages, docs/performance.md, Fleet scale). A message of another
+//! version, of JSON (a peer from before version 1) or damaged is refused
+//! with an error saying which ([`decode`]); nothing here panics on what a
+//! peer sends. JSON stays for what people and other programs read: the
+//! API, the reports, `clarion.events`. Subjects:
 //!
 //! | subject | from → to | message | kind |
 //! |---|---|---|---|
@@ -250,17 +259,56 @@ pub enum Answer {
     UnknownEvent,
 }
 
+/// The first byte of every message: one MessagePack never uses (`0xc1`),
+/// and no JSON document starts with.
+pub const MAGIC: u8 = 0xc1;
+/// The protocol's version, the second byte of every message. Version 1:
+/// MessagePack (before it, JSON documents without a header).
+pub const VERSION: u8 = 1;
+
 pub fn encode<T: Serialize>(m: &T) -> bytes::Bytes {
-    // Serializing these types cannot fail: no maps with non-string keys, no
-    // non-finite floats outside `Report::values` (which has its own codec).
-    serde_json::to_vec(m).unwrap_or_default().into()
+    // A satisfaction report takes about 250 bytes: one allocation, no growth.
+    let mut buf = Vec::with_capacity(320);
+    buf.extend_from_slice(&[MAGIC, VERSION]);
+    // Serializing these types into a Vec cannot fail: MessagePack takes
+    // every serde type they use (maps, options, floats, NaN included).
+    if rmp_serde::encode::write_named(&mut buf, m).is_err() {
+        buf.truncate(2);
+    }
+    buf.into()
+}
+
+/// True when `payload` is a JSON document (a peer from before version 1):
+/// a manager answers such a registration in JSON, so that the old agent
+/// can say why it is refused.
+pub fn is_json(payload: &[u8]) -> bool {
+    matches!(
+        payload.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[' | b'"')
+    )
 }
 
 pub fn decode<'a, T: Deserialize<'a>>(subject: &str, payload: &'a [u8]) -> Result<T, NatsError> {
-    serde_json::from_slice(payload).map_err(|e| NatsError::Decode {
+    let refused = |message: String| NatsError::Decode {
         subject: subject.to_string(),
-        message: e.to_string(),
-    })
+        message,
+    };
+    match payload {
+        [MAGIC, VERSION, body @ ..] => {
+            rmp_serde::from_slice(body).map_err(|e| refused(format!("a damaged message ({e})")))
+        }
+        [MAGIC, v, ..] => Err(refused(format!(
+            "protocol version {v}, and this Clarion speaks version {VERSION}: run the same version of Clarion on agents and managers"
+        ))),
+        _ if is_json(payload) => Err(refused(format!(
+            "a JSON message, as Clarion sent before protocol version 1; this Clarion speaks version {VERSION} (binary): \
+             run the same version of Clarion on agents and managers"
+        ))),
+        [] => Err(refused("an empty message".into())),
+        [first, ..] => Err(refused(format!(
+            "not a Clarion protocol message (it starts with byte {first:#04x}, not {MAGIC:#04x})"
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -268,6 +316,13 @@ mod tests {
     use super::*;
     use clarion_report::{Completeness, Origin, Window};
     use proptest::prelude::*;
+    use serde_json::json;
+
+    /// A message of the shape `v` writes in JSON notation (a peer that
+    /// sends fewer fields, or a variant as it is spelled), in the protocol's encoding.
+    fn shaped(v: serde_json::Value) -> bytes::Bytes {
+        encode(&v)
+    }
 
     #[test]
     fn host_names_are_single_subject_tokens() {
@@ -407,12 +462,11 @@ mod tests {
         };
         let mut old = serde_json::to_value(&req).expect("encodes");
         old.as_object_mut().expect("an object").remove("counts");
-        let old = serde_json::to_vec(&old).expect("encodes");
-        let req: PollRequest = decode("s", &old).expect("decodes");
+        let req: PollRequest = decode("s", &shaped(old)).expect("decodes");
         assert!(!req.counts);
         // An agent from before them answers values only.
         let answers: Vec<Answer> =
-            decode("s", br#"[{"Values":[5.0]},{"Values":null},"Gone"]"#).expect("decodes");
+            decode("s", &shaped(json!([{"Values":[5.0]},{"Values":null},"Gone"]))).expect("decodes");
         assert_eq!(
             answers,
             vec![
@@ -440,8 +494,8 @@ mod tests {
         let c = Control::Exports(set.clone());
         assert_eq!(decode::<Control>("s", &encode(&c)).expect("decodes"), c);
         // A manager from before export policies: its reply has no `exports`.
-        let old = br#"{"Accepted":{"manager":"m","triggers":[]}}"#;
-        let RegisterReply::Accepted { exports, .. } = decode::<RegisterReply>("s", old).expect("decodes")
+        let old = shaped(json!({"Accepted":{"manager":"m","triggers":[]}}));
+        let RegisterReply::Accepted { exports, .. } = decode::<RegisterReply>("s", &old).expect("decodes")
         else {
             panic!("accepted");
         };
@@ -455,8 +509,8 @@ mod tests {
         assert_eq!(decode::<RegisterReply>("s", &encode(&new)).expect("decodes"), new);
         // An agent from before pages registers without `pages` or `from`,
         // and one of now sends neither when it need not.
-        let old = br#"{"host":"h","prefixes":["10.0.0.0/24"]}"#;
-        let reg = decode::<Register>("s", old).expect("decodes");
+        let old = shaped(json!({"host":"h","prefixes":["10.0.0.0/24"]}));
+        let reg = decode::<Register>("s", &old).expect("decodes");
         assert!(!reg.pages && reg.from.is_none(), "{reg:?}");
         assert_eq!(&encode(&reg)[..], &old[..]);
         let paged = Register {
@@ -515,20 +569,117 @@ mod tests {
         assert_eq!(integers(&got), (10, 1, 1, 4, 1));
         // What an agent from before health sends every second, as it sends it.
         assert_eq!(
-            decode::<Up>("s", br#""Heartbeat""#).expect("decodes"),
+            decode::<Up>("s", &shaped(json!("Heartbeat"))).expect("decodes"),
             Up::Heartbeat
         );
         assert_eq!(
-            decode::<Up>("s", br#"{"Finished":{"unacked":0}}"#).expect("decodes"),
+            decode::<Up>("s", &shaped(json!({"Finished":{"unacked":0}}))).expect("decodes"),
             Up::Finished { unacked: 0 }
         );
         // The goodbye, as an agent sends it last.
-        assert_eq!(&encode(&Up::Bye)[..], br#""Bye""#);
+        assert_eq!(encode(&Up::Bye), shaped(json!("Bye")));
     }
 
     #[test]
     fn garbage_is_a_decode_error() {
-        let e = decode::<Up>("clarion.up.h", b"{not json").expect_err("fails");
+        let e = decode::<Up>("clarion.up.h", b"\xc1\x01{not msgpack").expect_err("fails");
         assert!(e.to_string().contains("clarion.up.h"), "{e}");
+        assert!(e.to_string().contains("damaged"), "{e}");
+    }
+
+    /// A Satisfied report as an agent sends it.
+    fn satisfied() -> Up {
+        Up::Satisfied {
+            event: 4,
+            report: Box::new(Report {
+                capture: None,
+                missing_hosts: Vec::new(),
+                event: "e".into(),
+                window: Window {
+                    start_ns: 10,
+                    end_ns: 20,
+                },
+                group: GroupKey {
+                    dst_ip: Some(("10.1.2.0".parse().expect("addr"), 24)),
+                    ..GroupKey::default()
+                },
+                values: vec![("sum(volume)".into(), 1e6)],
+                origin: Origin {
+                    host: "h".into(),
+                    worker: 0,
+                },
+                completeness: Completeness::default(),
+            }),
+            decided_ns: 20,
+            seq: 9,
+        }
+    }
+
+    #[test]
+    fn other_versions_and_json_are_refused_saying_why() {
+        let mut next = encode(&satisfied()).to_vec();
+        next[1] = VERSION + 1;
+        let e = decode::<Up>("clarion.up.h", &next)
+            .expect_err("another version")
+            .to_string();
+        assert!(e.contains("protocol version 2") && e.contains("version 1"), "{e}");
+        // What an agent from before version 1 sent.
+        let json = serde_json::to_vec(&satisfied()).expect("json");
+        let e = decode::<Up>("clarion.up.h", &json).expect_err("JSON").to_string();
+        assert!(
+            e.contains("JSON") && e.contains("before protocol version 1"),
+            "{e}"
+        );
+        assert!(is_json(&json) && !is_json(&encode(&satisfied())));
+        let e = decode::<Up>("s", b"").expect_err("empty").to_string();
+        assert!(e.contains("empty"), "{e}");
+        let e = decode::<Up>("s", b"\x93\x01").expect_err("no header").to_string();
+        assert!(e.contains("0x93"), "{e}");
+    }
+
+    #[test]
+    fn a_damaged_or_lying_message_is_an_error_not_a_panic() {
+        let whole = encode(&satisfied());
+        assert_eq!(decode::<Up>("s", &whole).expect("decodes"), satisfied());
+        // Cut anywhere: refused.
+        for n in 0..whole.len() {
+            assert!(decode::<Up>("s", &whole[..n]).is_err(), "cut at {n}");
+        }
+        // A list that says it holds 4 billion answers, and holds one: refused
+        // at once, without making room for them.
+        let mut lying = vec![MAGIC, VERSION, 0xdd, 0xff, 0xff, 0xff, 0xff];
+        lying.extend_from_slice(&encode(&Answer::Gone)[2..]);
+        let e = decode::<Vec<Answer>>("s", &lying).expect_err("lies").to_string();
+        assert!(e.contains("damaged"), "{e}");
+        // A string that says it is 4 GB long.
+        let lying = [MAGIC, VERSION, 0xdb, 0xff, 0xff, 0xff, 0xff, b'B', b'y', b'e'];
+        assert!(decode::<Up>("s", &lying).is_err());
+        // Nested ever deeper: refused, not a stack overflow.
+        let mut deep = vec![MAGIC, VERSION];
+        deep.extend(vec![0x91; 100_000]);
+        assert!(decode::<Up>("s", &deep).is_err());
+        // A field of the wrong type.
+        let wrong = shaped(json!({"Finished":{"unacked":"many"}}));
+        assert!(decode::<Up>("s", &wrong).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_decode_or_fail_without_panicking(
+            body in prop::collection::vec(any::<u8>(), 0..64),
+            flip in any::<(usize, u8)>(),
+        ) {
+            let mut m = vec![MAGIC, VERSION];
+            m.extend_from_slice(&body);
+            let _ = decode::<Up>("s", &m);
+            let _ = decode::<Vec<PollRequest>>("s", &m);
+            let _ = decode::<Vec<Answer>>("s", &m);
+            let _ = decode::<Control>("s", &m);
+            // A real message with one byte changed.
+            let mut real = encode(&satisfied()).to_vec();
+            let at = 2 + flip.0 % (real.len() - 2);
+            real[at] ^= flip.1;
+            let _ = decode::<Up>("s", &real);
+        }
     }
 }

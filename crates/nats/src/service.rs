@@ -32,7 +32,7 @@
 //! `clarion-managers` and satisfaction reports reach every manager; each
 //! decides only the events it owns ([`crate::shared`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use clarion_control::{Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostHealth, HostInfo};
 use clarion_manager::{Effect, EventId, HostId, ManagerLoop, Poll};
 use clarion_report::{GroupKey, Report};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use futures_util::StreamExt;
 use tokio::sync::{broadcast, mpsc};
 
@@ -244,6 +245,8 @@ struct HostState {
     missed: u64,
     /// Reports and answers refused as impossible, by reason.
     refused: std::collections::BTreeMap<&'static str, u64>,
+    /// Messages it sent that could not be read (another protocol version, damaged).
+    unreadable: u64,
     /// The latest health the host sent (none from older agents).
     health: Option<HostHealth>,
     /// It holds no window that ended before this (a live agent's start,
@@ -352,7 +355,7 @@ struct Service {
     /// slow host was lost with a manager killed meanwhile, as no host sent
     /// it again (nats_crash.rs, on a loaded machine).
     unwritten: HashMap<(String, u64, GroupKey), VecDeque<Key>>,
-    in_decision: std::collections::HashSet<(HostId, u64)>,
+    in_decision: HashSet<(HostId, u64)>,
     /// Acknowledgements waiting to be sent, per host.
     to_ack: Vec<Vec<u64>>,
     windows_to_ns: u64,
@@ -364,6 +367,10 @@ struct Service {
     reports: Option<broadcast::Sender<String>>,
     /// Polls waiting to be sent, per host.
     to_poll: Vec<Vec<Poll>>,
+    /// Each host's poll and control subjects, made once: not a name
+    /// copied and formatted for each message.
+    poll_subjects: Vec<async_nats::Subject>,
+    control_subjects: Vec<async_nats::Subject>,
     /// The hosts with acknowledgements or polls waiting, each once: a
     /// flush after every slice of messages visits these, not every host
     /// of a 10,000-host inventory.
@@ -408,6 +415,8 @@ impl Service {
         let inbox = client.new_inbox();
         let n = book.manager().inventory().hosts().len();
         let down_since = book.store().and_then(|s| s.meta("alive_ns").ok()?);
+        let poll_subjects = subjects(&book, protocol::poll);
+        let control_subjects = subjects(&book, protocol::control);
         Service {
             client,
             name: name.to_string(),
@@ -419,7 +428,7 @@ impl Service {
             down_since,
             taking_part: HashMap::new(),
             unwritten: HashMap::new(),
-            in_decision: std::collections::HashSet::new(),
+            in_decision: HashSet::new(),
             to_ack: vec![Vec::new(); n],
             windows_to_ns: 0,
             stats: ManagerStats {
@@ -430,6 +439,8 @@ impl Service {
             results: mpsc::unbounded_channel(),
             reports: None,
             to_poll: vec![Vec::new(); n],
+            poll_subjects,
+            control_subjects,
             to_flush: Vec::new(),
             requests: PollRequests::new(inbox, poll_timeout),
             arrivals: None,
@@ -463,7 +474,7 @@ impl Service {
     async fn publish_control(&self, host: HostId, c: &Control) {
         let _ = self
             .client
-            .publish(protocol::control(&self.host_name(host)), protocol::encode(c))
+            .publish(self.control_subjects[host].clone(), protocol::encode(c))
             .await;
     }
 
@@ -497,7 +508,7 @@ impl Service {
                     };
                     let bytes = protocol::encode(&Control::Install(t));
                     for h in hosts {
-                        let subject = protocol::control(&self.host_name(h));
+                        let subject = self.control_subjects[h].clone();
                         let _ = self.client.publish(subject, bytes.clone()).await;
                     }
                 }
@@ -682,6 +693,7 @@ impl Service {
                             next = self.arrivals.as_mut().and_then(Arrivals::next_now);
                         }
                     }
+                    self.drop_needless_polls(on_report).await;
                     self.flush_polls().await;
                 },
                 Some(o) = self.results.1.recv() => {
@@ -921,7 +933,14 @@ impl Service {
                 Some(h) => self.accept(h, &r),
             },
         };
-        let _ = self.client.publish(reply, protocol::encode(&answer)).await;
+        // An agent from before protocol version 1 reads JSON only: it is
+        // told why it is refused in the language it reads.
+        let answer = if protocol::is_json(&m.payload) {
+            serde_json::to_vec(&answer).unwrap_or_default().into()
+        } else {
+            protocol::encode(&answer)
+        };
+        let _ = self.client.publish(reply, answer).await;
     }
 
     /// A host in the inventory registers, or asks for its next page of
@@ -983,9 +1002,19 @@ impl Service {
             self.stats.invalid += 1;
             return Vec::new();
         };
-        let Ok(up) = protocol::decode::<Up>(&m.subject, &m.payload) else {
-            self.stats.invalid += 1;
-            return Vec::new();
+        let up = match protocol::decode::<Up>(&m.subject, &m.payload) {
+            Ok(up) => up,
+            Err(e) => {
+                // Counted; the first of each host named (another version of
+                // Clarion, or a damaged message).
+                self.stats.invalid += 1;
+                self.hosts[host].unreadable += 1;
+                if self.hosts[host].unreadable == 1 {
+                    warn!(target: "manager", host = %host_name, reason = %e,
+                        "cannot read a message of host {host_name}: {e} (later ones are counted in the summary)");
+                }
+                return Vec::new();
+            }
         };
         let silent = self.hosts[host]
             .last_seen
@@ -1177,6 +1206,28 @@ impl Service {
         }
     }
 
+    /// Polls waiting to be sent whose answer the manager has already are
+    /// not sent: at a window's end several placed hosts report at once,
+    /// and the first report read polls the others before theirs are read,
+    /// in the same slice (a 16-host event of which 4 report: 15 polls
+    /// made, 12 needed).
+    async fn drop_needless_polls(&mut self, on_report: &mut dyn FnMut(&Report)) {
+        let mut effects = Vec::new();
+        let manager = self.book.manager_mut();
+        for &host in &self.to_flush {
+            self.to_poll[host].retain(|p| {
+                let needless = manager.answered_already(p);
+                if needless {
+                    self.desk.needless(manager, p, &mut effects);
+                }
+                !needless
+            });
+        }
+        if !effects.is_empty() {
+            self.carry(effects, on_report).await;
+        }
+    }
+
     /// Sends the waiting polls (one request per host and batch), and acknowledgements.
     async fn flush_polls(&mut self) {
         let hosts = std::mem::take(&mut self.to_flush);
@@ -1224,7 +1275,7 @@ impl Service {
                 }
                 continue;
             }
-            let subject = protocol::poll(&self.host_name(host));
+            let subject = &self.poll_subjects[host];
             for chunk in polls.chunks(self.max_poll_batch) {
                 let reqs: Vec<PollRequest> = chunk
                     .iter()
@@ -1274,7 +1325,7 @@ impl Service {
     /// up, however far behind the loop is: it is read in its turn.
     async fn expire_polls(&mut self, on_report: &mut dyn FnMut(&Report)) {
         let past = self.requests.any_past_deadline(tokio::time::Instant::now());
-        let mut in_hand = std::collections::HashSet::new();
+        let mut in_hand = HashSet::new();
         if let (true, Some(arrivals)) = (past, self.arrivals.as_mut()) {
             // The connection's task (on this thread) is let read what its
             // socket holds first, again while replies keep coming.
@@ -1797,6 +1848,12 @@ fn poll_outcomes(
         answer: answers.as_mut().and_then(Iterator::next),
         skipped,
     })
+}
+
+/// One subject per host of the inventory, by host id.
+fn subjects(book: &EventBook, subject: fn(&str) -> String) -> Vec<async_nats::Subject> {
+    let hosts = book.manager().inventory().hosts();
+    hosts.iter().map(|h| subject(&h.name).into()).collect()
 }
 
 async fn sleep_until_some(at: Option<tokio::time::Instant>) {
