@@ -286,21 +286,25 @@ mod tests {
         assert_eq!(IntRange::of(CmpOp::Lt, i64::MIN as f64), EMPTY);
     }
 
+    /// Sums at the ends of `i64` and around small thresholds.
+    const EDGES: [i64; 12] = [
+        i64::MIN,
+        i64::MIN + 1,
+        -7,
+        -1,
+        0,
+        1,
+        2,
+        7,
+        8,
+        100,
+        i64::MAX - 1,
+        i64::MAX,
+    ];
+
     #[test]
     fn a_span_holds_what_its_range_holds() {
-        let edges = [
-            i64::MIN,
-            i64::MIN + 1,
-            -7,
-            -1,
-            0,
-            1,
-            2,
-            7,
-            100,
-            i64::MAX - 1,
-            i64::MAX,
-        ];
+        let edges = EDGES;
         let mut ranges = vec![EMPTY];
         for &lo in &edges {
             for &hi in &edges {
@@ -324,20 +328,7 @@ mod tests {
 
     #[test]
     fn a_union_holds_where_any_of_its_ranges_does() {
-        let edges = [
-            i64::MIN,
-            i64::MIN + 1,
-            -7,
-            -1,
-            0,
-            1,
-            2,
-            7,
-            8,
-            100,
-            i64::MAX - 1,
-            i64::MAX,
-        ];
+        let edges = EDGES;
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             x ^= x << 13;
