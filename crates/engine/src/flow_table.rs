@@ -190,8 +190,8 @@ impl FlowTable {
     pub(crate) fn new(capacity: usize, huge: bool) -> Self {
         let capacity = capacity.max(1);
         // At most 3/4 full, and no more: not rounded to a power of two
-        // (a slot is found by a multiply, `home`), which left up to
-        // 16.6 bytes a flow of slots at a million flows where 11 do.
+        // (a slot is found by a multiply, `home`), which took 16.6 bytes a
+        // flow of slots at the bench's million flows where 12 do.
         let slots = capacity + capacity / 3 + 1;
         let t = FlowTable {
             slots: vec![0; slots],

@@ -158,7 +158,7 @@ impl FastSum {
 /// walk's first look at a record takes them: nearly every record fails
 /// them all, so this look is most of a sweep's work. The look reads each
 /// sum the tests read once (a set's triggers share a few: the benchmark's
-/// eight read two) and tests it against the union of their thresholds on
+/// eight read three) and tests it against the union of their thresholds on
 /// it (`int_threshold::union_into`: one interval where they all are `sum > c`),
 /// without a branch; only a record where some test may hold goes through
 /// the parts. 8 tests a record took ~290 instructions through the parts,
