@@ -65,15 +65,7 @@ fn now_ns() -> u64 {
 
 /// The `group` label: the group's fields as `name=value`, space-separated.
 fn group_label(notice: &Notice) -> String {
-    let fields = notice.report.group.fields();
-    if fields.is_empty() {
-        return "all".into();
-    }
-    fields
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("none")))
-        .collect::<Vec<_>>()
-        .join(" ")
+    notice.report.group.label()
 }
 
 /// One alert of the v2 API for `notice`, without `endsAt`.

@@ -379,7 +379,8 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     // is dead-lettered unless --webhook-queue-full block).
     let out = crate::outputs::reports(a.output.as_deref(), a.format)?;
     let mut sink = crate::alerts::with_alerts(out, &a.alerts, true, a.events.as_deref())?;
-    let metrics = Arc::new(clarion_live::HostMetrics::new(&[]));
+    // Its reports are decisions: `scope="network"`, apart from its hosts' firings.
+    let metrics = Arc::new(clarion_live::HostMetrics::new(&[]).with_scope(clarion_live::Scope::Network));
     // The hosts' health as per-host series (written by the service every second).
     let board = a.metrics.map(|_| clarion_control::HostsBoard::default());
     if let Some(b) = board.clone() {

@@ -510,7 +510,10 @@ fn the_managers_metrics_count_what_the_receiver_saw() {
     assert_eq!(webhook("clarion_alerts_queue_depth"), Some(0.0));
     assert_eq!(syslog("clarion_alerts_accepted_total"), Some(n));
     assert_eq!(syslog("clarion_alerts_delivered_total"), Some(n));
-    assert_eq!(common::metrics::sample(&page, "clarion_reports_total"), Some(n));
+    assert_eq!(
+        common::metrics::sample(&page, "clarion_reports_total{scope=\"network\"}"),
+        Some(n)
+    );
     common::metrics::promtool_accepts(&page, "clarion manager");
     drop(agents);
     let o = m.terminate("the manager");

@@ -30,7 +30,7 @@ pub use error::{InterfaceLost, LiveError};
 pub use interface::{link_type, Interface, LinkState, LinkWatch};
 pub use metrics::{
     render as render_metrics, EventMetrics, Histogram, HostMetrics, InterfaceMetrics, ProcessStats,
-    QueueDelayHistogram, SweepHistogram, MAX_EVENT_SERIES, OTHER_EVENT,
+    QueueDelayHistogram, Scope, SweepHistogram, LAST_VALUE_TTL, MAX_EVENT_SERIES, OTHER_EVENT, TOP_GROUPS,
 };
 pub use packet_ring::{poll_fds, PacketRing, RingConfig, RingMode, RingStats};
 pub use source::{jiffy, Source};

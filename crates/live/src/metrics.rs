@@ -29,6 +29,20 @@
 //! summed under `event="_other"`, so a runaway set of events cannot grow a
 //! scraper's memory without bound.
 //!
+//! Report series carry `scope` ([`Scope`]): a host's reports (its own
+//! events and its share of network-wide ones, the triggers) are `host`, a
+//! manager's decisions `network`. The same network-wide event fires on
+//! every host whose share of the threshold it passes and once more at the
+//! manager, so summing a fleet's `clarion_event_fired_total` by event
+//! alone counts it several times; by `(event, scope)` each line counts one
+//! thing. A label rather than a second metric name: a process has one
+//! scope, so the label adds no series, one query draws both levels side
+//! by side, and selectors by `event` written before it keep matching.
+//!
+//! The last value of an event is kept per group for the [`TOP_GROUPS`]
+//! largest groups of its latest window ([`LastWindow`]): a `per 5tuple`
+//! event's single "latest report" was any flow's, which says little.
+//!
 //! # Cost
 //!
 //! Nothing on the packet path. Per epoch: a few relaxed atomic adds per
@@ -40,6 +54,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use clarion_report::{Name, Report};
 
@@ -51,6 +66,38 @@ pub const MAX_EVENT_SERIES: usize = 1000;
 
 /// The `event` label of the events beyond [`MAX_EVENT_SERIES`].
 pub const OTHER_EVENT: &str = "_other";
+
+/// At most this many groups of an event's latest window have a
+/// `clarion_event_last_value` series: the largest by the predicate's first
+/// aggregate.
+pub const TOP_GROUPS: usize = 10;
+
+/// An event's last values leave the page once it has reported nothing for
+/// this long (wall time), so the groups of an event that stopped firing
+/// are not shown forever. Prometheus's lookback is 5 minutes as well: a
+/// graph of a quiet event ends as it would for a series never scraped again.
+pub const LAST_VALUE_TTL: Duration = Duration::from_secs(300);
+
+/// Whose reports a process writes: the `scope` label of its report series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// A host's (`clarion run`, `clarion agent`): its own events' reports
+    /// and its firings of network-wide events' triggers, each a local share
+    /// of a threshold.
+    #[default]
+    Host,
+    /// A manager's network-wide decisions.
+    Network,
+}
+
+impl Scope {
+    pub fn label(self) -> &'static str {
+        match self {
+            Scope::Host => "host",
+            Scope::Network => "network",
+        }
+    }
+}
 
 /// What the host adds to its workers' metrics.
 #[derive(Debug, Default)]
@@ -64,6 +111,8 @@ pub struct HostMetrics {
     pub interfaces: Vec<InterfaceMetrics>,
     /// Per event: reports written and their latest values.
     pub events: EventMetrics,
+    /// The `scope` label of the report series.
+    pub scope: Scope,
 }
 
 /// One captured interface, as the host saw it (whatever its workers).
@@ -90,7 +139,13 @@ impl HostMetrics {
                 })
                 .collect(),
             events: EventMetrics::default(),
+            scope: Scope::Host,
         }
+    }
+
+    /// The same, counting reports under `scope` (a manager's: [`Scope::Network`]).
+    pub fn with_scope(self, scope: Scope) -> HostMetrics {
+        HostMetrics { scope, ..self }
     }
 
     pub fn interface(&self, name: &str) -> Option<&InterfaceMetrics> {
@@ -106,7 +161,8 @@ impl HostMetrics {
     }
 }
 
-/// Per event: how many reports it fired, and the values of the latest one.
+/// Per event: how many reports it fired, and the values of the top groups
+/// of its latest window.
 #[derive(Debug, Default)]
 pub struct EventMetrics {
     // Written by the host's output thread, read by scrapes: a mutex held for
@@ -117,14 +173,97 @@ pub struct EventMetrics {
 #[derive(Debug, Default)]
 struct EventSeries {
     fired: u64,
-    /// The latest report's values, by aggregate (its canonical text).
-    last: Vec<(Name, f64)>,
+    last: LastWindow,
+}
+
+/// The top groups of an event's latest window that reported, with their
+/// values. A report of a later window starts over (the groups of the
+/// earlier one leave the page); one of an earlier window, arriving late,
+/// is counted but not shown.
+#[derive(Debug, Default)]
+struct LastWindow {
+    start_ns: u64,
+    /// When a report of the event was last observed (`None`: never).
+    seen: Option<Instant>,
+    /// At most [`TOP_GROUPS`], largest first (see [`rank`]).
+    groups: Vec<TopGroup>,
+}
+
+#[derive(Debug)]
+struct TopGroup {
+    /// The group as a label: its fields as `name=value`, space-separated.
+    label: String,
+    /// Each aggregate of the predicate, by its canonical text.
+    values: Vec<(Name, f64)>,
+}
+
+/// A group's size: its first aggregate (the predicate's first, as
+/// written), an undefined one (NaN) smallest.
+fn rank(values: &[(Name, f64)]) -> f64 {
+    values
+        .first()
+        .map(|(_, v)| *v)
+        .filter(|v| !v.is_nan())
+        .unwrap_or(f64::NEG_INFINITY)
+}
+
+impl LastWindow {
+    fn observe(&mut self, r: &Report, now: Instant) {
+        let expired = self
+            .seen
+            .is_none_or(|t| now.saturating_duration_since(t) > LAST_VALUE_TTL);
+        if expired || r.window.start_ns > self.start_ns {
+            self.start_ns = r.window.start_ns;
+            self.groups.clear();
+        } else if r.window.start_ns < self.start_ns {
+            return;
+        }
+        self.seen = Some(now);
+        let label = r.group.label();
+        self.groups.retain(|g| g.label != label);
+        let at = self
+            .groups
+            .partition_point(|g| larger(rank(&g.values), &g.label, rank(&r.values), &label));
+        if at < TOP_GROUPS {
+            self.groups.insert(
+                at,
+                TopGroup {
+                    label,
+                    values: r.values.clone(),
+                },
+            );
+            self.groups.truncate(TOP_GROUPS);
+        }
+    }
+
+    /// The groups to show at `now`: none once [`LAST_VALUE_TTL`] passed.
+    fn shown(&self, now: Instant) -> &[TopGroup] {
+        match self.seen {
+            Some(t) if now.saturating_duration_since(t) <= LAST_VALUE_TTL => &self.groups,
+            _ => &[],
+        }
+    }
+}
+
+/// Whether group `(a, la)` comes before `(b, lb)`: larger first, then by
+/// label, so equal sizes keep one order whatever their arrival.
+fn larger(a: f64, la: &str, b: f64, lb: &str) -> bool {
+    match a.total_cmp(&b) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal => la < lb,
+    }
 }
 
 impl EventMetrics {
     /// Counts each report under its event (or [`OTHER_EVENT`] once
-    /// [`MAX_EVENT_SERIES`] events have a series) and keeps its values.
+    /// [`MAX_EVENT_SERIES`] events have a series) and keeps its values
+    /// among its window's top groups.
     pub fn observe(&self, reports: &[Report]) {
+        self.observe_at(reports, Instant::now());
+    }
+
+    fn observe_at(&self, reports: &[Report], now: Instant) {
         if reports.is_empty() {
             return;
         }
@@ -137,7 +276,7 @@ impl EventMetrics {
                 None => map.entry(key.to_string()).or_default(),
             };
             s.fired += 1;
-            s.last.clone_from(&r.values);
+            s.last.observe(r, now);
         }
     }
 
@@ -147,18 +286,19 @@ impl EventMetrics {
         map.iter().map(|(e, s)| (e.clone(), s.fired)).collect()
     }
 
-    fn render(&self, out: &mut String) {
+    fn render(&self, out: &mut String, scope: Scope, now: Instant) {
         let map = self.by_event.lock().unwrap_or_else(|p| p.into_inner());
+        let scope = scope.label();
         header(
             out,
             "clarion_event_fired_total",
             "counter",
-            "Reports an event fired (one per group and window), by event; events beyond the first 1000 are summed under event=\"_other\".",
+            "Reports an event fired (one per group and window), by event and scope (host: a host's firings, network: a manager's decisions); events beyond the first 1000 are summed under event=\"_other\".",
         );
         for (e, s) in map.iter() {
             let _ = writeln!(
                 out,
-                "clarion_event_fired_total{{event=\"{}\"}} {}",
+                "clarion_event_fired_total{{event=\"{}\",scope=\"{scope}\"}} {}",
                 label(e),
                 s.fired
             );
@@ -167,17 +307,23 @@ impl EventMetrics {
             out,
             "clarion_event_last_value",
             "gauge",
-            "Each aggregate of the event's predicate in its latest report (whatever its group), by event and aggregate.",
+            &format!(
+                "Each aggregate of the event's predicate for the {TOP_GROUPS} largest groups of its latest window, by event, scope, group and aggregate; gone {} s after the event's last report.",
+                LAST_VALUE_TTL.as_secs()
+            ),
         );
         for (e, s) in map.iter() {
-            for (agg, v) in &s.last {
-                let _ = writeln!(
-                    out,
-                    "clarion_event_last_value{{event=\"{}\",aggregate=\"{}\"}} {}",
-                    label(e),
-                    label(agg),
-                    float(*v)
-                );
+            for g in s.last.shown(now) {
+                for (agg, v) in &g.values {
+                    let _ = writeln!(
+                        out,
+                        "clarion_event_last_value{{event=\"{}\",scope=\"{scope}\",group=\"{}\",aggregate=\"{}\"}} {}",
+                        label(e),
+                        label(&g.label),
+                        label(agg),
+                        float(*v)
+                    );
+                }
             }
         }
     }
@@ -363,13 +509,23 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 /// when there are no workers, as on the manager), the host's, the events',
 /// the build's and the process's.
 pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
+    render_at(workers, host, Instant::now())
+}
+
+fn render_at(workers: &[Arc<WorkerMetrics>], host: &HostMetrics, now: Instant) -> String {
     let mut out = String::new();
+    let scope = host.scope.label();
     render_workers(&mut out, workers);
     render_interfaces(&mut out, host);
-    header(&mut out, "clarion_reports_total", "counter", "Reports written.");
+    header(
+        &mut out,
+        "clarion_reports_total",
+        "counter",
+        "Reports written, by scope (host: a host's, network: a manager's decisions).",
+    );
     let _ = writeln!(
         out,
-        "clarion_reports_total {}",
+        "clarion_reports_total{{scope=\"{scope}\"}} {}",
         host.reports.load(Ordering::Relaxed)
     );
     header(
@@ -380,10 +536,10 @@ pub fn render(workers: &[Arc<WorkerMetrics>], host: &HostMetrics) -> String {
     );
     let _ = writeln!(
         out,
-        "clarion_reports_partial_total {}",
+        "clarion_reports_partial_total{{scope=\"{scope}\"}} {}",
         host.reports_partial.load(Ordering::Relaxed)
     );
-    host.events.render(&mut out);
+    host.events.render(&mut out, host.scope, now);
     render_build_info(&mut out);
     if let Some(p) = ProcessStats::read() {
         p.render(&mut out);

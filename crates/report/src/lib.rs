@@ -367,6 +367,22 @@ impl GroupKey {
         out
     }
 
+    /// The group as one label value (Prometheus, Alertmanager): its fields
+    /// as `name=value`, space-separated (`dst_ip=10.0.0.0/24 dst_port=80`),
+    /// `none` for a port or VLAN the packets lack, `all` for an event
+    /// without `per`.
+    pub fn label(&self) -> String {
+        let fields = self.fields();
+        if fields.is_empty() {
+            return "all".into();
+        }
+        fields
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("none")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     fn to_json(self) -> Value {
         let mut m = Map::new();
         if let Some(a) = self.src_ip {

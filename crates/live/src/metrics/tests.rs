@@ -88,13 +88,20 @@ fn every_family_has_help_and_type_once_and_no_quantile_gauges() {
         value(&page, "clarion_queue_delay_seconds_max{worker=\"0\"}").as_deref(),
         Some("0.0015")
     );
-    assert_eq!(value(&page, "clarion_reports_total").as_deref(), Some("2"));
     assert_eq!(
-        value(&page, "clarion_reports_partial_total").as_deref(),
+        value(&page, "clarion_reports_total{scope=\"host\"}").as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        value(&page, "clarion_reports_partial_total{scope=\"host\"}").as_deref(),
         Some("1")
     );
     assert_eq!(
-        value(&page, "clarion_event_last_value{event=\"a\",aggregate=\"count\"}").as_deref(),
+        value(
+            &page,
+            "clarion_event_last_value{event=\"a\",scope=\"host\",group=\"all\",aggregate=\"count\"}"
+        )
+        .as_deref(),
         Some("4")
     );
     assert_eq!(
@@ -140,7 +147,7 @@ fn every_family_has_help_and_type_once_and_no_quantile_gauges() {
 
 #[test]
 fn a_manager_page_has_no_worker_families() {
-    let host = HostMetrics::new(&[]);
+    let host = HostMetrics::new(&[]).with_scope(Scope::Network);
     let page = render(&[], &host);
     assert!(!page.contains("clarion_packets_total"), "{page}");
     assert!(!page.contains("clarion_interface_up"), "{page}");
@@ -148,7 +155,16 @@ fn a_manager_page_has_no_worker_families() {
         page.contains("# TYPE clarion_event_fired_total counter"),
         "{page}"
     );
-    assert!(page.contains("clarion_reports_total 0\n"), "{page}");
+    assert!(
+        page.contains("clarion_reports_total{scope=\"network\"} 0\n"),
+        "{page}"
+    );
+    host.written(&[report("a", &[("count", 3.0)])]);
+    let page = render(&[], &host);
+    assert!(
+        page.contains("clarion_event_fired_total{event=\"a\",scope=\"network\"} 1\n"),
+        "{page}"
+    );
 }
 
 #[test]
@@ -175,6 +191,80 @@ fn queue_delay_bounds_are_fine_bucket_tops() {
         assert_eq!(tops.len(), 2, "{b}: {tops:?}");
         assert_eq!(tops[0], b);
     }
+}
+
+/// A report of `event` for the group `dst_port = port` in the 100 ms
+/// window starting at `start` (in windows).
+fn report_of(event: &str, start: u64, port: u16, value: f64) -> Report {
+    let mut r = report(event, &[("sum(volume)", value), ("count(packets)", 1.0)]);
+    r.window = clarion_report::Window {
+        start_ns: start * 100_000_000,
+        end_ns: (start + 1) * 100_000_000,
+    };
+    r.group.dst_port = Some(Some(port));
+    r
+}
+
+/// `group -> value of sum(volume)` of the page's last values of `event`.
+fn last_values(page: &str, event: &str) -> BTreeMap<String, f64> {
+    let prefix = format!("clarion_event_last_value{{event=\"{event}\",scope=\"host\",group=\"");
+    samples(page)
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let group = k
+                .strip_prefix(&prefix)?
+                .strip_suffix("\",aggregate=\"sum(volume)\"}")?;
+            Some((group.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn last_values_follow_the_latest_window_and_expire() {
+    let host = HostMetrics::new(&[]);
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    host.events.observe_at(
+        &[report_of("e", 5, 80, 10.0), report_of("e", 5, 443, 30.0)],
+        at(0),
+    );
+    let page = render_at(&[], &host, at(1));
+    let want: BTreeMap<String, f64> = [
+        ("dst_port=443".to_string(), 30.0),
+        ("dst_port=80".to_string(), 10.0),
+    ]
+    .into();
+    assert_eq!(last_values(&page, "e"), want, "{page}");
+    // Every aggregate of a shown group is there.
+    assert!(page.contains(
+        "clarion_event_last_value{event=\"e\",scope=\"host\",group=\"dst_port=80\",aggregate=\"count(packets)\"} 1\n"
+    ));
+    // A late report of an earlier window is counted, not shown.
+    host.events.observe_at(&[report_of("e", 4, 22, 99.0)], at(2));
+    assert_eq!(last_values(&render_at(&[], &host, at(2)), "e"), want);
+    // A later window replaces the groups of the earlier one.
+    host.events.observe_at(&[report_of("e", 6, 53, 5.0)], at(3));
+    let page = render_at(&[], &host, at(3));
+    assert_eq!(last_values(&page, "e"), [("dst_port=53".to_string(), 5.0)].into());
+    assert_eq!(
+        value(&page, "clarion_event_fired_total{event=\"e\",scope=\"host\"}").as_deref(),
+        Some("4")
+    );
+    // Quiet for longer than the TTL: no last value, the count stays.
+    let later = at(3) + LAST_VALUE_TTL + Duration::from_secs(1);
+    let page = render_at(&[], &host, later);
+    assert!(last_values(&page, "e").is_empty(), "{page}");
+    assert!(page.contains("# TYPE clarion_event_last_value gauge\n"), "{page}");
+    assert_eq!(
+        value(&page, "clarion_event_fired_total{event=\"e\",scope=\"host\"}").as_deref(),
+        Some("4")
+    );
+    // Then any window starts over, even an earlier one (a restarted replay).
+    host.events.observe_at(&[report_of("e", 1, 80, 7.0)], later);
+    assert_eq!(
+        last_values(&render_at(&[], &host, later), "e"),
+        [("dst_port=80".to_string(), 7.0)].into()
+    );
 }
 
 proptest! {
@@ -232,6 +322,53 @@ proptest! {
         prop_assert_eq!(sum, sweeps.iter().sum::<u64>() as f64 / 1e9);
     }
 
+    /// The last values of an event are the TOP_GROUPS largest groups of
+    /// the latest window reported so far (by `sum(volume)`, then by
+    /// label), as a plain sort of every report of that window gives.
+    #[test]
+    fn last_values_are_the_top_groups_of_the_latest_window(
+        picks in proptest::collection::vec((0u64..4, 0u16..40, prop_oneof![9 => -1e3f64..1e3, 1 => Just(f64::NAN)]), 1..300)
+    ) {
+        // One report per group and window, as monitors and managers write.
+        let mut seen = std::collections::HashSet::new();
+        let reports: Vec<Report> = picks
+            .iter()
+            .filter(|(w, p, _)| seen.insert((*w, *p)))
+            .map(|&(w, p, v)| report_of("e", w, p, v))
+            .collect();
+        let host = HostMetrics::new(&[]);
+        let now = Instant::now();
+        for chunk in reports.chunks(5) {
+            host.events.observe_at(chunk, now);
+        }
+        // Reference: the latest window so far when each report came.
+        let mut latest = 0;
+        let mut kept: Vec<&Report> = Vec::new();
+        for r in &reports {
+            if r.window.start_ns > latest || kept.is_empty() {
+                latest = r.window.start_ns;
+                kept.clear();
+            }
+            if r.window.start_ns == latest {
+                kept.push(r);
+            }
+        }
+        let size = |r: &Report| if r.values[0].1.is_nan() { f64::NEG_INFINITY } else { r.values[0].1 };
+        kept.sort_by(|a, b| size(b).total_cmp(&size(a)).then_with(|| a.group.label().cmp(&b.group.label())));
+        kept.truncate(TOP_GROUPS);
+        let want: BTreeMap<String, String> = kept.iter().map(|r| (r.group.label(), float(r.values[0].1))).collect();
+        let page = render_at(&[], &host, now);
+        let prefix = "clarion_event_last_value{event=\"e\",scope=\"host\",group=\"";
+        let got: BTreeMap<String, String> = samples(&page)
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let g = k.strip_prefix(prefix)?.strip_suffix("\",aggregate=\"sum(volume)\"}")?;
+                Some((g.to_string(), v))
+            })
+            .collect();
+        prop_assert_eq!(got, want);
+    }
+
     /// Per event: fired counts and last values as a plain map would give,
     /// with the events past the bound summed under `_other`.
     #[test]
@@ -263,18 +400,25 @@ proptest! {
         let got: BTreeMap<String, u64> = samples(&page)
             .into_iter()
             .filter_map(|(k, v)| {
-                let e = k.strip_prefix("clarion_event_fired_total{event=\"")?.strip_suffix("\"}")?;
+                let e = k
+                    .strip_prefix("clarion_event_fired_total{event=\"")?
+                    .strip_suffix("\",scope=\"host\"}")?;
                 Some((e.to_string(), v.parse().ok()?))
             })
             .collect();
         prop_assert_eq!(&got, &fired);
         prop_assert!(got.len() <= MAX_EVENT_SERIES + 1);
         for (e, v) in &last {
-            let key = format!("clarion_event_last_value{{event=\"{e}\",aggregate=\"sum(volume)\"}}");
+            let key = format!(
+                "clarion_event_last_value{{event=\"{e}\",scope=\"host\",group=\"all\",aggregate=\"sum(volume)\"}}"
+            );
             let shown: f64 = all.get(&key).and_then(|s| s.parse().ok()).expect("a value");
             prop_assert_eq!(shown, *v);
         }
-        prop_assert_eq!(value(&page, "clarion_reports_total"), Some(reports.len().to_string()));
+        prop_assert_eq!(
+            value(&page, "clarion_reports_total{scope=\"host\"}"),
+            Some(reports.len().to_string())
+        );
     }
 }
 
