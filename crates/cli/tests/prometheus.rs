@@ -1,17 +1,24 @@
 //! A real Prometheus scrapes a running `clarion run -i lo` (UDP traffic
-//! sent so its event fires) and, when nats-server is installed, a running
-//! `clarion manager` and a live `clarion agent -i lo`; then every expression of the Grafana dashboard
-//! (dashboards/clarion.json) is asked of Prometheus's HTTP API and must
-//! return a series. Both pages are also checked by Prometheus's own
-//! exposition-format linter, `promtool check metrics`. Alerts are on
-//! (a local webhook receiver for run and agent, a UDP socket as the
-//! manager's syslog): their `clarion_alerts_*` series must be there, and
-//! the run's delivered count must equal the keys the receiver saw.
+//! sent so its event fires), a running `clarion manager` and two live
+//! `clarion agent -i lo` (hosts `h1` and `h2` over a real nats-server);
+//! then every expression of the Grafana dashboard (dashboards/clarion.json)
+//! is asked of Prometheus's HTTP API and must return a series, and the
+//! "events fired per second" panel's network line must equal the count of
+//! reports the manager wrote over the same interval, within one scrape
+//! (its host line counts both agents' trigger firings, about twice as
+//! many: the double count the `scope` label keeps apart). Every page is
+//! also checked by Prometheus's own exposition-format linter, `promtool
+//! check metrics`. Alerts are on (a local webhook receiver for run and
+//! agents, a UDP socket as the manager's syslog): their `clarion_alerts_*`
+//! series must be there, and the run's delivered count must equal the
+//! keys the receiver saw.
 //!
 //! Skipped, saying why, without Prometheus (Debian `prometheus`, see
-//! scripts/deps.sh) or when not root (a packet socket on lo). Scrapes
-//! every second; the test waits only as long as the series take to appear
-//! (a few seconds), with a generous deadline for a busy machine.
+//! scripts/deps.sh) or nats-server (the fleet panels read the manager),
+//! or when not root (a packet socket on lo). Scrapes every second; the
+//! test waits only as long as the series take to appear (a few seconds),
+//! with a generous deadline for a busy machine, then 10 s for the
+//! comparison.
 
 mod common;
 #[path = "../../alerts/tests/receiver/mod.rs"]
@@ -75,30 +82,77 @@ fn query(prom: &str, expr: &str) -> Vec<serde_json::Value> {
     v["data"]["result"].as_array().cloned().unwrap_or_default()
 }
 
-/// Every PromQL expression of the dashboard's panels, with Grafana's
-/// variables given values a query can run with.
-fn dashboard_exprs() -> Vec<String> {
+/// The dashboard's panels, checked for what Grafana needs: unique ids,
+/// panels that do not overlap, a query in each.
+fn dashboard() -> (Vec<serde_json::Value>, Vec<String>) {
     let path = common::repo().join("dashboards/clarion.json");
     let text = std::fs::read_to_string(&path).expect("dashboards/clarion.json");
     let d: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
-    let panels = d["panels"].as_array().expect("panels");
-    let exprs: Vec<String> = panels
+    let panels = d["panels"].as_array().cloned().expect("panels");
+    let mut ids = std::collections::HashSet::new();
+    let mut cells = std::collections::HashSet::new();
+    for p in &panels {
+        assert!(ids.insert(p["id"].as_u64().expect("a panel id")), "id twice: {p}");
+        let at = |k: &str| p["gridPos"][k].as_u64().expect("gridPos");
+        for x in at("x")..at("x") + at("w") {
+            for y in at("y")..at("y") + at("h") {
+                assert!(
+                    x < 24 && cells.insert((x, y)),
+                    "{} overlaps or leaves the grid",
+                    p["title"]
+                );
+            }
+        }
+        assert!(
+            p["targets"].as_array().is_some_and(|t| !t.is_empty()),
+            "{} has no query",
+            p["title"]
+        );
+    }
+    let variables: Vec<String> = d["templating"]["list"]
+        .as_array()
+        .expect("variables")
         .iter()
-        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
-        .map(|t| t["expr"].as_str().expect("a target's expr").to_string())
-        .map(|e| e.replace("$__rate_interval", "5s").replace("$instance", ".*"))
+        .map(|v| v["name"].as_str().expect("a variable's name").to_string())
         .collect();
-    assert!(exprs.len() >= panels.len(), "a panel without a query");
-    exprs
+    (panels, variables)
 }
 
-/// Starts nats-server, a manager and a live agent on lo (with `events`),
-/// both with --metrics; the processes and the two metrics addresses.
-fn manager_and_agent(dir: &Path, events: &Path, hook: &str) -> Option<(Vec<Running>, String, String)> {
-    let Some(nats) = common::tool("nats-server") else {
-        eprintln!("nats-server not installed: the manager's and agent's metrics are not scraped");
-        return None;
-    };
+/// A panel's query with Grafana's variables given values a query can run
+/// with: every template variable all (`.*`), `$__rate_interval` `rate`.
+fn runnable(expr: &str, variables: &[String], rate: &str) -> String {
+    let mut e = expr.replace("$__rate_interval", rate);
+    for v in variables {
+        e = e.replace(&format!("${v}"), ".*");
+    }
+    assert!(
+        !e.contains('$'),
+        "a variable the dashboard does not define: {expr}"
+    );
+    e
+}
+
+/// Every PromQL expression of the dashboard's panels, runnable.
+fn dashboard_exprs() -> Vec<String> {
+    let (panels, variables) = dashboard();
+    panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .map(|t| runnable(t["expr"].as_str().expect("a target's expr"), &variables, "5s"))
+        .collect()
+}
+
+/// The fleet: nats-server, a manager deciding `net_events` over hosts `h1`
+/// and `h2`, and a live agent on lo for each, all with --metrics; `h1`
+/// also runs `own_events`, its host's own. The processes, the manager's
+/// metrics address and the agents'.
+struct Fleet {
+    _processes: Vec<Running>,
+    manager: String,
+    agents: Vec<String>,
+}
+
+fn fleet(nats: &Path, dir: &Path, own_events: &Path, net_events: &Path, hook: &str) -> Fleet {
     let port = free_port();
     let server = Running(
         Command::new(nats)
@@ -114,7 +168,7 @@ fn manager_and_agent(dir: &Path, events: &Path, hook: &str) -> Option<(Vec<Runni
         std::thread::sleep(Duration::from_millis(50));
     }
     let inventory = dir.join("hosts.txt");
-    std::fs::write(&inventory, "h1 10.0.0.0/8\n").expect("inventory written");
+    std::fs::write(&inventory, "h1 10.1.0.0/16\nh2 10.2.0.0/16\n").expect("inventory written");
     let m = common::clarion_process()
         .args([
             "manager",
@@ -128,6 +182,8 @@ fn manager_and_agent(dir: &Path, events: &Path, hook: &str) -> Option<(Vec<Runni
         .arg(format!("nats://127.0.0.1:{port}"))
         .arg("--inventory")
         .arg(&inventory)
+        .arg("--events")
+        .arg(net_events)
         .arg("-o")
         .arg(dir.join("manager.jsonl"))
         .args(["--duration", "120s"])
@@ -138,24 +194,89 @@ fn manager_and_agent(dir: &Path, events: &Path, hook: &str) -> Option<(Vec<Runni
         .spawn()
         .expect("clarion manager starts");
     let mut m = Running(m);
-    let addr = common::metrics::address(m.0.stderr.take().expect("stderr piped"));
-    let agent = common::clarion_process()
-        .args(["agent", "-i", "lo", "--host", "h1"])
-        .args(["--metrics", "127.0.0.1:0", "--duration", "120s"])
-        .arg("--nats")
-        .arg(format!("nats://127.0.0.1:{port}"))
-        .arg("--events")
-        .arg(events)
-        .arg("-o")
-        .arg(dir.join("agent.jsonl"))
-        .args(["--webhook", hook])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clarion agent starts");
-    let mut agent = Running(agent);
-    let agent_addr = common::metrics::address(agent.0.stderr.take().expect("stderr piped"));
-    Some((vec![agent, m, server], addr, agent_addr))
+    let manager = common::metrics::address(m.0.stderr.take().expect("stderr piped"));
+    let mut processes = vec![m, server];
+    let mut agents = Vec::new();
+    for host in ["h1", "h2"] {
+        let mut c = common::clarion_process();
+        c.args(["agent", "-i", "lo", "--host", host])
+            .args(["--metrics", "127.0.0.1:0", "--duration", "120s"])
+            .arg("--nats")
+            .arg(format!("nats://127.0.0.1:{port}"))
+            .arg("-o")
+            .arg(dir.join(format!("{host}.jsonl")))
+            .args(["--webhook", hook]);
+        if host == "h1" {
+            c.arg("--events").arg(own_events);
+        }
+        let agent = c
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("clarion agent starts");
+        let mut agent = Running(agent);
+        agents.push(common::metrics::address(
+            agent.0.stderr.take().expect("stderr piped"),
+        ));
+        // Agents first: dropped (killed) before the manager and the server.
+        processes.insert(0, agent);
+    }
+    Fleet {
+        _processes: processes,
+        manager,
+        agents,
+    }
+}
+
+/// Complete lines of the manager's reports of `event` so far.
+fn manager_reports(file: &Path, event: &str) -> usize {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    // The last segment, unterminated, may be a line being written.
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    lines.pop();
+    lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["event"] == event)
+        .count()
+}
+
+/// Seconds since the Unix epoch, as Prometheus's `time` parameter takes them.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The series of `expr` evaluated at `time`.
+fn query_at(prom: &str, expr: &str, time: f64) -> Vec<serde_json::Value> {
+    let path = format!("/api/v1/query?query={}&time={time:.3}", encode(expr));
+    let Some((200, body)) = get(prom, &path) else {
+        return Vec::new();
+    };
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    assert_eq!(v["status"], "success", "{expr}: {body}");
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+/// The "events fired per second" panel's value for `event` and `scope`
+/// at `time`, its rate taken over `range_ms`.
+fn fired_panel(prom: &str, event: &str, scope: &str, time: f64, range_ms: u64) -> Option<f64> {
+    let (panels, variables) = dashboard();
+    let panel = panels
+        .iter()
+        .find(|p| {
+            p["title"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("Events fired per second"))
+        })
+        .expect("the events fired panel");
+    let expr = panel["targets"][0]["expr"].as_str().expect("its query");
+    let expr = runnable(expr, &variables, &format!("{range_ms}ms"));
+    query_at(prom, &expr, time)
+        .iter()
+        .find(|s| s["metric"]["event"] == event && s["metric"]["scope"] == scope)
+        .and_then(|s| s["value"][1].as_str()?.parse().ok())
 }
 
 /// A sample's value on a page: `series value`.
@@ -200,19 +321,34 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
         eprintln!("skipped: prometheus is not installed (apt-get install prometheus)");
         return;
     };
+    let Some(nats) = common::tool("nats-server") else {
+        eprintln!("skipped: nats-server is not installed (apt-get install nats-server): the fleet panels read a manager");
+        return;
+    };
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: opening a packet socket on lo needs root");
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
-    // The event fires on our UDP traffic only (lo carries other tests' too).
+    // The events fire on our UDP traffic only (lo carries other tests' too).
     let udp_port = free_port();
     let events = dir.path().join("prom.clarion");
     std::fs::write(
         &events,
         format!(
             "event prom_udp\n  filter proto = udp and dst_port = {udp_port}\n  when sum(size) > 100\n  per dst_port\n  every 100ms\n"
+        ),
+    )
+    .expect("events written");
+    // Network-wide: placed on both hosts (no address in its filter), each
+    // with half the threshold; both see every packet on lo, so both fire
+    // in every window and the manager decides each window once.
+    let net_events = dir.path().join("net.clarion");
+    std::fs::write(
+        &net_events,
+        format!(
+            "event prom_net\n  filter proto = udp and dst_port = {udp_port}\n  when sum(size) > 100\n  per dst_port\n  every 100ms\n  across hosts\n"
         ),
     )
     .expect("events written");
@@ -238,6 +374,7 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
         .expect("clarion run starts");
     let mut run = Running(run);
     let run_addr = common::metrics::address(run.0.stderr.take().expect("stderr piped"));
+    let fleet = fleet(&nats, dir.path(), &events, &net_events, &rx.url("/agent"));
     let stop = Arc::new(AtomicBool::new(false));
     let sender = {
         let stop = Arc::clone(&stop);
@@ -249,18 +386,15 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
             }
         })
     };
-    let manager = manager_and_agent(dir.path(), &events, &rx.url("/agent"));
 
     let prom_port = free_port();
     let prom_addr = format!("127.0.0.1:{prom_port}");
-    let mut config = format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: clarion\n    static_configs:\n      - targets: ['{run_addr}']\n"
+    let agents: Vec<String> = fleet.agents.iter().map(|a| format!("'{a}'")).collect();
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: clarion\n    static_configs:\n      - targets: ['{run_addr}']\n  - job_name: manager\n    static_configs:\n      - targets: ['{}']\n  - job_name: agent\n    static_configs:\n      - targets: [{}]\n",
+        fleet.manager,
+        agents.join(", ")
     );
-    if let Some((_, addr, agent)) = &manager {
-        config.push_str(&format!(
-            "  - job_name: manager\n    static_configs:\n      - targets: ['{addr}']\n  - job_name: agent\n    static_configs:\n      - targets: ['{agent}']\n"
-        ));
-    }
     let config_file = dir.path().join("prometheus.yml");
     std::fs::write(&config_file, config).expect("config written");
     let _prom = Running(
@@ -278,29 +412,32 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
     );
 
     // Every dashboard expression, then each job's scrape health and the
-    // manager's own series; each polled until it returns a series.
+    // series the fleet must have; each polled until it returns a series.
     let mut wanted: Vec<String> = dashboard_exprs();
-    wanted.push("up{job=\"clarion\"} == 1".into());
-    wanted.push("clarion_event_fired_total{event=\"prom_udp\"} > 0".into());
-    wanted.push("clarion_alerts_delivered_total{job=\"clarion\",target=\"webhook\"} > 0".into());
-    wanted.push("clarion_alerts_queue_depth{job=\"clarion\",target=\"webhook\"}".into());
-    // Prometheus's own scrapes are connections the metrics server accepted.
-    wanted.push("clarion_http_connections_total{job=\"clarion\",server=\"metrics\"} > 0".into());
-    if manager.is_some() {
-        for e in [
-            "up{job=\"manager\"} == 1",
-            "clarion_build_info{job=\"manager\"}",
-            "clarion_reports_total{job=\"manager\"}",
-            "process_start_time_seconds{job=\"manager\"}",
-            "up{job=\"agent\"} == 1",
-            "clarion_packets_total{job=\"agent\"} > 0",
-            "clarion_event_fired_total{job=\"agent\",event=\"prom_udp\"} > 0",
-            "clarion_sweep_seconds_count{job=\"agent\"} > 0",
-            "clarion_alerts_accepted_total{job=\"agent\",target=\"webhook\"} > 0",
-            "clarion_alerts_dead_lettered_total{job=\"manager\",target=\"syslog\"}",
-        ] {
-            wanted.push(e.into());
-        }
+    for e in [
+        "up{job=\"clarion\"} == 1".to_string(),
+        "clarion_event_fired_total{job=\"clarion\",event=\"prom_udp\",scope=\"host\"} > 0".into(),
+        "clarion_alerts_delivered_total{job=\"clarion\",target=\"webhook\"} > 0".into(),
+        "clarion_alerts_queue_depth{job=\"clarion\",target=\"webhook\"}".into(),
+        // Prometheus's own scrapes are connections the metrics server accepted.
+        "clarion_http_connections_total{job=\"clarion\",server=\"metrics\"} > 0".into(),
+        "up{job=\"manager\"} == 1".into(),
+        "clarion_build_info{job=\"manager\"}".into(),
+        "process_start_time_seconds{job=\"manager\"}".into(),
+        "clarion_event_fired_total{job=\"manager\",event=\"prom_net\",scope=\"network\"} > 0".into(),
+        format!("clarion_event_last_value{{job=\"manager\",event=\"prom_net\",scope=\"network\",group=\"dst_port={udp_port}\",aggregate=\"sum(size)\"}} > 100"),
+        "clarion_host_up{job=\"manager\",host=\"h1\"} == 1".into(),
+        "clarion_host_up{job=\"manager\",host=\"h2\"} == 1".into(),
+        "clarion_host_packets_per_second{host=\"h2\"} > 0".into(),
+        "clarion_alerts_dead_lettered_total{job=\"manager\",target=\"syslog\"}".into(),
+        "count(up{job=\"agent\"} == 1) == 2".into(),
+        "count(clarion_packets_total{job=\"agent\"} > 0) == 2".into(),
+        "count(clarion_event_fired_total{job=\"agent\",event=\"prom_net\",scope=\"host\"} > 0) == 2".into(),
+        "clarion_event_fired_total{job=\"agent\",event=\"prom_udp\",scope=\"host\"} > 0".into(),
+        "clarion_sweep_seconds_count{job=\"agent\"} > 0".into(),
+        "clarion_alerts_accepted_total{job=\"agent\",target=\"webhook\"} > 0".into(),
+    ] {
+        wanted.push(e);
     }
     let started = Instant::now();
     let deadline = started + Duration::from_secs(60);
@@ -311,8 +448,9 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
             std::thread::sleep(Duration::from_millis(250));
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let _ = sender.join();
+    if !missing.is_empty() {
+        stop.store(true, Ordering::Relaxed);
+    }
     assert!(
         missing.is_empty(),
         "no series after {:?} for:\n{}",
@@ -325,15 +463,49 @@ fn prometheus_scrapes_every_series_the_dashboard_uses() {
         started.elapsed()
     );
 
+    // The panel against the manager's own reports over the same 10 s: the
+    // network line is the decisions written; the host line both agents'
+    // trigger firings, one per window each.
+    let reports = dir.path().join("manager.jsonl");
+    let (from, before) = (unix_now(), manager_reports(&reports, "prom_net"));
+    std::thread::sleep(Duration::from_secs(10));
+    let (to, after) = (unix_now(), manager_reports(&reports, "prom_net"));
+    // Prometheus's scrape after `to`.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let range_ms = ((to - from) * 1e3).round() as u64;
+    let network = fired_panel(&prom_addr, "prom_net", "network", to, range_ms).expect("a network line");
+    let host = fired_panel(&prom_addr, "prom_net", "host", to, range_ms).expect("a host line");
+    stop.store(true, Ordering::Relaxed);
+    let _ = sender.join();
+    let written = (after - before) as f64;
+    let seconds = to - from;
+    // One scrape (1 s) of decisions either way, and one report.
+    let slack = written / seconds + 1.0;
+    eprintln!(
+        "over {seconds:.2} s: {written} decisions written; panel: network {:.2}/s ({:.1}), host {:.2}/s",
+        network,
+        network * seconds,
+        host
+    );
+    assert!(written > 10.0, "the event fired too little to compare: {written}");
+    assert!(
+        (network * seconds - written).abs() <= slack,
+        "the panel's network line {network}/s over {seconds} s is not the {written} decisions written (± {slack})"
+    );
+    assert!(
+        (1.5..=2.5).contains(&(host / network)),
+        "two hosts fire the trigger of each decision: host {host}/s, network {network}/s"
+    );
+
     let (status, page) = get(&run_addr, "/metrics").expect("clarion run's page");
     assert_eq!(status, 200);
     common::metrics::promtool_accepts(&page, "clarion run");
     run_delivered_what_the_receiver_saw(&run_addr, &rx);
-    if let Some((_, addr, agent)) = &manager {
-        let (status, page) = get(addr, "/metrics").expect("the manager's page");
-        assert_eq!(status, 200);
-        common::metrics::promtool_accepts(&page, "clarion manager");
-        let (status, page) = get(agent, "/metrics").expect("the agent's page");
+    let (status, page) = get(&fleet.manager, "/metrics").expect("the manager's page");
+    assert_eq!(status, 200);
+    common::metrics::promtool_accepts(&page, "clarion manager");
+    for agent in &fleet.agents {
+        let (status, page) = get(agent, "/metrics").expect("an agent's page");
         assert_eq!(status, 200);
         common::metrics::promtool_accepts(&page, "clarion agent");
     }
