@@ -712,6 +712,8 @@ impl Monitor {
             // only spares prefetches, each packet is tested again below.
             let bypassing = self.bypass.on();
             let mut bypassed: u64 = 0;
+            // Probes followed into a second slot line (`FOLLOW_FROM`).
+            let far = self.flows.len() >= FAR_FLOWS;
             // Whether the whole chunk is in order and inside the running
             // epoch: then no packet moves the clock past an epoch's end, and
             // the per-packet clock and counters are kept once per chunk.
@@ -736,7 +738,7 @@ impl Monitor {
                     bypassed |= 1 << j;
                     continue;
                 }
-                self.flows.prefetch_slot(*h);
+                self.flows.prefetch_slot(*h, far);
             }
             // So few flows that what a packet reads stays in the first
             // caches: prefetching it is only instructions.
@@ -746,7 +748,7 @@ impl Monitor {
                     *e = NO_ENTRY;
                     continue;
                 }
-                *e = match self.flows.prefetch_entry(h) {
+                *e = match self.flows.prefetch_entry(h, far) {
                     Some(i) => {
                         // A TCP flow's connection state is at its entry's
                         // number: loaded with the entry, not after it.
@@ -761,7 +763,7 @@ impl Monitor {
                         self.dos.prefetch(h);
                         let key = &chunk[j].key;
                         if key.proto == 6 && ahead {
-                            self.flows.prefetch_slot(hash_key(&key.reversed()));
+                            self.flows.prefetch_slot(hash_key(&key.reversed()), false);
                         }
                         NO_ENTRY
                     }

@@ -72,8 +72,9 @@ pub struct BenchArgs {
 
     /// Packets per batch: parsed, then processed together (prefetching
     /// for all of them first) and timed together; ns/packet percentiles are
-    /// over batches.
-    #[arg(long, default_value_t = 32, value_name = "N")]
+    /// over batches. The default is what replay and live workers hand the
+    /// monitor.
+    #[arg(long, default_value_t = clarion_engine::BATCH, value_name = "N")]
     pub batch: usize,
 
     /// Optimizations to switch off (comma-separated), to measure without them.

@@ -184,7 +184,7 @@ pub struct DosArgs {
     pub dos_filter_slots: usize,
 
     /// Packets per timed batch.
-    #[arg(long, default_value_t = 32, value_name = "N")]
+    #[arg(long, default_value_t = clarion_engine::BATCH, value_name = "N")]
     pub batch: usize,
 
     /// Core to pin the measured loop to (default: the last core this process may use).

@@ -131,7 +131,7 @@ pub struct FeasibilityArgs {
     pub patterns: u32,
 
     /// Packets per timed batch (as `clarion-lab bench --batch`).
-    #[arg(long, default_value_t = 32, value_name = "N")]
+    #[arg(long, default_value_t = clarion_engine::BATCH, value_name = "N")]
     pub batch: usize,
 
     /// Core to pin the measured loop to (default: the last core this process may use).
