@@ -213,6 +213,22 @@ pub fn open_captures(
     a: &PolicyArgs,
     specs: &[clarion_lang::spec::EventSpec],
 ) -> Result<Option<Captures>, Failure> {
+    let Some(config) = capture_config(a, specs)? else {
+        return Ok(None);
+    };
+    let dir = config.dir.clone();
+    Captures::new(specs, config)
+        .map_err(|e| Failure::Runtime(anyhow!("cannot capture into {}: {e}", dir.display())))
+}
+
+/// Where `then capture` files go (`--capture-dir`, each ring
+/// `--capture-buffer` bytes), refusing events that capture without it;
+/// `None` without the flag. A live host takes it even when no event of
+/// the start captures: events installed later may.
+pub fn capture_config(
+    a: &PolicyArgs,
+    specs: &[clarion_lang::spec::EventSpec],
+) -> Result<Option<CaptureConfig>, Failure> {
     let capturing: Vec<&str> = specs
         .iter()
         .filter(|s| s.capture.is_some())
@@ -229,13 +245,11 @@ pub fn open_captures(
             if capturing.len() > 1 { "" } else { "s" },
         )));
     };
-    let config = CaptureConfig {
+    Ok(Some(CaptureConfig {
         dir: dir.clone(),
         ring_bytes: a.capture_buffer,
         ..CaptureConfig::default()
-    };
-    Captures::new(specs, config)
-        .map_err(|e| Failure::Runtime(anyhow!("cannot capture into {}: {e}", dir.display())))
+    }))
 }
 
 /// The summary lines of the captures.

@@ -7,10 +7,11 @@
 //! pcapng names); the summary gives each worker's export counters
 //! ([`export_lines`]).
 //!
-//! With events that say `then capture` (and `--capture-dir`), every
-//! worker keeps `--capture-buffer` bytes of recent frames, and each
-//! report of such an event names one file holding its group's packets
-//! from every worker (`clarion_host::LiveConfig::captures`).
+//! With `--capture-dir`, every worker has a ring of `--capture-buffer`
+//! bytes of recent frames, fed while an installed event says `then
+//! capture` (one of the start's, or one added through the control API),
+//! and each report of such an event names one file holding its group's
+//! packets from every worker (`clarion_host::LiveConfig::captures`).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -262,7 +263,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     };
     let (exports, configs) = LiveExports::open(&a.export)?;
     let mut config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), configs)?;
-    config.captures = capture_config(a, &specs)?;
+    config.captures = crate::exports::capture_config(&a.export.policies, &specs)?;
     let stop = stop_flag()?;
     let mut host = LiveHost::start(&config, &specs, stop)
         .map_err(|e| start_failure(e, events.unwrap_or(Path::new("(no events)"))))?;
@@ -315,22 +316,6 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         }
     }
     outcome(&summary)
-}
-
-/// Where `then capture` files go, as for a file replay (the same checks
-/// and messages: `--capture-dir` needed when an event captures); each
-/// worker keeps `--capture-buffer` bytes of recent frames.
-fn capture_config(
-    a: &RunArgs,
-    specs: &[clarion_lang::spec::EventSpec],
-) -> Result<Option<clarion_event_capture::CaptureConfig>, Failure> {
-    // The replay's capturer (its ring and writer, unused) is closed at once.
-    Ok(
-        crate::exports::open_captures(&a.export.policies, specs)?.map(|mut c| {
-            c.finish();
-            c.config().clone()
-        }),
-    )
 }
 
 /// The export policies' summary lines: one worker's as a file replay's,

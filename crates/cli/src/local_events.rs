@@ -393,6 +393,8 @@ impl LocalEvents {
                     spec.name
                 )));
             }
+            host.check_install(spec)
+                .map_err(|e| ControlError::Invalid(e.to_string()))?;
         }
         let mut added = Vec::new();
         for (spec, source) in parsed.into_iter().filter(|(s, _)| !s.on_demand) {

@@ -29,14 +29,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use clarion_capture::PacketSource;
 use clarion_gpv::{EvictCause, Gpv};
-use common::netns::{clarion_in, Net};
+use common::netns::{capturing_on_va, clarion_in, Net};
 use common::{clarion_process, collecting, repo};
 use serde_json::Value;
 
@@ -254,22 +254,8 @@ fn live_run(net: &Net, capture: &Path, dir: &Path) -> Outputs {
     let mut run = c.stderr(Stdio::piped()).spawn().expect("clarion run starts");
     let mut err = BufReader::new(run.stderr.take().expect("its stderr"));
     // Warnings first (the unauthenticated header datagrams), then this.
-    let mut first = String::new();
-    while !first.contains("capturing on va") {
-        let n = err.read_line(&mut first).expect("its first lines");
-        assert!(n > 0, "{what}: ended before capturing: {first}");
-    }
-    let replay = Command::new("ip")
-        .args(["netns", "exec", &net.b, "tcpreplay", "-q", "-i", "vb"])
-        .args(["--pps", "10000"])
-        .arg(capture)
-        .output()
-        .expect("tcpreplay runs");
-    assert!(
-        replay.status.success(),
-        "{what}: tcpreplay: {}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    capturing_on_va(&mut err, &what);
+    net.replay(capture, &what);
     // The last windows close and their captures' spans pass meanwhile.
     std::thread::sleep(Duration::from_millis(2500));
     run.stderr = Some(err.into_inner());
