@@ -592,17 +592,17 @@ fn live_agent(
     )?
     .with_exports_file(a.export.policies.exports.as_deref(), &host)
     .with_health(ag.health.clone());
-    ag.live_loop(&mut host, &mut out, &mut local)?;
+    let looped = ag.live_loop(&mut host, &mut out, &mut local);
     let lag_ms = host.clock_lag_ns() as f64 / 1e6;
-    let (summary, mut last) = crate::live::finish_host(host, &mut out)?;
     // Windows closed because the agent stopped still reach the manager and
     // the sink, untimed.
     let timed = ag.tally.close_to_sent.len();
-    ag.route_live(&mut last, u64::MAX, 0, &mut out, &local)?;
+    let (summary, exported) = crate::live::end_run(host, out, looped, |mut last, out| {
+        ag.route_live(&mut last, u64::MAX, 0, out, &local)
+    })?;
     ag.tally.close_to_sent.truncate(timed);
     ag.link.finished();
     ag.link.bye(Duration::from_secs(5));
-    let exported = out.close()?;
     for e in summary.captures.iter().flat_map(|c| &c.errors) {
         warn!(target: "agent", reason = %e, "capture not written: {e}");
     }

@@ -541,12 +541,16 @@ impl LiveExports {
     /// Finishes the sinks and writes the apps' report; the summary's lines.
     pub fn close(&mut self) -> Result<String, Failure> {
         let mut s = String::new();
-        if let Some(sink) = &mut self.records {
-            sink.finish().map_err(|e| write_error(Kind::Records, e))?;
+        // Both finished whatever the other does: a failed one still leaves
+        // the other's file whole.
+        let records = self.records.as_mut().map(|r| r.finish());
+        let gpvs = self.gpv_sink.as_mut().map(|g| g.finish());
+        if let Some(r) = records {
+            r.map_err(|e| write_error(Kind::Records, e))?;
             s += &format!("  flow records: {} written\n", thousands(self.records_written));
         }
-        if let Some(sink) = &mut self.gpv_sink {
-            sink.finish().map_err(|e| write_error(Kind::Gpvs, e))?;
+        if let Some(g) = gpvs {
+            g.map_err(|e| write_error(Kind::Gpvs, e))?;
         }
         if let Some(apps) = self.apps.as_mut().filter(|a| !a.names().is_empty()) {
             write_app_report(apps, self.apps_out.as_deref())?;

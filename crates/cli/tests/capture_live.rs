@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clarion_capture::PacketSource;
-use common::netns::{capturing_on_va, clarion_in, in_netns, Net};
+use common::netns::{capturing_on_va, clarion_in, in_netns, tcpreplay, Net};
 use common::repo;
 use serde_json::Value;
 
@@ -48,14 +48,6 @@ enum Via {
     RunApi,
     /// `clarion events add` on `clarion agent -i --api`.
     AgentApi,
-}
-
-fn tcpreplay() -> bool {
-    let there = Command::new("tcpreplay").arg("-V").output().is_ok();
-    if !there {
-        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
-    }
-    there
 }
 
 #[test]

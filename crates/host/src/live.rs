@@ -914,6 +914,8 @@ impl LiveHost {
             let _ = h.join();
         }
         self.xdp.clear();
+        // Written on a failure too: the workers have handed over their rings.
+        let captures = self.captures.as_mut().map(|c| c.parted.finish());
         if let Some(e) = self.failure.take() {
             return Err(e);
         }
@@ -943,7 +945,7 @@ impl LiveHost {
         s.outages = self.outage_count;
         s.down = Duration::from_nanos(self.down_ns + still_down);
         s.lost = self.lost.take();
-        s.captures = self.captures.as_mut().map(|c| c.parted.finish());
+        s.captures = captures;
         Ok(s)
     }
 }

@@ -22,6 +22,15 @@ pub fn clarion_in(ns: &str) -> Command {
     c
 }
 
+/// Whether tcpreplay is installed; if not, says the test is skipped.
+pub fn tcpreplay() -> bool {
+    let there = Command::new("tcpreplay").arg("-V").output().is_ok();
+    if !there {
+        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
+    }
+    there
+}
+
 /// Reads a live run's standard error up to the line saying it captures on
 /// `va` (warnings may come first); everything read, or a panic naming
 /// `what` if it ended before.
