@@ -773,6 +773,8 @@ impl Agent {
             }
             self.serve(&mut Merged(host));
             self.apply_live_exports(host);
+            // Before a SIGHUP reload of --exports, which keeps them.
+            local.keep_managers_exports(&self.from_manager);
             local.service(host, out.apps());
             out.tick()?;
         }
