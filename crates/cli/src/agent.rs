@@ -61,7 +61,9 @@ workers' merged windows (--history-windows of them). Reports of the host's own e
 (--events, without `across hosts`) go to --output; network-wide reports come
 from the manager. Export policies installed on the manager (clarion exports
 --api MANAGER add FILE) run here too, beside the host's own --exports;
-those writing pcapng need --export-dir. docs/manager.md explains the protocol.";
+those writing pcapng need --export-dir. Live, the host's own events (of
+--events or its --api) may say `then capture`, with --capture-dir.
+docs/manager.md explains the protocol.";
 
 #[derive(Args, Debug)]
 // The manager may send policies: the export settings stand without --exports.
@@ -440,15 +442,18 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             s.name
         )));
     }
-    if let Some(s) = own.iter().find(|s| s.capture.is_some()) {
+    // Live, the host captures as `clarion run -i` does (LiveHost); a
+    // replaying agent's loop has no captures.
+    let replaying = a.interface.is_empty();
+    if let Some(s) = own.iter().find(|s| replaying && s.capture.is_some()) {
         return Err(Failure::Usage(format!(
-            "clarion: event `{}` captures packets (`then capture`), which `clarion run` does; an agent keeps packets with export policies (--exports)",
+            "clarion: event `{}` captures packets (`then capture`), which a replaying agent does not do: `clarion agent -i` and `clarion run` do",
             s.name
         )));
     }
-    if a.export.policies.capture_dir.is_some() {
+    if replaying && a.export.policies.capture_dir.is_some() {
         return Err(Failure::Usage(
-            "clarion: --capture-dir is for events with `then capture`, which `clarion run` runs; an agent keeps packets with export policies (--exports)".into(),
+            "clarion: --capture-dir is for events with `then capture`, which a replaying agent does not run: `clarion agent -i` and `clarion run` do".into(),
         ));
     }
     let stop = crate::live::stop_flag()?;
@@ -546,6 +551,7 @@ fn live_agent(
     }
     let mut config = crate::live::live_config(&a.interface, &a.live, a.workers, monitor, configs)?;
     config.keep_windows = true;
+    config.captures = crate::exports::capture_config(&a.export.policies, own)?;
     let events = a.events.clone().unwrap_or_default();
     let mut host = LiveHost::start(&config, own, Arc::clone(&stop))
         .map_err(|e| crate::live::start_failure(e, &events))?;
@@ -586,20 +592,26 @@ fn live_agent(
     )?
     .with_exports_file(a.export.policies.exports.as_deref(), &host)
     .with_health(ag.health.clone());
-    ag.live_loop(&mut host, &mut out, &mut local)?;
+    let looped = ag.live_loop(&mut host, &mut out, &mut local);
     let lag_ms = host.clock_lag_ns() as f64 / 1e6;
-    let (summary, mut last) = crate::live::finish_host(host, &mut out)?;
     // Windows closed because the agent stopped still reach the manager and
     // the sink, untimed.
     let timed = ag.tally.close_to_sent.len();
-    ag.route_live(&mut last, u64::MAX, 0, &mut out, &local)?;
+    let (summary, exported) = crate::live::end_run(host, out, looped, |mut last, out| {
+        ag.route_live(&mut last, u64::MAX, 0, out, &local)
+    })?;
     ag.tally.close_to_sent.truncate(timed);
     ag.link.finished();
     ag.link.bye(Duration::from_secs(5));
-    let exported = out.close()?;
+    for e in summary.captures.iter().flat_map(|c| &c.errors) {
+        warn!(target: "agent", reason = %e, "capture not written: {e}");
+    }
     if !a.quiet {
         let mut text = crate::live::summary_text(&summary, own.len(), config.monitor.dos_threshold_bytes);
         text.push_str(&format!("{exported}{}", crate::live::export_lines(&summary)));
+        if let Some(c) = &summary.captures {
+            text.push_str(&crate::exports::capture_summary(c));
+        }
         text.push_str(&ag.summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed));
         text.push_str(&ag.close_to_sent(lag_ms));
         clarion_cmdline::log::summary("agent", &text);
@@ -761,6 +773,8 @@ impl Agent {
             }
             self.serve(&mut Merged(host));
             self.apply_live_exports(host);
+            // Before a SIGHUP reload of --exports, which keeps them.
+            local.keep_managers_exports(&self.from_manager);
             local.service(host, out.apps());
             out.tick()?;
         }

@@ -213,6 +213,22 @@ pub fn open_captures(
     a: &PolicyArgs,
     specs: &[clarion_lang::spec::EventSpec],
 ) -> Result<Option<Captures>, Failure> {
+    let Some(config) = capture_config(a, specs)? else {
+        return Ok(None);
+    };
+    let dir = config.dir.clone();
+    Captures::new(specs, config)
+        .map_err(|e| Failure::Runtime(anyhow!("cannot capture into {}: {e}", dir.display())))
+}
+
+/// Where `then capture` files go (`--capture-dir`, each ring
+/// `--capture-buffer` bytes), refusing events that capture without it;
+/// `None` without the flag. A live host takes it even when no event of
+/// the start captures: events installed later may.
+pub fn capture_config(
+    a: &PolicyArgs,
+    specs: &[clarion_lang::spec::EventSpec],
+) -> Result<Option<CaptureConfig>, Failure> {
     let capturing: Vec<&str> = specs
         .iter()
         .filter(|s| s.capture.is_some())
@@ -229,13 +245,11 @@ pub fn open_captures(
             if capturing.len() > 1 { "" } else { "s" },
         )));
     };
-    let config = CaptureConfig {
+    Ok(Some(CaptureConfig {
         dir: dir.clone(),
         ring_bytes: a.capture_buffer,
         ..CaptureConfig::default()
-    };
-    Captures::new(specs, config)
-        .map_err(|e| Failure::Runtime(anyhow!("cannot capture into {}: {e}", dir.display())))
+    }))
 }
 
 /// The summary lines of the captures.
@@ -527,12 +541,16 @@ impl LiveExports {
     /// Finishes the sinks and writes the apps' report; the summary's lines.
     pub fn close(&mut self) -> Result<String, Failure> {
         let mut s = String::new();
-        if let Some(sink) = &mut self.records {
-            sink.finish().map_err(|e| write_error(Kind::Records, e))?;
+        // Both finished whatever the other does: a failed one still leaves
+        // the other's file whole.
+        let records = self.records.as_mut().map(|r| r.finish());
+        let gpvs = self.gpv_sink.as_mut().map(|g| g.finish());
+        if let Some(r) = records {
+            r.map_err(|e| write_error(Kind::Records, e))?;
             s += &format!("  flow records: {} written\n", thousands(self.records_written));
         }
-        if let Some(sink) = &mut self.gpv_sink {
-            sink.finish().map_err(|e| write_error(Kind::Gpvs, e))?;
+        if let Some(g) = gpvs {
+            g.map_err(|e| write_error(Kind::Gpvs, e))?;
         }
         if let Some(apps) = self.apps.as_mut().filter(|a| !a.names().is_empty()) {
             write_app_report(apps, self.apps_out.as_deref())?;

@@ -7,10 +7,11 @@
 //! pcapng names); the summary gives each worker's export counters
 //! ([`export_lines`]).
 //!
-//! With events that say `then capture` (and `--capture-dir`), every
-//! worker keeps `--capture-buffer` bytes of recent frames, and each
-//! report of such an event names one file holding its group's packets
-//! from every worker (`clarion_host::LiveConfig::captures`).
+//! With `--capture-dir`, every worker has a ring of `--capture-buffer`
+//! bytes of recent frames, fed while an installed event says `then
+//! capture` (one of the start's, or one added through the control API),
+//! and each report of such an event names one file holding its group's
+//! packets from every worker (`clarion_host::LiveConfig::captures`).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -262,7 +263,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     };
     let (exports, configs) = LiveExports::open(&a.export)?;
     let mut config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), configs)?;
-    config.captures = capture_config(a, &specs)?;
+    config.captures = crate::exports::capture_config(&a.export.policies, &specs)?;
     let stop = stop_flag()?;
     let mut host = LiveHost::start(&config, &specs, stop)
         .map_err(|e| start_failure(e, events.unwrap_or(Path::new("(no events)"))))?;
@@ -287,21 +288,8 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         a.quiet,
     )?
     .with_exports_file(a.export.policies.exports.as_deref(), &host);
-    loop {
-        match host.next(out.timeout().min(SERVICE_EVERY)) {
-            Live::Ended => break,
-            Live::Reports(reports) => {
-                reports.iter().for_each(|r| local.publish(r));
-                out.take(Live::Reports(reports))?;
-            }
-            other => out.take(other)?,
-        }
-        local.service(&mut host, out.apps());
-        out.tick()?;
-    }
-    let (summary, last) = finish_host(host, &mut out)?;
-    out.take(Live::Reports(last))?;
-    let exported = out.close()?;
+    let looped = serve(&mut host, &mut out, &mut local);
+    let (summary, exported) = end_run(host, out, looped, |last, out| out.take(Live::Reports(last)))?;
     if !a.quiet {
         print_summary(&summary, specs.len(), config.monitor.dos_threshold_bytes);
         eprint!("{exported}{}", export_lines(&summary));
@@ -317,20 +305,44 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
     outcome(&summary)
 }
 
-/// Where `then capture` files go, as for a file replay (the same checks
-/// and messages: `--capture-dir` needed when an event captures); each
-/// worker keeps `--capture-buffer` bytes of recent frames.
-fn capture_config(
-    a: &RunArgs,
-    specs: &[clarion_lang::spec::EventSpec],
-) -> Result<Option<clarion_event_capture::CaptureConfig>, Failure> {
-    // The replay's capturer (its ring and writer, unused) is closed at once.
-    Ok(
-        crate::exports::open_captures(&a.export.policies, specs)?.map(|mut c| {
-            c.finish();
-            c.config().clone()
-        }),
-    )
+/// The live run's loop: reports to the control API's watchers and the
+/// output, the API served, until the host ends or an output fails.
+fn serve(host: &mut LiveHost, out: &mut LiveOutput, local: &mut LocalEvents) -> Result<(), Failure> {
+    loop {
+        match host.next(out.timeout().min(SERVICE_EVERY)) {
+            Live::Ended => return Ok(()),
+            Live::Reports(reports) => {
+                reports.iter().for_each(|r| local.publish(r));
+                out.take(Live::Reports(reports))?;
+            }
+            other => out.take(other)?,
+        }
+        local.service(host, out.apps());
+        out.tick()?;
+    }
+}
+
+/// Ends a live run on every exit path, a failed loop's included: the host
+/// finished (its workers joined, so their export policies' pcapng files
+/// are complete, and the captures around events written), the last
+/// reports given to `last` (the sink; an agent's manager too), and every
+/// output closed (Parquet footers, the report sink, epoch statistics).
+/// The loop's failure comes first, then the host's, then the outputs';
+/// else the summary and the outputs' summary lines.
+pub fn end_run(
+    host: LiveHost,
+    mut out: LiveOutput,
+    looped: Result<(), Failure>,
+    last: impl FnOnce(Vec<Report>, &mut LiveOutput) -> Result<(), Failure>,
+) -> Result<(LiveSummary, String), Failure> {
+    let ended = finish_host(host, &mut out).and_then(|(summary, reports)| {
+        last(reports, &mut out)?;
+        Ok(summary)
+    });
+    let closed = out.close();
+    looped?;
+    let summary = ended?;
+    Ok((summary, closed?))
 }
 
 /// The export policies' summary lines: one worker's as a file replay's,
@@ -473,14 +485,22 @@ impl LiveOutput {
     /// Flushes everything; finishes the record and GPV sinks (a Parquet
     /// file's footer) and writes the apps' report. Returns the exports'
     /// lines of the summary.
+    /// Closes every output, whatever fails first (a failed report sink
+    /// still leaves finished Parquet files); the first failure, or the
+    /// exports' summary lines.
     pub fn close(mut self) -> Result<String, Failure> {
-        self.sink.flush().map_err(sink_error)?;
-        let exported = self.exports.close()?;
-        if let Some(out) = self.epochs.as_mut() {
-            out.flush()
+        let flushed = self.sink.flush().map_err(sink_error);
+        let exported = self.exports.close();
+        let epochs = match self.epochs.as_mut() {
+            Some(out) => out
+                .flush()
                 .context("cannot write epoch statistics")
-                .map_err(runtime)?;
-        }
+                .map_err(runtime),
+            None => Ok(()),
+        };
+        flushed?;
+        let exported = exported?;
+        epochs?;
         Ok(exported)
     }
 }

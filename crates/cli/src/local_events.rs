@@ -87,6 +87,9 @@ pub struct LocalEvents {
     exports: BTreeMap<String, (String, u64)>,
     /// `--exports`, reloaded on SIGHUP.
     exports_file: Option<PathBuf>,
+    /// The names of the policies the host runs for its agent's manager:
+    /// a reload of the file keeps them ([`LocalEvents::keep_managers_exports`]).
+    managers: Vec<String>,
     /// The host's health, recorded from its workers' counters every
     /// [`HEALTH_EVERY`] (an agent shares it with its heartbeat).
     health: HealthHandle,
@@ -224,6 +227,7 @@ impl LocalEvents {
             reports: None,
             exports: BTreeMap::new(),
             exports_file: None,
+            managers: Vec::new(),
             health: HealthHandle::new(),
             health_at: None,
         };
@@ -393,6 +397,8 @@ impl LocalEvents {
                     spec.name
                 )));
             }
+            host.check_install(spec)
+                .map_err(|e| ControlError::Invalid(e.to_string()))?;
         }
         let mut added = Vec::new();
         for (spec, source) in parsed.into_iter().filter(|(s, _)| !s.on_demand) {
@@ -626,7 +632,17 @@ impl LocalEvents {
         Ok(info)
     }
 
-    /// SIGHUP: the `--exports` file again; the installed policies become its.
+    /// The policies named are an agent's manager's (the set it applied
+    /// last): a SIGHUP reload of `--exports` keeps them running beside the
+    /// file's, as the manager's next set would.
+    pub fn keep_managers_exports(&mut self, names: &[String]) {
+        if self.managers != names {
+            self.managers = names.to_vec();
+        }
+    }
+
+    /// SIGHUP: the `--exports` file again; the host's own policies become
+    /// its, the manager's running ones stay.
     fn reload_exports(&mut self, host: &mut LiveHost) {
         let Some(path) = self.exports_file.clone() else {
             return;
@@ -641,13 +657,25 @@ impl LocalEvents {
                 return;
             }
         };
-        let specs: Vec<ExportSpec> = parsed.iter().map(|(p, _)| p.clone()).collect();
+        let specs = match self.with_managers(parsed.iter().map(|(p, _)| p.clone()).collect(), host) {
+            Ok(all) => all,
+            Err(why) => {
+                eprintln!("clarion: SIGHUP: export policies unchanged: {why}");
+                return;
+            }
+        };
         if let Err(e) = host.set_exports(&specs) {
             eprintln!("clarion: SIGHUP: export policies unchanged: {e}");
             return;
         }
         let now = clarion_live::realtime_ns();
-        let old = std::mem::take(&mut self.exports);
+        let mut old = std::mem::take(&mut self.exports);
+        for name in &self.managers {
+            if let Some(kept) = old.remove(name) {
+                self.exports.insert(name.clone(), kept);
+            }
+        }
+        let own = parsed.len();
         for (p, source) in parsed {
             // A policy unchanged keeps its time of installation.
             let added = match old.get(&p.name) {
@@ -656,11 +684,34 @@ impl LocalEvents {
             };
             self.exports.insert(p.name, (source, added));
         }
+        let kept = match self.managers.is_empty() {
+            true => String::new(),
+            false => format!(" (and the manager's {} kept)", self.managers.join(", ")),
+        };
         eprintln!(
-            "clarion: SIGHUP: reloaded {}: {} export policies",
-            path.display(),
-            self.exports.len()
+            "clarion: SIGHUP: reloaded {}: {own} export policies{kept}",
+            path.display()
         );
+    }
+
+    /// The file's policies and the manager's running ones; refused if the
+    /// file names one of the manager's (as the agent refuses the manager's
+    /// set that takes an own name).
+    fn with_managers(&self, mut own: Vec<ExportSpec>, host: &LiveHost) -> Result<Vec<ExportSpec>, String> {
+        if let Some(p) = own.iter().find(|p| self.managers.contains(&p.name)) {
+            return Err(format!(
+                "policy `{}` is the manager's: the host's own cannot replace it",
+                p.name
+            ));
+        }
+        let running = host.export_policies().unwrap_or_default();
+        own.extend(
+            running
+                .iter()
+                .filter(|p| self.managers.contains(&p.name))
+                .cloned(),
+        );
+        Ok(own)
     }
 
     /// Hands a report to the API's stream, if anyone follows it.

@@ -379,7 +379,7 @@ fn captures_elsewhere_are_refused() {
                 "--nats",
                 "nats://127.0.0.1:1",
             ],
-            "an agent keeps packets",
+            "a replaying agent does not do",
         ),
     ];
     for (args, says) in cases {

@@ -1,23 +1,29 @@
-//! `then capture` on live capture (`clarion run -i VETH --capture-dir`),
-//! with one worker and with two: every report of the capturing event
-//! names one file holding exactly the frames of its group received in its
-//! stated span, from every worker, in time order. The reference of what
-//! arrived and when is the same run's export policy sending every frame to
+//! `then capture` on live capture (`--capture-dir`), whichever way the
+//! capturing event reaches the host: given at the start (`clarion run -i
+//! --events`, one worker and two), added at runtime through the host's
+//! control API (`clarion events add` on `clarion run -i --api`), and on
+//! an agent (`clarion agent -i`, registered with a manager over NATS,
+//! the event added through its API). One path serves all three
+//! (`LiveHost::install`). Every report of the capturing event names one
+//! file holding exactly the frames of its group received in its stated
+//! span, from every worker, in time order. The reference of what arrived
+//! and when is the same run's export policy sending every frame to
 //! pcapng (the kernel's timestamps; tcpreplay's differ from the file's).
 //!
 //! The frames go from `vb` in one network namespace to `va` in another
 //! (tcpreplay, at a steady 10,000 frames a second). Needs root, `ip` and
-//! `tcpreplay`; skipped, saying why, otherwise.
+//! `tcpreplay` (and nats-server for the agent); skipped, saying why,
+//! otherwise.
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use clarion_capture::PacketSource;
-use common::netns::{clarion_in, Net};
+use common::netns::{capturing_on_va, clarion_in, in_netns, tcpreplay, Net};
 use common::repo;
 use serde_json::Value;
 
@@ -30,16 +36,46 @@ event busy_flow
   then capture 1s before 500ms after
 ";
 
+/// The control API's token in these tests.
+const TOKEN: &str = "capture-live-test-token-0123456789abcdef";
+
+/// How the capturing event reaches the live host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Via {
+    /// `clarion run -i --events`, at the start.
+    Start,
+    /// `clarion events add` on `clarion run -i --api`, once it captures.
+    RunApi,
+    /// `clarion events add` on `clarion agent -i --api`.
+    AgentApi,
+}
+
 #[test]
 fn every_live_capture_holds_its_groups_frames_with_one_and_two_workers() {
     let Some(net) = Net::new("c") else { return };
-    if Command::new("tcpreplay").arg("-V").output().is_err() {
-        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
+    if !tcpreplay() {
         return;
     }
     for workers in [1u32, 2] {
-        check(&net, &repo().join("examples/demo.pcap"), workers);
+        check(&net, &repo().join("examples/demo.pcap"), workers, Via::Start);
     }
+}
+
+/// Issue 34: an event added while the host runs captures as one of the
+/// start does, the rings fed from its install (none before: no event
+/// captured), on `clarion run -i` and on `clarion agent -i`.
+#[test]
+fn events_added_at_runtime_capture_on_a_live_run_and_a_live_agent() {
+    let Some(net) = Net::new("d") else { return };
+    if !tcpreplay() {
+        return;
+    }
+    check(&net, &repo().join("examples/demo.pcap"), 2, Via::RunApi);
+    if common::tool("nats-server").is_none() {
+        eprintln!("skipped (the agent): nats-server is not installed (apt-get install nats-server)");
+        return;
+    }
+    check(&net, &repo().join("examples/demo.pcap"), 2, Via::AgentApi);
 }
 
 #[derive(Clone)]
@@ -83,65 +119,129 @@ fn in_group(g: &Value, k: &clarion_wire::FlowKey) -> bool {
         && port("dst_port", k.dst_port)
 }
 
-fn check(net: &Net, capture: &Path, workers: u32) {
-    let what = format!("{} with {workers} worker(s)", capture.display());
-    let tmp = tempfile::tempdir().expect("a temporary directory");
-    let events = tmp.path().join("events.clarion");
+/// Starts the host `via` says, with the policy writing every frame to
+/// `refs` and captures to `caps`; returns it, its standard error past the
+/// line saying it captures, and what else it needs kept running.
+fn start(
+    net: &Net,
+    via: Via,
+    workers: u32,
+    dir: &Path,
+) -> (Child, BufReader<std::process::ChildStderr>, Vec<Child>) {
+    let events = dir.join("events.clarion");
     std::fs::write(&events, EVENTS).expect("events written");
-    let policies = tmp.path().join("p.clarion");
+    let policies = dir.join("p.clarion");
     std::fs::write(&policies, "export all\n  send packets to pcapng\n").expect("policies written");
+    let mut others = Vec::new();
+    let mut host = clarion_in(&net.a);
+    if via == Via::AgentApi {
+        others = nats_and_manager(net, dir);
+        host.args(["agent", "--nats", "nats://127.0.0.1:4222", "--host", "vm"]);
+    } else {
+        host.arg("run");
+    }
+    host.args(["-i", "va", "--stats-every", "0", "--duration", "60s"])
+        .args(["--snaplen", "2048", "--format", "json", "-o"])
+        .arg(dir.join("reports.jsonl"))
+        .args(["--workers", &workers.to_string()])
+        .arg("--capture-dir")
+        .arg(dir.join("caps"))
+        .arg("--exports")
+        .arg(&policies)
+        .arg("--export-dir")
+        .arg(dir.join("ref"));
+    match via {
+        Via::Start => host.arg("--events").arg(&events),
+        Via::RunApi | Via::AgentApi => host.args(["--api", "127.0.0.1:8711", "--api-token", TOKEN]),
+    };
+    let mut run = host.stderr(Stdio::piped()).spawn().expect("the host starts");
+    let mut err = BufReader::new(run.stderr.take().expect("its stderr"));
+    capturing_on_va(&mut err, &format!("{via:?}"));
+    if via != Via::Start {
+        add_events(net, &events);
+    }
+    (run, err, others)
+}
+
+/// `clarion events add` on the host's API, retried while the API starts.
+fn add_events(net: &Net, events: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = clarion_in(&net.a)
+            .args([
+                "events",
+                "--api",
+                "http://127.0.0.1:8711",
+                "--token",
+                TOKEN,
+                "add",
+            ])
+            .arg(events)
+            .output()
+            .expect("clarion events runs");
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "events add: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A nats-server and a manager in namespace `a` (its own ports), the
+/// server listening before the manager starts.
+fn nats_and_manager(net: &Net, dir: &Path) -> Vec<Child> {
+    let server = Command::new("ip")
+        .args(["netns", "exec", &net.a])
+        .arg(common::tool("nats-server").expect("nats-server"))
+        .args(["-a", "127.0.0.1", "-p", "4222"])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nats-server starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while in_netns(&net.a, || std::net::TcpStream::connect("127.0.0.1:4222").is_ok()) != Some(true) {
+        assert!(Instant::now() < deadline, "nats-server never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let hosts = dir.join("hosts.txt");
+    std::fs::write(&hosts, "vm 10.0.0.0/8\n").expect("inventory");
+    let manager = clarion_in(&net.a)
+        .args(["manager", "--insecure", "--nats", "nats://127.0.0.1:4222"])
+        .arg("--inventory")
+        .arg(&hosts)
+        .args(["--no-store", "--no-api", "-o"])
+        .arg(dir.join("net.jsonl"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the manager starts");
+    vec![server, manager]
+}
+
+fn check(net: &Net, capture: &Path, workers: u32, via: Via) {
+    let what = format!("{} with {workers} worker(s), {via:?}", capture.display());
+    let tmp = tempfile::tempdir().expect("a temporary directory");
     let (refs, caps, reports) = (
         tmp.path().join("ref"),
         tmp.path().join("caps"),
         tmp.path().join("reports.jsonl"),
     );
-    let mut run = clarion_in(&net.a)
-        .args(["run", "-i", "va", "--stats-every", "0", "--duration", "60s"])
-        .args(["--snaplen", "2048", "--format", "json", "-o"])
-        .arg(&reports)
-        .args(["--workers", &workers.to_string(), "--events"])
-        .arg(&events)
-        .arg("--capture-dir")
-        .arg(&caps)
-        .arg("--exports")
-        .arg(&policies)
-        .arg("--export-dir")
-        .arg(&refs)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clarion run starts");
-    let mut err = BufReader::new(run.stderr.take().expect("its stderr"));
-    let mut first = String::new();
-    err.read_line(&mut first).expect("its first line");
-    assert!(first.contains("capturing on va"), "{what}: {first}");
-    let replay = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &net.b,
-            "tcpreplay",
-            "-q",
-            "-i",
-            "vb",
-            "--pps",
-            "10000",
-        ])
-        .arg(capture)
-        .output()
-        .expect("tcpreplay runs");
-    assert!(
-        replay.status.success(),
-        "{what}: tcpreplay: {}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    let (mut run, mut err, others) = start(net, via, workers, tmp.path());
+    net.replay(capture, &what);
     // The last windows close and their captures' spans pass meanwhile.
     std::thread::sleep(Duration::from_millis(2500));
     // SAFETY: kill on our own child's pid (`ip netns exec` became clarion).
     assert_eq!(unsafe { libc::kill(run.id() as libc::pid_t, libc::SIGINT) }, 0);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).expect("its summary");
-    assert!(run.wait().expect("ends").success(), "{what}: {first}{rest}");
-    assert!(rest.contains("live: 0 kernel drops"), "{what}: {rest}");
+    assert!(run.wait().expect("ends").success(), "{what}: {rest}");
+    for mut o in others {
+        let _ = o.kill();
+        let _ = o.wait();
+    }
+    assert!(rest.contains("0 kernel drops"), "{what}: {rest}");
     assert!(!rest.contains("capture not written"), "{what}: {rest}");
 
     // What arrived, with the kernel's times: every worker's reference files.

@@ -257,26 +257,7 @@ fn check(net: &Net, capture: &Path, workers: u32) {
     let mut err = BufReader::new(run.stderr.take().expect("its stderr"));
     let first = capture_started(&mut err);
     assert!(first.contains("capturing on va"), "{what}: {first}");
-    let replay = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &net.b,
-            "tcpreplay",
-            "-q",
-            "-i",
-            "vb",
-            "--pps",
-            "10000",
-        ])
-        .arg(capture)
-        .output()
-        .expect("tcpreplay runs");
-    assert!(
-        replay.status.success(),
-        "{what}: tcpreplay: {}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    net.replay(capture, &what);
     // The last frames out of the ring before the stop.
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: kill on our own child's pid (`ip netns exec` became clarion).

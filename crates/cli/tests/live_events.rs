@@ -139,7 +139,31 @@ fn events_are_added_removed_and_reloaded_without_a_restart() {
         &mut child,
     );
     let starts = starts.rsplit(' ').next().expect("a time").to_string();
+    // An event that captures needs the host's --capture-dir (none here):
+    // refused, saying so, and nothing installed.
+    let capturing = dir.path().join("c.clarion");
+    // Listed after an event that alone would install: neither does.
+    let text = event("probe_d", port) + &event("probe_capture", port) + "  then capture 1s after\n";
+    std::fs::write(&capturing, text).expect("written");
+    let refused = Command::cargo_bin("clarion")
+        .expect("binary")
+        .env("CLARION_API_TOKEN_FILE", &token)
+        .env_remove("CLARION_API_TOKEN")
+        .args(["events", "--api", &api, "add"])
+        .arg(&capturing)
+        .output()
+        .expect("runs");
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{why}");
+    assert!(
+        why.contains("--capture-dir") && why.contains("probe_capture"),
+        "{why}"
+    );
     let listed = events_cli(&api, &token, &["list"]);
+    assert!(
+        !listed.contains("probe_capture") && !listed.contains("probe_d"),
+        "{listed}"
+    );
     assert!(
         listed.contains("probe_a") && listed.contains("probe_b"),
         "{listed}"

@@ -423,22 +423,70 @@ impl Agent {
 /// once the agent said it applied the set), the files hold exactly the
 /// middle one's frames the filter takes, in order. Needs root, `ip` and
 /// `tcpreplay`; skipped, saying why, otherwise.
+/// A live agent (`clarion agent -i` on a veth, `extra` flags, its
+/// export files in `out`) registered with a manager whose control API
+/// installs policies, with what keeps them running; `None` (the test
+/// skipped, saying why) without root, `ip`, `tcpreplay` or nats-server.
+struct LiveAgent {
+    agent: Agent,
+    api: clarion_control::Client,
+    veth: Veth,
+    _servers: (Guard, Guard),
+}
+
+impl LiveAgent {
+    fn start(d: &Path, extra: &[&str]) -> Option<LiveAgent> {
+        let server = require_server()?;
+        let veth = Veth::new()?;
+        if std::process::Command::new("tcpreplay")
+            .arg("-V")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
+            return None;
+        }
+        std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+        let (nats_guard, nats_port) = start_server(&server);
+        let nats = format!("nats://127.0.0.1:{nats_port}");
+        let (manager, port) = api_manager(d, &nats, &["--no-store"]);
+        let token = std::fs::read_to_string(test_token_file()).expect("the API token");
+        let api =
+            clarion_control::Client::new(&format!("http://127.0.0.1:{port}"), Some(token.trim().into()));
+        let child = clarion()
+            .args(["agent", "--nats", &nats, "--host", "web-1", "-i", &veth.a])
+            .args(["--snaplen", "2048", "--duration", "60s", "--export-dir", "out"])
+            .args(extra)
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("agent starts");
+        let agent = Agent::from_child(child);
+        agent.line("capturing on", Duration::from_secs(20));
+        Some(LiveAgent {
+            agent,
+            api,
+            veth,
+            _servers: (nats_guard, manager),
+        })
+    }
+}
+
 #[test]
 fn a_live_agent_applies_the_managers_policies_on_its_workers() {
-    let Some(server) = require_server() else {
-        return;
-    };
-    let Some(veth) = Veth::new() else { return };
-    if std::process::Command::new("tcpreplay")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
-        return;
-    }
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
+    // `_servers` bound: they run until the test ends.
+    let Some(LiveAgent {
+        agent: a,
+        api,
+        veth,
+        _servers,
+    }) = LiveAgent::start(d, &[])
+    else {
+        return;
+    };
     // Around the policy: generated UDP to port 80 (and 443); inside it a
     // real HTTP exchange when the shared captures are there.
     let outside = d.join("generated.pcap");
@@ -450,22 +498,6 @@ fn a_live_agent_applies_the_managers_policies_on_its_workers() {
         eprintln!("note: no shared captures; generated traffic in every phase");
         outside.clone()
     };
-    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
-    let (_server, nats_port) = start_server(&server);
-    let nats = format!("nats://127.0.0.1:{nats_port}");
-    let (_m, port) = api_manager(d, &nats, &["--no-store"]);
-    let token = std::fs::read_to_string(test_token_file()).expect("the API token");
-    let api = clarion_control::Client::new(&format!("http://127.0.0.1:{port}"), Some(token.trim().into()));
-    let child = clarion()
-        .args(["agent", "--nats", &nats, "--host", "web-1", "-i", &veth.a])
-        .args(["--snaplen", "2048", "--duration", "60s", "--export-dir", "out"])
-        .current_dir(d)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("agent starts");
-    let a = Agent::from_child(child);
-    a.line("capturing on", Duration::from_secs(20));
     veth.replay(&outside);
     api.add_exports(POLICY).expect("installed");
     a.line("applied on every worker: web", Duration::from_secs(20));
@@ -524,4 +556,60 @@ fn shared_managers_refuse_policies_for_now() {
     let e = api.add_exports(POLICY).expect_err("refused");
     assert!(e.to_string().contains("--shared"), "{e}");
     assert!(api.exports().expect("a list").is_empty());
+}
+
+/// SIGHUP on a live agent reloads its own `--exports` file and keeps the
+/// manager's policies running beside it (issue 34: the reload made the
+/// set the file's alone, dropping the manager's until its next change).
+/// After the reload, a replay's frames reach both policies' files: the
+/// manager's (`dst_port = 80`) and the host's own (`dst_port = 443`).
+/// Needs root, `ip`, `tcpreplay` and nats-server; skipped, saying why,
+/// otherwise.
+#[test]
+fn a_sighup_on_a_live_agent_keeps_the_managers_policies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let traffic_file = d.join("generated.pcap");
+    write_pcap(&traffic_file, &traffic(20));
+    std::fs::write(d.join("own.clarion"), OWN).expect("own policies");
+    // `_servers` bound: they run until the test ends.
+    let Some(LiveAgent {
+        agent: a,
+        api,
+        veth,
+        _servers,
+    }) = LiveAgent::start(d, &["--exports", "own.clarion"])
+    else {
+        return;
+    };
+    api.add_exports(POLICY).expect("installed");
+    a.line("applied on every worker: web", Duration::from_secs(20));
+    // SAFETY: kill(2) on our own child, not yet waited for.
+    assert_eq!(unsafe { libc::kill(a.pid as libc::pid_t, libc::SIGHUP) }, 0);
+    let reloaded = a.line("SIGHUP: reloaded", Duration::from_secs(20));
+    assert!(reloaded.contains("the manager's web kept"), "{reloaded}");
+    veth.replay(&traffic_file);
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(a.pid as libc::pid_t, libc::SIGINT) }, 0);
+    let text = a.finish();
+    assert!(text.contains("live: 0 kernel drops"), "{text}");
+    for (policy, port) in [("web", 80), ("own", 443)] {
+        let want: Vec<Vec<u8>> = frames_to_port(&traffic_file, port)
+            .into_iter()
+            .filter(|(_, takes)| *takes)
+            .map(|((_, data, _), _)| data)
+            .collect();
+        assert!(!want.is_empty(), "the replay holds frames to port {port}");
+        let got: Vec<Vec<u8>> = exported(&d.join("out"), policy)
+            .into_iter()
+            .map(|(_, data, _)| data)
+            .collect();
+        assert!(
+            got == want,
+            "{policy}: the files hold {} frames, the replay {} to port {port}",
+            got.len(),
+            want.len()
+        );
+    }
 }

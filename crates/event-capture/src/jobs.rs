@@ -51,6 +51,26 @@ impl RingJobs {
         }
     }
 
+    /// Whether a frame is wanted: the ring keeps frames (an installed event
+    /// captures) or a capture is open. If not, [`RingJobs::skip`] it
+    /// rather than copying it for [`RingJobs::push`].
+    pub fn wants_frames(&self) -> bool {
+        self.ring.keeps() || !self.open.is_empty()
+    }
+
+    /// A frame at `ts_ns` not wanted: time moves on, and the ring covers
+    /// only what comes after it.
+    pub fn skip(&mut self, ts_ns: u64) {
+        self.now_ns = self.now_ns.max(ts_ns);
+        self.ring.skip(ts_ns);
+    }
+
+    /// Keeps frames at least `keep_ns` before what was processed (an event
+    /// that captures was installed while frames flow).
+    pub fn keep_at_least(&mut self, keep_ns: u64) {
+        self.ring.keep_at_least(keep_ns);
+    }
+
     /// A frame: into the captures it belongs to, and the ring.
     pub fn push(&mut self, frame: StoredFrame) {
         self.now_ns = self.now_ns.max(frame.ts_ns);

@@ -8,7 +8,9 @@
 //! more than it holds says so instead of pretending.
 //!
 //! Cost: one allocation and copy of the frame a packet (the ring is only
-//! fed when an installed event captures), amortized O(1) eviction.
+//! fed when an installed event captures: a ring kept for no time is not,
+//! and covers only what comes after the frames it skipped), amortized
+//! O(1) eviction.
 
 use std::collections::VecDeque;
 
@@ -68,11 +70,28 @@ impl FrameRing {
         }
     }
 
+    /// Keeps frames at least `keep_ns` before what was processed (an event
+    /// that captures further back was installed).
+    pub fn keep_at_least(&mut self, keep_ns: u64) {
+        self.keep_ns = self.keep_ns.max(keep_ns);
+    }
+
+    /// Whether frames are kept at all: a ring kept for no time (no event
+    /// captures yet) is not fed, and costs no copy.
+    pub fn keeps(&self) -> bool {
+        self.keep_ns > 0
+    }
+
+    /// A frame at `ts_ns` not kept (see [`FrameRing::keeps`]): the ring
+    /// covers only what comes after it, as after an eviction.
+    pub fn skip(&mut self, ts_ns: u64) {
+        self.evicted_until_ns = Some(self.evicted_until_ns.map_or(ts_ns, |e| e.max(ts_ns)));
+    }
+
     fn evict(&mut self) {
         if let Some(f) = self.frames.pop_front() {
             self.bytes -= f.data.len();
-            let ts = f.ts_ns;
-            self.evicted_until_ns = Some(self.evicted_until_ns.map_or(ts, |e| e.max(ts)));
+            self.skip(f.ts_ns);
         }
     }
 
@@ -144,5 +163,31 @@ mod tests {
         assert_eq!(r.iter().map(|f| f.ts_ns).collect::<Vec<_>>(), [1000]);
         let r = FrameRing::new(10, 5);
         assert_eq!(r.covers_from(), 0);
+    }
+
+    /// A live host with a capture directory but no capturing event yet:
+    /// its rings skip frames until an event that captures is installed,
+    /// and then cover only from there.
+    #[test]
+    fn a_ring_kept_for_no_time_skips_until_told_to_keep() {
+        let mut r = FrameRing::new(10_000, 0);
+        assert!(!r.keeps());
+        for t in 0..5u64 {
+            r.skip(t);
+        }
+        assert_eq!((r.len(), r.covers_from()), (0, 5), "covers nothing skipped");
+        r.keep_at_least(3);
+        r.keep_at_least(2);
+        assert!(r.keeps());
+        for t in 5..10u64 {
+            r.push(frame(t, 100));
+        }
+        r.processed(9);
+        assert_eq!(
+            r.iter().map(|f| f.ts_ns).collect::<Vec<_>>(),
+            [6, 7, 8, 9],
+            "kept 3 before what was processed, the longest asked"
+        );
+        assert_eq!(r.covers_from(), 6);
     }
 }

@@ -22,9 +22,11 @@
 //!    the cache's clock, the largest packet time seen).
 //! 4. *Full*: narrow full and no wide buffer free, or both full.
 //!
-//! Bounded detection latency: besides the age check on touch, every
-//! `scan_interval_ns` of packet time a scan evicts every GPV older than
-//! `max_age_ns` (*Scan*, oldest first, ties by slot), so a flow that went
+//! Bounded detection latency: besides the age check on touch, at every
+//! multiple of `scan_interval_ns` of packet time a scan evicts every GPV
+//! older than `max_age_ns` at that multiple (*Scan*, oldest first, ties by
+//! slot; on the grid, so a clock moved by ticks and one moved by packets
+//! evict alike), so a flow that went
 //! quiet still leaves within `max_age_ns + scan_interval_ns` of packet
 //! time. The scan does not walk the slots: a min-heap holds each GPV's
 //! (start, slot, serial) from its creation, and the scan pops the entries
@@ -280,12 +282,19 @@ impl GpvCache {
 
     fn advance(&mut self, now: u64, out: &mut Vec<Gpv>) {
         self.clock = self.clock.max(now);
-        if self.cfg.scan_interval_ns > 0 && self.clock >= self.next_scan {
-            self.next_scan = self.clock.saturating_add(self.cfg.scan_interval_ns);
+        let every = self.cfg.scan_interval_ns;
+        if every > 0 && self.clock >= self.next_scan {
+            // Scans run on a grid of the interval and age GPVs against the
+            // grid point, not the clock: a live host's ticks and a file's
+            // packets reach a point at different clocks, and must evict the
+            // same GPVs in the same order (crates/cli/tests/same_outputs.rs).
+            // Every packet before the point is in already, none after it.
+            let at = self.clock - self.clock % every;
+            self.next_scan = at.saturating_add(every);
             self.stats.scans += 1;
-            // Entries' starts are packet times, never past the clock.
             while let Some(&Reverse((start, idx, serial))) = self.ages.peek() {
-                if self.clock - start <= self.cfg.max_age_ns {
+                // A GPV started after the grid point (a tick came late) is young.
+                if at.saturating_sub(start) <= self.cfg.max_age_ns {
                     break;
                 }
                 self.ages.pop();

@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 use clarion_engine::{
     Counters, Merger, MergerConfig, Monitor, MonitorConfig, Report, TriggerId, WindowValues,
 };
-use clarion_event_capture::{CaptureConfig, CaptureStats, Part, PartedCaptures, RingJobs};
+use clarion_event_capture::{CaptureConfig, CaptureEvents, CaptureStats, Part, PartedCaptures, RingJobs};
 use clarion_export::{ExportConfig, ExportStats, Exporter};
 use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_live::{
@@ -115,8 +115,10 @@ pub struct LiveConfig {
     /// frame's interface in `interfaces`.
     pub exports: Option<LiveExportConfig>,
     /// Capture around the events that say `then capture` (see the module
-    /// documentation); `ring_bytes` is each worker's. Nothing is kept
-    /// when no event of the start captures.
+    /// documentation); `ring_bytes` is each worker's. The rings keep (and
+    /// copy) nothing until an event that captures is installed, at the
+    /// start or later ([`LiveHost::install`]); without this, installing
+    /// one is refused.
     pub captures: Option<CaptureConfig>,
 }
 
@@ -335,17 +337,17 @@ impl LiveHost {
             captures: None,
         };
         if let Some(cfg) = &config.captures {
+            // Rings even when no event of the start captures: one may be
+            // installed later (their rings are then fed from its install).
             let parted = PartedCaptures::new(specs, cfg.clone())
                 .map_err(|e| HostError::Usage(format!("cannot capture into {}: {e}", cfg.dir.display())))?;
-            if !parted.events().is_empty() {
-                host.captures = Some(HostCaptures {
-                    keep_ns: parted.events().keep_ns().saturating_add(CAPTURE_MARGIN_NS),
-                    ring_bytes: cfg.ring_bytes,
-                    parted,
-                    requests: Vec::new(),
-                    rings: Vec::new(),
-                });
-            }
+            host.captures = Some(HostCaptures {
+                keep_ns: ring_keep(&parted),
+                ring_bytes: cfg.ring_bytes,
+                parted,
+                requests: Vec::new(),
+                rings: Vec::new(),
+            });
         }
         for w in 0..workers {
             let sources = match config.source {
@@ -641,7 +643,7 @@ impl LiveHost {
             for w in 0..workers {
                 if c.rings[w].is_none() {
                     let (tx, rx) = mpsc::channel();
-                    let req = CaptureRequest {
+                    let req = CaptureRequest::Open {
                         id,
                         sel: sel.clone(),
                         reply: tx,
@@ -684,6 +686,7 @@ impl LiveHost {
         start_ns: Option<u64>,
         end_ns: Option<u64>,
     ) -> Result<(TriggerId, u64), HostError> {
+        self.capture_for(spec)?;
         let mut replies = Vec::new();
         for (w, c) in self.commands.iter().enumerate() {
             let (tx, rx) = mpsc::channel();
@@ -715,6 +718,41 @@ impl LiveHost {
         })?;
         self.named(id, &spec.name);
         Ok((id, first))
+    }
+
+    /// Why this host cannot install `spec`, if it cannot, before anything
+    /// is installed (a request installs all its events or none): it
+    /// captures packets and the host has no capture directory.
+    pub fn check_install(&self, spec: &EventSpec) -> Result<(), HostError> {
+        if self.captures.is_some() || CaptureEvents::from_specs(std::slice::from_ref(spec)).is_empty() {
+            return Ok(());
+        }
+        Err(HostError::Usage(format!(
+            "event `{}` captures packets (`then capture`), and this host has no capture directory (--capture-dir)",
+            spec.name
+        )))
+    }
+
+    /// Readies the captures of `spec` if it (or a drill-down of it)
+    /// says `then capture`, before it is installed: its reports capture
+    /// like those of the events of the start, and every worker's ring
+    /// keeps frames long enough for it from now on. The one path for the
+    /// events of the start's rings, the control API's and a manager's.
+    fn capture_for(&mut self, spec: &EventSpec) -> Result<(), HostError> {
+        self.check_install(spec)?;
+        let Some(c) = self.captures.as_mut() else {
+            return Ok(());
+        };
+        if CaptureEvents::from_specs(std::slice::from_ref(spec)).is_empty() {
+            return Ok(());
+        }
+        c.parted.add_event(spec);
+        c.keep_ns = ring_keep(&c.parted);
+        for r in &c.requests {
+            // A worker that has ended needs no more frames.
+            let _ = r.send(CaptureRequest::Keep(c.keep_ns));
+        }
+        Ok(())
     }
 
     /// Removes an event from every worker; it stops at the end of its current window.
@@ -876,6 +914,8 @@ impl LiveHost {
             let _ = h.join();
         }
         self.xdp.clear();
+        // Written on a failure too: the workers have handed over their rings.
+        let captures = self.captures.as_mut().map(|c| c.parted.finish());
         if let Some(e) = self.failure.take() {
             return Err(e);
         }
@@ -905,7 +945,7 @@ impl LiveHost {
         s.outages = self.outage_count;
         s.down = Duration::from_nanos(self.down_ns + still_down);
         s.lost = self.lost.take();
-        s.captures = self.captures.as_mut().map(|c| c.parted.finish());
+        s.captures = captures;
         Ok(s)
     }
 }
@@ -915,6 +955,15 @@ impl Drop for LiveHost {
     /// stops its workers rather than leaving them capturing.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How long every worker's ring keeps frames for the capturing events
+/// of `parted`: 0 (not fed) while there is none.
+fn ring_keep(parted: &PartedCaptures) -> u64 {
+    match parted.events().is_empty() {
+        true => 0,
+        false => parted.events().keep_ns().saturating_add(CAPTURE_MARGIN_NS),
     }
 }
 

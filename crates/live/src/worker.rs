@@ -52,9 +52,12 @@
 //! some arrive, and reports no export counters if none ever did.
 //!
 //! # Capture around events
-//! A worker given a ring ([`Worker::with_captures`]) copies every frame
-//! that parses into it (only then: the host gives one when some event
-//! says `then capture`). The host, holding the merged report, asks every
+//! A worker given a ring ([`Worker::with_captures`]: the host has a
+//! capture directory) copies every frame that parses into it while an
+//! installed event says `then capture`; before one is, the ring is kept
+//! for no time and skips frames at no cost, and an install that captures
+//! tells it how long to keep them ([`CaptureRequest::Keep`], before the
+//! event itself is installed). The host, holding the merged report, asks every
 //! worker to open the capture ([`CaptureRequest`], between batches): the
 //! worker selects the ring's frames of the group and span, replies where
 //! its ring still reaches back, adds its later frames, and sends them
@@ -196,14 +199,36 @@ pub enum WorkerEvent {
     Wake,
 }
 
-/// A capture around an event to open on a worker's ring: `reply` gets
-/// where the ring's frames of it start (see [`RingJobs::open`]); its
-/// frames come back as a [`WorkerEvent::CaptureParts`] of the same `id`.
+/// What the host asks of a worker's ring of recent frames.
 #[derive(Debug)]
-pub struct CaptureRequest {
-    pub id: u64,
-    pub sel: Selection,
-    pub reply: Sender<u64>,
+pub enum CaptureRequest {
+    /// A capture around an event to open on the ring: `reply` gets where
+    /// the ring's frames of it start (see [`RingJobs::open`]); its frames
+    /// come back as a [`WorkerEvent::CaptureParts`] of the same `id`.
+    Open {
+        id: u64,
+        sel: Selection,
+        reply: Sender<u64>,
+    },
+    /// Keep frames at least this long behind the monitor's clock: an event
+    /// that captures was installed (a ring kept for no time is not fed).
+    Keep(u64),
+}
+
+impl WorkerCapture {
+    /// Does what the host asked, in the order asked.
+    fn serve_requests(&mut self) {
+        while let Ok(req) = self.requests.try_recv() {
+            match req {
+                CaptureRequest::Open { id, sel, reply } => {
+                    let from = self.jobs.open(id, sel);
+                    // The host stops waiting after a while: it may be gone.
+                    let _ = reply.send(from);
+                }
+                CaptureRequest::Keep(keep_ns) => self.jobs.keep_at_least(keep_ns),
+            }
+        }
+    }
 }
 
 /// A worker's ring of recent frames and where capture requests come from.
@@ -442,10 +467,7 @@ impl Worker {
     /// monitor's clock has left behind, and sends the captures it ended.
     fn service_captures(&mut self) {
         let Some(c) = &mut self.capture else { return };
-        while let Ok(req) = c.requests.try_recv() {
-            let from = c.jobs.open(req.id, req.sel);
-            let _ = req.reply.send(from);
-        }
+        c.serve_requests();
         let now = self.monitor.now_ns();
         c.jobs.processed(now);
         c.jobs.advance(now);
@@ -460,10 +482,7 @@ impl Worker {
     /// with the captures asked for meanwhile opened on it.
     fn finish_captures(&mut self) {
         let Some(mut c) = self.capture.take() else { return };
-        while let Ok(req) = c.requests.try_recv() {
-            let from = c.jobs.open(req.id, req.sel);
-            let _ = req.reply.send(from);
-        }
+        c.serve_requests();
         let _ = self
             .tx
             .send(WorkerEvent::CaptureRing(self.cfg.id, Box::new(c.jobs)));
@@ -886,14 +905,16 @@ impl Worker {
                             };
                             x.offer(&rec, &frame);
                         }
-                        if let Some(r) = ring.as_mut() {
-                            r.push(StoredFrame {
+                        match ring.as_mut() {
+                            Some(r) if r.wants_frames() => r.push(StoredFrame {
                                 ts_ns: rec.ts_ns,
                                 link,
                                 orig_len: fr.orig_len,
                                 key: rec.key,
                                 data: fr.data.into(),
-                            });
+                            }),
+                            Some(r) => r.skip(rec.ts_ns),
+                            None => {}
                         }
                         batch.push(rec);
                         if batch.len() == batch.capacity() {

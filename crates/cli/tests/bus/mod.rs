@@ -639,11 +639,14 @@ impl Veth {
             eprintln!("skipped: needs root and ip (a network namespace and a veth pair)");
             return None;
         }
+        // Tests of one file run at once in one process: each its own pair.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = std::process::id() % 100_000;
         let v = Veth {
-            a: format!("clrxm{id}a"),
-            b: format!("clrxm{id}b"),
-            ns: format!("clrxm{id}"),
+            a: format!("clrxm{id}{k}a"),
+            b: format!("clrxm{id}{k}b"),
+            ns: format!("clrxm{id}{k}"),
         };
         if !ip(&["netns", "add", &v.ns]) {
             eprintln!("skipped: cannot create a network namespace");

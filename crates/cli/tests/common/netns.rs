@@ -22,6 +22,27 @@ pub fn clarion_in(ns: &str) -> Command {
     c
 }
 
+/// Whether tcpreplay is installed; if not, says the test is skipped.
+pub fn tcpreplay() -> bool {
+    let there = Command::new("tcpreplay").arg("-V").output().is_ok();
+    if !there {
+        eprintln!("skipped: tcpreplay is not installed (apt-get install tcpreplay)");
+    }
+    there
+}
+
+/// Reads a live run's standard error up to the line saying it captures on
+/// `va` (warnings may come first); everything read, or a panic naming
+/// `what` if it ended before.
+pub fn capturing_on_va(err: &mut impl std::io::BufRead, what: &str) -> String {
+    let mut said = String::new();
+    while !said.contains("capturing on va") {
+        let n = err.read_line(&mut said).expect("its first lines");
+        assert!(n > 0, "{what}: ended before capturing: {said}");
+    }
+    said
+}
+
 /// Runs `f` on a thread moved into network namespace `ns` (e.g. to reach
 /// a server Clarion serves on the namespace's loopback); `None` if the
 /// thread could not enter it.
@@ -91,6 +112,23 @@ impl Net {
             "-n", a, "link", "add", va, "type", "veth", "peer", "name", vb, "netns", b,
         ]) && self.ip(&["-n", a, "link", "set", va, "up"])
             && self.ip(&["-n", b, "link", "set", vb, "up"])
+    }
+
+    /// Sends `capture` into `vb` from namespace `b` with tcpreplay, at a
+    /// steady 10,000 frames a second, and waits until it has; panics,
+    /// saying why and naming `what`, if it fails.
+    pub fn replay(&self, capture: &Path, what: &str) {
+        let replay = Command::new("ip")
+            .args(["netns", "exec", &self.b, "tcpreplay", "-q", "-i", "vb"])
+            .args(["--pps", "10000"])
+            .arg(capture)
+            .output()
+            .expect("tcpreplay runs");
+        assert!(
+            replay.status.success(),
+            "{what}: tcpreplay: {}",
+            String::from_utf8_lossy(&replay.stderr)
+        );
     }
 
     pub fn ip(&self, args: &[&str]) -> bool {
