@@ -2,6 +2,7 @@
 //! the values of its last windows (its flows' statistics are kept by match
 //! set, `epoch_log.rs`).
 
+use clarion_adapt::{SeenGroup, WindowSample};
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::{AggCall, AggFunc, ArithOp, BaseVar, CmpOp, EventSpec, PacketExpr, Pred, Var};
@@ -480,10 +481,25 @@ pub(crate) struct Trigger {
     /// The epoch whose values `spare_lasts` is gathering flow by flow
     /// ([`Trigger::flow_states`]), until [`Trigger::end_flow_epoch`].
     flow_epoch: Option<u64>,
+    /// Packets of each group of the newest closed window, in the history's
+    /// order: degraded mode's recall estimate weighs groups by them.
+    newest_packets: Vec<u64>,
     pub(crate) rules: Vec<(KeyMask, FlowKey)>,
     /// No window starting at or after this is gathered (a drill-down
     /// instance's end; `u64::MAX` for every other trigger).
     end_ns: u64,
+}
+
+/// What a degraded window's recall estimate knows of its sampling: its
+/// flow-epochs measured and not, its traffic seen and dropped.
+fn sample_of(measured: u64, unmeasured: u64, c: &Completeness, one_flow: bool) -> WindowSample {
+    WindowSample {
+        measured,
+        unmeasured,
+        seen_packets: c.packets,
+        dropped_packets: c.dropped,
+        one_flow,
+    }
 }
 
 /// A group's state values ([`Trigger::state`]: each an `X` or an
@@ -597,6 +613,7 @@ impl Trigger {
             spare: None,
             prev: None,
             spare_lasts: Lasts::default(),
+            newest_packets: Vec::new(),
             flow_epoch: None,
             rules,
             start_ns,
@@ -757,30 +774,84 @@ impl Trigger {
     }
 
     /// Degraded mode: the recall of the window just closed (the newest in
-    /// the history), of `found` reports, if the trigger's groups hold many
-    /// flows and some of its `measured + unmeasured` flow-epochs were not
-    /// measured. Flows are shed and bypassed by a hash of their key, a
-    /// uniform share of each group's, so a group's sums and counts shrink
-    /// to the measured share while its other values keep their
-    /// expectation: the groups missed are those that fire once scaled back
-    /// up. (MONA's per-flow estimator would count each unmeasured flow as a
-    /// possible event of its own.) `None` for groups of one flow.
-    pub(crate) fn group_recall(&self, measured: u64, unmeasured: u64, found: u64) -> Option<f64> {
-        if unmeasured == 0 || measured == 0 || one_flow_per_group(&self.spec.granularity, 0) {
-            return None;
+    /// the history), of `found` reports, given MONA's per-flow estimate
+    /// `mona`, the window's `measured` and `unmeasured` flow-epochs and
+    /// its traffic (`completeness`: packets seen and dropped before the
+    /// monitor), by `clarion_adapt::groups`: the groups missed are those
+    /// that fire once their sums and counts are scaled back up (drops thin
+    /// every group's packets; shedding and bypassing take a uniform share
+    /// of a group's flows, by hash), and those not seen at all
+    /// (Horvitz–Thompson, from the groups seen and their packets).
+    /// `mona` where no group fires even scaled up (nothing to extrapolate
+    /// from in the window; MONA's estimate draws on the earlier ones).
+    /// docs/adapt.md has the derivation.
+    pub(crate) fn window_recall(
+        &self,
+        mona: Option<f64>,
+        measured: u64,
+        unmeasured: u64,
+        found: u64,
+        completeness: &Completeness,
+    ) -> Option<f64> {
+        let one_flow = one_flow_per_group(&self.spec.granularity, 0);
+        let sample = sample_of(measured, unmeasured, completeness, one_flow);
+        if !sample.sampled() || measured == 0 {
+            return mona;
         }
-        let scale = (measured + unmeasured) as f64 / measured as f64;
+        let scale = sample.scale();
         let mut buf = Vec::new();
-        let missed = self.history.newest().map_or(0, |(_, groups)| {
-            groups
-                .filter(|(_, v)| !self.fires(v) && self.fires_scaled(v, scale, &mut buf))
-                .count() as u64
-        });
-        Some(if found + missed == 0 {
-            1.0
-        } else {
-            found as f64 / (found + missed) as f64
-        })
+        let total: u64 = self.newest_packets.iter().sum();
+        let Some((_, groups)) = self.history.newest() else {
+            return mona;
+        };
+        let groups = groups
+            .zip(&self.newest_packets)
+            .map(|((_, v), &packets)| SeenGroup {
+                fires: self.fires(v),
+                fires_scaled: self.fires_scaled(v, scale, &mut buf),
+                packets,
+            });
+        sample.recall(found, total, groups).or(mona)
+    }
+
+    /// Degraded mode: the recall of a window of one-flow groups whose only
+    /// record is its `reports` (a trigger tested flow by flow keeps no
+    /// group that did not fire), given MONA's estimate `mona`, the
+    /// window's `measured` and `unmeasured` flow-epochs and its traffic.
+    /// Flows are shed by hash, a uniform share `p` of them measured; a drop
+    /// thins each flow's packets to the share `s` seen. The share of the
+    /// measured flows' true reports that survive the drops is estimated by
+    /// thinning the reports made once more: the share that still fire with
+    /// every sum and count multiplied by `s` (exact when the sums above
+    /// the threshold follow a power law, which thinning only shifts). The
+    /// recall is `p` times that share; `mona` without a report (nothing to
+    /// extrapolate from). A flow every packet of which was dropped is not
+    /// counted (docs/adapt.md).
+    pub(crate) fn rethinned_recall<'a>(
+        &self,
+        mona: Option<f64>,
+        measured: u64,
+        unmeasured: u64,
+        reports: impl IntoIterator<Item = &'a Report>,
+        completeness: &Completeness,
+    ) -> Option<f64> {
+        let sample = sample_of(measured, unmeasured, completeness, true);
+        if !sample.sampled() {
+            return mona;
+        }
+        let s = sample.seen_share();
+        let (mut found, mut kept) = (0u64, 0u64);
+        let (mut vals, mut buf) = (Vec::new(), Vec::new());
+        for r in reports {
+            vals.clear();
+            vals.extend(r.values.iter().map(|(_, v)| *v));
+            found += 1;
+            kept += u64::from(self.fires_scaled(&vals, s, &mut buf));
+        }
+        if found == 0 {
+            return mona;
+        }
+        Some(sample.measured_share() * kept as f64 / found as f64)
     }
 
     /// Whether the predicate holds once every sum and count among the
@@ -823,11 +894,13 @@ impl Trigger {
         );
         let reads = self.reads.len();
         let stride = self.lasts.len();
+        self.newest_packets.clear();
         for (g, &i) in &w.groups {
             let i = i as usize;
             if w.packets[i] == 0 {
                 continue;
             }
+            self.newest_packets.push(w.packets[i]);
             let accs = &w.accs[i * reads..(i + 1) * reads];
             let aggs = self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func));
             if stride == 0 {
