@@ -128,12 +128,14 @@ impl WindowSample {
         // A flow's chance of being seen at all: measured, and not every one
         // of its packets dropped.
         let q = p * (1.0 - lost.powf(per_flow / s));
-        let (mut expected, mut firing) = (0.0, 0u64);
+        let (mut expected, mut firing) = (0u64, 0u64);
         for g in groups.into_iter().filter(|g| g.fires || g.fires_scaled) {
             firing += 1;
             let k = g.packets as f64;
+            // One flow: its chance of being measured, `p`, is the same for
+            // every group and multiplies the recall below.
             let pi = if self.one_flow {
-                p * (1.0 - lost.powf(k / s))
+                1.0 - lost.powf(k / s)
             } else if per_flow > 0.0 && q > 0.0 {
                 let measured_flows = (k / per_flow).max(1.0);
                 1.0 - (1.0 - q).powf(measured_flows / q)
@@ -142,14 +144,18 @@ impl WindowSample {
             };
             // A group was seen, so its probability is not 0; a tiny one
             // (a group of one packet seen of an almost total drop) would
-            // weigh without bound.
-            expected += 1.0 / pi.max(MIN_INCLUSION);
+            // weigh without bound. In fixed point: integer sums do not
+            // depend on the groups' order, which differs between one
+            // monitor and merged workers.
+            expected += (FIXED / pi.max(MIN_INCLUSION)).round() as u64;
         }
         if firing == 0 {
             return None;
         }
+        let expected = expected as f64 / FIXED;
         let found = found as f64;
-        Some(if expected <= found { 1.0 } else { found / expected })
+        let recall = if expected <= found { 1.0 } else { found / expected };
+        Some(if self.one_flow { p * recall } else { recall })
     }
 }
 
@@ -160,6 +166,9 @@ fn share(kept: u64, lost: u64) -> f64 {
         all => kept as f64 / all as f64,
     }
 }
+
+/// The fixed point of the sum of weights: 2^32 (a weight is at most 20).
+const FIXED: f64 = 4_294_967_296.0;
 
 /// The least inclusion probability a seen group is given: it then stands
 /// for at most 20 groups.

@@ -490,6 +490,11 @@ pub(crate) struct Trigger {
     end_ns: u64,
 }
 
+/// Most packets a report's survival of drops is computed for exactly
+/// (`Trigger::survival`): beyond, the share kept is within about a tenth
+/// of `s` and scaling by it does.
+const BINOMIAL_PACKETS: f64 = 64.0;
+
 /// What a degraded window's recall estimate knows of its sampling: its
 /// flow-epochs measured and not, its traffic seen and dropped.
 fn sample_of(measured: u64, unmeasured: u64, c: &Completeness, one_flow: bool) -> WindowSample {
@@ -821,9 +826,10 @@ impl Trigger {
     /// Flows are shed by hash, a uniform share `p` of them measured; a drop
     /// thins each flow's packets to the share `s` seen. The share of the
     /// measured flows' true reports that survive the drops is estimated by
-    /// thinning the reports made once more: the share that still fire with
-    /// every sum and count multiplied by `s` (exact when the sums above
-    /// the threshold follow a power law, which thinning only shifts). The
+    /// thinning the reports made once more: the share expected to still
+    /// fire, each packet kept with probability `s` (exact when the sums
+    /// above the threshold follow a power law, which thinning only shifts;
+    /// `Trigger::survival`). The
     /// recall is `p` times that share; `mona` without a report (nothing to
     /// extrapolate from). A flow every packet of which was dropped is not
     /// counted (docs/adapt.md).
@@ -840,18 +846,48 @@ impl Trigger {
             return mona;
         }
         let s = sample.seen_share();
-        let (mut found, mut kept) = (0u64, 0u64);
+        let (mut found, mut kept) = (0u64, 0.0);
         let (mut vals, mut buf) = (Vec::new(), Vec::new());
         for r in reports {
             vals.clear();
             vals.extend(r.values.iter().map(|(_, v)| *v));
             found += 1;
-            kept += u64::from(self.fires_scaled(&vals, s, &mut buf));
+            kept += self.survival(&vals, s, &mut buf);
         }
         if found == 0 {
             return mona;
         }
-        Some(sample.measured_share() * kept as f64 / found as f64)
+        Some(sample.measured_share() * kept / found as f64)
+    }
+
+    /// The probability that a group with these values still fires once
+    /// each of its packets is kept with probability `s`. Of `k` packets
+    /// (its largest count) `Binomial(k, s)` are kept, and its sums and
+    /// counts shrink by the share kept; with no count or many packets
+    /// (where the share kept is about `s`) they are scaled by `s`.
+    fn survival(&self, vals: &[f64], s: f64, buf: &mut Vec<f64>) -> f64 {
+        let k = self
+            .aggs
+            .iter()
+            .zip(vals)
+            .filter(|(a, _)| a.func == AggFunc::Count)
+            .map(|(_, v)| *v)
+            .fold(0.0, f64::max);
+        if !(1.0..=BINOMIAL_PACKETS).contains(&k) || s >= 0.9999 {
+            return if self.fires_scaled(vals, s, buf) { 1.0 } else { 0.0 };
+        }
+        let n = k as u32;
+        // P(b kept), from P(0) = (1 − s)^n (at least 1e-4^64, no underflow).
+        let mut pb = (1.0 - s).powi(n as i32);
+        let odds = s / (1.0 - s);
+        let mut held = 0.0;
+        for b in 0..=n {
+            if self.fires_scaled(vals, f64::from(b) / k, buf) {
+                held += pb;
+            }
+            pb *= f64::from(n - b) / f64::from(b + 1) * odds;
+        }
+        held.min(1.0)
     }
 
     /// Whether the predicate holds once every sum and count among the
