@@ -829,10 +829,9 @@ impl Trigger {
     /// thinning the reports made once more: the share expected to still
     /// fire, each packet kept with probability `s` (exact when the sums
     /// above the threshold follow a power law, which thinning only shifts;
-    /// `Trigger::survival`). The
-    /// recall is `p` times that share; `mona` without a report (nothing to
-    /// extrapolate from). A flow every packet of which was dropped is not
-    /// counted (docs/adapt.md).
+    /// `Trigger::survival`). The recall is `p` times that share; `mona`
+    /// without a report (nothing to extrapolate from). A flow every packet
+    /// of which was dropped is not counted (docs/adapt.md).
     pub(crate) fn rethinned_recall<'a>(
         &self,
         mona: Option<f64>,
