@@ -109,13 +109,16 @@ impl WindowSample {
     }
 
     /// The window's recall (module doc) from `found` reports and the
-    /// groups seen; `total_packets` is the sum of their `packets`. `None`
-    /// when no group fires, even scaled up: nothing to extrapolate from.
+    /// groups seen, each of which stands for `every` groups (1: all of
+    /// them are given; more: a sample, every `every`th); `total_packets`
+    /// is the sum of all groups' `packets`. `None` when no group fires,
+    /// even scaled up: nothing to extrapolate from.
     pub fn recall(
         &self,
         found: u64,
         total_packets: u64,
         groups: impl IntoIterator<Item = SeenGroup>,
+        every: u64,
     ) -> Option<f64> {
         let s = self.seen_share();
         let lost = 1.0 - s;
@@ -147,7 +150,7 @@ impl WindowSample {
             // weigh without bound. In fixed point: integer sums do not
             // depend on the groups' order, which differs between one
             // monitor and merged workers.
-            expected += (FIXED / pi.max(MIN_INCLUSION)).round() as u64;
+            expected += (FIXED / pi.max(MIN_INCLUSION)).round() as u64 * every.max(1);
         }
         if firing == 0 {
             return None;
@@ -202,7 +205,7 @@ mod tests {
         assert!(!w.sampled());
         assert_eq!(w.scale(), 1.0);
         assert_eq!(
-            w.recall(2, 100, [g(true, true, 50), g(true, true, 50)]),
+            w.recall(2, 100, [g(true, true, 50), g(true, true, 50)], 1),
             Some(1.0)
         );
     }
@@ -213,7 +216,7 @@ mod tests {
         let w = sample(100, 0, 1000, 1000, true);
         assert_eq!(w.scale(), 2.0);
         let groups = [g(true, true, 400), g(false, true, 300), g(false, false, 300)];
-        assert!((w.recall(1, 1000, groups).unwrap() - 0.5).abs() < 1e-9);
+        assert!((w.recall(1, 1000, groups, 1).unwrap() - 0.5).abs() < 1e-9);
     }
 
     #[test]
@@ -221,11 +224,11 @@ mod tests {
         // s = 1/2: a flow seen with one packet had about two; both were
         // dropped with probability 1/4, so it stands for 4/3 flows.
         let w = sample(3, 0, 3, 3, true);
-        let r = w.recall(3, 3, [g(true, true, 1); 3]).unwrap();
+        let r = w.recall(3, 3, [g(true, true, 1); 3], 1).unwrap();
         assert!((r - 0.75).abs() < 1e-9, "{r}");
         // Shed flows too: a third of them measured.
         let w = sample(3, 6, 3, 3, true);
-        let r = w.recall(3, 3, [g(true, true, 1); 3]).unwrap();
+        let r = w.recall(3, 3, [g(true, true, 1); 3], 1).unwrap();
         assert!((r - 0.25).abs() < 1e-9, "{r}");
     }
 
@@ -237,15 +240,28 @@ mod tests {
         let w = sample(10, 90, 1000, 0, false);
         assert_eq!(w.scale(), 10.0);
         let r = w
-            .recall(1, 1000, [g(true, true, 100), g(false, false, 900)])
+            .recall(1, 1000, [g(true, true, 100), g(false, false, 900)], 1)
             .unwrap();
         let pi = 1.0 - 0.9f64.powf(10.0);
         assert!((r - pi).abs() < 1e-9, "{r} against {pi}");
         // A group with many measured flows is seen for sure.
         let r = w
-            .recall(1, 1000, [g(true, true, 900), g(false, false, 100)])
+            .recall(1, 1000, [g(true, true, 900), g(false, false, 100)], 1)
             .unwrap();
         assert!(r > 0.999, "{r}");
+    }
+
+    #[test]
+    fn a_sample_of_the_groups_stands_for_all() {
+        let w = sample(100, 0, 1000, 1000, true);
+        let all = [
+            g(true, true, 400),
+            g(false, true, 300),
+            g(true, true, 400),
+            g(false, true, 300),
+        ];
+        let every_other = [all[0], all[1]];
+        assert_eq!(w.recall(2, 1400, all, 1), w.recall(2, 1400, every_other, 2));
     }
 
     #[test]
@@ -253,14 +269,14 @@ mod tests {
         for (m, u, s, d) in [(1, 1000, 1, 1000), (0, 5, 10, 0), (5, 0, 0, 0), (7, 3, 10, 90)] {
             for one in [false, true] {
                 let w = sample(m, u, s, d, one);
-                let r = w.recall(1, 3, [g(true, true, 1), g(false, true, 2)]);
+                let r = w.recall(1, 3, [g(true, true, 1), g(false, true, 2)], 1);
                 assert!(r.is_some_and(|r| (0.0..=1.0).contains(&r)), "{w:?}: {r:?}");
                 assert!(w.scale().is_finite() && w.scale() >= 1.0);
             }
         }
-        assert_eq!(sample(5, 5, 10, 10, false).recall(0, 0, []), None);
+        assert_eq!(sample(5, 5, 10, 10, false).recall(0, 0, [], 1), None);
         assert_eq!(
-            sample(5, 5, 10, 10, false).recall(0, 5, [g(false, false, 5)]),
+            sample(5, 5, 10, 10, false).recall(0, 5, [g(false, false, 5)], 1),
             None
         );
     }

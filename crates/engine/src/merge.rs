@@ -574,8 +574,8 @@ impl Merger {
                 } else {
                     t.trigger.rethinned_recall(
                         recall,
-                        p.measured,
-                        p.unmeasured,
+                        (p.measured, p.unmeasured),
+                        found,
                         &out[window_first..],
                         &completeness,
                     )

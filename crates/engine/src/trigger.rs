@@ -495,6 +495,14 @@ pub(crate) struct Trigger {
 /// of `s` and scaling by it does.
 const BINOMIAL_PACKETS: f64 = 64.0;
 
+/// Most groups of a window [`Trigger::window_recall`] tests (every
+/// `n / RECALL_GROUPS`th of `n`, each standing for as many).
+const RECALL_GROUPS: usize = 4096;
+
+/// Most reports of a window [`Trigger::rethinned_recall`] thins (each up
+/// to [`BINOMIAL_PACKETS`] + 1 tests of the predicate).
+const RETHINNED_REPORTS: u64 = 256;
+
 /// What a degraded window's recall estimate knows of its sampling: its
 /// flow-epochs measured and not, its traffic seen and dropped.
 fn sample_of(measured: u64, unmeasured: u64, c: &Completeness, one_flow: bool) -> WindowSample {
@@ -809,14 +817,18 @@ impl Trigger {
         let Some((_, groups)) = self.history.newest() else {
             return mona;
         };
+        // A sample of the groups where there are many: the window closes
+        // on the packet core, which may be overloaded.
+        let every = self.newest_packets.len().div_ceil(RECALL_GROUPS).max(1);
         let groups = groups
             .zip(&self.newest_packets)
+            .step_by(every)
             .map(|((_, v), &packets)| SeenGroup {
                 fires: self.fires(v),
                 fires_scaled: self.fires_scaled(v, scale, &mut buf),
                 packets,
             });
-        sample.recall(found, total, groups).or(mona)
+        sample.recall(found, total, groups, every as u64).or(mona)
     }
 
     /// Degraded mode: the recall of a window of one-flow groups whose only
@@ -832,11 +844,15 @@ impl Trigger {
     /// `Trigger::survival`). The recall is `p` times that share; `mona`
     /// without a report (nothing to extrapolate from). A flow every packet
     /// of which was dropped is not counted (docs/adapt.md).
+    ///
+    /// Of `found` reports, at most [`RETHINNED_REPORTS`] are thinned (every
+    /// `found / RETHINNED_REPORTS`th): the window closes on the packet core,
+    /// while the ring drops.
     pub(crate) fn rethinned_recall<'a>(
         &self,
         mona: Option<f64>,
-        measured: u64,
-        unmeasured: u64,
+        (measured, unmeasured): (u64, u64),
+        found: u64,
         reports: impl IntoIterator<Item = &'a Report>,
         completeness: &Completeness,
     ) -> Option<f64> {
@@ -845,9 +861,12 @@ impl Trigger {
             return mona;
         }
         let s = sample.seen_share();
+        let stride = usize::try_from(found.div_ceil(RETHINNED_REPORTS))
+            .unwrap_or(usize::MAX)
+            .max(1);
         let (mut found, mut kept) = (0u64, 0.0);
         let (mut vals, mut buf) = (Vec::new(), Vec::new());
-        for r in reports {
+        for r in reports.into_iter().step_by(stride) {
             vals.clear();
             vals.extend(r.values.iter().map(|(_, v)| *v));
             found += 1;

@@ -14,7 +14,7 @@
 //! event over all inputs. Measured (docs/performance.md): adaptive mode
 //! 94.3 % / 0.028 (per 5-tuple), 95.6 % / 0.012 (per source), 97.1 % /
 //! 0.012 (per prefix); static mode (drops only, nothing shed) 91.4 % /
-//! 0.053, 100 % / 0.013, 82.4 % / 0.048. Asserted: the mean everywhere,
+//! 0.052, 100 % / 0.013, 82.4 % / 0.048. Asserted: the mean everywhere,
 //! 95 % for the per-source and per-prefix events, 90 % for the per-5-tuple
 //! one, and for static mode's per-prefix event 95 % beyond demo.pcap. What
 //! misses, and why (docs/adapt.md, "What the estimate does not see"):

@@ -775,7 +775,8 @@ impl Monitor {
                 .zip(&s.report_triggers)
                 .filter(|(_, &t)| t == tid)
                 .map(|(r, _)| r);
-            let recall = t.rethinned_recall(mona, measured, unmeasured, mine, &s.direct.completeness);
+            let recall =
+                t.rethinned_recall(mona, (measured, unmeasured), found, mine, &s.direct.completeness);
             if let Some(r) = recall.filter(|_| recall != mona) {
                 a.note_recall(tid, r);
             }
