@@ -19,6 +19,8 @@
 //! - [`routine`]: Alg. 1, the depth of shedding ([`Shed`]) that fits the
 //!   budget.
 //! - [`recall`]: §V-A, each task's estimated recall from partial results.
+//! - [`groups`]: a window's recall from the groups seen, when flows were
+//!   shed and packets dropped before the monitor (our extension).
 //! - [`recovery`]: Alg. 2 with Eq. 9, CPU-neutral moves of flows from rich
 //!   to poor tasks.
 //!
@@ -29,6 +31,7 @@ pub mod budget;
 pub mod cost;
 mod error;
 pub mod graph;
+pub mod groups;
 pub mod recall;
 pub mod recovery;
 pub mod routine;
@@ -40,6 +43,7 @@ pub use cost::{
 };
 pub use error::AdaptError;
 pub use graph::{GraphBuilder, StateGraph, StateId, TaskId};
+pub use groups::{SeenGroup, WindowSample};
 pub use recall::{Estimator, RecallEstimate, RecallEstimator, WindowObservation};
 pub use recovery::{Move, Recovery, RecoveryConfig, Transition};
 pub use routine::{fit_chains, Decision, Routine, Shed};

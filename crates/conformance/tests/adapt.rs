@@ -566,9 +566,13 @@ event bursty_flows
         100.0 * (work_with / work_without - 1.0)
     );
     let recall = |s: &BTreeMap<String, (f64, f64)>, e: &str| s.get(e).map_or(0.0, |x| x.1);
-    // Shed for every flow, the poor event gets flows back ...
+    // Shed for every flow, the poor event gets flows back (as many as the
+    // rich one can give while its estimate stays above the threshold and
+    // its headroom: with an estimate that follows its true recall, about a
+    // fifth of its flows, whose time buys a seventh of the poor event's
+    // costlier ones) ...
     assert_eq!(recall(&before, "bursty_flows"), 0.0);
-    assert!(recall(&after, "bursty_flows") >= 0.3, "{after:?}");
+    assert!(recall(&after, "bursty_flows") >= 0.1, "{after:?}");
     // ... from the rich one, which keeps about the threshold ...
     assert_eq!(recall(&before, "big_flows"), 1.0);
     assert!(recall(&after, "big_flows") >= 0.7, "{after:?}");

@@ -557,9 +557,6 @@ impl Merger {
                         }
                     }
                 }
-                if keep == 0 {
-                    trig.history.clear();
-                }
             }
             for mut r in p.reports {
                 r.origin = self.origin.clone();
@@ -569,13 +566,20 @@ impl Merger {
             if let Some(book) = self.recall.as_mut() {
                 let found = (out.len() - window_first) as u64;
                 let mut recall = book.estimate(id, p.measured, p.unmeasured, found);
-                // Groups of many flows: estimated from the groups, as a
-                // monitor does (`Trigger::group_recall`).
-                if closed {
-                    if let Some(r) = t.trigger.group_recall(p.measured, p.unmeasured, found) {
-                        recall = Some(r);
-                    }
-                }
+                // Drops, and groups of many flows: from the groups seen, as
+                // a monitor does (`Trigger::window_recall`).
+                recall = if closed {
+                    t.trigger
+                        .window_recall(recall, p.measured, p.unmeasured, found, &completeness)
+                } else {
+                    t.trigger.rethinned_recall(
+                        recall,
+                        (p.measured, p.unmeasured),
+                        found,
+                        &out[window_first..],
+                        &completeness,
+                    )
+                };
                 for r in &mut out[window_first..] {
                     r.completeness.degraded = true;
                     r.completeness.flows_unmeasured = p.unmeasured;
@@ -589,6 +593,10 @@ impl Merger {
                     flows_unmeasured: p.unmeasured,
                     recall_estimate: recall.unwrap_or(f64::NAN),
                 });
+            }
+            // Kept until the recall estimate has read the window's groups.
+            if keep == 0 && closed {
+                t.trigger.history.clear();
             }
         }
         clarion_report::sort_reports(&mut out[first..]);

@@ -1535,11 +1535,11 @@ impl Monitor {
                         unmeasured,
                     });
                 }
-                let mut recall = a.estimate(tid, measured, unmeasured, found);
-                // Groups of many flows: estimated from the groups instead.
-                if let Some(r) = trig.group_recall(measured, unmeasured, found) {
+                let mona = a.estimate(tid, measured, unmeasured, found);
+                // Drops, and groups of many flows: from the groups seen.
+                let recall = trig.window_recall(mona, measured, unmeasured, found, &completeness);
+                if let Some(r) = recall.filter(|_| recall != mona) {
                     a.note_recall(tid, r);
-                    recall = Some(r);
                 }
                 for r in &mut s.reports[first_report..] {
                     r.completeness.degraded = true;

@@ -2,6 +2,7 @@
 //! the values of its last windows (its flows' statistics are kept by match
 //! set, `epoch_log.rs`).
 
+use clarion_adapt::{SeenGroup, WindowSample};
 use rustc_hash::FxHashMap;
 
 use clarion_lang::spec::{AggCall, AggFunc, ArithOp, BaseVar, CmpOp, EventSpec, PacketExpr, Pred, Var};
@@ -480,10 +481,38 @@ pub(crate) struct Trigger {
     /// The epoch whose values `spare_lasts` is gathering flow by flow
     /// ([`Trigger::flow_states`]), until [`Trigger::end_flow_epoch`].
     flow_epoch: Option<u64>,
+    /// Packets of each group of the newest closed window, in the history's
+    /// order: degraded mode's recall estimate weighs groups by them.
+    newest_packets: Vec<u64>,
     pub(crate) rules: Vec<(KeyMask, FlowKey)>,
     /// No window starting at or after this is gathered (a drill-down
     /// instance's end; `u64::MAX` for every other trigger).
     end_ns: u64,
+}
+
+/// Most packets a report's survival of drops is computed for exactly
+/// (`Trigger::survival`): beyond, the share kept is within about a tenth
+/// of `s` and scaling by it does.
+const BINOMIAL_PACKETS: f64 = 64.0;
+
+/// Most groups of a window [`Trigger::window_recall`] tests (every
+/// `n / RECALL_GROUPS`th of `n`, each standing for as many).
+const RECALL_GROUPS: usize = 4096;
+
+/// Most reports of a window [`Trigger::rethinned_recall`] thins (each up
+/// to [`BINOMIAL_PACKETS`] + 1 tests of the predicate).
+const RETHINNED_REPORTS: u64 = 256;
+
+/// What a degraded window's recall estimate knows of its sampling: its
+/// flow-epochs measured and not, its traffic seen and dropped.
+fn sample_of(measured: u64, unmeasured: u64, c: &Completeness, one_flow: bool) -> WindowSample {
+    WindowSample {
+        measured,
+        unmeasured,
+        seen_packets: c.packets,
+        dropped_packets: c.dropped,
+        one_flow,
+    }
 }
 
 /// A group's state values ([`Trigger::state`]: each an `X` or an
@@ -597,6 +626,7 @@ impl Trigger {
             spare: None,
             prev: None,
             spare_lasts: Lasts::default(),
+            newest_packets: Vec::new(),
             flow_epoch: None,
             rules,
             start_ns,
@@ -757,30 +787,125 @@ impl Trigger {
     }
 
     /// Degraded mode: the recall of the window just closed (the newest in
-    /// the history), of `found` reports, if the trigger's groups hold many
-    /// flows and some of its `measured + unmeasured` flow-epochs were not
-    /// measured. Flows are shed and bypassed by a hash of their key, a
-    /// uniform share of each group's, so a group's sums and counts shrink
-    /// to the measured share while its other values keep their
-    /// expectation: the groups missed are those that fire once scaled back
-    /// up. (MONA's per-flow estimator would count each unmeasured flow as a
-    /// possible event of its own.) `None` for groups of one flow.
-    pub(crate) fn group_recall(&self, measured: u64, unmeasured: u64, found: u64) -> Option<f64> {
-        if unmeasured == 0 || measured == 0 || one_flow_per_group(&self.spec.granularity, 0) {
-            return None;
+    /// the history), of `found` reports, given MONA's per-flow estimate
+    /// `mona`, the window's `measured` and `unmeasured` flow-epochs and
+    /// its traffic (`completeness`: packets seen and dropped before the
+    /// monitor), by `clarion_adapt::groups`: the groups missed are those
+    /// that fire once their sums and counts are scaled back up (drops thin
+    /// every group's packets; shedding and bypassing take a uniform share
+    /// of a group's flows, by hash), and those not seen at all
+    /// (Horvitz–Thompson, from the groups seen and their packets).
+    /// `mona` where no group fires even scaled up (nothing to extrapolate
+    /// from in the window; MONA's estimate draws on the earlier ones).
+    /// docs/adapt.md has the derivation.
+    pub(crate) fn window_recall(
+        &self,
+        mona: Option<f64>,
+        measured: u64,
+        unmeasured: u64,
+        found: u64,
+        completeness: &Completeness,
+    ) -> Option<f64> {
+        let one_flow = one_flow_per_group(&self.spec.granularity, 0);
+        let sample = sample_of(measured, unmeasured, completeness, one_flow);
+        if !sample.sampled() || measured == 0 {
+            return mona;
         }
-        let scale = (measured + unmeasured) as f64 / measured as f64;
+        let scale = sample.scale();
         let mut buf = Vec::new();
-        let missed = self.history.newest().map_or(0, |(_, groups)| {
-            groups
-                .filter(|(_, v)| !self.fires(v) && self.fires_scaled(v, scale, &mut buf))
-                .count() as u64
-        });
-        Some(if found + missed == 0 {
-            1.0
-        } else {
-            found as f64 / (found + missed) as f64
-        })
+        let total: u64 = self.newest_packets.iter().sum();
+        let Some((_, groups)) = self.history.newest() else {
+            return mona;
+        };
+        // A sample of the groups where there are many: the window closes
+        // on the packet core, which may be overloaded.
+        let every = self.newest_packets.len().div_ceil(RECALL_GROUPS).max(1);
+        let groups = groups
+            .zip(&self.newest_packets)
+            .step_by(every)
+            .map(|((_, v), &packets)| SeenGroup {
+                fires: self.fires(v),
+                fires_scaled: self.fires_scaled(v, scale, &mut buf),
+                packets,
+            });
+        sample.recall(found, total, groups, every as u64).or(mona)
+    }
+
+    /// Degraded mode: the recall of a window of one-flow groups whose only
+    /// record is its `reports` (a trigger tested flow by flow keeps no
+    /// group that did not fire), given MONA's estimate `mona`, the
+    /// window's `measured` and `unmeasured` flow-epochs and its traffic.
+    /// Flows are shed by hash, a uniform share `p` of them measured; a drop
+    /// thins each flow's packets to the share `s` seen. The share of the
+    /// measured flows' true reports that survive the drops is estimated by
+    /// thinning the reports made once more: the share expected to still
+    /// fire, each packet kept with probability `s` (exact when the sums
+    /// above the threshold follow a power law, which thinning only shifts;
+    /// `Trigger::survival`). The recall is `p` times that share; `mona`
+    /// without a report (nothing to extrapolate from). A flow every packet
+    /// of which was dropped is not counted (docs/adapt.md).
+    ///
+    /// Of `found` reports, at most [`RETHINNED_REPORTS`] are thinned (every
+    /// `found / RETHINNED_REPORTS`th): the window closes on the packet core,
+    /// while the ring drops.
+    pub(crate) fn rethinned_recall<'a>(
+        &self,
+        mona: Option<f64>,
+        (measured, unmeasured): (u64, u64),
+        found: u64,
+        reports: impl IntoIterator<Item = &'a Report>,
+        completeness: &Completeness,
+    ) -> Option<f64> {
+        let sample = sample_of(measured, unmeasured, completeness, true);
+        if !sample.sampled() {
+            return mona;
+        }
+        let s = sample.seen_share();
+        let stride = usize::try_from(found.div_ceil(RETHINNED_REPORTS))
+            .unwrap_or(usize::MAX)
+            .max(1);
+        let (mut found, mut kept) = (0u64, 0.0);
+        let (mut vals, mut buf) = (Vec::new(), Vec::new());
+        for r in reports.into_iter().step_by(stride) {
+            vals.clear();
+            vals.extend(r.values.iter().map(|(_, v)| *v));
+            found += 1;
+            kept += self.survival(&vals, s, &mut buf);
+        }
+        if found == 0 {
+            return mona;
+        }
+        Some(sample.measured_share() * kept / found as f64)
+    }
+
+    /// The probability that a group with these values still fires once
+    /// each of its packets is kept with probability `s`. Of `k` packets
+    /// (its largest count) `Binomial(k, s)` are kept, and its sums and
+    /// counts shrink by the share kept; with no count or many packets
+    /// (where the share kept is about `s`) they are scaled by `s`.
+    fn survival(&self, vals: &[f64], s: f64, buf: &mut Vec<f64>) -> f64 {
+        let k = self
+            .aggs
+            .iter()
+            .zip(vals)
+            .filter(|(a, _)| a.func == AggFunc::Count)
+            .map(|(_, v)| *v)
+            .fold(0.0, f64::max);
+        if !(1.0..=BINOMIAL_PACKETS).contains(&k) || s >= 0.9999 {
+            return if self.fires_scaled(vals, s, buf) { 1.0 } else { 0.0 };
+        }
+        let n = k as u32;
+        // P(b kept), from P(0) = (1 − s)^n (at least 1e-4^64, no underflow).
+        let mut pb = (1.0 - s).powi(n as i32);
+        let odds = s / (1.0 - s);
+        let mut held = 0.0;
+        for b in 0..=n {
+            if self.fires_scaled(vals, f64::from(b) / k, buf) {
+                held += pb;
+            }
+            pb *= f64::from(n - b) / f64::from(b + 1) * odds;
+        }
+        held.min(1.0)
     }
 
     /// Whether the predicate holds once every sum and count among the
@@ -823,11 +948,13 @@ impl Trigger {
         );
         let reads = self.reads.len();
         let stride = self.lasts.len();
+        self.newest_packets.clear();
         for (g, &i) in &w.groups {
             let i = i as usize;
             if w.packets[i] == 0 {
                 continue;
             }
+            self.newest_packets.push(w.packets[i]);
             let accs = &w.accs[i * reads..(i + 1) * reads];
             let aggs = self.aggs.iter().zip(accs).map(|(a, x)| x.value(a.func));
             if stride == 0 {

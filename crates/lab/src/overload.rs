@@ -30,7 +30,11 @@
 //!    (`adapt: Some(AdaptConfig::default())`): serving processes the next
 //!    packet and takes `⌈last_packet_cost_ns⌉` (at least 1 ns) as its
 //!    service time; a drop advances the input and tells the monitor
-//!    (`note_dropped(1)`).
+//!    (`note_dropped`) once its clock reaches the drop's arrival time (at
+//!    the next packet served after it in arrival order), so that the drop
+//!    counts in the epoch it happened in, as a live driver's does where
+//!    the ring marks the place of a loss. Told at once, the monitor would
+//!    count it in the epoch it is serving, up to a ring's depth earlier.
 //! 5. **Modes.** `adapt`: at each window's end the time available per
 //!    packet for the next window is MONA §IV-B's, as a live worker
 //!    computes it (`clarion_adapt::Budget`): the window over the packets
@@ -303,6 +307,9 @@ pub struct MonitorServer<'a> {
     /// one to end, its row, and that window's end on the monitor's clock:
     /// decided as soon as the monitor has swept the epoch ending there.
     pending: Option<(f64, usize, u64)>,
+    /// Arrival times of drops the monitor has not been told of yet: it is
+    /// told when its clock reaches them (module doc, step 4).
+    drops: std::collections::VecDeque<u64>,
 }
 
 /// The monitor configuration of every pass: degraded mode with the default
@@ -352,6 +359,7 @@ impl<'a> MonitorServer<'a> {
             reports: Vec::new(),
             rows: Vec::new(),
             pending: None,
+            drops: std::collections::VecDeque::new(),
         })
     }
 
@@ -373,8 +381,21 @@ impl<'a> MonitorServer<'a> {
         }
     }
 
+    /// Tells the monitor of the drops that arrived up to `until_ns`.
+    fn note_drops(&mut self, until_ns: u64) {
+        let mut n = 0;
+        while self.drops.front().is_some_and(|&t| t <= until_ns) {
+            self.drops.pop_front();
+            n += 1;
+        }
+        if n > 0 {
+            self.monitor.note_dropped(n);
+        }
+    }
+
     /// Finishes the monitor: its reports, health records, window rows and counters.
     pub fn finish(mut self) -> (Vec<Report>, Vec<Health>, Vec<Row>, Counters) {
+        self.note_drops(u64::MAX);
         self.monitor.finish(&mut self.reports);
         let mut health = Vec::new();
         self.monitor.take_health(&mut health);
@@ -389,6 +410,7 @@ impl Server for MonitorServer<'_> {
             return 1;
         };
         self.next += 1;
+        self.note_drops(arrival_ns);
         self.monitor.process(&p, &mut self.reports);
         let ns = service_ns(&self.monitor);
         if self.pending.is_some() {
@@ -422,15 +444,16 @@ impl Server for MonitorServer<'_> {
             let end = BASE_NS + w.end_ns;
             self.pending = Some((available, self.rows.len() - 1, end));
             if w.queue_at_end == 0 {
+                self.note_drops(w.end_ns);
                 self.monitor.tick(end, &mut self.reports);
             }
             self.decide_when_swept();
         }
     }
 
-    fn dropped(&mut self, _arrival_ns: u64) {
+    fn dropped(&mut self, arrival_ns: u64) {
         self.next += 1;
-        self.monitor.note_dropped(1);
+        self.drops.push_back(arrival_ns);
     }
 }
 

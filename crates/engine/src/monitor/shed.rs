@@ -45,12 +45,17 @@
 //! but its state dropped it). At each window's close the trigger's
 //! `clarion_adapt::RecallEstimator` turns them and the window's reports
 //! into a recall estimate, carried by each report's completeness and, for
-//! every closing window, by the epoch's health record. A trigger whose
-//! groups hold many flows (not `per 5tuple`) is estimated from its groups
-//! instead (`Trigger::group_recall`, by the monitor and the multi-worker
-//! merger alike): flows are shed by hash, a uniform share of each group's,
-//! so the groups missed are those that fire once their sums and counts
-//! are scaled back up by the measured share.
+//! every closing window, by the epoch's health record. Where the window
+//! gives something to extrapolate from (a report, or a group that fires
+//! scaled up), it is estimated from the window itself instead, by the
+//! monitor and the multi-worker merger alike, counting the packets
+//! dropped before the monitor too (`clarion_adapt::groups`,
+//! docs/adapt.md): flows are shed by hash, a uniform share of each
+//! group's, and drops thin every group's packets, so the groups missed
+//! are those that fire once their sums and counts are scaled back up and
+//! those not seen at all (`Trigger::window_recall`); a trigger tested
+//! flow by flow keeps only its reports, whose share that survives another
+//! thinning estimates the drops' toll (`Trigger::rethinned_recall`).
 //!
 //! # Accuracy control
 //! With `AdaptConfig::accuracy_threshold`, each sweep's end runs MONA's
@@ -758,7 +763,23 @@ impl Monitor {
                     unmeasured,
                 });
             }
-            let recall = a.estimate(tid, measured, unmeasured, found);
+            let mona = a.estimate(tid, measured, unmeasured, found);
+            let Some(t) = self.triggers.get(tid as usize).and_then(Option::as_deref) else {
+                continue;
+            };
+            // The measured share, times that of the reports that survive
+            // another thinning by the drops.
+            let mine = s
+                .reports
+                .iter()
+                .zip(&s.report_triggers)
+                .filter(|(_, &t)| t == tid)
+                .map(|(r, _)| r);
+            let recall =
+                t.rethinned_recall(mona, (measured, unmeasured), found, mine, &s.direct.completeness);
+            if let Some(r) = recall.filter(|_| recall != mona) {
+                a.note_recall(tid, r);
+            }
             for (r, _) in s
                 .reports
                 .iter_mut()
@@ -769,9 +790,6 @@ impl Monitor {
                 r.completeness.flows_unmeasured = unmeasured;
                 r.completeness.recall_estimate = recall;
             }
-            let Some(t) = self.triggers.get(tid as usize).and_then(Option::as_deref) else {
-                continue;
-            };
             a.accuracy.push(EventAccuracy {
                 event: t.spec.name.clone(),
                 window: clarion_report::Window {
