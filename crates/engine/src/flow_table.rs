@@ -23,7 +23,8 @@ use crate::tcp_state::{TcpStates, NO_TCP};
 const SLOTS_PER_LINE: usize = 64 / std::mem::size_of::<u64>();
 
 /// The place in its line of a probe's first slot from which the batch
-/// loop, once flows outnumber the caches, loads the next slot line too and
+/// loop, once the slots outgrow the caches (`FOLLOW_FLOWS` in
+/// `monitor.rs`), loads the next slot line too and
 /// looks for the flow's slot in both ([`FlowTable::prefetch_slot`],
 /// [`FlowTable::prefetch_entry`]). Looking in the first line only left
 /// 5.5 % of a million flows' packets (those whose slot is past it, at half
@@ -32,8 +33,8 @@ const SLOTS_PER_LINE: usize = 64 / std::mem::size_of::<u64>();
 /// slot line, then the entry): a fifth of the packet loop's samples.
 /// Following from the last two places left 1.4 %, from the last four
 /// 0.7 %, from 2 on 0.3 %; median batch at 1 M flows 85.9 -> 68.9 ns
-/// (docs/performance.md). With fewer flows the lines are cached and the
-/// probes that leave the line are cheap: nothing is followed.
+/// (docs/performance.md). With fewer flows the next line is cached and
+/// loading it only costs: nothing is followed.
 const FOLLOW_FROM: usize = 2;
 
 /// Marks an entry with no trigger set.
