@@ -476,7 +476,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             .map_err(|e| Failure::Usage(format!("clarion: event {}: {e}", s.name)))?;
     }
     let export = export_args(a);
-    let mut exports = crate::exports::open(&export)?;
+    let mut exports = crate::exports::open(&export, &a.host)?;
     if exports.exporter.is_none() {
         // No policies until the manager sends some.
         let config = crate::exports::export_config(&export.policies)?;
@@ -536,7 +536,7 @@ fn live_agent(
     stop: Arc<AtomicBool>,
 ) -> Result<ExitCode, Failure> {
     let export = export_args(a);
-    let (exports, mut configs) = crate::exports::LiveExports::open(&export)?;
+    let (exports, mut configs) = crate::exports::LiveExports::open(&export, &a.host)?;
     if configs.2.is_none() {
         // Workers with exporters without policies, until the manager sends some.
         configs.2 = Some(clarion_host::LiveExportConfig {
@@ -570,7 +570,7 @@ fn live_agent(
     let sink = match ag.sink.take() {
         Some(s) => s,
         None => crate::alerts::with_alerts(
-            crate::outputs::reports(a.output.as_deref(), a.format)?,
+            crate::outputs::reports(a.output.as_deref(), a.format, &a.host)?,
             &a.alerts,
             a.pcap.is_none(),
             a.events.as_deref(),
@@ -687,7 +687,7 @@ impl Agent {
             link,
             desk,
             sink: Some(crate::alerts::with_alerts(
-                crate::outputs::reports(a.output.as_deref(), a.format)?,
+                crate::outputs::reports(a.output.as_deref(), a.format, &a.host)?,
                 &a.alerts,
                 a.pcap.is_none(),
                 a.events.as_deref(),

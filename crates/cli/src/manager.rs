@@ -377,7 +377,8 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     }
     // Live: the manager must never wait for a slow receiver (a full queue
     // is dead-lettered unless --webhook-queue-full block).
-    let out = crate::outputs::reports(a.output.as_deref(), a.format)?;
+    // A stream's subject names the manager by its --name.
+    let out = crate::outputs::reports(a.output.as_deref(), a.format, &a.name)?;
     let mut sink = crate::alerts::with_alerts(out, &a.alerts, true, a.events.as_deref())?;
     // Its reports are decisions: `scope="network"`, apart from its hosts' firings.
     let metrics = Arc::new(clarion_live::HostMetrics::new(&[]).with_scope(clarion_live::Scope::Network));

@@ -1,0 +1,154 @@
+//! `--records nats://…/STREAM` and `--output nats://…/STREAM`: a replay's
+//! flow records and reports published to a real `nats-server -js`, read
+//! back from the stream, equal to the same run's JSON lines (count,
+//! packets and bytes; reports line for line); and a stream that does not
+//! take the subject refused with the reason.
+//!
+//! Skipped, saying so, where `nats-server` is not installed (Debian
+//! package `nats-server`).
+
+mod bus;
+
+use std::path::{Path, PathBuf};
+
+use bus::*;
+use serde_json::Value;
+
+/// A shared capture of 3,668 flows (many batches of publishes), else the
+/// bundled one.
+fn capture() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let shared = root.join("../shared/captures/pathspider_icmp_ttl.pcap");
+    if shared.is_file() {
+        return shared;
+    }
+    eprintln!("{}: absent; the bundled capture instead", shared.display());
+    root.join("examples/demo.pcap")
+}
+
+/// Every message of `stream`, in order, as (subject, payload).
+fn read_stream(url: &str, stream: &str) -> Vec<(String, String)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.expect("connects");
+        let js = async_nats::jetstream::new(client);
+        let mut stream = js.get_stream(stream).await.expect("the stream exists");
+        let n = stream.info().await.expect("info").state.messages;
+        let mut out = Vec::new();
+        for seq in 1..=n {
+            let m = stream.get_raw_message(seq).await.expect("message");
+            out.push((
+                m.subject.to_string(),
+                String::from_utf8_lossy(&m.payload).to_string(),
+            ));
+        }
+        out
+    })
+}
+
+/// (count, sum of packets, sum of bytes) of JSON records.
+fn totals<'a>(records: impl IntoIterator<Item = &'a str>) -> (u64, u64, u64) {
+    records.into_iter().fold((0, 0, 0), |(n, p, b), line| {
+        let v: Value = serde_json::from_str(line).expect("a JSON record");
+        let field = |f: &str| v[f].as_u64().unwrap_or_else(|| panic!("{f} in {v}"));
+        (n + 1, p + field("packets"), b + field("bytes"))
+    })
+}
+
+fn run(dir: &Path, capture: &Path, args: &[&str]) -> std::process::Output {
+    clarion()
+        .args(["run", "--quiet", "--pcap"])
+        .arg(capture)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("clarion runs")
+}
+
+#[test]
+fn a_replays_records_and_reports_read_back_from_the_stream_equal_its_json_lines() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let store = d.join("js");
+    let (_server, port) = start_server_with(&server, &["-js", "-sd", &store.to_string_lossy()]);
+    let url = format!("nats://127.0.0.1:{port}");
+
+    // Records: the stream and a file from the same run.
+    let flows = format!("{url}/FLOWS");
+    let o = run(
+        d,
+        &capture(),
+        &["--host", "web-1", "--records", &flows, "--records", "f.jsonl"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let file = std::fs::read_to_string(d.join("f.jsonl")).expect("records file");
+    let stored = read_stream(&url, "FLOWS");
+    let want = totals(file.lines());
+    assert!(want.0 > 0, "{want:?}");
+    assert_eq!(totals(stored.iter().map(|(_, p)| p.as_str())), want);
+    assert!(
+        stored.iter().all(|(s, _)| s == "clarion.records.web-1"),
+        "{:?}",
+        stored[0]
+    );
+    // The same objects, in the same order.
+    assert_eq!(
+        stored.iter().map(|(_, p)| p.as_str()).collect::<Vec<_>>(),
+        file.lines().collect::<Vec<_>>()
+    );
+
+    // Reports (the bundled events on the bundled capture, where they fire):
+    // -o to the stream, and to a file in a second run.
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let (demo, events) = (examples.join("demo.pcap"), examples.join("demo.clarion"));
+    let events = events.to_str().expect("UTF-8");
+    let reports = format!("{url}/REPORTS");
+    let o = run(d, &demo, &["--host", "web-1", "--events", events, "-o", &reports]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(
+        d,
+        &demo,
+        &["--host", "web-1", "--events", events, "-o", "r.jsonl"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let file = std::fs::read_to_string(d.join("r.jsonl")).expect("reports file");
+    let stored = read_stream(&url, "REPORTS");
+    assert!(!stored.is_empty(), "the demo events fire on the capture");
+    assert!(stored.iter().all(|(s, _)| s == "clarion.reports.web-1"));
+    assert_eq!(
+        stored.iter().map(|(_, p)| p.as_str()).collect::<Vec<_>>(),
+        file.lines().collect::<Vec<_>>()
+    );
+
+    // Records to the reports' stream: refused before the run, saying why.
+    let o = run(d, &demo, &["--records", &reports]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("takes subjects") && err.contains("clarion.records"),
+        "{err}"
+    );
+}
+
+#[test]
+fn without_jetstream_on_the_server_the_destination_is_refused() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, port) = start_server(&server);
+    let o = run(
+        dir.path(),
+        &capture(),
+        &["--records", &format!("nats://127.0.0.1:{port}/FLOWS")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("cannot find or create stream FLOWS"), "{err}");
+}
