@@ -122,7 +122,8 @@ pub struct AgentArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub register_timeout: u64,
 
-    /// Where the host's own events' reports go (default: standard output).
+    /// Where the host's own events' reports go (default: standard output;
+    /// nats://HOST:PORT/STREAM: a JetStream stream, subject clarion.reports.<--host>).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 

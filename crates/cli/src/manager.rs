@@ -169,7 +169,8 @@ pub struct ManagerArgs {
     #[arg(long, default_value = "manager", value_name = "NAME")]
     pub name: String,
 
-    /// Where network-wide reports go (default: standard output).
+    /// Where network-wide reports go (default: standard output;
+    /// nats://HOST:PORT/STREAM: a JetStream stream, subject clarion.reports.<--name>).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 

@@ -28,12 +28,17 @@ fn capture() -> PathBuf {
 
 /// Every message of `stream`, in order, as (subject, payload).
 fn read_stream(url: &str, stream: &str) -> Vec<(String, String)> {
+    read_stream_as(async_nats::ConnectOptions::new(), url, stream)
+}
+
+/// [`read_stream`] with credentials.
+fn read_stream_as(opts: async_nats::ConnectOptions, url: &str, stream: &str) -> Vec<(String, String)> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let client = async_nats::connect(url).await.expect("connects");
+        let client = opts.connect(url).await.expect("connects");
         let js = async_nats::jetstream::new(client);
         let mut stream = js.get_stream(stream).await.expect("the stream exists");
         let n = stream.info().await.expect("info").state.messages;
@@ -151,4 +156,129 @@ fn without_jetstream_on_the_server_the_destination_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(err.contains("cannot find or create stream FLOWS"), "{err}");
+}
+
+#[test]
+fn with_per_host_keys_a_host_publishes_its_own_records_to_a_stream_it_did_not_create() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), "web-1 10.0.1.0/24\nweb-2 10.0.2.0/24\n").expect("inventory");
+    let made = clarion()
+        .args([
+            "credentials",
+            "--inventory",
+            "hosts.txt",
+            "--out-dir",
+            "creds",
+            "--quiet",
+        ])
+        .current_dir(d)
+        .output()
+        .expect("runs");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let conf = d.join("creds/nats-server.conf");
+    let store = d.join("js");
+    let (_server, port) = start_server_with(
+        &server,
+        &[
+            "-c",
+            conf.to_str().expect("utf-8"),
+            "-js",
+            "-sd",
+            &store.to_string_lossy(),
+        ],
+    );
+    let flows = |key: &str| {
+        format!(
+            "nats://127.0.0.1:{port}/FLOWS?nkey={}",
+            d.join("creds").join(key).display()
+        )
+    };
+
+    // A host's key may not create the stream; refused with the reason.
+    let o = run(
+        d,
+        &capture(),
+        &["--host", "web-1", "--records", &flows("web-1.nk")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("cannot find or create stream FLOWS") && err.contains("refused"),
+        "{err}"
+    );
+
+    // Created with the manager's key, then written with the host's.
+    let o = run(
+        d,
+        &capture(),
+        &["--host", "web-2", "--records", &flows("manager.nk")],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(
+        d,
+        &capture(),
+        &[
+            "--host",
+            "web-1",
+            "--records",
+            &flows("web-1.nk"),
+            "--records",
+            "f.jsonl",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let file = std::fs::read_to_string(d.join("f.jsonl")).expect("records file");
+
+    let seed = std::fs::read_to_string(d.join("creds/manager.nk")).expect("seed");
+    let seed = seed
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with('S'))
+        .expect("a seed")
+        .to_string();
+    let stored = read_stream_as(
+        async_nats::ConnectOptions::with_nkey(seed),
+        &format!("nats://127.0.0.1:{port}"),
+        "FLOWS",
+    );
+    let web1: Vec<&str> = stored
+        .iter()
+        .filter(|(subject, _)| subject == "clarion.records.web-1")
+        .map(|(_, payload)| payload.as_str())
+        .collect();
+    assert!(stored.len() > web1.len(), "web-2's records too");
+    assert_eq!(totals(web1), totals(file.lines()));
+}
+
+#[test]
+fn a_token_in_the_url_is_the_servers_token() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("js");
+    let (_server, port) = start_server_with(
+        &server,
+        &["--auth", "s3cret", "-js", "-sd", &store.to_string_lossy()],
+    );
+    let o = run(
+        dir.path(),
+        &capture(),
+        &["--records", &format!("nats://127.0.0.1:{port}/FLOWS")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("cannot connect to the NATS server"),
+        "{err}"
+    );
+    let o = run(
+        dir.path(),
+        &capture(),
+        &["--records", &format!("nats://s3cret@127.0.0.1:{port}/FLOWS")],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }

@@ -175,6 +175,9 @@ pub struct StreamSink<T: ?Sized> {
     rt: Option<tokio::runtime::Runtime>,
     js: jetstream::Context,
     client: async_nats::Client,
+    /// What the server refused, if anything: a refused publish's ack
+    /// only times out.
+    refusals: crate::Refusals,
     subject: async_nats::Subject,
     destination: String,
     /// Encoded items not yet published (at most [`BATCH`]).
@@ -212,9 +215,15 @@ impl<T: ?Sized> StreamSink<T> {
             target.security.clone(),
         );
         let text_owned = text.to_string();
+        let host_owned = host.to_string();
         let opened = run(&rt, async move {
             let text = text_owned;
-            let (client, _) = crate::connect(&server, &security, "clarion-stream", None).await?;
+            // Acks come back on the host's own inbox, the one its per-host
+            // key may read (`credentials`).
+            let inbox = crate::credentials::reply_inbox_prefix(&host_owned);
+            let (client, refusals) =
+                crate::connect(&server, &security, "clarion-stream", Some(inbox)).await?;
+            let refused = |e: String| explain(&refusals, e);
             let js = jetstream::ContextBuilder::new()
                 .ack_timeout(ACK_TIMEOUT)
                 .build(client.clone());
@@ -224,7 +233,10 @@ impl<T: ?Sized> StreamSink<T> {
                 ..Default::default()
             };
             let mut found = js.get_or_create_stream(config).await.map_err(|e| {
-                NatsError::Destination(format!("{text}: cannot find or create stream {stream_name}: {e}"))
+                NatsError::Destination(format!(
+                    "{text}: cannot find or create stream {stream_name}: {}",
+                    refused(e.to_string())
+                ))
             })?;
             let info = found.info().await.map_err(|e| {
                 NatsError::Destination(format!("{text}: cannot read stream {stream_name}: {e}"))
@@ -237,9 +249,9 @@ impl<T: ?Sized> StreamSink<T> {
                     kind.wildcard()
                 )));
             }
-            Ok::<_, NatsError>((client, js))
+            Ok::<_, NatsError>((client, js, refusals))
         });
-        let (client, js) = match opened {
+        let (client, js, refusals) = match opened {
             Ok(Ok(opened)) => opened,
             Ok(Err(e)) => {
                 rt.shutdown_background();
@@ -254,6 +266,7 @@ impl<T: ?Sized> StreamSink<T> {
             rt: Some(rt),
             js,
             client,
+            refusals,
             subject: subject.into(),
             destination: text.to_string(),
             batch: Vec::with_capacity(BATCH),
@@ -308,7 +321,9 @@ impl<T: ?Sized> StreamSink<T> {
             Ok::<_, String>(())
         });
         self.batch = Vec::with_capacity(BATCH);
-        sent.and_then(|r| r).map_err(|m| self.error(m))
+        sent.and_then(|r| r)
+            .map_err(|m| explain(&self.refusals, m))
+            .map_err(|m| self.error(m))
     }
 
     fn run<F>(&self, f: F) -> Result<F::Output, String>
@@ -320,6 +335,15 @@ impl<T: ?Sized> StreamSink<T> {
             Some(rt) => run(rt, f),
             None => Err("the NATS client's runtime is gone".into()),
         }
+    }
+}
+
+/// `e`, or why the server refused what this connection sent (it says so
+/// only in an error message, while the refused request times out).
+fn explain(refusals: &crate::Refusals, e: String) -> String {
+    match refusals.lock().ok().and_then(|r| r.clone()) {
+        Some(r) => format!("{e}: the NATS server refused it ({r}); the credentials do not allow it"),
+        None => e,
     }
 }
 
