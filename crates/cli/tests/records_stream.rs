@@ -1,8 +1,10 @@
 //! `--records nats://…/STREAM` and `--output nats://…/STREAM`: a replay's
 //! flow records and reports published to a real `nats-server -js`, read
 //! back from the stream, equal to the same run's JSON lines (count,
-//! packets and bytes; reports line for line); and a stream that does not
-//! take the subject refused with the reason.
+//! packets and bytes; reports line for line); a fleet's four agents and
+//! its manager publishing to streams, one subject a host; per-host keys
+//! and tokens; and a stream that does not take the subject refused with
+//! the reason.
 //!
 //! Skipped, saying so, where `nats-server` is not installed (Debian
 //! package `nats-server`).
@@ -281,4 +283,65 @@ fn a_token_in_the_url_is_the_servers_token() {
         &["--records", &format!("nats://s3cret@127.0.0.1:{port}/FLOWS")],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn a_fleets_agents_and_manager_publish_to_streams_one_subject_a_host() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let frames = setup(d, 60);
+    let store = d.join("js");
+    let (_server, port) = start_server_with(&server, &["-js", "-sd", &store.to_string_lossy()]);
+    let url = format!("nats://127.0.0.1:{port}");
+    // The manager's decisions to a stream (written inside its NATS
+    // service's runtime), each agent's records to another.
+    let decisions = format!("{url}/DECISIONS");
+    let m = manager(
+        d,
+        &url,
+        &[
+            "--events",
+            "events.clarion",
+            "--no-store",
+            "--no-api",
+            "--until-finished",
+            "-o",
+            &decisions,
+        ],
+    );
+    let flows = format!("{url}/FLOWS");
+    let agents: Vec<Guard> = (1..=4)
+        .map(|i| {
+            let host = format!("web-{i}");
+            let file = format!("{host}.jsonl");
+            let pcap = format!("hosts/{host}.pcap");
+            agent_with(d, &url, &host, &pcap, &["--records", &flows, "--records", &file])
+        })
+        .collect();
+    let m = wait(m, "the manager", std::time::Duration::from_secs(120));
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    wait_agents(agents, std::time::Duration::from_secs(60));
+
+    let stored = read_stream(&url, "DECISIONS");
+    assert!(!stored.is_empty(), "the events fire");
+    assert!(stored.iter().all(|(s, _)| s == "clarion.reports.manager"));
+    let lines: Vec<&str> = stored.iter().map(|(_, p)| p.as_str()).collect();
+    assert_eq!(rows_of_jsonl(&lines.join("\n")), reference(&frames));
+
+    let stored = read_stream(&url, "FLOWS");
+    for i in 1..=4 {
+        let host = format!("web-{i}");
+        let file = std::fs::read_to_string(d.join(format!("{host}.jsonl"))).expect("records file");
+        let subject = format!("clarion.records.{host}");
+        let mine = stored
+            .iter()
+            .filter(|(s, _)| *s == subject)
+            .map(|(_, p)| p.as_str());
+        let want = totals(file.lines());
+        assert!(want.0 > 0, "{host}");
+        assert_eq!(totals(mine), want, "{host}");
+    }
 }
