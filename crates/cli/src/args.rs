@@ -299,7 +299,8 @@ pub struct ExportArgs {
     /// ipfix+udp://HOST:PORT or ipfix+tcp://HOST:PORT (an IPFIX collector:
     /// nfcapd, pmacct, goflow2, ipfixcol2, ntopng), nats://HOST:PORT/STREAM
     /// (a NATS JetStream stream, subject clarion.records.<host>, created if
-    /// absent; docs/records.md); JSON lines also to -
+    /// absent), clickhouse+http://HOST:PORT/TABLE (batched INSERTs into a
+    /// ClickHouse table; docs/records.md defines it); JSON lines also to -
     /// (standard output, if the reports are not there) and to a named pipe
     /// or character device (/dev/null) whatever its name.
     #[arg(long, value_name = "DEST")]

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
-use clarion_sinks::{JsonLine, Sink, SinkError};
+use clarion_sinks::{JsonLine, Latch, Sink, SinkError};
 
 use crate::{Auth, NatsError, Security};
 
@@ -179,17 +179,16 @@ pub struct StreamSink<T: ?Sized> {
     /// only times out.
     refusals: crate::Refusals,
     subject: async_nats::Subject,
-    destination: String,
+    latch: Latch,
     /// Encoded items not yet published (at most [`BATCH`]).
     batch: Vec<Bytes>,
-    closed: bool,
     _items: PhantomData<fn(&T)>,
 }
 
 impl<T: ?Sized> std::fmt::Debug for StreamSink<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamSink")
-            .field("destination", &self.destination)
+            .field("destination", &self.latch.destination())
             .field("subject", &self.subject)
             .field("batch", &self.batch.len())
             .finish_non_exhaustive()
@@ -268,33 +267,15 @@ impl<T: ?Sized> StreamSink<T> {
             client,
             refusals,
             subject: subject.into(),
-            destination: text.to_string(),
+            latch: Latch::new(text),
             batch: Vec::with_capacity(BATCH),
-            closed: false,
             _items: PhantomData,
         })
     }
 
-    fn error(&mut self, message: String) -> SinkError {
-        self.closed = true;
-        SinkError::Io {
-            destination: self.destination.clone(),
-            source: std::io::Error::other(message),
-        }
-    }
-
-    fn check(&self) -> Result<(), SinkError> {
-        if self.closed {
-            return Err(SinkError::Closed {
-                destination: self.destination.clone(),
-            });
-        }
-        Ok(())
-    }
-
     /// Publishes the batch and waits for every acknowledgement.
     fn send(&mut self) -> Result<(), SinkError> {
-        self.check()?;
+        self.latch.check()?;
         if self.batch.is_empty() {
             return Ok(());
         }
@@ -323,7 +304,7 @@ impl<T: ?Sized> StreamSink<T> {
         self.batch = Vec::with_capacity(BATCH);
         sent.and_then(|r| r)
             .map_err(|m| explain(&self.refusals, m))
-            .map_err(|m| self.error(m))
+            .map_err(|m| self.latch.fail(m))
     }
 
     fn run<F>(&self, f: F) -> Result<F::Output, String>
@@ -375,16 +356,10 @@ impl<T: ?Sized> Drop for StreamSink<T> {
 
 impl<T: JsonLine + ?Sized> Sink<T> for StreamSink<T> {
     fn write(&mut self, item: &T) -> Result<(), SinkError> {
-        self.check()?;
         let mut line = Vec::with_capacity(512);
-        if let Err(e) = item.write_json(&mut line) {
-            let destination = self.destination.clone();
-            self.closed = true;
-            return Err(SinkError::Encode {
-                destination,
-                message: e.to_string(),
-            });
-        }
+        self.latch.encode(item, &mut line)?;
+        // The message is the JSON line without its newline.
+        line.pop();
         self.batch.push(line.into());
         if self.batch.len() >= BATCH {
             self.send()?;
@@ -400,14 +375,15 @@ impl<T: JsonLine + ?Sized> Sink<T> for StreamSink<T> {
         self.send()?;
         let client = self.client.clone();
         let flushed = self.run(async move { client.flush().await.map_err(|e| e.to_string()) });
-        self.closed = true;
-        flushed
+        let flushed = flushed
             .and_then(|r| r)
-            .map_err(|e| self.error(format!("cannot flush the connection: {e}")))
+            .map_err(|e| self.latch.fail(format!("cannot flush the connection: {e}")));
+        self.latch.close();
+        flushed
     }
 
     fn destination(&self) -> &str {
-        &self.destination
+        self.latch.destination()
     }
 }
 

@@ -24,6 +24,7 @@
 //! with `built: false` and openers that refuse, so the error names the
 //! feature rather than calling the form unknown.
 
+mod clickhouse;
 mod csv;
 mod gpv_file;
 mod ipfix;
@@ -45,12 +46,13 @@ pub use clarion_sinks::{FanOut, Sink, SinkError};
 /// target and writes the item type opens it. JSON lines come last: they
 /// take what is left (standard output, pipes, devices; any file of reports).
 pub const BACKENDS: &[Backend] = &[
-    ipfix::BACKEND,     // FILE.ipfix, ipfix+udp://, ipfix+tcp://
-    jetstream::BACKEND, // nats://HOST:PORT/STREAM, tls://
-    parquet::BACKEND,   // FILE.parquet (feature `parquet`)
-    gpv_file::BACKEND,  // FILE.gpv
-    csv::BACKEND,       // FILE.csv
-    text::BACKEND,      // -, pipes, devices, FILE.jsonl; any file of reports
+    ipfix::BACKEND,      // FILE.ipfix, ipfix+udp://, ipfix+tcp://
+    jetstream::BACKEND,  // nats://HOST:PORT/STREAM, tls://
+    clickhouse::BACKEND, // clickhouse+http://HOST:PORT/TABLE
+    parquet::BACKEND,    // FILE.parquet (feature `parquet`)
+    gpv_file::BACKEND,   // FILE.gpv
+    csv::BACKEND,        // FILE.csv
+    text::BACKEND,       // -, pipes, devices, FILE.jsonl; any file of reports
 ];
 
 /// What the pipeline writes, as destinations take it.
@@ -401,6 +403,11 @@ mod tests {
             Ok("NATS JetStream")
         );
         assert_eq!(backend::<Report>("tls://n:4222/REPORTS"), Ok("NATS JetStream"));
+        assert_eq!(
+            backend::<FlowRecord>("clickhouse+http://ch:8123/flows"),
+            Ok("ClickHouse")
+        );
+        assert!(backend::<Report>("clickhouse+http://ch:8123/flows").is_err());
         assert!(backend::<Gpv>("nats://127.0.0.1:4222/FLOWS").is_err());
         assert_eq!(backend::<Report>("-"), Ok("JSON lines"));
         // --output has always taken any file name: --format says the form.
