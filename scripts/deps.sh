@@ -34,6 +34,8 @@ DEPS=(
   "prometheus:prometheus:the Grafana dashboard's series scraped by a real Prometheus (crates/cli/tests/prometheus.rs)"
   "promtool:prometheus:the metrics pages linted by Prometheus's parser (crates/cli/tests/prometheus.rs)"
   "nats-server:nats-server:the manager's alerts (crates/cli/tests/manager_alerts.rs)"
+  "nats-server:nats-server:flow records and reports to a JetStream stream (crates/cli/tests/records_stream.rs)"
+  "clickhouse-server:clickhouse-server:flow records inserted into a real ClickHouse (crates/cli/tests/records_clickhouse.rs)"
   "promtool:prometheus:the manager's alert delivery series linted (crates/cli/tests/manager_alerts.rs)"
   "prometheus-alertmanager:prometheus-alertmanager:alerts to a real Alertmanager, one firing and one resolved per episode (crates/alerts/tests/alertmanager.rs)"
   "objcopy:binutils:the Debian package (scripts/package-deb.sh splits the debug information off)"

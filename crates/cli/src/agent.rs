@@ -124,7 +124,8 @@ pub struct AgentArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub register_timeout: u64,
 
-    /// Where the host's own events' reports go (default: standard output).
+    /// Where the host's own events' reports go (default: standard output;
+    /// nats://HOST:PORT/STREAM: a JetStream stream, subject clarion.reports.<--host>).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -481,7 +482,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             .map_err(|e| Failure::Usage(format!("clarion: event {}: {e}", s.name)))?;
     }
     let export = export_args(a);
-    let mut exports = crate::exports::open(&export)?;
+    let mut exports = crate::exports::open(&export, &a.host)?;
     if exports.exporter.is_none() {
         // No policies until the manager sends some.
         let config = crate::exports::export_config(&export.policies)?;
@@ -541,7 +542,7 @@ fn live_agent(
     stop: Arc<AtomicBool>,
 ) -> Result<ExitCode, Failure> {
     let export = export_args(a);
-    let (exports, mut configs) = crate::exports::LiveExports::open(&export)?;
+    let (exports, mut configs) = crate::exports::LiveExports::open(&export, &a.host)?;
     if configs.2.is_none() {
         // Workers with exporters without policies, until the manager sends some.
         configs.2 = Some(clarion_host::LiveExportConfig {
@@ -576,7 +577,7 @@ fn live_agent(
     let sink = match ag.sink.take() {
         Some(s) => s,
         None => crate::alerts::with_alerts(
-            crate::outputs::reports(a.output.as_deref(), a.format)?,
+            crate::outputs::reports(a.output.as_deref(), a.format, &a.host)?,
             &a.alerts,
             a.pcap.is_none(),
             a.events.as_deref(),
@@ -699,7 +700,7 @@ impl Agent {
             link,
             desk,
             sink: Some(crate::alerts::with_alerts(
-                crate::outputs::reports(a.output.as_deref(), a.format)?,
+                crate::outputs::reports(a.output.as_deref(), a.format, &a.host)?,
                 &a.alerts,
                 a.pcap.is_none(),
                 a.events.as_deref(),

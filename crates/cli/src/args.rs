@@ -203,7 +203,9 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Format::Auto, value_name = "FORMAT")]
     pub format: Format,
 
-    /// Write reports to FILE instead of standard output.
+    /// Write reports to FILE instead of standard output, or publish them to
+    /// a NATS JetStream stream: nats://HOST:PORT/STREAM (subject
+    /// clarion.reports.<--host>; see docs/records.md).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -295,7 +297,10 @@ pub struct ExportArgs {
     /// TCP FIN or RST, or the end of input) to DEST; repeat for several:
     /// FILE.jsonl (JSON lines), FILE.parquet, FILE.csv, FILE.ipfix (RFC 5655 file),
     /// ipfix+udp://HOST:PORT or ipfix+tcp://HOST:PORT (an IPFIX collector:
-    /// nfcapd, pmacct, goflow2, ipfixcol2, ntopng); JSON lines also to -
+    /// nfcapd, pmacct, goflow2, ipfixcol2, ntopng), nats://HOST:PORT/STREAM
+    /// (a NATS JetStream stream, subject clarion.records.<host>, created if
+    /// absent), clickhouse+http://HOST:PORT/TABLE (batched INSERTs into a
+    /// ClickHouse table; docs/records.md defines it); JSON lines also to -
     /// (standard output, if the reports are not there) and to a named pipe
     /// or character device (/dev/null) whatever its name.
     #[arg(long, value_name = "DEST")]

@@ -70,20 +70,9 @@ impl NatsArgs {
             return Ok(Auth::Token(t.clone()));
         }
         if let Some(p) = &self.nats_nkey {
-            let seed = std::fs::read_to_string(p).map_err(|e| {
-                Failure::Usage(format!("clarion: cannot read nkey seed {}: {e}", p.display()))
-            })?;
-            let seed = seed
-                .lines()
-                .map(str::trim)
-                .find(|l| l.starts_with('S'))
-                .ok_or_else(|| {
-                    Failure::Usage(format!(
-                        "clarion: {} holds no nkey seed (a line starting with `S`, e.g. `SUAB...`)",
-                        p.display()
-                    ))
-                })?;
-            return Ok(Auth::NkeySeed(seed.to_string()));
+            let seed = clarion_nats::stream_sink::read_nkey_seed(p)
+                .map_err(|e| Failure::Usage(format!("clarion: {e}")))?;
+            return Ok(Auth::NkeySeed(seed));
         }
         Ok(Auth::None)
     }

@@ -22,9 +22,10 @@ pub const AFTER_HELP: &str = "Examples:
 Writes, into a new or empty directory: NAME.nk for each host (its nkey seed,
 mode 0600: copy it to that host only), manager.nk, and nats-server.conf, whose
 authorization block lets each host publish only as itself (its own
-clarion.up.NAME subject and registrations), answer only the polls it
-receives, and read only its own subjects and replies; the manager may do
-anything. Add the server's own settings (listen, TLS, JetStream) to that file,
+clarion.up.NAME subject and registrations, and its own flow records and
+reports to a JetStream stream: clarion.records.NAME, clarion.reports.NAME,
+a stream looked up but not created), answer only the polls it receives, and
+read only its own subjects and replies; the manager may do anything. Add the server's own settings (listen, TLS, JetStream) to that file,
 or `include` it. The server then refuses a host that publishes as another,
 and the manager refuses a registration whose reply is not the named host's.
 No existing file is overwritten.";

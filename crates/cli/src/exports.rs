@@ -76,11 +76,12 @@ impl Exports {
 /// Opens every destination of `--records` and `--gpv`, and the apps of
 /// `--app` (each error names its destination or app). Every destination
 /// is checked before any is opened: a wrong one leaves no file behind.
-pub fn open(a: &ExportArgs) -> Result<Exports, Failure> {
+/// `host` names the records where a destination tells hosts apart.
+pub fn open(a: &ExportArgs, host: &str) -> Result<Exports, Failure> {
     let record_dests = a
         .records
         .iter()
-        .map(|d| crate::outputs::parse::<FlowRecord>("--records", d))
+        .map(|d| crate::outputs::parse::<FlowRecord>("--records", d).map(|d| d.with_host(host)))
         .collect::<Result<Vec<_>, _>>()?;
     let gpv_dest = match a.gpv.as_deref() {
         Some(p) => Some(crate::outputs::parse::<Gpv>(
@@ -437,8 +438,9 @@ pub struct LiveExports {
 
 impl LiveExports {
     /// Opens the destinations; also the meter's and the cache's settings
-    /// for the workers (`None`: not made).
-    pub fn open(a: &ExportArgs) -> Result<(LiveExports, WorkerExports), Failure> {
+    /// for the workers (`None`: not made). `host` names the records as
+    /// [`open`] does.
+    pub fn open(a: &ExportArgs, host: &str) -> Result<(LiveExports, WorkerExports), Failure> {
         // The policies' exporters are the workers' (one each, built by the
         // host): not one here.
         let policies = load_policies(&a.policies)?
@@ -455,7 +457,7 @@ impl LiveExports {
         });
         let mut no_policies = a.clone();
         no_policies.policies.exports = None;
-        let e = open(&no_policies)?;
+        let e = open(&no_policies, host)?;
         let makes_gpvs = e.makes_gpvs();
         let gpv_config = makes_gpvs.then_some(e.gpv_config);
         let (records, record_config) = match e.records {

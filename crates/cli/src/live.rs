@@ -261,7 +261,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         Some(path) => load_events(path)?,
         None => Vec::new(),
     };
-    let (exports, configs) = LiveExports::open(&a.export)?;
+    let (exports, configs) = LiveExports::open(&a.export, &crate::run::run_host(a))?;
     let mut config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), configs)?;
     config.captures = crate::exports::capture_config(&a.export.policies, &specs)?;
     let stop = stop_flag()?;

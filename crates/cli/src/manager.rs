@@ -169,7 +169,8 @@ pub struct ManagerArgs {
     #[arg(long, default_value = "manager", value_name = "NAME")]
     pub name: String,
 
-    /// Where network-wide reports go (default: standard output).
+    /// Where network-wide reports go (default: standard output;
+    /// nats://HOST:PORT/STREAM: a JetStream stream, subject clarion.reports.<--name>).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -377,7 +378,8 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
     }
     // Live: the manager must never wait for a slow receiver (a full queue
     // is dead-lettered unless --webhook-queue-full block).
-    let out = crate::outputs::reports(a.output.as_deref(), a.format)?;
+    // A stream's subject names the manager by its --name.
+    let out = crate::outputs::reports(a.output.as_deref(), a.format, &a.name)?;
     let mut sink = crate::alerts::with_alerts(out, &a.alerts, true, a.events.as_deref())?;
     // Its reports are decisions: `scope="network"`, apart from its hosts' firings.
     let metrics = Arc::new(clarion_live::HostMetrics::new(&[]).with_scope(clarion_live::Scope::Network));

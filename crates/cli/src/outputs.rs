@@ -31,15 +31,19 @@ pub fn text<'a>(flag: &str, path: &'a Path) -> Result<&'a str, Failure> {
 }
 
 /// Reports to `--output` (a file) or standard output (a table on a
-/// terminal, by default), in `--format`.
-pub fn reports(output: Option<&Path>, format: Format) -> Result<BoxSink<Report>, Failure> {
+/// terminal, by default), in `--format`; `host` names them where the
+/// destination tells hosts apart (a stream's subject).
+pub fn reports(output: Option<&Path>, format: Format, host: &str) -> Result<BoxSink<Report>, Failure> {
     let text = output.map_or(Ok("-"), |p| text("--output", p))?;
     let format = match format {
         Format::Auto => ReportFormat::Auto,
         Format::Json => ReportFormat::Json,
         Format::Table => ReportFormat::Table,
     };
-    open("--output", &parse("--output", text)?.with_format(format))
+    open(
+        "--output",
+        &parse("--output", text)?.with_format(format).with_host(host),
+    )
 }
 
 fn failure(flag: &str, e: OutputError) -> Failure {

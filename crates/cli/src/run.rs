@@ -55,7 +55,7 @@ fn host_name() -> String {
 
 /// The run's output, and the alert sinks of `--webhook` and `--syslog` after it.
 pub fn open_sink(a: &RunArgs) -> Result<Box<dyn Sink<Report>>, Failure> {
-    let out = crate::outputs::reports(a.output.as_deref(), a.format)?;
+    let out = crate::outputs::reports(a.output.as_deref(), a.format, &run_host(a))?;
     crate::alerts::with_alerts(out, &a.alerts, !a.interface.is_empty(), a.events.as_deref())
 }
 
@@ -80,13 +80,18 @@ fn progress_bar(a: &RunArgs, total: Option<u64>) -> Option<ProgressBar> {
     Some(bar)
 }
 
+/// This run's host: `--host`, else the machine's name.
+pub fn run_host(a: &RunArgs) -> String {
+    a.host.clone().unwrap_or_else(host_name)
+}
+
 /// The monitor configuration the flags describe (file and live runs
 /// alike): the shared monitor flags, this run's host name and `--health`.
 pub fn monitor_config(a: &RunArgs) -> MonitorConfig {
     crate::monitor::config(
         &a.monitor,
         crate::monitor::Role {
-            host: a.host.clone().unwrap_or_else(host_name),
+            host: run_host(a),
             keep_health: a.health.is_some(),
             history_windows: 0,
         },
@@ -174,7 +179,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
             "clarion: --health is written by one monitor a host: give --workers 1 (the default)".into(),
         ));
     }
-    let mut exports = crate::exports::open(&a.export)?;
+    let mut exports = crate::exports::open(&a.export, &run_host(a))?;
     if let Some(specs) = &specs {
         exports.captures = crate::exports::open_captures(&a.export.policies, specs)?;
     }

@@ -5,13 +5,19 @@
 //! registrations, answer the polls it receives (`allow_responses`, so it
 //! cannot answer another host's), and subscribe only to its own control
 //! and poll subjects and its own reply inbox (`_INBOX_<host>.>`, the
-//! prefix its agent uses). The manager may do anything. nats-server
+//! prefix its agent uses). It may also publish its own flow records and
+//! reports to a JetStream stream (`clarion.records.<host>`,
+//! `clarion.reports.<host>`, see [`crate::stream_sink`]) and look a stream
+//! up (`$JS.API.STREAM.INFO.*`), but not create one: a stream's subjects
+//! could take other hosts' messages, so the operator (or any client with
+//! the manager's key) creates it. The manager may do anything. nats-server
 //! enforces it: a host that publishes as another is refused by the
 //! server, and since a registration's reply goes to the asking host's
 //! inbox, the manager refuses a registration whose reply subject is not
 //! the named host's (see [`reply_inbox_prefix`]).
 
 use crate::protocol;
+use crate::stream_sink::StreamKind;
 
 /// The inbox prefix of a host's agent: replies to it (its registration)
 /// travel on `<prefix>.…`, which only that host may subscribe to.
@@ -59,11 +65,13 @@ pub fn server_authorization(manager: &UserKey, hosts: &[UserKey]) -> String {
     for h in hosts {
         let inbox = reply_inbox_prefix(&h.name);
         out.push_str(&format!(
-            "    # host {name}\n    {{ nkey: \"{key}\", permissions: {{\n        publish: {{ allow: [\"{register}\", \"{up}\"] }},\n        subscribe: {{ allow: [\"clarion.host.{name}.>\", \"{inbox}.>\"] }},\n        allow_responses: true\n    }} }}\n",
+            "    # host {name}\n    {{ nkey: \"{key}\", permissions: {{\n        publish: {{ allow: [\"{register}\", \"{up}\", \"{records}\", \"{reports}\", \"$JS.API.STREAM.INFO.*\"] }},\n        subscribe: {{ allow: [\"clarion.host.{name}.>\", \"{inbox}.>\"] }},\n        allow_responses: true\n    }} }}\n",
             name = h.name,
             key = h.public,
             register = protocol::REGISTER,
             up = protocol::up(&h.name),
+            records = StreamKind::Records.subject(&h.name),
+            reports = StreamKind::Reports.subject(&h.name),
         ));
     }
     out.push_str("  ]\n}\n");
@@ -94,6 +102,10 @@ mod tests {
         for h in &hosts {
             assert_eq!(conf.matches(&h.public).count(), 1);
             assert!(conf.contains(&format!("\"clarion.up.{}\"", h.name)), "{conf}");
+            assert!(
+                conf.contains(&format!("\"clarion.records.{}\"", h.name)),
+                "{conf}"
+            );
         }
         assert!(
             !conf.contains(&m.seed) && !conf.contains(&hosts[0].seed),

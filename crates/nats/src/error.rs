@@ -6,6 +6,9 @@ pub enum NatsError {
     Connect { url: String, message: String },
     #[error("NATS: {0}")]
     Nats(String),
+    /// A `nats://…/STREAM` destination wrong or unusable; the message names it.
+    #[error("{0}")]
+    Destination(String),
     #[error("a message on {subject} is not a valid Clarion message: {message}")]
     Decode { subject: String, message: String },
     /// Why the name cannot be a host's on the bus.

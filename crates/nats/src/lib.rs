@@ -22,6 +22,8 @@
 //!   in order (`arrivals`: a host's report before its answer).
 //! - [`credentials`]: per-host nkeys and the nats-server authorization
 //!   that lets each host speak only as itself.
+//! - [`stream_sink`]: flow records and reports published to a JetStream
+//!   stream, one subject a host (`--records nats://HOST:PORT/STREAM`).
 //! - [`shared`]: several managers on one NATS account: events and their
 //!   owners in JetStream key-value buckets, each event decided by one.
 //!
@@ -40,6 +42,7 @@ mod poll_requests;
 pub mod protocol;
 pub mod service;
 pub mod shared;
+pub mod stream_sink;
 
 pub use agent::{AgentLink, AgentOptions, Inbound, Wake};
 pub use book::{EventBook, OnDuplicate, Restored};
@@ -47,6 +50,7 @@ pub use desk::{HostDesk, Triggers};
 pub use error::NatsError;
 pub use exports::{AppliedExports, Arrived, ExportBook, ExportSet, PolicyInfo};
 pub use service::{serve, ControlLink, Gap, ManagerOptions, ManagerStats, EVENTS_STREAM};
+pub use stream_sink::{StreamKind, StreamSink};
 
 /// How a client proves itself to the NATS server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -24,9 +24,11 @@
 //! with `built: false` and openers that refuse, so the error names the
 //! feature rather than calling the form unknown.
 
+mod clickhouse;
 mod csv;
 mod gpv_file;
 mod ipfix;
+mod jetstream;
 mod parquet;
 mod text;
 
@@ -44,11 +46,13 @@ pub use clarion_sinks::{FanOut, Sink, SinkError};
 /// target and writes the item type opens it. JSON lines come last: they
 /// take what is left (standard output, pipes, devices; any file of reports).
 pub const BACKENDS: &[Backend] = &[
-    ipfix::BACKEND,    // FILE.ipfix, ipfix+udp://, ipfix+tcp://
-    parquet::BACKEND,  // FILE.parquet (feature `parquet`)
-    gpv_file::BACKEND, // FILE.gpv
-    csv::BACKEND,      // FILE.csv
-    text::BACKEND,     // -, pipes, devices, FILE.jsonl; any file of reports
+    ipfix::BACKEND,      // FILE.ipfix, ipfix+udp://, ipfix+tcp://
+    jetstream::BACKEND,  // nats://HOST:PORT/STREAM, tls://
+    clickhouse::BACKEND, // clickhouse+http://HOST:PORT/TABLE
+    parquet::BACKEND,    // FILE.parquet (feature `parquet`)
+    gpv_file::BACKEND,   // FILE.gpv
+    csv::BACKEND,        // FILE.csv
+    text::BACKEND,       // -, pipes, devices, FILE.jsonl; any file of reports
 ];
 
 /// What the pipeline writes, as destinations take it.
@@ -191,6 +195,7 @@ pub struct Destination<'a, T> {
     backend: &'static Backend,
     opener: Open<T>,
     format: ReportFormat,
+    host: Option<String>,
 }
 
 impl<T> std::fmt::Debug for Destination<'_, T> {
@@ -230,12 +235,22 @@ impl<'a, T: Item> Destination<'a, T> {
             backend,
             opener,
             format: ReportFormat::Auto,
+            host: None,
         })
     }
 
     /// How reports are rendered; ignored for other items.
     pub fn with_format(self, format: ReportFormat) -> Self {
         Destination { format, ..self }
+    }
+
+    /// The name of the host whose items these are, for back ends that
+    /// tell hosts apart (a stream's subject).
+    pub fn with_host(self, host: &str) -> Self {
+        Destination {
+            host: Some(host.to_string()),
+            ..self
+        }
     }
 
     /// Opens it: the one place anything is created or connected.
@@ -257,6 +272,10 @@ impl<T> Destination<'_, T> {
 
     pub fn format(&self) -> ReportFormat {
         self.format
+    }
+
+    pub fn host(&self) -> Option<&str> {
+        self.host.as_deref()
     }
 
     pub fn target(&self) -> Target {
@@ -379,6 +398,17 @@ mod tests {
         assert_eq!(backend::<FlowRecord>("ipfix+udp://127.0.0.1:4739"), Ok("IPFIX"));
         assert_eq!(backend::<FlowRecord>("ipfix+tcp://c:4739"), Ok("IPFIX"));
         assert_eq!(backend::<Gpv>("g.gpv"), Ok("GPV"));
+        assert_eq!(
+            backend::<FlowRecord>("nats://127.0.0.1:4222/FLOWS"),
+            Ok("NATS JetStream")
+        );
+        assert_eq!(backend::<Report>("tls://n:4222/REPORTS"), Ok("NATS JetStream"));
+        assert_eq!(
+            backend::<FlowRecord>("clickhouse+http://ch:8123/flows"),
+            Ok("ClickHouse")
+        );
+        assert!(backend::<Report>("clickhouse+http://ch:8123/flows").is_err());
+        assert!(backend::<Gpv>("nats://127.0.0.1:4222/FLOWS").is_err());
         assert_eq!(backend::<Report>("-"), Ok("JSON lines"));
         // --output has always taken any file name: --format says the form.
         assert_eq!(backend::<Report>("reports.txt"), Ok("JSON lines"));

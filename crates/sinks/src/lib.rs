@@ -9,7 +9,8 @@
 //!
 //! Here too: the one error of the seam ([`SinkError`]), [`FanOut`] (one
 //! stream to several sinks), [`Writer`] (a buffered writer under the
-//! seam's error rules), [`Encoded`] (the one sink over `io::Write`: each
+//! seam's error rules; [`Latch`], the same rules for a sink that is not
+//! over `io::Write`), [`Encoded`] (the one sink over `io::Write`: each
 //! item's bytes from an [`Encoder`]), and its two encoders of reports:
 //! [`JsonLinesSink`] (one JSON object per line, for programs; any item
 //! that is [`JsonLine`]) and [`TableSink`] (aligned columns, for people at
@@ -311,6 +312,69 @@ impl<W: Write> Writer<W> {
         self.out
             .into_inner()
             .map_err(|e| SinkError::io(&destination, e.into_error()))
+    }
+}
+
+/// The seam's error rules for a sink not over `io::Write` (a message
+/// stream, a database over HTTP): errors name the destination, and the
+/// first closes the sink (later calls fail again and send nothing).
+#[derive(Debug)]
+pub struct Latch {
+    destination: String,
+    closed: bool,
+}
+
+impl Latch {
+    pub fn new(destination: impl Into<String>) -> Latch {
+        Latch {
+            destination: destination.into(),
+            closed: false,
+        }
+    }
+
+    pub fn destination(&self) -> &str {
+        &self.destination
+    }
+
+    /// `Err` when an earlier call failed or the sink was finished.
+    pub fn check(&self) -> Result<(), SinkError> {
+        if self.closed {
+            return Err(SinkError::Closed {
+                destination: self.destination.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Closes after a failure to deliver, saying why.
+    pub fn fail(&mut self, message: String) -> SinkError {
+        self.closed = true;
+        SinkError::Io {
+            destination: self.destination.clone(),
+            source: io::Error::other(message),
+        }
+    }
+
+    /// Appends `item`'s JSON line and a newline to `out`; an item that
+    /// cannot be encoded closes the sink, leaving `out` as it was.
+    pub fn encode<T: JsonLine + ?Sized>(&mut self, item: &T, out: &mut Vec<u8>) -> Result<(), SinkError> {
+        self.check()?;
+        let before = out.len();
+        if let Err(e) = item.write_json(out) {
+            out.truncate(before);
+            self.closed = true;
+            return Err(SinkError::Encode {
+                destination: self.destination.clone(),
+                message: e.to_string(),
+            });
+        }
+        out.push(b'\n');
+        Ok(())
+    }
+
+    /// Nothing is sent after.
+    pub fn close(&mut self) {
+        self.closed = true;
     }
 }
 
