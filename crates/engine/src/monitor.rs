@@ -721,7 +721,7 @@ impl Monitor {
             let bypassing = self.bypass.on();
             let mut bypassed: u64 = 0;
             // Probes followed into a second slot line (`FOLLOW_FROM`).
-            let far = self.flows.len() >= FOLLOW_FLOWS;
+            let follow = self.flows.len() >= FOLLOW_FLOWS;
             // Whether the whole chunk is in order and inside the running
             // epoch: then no packet moves the clock past an epoch's end, and
             // the per-packet clock and counters are kept once per chunk.
@@ -746,7 +746,7 @@ impl Monitor {
                     bypassed |= 1 << j;
                     continue;
                 }
-                self.flows.prefetch_slot(*h, far);
+                self.flows.prefetch_slot(*h, follow);
             }
             // So few flows that what a packet reads stays in the first
             // caches: prefetching it is only instructions.
@@ -756,7 +756,7 @@ impl Monitor {
                     *e = NO_ENTRY;
                     continue;
                 }
-                *e = match self.flows.prefetch_entry(h, far) {
+                *e = match self.flows.prefetch_entry(h, follow) {
                     Some(i) => {
                         // A TCP flow's connection state is at its entry's
                         // number: loaded with the entry, not after it.
