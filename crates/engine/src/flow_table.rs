@@ -37,6 +37,20 @@ const SLOTS_PER_LINE: usize = 64 / std::mem::size_of::<u64>();
 /// loading it only costs: nothing is followed.
 const FOLLOW_FROM: usize = 2;
 
+/// The slot lines the batch loop loads, and looks for a flow's slot in,
+/// for a probe beginning at slot `i`: its own, and with `follow` the next
+/// one where [`FOLLOW_FROM`] says. One rule for both
+/// [`FlowTable::prefetch_slot`] and [`FlowTable::prefetch_entry`], which
+/// must agree.
+#[inline(always)]
+fn slot_lines(i: usize, follow: bool) -> usize {
+    if follow && i % SLOTS_PER_LINE >= FOLLOW_FROM {
+        2
+    } else {
+        1
+    }
+}
+
 /// Marks an entry with no trigger set.
 pub(crate) const NO_SET: u32 = u32::MAX;
 
@@ -238,16 +252,20 @@ impl FlowTable {
         huge_pages::populate(&self.entries);
     }
 
+    /// The slot where the probe for a key of 32-bit hash `h32` begins.
+    #[inline(always)]
+    fn home(&self, h32: u32) -> usize {
+        h32 as usize & self.slot_mask
+    }
+
     /// Starts loading the slot where the probe for `hash` begins, and with
     /// `follow` the next slot line where [`FOLLOW_FROM`] says.
     #[inline]
     pub(crate) fn prefetch_slot(&self, hash: u64, follow: bool) {
-        let i = hash as u32 as usize & self.slot_mask;
+        let i = self.home(hash as u32);
         let at = self.slots.as_ptr().wrapping_add(i);
         prefetch(at);
-        // A probe from past its line's first slots may run into the next
-        // line, which [`FlowTable::prefetch_entry`] then reads.
-        if follow && i % SLOTS_PER_LINE >= FOLLOW_FROM {
+        if slot_lines(i, follow) == 2 {
             prefetch(at.wrapping_add(SLOTS_PER_LINE));
         }
     }
@@ -261,14 +279,10 @@ impl FlowTable {
     #[inline]
     pub(crate) fn prefetch_entry(&self, hash: u64, follow: bool) -> Option<u32> {
         let h32 = hash as u32;
-        let mut i = h32 as usize & self.slot_mask;
-        // The probe is followed into the next line where
-        // [`FlowTable::prefetch_slot`] loaded it too (see [`FOLLOW_FROM`]).
-        let end = if follow && i % SLOTS_PER_LINE >= FOLLOW_FROM {
-            (i | (SLOTS_PER_LINE - 1)) + 1 + SLOTS_PER_LINE
-        } else {
-            (i | (SLOTS_PER_LINE - 1)) + 1
-        };
+        let mut i = self.home(h32);
+        // The probe is followed through the lines
+        // [`FlowTable::prefetch_slot`] loaded.
+        let end = (i | (SLOTS_PER_LINE - 1)) + 1 + (slot_lines(i, follow) - 1) * SLOTS_PER_LINE;
         let s = loop {
             let s = *self.slots.get(i)?;
             if s == 0 {
@@ -370,7 +384,7 @@ impl FlowTable {
     #[inline]
     pub(crate) fn find_as(&self, key: &FlowKey, ek: &EntryKey, wide: bool, hash: u64) -> Option<u32> {
         let h32 = hash as u32;
-        let mut i = h32 as usize & self.slot_mask;
+        let mut i = self.home(h32);
         loop {
             let s = self.slots[i];
             if s == 0 {
@@ -434,7 +448,7 @@ impl FlowTable {
         self.prefetch_entry_at(next);
         self.tcp.prefetch(next);
         let h32 = hash as u32;
-        let mut i = h32 as usize & self.slot_mask;
+        let mut i = self.home(h32);
         while self.slots[i] != 0 {
             i = (i + 1) & self.slot_mask;
         }
@@ -453,7 +467,7 @@ impl FlowTable {
             return;
         }
         let h32 = hash_key(&self.key_at(e, idx)) as u32;
-        let mut i = h32 as usize & self.slot_mask;
+        let mut i = self.home(h32);
         while self.slots[i] as u32 != idx + 1 {
             i = (i + 1) & self.slot_mask;
         }
@@ -461,7 +475,7 @@ impl FlowTable {
         let mut hole = i;
         let mut j = (i + 1) & self.slot_mask;
         while self.slots[j] != 0 {
-            let ideal = (self.slots[j] >> 32) as usize & self.slot_mask;
+            let ideal = self.home((self.slots[j] >> 32) as u32);
             // Move slot j into the hole unless its ideal position lies cyclically in (hole, j].
             let dist_hole = hole.wrapping_sub(ideal) & self.slot_mask;
             let dist_j = j.wrapping_sub(ideal) & self.slot_mask;
