@@ -43,6 +43,7 @@ use crate::EngineError;
 
 mod bypass;
 mod drill;
+mod firings;
 mod shed;
 mod sweep;
 
@@ -125,6 +126,7 @@ pub struct Monitor {
     /// next: at a million flows a sweep makes ~60 k reports, and growing a
     /// new vector each epoch was page faults and copies (~4 % of the run).
     spare_reports: Vec<Report>,
+    spare_firings: firings::Firings,
     /// The reports of recent sweeps: what `spare_reports` keeps room for.
     report_peak: DecayingPeak,
     /// Where the reclaim's next scan of the flow entries starts (a clock
@@ -279,6 +281,7 @@ impl Monitor {
             blind: BlindSpans::default(),
             sweep: None,
             spare_reports: Vec::new(),
+            spare_firings: Default::default(),
             report_peak: DecayingPeak::default(),
             reclaim_hand: 0,
             reclaim_found: Vec::new(),
@@ -397,7 +400,7 @@ impl Monitor {
         Ok(id)
     }
 
-    /// Removes an installed trigger at once; its open window is dropped unreported.
+    /// Removes an installed trigger at once; its open window, and one being swept, is dropped unreported.
     pub fn remove(&mut self, id: TriggerId) -> Result<EventSpec, EngineError> {
         let t = self
             .triggers
@@ -1320,6 +1323,7 @@ impl Monitor {
             opened: Vec::new(),
             flow_lasts: Vec::new(),
             reports: std::mem::take(&mut self.spare_reports),
+            firings: std::mem::take(&mut self.spare_firings),
             origin: Origin {
                 host: self.host.clone(),
                 worker: self.config.worker,
@@ -1404,6 +1408,8 @@ impl Monitor {
             return false;
         }
         let kept = std::mem::take(&mut s.direct.kept);
+        // The window of the triggers tested flow by flow, their firings'.
+        let direct_window = kept.window();
         self.recent.close(kept, self.config.history_windows);
         for &tid in &s.flow_lasts {
             if let Some(Some(t)) = self.triggers.get_mut(tid as usize) {
@@ -1435,18 +1441,33 @@ impl Monitor {
             self.hand_out(s);
             return true;
         }
-        self.counters.reports += s.reports.len() as u64;
-        // The vector keeps what a burst of reports grew it to only while
+        let reports = s.reports.len() + s.firings.len();
+        self.counters.reports += reports as u64;
+        // The vectors keep what a burst of reports grew them to only while
         // sweeps come near it (`decaying_peak.rs`).
-        self.report_peak.note(s.reports.len());
-        let cut = self.report_peak.cut(s.reports.capacity(), 64);
+        self.report_peak.note(reports);
+        let cut = self
+            .report_peak
+            .cut(s.reports.capacity().max(s.firings.capacity()), 64);
         let first = out.len();
-        clarion_report::sort_reports_into(&mut s.reports, out);
+        if s.firings.len() == 0 {
+            clarion_report::sort_reports_into(&mut s.reports, out);
+        } else {
+            let shared = firings::Shared {
+                window: direct_window,
+                origin: &s.origin,
+                completeness: s.direct.completeness,
+            };
+            s.firings
+                .report_into(&mut s.reports, &self.triggers, &shared, out);
+        }
         self.apply_drill_downs(&out[first..], s.begun_ns);
         if let Some(keep) = cut {
             s.reports.shrink_to(keep);
+            s.firings.shrink_to(keep);
         }
         self.spare_reports = s.reports;
+        self.spare_firings = s.firings;
         true
     }
 
@@ -1688,7 +1709,8 @@ impl Monitor {
                 .map(|t| t.history.heap_bytes() as u64)
                 .sum(),
             recent_values: self.recent.heap_bytes() as u64,
-            sweep_reports: (self.spare_reports.capacity() * std::mem::size_of::<Report>()) as u64,
+            sweep_reports: (self.spare_reports.capacity() * std::mem::size_of::<Report>()
+                + self.spare_firings.heap_bytes()) as u64,
         }
     }
 

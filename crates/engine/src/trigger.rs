@@ -467,7 +467,7 @@ pub(crate) struct Trigger {
     /// (shared by its reports, as is `name`).
     pub(crate) value_names: Vec<Name>,
     /// The event's name (`spec.name`), for its reports.
-    name: Name,
+    pub(crate) name: Name,
     pred: Program,
     /// The last closed window's containers, emptied, for the next window.
     spare: Option<OpenWindow>,
@@ -764,12 +764,30 @@ impl Trigger {
         origin: &Origin,
         completeness: Completeness,
     ) -> Report {
+        self.group_report(
+            window,
+            report_group(g, &self.spec.granularity),
+            vals,
+            origin,
+            completeness,
+        )
+    }
+
+    /// The report of `group` with these values.
+    pub(crate) fn group_report(
+        &self,
+        window: Window,
+        group: GroupKey,
+        vals: &[f64],
+        origin: &Origin,
+        completeness: Completeness,
+    ) -> Report {
         Report {
             capture: None,
             missing_hosts: Vec::new(),
             event: self.name.clone(),
             window,
-            group: report_group(g, &self.spec.granularity),
+            group,
             values: self
                 .value_names
                 .iter()

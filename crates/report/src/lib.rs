@@ -588,11 +588,43 @@ pub fn sort_reports_into(reports: &mut Vec<Report>, out: &mut Vec<Report>) {
     move_in_order(reports, &order, out);
 }
 
+/// What the canonical order compares of a report ([`Report::sort_key`]),
+/// borrowed: a report's parts, or those of one not built yet. The monitor
+/// orders a sweep's firings by these and builds each report once, in its
+/// place, instead of building, then moving, ~300-byte reports.
+#[derive(Clone, Copy, Debug)]
+pub struct SortParts<'a> {
+    pub window: Window,
+    /// The event's name. Names at one address are taken to be equal
+    /// without comparing their text (reports share their event's name).
+    pub event: &'a str,
+    pub group: &'a GroupKey,
+}
+
+impl Report {
+    /// What [`sort_reports`] compares of this report.
+    pub fn sort_parts(&self) -> SortParts<'_> {
+        SortParts {
+            window: self.window,
+            event: &self.event,
+            group: &self.group,
+        }
+    }
+}
+
 /// The canonical order of `reports`: `order[i]` is the index of the
 /// report that goes to place `i`. A permutation of `0..reports.len()`.
 fn canonical_order(reports: &[Report]) -> Vec<u32> {
-    if reports.len() < 2 {
-        return (0..reports.len() as u32).collect();
+    canonical_order_by(reports.len(), |i| reports[i].sort_parts())
+}
+
+/// The canonical order of `n` reports, the `i`-th's parts given by
+/// `parts(i)`: `order[k]` is the index of the report that goes to place
+/// `k`, as a stable sort by [`Report::sort_key`] would place them. A
+/// permutation of `0..n`.
+pub fn canonical_order_by<'a>(n: usize, parts: impl Fn(usize) -> SortParts<'a>) -> Vec<u32> {
+    if n < 2 {
+        return (0..n as u32).collect();
     }
     // Each distinct name once, then ranked by sorting those. Reports of
     // one trigger share their name's allocation, so a name is looked up
@@ -605,10 +637,9 @@ fn canonical_order(reports: &[Report]) -> Vec<u32> {
     let mut at: rustc_hash::FxHashMap<usize, u32> = rustc_hash::FxHashMap::default();
     let mut distinct: Vec<&str> = Vec::new();
     let mut last: Option<(usize, u32)> = None;
-    let name_ids: Vec<u32> = reports
-        .iter()
-        .map(|r| {
-            let name = &*r.event;
+    let name_ids: Vec<u32> = (0..n)
+        .map(|i| {
+            let name = parts(i).event;
             let addr = name.as_ptr() as usize;
             let id = match last {
                 Some((a, id)) if a == addr => id,
@@ -637,8 +668,9 @@ fn canonical_order(reports: &[Report]) -> Vec<u32> {
     // window and name by group.
     // Each run of one window once (reports come in such runs).
     let mut windows: Vec<(u64, u64)> = Vec::new();
-    for r in reports {
-        let w = (r.window.end_ns, r.window.start_ns);
+    for i in 0..n {
+        let w = parts(i).window;
+        let w = (w.end_ns, w.start_ns);
         if windows.last() != Some(&w) {
             windows.push(w);
         }
@@ -646,21 +678,19 @@ fn canonical_order(reports: &[Report]) -> Vec<u32> {
     windows.sort_unstable();
     windows.dedup();
     let names = distinct.len();
-    let bucket_of = |r: &Report, id: u32| -> usize {
+    let bucket_of = |w: Window, id: u32| -> usize {
         // Present: `windows` holds every report's window.
-        let w = windows
-            .binary_search(&(r.window.end_ns, r.window.start_ns))
-            .unwrap_or_default();
+        let w = windows.binary_search(&(w.end_ns, w.start_ns)).unwrap_or_default();
         w * names + rank[id as usize] as usize
     };
-    let buckets: Vec<usize> = reports
+    let buckets: Vec<usize> = name_ids
         .iter()
-        .zip(&name_ids)
-        .map(|(r, &id)| bucket_of(r, id))
+        .enumerate()
+        .map(|(i, &id)| bucket_of(parts(i).window, id))
         .collect();
     let n_buckets = windows.len().saturating_mul(names);
     let mut order: Vec<u32>;
-    if n_buckets <= 4 * reports.len() + 1024 {
+    if n_buckets <= 4 * n + 1024 {
         let mut next = vec![0u32; n_buckets + 1];
         for &b in &buckets {
             next[b + 1] += 1;
@@ -668,7 +698,7 @@ fn canonical_order(reports: &[Report]) -> Vec<u32> {
         for b in 1..next.len() {
             next[b] += next[b - 1];
         }
-        order = vec![0u32; reports.len()];
+        order = vec![0u32; n];
         for (i, &b) in buckets.iter().enumerate() {
             order[next[b] as usize] = i as u32;
             next[b] += 1;
@@ -676,7 +706,7 @@ fn canonical_order(reports: &[Report]) -> Vec<u32> {
     } else {
         // Many windows and names (a long run's reports sorted at once):
         // a stable comparison sort, no table of every pair.
-        order = (0..reports.len() as u32).collect();
+        order = (0..n as u32).collect();
         order.sort_by_key(|&i| buckets[i as usize]);
     }
     let mut run: Vec<([u64; ORDER_WORDS], u32)> = Vec::new();
@@ -694,7 +724,7 @@ fn canonical_order(reports: &[Report]) -> Vec<u32> {
             run.extend(
                 order[from..to]
                     .iter()
-                    .map(|&i| (reports[i as usize].group.order_key(), i)),
+                    .map(|&i| (parts(i as usize).group.order_key(), i)),
             );
             run.sort_unstable();
             for (o, (_, i)) in order[from..to].iter_mut().zip(&run) {

@@ -27,7 +27,7 @@ use crate::config::Tuning;
 use crate::epoch_log::{NO_OWNER, PACKETS};
 use crate::flow_table::FlowTable;
 use crate::int_threshold::{union_into, IntRange};
-use crate::key::group_of;
+use crate::key::{group_of, report_group};
 use crate::match_set::MatchSet;
 use crate::measure::{narrow_sum, Acc};
 use crate::merge::WindowPartial;
@@ -36,6 +36,7 @@ use crate::recent::EpochValues;
 use crate::trigger::{Head, Trigger};
 use crate::trigger_index::TriggerId;
 
+use super::firings::Firings;
 use super::Monitor;
 
 /// A sweep in progress: which epoch, and where it stopped.
@@ -63,6 +64,9 @@ pub(super) struct Sweep {
     /// `X_lastepoch`): their epoch ends with the gather.
     pub(super) flow_lasts: Vec<TriggerId>,
     pub(super) reports: Vec<Report>,
+    /// Triggers tested flow by flow: their firings, made into reports at
+    /// the sweep's end (`firings.rs`); not with `merge` or `adapt`.
+    pub(super) firings: Firings,
     pub(super) origin: Origin,
     /// For triggers tested per flow (see [`gather_set`]).
     pub(super) direct: Direct,
@@ -712,10 +716,13 @@ fn flow_tested(
             return;
         };
         debug_assert_eq!(*key, group_of(key, &trig.spec.granularity));
-        s.reports
-            .push(trig.report(d.kept.window(), key, values, &s.origin, d.completeness));
         if s.merge || s.adapt {
+            s.reports
+                .push(trig.report(d.kept.window(), key, values, &s.origin, d.completeness));
             s.report_triggers.push(tid);
+        } else {
+            s.firings
+                .push(tid, report_group(key, &trig.spec.granularity), values);
         }
     }
 }
