@@ -49,7 +49,7 @@ use std::sync::{Arc, Mutex};
 use clarion_event_capture::select::{in_group, passes};
 use clarion_lang::spec::Filter;
 use clarion_records::FlowRecord;
-use clarion_report::GroupKey;
+use clarion_report::{rfc3339, GroupKey};
 use clarion_wire::FlowKey;
 use serde_json::{json, Value};
 
@@ -297,6 +297,9 @@ impl Answer {
                     m.insert("records".into(), json!(t.records));
                     m.insert("first_ns".into(), json!(t.first_ns));
                     m.insert("last_ns".into(), json!(t.last_ns));
+                    // Also as text: a JSON reader's double loses nanoseconds.
+                    m.insert("first".into(), json!(rfc3339(t.first_ns)));
+                    m.insert("last".into(), json!(rfc3339(t.last_ns)));
                 }
                 v
             })
@@ -304,6 +307,8 @@ impl Answer {
         json!({
             "from_ns": q.from_ns,
             "to_ns": q.to_ns,
+            "from": rfc3339(q.from_ns),
+            "to": rfc3339(q.to_ns),
             "by": q.by.name(),
             "top": q.top.min(MAX_TOP),
             "talkers": talkers,

@@ -304,6 +304,8 @@ fn a_record_partly_in_the_window_counts_whole() {
     assert_eq!(v["talkers"][0]["dst_port"], 80);
     assert_eq!(v["talkers"][0]["vlan"], Value::Null);
     assert_eq!(v["total"]["bytes"], 10_300);
+    assert_eq!(v["talkers"][0]["first"], "1970-01-01T00:00:00.000000050Z");
+    assert_eq!(v["to"], "1970-01-01T00:00:00.000000200Z");
     assert_eq!(v["complete"], true);
 }
 
