@@ -341,7 +341,7 @@ pub struct ExportArgs {
 
     /// On a live host with --api: keep the newest N flow records in memory
     /// for the control API's /v1/flows (the console's top talkers behind a
-    /// firing; about 100 bytes each); the oldest are dropped and counted.
+    /// firing; 88 bytes each); the oldest are dropped and counted.
     /// 0: keep none.
     #[arg(long, requires = "records", default_value_t = clarion_flow_window::DEFAULT_RECORDS, value_name = "N")]
     pub flow_window: usize,

@@ -39,9 +39,14 @@
 //!
 //! # Cost
 //!
-//! A query walks every record kept (100,000 by default: about 10 MB, a
-//! few milliseconds); pushing is amortized O(1). Nothing is indexed:
-//! queries are an operator's clicks, records come per flow, not per packet.
+//! A record is 88 bytes: 100,000 (the default) take 9 to 12 MB (the
+//! deque's capacity is a power of two). Pushing is amortized O(1) (6 to
+//! 50 ns a record, measured). A query walks every record kept: 0.6 ms at
+//! 100,000 for one group's window (1,242 records counted), 45 to 52 ms
+//! when all 100,000 count, each its own flow to sum and sort (release
+//! build, one core of this 2-core machine, best of 20). Nothing is
+//! indexed: queries are an operator's clicks, records come per flow, not
+//! per packet.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
