@@ -77,15 +77,32 @@ export function chart(points: Point[], threshold: Threshold | undefined, yTitle:
   return svg;
 }
 
-/** At most about `want` round values (1, 2 or 5 times a power of ten) within [lo, hi]. */
+/** Round values (1, 2 or 5 times a power of ten apart) within [lo, hi]:
+ *  the step is the smallest such at least (hi - lo) / want, or a smaller
+ *  one while it would leave fewer than two ticks. */
 export function niceTicks(lo: number, hi: number, want: number): number[] {
   const span = hi - lo;
   if (!(span > 0) || !Number.isFinite(span)) return [lo];
   const raw = span / want;
-  const pow = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * pow).find((s) => s >= raw) ?? raw;
-  const out: number[] = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(12));
+  let pow = 10 ** Math.floor(Math.log10(raw));
+  let m = [1, 2, 5, 10].find((x) => x * pow >= raw) ?? 10;
+  // Whole multiples of the step, each computed afresh (no sum drifting;
+  // no rounding to significant digits, which a time in ms since 1970,
+  // 13 digits, would not survive).
+  const multiples = (step: number) => {
+    const out: number[] = [];
+    for (let k = Math.ceil(lo / step); k * step <= hi + step * 1e-9; k++) out.push(k * step);
+    return out;
+  };
+  let out = multiples(m * pow);
+  while (out.length < 2) {
+    // The next smaller round step: 10 → 5 → 2 → 1 → 0.5 …
+    if (m === 1) {
+      m = 5;
+      pow /= 10;
+    } else m = m === 10 ? 5 : m === 5 ? 2 : 1;
+    out = multiples(m * pow);
+  }
   return out;
 }
 

@@ -83,3 +83,70 @@ fn percent_decode(s: &str) -> String {
     }
     String::from_utf8(out).expect("UTF-8")
 }
+
+/// The charts' axes (console/src/chart.ts `niceTicks`): on value ranges
+/// and on times (milliseconds since 1970, spans from 1 ms to days), the
+/// ticks are the multiples of the step a reference picks from a list of
+/// 1, 2 and 5 times powers of ten (the smallest at least the span over
+/// the ticks wanted, or a smaller one while fewer than two ticks) inside
+/// the range: none off the axis, evenly spaced, round, at least two.
+#[test]
+fn axis_ticks_are_the_round_multiples_inside_the_range() {
+    let mut rng = Lcg(5);
+    let mut cases: Vec<(f64, f64, u32)> = Vec::new();
+    for i in 0..300 {
+        let want = [4, 6][i % 2];
+        if i % 3 == 0 {
+            // A chart's values: 0 up to a maximum and 5% more.
+            let hi = (1 + rng.next(10_000_000)) as f64 * 1.05;
+            cases.push((0.0, hi, want));
+        } else {
+            // A chart's window ends, milliseconds since 1970.
+            let t0 = (1_600_000_000_000 + rng.next(400_000_000_000)) as f64;
+            let span = [1, 37, 760, 9_000, 86_400_000][rng.next(5) as usize] as f64;
+            cases.push((t0, t0 + span * (1 + rng.next(9)) as f64 / 3.0, want));
+        }
+    }
+    let input = serde_json::to_string(&cases).expect("JSON");
+    let Some(out) = run_node("ticks.mjs", &input) else {
+        return;
+    };
+    let seen: Vec<Vec<f64>> = serde_json::from_str(&out).expect("JSON");
+    for ((lo, hi, want), ticks) in cases.iter().zip(&seen) {
+        // The round steps, smallest first, from far below to far above the span.
+        let steps: Vec<f64> = (-6..16)
+            .flat_map(|e| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(e)))
+            .collect();
+        let inside = |step: f64| -> Vec<f64> {
+            let first = (lo / step).ceil();
+            let last = (hi / step + 1e-9).floor();
+            (0..=((last - first) as i64))
+                .map(|k| (first + k as f64) * step)
+                .collect()
+        };
+        // The smallest at least span/want, or smaller ones while fewer than two ticks.
+        let at = steps
+            .iter()
+            .position(|s| *s >= (hi - lo) / f64::from(*want))
+            .expect("a step");
+        let at = (0..=at)
+            .rev()
+            .find(|i| inside(steps[*i]).len() >= 2)
+            .expect("two ticks");
+        let step = steps[at];
+        let expect = inside(step);
+        assert_eq!(ticks.len(), expect.len(), "[{lo}, {hi}] by {step}: {ticks:?}");
+        for (t, e) in ticks.iter().zip(&expect) {
+            // Equal up to a millionth of the step, or a double's rounding
+            // at this magnitude (a time in ms: 13 digits).
+            let close = step * 1e-6 + e.abs() * 1e-14;
+            assert!((t - e).abs() <= close, "[{lo}, {hi}]: {t} vs {e}");
+            assert!(*t >= lo - close && *t <= hi + close, "{t} off [{lo}, {hi}]");
+        }
+        assert!(
+            (2..=2 * usize::try_from(*want).unwrap_or(0)).contains(&ticks.len()),
+            "{} ticks on [{lo}, {hi}] (want {want})",
+            ticks.len()
+        );
+    }
+}
