@@ -78,6 +78,67 @@ fn require_browser() -> Option<PathBuf> {
     Some(console_dir().join("e2e/console.mjs"))
 }
 
+/// A console script (console/e2e/*.mjs) under node, speaking lines on
+/// its standard input and output; killed if the test fails first.
+struct Script {
+    browser: Guard,
+    stdin: std::process::ChildStdin,
+    lines: mpsc::Receiver<String>,
+    what: &'static str,
+}
+
+impl Script {
+    fn start(script: &Path, env: &[(&str, std::ffi::OsString)], what: &'static str) -> Script {
+        let mut child = Command::new("node")
+            .arg(script)
+            .current_dir(console_dir())
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("node starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Script {
+            browser: Guard::new(child),
+            stdin,
+            lines,
+            what,
+        }
+    }
+
+    /// The script's next line, or `None` (it ended, or said nothing within `limit`).
+    fn next(&self, limit: Duration) -> Option<String> {
+        self.lines.recv_timeout(limit).ok()
+    }
+
+    fn say(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("told");
+    }
+
+    /// Ends the script and fails the test with `why` and what it said on stderr.
+    fn fail(self, why: &str) -> ! {
+        let out = self.browser.terminate(self.what);
+        panic!("{why}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Waits for the script to exit; fails unless it succeeded.
+    fn finish(self) -> std::process::Output {
+        let out = wait(self.browser.take(), self.what, Duration::from_secs(60));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out
+    }
+}
+
 /// (event, window start, group, values) of a report: what the feed shows.
 type FeedRow = (String, String, Value, Value);
 
@@ -117,45 +178,25 @@ impl Session<'_> {
         replay: impl FnOnce() -> A,
         ready: impl Fn() -> Option<usize>,
     ) -> Vec<FeedRow> {
-        let mut child = Command::new("node")
-            .arg(script)
-            .current_dir(console_dir())
-            .env("CONSOLE_URL", format!("http://127.0.0.1:{port}/"))
-            .env("CONSOLE_TOKEN", token)
-            .env("CONSOLE_EVENT", self.source)
-            .env("CONSOLE_EVENT_NAME", self.name)
-            .env("CONSOLE_BROKEN", BROKEN)
-            .env("CONSOLE_BROKEN_SPAN", "volum")
-            .env("CONSOLE_VALUE", self.value)
-            .env("CONSOLE_HOSTS", self.hosts.to_string())
-            .env("CONSOLE_EXACT", if self.exact { "1" } else { "0" })
-            .env("CONSOLE_SHOTS", shots)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("node starts");
-        let mut stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let browser = Guard::new(child);
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let next = || lines.recv_timeout(Duration::from_secs(180)).ok();
-        let fail = |browser: Guard, what: &str| -> ! {
-            let out = browser.terminate("the console script");
-            panic!("{what}: {}", String::from_utf8_lossy(&out.stderr));
-        };
+        let env = [
+            ("CONSOLE_URL", format!("http://127.0.0.1:{port}/").into()),
+            ("CONSOLE_TOKEN", token.into()),
+            ("CONSOLE_EVENT", self.source.into()),
+            ("CONSOLE_EVENT_NAME", self.name.into()),
+            ("CONSOLE_BROKEN", BROKEN.into()),
+            ("CONSOLE_BROKEN_SPAN", "volum".into()),
+            ("CONSOLE_VALUE", self.value.into()),
+            ("CONSOLE_HOSTS", self.hosts.to_string().into()),
+            ("CONSOLE_EXACT", if self.exact { "1" } else { "0" }.into()),
+            ("CONSOLE_SHOTS", shots.into()),
+        ];
+        let mut browser = Script::start(script, &env, "the console script");
+        let next = |b: &Script| b.next(Duration::from_secs(180));
 
         let started = Instant::now();
-        match next() {
+        match next(&browser) {
             Some(l) if l == "added" => {}
-            other => fail(browser, &format!("said {other:?} instead of `added`")),
+            other => browser.fail(&format!("said {other:?} instead of `added`")),
         }
         eprintln!("{:?}: the event is added through the form", started.elapsed());
         let _agents = replay();
@@ -165,20 +206,19 @@ impl Session<'_> {
                 break n;
             }
             if Instant::now() > deadline {
-                fail(browser, "the reports did not all come within 120 s");
+                browser.fail("the reports did not all come within 120 s");
             }
             std::thread::sleep(Duration::from_millis(100));
         };
         eprintln!("{:?}: {n} reports written", started.elapsed());
-        writeln!(stdin, "expect {n}").expect("told");
+        browser.say(&format!("expect {n}"));
 
-        let feed = match next() {
+        let feed = match next(&browser) {
             Some(l) if l.starts_with("feed ") => l["feed ".len()..].to_string(),
-            other => fail(browser, &format!("said {other:?} instead of the feed")),
+            other => browser.fail(&format!("said {other:?} instead of the feed")),
         };
         eprintln!("{:?}: the feed and the chart hold them", started.elapsed());
-        let out = wait(browser.take(), "the console script", Duration::from_secs(60));
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = browser.finish();
         eprint!("{}", String::from_utf8_lossy(&out.stderr));
         let shown: Vec<Value> = serde_json::from_str(&feed).expect("the feed as JSON");
         shown
@@ -558,37 +598,17 @@ fn the_flows_behind_a_firing_are_duckdbs_over_the_hosts_parquet() {
             .spawn()
             .expect("clarion run starts")
     });
-    let mut child = Command::new("node")
-        .arg(&script)
-        .current_dir(console_dir())
-        .env("CONSOLE_URL", format!("http://127.0.0.1:{api_port}/"))
-        .env("CONSOLE_TOKEN", &token)
-        .env("CONSOLE_EVENT_NAME", "busy_service")
-        .env("CONSOLE_SHOTS", &shots)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("node starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let browser = Guard::new(child);
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let next = || lines.recv_timeout(Duration::from_secs(120)).ok();
-    let fail = |browser: Guard, what: &str| -> ! {
-        let out = browser.terminate("the flows script");
-        panic!("{what}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    match next() {
+    let env = [
+        ("CONSOLE_URL", format!("http://127.0.0.1:{api_port}/").into()),
+        ("CONSOLE_TOKEN", token.clone().into()),
+        ("CONSOLE_EVENT_NAME", "busy_service".into()),
+        ("CONSOLE_SHOTS", shots.clone().into()),
+    ];
+    let mut browser = Script::start(&script, &env, "the flows script");
+    let next = |b: &Script| b.next(Duration::from_secs(120));
+    match next(&browser) {
         Some(l) if l == "ready" => {}
-        other => fail(browser, &format!("said {other:?} instead of `ready`")),
+        other => browser.fail(&format!("said {other:?} instead of `ready`")),
     }
     let replay = Command::new("tcpreplay")
         .args(["-q", "-i", "lo"])
@@ -615,13 +635,12 @@ fn the_flows_behind_a_firing_are_duckdbs_over_the_hosts_parquet() {
         .filter(|r| r["event"] == "busy_service")
         .collect();
     assert!(!fired.is_empty(), "busy_service fired on the capture: {written}");
-    writeln!(stdin, "click {}", fired.len()).expect("told");
-    let shown = match next() {
+    browser.say(&format!("click {}", fired.len()));
+    let shown = match next(&browser) {
         Some(l) if l.starts_with("flows ") => l["flows ".len()..].to_string(),
-        other => fail(browser, &format!("said {other:?} instead of the flows")),
+        other => browser.fail(&format!("said {other:?} instead of the flows")),
     };
-    let out = wait(browser.take(), "the flows script", Duration::from_secs(60));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    browser.finish();
     // The route's refusals, from the host itself: an event it does not
     // hold, a group field outside the event's `per`.
     let get = |query: &str| -> (u16, String) {
