@@ -49,6 +49,7 @@ DEPS=(
   "ovs-vsctl:openvswitch-switch:Open vSwitch's bridges and tunnel ports (crates/cli/tests/tunnels.rs)"
   "ovs-ofctl:openvswitch-switch:Open vSwitch's flows for GRE carrying IP (crates/cli/tests/tunnels.rs)"
   "chromium:chromium:the web console in headless Chromium, driven by Playwright (crates/cli/tests/console.rs; Node.js 20+ and npm come from elsewhere: Debian 12 has 18)"
+  "tcpreplay:tcpreplay:the console's flows behind a firing, a capture replayed onto loopback under a live host (crates/cli/tests/console.rs)"
 )
 
 # Ends here: the Python readers after the Debian packages (python3 first).

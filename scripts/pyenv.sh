@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The Python readers that tests start (pyarrow, pandas, DuckDB, Polars:
-# crates/parquet/tests/pyarrow.rs), in a venv at target/pyenv, from PyPI
+# crates/parquet/tests/pyarrow.rs; DuckDB as the console's reference for
+# the flows behind a firing: crates/cli/tests/console.rs), in a venv at
+# target/pyenv, from PyPI
 # wheels (no source builds: about 20 s and 150 MB). scripts/deps.sh runs
 # this after the Debian packages.
 #

@@ -10,39 +10,16 @@
 // its error points at), CONSOLE_VALUE (a value the reports carry),
 // CONSOLE_SHOTS (where screenshots go), CONSOLE_HOSTS (how many hosts),
 // CONSOLE_EXACT (1: exactly N reports come, a replay; 0: at least, live).
-import { chromium } from "playwright-core";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
+import { check, env, launch, nextLine } from "./common.mjs";
 
-const env = (k) => {
-  const v = process.env[k];
-  if (v === undefined) throw new Error(`${k} is not set`);
-  return v;
-};
 const url = env("CONSOLE_URL");
 const name = env("CONSOLE_EVENT_NAME");
 const shots = env("CONSOLE_SHOTS");
 const value = env("CONSOLE_VALUE");
 const LIMIT = 120_000;
 
-const lines = createInterface({ input: process.stdin });
-const nextLine = () => new Promise((resolve, reject) => {
-  lines.once("line", resolve);
-  lines.once("close", () => reject(new Error("stdin closed")));
-});
-const check = (ok, what) => {
-  if (!ok) throw new Error(what);
-};
-
-const profile = mkdtempSync(join(tmpdir(), "clarion-console-chromium-"));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  viewport: { width: 1400, height: 1000 },
-});
+const { context, close } = await launch();
 const problems = [];
 let code = 0;
 try {
@@ -125,7 +102,17 @@ try {
   await page.waitForFunction((n) => document.querySelectorAll("#hosts td.state-up").length >= n, Number(env("CONSOLE_HOSTS")), { timeout: LIMIT });
   // ...and each one's health read out with units: packets/s, packets
   // counted, completeness as a percentage (a replay loses nothing: 100%).
-  await page.waitForFunction(() => [...document.querySelectorAll("#hosts tbody tr")].every((tr) => /pkt\/s/.test(tr.textContent ?? "")), undefined, { timeout: LIMIT });
+  // A host's first heartbeat may come before its first packet (a loaded
+  // machine): wait until every host has counted some.
+  await page.waitForFunction(
+    () => {
+      const heads = [...document.querySelectorAll("#hosts thead th")].map((th) => th.textContent);
+      const packets = heads.indexOf("packets");
+      return [...document.querySelectorAll("#hosts tbody tr")].every((tr) => /pkt\/s/.test(tr.textContent ?? "") && (tr.children[packets]?.textContent ?? "0") !== "0");
+    },
+    undefined,
+    { timeout: LIMIT },
+  );
   const health = await page.evaluate(() => {
     const heads = [...document.querySelectorAll("#hosts thead th")].map((th) => th.textContent);
     const at = (tr, name) => tr.children[heads.indexOf(name)]?.textContent ?? "";
@@ -173,8 +160,6 @@ try {
   console.error(`console e2e: ${e instanceof Error ? e.message : e}${problems.length ? `\n${problems.join("\n")}` : ""}`);
   code = 1;
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
-  lines.close();
+  await close();
 }
 process.exit(code);

@@ -6,19 +6,25 @@
 // 2 s; fired events stream from `/v1/reports` (server-sent events read
 // with fetch, since EventSource cannot send the Authorization header),
 // reconnecting with backoff. Memory is bounded: the feed keeps the newest
-// FEED_MAX reports, each chart the newest CHART_MAX points.
+// FEED_MAX reports, each chart the newest CHART_MAX points. Clicking a
+// fired report asks the API for the flows behind it (`/v1/flows`: its
+// top talkers and their flows over time).
 
 import { completenessNote, type Completeness } from "./completeness";
 import { chart, rfc3339Ms, type Point } from "./chart";
 import { offsets, spansOf } from "./diag";
+import { bytesText, endpoint, flowsPath, protoName, timeline, type FlowsAnswer } from "./flows";
 import { dropsDetail, duration, grew, percent, rate, warnings, type HostHealth } from "./health";
 import { SseParser } from "./sse";
 import { thresholds, type Threshold } from "./threshold";
+import { exactTitle, humanTime } from "./time";
 
 const FEED_MAX = 500;
 const CHART_MAX = 300;
 const POLL_MS = 2000;
 const TOKEN_KEY = "clarion.api-token";
+/** Talkers asked for a firing. */
+const FLOWS_TOP = 10;
 
 interface EventInfo {
   id: number;
@@ -173,7 +179,7 @@ function showEvents(list: EventInfo[]): void {
         h("td", {}, e.hosts.length ? e.hosts.join(", ") : "none"),
         h("td", {}, h("code", {}, e.local_predicate)),
         h("td", {}, everyText(e.interval_ns)),
-        h("td", {}, e.added),
+        h("td", { title: exactTitle(e.added) }, humanTime(e.added)),
         h("td", {}, remove),
       );
     }),
@@ -451,7 +457,7 @@ function report(data: string): void {
   const li = h(
     "li",
     { "data-event": r.event, "data-start": r.window?.start ?? "", "data-group": JSON.stringify(r.group ?? {}), "data-values": JSON.stringify(r.values ?? {}) },
-    h("span", { class: "when" }, r.window?.end ?? ""),
+    h("span", { class: "when", title: exactTitle(r.window?.end ?? "") }, humanTime(r.window?.end ?? "")),
     h("span", { class: "event" }, r.event),
     h("code", {}, group),
     " ",
@@ -464,8 +470,99 @@ function report(data: string): void {
   } else if (!note.lossless) {
     li.append(h("span", { class: "lossy", title: note.title }, " !"));
   }
+  li.classList.add("firing");
+  li.tabIndex = 0;
+  li.addEventListener("click", () => void showFlows(r, "bytes"));
+  li.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") void showFlows(r, "bytes");
+  });
   prepend(li);
   plot(r);
+}
+
+// ---- the flows behind a firing
+
+/** The firing whose flows are shown, so that a later answer for an earlier click is dropped. */
+let flowsShown: Report | undefined;
+
+async function showFlows(r: Report, by: "bytes" | "packets"): Promise<void> {
+  flowsShown = r;
+  const box = $("flows");
+  const path = flowsPath(r, by, FLOWS_TOP);
+  if (!path) {
+    box.replaceChildren(h("p", { class: "error" }, `This report's window has no RFC 3339 times: ${JSON.stringify(r.window)}`));
+    return;
+  }
+  box.replaceChildren(h("p", { class: "muted" }, `Asking for the flows behind ${r.event}…`));
+  $("flows-panel").scrollIntoView({ block: "nearest" });
+  try {
+    const resp = await api("GET", path);
+    if (flowsShown !== r) return;
+    if (!resp.ok) {
+      box.replaceChildren(h("p", { class: "error", id: "flows-error" }, await errorText(resp)));
+      return;
+    }
+    renderFlows(r, (await resp.json()) as FlowsAnswer, by);
+  } catch (e) {
+    failed(e);
+  }
+}
+
+function renderFlows(r: Report, a: FlowsAnswer, by: "bytes" | "packets"): void {
+  const group = Object.entries(r.group ?? {}).map(([k, v]) => `${k}=${v === null ? "–" : String(v)}`).join(" ") || "(one group)";
+  const when = (text: string) => h("span", { class: "time", title: exactTitle(text) }, humanTime(text));
+  const head = h("h3", {}, h("code", {}, r.event), " ", h("code", {}, group), " · window ", when(a.from), " to ", when(a.to));
+  const other = by === "bytes" ? "packets" : "bytes";
+  const rank = h("button", { type: "button", id: "flows-by" }, `rank by ${other}`);
+  rank.addEventListener("click", () => void showFlows(r, other));
+  const num = (text: string, title: string) => h("td", { class: "num", title }, text);
+  const rows = a.talkers.map((t, i) =>
+    h(
+      "tr",
+      {
+        "data-src-ip": t.src_ip,
+        "data-dst-ip": t.dst_ip,
+        "data-src-port": String(t.src_port),
+        "data-dst-port": String(t.dst_port),
+        "data-proto": String(t.proto),
+        "data-packets": String(t.packets),
+        "data-bytes": String(t.bytes),
+        "data-records": String(t.records),
+      },
+      h("td", { class: "num" }, String(i + 1)),
+      h("td", {}, h("code", {}, endpoint(t.src_ip, t.src_port))),
+      h("td", {}, h("code", {}, endpoint(t.dst_ip, t.dst_port))),
+      h("td", {}, protoName(t.proto) + (t.vlan === null ? "" : ` vlan ${t.vlan}`)),
+      num(t.packets.toLocaleString("en-US"), `${t.records} record(s)`),
+      num(bytesText(t.bytes), `${t.bytes.toLocaleString("en-US")} bytes`),
+      num(a.total.bytes > 0 ? `${((100 * t.bytes) / a.total.bytes).toFixed(1)}%` : "–", "of the bytes of every flow that counted"),
+      h("td", {}, when(t.first)),
+      h("td", {}, when(t.last)),
+    ),
+  );
+  const table = h(
+    "table",
+    { id: "flows-table" },
+    h("thead", {}, h("tr", {}, ...["#", "source", "destination", "protocol", "packets", "bytes", "share", "first packet", "last packet"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, ...rows),
+  );
+  const t = a.total;
+  const notes = [
+    `${t.flows.toLocaleString("en-US")} flow(s), ${t.records.toLocaleString("en-US")} record(s), ${t.packets.toLocaleString("en-US")} packets, ${bytesText(t.bytes)} in all; ranked by ${by}.`,
+    "A flow record that overlaps the window counts whole (records keep totals, not packet times); a flow still open has no record yet.",
+  ];
+  const parts: (Node | string)[] = [head, h("p", { class: "muted" }, notes.join(" ")), rank];
+  if (!a.complete) {
+    parts.push(h("p", { class: "lossy", id: "flows-incomplete" }, `Incomplete: the host dropped ${a.window.dropped.toLocaleString("en-US")} older record(s) from memory (it keeps ${a.window.max_records.toLocaleString("en-US")}), some of which may have overlapped this window.`));
+  }
+  if (a.talkers.length === 0) parts.push(h("p", { class: "muted", id: "flows-none" }, "No flow record of this group overlaps the window (yet)."));
+  else parts.push(h("div", { class: "scroll" }, table), h("div", { class: "flows-time" }, h("h3", {}, "Flows over time"), timeline(a)));
+  const box = $("flows");
+  box.dataset.event = r.event;
+  box.dataset.start = r.window.start;
+  box.dataset.group = JSON.stringify(r.group ?? {});
+  box.dataset.by = by;
+  box.replaceChildren(...parts);
 }
 
 /** Per event, per value: its points, and its threshold from the event's source. */
@@ -487,7 +584,7 @@ function plot(r: Report): void {
   for (const [name, v] of Object.entries(r.values ?? {})) {
     if (typeof v !== "number") continue;
     const points = byValue.get(name) ?? [];
-    points.push({ t, v });
+    points.push({ t, v, at: r.window?.end });
     if (points.length > CHART_MAX) points.splice(0, points.length - CHART_MAX);
     byValue.set(name, points);
   }
@@ -508,7 +605,7 @@ function drawCharts(): void {
         const th = thresholdOf(event, value);
         const title = h("h3", {}, h("code", {}, event), " ", h("code", {}, value), th ? ` (threshold ${th.op} ${th.value.toLocaleString("en-US")})` : " (no threshold read from the event)");
         const box = h("div", { class: "chart", "data-event": event, "data-value": value, "data-points": String(points.length) }, title);
-        box.append(chart(points, th));
+        box.append(chart(points, th, value));
         boxes.push(box);
       }
     }

@@ -542,7 +542,9 @@ fn live_agent(
     stop: Arc<AtomicBool>,
 ) -> Result<ExitCode, Failure> {
     let export = export_args(a);
-    let (exports, mut configs) = crate::exports::LiveExports::open(&export, &a.host)?;
+    let (mut exports, mut configs) = crate::exports::LiveExports::open(&export, &a.host)?;
+    // Only the control API reads the window of recent records.
+    let window = a.live.api.and_then(|_| exports.flow_window(&export));
     if configs.2.is_none() {
         // Workers with exporters without policies, until the manager sends some.
         configs.2 = Some(clarion_host::LiveExportConfig {
@@ -592,7 +594,8 @@ fn live_agent(
         a.quiet,
     )?
     .with_exports_file(a.export.policies.exports.as_deref(), &host)
-    .with_health(ag.health.clone());
+    .with_health(ag.health.clone())
+    .with_flow_window(window);
     let looped = ag.live_loop(&mut host, &mut out, &mut local);
     let lag_ms = host.clock_lag_ns() as f64 / 1e6;
     // Windows closed because the agent stopped still reach the manager and

@@ -339,6 +339,18 @@ pub struct ExportArgs {
     #[arg(long, requires = "records", default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
     pub record_cache: u32,
 
+    /// On a live host with --api: keep the newest N flow records in memory
+    /// for the control API's /v1/flows (the console's top talkers behind a
+    /// firing; 88 bytes each); the oldest are dropped and counted.
+    /// 0: keep none.
+    #[arg(long, requires = "records", default_value_t = clarion_flow_window::DEFAULT_RECORDS, value_name = "N")]
+    pub flow_window: usize,
+
+    /// ... and drop a kept record once its last packet is this much older
+    /// (in packet time) than the newest record's.
+    #[arg(long, requires = "records", default_value = "15m", value_parser = parse_duration, value_name = "DURATION")]
+    pub flow_window_age: u64,
+
     #[command(flatten)]
     pub policies: PolicyArgs,
 }

@@ -4,6 +4,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -434,6 +435,8 @@ pub struct LiveExports {
     gpvs_seen: u64,
     /// Export policies run on the workers (their summary is the host's).
     policies: bool,
+    /// The newest records, kept for the control API (`/v1/flows`).
+    window: Option<clarion_flow_window::SharedWindow>,
 }
 
 impl LiveExports {
@@ -477,6 +480,7 @@ impl LiveExports {
             records_written: 0,
             gpvs_seen: 0,
             policies: from_file,
+            window: None,
         };
         Ok((out, (record_config, gpv_config, policies)))
     }
@@ -501,12 +505,29 @@ impl LiveExports {
         self.apps.as_mut()
     }
 
+    /// The window of recent records the control API reads (`/v1/flows`),
+    /// made on the first call; `None` when the host writes no records or
+    /// `--flow-window 0`. Only a host serving its API keeps one.
+    pub fn flow_window(&mut self, a: &ExportArgs) -> Option<clarion_flow_window::SharedWindow> {
+        if self.records.is_none() || a.flow_window == 0 {
+            return None;
+        }
+        let w = self
+            .window
+            .get_or_insert_with(|| clarion_flow_window::FlowWindow::shared(a.flow_window, a.flow_window_age));
+        Some(Arc::clone(w))
+    }
+
     pub fn records(&mut self, records: &[FlowRecord]) -> Result<(), Failure> {
         if let Some(sink) = &mut self.records {
             for r in records {
                 sink.write(r).map_err(|e| write_error(Kind::Records, e))?;
             }
             self.records_written += records.len() as u64;
+        }
+        // A poisoned lock (a panicked API query) leaves the window as it was.
+        if let Some(mut w) = self.window.as_ref().and_then(|w| w.lock().ok()) {
+            records.iter().for_each(|r| w.push(r));
         }
         Ok(())
     }

@@ -261,7 +261,9 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         Some(path) => load_events(path)?,
         None => Vec::new(),
     };
-    let (exports, configs) = LiveExports::open(&a.export, &crate::run::run_host(a))?;
+    let (mut exports, configs) = LiveExports::open(&a.export, &crate::run::run_host(a))?;
+    // Only the control API reads the window of recent records.
+    let window = a.live.api.and_then(|_| exports.flow_window(&a.export));
     let mut config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), configs)?;
     config.captures = crate::exports::capture_config(&a.export.policies, &specs)?;
     let stop = stop_flag()?;
@@ -287,7 +289,8 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         crate::local_events::ApiSettings::of(&a.live),
         a.quiet,
     )?
-    .with_exports_file(a.export.policies.exports.as_deref(), &host);
+    .with_exports_file(a.export.policies.exports.as_deref(), &host)
+    .with_flow_window(window);
     let looped = serve(&mut host, &mut out, &mut local);
     let (summary, exported) = end_run(host, out, looped, |last, out| out.take(Live::Reports(last)))?;
     if !a.quiet {

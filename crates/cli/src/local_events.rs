@@ -26,10 +26,11 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 use clarion_control::{
-    AppsInfo, Command, ControlError, ControlHandle, EventInfo, ExportInfo, ExportsCommand, HealthCounters,
-    HealthHandle, HostInfo, ServerToken,
+    AppsInfo, Command, ControlError, ControlHandle, EventInfo, ExportInfo, ExportsCommand, FlowsRequest,
+    HealthCounters, HealthHandle, HostInfo, ServerToken,
 };
 use clarion_engine::TriggerId;
+use clarion_flow_window::{FlowQuery, Rank, SharedWindow};
 use clarion_gpv::{app_by_name, AppRuntime, APP_NAMES};
 use clarion_host::LiveHost;
 use clarion_lang::spec::{EventSpec, ExportSpec};
@@ -94,6 +95,8 @@ pub struct LocalEvents {
     /// [`HEALTH_EVERY`] (an agent shares it with its heartbeat).
     health: HealthHandle,
     health_at: Option<std::time::Instant>,
+    /// The host's recent flow records (`--records` with `--api`), for `/v1/flows`.
+    flows: Option<SharedWindow>,
 }
 
 /// How often the workers' counters are read into the host's health.
@@ -230,6 +233,7 @@ impl LocalEvents {
             managers: Vec::new(),
             health: HealthHandle::new(),
             health_at: None,
+            flows: None,
         };
         if let Some(path) = file {
             let text = crate::check::read_events_file(path)?;
@@ -276,6 +280,66 @@ impl LocalEvents {
     pub fn with_health(mut self, health: HealthHandle) -> LocalEvents {
         self.health = health;
         self
+    }
+
+    /// Answers `/v1/flows` from `window` (the host's recent flow records).
+    pub fn with_flow_window(mut self, window: Option<SharedWindow>) -> LocalEvents {
+        self.flows = window;
+        self
+    }
+
+    /// The top talkers of one group and window of an event installed here
+    /// (`/v1/flows`; `clarion-flow-window` says which records count).
+    fn flows(&self, r: FlowsRequest) -> Result<serde_json::Value, ControlError> {
+        let Some(window) = &self.flows else {
+            return Err(ControlError::NotFound(
+                "this host keeps no flow records in memory: start it with --records DEST and --api (and not --flow-window 0)"
+                    .into(),
+            ));
+        };
+        let local = self.events.get(&r.event).ok_or_else(|| not_found(&r.event))?;
+        let g = &local.spec.granularity;
+        let grouped = [
+            ("src_ip", g.src_ip.is_some()),
+            ("dst_ip", g.dst_ip.is_some()),
+            ("src_port", g.src_port),
+            ("dst_port", g.dst_port),
+            ("proto", g.proto),
+            ("vlan", g.vlan),
+            ("vni", g.vni),
+        ];
+        if let Some(f) = r
+            .group
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .find(|f| !grouped.iter().any(|(name, on)| *on && name == f))
+        {
+            return Err(ControlError::Invalid(format!(
+                "`group` names {f}, which is not in {}'s groups (its `per`)",
+                r.event
+            )));
+        }
+        let group = clarion_report::group_from_json(&r.group)
+            .map_err(|e| ControlError::Invalid(format!("`group` is not a report's group: {e}")))?;
+        let q = FlowQuery {
+            filters: local.spec.filters.clone(),
+            group,
+            from_ns: r.from_ns,
+            to_ns: r.to_ns,
+            top: r.top,
+            by: Rank::parse(&r.by).unwrap_or(Rank::Bytes),
+        };
+        let answer = window
+            .lock()
+            .map_err(|_| ControlError::Failed("the flow window is unusable (a query panicked)".into()))?
+            .query(&q);
+        let mut v = answer.to_json(&q);
+        if let serde_json::Value::Object(m) = &mut v {
+            m.insert("event".into(), r.event.into());
+            m.insert("group".into(), r.group);
+        }
+        Ok(v)
     }
 
     /// Starts the control API, with a token unless --api-no-auth (loopback only).
@@ -347,6 +411,9 @@ impl LocalEvents {
                 ),
             },
             Command::Exports(x) => self.exports_command(x, host),
+            Command::Flows { request, reply } => {
+                let _ = reply.send(self.flows(request));
+            }
             Command::Add { source, reply } => {
                 let _ = reply.send(self.add(&source, host));
             }

@@ -23,7 +23,8 @@ pub mod token;
 pub use client::{Client, ClientError, Watched};
 pub use health::{HealthCounters, HealthHandle, HealthMeter, HostsBoard};
 pub use model::{
-    AppRequest, AppsInfo, Command, ControlError, EventInfo, ExportInfo, ExportsCommand, HostHealth, HostInfo,
+    AppRequest, AppsInfo, Command, ControlError, EventInfo, ExportInfo, ExportsCommand, FlowsRequest,
+    HostHealth, HostInfo,
 };
 pub use server::{spawn, ControlHandle};
 pub use token::{ServerToken, TokenError};

@@ -277,6 +277,97 @@ pub enum Command {
     },
     /// A live host's export policies.
     Exports(ExportsCommand),
+    /// The top talkers of an event's group and window, from the flow
+    /// records the host keeps in memory (the answer: `FlowsAnswer` in
+    /// docs/api/openapi.yaml).
+    Flows {
+        request: FlowsRequest,
+        reply: Reply<serde_json::Value>,
+    },
+}
+
+/// `GET /v1/flows`'s query, checked: which event, group and window, how
+/// many talkers, ranked by what.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowsRequest {
+    pub event: String,
+    /// A report's `group` object (`{}`: the event has no granularity).
+    pub group: serde_json::Value,
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub top: usize,
+    /// `bytes` or `packets`.
+    pub by: String,
+}
+
+impl FlowsRequest {
+    /// Talkers listed when the query names no `top`.
+    pub const DEFAULT_TOP: usize = 10;
+    /// The most `top` may ask for.
+    pub const MAX_TOP: usize = 1_000;
+
+    /// Reads `event=NAME&group=JSON&from=NS&to=NS[&top=N][&by=bytes|packets]`
+    /// (URL-encoded); a parameter missing, repeated, unknown or out of
+    /// range is refused, named.
+    pub fn from_query(query: &str) -> Result<FlowsRequest, ControlError> {
+        let bad = |m: String| ControlError::Invalid(m);
+        let mut seen: Vec<(String, String)> = Vec::new();
+        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+            if !["event", "group", "from", "to", "top", "by"].contains(&&*k) {
+                return Err(bad(format!(
+                    "unknown parameter `{k}`: /v1/flows takes event, group, from, to, top and by"
+                )));
+            }
+            if seen.iter().any(|(s, _)| *s == k) {
+                return Err(bad(format!("parameter `{k}` given twice")));
+            }
+            seen.push((k.into_owned(), v.into_owned()));
+        }
+        let get = |k: &str| seen.iter().find(|(s, _)| s == k).map(|(_, v)| v.as_str());
+        let need = |k: &str| get(k).ok_or_else(|| bad(format!("parameter `{k}` is missing")));
+        let ns = |k: &str| -> Result<u64, ControlError> {
+            need(k)?.parse().map_err(|_| {
+                bad(format!(
+                    "`{k}` must be a time in nanoseconds since 1970 (a report's window.{k}_ns)"
+                ))
+            })
+        };
+        let (from_ns, to_ns) = (ns("from")?, ns("to")?);
+        if from_ns >= to_ns {
+            return Err(bad(format!(
+                "the window is empty: from {from_ns} is not before to {to_ns}"
+            )));
+        }
+        let group: serde_json::Value = match get("group") {
+            None => serde_json::json!({}),
+            Some(g) => serde_json::from_str(g)
+                .ok()
+                .filter(serde_json::Value::is_object)
+                .ok_or_else(|| {
+                    bad("`group` must be a report's group: a JSON object such as {\"dst_port\":80}".into())
+                })?,
+        };
+        let top = match get("top") {
+            None => Self::DEFAULT_TOP,
+            Some(t) => t
+                .parse()
+                .ok()
+                .filter(|t| (1..=Self::MAX_TOP).contains(t))
+                .ok_or_else(|| bad(format!("`top` must be a number from 1 to {}", Self::MAX_TOP)))?,
+        };
+        let by = get("by").unwrap_or("bytes");
+        if by != "bytes" && by != "packets" {
+            return Err(bad(format!("`by` must be bytes or packets, not {by:?}")));
+        }
+        Ok(FlowsRequest {
+            event: need("event")?.to_string(),
+            group,
+            from_ns,
+            to_ns,
+            top,
+            by: by.to_string(),
+        })
+    }
 }
 
 impl Command {
@@ -302,6 +393,9 @@ impl Command {
                 drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
             }
             Command::Exports(c) => c.refuse("not an apps command"),
+            Command::Flows { reply, .. } => {
+                drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
+            }
         }
     }
 }

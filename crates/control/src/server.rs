@@ -382,6 +382,22 @@ async fn remove_export(State(h): State<ControlHandle>, Path(name): Path<String>)
     }
 }
 
+/// `GET /v1/flows?event=NAME&group=JSON&from=NS&to=NS&top=N&by=bytes|packets`:
+/// the top talkers of a firing, from the host's flow window.
+async fn flows(State(h): State<ControlHandle>, req: Request) -> Response {
+    let request = match crate::model::FlowsRequest::from_query(req.uri().query().unwrap_or("")) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    if let Err(e) = named_event(&request.event) {
+        return e.into_response();
+    }
+    match ask(&h, |reply| Command::Flows { request, reply }).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
 async fn reports(State(h): State<ControlHandle>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = BroadcastStream::new(h.reports.subscribe()).map(|item| {
         Ok(match item {
@@ -493,6 +509,7 @@ pub fn router(h: ControlHandle) -> Router {
         .route("/v1/exports", get(exports).post(add_exports))
         .route("/v1/exports/{name}", get(show_export).delete(remove_export))
         .route("/v1/reports", get(reports))
+        .route("/v1/flows", get(flows))
         .route("/v1/openapi.yaml", get(openapi))
         .route_layer(middleware::from_fn_with_state(h.clone(), check_token));
     Router::new()
@@ -587,6 +604,76 @@ mod tests {
         let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
         let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
         (code, body)
+    }
+
+    /// `/v1/flows`: the token needed; its query decoded (URL-encoded JSON
+    /// group) into the command the owner gets, the owner's answer sent as
+    /// it is; each wrong parameter refused, named, before the owner is asked.
+    #[test]
+    fn flows_queries_reach_the_owner_decoded_and_wrong_ones_are_refused() {
+        let (addr, mut commands) = serve(Some("t0k"));
+        let (seen_tx, seen) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            while let Some(c) = commands.blocking_recv() {
+                if let Command::Flows { request, reply } = c {
+                    let _ = reply.send(Ok(serde_json::json!({ "event": request.event, "talkers": [] })));
+                    let _ = seen_tx.send(request);
+                }
+            }
+        });
+        let get = |q: &str, token: &str| {
+            let head =
+                format!("GET /v1/flows?{q} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n");
+            answer(addr, &head, "")
+        };
+        let q =
+            "event=busy_service&group=%7B%22dst_ip%22%3A%2210.20.93.10%2F32%22%2C%22dst_port%22%3A5201%7D\
+                 &from=1000&to=2000&top=3&by=packets";
+        assert_eq!(get(q, "wrong").0, 401);
+        let (code, body) = get(q, "t0k");
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(v["event"], "busy_service");
+        let asked = seen
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the owner was asked");
+        assert_eq!(
+            asked,
+            crate::model::FlowsRequest {
+                event: "busy_service".into(),
+                group: serde_json::json!({ "dst_ip": "10.20.93.10/32", "dst_port": 5201 }),
+                from_ns: 1000,
+                to_ns: 2000,
+                top: 3,
+                by: "packets".into(),
+            }
+        );
+        assert_eq!(get("event=e&from=1&to=2", "t0k").0, 200);
+        let asked = seen.recv_timeout(Duration::from_secs(5)).expect("asked");
+        assert_eq!(
+            (asked.group, asked.top, asked.by.as_str()),
+            (serde_json::json!({}), 10, "bytes"),
+            "defaults"
+        );
+        for (bad, says) in [
+            ("event=e&from=1", "`to`"),
+            ("event=e&from=2&to=2", "empty"),
+            ("event=e&from=x&to=2", "`from`"),
+            ("event=e&from=1&to=2&top=0", "`top`"),
+            ("event=e&from=1&to=2&top=1001", "`top`"),
+            ("event=e&from=1&to=2&by=flows", "`by`"),
+            ("event=e&from=1&to=2&group=%5B1%5D", "`group`"),
+            ("event=e&from=1&to=2&group=%7B", "`group`"),
+            ("event=e&from=1&to=2&limit=3", "`limit`"),
+            ("event=e&event=f&from=1&to=2", "twice"),
+            ("from=1&to=2", "`event`"),
+            ("event=a%2Fb&from=1&to=2", "not a name"),
+        ] {
+            let (code, text) = get(bad, "t0k");
+            assert_eq!(code, 400, "{bad}: {text}");
+            assert!(text.contains(says), "{bad}: {text}");
+        }
+        assert!(seen.try_recv().is_err(), "no refused query reached the owner");
     }
 
     #[test]

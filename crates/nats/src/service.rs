@@ -1603,6 +1603,11 @@ impl Service {
                 );
             }
             Command::Exports(x) => self.exports_command(x).await,
+            Command::Flows { reply, .. } => {
+                let _ = reply.send(Err(ControlError::NotFound(
+                    "the manager keeps no flow records: a host does (clarion run -i or agent -i with --api and --records; ask that host's API)".into(),
+                )));
+            }
             Command::List { reply } => {
                 let _ = reply.send(Ok(self.book.listed()));
             }

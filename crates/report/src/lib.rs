@@ -13,7 +13,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde_json::{json, Map, Value};
 
 mod read;
-pub use read::ReadError;
+pub use read::{group_from_json, ReadError};
 
 /// Schema identifier carried by every JSON report.
 pub const SCHEMA: &str = "clarion.report/1";

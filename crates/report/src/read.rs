@@ -23,6 +23,12 @@ impl Report {
     }
 }
 
+/// A report's `group` object read back into its key (what a client such
+/// as the console sends to ask about a firing's group).
+pub fn group_from_json(g: &Value) -> Result<GroupKey, ReadError> {
+    group(g).map_err(ReadError)
+}
+
 fn read(v: &Value) -> Result<Report, String> {
     if v["schema"] != SCHEMA {
         return Err(format!("schema {}", v["schema"]));
