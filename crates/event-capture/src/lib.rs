@@ -269,7 +269,7 @@ impl Captures {
             };
             if let Some(why) = refusal(&self.config, self.jobs.open_count()) {
                 self.refused += 1;
-                r.capture = Some(refused_ref(&sel, why));
+                r.capture = Some(Box::new(refused_ref(&sel, why)));
                 continue;
             }
             let path = self
@@ -282,7 +282,7 @@ impl Captures {
             // The span starts where the ring still holds every packet, so
             // the file is exactly the span the report states.
             let from_ns = self.jobs.open(id, sel);
-            r.capture = Some(capture_ref(&path, from_ns, to_ns));
+            r.capture = Some(Box::new(capture_ref(&path, from_ns, to_ns)));
             self.paths.insert(id, path);
         }
         self.close_due();
@@ -416,14 +416,14 @@ impl PartedCaptures {
         let sel = self.events.selection(r)?;
         if let Some(why) = refusal(&self.config, self.pending.len()) {
             self.refused += 1;
-            r.capture = Some(refused_ref(&sel, why));
+            r.capture = Some(Box::new(refused_ref(&sel, why)));
             return None;
         }
         let path = self
             .config
             .dir
             .join(file_name(&r.event, r.window.start_ns, &r.group));
-        r.capture = Some(capture_ref(&path, sel.from_ns, sel.to_ns));
+        r.capture = Some(Box::new(capture_ref(&path, sel.from_ns, sel.to_ns)));
         let id = self.next_id;
         self.next_id += 1;
         let job = Job {

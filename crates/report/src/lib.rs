@@ -36,9 +36,11 @@ pub struct Report {
     pub origin: Origin,
     pub completeness: Completeness,
     /// `then capture`: the file the group's packets around the window go
-    /// to, or why there is none. Absent for events without it.
+    /// to, or why there is none. Absent for events without it. Boxed: few
+    /// reports have one, and every report is moved (a million-flow sweep
+    /// makes tens of thousands).
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
-    pub capture: Option<CaptureRef>,
+    pub capture: Option<Box<CaptureRef>>,
     /// A network-wide report decided without some placed hosts' answers
     /// (`completeness.complete` false): those hosts, by name, in inventory
     /// order. Empty otherwise (and for a host's own reports).
@@ -928,6 +930,14 @@ mod tests {
             ..GroupKey::default()
         };
         assert_eq!(g.fields(), vec![("dst_ip", Some("2001:db8::1".to_string()))]);
+    }
+
+    /// Reports are moved in bulk (tens of thousands a million-flow
+    /// sweep): what is rare stays out of line.
+    #[test]
+    fn a_report_stays_small() {
+        let size = std::mem::size_of::<Report>();
+        assert!(size <= 256, "{size} bytes");
     }
 
     #[test]

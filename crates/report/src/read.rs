@@ -75,12 +75,12 @@ fn read(v: &Value) -> Result<Report, String> {
     };
     let capture = match v.get("capture") {
         None => None,
-        Some(x) => Some(CaptureRef {
+        Some(x) => Some(Box::new(CaptureRef {
             file: x["file"].as_str().map(str::to_string),
             from_ns: u64_at(x, &["from_ns"])?,
             to_ns: u64_at(x, &["to_ns"])?,
             error: x["error"].as_str().map(str::to_string),
-        }),
+        })),
     };
     Ok(Report {
         event: Arc::from(v["event"].as_str().ok_or("no event")?),
@@ -241,20 +241,20 @@ mod tests {
             vlan: Some(Some(100)),
             ..GroupKey::default()
         };
-        r.capture = Some(CaptureRef {
+        r.capture = Some(Box::new(CaptureRef {
             file: Some("captures/x.pcapng".into()),
             from_ns: 1,
             to_ns: 2,
             error: None,
-        });
+        }));
         all.push(r);
         let mut r = base();
-        r.capture = Some(CaptureRef {
+        r.capture = Some(Box::new(CaptureRef {
             file: None,
             from_ns: 3,
             to_ns: 4,
             error: Some("no space left".into()),
-        });
+        }));
         all.push(r);
         for r in all {
             let written = r.to_json();
