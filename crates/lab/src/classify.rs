@@ -1,12 +1,13 @@
 //! `clarion-lab classify`: Trident's fast-path comparison (Table 2, Fig. 6)
 //! on this implementation: USS + uniflows against TSS + megaflows.
 //!
-//! For each rule set (ClassBench-style ACL or firewall, `clarion_classify::gen`)
-//! and size, one trace drawn from the rules (Pareto locality unless
-//! `--no-locality`) is classified by both fast paths, each with a cache of
-//! `--cache` entries, in the same run: fast-path hash lookups per packet,
-//! hit rate, mean log2 space of the cached entries, slow-path lookups per
-//! miss and packets per second (median of `--runs` timed passes, each
+//! For each rule set (ACL or firewall, drawn from ClassBench's `acl1_seed`
+//! or `fw1_seed` by `clarion_classify::gen`) and size, one trace drawn
+//! from the rules (Pareto locality unless `--no-locality`) is classified
+//! by both fast paths, each with a cache of `--cache` entries, in the same
+//! run: fast-path hash lookups per packet, hit rate, mean log2 space of
+//! the cached entries, slow-path lookups per miss and packets per second
+//! (median of `--runs` timed passes, each
 //! with an empty cache, on whatever core the OS gives; the two fast paths'
 //! passes alternate, so both see the same machine load). Both answers are
 //! compared packet by packet (first-match semantics); a disagreement is a
@@ -80,9 +81,9 @@ pub struct ClassifyArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RuleKind {
-    /// ClassBench acl1-like access-control lists.
+    /// Access-control lists from ClassBench's `acl1_seed`.
     Acl,
-    /// Firewall-like rules.
+    /// Firewall rules from ClassBench's `fw1_seed`.
     Fw,
 }
 
