@@ -4,9 +4,9 @@
 //! # Format
 //!
 //! A file is a sequence of sections, each a line `-name`, data lines, and
-//! a line `#` (ClassBench's `db_generator` reads them; the format is
-//! documented in `seeds/README.md`'s source, Fingerhut's
-//! `parameter_files/README.md`). The sections read here:
+//! a line `#` (ClassBench's `db_generator` reads them; Fingerhut's
+//! `parameter_files/README.md`, named in `seeds/README.md`, documents the
+//! format). The sections read here:
 //!
 //! - `-scale`: the rule count of the analysed set.
 //! - `-prots`: per protocol (0 = wildcard), the fraction of rules, then 25
