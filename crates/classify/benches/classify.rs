@@ -1,8 +1,8 @@
 //! Classification throughput: TSS alone, TSS + megaflows, USS + uniflows,
-//! on ClassBench-style ACL and firewall sets with a Pareto-local trace,
-//! cache of 1,000 entries (Trident's evaluation setting). Each iteration
-//! classifies the whole trace with a classifier kept warm across
-//! iterations (the steady state a host stage sees).
+//! on ACL and firewall sets from ClassBench's `acl1` and `fw1` seeds with a
+//! Pareto-local trace, cache of 1,000 entries (Trident's evaluation
+//! setting). Each iteration classifies the whole trace with a classifier
+//! kept warm across iterations (the steady state a host stage sees).
 //!
 //! The `*_warm` groups measure the fast paths alone at a 100% hit rate:
 //! the cache is first filled with the trace's first 1,000 distinct

@@ -347,14 +347,17 @@ impl Classifier {
             }
             Fast::Uss(c) => {
                 stats.fast_lookups += keys.len() as u64;
-                for (f, o) in keys.iter().zip(out) {
-                    *o = match c.lookup(&Key::from_flow(f)) {
-                        Some(v) => {
-                            hits += 1;
-                            v
-                        }
-                        None => Self::uss_miss(slow, c, stats, &Key::from_flow(f)),
+                // Runs of hits, each ended by one miss.
+                let mut i = 0;
+                while let (Some(ks), Some(os)) = (keys.get(i..), out.get_mut(i..)) {
+                    let n = c.hit_run(ks, os);
+                    hits += n as u64;
+                    i += n;
+                    let (Some(f), Some(o)) = (keys.get(i), out.get_mut(i)) else {
+                        break;
                     };
+                    *o = Self::uss_miss(slow, c, stats, &Key::from_flow(f));
+                    i += 1;
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! The crate's one error type: every way a rule set can be refused when a
-//! classifier is built. Lookups never fail.
+//! classifier is built, or a ClassBench parameter file when it is read.
+//! Lookups never fail.
 
 use thiserror::Error;
 
@@ -32,4 +33,6 @@ pub enum ClassifyError {
     TooManyUniflows { limit: usize },
     #[error("a fast-path cache needs a capacity of at least 1 entry")]
     ZeroCapacity,
+    #[error("ClassBench parameter file, line {line}: {reason}")]
+    SeedFormat { line: usize, reason: String },
 }

@@ -25,8 +25,9 @@
 //!   (Algorithms 1-3), within a size limit.
 //! - `classifier.rs` puts a fast path in front of the slow path and counts
 //!   (hash lookups, hits, misses, evictions, cached space); `gen.rs` makes
-//!   ClassBench-style ACL and firewall rule sets and traces for tests and
-//!   the benchmark.
+//!   ACL and firewall rule sets following ClassBench's real parameter
+//!   files (`seed.rs` reads them; `acl1_seed` and `fw1_seed` are built in,
+//!   `seeds/README.md`) and traces, for tests and the benchmark.
 //!
 //! # Errors
 //!
@@ -42,6 +43,7 @@ pub mod key;
 mod megaflow;
 pub mod reference;
 mod rule;
+pub mod seed;
 mod tss;
 mod uss;
 mod uss_full;

@@ -1,17 +1,19 @@
 //! `clarion-lab classify`: Trident's fast-path comparison (Table 2, Fig. 6)
 //! on this implementation: USS + uniflows against TSS + megaflows.
 //!
-//! For each rule set (ClassBench-style ACL or firewall, `clarion_classify::gen`)
-//! and size, one trace drawn from the rules (Pareto locality unless
-//! `--no-locality`) is classified by both fast paths, each with a cache of
-//! `--cache` entries, in the same run: fast-path hash lookups per packet,
-//! hit rate, mean log2 space of the cached entries, slow-path lookups per
-//! miss and packets per second (median of `--runs` timed passes, each
+//! For each rule set (ACL or firewall, drawn from ClassBench's `acl1_seed`
+//! or `fw1_seed` by `clarion_classify::gen`) and size, one trace drawn
+//! from the rules (Pareto locality unless `--no-locality`) is classified
+//! by both fast paths, each with a cache of `--cache` entries, in the same
+//! run: fast-path hash lookups per packet, hit rate, mean log2 space of
+//! the cached entries, slow-path lookups per miss and packets per second
+//! (median of `--runs` timed passes, each
 //! with an empty cache, on whatever core the OS gives; the two fast paths'
 //! passes alternate, so both see the same machine load). Both answers are
-//! compared packet by packet (first-match semantics); a disagreement is a
-//! runtime failure (exit 1), as the crate's tests compare both with the
-//! linear reference.
+//! compared packet by packet (first-match semantics), and `--reference`
+//! packets spread over the trace (10,000 by default) against the linear
+//! reference; a disagreement is a runtime failure (exit 1), as in the
+//! crate's tests.
 //!
 //! `--warm` measures the fast paths alone, at a 100% hit rate: each pass
 //! first classifies, untimed, the trace's first `--cache` distinct headers
@@ -32,6 +34,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 use clarion_classify::gen::{self, Kind, Locality};
+use clarion_classify::reference;
 use clarion_classify::{Classifier, ClassifyError, FastPath, Semantics, Stats, UssTable, Verdict};
 use clarion_wire::FlowKey;
 
@@ -73,6 +76,13 @@ pub struct ClassifyArgs {
     #[arg(long)]
     pub warm: bool,
 
+    /// Packets, spread evenly over each trace, whose answer (both fast
+    /// paths agree on every packet) is also checked against the linear
+    /// reference (`clarion_classify::reference`); a disagreement is a
+    /// failure. 0 checks none.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub reference: usize,
+
     /// One JSON object per rule set instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -80,9 +90,9 @@ pub struct ClassifyArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RuleKind {
-    /// ClassBench acl1-like access-control lists.
+    /// Access-control lists from ClassBench's `acl1_seed`.
     Acl,
-    /// Firewall-like rules.
+    /// Firewall rules from ClassBench's `fw1_seed`.
     Fw,
 }
 
@@ -224,6 +234,13 @@ pub fn classify(a: &ClassifyArgs) -> Result<ExitCode, Failure> {
                 .into());
             }
             let label = format!("{name}_{n}");
+            let checked = check_reference(&rules, &trace, &vu, a.reference).map_err(|i| {
+                anyhow!(
+                    "{label}: packet {i} classified {:?}, the linear reference says {:?}",
+                    vu[i],
+                    reference::first_match(&rules, &trace[i])
+                )
+            })?;
             let (su, sm) = (&u.stats, &m.stats);
             if a.json {
                 let side = |r: &Run| {
@@ -243,6 +260,7 @@ pub fn classify(a: &ClassifyArgs) -> Result<ExitCode, Failure> {
                     "{}",
                     serde_json::json!({
                         "rules": label, "entries": entries, "tuples": su.slow_tuples,
+                        "reference_checked": checked,
                         "packets": trace.len(), "cache": a.cache, "warm": a.warm, "distinct_headers": a.warm.then_some(warmup.len()),
                         "full_uss_uniflows": full,
                         "uss": side(&u), "megaflow": side(&m), "pps_ratio_uss_over_megaflow": u.pps / m.pps,
@@ -271,4 +289,31 @@ pub fn classify(a: &ClassifyArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Checks `n` packets of `trace`, evenly spread, against the linear
+/// reference: `Ok(packets checked)`, or the index of the first packet whose
+/// verdict disagrees.
+fn check_reference(
+    rules: &[clarion_classify::Rule],
+    trace: &[FlowKey],
+    got: &[Verdict],
+    n: usize,
+) -> Result<usize, usize> {
+    if n == 0 || trace.is_empty() {
+        return Ok(0);
+    }
+    let step = (trace.len() / n).max(1);
+    let mut checked = 0;
+    for (i, (k, v)) in trace.iter().zip(got).enumerate().step_by(step).take(n) {
+        let want = match reference::first_match(rules, k) {
+            Some(a) => Verdict::Action(a),
+            None => Verdict::NoMatch,
+        };
+        if *v != want {
+            return Err(i);
+        }
+        checked += 1;
+    }
+    Ok(checked)
 }

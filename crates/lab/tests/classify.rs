@@ -38,6 +38,8 @@ fn small_sets_report_both_fast_paths() {
             r["full_uss_uniflows"].is_null() || r["full_uss_uniflows"].as_u64().unwrap() > 0,
             "{r}"
         );
+        // 10,000 packets (the default) agreed with the linear reference.
+        assert_eq!(r["reference_checked"].as_u64(), Some(10_000), "{r}");
         let (u, m) = (&r["uss"], &r["megaflow"]);
         assert_eq!(u["fast_lookups_per_packet"].as_f64(), Some(1.0), "{r}");
         // Every megaflow hit costs at least one lookup (a miss on an empty cache costs none).
@@ -81,6 +83,8 @@ fn warm_passes_hit_every_packet() {
     for r in &rows {
         assert_eq!(r["warm"], true, "{r}");
         assert_eq!(r["distinct_headers"].as_u64(), Some(200), "{r}");
+        // 10,000 packets (the default) agreed with the linear reference.
+        assert_eq!(r["reference_checked"].as_u64(), Some(10_000), "{r}");
         let (u, m) = (&r["uss"], &r["megaflow"]);
         assert_eq!(u["fast_lookups_per_packet"].as_f64(), Some(1.0), "{r}");
         for side in [u, m] {
