@@ -13,7 +13,7 @@ if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
   echo "fresh-machine: needs root and unshare (a private mount namespace); not checked" >&2
   exit 0
 fi
-hide=(nats-server openssl ip tc iperf3 tcpdump tshark capinfos ethtool ping python3 curl nfcapd nfdump tcpreplay prometheus promtool chromium mmdebstrap systemd-nspawn ovs-vswitchd ovsdb-server ovsdb-tool ovs-vsctl ovs-appctl ovs-ofctl)
+hide=(nats-server openssl ip tc iperf3 tcpdump tshark capinfos ethtool ping python3 curl nfcapd nfdump tcpreplay prometheus promtool prometheus-alertmanager clickhouse-server chromium mmdebstrap systemd-nspawn ovs-vswitchd ovsdb-server ovsdb-tool ovs-vsctl ovs-appctl ovs-ofctl)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
