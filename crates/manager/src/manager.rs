@@ -62,6 +62,13 @@ struct Pending {
     completeness: Completeness,
 }
 
+impl Pending {
+    /// Every placed host has answered: the decision can be made.
+    fn all_answered(&self) -> bool {
+        self.answers.iter().all(Option::is_some)
+    }
+}
+
 /// A network-wide decision for one window and group.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
@@ -424,7 +431,12 @@ impl Manager {
                 });
             }
         }
-        Ok((polls, self.ready(&key)))
+        // Ready told from the entry in hand, not looked up again.
+        let decided = match p.all_answered() {
+            true => self.decide(&key),
+            false => None,
+        };
+        Ok((polls, decided))
     }
 
     /// A host's answer to a poll: its values of the split's needs for the
@@ -458,7 +470,11 @@ impl Manager {
         if p.answers[slot].is_none() {
             p.answers[slot] = Some(values);
         }
-        Ok(self.ready(&key))
+        // Ready told from the entry in hand, not looked up again.
+        if p.all_answered() {
+            return Ok(self.decide(&key));
+        }
+        Ok(None)
     }
 
     /// Whether `poll` would add nothing to its decision: the host's values
@@ -472,14 +488,6 @@ impl Manager {
         };
         let slot = e.hosts.iter().position(|&h| h == poll.host);
         slot.is_none_or(|s| p.answers.get(s).is_none_or(Option::is_some))
-    }
-
-    /// The decision for `key` when every placed host has answered.
-    fn ready(&mut self, key: &Key) -> Option<Decision> {
-        if self.pending.get(key)?.answers.iter().all(Option::is_some) {
-            return self.decide(key);
-        }
-        None
     }
 
     /// Decides now with the answers so far (a transport's timeout).

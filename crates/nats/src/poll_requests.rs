@@ -30,7 +30,9 @@
 //!
 //! # Cost
 //! Per request a publish, a hash-map insertion and removal and a queue
-//! push and pop.
+//! push and pop; for a reply still waiting in the loop's queue when a
+//! deadline passes, one look-up to hold it ([`PollRequests::hold`]),
+//! once, however many deadlines pass while it waits.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -56,6 +58,9 @@ pub(crate) struct Pending<P> {
     subject: async_nats::Subject,
     payload: bytes::Bytes,
     deadline: Instant,
+    /// Its reply is received and waits its turn in the loop's order
+    /// ([`PollRequests::hold`]): not timed out.
+    in_hand: bool,
 }
 
 /// See the module documentation.
@@ -136,6 +141,7 @@ impl<P> PollRequests<P> {
             subject,
             payload,
             deadline,
+            in_hand: false,
         };
         (id, pending)
     }
@@ -156,6 +162,14 @@ impl<P> PollRequests<P> {
         id.parse().ok()
     }
 
+    /// A reply received, waiting its turn in the loop's order: its request,
+    /// if pending, is no longer timed out ([`PollRequests::expired`]).
+    pub(crate) fn hold(&mut self, m: &async_nats::Message) {
+        if let Some(p) = self.id_of(m).and_then(|id| self.pending.get_mut(&id)) {
+            p.in_hand = true;
+        }
+    }
+
     /// The host a reply comes from, if its request is pending.
     pub(crate) fn host_of(&self, m: &async_nats::Message) -> Option<HostId> {
         self.pending.get(&self.id_of(m)?).map(|p| p.host)
@@ -168,7 +182,9 @@ impl<P> PollRequests<P> {
     pub(crate) fn answered(&mut self, m: &async_nats::Message) -> Option<(Pending<P>, Option<Vec<Answer>>)> {
         let id = self.id_of(m)?;
         if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
-            let p = self.pending.get(&id)?;
+            let p = self.pending.get_mut(&id)?;
+            // Read: no longer in hand (its retry's reply may be, later).
+            p.in_hand = false;
             let now = Instant::now();
             let at = now + RETRY;
             if at < p.deadline {
@@ -215,13 +231,10 @@ impl<P> PollRequests<P> {
     }
 
     /// Sends again the requests whose retry is due, and hands out those
-    /// past their deadline (unanswered), except those `in_hand` (their
-    /// reply is received and waits its turn: they stay pending).
-    pub(crate) async fn expired(
-        &mut self,
-        client: &async_nats::Client,
-        in_hand: impl Fn(u64) -> bool,
-    ) -> Vec<Pending<P>> {
+    /// past their deadline (unanswered), except those held
+    /// ([`PollRequests::hold`]: their reply is received and waits its
+    /// turn; they stay pending).
+    pub(crate) async fn expired(&mut self, client: &async_nats::Client) -> Vec<Pending<P>> {
         let now = Instant::now();
         for id in self.due_retries(now) {
             if let Some(p) = self.pending.get(&id) {
@@ -229,7 +242,7 @@ impl<P> PollRequests<P> {
                 let _ = publish(client, &self.prefix, id, p).await;
             }
         }
-        self.timed_out(now, in_hand)
+        self.timed_out(now)
     }
 
     /// The requests in flight whose retry is due at `now`.
@@ -247,16 +260,16 @@ impl<P> PollRequests<P> {
         out
     }
 
-    /// The requests past their deadline at `now` and not `in_hand`, no
-    /// longer in flight.
-    fn timed_out(&mut self, now: Instant, in_hand: impl Fn(u64) -> bool) -> Vec<Pending<P>> {
+    /// The requests past their deadline at `now` and not held, no longer
+    /// in flight.
+    fn timed_out(&mut self, now: Instant) -> Vec<Pending<P>> {
         let mut out = Vec::new();
         while let Some(&(at, id)) = self.deadlines.front() {
             if at > now {
                 break;
             }
             self.deadlines.pop_front();
-            if !in_hand(id) {
+            if self.pending.get(&id).is_some_and(|p| !p.in_hand) {
                 out.extend(self.pending.remove(&id));
             }
         }
@@ -359,13 +372,12 @@ mod tests {
         let c = sent(&mut r, 3, vec![3]);
         tokio::time::advance(Duration::from_secs(1)).await;
         assert!(r.any_past_deadline(Instant::now()));
-        // The replies of a and c were received, not read yet: they stay pending.
-        let timed_out: Vec<u32> = r
-            .timed_out(Instant::now(), |id| id == a || id == c)
-            .into_iter()
-            .flat_map(|p| p.polls)
-            .collect();
-        assert_eq!(timed_out, vec![2]);
+        // The replies of a and c were received, not read yet: they stay
+        // pending. A reply of a request given up or unknown holds nothing.
+        for id in [a, c, 99] {
+            r.hold(&reply("_INBOX.m", id, b"", None));
+        }
+        assert_eq!(expire_now(&mut r), vec![2]);
         assert_eq!(r.host_of(&reply("_INBOX.m", a, b"", None)), Some(1));
         assert_eq!(r.host_of(&reply("_INBOX.m", b, b"", None)), None, "given up");
         let answers = protocol::encode(&vec![Answer::Gone]);
@@ -426,7 +438,7 @@ mod tests {
     }
 
     fn expire_now(r: &mut PollRequests<u32>) -> Vec<u32> {
-        r.timed_out(Instant::now(), |_| false)
+        r.timed_out(Instant::now())
             .into_iter()
             .flat_map(|p| p.polls)
             .collect()

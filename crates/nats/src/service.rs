@@ -380,6 +380,9 @@ struct Service {
     /// The agents' messages and the poll replies, in the connection's
     /// order (subscribed to as the service starts running).
     arrivals: Option<Arrivals<async_nats::Subscriber>>,
+    /// The mark of the replies queued in `arrivals` not looked at yet
+    /// ([`Arrivals::queued_replies_since`], `expire_polls`).
+    replies_held: u64,
     max_poll_batch: usize,
     /// With other managers: the shared buckets and what this one owns.
     shared: Option<Shared>,
@@ -444,6 +447,7 @@ impl Service {
             to_flush: Vec::new(),
             requests: PollRequests::new(inbox, poll_timeout),
             arrivals: None,
+            replies_held: 0,
             max_poll_batch: 1,
             shared: None,
             exports: ExportBook::new(),
@@ -1325,7 +1329,6 @@ impl Service {
     /// up, however far behind the loop is: it is read in its turn.
     async fn expire_polls(&mut self, on_report: &mut dyn FnMut(&Report)) {
         let past = self.requests.any_past_deadline(tokio::time::Instant::now());
-        let mut in_hand = HashSet::new();
         if let (true, Some(arrivals)) = (past, self.arrivals.as_mut()) {
             // The connection's task (on this thread) is let read what its
             // socket holds first, again while replies keep coming.
@@ -1335,12 +1338,16 @@ impl Service {
                     break;
                 }
             }
-            in_hand.extend(arrivals.queued_replies().filter_map(|m| self.requests.id_of(m)));
+            // The replies queued since the last look are held (those
+            // before are already): each is looked at once, not at every
+            // deadline while it waits.
+            let (replies, mark) = arrivals.queued_replies_since(self.replies_held);
+            for m in replies {
+                self.requests.hold(m);
+            }
+            self.replies_held = mark;
         }
-        let expired = self
-            .requests
-            .expired(&self.client, |id| in_hand.contains(&id))
-            .await;
+        let expired = self.requests.expired(&self.client).await;
         for p in expired {
             self.polls_done(p, None, on_report).await;
         }
