@@ -529,7 +529,7 @@ fn gather_set(
                 .filter(|f| f.visit + FIRED_DEFER <= visits)
             {
                 s.fired.pop_front();
-                flow_tested(triggers, f.tid, &flows.key(f.owner), &[f.value], true, s);
+                f.report(triggers, flows, s);
             }
             continue;
         }
@@ -588,7 +588,7 @@ fn gather_set(
         set.consume(rec, s.half);
     }
     while let Some(f) = s.fired.pop_front() {
-        flow_tested(triggers, f.tid, &flows.key(f.owner), &[f.value], true, s);
+        f.report(triggers, flows, s);
     }
     if fast_tested {
         for p in parts.iter().filter(|p| p.fast.is_some()) {
@@ -641,6 +641,13 @@ pub(super) struct Fired {
     owner: u32,
     tid: TriggerId,
     value: f64,
+}
+
+impl Fired {
+    /// The held test's end, its flow's key read from the entry now.
+    fn report(self, triggers: &[Option<Box<Trigger>>], flows: &FlowTable, s: &mut Sweep) {
+        flow_tested(triggers, self.tid, &flows.key(self.owner), &[self.value], true, s);
+    }
 }
 
 /// Visits a fired flow's report waits for its entry: at a million flows
