@@ -35,12 +35,12 @@ use tracing::{info, warn};
 
 use crate::args::{parse_duration, ExportArgs, Format, LiveArgs, MonitorArgs};
 use crate::bus::NatsArgs;
-use crate::live::runtime;
-use crate::local_events::{monitor_health, LocalEvents};
+use crate::failure::runtime;
+use crate::host_spec::load_events;
 use crate::outputs::sink_error;
-use crate::run::load_events;
 use crate::summary::thousands;
 use crate::Failure;
+use clarion_host_api::{monitor_health, LocalEvents};
 
 pub const AFTER_HELP: &str = "Examples:
   clarion agent --host web-1 --pcap web-1.pcap
@@ -429,6 +429,25 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             return Err(Failure::Usage(msg));
         }
     }
+    let own = own_events(a)?;
+    let stop = crate::failure::stop_flag()?;
+    let monitor = crate::monitor::config(
+        &a.monitor,
+        crate::monitor::Role {
+            host: a.host.clone(),
+            keep_health: false,
+            history_windows: a.history_windows,
+        },
+    );
+    if !a.interface.is_empty() {
+        return live_agent(a, &own, monitor, stop);
+    }
+    replay_agent(a, &own, monitor, stop)
+}
+
+/// The host's own events (`--events`), refused when the manager's
+/// (network-wide) or when they capture packets on a replaying agent.
+fn own_events(a: &AgentArgs) -> Result<Vec<EventSpec>, Failure> {
     let own = match &a.events {
         Some(p) => {
             let specs = load_events(p)?;
@@ -457,41 +476,24 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
             "clarion: --capture-dir is for events with `then capture`, which a replaying agent does not run: `clarion agent -i` and `clarion run` do".into(),
         ));
     }
-    let stop = crate::live::stop_flag()?;
-    let monitor = crate::monitor::config(
-        &a.monitor,
-        crate::monitor::Role {
-            host: a.host.clone(),
-            keep_health: false,
-            history_windows: a.history_windows,
-        },
-    );
-    if !a.interface.is_empty() {
-        return live_agent(a, &own, monitor, stop);
-    }
+    Ok(own)
+}
+
+/// `clarion agent --pcap`: the host's capture replayed; polls are answered
+/// from its monitor's kept windows, then while it lingers.
+fn replay_agent(
+    a: &AgentArgs,
+    own: &[EventSpec],
+    monitor: MonitorConfig,
+    stop: Arc<AtomicBool>,
+) -> Result<ExitCode, Failure> {
     let Some(pcap) = &a.pcap else {
         return Err(Failure::Usage(
             "clarion: give the host's traffic: --pcap FILE or -i IFACE".into(),
         ));
     };
-    let mut source = crate::run::open_capture(pcap)?;
-    let mut own_monitor = Monitor::new(monitor);
-    for s in own.iter().filter(|s| !s.on_demand) {
-        own_monitor
-            .install(s.clone())
-            .map_err(|e| Failure::Usage(format!("clarion: event {}: {e}", s.name)))?;
-    }
-    let export = export_args(a);
-    let mut exports = crate::exports::open(&export, &a.host)?;
-    if exports.exporter.is_none() {
-        // No policies until the manager sends some.
-        let config = crate::exports::export_config(&export.policies)?;
-        exports.exporter = Some(
-            clarion_export::Exporter::new(&[], &config)
-                .map_err(|e| Failure::Usage(format!("clarion: {e}")))?,
-        );
-    }
-    let (mut with, apps_out) = exports.around(own_monitor)?;
+    let mut source = crate::host_spec::open_capture(pcap)?;
+    let (mut with, apps_out) = replay_stage(a, own, monitor)?;
     let mut ag = Agent::register(a, &mut with.inner, stop, None, None)?;
     // The manager's policies apply from the first frame.
     ag.apply_exports(&mut with);
@@ -509,17 +511,7 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         sink.flush().map_err(sink_error)?;
     }
     ag.health.record(monitor_health(&monitor.counters()));
-    ag.serve(&mut monitor);
-    ag.link.finished();
-    // Every window is closed now: polls are answered at once.
-    let linger_until = Instant::now() + Duration::from_nanos(a.linger);
-    while !ag.tally.manager_done && !ag.stopped() && Instant::now() < linger_until {
-        if let Some(item) = ag.link.recv_timeout(Duration::from_millis(50)) {
-            ag.handle(&mut monitor, item);
-        }
-        ag.serve(&mut monitor);
-    }
-    ag.link.bye(Duration::from_secs(5));
+    ag.linger(&mut monitor, a.linger);
     if !a.quiet {
         let text = ag.summary(&a.host, run.frames, monitor.counters().packets, run.elapsed);
         clarion_cmdline::log::summary("agent", &format!("{text}{records}"));
@@ -531,6 +523,33 @@ pub fn agent(a: &AgentArgs) -> Result<ExitCode, Failure> {
         }
         None => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// A replaying agent's stage: a monitor with the host's own events, its
+/// exports around it (an exporter without policies until the manager
+/// sends some), and where the apps' report goes.
+fn replay_stage(
+    a: &AgentArgs,
+    own: &[EventSpec],
+    monitor: MonitorConfig,
+) -> Result<(WithExports<Monitor>, Option<PathBuf>), Failure> {
+    let mut own_monitor = Monitor::new(monitor);
+    for s in own.iter().filter(|s| !s.on_demand) {
+        own_monitor
+            .install(s.clone())
+            .map_err(|e| Failure::Usage(format!("clarion: event {}: {e}", s.name)))?;
+    }
+    let export = export_args(a);
+    let mut exports = crate::exports::open(&export, &a.host)?;
+    if exports.exporter.is_none() {
+        // No policies until the manager sends some.
+        let config = crate::exports::export_config(&export.policies)?;
+        exports.exporter = Some(
+            clarion_export::Exporter::new(&[], &config)
+                .map_err(|e| Failure::Usage(format!("clarion: {e}")))?,
+        );
+    }
+    exports.around(own_monitor)
 }
 
 /// `clarion agent -i`: the host's interfaces captured live; polls are
@@ -568,34 +587,18 @@ fn live_agent(
     let mut ag = Agent::register(a, &mut Merged(&mut host), stop, Some(wake), Some(started))?;
     ag.apply_live_exports(&mut host);
     if !a.quiet {
-        let on = crate::live::capturing(&a.interface, &a.live, a.workers);
-        info!(target: "agent", host = %a.host, "{} capturing on {on}; Ctrl-C stops", a.host);
-        if let Some(w) = crate::live::snap_warning(&config) {
-            let w = w.trim_start_matches("clarion: warning: ");
-            warn!(target: "agent", "{w}");
-        }
+        announce_capture(a, &config);
     }
     // The host's own reports go out with the live output's.
     let sink = match ag.sink.take() {
         Some(s) => s,
-        None => crate::alerts::with_alerts(
-            crate::outputs::reports(a.output.as_deref(), a.format, &a.host)?,
-            &a.alerts,
-            a.pcap.is_none(),
-            a.events.as_deref(),
-        )?,
+        None => own_sink(a)?,
     };
     let mut out = crate::live::LiveOutput::open(&a.live, a.quiet, sink, exports, host.metrics().0)?;
-    let mut local = LocalEvents::start(
-        &a.host,
-        a.events.as_deref(),
-        &host,
-        crate::local_events::ApiSettings::of(&a.live),
-        a.quiet,
-    )?
-    .with_exports_file(a.export.policies.exports.as_deref(), &host)
-    .with_health(ag.health.clone())
-    .with_flow_window(window);
+    let mut local = crate::live::local_events(&a.host, a.events.as_deref(), &host, &a.live, a.quiet)?
+        .with_exports_file(a.export.policies.exports.as_deref(), &host)
+        .with_health(ag.health.clone())
+        .with_flow_window(window);
     let looped = ag.live_loop(&mut host, &mut out, &mut local);
     let lag_ms = host.clock_lag_ns() as f64 / 1e6;
     // Windows closed because the agent stopped still reach the manager and
@@ -621,6 +624,27 @@ fn live_agent(
         clarion_cmdline::log::summary("agent", &text);
     }
     crate::live::outcome(&summary)
+}
+
+/// A live agent's start line, and the snap length's warning.
+fn announce_capture(a: &AgentArgs, config: &clarion_host::LiveConfig) {
+    let on = crate::live::capturing(&a.interface, &a.live, a.workers);
+    info!(target: "agent", host = %a.host, "{} capturing on {on}; Ctrl-C stops", a.host);
+    if let Some(w) = crate::live::snap_warning(config) {
+        let w = w.trim_start_matches("clarion: warning: ");
+        warn!(target: "agent", "{w}");
+    }
+}
+
+/// Where the host's own reports go when the manager takes none of them:
+/// `--output` (or standard output), and the alert sinks after it.
+fn own_sink(a: &AgentArgs) -> Result<Box<dyn Sink<Report>>, Failure> {
+    crate::alerts::with_alerts(
+        crate::outputs::reports(a.output.as_deref(), a.format, &a.host)?,
+        &a.alerts,
+        a.pcap.is_none(),
+        a.events.as_deref(),
+    )
 }
 
 /// A live host's workers as the desk sees them: installed alike, merged,
@@ -702,12 +726,7 @@ impl Agent {
         let mut ag = Agent {
             link,
             desk,
-            sink: Some(crate::alerts::with_alerts(
-                crate::outputs::reports(a.output.as_deref(), a.format, &a.host)?,
-                &a.alerts,
-                a.pcap.is_none(),
-                a.events.as_deref(),
-            )?),
+            sink: Some(own_sink(a)?),
             tally: Tally::default(),
             stop,
             exports: AppliedExports::default(),
@@ -724,6 +743,22 @@ impl Agent {
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// After a replay: every window is closed now, so polls are answered
+    /// at once, until the manager is done, the agent stopped or `linger_ns`
+    /// over; then goodbye.
+    fn linger(&mut self, monitor: &mut Monitor, linger_ns: u64) {
+        self.serve(monitor);
+        self.link.finished();
+        let linger_until = Instant::now() + Duration::from_nanos(linger_ns);
+        while !self.tally.manager_done && !self.stopped() && Instant::now() < linger_until {
+            if let Some(item) = self.link.recv_timeout(Duration::from_millis(50)) {
+                self.handle(monitor, item);
+            }
+            self.serve(monitor);
+        }
+        self.link.bye(Duration::from_secs(5));
     }
 
     /// As [`Agent::route`], the host's own reports to the live output's

@@ -25,8 +25,8 @@ const LIVE_GRACE: Duration = Duration::from_secs(2);
 use clarion_report::Report;
 use clarion_sinks::{FanOut, Sink};
 
-use crate::args::parse_duration;
 use crate::Failure;
+use clarion_cmdline::parse_duration;
 
 /// Where fired reports are also delivered, and how.
 #[derive(Args, Debug, Clone)]
@@ -251,37 +251,78 @@ pub fn with_alerts(
     if a.webhook.is_none() && a.syslog.is_none() && a.alertmanager.is_none() {
         return Ok(sink);
     }
-    let rules = Arc::new(rules(events));
-    let alerting = |every_window: bool| Alerting {
-        every_window,
-        rules: rules.clone(),
-        console: a.alert_console_url.clone(),
-        // Live: windows closed 2 s before the wall clock and not reported did not fire.
-        clock_grace: live.then_some(LIVE_GRACE),
+    let opening = Opening {
+        a,
+        rules: Arc::new(rules(events)),
+        live,
+        notify: Arc::new(|m: &str| eprintln!("clarion: warning: {m}")),
     };
-    let usage = |m: String| Failure::Usage(format!("clarion: {m}"));
-    let delivery = DeliveryConfig {
-        retries: a.webhook_retries,
-        timeout: Duration::from_nanos(a.webhook_timeout.max(1_000_000)),
-        backoff: Duration::from_nanos(a.webhook_backoff),
-        backoff_max: Duration::from_secs(60).max(Duration::from_nanos(a.webhook_backoff)),
-        queue: a.webhook_queue as usize,
-        overflow: match a.webhook_queue_full {
-            Some(QueueFullArg::Block) => Overflow::Block,
-            Some(QueueFullArg::DeadLetter) => Overflow::DeadLetter,
-            None if live => Overflow::DeadLetter,
-            None => Overflow::Block,
-        },
-        drain: Duration::from_nanos(a.webhook_drain),
-        alerting: alerting(false),
-    };
-    let dead_letter = || match &a.webhook_dead_letter {
-        Some(p) => DeadLetter::open(p).map_err(|e| usage(e.to_string())),
-        None => Ok(DeadLetter::Stderr),
-    };
-    let notify: clarion_alerts::Notify = Arc::new(|m: &str| eprintln!("clarion: warning: {m}"));
     let mut sinks = vec![sink];
+    let mut add = |kind, s: AlertSink| {
+        watch(kind, &s);
+        sinks.push(Box::new(s) as Box<dyn Sink<Report>>);
+    };
     if let Some(url) = &a.webhook {
+        add("webhook", opening.webhook(url)?);
+    }
+    if let Some(addr) = &a.syslog {
+        add("syslog", opening.syslog(addr)?);
+    }
+    if let Some(url) = &a.alertmanager {
+        add("alertmanager", opening.alertmanager(url)?);
+    }
+    Ok(Box::new(FanOut::new(sinks)))
+}
+
+fn usage(m: String) -> Failure {
+    Failure::Usage(format!("clarion: {m}"))
+}
+
+/// What the alert sinks of one run share while they are opened.
+struct Opening<'a> {
+    a: &'a AlertArgs,
+    rules: Arc<Rules>,
+    live: bool,
+    notify: clarion_alerts::Notify,
+}
+
+impl Opening<'_> {
+    /// How a sink delivers; `every_window`: a notice for every window
+    /// that fired, not only when an alert changes state.
+    fn delivery(&self, every_window: bool) -> DeliveryConfig {
+        let a = self.a;
+        DeliveryConfig {
+            retries: a.webhook_retries,
+            timeout: Duration::from_nanos(a.webhook_timeout.max(1_000_000)),
+            backoff: Duration::from_nanos(a.webhook_backoff),
+            backoff_max: Duration::from_secs(60).max(Duration::from_nanos(a.webhook_backoff)),
+            queue: a.webhook_queue as usize,
+            overflow: match a.webhook_queue_full {
+                Some(QueueFullArg::Block) => Overflow::Block,
+                Some(QueueFullArg::DeadLetter) => Overflow::DeadLetter,
+                None if self.live => Overflow::DeadLetter,
+                None => Overflow::Block,
+            },
+            drain: Duration::from_nanos(a.webhook_drain),
+            alerting: Alerting {
+                every_window,
+                rules: self.rules.clone(),
+                console: a.alert_console_url.clone(),
+                // Live: windows closed 2 s before the wall clock and not reported did not fire.
+                clock_grace: self.live.then_some(LIVE_GRACE),
+            },
+        }
+    }
+
+    fn dead_letter(&self) -> Result<DeadLetter, Failure> {
+        match &self.a.webhook_dead_letter {
+            Some(p) => DeadLetter::open(p).map_err(|e| usage(e.to_string())),
+            None => Ok(DeadLetter::Stderr),
+        }
+    }
+
+    fn webhook(&self, url: &str) -> Result<AlertSink, Failure> {
+        let a = self.a;
         let mut headers = a.webhook_header.clone();
         if let Some(p) = &a.webhook_token_file {
             let token = std::fs::read_to_string(p)
@@ -294,51 +335,45 @@ pub fn with_alerts(
             FormatArg::Matrix => WebhookFormat::Matrix,
         };
         let config = WebhookConfig {
-            url: url.clone(),
+            url: url.to_string(),
             format,
             headers,
             predicates: if format == WebhookFormat::Json {
                 Predicates::new()
             } else {
-                predicates(&rules)
+                predicates(&self.rules)
             },
         };
-        let d = DeliveryConfig {
-            alerting: alerting(a.webhook_every_window),
-            ..delivery.clone()
-        };
-        let s = AlertSink::webhook(config, d, dead_letter()?, notify.clone())
-            .map_err(|e| usage(format!("--webhook: {e}")))?;
-        watch("webhook", &s);
-        sinks.push(Box::new(s));
+        let d = self.delivery(a.webhook_every_window);
+        AlertSink::webhook(config, d, self.dead_letter()?, self.notify.clone())
+            .map_err(|e| usage(format!("--webhook: {e}")))
     }
-    if let Some(addr) = &a.syslog {
+
+    fn syslog(&self, addr: &str) -> Result<AlertSink, Failure> {
         let addr = SyslogAddr::parse(addr).map_err(|e| usage(format!("--syslog: {e}")))?;
         let config = SyslogConfig {
             addr,
-            facility: a.syslog_facility,
+            facility: self.a.syslog_facility,
         };
-        let d = DeliveryConfig {
-            alerting: alerting(a.syslog_every_window),
-            ..delivery.clone()
-        };
-        let s = AlertSink::syslog(config, d, dead_letter()?, notify.clone())
-            .map_err(|e| usage(format!("--syslog: {e}")))?;
-        watch("syslog", &s);
-        sinks.push(Box::new(s));
+        let d = self.delivery(self.a.syslog_every_window);
+        AlertSink::syslog(config, d, self.dead_letter()?, self.notify.clone())
+            .map_err(|e| usage(format!("--syslog: {e}")))
     }
-    if let Some(url) = &a.alertmanager {
+
+    fn alertmanager(&self, url: &str) -> Result<AlertSink, Failure> {
         let config = AlertmanagerConfig {
-            url: url.clone(),
-            resend: Duration::from_nanos(a.alertmanager_resend.max(1_000_000)),
+            url: url.to_string(),
+            resend: Duration::from_nanos(self.a.alertmanager_resend.max(1_000_000)),
             headers: Vec::new(),
         };
-        let s = AlertSink::alertmanager(config, delivery, dead_letter()?, notify)
-            .map_err(|e| usage(format!("--alertmanager: {e}")))?;
-        watch("alertmanager", &s);
-        sinks.push(Box::new(s));
+        AlertSink::alertmanager(
+            config,
+            self.delivery(false),
+            self.dead_letter()?,
+            self.notify.clone(),
+        )
+        .map_err(|e| usage(format!("--alertmanager: {e}")))
     }
-    Ok(Box::new(FanOut::new(sinks)))
 }
 
 #[cfg(test)]

@@ -12,8 +12,9 @@ use clarion_gpv::{GpvReader, APP_NAMES};
 
 use std::io::Write;
 
-use crate::events::{io, ApiArgs};
+use crate::events::ApiArgs;
 use crate::exports::{app_runtime, write_app_report};
+use crate::failure::io;
 use crate::Failure;
 
 pub const AFTER_HELP: &str = "Apps:

@@ -1,145 +1,13 @@
-//! Command-line arguments: parsing only; `run.rs` and `check.rs` do the work.
-//! The research harness (bench, gen, dos, feasibility) is `clarion-lab`.
+//! The argument groups commands share (monitor, live capture, exports,
+//! formats): parsing only; `run.rs` and `check.rs` do the work. The
+//! commands themselves (`Cli`, `Command`) are the binary's root, above
+//! every command's module. The research harness (bench, gen, dos,
+//! feasibility) is `clarion-lab`.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 pub use clarion_cmdline::parse_duration;
-
-const ABOUT: &str = "Clarion: per-packet network event monitoring.
-
-Clarion inspects every packet, keeps per-flow statistics, and reports each
-time window in which a user-defined event (filter + predicate + flow
-granularity + time interval) holds — precisely, because nothing is sampled.";
-
-const AFTER_HELP: &str = "Examples:
-  Run the bundled events on the bundled capture, as a table:
-    clarion run --pcap examples/demo.pcap --events examples/demo.clarion --format table
-
-  Write JSON lines for another program:
-    clarion run --pcap trace.pcapng --events rack.clarion --output reports.jsonl
-
-  Validate an events file and print it in canonical form:
-    clarion check examples/paper.clarion
-
-  Benchmark, feasibility region, DoS profiling: the research harness, its own binary:
-    clarion-lab --help
-
-Exit status: 0 ok, 1 runtime failure (unreadable or damaged capture, write
-error), 2 bad usage or an invalid events file.
-Language reference: docs/language.md. Report schema: docs/reports.md.";
-
-#[derive(Parser, Debug)]
-#[command(name = "clarion", version, about = ABOUT, after_help = AFTER_HELP, max_term_width = 100)]
-pub struct Cli {
-    /// Settings for run, agent and manager from a TOML file, one table per
-    /// command with the flags' names (examples/clarion.toml); flags override.
-    #[arg(long, global = true, env = "CLARION_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
-
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Monitor a capture file or interfaces: report every window in which an event holds;
-    /// write flow records and packet vectors (--records, --gpv); export headers and packets
-    /// (--exports).
-    #[command(after_help = RUN_AFTER_HELP)]
-    Run(RunArgs),
-    /// Validate an events file (or a file of export policies) and print it in canonical form.
-    #[command(after_help = CHECK_AFTER_HELP)]
-    Check(CheckArgs),
-    /// One host's monitor on the NATS transport: register with the manager, replay the
-    /// host's capture, report to the manager and answer its polls.
-    #[command(after_help = crate::agent::AFTER_HELP)]
-    Agent(crate::agent::AgentArgs),
-    /// The event manager on the NATS transport: network-wide events placed on the agents'
-    /// hosts, decided from their reports and answers.
-    #[command(after_help = crate::manager::AFTER_HELP)]
-    Manager(crate::manager::ManagerArgs),
-    /// Split a capture of several hosts' traffic into one capture per host of an inventory.
-    #[command(after_help = crate::split::AFTER_HELP)]
-    Split(crate::split::SplitArgs),
-    /// Add, list, show and remove the manager's network-wide events, follow fired ones, list hosts.
-    #[command(after_help = crate::events::AFTER_HELP)]
-    Events(crate::events::EventsArgs),
-    /// Run metric apps (*Flow) over a file of grouped packet vectors (`run --gpv`), or start
-    /// and stop them on a running host (its --api).
-    #[command(after_help = crate::apps::AFTER_HELP)]
-    Apps(crate::apps::AppsArgs),
-    /// Add, list, show and remove a running host's export policies (its --api).
-    #[command(after_help = crate::exports_cmd::AFTER_HELP)]
-    Exports(crate::exports_cmd::ExportsArgs),
-    /// Make an nkey per host of an inventory and one for the manager, and the nats-server
-    /// authorization that lets each host speak only as itself.
-    #[command(after_help = crate::credentials::AFTER_HELP)]
-    Credentials(crate::credentials::CredentialsArgs),
-    /// TurboFlow's capacity model on a capture: predicted against measured eviction ratio,
-    /// packets per microflow record and CPU per packet, for each microflow cache size.
-    #[command(after_help = crate::model::AFTER_HELP)]
-    Model(crate::model::ModelArgs),
-    /// Receive the header streams of export policies (`send headers to collector`) and write
-    /// them as pcapng or JSON lines, counting what was lost on the way.
-    #[command(after_help = crate::collect::AFTER_HELP)]
-    Collect(crate::collect::CollectArgs),
-    /// Print a shell completion script for bash, zsh, fish, elvish or PowerShell.
-    #[command(after_help = crate::completions::AFTER_HELP)]
-    Completions(crate::completions::CompletionsArgs),
-    /// Write the manual pages (clarion(1) and one per command) as roff files.
-    #[command(after_help = crate::manpages::AFTER_HELP)]
-    Man(crate::manpages::ManArgs),
-}
-
-const RUN_AFTER_HELP: &str = "Examples:
-  clarion run --pcap examples/demo.pcap --events examples/demo.clarion
-  tcpdump -i eth0 -w - | clarion run --pcap - --events rack.clarion --format json
-  clarion run -i eth0 --events rack.clarion --duration 60s --epoch-stats epochs.jsonl
-  clarion run -i eth0 -i eth1 --workers 2 --filter 'not port 22' --events rack.clarion
-  clarion run -i mirror0 --source xdp --workers 2 --events rack.clarion
-  clarion run -i eth0 --adapt --events examples/priority.clarion --epoch-stats epochs.jsonl
-  clarion run --pcap dc.pcap --inventory hosts.txt --events service.clarion
-  clarion run --inventory hosts.txt --pcap web-1=web-1.pcap --pcap web-2=web-2.pcap --events service.clarion
-  clarion run --pcap big.pcap --workers 2 --events rack.clarion
-  clarion run --pcap trace.pcap --records flows.jsonl --records ipfix+udp://collector:4739
-  clarion run -i eth0 --events rack.clarion --records flows.parquet --gpv live.gpv --app profiler
-  clarion run --pcap trace.pcap --exports examples/exports.clarion --export-dir spool
-  clarion run --pcap trace.pcap --events loss.clarion --capture-dir captures   # events with `then capture`
-  clarion run -i eth0 --events rack.clarion --webhook https://alerts.example.net/clarion --webhook-dead-letter dead.jsonl
-  clarion run -i eth0 --events rack.clarion --webhook-format slack --webhook https://hooks.slack.com/services/T/B/X
-  clarion run -i eth0 --events rack.clarion --syslog udp://loghost:514 --syslog-facility local3
-
-With --inventory, each host of the inventory runs its own monitor, and the
-event manager splits every network-wide event (`across hosts`) into
-per-host triggers and decides it from all hosts' values, as it would
-across machines. One capture of several hosts' traffic gives each packet
-to the hosts owning its source and destination addresses; one capture per
-host (--pcap NAME=FILE, as tcpdump writes on each host's interface) gives
-each host its own capture's packets, the captures merged by time.
-
-Live capture (--interface) uses an AF_PACKET ring per worker and interface
-(TPACKET_V2 frames, each handed over at once; --ring-mode blocks for
-TPACKET_V3), or with --source xdp an AF_XDP socket per RX queue (worker k
-takes the queues q with q mod N = k). Epochs are aligned multiples of Unix
-time, so hosts agree; they end with the packets' kernel timestamps or, when
-the wire is quiet, with the clock (lagging it by --clock-lag, plus three
-kernel ticks with --ring-mode blocks, so no packet arrives after its epoch
-was swept). Kernel drops are read every millisecond and reported in
-the completeness of the windows they fall in, in the summary lines and in
---epoch-stats. Ctrl-C or SIGTERM finishes the current epoch's sweep, writes
-the last reports and the summary; a second Ctrl-C exits at once.
-
-Reports go to standard output (or --output) as they are produced; the
-summary and any warning go to standard error. A damaged capture is processed
-up to the damage, then reported with the packet number and byte offset, and
-the exit status is 1.";
-
-const CHECK_AFTER_HELP: &str = "Examples:
-  clarion check examples/paper.clarion
-  clarion check --quiet rack.clarion && echo valid
-
-Errors name the line and column, underline the span and suggest a fix.";
 
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "interface"])))]
@@ -658,12 +526,6 @@ pub fn parse_capture(s: &str) -> Result<CaptureArg, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn cli_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
 
     #[test]
     fn captures_are_files_or_hosts_files() {

@@ -79,34 +79,12 @@ pub fn warn_cost(path: &std::path::Path, specs: &[EventSpec], workers: u32, quie
     }
 }
 
-/// An events file's text, read from `path` (errors rendered for a terminal
-/// or not, as standard error is): [`events_text`] of its bytes.
+/// [`clarion_host_api::read_events_file`], its refusal a usage failure.
 pub fn read_events_file(path: &std::path::Path) -> Result<String, Failure> {
-    use std::io::IsTerminal;
-    let bytes = std::fs::read(path).map_err(|e| {
-        Failure::Usage(format!(
-            "clarion: cannot read events file {}: {e}",
-            path.display()
-        ))
-    })?;
-    events_text(
-        &path.display().to_string(),
-        bytes,
-        std::io::stderr().is_terminal(),
-    )
+    clarion_host_api::read_events_file(path).map_err(Failure::Usage)
 }
 
-/// An events file's text from its bytes (`name` is what errors call it).
-/// Invalid UTF-8 is rendered in place like any error, with line and column;
-/// a leading byte-order mark is left for the lexer to skip.
+/// [`clarion_host_api::events_text`], its refusal a usage failure.
 pub fn events_text(name: &str, bytes: Vec<u8>, color: bool) -> Result<String, Failure> {
-    if let Err(d) = clarion_lang::decode(&bytes) {
-        return Err(Failure::Usage(d.render(
-            name,
-            &String::from_utf8_lossy(&bytes),
-            color,
-        )));
-    }
-    // Checked just above: this conversion cannot fail, and copies nothing.
-    String::from_utf8(bytes).map_err(|e| Failure::Usage(format!("clarion: {name}: {e}")))
+    clarion_host_api::events_text(name, bytes, color).map_err(Failure::Usage)
 }

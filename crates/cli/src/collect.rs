@@ -171,24 +171,25 @@ fn make_key(path: &Path, quiet: bool) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn collect(a: &CollectArgs) -> Result<ExitCode, Failure> {
-    if let Some(path) = &a.make_key {
-        return make_key(path, a.quiet);
-    }
+/// Whose datagrams are taken: `--key`'s exporters', or (`--insecure`) anyone's.
+fn auth(a: &CollectArgs) -> Result<Auth, Failure> {
     let key = a.key.as_deref().map(read_key).transpose()?;
-    let auth = match (key, a.insecure) {
-        (Some(k), false) => Auth::Key(k),
-        (k, true) => Auth::Insecure(k),
-        (None, false) => {
-            return Err(Failure::Usage(
-                "clarion: collect needs a key to tell its exporters' datagrams from anyone else's: \
-                 make one with `clarion collect --make-key headers.key`, then run \
-                 `clarion collect --key headers.key` and the exporters with `--export-key headers.key` \
-                 (or, on a trusted network only, `clarion collect --insecure`)"
-                    .to_string(),
-            ))
-        }
-    };
+    match (key, a.insecure) {
+        (Some(k), false) => Ok(Auth::Key(k)),
+        (k, true) => Ok(Auth::Insecure(k)),
+        (None, false) => Err(Failure::Usage(
+            "clarion: collect needs a key to tell its exporters' datagrams from anyone else's: \
+             make one with `clarion collect --make-key headers.key`, then run \
+             `clarion collect --key headers.key` and the exporters with `--export-key headers.key` \
+             (or, on a trusted network only, `clarion collect --insecure`)"
+                .to_string(),
+        )),
+    }
+}
+
+/// Where the headers go (`--output`, else standard output), as pcapng or
+/// JSON lines (`--format`, else by the file's extension).
+fn header_out(a: &CollectArgs) -> Result<Box<dyn HeaderOut>, Failure> {
     let pcapng = match a.format {
         CollectFormat::Pcapng => true,
         CollectFormat::Jsonl => false,
@@ -205,17 +206,25 @@ pub fn collect(a: &CollectArgs) -> Result<ExitCode, Failure> {
         }
         None => Box::new(BufWriter::new(std::io::stdout().lock())),
     };
-    let mut out: Box<dyn HeaderOut> = if pcapng {
+    Ok(if pcapng {
         Box::new(
             PcapngHeaders::new(writer).map_err(|e| Failure::Runtime(anyhow!("cannot write pcapng: {e}")))?,
         )
     } else {
         Box::new(JsonLines::new(writer))
-    };
+    })
+}
+
+pub fn collect(a: &CollectArgs) -> Result<ExitCode, Failure> {
+    if let Some(path) = &a.make_key {
+        return make_key(path, a.quiet);
+    }
+    let auth = auth(a)?;
+    let mut out = header_out(a)?;
     // Before the socket is announced: a signal from then on (a test that
     // stops the collector as soon as it says where it listens) finds the
     // handlers in place and ends with the drain and the summary.
-    let stop = crate::live::stop_flag()?;
+    let stop = crate::failure::stop_flag()?;
     let insecure = matches!(auth, Auth::Insecure(_));
     let mut collector =
         Collector::bind(a.listen, a.recv_buffer, auth).map_err(|e| Failure::Runtime(anyhow!(e)))?;

@@ -5,10 +5,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 
-use crate::args::Cli;
 use crate::Failure;
 
 pub const AFTER_HELP: &str = "Examples:
@@ -25,9 +24,10 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-pub fn completions(a: &CompletionsArgs) -> Result<ExitCode, Failure> {
+/// `cli`: the command definition (the binary's root holds it).
+pub fn completions(a: &CompletionsArgs, mut cli: clap::Command) -> Result<ExitCode, Failure> {
     let mut script = Vec::new();
-    clap_complete::generate(a.shell, &mut Cli::command(), "clarion", &mut script);
+    clap_complete::generate(a.shell, &mut cli, "clarion", &mut script);
     let mut out = std::io::stdout().lock();
     match out.write_all(&script).and_then(|()| out.flush()) {
         Ok(()) => Ok(ExitCode::SUCCESS),

@@ -107,48 +107,52 @@ pub fn with_config(mut cmd: Command, args: &[OsString]) -> Result<Command, Strin
             }
             defaults.push((id, values));
         }
-        // A required flag, or one of two required inputs, set in the file
-        // need not be given: clap counts only flags given as present.
-        let groups: Vec<clap::Id> = sub
-            .get_groups()
-            .filter(|g| g.get_args().any(|a| defaults.iter().any(|(id, _)| id == a)))
-            .map(|g| g.get_id().clone())
-            .collect();
-        let input = defaults.iter().any(|(id, _)| id == "pcap" || id == "interface");
-        // Flags required unless another is present, that other set in the file.
-        let satisfied: Vec<&str> = UNLESS
-            .iter()
-            .filter(|(_, any)| defaults.iter().any(|(id, _)| any.contains(&id.as_str())))
-            .map(|(arg, _)| *arg)
-            .collect();
-        cmd = cmd.mut_subcommand(&section, |mut s| {
-            for (id, values) in defaults {
-                s = s.mut_arg(id, |a| {
-                    // `Reset` clears `required_unless_present_any` too (one list in clap).
-                    a.default_values(values)
-                        .required(false)
-                        .required_unless_present(clap::builder::Resettable::<clap::Id>::Reset)
-                });
-            }
-            for g in groups {
-                s = s.mut_group(g, |g| g.required(false));
-            }
-            for arg in satisfied {
-                if s.get_arguments().any(|a| a.get_id() == arg) {
-                    s = s.mut_arg(arg, |a| {
-                        a.required_unless_present(clap::builder::Resettable::<clap::Id>::Reset)
-                    });
-                }
-            }
-            if input {
-                s = s.mut_arg("pcap", |a| {
-                    a.required_unless_present(clap::builder::Resettable::<clap::Id>::Reset)
-                });
-            }
-            s
-        });
+        cmd = with_defaults(cmd, &sub, &section, defaults);
     }
     Ok(cmd)
+}
+
+/// `section`'s command (`sub` as it stands) with `defaults` from the file,
+/// and the flags they stand for no longer required.
+fn with_defaults(
+    cmd: Command,
+    sub: &Command,
+    section: &str,
+    defaults: Vec<(clap::Id, Vec<String>)>,
+) -> Command {
+    // A required flag, or one of two required inputs, set in the file
+    // need not be given: clap counts only flags given as present.
+    let groups: Vec<clap::Id> = sub
+        .get_groups()
+        .filter(|g| g.get_args().any(|a| defaults.iter().any(|(id, _)| id == a)))
+        .map(|g| g.get_id().clone())
+        .collect();
+    let input = defaults.iter().any(|(id, _)| id == "pcap" || id == "interface");
+    // Flags required unless another is present, that other set in the file.
+    let satisfied: Vec<&str> = UNLESS
+        .iter()
+        .filter(|(_, any)| defaults.iter().any(|(id, _)| any.contains(&id.as_str())))
+        .map(|(arg, _)| *arg)
+        .collect();
+    let unrequire = |a: clap::Arg| a.required_unless_present(clap::builder::Resettable::<clap::Id>::Reset);
+    cmd.mut_subcommand(section, |mut s| {
+        for (id, values) in defaults {
+            // `Reset` clears `required_unless_present_any` too (one list in clap).
+            s = s.mut_arg(id, |a| unrequire(a.default_values(values).required(false)));
+        }
+        for g in groups {
+            s = s.mut_group(g, |g| g.required(false));
+        }
+        for arg in satisfied {
+            if s.get_arguments().any(|a| a.get_id() == arg) {
+                s = s.mut_arg(arg, unrequire);
+            }
+        }
+        if input {
+            s = s.mut_arg("pcap", unrequire);
+        }
+        s
+    })
 }
 
 /// One setting as the arg it sets and its default values, checked as the flag would check them.
@@ -194,7 +198,7 @@ fn scalar(v: &toml::Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::Cli;
+    use crate::Cli;
     use clap::{CommandFactory, FromArgMatches};
 
     fn parse(config: &str, args: &[&str]) -> Result<Cli, String> {
@@ -210,7 +214,7 @@ mod tests {
 
     fn run_args(cli: Cli) -> crate::args::RunArgs {
         match cli.command {
-            crate::args::Command::Run(a) => a,
+            crate::Command::Run(a) => a,
             other => panic!("not run: {other:?}"),
         }
     }

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use clarion_control::{Client, ClientError, EventInfo, HostInfo};
 
+use crate::failure::io;
 use crate::Failure;
 
 pub const AFTER_HELP: &str = "Examples:
@@ -71,7 +72,7 @@ impl ApiArgs {
     pub fn client(&self) -> Result<(Client, impl Fn(ClientError) -> Failure), Failure> {
         let (token, looked) =
             clarion_control::token::client_token(self.token.as_deref(), self.token_file.as_deref())
-                .map_err(crate::manager::token_failure)?;
+                .map_err(crate::failure::token_failure)?;
         let sent = match (&self.token, &looked, &token) {
             (Some(_), _, _) => "the token given (--token, CLARION_API_TOKEN) is not the server's".to_string(),
             (None, Some(p), Some(_)) => format!("the token in {} is not the server's", p.display()),
@@ -213,15 +214,6 @@ pub fn events(a: &EventsArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A write to standard output failed: a closed pipe ends quietly.
-pub fn io(e: std::io::Error) -> Failure {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        Failure::BrokenPipe
-    } else {
-        Failure::Runtime(e.into())
-    }
 }
 
 /// An events file's text (`-`: standard input); invalid UTF-8 is shown

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use clarion_control::ExportInfo;
 
-use crate::events::{io, ApiArgs};
+use crate::events::ApiArgs;
+use crate::failure::io;
 use crate::Failure;
 
 pub const AFTER_HELP: &str =

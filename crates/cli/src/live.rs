@@ -17,42 +17,27 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 
 use clarion_engine::{MonitorConfig, Report};
 use clarion_host::{HostError, Live, LiveConfig, LiveHost, LiveSource, LiveSummary, XdpMode};
+use clarion_host_api::{ApiSettings, LocalEvents};
 use clarion_live::{EpochStats, LinkEvent, LiveError, RingConfig, RingMode, WorkerMetrics};
 use clarion_sinks::Sink;
 
 use crate::args::{LiveArgs, RingModeArg, RunArgs, SourceKind, XdpModeArg};
 use crate::exports::LiveExports;
-use crate::local_events::LocalEvents;
+use crate::failure::{runtime, stop_flag};
+use crate::host_spec::{load_events, monitor_config, open_sink, write_all};
 use crate::outputs::sink_error;
-use crate::run::{load_events, monitor_config, open_sink, write_all};
 use crate::summary::{thousands, Summary};
 use crate::Failure;
 
 /// Longest wait for the workers before the control API and SIGHUP are served.
 pub const SERVICE_EVERY: Duration = Duration::from_millis(20);
-
-pub fn runtime(e: impl Into<anyhow::Error>) -> Failure {
-    Failure::Runtime(e.into())
-}
-
-/// Stop flag set by SIGINT/SIGTERM; a second signal exits at once (status 1).
-pub fn stop_flag() -> Result<Arc<AtomicBool>, Failure> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&stop))
-            .and_then(|_| signal_hook::flag::register(sig, Arc::clone(&stop)))
-            .map_err(|e| runtime(anyhow!(e).context("cannot install the signal handlers")))?;
-    }
-    Ok(stop)
-}
 
 /// The ring layout asked for (frames unless --ring-mode says otherwise).
 fn ring_mode(live: &LiveArgs) -> RingModeArg {
@@ -261,7 +246,7 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         Some(path) => load_events(path)?,
         None => Vec::new(),
     };
-    let (mut exports, configs) = LiveExports::open(&a.export, &crate::run::run_host(a))?;
+    let (mut exports, configs) = LiveExports::open(&a.export, &crate::host_spec::run_host(a))?;
     // Only the control API reads the window of recent records.
     let window = a.live.api.and_then(|_| exports.flow_window(&a.export));
     let mut config = live_config(&a.interface, &a.live, a.workers, monitor_config(a), configs)?;
@@ -282,15 +267,9 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         }
     }
     let mut out = LiveOutput::open(&a.live, a.quiet, open_sink(a)?, exports, host.metrics().0)?;
-    let mut local = LocalEvents::start(
-        &config.monitor.host,
-        events,
-        &host,
-        crate::local_events::ApiSettings::of(&a.live),
-        a.quiet,
-    )?
-    .with_exports_file(a.export.policies.exports.as_deref(), &host)
-    .with_flow_window(window);
+    let mut local = local_events(&config.monitor.host, events, &host, &a.live, a.quiet)?
+        .with_exports_file(a.export.policies.exports.as_deref(), &host)
+        .with_flow_window(window);
     let looped = serve(&mut host, &mut out, &mut local);
     let (summary, exported) = end_run(host, out, looped, |last, out| out.take(Live::Reports(last)))?;
     if !a.quiet {
@@ -306,6 +285,29 @@ pub fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
         }
     }
     outcome(&summary)
+}
+
+/// The host's own events and its control API (`--api`: where, and its
+/// token), served beside `host` (`clarion-host-api`).
+pub fn local_events(
+    host_name: &str,
+    events: Option<&Path>,
+    host: &LiveHost,
+    live: &LiveArgs,
+    quiet: bool,
+) -> Result<LocalEvents, Failure> {
+    let api = live.api.map(|addr| ApiSettings {
+        addr,
+        token: live.api_token.clone(),
+        token_file: live.api_token_file.clone(),
+        no_auth: live.api_no_auth,
+        hosts: live.api_hosts.clone(),
+    });
+    LocalEvents::start(host_name, events, host, api, quiet).map_err(|e| match e {
+        clarion_host_api::Error::Events(msg) => Failure::Usage(msg),
+        clarion_host_api::Error::Token(e) => crate::failure::token_failure(e),
+        other => Failure::Runtime(other.into()),
+    })
 }
 
 /// The live run's loop: reports to the control API's watchers and the

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -217,15 +217,6 @@ fn store_failure(e: clarion_store::StoreError) -> Failure {
     }
 }
 
-/// The API's token (see [`clarion_control::token`]); an unusable one is bad usage.
-pub fn token_failure(e: clarion_control::TokenError) -> Failure {
-    if e.is_usage() {
-        Failure::Usage(format!("clarion: {e}"))
-    } else {
-        Failure::Runtime(e.into())
-    }
-}
-
 /// The stored events, then those of --events.
 fn book(a: &ManagerArgs) -> Result<EventBook, Failure> {
     let inventory = read_inventory(&a.inventory)?;
@@ -288,7 +279,7 @@ fn start_api(a: &ManagerArgs) -> Result<Option<ControlLink>, Failure> {
         a.api_token.as_deref(),
         a.api_token_file.as_deref(),
     )
-    .map_err(token_failure)?;
+    .map_err(crate::failure::token_failure)?;
     let listener = std::net::TcpListener::bind(a.api)
         .with_context(|| {
             format!(
@@ -311,21 +302,12 @@ fn start_api(a: &ManagerArgs) -> Result<Option<ControlLink>, Failure> {
         eprintln!("{said}");
     }
     if !a.quiet {
-        info!(target: "manager", api = %bound, "control API on http://{bound}{}", auth_note(&token));
+        info!(target: "manager", api = %bound, "control API on http://{bound}{}", clarion_host_api::auth_note(&token));
     }
     Ok(Some(ControlLink {
         commands: rx,
         reports,
     }))
-}
-
-/// How the API's clients authenticate, for its start line.
-pub fn auth_note(token: &ServerToken) -> String {
-    match token {
-        ServerToken::Open => " (no token: --api-no-auth)".into(),
-        ServerToken::Given(_) => " (token given)".into(),
-        ServerToken::File { path, .. } => format!(" (token in {})", path.display()),
-    }
 }
 
 /// The service's options the flags describe.
@@ -356,34 +338,27 @@ or --insecure to run without"
     })
 }
 
-pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
-    clarion_cmdline::log::init(a.log_format).map_err(|e| Failure::Usage(format!("clarion: {e}")))?;
-    let book = book(a)?;
-    let events = book.manager().events().count();
-    let hosts: Vec<String> = book
-        .manager()
-        .inventory()
-        .hosts()
-        .iter()
-        .map(|h| h.name.clone())
-        .collect();
-    let control = start_api(a)?;
-    let stop = crate::live::stop_flag()?;
-    if let Some(d) = a.duration {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_nanos(d));
-            stop.store(true, Ordering::Relaxed);
-        });
-    }
-    // Live: the manager must never wait for a slow receiver (a full queue
-    // is dead-lettered unless --webhook-queue-full block).
-    // A stream's subject names the manager by its --name.
-    let out = crate::outputs::reports(a.output.as_deref(), a.format, &a.name)?;
-    let mut sink = crate::alerts::with_alerts(out, &a.alerts, true, a.events.as_deref())?;
+/// Sets `stop` once `after` has passed (`--duration`).
+fn stop_after(after: Duration, stop: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+/// The manager's metrics (`--metrics`): its decisions, and the hosts'
+/// health as per-host series (the board the service writes every second).
+fn serve_metrics(
+    a: &ManagerArgs,
+) -> Result<
+    (
+        Arc<clarion_live::HostMetrics>,
+        Option<clarion_control::HostsBoard>,
+    ),
+    Failure,
+> {
     // Its reports are decisions: `scope="network"`, apart from its hosts' firings.
     let metrics = Arc::new(clarion_live::HostMetrics::new(&[]).with_scope(clarion_live::Scope::Network));
-    // The hosts' health as per-host series (written by the service every second).
     let board = a.metrics.map(|_| clarion_control::HostsBoard::default());
     if let Some(b) = board.clone() {
         crate::metrics_server::add_source(Box::new(move |page| {
@@ -396,20 +371,50 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
             info!(target: "manager", metrics = %bound, "metrics at http://{bound}/metrics");
         }
     }
+    Ok((metrics, board))
+}
+
+/// The manager's start line: its name, its events and hosts.
+fn announce(a: &ManagerArgs, events: usize, hosts: usize) {
+    let events = if a.shared {
+        "the shared bucket's events".to_string()
+    } else {
+        format!("{events} network-wide event(s)")
+    };
+    // "manager manager" read oddly: the default name is left out.
+    let named = if a.name == "manager" {
+        String::new()
+    } else {
+        format!("`{}` ", a.name)
+    };
+    info!(target: "manager", name = %a.name, nats = %a.nats.url, hosts = hosts,
+        "{named}started on {}: {events} over {} host(s); waiting for agents", a.nats.url, hosts);
+}
+
+pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
+    clarion_cmdline::log::init(a.log_format).map_err(|e| Failure::Usage(format!("clarion: {e}")))?;
+    let book = book(a)?;
+    let events = book.manager().events().count();
+    let hosts: Vec<String> = book
+        .manager()
+        .inventory()
+        .hosts()
+        .iter()
+        .map(|h| h.name.clone())
+        .collect();
+    let control = start_api(a)?;
+    let stop = crate::failure::stop_flag()?;
+    if let Some(d) = a.duration {
+        stop_after(Duration::from_nanos(d), Arc::clone(&stop));
+    }
+    // Live: the manager must never wait for a slow receiver (a full queue
+    // is dead-lettered unless --webhook-queue-full block).
+    // A stream's subject names the manager by its --name.
+    let out = crate::outputs::reports(a.output.as_deref(), a.format, &a.name)?;
+    let mut sink = crate::alerts::with_alerts(out, &a.alerts, true, a.events.as_deref())?;
+    let (metrics, board) = serve_metrics(a)?;
     if !a.quiet {
-        let events = if a.shared {
-            "the shared bucket's events".to_string()
-        } else {
-            format!("{events} network-wide event(s)")
-        };
-        // "manager manager" read oddly: the default name is left out.
-        let named = if a.name == "manager" {
-            String::new()
-        } else {
-            format!("`{}` ", a.name)
-        };
-        info!(target: "manager", name = %a.name, nats = %a.nats.url, hosts = hosts.len(),
-            "{named}started on {}: {events} over {} host(s); waiting for agents", a.nats.url, hosts.len());
+        announce(a, events, hosts.len());
     }
     let opts = ManagerOptions {
         hosts_board: board,
@@ -520,6 +525,25 @@ fn summary(s: &ManagerStats, hosts: &[String]) -> String {
         thousands(s.fired),
         thousands(s.partial),
     );
+    notes(&mut out, s);
+    latency(
+        &mut out,
+        "first satisfaction report to decision",
+        &s.decision_latency,
+    );
+    latency(
+        &mut out,
+        "window end to decision (live hosts)",
+        &s.window_to_decision,
+    );
+    hosts_summary(&mut out, s, hosts);
+    losses(&mut out, s);
+    out
+}
+
+/// The summary's lines on departures, drill-downs and shared events, when
+/// there were any.
+fn notes(out: &mut String, s: &ManagerStats) {
     if s.departures > 0 {
         let _ = writeln!(
             out,
@@ -543,17 +567,10 @@ fn summary(s: &ManagerStats, hosts: &[String]) -> String {
             thousands(s.not_owned)
         );
     }
-    latency(
-        &mut out,
-        "first satisfaction report to decision",
-        &s.decision_latency,
-    );
-    latency(
-        &mut out,
-        "window end to decision (live hosts)",
-        &s.window_to_decision,
-    );
-    hosts_summary(&mut out, s, hosts);
+}
+
+/// The summary's lines on what was not decided or refused.
+fn losses(out: &mut String, s: &ManagerStats) {
     for g in &s.gaps {
         let _ = writeln!(
             out,
@@ -585,7 +602,6 @@ fn summary(s: &ManagerStats, hosts: &[String]) -> String {
             why.join(", ")
         );
     }
-    out
 }
 
 #[cfg(test)]

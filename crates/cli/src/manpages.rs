@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, CommandFactory};
+use clap::Args;
 
-use crate::args::Cli;
 use crate::Failure;
 
 pub const AFTER_HELP: &str = "Examples:
@@ -26,9 +25,9 @@ pub struct ManArgs {
     pub out_dir: PathBuf,
 }
 
-pub fn man(a: &ManArgs) -> Result<ExitCode, Failure> {
+/// `cmd`: the command definition (the binary's root holds it).
+pub fn man(a: &ManArgs, mut cmd: clap::Command) -> Result<ExitCode, Failure> {
     std::fs::create_dir_all(&a.out_dir).with_context(|| format!("cannot create {}", a.out_dir.display()))?;
-    let mut cmd = Cli::command();
     cmd.build();
     let written = write_pages(&cmd, "clarion", &a.out_dir)?;
     eprintln!("clarion: wrote {written} manual pages to {}", a.out_dir.display());

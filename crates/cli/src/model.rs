@@ -101,7 +101,7 @@ struct Loaded {
 /// Every frame parsed as the replay loop parses it; damage is an error
 /// naming the file (the model of part of a capture would mislead).
 fn load(path: &Path) -> Result<Loaded, Failure> {
-    let mut src = crate::run::open_capture(path)?;
+    let mut src = crate::host_spec::open_capture(path)?;
     let mut l = Loaded {
         packets: Vec::new(),
         frames: 0,

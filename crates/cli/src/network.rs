@@ -12,7 +12,7 @@ use clarion_network::Network;
 use crate::args::RunArgs;
 use clarion_host::Replayed;
 
-use crate::run::monitor_config;
+use crate::host_spec::monitor_config;
 use crate::summary::{thousands, Summary};
 use crate::Failure;
 
@@ -24,12 +24,12 @@ pub fn build(a: &RunArgs, path: &Path, specs: &[EventSpec]) -> Result<Network, F
     let mut net = Network::new(inventory, &manager, &config);
     for s in specs {
         net.install(s.clone())
-            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", crate::run::events_name(a))))?;
+            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", crate::host_spec::events_name(a))))?;
     }
     if !specs.iter().any(|s| s.scope.is_network()) {
         eprintln!(
             "clarion: note: {} has no network-wide event (`across hosts`); each host's events are reported per host",
-            crate::run::events_name(a)
+            crate::host_spec::events_name(a)
         );
     }
     Ok(net)

@@ -11,7 +11,7 @@ use anyhow::anyhow;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use clarion_capture::{CaptureError, CaptureFile, SourceStats};
-use clarion_engine::{Monitor, MonitorConfig, Report};
+use clarion_engine::Report;
 use clarion_host::{
     replay, Counting, Driver, Frames, MergedCaptures, PerHost, ReplayOptions, Replayed, Stage, Workers,
     WorkersConfig,
@@ -21,43 +21,12 @@ use clarion_network::Network;
 use clarion_sinks::Sink;
 
 use crate::args::{CaptureArg, RunArgs, When};
+use crate::host_spec::{
+    build_monitor, events_name, load_events, monitor_config, open_capture, open_sink, run_host, write_all,
+};
 use crate::outputs::sink_error;
 use crate::summary::Summary;
 use crate::Failure;
-
-/// Reads and checks an events file; errors are rendered for the terminal.
-pub fn load_events(path: &Path) -> Result<Vec<clarion_lang::spec::EventSpec>, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        Failure::Usage(format!(
-            "clarion: cannot read events file {}: {e}",
-            path.display()
-        ))
-    })?;
-    let name = path.display().to_string();
-    let src = crate::check::events_text(&name, bytes, std::io::stderr().is_terminal())?;
-    let specs = clarion_lang::check(&src)
-        .map_err(|d| Failure::Usage(d.render(&name, &src, std::io::stderr().is_terminal())))?;
-    if specs.is_empty() {
-        return Err(Failure::Usage(format!(
-            "clarion: {name} defines no events; add one, e.g.\n\n  event big_flows\n    when sum(volume) > 1MB\n"
-        )));
-    }
-    Ok(specs)
-}
-
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".into())
-}
-
-/// The run's output, and the alert sinks of `--webhook` and `--syslog` after it.
-pub fn open_sink(a: &RunArgs) -> Result<Box<dyn Sink<Report>>, Failure> {
-    let out = crate::outputs::reports(a.output.as_deref(), a.format, &run_host(a))?;
-    crate::alerts::with_alerts(out, &a.alerts, !a.interface.is_empty(), a.events.as_deref())
-}
 
 fn progress_bar(a: &RunArgs, total: Option<u64>) -> Option<ProgressBar> {
     let show = match a.progress {
@@ -80,60 +49,15 @@ fn progress_bar(a: &RunArgs, total: Option<u64>) -> Option<ProgressBar> {
     Some(bar)
 }
 
-/// This run's host: `--host`, else the machine's name.
-pub fn run_host(a: &RunArgs) -> String {
-    a.host.clone().unwrap_or_else(host_name)
-}
-
-/// The monitor configuration the flags describe (file and live runs
-/// alike): the shared monitor flags, this run's host name and `--health`.
-pub fn monitor_config(a: &RunArgs) -> MonitorConfig {
-    crate::monitor::config(
-        &a.monitor,
-        crate::monitor::Role {
-            host: run_host(a),
-            keep_health: a.health.is_some(),
-            history_windows: 0,
-        },
-    )
-}
-
-/// A monitor with every event of `specs` installed.
-pub fn build_monitor(
-    a: &RunArgs,
-    config: MonitorConfig,
-    specs: &[clarion_lang::spec::EventSpec],
-) -> Result<Monitor, Failure> {
-    let mut monitor = Monitor::new(config);
-    // `on demand` events come with the drill-downs of the events installing them.
-    for s in specs.iter().filter(|s| !s.on_demand) {
-        monitor
-            .install(s.clone())
-            .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", events_name(a))))?;
-    }
-    Ok(monitor)
-}
-
 pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
     // Reports (of --events, or of events added through --api) go to --output or standard output.
     let reporting = a.events.is_some() || a.live.api.is_some();
     crate::exports::check_stdout(&a.export, reporting && a.output.is_none())?;
-    if a.interface.is_empty() {
-        if let Some(msg) = crate::monitor::file_refusal(&a.monitor) {
-            return Err(Failure::Usage(msg));
-        }
-    }
     if !a.interface.is_empty() {
-        // Warned before the live run, which loads the file again itself;
-        // its errors are left for it to report.
-        if let Some(events) = &a.events {
-            if let Ok(specs) = load_events(events) {
-                if !a.quiet {
-                    crate::check::warn_cost(events, &specs, a.workers, false);
-                }
-            }
-        }
-        return crate::live::run_live(a);
+        return run_live(a);
+    }
+    if let Some(msg) = crate::monitor::file_refusal(&a.monitor) {
+        return Err(Failure::Usage(msg));
     }
     let specs = match &a.events {
         Some(events) => {
@@ -143,26 +67,70 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
         }
         None => None,
     };
+    if let Some(path) = &a.inventory {
+        return run_inventory(a, path, specs);
+    }
+    let capture = one_capture(a)?;
+    let mut exports = crate::exports::open(&a.export, &run_host(a))?;
+    if let Some(specs) = &specs {
+        exports.captures = crate::exports::open_captures(&a.export.policies, specs)?;
+    }
+    let mut source = open_capture(&capture.path)?;
+    let file = replay_file(a, &mut source, specs.as_deref(), exports)?;
+    if !a.quiet {
+        let s = Summary {
+            counters: file.counters,
+            dos_threshold: file.dos_threshold,
+            frames: file.run.frames,
+            skipped: file.run.source.skipped,
+            dropped: file.run.source.dropped,
+            elapsed: file.run.elapsed,
+            events: specs.as_ref().map(Vec::len),
+        };
+        eprint!("{s}{}", file.records.unwrap_or_default());
+    }
+    Ok(exit_code(file.run.damage))
+}
+
+/// `-i`: the cost of the events warned about first (the live run loads
+/// the file again itself, and reports its errors).
+fn run_live(a: &RunArgs) -> Result<ExitCode, Failure> {
+    if let Some(events) = &a.events {
+        if let Ok(specs) = load_events(events) {
+            if !a.quiet {
+                crate::check::warn_cost(events, &specs, a.workers, false);
+            }
+        }
+    }
+    crate::live::run_live(a)
+}
+
+/// `--inventory`: refused with what describes one host's traffic, else
+/// [`run_network`].
+fn run_inventory(a: &RunArgs, path: &Path, specs: Option<Vec<EventSpec>>) -> Result<ExitCode, Failure> {
     let exporting = !a.export.records.is_empty()
         || a.export.gpv.is_some()
         || !a.export.app.is_empty()
         || a.export.policies.exports.is_some();
-    if exporting && a.inventory.is_some() {
+    if exporting {
         return Err(Failure::Usage(
             "clarion: --records, --gpv, --app and --exports describe one host's traffic: not with --inventory"
                 .into(),
         ));
     }
-    if let Some(path) = &a.inventory {
-        let specs = specs.ok_or_else(|| Failure::Usage("clarion: --inventory needs --events".into()))?;
-        if a.export.policies.capture_dir.is_some() || specs.iter().any(|s| s.capture.is_some()) {
-            return Err(Failure::Usage(
-                "clarion: `then capture` and --capture-dir describe one host's packets: not with --inventory"
-                    .into(),
-            ));
-        }
-        return run_network(a, path, &specs);
+    let specs = specs.ok_or_else(|| Failure::Usage("clarion: --inventory needs --events".into()))?;
+    if a.export.policies.capture_dir.is_some() || specs.iter().any(|s| s.capture.is_some()) {
+        return Err(Failure::Usage(
+            "clarion: `then capture` and --capture-dir describe one host's packets: not with --inventory"
+                .into(),
+        ));
     }
+    run_network(a, path, &specs)
+}
+
+/// The one capture of a run without `--inventory`, refused when the flags
+/// say several hosts', or several monitors where one is needed.
+fn one_capture(a: &RunArgs) -> Result<&CaptureArg, Failure> {
     let [capture] = a.pcap.as_slice() else {
         return Err(Failure::Usage(
             "clarion: several captures are several hosts': give --inventory and each as --pcap NAME=FILE"
@@ -179,21 +147,40 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
             "clarion: --health is written by one monitor a host: give --workers 1 (the default)".into(),
         ));
     }
-    let mut exports = crate::exports::open(&a.export, &run_host(a))?;
-    if let Some(specs) = &specs {
-        exports.captures = crate::exports::open_captures(&a.export.policies, specs)?;
-    }
-    let mut source = open_capture(&capture.path)?;
-    let (run, counters, dos_threshold, records) = match &specs {
-        None if a.workers > 1 => {
-            return Err(Failure::Usage(
-                "clarion: --workers shares the events' work; records alone are made on the reading thread: give --events, or --workers 1"
-                    .into(),
-            ))
-        }
+    Ok(capture)
+}
+
+/// What a capture replayed on one host gave: for its summary.
+struct FileRun {
+    run: Replayed,
+    counters: clarion_engine::Counters,
+    dos_threshold: u32,
+    /// The exports' lines of the summary.
+    records: Option<String>,
+}
+
+/// Replays `source` into the stage the flags ask for: no monitor (records
+/// alone), merged workers or one monitor, with `exports` beside it.
+fn replay_file(
+    a: &RunArgs,
+    source: &mut CaptureFile,
+    specs: Option<&[EventSpec]>,
+    exports: crate::exports::Exports,
+) -> Result<FileRun, Failure> {
+    let file = |(run, counters, dos_threshold, records)| FileRun {
+        run,
+        counters,
+        dos_threshold,
+        records,
+    };
+    match specs {
+        None if a.workers > 1 => Err(Failure::Usage(
+            "clarion: --workers shares the events' work; records alone are made on the reading thread: give --events, or --workers 1"
+                .into(),
+        )),
         None => {
-            let (run, stage, records) = replay_exporting(a, &mut source, Counting::default(), exports)?;
-            (run, stage.counters(), 0, records)
+            let (run, stage, records) = replay_exporting(a, source, Counting::default(), exports)?;
+            Ok(file((run, stage.counters(), 0, records)))
         }
         Some(specs) if a.workers > 1 => {
             let config = WorkersConfig {
@@ -202,37 +189,17 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, Failure> {
             };
             let workers = Workers::start(&monitor_config(a), specs, config)
                 .map_err(|e| Failure::Usage(format!("clarion: {}: {e}", events_name(a))))?;
-            let (run, workers, records) = replay_exporting(a, &mut source, workers, exports)?;
+            let (run, workers, records) = replay_exporting(a, source, workers, exports)?;
             // A file's sweeps are never late: every worker kept the threshold.
             let dos_threshold = monitor_config(a).dos_threshold_bytes;
-            (run, workers.counters(), dos_threshold, records)
+            Ok(file((run, workers.counters(), dos_threshold, records)))
         }
         Some(specs) => {
             let monitor = build_monitor(a, monitor_config(a), specs)?;
-            let (run, monitor, records) = replay_exporting(a, &mut source, monitor, exports)?;
-            (run, monitor.counters(), monitor.dos_threshold(), records)
+            let (run, monitor, records) = replay_exporting(a, source, monitor, exports)?;
+            Ok(file((run, monitor.counters(), monitor.dos_threshold(), records)))
         }
-    };
-    if !a.quiet {
-        let s = Summary {
-            counters,
-            dos_threshold,
-            frames: run.frames,
-            skipped: run.source.skipped,
-            dropped: run.source.dropped,
-            elapsed: run.elapsed,
-            events: specs.as_ref().map(Vec::len),
-        };
-        eprint!("{s}{}", records.unwrap_or_default());
     }
-    Ok(exit_code(run.damage))
-}
-
-/// The events file, for messages.
-pub(crate) fn events_name(a: &RunArgs) -> String {
-    a.events
-        .as_deref()
-        .map_or_else(|| "(no events)".into(), |p| p.display().to_string())
 }
 
 /// Replays the capture into `stage`, with flow records and GPVs beside
@@ -262,17 +229,6 @@ fn replay_exporting<F: Frames, S: Stage>(
         }
     }
     Ok((run, with.inner, Some(summary)))
-}
-
-/// Opens a capture file ("-": standard input); the error names the file and its reason, once.
-pub fn open_capture(path: &Path) -> Result<CaptureFile, Failure> {
-    CaptureFile::open(path).map_err(|e| {
-        let why = match &e {
-            CaptureError::Open { error, .. } => error.to_string(),
-            other => other.to_string(),
-        };
-        Failure::Runtime(anyhow!("cannot read capture {}: {why}", path.display()))
-    })
 }
 
 /// `--inventory`: one capture of several hosts' traffic, or one per host.
@@ -443,11 +399,4 @@ impl HealthFile {
             .flush()
             .map_err(|e| Failure::Runtime(anyhow!("cannot write --health {}: {e}", self.path.display())))
     }
-}
-
-pub fn write_all(sink: &mut dyn Sink<Report>, reports: &mut Vec<Report>) -> Result<(), Failure> {
-    for r in reports.drain(..) {
-        sink.write(&r).map_err(sink_error)?;
-    }
-    Ok(())
 }

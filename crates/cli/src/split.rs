@@ -14,7 +14,7 @@ use clap::Args;
 use clarion_capture::{PacketSource, PcapWriter, RawPacket, TsResolution};
 use clarion_manager::Inventory;
 
-use crate::live::runtime;
+use crate::failure::runtime;
 use crate::network::read_inventory;
 use crate::summary::thousands;
 use crate::Failure;
@@ -44,7 +44,7 @@ pub struct SplitArgs {
 
 pub fn split(a: &SplitArgs) -> Result<ExitCode, Failure> {
     let inventory = read_inventory(&a.inventory)?;
-    let mut source = crate::run::open_capture(&a.pcap)?;
+    let mut source = crate::host_spec::open_capture(&a.pcap)?;
     std::fs::create_dir_all(&a.out_dir)
         .with_context(|| format!("cannot create {}", a.out_dir.display()))
         .map_err(runtime)?;

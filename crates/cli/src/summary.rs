@@ -55,9 +55,17 @@ impl fmt::Display for Summary {
                 thousands(self.dropped)
             )?;
         }
-        let Some(events) = self.events else {
-            return Ok(());
-        };
+        match self.events {
+            Some(events) => self.monitor_lines(f, events),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Summary {
+    /// The monitor's lines: flows, the DoS filter, TCP, drill-downs, events.
+    fn monitor_lines(&self, f: &mut fmt::Formatter<'_>, events: usize) -> fmt::Result {
+        let c = &self.counters;
         writeln!(
             f,
             "  flows {} created, {} evicted, {} packets untracked (table full)",

@@ -43,6 +43,41 @@ impl WatchArgs {
 
 /// Streams the reports until the server closes the stream or the reader
 /// goes away. `is_tty`: standard output is a terminal (for 'auto').
+/// One streamed report into the table, when it is of an event watched.
+fn table_line<W: Write>(sink: &mut TableSink<W>, a: &WatchArgs, line: &str) -> Result<(), Failure> {
+    match serde_json::from_str(line)
+        .map_err(|e| e.to_string())
+        .and_then(|v| Report::from_json(&v).map_err(|e| e.to_string()))
+    {
+        Ok(r) if a.wants(&r.event) => {
+            sink.write(&r).map_err(crate::outputs::sink_error)?;
+            sink.flush().map_err(crate::outputs::sink_error)?;
+        }
+        Ok(_) => {}
+        Err(why) => skipped(line, &why),
+    }
+    Ok(())
+}
+
+/// One streamed report's line as it came, when it is of an event watched.
+fn plain_line(out: &mut impl Write, a: &WatchArgs, line: &str) -> Result<(), Failure> {
+    if !a.events.is_empty() {
+        let v: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                skipped(line, &e.to_string());
+                return Ok(());
+            }
+        };
+        if !v["event"].as_str().is_some_and(|n| a.wants(n)) {
+            return Ok(());
+        }
+    }
+    writeln!(out, "{line}")
+        .and_then(|_| out.flush())
+        .map_err(crate::failure::io)
+}
+
 pub fn watch(
     client: &Client,
     failure: impl Fn(ClientError) -> Failure,
@@ -74,35 +109,12 @@ pub fn watch(
     let mut failed = None;
     let mut each = |line: &str| -> Result<(), Failure> {
         if let Some(sink) = sink.as_mut() {
-            match serde_json::from_str(line)
-                .map_err(|e| e.to_string())
-                .and_then(|v| Report::from_json(&v).map_err(|e| e.to_string()))
-            {
-                Ok(r) if a.wants(&r.event) => {
-                    sink.write(&r).map_err(crate::outputs::sink_error)?;
-                    sink.flush().map_err(crate::outputs::sink_error)?;
-                }
-                Ok(_) => {}
-                Err(why) => skipped(line, &why),
-            }
+            table_line(sink, a, line)
         } else if let Some(out) = plain.as_mut() {
-            if !a.events.is_empty() {
-                let v: Value = match serde_json::from_str(line) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        skipped(line, &e.to_string());
-                        return Ok(());
-                    }
-                };
-                if !v["event"].as_str().is_some_and(|n| a.wants(n)) {
-                    return Ok(());
-                }
-            }
-            writeln!(out, "{line}")
-                .and_then(|_| out.flush())
-                .map_err(crate::events::io)?;
+            plain_line(out, a, line)
+        } else {
+            Ok(())
         }
-        Ok(())
     };
     client
         .watch(|seen| match seen {

@@ -283,6 +283,69 @@ const CAPTURE_REPLY: Duration = Duration::from_secs(2);
 /// worker's batch.
 const CAPTURE_MARGIN_NS: u64 = 2_000_000_000;
 
+/// Worker `setup.id`'s settings: its flow meter and GPV cache (each
+/// checked here, so a refused one fails the start), its clock and budget.
+fn worker_config(
+    config: &LiveConfig,
+    setup: &WorkerSetup,
+    stop: Arc<AtomicBool>,
+) -> Result<WorkerConfig, HostError> {
+    let gpvs = config.gpvs.map(|c| CacheConfig {
+        interface: setup.id as u16,
+        ..c
+    });
+    if let Some(c) = gpvs {
+        GpvCache::new(c).map_err(|e| HostError::Usage(e.to_string()))?;
+    }
+    let records = config
+        .records
+        .map(FlowMeter::new)
+        .transpose()
+        .map_err(|e| HostError::Usage(e.to_string()))?;
+    Ok(WorkerConfig {
+        id: setup.id,
+        step_budget: config.step_budget,
+        low_water: config.low_water,
+        clock_lag: config.clock_lag,
+        stop,
+        deadline: setup.deadline,
+        down_timeout: config.down_timeout,
+        records,
+        gpvs,
+    })
+}
+
+/// Each source's interface as its number in the host's list (for the
+/// exporter's header streams).
+fn source_interfaces(config: &LiveConfig, sources: &[Box<dyn Source>]) -> Vec<u16> {
+    sources
+        .iter()
+        .map(|s| {
+            let name = s.interface().0;
+            let k = config.interfaces.iter().position(|i| i == name).unwrap_or(0);
+            u16::try_from(k).unwrap_or(u16::MAX)
+        })
+        .collect()
+}
+
+/// The start's capture rings and files (`config.captures`).
+fn host_captures(config: &LiveConfig, specs: &[EventSpec]) -> Result<Option<HostCaptures>, HostError> {
+    let Some(cfg) = &config.captures else {
+        return Ok(None);
+    };
+    // Rings even when no event of the start captures: one may be
+    // installed later (their rings are then fed from its install).
+    let parted = PartedCaptures::new(specs, cfg.clone())
+        .map_err(|e| HostError::Usage(format!("cannot capture into {}: {e}", cfg.dir.display())))?;
+    Ok(Some(HostCaptures {
+        keep_ns: ring_keep(&parted),
+        ring_bytes: cfg.ring_bytes,
+        parted,
+        requests: Vec::new(),
+        rings: Vec::new(),
+    }))
+}
+
 impl LiveHost {
     /// Opens every queue, starts the workers with `specs` installed and
     /// waits until each has committed its memory and started its clock
@@ -305,15 +368,48 @@ impl LiveHost {
         let merged = workers > 1 || config.keep_windows;
         let deadline = config.duration.map(|d| Instant::now() + d);
         let (tx, rx) = mpsc::channel();
-        let mut host = LiveHost {
-            stop: Arc::clone(&stop),
+        let mut host = LiveHost::idle(config, stop, &tx, rx, xdp, merged.then_some(workers));
+        host.captures = host_captures(config, specs)?;
+        for w in 0..workers {
+            let sources = match config.source {
+                LiveSource::Packet => open_rings(&rings, &config.ring, workers)?,
+                LiveSource::Xdp(_) => open_xdp(&host.xdp, w, workers)?,
+            };
+            let worker = WorkerSetup {
+                id: w,
+                workers,
+                merged,
+                deadline,
+                sources,
+                events: tx.clone(),
+            };
+            host.spawn(config, specs, worker)?;
+        }
+        drop(tx);
+        host.wait_ready(workers)?;
+        host.started = Instant::now();
+        Ok(host)
+    }
+
+    /// A host with no worker yet; `merged`: the number of workers whose
+    /// monitors a merger merges (none: one worker's reports go out as made).
+    fn idle(
+        config: &LiveConfig,
+        stop: Arc<AtomicBool>,
+        tx: &mpsc::Sender<WorkerEvent>,
+        rx: mpsc::Receiver<WorkerEvent>,
+        xdp: Vec<XdpProgram>,
+        merged: Option<u32>,
+    ) -> LiveHost {
+        LiveHost {
+            stop,
             rx,
             waker: HostWaker(Arc::new(std::sync::Mutex::new(Some(tx.clone())))),
             handles: Vec::new(),
             commands: Vec::new(),
             metrics: Vec::new(),
             host_metrics: Arc::new(HostMetrics::new(&config.interfaces)),
-            merger: merged.then(|| {
+            merger: merged.map(|workers| {
                 Merger::new(MergerConfig {
                     host: config.monitor.host.clone(),
                     workers,
@@ -335,39 +431,7 @@ impl LiveHost {
             lost: None,
             exports: config.exports.as_ref().map(|x| x.policies.clone()),
             captures: None,
-        };
-        if let Some(cfg) = &config.captures {
-            // Rings even when no event of the start captures: one may be
-            // installed later (their rings are then fed from its install).
-            let parted = PartedCaptures::new(specs, cfg.clone())
-                .map_err(|e| HostError::Usage(format!("cannot capture into {}: {e}", cfg.dir.display())))?;
-            host.captures = Some(HostCaptures {
-                keep_ns: ring_keep(&parted),
-                ring_bytes: cfg.ring_bytes,
-                parted,
-                requests: Vec::new(),
-                rings: Vec::new(),
-            });
         }
-        for w in 0..workers {
-            let sources = match config.source {
-                LiveSource::Packet => open_rings(&rings, &config.ring, workers)?,
-                LiveSource::Xdp(_) => open_xdp(&host.xdp, w, workers)?,
-            };
-            let worker = WorkerSetup {
-                id: w,
-                workers,
-                merged,
-                deadline,
-                sources,
-                events: tx.clone(),
-            };
-            host.spawn(config, specs, worker)?;
-        }
-        drop(tx);
-        host.wait_ready(workers)?;
-        host.started = Instant::now();
-        Ok(host)
     }
 
     /// Worker `w`'s monitor with every event installed, on a thread of its own.
@@ -393,38 +457,8 @@ impl LiveHost {
         }
         let m = Arc::new(WorkerMetrics::default());
         self.metrics.push(Arc::clone(&m));
-        let gpvs = config.gpvs.map(|c| CacheConfig {
-            interface: w as u16,
-            ..c
-        });
-        if let Some(c) = gpvs {
-            GpvCache::new(c).map_err(|e| HostError::Usage(e.to_string()))?;
-        }
-        let records = config
-            .records
-            .map(FlowMeter::new)
-            .transpose()
-            .map_err(|e| HostError::Usage(e.to_string()))?;
-        let cfg = WorkerConfig {
-            id: w,
-            step_budget: config.step_budget,
-            low_water: config.low_water,
-            clock_lag: config.clock_lag,
-            stop: Arc::clone(&self.stop),
-            deadline: setup.deadline,
-            down_timeout: config.down_timeout,
-            records,
-            gpvs,
-        };
-        let interfaces: Vec<u16> = setup
-            .sources
-            .iter()
-            .map(|s| {
-                let name = s.interface().0;
-                let k = config.interfaces.iter().position(|i| i == name).unwrap_or(0);
-                u16::try_from(k).unwrap_or(u16::MAX)
-            })
-            .collect();
+        let cfg = worker_config(config, &setup, Arc::clone(&self.stop))?;
+        let interfaces = source_interfaces(config, &setup.sources);
         let exporter = match &config.exports {
             Some(x) => Some(
                 Exporter::new(&x.policies, &worker_exports(&x.config, w, setup.workers))

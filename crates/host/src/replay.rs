@@ -26,7 +26,7 @@
 
 use std::time::{Duration, Instant};
 
-use clarion_capture::{CaptureError, SourceStats};
+use clarion_capture::{CaptureError, RawPacket, SourceStats};
 use clarion_engine::{Report, Unparsed, BATCH};
 use clarion_wire::PacketRecord;
 
@@ -104,17 +104,17 @@ where
     D: Driver<St>,
 {
     let started = Instant::now();
-    let service_every = options.service_every.max(1);
-    let mut batch: Vec<PacketRecord> = Vec::with_capacity(BATCH);
-    let mut out: Vec<Report> = Vec::new();
+    let mut p = Pending {
+        batch: Vec::with_capacity(BATCH),
+        out: Vec::new(),
+        skipped: 0,
+        last_ts: None,
+    };
     let mut frames: u64 = 0;
     let mut first_ts: Option<u64> = None;
     let mut damage = None;
     let mut stopped = false;
     let mut input = 0;
-    // Skipped frames not yet counted, and the latest frame time seen.
-    let mut skipped: u64 = 0;
-    let mut last_ts: Option<u64> = None;
     while !stopped {
         let (k, raw) = match source.next_frame() {
             None => break,
@@ -128,25 +128,14 @@ where
                 if !matches!(e.in_file(), CaptureError::Skipped { .. }) {
                     driver.warning(&e);
                 }
-                skipped += 1;
+                p.skipped += 1;
                 continue;
             }
         };
         frames += 1;
-        if skipped > 0 {
-            let at = last_ts.unwrap_or(raw.ts_ns);
-            count_skipped(
-                stage,
-                driver,
-                &mut batch,
-                &mut out,
-                at,
-                std::mem::take(&mut skipped),
-            )?;
-        }
-        last_ts = Some(raw.ts_ns);
+        p.seen(stage, driver, raw.ts_ns)?;
         if k != input {
-            deliver(stage, driver, &mut batch, &mut out)?;
+            p.deliver(stage, driver)?;
             stage.switch_input(k);
             input = k;
         }
@@ -154,39 +143,12 @@ where
             let first = *first_ts.get_or_insert(raw.ts_ns);
             let offset = raw.ts_ns.saturating_sub(first) as f64 / 1e9 / speed;
             let due = started + Duration::from_secs_f64(offset);
-            if due > Instant::now() {
-                deliver(stage, driver, &mut batch, &mut out)?;
-                while let Some(left) = due.checked_duration_since(Instant::now()) {
-                    if !driver.service(stage)? {
-                        // This packet is processed; the replay stops after it.
-                        stopped = true;
-                        break;
-                    }
-                    std::thread::sleep(left.min(Duration::from_millis(1)));
-                }
-            }
+            // When the driver stops it, this packet is processed; the replay stops after it.
+            stopped = !p.pace(stage, driver, due)?;
         }
-        match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
-            Ok(rec) => {
-                stage.frame(&rec, &raw);
-                batch.push(rec);
-                if batch.len() == BATCH {
-                    deliver(stage, driver, &mut batch, &mut out)?;
-                }
-            }
-            Err(e) => {
-                let why = if e.is_not_ip() {
-                    Unparsed::NotIp
-                } else {
-                    Unparsed::Malformed
-                };
-                let ts_ns = raw.ts_ns;
-                deliver(stage, driver, &mut batch, &mut out)?;
-                stage.note_unparsed(ts_ns, why, &mut out)?;
-            }
-        }
-        if frames.is_multiple_of(service_every) {
-            deliver(stage, driver, &mut batch, &mut out)?;
+        p.parse_into(stage, driver, &raw)?;
+        if frames.is_multiple_of(options.service_every.max(1)) {
+            p.deliver(stage, driver)?;
             if !driver.service(stage)? {
                 stopped = true;
             }
@@ -195,12 +157,7 @@ where
             driver.progress(&source.source_stats());
         }
     }
-    if let (Some(at), true) = (last_ts, skipped > 0) {
-        count_skipped(stage, driver, &mut batch, &mut out, at, skipped)?;
-    }
-    deliver(stage, driver, &mut batch, &mut out)?;
-    stage.finish(&mut out)?;
-    driver.reports(stage, &mut out)?;
+    p.finish(stage, driver)?;
     Ok(Replayed {
         frames,
         source: source.source_stats(),
@@ -210,43 +167,137 @@ where
     })
 }
 
-/// Counts `n` skipped frames as malformed at time `at` (after the pending batch).
-fn count_skipped<St, D>(
-    stage: &mut St,
-    driver: &mut D,
-    batch: &mut Vec<PacketRecord>,
-    out: &mut Vec<Report>,
-    at: u64,
-    n: u64,
-) -> Result<(), D::Error>
-where
-    St: Stage + ?Sized,
-    D: Driver<St>,
-{
-    deliver(stage, driver, batch, out)?;
-    for _ in 0..n {
-        stage.note_unparsed(at, Unparsed::Malformed, out)?;
-    }
-    Ok(())
+/// The records parsed and not yet handed to the stage, and the reports
+/// the stage made and not yet handed to the driver.
+struct Pending {
+    batch: Vec<PacketRecord>,
+    out: Vec<Report>,
+    /// Skipped frames not yet counted.
+    skipped: u64,
+    /// The latest frame time seen.
+    last_ts: Option<u64>,
 }
 
-/// Hands the pending batch to the stage and its reports to the driver.
-fn deliver<St, D>(
-    stage: &mut St,
-    driver: &mut D,
-    batch: &mut Vec<PacketRecord>,
-    out: &mut Vec<Report>,
-) -> Result<(), D::Error>
-where
-    St: Stage + ?Sized,
-    D: Driver<St>,
-{
-    if !batch.is_empty() {
-        stage.process_batch(batch, out)?;
-        batch.clear();
+impl Pending {
+    /// A frame at `ts_ns` came: the skipped frames before it are counted
+    /// first, at the time of the frame before them (else at its own).
+    #[inline]
+    fn seen<St, D>(&mut self, stage: &mut St, driver: &mut D, ts_ns: u64) -> Result<(), D::Error>
+    where
+        St: Stage + ?Sized,
+        D: Driver<St>,
+    {
+        if self.skipped > 0 {
+            let at = self.last_ts.unwrap_or(ts_ns);
+            let n = std::mem::take(&mut self.skipped);
+            self.count_skipped(stage, driver, at, n)?;
+        }
+        self.last_ts = Some(ts_ns);
+        Ok(())
     }
-    if !out.is_empty() {
-        driver.reports(stage, out)?;
+
+    /// The input ended: skipped frames at its end counted, the last batch
+    /// delivered, the stage finished and its last reports handed over.
+    fn finish<St, D>(&mut self, stage: &mut St, driver: &mut D) -> Result<(), D::Error>
+    where
+        St: Stage + ?Sized,
+        D: Driver<St>,
+    {
+        if let (Some(at), true) = (self.last_ts, self.skipped > 0) {
+            self.count_skipped(stage, driver, at, self.skipped)?;
+        }
+        self.deliver(stage, driver)?;
+        stage.finish(&mut self.out)?;
+        driver.reports(stage, &mut self.out)
     }
-    Ok(())
+
+    /// Waits until `due` (`ReplayOptions::speed`), the pending batch
+    /// delivered first, serving the driver meanwhile; false when the driver
+    /// stops the replay.
+    fn pace<St, D>(&mut self, stage: &mut St, driver: &mut D, due: Instant) -> Result<bool, D::Error>
+    where
+        St: Stage + ?Sized,
+        D: Driver<St>,
+    {
+        if due <= Instant::now() {
+            return Ok(true);
+        }
+        self.deliver(stage, driver)?;
+        while let Some(left) = due.checked_duration_since(Instant::now()) {
+            if !driver.service(stage)? {
+                return Ok(false);
+            }
+            std::thread::sleep(left.min(Duration::from_millis(1)));
+        }
+        Ok(true)
+    }
+
+    /// Parses one frame into the batch (delivered when full), or notes it
+    /// unparsed in order, after the records before it.
+    #[inline]
+    fn parse_into<St, D>(
+        &mut self,
+        stage: &mut St,
+        driver: &mut D,
+        raw: &RawPacket<'_>,
+    ) -> Result<(), D::Error>
+    where
+        St: Stage + ?Sized,
+        D: Driver<St>,
+    {
+        match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
+            Ok(rec) => {
+                stage.frame(&rec, raw);
+                self.batch.push(rec);
+                if self.batch.len() == BATCH {
+                    self.deliver(stage, driver)?;
+                }
+            }
+            Err(e) => {
+                let why = if e.is_not_ip() {
+                    Unparsed::NotIp
+                } else {
+                    Unparsed::Malformed
+                };
+                self.deliver(stage, driver)?;
+                stage.note_unparsed(raw.ts_ns, why, &mut self.out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts `n` skipped frames as malformed at time `at` (after the pending batch).
+    fn count_skipped<St, D>(
+        &mut self,
+        stage: &mut St,
+        driver: &mut D,
+        at: u64,
+        n: u64,
+    ) -> Result<(), D::Error>
+    where
+        St: Stage + ?Sized,
+        D: Driver<St>,
+    {
+        self.deliver(stage, driver)?;
+        for _ in 0..n {
+            stage.note_unparsed(at, Unparsed::Malformed, &mut self.out)?;
+        }
+        Ok(())
+    }
+
+    /// Hands the pending batch to the stage and its reports to the driver.
+    fn deliver<St, D>(&mut self, stage: &mut St, driver: &mut D) -> Result<(), D::Error>
+    where
+        St: Stage + ?Sized,
+        D: Driver<St>,
+    {
+        if !self.batch.is_empty() {
+            stage.process_batch(&self.batch, &mut self.out)?;
+            self.batch.clear();
+        }
+        if !self.out.is_empty() {
+            driver.reports(stage, &mut self.out)?;
+        }
+        Ok(())
+    }
 }

@@ -1,5 +1,6 @@
-//! A live host's own events at runtime (`clarion run -i`, `clarion agent
-//! -i`): the control API's commands (`--api`: add, list, show, remove, the
+//! A live host's control API, above `clarion-host` (the `LiveHost` it
+//! drives) and beside an agent's NATS side: the host's own events at
+//! runtime (`clarion run -i`, `clarion agent -i`): the control API's commands (`--api`: add, list, show, remove, the
 //! same routes as the manager's) and SIGHUP's reload of the events file,
 //! applied to the `LiveHost` between the live loop's waits.
 //!
@@ -18,13 +19,19 @@
 //! every 100 ms into a [`HealthHandle`] (an agent's heartbeat sends the
 //! same one to the manager).
 
+//!
+//! The command line maps its flags into [`ApiSettings`] and calls
+//! [`LocalEvents::start`]; nothing here knows a flag.
+
+// Every function short (issue 34; clippy.toml sets the bound, 60 lines).
+#![warn(clippy::too_many_lines)]
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::{anyhow, Context};
 use clarion_control::{
     AppsInfo, Command, ControlError, ControlHandle, EventInfo, ExportInfo, ExportsCommand, FlowsRequest,
     HealthCounters, HealthHandle, HostInfo, ServerToken,
@@ -36,7 +43,27 @@ use clarion_host::LiveHost;
 use clarion_lang::spec::{EventSpec, ExportSpec};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::Failure;
+/// Why a live host's control API or its SIGHUP reload could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The events file could not be read or is invalid: the message as
+    /// rendered for the user (with the program's prefix).
+    #[error("{0}")]
+    Events(String),
+    #[error("cannot install the SIGHUP handler")]
+    Signal(#[source] std::io::Error),
+    /// `--api-token`, `--api-token-file` or `--api-no-auth` refused.
+    #[error(transparent)]
+    Token(#[from] clarion_control::TokenError),
+    #[error("cannot serve the control API on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the control API")]
+    Spawn(#[source] std::io::Error),
+}
 
 /// How long after a removed event's last window ends it leaves the workers
 /// (its sweep and report are done by then).
@@ -58,18 +85,6 @@ pub struct ApiSettings {
     pub token_file: Option<PathBuf>,
     pub no_auth: bool,
     pub hosts: Vec<String>,
-}
-
-impl ApiSettings {
-    pub fn of(live: &crate::args::LiveArgs) -> Option<ApiSettings> {
-        live.api.map(|addr| ApiSettings {
-            addr,
-            token: live.api_token.clone(),
-            token_file: live.api_token_file.clone(),
-            no_auth: live.api_no_auth,
-            hosts: live.api_hosts.clone(),
-        })
-    }
 }
 
 /// The host's own events by name, and those stopping.
@@ -196,6 +211,39 @@ fn app_command(cmd: Command, apps: &mut AppRuntime) {
     }
 }
 
+/// How the API's clients authenticate, for its start line.
+pub fn auth_note(token: &ServerToken) -> String {
+    match token {
+        ServerToken::Open => " (no token: --api-no-auth)".into(),
+        ServerToken::Given(_) => " (token given)".into(),
+        ServerToken::File { path, .. } => format!(" (token in {})", path.display()),
+    }
+}
+
+/// An events file's text, read from `path` (errors rendered for a terminal
+/// or not, as standard error is): [`events_text`] of its bytes.
+pub fn read_events_file(path: &Path) -> Result<String, String> {
+    use std::io::IsTerminal;
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("clarion: cannot read events file {}: {e}", path.display()))?;
+    events_text(
+        &path.display().to_string(),
+        bytes,
+        std::io::stderr().is_terminal(),
+    )
+}
+
+/// An events file's text from its bytes (`name` is what errors call it).
+/// Invalid UTF-8 is rendered in place like any error, with line and column;
+/// a leading byte-order mark is left for the lexer to skip.
+pub fn events_text(name: &str, bytes: Vec<u8>, color: bool) -> Result<String, String> {
+    if let Err(d) = clarion_lang::decode(&bytes) {
+        return Err(d.render(name, &String::from_utf8_lossy(&bytes), color));
+    }
+    // Checked just above: this conversion cannot fail, and copies nothing.
+    String::from_utf8(bytes).map_err(|e| format!("clarion: {name}: {e}"))
+}
+
 /// Every event of an events file's text with its canonical source.
 pub fn parse_events(text: &str, name: &str) -> Result<Vec<(EventSpec, String)>, String> {
     let file = clarion_lang::parse(text).map_err(|d| d.render(name, text, false))?;
@@ -216,10 +264,10 @@ impl LocalEvents {
         host: &LiveHost,
         api: Option<ApiSettings>,
         quiet: bool,
-    ) -> Result<LocalEvents, Failure> {
+    ) -> Result<LocalEvents, Error> {
         let reload = Arc::new(AtomicBool::new(false));
         signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
-            .map_err(|e| Failure::Runtime(anyhow!(e).context("cannot install the SIGHUP handler")))?;
+            .map_err(Error::Signal)?;
         let mut book = LocalEvents {
             host: host_name.to_string(),
             file: file.map(Path::to_path_buf),
@@ -236,8 +284,8 @@ impl LocalEvents {
             flows: None,
         };
         if let Some(path) = file {
-            let text = crate::check::read_events_file(path)?;
-            let parsed = parse_events(&text, &path.display().to_string()).map_err(Failure::Usage)?;
+            let text = read_events_file(path).map_err(Error::Events)?;
+            let parsed = parse_events(&text, &path.display().to_string()).map_err(Error::Events)?;
             let ids: BTreeMap<&str, TriggerId> = host.events().map(|(id, n)| (n, id)).collect();
             for (spec, source) in parsed {
                 if let Some(&id) = ids.get(spec.name.as_str()) {
@@ -343,22 +391,17 @@ impl LocalEvents {
     }
 
     /// Starts the control API, with a token unless --api-no-auth (loopback only).
-    fn serve(&mut self, api: ApiSettings, quiet: bool) -> Result<(), Failure> {
+    fn serve(&mut self, api: ApiSettings, quiet: bool) -> Result<(), Error> {
         let addr = api.addr;
-        let token = ServerToken::resolve(addr, api.no_auth, api.token.as_deref(), api.token_file.as_deref())
-            .map_err(crate::manager::token_failure)?;
-        let listener = std::net::TcpListener::bind(addr)
-            .with_context(|| format!("cannot serve the control API on {addr}"))
-            .map_err(Failure::Runtime)?;
+        let token = ServerToken::resolve(addr, api.no_auth, api.token.as_deref(), api.token_file.as_deref())?;
+        let listener = std::net::TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
         let (tx, rx) = mpsc::channel(64);
         let (reports, _) = broadcast::channel(4096);
         let handle = api.hosts.iter().fold(
             ControlHandle::new(tx, reports.clone(), token.token().map(str::to_string)),
             |h, n| h.allow_host(n),
         );
-        let bound = clarion_control::spawn(listener, handle)
-            .context("cannot start the control API")
-            .map_err(Failure::Runtime)?;
+        let bound = clarion_control::spawn(listener, handle).map_err(Error::Spawn)?;
         // Shown even when quiet: it is the only time the token is printed.
         if let Some(said) = token.announcement(bound) {
             eprintln!("{said}");
@@ -366,7 +409,7 @@ impl LocalEvents {
         if !quiet {
             eprintln!(
                 "clarion: control API for this host's events on http://{bound}/v1/events{}",
-                crate::manager::auth_note(&token)
+                auth_note(&token)
             );
         }
         self.api = Some(rx);
@@ -519,11 +562,8 @@ impl LocalEvents {
             eprintln!("clarion: SIGHUP: no events file to reload");
             return;
         };
-        let parsed = match crate::check::read_events_file(&path) {
-            Ok(text) => parse_events(&text, &path.display().to_string()),
-            Err(Failure::Usage(why)) => Err(why),
-            Err(other) => Err(format!("{other:?}")),
-        };
+        let parsed =
+            read_events_file(&path).and_then(|text| parse_events(&text, &path.display().to_string()));
         let parsed = match parsed {
             Ok(p) => p,
             Err(why) => {
