@@ -487,12 +487,10 @@ impl LiveOutput {
         Ok(())
     }
 
-    /// Flushes everything; finishes the record and GPV sinks (a Parquet
-    /// file's footer) and writes the apps' report. Returns the exports'
-    /// lines of the summary.
-    /// Closes every output, whatever fails first (a failed report sink
-    /// still leaves finished Parquet files); the first failure, or the
-    /// exports' summary lines.
+    /// Flushes everything, finishes the record and GPV sinks (a Parquet
+    /// file's footer) and writes the apps' report, whatever fails first (a
+    /// failed report sink still leaves finished Parquet files). Returns
+    /// the first failure, or the exports' lines of the summary.
     pub fn close(mut self) -> Result<String, Failure> {
         let flushed = self.sink.flush().map_err(sink_error);
         let exported = self.exports.close();

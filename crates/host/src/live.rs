@@ -758,13 +758,10 @@ impl LiveHost {
     /// is installed (a request installs all its events or none): it
     /// captures packets and the host has no capture directory.
     pub fn check_install(&self, spec: &EventSpec) -> Result<(), HostError> {
-        if self.captures.is_some() || CaptureEvents::from_specs(std::slice::from_ref(spec)).is_empty() {
+        if self.captures.is_some() || !captures_packets(spec) {
             return Ok(());
         }
-        Err(HostError::Usage(format!(
-            "event `{}` captures packets (`then capture`), and this host has no capture directory (--capture-dir)",
-            spec.name
-        )))
+        Err(no_capture_dir(spec))
     }
 
     /// Readies the captures of `spec` if it (or a drill-down of it)
@@ -773,13 +770,12 @@ impl LiveHost {
     /// keeps frames long enough for it from now on. The one path for the
     /// events of the start's rings, the control API's and a manager's.
     fn capture_for(&mut self, spec: &EventSpec) -> Result<(), HostError> {
-        self.check_install(spec)?;
-        let Some(c) = self.captures.as_mut() else {
-            return Ok(());
-        };
-        if CaptureEvents::from_specs(std::slice::from_ref(spec)).is_empty() {
+        if !captures_packets(spec) {
             return Ok(());
         }
+        let Some(c) = self.captures.as_mut() else {
+            return Err(no_capture_dir(spec));
+        };
         c.parted.add_event(spec);
         c.keep_ns = ring_keep(&c.parted);
         for r in &c.requests {
@@ -1112,6 +1108,19 @@ fn open_rings(
         out.push(Box::new(ring));
     }
     Ok(out)
+}
+
+/// Whether `spec` (or a drill-down of it) says `then capture`.
+fn captures_packets(spec: &EventSpec) -> bool {
+    !CaptureEvents::from_specs(std::slice::from_ref(spec)).is_empty()
+}
+
+/// Refuses `spec`, which captures packets, on a host with no capture directory.
+fn no_capture_dir(spec: &EventSpec) -> HostError {
+    HostError::Usage(format!(
+        "event `{}` captures packets (`then capture`), and this host has no capture directory (--capture-dir)",
+        spec.name
+    ))
 }
 
 #[cfg(test)]
