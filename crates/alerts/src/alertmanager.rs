@@ -214,14 +214,14 @@ mod tests {
                 end_ns: 1_100_000_000,
             },
             group,
-            values: vec![("sum(packets)".into(), 42.0)],
+            values: vec![("sum(packets)".into(), 42.0)].into(),
             origin: Origin {
                 host: "web-1".into(),
                 worker: 0,
             },
             completeness: Completeness::default(),
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
         };
         let rule = Arc::new(Rule {
             severity: Severity::Critical,

@@ -651,14 +651,14 @@ mod tests {
                 end_ns,
             },
             group: GroupKey::default(),
-            values: vec![],
+            values: vec![].into(),
             origin: Origin {
                 host: "h".into(),
                 worker: 0,
             },
             completeness: Completeness::default(),
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
         }
     }
 

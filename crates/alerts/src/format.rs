@@ -134,7 +134,7 @@ mod tests {
                 proto: Some(6),
                 ..GroupKey::default()
             },
-            values: vec![("sum(volume)".into(), 57920.0), ("avg(size)".into(), 1.0 / 3.0)],
+            values: vec![("sum(volume)".into(), 57920.0), ("avg(size)".into(), 1.0 / 3.0)].into(),
             origin: Origin {
                 host: "demo".into(),
                 worker: 0,
@@ -144,7 +144,7 @@ mod tests {
                 ..Completeness::default()
             },
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
         }
     }
 
@@ -184,7 +184,7 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with("(window not seen in full)"), "{line}");
-        all.missing_hosts = vec!["web-2".into(), "web-4".into()];
+        all.missing_hosts = vec!["web-2".into(), "web-4".into()].into();
         let line = chat_line(&all, &Predicates::new());
         assert!(line.ends_with("(decided without web-2, web-4)"), "{line}");
     }

@@ -56,14 +56,14 @@ mod tests {
                 end_ns,
             },
             group,
-            values: vec![("sum(volume)".into(), 1.0)],
+            values: vec![("sum(volume)".into(), 1.0)].into(),
             origin: Origin {
                 host: host.into(),
                 worker: 0,
             },
             completeness: Completeness::default(),
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
         }
     }
 
@@ -109,7 +109,7 @@ mod tests {
         fn ignores_what_does_not_name_the_report(v in any::<f64>(), worker in any::<u32>(), packets in any::<u64>()) {
             let a = report("demo", "e", 20_000_000, group(Some(7), Some(None)));
             let mut b = a.clone();
-            b.values = vec![("max(size)".into(), v)];
+            b.values = vec![("max(size)".into(), v)].into();
             b.origin.worker = worker;
             b.completeness.packets = packets;
             prop_assert_eq!(idempotency_key(&a), idempotency_key(&b));

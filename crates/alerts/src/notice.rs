@@ -192,14 +192,14 @@ mod tests {
                 dst_port: Some(Some(53)),
                 ..GroupKey::default()
             },
-            values: vec![("sum(packets)".into(), 42.0)],
+            values: vec![("sum(packets)".into(), 42.0)].into(),
             origin: Origin {
                 host: "h".into(),
                 worker: 0,
             },
             completeness: Completeness::default(),
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
         }
     }
 

@@ -104,7 +104,7 @@ fn report(event: &str, src: Option<&str>, i: u64, t0: u64) -> Report {
             src_ip: src.map(|s| (s.parse::<IpAddr>().unwrap(), 32)),
             ..GroupKey::default()
         },
-        values: vec![("sum(packets)".into(), 100.0 + i as f64)],
+        values: vec![("sum(packets)".into(), 100.0 + i as f64)].into(),
         origin: Origin {
             host: "web-1".into(),
             worker: 0,
@@ -114,7 +114,7 @@ fn report(event: &str, src: Option<&str>, i: u64, t0: u64) -> Report {
             ..Completeness::default()
         },
         capture: None,
-        missing_hosts: Vec::new(),
+        missing_hosts: Box::default(),
     }
 }
 

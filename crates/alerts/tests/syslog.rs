@@ -28,14 +28,14 @@ fn report(event: &str, host: &str, i: u64, group: GroupKey) -> Report {
             end_ns: 1_795_327_271_010_000_123 + i * 10_000_000,
         },
         group,
-        values: vec![("sum(volume)".into(), 57920.0)],
+        values: vec![("sum(volume)".into(), 57920.0)].into(),
         origin: Origin {
             host: host.into(),
             worker: 0,
         },
         completeness: Completeness::default(),
         capture: None,
-        missing_hosts: Vec::new(),
+        missing_hosts: Box::default(),
     }
 }
 

@@ -29,7 +29,7 @@ fn report(event: &str, i: u64) -> Report {
             src_ip: Some(("10.0.0.1".parse::<IpAddr>().unwrap(), 32)),
             ..GroupKey::default()
         },
-        values: vec![("sum(volume)".into(), 1000.0 + i as f64)],
+        values: vec![("sum(volume)".into(), 1000.0 + i as f64)].into(),
         origin: Origin {
             host: "demo".into(),
             worker: 0,
@@ -39,7 +39,7 @@ fn report(event: &str, i: u64) -> Report {
             ..Completeness::default()
         },
         capture: None,
-        missing_hosts: Vec::new(),
+        missing_hosts: Box::default(),
     }
 }
 

@@ -397,11 +397,11 @@ fn what_a_host_cannot_have_seen_is_refused_and_counted() {
         event: 0,
         report: Box::new(Report {
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
             event: "service_load_spike".into(),
             window,
             group,
-            values: vec![("sum(volume)".into(), value)],
+            values: vec![("sum(volume)".into(), value)].into(),
             origin: Origin {
                 host: origin.into(),
                 worker: 0,

@@ -37,7 +37,7 @@ fn report(rng: &mut Lcg) -> Report {
             end_ns: 1_100_000_000,
         },
         group: GroupKey::default(),
-        values: vec![(Arc::from("sum(volume)"), 1.0)],
+        values: vec![(Arc::from("sum(volume)"), 1.0)].into(),
         origin: Origin {
             host: Arc::from("manager"),
             worker: u32::MAX,
@@ -51,7 +51,7 @@ fn report(rng: &mut Lcg) -> Report {
             ..Completeness::default()
         },
         capture: None,
-        missing_hosts,
+        missing_hosts: missing_hosts.into(),
     }
 }
 

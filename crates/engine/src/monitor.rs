@@ -1307,7 +1307,7 @@ impl Monitor {
             }),
             keep: self.config.history_windows > 0,
             accs: Vec::new(),
-            values: Vec::new(),
+            values: Default::default(),
         };
         self.sweep = Some(Sweep {
             epoch_start: self.epoch_start,

@@ -784,7 +784,7 @@ impl Trigger {
     ) -> Report {
         Report {
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
             event: self.name.clone(),
             window,
             group,

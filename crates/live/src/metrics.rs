@@ -194,7 +194,7 @@ struct TopGroup {
     /// The group as a label: its fields as `name=value`, space-separated.
     label: String,
     /// Each aggregate of the predicate, by its canonical text.
-    values: Vec<(Name, f64)>,
+    values: clarion_report::Values,
 }
 
 /// A group's size: its first aggregate (the predicate's first, as

@@ -64,14 +64,14 @@ fn bench(c: &mut Criterion) {
                 for &id in &ids {
                     let r = Report {
                         capture: None,
-                        missing_hosts: Vec::new(),
+                        missing_hosts: Box::default(),
                         event: "".into(),
                         window: Window {
                             start_ns: window,
                             end_ns: window + 10_000_000,
                         },
                         group: GroupKey::default(),
-                        values: vec![("".into(), 400.0)],
+                        values: vec![("".into(), 400.0)].into(),
                         origin: Origin::default(),
                         completeness: Completeness {
                             packets: 100,

@@ -204,11 +204,11 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
         };
         let report = Report {
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
             event: "spike".into(),
             window,
             group,
-            values: vec![("sum(volume)".into(), 150.0)],
+            values: vec![("sum(volume)".into(), 150.0)].into(),
             origin: Origin::default(),
             completeness: Completeness {
                 packets: 100,

@@ -820,14 +820,14 @@ mod tests {
     fn report(host: &str, volume: f64) -> Report {
         Report {
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
             event: "spike".into(),
             window: Window {
                 start_ns: 10_000_000,
                 end_ns: 20_000_000,
             },
             group: group(),
-            values: vec![("sum(volume)".into(), volume)],
+            values: vec![("sum(volume)".into(), volume)].into(),
             origin: Origin {
                 host: host.into(),
                 worker: 0,
@@ -874,7 +874,7 @@ mod tests {
             .expect("answer")
             .expect("decided");
         let r = d.report.expect("fires");
-        assert_eq!(r.values, vec![("sum(volume)".into(), 320.0)]);
+        assert_eq!(r.values[..], [("sum(volume)".into(), 320.0)]);
         assert_eq!(&*r.origin.host, "mgr");
         assert_eq!(r.origin.worker, NETWORK_WORKER);
         assert!(r.completeness.complete && r.missing_hosts.is_empty());

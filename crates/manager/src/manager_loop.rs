@@ -361,7 +361,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
     fn report(start_ms: u64, dst: &str, volume: f64) -> Report {
         Report {
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
             event: "spike".into(),
             window: Window {
                 start_ns: start_ms * MS,
@@ -371,7 +371,7 @@ event by_source when sum(volume) > 10 per src_ip every 10ms across hosts on dema
                 dst_ip: Some((dst.parse().expect("addr"), 32)),
                 ..GroupKey::default()
             },
-            values: vec![("sum(volume)".into(), volume)],
+            values: vec![("sum(volume)".into(), volume)].into(),
             origin: Origin::default(),
             // The host's own count of the window's packets bounds its values.
             completeness: Completeness {

@@ -50,7 +50,7 @@ fn book() -> EventBook {
 fn report(event: usize, window: u64, host: usize) -> Report {
     Report {
         capture: None,
-        missing_hosts: Vec::new(),
+        missing_hosts: Box::default(),
         event: format!("e{event}").into(),
         window: Window {
             start_ns: T0 + window * 10 * MS,
@@ -60,7 +60,7 @@ fn report(event: usize, window: u64, host: usize) -> Report {
             dst_ip: Some(("10.0.0.0".parse().expect("addr"), 16)),
             ..GroupKey::default()
         },
-        values: vec![("sum(volume)".into(), 400.0)],
+        values: vec![("sum(volume)".into(), 400.0)].into(),
         origin: Origin {
             host: format!("h{host}").into(),
             worker: 0,

@@ -354,7 +354,7 @@ mod tests {
         assert_eq!(back, Control::Install(t));
         let r = Report {
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
             event: "e".into(),
             window: Window {
                 start_ns: 10,
@@ -365,7 +365,7 @@ mod tests {
                 dst_port: Some(None),
                 ..GroupKey::default()
             },
-            values: vec![("sum(volume)".into(), 0.1 + 0.2), ("avg(ttl)".into(), f64::NAN)],
+            values: vec![("sum(volume)".into(), 0.1 + 0.2), ("avg(ttl)".into(), f64::NAN)].into(),
             origin: Origin {
                 host: "h".into(),
                 worker: 0,
@@ -593,7 +593,7 @@ mod tests {
             event: 4,
             report: Box::new(Report {
                 capture: None,
-                missing_hosts: Vec::new(),
+                missing_hosts: Box::default(),
                 event: "e".into(),
                 window: Window {
                     start_ns: 10,
@@ -603,7 +603,7 @@ mod tests {
                     dst_ip: Some(("10.1.2.0".parse().expect("addr"), 24)),
                     ..GroupKey::default()
                 },
-                values: vec![("sum(volume)".into(), 1e6)],
+                values: vec![("sum(volume)".into(), 1e6)].into(),
                 origin: Origin {
                     host: "h".into(),
                     worker: 0,

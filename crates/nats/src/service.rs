@@ -1954,11 +1954,11 @@ mod tests {
     fn report(host: &str, w: Window, volume: f64, packets: u64, seq: u64) -> async_nats::Message {
         let r = Report {
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
             event: "spike".into(),
             window: w,
             group: group(),
-            values: vec![("sum(volume)".into(), volume)],
+            values: vec![("sum(volume)".into(), volume)].into(),
             origin: Origin {
                 host: host.into(),
                 worker: 0,
@@ -2042,7 +2042,7 @@ mod tests {
         .await;
         assert_eq!(reports.len(), 1, "{reports:?}");
         let r = &reports[0];
-        assert_eq!(r.values, vec![("sum(volume)".into(), 450.0)]);
+        assert_eq!(r.values[..], [("sum(volume)".into(), 450.0)]);
         assert_eq!(
             (r.completeness.packets, r.completeness.complete),
             (5, true),
@@ -2063,7 +2063,7 @@ mod tests {
         })
         .await;
         assert_eq!(reports.len(), 1, "{reports:?}");
-        assert_eq!(reports[0].values, vec![("sum(volume)".into(), 450.0)]);
+        assert_eq!(reports[0].values[..], [("sum(volume)".into(), 450.0)]);
         assert_eq!(reports[0].completeness.packets, 2, "b's report is not counted");
     }
 }

@@ -281,7 +281,7 @@ impl Run<'_> {
                 .unwrap_or_default();
             reports.push(Report {
                 capture: None,
-                missing_hosts: Vec::new(),
+                missing_hosts: Box::default(),
                 event: name.to_string().into(),
                 window: *window,
                 group: *group,

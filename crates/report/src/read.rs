@@ -53,7 +53,7 @@ fn read(v: &Value) -> Result<Report, String> {
     };
     let c = &v["completeness"];
     let missing_hosts = match c.get("missing_hosts") {
-        None => Vec::new(),
+        None => Box::default(),
         Some(m) => m
             .as_array()
             .ok_or("missing_hosts is not a list")?
@@ -182,7 +182,7 @@ mod tests {
                 vlan: None,
                 vni: None,
             },
-            values: vec![(Arc::from("sum(volume)"), 57920.0)],
+            values: vec![(Arc::from("sum(volume)"), 57920.0)].into(),
             origin: Origin {
                 host: Arc::from("demo"),
                 worker: 0,
@@ -193,7 +193,7 @@ mod tests {
                 ..Completeness::default()
             },
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
         }
     }
 
@@ -216,12 +216,13 @@ mod tests {
             (Arc::from("avg(size)"), 512.25),
             (Arc::from("max(ttl)"), f64::NAN),
             (Arc::from("count(ecn == 0)"), 3.0),
-        ];
+        ]
+        .into();
         r.origin = Origin {
             host: Arc::from("network"),
             worker: NO_WORKER,
         };
-        r.missing_hosts = vec![Arc::from("web-2"), Arc::from("web-3")];
+        r.missing_hosts = vec![Arc::from("web-2"), Arc::from("web-3")].into();
         r.completeness = Completeness {
             packets: 10,
             malformed: 1,

@@ -479,7 +479,7 @@ pub(crate) mod test_util {
     ) -> Report {
         Report {
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
             event: event.into(),
             window: Window {
                 start_ns,

@@ -261,7 +261,7 @@ mod tests {
             &[("count(tcp_flags == 2)", 66.0)],
         );
         partial.completeness.complete = false;
-        partial.missing_hosts = vec!["web-4".into()];
+        partial.missing_hosts = vec!["web-4".into()].into();
         let mut dropped = report(
             "icmp_watch",
             T0 + 1_200 * MS,

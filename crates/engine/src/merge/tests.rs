@@ -180,7 +180,7 @@ fn a_group_spanning_workers_fires_only_when_merged() {
     let mut m = merger(2);
     let out = merge_all(&mut m, drive(&mut ws, &pkts));
     assert_eq!(out.len(), 1, "{out:?}");
-    assert_eq!(out[0].values, vec![("sum(volume)".into(), 200.0)]);
+    assert_eq!(out[0].values[..], [("sum(volume)".into(), 200.0)]);
     assert_eq!(&*out[0].origin.host, "h");
     assert_eq!(as_single(out), single(&events, &pkts).1);
     assert_eq!(m.released_to(), u64::MAX);

@@ -147,7 +147,7 @@ fn sums_per_flow_per_window() {
             end_ns: T0 + 10 * MS
         }
     );
-    assert_eq!(out[0].values, vec![("sum(volume)".into(), 200.0)]);
+    assert_eq!(out[0].values[..], [("sum(volume)".into(), 200.0)]);
     assert!(out[0].completeness.complete);
     assert_eq!(out[0].completeness.packets, 3);
     assert_eq!(out[1].window.start_ns, T0 + 10 * MS);
@@ -1110,7 +1110,7 @@ fn a_removed_trigger_releases_its_idle_flows_too() {
         let client: Vec<_> = out
             .iter()
             .filter(|r| &*r.event == "seq" && r.group.src_port == Some(Some(40000)))
-            .map(|r| (r.window.start_ns, r.values.clone()))
+            .map(|r| (r.window.start_ns, r.values.to_vec()))
             .collect();
         // A fresh state from the first packet after `seq` was installed: 100 bytes sent.
         assert_eq!(

@@ -383,14 +383,14 @@ impl Fleet {
         let name = Model::host_name(h);
         let report = Report {
             capture: None,
-            missing_hosts: Vec::new(),
+            missing_hosts: Box::default(),
             event: ev.name.as_str().into(),
             window: Window {
                 start_ns: start,
                 end_ns: start + ev.interval_ns,
             },
             group: m.group_key(e, g),
-            values: vec![("sum(volume)".into(), v as f64)],
+            values: vec![("sum(volume)".into(), v as f64)].into(),
             origin: Origin {
                 host: name.as_str().into(),
                 worker: 0,

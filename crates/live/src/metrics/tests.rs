@@ -37,7 +37,7 @@ fn report(event: &str, values: &[(&str, f64)]) -> Report {
             ..clarion_report::Completeness::default()
         },
         capture: None,
-        missing_hosts: Vec::new(),
+        missing_hosts: Box::default(),
     }
 }
 
