@@ -211,12 +211,12 @@ pub struct ExportArgs {
     /// for the control API's /v1/flows (the console's top talkers behind a
     /// firing; 88 bytes each); the oldest are dropped and counted.
     /// 0: keep none.
-    #[arg(long, requires = "records", default_value_t = clarion_flow_window::DEFAULT_RECORDS, value_name = "N")]
+    #[arg(long, requires = "records", requires = "api", conflicts_with = "pcap", default_value_t = clarion_flow_window::DEFAULT_RECORDS, value_name = "N")]
     pub flow_window: usize,
 
     /// ... and drop a kept record once its last packet is this much older
     /// (in packet time) than the newest record's.
-    #[arg(long, requires = "records", default_value = "15m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, requires = "records", requires = "api", conflicts_with = "pcap", default_value = "15m", value_parser = parse_duration, value_name = "DURATION")]
     pub flow_window_age: u64,
 
     #[command(flatten)]

@@ -52,6 +52,43 @@ fn live_capture_flags_are_errors_with_a_capture_file() {
     }
 }
 
+/// The window of recent flow records serves only a live host's control
+/// API: its flags on a capture file, or live without `--api`, are usage
+/// errors naming what they need.
+#[test]
+fn flow_window_flags_need_the_control_api() {
+    for flag in [["--flow-window", "5"], ["--flow-window-age", "1m"]] {
+        let o = clarion()
+            .args(["run", "-i", "lo", "--records", "/dev/null"])
+            .args(flag)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(2), "{flag:?} live: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(flag[0]) && err.contains("--api"), "{flag:?}: {err}");
+        let o = clarion()
+            .args([
+                "run",
+                "--pcap",
+                "examples/demo.pcap",
+                "--events",
+                "examples/demo.clarion",
+                "--records",
+                "/dev/null",
+            ])
+            .args(flag)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(2), "{flag:?} with --pcap: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(flag[0]) && err.contains("--pcap") && err.contains("cannot be used with"),
+            "{flag:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{flag:?}: no reports");
+    }
+}
+
 /// An agent's flags of capture files are refused with an interface, and its live flags with a file.
 #[test]
 fn agent_flags_that_do_not_apply_are_errors() {
