@@ -114,6 +114,26 @@ fn the_history_pages_back_what_the_manager_wrote_across_a_restart() {
             (Some(written.len() as u64), Some(0))
         );
     }
+    // The answer is what docs/api/openapi.yaml's HistoryPage says, field for field.
+    let (_, page) = get(api, "/v1/reports/history?limit=1");
+    let mut fields: Vec<&str> = page
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort();
+    let yaml = include_str!("../../../docs/api/openapi.yaml");
+    let at = yaml
+        .find("    HistoryPage:")
+        .expect("HistoryPage in the OpenAPI description");
+    let required = yaml[at..]
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("required: [")?.strip_suffix(']'))
+        .expect("its required fields");
+    let mut documented: Vec<&str> = required.split(", ").collect();
+    documented.sort();
+    assert_eq!(fields, documented, "{page}");
     // Filters: one event, windows starting in [from, to).
     let starts: Vec<u64> = written
         .iter()
