@@ -10,7 +10,6 @@
 
 mod bus;
 
-use std::io::{Read, Write};
 use std::net::UdpSocket;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -21,19 +20,7 @@ use serde_json::Value;
 const TOKEN: &str = "agent-flows-token";
 
 fn get(port: u16, path: &str) -> (u16, Value) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
-    s.set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("sent");
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+    api_get(port, path, TOKEN)
 }
 
 #[test]
