@@ -14,7 +14,7 @@
 // manager's report history read, oldest last: stdout "history JSON"
 // after the feed; else the API is a host's, whose history answers 404).
 import { join } from "node:path";
-import { check, env, launch, nextLine } from "./common.mjs";
+import { check, env, hostsHistory404, launch, nextLine } from "./common.mjs";
 
 const url = env("CONSOLE_URL");
 const name = env("CONSOLE_EVENT_NAME");
@@ -34,7 +34,7 @@ try {
     // The wrong token's 401 and the refused event's 400 are expected, and
     // a host's 404 for the history (it keeps none); anything else (a CSP
     // violation, a script error) is not.
-    const hostsHistory = !history && /status of 404/.test(m.text()) && (m.location()?.url ?? "").includes("/v1/reports/history");
+    const hostsHistory = !history && hostsHistory404(m);
     if (m.type() === "error" && !/status of 40[01]/.test(m.text()) && !hostsHistory) problems.push(`console: ${m.text()}`);
   });
   const requests = [];
