@@ -54,7 +54,7 @@ impl Exports {
 
     /// `stage` with the exports beside it; also where the apps' report goes.
     pub fn around<S: Stage>(self, stage: S) -> Result<(WithExports<S>, Option<PathBuf>), Failure> {
-        let usage = |e: clarion_host::HostError| Failure::Usage(format!("clarion: {e}"));
+        let usage = |e| Failure::Usage(format!("clarion: {e}"));
         let mut with = WithExports::new(stage);
         let makes_gpvs = self.makes_gpvs();
         if let Some((sink, config)) = self.records {

@@ -39,3 +39,17 @@ pub enum HostError {
         source: clarion_live::LiveError,
     },
 }
+
+/// A stage's failure as the host's: the same variants, the same words.
+impl From<clarion_pipeline::Error> for HostError {
+    fn from(e: clarion_pipeline::Error) -> HostError {
+        use clarion_pipeline::Error;
+        match e {
+            Error::Merge { worker, source } => HostError::Merge { worker, source },
+            Error::Worker { worker, what } => HostError::Worker { worker, what },
+            Error::Usage(msg) => HostError::Usage(msg),
+            Error::Records(e) => HostError::Records(e),
+            Error::Gpvs(e) => HostError::Gpvs(e),
+        }
+    }
+}

@@ -31,21 +31,18 @@
 #![warn(clippy::too_many_lines)]
 
 mod error;
-mod exports;
 mod live;
 mod live_xdp;
 mod replay;
 mod source;
-mod stage;
 mod workers;
 
+pub use clarion_pipeline::{Counting, PerHost, Stage, WithExports};
 pub use error::HostError;
-pub use exports::{Counting, WithExports};
 pub use live::{
     worker_exports, HostWaker, Live, LiveConfig, LiveExportConfig, LiveHost, LiveSource, LiveSummary,
 };
 pub use live_xdp::XdpMode;
 pub use replay::{replay, Driver, ReplayOptions, Replayed};
 pub use source::{Frames, MergedCaptures};
-pub use stage::{PerHost, Stage};
 pub use workers::{Workers, WorkersConfig};

@@ -207,7 +207,7 @@ impl Pending {
             self.count_skipped(stage, driver, at, self.skipped)?;
         }
         self.deliver(stage, driver)?;
-        stage.finish(&mut self.out)?;
+        stage.finish(&mut self.out).map_err(HostError::from)?;
         driver.reports(stage, &mut self.out)
     }
 
@@ -260,7 +260,9 @@ impl Pending {
                     Unparsed::Malformed
                 };
                 self.deliver(stage, driver)?;
-                stage.note_unparsed(raw.ts_ns, why, &mut self.out)?;
+                stage
+                    .note_unparsed(raw.ts_ns, why, &mut self.out)
+                    .map_err(HostError::from)?;
             }
         }
         Ok(())
@@ -280,7 +282,9 @@ impl Pending {
     {
         self.deliver(stage, driver)?;
         for _ in 0..n {
-            stage.note_unparsed(at, Unparsed::Malformed, &mut self.out)?;
+            stage
+                .note_unparsed(at, Unparsed::Malformed, &mut self.out)
+                .map_err(HostError::from)?;
         }
         Ok(())
     }
@@ -292,7 +296,9 @@ impl Pending {
         D: Driver<St>,
     {
         if !self.batch.is_empty() {
-            stage.process_batch(&self.batch, &mut self.out)?;
+            stage
+                .process_batch(&self.batch, &mut self.out)
+                .map_err(HostError::from)?;
             self.batch.clear();
         }
         if !self.out.is_empty() {

@@ -51,8 +51,9 @@ use clarion_capture::{CaptureError, PacketSource, SliceReader};
 use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Unparsed};
 use clarion_flows::{FlowConfig, FlowMeter};
 use clarion_gpv::{CacheConfig, Gpv, GpvCache};
-use clarion_host::{replay, Driver, HostError, ReplayOptions, Stage, Workers, WorkersConfig};
+use clarion_host::{replay, Driver, ReplayOptions, Stage, Workers, WorkersConfig};
 use clarion_lang::spec::EventSpec;
+use clarion_pipeline::Error as StageError;
 use clarion_records::FlowRecord;
 use clarion_wire::PacketRecord;
 
@@ -207,17 +208,17 @@ struct With<S, X> {
 }
 
 impl<S: Stage, X: Side> Stage for With<S, X> {
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), StageError> {
         self.inner.process_batch(packets, out)?;
         self.side.batch(packets);
         Ok(())
     }
 
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), StageError> {
         self.inner.note_unparsed(ts_ns, why, out)
     }
 
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), StageError> {
         self.inner.finish(out)?;
         self.side.end();
         Ok(())
@@ -370,17 +371,17 @@ impl Timed {
 }
 
 impl Stage for Timed {
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), StageError> {
         self.call(packets.len(), |m| m.process_batch(packets, out));
         Ok(())
     }
 
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), StageError> {
         self.call(0, |m| m.note_unparsed(ts_ns, why, out));
         Ok(())
     }
 
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), StageError> {
         let before = self.m.counters().sweeps_completed;
         let started = Instant::now();
         self.m.finish(out);

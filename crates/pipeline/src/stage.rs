@@ -5,7 +5,7 @@ use clarion_engine::{Counters, Health, Monitor, Report, Unparsed};
 use clarion_network::Network;
 use clarion_wire::PacketRecord;
 
-use crate::HostError;
+use crate::Error;
 
 /// What consumes a host's parsed packets.
 ///
@@ -32,9 +32,9 @@ pub trait Stage {
     /// (export policies); the bytes are valid for this call only.
     #[inline(always)]
     fn frame(&mut self, _record: &PacketRecord, _raw: &RawPacket<'_>) {}
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError>;
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError>;
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError>;
+    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), Error>;
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), Error>;
+    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), Error>;
     /// The host's counters so far (summed over its workers or hosts).
     fn counters(&self) -> Counters;
     /// Moves the health records kept since the last call into `out`
@@ -44,15 +44,15 @@ pub trait Stage {
 }
 
 impl Stage for Monitor {
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), Error> {
         Monitor::process_batch(self, packets, out);
         Ok(())
     }
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), Error> {
         Monitor::note_unparsed(self, ts_ns, why, out);
         Ok(())
     }
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), Error> {
         Monitor::finish(self, out);
         Ok(())
     }
@@ -88,7 +88,7 @@ impl Stage for PerHost {
     fn switch_input(&mut self, input: usize) {
         self.input = input;
     }
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), Error> {
         // An input without a host (not expected: the caller maps every one) counts as of no host.
         let host = self.hosts.get(self.input).copied().unwrap_or(usize::MAX);
         for p in packets {
@@ -96,12 +96,12 @@ impl Stage for PerHost {
         }
         Ok(())
     }
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), Error> {
         let host = self.hosts.get(self.input).copied().unwrap_or(usize::MAX);
         self.network.note_unparsed_on(host, ts_ns, why, out);
         Ok(())
     }
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), Error> {
         Stage::finish(&mut self.network, out)
     }
     fn counters(&self) -> Counters {
@@ -113,17 +113,17 @@ impl Stage for PerHost {
 }
 
 impl Stage for Network {
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), Error> {
         for p in packets {
             Network::process(self, p, out);
         }
         Ok(())
     }
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), Error> {
         Network::note_unparsed(self, ts_ns, why, out);
         Ok(())
     }
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), Error> {
         Network::finish(self, out);
         Ok(())
     }

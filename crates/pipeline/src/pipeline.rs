@@ -18,7 +18,7 @@
 //! their sinks as they are made; the sinks are flushed once a second of
 //! packet time (so a collector sees records while a long capture is read)
 //! and finished at the end. A sink's error ends the run
-//! ([`HostError::Records`], [`HostError::Gpvs`]): nothing is dropped
+//! ([`Error::Records`], [`Error::Gpvs`]): nothing is dropped
 //! silently. Export destinations never end the run nor wait: what they
 //! cannot take is counted in [`WithExports::export_stats`].
 
@@ -32,7 +32,7 @@ use clarion_records::FlowRecord;
 use clarion_sinks::{BoxSink, FanOut, Sink};
 use clarion_wire::PacketRecord;
 
-use crate::{HostError, Stage};
+use crate::{Error, Stage};
 
 /// Packet time between flushes of the sinks.
 const FLUSH_EVERY_NS: u64 = 1_000_000_000;
@@ -143,9 +143,9 @@ impl<S: Stage> WithExports<S> {
         mut self,
         config: FlowConfig,
         sink: FanOut<BoxSink<FlowRecord>>,
-    ) -> Result<WithExports<S>, HostError> {
+    ) -> Result<WithExports<S>, Error> {
         self.records = Some(Records {
-            meter: FlowMeter::new(config).map_err(|e| HostError::Usage(e.to_string()))?,
+            meter: FlowMeter::new(config).map_err(|e| Error::Usage(e.to_string()))?,
             sink,
             out: Vec::new(),
             written: 0,
@@ -159,9 +159,9 @@ impl<S: Stage> WithExports<S> {
         config: CacheConfig,
         sink: Option<BoxSink<Gpv>>,
         apps: AppRuntime,
-    ) -> Result<WithExports<S>, HostError> {
+    ) -> Result<WithExports<S>, Error> {
         self.gpvs = Some(Gpvs {
-            cache: GpvCache::new(config).map_err(|e| HostError::Usage(e.to_string()))?,
+            cache: GpvCache::new(config).map_err(|e| Error::Usage(e.to_string()))?,
             sink,
             apps,
             out: Vec::new(),
@@ -199,10 +199,10 @@ impl<S: Stage> WithExports<S> {
         }
     }
 
-    fn deliver(&mut self) -> Result<(), HostError> {
+    fn deliver(&mut self) -> Result<(), Error> {
         if let Some(r) = &mut self.records {
             for rec in r.out.drain(..) {
-                r.sink.write(&rec).map_err(HostError::Records)?;
+                r.sink.write(&rec).map_err(Error::Records)?;
                 r.written += 1;
             }
         }
@@ -210,7 +210,7 @@ impl<S: Stage> WithExports<S> {
             for gpv in g.out.drain(..) {
                 g.apps.on_gpv(&gpv);
                 if let Some(s) = &mut g.sink {
-                    s.write(&gpv).map_err(HostError::Gpvs)?;
+                    s.write(&gpv).map_err(Error::Gpvs)?;
                     g.written += 1;
                 }
             }
@@ -218,12 +218,12 @@ impl<S: Stage> WithExports<S> {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), HostError> {
+    fn flush(&mut self) -> Result<(), Error> {
         if let Some(r) = &mut self.records {
-            r.sink.flush().map_err(HostError::Records)?;
+            r.sink.flush().map_err(Error::Records)?;
         }
         if let Some(s) = self.gpvs.as_mut().and_then(|g| g.sink.as_mut()) {
-            s.flush().map_err(HostError::Gpvs)?;
+            s.flush().map_err(Error::Gpvs)?;
         }
         Ok(())
     }
@@ -254,7 +254,7 @@ impl<S: Stage> Stage for WithExports<S> {
         self.inner.frame(record, raw);
     }
 
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), Error> {
         let first = out.len();
         self.inner.process_batch(packets, out)?;
         self.capture_reports(out, first);
@@ -282,14 +282,14 @@ impl<S: Stage> Stage for WithExports<S> {
         Ok(())
     }
 
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), Error> {
         let first = out.len();
         self.inner.note_unparsed(ts_ns, why, out)?;
         self.capture_reports(out, first);
         Ok(())
     }
 
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), Error> {
         let first = out.len();
         self.inner.finish(out)?;
         self.capture_reports(out, first);
@@ -301,10 +301,10 @@ impl<S: Stage> Stage for WithExports<S> {
         }
         self.deliver()?;
         if let Some(r) = &mut self.records {
-            r.sink.finish().map_err(HostError::Records)?;
+            r.sink.finish().map_err(Error::Records)?;
         }
         if let Some(s) = self.gpvs.as_mut().and_then(|g| g.sink.as_mut()) {
-            s.finish().map_err(HostError::Gpvs)?;
+            s.finish().map_err(Error::Gpvs)?;
         }
         if let Some(x) = &mut self.exporter {
             x.finish();
@@ -329,13 +329,13 @@ pub struct Counting {
 }
 
 impl Stage for Counting {
-    fn process_batch(&mut self, packets: &[PacketRecord], _out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn process_batch(&mut self, packets: &[PacketRecord], _out: &mut Vec<Report>) -> Result<(), Error> {
         self.counters.packets += packets.len() as u64;
         self.counters.bytes += packets.iter().map(|p| u64::from(p.size)).sum::<u64>();
         Ok(())
     }
 
-    fn note_unparsed(&mut self, _ts_ns: u64, why: Unparsed, _out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn note_unparsed(&mut self, _ts_ns: u64, why: Unparsed, _out: &mut Vec<Report>) -> Result<(), Error> {
         match why {
             Unparsed::Malformed => self.counters.malformed += 1,
             Unparsed::NotIp => self.counters.not_ip += 1,
@@ -343,7 +343,7 @@ impl Stage for Counting {
         Ok(())
     }
 
-    fn finish(&mut self, _out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn finish(&mut self, _out: &mut Vec<Report>) -> Result<(), Error> {
         Ok(())
     }
 

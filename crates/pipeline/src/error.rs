@@ -1,0 +1,26 @@
+use thiserror::Error;
+
+/// Why a stage stopped.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The merger refused a worker's statistics (a bug, not bad input).
+    #[error("cannot merge worker {worker}'s statistics")]
+    Merge {
+        worker: u32,
+        #[source]
+        source: clarion_engine::EngineError,
+    },
+    /// A worker thread could not be started, or ended without finishing.
+    #[error("worker {worker} {what}")]
+    Worker { worker: u32, what: String },
+    /// A setting the user must change (exit status 2 at the command line).
+    #[error("{0}")]
+    Usage(String),
+    /// A flow record sink failed (a collector, a file): the run ends
+    /// rather than drop records.
+    #[error(transparent)]
+    Records(clarion_sinks::SinkError),
+    /// A GPV sink failed: the run ends rather than drop GPVs.
+    #[error(transparent)]
+    Gpvs(clarion_sinks::SinkError),
+}
