@@ -62,7 +62,7 @@ use clarion_engine::{
     fanout_worker, Counters, Merger, MergerConfig, Monitor, MonitorConfig, Partials, Report, Unparsed, BATCH,
 };
 use clarion_lang::spec::EventSpec;
-use clarion_pipeline::{Error, Stage};
+use clarion_pipeline::{Error, Outputs, Stage};
 use clarion_wire::{FlowKey, PacketRecord};
 
 use crate::HostError;
@@ -264,10 +264,7 @@ impl Workers {
             let handle = std::thread::Builder::new()
                 .name(format!("clarion-worker-{w}"))
                 .spawn(move || work(w, Worker::new(m), rx, ptx, etx))
-                .map_err(|e| HostError::Worker {
-                    worker: w,
-                    what: format!("cannot start: {e}"),
-                })?;
+                .map_err(|e| HostError::worker(w, format!("cannot start: {e}")))?;
             threads.push(Thread {
                 tx: Some(tx),
                 pending: Vec::with_capacity(config.batch),
@@ -407,7 +404,8 @@ impl Workers {
 }
 
 impl Stage for Workers {
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), Error> {
+    fn batch(&mut self, packets: &[PacketRecord], out: &mut Outputs) -> Result<(), Error> {
+        let out = &mut out.reports;
         for rec in packets {
             let clock = self.clock_before(rec.ts_ns, out)?;
             let w = worker_of(&rec.key, self.config.workers, self.config.seed);
@@ -416,7 +414,8 @@ impl Stage for Workers {
         self.merge_ready(out)
     }
 
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), Error> {
+    fn unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Outputs) -> Result<(), Error> {
+        let out = &mut out.reports;
         let clock = self.clock_before(ts_ns, out)?;
         let w = self.next_unparsed;
         self.next_unparsed = (w + 1) % self.config.workers;
@@ -424,7 +423,8 @@ impl Stage for Workers {
         self.merge_ready(out)
     }
 
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), Error> {
+    fn finish(&mut self, out: &mut Outputs) -> Result<(), Error> {
+        let out = &mut out.reports;
         let last = self.clock.unwrap_or(0);
         for i in 0..self.threads.len() as u32 {
             self.send_pending(i)?;

@@ -1,6 +1,6 @@
 use thiserror::Error;
 
-/// Why a stage stopped.
+/// Why a pipeline stopped: its head's threads or merger, or a sink.
 #[derive(Debug, Error)]
 pub enum Error {
     /// The merger refused a worker's statistics (a bug, not bad input).
@@ -13,9 +13,6 @@ pub enum Error {
     /// A worker thread could not be started, or ended without finishing.
     #[error("worker {worker} {what}")]
     Worker { worker: u32, what: String },
-    /// A setting the user must change (exit status 2 at the command line).
-    #[error("{0}")]
-    Usage(String),
     /// A flow record sink failed (a collector, a file): the run ends
     /// rather than drop records.
     #[error(transparent)]

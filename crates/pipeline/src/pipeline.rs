@@ -1,353 +1,266 @@
-//! Flow records and GPVs beside the events: a stage that hands each batch
-//! to the event stage, to a flow meter (TurboFlow's microflow cache and
-//! aggregator, `clarion-flows`) whose records go to record sinks, and to a
-//! GPV cache (*Flow, `clarion-gpv`) whose grouped packet vectors go to a
-//! GPV sink and to the metric apps running on the host; and each frame
-//! to the export policies (Trident, `clarion-export`).
+//! The chain: a head (the event stage) and the stages beside it, each fed
+//! the same parsed packets, parsed once, on the thread that drives it.
 //!
 //! ```text
-//!  batch ──► inner stage (Monitor | Workers | Counting) ──► reports
-//!        ├─► FlowMeter ──► FlowRecord ──► Sink<FlowRecord> (FanOut: JSON lines, IPFIX, Parquet)
-//!        └─► GpvCache ──► Gpv ──► Sink<Gpv> (.gpv, Parquet) and AppRuntime (apps)
-//!  frame ──► Exporter ──► header streams, VXLAN mirrors, pcapng files
-//!        └─► Captures (ring) ◄── reports of events with `then capture` ──► pcapng per report
+//!  frame ──► ExportPolicies, EventCaptures / CaptureRing      (stages that take frames, in order)
+//!  batch ──► head (Monitor | Workers | Network | Counting) ──► reports ──► stages' `reports`
+//!        ├─► FlowRecords ──► records                    (each stage beside, in order)
+//!        └─► Gpvs ──► GPVs
+//!  all of it ──► Outputs ──► the driver, or Sinks (records, GPVs) first when delivered here
 //! ```
-//!
-//! All read the same parsed packets, parsed once, on the thread that calls
-//! the stage (the reading thread of a file replay). Records and GPVs reach
-//! their sinks as they are made; the sinks are flushed once a second of
-//! packet time (so a collector sees records while a long capture is read)
-//! and finished at the end. A sink's error ends the run
-//! ([`Error::Records`], [`Error::Gpvs`]): nothing is dropped
-//! silently. Export destinations never end the run nor wait: what they
-//! cannot take is counted in [`WithExports::export_stats`].
 
-use clarion_capture::RawPacket;
-use clarion_engine::{Counters, Health, Report, Unparsed};
-use clarion_event_capture::{CaptureStats, Captures};
-use clarion_export::{ExportStats, Exporter, Frame, FLUSH_AFTER_NS};
-use clarion_flows::{FlowConfig, FlowMeter, FlowStats};
-use clarion_gpv::{AppRuntime, CacheConfig, CacheStats, Gpv, GpvCache};
-use clarion_records::FlowRecord;
-use clarion_sinks::{BoxSink, FanOut, Sink};
+use std::any::Any;
+
+use clarion_engine::{Counters, Health, Monitor, Report, Unparsed};
 use clarion_wire::PacketRecord;
 
-use crate::{Error, Stage};
+use crate::{Error, Frame, Outputs, Sinks, Stage, Stages};
 
-/// Packet time between flushes of the sinks.
-const FLUSH_EVERY_NS: u64 = 1_000_000_000;
+/// A stage beside the head, as the pipeline keeps it: sent with the
+/// pipeline to a live worker's thread, and found again by its type.
+pub(crate) trait Beside: Stage + Send {
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
 
-/// An event stage with flow records and GPVs beside it (see the module docs).
-pub struct WithExports<S> {
-    pub inner: S,
-    records: Option<Records>,
-    gpvs: Option<Gpvs>,
-    exporter: Option<Exporter>,
-    captures: Option<Captures>,
-    input: u16,
-    flushed_at_ns: u64,
-    ticked_at_ns: u64,
+impl<T: Stage + Send + 'static> Beside for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// An event stage with the stages beside it (see the crate documentation).
+pub struct Pipeline<E> {
+    head: E,
+    stages: Vec<Box<dyn Beside>>,
+    /// Indices in `stages` of those that take frames now.
+    framed: Vec<usize>,
+    /// Where records and GPVs go as they are made, when the driver's
+    /// thread is also the sinks' (a file replay).
+    sinks: Option<Sinks>,
     /// Frames that parsed, handed to [`Stage::frame`] so far.
     frames: u64,
 }
 
-struct Records {
-    meter: FlowMeter,
-    sink: FanOut<BoxSink<FlowRecord>>,
-    out: Vec<FlowRecord>,
-    written: u64,
-}
-
-struct Gpvs {
-    cache: GpvCache,
-    sink: Option<BoxSink<Gpv>>,
-    apps: AppRuntime,
-    out: Vec<Gpv>,
-    written: u64,
-}
-
-impl<S: std::fmt::Debug> std::fmt::Debug for WithExports<S> {
+impl<E: std::fmt::Debug> std::fmt::Debug for Pipeline<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WithExports")
-            .field("inner", &self.inner)
-            .field(
-                "records",
-                &self.records.as_ref().map(|r| r.sink.destination().to_string()),
-            )
-            .field(
-                "gpvs",
-                &self
-                    .gpvs
-                    .as_ref()
-                    .map(|g| g.sink.as_ref().map(|s| s.destination().to_string())),
-            )
+        f.debug_struct("Pipeline")
+            .field("head", &self.head)
+            .field("stages", &self.stages.len())
+            .field("sinks", &self.sinks)
             .finish()
     }
 }
 
-impl<S: Stage> WithExports<S> {
-    /// `inner` alone; add exports with [`WithExports::records`] and [`WithExports::gpvs`].
-    pub fn new(inner: S) -> WithExports<S> {
-        WithExports {
-            inner,
-            records: None,
-            gpvs: None,
-            exporter: None,
-            captures: None,
-            input: 0,
-            flushed_at_ns: 0,
-            ticked_at_ns: 0,
+impl<E: Stage> Pipeline<E> {
+    /// `head` with `stages` beside it; their records and GPVs stay in the
+    /// outputs for the driver until [`Pipeline::deliver_to`].
+    pub fn new(head: E, stages: Stages) -> Pipeline<E> {
+        let mut p = Pipeline {
+            head,
+            stages: stages.into_list(),
+            framed: Vec::new(),
+            sinks: None,
             frames: 0,
-        }
+        };
+        p.refresh();
+        p
     }
 
-    /// Export policies on every frame that parses.
-    pub fn exporter(mut self, exporter: Exporter) -> WithExports<S> {
-        self.exporter = Some(exporter);
+    /// Records and GPVs go to `sinks` before each call returns, which
+    /// then flushes them every [`crate::FLUSH_EVERY_NS`] of packet time
+    /// and finishes them at [`Stage::end`].
+    pub fn deliver_to(mut self, sinks: Sinks) -> Pipeline<E> {
+        self.sinks = Some(sinks);
         self
     }
 
-    /// The export policies' exporter, to change its policies between
-    /// frames ([`Exporter::set_policies`]: from the next frame on).
-    pub fn exporter_mut(&mut self) -> Option<&mut Exporter> {
-        self.exporter.as_mut()
+    /// Whether nothing is beside the head (no stage, no sinks).
+    pub fn is_bare(&self) -> bool {
+        self.stages.is_empty() && self.sinks.is_none()
     }
 
-    /// Frames that parsed, seen so far: a change of policies between
-    /// frames applies from this frame (counted from 0) on.
+    pub fn head(&self) -> &E {
+        &self.head
+    }
+
+    pub fn head_mut(&mut self) -> &mut E {
+        &mut self.head
+    }
+
+    pub fn into_head(self) -> E {
+        self.head
+    }
+
+    pub fn sinks(&self) -> Option<&Sinks> {
+        self.sinks.as_ref()
+    }
+
+    pub fn sinks_mut(&mut self) -> Option<&mut Sinks> {
+        self.sinks.as_mut()
+    }
+
+    /// Frames that parsed, seen so far: a change between frames applies
+    /// from this frame (counted from 0) on.
     pub fn frames(&self) -> u64 {
         self.frames
     }
 
-    /// Capture around the events that say `then capture`: frames into its
-    /// ring, reports of those events into files (their `capture` filled in).
-    pub fn captures(mut self, captures: Captures) -> WithExports<S> {
-        self.captures = Some(captures);
-        self
+    /// The stage of type `T` beside the head, if there is one.
+    pub fn stage<T: Stage + 'static>(&self) -> Option<&T> {
+        self.stages.iter().find_map(|s| s.as_any().downcast_ref())
     }
 
-    /// Ends the captures (every open one written with what it has) and
-    /// says what was written; `None` without captures.
-    pub fn finish_captures(&mut self) -> Option<CaptureStats> {
-        self.captures.as_mut().map(Captures::finish)
+    /// Runs `f` on the stage of type `T` beside the head, if there is one
+    /// (between calls: a change applies from the next frame on).
+    pub fn stage_mut<T: Stage + 'static, R>(&mut self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let r = self
+            .stages
+            .iter_mut()
+            .find_map(|s| s.as_any_mut().downcast_mut())
+            .map(f);
+        self.refresh();
+        r
     }
 
-    /// What the export policies have done, if any are installed.
-    pub fn export_stats(&self) -> Option<ExportStats> {
-        self.exporter.as_ref().map(Exporter::stats)
+    /// Asks each stage again whether it takes frames.
+    fn refresh(&mut self) {
+        self.framed.clear();
+        self.framed
+            .extend((0..self.stages.len()).filter(|&i| self.stages[i].takes_frames()));
     }
 
-    /// Flow records of a meter of `config` to `sink`. Fails on a
-    /// configuration the meter refuses (cache slots not a multiple of its ways).
-    pub fn records(
-        mut self,
-        config: FlowConfig,
-        sink: FanOut<BoxSink<FlowRecord>>,
-    ) -> Result<WithExports<S>, Error> {
-        self.records = Some(Records {
-            meter: FlowMeter::new(config).map_err(|e| Error::Usage(e.to_string()))?,
-            sink,
-            out: Vec::new(),
-            written: 0,
-        });
-        Ok(self)
-    }
-
-    /// GPVs of a cache of `config` to `sink` (if any) and to `apps`.
-    pub fn gpvs(
-        mut self,
-        config: CacheConfig,
-        sink: Option<BoxSink<Gpv>>,
-        apps: AppRuntime,
-    ) -> Result<WithExports<S>, Error> {
-        self.gpvs = Some(Gpvs {
-            cache: GpvCache::new(config).map_err(|e| Error::Usage(e.to_string()))?,
-            sink,
-            apps,
-            out: Vec::new(),
-            written: 0,
-        });
-        Ok(self)
-    }
-
-    /// The meter's counters, and the records handed to the sinks.
-    pub fn record_stats(&self) -> Option<(FlowStats, u64)> {
-        self.records.as_ref().map(|r| (r.meter.stats(), r.written))
-    }
-
-    /// The GPV cache's counters, and the GPVs handed to the sink.
-    pub fn gpv_stats(&self) -> Option<(CacheStats, u64)> {
-        self.gpvs.as_ref().map(|g| (*g.cache.stats(), g.written))
-    }
-
-    /// The apps fed by the GPVs (their reports), if GPVs are made.
-    pub fn apps(&mut self) -> Option<&mut AppRuntime> {
-        self.gpvs.as_mut().map(|g| &mut g.apps)
-    }
-
-    /// Starts the captures of the reports from `first` on; the ring may
-    /// then forget what no later report can ask for. Reports come in
-    /// window-end order, and a stage may deliver them long after it was
-    /// handed their packets (worker threads), so the reports, not the
-    /// packets, are the ring's clock.
-    fn capture_reports(&mut self, out: &mut [Report], first: usize) {
-        if let (Some(c), Some(new)) = (&mut self.captures, out.get_mut(first..)) {
-            c.on_reports(new);
-            if let Some(end) = new.iter().map(|r| r.window.end_ns).max() {
-                c.processed(end);
-            }
+    /// The head's reports from `first` on, shown to every stage beside it.
+    fn after_head(&mut self, out: &mut Outputs, first: usize) {
+        let new = &mut out.reports[first..];
+        for s in &mut self.stages {
+            s.reports(new);
         }
     }
 
-    fn deliver(&mut self) -> Result<(), Error> {
-        if let Some(r) = &mut self.records {
-            for rec in r.out.drain(..) {
-                r.sink.write(&rec).map_err(Error::Records)?;
-                r.written += 1;
-            }
+    fn deliver(&mut self, out: &mut Outputs) -> Result<(), Error> {
+        match &mut self.sinks {
+            Some(s) => s.deliver(out),
+            None => Ok(()),
         }
-        if let Some(g) = &mut self.gpvs {
-            for gpv in g.out.drain(..) {
-                g.apps.on_gpv(&gpv);
-                if let Some(s) = &mut g.sink {
-                    s.write(&gpv).map_err(Error::Gpvs)?;
-                    g.written += 1;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), Error> {
-        if let Some(r) = &mut self.records {
-            r.sink.flush().map_err(Error::Records)?;
-        }
-        if let Some(s) = self.gpvs.as_mut().and_then(|g| g.sink.as_mut()) {
-            s.flush().map_err(Error::Gpvs)?;
-        }
-        Ok(())
     }
 }
 
-impl<S: Stage> Stage for WithExports<S> {
-    fn switch_input(&mut self, input: usize) {
-        self.inner.switch_input(input);
-        self.input = u16::try_from(input).unwrap_or(u16::MAX);
+impl<E: Stage> Stage for Pipeline<E> {
+    fn takes_frames(&self) -> bool {
+        true
     }
 
     #[inline]
-    fn frame(&mut self, record: &PacketRecord, raw: &RawPacket<'_>) {
+    fn frame(&mut self, record: &PacketRecord, frame: &Frame<'_>) {
         self.frames += 1;
-        // An exporter without policies (waiting for some) is offered nothing.
-        if let Some(x) = self.exporter.as_mut().filter(|x| !x.policies().is_empty()) {
-            let frame = Frame {
-                link: raw.link,
-                data: raw.data,
-                orig_len: raw.orig_len,
-                interface: self.input,
-            };
-            x.offer(record, &frame);
+        for &i in &self.framed {
+            self.stages[i].frame(record, frame);
         }
-        if let Some(c) = &mut self.captures {
-            c.on_frame(record, raw);
-        }
-        self.inner.frame(record, raw);
+        self.head.frame(record, frame);
     }
 
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), Error> {
-        let first = out.len();
-        self.inner.process_batch(packets, out)?;
-        self.capture_reports(out, first);
-        if let Some(r) = &mut self.records {
-            r.meter.process_batch(packets, &mut r.out);
+    fn batch(&mut self, packets: &[PacketRecord], out: &mut Outputs) -> Result<(), Error> {
+        let first = out.reports.len();
+        self.head.batch(packets, out)?;
+        self.after_head(out, first);
+        for s in &mut self.stages {
+            s.batch(packets, out)?;
         }
-        if let Some(g) = &mut self.gpvs {
-            for p in packets {
-                g.cache.push(p, &mut g.out);
-            }
-        }
-        self.deliver()?;
-        if let Some(last) = packets.last() {
-            if last.ts_ns >= self.flushed_at_ns.saturating_add(FLUSH_EVERY_NS) {
-                self.flush()?;
-                self.flushed_at_ns = last.ts_ns;
-            }
-            if let Some(x) = &mut self.exporter {
-                if last.ts_ns >= self.ticked_at_ns.saturating_add(FLUSH_AFTER_NS) {
-                    x.tick(last.ts_ns);
-                    self.ticked_at_ns = last.ts_ns;
-                }
-            }
+        self.deliver(out)?;
+        if let (Some(s), Some(last)) = (&mut self.sinks, packets.last()) {
+            s.flush_due(last.ts_ns)?;
         }
         Ok(())
     }
 
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), Error> {
-        let first = out.len();
-        self.inner.note_unparsed(ts_ns, why, out)?;
-        self.capture_reports(out, first);
+    fn unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Outputs) -> Result<(), Error> {
+        let first = out.reports.len();
+        self.head.unparsed(ts_ns, why, out)?;
+        self.after_head(out, first);
+        for s in &mut self.stages {
+            s.unparsed(ts_ns, why, out)?;
+        }
         Ok(())
     }
 
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), Error> {
-        let first = out.len();
-        self.inner.finish(out)?;
-        self.capture_reports(out, first);
-        if let Some(r) = &mut self.records {
-            r.meter.finish(&mut r.out);
+    fn tick(&mut self, clock_ns: u64, out: &mut Outputs) -> Result<(), Error> {
+        let first = out.reports.len();
+        self.head.tick(clock_ns, out)?;
+        self.after_head(out, first);
+        for s in &mut self.stages {
+            s.tick(clock_ns, out)?;
         }
-        if let Some(g) = &mut self.gpvs {
-            g.cache.finish(&mut g.out);
+        self.deliver(out)
+    }
+
+    fn reports(&mut self, reports: &mut [Report]) {
+        self.head.reports(reports);
+        for s in &mut self.stages {
+            s.reports(reports);
         }
-        self.deliver()?;
-        if let Some(r) = &mut self.records {
-            r.sink.finish().map_err(Error::Records)?;
+    }
+
+    fn service(&mut self, clock_ns: u64, out: &mut Outputs) {
+        self.head.service(clock_ns, out);
+        for s in &mut self.stages {
+            s.service(clock_ns, out);
         }
-        if let Some(s) = self.gpvs.as_mut().and_then(|g| g.sink.as_mut()) {
-            s.finish().map_err(Error::Gpvs)?;
+    }
+
+    fn flush(&mut self, now_ns: u64) {
+        self.head.flush(now_ns);
+        for s in &mut self.stages {
+            s.flush(now_ns);
         }
-        if let Some(x) = &mut self.exporter {
-            x.finish();
+    }
+
+    fn finish(&mut self, out: &mut Outputs) -> Result<(), Error> {
+        let first = out.reports.len();
+        self.head.finish(out)?;
+        self.after_head(out, first);
+        for s in &mut self.stages {
+            s.finish(out)?;
         }
-        Ok(())
+        self.deliver(out)
+    }
+
+    /// The sinks are finished first, then every stage ends whatever they
+    /// did; the first error.
+    fn end(&mut self, out: &mut Outputs) -> Result<(), Error> {
+        let mut first = self.sinks.as_mut().map_or(Ok(()), Sinks::finish);
+        let head = self.head.end(out);
+        first = first.and(head);
+        for s in &mut self.stages {
+            let ended = s.end(out);
+            first = first.and(ended);
+        }
+        first
+    }
+
+    fn switch_input(&mut self, input: usize) {
+        self.head.switch_input(input);
     }
 
     fn counters(&self) -> Counters {
-        self.inner.counters()
+        self.head.counters()
     }
 
     fn take_health(&mut self, out: &mut Vec<Health>) {
-        self.inner.take_health(out)
+        self.head.take_health(out)
     }
 }
 
-/// A stage without events: it counts what it is given (flow records and
-/// GPVs alone, `clarion run --records` without `--events`).
-#[derive(Debug, Default)]
-pub struct Counting {
-    counters: Counters,
-}
-
-impl Stage for Counting {
-    fn process_batch(&mut self, packets: &[PacketRecord], _out: &mut Vec<Report>) -> Result<(), Error> {
-        self.counters.packets += packets.len() as u64;
-        self.counters.bytes += packets.iter().map(|p| u64::from(p.size)).sum::<u64>();
-        Ok(())
-    }
-
-    fn note_unparsed(&mut self, _ts_ns: u64, why: Unparsed, _out: &mut Vec<Report>) -> Result<(), Error> {
-        match why {
-            Unparsed::Malformed => self.counters.malformed += 1,
-            Unparsed::NotIp => self.counters.not_ip += 1,
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, _out: &mut Vec<Report>) -> Result<(), Error> {
-        Ok(())
-    }
-
-    fn counters(&self) -> Counters {
-        self.counters
+impl Pipeline<Monitor> {
+    /// One step of the monitor's pending sweep, of at most `visits` flow
+    /// visits (a live worker between batches); true when the sweep is done.
+    pub fn sweep_step(&mut self, visits: usize, out: &mut Outputs) -> bool {
+        let first = out.reports.len();
+        let done = self.head.sweep_step(visits, &mut out.reports);
+        self.after_head(out, first);
+        done
     }
 }
