@@ -13,13 +13,13 @@
 //! receive queues), which send what it makes to the host's thread.
 //!
 //! ```text
-//!  driver: frames ─► parse_frame ─► Pipeline ─────────────────────────────► Outputs ─► driver
-//!                                    frame ─► ExportPolicies, EventCaptures | CaptureRing   (bytes)
-//!                                    batch ─► head: Monitor | Workers | Network | Counting
-//!                                               └─ reports ─► each stage's `reports`
-//!                                           ─► FlowRecords ─► records
-//!                                           ─► Gpvs ─► GPVs
-//!  file replay: records, GPVs ─► Sinks (this thread)   live: Outputs ─► host thread ─► Sinks
+//!  driver: frame ─► parse_frame ─► Pipeline
+//!    frame ─► ExportPolicies, EventCaptures | CaptureRing         (stages that take the bytes)
+//!    batch ─► head: Monitor | Workers | NetworkStage | Counting ─► reports ─► each stage's `reports`
+//!          ─► FlowRecords ─► records
+//!          ─► Gpvs ─► GPVs
+//!    all of it ─► Outputs ─► the driver
+//!  a file replay: records, GPVs ─► Sinks, on its thread    live: Outputs ─► host thread ─► Sinks
 //! ```
 //!
 //! # Design: one contract, a head and stages beside it

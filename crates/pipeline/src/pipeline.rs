@@ -2,11 +2,10 @@
 //! the same parsed packets, parsed once, on the thread that drives it.
 //!
 //! ```text
-//!  frame ──► ExportPolicies, EventCaptures / CaptureRing      (stages that take frames, in order)
-//!  batch ──► head (Monitor | Workers | Network | Counting) ──► reports ──► stages' `reports`
-//!        ├─► FlowRecords ──► records                    (each stage beside, in order)
-//!        └─► Gpvs ──► GPVs
-//!  all of it ──► Outputs ──► the driver, or Sinks (records, GPVs) first when delivered here
+//!  frame ─► the stages that take frames now, in the registry's order
+//!  batch ─► head (Monitor | Workers | NetworkStage | Counting) ─► reports ─► every stage's `reports`
+//!        ─► every stage beside it, in the registry's order ─► records, GPVs, ...
+//!  all of it ─► Outputs ─► the driver (records and GPVs first to the Sinks, when delivered here)
 //! ```
 
 use std::any::Any;
