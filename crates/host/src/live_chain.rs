@@ -64,6 +64,10 @@ impl Chain for LiveChain {
         record: &PacketRecord,
         frame: &clarion_live::Frame<'_>,
     ) {
+        // No frame made when no stage takes one (an exporter without policies).
+        if !self.pipeline.takes_frames() {
+            return;
+        }
         let frame = Frame {
             link,
             data: frame.data,

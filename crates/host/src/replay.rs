@@ -266,13 +266,15 @@ impl Pending {
     {
         match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
             Ok(rec) => {
-                let frame = Frame {
-                    link: raw.link,
-                    data: raw.data,
-                    orig_len: raw.orig_len,
-                    interface: self.input,
-                };
-                stage.frame(&rec, &frame);
+                if stage.takes_frames() {
+                    let frame = Frame {
+                        link: raw.link,
+                        data: raw.data,
+                        orig_len: raw.orig_len,
+                        interface: self.input,
+                    };
+                    stage.frame(&rec, &frame);
+                }
                 self.batch.push(rec);
                 if self.batch.len() == BATCH {
                     self.deliver(stage, driver)?;

@@ -40,7 +40,7 @@ pub struct Pipeline<E> {
     /// Where records and GPVs go as they are made, when the driver's
     /// thread is also the sinks' (a file replay).
     sinks: Option<Sinks>,
-    /// Frames that parsed, handed to [`Stage::frame`] so far.
+    /// Frames that parsed, handed over in batches so far.
     frames: u64,
 }
 
@@ -102,8 +102,8 @@ impl<E: Stage> Pipeline<E> {
         self.sinks.as_mut()
     }
 
-    /// Frames that parsed, seen so far: a change between frames applies
-    /// from this frame (counted from 0) on.
+    /// Frames that parsed, handed over in batches so far: a change between
+    /// calls applies from this frame (counted from 0) on.
     pub fn frames(&self) -> u64 {
         self.frames
     }
@@ -149,13 +149,15 @@ impl<E: Stage> Pipeline<E> {
 }
 
 impl<E: Stage> Stage for Pipeline<E> {
+    /// When no stage takes frames now, a driver asks this (a load and a
+    /// branch) and makes no frame.
+    #[inline]
     fn takes_frames(&self) -> bool {
-        true
+        !self.framed.is_empty() || self.head.takes_frames()
     }
 
     #[inline]
     fn frame(&mut self, record: &PacketRecord, frame: &Frame<'_>) {
-        self.frames += 1;
         for &i in &self.framed {
             self.stages[i].frame(record, frame);
         }
@@ -163,6 +165,7 @@ impl<E: Stage> Stage for Pipeline<E> {
     }
 
     fn batch(&mut self, packets: &[PacketRecord], out: &mut Outputs) -> Result<(), Error> {
+        self.frames += packets.len() as u64;
         let first = out.reports.len();
         self.head.batch(packets, out)?;
         self.after_head(out, first);

@@ -44,9 +44,11 @@ pub use clarion_export::Frame;
 /// what it does. The last three are the head's alone: a stage beside it
 /// keeps no counters of the host's packets.
 pub trait Stage {
-    /// Whether [`Stage::frame`] is to be called: stages that do not read
-    /// frames cost nothing per frame (asked again after every change
+    /// Whether [`Stage::frame`] is to be called: a driver asks before
+    /// making the frame, so stages that do not read frames cost nothing
+    /// per frame (a pipeline asks its stages again after every change
     /// through [`Pipeline::stage_mut`](crate::Pipeline::stage_mut)).
+    #[inline(always)]
     fn takes_frames(&self) -> bool {
         false
     }

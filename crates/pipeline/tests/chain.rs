@@ -195,22 +195,30 @@ fn frames_go_only_to_stages_that_take_them_now() {
         .filter(|f| f.record.is_some())
         .take(200)
         .collect();
+    // As a driver does: the frame if a stage takes it, then its batch.
     let offer = |p: &mut Pipeline<Monitor>, f: &Read| {
-        let frame = Frame {
-            link: f.link,
-            data: &f.data,
-            orig_len: f.orig_len,
-            interface: 0,
-        };
-        p.frame(&f.record.unwrap(), &frame);
+        let rec = f.record.unwrap();
+        if p.takes_frames() {
+            let frame = Frame {
+                link: f.link,
+                data: &f.data,
+                orig_len: f.orig_len,
+                interface: 0,
+            };
+            p.frame(&rec, &frame);
+        }
+        p.batch(&[rec], &mut Outputs::default()).unwrap();
     };
     frames[..120].iter().for_each(|f| offer(&mut p, f));
     let offered = |p: &Pipeline<Monitor>| p.stage::<ExportPolicies>().unwrap().exporter().stats().offered;
     assert_eq!(offered(&p), 0, "no policy: no frame offered");
+    assert!(!p.takes_frames(), "no stage takes frames");
+    assert_eq!(p.frames(), 120);
     let text = format!("export all\n  send headers to collector 127.0.0.1 port {port}\n");
     let policies = clarion_lang::check_exports(&text).unwrap();
     let set = p.stage_mut(|x: &mut ExportPolicies| x.exporter_mut().set_policies(&policies));
     set.unwrap().unwrap();
+    assert!(p.takes_frames(), "the exporter takes frames from the change on");
     frames[120..].iter().for_each(|f| offer(&mut p, f));
     assert_eq!(offered(&p), 80, "every frame after the change, and only those");
     assert_eq!(p.frames(), 200);
