@@ -74,10 +74,13 @@
 //!
 //! # Cost
 //!
-//! Per frame: a counter, and a call on each stage that takes frames now
-//! ([`Stage::takes_frames`]; an exporter without policies does not). Per
-//! batch: one call per stage. A pipeline is `Send`: a live worker's is
-//! built by the host and moved to the worker's thread.
+//! Per frame: a load and a branch ([`Stage::takes_frames`], which the
+//! drivers ask before making a frame), and a call on each stage that
+//! takes frames now (an exporter without policies does not). Per batch:
+//! one call per stage (docs/performance.md, "One pipeline for files and
+//! live capture": instructions unchanged for a monitor alone, +0.5 % with
+//! flow records or GPVs). A pipeline is `Send`: a live worker's is built
+//! by the host and moved to the worker's thread.
 //!
 //! [`stage.rs`]: Stage
 //! [`Monitor`]: clarion_engine::Monitor
