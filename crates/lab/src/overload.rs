@@ -691,6 +691,11 @@ pub fn overload(a: &OverloadArgs) -> Result<ExitCode, Failure> {
     if !(0.0..=1.0).contains(&a.amplitude) {
         return Err(usage("--amplitude must be within 0..=1"));
     }
+    if a.no_relief && a.mode == Mode::Static {
+        return Err(usage(
+            "--no-relief applies to adaptation: it cannot be used with --mode static",
+        ));
+    }
     for (flag, v) in [("--mean-rate", a.mean_rate), ("--mean-load", a.mean_load)] {
         if v.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
             return Err(usage(format!("{flag} must be a positive number")));

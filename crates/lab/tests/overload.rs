@@ -285,6 +285,27 @@ fn period_250ms_static_drops_and_adaptation_drops_far_less() {
     assert!(reliefs > 0, "no relief within a window was needed?");
 }
 
+/// A static run has no relief to turn off: the flag is refused, not ignored.
+#[test]
+fn no_relief_is_refused_for_a_static_run() {
+    let out = Command::cargo_bin("clarion-lab")
+        .unwrap()
+        .current_dir(repo())
+        .args(["overload", "--pcap"])
+        .arg(demo())
+        .arg("--events")
+        .arg(chain())
+        .args(["--mode", "static", "--no-relief"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--no-relief") && err.contains("--mode static"),
+        "{err}"
+    );
+}
+
 /// What the relief within a window gives: no decision exists before the
 /// first epoch is swept, and the sine starts at the mean, rising, so
 /// without relief the first windows fill the ring (docs/performance.md,
