@@ -236,9 +236,13 @@ const FEASIBILITY_AFTER_HELP: &str = "Examples:
   clarion-lab feasibility --quick --csv /tmp/f.csv --png /tmp/f.png
   clarion-lab feasibility --per-flow 8 --intervals 10 --flows 300,100000,1000000 \
       --arrivals 1000,100000 --flow-sizes pareto:1.2      # towards data centers
+  clarion-lab feasibility --from-csv docs/feasibility-scale.csv --png /tmp/f.png   # redraw
+
+One K over several flow counts is drawn with the flows on the x axis, one
+panel per interval and one line per arrival rate.
 
 Each point is measured with `clarion-lab bench`'s loop on one pinned core: the
-median ns per packet p and the p99 sweep time S. The highest rate R with
+mean ns per packet p and the p99 sweep time S. The highest rate R with
 R*I*p + S <= I (I the interval, one epoch) is then verified by a run at
 0.95*R in which no epoch may be over budget, stepping down 10% at most
 three times. Progress goes to standard error; the CSV to --csv or standard

@@ -602,6 +602,8 @@ pub struct PointRun {
     pub epoch_mean_ns: f64,
     /// The longest of the same, in ns.
     pub epoch_max_ns: u64,
+    /// That longest epoch: its number after the warm-up and its sweep's ns.
+    pub epoch_max_at: (usize, u64),
     /// The largest backlog a live monitor would have built, in ns: epochs
     /// over budget add their excess, epochs under it work it off (a queue
     /// fed at the nominal rate and served by this core).
@@ -705,6 +707,12 @@ fn measure_primed(
         sweep_mean_ns,
         epoch_mean_ns: warm.iter().sum::<u64>() as f64 / warm.len().max(1) as f64,
         epoch_max_ns: warm.iter().copied().max().unwrap_or(0),
+        epoch_max_at: warm
+            .iter()
+            .enumerate()
+            .max_by_key(|&(_, &e)| e)
+            .map(|(n, _)| (n, m.sweep_ns.get(warmup + n).copied().unwrap_or(0)))
+            .unwrap_or((0, 0)),
         backlog_max_ns: warm
             .iter()
             .scan(0u64, |backlog, &e| {

@@ -154,6 +154,11 @@ pub struct FeasibilityArgs {
     /// packets (replaces --per-flow, --intervals, --flows and --packets).
     #[arg(long)]
     pub quick: bool,
+
+    /// Measure nothing: read the points from FILE, a CSV this command
+    /// wrote, and draw them (--png) or write them again (--csv).
+    #[arg(long, value_name = "FILE", conflicts_with = "quick")]
+    pub from_csv: Option<PathBuf>,
 }
 
 /// One point of the grid, measured and verified.
@@ -255,6 +260,20 @@ impl Grid {
 }
 
 pub fn feasibility(a: &FeasibilityArgs) -> Result<ExitCode, Failure> {
+    if let Some(from) = &a.from_csv {
+        let text = std::fs::read_to_string(from)
+            .with_context(|| format!("cannot read {}", from.display()))
+            .map_err(Failure::Runtime)?;
+        let points =
+            read_csv(&text).map_err(|e| Failure::Usage(format!("clarion-lab: {}: {e}", from.display())))?;
+        if a.csv.is_some() {
+            write_csv(a.csv.as_deref(), &points)?;
+        }
+        if let Some(path) = &a.png {
+            plot(&points, path).map_err(Failure::Runtime)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let grid = Grid::of(a)?;
     let started = Instant::now();
     let points = measure_grid(a, &grid, started)?;
@@ -320,6 +339,68 @@ fn print_progress(n: usize, total: usize, started: Instant, p: &Point) {
             None => "FAILED".into(),
         }
     );
+}
+
+/// The points of a CSV [`write_csv`] wrote (a file of the seven older
+/// columns too: its arrival rate is the paper's, 1,000 new flows/s).
+/// Only what the plot reads is kept; the median ns per packet, not in the
+/// CSV, is taken as the mean.
+fn read_csv(text: &str) -> Result<Vec<Point>, String> {
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, h)) if CSV_HEADER.starts_with(h.trim()) && h.trim().starts_with("per_flow,") => {}
+        _ => {
+            return Err(format!(
+                "not a feasibility CSV (its first line must be `{CSV_HEADER}`)"
+            ))
+        }
+    }
+    let mut points = Vec::new();
+    for (n, line) in lines {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |what: &str| format!("line {}: {what}", n + 1);
+        let f: Vec<&str> = line.trim().split(',').collect();
+        if f.len() < 7 {
+            return Err(at("fewer than 7 columns"));
+        }
+        let num = |i: usize, name: &str| -> Result<f64, String> {
+            f[i].parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| at(&format!("{name} `{}` is not a number", f[i])))
+        };
+        let verified = match f[6] {
+            "no" | "n/a" => None,
+            v => Some(
+                v.strip_prefix("yes@")
+                    .and_then(|x| x.parse::<f64>().ok())
+                    .filter(|x| (0.0..=1.0).contains(x))
+                    .ok_or_else(|| at(&format!("verified `{v}` is not yes@F, no or n/a")))?,
+            ),
+        };
+        let ns = num(3, "ns_per_packet")?;
+        points.push(Point {
+            per_flow: num(0, "per_flow")? as u32,
+            interval_ms: num(1, "interval_ms")? as u64,
+            flows: num(2, "flows")? as u32,
+            arrivals: if f.len() > 7 {
+                num(7, "arrivals_per_s")?
+            } else {
+                1000.0
+            },
+            ns_per_packet: ns,
+            ns_per_packet_median: ns,
+            sweep_p99_us: num(4, "sweep_p99_us")?,
+            max_rate_pps: num(5, "max_rate_mpps")? * 1e6,
+            verified,
+        });
+    }
+    if points.is_empty() {
+        return Err("no points".into());
+    }
+    Ok(points)
 }
 
 /// The CSV of the points to `path`, or standard output.
@@ -491,11 +572,15 @@ impl At<'_> {
             if v.epochs > 0 && v.epochs_over_budget == 0 {
                 return Ok(Some(factor));
             }
+            let (worst, sweep) = v.epoch_max_at;
             eprintln!(
-                "  K={k} interval={interval_ms}ms flows={flows} new/s={arrivals}: {} of {} epochs over budget at {:.2} Mpps; stepping down",
+                "  K={k} interval={interval_ms}ms flows={flows} new/s={arrivals}: {} of {} epochs over budget at {:.2} Mpps (longest: epoch {} after the warm-up, {:.2} ms, its sweep {:.2} ms); stepping down",
                 v.epochs_over_budget,
                 v.epochs,
-                rate as f64 / 1e6
+                rate as f64 / 1e6,
+                worst + 1,
+                v.epoch_max_ns as f64 / 1e6,
+                sweep as f64 / 1e6,
             );
         }
         Ok(None)
@@ -546,6 +631,12 @@ pub fn plot(points: &[Point], path: &Path) -> anyhow::Result<()> {
     if !text {
         eprintln!("clarion-lab: warning: no TrueType font found (set CLARION_FONT); the plot has no text");
     }
+    if let Some(scale) = Scale::of(points) {
+        let (w, h) = (560 * scale.intervals.len() as u32 + 20, 460u32);
+        let mut buf = vec![255u8; (w * h * 3) as usize];
+        draw_scale(points, &scale, text, &mut buf, (w, h))?;
+        return write_png(path, &buf, (w, h));
+    }
     let axes = Axes::of(points);
     let (w, h) = (420 * axes.panels.len() as u32 + 20, 460u32);
     let mut buf = vec![255u8; (w * h * 3) as usize];
@@ -595,6 +686,162 @@ impl Axes {
             xpad: ((kmax - kmin) * 0.05).max(0.5),
         }
     }
+}
+
+/// The data-center layout, for a grid of one K over several flow counts:
+/// one panel per interval, x the active flows (log scale), one line per
+/// arrival rate. Figure 13's layout would give each flow count and
+/// arrival rate a panel of one point.
+struct Scale {
+    per_flow: u32,
+    intervals: Vec<u64>,
+    arrivals: Vec<f64>,
+    /// log10 of the fewest and most active flows.
+    lmin: f64,
+    lmax: f64,
+    ymax: f64,
+}
+
+impl Scale {
+    fn of(points: &[Point]) -> Option<Scale> {
+        let first = points.first()?;
+        if points.iter().any(|p| p.per_flow != first.per_flow)
+            || points.iter().all(|p| p.flows == first.flows)
+        {
+            return None;
+        }
+        let mut intervals: Vec<u64> = points.iter().map(|p| p.interval_ms).collect();
+        intervals.sort_unstable();
+        intervals.dedup();
+        let mut arrivals: Vec<f64> = points.iter().map(|p| p.arrivals).collect();
+        arrivals.sort_by(f64::total_cmp);
+        arrivals.dedup();
+        let log = |f: u32| f64::from(f.max(1)).log10();
+        Some(Scale {
+            per_flow: first.per_flow,
+            intervals,
+            arrivals,
+            lmin: points.iter().map(|p| log(p.flows)).fold(f64::INFINITY, f64::min),
+            lmax: points.iter().map(|p| log(p.flows)).fold(0.0, f64::max),
+            ymax: points
+                .iter()
+                .map(|p| p.max_rate_pps / 1e6)
+                .fold(14.88_f64, f64::max)
+                * 1.1,
+        })
+    }
+}
+
+/// 1000 as `1k`, 1000000 as `1M`.
+fn short_count(n: f64) -> String {
+    match n {
+        n if n >= 1e6 => format!("{}M", n / 1e6),
+        n if n >= 1e3 => format!("{}k", n / 1e3),
+        n => format!("{n}"),
+    }
+}
+
+/// Draws [`Scale`]'s panels into `buf`, an RGB image of `size`.
+fn draw_scale(
+    points: &[Point],
+    sc: &Scale,
+    text: bool,
+    buf: &mut [u8],
+    size: (u32, u32),
+) -> anyhow::Result<()> {
+    let root = BitMapBackend::with_buffer(buf, size).into_drawing_area();
+    root.fill(&WHITE).map_err(drawing)?;
+    let root = root.margin(10, 10, 10, 10);
+    let panels = root.split_evenly((1, sc.intervals.len()));
+    let x = (sc.lmin - 0.25)..(sc.lmax + 0.25);
+    for (panel, &i) in panels.iter().zip(&sc.intervals) {
+        let mut b = ChartBuilder::on(panel);
+        b.margin(8);
+        if text {
+            b.caption(
+                format!("{i} ms epochs, {} triggers per flow", sc.per_flow),
+                ("sans-serif", 20),
+            )
+            .x_label_area_size(45)
+            .y_label_area_size(55);
+        } else {
+            b.x_label_area_size(10).y_label_area_size(10);
+        }
+        let mut chart = b.build_cartesian_2d(x.clone(), 0.0..sc.ymax).map_err(drawing)?;
+        let mut mesh = chart.configure_mesh();
+        mesh.light_line_style(RGBColor(245, 245, 245));
+        if text {
+            mesh.x_desc("Active flows (log scale)")
+                .y_desc("Max rate with no late sweep (Mpps)")
+                .x_label_formatter(&|x| {
+                    if (x - x.round()).abs() < 1e-6 {
+                        short_count(10f64.powf(x.round()))
+                    } else {
+                        String::new()
+                    }
+                })
+                .y_label_formatter(&|y| format!("{y:.0}"))
+                .label_style(("sans-serif", 14))
+                .axis_desc_style(("sans-serif", 15));
+        } else {
+            mesh.x_labels(0).y_labels(0);
+        }
+        mesh.draw().map_err(drawing)?;
+        let line = RGBColor(120, 120, 120);
+        let s = chart
+            .draw_series(LineSeries::new(
+                [(x.start, 14.88), (x.end, 14.88)],
+                line.stroke_width(1),
+            ))
+            .map_err(drawing)?;
+        if text {
+            s.label("14.88 Mpps (10 GbE, 64 B)")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], line));
+        }
+        for (n, &arr) in sc.arrivals.iter().enumerate() {
+            let mut at: Vec<&Point> = points
+                .iter()
+                .filter(|p| p.interval_ms == i && p.arrivals == arr)
+                .collect();
+            at.sort_by_key(|p| p.flows);
+            let color = COLORS[n % COLORS.len()];
+            let lx = |p: &Point| f64::from(p.flows.max(1)).log10();
+            let model: Vec<(f64, f64)> = at.iter().map(|p| (lx(p), p.max_rate_pps / 1e6)).collect();
+            chart
+                .draw_series(LineSeries::new(model, color.mix(0.35).stroke_width(1)))
+                .map_err(drawing)?;
+            let verified: Vec<(f64, f64)> = at
+                .iter()
+                .filter_map(|p| match p.verified {
+                    Some(v) => Some((lx(p), v * p.max_rate_pps / 1e6)),
+                    None if p.max_rate_pps < 1.0 => Some((lx(p), 0.0)),
+                    None => None,
+                })
+                .collect();
+            let s = chart
+                .draw_series(LineSeries::new(verified.clone(), color.stroke_width(2)))
+                .map_err(drawing)?;
+            if text {
+                s.label(format!("{} new flows/s", short_count(arr)))
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            }
+            chart
+                .draw_series(verified.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(drawing)?;
+            // A point not verified: a cross at the model's rate.
+            chart
+                .draw_series(
+                    at.iter()
+                        .filter(|p| p.verified.is_none() && p.max_rate_pps >= 1.0)
+                        .map(|p| Cross::new((lx(p), p.max_rate_pps / 1e6), 5, color.stroke_width(2))),
+                )
+                .map_err(drawing)?;
+        }
+        if text {
+            draw_legend(&mut chart)?;
+        }
+    }
+    root.present().map_err(drawing)
 }
 
 /// A panel's chart: triggers per flow by Mpps.
@@ -774,5 +1021,68 @@ mod tests {
         // A sweep longer than the epoch: infeasible.
         assert_eq!(max_rate(50.0, 11e6, 10e6), 0.0);
         assert_eq!(max_rate(0.0, 0.0, 10e6), 0.0);
+    }
+
+    fn point(flows: u32, arrivals: f64, verified: Option<f64>, rate: f64) -> Point {
+        Point {
+            per_flow: 8,
+            interval_ms: 10,
+            flows,
+            arrivals,
+            ns_per_packet: 33.4,
+            ns_per_packet_median: 33.4,
+            sweep_p99_us: 147.9,
+            max_rate_pps: rate,
+            verified,
+        }
+    }
+
+    #[test]
+    fn a_csv_read_back_gives_its_points() {
+        let points = [
+            point(1000, 1000.0, Some(0.95), 29.47e6),
+            point(1_000_000, 100_000.0, None, 5.51e6),
+            point(1_000_000, 10_000.0, None, 0.0),
+        ];
+        let mut csv = format!("{CSV_HEADER}\n");
+        for p in &points {
+            csv.push_str(&p.csv_row());
+            csv.push('\n');
+        }
+        let back = read_csv(&csv).unwrap();
+        let rows: Vec<String> = back.iter().map(Point::csv_row).collect();
+        let want: Vec<String> = points.iter().map(Point::csv_row).collect();
+        assert_eq!(rows, want);
+        // The older seven columns: the paper's arrival rate.
+        let old = "per_flow,interval_ms,flows,ns_per_packet,sweep_p99_us,max_rate_mpps,verified\n4,1,300,31.3,38.1,30.78,yes@0.85\n";
+        assert_eq!(read_csv(old).unwrap()[0].arrivals, 1000.0);
+        // The scale layout is for one K over several flow counts.
+        assert!(Scale::of(&back).is_some());
+        assert!(Scale::of(&back[..1]).is_none());
+    }
+
+    #[test]
+    fn a_bad_csv_is_refused_with_its_line() {
+        let bad = [
+            ("", "not a feasibility CSV"),
+            ("a,b\n", "not a feasibility CSV"),
+            (&format!("{CSV_HEADER}\n"), "no points"),
+            (
+                &format!("{CSV_HEADER}\n8,10,1000\n"),
+                "line 2: fewer than 7 columns",
+            ),
+            (
+                &format!("{CSV_HEADER}\n8,10,x,1,1,1,no,1\n"),
+                "line 2: flows `x` is not a number",
+            ),
+            (
+                &format!("{CSV_HEADER}\n8,10,1,1,1,1,maybe,1\n"),
+                "line 2: verified `maybe`",
+            ),
+        ];
+        for (text, want) in bad {
+            let e = read_csv(text).unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
     }
 }

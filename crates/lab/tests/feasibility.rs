@@ -53,3 +53,33 @@ fn empty_grid_is_a_usage_error() {
         .assert()
         .code(2);
 }
+
+/// The committed data-center grid redraws from its CSV (nothing measured),
+/// and a file that is not one is refused naming it.
+#[test]
+fn a_grid_redraws_from_its_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("scale.png");
+    let csv = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/feasibility-scale.csv");
+    let o = Command::cargo_bin("clarion-lab")
+        .expect("binary builds")
+        .args(["feasibility", "--from-csv", csv, "--png"])
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "per_flow,interval_ms\n8,10\n").unwrap();
+    let o = Command::cargo_bin("clarion-lab")
+        .expect("binary builds")
+        .args(["feasibility", "--from-csv"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad.csv: line 2: fewer than 7 columns"), "{err}");
+}
