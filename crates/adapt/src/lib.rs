@@ -49,5 +49,5 @@ pub use graph::{GraphBuilder, StateGraph, StateId, TaskId};
 pub use groups::{SeenGroup, WindowSample};
 pub use recall::{Estimator, RecallEstimate, RecallEstimator, WindowObservation};
 pub use recovery::{Move, Recovery, RecoveryConfig, Transition};
-pub use relief::{Relief, Relieve};
+pub use relief::{Block, Relief, Relieve};
 pub use routine::{fit_chains, Decision, Routine, Shed};

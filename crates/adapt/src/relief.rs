@@ -78,12 +78,35 @@ impl Relief {
     /// leaves `waiting` packets in a ring of `capacity`. Returns what to
     /// tell the monitor when relief is due now.
     pub fn served(&mut self, arrival_ns: u64, cost_ns: f64, waiting: u64, capacity: u64) -> Option<Relieve> {
-        if self.served == 0 {
-            self.first_arrival_ns = arrival_ns;
+        let block = self.served_batch(1, arrival_ns, arrival_ns, cost_ns)?;
+        if (waiting as f64) < Self::FILL * capacity as f64 {
+            return None;
         }
-        self.served += 1;
+        block.relieve(self.horizon_ns, waiting as f64)
+    }
+
+    /// `packets` served together (a live worker's receive batch), the
+    /// first arrived at `first_arrival_ns` and the last at
+    /// `last_arrival_ns`, costing `cost_ns` in all. Returns the block they
+    /// complete, if they do: the driver then looks at its ring, and if it
+    /// is over [`Relief::FILL`] asks the block what relief is due
+    /// ([`Block::relieve`], with the horizon of [`Relief::horizon_ns`]).
+    pub fn served_batch(
+        &mut self,
+        packets: u64,
+        first_arrival_ns: u64,
+        last_arrival_ns: u64,
+        cost_ns: f64,
+    ) -> Option<Block> {
+        if packets == 0 {
+            return None;
+        }
+        if self.served == 0 {
+            self.first_arrival_ns = first_arrival_ns;
+        }
+        self.served += packets;
         self.cost_ns += cost_ns;
-        self.last_arrival_ns = self.last_arrival_ns.max(arrival_ns);
+        self.last_arrival_ns = self.last_arrival_ns.max(last_arrival_ns);
         if self.served < Self::BLOCK {
             return None;
         }
@@ -98,13 +121,34 @@ impl Relief {
         self.served = 0;
         self.cost_ns = 0.0;
         self.last_arrival_ns = 0;
-        if (waiting as f64) < Self::FILL * capacity as f64 {
-            return None;
-        }
-        let h = self.horizon_ns as f64;
-        let available_ns = h / (rate * h + waiting as f64);
-        (serving_ns > available_ns).then_some(Relieve {
-            serving_ns,
+        Some(Block { serving_ns, rate })
+    }
+
+    /// The horizon over which a backlog is drained.
+    pub fn horizon_ns(&self) -> u64 {
+        self.horizon_ns
+    }
+}
+
+/// A block of packets served ([`Relief::served_batch`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Block {
+    /// Mean cost a packet.
+    pub serving_ns: f64,
+    /// Arrival rate of the block's packets, per ns (infinite when they
+    /// all arrived at once).
+    pub rate: f64,
+}
+
+impl Block {
+    /// With `waiting` packets behind the block, the relief due to drain
+    /// them over `horizon_ns` while keeping up with the arrivals, if the
+    /// block cost more than that.
+    pub fn relieve(&self, horizon_ns: u64, waiting: f64) -> Option<Relieve> {
+        let h = horizon_ns.max(1) as f64;
+        let available_ns = h / (self.rate * h + waiting.max(0.0));
+        (self.serving_ns > available_ns).then_some(Relieve {
+            serving_ns: self.serving_ns,
             available_ns,
         })
     }
@@ -129,6 +173,27 @@ mod tests {
         assert_eq!(d.serving_ns, 250.0);
         // 50,000 packets expected in 10 ms and 3,000 waiting.
         assert!((d.available_ns - 10e6 / 53_000.0).abs() < 1e-6, "{d:?}");
+    }
+
+    #[test]
+    fn batches_judge_as_their_packets_one_by_one() {
+        // 256 packets every 200 ns costing 250 each, in batches of 32 or one by one.
+        let mut one = Relief::new(10_000_000);
+        let mut batched = Relief::new(10_000_000);
+        let by_one = (0..256u64).find_map(|i| one.served(i * 200, 250.0, 3_000, 4096));
+        let mut block = None;
+        for b in 0..8u64 {
+            let first = b * 32 * 200;
+            block = block.or(batched.served_batch(32, first, first + 31 * 200, 32.0 * 250.0));
+        }
+        let block = block.expect("256 packets complete a block");
+        assert_eq!(block.relieve(batched.horizon_ns(), 3_000.0), by_one);
+        assert!(by_one.is_some());
+        assert_eq!(
+            batched.served_batch(0, 0, 0, 0.0),
+            None,
+            "an empty batch is nothing"
+        );
     }
 
     #[test]

@@ -19,13 +19,27 @@
 //! fits `available / factor` ([`Monitor::adapt_to`]). An idle epoch
 //! leaves the shedding as it was: no traffic says nothing of the next.
 //!
+//! # Relief within an epoch
+//! The decision comes once an epoch, from the epoch before; a surge that
+//! fills the receive ring within an epoch (the first one of a run, or one
+//! after a quiet spell) would drop packets before it. After each block of
+//! [`Relief::BLOCK`] packets the worker served, if a ring is at least
+//! [`Relief::FILL`] full, the time available a packet is what drains the
+//! backlog over one epoch at the block's arrival rate, the backlog being
+//! the packets that arrived since the last one served (its queueing delay
+//! at that rate); if the block cost more (wall time, in the profile's
+//! measure by the calibration), the monitor bypasses more flows at once
+//! ([`Monitor::relieve`]; docs/adapt.md, "Relief within a window").
+//!
 //! # Cost
 //! Two clock reads per receive batch and sweep step, and once per epoch a
-//! walk over the receive queues and the routine (microseconds).
+//! walk over the receive queues and the routine (microseconds); a walk
+//! over half a ring's blocks once a block of packets (256) when judging
+//! relief.
 
 use std::time::Instant;
 
-use clarion_adapt::{Budget, Calibration, Forecast};
+use clarion_adapt::{Budget, Calibration, Forecast, Relief};
 use clarion_engine::{Monitor, ShedDecision};
 
 /// Weight of the newest epoch in the calibration's average.
@@ -47,6 +61,24 @@ pub(crate) struct LiveAdapt {
     budget: Budget,
     /// Epochs seen (the first is the warm-up's).
     epochs: u64,
+    /// Relief within an epoch, made at the first batch (its horizon is
+    /// the monitor's epoch).
+    relief: Option<Relief>,
+    /// Reliefs given since the start.
+    pub(crate) reliefs: u64,
+}
+
+/// A receive batch served, for [`LiveAdapt::on_batch`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Served {
+    pub(crate) packets: u64,
+    /// Kernel timestamps of the batch's first and last packets (Unix ns).
+    pub(crate) first_ts_ns: u64,
+    pub(crate) last_ts_ns: u64,
+    /// Wall time the batch took.
+    pub(crate) busy_ns: u64,
+    /// The wall clock when it was done (Unix ns).
+    pub(crate) now_ns: u64,
 }
 
 impl LiveAdapt {
@@ -57,7 +89,41 @@ impl LiveAdapt {
             last: None,
             budget: Budget::new(Forecast::Rise),
             epochs: 0,
+            relief: None,
+            reliefs: 0,
         })
+    }
+
+    /// A receive batch `b` served (module documentation, *Relief within an
+    /// epoch*): when it completes a block and `over_mark` says a ring is
+    /// at least [`Relief::FILL`] full, relieves the monitor if the block
+    /// cost more than drains the backlog. Returns the share of flows now
+    /// bypassed when it did.
+    pub(crate) fn on_batch(
+        &mut self,
+        monitor: &mut Monitor,
+        b: Served,
+        over_mark: impl FnOnce() -> bool,
+    ) -> Option<f64> {
+        let relief = self.relief.get_or_insert_with(|| Relief::new(monitor.epoch_ns()));
+        let block = relief.served_batch(b.packets, b.first_ts_ns, b.last_ts_ns, b.busy_ns as f64)?;
+        if !over_mark() {
+            return None;
+        }
+        // Behind the last packet served: those that arrived while it waited.
+        let waited = b.now_ns.saturating_sub(b.last_ts_ns) as f64;
+        let waiting = if block.rate.is_finite() {
+            block.rate * waited
+        } else {
+            0.0
+        };
+        let due = block.relieve(relief.horizon_ns(), waiting)?;
+        let share = monitor.relieve(
+            self.calibration.to_profiled(due.serving_ns),
+            self.calibration.to_profiled(due.available_ns),
+        )?;
+        self.reliefs += 1;
+        Some(share)
     }
 
     /// Counts the time since `started` as busy.
@@ -213,6 +279,57 @@ mod tests {
             d.is_some_and(|d| d.shed == Shed::NONE)
         });
         assert!(restored, "{:?}", m.shed());
+    }
+
+    /// Batches of 32 packets arriving every 200 ns that cost `cost` ns
+    /// each, the last of each having waited `waited` ns.
+    fn batches(
+        a: &mut LiveAdapt,
+        m: &mut Monitor,
+        n: u64,
+        cost: u64,
+        waited: u64,
+        full: bool,
+    ) -> Vec<Option<f64>> {
+        let t0 = 1_000_000_000_000u64;
+        (0..n)
+            .map(|b| {
+                let first = t0 + b * 32 * 200;
+                let served = Served {
+                    packets: 32,
+                    first_ts_ns: first,
+                    last_ts_ns: first + 31 * 200,
+                    busy_ns: 32 * cost,
+                    now_ns: first + 31 * 200 + waited,
+                };
+                a.on_batch(m, served, || full)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_ring_filling_within_the_first_epoch_is_relieved_at_once() {
+        // 50,000 packets expected in the 10 ms epoch and 3,000 waiting
+        // (600 µs at 200 ns): 189 ns available a packet, 250 spent.
+        let mut m = loaded(200, 10);
+        let before = m.bypass();
+        let mut a = LiveAdapt::new().unwrap();
+        let got = batches(&mut a, &mut m, 8, 250, 600_000, true);
+        assert!(got[..7].iter().all(Option::is_none), "{got:?}");
+        let share = got[7].expect("the block of 256 packets is judged");
+        assert!(share > before, "{share} {before}");
+        assert_eq!(a.reliefs, 1);
+        // Below the fill mark, or when the packets fit (150 ns each, the
+        // 10 ms epoch's 50,000 and 1,000 waiting take 7.7 ms): nothing.
+        let mut m = loaded(200, 10);
+        let mut a = LiveAdapt::new().unwrap();
+        assert!(batches(&mut a, &mut m, 16, 250, 600_000, false)
+            .iter()
+            .all(Option::is_none));
+        assert!(batches(&mut a, &mut m, 16, 150, 200_000, true)
+            .iter()
+            .all(Option::is_none));
+        assert_eq!((a.reliefs, m.bypass()), (0, before));
     }
 
     #[test]

@@ -599,7 +599,7 @@ const fn degraded(name: &'static str, help: &'static str, get: fn(&WorkerMetrics
 }
 
 /// The worker families, in the page's order.
-static WORKER_FAMILIES: [Family; 15] = [
+static WORKER_FAMILIES: [Family; 16] = [
     always("clarion_packets_total", "counter", "IP packets processed.", |m| &m.packets, Unit::Count),
     always("clarion_bytes_total", "counter", "IP bytes processed.", |m| &m.bytes, Unit::Count),
     always(
@@ -658,6 +658,14 @@ static WORKER_FAMILIES: [Family; 15] = [
         "Degraded mode (--adapt): share of flows bypassed (not looked up, only counted) because even the lightest monitoring states do not fit.",
         |m| &m.bypass_milli,
     ),
+    Family {
+        name: "clarion_reliefs_total",
+        kind: "counter",
+        help: "Degraded mode (--adapt): times the receive ring filled within an epoch and more flows were bypassed at once, before the epoch's decision.",
+        get: |m| &m.reliefs,
+        unit: Unit::Count,
+        degraded_only: true,
+    },
     degraded(
         "clarion_cost_factor",
         "Degraded mode (--adapt): measured over modelled processing time (above 1: the machine is slower than the profile, e.g. cache contention).",

@@ -204,6 +204,8 @@ pub struct WorkerMetrics {
     pub shed_depth_milli: AtomicU64,
     /// Degraded mode: the share of flows bypassed, in thousandths.
     pub bypass_milli: AtomicU64,
+    /// Degraded mode: reliefs given within an epoch since the start.
+    pub reliefs: AtomicU64,
     /// Degraded mode: measured over predicted cost (the calibration), in thousandths.
     pub cost_factor_milli: AtomicU64,
     pub flows_active: AtomicU64,

@@ -50,10 +50,11 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clarion_adapt::Relief;
 use clarion_engine::{Counters, Unparsed};
 use clarion_wire::PacketRecord;
 
-use crate::adapt::LiveAdapt;
+use crate::adapt::{LiveAdapt, Served};
 use crate::interface::{LinkState, LinkWatch};
 use crate::packet_ring::poll_fds;
 use crate::stats::{DelayHistogram, EpochStats, WorkerMetrics};
@@ -218,6 +219,9 @@ struct EpochTrack {
     delays: DelayHistogram,
     /// The longest a packet of the epoch stayed unseen (see [`Worker::quiet_ns`]).
     unseen_max_ns: u64,
+    /// Kernel timestamps of the first and last frames of the receive pass
+    /// (for relief, `adapt.rs`).
+    pass_ts: Option<(u64, u64)>,
     swept: Option<(EpochStats, Instant)>,
 }
 
@@ -382,9 +386,7 @@ impl<C: Chain> Worker<C> {
                 self.quiet_ns = polled;
             } else {
                 self.last_frames = started;
-                if let Some(a) = self.adapt.as_mut() {
-                    a.busy_since(started);
-                }
+                self.relieve(got, started);
             }
             if self.flushed.elapsed() >= EXPORT_TICK {
                 self.flushed = Instant::now();
@@ -417,6 +419,38 @@ impl<C: Chain> Worker<C> {
             }
             self.chain.service();
             self.send_outputs()?;
+        }
+    }
+
+    /// Degraded mode: a receive pass of `got` frames begun at `started`
+    /// counts as busy, and may call for relief within the epoch
+    /// (`adapt.rs`).
+    fn relieve(&mut self, got: usize, started: Instant) {
+        let pass = self.track.pass_ts.take();
+        let Some(a) = self.adapt.as_mut() else { return };
+        a.busy_since(started);
+        let Some((first_ts_ns, last_ts_ns)) = pass else {
+            return;
+        };
+        let served = Served {
+            packets: got as u64,
+            first_ts_ns,
+            last_ts_ns,
+            busy_ns: started.elapsed().as_nanos() as u64,
+            now_ns: realtime_ns(),
+        };
+        let sources = &self.sources;
+        let over_mark = || {
+            sources.iter().any(|s| {
+                let mark = (s.capacity() as f64 * Relief::FILL).ceil() as usize;
+                s.backlog(mark) >= mark
+            })
+        };
+        if let Some(share) = a.on_batch(self.chain.monitor_mut(), served, over_mark) {
+            self.metrics
+                .bypass_milli
+                .store((share * 1000.0) as u64, Ordering::Relaxed);
+            self.metrics.reliefs.store(a.reliefs, Ordering::Relaxed);
         }
     }
 
@@ -664,9 +698,14 @@ impl<C: Chain> Worker<C> {
     fn receive_from(&mut self, i: usize) -> usize {
         let link = self.sources[i].link();
         let (chain, batch, delays) = (&mut self.chain, &mut self.batch, &mut self.track.delays);
-        let (quiet, unseen) = (self.quiet_ns, &mut self.track.unseen_max_ns);
+        let (quiet, unseen, pass) = (
+            self.quiet_ns,
+            &mut self.track.unseen_max_ns,
+            &mut self.track.pass_ts,
+        );
         let mut handle = |fr: Frame<'_>| {
             *unseen = (*unseen).max(quiet.saturating_sub(fr.ts_ns));
+            *pass = Some(pass.map_or((fr.ts_ns, fr.ts_ns), |(a, b)| (a.min(fr.ts_ns), b.max(fr.ts_ns))));
             match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
                 Ok(rec) => {
                     chain.frame(i, link, &rec, &fr);
