@@ -170,8 +170,9 @@ fn replay_beside<S: Stage>(
     let mut stages = Stages::default();
     match beside {
         Beside::Nothing => {
-            let mut stage = stage;
-            let (run, elapsed) = go(src, &mut stage, driver, options)?;
+            // On the heap, as a pipeline keeps its head (`Pipeline::new`).
+            let mut stage = Box::new(stage);
+            let (run, elapsed) = go(src, &mut *stage, driver, options)?;
             return Ok((run, elapsed, stage.counters(), 0));
         }
         Beside::Records => {
