@@ -132,6 +132,8 @@ pub struct Monitor {
     /// Where the reclaim's next scan of the flow entries starts (a clock
     /// hand: see [`Monitor::reclaim`]).
     reclaim_hand: usize,
+    /// Packet time of the latest reclaim (its pace is by packet time).
+    reclaim_at: u64,
     /// Entries the reclaim found idle, freed once their removal's lines
     /// are loaded (kept from sweep to sweep: no allocation).
     reclaim_found: Vec<u32>,
@@ -175,19 +177,20 @@ struct MergeOut {
     ready: Vec<Partials>,
 }
 
-/// Entries the reclaim looks at in a sweep at least (all of a table of
-/// fewer): one line each, about 25 µs of sequential reads.
-const RECLAIM_SCAN_MIN: usize = 4096;
+/// A table of at most this many entries is scanned whole at every
+/// reclaim, so that its flows go at the first sweep past their timeout
+/// (what the unit tests' small tables expect); a larger one is paced.
+const RECLAIM_WHOLE: usize = 64;
 
-/// The reclaim's hand goes round the entries within this many sweeps at
+/// The reclaim's hand goes round the entries within this many epochs at
 /// most, whatever the timeout: with [`STATS_EPOCH_AGE`], what keeps a flow
 /// entry's 32-bit epoch ([`FlowEntry::stats_epoch`]) within 2^30 epochs
 /// of the current one, so that wrapping comparisons of it are exact.
-const MAX_TURN_SWEEPS: u64 = 1 << 28;
+const MAX_TURN_EPOCHS: u64 = 1 << 28;
 
 /// The age in epochs beyond which the reclaim ages an entry's epoch no
-/// further (see [`MAX_TURN_SWEEPS`]): an entry is visited every 2^28
-/// sweeps, so its epoch is never more than 2^29 + 2^28 epochs old.
+/// further (see [`MAX_TURN_EPOCHS`]): an entry is visited every 2^28
+/// epochs, so its epoch is never more than 2^29 + 2^28 epochs old.
 const STATS_EPOCH_AGE: u32 = 1 << 29;
 
 /// Idle entries the reclaim frees in a batch, their removals' lines
@@ -284,6 +287,7 @@ impl Monitor {
             spare_firings: Default::default(),
             report_peak: DecayingPeak::default(),
             reclaim_hand: 0,
+            reclaim_at: 0,
             reclaim_found: Vec::new(),
             counters: Counters::default(),
             scratch: Vec::new(),
@@ -1624,25 +1628,36 @@ impl Monitor {
     /// filling with dead flows.
     ///
     /// A clock hand over the entries, not a queue of every flow: each sweep
-    /// reads the next entries in order, enough that the hand goes round the
-    /// entries ever used within a quarter of the timeout of packet time (at
-    /// least [`RECLAIM_SCAN_MIN`], all of a smaller table, so a small
-    /// table's flows go at the first sweep past their timeout). A flow idle
-    /// past the timeout is thus freed within 1.25 timeouts. The queue it
-    /// replaces cost 16 bytes a flow and a push a new flow; sequential reads
-    /// are what memory serves fastest, and at 1 M flows, 10 ms epochs and a
-    /// 60 s timeout the hand reads [`RECLAIM_SCAN_MIN`] entries a sweep.
+    /// reads the next entries in order, as many as the packet time since
+    /// the last reclaim is of a quarter of the timeout (all of a table of
+    /// [`RECLAIM_WHOLE`] entries or fewer), so that the hand goes round the
+    /// entries ever used within a quarter of the timeout of packet time,
+    /// however far apart the sweeps are. A flow idle past the timeout is
+    /// thus freed within 1.25 timeouts. The queue it replaces cost 16 bytes
+    /// a flow and a push a new flow; sequential reads are what memory
+    /// serves fastest: at 1 M flows, 10 ms epochs and a 60 s timeout the
+    /// hand reads ~670 entries a sweep. Paced by sweeps instead (and at
+    /// least 4,096 a sweep), it read 4,096 entries at every sweep of a
+    /// sparse capture, where sweeps are far apart: a third of the sweeps'
+    /// instructions on `pathspider_real` (docs/performance.md).
     fn reclaim(&mut self, swept: u64) {
         let used = self.flows.entries.len();
+        let elapsed = self.now.saturating_sub(self.reclaim_at);
+        self.reclaim_at = self.now;
         if used == 0 {
             return;
         }
         let timeout = self.config.flow_timeout_ns;
-        let turn_sweeps = (timeout / 4 / self.epoch_ns.max(1)).clamp(1, MAX_TURN_SWEEPS);
-        let budget = (used as u64)
-            .div_ceil(turn_sweeps)
-            .max(RECLAIM_SCAN_MIN as u64)
-            .min(used as u64) as usize;
+        // A turn within `MAX_TURN_EPOCHS` epochs at most, whatever the timeout.
+        let quarter = (timeout / 4)
+            .min(MAX_TURN_EPOCHS.saturating_mul(self.epoch_ns.max(1)))
+            .max(1);
+        let budget = if used <= RECLAIM_WHOLE {
+            used
+        } else {
+            let paced = (used as u128 * u128::from(elapsed.min(quarter))).div_ceil(u128::from(quarter));
+            (paced as usize).min(used)
+        };
         let (swept, now_epoch) = (swept as u32, self.epoch_seq as u32);
         let mut found = std::mem::take(&mut self.reclaim_found);
         let mut i = self.reclaim_hand.min(used);

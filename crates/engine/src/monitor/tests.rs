@@ -796,7 +796,7 @@ fn busy_flows_stay_and_reused_entries_keep_their_flow() {
 fn idle_flows_of_a_large_table_go_within_a_quarter_timeout_more() {
     let mut m = reclaiming_monitor(); // 50 ms timeout, 10 ms epochs: 5 sweeps a turn
     let mut out = Vec::new();
-    let flows = 30_000u64; // more than RECLAIM_SCAN_MIN a sweep for 5 sweeps
+    let flows = 30_000u64; // paced: a fifth of them a 10 ms sweep
     for f in 0..flows {
         let mut p = pkt(T0 + f, 1, 1, 1);
         p.key.src_port = f as u16;
@@ -820,6 +820,48 @@ fn idle_flows_of_a_large_table_go_within_a_quarter_timeout_more() {
         "all gone within 1.25 timeouts and a sweep"
     );
     assert_eq!(m.counters().flows_active, 1);
+}
+
+/// The reclaim's hand moves with packet time, not with sweeps: at a 60 s
+/// timeout (a turn in 15 s), a sweep 10 ms after the last reads 1/1,500
+/// of the entries, and one after a quiet second 1/15 of them (paced by
+/// sweeps, each read 4,096, which on a sparse capture was a third of
+/// the sweeps' work).
+#[test]
+fn the_reclaim_reads_entries_in_proportion_to_packet_time() {
+    let mut m = Monitor::new(MonitorConfig {
+        flow_timeout_ns: 60_000 * MS,
+        ..MonitorConfig::default()
+    });
+    m.install(event(
+        "any",
+        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
+        Granularity::FIVE_TUPLE,
+        10,
+    ))
+    .unwrap();
+    let mut out = Vec::new();
+    let flows = 30_000u64;
+    for f in 0..flows {
+        let mut p = pkt(T0 + f, 1, 1, 1);
+        p.key.src_port = f as u16;
+        m.process(&p, &mut out);
+    }
+    // The first sweep has no reclaim before it: a whole turn.
+    m.process(&pkt(T0 + 10 * MS, 2, 1, 1), &mut out);
+    let start = m.reclaim_hand;
+    m.process(&pkt(T0 + 20 * MS, 2, 1, 1), &mut out);
+    let used = m.flows.entries.len() as u64;
+    let moved = |from: usize, to: usize| ((to + used as usize - from) % used as usize) as u64;
+    assert_eq!(
+        moved(start, m.reclaim_hand),
+        used.div_ceil(1_500),
+        "10 ms of 15 s"
+    );
+    let before = m.reclaim_hand;
+    m.process(&pkt(T0 + 1_020 * MS, 2, 1, 1), &mut out);
+    assert_eq!(moved(before, m.reclaim_hand), used.div_ceil(15), "1 s of 15 s");
+    assert_eq!(m.counters().flows_evicted, 0);
 }
 
 /// The sweep's report and firing vectors keep the room a burst of reports
