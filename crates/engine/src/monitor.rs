@@ -127,6 +127,8 @@ pub struct Monitor {
     /// new vector each epoch was page faults and copies (~4 % of the run).
     spare_reports: Vec<Report>,
     spare_firings: firings::Firings,
+    /// The last sweep's vectors, for the next (`sweep::Spares`).
+    spare_sweep: sweep::Spares,
     /// The reports of recent sweeps: what `spare_reports` keeps room for.
     report_peak: DecayingPeak,
     /// Where the reclaim's next scan of the flow entries starts (a clock
@@ -285,6 +287,7 @@ impl Monitor {
             sweep: None,
             spare_reports: Vec::new(),
             spare_firings: Default::default(),
+            spare_sweep: Default::default(),
             report_peak: DecayingPeak::default(),
             reclaim_hand: 0,
             reclaim_at: 0,
@@ -1302,6 +1305,7 @@ impl Monitor {
             }
             None
         };
+        let spare = std::mem::take(&mut self.spare_sweep);
         let direct = Direct {
             tags_seen: self.tags_seen,
             completeness,
@@ -1310,8 +1314,8 @@ impl Monitor {
                 end_ns: epoch_end,
             }),
             keep: self.config.history_windows > 0,
-            accs: Vec::new(),
-            values: Default::default(),
+            accs: spare.accs,
+            values: spare.values,
         };
         self.sweep = Some(Sweep {
             epoch_start: self.epoch_start,
@@ -1323,9 +1327,9 @@ impl Monitor {
             order,
             set_pos: 0,
             pos: 0,
-            parts: Vec::new(),
-            opened: Vec::new(),
-            flow_lasts: Vec::new(),
+            parts: spare.parts,
+            opened: spare.opened,
+            flow_lasts: spare.flow_lasts,
             reports: std::mem::take(&mut self.spare_reports),
             firings: std::mem::take(&mut self.spare_firings),
             origin: Origin {
@@ -1333,16 +1337,16 @@ impl Monitor {
                 worker: self.config.worker,
             },
             direct,
-            fired: Default::default(),
-            first_look: Default::default(),
+            fired: spare.fired,
+            first_look: spare.first_look,
             counts,
             merge: self.config.merge_output,
             report_triggers: Vec::new(),
             partials: Vec::new(),
             adapt: self.adapt.is_some(),
             bypassed_per_seen: self.bypass.ratio(self.epoch_start, epoch_end),
-            loads: Vec::new(),
-            shed_parts: Vec::new(),
+            loads: spare.loads,
+            shed_parts: spare.shed_parts,
             direct_counts: Default::default(),
             direct_bypassed: Default::default(),
             window_counts: Vec::new(),
@@ -1440,6 +1444,7 @@ impl Monitor {
             }
         }
         self.reclaim(s.seq);
+        self.spare_sweep = sweep::Spares::keep(&mut s);
         self.counters.sweeps_completed += 1;
         if self.config.merge_output {
             self.hand_out(s);

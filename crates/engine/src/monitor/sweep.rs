@@ -233,6 +233,53 @@ impl FirstLook {
     }
 }
 
+/// The vectors a sweep grows as it goes, kept from one sweep for the
+/// next (emptied): built afresh, they were grown and freed at every
+/// sweep, an eighth of a sweep's instructions on a sparse capture where
+/// a sweep has a few flows (docs/performance.md, "A reclaim paced by
+/// packet time").
+#[derive(Debug, Default)]
+pub(super) struct Spares {
+    pub(super) parts: Vec<Part>,
+    pub(super) opened: Vec<TriggerId>,
+    pub(super) flow_lasts: Vec<TriggerId>,
+    pub(super) accs: Vec<Acc>,
+    pub(super) values: Vec<f64>,
+    pub(super) fired: std::collections::VecDeque<Fired>,
+    pub(super) first_look: FirstLook,
+    pub(super) loads: Vec<(u32, u64, u64)>,
+    pub(super) shed_parts: Vec<(TriggerId, bool)>,
+}
+
+impl Spares {
+    /// Takes a finished sweep's vectors, emptied (what is still to be read
+    /// of it stays).
+    pub(super) fn keep(s: &mut Sweep) -> Spares {
+        fn emptied<T>(v: &mut Vec<T>) -> Vec<T> {
+            let mut v = std::mem::take(v);
+            v.clear();
+            v
+        }
+        let mut fired = std::mem::take(&mut s.fired);
+        fired.clear();
+        let mut first_look = std::mem::take(&mut s.first_look);
+        first_look.ats.clear();
+        first_look.spans.clear();
+        first_look.union.clear();
+        Spares {
+            parts: emptied(&mut s.parts),
+            opened: emptied(&mut s.opened),
+            flow_lasts: emptied(&mut s.flow_lasts),
+            accs: emptied(&mut s.direct.accs),
+            values: emptied(&mut s.direct.values),
+            fired,
+            first_look,
+            loads: emptied(&mut s.loads),
+            shed_parts: emptied(&mut s.shed_parts),
+        }
+    }
+}
+
 /// What testing windows per flow, during the gather, needs: such a
 /// trigger's window is this one epoch, and each flow is its own group.
 #[derive(Debug)]
