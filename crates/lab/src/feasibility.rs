@@ -768,74 +768,17 @@ fn draw_scale(
             b.x_label_area_size(10).y_label_area_size(10);
         }
         let mut chart = b.build_cartesian_2d(x.clone(), 0.0..sc.ymax).map_err(drawing)?;
-        let mut mesh = chart.configure_mesh();
-        mesh.light_line_style(RGBColor(245, 245, 245));
-        if text {
-            mesh.x_desc("Active flows (log scale)")
-                .y_desc("Max rate with no late sweep (Mpps)")
-                .x_label_formatter(&|x| {
-                    if (x - x.round()).abs() < 1e-6 {
-                        short_count(10f64.powf(x.round()))
-                    } else {
-                        String::new()
-                    }
-                })
-                .y_label_formatter(&|y| format!("{y:.0}"))
-                .label_style(("sans-serif", 14))
-                .axis_desc_style(("sans-serif", 15));
-        } else {
-            mesh.x_labels(0).y_labels(0);
-        }
-        mesh.draw().map_err(drawing)?;
-        let line = RGBColor(120, 120, 120);
-        let s = chart
-            .draw_series(LineSeries::new(
-                [(x.start, 14.88), (x.end, 14.88)],
-                line.stroke_width(1),
-            ))
-            .map_err(drawing)?;
-        if text {
-            s.label("14.88 Mpps (10 GbE, 64 B)")
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], line));
-        }
+        let label = |x: f64| short_count(10f64.powf(x.round()));
+        draw_mesh(&mut chart, text, "Active flows (log scale)", &label)?;
+        draw_line_rate(&mut chart, (x.start, x.end), text)?;
         for (n, &arr) in sc.arrivals.iter().enumerate() {
-            let mut at: Vec<&Point> = points
+            let at: Vec<(f64, &Point)> = points
                 .iter()
                 .filter(|p| p.interval_ms == i && p.arrivals == arr)
+                .map(|p| (f64::from(p.flows.max(1)).log10(), p))
                 .collect();
-            at.sort_by_key(|p| p.flows);
-            let color = COLORS[n % COLORS.len()];
-            let lx = |p: &Point| f64::from(p.flows.max(1)).log10();
-            let model: Vec<(f64, f64)> = at.iter().map(|p| (lx(p), p.max_rate_pps / 1e6)).collect();
-            chart
-                .draw_series(LineSeries::new(model, color.mix(0.35).stroke_width(1)))
-                .map_err(drawing)?;
-            let verified: Vec<(f64, f64)> = at
-                .iter()
-                .filter_map(|p| match p.verified {
-                    Some(v) => Some((lx(p), v * p.max_rate_pps / 1e6)),
-                    None if p.max_rate_pps < 1.0 => Some((lx(p), 0.0)),
-                    None => None,
-                })
-                .collect();
-            let s = chart
-                .draw_series(LineSeries::new(verified.clone(), color.stroke_width(2)))
-                .map_err(drawing)?;
-            if text {
-                s.label(format!("{} new flows/s", short_count(arr)))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-            }
-            chart
-                .draw_series(verified.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(drawing)?;
-            // A point not verified: a cross at the model's rate.
-            chart
-                .draw_series(
-                    at.iter()
-                        .filter(|p| p.verified.is_none() && p.max_rate_pps >= 1.0)
-                        .map(|p| Cross::new((lx(p), p.max_rate_pps / 1e6), 5, color.stroke_width(2))),
-                )
-                .map_err(drawing)?;
+            let name = format!("{} new flows/s", short_count(arr));
+            draw_points(&mut chart, at, name, COLORS[n % COLORS.len()], text)?;
         }
         if text {
             draw_legend(&mut chart)?;
@@ -880,14 +823,15 @@ fn draw(points: &[Point], axes: &Axes, text: bool, buf: &mut [u8], size: (u32, u
         let mut chart = b
             .build_cartesian_2d((axes.kmin - axes.xpad)..(axes.kmax + axes.xpad), 0.0..axes.ymax)
             .map_err(drawing)?;
-        draw_mesh(&mut chart, text)?;
-        draw_line_rate(&mut chart, axes, text)?;
+        draw_mesh(&mut chart, text, "Triggers per flow", &|x| format!("{x:.0}"))?;
+        draw_line_rate(&mut chart, (axes.kmin - axes.xpad, axes.kmax + axes.xpad), text)?;
         for (n, &i) in axes.intervals.iter().enumerate() {
             let at: Vec<&Point> = points
                 .iter()
                 .filter(|p| p.flows == f && p.arrivals == arrivals && p.interval_ms == i)
                 .collect();
-            draw_interval(&mut chart, at, i, COLORS[n % COLORS.len()], text)?;
+            let at = at.into_iter().map(|p| (f64::from(p.per_flow), p)).collect();
+            draw_points(&mut chart, at, format!("{i} ms"), COLORS[n % COLORS.len()], text)?;
         }
         if text {
             draw_legend(&mut chart)?;
@@ -896,21 +840,27 @@ fn draw(points: &[Point], axes: &Axes, text: bool, buf: &mut [u8], size: (u32, u
     root.present().map_err(drawing)
 }
 
-/// The grid, and with text the axes' labels.
-fn draw_mesh<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>, text: bool) -> anyhow::Result<()> {
+/// The grid, and with text the axes' labels: `x_desc` under the x axis,
+/// `x_label` at whole ticks (ticks between them get none).
+fn draw_mesh<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    text: bool,
+    x_desc: &str,
+    x_label: &dyn Fn(f64) -> String,
+) -> anyhow::Result<()> {
     let mut mesh = chart.configure_mesh();
     mesh.light_line_style(RGBColor(245, 245, 245));
+    let whole = |x: &f64| {
+        if (x - x.round()).abs() < 1e-6 {
+            x_label(*x)
+        } else {
+            String::new()
+        }
+    };
     if text {
-        mesh.x_desc("Triggers per flow")
+        mesh.x_desc(x_desc)
             .y_desc("Max rate with no late sweep (Mpps)")
-            .x_label_formatter(&|x| {
-                // Ticks between whole trigger counts get no label.
-                if (x - x.round()).abs() < 1e-6 {
-                    format!("{x:.0}")
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&whole)
             .y_label_formatter(&|y| format!("{y:.0}"))
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 15));
@@ -920,16 +870,16 @@ fn draw_mesh<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>, text: bool)
     mesh.draw().map_err(drawing)
 }
 
-/// 10 GbE line rate at 64 B, Trumpet's target.
+/// 10 GbE line rate at 64 B, Trumpet's target, across `x`.
 fn draw_line_rate<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
-    axes: &Axes,
+    x: (f64, f64),
     text: bool,
 ) -> anyhow::Result<()> {
     let line = RGBColor(120, 120, 120);
     let s = chart
         .draw_series(LineSeries::new(
-            [(axes.kmin - axes.xpad, 14.88), (axes.kmax + axes.xpad, 14.88)],
+            [(x.0, 14.88), (x.1, 14.88)],
             line.stroke_width(1),
         ))
         .map_err(drawing)?;
@@ -940,29 +890,26 @@ fn draw_line_rate<'a, DB: DrawingBackend + 'a>(
     Ok(())
 }
 
-/// The line of interval `i` over the points `at` (one panel's, of that interval).
-fn draw_interval<'a, DB: DrawingBackend + 'a>(
+/// One line over the points `at`, each at its x: faint the model's rate
+/// R; solid with markers the rate verified (F·R, or 0 when no rate is
+/// feasible); a cross at R where verification failed.
+fn draw_points<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
-    mut at: Vec<&Point>,
-    i: u64,
+    mut at: Vec<(f64, &Point)>,
+    name: String,
     color: RGBColor,
     text: bool,
 ) -> anyhow::Result<()> {
-    at.sort_by_key(|p| p.per_flow);
-    // The model's rate R, faint; the rate verified (F·R, or 0 when
-    // no rate is feasible), solid with markers.
-    let model: Vec<(f64, f64)> = at
-        .iter()
-        .map(|p| (f64::from(p.per_flow), p.max_rate_pps / 1e6))
-        .collect();
+    at.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let model: Vec<(f64, f64)> = at.iter().map(|&(x, p)| (x, p.max_rate_pps / 1e6)).collect();
     chart
         .draw_series(LineSeries::new(model, color.mix(0.35).stroke_width(1)))
         .map_err(drawing)?;
     let verified: Vec<(f64, f64)> = at
         .iter()
-        .filter_map(|p| match p.verified {
-            Some(v) => Some((f64::from(p.per_flow), v * p.max_rate_pps / 1e6)),
-            None if p.max_rate_pps < 1.0 => Some((f64::from(p.per_flow), 0.0)),
+        .filter_map(|&(x, p)| match p.verified {
+            Some(v) => Some((x, v * p.max_rate_pps / 1e6)),
+            None if p.max_rate_pps < 1.0 => Some((x, 0.0)),
             None => None,
         })
         .collect();
@@ -970,11 +917,18 @@ fn draw_interval<'a, DB: DrawingBackend + 'a>(
         .draw_series(LineSeries::new(verified.clone(), color.stroke_width(2)))
         .map_err(drawing)?;
     if text {
-        s.label(format!("{i} ms"))
+        s.label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
     }
     chart
         .draw_series(verified.iter().map(|&p| Circle::new(p, 3, color.filled())))
+        .map_err(drawing)?;
+    chart
+        .draw_series(
+            at.iter()
+                .filter(|(_, p)| p.verified.is_none() && p.max_rate_pps >= 1.0)
+                .map(|&(x, p)| Cross::new((x, p.max_rate_pps / 1e6), 5, color.stroke_width(2))),
+        )
         .map_err(drawing)?;
     Ok(())
 }
