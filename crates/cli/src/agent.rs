@@ -34,7 +34,7 @@ use clarion_pipeline::{ExportPolicies, Pipeline, Sinks};
 use clarion_sinks::Sink;
 use tracing::{info, warn};
 
-use crate::args::{parse_duration, ExportArgs, Format, LiveArgs, MonitorArgs};
+use crate::args::{parse_duration, parse_speed, ExportArgs, Format, LiveArgs, MonitorArgs};
 use crate::bus::NatsArgs;
 use crate::failure::runtime;
 use crate::host_spec::load_events;
@@ -161,15 +161,6 @@ pub struct AgentArgs {
     // Last: its heading would carry over to the flags after it.
     #[command(flatten)]
     pub live: LiveArgs,
-}
-
-fn parse_speed(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "`{s}` is not a speed: give a factor above 0, e.g. 1 (capture pace) or 10"
-        )),
-    }
 }
 
 /// The agent's counts, for its summary.
