@@ -12,7 +12,9 @@
 // CONSOLE_EXACT (1: exactly N reports come, a replay; 0: at least, live),
 // CONSOLE_HISTORY (1: the page is then reloaded and every page of the
 // manager's report history read, oldest last: stdout "history JSON"
-// after the feed; else the API is a host's, whose history answers 404).
+// after the feed; else the API is a host's, whose history answers 404),
+// CONSOLE_SERVER (`manager` or `host`: the example the page offers must
+// be one that server accepts; a host's is added and removed again).
 import { join } from "node:path";
 import { check, env, hostsHistory404, launch, nextLine } from "./common.mjs";
 
@@ -58,6 +60,28 @@ try {
   await page.locator("#app").waitFor({ state: "visible" });
   check(await page.evaluate(() => sessionStorage.getItem("clarion.api-token")) === env("CONSOLE_TOKEN"), "the token is kept in sessionStorage");
   await page.locator(`#hosts tbody tr`).nth(Number(env("CONSOLE_HOSTS")) - 1).waitFor();
+
+  // The example offered is one this server takes: network-wide on a
+  // manager (which needs `across hosts`), not on a host (which refuses it).
+  const server = env("CONSOLE_SERVER");
+  check((await page.getAttribute("#source", "data-server")) === server, `the page takes its server for a ${server}`);
+  const example = (await page.getAttribute("#source", "placeholder")) ?? "";
+  check(/across hosts/.test(example) === (server === "manager"), `the ${server}'s example: ${example}`);
+  // Column headers say what the host counters count there.
+  const triggersTitle = (await page.getAttribute("#hosts thead th:text-is('triggers')", "title")) ?? "";
+  check(server === "host" ? triggersTitle.includes("manager installed") : triggersTitle.includes("installed on the host"), `triggers: ${triggersTitle}`);
+  if (server === "host") {
+    // On a host the example goes in as it is (on a manager it would add reports the test counts).
+    const exampleName = /^event (\S+)/.exec(example)?.[1] ?? "";
+    await page.fill("#source", example);
+    await page.click("#add button[type=submit]");
+    await page.locator(`#events tr[data-event="${exampleName}"]`).waitFor();
+    check(await page.locator("#add-error").isHidden(), `the example is refused: ${await page.textContent("#add-error")}`);
+    const drop = page.locator(`#events tr[data-event="${exampleName}"] button[data-remove]`);
+    await drop.click();
+    await page.locator(`#events tr[data-event="${exampleName}"] button[data-armed="1"]`).click();
+    await page.locator(`#events tr[data-event="${exampleName}"]`).waitFor({ state: "detached" });
+  }
 
   // A broken event: the language's error inline, its span marked and selected.
   const before = await page.locator("#events tbody tr").count();

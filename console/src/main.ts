@@ -18,6 +18,7 @@ import { offsets, spansOf } from "./diag";
 import { bytesText, endpoint, flowsPath, protoName, timeline, type FlowsAnswer } from "./flows";
 import { dropsDetail, duration, grew, percent, rate, warnings, type HostHealth } from "./health";
 import { SseParser } from "./sse";
+import { exampleEvent, hostColumnTitles, kindOf, type ServerKind } from "./server";
 import { thresholds, type Threshold } from "./threshold";
 import { exactTitle, humanTime } from "./time";
 
@@ -66,6 +67,8 @@ function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, 
 class Unauthorized extends Error {}
 
 let token = sessionStorage.getItem(TOKEN_KEY) ?? "";
+/** Who serves the API (`/v1/server`): a manager until it says otherwise. */
+let serverKind: ServerKind = "manager";
 let events: EventInfo[] = [];
 let streamAbort: AbortController | undefined;
 let pollTimer: number | undefined;
@@ -115,6 +118,7 @@ async function signIn(t: string): Promise<void> {
     signedIn(true);
     setStatus(`signed in to ${location.host}`);
     showEvents((await r.json()) as EventInfo[]);
+    await learnServer();
     startPolling();
     startStream();
     void loadHistory({});
@@ -123,6 +127,15 @@ async function signIn(t: string): Promise<void> {
     err.textContent = e instanceof Unauthorized ? `The API refused the token: ${e.message}` : `Could not reach the API: ${String(e instanceof Error ? e.message : e)}`;
     err.hidden = false;
   }
+}
+
+/** Asks who serves the API, and offers an example that server accepts. */
+async function learnServer(): Promise<void> {
+  const r = await api("GET", "/v1/server");
+  serverKind = r.ok ? kindOf(await r.json()) : "manager";
+  const area = $<HTMLTextAreaElement>("source");
+  area.placeholder = exampleEvent(serverKind);
+  area.dataset.server = serverKind;
 }
 
 function signOut(): void {
@@ -335,7 +348,15 @@ function showHosts(list: Record<string, unknown>[]): void {
   const columns = [...HOST_COLUMNS, ...extra];
   const table = $("hosts");
   (table.querySelector("thead") as HTMLTableSectionElement).replaceChildren(
-    h("tr", {}, ...columns.map((c) => h("th", {}, c.replaceAll("_", " "))), ...HEALTH_COLUMNS.map((c) => h("th", { class: "num" }, c))),
+    h(
+      "tr",
+      {},
+      ...columns.map((c) => {
+        const title = hostColumnTitles(serverKind)[c];
+        return h("th", title ? { title } : {}, c.replaceAll("_", " "));
+      }),
+      ...HEALTH_COLUMNS.map((c) => h("th", { class: "num" }, c)),
+    ),
   );
   (table.querySelector("tbody") as HTMLTableSectionElement).replaceChildren(
     ...list.map((host) => {

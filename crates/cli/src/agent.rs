@@ -41,7 +41,7 @@ use crate::host_spec::load_events;
 use crate::outputs::sink_error;
 use crate::summary::thousands;
 use crate::Failure;
-use clarion_host_api::{monitor_health, LocalEvents};
+use clarion_host_api::{monitor_health, LinkCounts, LocalEvents};
 
 pub const AFTER_HELP: &str = "Examples:
   clarion agent --host web-1 --pcap web-1.pcap
@@ -803,6 +803,10 @@ impl Agent {
             self.apply_live_exports(host);
             // Before a SIGHUP reload of --exports, which keeps them.
             local.keep_managers_exports(&self.from_manager);
+            local.set_link_counts(LinkCounts {
+                satisfaction_reports: self.tally.satisfied,
+                polls_answered: self.tally.answered,
+            });
             local.service(host, out.apps());
             out.tick()?;
         }
