@@ -342,7 +342,7 @@ fn an_event_added_in_the_console_fires_live_in_its_feed_and_chart() {
     let history = history.expect("the history read back");
     let newest_first: Vec<FeedRow> = rows_of(&written).into_iter().rev().collect();
     assert_eq!(history, newest_first, "the history after a reload");
-    for shot in ["error.png", "console.png", "history.png"] {
+    for shot in ["error.png", "console.png", "history.png", "history-filter.png"] {
         let png = std::fs::read(shots.join(shot)).expect("screenshot");
         assert!(png.starts_with(b"\x89PNG"), "{shot}");
         if std::env::var_os("CLARION_UPDATE_SCREENSHOTS").is_some() {
