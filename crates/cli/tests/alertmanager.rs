@@ -16,6 +16,7 @@
 
 #[path = "../../alerts/tests/alertmanager_server/mod.rs"]
 mod alertmanager_server;
+mod bus;
 mod common;
 #[path = "../../alerts/tests/receiver/mod.rs"]
 mod receiver;
@@ -64,9 +65,9 @@ fn ns(s: &str) -> u64 {
 }
 
 /// The episode of `losses` the run's output shows: (group label, start of
-/// the run of windows, end of it). The capture has one, in one group, and
-/// time passes far enough after it to resolve it (checked).
-fn episode(reference: &[Value]) -> (String, u64, u64) {
+/// the run of windows, end of it, their length). The capture has one, in
+/// one group (checked).
+fn episode(reference: &[Value]) -> (String, u64, u64, u64) {
     let losses: Vec<&Value> = reference.iter().filter(|r| r["event"] == "losses").collect();
     let groups: std::collections::BTreeSet<String> = losses.iter().map(|r| r["group"].to_string()).collect();
     assert_eq!(groups.len(), 1, "one group loses: {groups:?}");
@@ -83,12 +84,6 @@ fn episode(reference: &[Value]) -> (String, u64, u64) {
     assert!(starts.windows(2).all(|w| w[1] == w[0] + interval), "{starts:?}");
     assert!(starts.len() >= AFTER, "{} windows", starts.len());
     let end = *ends.last().unwrap();
-    let latest = reference
-        .iter()
-        .map(|r| r["window"]["end_ns"].as_u64().unwrap())
-        .max()
-        .unwrap();
-    assert!(latest > end + RESOLVE * interval, "time passes the resolution");
     // Alertmanager's `group` label: the group's fields, space-separated.
     let g = &losses[0]["group"];
     let label = ["src_ip", "dst_ip", "src_port", "dst_port", "proto"]
@@ -99,7 +94,7 @@ fn episode(reference: &[Value]) -> (String, u64, u64) {
         })
         .collect::<Vec<_>>()
         .join(" ");
-    (label, starts[0], end)
+    (label, starts[0], end, interval)
 }
 
 /// (status, startsAt, endsAt for resolved) of each `losses` alert in each
@@ -192,7 +187,14 @@ fn one_firing_and_one_resolved_per_episode_and_group_on_scenario_traffic() {
     );
     let mut want = Seen::new();
     for (host, reference) in &references {
-        let (group, start, end) = episode(reference);
+        let (group, start, end, interval) = episode(reference);
+        // `traffic`'s reports show time passing the resolution.
+        let latest = reference
+            .iter()
+            .map(|r| r["window"]["end_ns"].as_u64().unwrap())
+            .max()
+            .unwrap();
+        assert!(latest > end + RESOLVE * interval, "time passes the resolution");
         want.insert(
             host.clone(),
             vec![
@@ -228,4 +230,104 @@ fn one_firing_and_one_resolved_per_episode_and_group_on_scenario_traffic() {
         .count();
     assert_eq!(traffic, 2 * HOSTS.len(), "{active:?}");
     eprintln!("took {:?}", started.elapsed());
+}
+
+/// The operator's path of issue 37 (a manager deciding for its agents):
+/// `clarion manager --alertmanager`, its network-wide `losses` decided
+/// from one agent replaying the same capture at its pace
+/// (`clarion agent --pcap --speed 1`). The manager closes windows on the
+/// reports' own time (weeks old here), moved on at the wall clock's pace
+/// (on the wall clock it closed each window at once, and no alert held
+/// for two windows). It closes them when it writes a report and when it
+/// exits: nothing else fires after the episode, so its resolution is sent
+/// at the manager's exit, 2 s (the grace) and more after its last window.
+/// Exactly one firing and one resolved notification, at the times of the
+/// manager's own output. Skipped without nats-server too.
+#[test]
+fn the_managers_decisions_on_a_replayed_capture_reach_alertmanager_once_per_episode() {
+    let capture = repo().join("scenarios/golden/burst_loss.pcap");
+    let rx = Receiver::start(Box::new(|_, _| 200));
+    let config = alertmanager_server::webhook_config(&rx.url("/am"), &["alertname", "host"], "0s", "500ms");
+    let Some(am) = alertmanager_server::start(&config) else {
+        return;
+    };
+    let Some(server) = bus::require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), "snd 10.0.128.0/24\n").unwrap();
+    std::fs::write(
+        d.join("net.clarion"),
+        "event losses\n  filter proto = tcp and src_ip in 10.0.128.0/24\n  when sum(is_lost) > 5\n  per 5tuple\n  every 100ms\n  across hosts\n  alert after 2 windows, resolve after 3 windows, severity critical\n",
+    )
+    .unwrap();
+    let (_nats, port) = bus::start_server(&server);
+    let url = format!("nats://127.0.0.1:{port}");
+    let manager = bus::Guard::new(bus::manager(
+        d,
+        &url,
+        &[
+            "--events",
+            "net.clarion",
+            "--no-store",
+            "--no-api",
+            "-o",
+            "net.jsonl",
+            "--alertmanager",
+            &am.url,
+            "--webhook-dead-letter",
+            "dead.jsonl",
+        ],
+    ));
+    let agent = bus::clarion()
+        .args(["agent", "--nats", &url, "--host", "snd", "--pcap"])
+        .arg(&capture)
+        .args(["--speed", "1", "--linger", "2s"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(
+        agent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&agent.stderr)
+    );
+    // The firing, while the manager runs.
+    let t0 = Instant::now();
+    let wait_for = |n: usize| {
+        while notified(&rx).values().map(Vec::len).sum::<usize>() < n {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "timed out: {:?}",
+                notified(&rx)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for(1);
+    // The resolution, at its exit (the agent's paced phase and linger
+    // took longer than the grace).
+    let out = manager.terminate("clarion manager");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_for(2);
+    // Let any extra notification come before counting.
+    std::thread::sleep(Duration::from_secs(2));
+    let dead = std::fs::read_to_string(d.join("dead.jsonl")).unwrap_or_default();
+    assert!(dead.is_empty(), "dead letters: {dead}");
+    let reference = lines(&d.join("net.jsonl"));
+    let (group, start, end, _) = episode(&reference);
+    let mut want = Seen::new();
+    want.insert(
+        "manager".into(),
+        vec![
+            ("firing".into(), group.clone(), start, None),
+            ("resolved".into(), group, start, Some(end)),
+        ],
+    );
+    assert_eq!(notified(&rx), want);
+    let active = alertmanager_server::alerts(&am);
+    assert!(
+        !active.iter().any(|a| a["labels"]["alertname"] == "losses"),
+        "{active:?}"
+    );
 }
