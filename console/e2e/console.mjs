@@ -12,7 +12,9 @@
 // CONSOLE_EXACT (1: exactly N reports come, a replay; 0: at least, live),
 // CONSOLE_HISTORY (1: the page is then reloaded and every page of the
 // manager's report history read, oldest last: stdout "history JSON"
-// after the feed; else the API is a host's, whose history answers 404).
+// after the feed; else the API is a host's, whose history answers 404),
+// CONSOLE_SERVER (`manager` or `host`: the example the page offers must
+// be one that server accepts; a host's is added and removed again).
 import { join } from "node:path";
 import { check, env, hostsHistory404, launch, nextLine } from "./common.mjs";
 
@@ -58,6 +60,28 @@ try {
   await page.locator("#app").waitFor({ state: "visible" });
   check(await page.evaluate(() => sessionStorage.getItem("clarion.api-token")) === env("CONSOLE_TOKEN"), "the token is kept in sessionStorage");
   await page.locator(`#hosts tbody tr`).nth(Number(env("CONSOLE_HOSTS")) - 1).waitFor();
+
+  // The example offered is one this server takes: network-wide on a
+  // manager (which needs `across hosts`), not on a host (which refuses it).
+  const server = env("CONSOLE_SERVER");
+  check((await page.getAttribute("#source", "data-server")) === server, `the page takes its server for a ${server}`);
+  const example = (await page.getAttribute("#source", "placeholder")) ?? "";
+  check(/across hosts/.test(example) === (server === "manager"), `the ${server}'s example: ${example}`);
+  // Column headers say what the host counters count there.
+  const triggersTitle = (await page.getAttribute("#hosts thead th:text-is('triggers')", "title")) ?? "";
+  check(server === "host" ? triggersTitle.includes("manager installed") : triggersTitle.includes("installed on the host"), `triggers: ${triggersTitle}`);
+  if (server === "host") {
+    // On a host the example goes in as it is (on a manager it would add reports the test counts).
+    const exampleName = /^event (\S+)/.exec(example)?.[1] ?? "";
+    await page.fill("#source", example);
+    await page.click("#add button[type=submit]");
+    await page.locator(`#events tr[data-event="${exampleName}"]`).waitFor();
+    check(await page.locator("#add-error").isHidden(), `the example is refused: ${await page.textContent("#add-error")}`);
+    const drop = page.locator(`#events tr[data-event="${exampleName}"] button[data-remove]`);
+    await drop.click();
+    await page.locator(`#events tr[data-event="${exampleName}"] button[data-armed="1"]`).click();
+    await page.locator(`#events tr[data-event="${exampleName}"]`).waitFor({ state: "detached" });
+  }
 
   // A broken event: the language's error inline, its span marked and selected.
   const before = await page.locator("#events tbody tr").count();
@@ -214,5 +238,53 @@ async function readHistory(page) {
   }
   check(back === pages, `Newer came back through ${back} of ${pages} pages`);
   console.error(`history: ${all.length} reports in ${pages} page(s)`);
+
+  // Filtered: an event with no report finds none; this event between two
+  // reports' window starts finds exactly those of the unfiltered history
+  // that start in [from, to) (RFC 3339 with nine digits compares as text),
+  // over as many pages as they take; Clear shows the newest page again.
+  const filterBy = async (f) => {
+    const loads = await page.getAttribute("#history", "data-loads");
+    await page.fill("#history-event", f.event);
+    await page.fill("#history-from", f.from);
+    await page.fill("#history-to", f.to);
+    await page.click("#history-filter button[type=submit]");
+    await page.waitForFunction(
+      ([n, want]) => {
+        const list = document.getElementById("history");
+        return list.dataset.loads !== n && list.dataset.filter === want && list.dataset.newest === "1";
+      },
+      [loads, JSON.stringify(f)],
+    );
+  };
+  await filterBy({ event: "no_such_event", from: "", to: "" });
+  check((await rows()).length === 0, "an event without reports: none shown");
+  check((await page.textContent("#history-note")).startsWith("No report here matching event no_such_event"), `the note: ${await page.textContent("#history-note")}`);
+  const from = all[Math.floor((all.length * 3) / 4)].start;
+  const to = all[Math.floor(all.length / 4)].start;
+  await filterBy({ event: name, from, to });
+  const filtered = [];
+  for (;;) {
+    filtered.push(...(await rows()));
+    if (await page.locator("#history-older").isDisabled()) break;
+    await turn("#history-older");
+  }
+  const want = all.filter((r) => r.start >= from && r.start < to);
+  check(want.length > 0 && want.length < all.length, `a filter that picks some: ${want.length} of ${all.length}`);
+  check(JSON.stringify(filtered) === JSON.stringify(want), `filtered from ${from} to ${to}: ${filtered.length} shown, ${want.length} wanted`);
+  await page.screenshot({ path: join(shots, "history-filter.png"), fullPage: true });
+  // A time that is not one is said; the page shown stays the last good filter's.
+  await page.fill("#history-from", "yesterday");
+  await page.click("#history-filter button[type=submit]");
+  await page.locator("#history-filter-error").waitFor({ state: "visible" });
+  check((await page.textContent("#history-filter-error")).startsWith("from: `yesterday`"), "a bad time is named");
+  check((await page.getAttribute("#history", "data-filter")) === JSON.stringify({ event: name, from, to }), "the shown page is still the last good filter's");
+  const loads = await page.getAttribute("#history", "data-loads");
+  await page.click("#history-clear");
+  await page.waitForFunction((n) => document.getElementById("history").dataset.loads !== n && document.getElementById("history").dataset.filter === JSON.stringify({ event: "", from: "", to: "" }), loads);
+  check(await page.locator("#history-filter-error").isHidden(), "the error goes with Clear");
+  const again = await rows();
+  check(JSON.stringify(again) === JSON.stringify(all.slice(0, again.length)) && again.length === Math.min(all.length, 25), "Clear shows the newest page");
+  console.error(`history filter: ${filtered.length} reports from ${from} to ${to}`);
   return all;
 }

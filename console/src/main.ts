@@ -18,6 +18,8 @@ import { offsets, spansOf } from "./diag";
 import { bytesText, endpoint, flowsPath, protoName, timeline, type FlowsAnswer } from "./flows";
 import { dropsDetail, duration, grew, percent, rate, warnings, type HostHealth } from "./health";
 import { SseParser } from "./sse";
+import { exampleEvent, hostColumnTitles, kindOf, type ServerKind } from "./server";
+import { historyQuery, type HistoryFilter } from "./history";
 import { thresholds, type Threshold } from "./threshold";
 import { exactTitle, humanTime } from "./time";
 
@@ -66,6 +68,8 @@ function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, 
 class Unauthorized extends Error {}
 
 let token = sessionStorage.getItem(TOKEN_KEY) ?? "";
+/** Who serves the API (`/v1/server`): a manager until it says otherwise. */
+let serverKind: ServerKind = "manager";
 let events: EventInfo[] = [];
 let streamAbort: AbortController | undefined;
 let pollTimer: number | undefined;
@@ -115,6 +119,7 @@ async function signIn(t: string): Promise<void> {
     signedIn(true);
     setStatus(`signed in to ${location.host}`);
     showEvents((await r.json()) as EventInfo[]);
+    await learnServer();
     startPolling();
     startStream();
     void loadHistory({});
@@ -123,6 +128,15 @@ async function signIn(t: string): Promise<void> {
     err.textContent = e instanceof Unauthorized ? `The API refused the token: ${e.message}` : `Could not reach the API: ${String(e instanceof Error ? e.message : e)}`;
     err.hidden = false;
   }
+}
+
+/** Asks who serves the API, and offers an example that server accepts. */
+async function learnServer(): Promise<void> {
+  const r = await api("GET", "/v1/server");
+  serverKind = r.ok ? kindOf(await r.json()) : "manager";
+  const area = $<HTMLTextAreaElement>("source");
+  area.placeholder = exampleEvent(serverKind);
+  area.dataset.server = serverKind;
 }
 
 function signOut(): void {
@@ -190,6 +204,8 @@ function showEvents(list: EventInfo[]): void {
     }),
   );
   $("events-empty").hidden = list.length > 0;
+  // The history's event filter offers the installed events (others, removed, can be typed).
+  $("history-events").replaceChildren(...list.map((e) => h("option", { value: e.name })));
 }
 
 async function removeEvent(name: string, button: HTMLButtonElement): Promise<void> {
@@ -335,7 +351,15 @@ function showHosts(list: Record<string, unknown>[]): void {
   const columns = [...HOST_COLUMNS, ...extra];
   const table = $("hosts");
   (table.querySelector("thead") as HTMLTableSectionElement).replaceChildren(
-    h("tr", {}, ...columns.map((c) => h("th", {}, c.replaceAll("_", " "))), ...HEALTH_COLUMNS.map((c) => h("th", { class: "num" }, c))),
+    h(
+      "tr",
+      {},
+      ...columns.map((c) => {
+        const title = hostColumnTitles(serverKind)[c];
+        return h("th", title ? { title } : {}, c.replaceAll("_", " "));
+      }),
+      ...HEALTH_COLUMNS.map((c) => h("th", { class: "num" }, c)),
+    ),
   );
   (table.querySelector("tbody") as HTMLTableSectionElement).replaceChildren(
     ...list.map((host) => {
@@ -513,19 +537,29 @@ let historyLoads = 0;
  *  the newest page must not land over an older page clicked meanwhile). */
 let historyAsked = 0;
 
+/** The filter the history's pages are read under (applied with Filter). */
+let historyFilter: HistoryFilter = { event: "", from: "", to: "" };
+
 async function loadHistory(at: { before?: number; after?: number }): Promise<void> {
-  const q = new URLSearchParams({ limit: String(HISTORY_PAGE) });
-  if (at.before !== undefined) q.set("before", String(at.before));
-  if (at.after !== undefined) q.set("after", String(at.after));
+  const q = historyQuery(historyFilter, at, HISTORY_PAGE);
+  const bad = $("history-filter-error");
+  if ("error" in q) {
+    bad.textContent = q.error;
+    bad.hidden = false;
+    return;
+  }
+  bad.hidden = true;
   const note = $("history-note");
   const mine = ++historyAsked;
   try {
-    const r = await api("GET", `/v1/reports/history?${q.toString()}`);
+    const r = await api("GET", `/v1/reports/history?${q.query}`);
     if (mine !== historyAsked) return;
     if (!r.ok) {
-      // A host's API, or a manager without a store: said, no buttons.
+      // A host's API, or a manager without a store (404): said, no buttons
+      // and no filter; a filter the API refuses (400): said, the filter kept.
       note.textContent = await errorText(r);
       $("history-nav").hidden = true;
+      $("history-filter").hidden = r.status === 404;
       $("history").replaceChildren();
       return;
     }
@@ -558,14 +592,18 @@ function showHistory(p: HistoryPage): void {
   const bound = `the newest ${p.max_reports.toLocaleString("en-US")}${p.max_age_s === null ? "" : `, none older than ${ageText(p.max_age_s)}`}`;
   const dropped = p.dropped > 0 ? `; ${p.dropped.toLocaleString("en-US")} older dropped` : "";
   const where = p.reports.length ? `${p.reports.length} report(s) (numbers ${p.reports[p.reports.length - 1].seq}–${p.reports[0].seq})` : "No report here";
-  $("history-note").textContent = `${where} of ${p.kept.toLocaleString("en-US")} kept in the manager's store (${bound}${dropped}).`;
+  const f = historyFilter;
+  const filtered = [f.event.trim() && `event ${f.event.trim()}`, f.from.trim() && `from ${f.from.trim()}`, f.to.trim() && `to ${f.to.trim()}`].filter(Boolean).join(", ");
+  $("history-note").textContent = `${where}${filtered ? ` matching ${filtered}` : ""} of ${p.kept.toLocaleString("en-US")} kept in the manager's store (${bound}${dropped}).`;
   $("history-nav").hidden = false;
+  $("history-filter").hidden = false;
   const older = $<HTMLButtonElement>("history-older");
   const newer = $<HTMLButtonElement>("history-newer");
   older.disabled = p.older === null;
   newer.disabled = p.newer === null;
   older.onclick = () => void (p.older !== null && loadHistory({ before: p.older }));
   newer.onclick = () => void (p.newer !== null && loadHistory({ after: p.newer }));
+  list.dataset.filter = JSON.stringify(historyFilter);
   list.dataset.loads = String(++historyLoads);
   list.dataset.newest = historyAt.before === undefined && historyAt.after === undefined ? "1" : "";
 }
@@ -715,6 +753,18 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("logout").addEventListener("click", signOut);
   $("history-newest").addEventListener("click", () => void loadHistory({}));
+  // A new filter reads its newest page; Clear reads the whole history again.
+  $("history-filter").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const value = (id: string) => $<HTMLInputElement>(id).value;
+    historyFilter = { event: value("history-event"), from: value("history-from"), to: value("history-to") };
+    void loadHistory({});
+  });
+  $("history-clear").addEventListener("click", () => {
+    for (const id of ["history-event", "history-from", "history-to"]) $<HTMLInputElement>(id).value = "";
+    historyFilter = { event: "", from: "", to: "" };
+    void loadHistory({});
+  });
   $("add").addEventListener("submit", (ev) => void addEvents(ev as SubmitEvent));
   $("source").addEventListener("input", () => {
     $("source-view").hidden = true;

@@ -101,9 +101,12 @@ pub struct Alerting {
     pub rules: Arc<Rules>,
     /// The console's URL, linked from transitions.
     pub console: Option<String>,
-    /// On live capture: windows ending this long before the wall clock are
-    /// closed (at each `flush`), so groups that stop firing resolve even
-    /// when nothing else fires. `None`: time is seen from reports only.
+    /// On live capture: windows ending this long before "now" are closed
+    /// (at each `flush`), so groups that stop firing resolve even when
+    /// nothing else fires; "now" is the latest report's window end plus
+    /// the wall time since it came (the reports' clock, which runs at the
+    /// wall's pace and also serves replays of past captures). `None`: time
+    /// is seen from reports only.
     pub clock_grace: Option<Duration>,
 }
 
@@ -312,6 +315,10 @@ pub struct AlertSink {
     /// The alerts' states (transitions mode).
     lifecycle: Lifecycle<AlertKey, Report>,
     default_rule: Arc<Rule>,
+    /// The latest window end of the reports seen, and when it came: the
+    /// reports' own time, moved on at the wall clock's pace
+    /// ([`Alerting::clock_grace`]).
+    latest: Option<(u64, Instant)>,
 }
 
 impl AlertSink {
@@ -403,6 +410,7 @@ impl AlertSink {
             warned_full: false,
             lifecycle: Lifecycle::new(),
             default_rule: Arc::new(Rule::default()),
+            latest: None,
         })
     }
 
@@ -565,6 +573,9 @@ impl AlertSink {
 impl Sink<Report> for AlertSink {
     fn write(&mut self, report: &Report) -> Result<(), SinkError> {
         self.check()?;
+        if self.latest.is_none_or(|(end, _)| report.window.end_ns > end) {
+            self.latest = Some((report.window.end_ns, Instant::now()));
+        }
         for job in self.notices(report) {
             self.queue(job)?;
         }
@@ -573,14 +584,17 @@ impl Sink<Report> for AlertSink {
 
     fn flush(&mut self) -> Result<(), SinkError> {
         self.check()?;
-        if let (Some(grace), false) = (
+        if let (Some(grace), false, Some((end, at))) = (
             self.config.alerting.clock_grace,
             self.config.alerting.every_window,
+            self.latest,
         ) {
-            // Live: what the monitor closed long enough ago and did not report did not fire.
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
+            // Live: what the monitor closed long enough ago and did not
+            // report did not fire. "Now" is the reports' time (the latest
+            // window end, plus the wall time since it came), not the wall
+            // clock's: a manager whose agents replay a capture of last
+            // month at its pace must not close its windows at once.
+            let now = end.saturating_add(at.elapsed().as_nanos() as u64);
             let through = now.saturating_sub(grace.as_nanos() as u64);
             if through > self.lifecycle.closed_ns() && !self.lifecycle.is_empty() {
                 let changes = self.lifecycle.close(through);
@@ -709,6 +723,86 @@ mod tests {
             dead,
             notes,
         }
+    }
+
+    /// Records each transition sent: (state, starts at, ends at).
+    type Sent = Arc<Mutex<Vec<(crate::lifecycle::AlertState, u64, Option<u64>)>>>;
+
+    struct Transitions(Sent);
+
+    impl Transport for Transitions {
+        fn send(&mut self, notice: &Notice, _: Duration) -> Result<(), Failure> {
+            if let Some(t) = &notice.transition {
+                lock(&self.0).push((t.state, t.starts_at_ns, t.ends_at_ns));
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "transitions".into()
+        }
+    }
+
+    /// Live alerting (a manager's) on reports of a capture a month old,
+    /// replayed at its pace and flushed after each report: the windows are
+    /// closed on the reports' time, so the alert fires after two windows
+    /// and resolves once two windows passed quiet. (On the wall clock,
+    /// each flush closed every window at once: pending alerts were
+    /// dropped before their second window, and none ever fired.)
+    #[test]
+    fn a_replay_of_a_past_capture_is_closed_on_its_own_time() {
+        const MS: u64 = 1_000_000;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let t0 = now - 30 * 86_400_000 * MS;
+        let mut rules = Rules::new();
+        let hold = crate::Hold {
+            fire_after: 2,
+            resolve_after: 2,
+        };
+        rules.insert(
+            "loss".into(),
+            Rule {
+                hold,
+                ..Rule::default()
+            },
+        );
+        let cfg = DeliveryConfig {
+            alerting: Alerting {
+                rules: Arc::new(rules),
+                clock_grace: Some(Duration::from_millis(50)),
+                ..Alerting::default()
+            },
+            ..DeliveryConfig::default()
+        };
+        let sent = Sent::default();
+        let dead = tempfile::NamedTempFile::new().unwrap();
+        let mut sink = AlertSink::with_transport(
+            Box::new(Transitions(sent.clone())),
+            cfg,
+            DeadLetter::open(dead.path()).unwrap(),
+            Arc::new(|_: &str| {}),
+        )
+        .unwrap();
+        let window = |i: u64| {
+            let mut r = report("loss", t0 + (i + 1) * 100 * MS);
+            r.window.start_ns = t0 + i * 100 * MS;
+            r
+        };
+        for i in 0..5 {
+            sink.write(&window(i)).unwrap();
+            sink.flush().unwrap();
+        }
+        // Quiet for the grace and more than two windows of the reports' time.
+        std::thread::sleep(Duration::from_millis(400));
+        sink.flush().unwrap();
+        sink.finish().unwrap();
+        use crate::lifecycle::AlertState::{Firing, Resolved};
+        assert_eq!(
+            *lock(&sent),
+            vec![(Firing, t0, None), (Resolved, t0, Some(t0 + 500 * MS))]
+        );
     }
 
     fn dead_letters(dead: &tempfile::NamedTempFile) -> Vec<Value> {

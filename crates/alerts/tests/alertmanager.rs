@@ -6,14 +6,15 @@
 //! ours) must get exactly one firing and one resolved per episode and group.
 #![allow(clippy::unwrap_used)] // tests unwrap (clippy.toml allows it in #[test] only)
 
+mod alertmanager_server;
 mod receiver;
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use alertmanager_server::Am;
 use clarion_alerts::{
     AlertSink, Alerting, AlertmanagerConfig, DeadLetter, DeliveryConfig, Hold, Overflow, Rule, Rules,
     Severity,
@@ -21,75 +22,19 @@ use clarion_alerts::{
 use clarion_report::{Completeness, GroupKey, Origin, Report, Window};
 use clarion_sinks::Sink;
 use receiver::Receiver;
-use serde_json::Value;
 
-const BIN: &str = "prometheus-alertmanager";
 const WINDOW: u64 = 100_000_000;
-
-struct Am {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Am {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Starts Alertmanager notifying `hook`; `None` (skipped) when it is not installed.
 fn start(hook: &str) -> Option<Am> {
-    if Command::new(BIN).arg("--version").output().is_err() {
-        eprintln!("skipped: {BIN} is not installed (apt-get install prometheus-alertmanager)");
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("alertmanager.yml");
     // One notification group per (event, flow group); notified at once,
     // never repeated within the test.
-    std::fs::write(
-        &config,
-        format!(
-            "route:\n  receiver: hook\n  group_by: ['alertname', 'group']\n  group_wait: 0s\n  group_interval: 200ms\n  repeat_interval: 1h\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook}\n        send_resolved: true\n"
-        ),
-    )
-    .unwrap();
-    let port = free_port();
-    let child = Command::new(BIN)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--cluster.listen-address=")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let am = Am {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        _dir: dir,
-    };
-    let ready = format!("{}/-/ready", am.url);
-    let t0 = Instant::now();
-    while ureq::get(&ready)
-        .call()
-        .map(|r| r.status() != 200)
-        .unwrap_or(true)
-    {
-        assert!(t0.elapsed() < Duration::from_secs(20), "Alertmanager not ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some(am)
+    alertmanager_server::start(&alertmanager_server::webhook_config(
+        hook,
+        &["alertname", "group"],
+        "0s",
+        "200ms",
+    ))
 }
 
 /// Window `i`, a minute ago (so a resolved alert's end is in Alertmanager's past).
@@ -120,13 +65,7 @@ fn report(event: &str, src: Option<&str>, i: u64, t0: u64) -> Report {
 
 /// Alertmanager's active alerts of event `burst`: their `group` labels.
 fn active_burst(am: &Am) -> Vec<String> {
-    let body = ureq::get(&format!("{}/api/v2/alerts", am.url))
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap();
-    let alerts: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let alerts = alertmanager_server::alerts(am);
     let mut groups: Vec<String> = alerts
         .iter()
         .filter(|a| a["labels"]["alertname"] == "burst" && a["status"]["state"] == "active")

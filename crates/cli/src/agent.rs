@@ -34,14 +34,14 @@ use clarion_pipeline::{ExportPolicies, Pipeline, Sinks};
 use clarion_sinks::Sink;
 use tracing::{info, warn};
 
-use crate::args::{parse_duration, ExportArgs, Format, LiveArgs, MonitorArgs};
+use crate::args::{parse_duration, parse_speed, ExportArgs, Format, LiveArgs, MonitorArgs};
 use crate::bus::NatsArgs;
 use crate::failure::runtime;
 use crate::host_spec::load_events;
 use crate::outputs::sink_error;
 use crate::summary::thousands;
 use crate::Failure;
-use clarion_host_api::{monitor_health, LocalEvents};
+use clarion_host_api::{monitor_health, LinkCounts, LocalEvents};
 
 pub const AFTER_HELP: &str = "Examples:
   clarion agent --host web-1 --pcap web-1.pcap
@@ -161,15 +161,6 @@ pub struct AgentArgs {
     // Last: its heading would carry over to the flags after it.
     #[command(flatten)]
     pub live: LiveArgs,
-}
-
-fn parse_speed(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "`{s}` is not a speed: give a factor above 0, e.g. 1 (capture pace) or 10"
-        )),
-    }
 }
 
 /// The agent's counts, for its summary.
@@ -812,6 +803,10 @@ impl Agent {
             self.apply_live_exports(host);
             // Before a SIGHUP reload of --exports, which keeps them.
             local.keep_managers_exports(&self.from_manager);
+            local.set_link_counts(LinkCounts {
+                satisfaction_reports: self.tally.satisfied,
+                polls_answered: self.tally.answered,
+            });
             local.service(host, out.apps());
             out.tick()?;
         }

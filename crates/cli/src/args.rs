@@ -86,6 +86,14 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = When::Auto, value_name = "WHEN", conflicts_with = "interface")]
     pub progress: When,
 
+    /// Replay a capture file at this many times its own pace (1: as it was
+    /// captured, so that what follows the reports, such as an alert
+    /// receiver's timers, sees them spread as live ones); default: as fast
+    /// as possible. Packet time is unchanged: reports carry the capture's
+    /// times.
+    #[arg(long, value_name = "FACTOR", value_parser = parse_speed, conflicts_with = "interface")]
+    pub speed: Option<f64>,
+
     /// Do not print the summary at the end.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -110,6 +118,16 @@ pub struct RunArgs {
     // Last: its heading would carry over to the flags after it.
     #[command(flatten)]
     pub live: LiveArgs,
+}
+
+/// A replay's pace: a factor above 0 (`--speed` of `clarion run` and `clarion agent`).
+pub fn parse_speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a speed: give a factor above 0, e.g. 1 (capture pace) or 10"
+        )),
+    }
 }
 
 /// The monitor's flags, shared by `clarion run` and `clarion agent`

@@ -136,6 +136,7 @@ const RUN_AFTER_HELP: &str = "Examples:
   clarion run --pcap dc.pcap --inventory hosts.txt --events service.clarion
   clarion run --inventory hosts.txt --pcap web-1=web-1.pcap --pcap web-2=web-2.pcap --events service.clarion
   clarion run --pcap big.pcap --workers 2 --events rack.clarion
+  clarion run --pcap trace.pcap --speed 1 --events rack.clarion --alertmanager http://127.0.0.1:9093   # at the capture's pace
   clarion run --pcap trace.pcap --records flows.jsonl --records ipfix+udp://collector:4739
   clarion run -i eth0 --events rack.clarion --records flows.parquet --gpv live.gpv --app profiler
   clarion run --pcap trace.pcap --exports examples/exports.clarion --export-dir spool

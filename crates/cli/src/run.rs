@@ -351,8 +351,11 @@ fn replay_into<S: Frames, St: Stage + ?Sized>(
         bar: progress_bar(a, source.source_stats().bytes_total),
         health: a.health.as_deref().map(HealthFile::create).transpose()?,
     };
-    let run = replay(source, stage, &mut driver, &ReplayOptions::default())
-        .map_err(crate::exports::replay_failure)?;
+    let options = ReplayOptions {
+        speed: a.speed,
+        ..ReplayOptions::default()
+    };
+    let run = replay(source, stage, &mut driver, &options).map_err(crate::exports::replay_failure)?;
     if let Some(h) = &mut driver.health {
         h.write(stage)?;
         h.flush()?;

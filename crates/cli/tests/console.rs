@@ -172,6 +172,8 @@ struct Session<'a> {
     hosts: usize,
     exact: bool,
     history: bool,
+    /// Who serves the console: `manager`, or `host` (its own API).
+    server: &'a str,
 }
 
 /// A list of reports the page showed (`data-*` of its items), as rows.
@@ -210,6 +212,7 @@ impl Session<'_> {
             ("CONSOLE_EXACT", if self.exact { "1" } else { "0" }.into()),
             ("CONSOLE_SHOTS", shots.into()),
             ("CONSOLE_HISTORY", if self.history { "1" } else { "0" }.into()),
+            ("CONSOLE_SERVER", self.server.into()),
         ];
         let mut browser = Script::start(script, &env, "the console script");
         let next = |b: &Script| b.next(Duration::from_secs(180));
@@ -317,6 +320,7 @@ fn an_event_added_in_the_console_fires_live_in_its_feed_and_chart() {
         hosts: 4,
         exact: true,
         history: true,
+        server: "manager",
     };
     // The agents replay at the capture's pace, as live hosts would (each
     // lingers to answer polls; killed when the session ends).
@@ -338,7 +342,7 @@ fn an_event_added_in_the_console_fires_live_in_its_feed_and_chart() {
     let history = history.expect("the history read back");
     let newest_first: Vec<FeedRow> = rows_of(&written).into_iter().rev().collect();
     assert_eq!(history, newest_first, "the history after a reload");
-    for shot in ["error.png", "console.png", "history.png"] {
+    for shot in ["error.png", "console.png", "history.png", "history-filter.png"] {
         let png = std::fs::read(shots.join(shot)).expect("screenshot");
         assert!(png.starts_with(b"\x89PNG"), "{shot}");
         if std::env::var_os("CLARION_UPDATE_SCREENSHOTS").is_some() {
@@ -411,6 +415,7 @@ fn a_real_capture_fills_the_feed_up_to_its_bound() {
         hosts: 1,
         exact: true,
         history: true,
+        server: "manager",
     };
     let as_set =
         |text: &str| -> BTreeSet<String> { rows_of(text).iter().map(|r| format!("{r:?}")).collect() };
@@ -497,6 +502,7 @@ fn a_live_host_serves_the_console_for_its_own_events() {
         hosts: 1,
         exact: false,
         history: false,
+        server: "host",
     };
     // One datagram every 10 ms to the event's port, until the session ends.
     let (stop_tx, stop_rx) = mpsc::channel::<()>();

@@ -581,3 +581,61 @@ fn adapt_is_refused_on_a_file() {
     );
     assert!(o.stdout.is_empty());
 }
+
+#[test]
+fn speed_is_a_factor_above_zero_on_capture_files() {
+    for (flags, says) in [
+        (
+            &["--pcap", "examples/demo.pcap", "--speed", "0"][..],
+            "not a speed",
+        ),
+        (
+            &["--pcap", "examples/demo.pcap", "--speed", "fast"][..],
+            "not a speed",
+        ),
+        (&["-i", "lo", "--speed", "1"][..], "--speed"),
+    ] {
+        let o = clarion()
+            .arg("run")
+            .args(flags)
+            .args(["--events", "examples/demo.clarion"])
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{flags:?}: {}", stderr(&o));
+    }
+}
+
+/// A paced replay (scenarios/golden/burst_loss.pcap, 3 s, at 10 times its
+/// pace) reports exactly what an unpaced one does: pacing changes when
+/// reports leave, not their windows.
+#[test]
+fn a_paced_replay_reports_as_an_unpaced_one() {
+    let capture = repo().join("scenarios/golden/burst_loss.pcap");
+    let events = repo().join("scenarios/use-cases.clarion");
+    let run = |speed: &[&str]| {
+        let o = clarion()
+            .arg("run")
+            .arg("--pcap")
+            .arg(&capture)
+            .arg("--events")
+            .arg(&events)
+            .args(["--format", "json", "-q"])
+            .args(speed)
+            .output()
+            .expect("runs");
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let t0 = std::time::Instant::now();
+    let paced = run(&["--speed", "10"]);
+    // The capture spans 2.9 s of packet time: 0.29 s at 10 times its pace.
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(250),
+        "{:?}",
+        t0.elapsed()
+    );
+    let unpaced = run(&[]);
+    assert!(unpaced.lines().count() > 100);
+    assert_eq!(paced, unpaced);
+}

@@ -25,6 +25,22 @@ pub struct EventInfo {
     pub starts_ns: Option<u64>,
 }
 
+/// Who serves the API (`GET /v1/server`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    /// `clarion manager`: network-wide events (`across hosts`), its agents as hosts.
+    Manager,
+    /// A live host's own API (`clarion run -i --api`, `clarion agent -i
+    /// --api`): the host's own events; it refuses `across hosts`.
+    Host,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    pub kind: ServerKind,
+}
+
 /// One host of the inventory as the manager sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostInfo {

@@ -40,7 +40,9 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 
-use crate::model::{AppRequest, Command, ControlError, ErrorBody, ExportsCommand, Reply};
+use crate::model::{
+    AppRequest, Command, ControlError, ErrorBody, ExportsCommand, Reply, ServerInfo, ServerKind,
+};
 
 /// What the routes need: where commands go, and the stream of fired events (JSON text).
 #[derive(Clone, Debug)]
@@ -50,6 +52,8 @@ pub struct ControlHandle {
     token: Option<String>,
     /// Host names (lowercase, no port) requests may name besides loopback ones.
     hosts: Vec<String>,
+    /// Who answers: a manager, or a live host's own API (`/v1/server`).
+    kind: ServerKind,
 }
 
 impl ControlHandle {
@@ -63,7 +67,16 @@ impl ControlHandle {
             reports,
             token,
             hosts: Vec::new(),
+            kind: ServerKind::Manager,
         }
+    }
+
+    /// The API of a live host (its own events; `across hosts` ones are
+    /// its manager's), not a manager's: `/v1/server` says so, and the
+    /// console offers examples the host accepts.
+    pub fn for_host(mut self) -> Self {
+        self.kind = ServerKind::Host;
+        self
     }
 
     /// Also accepts requests naming `host` (a DNS name or an address the
@@ -258,6 +271,10 @@ async fn remove(State(h): State<ControlHandle>, Path(name): Path<String>) -> Res
         Ok(v) => Json(v).into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+async fn server(State(h): State<ControlHandle>) -> Json<ServerInfo> {
+    Json(ServerInfo { kind: h.kind })
 }
 
 async fn hosts(State(h): State<ControlHandle>) -> Response {
@@ -520,6 +537,7 @@ pub fn router(h: ControlHandle) -> Router {
         .route("/v1/events", get(list).post(add))
         .route("/v1/events/{name}", get(show).delete(remove))
         .route("/v1/hosts", get(hosts))
+        .route("/v1/server", get(server))
         .route("/v1/apps", get(apps).post(add_app))
         .route("/v1/apps/{name}", get(show_app).delete(remove_app))
         .route("/v1/exports", get(exports).post(add_exports))
@@ -621,6 +639,28 @@ mod tests {
         let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
         let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
         (code, body)
+    }
+
+    /// `/v1/server`: a manager's API unless built for a host; the token needed.
+    #[test]
+    fn the_server_says_whether_it_is_a_manager_or_a_host() {
+        let (addr, _commands) = serve(Some("t0k"));
+        let get = "GET /v1/server HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+        assert_eq!(status(addr, get), 401);
+        let with = format!("{get}Authorization: Bearer t0k\r\n");
+        assert_eq!(
+            answer(addr, &with, ""),
+            (200, r#"{"kind":"manager"}"#.to_string())
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let (tx, _rx) = mpsc::channel(4);
+        let (reports, _) = broadcast::channel(4);
+        let host = spawn(
+            listener,
+            ControlHandle::new(tx, reports, Some("t0k".into())).for_host(),
+        )
+        .expect("serves");
+        assert_eq!(answer(host, &with, ""), (200, r#"{"kind":"host"}"#.to_string()));
     }
 
     /// `/v1/flows`: the token needed; its query decoded (URL-encoded JSON

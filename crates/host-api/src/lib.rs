@@ -112,6 +112,19 @@ pub struct LocalEvents {
     health_at: Option<std::time::Instant>,
     /// The host's recent flow records (`--records` with `--api`), for `/v1/flows`.
     flows: Option<SharedWindow>,
+    /// An agent's exchanges with its manager, for `/v1/hosts`.
+    link: LinkCounts,
+}
+
+/// What an agent sent its manager, as `/v1/hosts` shows it on the host's
+/// own API (a host without a manager: none). The manager's row of the
+/// same host counts what it received: equal once both are quiet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounts {
+    /// Satisfaction reports sent.
+    pub satisfaction_reports: u64,
+    /// Polls answered.
+    pub polls_answered: u64,
 }
 
 /// How often the workers' counters are read into the host's health.
@@ -282,6 +295,7 @@ impl LocalEvents {
             health: HealthHandle::new(),
             health_at: None,
             flows: None,
+            link: LinkCounts::default(),
         };
         if let Some(path) = file {
             let text = read_events_file(path).map_err(Error::Events)?;
@@ -334,6 +348,24 @@ impl LocalEvents {
     pub fn with_flow_window(mut self, window: Option<SharedWindow>) -> LocalEvents {
         self.flows = window;
         self
+    }
+
+    /// An agent's counts of what it sent its manager so far (`/v1/hosts`).
+    pub fn set_link_counts(&mut self, counts: LinkCounts) {
+        self.link = counts;
+    }
+
+    /// The triggers a manager installed here: the host's events that are
+    /// not its own (`--events`, the API), as the manager's `triggers`
+    /// counts them for this host.
+    fn managers_triggers(&self, host: &LiveHost) -> usize {
+        let own: std::collections::HashSet<TriggerId> = self
+            .events
+            .values()
+            .map(|l| l.id)
+            .chain(self.stopping.iter().map(|&(id, _)| id))
+            .collect();
+        host.events().filter(|(id, _)| !own.contains(id)).count()
     }
 
     /// The top talkers of one group and window of an event installed here
@@ -398,7 +430,7 @@ impl LocalEvents {
         let (tx, rx) = mpsc::channel(64);
         let (reports, _) = broadcast::channel(4096);
         let handle = api.hosts.iter().fold(
-            ControlHandle::new(tx, reports.clone(), token.token().map(str::to_string)),
+            ControlHandle::new(tx, reports.clone(), token.token().map(str::to_string)).for_host(),
             |h, n| h.allow_host(n),
         );
         let bound = clarion_control::spawn(listener, handle).map_err(Error::Spawn)?;
@@ -482,9 +514,9 @@ impl LocalEvents {
                     state: "up".into(),
                     last_seen_ms: Some(0),
                     finished: false,
-                    triggers: host.events().count(),
-                    satisfaction_reports: 0,
-                    polls_answered: 0,
+                    triggers: self.managers_triggers(host),
+                    satisfaction_reports: self.link.satisfaction_reports,
+                    polls_answered: self.link.polls_answered,
                     polls_missed: 0,
                     refused: Default::default(),
                     health: Some(self.health.health()),

@@ -1,6 +1,7 @@
 //! Running the page's TypeScript modules in Node (console/test/*.mjs
 //! bundles them with esbuild): skipped, saying why, without Node or
 //! console/node_modules.
+#![allow(dead_code)] // each test file uses part of it
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
