@@ -233,7 +233,10 @@ impl AgentLink {
     /// satisfaction reports of the windows answered for, which the manager
     /// must handle first: `crates/nats/src/arrivals.rs`).
     pub fn answer(&self, reply: Subject, answers: &[Answer]) {
-        self.send(Outgoing::Publish(reply.to_string(), protocol::encode(&answers)));
+        self.send(Outgoing::Publish(
+            reply.to_string(),
+            protocol::encode_compact(&answers),
+        ));
     }
 
     /// Satisfaction reports sent and not yet acknowledged by the manager

@@ -44,6 +44,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use futures_util::StreamExt;
 use tokio::sync::{broadcast, mpsc};
 
+use crate::acks::{AckHold, ACK_HOLD};
 use crate::arrivals::{Arrival, Arrivals};
 use crate::book::{EventBook, OnDuplicate, Prepared};
 use crate::exports::{ExportBook, PolicyInfo};
@@ -356,8 +357,9 @@ struct Service {
     /// it again (nats_crash.rs, on a loaded machine).
     unwritten: HashMap<(String, u64, GroupKey), VecDeque<Key>>,
     in_decision: HashSet<(HostId, u64)>,
-    /// Acknowledgements waiting to be sent, per host.
-    to_ack: Vec<Vec<u64>>,
+    /// Acknowledgements waiting to be sent, held to go a host's several
+    /// in one message ([`crate::acks`]).
+    to_ack: AckHold,
     windows_to_ns: u64,
     stats: ManagerStats,
     results: (
@@ -432,7 +434,7 @@ impl Service {
             taking_part: HashMap::new(),
             unwritten: HashMap::new(),
             in_decision: HashSet::new(),
-            to_ack: vec![Vec::new(); n],
+            to_ack: AckHold::new(n, ACK_HOLD),
             windows_to_ns: 0,
             stats: ManagerStats {
                 report_lag: vec![None; n],
@@ -476,9 +478,14 @@ impl Service {
     }
 
     async fn publish_control(&self, host: HostId, c: &Control) {
+        let payload = match c {
+            // The most frequent, and of fields none skipped.
+            Control::Ack { .. } => protocol::encode_compact(c),
+            _ => protocol::encode(c),
+        };
         let _ = self
             .client
-            .publish(self.control_subjects[host].clone(), protocol::encode(c))
+            .publish(self.control_subjects[host].clone(), payload)
             .await;
     }
 
@@ -750,6 +757,7 @@ impl Service {
             self.forget_undecided();
         }
         self.flush_polls().await;
+        self.send_acks(false).await;
         if self.shared.is_some() && chores.tended_at.elapsed() >= TEND_EVERY {
             chores.tended_at = Instant::now();
             if let Err(e) = self.sync_shared().await {
@@ -768,8 +776,9 @@ impl Service {
         let mut effects = Vec::new();
         self.desk.finish(self.book.manager_mut(), &mut effects);
         self.carry(effects, on_report).await;
-        // Their reports are acknowledged.
+        // Their reports are acknowledged, with every acknowledgement held.
         self.flush_polls().await;
+        self.send_acks(true).await;
         self.store_progress();
         // Agents stop when told; other managers may still need them.
         let alone = match &mut self.shared {
@@ -1160,8 +1169,19 @@ impl Service {
 
     fn ack(&mut self, host: HostId, seq: u64) {
         if seq > 0 {
-            self.waiting(host);
-            self.to_ack[host].push(seq);
+            self.to_ack.hold(Instant::now(), host, seq);
+        }
+    }
+
+    /// Sends the acknowledgements held long enough (all: every one).
+    async fn send_acks(&mut self, all: bool) {
+        let due = if all {
+            self.to_ack.all()
+        } else {
+            self.to_ack.due(Instant::now())
+        };
+        for (host, seqs) in due {
+            self.send_control(host, &Control::Ack { seqs }).await;
         }
     }
 
@@ -1203,9 +1223,9 @@ impl Service {
         });
     }
 
-    /// `host` is about to have an acknowledgement or a poll waiting.
+    /// `host` is about to have a poll waiting.
     fn waiting(&mut self, host: HostId) {
-        if self.to_ack[host].is_empty() && self.to_poll[host].is_empty() {
+        if self.to_poll[host].is_empty() {
             self.to_flush.push(host);
         }
     }
@@ -1232,15 +1252,9 @@ impl Service {
         }
     }
 
-    /// Sends the waiting polls (one request per host and batch), and acknowledgements.
+    /// Sends the waiting polls (one request per host and batch).
     async fn flush_polls(&mut self) {
         let hosts = std::mem::take(&mut self.to_flush);
-        for &host in &hosts {
-            if !self.to_ack[host].is_empty() {
-                let seqs = std::mem::take(&mut self.to_ack[host]);
-                self.send_control(host, &Control::Ack { seqs }).await;
-            }
-        }
         for host in hosts {
             if self.to_poll[host].is_empty() {
                 continue;
@@ -1296,7 +1310,7 @@ impl Service {
                         &self.client,
                         host,
                         subject.clone(),
-                        protocol::encode(&reqs),
+                        protocol::encode_compact(&reqs),
                         chunk.to_vec(),
                     )
                     .await;
