@@ -9,15 +9,19 @@
 // CONSOLE_BROKEN (a source with an error), CONSOLE_BROKEN_SPAN (the text
 // its error points at), CONSOLE_VALUE (a value the reports carry),
 // CONSOLE_SHOTS (where screenshots go), CONSOLE_HOSTS (how many hosts),
-// CONSOLE_EXACT (1: exactly N reports come, a replay; 0: at least, live).
+// CONSOLE_EXACT (1: exactly N reports come, a replay; 0: at least, live),
+// CONSOLE_HISTORY (1: the page is then reloaded and every page of the
+// manager's report history read, oldest last: stdout "history JSON"
+// after the feed; else the API is a host's, whose history answers 404).
 import { join } from "node:path";
-import { check, env, launch, nextLine } from "./common.mjs";
+import { check, env, hostsHistory404, launch, nextLine } from "./common.mjs";
 
 const url = env("CONSOLE_URL");
 const name = env("CONSOLE_EVENT_NAME");
 const shots = env("CONSOLE_SHOTS");
 const value = env("CONSOLE_VALUE");
 const LIMIT = 120_000;
+const history = process.env.CONSOLE_HISTORY === "1";
 
 const { context, close } = await launch();
 const problems = [];
@@ -27,8 +31,11 @@ try {
   page.setDefaultTimeout(LIMIT);
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("console", (m) => {
-    // The wrong token's 401 and the refused event's 400 are expected; anything else (a CSP violation, a script error) is not.
-    if (m.type() === "error" && !/status of 40[01]/.test(m.text())) problems.push(`console: ${m.text()}`);
+    // The wrong token's 401 and the refused event's 400 are expected, and
+    // a host's 404 for the history (it keeps none); anything else (a CSP
+    // violation, a script error) is not.
+    const hostsHistory = !history && hostsHistory404(m);
+    if (m.type() === "error" && !/status of 40[01]/.test(m.text()) && !hostsHistory) problems.push(`console: ${m.text()}`);
   });
   const requests = [];
   page.on("request", (r) => requests.push(r.url()));
@@ -152,10 +159,15 @@ try {
   await remove.click();
   await page.locator(`#events tr[data-event="${name}"]`).waitFor({ state: "detached" });
 
+  // Reloaded (signed in again from sessionStorage), the page shows what
+  // fired before it was opened: every page of the history, Older after Older.
+  const kept = history ? await readHistory(page) : null;
+
   // No token in any URL the page asked for.
   check(!requests.some((u) => u.includes(env("CONSOLE_TOKEN"))), "the token never goes in a URL");
   check(problems.length === 0, problems.join("\n"));
   console.log(`feed ${JSON.stringify(feed)}`);
+  if (kept) console.log(`history ${JSON.stringify(kept)}`);
 } catch (e) {
   console.error(`console e2e: ${e instanceof Error ? e.message : e}${problems.length ? `\n${problems.join("\n")}` : ""}`);
   code = 1;
@@ -163,3 +175,44 @@ try {
   await close();
 }
 process.exit(code);
+
+/** Every report of the history's pages (newest first), from the newest
+ *  page through each older one; then Newer back up to the newest. */
+async function readHistory(page) {
+  await page.reload();
+  await page.locator("#app").waitFor({ state: "visible" });
+  await page.locator("#history-nav").waitFor({ state: "visible" });
+  await page.locator("#history li").first().waitFor();
+  await page.screenshot({ path: join(shots, "history.png"), fullPage: true });
+  const rows = () =>
+    page.$$eval("#history li", (lis) =>
+      lis.map((li) => ({ seq: Number(li.dataset.seq), event: li.dataset.event, start: li.dataset.start, group: JSON.parse(li.dataset.group), values: JSON.parse(li.dataset.values) })),
+    );
+  // Clicks a page button and waits for its page (not a poll's reload of the newest).
+  const turn = async (button) => {
+    const loads = await page.getAttribute("#history", "data-loads");
+    await page.click(button);
+    await page.waitForFunction((n) => {
+      const list = document.getElementById("history");
+      return list.dataset.loads !== n && list.dataset.newest === "";
+    }, loads);
+  };
+  const all = [];
+  let pages = 1;
+  for (;;) {
+    all.push(...(await rows()));
+    if (await page.locator("#history-older").isDisabled()) break;
+    await turn("#history-older");
+    pages += 1;
+  }
+  check(await page.locator("#history-newer").isEnabled() === pages > 1, "Newer is offered on an older page");
+  let back = 1;
+  while (await page.locator("#history-newer").isEnabled()) {
+    await turn("#history-newer");
+    back += 1;
+    check(back <= pages, `Newer went past the ${pages} pages`);
+  }
+  check(back === pages, `Newer came back through ${back} of ${pages} pages`);
+  console.error(`history: ${all.length} reports in ${pages} page(s)`);
+  return all;
+}

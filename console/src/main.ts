@@ -8,7 +8,9 @@
 // reconnecting with backoff. Memory is bounded: the feed keeps the newest
 // FEED_MAX reports, each chart the newest CHART_MAX points. Clicking a
 // fired report asks the API for the flows behind it (`/v1/flows`: its
-// top talkers and their flows over time).
+// top talkers and their flows over time). What fired before the page was
+// opened is read from the manager's store (`/v1/reports/history`), a
+// page of HISTORY_PAGE at a time, newer and older pages by cursor.
 
 import { completenessNote, type Completeness } from "./completeness";
 import { chart, rfc3339Ms, type Point } from "./chart";
@@ -25,6 +27,8 @@ const POLL_MS = 2000;
 const TOKEN_KEY = "clarion.api-token";
 /** Talkers asked for a firing. */
 const FLOWS_TOP = 10;
+/** Reports in a page of the history. */
+const HISTORY_PAGE = 25;
 
 interface EventInfo {
   id: number;
@@ -113,6 +117,7 @@ async function signIn(t: string): Promise<void> {
     showEvents((await r.json()) as EventInfo[]);
     startPolling();
     startStream();
+    void loadHistory({});
   } catch (e) {
     signOut();
     err.textContent = e instanceof Unauthorized ? `The API refused the token: ${e.message}` : `Could not reach the API: ${String(e instanceof Error ? e.message : e)}`;
@@ -375,6 +380,8 @@ async function refresh(): Promise<void> {
     if (hs.ok) showHosts((await hs.json()) as Record<string, unknown>[]);
     else setStatus(`hosts: ${await errorText(hs)}`, true);
     if (e.ok && hs.ok) setStatus(`signed in to ${location.host} · updated ${new Date().toLocaleTimeString()}`);
+    // The newest page follows what is stored; an older one stays put.
+    if (historyAt.before === undefined && historyAt.after === undefined && !$("history-nav").hidden) await loadHistory({});
   } catch (err) {
     failed(err);
   }
@@ -450,6 +457,12 @@ function report(data: string): void {
     notice(`A report that is not JSON: ${data.slice(0, 200)}`);
     return;
   }
+  prepend(reportItem(r));
+  plot(r);
+}
+
+/** A fired report as a line of the feed or the history; a click shows the flows behind it. */
+function reportItem(r: Report): HTMLLIElement {
   const note = completenessNote(r.completeness);
   const group = Object.entries(r.group ?? {}).map(([k, v]) => `${k}=${v === null ? "–" : String(v)}`).join(" ");
   const values = Object.entries(r.values ?? {}).map(([k, v]) => `${k} = ${v === null ? "undefined" : String(v)}`).join(", ");
@@ -476,8 +489,85 @@ function report(data: string): void {
   li.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter") void showFlows(r, "bytes");
   });
-  prepend(li);
-  plot(r);
+  return li;
+}
+
+// ---- the history: reports the manager kept in its store
+
+interface HistoryPage {
+  reports: { seq: number; report: Report }[];
+  older: number | null;
+  newer: number | null;
+  last: number;
+  kept: number;
+  dropped: number;
+  max_reports: number;
+  max_age_s: number | null;
+}
+
+/** The page shown: the newest (`{}`), or before/after a report's number. */
+let historyAt: { before?: number; after?: number } = {};
+/** Pages rendered so far (tests wait for the next). */
+let historyLoads = 0;
+/** Pages asked for: only the latest answer is shown (a poll's reload of
+ *  the newest page must not land over an older page clicked meanwhile). */
+let historyAsked = 0;
+
+async function loadHistory(at: { before?: number; after?: number }): Promise<void> {
+  const q = new URLSearchParams({ limit: String(HISTORY_PAGE) });
+  if (at.before !== undefined) q.set("before", String(at.before));
+  if (at.after !== undefined) q.set("after", String(at.after));
+  const note = $("history-note");
+  const mine = ++historyAsked;
+  try {
+    const r = await api("GET", `/v1/reports/history?${q.toString()}`);
+    if (mine !== historyAsked) return;
+    if (!r.ok) {
+      // A host's API, or a manager without a store: said, no buttons.
+      note.textContent = await errorText(r);
+      $("history-nav").hidden = true;
+      $("history").replaceChildren();
+      return;
+    }
+    const page = (await r.json()) as HistoryPage;
+    if (mine !== historyAsked) return;
+    historyAt = at;
+    showHistory(page);
+  } catch (e) {
+    failed(e);
+  }
+}
+
+/** An age bound for people: `7 days`, `12 h`, `90 s`. */
+function ageText(s: number): string {
+  if (s >= 86_400 && s % 86_400 === 0) return `${s / 86_400} day(s)`;
+  if (s >= 3600 && s % 3600 === 0) return `${s / 3600} h`;
+  if (s >= 60 && s % 60 === 0) return `${s / 60} min`;
+  return `${s} s`;
+}
+
+function showHistory(p: HistoryPage): void {
+  const list = $("history");
+  list.replaceChildren(
+    ...p.reports.map((x) => {
+      const li = reportItem(x.report);
+      li.dataset.seq = String(x.seq);
+      return li;
+    }),
+  );
+  const bound = `the newest ${p.max_reports.toLocaleString("en-US")}${p.max_age_s === null ? "" : `, none older than ${ageText(p.max_age_s)}`}`;
+  const dropped = p.dropped > 0 ? `; ${p.dropped.toLocaleString("en-US")} older dropped` : "";
+  const where = p.reports.length ? `${p.reports.length} report(s) (numbers ${p.reports[p.reports.length - 1].seq}–${p.reports[0].seq})` : "No report here";
+  $("history-note").textContent = `${where} of ${p.kept.toLocaleString("en-US")} kept in the manager's store (${bound}${dropped}).`;
+  $("history-nav").hidden = false;
+  const older = $<HTMLButtonElement>("history-older");
+  const newer = $<HTMLButtonElement>("history-newer");
+  older.disabled = p.older === null;
+  newer.disabled = p.newer === null;
+  older.onclick = () => void (p.older !== null && loadHistory({ before: p.older }));
+  newer.onclick = () => void (p.newer !== null && loadHistory({ after: p.newer }));
+  list.dataset.loads = String(++historyLoads);
+  list.dataset.newest = historyAt.before === undefined && historyAt.after === undefined ? "1" : "";
 }
 
 // ---- the flows behind a firing
@@ -624,6 +714,7 @@ document.addEventListener("DOMContentLoaded", () => {
     void signIn(t);
   });
   $("logout").addEventListener("click", signOut);
+  $("history-newest").addEventListener("click", () => void loadHistory({}));
   $("add").addEventListener("submit", (ev) => void addEvents(ev as SubmitEvent));
   $("source").addEventListener("input", () => {
     $("source-view").hidden = true;

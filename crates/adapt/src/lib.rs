@@ -21,6 +21,8 @@
 //! - [`recall`]: §V-A, each task's estimated recall from partial results.
 //! - [`groups`]: a window's recall from the groups seen, when flows were
 //!   shed and packets dropped before the monitor (our extension).
+//! - [`relief`]: within a window, the time available a packet once the
+//!   receive ring fills (our extension: MONA decides per window only).
 //! - [`recovery`]: Alg. 2 with Eq. 9, CPU-neutral moves of flows from rich
 //!   to poor tasks.
 //!
@@ -34,6 +36,7 @@ pub mod graph;
 pub mod groups;
 pub mod recall;
 pub mod recovery;
+pub mod relief;
 pub mod routine;
 
 pub use budget::{Budget, Forecast};
@@ -46,4 +49,5 @@ pub use graph::{GraphBuilder, StateGraph, StateId, TaskId};
 pub use groups::{SeenGroup, WindowSample};
 pub use recall::{Estimator, RecallEstimate, RecallEstimator, WindowObservation};
 pub use recovery::{Move, Recovery, RecoveryConfig, Transition};
+pub use relief::{Relief, Relieve};
 pub use routine::{fit_chains, Decision, Routine, Shed};

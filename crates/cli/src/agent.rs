@@ -26,10 +26,11 @@ use clap::Args;
 use clarion_capture::CaptureError;
 use clarion_cmdline::log::LogFormat;
 use clarion_engine::{Monitor, MonitorConfig, Report, TriggerId, WindowValues};
-use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions, WithExports};
+use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions};
 use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_nats::protocol::{Control, ExportSet};
 use clarion_nats::{AgentLink, AgentOptions, AppliedExports, Arrived, HostDesk, Inbound, Triggers, Wake};
+use clarion_pipeline::{ExportPolicies, Pipeline, Sinks};
 use clarion_sinks::Sink;
 use tracing::{info, warn};
 
@@ -263,17 +264,17 @@ impl Agent {
     }
 
     /// Applies waiting export policies to a replay's exporter, from its next frame on.
-    fn apply_exports(&mut self, stage: &mut WithExports<Monitor>) {
+    fn apply_exports(&mut self, stage: &mut Pipeline<Monitor>) {
         let Some((version, specs)) = self.pending_exports.take() else {
             return;
         };
         let frames = stage.frames();
-        let r = match stage.exporter_mut() {
-            Some(x) => self
-                .with_own(x.policies(), &specs)
-                .and_then(|all| x.set_policies(&all).map_err(|e| e.to_string())),
-            None => Err("this agent has no exporter".into()),
-        };
+        let set = stage.stage_mut(|x: &mut ExportPolicies| {
+            let x = x.exporter_mut();
+            self.with_own(x.policies(), &specs)
+                .and_then(|all| x.set_policies(&all).map_err(|e| e.to_string()))
+        });
+        let r = set.unwrap_or_else(|| Err("this agent has no exporter".into()));
         let r = r.map(|()| format!("from frame {frames} on: {}", names(&specs)));
         self.manager_applied(version, &specs, r);
     }
@@ -385,19 +386,15 @@ fn names(specs: &[ExportSpec]) -> String {
 }
 
 /// The monitor with the exports beside it (an agent always has an exporter).
-impl Driver<WithExports<Monitor>> for Agent {
+impl Driver<Pipeline<Monitor>> for Agent {
     type Error = Failure;
 
-    fn reports(
-        &mut self,
-        stage: &mut WithExports<Monitor>,
-        reports: &mut Vec<Report>,
-    ) -> Result<(), Failure> {
-        Driver::<Monitor>::reports(self, &mut stage.inner, reports)
+    fn reports(&mut self, stage: &mut Pipeline<Monitor>, reports: &mut Vec<Report>) -> Result<(), Failure> {
+        Driver::<Monitor>::reports(self, stage.head_mut(), reports)
     }
 
-    fn service(&mut self, stage: &mut WithExports<Monitor>) -> Result<bool, Failure> {
-        let go_on = Driver::<Monitor>::service(self, &mut stage.inner)?;
+    fn service(&mut self, stage: &mut Pipeline<Monitor>) -> Result<bool, Failure> {
+        let go_on = Driver::<Monitor>::service(self, stage.head_mut())?;
         self.apply_exports(stage);
         Ok(go_on)
     }
@@ -494,7 +491,7 @@ fn replay_agent(
     };
     let mut source = crate::host_spec::open_capture(pcap)?;
     let (mut with, apps_out) = replay_stage(a, own, monitor)?;
-    let mut ag = Agent::register(a, &mut with.inner, stop, None, None)?;
+    let mut ag = Agent::register(a, with.head_mut(), stop, None, None)?;
     // The manager's policies apply from the first frame.
     ag.apply_exports(&mut with);
     let options = ReplayOptions {
@@ -502,11 +499,12 @@ fn replay_agent(
         ..ReplayOptions::default()
     };
     let run = replay(&mut source, &mut with, &mut ag, &options).map_err(crate::exports::replay_failure)?;
-    if let Some(apps) = with.apps().filter(|r| !r.names().is_empty()) {
+    let apps = with.sinks_mut().and_then(Sinks::apps_mut);
+    if let Some(apps) = apps.filter(|r| !r.names().is_empty()) {
         crate::exports::write_app_report(apps, apps_out.as_deref())?;
     }
     let records = crate::exports::summary(&with);
-    let mut monitor = with.inner;
+    let mut monitor = with.into_head();
     if let Some(sink) = ag.sink.as_mut() {
         sink.flush().map_err(sink_error)?;
     }
@@ -532,7 +530,7 @@ fn replay_stage(
     a: &AgentArgs,
     own: &[EventSpec],
     monitor: MonitorConfig,
-) -> Result<(WithExports<Monitor>, Option<PathBuf>), Failure> {
+) -> Result<(Pipeline<Monitor>, Option<PathBuf>), Failure> {
     let mut own_monitor = Monitor::new(monitor);
     for s in own.iter().filter(|s| !s.on_demand) {
         own_monitor

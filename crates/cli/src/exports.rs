@@ -1,11 +1,12 @@
 //! `--records`, `--gpv`, `--app` and `--exports`: the destinations named
-//! on the command line, opened, and the stage that feeds them
-//! (`clarion_host::WithExports`).
+//! on the command line, opened, and the stages that feed them
+//! (`clarion_pipeline`: the stages beside the events, and the `Sinks` their
+//! records and GPVs go to, on a file's reading thread or a live host's).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::anyhow;
 
@@ -13,10 +14,10 @@ use clarion_event_capture::{CaptureConfig, CaptureStats, Captures};
 use clarion_export::{ExportConfig, ExportStats, Exporter, FastPathKind};
 use clarion_flows::FlowConfig;
 use clarion_gpv::{app_by_name, AppRuntime, CacheConfig, Gpv};
-use clarion_host::{Stage, WithExports};
 use clarion_outputs::Kind;
+use clarion_pipeline::{EventCaptures, ExportPolicies, FlowRecords, Gpvs, Pipeline, Sinks, Stage, Stages};
 use clarion_records::FlowRecord;
-use clarion_sinks::{BoxSink, FanOut, Sink};
+use clarion_sinks::{BoxSink, FanOut};
 
 use crate::args::{ExportArgs, FastPathArg, PolicyArgs};
 use crate::outputs::write_error;
@@ -52,25 +53,25 @@ impl Exports {
         self.gpv_sink.is_some() || self.apps.is_some()
     }
 
-    /// `stage` with the exports beside it; also where the apps' report goes.
-    pub fn around<S: Stage>(self, stage: S) -> Result<(WithExports<S>, Option<PathBuf>), Failure> {
-        let usage = |e: clarion_host::HostError| Failure::Usage(format!("clarion: {e}"));
-        let mut with = WithExports::new(stage);
+    /// `stage` with the exports beside it, its records and GPVs delivered
+    /// to their sinks as they are made; also where the apps' report goes.
+    pub fn around<S: Stage>(self, stage: S) -> Result<(Pipeline<S>, Option<PathBuf>), Failure> {
+        let usage = |e: &dyn std::fmt::Display| Failure::Usage(format!("clarion: {e}"));
         let makes_gpvs = self.makes_gpvs();
+        let mut stages = Stages::default();
+        let mut sinks = Sinks::default();
         if let Some((sink, config)) = self.records {
-            with = with.records(config, sink).map_err(usage)?;
+            stages.records = Some(FlowRecords::new(config).map_err(|e| usage(&e))?);
+            sinks = sinks.with_records(sink);
         }
         let (apps, apps_out) = self.apps.unwrap_or_default();
         if makes_gpvs {
-            with = with.gpvs(self.gpv_config, self.gpv_sink, apps).map_err(usage)?;
+            stages.gpvs = Some(Gpvs::new(self.gpv_config).map_err(|e| usage(&e))?);
+            sinks = sinks.with_gpvs(self.gpv_sink, apps);
         }
-        if let Some(x) = self.exporter {
-            with = with.exporter(x);
-        }
-        if let Some(c) = self.captures {
-            with = with.captures(c);
-        }
-        Ok((with, apps_out))
+        stages.exports = self.exporter.map(ExportPolicies::new);
+        stages.captures = self.captures.map(EventCaptures::new);
+        Ok((Pipeline::new(stage, stages).deliver_to(sinks), apps_out))
     }
 }
 
@@ -328,9 +329,11 @@ pub fn write_app_report(apps: &mut AppRuntime, out: Option<&Path>) -> Result<(),
 }
 
 /// The exports' part of the end-of-run summary.
-pub fn summary<S: Stage>(w: &WithExports<S>) -> String {
+pub fn summary<S: Stage>(p: &Pipeline<S>) -> String {
     let mut s = String::new();
-    if let Some((st, written)) = w.record_stats() {
+    let sinks = p.sinks();
+    let records = sinks.map_or(0, Sinks::records_written);
+    if let Some((st, written)) = p.stage::<FlowRecords>().map(|r| (r.stats(), records)) {
         s += &format!(
             "  flow records: {} written from {} packets ({} microflow records, cache eviction ratio {:.3})\n",
             thousands(written),
@@ -339,7 +342,8 @@ pub fn summary<S: Stage>(w: &WithExports<S>) -> String {
             st.eviction_ratio(),
         );
     }
-    if let Some((st, written)) = w.gpv_stats() {
+    let (_, gpvs) = sinks.map_or((0, 0), Sinks::gpvs_taken);
+    if let Some((st, written)) = p.stage::<Gpvs>().map(|g| (g.stats(), gpvs)) {
         s += &format!(
             "  GPVs: {} made from {} packets, {} written\n",
             thousands(st.gpvs),
@@ -347,7 +351,7 @@ pub fn summary<S: Stage>(w: &WithExports<S>) -> String {
             thousands(written),
         );
     }
-    if let Some(x) = w.export_stats() {
+    if let Some(x) = p.stage::<ExportPolicies>().map(|x| x.exporter().stats()) {
         s += &export_summary(&x);
     }
     s
@@ -408,9 +412,6 @@ pub fn export_summary(x: &ExportStats) -> String {
     s
 }
 
-/// How often a live run flushes its record and GPV sinks.
-const LIVE_FLUSH: Duration = Duration::from_secs(1);
-
 /// What every live worker makes beside its monitor: a flow meter's and a
 /// GPV cache's settings, and the export policies each worker runs
 /// (`None`: not made).
@@ -422,17 +423,14 @@ pub type WorkerExports = (
 
 /// A live run's exports: what the workers' meters and caches send, to the
 /// sinks and apps (`clarion run -i`, `clarion agent -i`).
-#[derive(Default)]
 pub struct LiveExports {
-    records: Option<Records>,
-    gpv_sink: Option<BoxSink<Gpv>>,
-    /// The apps on the GPVs (`--app`, and those the control API adds),
-    /// when GPVs are made; where their report goes at the end.
-    apps: Option<AppRuntime>,
+    /// The records' and GPVs' sinks, and the apps on the GPVs (`--app`,
+    /// and those the control API adds) when GPVs are made.
+    sinks: Sinks,
+    /// Where the apps' report goes at the end.
     apps_out: Option<PathBuf>,
-    flushed: Option<Instant>,
-    records_written: u64,
-    gpvs_seen: u64,
+    /// The sinks' clock (flushed once a second of it).
+    started: Instant,
     /// Export policies run on the workers (their summary is the host's).
     policies: bool,
     /// The newest records, kept for the control API (`/v1/flows`).
@@ -463,22 +461,20 @@ impl LiveExports {
         let e = open(&no_policies, host)?;
         let makes_gpvs = e.makes_gpvs();
         let gpv_config = makes_gpvs.then_some(e.gpv_config);
-        let (records, record_config) = match e.records {
-            Some((sink, config)) => (Some(sink), Some(config)),
-            None => (None, None),
-        };
-        let (apps, apps_out) = match e.apps {
-            Some((apps, out)) => (Some(apps), out),
-            None => (makes_gpvs.then(AppRuntime::new), None),
-        };
+        let mut sinks = Sinks::default();
+        let mut record_config = None;
+        if let Some((sink, config)) = e.records {
+            sinks = sinks.with_records(sink);
+            record_config = Some(config);
+        }
+        let (apps, apps_out) = e.apps.unwrap_or_default();
+        if makes_gpvs {
+            sinks = sinks.with_gpvs(e.gpv_sink, apps);
+        }
         let out = LiveExports {
-            records,
-            gpv_sink: e.gpv_sink,
-            apps,
+            sinks,
             apps_out,
-            flushed: None,
-            records_written: 0,
-            gpvs_seen: 0,
+            started: Instant::now(),
             policies: from_file,
             window: None,
         };
@@ -488,10 +484,10 @@ impl LiveExports {
     /// ", flow records, GPVs" for the line saying what is captured.
     pub fn describe(&self) -> String {
         let mut s = String::new();
-        if self.records.is_some() {
+        if self.sinks.has_records() {
             s += ", flow records";
         }
-        if self.apps.is_some() {
+        if self.sinks.takes_gpvs() {
             s += ", GPVs";
         }
         if self.policies {
@@ -502,14 +498,14 @@ impl LiveExports {
 
     /// The apps on the GPVs; `None` when the host makes none.
     pub fn apps_mut(&mut self) -> Option<&mut AppRuntime> {
-        self.apps.as_mut()
+        self.sinks.apps_mut()
     }
 
     /// The window of recent records the control API reads (`/v1/flows`),
     /// made on the first call; `None` when the host writes no records or
     /// `--flow-window 0`. Only a host serving its API keeps one.
     pub fn flow_window(&mut self, a: &ExportArgs) -> Option<clarion_flow_window::SharedWindow> {
-        if self.records.is_none() || a.flow_window == 0 {
+        if !self.sinks.has_records() || a.flow_window == 0 {
             return None;
         }
         let w = self
@@ -519,12 +515,7 @@ impl LiveExports {
     }
 
     pub fn records(&mut self, records: &[FlowRecord]) -> Result<(), Failure> {
-        if let Some(sink) = &mut self.records {
-            for r in records {
-                sink.write(r).map_err(|e| write_error(Kind::Records, e))?;
-            }
-            self.records_written += records.len() as u64;
-        }
+        self.sinks.write_records(records).map_err(live_write_error)?;
         // A poisoned lock (a panicked API query) leaves the window as it was.
         if let Some(mut w) = self.window.as_ref().and_then(|w| w.lock().ok()) {
             records.iter().for_each(|r| w.push(r));
@@ -533,55 +524,43 @@ impl LiveExports {
     }
 
     pub fn gpvs(&mut self, gpvs: &[Gpv]) -> Result<(), Failure> {
-        for g in gpvs {
-            if let Some(apps) = &mut self.apps {
-                apps.on_gpv(g);
-            }
-            if let Some(sink) = &mut self.gpv_sink {
-                sink.write(g).map_err(|e| write_error(Kind::Gpvs, e))?;
-            }
-        }
-        self.gpvs_seen += gpvs.len() as u64;
-        Ok(())
+        self.sinks.write_gpvs(gpvs).map_err(live_write_error)
     }
 
     /// Flushes the sinks once a second.
     pub fn tick(&mut self) -> Result<(), Failure> {
-        let now = Instant::now();
-        if self.flushed.is_some_and(|t| now.duration_since(t) < LIVE_FLUSH) {
-            return Ok(());
-        }
-        self.flushed = Some(now);
-        if let Some(sink) = &mut self.records {
-            sink.flush().map_err(|e| write_error(Kind::Records, e))?;
-        }
-        if let Some(sink) = &mut self.gpv_sink {
-            sink.flush().map_err(|e| write_error(Kind::Gpvs, e))?;
-        }
-        Ok(())
+        let now = self.started.elapsed().as_nanos() as u64;
+        self.sinks.flush_due(now).map_err(live_write_error)
     }
 
-    /// Finishes the sinks and writes the apps' report; the summary's lines.
+    /// Finishes the sinks (each whatever the other does: a failed one
+    /// still leaves the other's file whole) and writes the apps' report;
+    /// the summary's lines.
     pub fn close(&mut self) -> Result<String, Failure> {
         let mut s = String::new();
-        // Both finished whatever the other does: a failed one still leaves
-        // the other's file whole.
-        let records = self.records.as_mut().map(|r| r.finish());
-        let gpvs = self.gpv_sink.as_mut().map(|g| g.finish());
-        if let Some(r) = records {
-            r.map_err(|e| write_error(Kind::Records, e))?;
-            s += &format!("  flow records: {} written\n", thousands(self.records_written));
+        self.sinks.finish().map_err(live_write_error)?;
+        if self.sinks.has_records() {
+            s += &format!(
+                "  flow records: {} written\n",
+                thousands(self.sinks.records_written())
+            );
         }
-        if let Some(g) = gpvs {
-            g.map_err(|e| write_error(Kind::Gpvs, e))?;
-        }
-        if let Some(apps) = self.apps.as_mut().filter(|a| !a.names().is_empty()) {
+        if let Some(apps) = self.sinks.apps_mut().filter(|a| !a.names().is_empty()) {
             write_app_report(apps, self.apps_out.as_deref())?;
         }
-        if self.apps.is_some() {
-            s += &format!("  GPVs: {} made\n", thousands(self.gpvs_seen));
+        if self.sinks.takes_gpvs() {
+            s += &format!("  GPVs: {} made\n", thousands(self.sinks.gpvs_taken().0));
         }
         Ok(s)
+    }
+}
+
+/// A live run's sink error as the command line says it ([`write_error`]).
+fn live_write_error(e: clarion_pipeline::Error) -> Failure {
+    match e {
+        clarion_pipeline::Error::Records(e) => write_error(Kind::Records, e),
+        clarion_pipeline::Error::Gpvs(e) => write_error(Kind::Gpvs, e),
+        other => Failure::Runtime(anyhow!(other)),
     }
 }
 
@@ -595,7 +574,9 @@ pub fn replay_failure(f: Failure) -> Failure {
         Failure::Runtime(e)
             if matches!(
                 e.downcast_ref::<HostError>(),
-                Some(HostError::Records(SinkError::BrokenPipe))
+                Some(HostError::Pipeline(clarion_pipeline::Error::Records(
+                    SinkError::BrokenPipe
+                )))
             ) =>
         {
             Failure::BrokenPipe

@@ -44,6 +44,9 @@ its agent (clarion agent --events). Installed events are kept in --store and
 reinstalled at the next start, under the same ids; --events adds to them
 (replacing a stored event of the same name). An existing --store file that
 is not a store (empty, or without its tables) is refused unless --init.
+The newest --report-history network-wide reports (100,000; none older than
+--report-history-age, 168h) are kept in --store too: the API's
+/v1/reports/history pages through them and the console shows them.
 Agents register by the names of the inventory. The API needs a bearer
 token: the one given (--api-token), or the one kept in --api-token-file
 (default ~/.config/clarion/api-token, which clarion events reads too),
@@ -85,6 +88,16 @@ pub struct ManagerArgs {
     /// Keep nothing: events live as long as this process.
     #[arg(long)]
     pub no_store: bool,
+
+    /// Keep the newest N network-wide reports in --store, for the API's
+    /// /v1/reports/history and the console's history (across restarts;
+    /// the oldest dropped and counted); 0 keeps none.
+    #[arg(long, value_name = "N", default_value_t = 100_000, conflicts_with_all = ["no_store", "shared"])]
+    pub report_history: u64,
+
+    /// ... and drop a kept report once it was written this long ago (0: no age bound).
+    #[arg(long, default_value = "168h", value_parser = parse_duration, value_name = "DURATION", conflicts_with_all = ["no_store", "shared"])]
+    pub report_history_age: u64,
 
     /// Most network-wide events installed at once: a request (or events
     /// file) that would make more is refused whole, saying so.
@@ -335,6 +348,10 @@ or --insecure to run without"
         shared: a.shared,
         shared_events,
         hosts_board: None,
+        history: (a.report_history > 0 && !a.no_store && !a.shared).then(|| clarion_nats::HistoryLimits {
+            max_reports: a.report_history,
+            max_age: (a.report_history_age > 0).then(|| Duration::from_nanos(a.report_history_age)),
+        }),
     })
 }
 
@@ -557,6 +574,15 @@ fn notes(out: &mut String, s: &ManagerStats) {
             out,
             "  {} drill-down instances installed (windows an agent installed too late to see are partial)",
             thousands(s.instances)
+        );
+    }
+    if s.history_dropped > 0 || s.history_failed > 0 {
+        let _ = writeln!(
+            out,
+            "  report history: {} kept in the store, {} older dropped (--report-history bounds), {} not kept (the store failed)",
+            thousands(s.history_kept),
+            thousands(s.history_dropped),
+            thousands(s.history_failed)
         );
     }
     if s.claimed > 0 || s.not_owned > 0 {

@@ -13,11 +13,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use clarion_capture::{CaptureError, CaptureFile, SourceStats};
 use clarion_engine::Report;
 use clarion_host::{
-    replay, Counting, Driver, Frames, MergedCaptures, PerHost, ReplayOptions, Replayed, Stage, Workers,
-    WorkersConfig,
+    replay, Driver, Frames, MergedCaptures, NetworkStage, ReplayOptions, Replayed, Workers, WorkersConfig,
 };
 use clarion_lang::spec::EventSpec;
 use clarion_network::Network;
+use clarion_pipeline::{Counting, EventCaptures, Sinks, Stage};
 use clarion_sinks::Sink;
 
 use crate::args::{CaptureArg, RunArgs, When};
@@ -218,17 +218,18 @@ fn replay_exporting<F: Frames, S: Stage>(
     }
     let (mut with, apps_out) = exports.around(stage)?;
     let run = replay_into(a, source, &mut with)?;
-    if let Some(apps) = with.apps().filter(|r| !r.names().is_empty()) {
+    let apps = with.sinks_mut().and_then(Sinks::apps_mut);
+    if let Some(apps) = apps.filter(|r| !r.names().is_empty()) {
         crate::exports::write_app_report(apps, apps_out.as_deref())?;
     }
     let mut summary = crate::exports::summary(&with);
-    if let Some(c) = with.finish_captures() {
+    if let Some(c) = with.stage_mut(EventCaptures::finish_files) {
         summary += &crate::exports::capture_summary(&c);
         for e in &c.errors {
             eprintln!("clarion: capture not written: {e}");
         }
     }
-    Ok((run, with.inner, Some(summary)))
+    Ok((run, with.into_head(), Some(summary)))
 }
 
 /// `--inventory`: one capture of several hosts' traffic, or one per host.
@@ -242,14 +243,14 @@ fn run_network(a: &RunArgs, inventory: &Path, specs: &[EventSpec]) -> Result<Exi
     let net = crate::network::build(a, inventory, specs)?;
     let run = match a.pcap.as_slice() {
         [one] if one.host.is_none() => {
-            let mut net = net;
-            let run = replay_into(a, &mut open_capture(&one.path)?, &mut net)?;
-            (run, net)
+            let mut stage = NetworkStage::whole(net);
+            let run = replay_into(a, &mut open_capture(&one.path)?, &mut stage)?;
+            (run, stage.network)
         }
         captures => {
             let (hosts, files) = per_host(&net, captures)?;
             let mut source = MergedCaptures::new(files);
-            let mut stage = PerHost::new(net, hosts);
+            let mut stage = NetworkStage::per_host(net, hosts);
             let run = replay_into(a, &mut source, &mut stage)?;
             (run, stage.network)
         }

@@ -9,7 +9,9 @@
 //! lines), newest first, the newest 500 when there are more; those must
 //! be the reference's: the reference evaluator's on generated traffic for
 //! four hosts, `clarion run`'s (one monitor, no manager) on a real
-//! capture. A last one (root) clicks a firing on a live host that records
+//! capture. With a store, the first reloads the page and reads every page
+//! of the manager's report history: it must equal the reports the manager
+//! wrote, newest first. A last one (root) clicks a firing on a live host that records
 //! flows and checks its top talkers against DuckDB over the host's Parquet
 //! file. Screenshots go to the test's directory; with
 //! CLARION_UPDATE_SCREENSHOTS=1 they replace docs/console/*.png.
@@ -162,12 +164,30 @@ fn rows_of(text: &str) -> Vec<FeedRow> {
 /// `replay` started, then, once `ready` gives how many reports the page
 /// must show at least, the feed read back (newest first). `exact`: the
 /// chart must then hold exactly that many points (no more may come).
+/// `history`: the page then reloaded, the history's pages read back too.
 struct Session<'a> {
     source: &'a str,
     name: &'a str,
     value: &'a str,
     hosts: usize,
     exact: bool,
+    history: bool,
+}
+
+/// A list of reports the page showed (`data-*` of its items), as rows.
+fn shown_rows(json: &str) -> Vec<FeedRow> {
+    let shown: Vec<Value> = serde_json::from_str(json).expect("the reports as JSON");
+    shown
+        .iter()
+        .map(|r| {
+            (
+                r["event"].as_str().unwrap_or_default().to_string(),
+                r["start"].as_str().unwrap_or_default().to_string(),
+                r["group"].clone(),
+                r["values"].clone(),
+            )
+        })
+        .collect()
 }
 
 impl Session<'_> {
@@ -177,7 +197,7 @@ impl Session<'_> {
         (port, token): (u16, &str),
         replay: impl FnOnce() -> A,
         ready: impl Fn() -> Option<usize>,
-    ) -> Vec<FeedRow> {
+    ) -> (Vec<FeedRow>, Option<Vec<FeedRow>>) {
         let env = [
             ("CONSOLE_URL", format!("http://127.0.0.1:{port}/").into()),
             ("CONSOLE_TOKEN", token.into()),
@@ -189,6 +209,7 @@ impl Session<'_> {
             ("CONSOLE_HOSTS", self.hosts.to_string().into()),
             ("CONSOLE_EXACT", if self.exact { "1" } else { "0" }.into()),
             ("CONSOLE_SHOTS", shots.into()),
+            ("CONSOLE_HISTORY", if self.history { "1" } else { "0" }.into()),
         ];
         let mut browser = Script::start(script, &env, "the console script");
         let next = |b: &Script| b.next(Duration::from_secs(180));
@@ -218,31 +239,30 @@ impl Session<'_> {
             other => browser.fail(&format!("said {other:?} instead of the feed")),
         };
         eprintln!("{:?}: the feed and the chart hold them", started.elapsed());
+        let history = if self.history {
+            match next(&browser) {
+                Some(l) if l.starts_with("history ") => Some(l["history ".len()..].to_string()),
+                other => browser.fail(&format!("said {other:?} instead of the history")),
+            }
+        } else {
+            None
+        };
         let out = browser.finish();
         eprint!("{}", String::from_utf8_lossy(&out.stderr));
-        let shown: Vec<Value> = serde_json::from_str(&feed).expect("the feed as JSON");
-        shown
-            .iter()
-            .map(|r| {
-                (
-                    r["event"].as_str().unwrap_or_default().to_string(),
-                    r["start"].as_str().unwrap_or_default().to_string(),
-                    r["group"].clone(),
-                    r["values"].clone(),
-                )
-            })
-            .collect()
+        (shown_rows(&feed), history.as_deref().map(shown_rows))
     }
 }
 
 /// A manager on `nats` with the inventory of `d`, its API on a free port
-/// with a token of its own, reporting to `net.jsonl`; and the port and token.
+/// with a token of its own, reporting to `net.jsonl` and keeping them in
+/// its store `m.sqlite` (the history); and the port and token.
 fn console_manager(d: &Path, nats: &str) -> (Guard, u16, String) {
     let token = format!("console-test-{}-{}", std::process::id(), T0 % 997);
     // A long poll timeout: on a busy machine a late answer must not make
     // an incomplete report (which would differ from the reference).
     let flags = [
-        "--no-store",
+        "--store",
+        "m.sqlite",
         "--api-token",
         &token,
         "-o",
@@ -296,10 +316,11 @@ fn an_event_added_in_the_console_fires_live_in_its_feed_and_chart() {
         value: "sum(volume)",
         hosts: 4,
         exact: true,
+        history: true,
     };
     // The agents replay at the capture's pace, as live hosts would (each
     // lingers to answer polls; killed when the session ends).
-    let shown = session.run(
+    let (shown, history) = session.run(
         (&script, &shots),
         (port, &token),
         || paced_agents(d, &nats),
@@ -313,7 +334,11 @@ fn an_event_added_in_the_console_fires_live_in_its_feed_and_chart() {
     assert_feed_is_newest_first(&shown, &written);
     let starts: BTreeSet<&str> = shown.iter().map(|r| r.1.as_str()).collect();
     assert!(starts.len() > 3, "reports of several windows");
-    for shot in ["error.png", "console.png"] {
+    // After a reload: the history's pages are every report the manager wrote, newest first.
+    let history = history.expect("the history read back");
+    let newest_first: Vec<FeedRow> = rows_of(&written).into_iter().rev().collect();
+    assert_eq!(history, newest_first, "the history after a reload");
+    for shot in ["error.png", "console.png", "history.png"] {
         let png = std::fs::read(shots.join(shot)).expect("screenshot");
         assert!(png.starts_with(b"\x89PNG"), "{shot}");
         if std::env::var_os("CLARION_UPDATE_SCREENSHOTS").is_some() {
@@ -385,10 +410,11 @@ fn a_real_capture_fills_the_feed_up_to_its_bound() {
         value: "count(packets)",
         hosts: 1,
         exact: true,
+        history: true,
     };
     let as_set =
         |text: &str| -> BTreeSet<String> { rows_of(text).iter().map(|r| format!("{r:?}")).collect() };
-    let shown = session.run(
+    let (shown, history) = session.run(
         (&script, &shots),
         (port, &token),
         || {
@@ -414,6 +440,13 @@ fn a_real_capture_fills_the_feed_up_to_its_bound() {
     );
     assert_eq!(written.lines().count(), reference.len(), "each once");
     assert_feed_is_newest_first(&shown, &written);
+    // The history holds them all (the feed only the newest 500), newest first.
+    let newest_first: Vec<FeedRow> = rows_of(&written).into_iter().rev().collect();
+    assert_eq!(
+        history.expect("the history read back"),
+        newest_first,
+        "the history after a reload"
+    );
 }
 
 /// A live host's own API serves the console too (`clarion run -i lo
@@ -463,6 +496,7 @@ fn a_live_host_serves_the_console_for_its_own_events() {
         value: "count(packets)",
         hosts: 1,
         exact: false,
+        history: false,
     };
     // One datagram every 10 ms to the event's port, until the session ends.
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
@@ -473,7 +507,7 @@ fn a_live_host_serves_the_console_for_its_own_events() {
             std::thread::sleep(Duration::from_millis(10));
         }
     });
-    let shown = session.run((&script, &shots), (api_port, &token), || (), || Some(5));
+    let (shown, _) = session.run((&script, &shots), (api_port, &token), || (), || Some(5));
     drop(stop_tx);
     sender.join().expect("sender");
     let out = host.terminate("clarion run -i lo");

@@ -189,7 +189,10 @@ fn a_snap_length_that_cuts_exported_packets_is_named() {
             .arg("--exports")
             .arg(&policies)
             .arg("--export-dir")
-            .arg(tmp.path().join("out"))
+            // One directory a run: two runs in one second share a run id,
+            // so the second would find the first's files (lo carries other
+            // processes' packets) and refuse to overwrite them.
+            .arg(tmp.path().join(format!("out-{snaplen}")))
             .output()
             .expect("runs");
         let err = String::from_utf8_lossy(&out.stderr);

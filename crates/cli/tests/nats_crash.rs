@@ -6,6 +6,11 @@
 //! lost, whatever the moment (mid-decision, polls in flight, reports
 //! written but not yet acknowledged, which are decided again).
 //!
+//! The history the managers keep in their store (`--report-history`)
+//! loses none either: a report is stored before its satisfaction reports
+//! are acknowledged, so one a kill kept out of the store is decided (and
+//! stored) again by the next manager.
+//!
 //! The moments come from a seed printed by the test (`CLARION_CRASH_SEED`
 //! repeats a run); `CLARION_CRASH_RUNS` sets how many (20 by default).
 
@@ -117,7 +122,34 @@ fn no_network_wide_report_is_lost_when_the_manager_is_killed_at_random_moments()
             !err.contains("gap:"),
             "run {run}: nothing to report as a gap: {err}"
         );
+        let kept = history(&d.join("m.sqlite"));
+        assert_eq!(
+            kept.len(),
+            want.len(),
+            "run {run} (seed {seed}): one report per decision in the history"
+        );
+        let kept: BTreeSet<Row> = kept.iter().map(row).collect();
+        assert!(
+            kept == want,
+            "run {run} (seed {seed}): the history's reports are the reference's: {:?} missing",
+            want.difference(&kept).collect::<Vec<_>>()
+        );
     }
+}
+
+/// Every report the store's history keeps, newest first.
+fn history(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let store = clarion_store::Store::open(path).expect("the store");
+    let page = store
+        .reports_page(&clarion_store::HistoryQuery {
+            limit: 1 << 20,
+            ..Default::default()
+        })
+        .expect("the history");
+    page.reports
+        .iter()
+        .map(|r| serde_json::from_str(&r.report).expect("a JSON report"))
+        .collect()
 }
 
 /// The NATS server gone under a running manager: SIGTERM still stops it,

@@ -154,3 +154,47 @@ fn the_log_filter_selects_and_a_bad_one_is_named() {
         "{err}"
     );
 }
+
+/// Issue 37's small fix: the start-up line read "manager manager started
+/// on …" with the default name; the default is left out, another name is
+/// given.
+#[test]
+fn the_start_up_line_names_the_manager_once() {
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("hosts.txt"), INVENTORY).expect("inventory");
+    let (_server, port) = start_server(&server);
+    let url = format!("nats://127.0.0.1:{port}");
+    let start_line = |name: &[&str]| {
+        let o = clarion()
+            .args([
+                "manager",
+                "--insecure",
+                "--nats",
+                &url,
+                "--inventory",
+                "hosts.txt",
+            ])
+            .args(["--no-store", "--no-api", "--duration", "300ms"])
+            .args(name)
+            .current_dir(d)
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success(), "{err}");
+        err.lines()
+            .find(|l| l.contains(&format!("started on {url}")))
+            .unwrap_or_else(|| panic!("no start-up line: {err}"))
+            .to_string()
+    };
+    let plain = start_line(&[]);
+    assert!(
+        !plain.contains("manager manager") && !plain.contains('`'),
+        "{plain}"
+    );
+    let named = start_line(&["--name", "m2"]);
+    assert!(named.contains("`m2` started on"), "{named}");
+}

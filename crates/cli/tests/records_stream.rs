@@ -1,7 +1,7 @@
 //! `--records nats://…/STREAM` and `--output nats://…/STREAM`: a replay's
 //! flow records and reports published to a real `nats-server -js`, read
 //! back from the stream, equal to the same run's JSON lines (count,
-//! packets and bytes; reports line for line); a fleet's four agents and
+//! packets and bytes, also the Parquet file's; reports line for line); a fleet's four agents and
 //! its manager publishing to streams, one subject a host; per-host keys
 //! and tokens; and a stream that does not take the subject refused with
 //! the reason.
@@ -86,13 +86,14 @@ fn a_replays_records_and_reports_read_back_from_the_stream_equal_its_json_lines(
     let (_server, port) = start_server_with(&server, &["-js", "-sd", &store.to_string_lossy()]);
     let url = format!("nats://127.0.0.1:{port}");
 
-    // Records: the stream and a file from the same run.
+    // Records: the stream and files from the same run (JSON lines, and
+    // Parquet where the binary writes it).
     let flows = format!("{url}/FLOWS");
-    let o = run(
-        d,
-        &capture(),
-        &["--host", "web-1", "--records", &flows, "--records", "f.jsonl"],
-    );
+    let mut args = vec!["--host", "web-1", "--records", &flows, "--records", "f.jsonl"];
+    if cfg!(feature = "parquet") {
+        args.extend(["--records", "f.parquet"]);
+    }
+    let o = run(d, &capture(), &args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let file = std::fs::read_to_string(d.join("f.jsonl")).expect("records file");
     let stored = read_stream(&url, "FLOWS");
@@ -104,6 +105,21 @@ fn a_replays_records_and_reports_read_back_from_the_stream_equal_its_json_lines(
         "{:?}",
         stored[0]
     );
+    // Issue 37's acceptance: the stream's totals are the Parquet file's.
+    #[cfg(feature = "parquet")]
+    {
+        let records = clarion_parquet::read_records(&d.join("f.parquet")).expect("the Parquet file");
+        let parquet = (
+            records.len() as u64,
+            records.iter().map(|r| r.packets).sum::<u64>(),
+            records.iter().map(|r| r.bytes).sum::<u64>(),
+        );
+        assert_eq!(
+            want, parquet,
+            "the stream's count, packets and bytes are the Parquet file's"
+        );
+        eprintln!("stream = JSON lines = Parquet: {parquet:?} (records, packets, bytes)");
+    }
     // The same objects, in the same order.
     assert_eq!(
         stored.iter().map(|(_, p)| p.as_str()).collect::<Vec<_>>(),

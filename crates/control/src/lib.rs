@@ -24,7 +24,7 @@ pub use client::{Client, ClientError, Watched};
 pub use health::{HealthCounters, HealthHandle, HealthMeter, HostsBoard};
 pub use model::{
     AppRequest, AppsInfo, Command, ControlError, EventInfo, ExportInfo, ExportsCommand, FlowsRequest,
-    HostHealth, HostInfo,
+    HistoryRequest, HostHealth, HostInfo,
 };
 pub use server::{spawn, ControlHandle};
 pub use token::{ServerToken, TokenError};

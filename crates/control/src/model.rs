@@ -284,6 +284,98 @@ pub enum Command {
         request: FlowsRequest,
         reply: Reply<serde_json::Value>,
     },
+    /// A page of the network-wide reports the manager kept (the answer:
+    /// `HistoryPage` in docs/api/openapi.yaml).
+    History {
+        request: HistoryRequest,
+        reply: Reply<serde_json::Value>,
+    },
+}
+
+/// A query's parameters, each once and each one `allowed` (`route` names
+/// the route in the refusal), in the order given.
+fn query_params(query: &str, allowed: &[&str], route: &str) -> Result<Vec<(String, String)>, ControlError> {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        if !allowed.contains(&&*k) {
+            return Err(ControlError::Invalid(format!(
+                "unknown parameter `{k}`: {route} takes {}",
+                allowed.join(", ")
+            )));
+        }
+        if seen.iter().any(|(s, _)| *s == k) {
+            return Err(ControlError::Invalid(format!("parameter `{k}` given twice")));
+        }
+        seen.push((k.into_owned(), v.into_owned()));
+    }
+    Ok(seen)
+}
+
+/// `GET /v1/reports/history`'s query, checked: which reports (an event,
+/// windows starting in `[from, to)`), how many, and where (`before` or
+/// `after` a report's `seq`, not both; neither: the newest).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistoryRequest {
+    pub event: Option<String>,
+    pub from_ns: Option<u64>,
+    pub to_ns: Option<u64>,
+    pub limit: usize,
+    pub before: Option<u64>,
+    pub after: Option<u64>,
+}
+
+impl HistoryRequest {
+    /// Reports in a page when the query names no `limit`.
+    pub const DEFAULT_LIMIT: usize = 100;
+    /// The most `limit` may ask for.
+    pub const MAX_LIMIT: usize = 1_000;
+
+    /// Reads `[event=NAME][&from=NS][&to=NS][&limit=N][&before=SEQ|&after=SEQ]`;
+    /// a parameter unknown, repeated or out of range is refused, named.
+    pub fn from_query(query: &str) -> Result<HistoryRequest, ControlError> {
+        let bad = |m: String| ControlError::Invalid(m);
+        let seen = query_params(
+            query,
+            &["event", "from", "to", "limit", "before", "after"],
+            "/v1/reports/history",
+        )?;
+        let get = |k: &str| seen.iter().find(|(s, _)| s == k).map(|(_, v)| v.as_str());
+        let number = |k: &str, what: &str| -> Result<Option<u64>, ControlError> {
+            get(k)
+                .map(|v| v.parse().map_err(|_| bad(format!("`{k}` must be {what}"))))
+                .transpose()
+        };
+        let ns = "a time in nanoseconds since 1970 (a report's window.start_ns)";
+        let seq = "a report's `seq` (a page's `older` or `newer`)";
+        let r = HistoryRequest {
+            event: get("event").map(str::to_string),
+            from_ns: number("from", ns)?,
+            to_ns: number("to", ns)?,
+            limit: match get("limit") {
+                None => Self::DEFAULT_LIMIT,
+                Some(l) => l
+                    .parse()
+                    .ok()
+                    .filter(|l| (1..=Self::MAX_LIMIT).contains(l))
+                    .ok_or_else(|| bad(format!("`limit` must be a number from 1 to {}", Self::MAX_LIMIT)))?,
+            },
+            before: number("before", seq)?,
+            after: number("after", seq)?,
+        };
+        if r.before.is_some() && r.after.is_some() {
+            return Err(bad(
+                "give `before` (older reports) or `after` (newer ones), not both".into(),
+            ));
+        }
+        if let (Some(from), Some(to)) = (r.from_ns, r.to_ns) {
+            if from >= to {
+                return Err(bad(format!(
+                    "the span is empty: from {from} is not before to {to}"
+                )));
+            }
+        }
+        Ok(r)
+    }
 }
 
 /// `GET /v1/flows`'s query, checked: which event, group and window, how
@@ -311,18 +403,7 @@ impl FlowsRequest {
     /// range is refused, named.
     pub fn from_query(query: &str) -> Result<FlowsRequest, ControlError> {
         let bad = |m: String| ControlError::Invalid(m);
-        let mut seen: Vec<(String, String)> = Vec::new();
-        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
-            if !["event", "group", "from", "to", "top", "by"].contains(&&*k) {
-                return Err(bad(format!(
-                    "unknown parameter `{k}`: /v1/flows takes event, group, from, to, top and by"
-                )));
-            }
-            if seen.iter().any(|(s, _)| *s == k) {
-                return Err(bad(format!("parameter `{k}` given twice")));
-            }
-            seen.push((k.into_owned(), v.into_owned()));
-        }
+        let seen = query_params(query, &["event", "group", "from", "to", "top", "by"], "/v1/flows")?;
         let get = |k: &str| seen.iter().find(|(s, _)| s == k).map(|(_, v)| v.as_str());
         let need = |k: &str| get(k).ok_or_else(|| bad(format!("parameter `{k}` is missing")));
         let ns = |k: &str| -> Result<u64, ControlError> {
@@ -393,7 +474,7 @@ impl Command {
                 drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
             }
             Command::Exports(c) => c.refuse("not an apps command"),
-            Command::Flows { reply, .. } => {
+            Command::Flows { reply, .. } | Command::History { reply, .. } => {
                 drop(reply.send(Err(ControlError::Failed("not an apps command".into()))))
             }
         }
@@ -403,6 +484,47 @@ impl Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_history_query_is_read_or_refused_naming_its_fault() {
+        assert_eq!(
+            HistoryRequest::from_query(""),
+            Ok(HistoryRequest {
+                limit: HistoryRequest::DEFAULT_LIMIT,
+                ..HistoryRequest::default()
+            })
+        );
+        assert_eq!(
+            HistoryRequest::from_query("event=spike&from=10&to=20&limit=5&before=9"),
+            Ok(HistoryRequest {
+                event: Some("spike".into()),
+                from_ns: Some(10),
+                to_ns: Some(20),
+                limit: 5,
+                before: Some(9),
+                after: None,
+            })
+        );
+        for (query, says) in [
+            ("limit=0", "`limit` must be a number from 1 to 1000"),
+            ("limit=1001", "`limit` must be"),
+            ("before=1&after=2", "not both"),
+            ("after=-1", "`after` must be a report's `seq`"),
+            ("from=x", "`from` must be a time in nanoseconds"),
+            ("from=5&to=5", "the span is empty"),
+            ("limit=1&limit=2", "parameter `limit` given twice"),
+            (
+                "cursor=3",
+                "unknown parameter `cursor`: /v1/reports/history takes event, from",
+            ),
+        ] {
+            let e = HistoryRequest::from_query(query).expect_err(query);
+            assert!(
+                matches!(&e, ControlError::Invalid(m) if m.contains(says)),
+                "{query}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn error_bodies_are_capped_at_a_line_end() {

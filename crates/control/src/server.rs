@@ -398,6 +398,22 @@ async fn flows(State(h): State<ControlHandle>, req: Request) -> Response {
     }
 }
 
+/// `GET /v1/reports/history?event=&from=&to=&limit=&before=|after=`: a
+/// page of the reports the manager kept.
+async fn history(State(h): State<ControlHandle>, req: Request) -> Response {
+    let request = match crate::model::HistoryRequest::from_query(req.uri().query().unwrap_or("")) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    if let Some(Err(e)) = request.event.as_deref().map(named_event) {
+        return e.into_response();
+    }
+    match ask(&h, |reply| Command::History { request, reply }).await {
+        Ok(v) => big_json(StatusCode::OK, v).await,
+        Err(e) => e.into_response(),
+    }
+}
+
 async fn reports(State(h): State<ControlHandle>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = BroadcastStream::new(h.reports.subscribe()).map(|item| {
         Ok(match item {
@@ -509,6 +525,7 @@ pub fn router(h: ControlHandle) -> Router {
         .route("/v1/exports", get(exports).post(add_exports))
         .route("/v1/exports/{name}", get(show_export).delete(remove_export))
         .route("/v1/reports", get(reports))
+        .route("/v1/reports/history", get(history))
         .route("/v1/flows", get(flows))
         .route("/v1/openapi.yaml", get(openapi))
         .route_layer(middleware::from_fn_with_state(h.clone(), check_token));

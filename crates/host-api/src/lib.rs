@@ -457,6 +457,11 @@ impl LocalEvents {
             Command::Flows { request, reply } => {
                 let _ = reply.send(self.flows(request));
             }
+            Command::History { reply, .. } => {
+                let _ = reply.send(Err(ControlError::NotFound(
+                    "a host keeps no report history: a manager does, in its store (clarion manager --store; its API's /v1/reports/history)".into(),
+                )));
+            }
             Command::Add { source, reply } => {
                 let _ = reply.send(self.add(&source, host));
             }

@@ -4,10 +4,16 @@
 //! statistics merged into one host's.
 //!
 //! ```text
-//!  interfaces ─► worker 0 (clarion_live::Worker: Monitor) ─┐ WorkerEvent channel
-//!               worker n ─────────────────────────────────┼─► LiveHost::next ─► Live::Reports / Epoch
-//!  install, remove, set_end ─► WorkerCommand, every worker ┘       (Merger when merged)
+//!  interfaces ─► worker 0 (clarion_live::Worker: LiveChain) ─┐ WorkerEvent channel
+//!               worker n ───────────────────────────────────┼─► LiveHost::next ─► Live::Reports / Records
+//!  install, remove, set_end, set_exports ─► Command, each ───┘     / Gpvs / Epoch (Merger when merged)
 //! ```
+//!
+//! Each worker drives a [`LiveChain`]: its monitor and the stages beside
+//! it (`clarion-pipeline`: flow records, GPVs, export policies, a ring of
+//! frames for captures), built here, once, from the host's settings (a
+//! setting a stage refuses fails the start) and moved to the worker's
+//! thread. What a chain makes comes back as `WorkerEvent::Outputs`.
 //!
 //! The caller's thread owns the `LiveHost` and calls [`LiveHost::next`]
 //! in a loop; everything the workers send arrives there, in each worker's
@@ -19,7 +25,7 @@
 //!
 //! # Export policies
 //! With [`LiveConfig::exports`], every worker runs an exporter of its own
-//! on the frames it receives (see `clarion_live::Worker::with_exporter`),
+//! on the frames it receives (`clarion_pipeline::ExportPolicies` in its chain),
 //! rather than one shared exporter behind a channel: the packet path then
 //! takes no lock and copies no frame, and the fanout hash already keeps a
 //! flow's packets on one worker, so each flow's headers and frames leave
@@ -48,23 +54,28 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use clarion_engine::{
-    Counters, Merger, MergerConfig, Monitor, MonitorConfig, Report, TriggerId, WindowValues,
+    Counters, EngineError, Merger, MergerConfig, Monitor, MonitorConfig, Report, TriggerId, WindowValues,
 };
 use clarion_event_capture::{CaptureConfig, CaptureEvents, CaptureStats, Part, PartedCaptures, RingJobs};
-use clarion_export::{ExportConfig, ExportStats, Exporter};
+use clarion_export::{ExportConfig, ExportError, ExportStats, Exporter};
+use clarion_flows::FlowConfig;
+use clarion_gpv::{CacheConfig, Gpv};
 use clarion_lang::spec::{EventSpec, ExportSpec};
 use clarion_live::{
-    filter, realtime_ns, CaptureRequest, DelayHistogram, EpochStats, HostMetrics, Interface, InterfaceLost,
-    LinkEvent, PacketRing, RingConfig, Source, Worker, WorkerCommand, WorkerConfig, WorkerEvent,
-    WorkerMetrics, WorkerSummary,
+    filter, realtime_ns, Chain, Command, DelayHistogram, EpochStats, HostMetrics, Interface, InterfaceLost,
+    LinkEvent, PacketRing, RingConfig, Source, Worker, WorkerConfig, WorkerEvent, WorkerMetrics,
+    WorkerSummary,
 };
-
-use clarion_flows::{FlowConfig, FlowMeter};
-use clarion_gpv::{CacheConfig, Gpv, GpvCache};
+use clarion_pipeline::{
+    CaptureRequest, CaptureRing, ExportPolicies, FlowRecords, Gpvs, Outputs, Pipeline, Stages,
+};
 use clarion_records::FlowRecord;
 
 use crate::live_xdp::{attach_xdp, open_xdp, XdpMode, XdpProgram};
-use crate::HostError;
+use crate::{HostError, LiveChain};
+
+/// What a worker sends this host.
+type Event = WorkerEvent<Outputs>;
 
 /// The receive path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,7 +217,7 @@ struct WorkerSetup {
     merged: bool,
     deadline: Option<Instant>,
     sources: Vec<Box<dyn Source>>,
-    events: mpsc::Sender<WorkerEvent>,
+    events: mpsc::Sender<Event>,
 }
 
 /// Wakes [`LiveHost::next`] from another thread: whoever waits on the
@@ -215,7 +226,7 @@ struct WorkerSetup {
 /// It holds a sender of the workers' channel until every worker thread
 /// has ended, so that the channel still disconnects then ([`Live::Ended`]).
 #[derive(Clone, Debug)]
-pub struct HostWaker(Arc<std::sync::Mutex<Option<Sender<WorkerEvent>>>>);
+pub struct HostWaker(Arc<std::sync::Mutex<Option<Sender<Event>>>>);
 
 impl HostWaker {
     pub fn wake(&self) {
@@ -233,19 +244,24 @@ impl HostWaker {
 /// See the module documentation.
 pub struct LiveHost {
     stop: Arc<AtomicBool>,
-    rx: Receiver<WorkerEvent>,
+    rx: Receiver<Event>,
     /// Given out by [`LiveHost::waker`]; retired once the workers ended.
     waker: HostWaker,
     handles: Vec<JoinHandle<()>>,
-    commands: Vec<Sender<WorkerCommand>>,
+    commands: Vec<Sender<Command<LiveChain>>>,
     metrics: Vec<Arc<WorkerMetrics>>,
     host_metrics: Arc<HostMetrics>,
     merger: Option<Merger>,
     /// Kept attached until the workers are done.
     xdp: Vec<XdpProgram>,
     /// Events that arrived while waiting for the workers to be ready.
-    early: VecDeque<WorkerEvent>,
+    early: VecDeque<Event>,
+    /// What the workers' outputs gave that [`LiveHost::next`] has not
+    /// handed out yet, in order.
+    ready: VecDeque<Live>,
     finished: Vec<(u32, WorkerSummary)>,
+    /// Each worker's export counters, as it ended.
+    exported: Vec<(u32, ExportStats)>,
     failure: Option<HostError>,
     written: u64,
     started: Instant,
@@ -283,26 +299,9 @@ const CAPTURE_REPLY: Duration = Duration::from_secs(2);
 /// worker's batch.
 const CAPTURE_MARGIN_NS: u64 = 2_000_000_000;
 
-/// Worker `setup.id`'s settings: its flow meter and GPV cache (each
-/// checked here, so a refused one fails the start), its clock and budget.
-fn worker_config(
-    config: &LiveConfig,
-    setup: &WorkerSetup,
-    stop: Arc<AtomicBool>,
-) -> Result<WorkerConfig, HostError> {
-    let gpvs = config.gpvs.map(|c| CacheConfig {
-        interface: setup.id as u16,
-        ..c
-    });
-    if let Some(c) = gpvs {
-        GpvCache::new(c).map_err(|e| HostError::Usage(e.to_string()))?;
-    }
-    let records = config
-        .records
-        .map(FlowMeter::new)
-        .transpose()
-        .map_err(|e| HostError::Usage(e.to_string()))?;
-    Ok(WorkerConfig {
+/// Worker `setup.id`'s settings: its clock and budget.
+fn worker_config(config: &LiveConfig, setup: &WorkerSetup, stop: Arc<AtomicBool>) -> WorkerConfig {
+    WorkerConfig {
         id: setup.id,
         step_budget: config.step_budget,
         low_water: config.low_water,
@@ -310,8 +309,34 @@ fn worker_config(
         stop,
         deadline: setup.deadline,
         down_timeout: config.down_timeout,
+    }
+}
+
+/// Worker `w`'s stages beside its monitor, each built (and so checked)
+/// once: a setting one refuses fails the start.
+fn worker_stages(config: &LiveConfig, w: u32, workers: u32) -> Result<Stages, HostError> {
+    let usage = |e: &dyn std::fmt::Display| HostError::Usage(e.to_string());
+    let gpvs = config.gpvs.map(|c| {
+        Gpvs::new(CacheConfig {
+            interface: w as u16,
+            ..c
+        })
+    });
+    let gpvs = gpvs.transpose().map_err(|e| usage(&e))?;
+    let records = config.records.map(FlowRecords::new).transpose();
+    let records = records.map_err(|e| usage(&e))?;
+    let exports = match &config.exports {
+        Some(x) => Some(ExportPolicies::new(
+            Exporter::new(&x.policies, &worker_exports(&x.config, w, workers))
+                .map_err(|e| HostError::Usage(format!("export policies: {e}")))?,
+        )),
+        None => None,
+    };
+    Ok(Stages {
         records,
         gpvs,
+        exports,
+        ..Stages::default()
     })
 }
 
@@ -396,8 +421,8 @@ impl LiveHost {
     fn idle(
         config: &LiveConfig,
         stop: Arc<AtomicBool>,
-        tx: &mpsc::Sender<WorkerEvent>,
-        rx: mpsc::Receiver<WorkerEvent>,
+        tx: &mpsc::Sender<Event>,
+        rx: mpsc::Receiver<Event>,
         xdp: Vec<XdpProgram>,
         merged: Option<u32>,
     ) -> LiveHost {
@@ -419,7 +444,9 @@ impl LiveHost {
             }),
             xdp,
             early: VecDeque::new(),
+            ready: VecDeque::new(),
             finished: Vec::new(),
+            exported: Vec::new(),
             failure: None,
             written: 0,
             started: Instant::now(),
@@ -434,13 +461,43 @@ impl LiveHost {
         }
     }
 
-    /// Worker `w`'s monitor with every event installed, on a thread of its own.
+    /// Worker `w`'s chain on a thread of its own.
     fn spawn(
         &mut self,
         config: &LiveConfig,
         specs: &[EventSpec],
         setup: WorkerSetup,
     ) -> Result<(), HostError> {
+        let w = setup.id;
+        let chain = self.chain(config, specs, &setup)?;
+        let m = Arc::new(WorkerMetrics::default());
+        self.metrics.push(Arc::clone(&m));
+        let cfg = worker_config(config, &setup, Arc::clone(&self.stop));
+        let (ctx, crx) = mpsc::channel();
+        self.commands.push(ctx);
+        let worker = Worker::new(cfg, chain, setup.sources, setup.events, m).with_commands(crx);
+        let cpu = config.cpus.get(w as usize).copied();
+        let handle = std::thread::Builder::new()
+            .name(format!("clarion-worker-{w}"))
+            .spawn(move || {
+                if let Some(id) = cpu {
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
+                worker.run()
+            })
+            .map_err(|e| HostError::worker(w, format!("cannot start: {e}")))?;
+        self.handles.push(handle);
+        Ok(())
+    }
+
+    /// Worker `setup.id`'s monitor with every event installed, and the
+    /// stages beside it: its ring of frames when the host captures.
+    fn chain(
+        &mut self,
+        config: &LiveConfig,
+        specs: &[EventSpec],
+        setup: &WorkerSetup,
+    ) -> Result<LiveChain, HostError> {
         let w = setup.id;
         let mut monitor = Monitor::new(MonitorConfig {
             synchronous_sweep: false,
@@ -455,44 +512,15 @@ impl LiveHost {
             let id = monitor.install(s.clone())?;
             self.named(id, &s.name);
         }
-        let m = Arc::new(WorkerMetrics::default());
-        self.metrics.push(Arc::clone(&m));
-        let cfg = worker_config(config, &setup, Arc::clone(&self.stop))?;
-        let interfaces = source_interfaces(config, &setup.sources);
-        let exporter = match &config.exports {
-            Some(x) => Some(
-                Exporter::new(&x.policies, &worker_exports(&x.config, w, setup.workers))
-                    .map_err(|e| HostError::Usage(format!("export policies: {e}")))?,
-            ),
-            None => None,
-        };
-        let (ctx, crx) = mpsc::channel();
-        self.commands.push(ctx);
-        let mut worker = Worker::new(cfg, monitor, setup.sources, setup.events, m).with_commands(crx);
-        if let Some(x) = exporter {
-            worker = worker.with_exporter(x, &interfaces);
-        }
+        let mut stages = worker_stages(config, w, setup.workers)?;
         if let Some(c) = &mut self.captures {
             let (tx, rx) = mpsc::channel();
             c.requests.push(tx);
             c.rings.push(None);
-            worker = worker.with_captures(RingJobs::new(c.ring_bytes, c.keep_ns), rx);
+            stages.ring = Some(CaptureRing::new(RingJobs::new(c.ring_bytes, c.keep_ns), rx));
         }
-        let cpu = config.cpus.get(w as usize).copied();
-        let handle = std::thread::Builder::new()
-            .name(format!("clarion-worker-{w}"))
-            .spawn(move || {
-                if let Some(id) = cpu {
-                    core_affinity::set_for_current(core_affinity::CoreId { id });
-                }
-                worker.run()
-            })
-            .map_err(|e| HostError::Worker {
-                worker: w,
-                what: format!("cannot start: {e}"),
-            })?;
-        self.handles.push(handle);
-        Ok(())
+        let interfaces = source_interfaces(config, &setup.sources);
+        Ok(LiveChain::new(Pipeline::new(monitor, stages), interfaces))
     }
 
     fn wait_ready(&mut self, workers: u32) -> Result<(), HostError> {
@@ -532,6 +560,9 @@ impl LiveHost {
             self.waker.retire();
         }
         loop {
+            if let Some(live) = self.ready.pop_front() {
+                return live;
+            }
             let event = match self.early.pop_front() {
                 Some(e) => Ok(e),
                 None => self.rx.recv_timeout(timeout),
@@ -543,26 +574,7 @@ impl LiveHost {
             };
             match event {
                 WorkerEvent::Ready(_) | WorkerEvent::Wake => {}
-                WorkerEvent::Reports(_, reports) => return self.written(reports),
-                WorkerEvent::Records(_, records) => return Live::Records(records),
-                WorkerEvent::Gpvs(_, gpvs) => return Live::Gpvs(gpvs),
-                WorkerEvent::Partials(w, parts) => {
-                    let mut merged = Vec::new();
-                    let mut refused = None;
-                    if let Some(m) = self.merger.as_mut() {
-                        for p in parts {
-                            if let Err(source) = m.push(p, &mut merged) {
-                                refused.get_or_insert(source);
-                            }
-                        }
-                    }
-                    if let Some(source) = refused {
-                        self.fail(HostError::Merge { worker: w, source });
-                    }
-                    if !merged.is_empty() {
-                        return self.written(merged);
-                    }
-                }
+                WorkerEvent::Outputs(w, out) => self.outputs(w, out),
                 WorkerEvent::Epoch(mut st) => {
                     // Degraded mode over merged workers: the host's windows'
                     // accuracy, merged, rides on the next epoch's statistics.
@@ -578,18 +590,68 @@ impl LiveHost {
                         return Live::Link(ev);
                     }
                 }
-                WorkerEvent::CaptureParts(_, parts) => {
-                    if let Some(c) = &mut self.captures {
-                        parts.into_iter().for_each(|p| c.parted.part(p));
-                    }
-                }
-                WorkerEvent::CaptureRing(w, ring) => {
-                    if let Some(c) = &mut self.captures {
-                        c.ring_ended(w, ring);
-                    }
+            }
+        }
+    }
+
+    /// Worker `w`'s outputs, in the order it made them: its reports (a
+    /// merged host's from its partials), records and GPVs for the caller;
+    /// its capture parts and ring for the files; its export counters, as
+    /// it ended, for the summary.
+    fn outputs(&mut self, w: u32, out: Outputs) {
+        let Outputs {
+            reports,
+            records,
+            gpvs,
+            partials,
+            capture_parts,
+            capture_ring,
+            exports,
+        } = out;
+        if !reports.is_empty() {
+            let live = self.written(reports);
+            self.ready.push_back(live);
+        }
+        if !records.is_empty() {
+            self.ready.push_back(Live::Records(records));
+        }
+        if !gpvs.is_empty() {
+            self.ready.push_back(Live::Gpvs(gpvs));
+        }
+        if !partials.is_empty() {
+            let merged = self.merge(w, partials);
+            if !merged.is_empty() {
+                let live = self.written(merged);
+                self.ready.push_back(live);
+            }
+        }
+        if let Some(c) = &mut self.captures {
+            capture_parts.into_iter().for_each(|p| c.parted.part(p));
+            if let Some(ring) = capture_ring {
+                c.ring_ended(w, ring);
+            }
+        }
+        if let Some(x) = exports {
+            self.exported.push((w, x));
+        }
+    }
+
+    /// Worker `w`'s partial statistics into the merger; the reports of the
+    /// windows it closes (a refusal stops the host).
+    fn merge(&mut self, w: u32, partials: Vec<clarion_engine::Partials>) -> Vec<Report> {
+        let mut merged = Vec::new();
+        let mut refused = None;
+        if let Some(m) = self.merger.as_mut() {
+            for p in partials {
+                if let Err(source) = m.push(p, &mut merged) {
+                    refused.get_or_insert(source);
                 }
             }
         }
+        if let Some(source) = refused {
+            self.fail(clarion_pipeline::Error::Merge { worker: w, source }.into());
+        }
+        merged
     }
 
     /// Follows the interfaces' outages over the workers: an interface is
@@ -721,35 +783,27 @@ impl LiveHost {
         end_ns: Option<u64>,
     ) -> Result<(TriggerId, u64), HostError> {
         self.capture_for(spec)?;
-        let mut replies = Vec::new();
-        for (w, c) in self.commands.iter().enumerate() {
-            let (tx, rx) = mpsc::channel();
-            let cmd = WorkerCommand::Install {
-                spec: Box::new(spec.clone()),
-                start_ns,
-                end_ns,
-                reply: tx,
-            };
-            c.send(cmd).map_err(|_| gone(w))?;
-            replies.push(rx);
-        }
+        let spec_ = spec.clone();
+        let replies = self.on_every_worker(move |c| -> Result<(TriggerId, u64), EngineError> {
+            let m = c.monitor_mut();
+            let id = match start_ns {
+                Some(start) => m.install_at(spec_.clone(), start, end_ns),
+                None => m.install(spec_.clone()),
+            }?;
+            Ok((id, m.first_window_ns(id).unwrap_or(0)))
+        })?;
         let mut id = None;
         let mut first = 0;
-        for (w, rx) in replies.into_iter().enumerate() {
-            let (got, start) = rx.recv().map_err(|_| gone(w))??;
+        for (w, reply) in replies.into_iter().enumerate() {
+            let (got, start) = reply?;
             first = first.max(start);
             if id.is_some_and(|i| i != got) {
-                return Err(HostError::Worker {
-                    worker: w as u32,
-                    what: format!("installed `{}` under another id", spec.name),
-                });
+                let what = format!("installed `{}` under another id", spec.name);
+                return Err(HostError::worker(w as u32, what));
             }
             id = Some(got);
         }
-        let id = id.ok_or(HostError::Worker {
-            worker: 0,
-            what: "is missing".into(),
-        })?;
+        let id = id.ok_or(HostError::worker(0, "is missing"))?;
         self.named(id, &spec.name);
         Ok((id, first))
     }
@@ -787,13 +841,7 @@ impl LiveHost {
 
     /// Removes an event from every worker; it stops at the end of its current window.
     pub fn remove(&mut self, id: TriggerId) -> Result<(), HostError> {
-        let mut replies = Vec::new();
-        for (w, c) in self.commands.iter().enumerate() {
-            let (tx, rx) = mpsc::channel();
-            c.send(WorkerCommand::Remove { id, reply: tx })
-                .map_err(|_| gone(w))?;
-            replies.push(rx);
-        }
+        let replies = self.on_every_worker(move |c| c.monitor_mut().remove(id).map(|_| ()));
         if let Some(name) = self.events.remove(&id) {
             if let Some(n) = self.names.get_mut(&name) {
                 *n -= 1;
@@ -802,10 +850,30 @@ impl LiveHost {
                 }
             }
         }
-        for (w, rx) in replies.into_iter().enumerate() {
-            rx.recv().map_err(|_| gone(w))??;
+        for reply in replies? {
+            reply?;
         }
         Ok(())
+    }
+
+    /// Runs `f` on every worker's chain, between its batches, and gives
+    /// each worker's answer in worker order once every one has answered.
+    fn on_every_worker<R: Send + 'static>(
+        &self,
+        f: impl Fn(&mut LiveChain) -> R + Clone + Send + 'static,
+    ) -> Result<Vec<R>, HostError> {
+        let mut replies = Vec::new();
+        for (w, c) in self.commands.iter().enumerate() {
+            let (tx, rx) = mpsc::channel();
+            let f = f.clone();
+            let cmd = Command::new(move |chain: &mut LiveChain| {
+                let _ = tx.send(f(chain));
+            });
+            c.send(cmd).map_err(|_| gone(w))?;
+            replies.push(rx);
+        }
+        let answers = replies.into_iter().enumerate();
+        answers.map(|(w, rx)| rx.recv().map_err(|_| gone(w))).collect()
     }
 
     fn named(&mut self, id: TriggerId, name: &str) {
@@ -826,7 +894,9 @@ impl LiveHost {
     /// Moves the end of an event's windows on every worker.
     pub fn set_end(&mut self, id: TriggerId, end_ns: Option<u64>) {
         for c in &self.commands {
-            let _ = c.send(WorkerCommand::SetEnd { id, end_ns });
+            let _ = c.send(Command::new(move |chain: &mut LiveChain| {
+                chain.monitor_mut().set_end(id, end_ns)
+            }));
         }
     }
 
@@ -862,28 +932,20 @@ impl LiveHost {
 
     fn send_exports(&self, policies: &[ExportSpec]) -> Result<(), HostError> {
         let shared: Arc<[ExportSpec]> = policies.into();
-        let mut replies = Vec::new();
-        for (w, c) in self.commands.iter().enumerate() {
-            let (tx, rx) = mpsc::channel();
-            let cmd = WorkerCommand::SetExports {
-                policies: Arc::clone(&shared),
-                reply: tx,
-            };
-            c.send(cmd).map_err(|_| gone(w))?;
-            replies.push(rx);
-        }
+        let replies = self.on_every_worker(move |c| -> Option<Result<(), ExportError>> {
+            let policies = &shared;
+            c.pipeline_mut()
+                .stage_mut(|x: &mut ExportPolicies| x.exporter_mut().set_policies(policies))
+        })?;
         let mut first = None;
-        for (w, rx) in replies.into_iter().enumerate() {
-            let failed = match rx.recv().map_err(|_| gone(w))? {
+        for (w, reply) in replies.into_iter().enumerate() {
+            let failed = match reply {
                 Some(Ok(())) => None,
                 Some(Err(e)) => Some(format!("export policies: {e}")),
                 None => Some("has no exporter".to_string()),
             };
             if let (Some(what), None) = (failed, &first) {
-                first = Some(HostError::Worker {
-                    worker: w as u32,
-                    what,
-                });
+                first = Some(HostError::worker(w as u32, what));
             }
         }
         first.map_or(Ok(()), Err)
@@ -892,20 +954,13 @@ impl LiveHost {
     /// Every worker's export counters so far, by worker number (empty
     /// without export settings).
     pub fn export_stats(&self) -> Result<Vec<(u32, ExportStats)>, HostError> {
-        let mut replies = Vec::new();
-        for (w, c) in self.commands.iter().enumerate() {
-            let (tx, rx) = mpsc::channel();
-            c.send(WorkerCommand::ExportStats { reply: tx })
-                .map_err(|_| gone(w))?;
-            replies.push(rx);
-        }
-        let mut out = Vec::new();
-        for (w, rx) in replies.into_iter().enumerate() {
-            if let Some(s) = rx.recv().map_err(|_| gone(w))? {
-                out.push((w as u32, s));
-            }
-        }
-        Ok(out)
+        let replies = self.on_every_worker(|c| {
+            c.pipeline()
+                .stage::<ExportPolicies>()
+                .map(|x| x.exporter().stats())
+        })?;
+        let stats = (0..).zip(replies);
+        Ok(stats.filter_map(|(w, s)| Some((w, s?))).collect())
     }
 
     /// How far the workers' clocks lag the wall clock (the largest): a
@@ -954,10 +1009,9 @@ impl LiveHost {
             ..LiveSummary::default()
         };
         self.finished.sort_by_key(|(w, _)| *w);
-        for (w, f) in &mut self.finished {
-            if let Some(x) = f.exports.take() {
-                s.exports.push((*w, x));
-            }
+        self.exported.sort_by_key(|(w, _)| *w);
+        s.exports = std::mem::take(&mut self.exported);
+        for (_, f) in &self.finished {
             s.counters.add(&f.counters);
             s.frames += f.frames;
             s.drops += f.drops;
@@ -1016,8 +1070,8 @@ impl HostCaptures {
 /// come is noted missing.
 fn open_on_ring(
     c: &mut HostCaptures,
-    rx: &Receiver<WorkerEvent>,
-    early: &mut VecDeque<WorkerEvent>,
+    rx: &Receiver<Event>,
+    early: &mut VecDeque<Event>,
     w: usize,
     id: u64,
     sel: &clarion_event_capture::Selection,
@@ -1025,20 +1079,25 @@ fn open_on_ring(
 ) {
     let waited = Instant::now();
     if c.rings[w].is_none() {
-        if let Some(k) = early
-            .iter()
-            .position(|e| matches!(e, WorkerEvent::CaptureRing(x, _) if *x as usize == w))
-        {
-            if let Some(WorkerEvent::CaptureRing(x, ring)) = early.remove(k) {
-                c.ring_ended(x, ring);
-            }
+        let held = early.iter_mut().find_map(|e| match e {
+            WorkerEvent::Outputs(x, o) if *x as usize == w => o.capture_ring.take().map(|ring| (*x, ring)),
+            _ => None,
+        });
+        if let Some((x, ring)) = held {
+            c.ring_ended(x, ring);
         }
     }
     while c.rings[w].is_none() {
         let left = CAPTURE_REPLY.saturating_sub(waited.elapsed());
         match rx.recv_timeout(left) {
-            Ok(WorkerEvent::CaptureRing(x, ring)) => c.ring_ended(x, ring),
-            Ok(other) => early.push_back(other),
+            Ok(mut other) => {
+                if let WorkerEvent::Outputs(x, o) = &mut other {
+                    if let Some(ring) = o.capture_ring.take() {
+                        c.ring_ended(*x, ring);
+                    }
+                }
+                early.push_back(other);
+            }
             Err(_) => break,
         }
     }
@@ -1055,10 +1114,7 @@ fn open_on_ring(
 }
 
 fn gone(worker: usize) -> HostError {
-    HostError::Worker {
-        worker: worker as u32,
-        what: "stopped".into(),
-    }
+    HostError::worker(worker as u32, "stopped")
 }
 
 /// Keeps the caller's thread (merging, writing reports, metrics) off the

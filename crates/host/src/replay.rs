@@ -1,9 +1,11 @@
 //! The replay loop: a capture into a stage, reports to a driver.
 //!
 //! Frames are parsed as they are read and handed to the stage in batches
-//! of up to [`BATCH`] records ([`Stage::process_batch`] overlaps their
-//! cache misses). A frame that does not parse ends the batch before it,
-//! so the stage sees every frame in input order. Every
+//! of up to [`BATCH`] records ([`Stage::batch`] overlaps their cache
+//! misses). A frame that does not parse ends the batch before it, so the
+//! stage sees every frame in input order. The clock is packet time: the
+//! stage is flushed ([`Stage::flush`]) every [`FLUSH_EVERY_NS`] of it,
+//! after the batch that reached it. Every
 //! [`ReplayOptions::service_every`] frames the batch is flushed, its
 //! reports delivered and [`Driver::service`] called, which may stop the
 //! replay. Paced replays ([`ReplayOptions::speed`]) flush before waiting
@@ -28,12 +30,17 @@ use std::time::{Duration, Instant};
 
 use clarion_capture::{CaptureError, RawPacket, SourceStats};
 use clarion_engine::{Report, Unparsed, BATCH};
+use clarion_pipeline::{Frame, Outputs, Stage};
 use clarion_wire::PacketRecord;
 
-use crate::{Frames, HostError, Stage};
+use crate::{Frames, HostError};
 
 /// Frames between progress calls.
 const PROGRESS_EVERY: u64 = 65_536;
+
+/// Packet time between flushes of the stage (header datagrams of export
+/// policies that have waited this long leave at the next).
+pub const FLUSH_EVERY_NS: u64 = clarion_export::FLUSH_AFTER_NS;
 
 /// How to read the capture.
 #[derive(Clone, Copy, Debug)]
@@ -104,12 +111,7 @@ where
     D: Driver<St>,
 {
     let started = Instant::now();
-    let mut p = Pending {
-        batch: Vec::with_capacity(BATCH),
-        out: Vec::new(),
-        skipped: 0,
-        last_ts: None,
-    };
+    let mut p = Pending::new();
     let mut frames: u64 = 0;
     let mut first_ts: Option<u64> = None;
     let mut damage = None;
@@ -138,6 +140,7 @@ where
             p.deliver(stage, driver)?;
             stage.switch_input(k);
             input = k;
+            p.input = u16::try_from(k).unwrap_or(u16::MAX);
         }
         if let Some(speed) = options.speed {
             let first = *first_ts.get_or_insert(raw.ts_ns);
@@ -171,14 +174,29 @@ where
 /// the stage made and not yet handed to the driver.
 struct Pending {
     batch: Vec<PacketRecord>,
-    out: Vec<Report>,
+    out: Outputs,
     /// Skipped frames not yet counted.
     skipped: u64,
     /// The latest frame time seen.
     last_ts: Option<u64>,
+    /// The input being read, as its frames' interface number.
+    input: u16,
+    /// Packet time of the last [`Stage::flush`].
+    flushed_ns: u64,
 }
 
 impl Pending {
+    fn new() -> Pending {
+        Pending {
+            batch: Vec::with_capacity(BATCH),
+            out: Outputs::default(),
+            skipped: 0,
+            last_ts: None,
+            input: 0,
+            flushed_ns: 0,
+        }
+    }
+
     /// A frame at `ts_ns` came: the skipped frames before it are counted
     /// first, at the time of the frame before them (else at its own).
     #[inline]
@@ -207,8 +225,9 @@ impl Pending {
             self.count_skipped(stage, driver, at, self.skipped)?;
         }
         self.deliver(stage, driver)?;
-        stage.finish(&mut self.out)?;
-        driver.reports(stage, &mut self.out)
+        stage.finish(&mut self.out).map_err(HostError::from)?;
+        stage.end(&mut self.out).map_err(HostError::from)?;
+        driver.reports(stage, &mut self.out.reports)
     }
 
     /// Waits until `due` (`ReplayOptions::speed`), the pending batch
@@ -247,7 +266,15 @@ impl Pending {
     {
         match clarion_wire::parse_frame(raw.link, raw.data, raw.ts_ns, raw.orig_len) {
             Ok(rec) => {
-                stage.frame(&rec, raw);
+                if stage.takes_frames() {
+                    let frame = Frame {
+                        link: raw.link,
+                        data: raw.data,
+                        orig_len: raw.orig_len,
+                        interface: self.input,
+                    };
+                    stage.frame(&rec, &frame);
+                }
                 self.batch.push(rec);
                 if self.batch.len() == BATCH {
                     self.deliver(stage, driver)?;
@@ -260,7 +287,9 @@ impl Pending {
                     Unparsed::Malformed
                 };
                 self.deliver(stage, driver)?;
-                stage.note_unparsed(raw.ts_ns, why, &mut self.out)?;
+                stage
+                    .unparsed(raw.ts_ns, why, &mut self.out)
+                    .map_err(HostError::from)?;
             }
         }
         Ok(())
@@ -280,23 +309,34 @@ impl Pending {
     {
         self.deliver(stage, driver)?;
         for _ in 0..n {
-            stage.note_unparsed(at, Unparsed::Malformed, &mut self.out)?;
+            stage
+                .unparsed(at, Unparsed::Malformed, &mut self.out)
+                .map_err(HostError::from)?;
         }
         Ok(())
     }
 
-    /// Hands the pending batch to the stage and its reports to the driver.
+    /// Hands the pending batch to the stage (flushing it when packet time
+    /// has moved on by [`FLUSH_EVERY_NS`]) and its reports to the driver.
+    /// Records and GPVs are a pipeline's to deliver to its sinks
+    /// (`Pipeline::deliver_to`); what a stage leaves of them is dropped.
     fn deliver<St, D>(&mut self, stage: &mut St, driver: &mut D) -> Result<(), D::Error>
     where
         St: Stage + ?Sized,
         D: Driver<St>,
     {
-        if !self.batch.is_empty() {
-            stage.process_batch(&self.batch, &mut self.out)?;
+        if let Some(last) = self.batch.last().map(|p| p.ts_ns) {
+            stage.batch(&self.batch, &mut self.out).map_err(HostError::from)?;
             self.batch.clear();
+            if last >= self.flushed_ns.saturating_add(FLUSH_EVERY_NS) {
+                stage.flush(last);
+                self.flushed_ns = last;
+            }
+            self.out.records.clear();
+            self.out.gpvs.clear();
         }
-        if !self.out.is_empty() {
-            driver.reports(stage, &mut self.out)?;
+        if !self.out.reports.is_empty() {
+            driver.reports(stage, &mut self.out.reports)?;
         }
         Ok(())
     }

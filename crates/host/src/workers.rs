@@ -62,9 +62,10 @@ use clarion_engine::{
     fanout_worker, Counters, Merger, MergerConfig, Monitor, MonitorConfig, Partials, Report, Unparsed, BATCH,
 };
 use clarion_lang::spec::EventSpec;
+use clarion_pipeline::{Error, Outputs, Stage};
 use clarion_wire::{FlowKey, PacketRecord};
 
-use crate::{HostError, Stage};
+use crate::HostError;
 
 /// Packet time between ticks of every worker: how long a window may wait
 /// for a worker without packets before the merger can release it. Ticking
@@ -263,10 +264,7 @@ impl Workers {
             let handle = std::thread::Builder::new()
                 .name(format!("clarion-worker-{w}"))
                 .spawn(move || work(w, Worker::new(m), rx, ptx, etx))
-                .map_err(|e| HostError::Worker {
-                    worker: w,
-                    what: format!("cannot start: {e}"),
-                })?;
+                .map_err(|e| HostError::worker(w, format!("cannot start: {e}")))?;
             threads.push(Thread {
                 tx: Some(tx),
                 pending: Vec::with_capacity(config.batch),
@@ -297,7 +295,7 @@ impl Workers {
     /// The host's clock before a frame of time `ts_ns`; every worker is
     /// ticked to it when it is the first frame's time or at least
     /// [`TICK_EVERY_NS`] (and an epoch) past the last such tick.
-    fn clock_before(&mut self, ts_ns: u64, out: &mut Vec<Report>) -> Result<u64, HostError> {
+    fn clock_before(&mut self, ts_ns: u64, out: &mut Vec<Report>) -> Result<u64, Error> {
         let clock = self.clock.unwrap_or(ts_ns);
         let due = match self.ticked {
             None => true,
@@ -313,7 +311,7 @@ impl Workers {
 
     /// Gives worker `w` a frame: worker 0 takes it now, the others in
     /// their next batch.
-    fn push(&mut self, w: u32, item: Item, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn push(&mut self, w: u32, item: Item, out: &mut Vec<Report>) -> Result<(), Error> {
         let Some(i) = w.checked_sub(1) else {
             self.inline.take(item);
             return Ok(());
@@ -328,7 +326,7 @@ impl Workers {
     }
 
     /// Sends thread `i` (worker `i + 1`) its pending frames.
-    fn send_pending(&mut self, i: u32) -> Result<(), HostError> {
+    fn send_pending(&mut self, i: u32) -> Result<(), Error> {
         let t = &mut self.threads[i as usize];
         if t.pending.is_empty() {
             return Ok(());
@@ -341,7 +339,7 @@ impl Workers {
         self.send(i, Msg::Frames(items))
     }
 
-    fn send(&mut self, i: u32, msg: Msg) -> Result<(), HostError> {
+    fn send(&mut self, i: u32, msg: Msg) -> Result<(), Error> {
         let t = &mut self.threads[i as usize];
         let sent = t.tx.as_ref().is_some_and(|tx| tx.send(msg).is_ok());
         if sent {
@@ -352,7 +350,7 @@ impl Workers {
     }
 
     /// Why thread `i` (worker `i + 1`) stopped taking messages (it ended early).
-    fn died(&mut self, i: u32) -> HostError {
+    fn died(&mut self, i: u32) -> Error {
         let t = &mut self.threads[i as usize];
         t.tx = None;
         let what = match t.handle.take().map(JoinHandle::join) {
@@ -366,12 +364,12 @@ impl Workers {
             }
             _ => "stopped before its input ended".into(),
         };
-        HostError::Worker { worker: i + 1, what }
+        Error::Worker { worker: i + 1, what }
     }
 
     /// Sends every worker thread its pending frames and a tick to `t`,
     /// then ticks worker 0.
-    fn tick_all(&mut self, t: u64, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn tick_all(&mut self, t: u64, out: &mut Vec<Report>) -> Result<(), Error> {
         for i in 0..self.threads.len() as u32 {
             self.send_pending(i)?;
             self.send(i, Msg::Tick(t))?;
@@ -382,7 +380,7 @@ impl Workers {
 
     /// Merges the partials worker 0 has and the other workers have sent
     /// so far.
-    fn merge_ready(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn merge_ready(&mut self, out: &mut Vec<Report>) -> Result<(), Error> {
         let parts = self.inline.partials();
         if !parts.is_empty() {
             self.merge(0, parts, out)?;
@@ -393,12 +391,12 @@ impl Workers {
         Ok(())
     }
 
-    fn merge(&mut self, worker: u32, parts: Vec<Partials>, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn merge(&mut self, worker: u32, parts: Vec<Partials>, out: &mut Vec<Report>) -> Result<(), Error> {
         let before = out.len();
         for p in parts {
             self.merger
                 .push(p, out)
-                .map_err(|source| HostError::Merge { worker, source })?;
+                .map_err(|source| Error::Merge { worker, source })?;
         }
         self.reports += (out.len() - before) as u64;
         Ok(())
@@ -406,7 +404,8 @@ impl Workers {
 }
 
 impl Stage for Workers {
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn batch(&mut self, packets: &[PacketRecord], out: &mut Outputs) -> Result<(), Error> {
+        let out = &mut out.reports;
         for rec in packets {
             let clock = self.clock_before(rec.ts_ns, out)?;
             let w = worker_of(&rec.key, self.config.workers, self.config.seed);
@@ -415,7 +414,8 @@ impl Stage for Workers {
         self.merge_ready(out)
     }
 
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Outputs) -> Result<(), Error> {
+        let out = &mut out.reports;
         let clock = self.clock_before(ts_ns, out)?;
         let w = self.next_unparsed;
         self.next_unparsed = (w + 1) % self.config.workers;
@@ -423,7 +423,8 @@ impl Stage for Workers {
         self.merge_ready(out)
     }
 
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn finish(&mut self, out: &mut Outputs) -> Result<(), Error> {
+        let out = &mut out.reports;
         let last = self.clock.unwrap_or(0);
         for i in 0..self.threads.len() as u32 {
             self.send_pending(i)?;
@@ -441,7 +442,7 @@ impl Stage for Workers {
             match handle.join() {
                 Ok(m) => counters.add(&m.counters()),
                 Err(_) => {
-                    return Err(HostError::Worker {
+                    return Err(Error::Worker {
                         worker: w,
                         what: "failed while finishing".into(),
                     })

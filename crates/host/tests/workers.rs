@@ -13,8 +13,9 @@ use clarion_conformance::{
     arb_events, arb_traffic_with, parse_traffic, TEST_BURST_GAP_NS, TEST_FLOW_TIMEOUT_NS,
 };
 use clarion_engine::{Monitor, MonitorConfig, Unparsed, MERGED_WORKER};
-use clarion_host::{replay, Driver, HostError, ReplayOptions, Stage, Workers, WorkersConfig};
+use clarion_host::{replay, Driver, HostError, ReplayOptions, Workers, WorkersConfig};
 use clarion_lang::spec::EventSpec;
+use clarion_pipeline::{Outputs, Stage};
 use clarion_reference::Input;
 use clarion_report::Report;
 use proptest::prelude::*;
@@ -32,31 +33,31 @@ fn repo() -> PathBuf {
 
 /// Feeds generated inputs to a stage, consecutive packets in batches of `batch`.
 fn feed(stage: &mut dyn Stage, inputs: &[Input], batch: usize) -> Result<Vec<Report>, HostError> {
-    let mut out = Vec::new();
+    let mut out = Outputs::default();
     let mut run = Vec::new();
     for input in inputs {
         match input {
             Input::Packet(p) => {
                 run.push(*p);
                 if run.len() == batch {
-                    stage.process_batch(&run, &mut out)?;
+                    stage.batch(&run, &mut out)?;
                     run.clear();
                 }
             }
             Input::Malformed { ts_ns } | Input::NotIp { ts_ns } => {
-                stage.process_batch(&run, &mut out)?;
+                stage.batch(&run, &mut out)?;
                 run.clear();
                 let why = match input {
                     Input::NotIp { .. } => Unparsed::NotIp,
                     _ => Unparsed::Malformed,
                 };
-                stage.note_unparsed(*ts_ns, why, &mut out)?;
+                stage.unparsed(*ts_ns, why, &mut out)?;
             }
         }
     }
-    stage.process_batch(&run, &mut out)?;
+    stage.batch(&run, &mut out)?;
     stage.finish(&mut out)?;
-    Ok(out)
+    Ok(out.reports)
 }
 
 fn single(config: &MonitorConfig, events: &[EventSpec]) -> Monitor {

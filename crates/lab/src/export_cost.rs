@@ -14,8 +14,8 @@
 //!    pcapng files, packets to a VXLAN mirror, headers of about
 //!    `--fraction` of the packets (a source-port range chosen on the
 //!    capture). Each run is [`clarion_host::replay`] into the stage
-//!    `clarion run --exports` builds ([`WithExports`] around the
-//!    [`Monitor`]), so what is measured is that loop: parse, classify,
+//!    `clarion run --exports` builds (a [`Pipeline`] of the [`Monitor`]
+//!    and [`ExportPolicies`]), so what is measured is that loop: parse, classify,
 //!    export, monitor. The source paces it: frames are released in
 //!    bursts every `--tick-us` (1 ms), one sleep a burst, as a poll loop
 //!    takes a live link's packets (`clarion run --speed`'s sleep before
@@ -56,8 +56,9 @@ use serde_json::json;
 use clarion_capture::{CaptureError, PacketSource, RawPacket, SliceReader, SourceStats};
 use clarion_engine::{Monitor, Report};
 use clarion_export::{ExportConfig, ExportStats, Exporter};
-use clarion_host::{replay, Driver, Frames, ReplayOptions, Stage, WithExports};
+use clarion_host::{replay, Driver, Frames, ReplayOptions};
 use clarion_lang::spec::EventSpec;
+use clarion_pipeline::{ExportPolicies, Pipeline, Stage, Stages};
 use clarion_wire::{LinkType, PacketRecord};
 
 use crate::thousands;
@@ -709,10 +710,15 @@ impl Bench<'_> {
                 (r, thread_cpu_ns().saturating_sub(cpu0), None)
             }
             Some(x) => {
-                let mut stage = WithExports::new(monitor).exporter(x);
+                let stages = Stages {
+                    exports: Some(ExportPolicies::new(x)),
+                    ..Stages::default()
+                };
+                let mut stage = Pipeline::new(monitor, stages);
                 let cpu0 = thread_cpu_ns();
                 let r = replay(&mut self.looped, &mut stage, &mut driver, &options)?;
-                (r, thread_cpu_ns().saturating_sub(cpu0), stage.export_stats())
+                let stats = stage.stage::<ExportPolicies>().map(|x| x.exporter().stats());
+                (r, thread_cpu_ns().saturating_sub(cpu0), stats)
             }
         };
         let received = receiver.map(Receiver::finish).unwrap_or_default();

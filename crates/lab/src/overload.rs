@@ -46,7 +46,11 @@
 //!    epoch, as a live worker decides at its sweep's end: at the window's
 //!    end if every packet that arrived in it was served (the clock ticks
 //!    there, as a live worker's does on a quiet ring), else at the first
-//!    packet served after it. `static`: the same monitor,
+//!    packet served after it. Within a window, relief
+//!    (`clarion_adapt::Relief`, `Monitor::relieve`; off with
+//!    `--no-relief`): after each block of packets served with the ring at
+//!    least half full, more flows are bypassed at once if the block cost
+//!    more than drains the ring. `static`: the same monitor,
 //!    the same cost model, never adapted, so the only difference is
 //!    adaptation.
 //! 6. **Truth.** `clarion_reference::evaluate` over every packet that
@@ -80,7 +84,7 @@ use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
-use clarion_adapt::Budget;
+use clarion_adapt::{Budget, Relief};
 use clarion_capture::PacketSource;
 use clarion_engine::{AdaptConfig, Counters, EpochLoad, Health, Monitor, MonitorConfig, Report};
 use clarion_lang::spec::EventSpec;
@@ -143,6 +147,12 @@ pub struct OverloadArgs {
     /// Adaptation window (and the per-window table's rows).
     #[arg(long, default_value = "10ms", value_parser = clarion_cmdline::parse_duration, value_name = "D")]
     pub window: u64,
+
+    /// Adapt mode without relief within a window: the bypassed share is
+    /// raised only at windows' ends, as MONA decides (to measure what the
+    /// relief gives)
+    #[arg(long)]
+    pub no_relief: bool,
 
     /// Simulated time the arrivals span.
     #[arg(long, default_value = "1s", value_parser = clarion_cmdline::parse_duration, value_name = "D")]
@@ -292,6 +302,8 @@ pub struct Row {
     pub saturated: bool,
     /// The last swept epoch's load the decision was made from.
     pub load: Option<EpochLoad>,
+    /// Reliefs given within the window (adapt mode: the ring filled).
+    pub reliefs: u32,
 }
 
 /// The monitor in degraded mode behind the simulated queue.
@@ -310,6 +322,11 @@ pub struct MonitorServer<'a> {
     /// Arrival times of drops the monitor has not been told of yet: it is
     /// told when its clock reaches them (module doc, step 4).
     drops: std::collections::VecDeque<u64>,
+    /// Adapt mode: relief within a window once the ring fills (module
+    /// doc, step 5), and the ring's capacity; `None` without it.
+    relief: Option<(Relief, usize)>,
+    /// Reliefs given in the open window.
+    reliefs: u32,
 }
 
 /// The monitor configuration of every pass: degraded mode with the default
@@ -343,12 +360,15 @@ fn service_ns(m: &Monitor) -> u64 {
 }
 
 impl<'a> MonitorServer<'a> {
+    /// `relief`: in adapt mode, relief within a window over `window_ns`
+    /// once a ring of `ring` packets fills (`None`: per-window decisions only).
     pub fn new(
         specs: &[EventSpec],
         input: &'a Loop,
         adapt: bool,
         forecast: Forecast,
         accuracy: Option<f64>,
+        relief: Option<(u64, usize)>,
     ) -> anyhow::Result<Self> {
         Ok(MonitorServer {
             monitor: new_monitor(specs, accuracy)?,
@@ -360,6 +380,10 @@ impl<'a> MonitorServer<'a> {
             rows: Vec::new(),
             pending: None,
             drops: std::collections::VecDeque::new(),
+            relief: relief
+                .filter(|_| adapt)
+                .map(|(window_ns, ring)| (Relief::new(window_ns), ring)),
+            reliefs: 0,
         })
     }
 
@@ -405,7 +429,7 @@ impl<'a> MonitorServer<'a> {
 }
 
 impl Server for MonitorServer<'_> {
-    fn serve(&mut self, arrival_ns: u64, _start_ns: u64) -> u64 {
+    fn serve(&mut self, arrival_ns: u64, _start_ns: u64, waiting: usize) -> u64 {
         let Some(p) = self.input.packet(self.next, BASE_NS + arrival_ns) else {
             return 1;
         };
@@ -415,6 +439,12 @@ impl Server for MonitorServer<'_> {
         let ns = service_ns(&self.monitor);
         if self.pending.is_some() {
             self.decide_when_swept();
+        }
+        if let Some((relief, ring)) = self.relief.as_mut() {
+            if let Some(r) = relief.served(arrival_ns, ns as f64, waiting as u64, *ring as u64) {
+                self.monitor.relieve(r.serving_ns, r.available_ns);
+                self.reliefs += 1;
+            }
         }
         ns
     }
@@ -429,6 +459,7 @@ impl Server for MonitorServer<'_> {
             predicted_ns: None,
             saturated: false,
             load: None,
+            reliefs: std::mem::take(&mut self.reliefs),
         };
         let available = self.adapt.then(|| {
             self.budget
@@ -660,6 +691,11 @@ pub fn overload(a: &OverloadArgs) -> Result<ExitCode, Failure> {
     if !(0.0..=1.0).contains(&a.amplitude) {
         return Err(usage("--amplitude must be within 0..=1"));
     }
+    if a.no_relief && a.mode == Mode::Static {
+        return Err(usage(
+            "--no-relief applies to adaptation: it cannot be used with --mode static",
+        ));
+    }
     for (flag, v) in [("--mean-rate", a.mean_rate), ("--mean-load", a.mean_load)] {
         if v.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
             return Err(usage(format!("{flag} must be a positive number")));
@@ -729,7 +765,8 @@ pub fn overload(a: &OverloadArgs) -> Result<ExitCode, Failure> {
     let mut results = Vec::new();
     for &(name, adapt) in modes {
         let control = (a.accuracy_threshold > 0.0).then_some(a.accuracy_threshold);
-        let mut server = MonitorServer::new(&specs, &input, adapt, a.forecast, control)?;
+        let relief = (!a.no_relief).then_some((a.window, a.ring));
+        let mut server = MonitorServer::new(&specs, &input, adapt, a.forecast, control, relief)?;
         let run = simulate(times.iter().copied(), a.ring, a.window, &mut server)?;
         let (reports, health, rows, counters) = server.finish();
         let figures = accuracy(&truth, &reports, &health, &names);
@@ -880,6 +917,7 @@ fn mode_json(
                 "available_ns": r.available_ns.filter(|v| v.is_finite()),
                 "predicted_ns": r.predicted_ns.filter(|v| v.is_finite()),
                 "saturated": r.saturated,
+                "reliefs": r.reliefs,
                 "epoch_packets": r.load.map(|l| l.packets),
                 "epoch_flow_epochs": r.load.map(|l| l.flow_epochs),
                 "epoch_new_flows": r.load.map(|l| l.new_flows),

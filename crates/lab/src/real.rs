@@ -22,10 +22,10 @@
 //!    (at most 2).
 //!
 //! With `--records` and `--gpv`, each round also times the file path with
-//! a [`FlowMeter`] beside the event stage (`clarion run --records`, its
-//! records pushed into a `Vec` and dropped: the meter's work without a
-//! sink's) and with a [`GpvCache`] beside it (`--gpv`, *Flow's default
-//! cache, GPVs dropped), in the same alternation, and prints each one's ns
+//! a flow meter beside the event stage ([`FlowRecords`] in a [`Pipeline`],
+//! as `clarion run --records` builds it, its records dropped: the meter's
+//! work without a sink's) and with a GPV cache beside it ([`Gpvs`],
+//! `--gpv`, *Flow's default cache, GPVs dropped), in the same alternation, and prints each one's ns
 //! per packet and its ratio to the file path alone, round by round (the
 //! issue 20 figures: what flow records and GPVs cost the monitor).
 //!
@@ -49,11 +49,11 @@ use serde_json::json;
 
 use clarion_capture::{CaptureError, PacketSource, SliceReader};
 use clarion_engine::{Counters, Monitor, MonitorConfig, Report, Unparsed};
-use clarion_flows::{FlowConfig, FlowMeter};
-use clarion_gpv::{CacheConfig, Gpv, GpvCache};
-use clarion_host::{replay, Driver, HostError, ReplayOptions, Stage, Workers, WorkersConfig};
+use clarion_flows::FlowConfig;
+use clarion_gpv::CacheConfig;
+use clarion_host::{replay, Driver, ReplayOptions, Workers, WorkersConfig};
 use clarion_lang::spec::EventSpec;
-use clarion_records::FlowRecord;
+use clarion_pipeline::{Error as PipelineError, FlowRecords, Gpvs, Outputs, Pipeline, Stage, Stages};
 use clarion_wire::PacketRecord;
 
 use crate::thousands;
@@ -146,91 +146,10 @@ enum Beside {
     Gpv,
 }
 
-/// Work done beside the event stage on every batch.
-trait Side {
-    fn batch(&mut self, packets: &[PacketRecord]);
-    fn end(&mut self);
-    /// Records or GPVs made so far.
-    fn made(&self) -> u64;
-}
-
-struct MeterSide {
-    meter: FlowMeter,
-    out: Vec<FlowRecord>,
-    made: u64,
-}
-
-impl Side for MeterSide {
-    fn batch(&mut self, packets: &[PacketRecord]) {
-        self.meter.process_batch(packets, &mut self.out);
-        self.made += self.out.len() as u64;
-        self.out.clear();
-    }
-    fn end(&mut self) {
-        self.meter.finish(&mut self.out);
-        self.made += self.out.len() as u64;
-        self.out.clear();
-    }
-    fn made(&self) -> u64 {
-        self.made
-    }
-}
-
-struct GpvSide {
-    cache: GpvCache,
-    out: Vec<Gpv>,
-    made: u64,
-}
-
-impl Side for GpvSide {
-    fn batch(&mut self, packets: &[PacketRecord]) {
-        for p in packets {
-            self.cache.push(p, &mut self.out);
-        }
-        self.made += self.out.len() as u64;
-        self.out.clear();
-    }
-    fn end(&mut self) {
-        self.cache.finish(&mut self.out);
-        self.made += self.out.len() as u64;
-        self.out.clear();
-    }
-    fn made(&self) -> u64 {
-        self.made
-    }
-}
-
-/// An event stage with a [`Side`] fed the same batches.
-struct With<S, X> {
-    inner: S,
-    side: X,
-}
-
-impl<S: Stage, X: Side> Stage for With<S, X> {
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
-        self.inner.process_batch(packets, out)?;
-        self.side.batch(packets);
-        Ok(())
-    }
-
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
-        self.inner.note_unparsed(ts_ns, why, out)
-    }
-
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
-        self.inner.finish(out)?;
-        self.side.end();
-        Ok(())
-    }
-
-    fn counters(&self) -> Counters {
-        self.inner.counters()
-    }
-}
-
-/// Replays into `stage` alone or with `beside` (built here, untimed);
-/// returns what replay returned, the elapsed time, the stage's counters
-/// and the records or GPVs made.
+/// Replays into `stage` alone or with `beside` (built here, untimed) in a
+/// pipeline, as `clarion run` does (its records and GPVs dropped: the
+/// stage's work without a sink's); returns what replay returned, the
+/// elapsed time, the stage's counters and the records or GPVs made.
 fn replay_beside<S: Stage>(
     src: &mut SliceReader<'_>,
     stage: S,
@@ -248,41 +167,29 @@ fn replay_beside<S: Stage>(
         let run = replay(src, stage, driver, options)?;
         Ok((run, started.elapsed()))
     }
+    let mut stages = Stages::default();
     match beside {
         Beside::Nothing => {
             let mut stage = stage;
             let (run, elapsed) = go(src, &mut stage, driver, options)?;
-            Ok((run, elapsed, stage.counters(), 0))
+            return Ok((run, elapsed, stage.counters(), 0));
         }
         Beside::Records => {
-            let meter = FlowMeter::new(FlowConfig::default())
+            let meter = FlowRecords::new(FlowConfig::default())
                 .map_err(|e| Failure::Runtime(anyhow!("the default flow meter: {e}")))?;
-            let mut w = With {
-                inner: stage,
-                side: MeterSide {
-                    meter,
-                    out: Vec::new(),
-                    made: 0,
-                },
-            };
-            let (run, elapsed) = go(src, &mut w, driver, options)?;
-            Ok((run, elapsed, w.counters(), w.side.made()))
+            stages.records = Some(meter);
         }
         Beside::Gpv => {
-            let cache = GpvCache::new(CacheConfig::default())
+            let cache = Gpvs::new(CacheConfig::default())
                 .map_err(|e| Failure::Runtime(anyhow!("the default GPV cache: {e}")))?;
-            let mut w = With {
-                inner: stage,
-                side: GpvSide {
-                    cache,
-                    out: Vec::new(),
-                    made: 0,
-                },
-            };
-            let (run, elapsed) = go(src, &mut w, driver, options)?;
-            Ok((run, elapsed, w.counters(), w.side.made()))
+            stages.gpvs = Some(cache);
         }
     }
+    let mut p = Pipeline::new(stage, stages);
+    let (run, elapsed) = go(src, &mut p, driver, options)?;
+    let records = p.stage::<FlowRecords>().map(|r| r.stats().records);
+    let made = records.or_else(|| p.stage::<Gpvs>().map(|g| g.stats().gpvs));
+    Ok((run, elapsed, p.counters(), made.unwrap_or(0)))
 }
 
 /// One timed pass over the capture.
@@ -370,20 +277,20 @@ impl Timed {
 }
 
 impl Stage for Timed {
-    fn process_batch(&mut self, packets: &[PacketRecord], out: &mut Vec<Report>) -> Result<(), HostError> {
-        self.call(packets.len(), |m| m.process_batch(packets, out));
+    fn batch(&mut self, packets: &[PacketRecord], out: &mut Outputs) -> Result<(), PipelineError> {
+        self.call(packets.len(), |m| m.process_batch(packets, &mut out.reports));
         Ok(())
     }
 
-    fn note_unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Vec<Report>) -> Result<(), HostError> {
-        self.call(0, |m| m.note_unparsed(ts_ns, why, out));
+    fn unparsed(&mut self, ts_ns: u64, why: Unparsed, out: &mut Outputs) -> Result<(), PipelineError> {
+        self.call(0, |m| m.note_unparsed(ts_ns, why, &mut out.reports));
         Ok(())
     }
 
-    fn finish(&mut self, out: &mut Vec<Report>) -> Result<(), HostError> {
+    fn finish(&mut self, out: &mut Outputs) -> Result<(), PipelineError> {
         let before = self.m.counters().sweeps_completed;
         let started = Instant::now();
-        self.m.finish(out);
+        self.m.finish(&mut out.reports);
         self.s.finish_ns += started.elapsed().as_nanos() as u64;
         self.s.sweeps += self.m.counters().sweeps_completed - before;
         Ok(())

@@ -36,6 +36,9 @@ pub enum LiveError {
     Xdp(#[from] clarion_xdp::XdpError),
     #[error("capture filter `{filter}`: {why}")]
     Filter { filter: String, why: String },
+    /// What the worker drives beside its monitor failed (a sink, a thread).
+    #[error(transparent)]
+    Chain(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// An interface down (or removed) for longer than a worker waits for it.

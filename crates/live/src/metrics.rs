@@ -556,101 +556,130 @@ enum Unit {
     Milli,
 }
 
+/// One worker metric family: name, type, help, the value, how it is
+/// shown, and whether only degraded mode has it (a 0 would read as a
+/// measurement where it is off).
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    get: fn(&WorkerMetrics) -> &AtomicU64,
+    unit: Unit,
+    degraded_only: bool,
+}
+
+/// A family every worker has.
+const fn always(
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    get: fn(&WorkerMetrics) -> &AtomicU64,
+    unit: Unit,
+) -> Family {
+    Family {
+        name,
+        kind,
+        help,
+        get,
+        unit,
+        degraded_only: false,
+    }
+}
+
+/// A gauge of degraded mode (`--adapt`), in thousandths.
+const fn degraded(name: &'static str, help: &'static str, get: fn(&WorkerMetrics) -> &AtomicU64) -> Family {
+    Family {
+        name,
+        kind: "gauge",
+        help,
+        get,
+        unit: Unit::Milli,
+        degraded_only: true,
+    }
+}
+
+/// The worker families, in the page's order.
+static WORKER_FAMILIES: [Family; 15] = [
+    always("clarion_packets_total", "counter", "IP packets processed.", |m| &m.packets, Unit::Count),
+    always("clarion_bytes_total", "counter", "IP bytes processed.", |m| &m.bytes, Unit::Count),
+    always(
+        "clarion_kernel_drops_total",
+        "counter",
+        "Packets the kernel dropped before Clarion (full ring).",
+        |m| &m.drops,
+        Unit::Count,
+    ),
+    always("clarion_malformed_total", "counter", "Frames that could not be parsed.", |m| &m.malformed, Unit::Count),
+    always("clarion_not_ip_total", "counter", "Frames that are not IP: seen and ignored.", |m| &m.not_ip, Unit::Count),
+    always(
+        "clarion_untracked_total",
+        "counter",
+        "IP packets of flows the full flow table could not track.",
+        |m| &m.untracked,
+        Unit::Count,
+    ),
+    always("clarion_epochs_total", "counter", "Epochs swept.", |m| &m.epochs, Unit::Count),
+    always(
+        "clarion_sweeps_late_total",
+        "counter",
+        "Sweeps unfinished when the next epoch ended.",
+        |m| &m.sweeps_late,
+        Unit::Count,
+    ),
+    always("clarion_flows_active", "gauge", "Flows in the flow table.", |m| &m.flows_active, Unit::Count),
+    always(
+        "clarion_queue_delay_seconds_max",
+        "gauge",
+        "Longest queueing delay (kernel timestamp to processed) since start.",
+        |m| &m.delay_max_ns,
+        Unit::Nanos,
+    ),
+    always(
+        "clarion_sweep_seconds_max",
+        "gauge",
+        "Longest sweep since start.",
+        |m| &m.max_sweep_wall_ns,
+        Unit::Nanos,
+    ),
+    always(
+        "clarion_clock_lag_seconds",
+        "gauge",
+        "How far the monitor's clock lags the wall clock on a quiet wire: windows close this long after they end.",
+        |m| &m.clock_lag_ns,
+        Unit::Nanos,
+    ),
+    degraded(
+        "clarion_shed_depth",
+        "Degraded mode (--adapt): monitoring states flows are moved down, steps plus the share moved one more (0: every flow measured for every event).",
+        |m| &m.shed_depth_milli,
+    ),
+    degraded(
+        "clarion_bypass_share",
+        "Degraded mode (--adapt): share of flows bypassed (not looked up, only counted) because even the lightest monitoring states do not fit.",
+        |m| &m.bypass_milli,
+    ),
+    degraded(
+        "clarion_cost_factor",
+        "Degraded mode (--adapt): measured over modelled processing time (above 1: the machine is slower than the profile, e.g. cache contention).",
+        |m| &m.cost_factor_milli,
+    ),
+];
+
 fn render_workers(out: &mut String, workers: &[Arc<WorkerMetrics>]) {
     if workers.is_empty() {
         return;
     }
-    type Get = fn(&WorkerMetrics) -> &AtomicU64;
-    let families: [(&str, &str, &str, Get, Unit); 14] = [
-        ("clarion_packets_total", "counter", "IP packets processed.", |m| &m.packets, Unit::Count),
-        ("clarion_bytes_total", "counter", "IP bytes processed.", |m| &m.bytes, Unit::Count),
-        (
-            "clarion_kernel_drops_total",
-            "counter",
-            "Packets the kernel dropped before Clarion (full ring).",
-            |m| &m.drops,
-            Unit::Count,
-        ),
-        ("clarion_malformed_total", "counter", "Frames that could not be parsed.", |m| &m.malformed, Unit::Count),
-        ("clarion_not_ip_total", "counter", "Frames that are not IP: seen and ignored.", |m| &m.not_ip, Unit::Count),
-        (
-            "clarion_untracked_total",
-            "counter",
-            "IP packets of flows the full flow table could not track.",
-            |m| &m.untracked,
-            Unit::Count,
-        ),
-        ("clarion_epochs_total", "counter", "Epochs swept.", |m| &m.epochs, Unit::Count),
-        (
-            "clarion_sweeps_late_total",
-            "counter",
-            "Sweeps unfinished when the next epoch ended.",
-            |m| &m.sweeps_late,
-            Unit::Count,
-        ),
-        ("clarion_flows_active", "gauge", "Flows in the flow table.", |m| &m.flows_active, Unit::Count),
-        (
-            "clarion_queue_delay_seconds_max",
-            "gauge",
-            "Longest queueing delay (kernel timestamp to processed) since start.",
-            |m| &m.delay_max_ns,
-            Unit::Nanos,
-        ),
-        (
-            "clarion_sweep_seconds_max",
-            "gauge",
-            "Longest sweep since start.",
-            |m| &m.max_sweep_wall_ns,
-            Unit::Nanos,
-        ),
-        (
-            "clarion_clock_lag_seconds",
-            "gauge",
-            "How far the monitor's clock lags the wall clock on a quiet wire: windows close this long after they end.",
-            |m| &m.clock_lag_ns,
-            Unit::Nanos,
-        ),
-        (
-            "clarion_shed_depth",
-            "gauge",
-            "Degraded mode (--adapt): monitoring states flows are moved down, steps plus the share moved one more (0: every flow measured for every event).",
-            |m| &m.shed_depth_milli,
-            Unit::Milli,
-        ),
-        (
-            "clarion_bypass_share",
-            "gauge",
-            "Degraded mode (--adapt): share of flows bypassed (not looked up, only counted) because even the lightest monitoring states do not fit.",
-            |m| &m.bypass_milli,
-            Unit::Milli,
-        ),
-    ];
-    let cost_factor: (&str, &str, &str, Get, Unit) = (
-        "clarion_cost_factor",
-        "gauge",
-        "Degraded mode (--adapt): measured over modelled processing time (above 1: the machine is slower than the profile, e.g. cache contention).",
-        |m| &m.cost_factor_milli,
-        Unit::Milli,
-    );
-    // Degraded mode's gauges only where it is on (a 0 would read as a measurement).
     let adapting = workers.iter().any(|m| m.adapting.load(Ordering::Relaxed));
-    for (name, kind, help, get, unit) in families.into_iter().chain([cost_factor]) {
-        let degraded_only = matches!(
-            name,
-            "clarion_shed_depth" | "clarion_bypass_share" | "clarion_cost_factor"
-        );
-        if degraded_only && !adapting {
-            continue;
-        }
-        header(out, name, kind, help);
+    for f in WORKER_FAMILIES.iter().filter(|f| adapting || !f.degraded_only) {
+        header(out, f.name, f.kind, f.help);
         for (w, m) in workers.iter().enumerate() {
-            let v = get(m).load(Ordering::Relaxed);
-            let shown = match unit {
+            let v = (f.get)(m).load(Ordering::Relaxed);
+            let shown = match f.unit {
                 Unit::Count => v.to_string(),
                 Unit::Nanos => seconds(v),
                 Unit::Milli => float(v as f64 / 1e3),
             };
-            let _ = writeln!(out, "{name}{{worker=\"{w}\"}} {shown}");
+            let _ = writeln!(out, "{}{{worker=\"{w}\"}} {shown}", f.name);
         }
     }
     type GetH = fn(&WorkerMetrics) -> &Histogram;

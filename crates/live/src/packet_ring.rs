@@ -268,6 +268,110 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) ->
     }
 }
 
+/// A packet socket of the ring's TPACKET version, stamping packets in the
+/// kernel, with `filter` attached; not yet bound (it receives nothing).
+fn packet_socket(interface: &Interface, cfg: &RingConfig, filter: &[Insn]) -> Result<OwnedFd, LiveError> {
+    // Protocol 0 until bound: a socket of ETH_P_ALL would receive from
+    // every interface before the bind and the filter.
+    // SAFETY: plain system call.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(last_os_error(interface, "open a packet socket"));
+    }
+    // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let sfd = fd.as_raw_fd();
+    let os = |what: &'static str| move |e: io::Error| LiveError::os(&interface.name, what, e);
+    let version = match cfg.mode {
+        RingMode::Frames => TPACKET_V2,
+        RingMode::Blocks => TPACKET_V3,
+    };
+    setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_VERSION, &version)
+        .map_err(os("select the ring's TPACKET version"))?;
+    // Asking for timestamps turns on the kernel's stamping of every skb
+    // where it enters (or leaves) the stack, instead of each packet
+    // socket reading the clock when the packet reaches it: the time is
+    // closer to the wire, and every capture of the host (tcpdump too)
+    // sees the same timestamp for a packet.
+    setsockopt(sfd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1 as &libc::c_int)
+        .map_err(os("enable kernel timestamps"))?;
+    let prog: Vec<libc::sock_filter> = filter
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect();
+    let fprog = libc::sock_fprog {
+        len: prog.len() as libc::c_ushort,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    setsockopt(sfd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
+        .map_err(os("attach the capture filter"))?;
+    Ok(fd)
+}
+
+/// Asks the kernel for the receive ring `cfg` describes on socket `sfd`.
+fn request_ring(sfd: RawFd, cfg: &RingConfig) -> io::Result<Layout> {
+    match cfg.mode {
+        RingMode::Frames => {
+            let slot = cfg.slot_size();
+            let per_block = cfg.block_size / slot;
+            let req = libc::tpacket_req {
+                tp_block_size: cfg.block_size,
+                tp_block_nr: cfg.blocks,
+                tp_frame_size: slot,
+                tp_frame_nr: per_block * cfg.blocks,
+            };
+            setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
+            Ok(Layout::Frames {
+                slot: slot as usize,
+                per_block: per_block as usize,
+                slots: (per_block * cfg.blocks) as usize,
+            })
+        }
+        RingMode::Blocks => {
+            let req = libc::tpacket_req3 {
+                tp_block_size: cfg.block_size,
+                tp_block_nr: cfg.blocks,
+                tp_frame_size: cfg.frame_size,
+                tp_frame_nr: (u64::from(cfg.block_size) / u64::from(cfg.frame_size) * u64::from(cfg.blocks))
+                    as u32,
+                tp_retire_blk_tov: cfg.retire_ms,
+                tp_sizeof_priv: 0,
+                // No TP_FT_REQ_FILL_RXHASH: the flow hash would cost the kernel a
+                // flow dissection per packet, and Clarion hashes flows itself.
+                tp_feature_req_word: 0,
+            };
+            setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
+            Ok(Layout::Blocks { in_block: None })
+        }
+    }
+}
+
+/// Binds socket `sfd` to `interface`, every protocol: packets arrive from now on.
+fn bind_to(sfd: RawFd, interface: &Interface) -> Result<(), LiveError> {
+    // SAFETY: an all-zero sockaddr_ll is valid; the fields are set below.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = interface.index as i32;
+    // SAFETY: `sll` is a valid sockaddr_ll of the size given.
+    let rc = unsafe {
+        libc::bind(
+            sfd,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(last_os_error(interface, "bind the packet socket"));
+    }
+    Ok(())
+}
+
 impl PacketRing {
     /// Opens a ring on `interface` that keeps what `filter` accepts; with
     /// `fanout`, joins that hash fanout group (flows spread over the group's
@@ -279,81 +383,12 @@ impl PacketRing {
         fanout: Option<u16>,
     ) -> Result<PacketRing, LiveError> {
         cfg.check()?;
-        let name = &interface.name;
-        // Protocol 0 until bound: a socket of ETH_P_ALL would receive from
-        // every interface before the bind and the filter.
-        // SAFETY: plain system call.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(last_os_error(interface, "open a packet socket"));
-        }
-        // SAFETY: `raw` is a fresh descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = packet_socket(interface, cfg, filter)?;
         let sfd = fd.as_raw_fd();
-        let os = |what: &'static str| move |e: io::Error| LiveError::os(name, what, e);
-        let version = match cfg.mode {
-            RingMode::Frames => TPACKET_V2,
-            RingMode::Blocks => TPACKET_V3,
-        };
-        setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_VERSION, &version)
-            .map_err(os("select the ring's TPACKET version"))?;
-        // Asking for timestamps turns on the kernel's stamping of every skb
-        // where it enters (or leaves) the stack, instead of each packet
-        // socket reading the clock when the packet reaches it: the time is
-        // closer to the wire, and every capture of the host (tcpdump too)
-        // sees the same timestamp for a packet.
-        setsockopt(sfd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1 as &libc::c_int)
-            .map_err(os("enable kernel timestamps"))?;
-        let prog: Vec<libc::sock_filter> = filter
-            .iter()
-            .map(|i| libc::sock_filter {
-                code: i.code,
-                jt: i.jt,
-                jf: i.jf,
-                k: i.k,
-            })
-            .collect();
-        let fprog = libc::sock_fprog {
-            len: prog.len() as libc::c_ushort,
-            filter: prog.as_ptr().cast_mut(),
-        };
-        setsockopt(sfd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
-            .map_err(os("attach the capture filter"))?;
-        let ring_err = os("set up the receive ring (try fewer or smaller --ring-blocks)");
-        let layout = match cfg.mode {
-            RingMode::Frames => {
-                let slot = cfg.slot_size();
-                let per_block = cfg.block_size / slot;
-                let req = libc::tpacket_req {
-                    tp_block_size: cfg.block_size,
-                    tp_block_nr: cfg.blocks,
-                    tp_frame_size: slot,
-                    tp_frame_nr: per_block * cfg.blocks,
-                };
-                setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(ring_err)?;
-                Layout::Frames {
-                    slot: slot as usize,
-                    per_block: per_block as usize,
-                    slots: (per_block * cfg.blocks) as usize,
-                }
-            }
-            RingMode::Blocks => {
-                let req = libc::tpacket_req3 {
-                    tp_block_size: cfg.block_size,
-                    tp_block_nr: cfg.blocks,
-                    tp_frame_size: cfg.frame_size,
-                    tp_frame_nr: (u64::from(cfg.block_size) / u64::from(cfg.frame_size)
-                        * u64::from(cfg.blocks)) as u32,
-                    tp_retire_blk_tov: cfg.retire_ms,
-                    tp_sizeof_priv: 0,
-                    // No TP_FT_REQ_FILL_RXHASH: the flow hash would cost the kernel a
-                    // flow dissection per packet, and Clarion hashes flows itself.
-                    tp_feature_req_word: 0,
-                };
-                setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(ring_err)?;
-                Layout::Blocks { in_block: None }
-            }
-        };
+        let layout = request_ring(sfd, cfg).map_err(|e| {
+            let what = "set up the receive ring (try fewer or smaller --ring-blocks)";
+            LiveError::os(&interface.name, what, e)
+        })?;
         let map_len = cfg.block_size as usize * cfg.blocks as usize;
         // SAFETY: maps the ring the kernel just allocated for this socket; checked below.
         let map = unsafe {
@@ -369,6 +404,7 @@ impl PacketRing {
         if map == libc::MAP_FAILED {
             return Err(last_os_error(interface, "map the receive ring"));
         }
+        // Made before the bind: a failure after it unmaps the ring.
         let ring = PacketRing {
             fd,
             map: map.cast(),
@@ -385,26 +421,11 @@ impl PacketRing {
             },
             vlan_frame: Vec::new(),
         };
-        // SAFETY: an all-zero sockaddr_ll is valid; the fields are set below.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-        sll.sll_ifindex = interface.index as i32;
-        // SAFETY: `sll` is a valid sockaddr_ll of the size given.
-        let rc = unsafe {
-            libc::bind(
-                sfd,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(last_os_error(interface, "bind the packet socket"));
-        }
+        bind_to(sfd, interface)?;
         if let Some(group) = fanout {
             let arg: u32 = u32::from(group) | (libc::PACKET_FANOUT_HASH << 16);
             setsockopt(sfd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
-                .map_err(os("join the fanout group"))?;
+                .map_err(|e| LiveError::os(&interface.name, "join the fanout group", e))?;
         }
         Ok(ring)
     }

@@ -2,18 +2,31 @@
 //!
 //! ```text
 //! loop
-//!     take up to RECV frames from each queue, parse, process in batches
-//!         (by the monitor, then by the flow meter and the GPV cache when there are)
+//!     take up to RECV frames from each queue, parse, hand each frame to
+//!         the chain and process the records in batches (the monitor, then
+//!         what its host put beside it)
 //!     if a sweep is pending and the queues are empty or below the low-water mark
 //!         run sweep steps for at most the step budget
 //!     else if nothing arrived
 //!         advance the clock to now - hidden delay (ends quiet epochs)
 //!         wait for packets or the next epoch's end
+//!     send what the chain made to the host
 //! ```
 //!
-//! The worker measures each epoch ([`EpochStats`]) and sends it with the
-//! reports (and its meter's flow records and its cache's GPVs) over a channel; it never blocks on that channel (unbounded), so
-//! a slow sink cannot make the kernel drop packets unnoticed.
+//! What the worker drives is a [`Chain`]: the monitor, whose clock,
+//! sweeps and blind spans are the worker's business, and whatever its
+//! host put beside it (flow records, GPVs, export policies, a ring of
+//! frames for captures around events: `clarion-pipeline`), which the
+//! worker only feeds and flushes ([`EXPORT_TICK`]). The worker measures
+//! each epoch ([`EpochStats`]) and sends it and the chain's outputs
+//! ([`WorkerEvent::Outputs`]) over a channel; it never blocks on that
+//! channel (unbounded), so a slow sink cannot make the kernel drop
+//! packets unnoticed.
+//!
+//! The chain changes at runtime through [`Command`]s (an event installed
+//! or removed, export policies replaced), applied between batches after
+//! any pending sweep is finished: the frames wait in the queue, never
+//! dropped for it.
 //!
 //! # Interfaces going down or away
 //! A packet socket reports its interface going down or being removed
@@ -30,63 +43,21 @@
 //! [`WorkerConfig::down_timeout`] ends the worker's run as a stop would,
 //! saying so ([`LinkEvent::Lost`]).
 //!
-//! # Export policies
-//! A worker given an [`Exporter`] ([`Worker::with_exporter`]) offers it
-//! every frame that parses, with the frame's bytes, as a file replay's
-//! host stage does: the exporter is the worker's own (no lock, no copy,
-//! no channel on the packet path; its sockets are non-blocking and its
-//! files buffered, so a slow collector or disk costs counted drops, never
-//! a wait on the wire). The host gives each worker's exporter its own
-//! header-stream id and file names. It is ticked with the wall clock
-//! every [`EXPORT_TICK`], busy wire or quiet, so a half-full header
-//! datagram leaves at most [`clarion_export::FLUSH_AFTER_NS`] plus a tick
-//! after its first packet, and finished when the worker ends; its
-//! counters go out in the [`WorkerSummary`]. Cost: one classification per
-//! parsed packet (a hash lookup on a fast-path hit) and, for a taken one,
-//! its destinations' work.
-//!
-//! The policies change at runtime ([`WorkerCommand::SetExports`], between
-//! batches, like an event install: the frames wait in the queue, never
-//! dropped for it): the exporter keeps the sinks still used. A worker
-//! given an exporter without policies offers it nothing (no cost) until
-//! some arrive, and reports no export counters if none ever did.
-//!
-//! # Capture around events
-//! A worker given a ring ([`Worker::with_captures`]: the host has a
-//! capture directory) copies every frame that parses into it while an
-//! installed event says `then capture`; before one is, the ring is kept
-//! for no time and skips frames at no cost, and an install that captures
-//! tells it how long to keep them ([`CaptureRequest::Keep`], before the
-//! event itself is installed). The host, holding the merged report, asks every
-//! worker to open the capture ([`CaptureRequest`], between batches): the
-//! worker selects the ring's frames of the group and span, replies where
-//! its ring still reaches back, adds its later frames, and sends them
-//! ([`WorkerEvent::CaptureParts`]) once the monitor's clock passes the
-//! span's end, over the unbounded event channel (never a wait on the
-//! wire). As it ends, it hands the ring itself to the host
-//! ([`WorkerEvent::CaptureRing`]), which serves the last reports' captures
-//! from it. Cost: a frame copy per parsed packet, one more per open
-//! capture taking it; memory: the ring's bytes per worker.
+//! [`Monitor::note_blind`]: clarion_engine::Monitor::note_blind
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clarion_engine::{Counters, EngineError, Monitor, Partials, Report, TriggerId, Unparsed};
-use clarion_event_capture::{Part, RingJobs, Selection, StoredFrame};
-use clarion_export::{ExportError, ExportStats, Exporter};
-use clarion_flows::FlowMeter;
-use clarion_gpv::{CacheConfig, Gpv, GpvCache};
-use clarion_lang::spec::{EventSpec, ExportSpec};
-use clarion_records::FlowRecord;
+use clarion_engine::{Counters, Unparsed};
 use clarion_wire::PacketRecord;
 
 use crate::adapt::LiveAdapt;
 use crate::interface::{LinkState, LinkWatch};
 use crate::packet_ring::poll_fds;
 use crate::stats::{DelayHistogram, EpochStats, WorkerMetrics};
-use crate::{Frame, InterfaceLost, LiveError, Source};
+use crate::{Chain, Frame, InterfaceLost, LiveError, Source};
 
 /// Frames taken from one queue before looking at the others and the sweep.
 const RECV: usize = 256;
@@ -112,8 +83,9 @@ const DROP_READ: Duration = Duration::from_millis(1);
 /// Each interface's state is read this often: the longest lost carrier,
 /// or an interface back up, goes unnoticed.
 pub const LINK_CHECK: Duration = Duration::from_millis(100);
-/// The exporter is ticked this often (the longest a quiet worker waits
-/// for packets, so a quiet wire ticks it as often as a busy one).
+/// The chain is flushed this often ([`Chain::flush`]: header datagrams of
+/// export policies), busy wire or quiet: the longest a quiet worker waits
+/// for packets.
 pub const EXPORT_TICK: Duration = Duration::from_millis(10);
 
 /// Nanoseconds since the Unix epoch (the clock packet timestamps use).
@@ -143,13 +115,6 @@ pub struct WorkerConfig {
     /// How long an interface may stay down (or away) before the worker
     /// stops with [`LinkEvent::Lost`]; zero stops at once.
     pub down_timeout: Duration,
-    /// A flow meter beside the monitor (`--records`): its records go out
-    /// as [`WorkerEvent::Records`].
-    pub records: Option<FlowMeter>,
-    /// A GPV cache beside the monitor (`--gpv`, `--app`): its GPVs go out
-    /// as [`WorkerEvent::Gpvs`]. The caller checks the configuration
-    /// (`GpvCache::new`); one it refuses makes no GPVs.
-    pub gpvs: Option<CacheConfig>,
 }
 
 /// What a worker found of its interfaces (see the module documentation).
@@ -172,101 +137,41 @@ pub enum LinkEvent {
     Lost(InterfaceLost),
 }
 
-/// What a worker sends to the host.
+/// What a worker sends to the host; `O` is its chain's outputs ([`Chain::Out`]).
 #[derive(Debug)]
-pub enum WorkerEvent {
+pub enum WorkerEvent<O> {
     /// Memory committed and the clock started: packets are processed from now on.
     Ready(u32),
-    Reports(u32, Vec<Report>),
-    /// Flow records the worker's meter ended (see [`WorkerConfig::records`]).
-    Records(u32, Vec<FlowRecord>),
-    /// GPVs the worker's cache evicted (see [`WorkerConfig::gpvs`]).
-    Gpvs(u32, Vec<Gpv>),
-    /// With `MonitorConfig::merge_output`: each finished sweep's statistics, for the host's merger.
-    Partials(u32, Vec<Partials>),
+    /// What the chain made since the last of these: reports, and what the
+    /// stages beside the monitor made; at the end what must outlive the
+    /// worker ([`Chain::end`]), in one last one before `Finished` or `Failed`.
+    Outputs(u32, O),
     Epoch(EpochStats),
     Finished(u32, Box<WorkerSummary>),
     Failed(u32, LiveError),
     Link(u32, LinkEvent),
-    /// Captures around events whose span has passed (see [`Worker::with_captures`]).
-    CaptureParts(u32, Vec<Part>),
-    /// The worker's ring of recent frames, with the captures still open
-    /// on it, handed over as it ends (before `Finished` or `Failed`): the
-    /// host serves later captures from it.
-    CaptureRing(u32, Box<RingJobs>),
     /// Not from a worker: the host's reader is woken to look elsewhere
     /// (the host's `HostWaker`: a message for the agent arrived).
     Wake,
 }
 
-/// What the host asks of a worker's ring of recent frames.
-#[derive(Debug)]
-pub enum CaptureRequest {
-    /// A capture around an event to open on the ring: `reply` gets where
-    /// the ring's frames of it start (see [`RingJobs::open`]); its frames
-    /// come back as a [`WorkerEvent::CaptureParts`] of the same `id`.
-    Open {
-        id: u64,
-        sel: Selection,
-        reply: Sender<u64>,
-    },
-    /// Keep frames at least this long behind the monitor's clock: an event
-    /// that captures was installed (a ring kept for no time is not fed).
-    Keep(u64),
-}
+/// A change of a running worker's chain (an event installed or removed,
+/// export policies replaced): run on the worker's thread between batches,
+/// after any pending sweep is finished (a trigger removed mid-sweep would
+/// lose the window being swept), so a command waits at most one sweep and
+/// one wait for packets (10 ms). It answers through a channel of its own.
+pub struct Command<C>(Box<dyn FnOnce(&mut C) + Send>);
 
-impl WorkerCapture {
-    /// Does what the host asked, in the order asked.
-    fn serve_requests(&mut self) {
-        while let Ok(req) = self.requests.try_recv() {
-            match req {
-                CaptureRequest::Open { id, sel, reply } => {
-                    let from = self.jobs.open(id, sel);
-                    // The host stops waiting after a while: it may be gone.
-                    let _ = reply.send(from);
-                }
-                CaptureRequest::Keep(keep_ns) => self.jobs.keep_at_least(keep_ns),
-            }
-        }
+impl<C> Command<C> {
+    pub fn new(f: impl FnOnce(&mut C) + Send + 'static) -> Command<C> {
+        Command(Box::new(f))
     }
 }
 
-/// A worker's ring of recent frames and where capture requests come from.
-struct WorkerCapture {
-    jobs: RingJobs,
-    requests: Receiver<CaptureRequest>,
-    parts: Vec<Part>,
-}
-
-/// A change of a running worker's events. Applied between batches, after
-/// any pending sweep is finished (a trigger removed mid-sweep would lose
-/// the window being swept), so a command waits at most one sweep and one
-/// wait for packets (10 ms).
-#[derive(Debug)]
-pub enum WorkerCommand {
-    /// [`Monitor::install`] (from the next window boundary), or with
-    /// `start_ns` [`Monitor::install_at`] until `end_ns`.
-    Install {
-        spec: Box<EventSpec>,
-        start_ns: Option<u64>,
-        end_ns: Option<u64>,
-        /// The trigger's id and the start of its first window.
-        reply: Sender<Result<(TriggerId, u64), EngineError>>,
-    },
-    Remove {
-        id: TriggerId,
-        reply: Sender<Result<(), EngineError>>,
-    },
-    /// [`Monitor::set_end`].
-    SetEnd { id: TriggerId, end_ns: Option<u64> },
-    /// [`Exporter::set_policies`]; a worker without an exporter replies
-    /// `None` (see [`Worker::with_exporter`]).
-    SetExports {
-        policies: Arc<[ExportSpec]>,
-        reply: Sender<Option<Result<(), ExportError>>>,
-    },
-    /// The exporter's counters so far (`None` without an exporter).
-    ExportStats { reply: Sender<Option<ExportStats>> },
+impl<C> std::fmt::Debug for Command<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Command")
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -277,8 +182,6 @@ pub struct WorkerSummary {
     pub delays: DelayHistogram,
     pub epochs: u64,
     pub max_sweep_wall_ns: u64,
-    /// The exporter's counters, finished (see [`Worker::with_exporter`]).
-    pub exports: Option<ExportStats>,
 }
 
 /// An interface down, as its worker saw it.
@@ -318,21 +221,14 @@ struct EpochTrack {
     swept: Option<(EpochStats, Instant)>,
 }
 
-pub struct Worker {
+/// See the module documentation.
+pub struct Worker<C: Chain> {
     cfg: WorkerConfig,
-    monitor: Monitor,
-    /// Taken from `cfg.records`.
-    meter: Option<FlowMeter>,
-    /// Built from `cfg.gpvs`.
-    gpv_cache: Option<GpvCache>,
-    gpvs: Vec<Gpv>,
+    chain: C,
     sources: Vec<Box<dyn Source>>,
-    tx: Sender<WorkerEvent>,
+    tx: Sender<WorkerEvent<C::Out>>,
     metrics: Arc<WorkerMetrics>,
     batch: Vec<PacketRecord>,
-    reports: Vec<Report>,
-    /// The flow meter's ended records, sent with the reports.
-    records: Vec<FlowRecord>,
     track: EpochTrack,
     /// Degraded mode (the monitor was built with `MonitorConfig::adapt`).
     adapt: Option<LiveAdapt>,
@@ -353,7 +249,7 @@ pub struct Worker {
     /// When the sources last gave frames (see [`BUSY`]).
     last_frames: Instant,
     last_counters: Counters,
-    commands: Option<Receiver<WorkerCommand>>,
+    commands: Option<Receiver<Command<C>>>,
     /// Beside `sources`, one each.
     links: Vec<Link>,
     /// When the interfaces' states were last read (`None`: not yet).
@@ -365,41 +261,22 @@ pub struct Worker {
     last_drop_read_ns: u64,
     /// An interface down for longer than the timeout: the run ends.
     lost: Option<InterfaceLost>,
-    /// Export policies on the frames (see the module documentation).
-    exporter: Option<WorkerExporter>,
-    /// Captures around events (see [`Worker::with_captures`]).
-    capture: Option<WorkerCapture>,
+    /// When the chain was last flushed ([`EXPORT_TICK`]).
+    flushed: Instant,
 }
 
-// A worker moves to its own thread with its exporter (sockets, files,
-// classifier): all must be Send, checked here at compile time.
-const _: fn() = || {
-    fn send<T: Send>() {}
-    send::<Exporter>();
-    send::<Worker>();
-};
-
-/// A worker's exporter, and the interface number its header records carry
-/// for each source's frames.
-struct WorkerExporter {
-    exporter: Exporter,
-    /// Beside `sources`, one each.
-    interfaces: Vec<u16>,
-    ticked: Instant,
-}
-
-impl Worker {
-    /// `monitor` must not sweep synchronously (`MonitorConfig::synchronous_sweep` false).
+impl<C: Chain> Worker<C> {
+    /// `chain`'s monitor must not sweep synchronously (`MonitorConfig::synchronous_sweep` false).
     pub fn new(
-        mut cfg: WorkerConfig,
-        monitor: Monitor,
+        cfg: WorkerConfig,
+        chain: C,
         sources: Vec<Box<dyn Source>>,
-        tx: Sender<WorkerEvent>,
+        tx: Sender<WorkerEvent<C::Out>>,
         metrics: Arc<WorkerMetrics>,
-    ) -> Worker {
+    ) -> Worker<C> {
         // A packet handed over late must still find its epoch open.
         let lag = sources.iter().map(|s| s.hidden_delay()).max().unwrap_or_default() + cfg.clock_lag;
-        let monitor_adapts = monitor.shed().is_some();
+        let monitor_adapts = chain.monitor().shed().is_some();
         if monitor_adapts {
             metrics.adapting.store(true, Ordering::Relaxed);
             metrics.cost_factor_milli.store(1000, Ordering::Relaxed);
@@ -417,20 +294,13 @@ impl Worker {
                 }
             })
             .collect();
-        let meter = cfg.records.take();
-        let gpv_cache = cfg.gpvs.and_then(|c| GpvCache::new(c).ok());
         Worker {
             cfg,
-            monitor,
-            meter,
+            chain,
             sources,
             tx,
             metrics,
             batch: Vec::with_capacity(clarion_engine::BATCH),
-            reports: Vec::new(),
-            records: Vec::new(),
-            gpv_cache,
-            gpvs: Vec::new(),
             track: EpochTrack::default(),
             adapt: monitor_adapts.then(LiveAdapt::new).flatten(),
             summary: WorkerSummary::default(),
@@ -446,70 +316,12 @@ impl Worker {
             link_news: false,
             last_drop_read_ns: now,
             lost: None,
-            exporter: None,
-            capture: None,
+            flushed: Instant::now(),
         }
     }
 
-    /// Keeps every frame that parses in `jobs`' ring, opens the captures
-    /// `requests` ask for on it, and sends each capture's frames once the
-    /// monitor's clock passes its end (see the module documentation).
-    pub fn with_captures(mut self, jobs: RingJobs, requests: Receiver<CaptureRequest>) -> Worker {
-        self.capture = Some(WorkerCapture {
-            jobs,
-            requests,
-            parts: Vec::new(),
-        });
-        self
-    }
-
-    /// Opens the captures asked for, lets the ring forget what the
-    /// monitor's clock has left behind, and sends the captures it ended.
-    fn service_captures(&mut self) {
-        let Some(c) = &mut self.capture else { return };
-        c.serve_requests();
-        let now = self.monitor.now_ns();
-        c.jobs.processed(now);
-        c.jobs.advance(now);
-        c.jobs.take_due(&mut c.parts);
-        if !c.parts.is_empty() {
-            let parts = std::mem::take(&mut c.parts);
-            let _ = self.tx.send(WorkerEvent::CaptureParts(self.cfg.id, parts));
-        }
-    }
-
-    /// Hands the ring and its open captures to the host (the worker ends),
-    /// with the captures asked for meanwhile opened on it.
-    fn finish_captures(&mut self) {
-        let Some(mut c) = self.capture.take() else { return };
-        c.serve_requests();
-        let _ = self
-            .tx
-            .send(WorkerEvent::CaptureRing(self.cfg.id, Box::new(c.jobs)));
-    }
-
-    /// Offers every frame that parses to `exporter` (see the module
-    /// documentation). `interfaces[i]` is the interface number of source
-    /// `i`'s frames in header records (missing ones: the source's index).
-    pub fn with_exporter(mut self, exporter: Exporter, interfaces: &[u16]) -> Worker {
-        let interfaces = (0..self.sources.len())
-            .map(|i| {
-                interfaces
-                    .get(i)
-                    .copied()
-                    .unwrap_or(u16::try_from(i).unwrap_or(u16::MAX))
-            })
-            .collect();
-        self.exporter = Some(WorkerExporter {
-            exporter,
-            interfaces,
-            ticked: Instant::now(),
-        });
-        self
-    }
-
-    /// Takes changes of its events from `commands` while it runs.
-    pub fn with_commands(mut self, commands: Receiver<WorkerCommand>) -> Worker {
+    /// Takes changes of its chain from `commands` while it runs.
+    pub fn with_commands(mut self, commands: Receiver<Command<C>>) -> Worker<C> {
         self.commands = Some(commands);
         self
     }
@@ -518,45 +330,20 @@ impl Worker {
     fn apply_commands(&mut self) {
         let Some(rx) = &self.commands else { return };
         let Ok(first) = rx.try_recv() else { return };
-        if self.monitor.sweep_pending() {
-            while !self.monitor.sweep_step(usize::MAX, &mut self.reports) {}
+        if self.chain.monitor().sweep_pending() {
+            while !self.chain.sweep_step(usize::MAX) {}
             self.after_monitor();
         }
         let mut next = Some(first);
-        while let Some(cmd) = next {
-            match cmd {
-                WorkerCommand::Install {
-                    spec,
-                    start_ns,
-                    end_ns,
-                    reply,
-                } => {
-                    let r = match start_ns {
-                        Some(start) => self.monitor.install_at(*spec, start, end_ns),
-                        None => self.monitor.install(*spec),
-                    };
-                    let first = |id| (id, self.monitor.first_window_ns(id).unwrap_or(0));
-                    let _ = reply.send(r.map(first));
-                }
-                WorkerCommand::Remove { id, reply } => {
-                    let _ = reply.send(self.monitor.remove(id).map(|_| ()));
-                }
-                WorkerCommand::SetEnd { id, end_ns } => self.monitor.set_end(id, end_ns),
-                WorkerCommand::SetExports { policies, reply } => {
-                    let r = self.exporter.as_mut().map(|x| x.exporter.set_policies(&policies));
-                    let _ = reply.send(r);
-                }
-                WorkerCommand::ExportStats { reply } => {
-                    let _ = reply.send(self.exporter.as_ref().map(|x| x.exporter.stats()));
-                }
-            }
+        while let Some(Command(cmd)) = next {
+            cmd(&mut self.chain);
             next = self.commands.as_ref().and_then(|rx| rx.try_recv().ok());
         }
     }
 
     /// Runs until the stop flag is set or the deadline passes, then drains
     /// the queues, sweeps the current epoch, closes every window and sends
-    /// the last reports and its summary.
+    /// the last outputs and its summary.
     pub fn run(mut self) {
         let id = self.cfg.id;
         // A quiet epoch ends at a timed poll; with the kernel's default
@@ -564,12 +351,20 @@ impl Worker {
         // it, would come that much later.
         // SAFETY: plain system call; it changes only the calling thread.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
-        self.monitor.prefault();
+        self.chain.monitor_mut().prefault();
         let now = realtime_ns();
-        self.monitor
-            .tick(now.saturating_sub(self.lag_ns()), &mut self.reports);
+        self.chain.tick(now.saturating_sub(self.lag_ns()));
         self.track.current = self.new_epoch();
         let _ = self.tx.send(WorkerEvent::Ready(id));
+        match self.turn_until_stopped() {
+            Ok(()) => self.finish(),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// The loop of the module documentation, until the stop flag, the
+    /// deadline or a lost interface ends it.
+    fn turn_until_stopped(&mut self) -> Result<(), LiveError> {
         let mut last_drop_read = Instant::now();
         let mut fds = self.pollfds();
         loop {
@@ -587,117 +382,100 @@ impl Worker {
                 self.quiet_ns = polled;
             } else {
                 self.last_frames = started;
-            }
-            if got > 0 {
                 if let Some(a) = self.adapt.as_mut() {
                     a.busy_since(started);
                 }
             }
-            if let Some(x) = self
-                .exporter
-                .as_mut()
-                .filter(|x| x.ticked.elapsed() >= EXPORT_TICK)
-            {
-                x.ticked = Instant::now();
-                x.exporter.tick(realtime_ns());
+            if self.flushed.elapsed() >= EXPORT_TICK {
+                self.flushed = Instant::now();
+                self.chain.flush(realtime_ns());
             }
             // Drop counters and the queue's occupancy, every millisecond
             // whether or not the wire is busy.
             if last_drop_read.elapsed() >= DROP_READ {
                 last_drop_read = Instant::now();
-                if let Err(e) = self.read_drops() {
-                    self.finish_exports();
-                    self.finish_captures();
-                    let _ = self.tx.send(WorkerEvent::Failed(id, e));
-                    return;
-                }
+                self.read_drops()?;
             }
             if self.link_news || self.last_link_check.is_none_or(|t| t.elapsed() >= LINK_CHECK) {
                 if self.check_links() {
                     fds = self.pollfds();
                 }
                 if let Some(lost) = self.lost.clone() {
-                    let _ = self.tx.send(WorkerEvent::Link(id, LinkEvent::Lost(lost)));
-                    break;
+                    let _ = self
+                        .tx
+                        .send(WorkerEvent::Link(self.cfg.id, LinkEvent::Lost(lost)));
+                    return Ok(());
                 }
             }
-            let low = self
-                .sources
-                .iter()
-                .all(|s| s.backlog(self.cfg.low_water + 1) <= self.cfg.low_water);
-            if self.monitor.sweep_pending() && (got == 0 || low || self.sweep_overdue()) {
+            if self.chain.monitor().sweep_pending() && (got == 0 || self.low() || self.sweep_overdue()) {
                 self.sweep_step();
             } else if got == 0 {
                 if stopping {
-                    break;
+                    return Ok(());
                 }
-                let lag = self.lag_ns();
-                self.metrics.clock_lag_ns.store(lag, Ordering::Relaxed);
-                // Before the tick: the windows it closes must know.
-                self.note_outages(polled);
-                let clock = polled.saturating_sub(lag);
-                self.monitor.tick(clock, &mut self.reports);
-                if let Some(m) = &mut self.meter {
-                    // A quiet wire still ends idle records.
-                    m.tick(clock, &mut self.records);
-                }
-                if let Some(c) = &mut self.gpv_cache {
-                    c.tick(clock, &mut self.gpvs);
-                }
-                self.after_monitor();
-                if !self.monitor.sweep_pending() {
-                    let epoch = self.monitor.epoch_ns().max(1);
-                    let next_end = clock - clock % epoch + epoch;
-                    let wait = Duration::from_nanos(next_end - clock).min(Duration::from_millis(10));
-                    let waited = if self.last_frames.elapsed() < BUSY {
-                        std::thread::sleep(wait.min(NAP));
-                        Ok(())
-                    } else {
-                        poll_fds(&mut fds, wait.max(MIN_WAIT))
-                    };
-                    if let Err(e) = waited {
-                        self.finish_exports();
-                        self.finish_captures();
-                        let _ = self.tx.send(WorkerEvent::Failed(
-                            id,
-                            LiveError::os("poll", "wait for packets", e),
-                        ));
-                        return;
-                    }
-                }
+                self.quiet(polled, &mut fds)?;
             }
-            self.flush_reports();
-            self.service_captures();
+            self.chain.service();
+            self.send_outputs()?;
         }
+    }
+
+    /// Whether every queue is at or below the low-water mark.
+    fn low(&self) -> bool {
+        let low = self.cfg.low_water;
+        self.sources.iter().all(|s| s.backlog(low + 1) <= low)
+    }
+
+    /// Nothing arrived at `polled`: the clock moves to it less the lag,
+    /// and the worker waits for packets or the next epoch's end.
+    fn quiet(&mut self, polled: u64, fds: &mut [libc::pollfd]) -> Result<(), LiveError> {
+        let lag = self.lag_ns();
+        self.metrics.clock_lag_ns.store(lag, Ordering::Relaxed);
+        // Before the tick: the windows it closes must know.
+        self.note_outages(polled);
+        let clock = polled.saturating_sub(lag);
+        // A quiet wire still ends idle records and GPVs.
+        self.chain.tick(clock);
+        self.after_monitor();
+        if self.chain.monitor().sweep_pending() {
+            return Ok(());
+        }
+        let epoch = self.chain.monitor().epoch_ns().max(1);
+        let next_end = clock - clock % epoch + epoch;
+        let wait = Duration::from_nanos(next_end - clock).min(Duration::from_millis(10));
+        if self.last_frames.elapsed() < BUSY {
+            std::thread::sleep(wait.min(NAP));
+            return Ok(());
+        }
+        poll_fds(fds, wait.max(MIN_WAIT)).map_err(|e| LiveError::os("poll", "wait for packets", e))
+    }
+
+    /// The input ended: the queues' last drops read, every window closed,
+    /// the last outputs and the summary sent.
+    fn finish(mut self) {
         let _ = self.read_drops();
         self.note_outages(realtime_ns());
-        self.monitor.finish(&mut self.reports);
-        if let Some(m) = &mut self.meter {
-            m.finish(&mut self.records);
-        }
-        if let Some(c) = &mut self.gpv_cache {
-            c.finish(&mut self.gpvs);
-        }
+        self.chain.finish();
         self.after_monitor();
-        self.flush_reports();
-        self.finish_exports();
-        self.finish_captures();
-        self.summary.counters = self.monitor.counters();
+        // Sent apart from what outlives the worker, which the host reads after them.
+        let sent = self.send_outputs();
+        self.chain.end();
+        let sent = sent.and(self.send_outputs());
+        let id = self.cfg.id;
+        if let Err(e) = sent {
+            let _ = self.tx.send(WorkerEvent::Failed(id, e));
+            return;
+        }
+        self.summary.counters = self.chain.monitor().counters();
         let _ = self.tx.send(WorkerEvent::Finished(id, Box::new(self.summary)));
     }
 
-    /// Sends the exporter's pending headers, closes its files and keeps
-    /// its counters for the summary (also when the worker fails: what was
-    /// taken is not lost with it).
-    fn finish_exports(&mut self) {
-        if let Some(x) = &mut self.exporter {
-            x.exporter.finish();
-            let stats = x.exporter.stats();
-            // An exporter that never had a policy did nothing to report.
-            if !(stats.policies.is_empty() && stats.destinations.is_empty()) {
-                self.summary.exports = Some(stats);
-            }
-        }
+    /// The worker failed: what outlives it is still handed over (a
+    /// failure loses nothing the chain took), then the failure.
+    fn fail(mut self, e: LiveError) {
+        self.chain.end();
+        let _ = self.send_outputs();
+        let _ = self.tx.send(WorkerEvent::Failed(self.cfg.id, e));
     }
 
     fn pollfds(&self) -> Vec<libc::pollfd> {
@@ -756,7 +534,7 @@ impl Worker {
                 }
             }
             if let Some(o) = &self.links[i].down {
-                self.monitor.note_blind(o.since_ns, now);
+                self.chain.monitor_mut().note_blind(o.since_ns, now);
                 if o.noticed.elapsed() >= self.cfg.down_timeout && self.lost.is_none() {
                     self.lost = Some(InterfaceLost {
                         interface: self.links[i].name.clone(),
@@ -805,7 +583,7 @@ impl Worker {
         let link = &mut self.links[i];
         link.seen_up_ns = now;
         let Some(o) = link.down.take() else { return };
-        self.monitor.note_blind(o.since_ns, now);
+        self.chain.monitor_mut().note_blind(o.since_ns, now);
         let ev = LinkEvent::Up {
             interface: link.name.clone(),
             since_ns: o.since_ns,
@@ -843,7 +621,7 @@ impl Worker {
     /// Tells the monitor it is blind up to `now` for every interface down.
     fn note_outages(&mut self, now: u64) {
         for o in self.links.iter().filter_map(|l| l.down.as_ref()) {
-            self.monitor.note_blind(o.since_ns, now);
+            self.chain.monitor_mut().note_blind(o.since_ns, now);
         }
     }
 
@@ -856,8 +634,8 @@ impl Worker {
     }
 
     fn new_epoch(&self) -> EpochStats {
-        let epoch = self.monitor.epoch_ns().max(1);
-        let now = self.monitor.now_ns();
+        let epoch = self.chain.monitor().epoch_ns().max(1);
+        let now = self.chain.monitor().now_ns();
         EpochStats {
             worker: self.cfg.id,
             epoch_start_ns: now - now % epoch,
@@ -870,77 +648,47 @@ impl Worker {
     fn receive(&mut self) -> usize {
         let mut total = 0;
         for i in 0..self.sources.len() {
-            let link = self.sources[i].link();
-            let mut out = Outputs {
-                monitor: &mut self.monitor,
-                meter: self.meter.as_mut(),
-                reports: &mut self.reports,
-                records: &mut self.records,
-                gpv_cache: self.gpv_cache.as_mut(),
-                gpvs: &mut self.gpvs,
-                delays: &mut self.track.delays,
-            };
-            let batch = &mut self.batch;
-            // An exporter without policies is not offered frames (no cost).
-            let mut export = self
-                .exporter
-                .as_mut()
-                .filter(|x| !x.exporter.is_empty())
-                .map(|x| {
-                    let interface = x.interfaces.get(i).copied().unwrap_or(u16::MAX);
-                    (&mut x.exporter, interface)
-                });
-            let mut ring = self.capture.as_mut().map(|c| &mut c.jobs);
-            let (quiet, unseen) = (self.quiet_ns, &mut self.track.unseen_max_ns);
-            let mut handle = |fr: Frame<'_>| {
-                *unseen = (*unseen).max(quiet.saturating_sub(fr.ts_ns));
-                match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
-                    Ok(rec) => {
-                        if let Some((x, interface)) = export.as_mut() {
-                            let frame = clarion_export::Frame {
-                                link,
-                                data: fr.data,
-                                orig_len: fr.orig_len,
-                                interface: *interface,
-                            };
-                            x.offer(&rec, &frame);
-                        }
-                        match ring.as_mut() {
-                            Some(r) if r.wants_frames() => r.push(StoredFrame {
-                                ts_ns: rec.ts_ns,
-                                link,
-                                orig_len: fr.orig_len,
-                                key: rec.key,
-                                data: fr.data.into(),
-                            }),
-                            Some(r) => r.skip(rec.ts_ns),
-                            None => {}
-                        }
-                        batch.push(rec);
-                        if batch.len() == batch.capacity() {
-                            out.process(batch);
-                        }
-                    }
-                    Err(e) => {
-                        out.process(batch);
-                        let why = if e.is_not_ip() {
-                            Unparsed::NotIp
-                        } else {
-                            Unparsed::Malformed
-                        };
-                        out.monitor.note_unparsed(fr.ts_ns, why, out.reports);
-                    }
-                }
-            };
-            let n = self.sources[i].recv(RECV, &mut handle);
-            out.process(&mut self.batch);
-            total += n;
+            total += self.receive_from(i);
         }
         self.summary.frames += total as u64;
         if total > 0 {
             self.after_monitor();
         }
         total
+    }
+
+    /// Takes up to [`RECV`] frames from source `i`: each parsed, handed to
+    /// the chain and its record batched; a frame that does not parse ends
+    /// the batch before it, so the chain sees every frame in order.
+    #[inline]
+    fn receive_from(&mut self, i: usize) -> usize {
+        let link = self.sources[i].link();
+        let (chain, batch, delays) = (&mut self.chain, &mut self.batch, &mut self.track.delays);
+        let (quiet, unseen) = (self.quiet_ns, &mut self.track.unseen_max_ns);
+        let mut handle = |fr: Frame<'_>| {
+            *unseen = (*unseen).max(quiet.saturating_sub(fr.ts_ns));
+            match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
+                Ok(rec) => {
+                    chain.frame(i, link, &rec, &fr);
+                    batch.push(rec);
+                    if batch.len() == batch.capacity() {
+                        process(chain, batch, delays);
+                    }
+                }
+                Err(e) => {
+                    process(chain, batch, delays);
+                    let why = if e.is_not_ip() {
+                        Unparsed::NotIp
+                    } else {
+                        Unparsed::Malformed
+                    };
+                    chain.unparsed(fr.ts_ns, why);
+                }
+            }
+        };
+        let n = self.sources[i].recv(RECV, &mut handle);
+        process(&mut self.chain, &mut self.batch, &mut self.track.delays);
+        n
     }
 
     /// A sweep pending for half an epoch runs between batches even when
@@ -957,7 +705,7 @@ impl Worker {
         let started = Instant::now();
         let budget = self.cfg.step_budget;
         loop {
-            if self.monitor.sweep_step(STEP_VISITS, &mut self.reports) || started.elapsed() >= budget {
+            if self.chain.sweep_step(STEP_VISITS) || started.elapsed() >= budget {
                 break;
             }
         }
@@ -987,7 +735,7 @@ impl Worker {
         }
         self.last_drop_read_ns = now;
         if drops > 0 {
-            self.monitor.note_dropped(drops);
+            self.chain.monitor_mut().note_dropped(drops);
             self.track.current.drops += drops;
             self.summary.drops += drops;
             self.metrics.drops.fetch_add(drops, Ordering::Relaxed);
@@ -998,9 +746,9 @@ impl Worker {
     /// Follows the monitor's epochs: an epoch ended when its clock left it;
     /// the ended epoch's statistics go out once its sweep is done.
     fn after_monitor(&mut self) {
-        let c = self.monitor.counters();
+        let c = self.chain.monitor().counters();
         let late = c.sweeps_late > self.last_counters.sweeps_late;
-        let now = self.monitor.now_ns();
+        let now = self.chain.monitor().now_ns();
         let cur = &self.track.current;
         let epoch_ended = now >= cur.epoch_start_ns + cur.epoch_ns;
         if epoch_ended {
@@ -1029,7 +777,7 @@ impl Worker {
                 self.emit(st);
             }
         }
-        if !self.monitor.sweep_pending() {
+        if !self.chain.monitor().sweep_pending() {
             if let Some((mut st, began)) = self.track.swept.take() {
                 st.sweep_wall_ns = began.elapsed().as_nanos() as u64;
                 self.adapt_epoch(&mut st);
@@ -1053,16 +801,21 @@ impl Worker {
     fn adapt_epoch(&mut self, st: &mut EpochStats) {
         let backlog: u64 = self.sources.iter().map(|s| s.backlog(s.capacity()) as u64).sum();
         let Some(a) = self.adapt.as_mut() else { return };
-        let (busy, decision) = a.on_epoch(&mut self.monitor, st.epoch_ns, st.packets + st.drops, backlog);
+        let (busy, decision) = a.on_epoch(
+            self.chain.monitor_mut(),
+            st.epoch_ns,
+            st.packets + st.drops,
+            backlog,
+        );
         st.busy_ns = Some(busy);
-        st.shed_depth = self.monitor.shed().map(|s| s.depth());
+        st.shed_depth = self.chain.monitor().shed().map(|s| s.depth());
         // Decided now, in force from the next epoch (unchanged without a decision).
-        let bypass = decision.map_or(self.monitor.bypass(), |d| d.bypass);
+        let bypass = decision.map_or(self.chain.monitor().bypass(), |d| d.bypass);
         st.bypass = Some(bypass);
         self.metrics
             .bypass_milli
             .store((bypass * 1000.0) as u64, Ordering::Relaxed);
-        self.monitor.take_accuracy(&mut st.accuracy);
+        self.chain.monitor_mut().take_accuracy(&mut st.accuracy);
         if let Some(d) = st.shed_depth {
             self.metrics
                 .shed_depth_milli
@@ -1075,7 +828,8 @@ impl Worker {
 
     fn emit(&mut self, mut st: EpochStats) {
         st.down_ns = self
-            .monitor
+            .chain
+            .monitor()
             .blind_ns(st.epoch_start_ns, st.epoch_start_ns + st.epoch_ns);
         self.summary.epochs += 1;
         self.summary.max_sweep_wall_ns = self.summary.max_sweep_wall_ns.max(st.sweep_wall_ns);
@@ -1089,58 +843,28 @@ impl Worker {
         let _ = self.tx.send(WorkerEvent::Epoch(st));
     }
 
-    fn flush_reports(&mut self) {
-        if !self.reports.is_empty() {
-            let r = std::mem::take(&mut self.reports);
-            let _ = self.tx.send(WorkerEvent::Reports(self.cfg.id, r));
+    /// Sends what the chain made; a failure of the chain ends the run.
+    fn send_outputs(&mut self) -> Result<(), LiveError> {
+        if let Some(out) = self.chain.take() {
+            let _ = self.tx.send(WorkerEvent::Outputs(self.cfg.id, out));
         }
-        if !self.records.is_empty() {
-            let r = std::mem::take(&mut self.records);
-            let _ = self.tx.send(WorkerEvent::Records(self.cfg.id, r));
-        }
-        if !self.gpvs.is_empty() {
-            let g = std::mem::take(&mut self.gpvs);
-            let _ = self.tx.send(WorkerEvent::Gpvs(self.cfg.id, g));
-        }
-        let p = self.monitor.take_partials();
-        if !p.is_empty() {
-            let _ = self.tx.send(WorkerEvent::Partials(self.cfg.id, p));
+        match self.chain.failure() {
+            Some(e) => Err(LiveError::Chain(e)),
+            None => Ok(()),
         }
     }
 }
 
-/// What a batch goes through and where its results go, borrowed from the
-/// worker while its sources are read.
-struct Outputs<'a> {
-    monitor: &'a mut Monitor,
-    meter: Option<&'a mut FlowMeter>,
-    reports: &'a mut Vec<Report>,
-    records: &'a mut Vec<FlowRecord>,
-    gpv_cache: Option<&'a mut GpvCache>,
-    gpvs: &'a mut Vec<Gpv>,
-    delays: &'a mut DelayHistogram,
-}
-
-impl Outputs<'_> {
-    /// Processes the batch (monitor, then meter) and records each
-    /// packet's queueing delay.
-    fn process(&mut self, batch: &mut Vec<PacketRecord>) {
-        if batch.is_empty() {
-            return;
-        }
-        self.monitor.process_batch(batch, self.reports);
-        if let Some(m) = self.meter.as_deref_mut() {
-            m.process_batch(batch, self.records);
-        }
-        if let Some(c) = self.gpv_cache.as_deref_mut() {
-            for p in batch.iter() {
-                c.push(p, self.gpvs);
-            }
-        }
-        let now = realtime_ns();
-        for p in batch.iter() {
-            self.delays.record(now.saturating_sub(p.ts_ns));
-        }
-        batch.clear();
+/// Hands the batch to the chain and records each packet's queueing delay.
+#[inline]
+fn process<C: Chain>(chain: &mut C, batch: &mut Vec<PacketRecord>, delays: &mut DelayHistogram) {
+    if batch.is_empty() {
+        return;
     }
+    chain.batch(batch);
+    let now = realtime_ns();
+    for p in batch.iter() {
+        delays.record(now.saturating_sub(p.ts_ns));
+    }
+    batch.clear();
 }

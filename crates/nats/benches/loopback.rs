@@ -89,6 +89,7 @@ fn run(url: &str, windows: u64, pace: Option<Duration>, max_poll_batch: usize) -
         shared: false,
         shared_events: None,
         hosts_board: None,
+        history: None,
     };
     let manager = {
         let (stop, fired) = (Arc::clone(&stop), Arc::clone(&fired));

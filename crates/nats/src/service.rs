@@ -55,6 +55,11 @@ use crate::{NatsError, Security};
 use clarion_store::StoredExport;
 use tracing::{debug, info, warn};
 
+/// The wall-clock time before which reports are older than `age`.
+fn age_cut(age: Duration) -> u64 {
+    crate::wall_ns().saturating_sub(age.as_nanos().min(u128::from(u64::MAX)) as u64)
+}
+
 /// A host not heard from for this long is `down`.
 const HOST_SILENT: Duration = Duration::from_secs(3);
 /// Most agent messages read in one go before the polls they cause are sent.
@@ -104,6 +109,17 @@ pub struct ManagerOptions {
     /// Where the hosts' list (with their health) is written every second,
     /// for the manager's metrics page; none: not kept.
     pub hosts_board: Option<clarion_control::HostsBoard>,
+    /// Keep the network-wide reports in the store, so bounded (none, or
+    /// no store: not kept). See [`clarion_store::history`].
+    pub history: Option<HistoryLimits>,
+}
+
+/// How much report history the manager keeps in its store: the newest
+/// `max_reports` at most, none written longer than `max_age` ago.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryLimits {
+    pub max_reports: u64,
+    pub max_age: Option<Duration>,
 }
 
 /// The JetStream stream that keeps `clarion.events` with `--jetstream`.
@@ -184,6 +200,11 @@ pub struct ManagerStats {
     pub claimed: u64,
     /// Drill-down instances installed.
     pub instances: u64,
+    /// Reports kept in the store's history, dropped from it (over its
+    /// bounds), and not kept because the store failed.
+    pub history_kept: u64,
+    pub history_dropped: u64,
+    pub history_failed: u64,
 }
 
 type Key = (EventId, u64, GroupKey);
@@ -308,6 +329,7 @@ pub fn serve(
         let mut s = Service::new(client.clone(), name, book, opts.poll_timeout);
         s.max_poll_batch = opts.max_poll_batch.max(1);
         s.restore_exports()?;
+        s.start_history(opts.history)?;
         if opts.shared {
             s.shared = Some(Shared::open(&client, name).await?);
             s.sync_shared().await?;
@@ -413,6 +435,14 @@ struct Service {
     /// overtakes its install). Sent a slice at a time between the loop's
     /// other work ([`Service::drain_outbox`]).
     outbox: VecDeque<Outgoing>,
+    /// The report history's bounds (none: not kept).
+    history: Option<HistoryLimits>,
+    /// Reports written and not yet in the history, and the decisions whose
+    /// satisfaction reports are acknowledged once they are (so that a
+    /// manager killed meanwhile loses none from its history either: the
+    /// hosts send them again, see `write_history`).
+    history_pending: Vec<clarion_store::NewReport>,
+    history_acks: Vec<Key>,
 }
 
 impl Service {
@@ -458,7 +488,112 @@ impl Service {
             storing: 0,
             applying: None,
             outbox: VecDeque::new(),
+            history: None,
+            history_pending: Vec::new(),
+            history_acks: Vec::new(),
         }
+    }
+
+    /// Keeps reports in the store's history from now on, within `limits`
+    /// (trimmed at once to them: a manager restarted with lower bounds).
+    fn start_history(&mut self, limits: Option<HistoryLimits>) -> Result<(), NatsError> {
+        let (Some(limits), Some(store)) = (limits, self.book.store()) else {
+            return Ok(());
+        };
+        let mut dropped = store.trim_reports(limits.max_reports)?;
+        if let Some(age) = limits.max_age {
+            dropped += store.expire_reports(age_cut(age))?;
+        }
+        let kept = store.reports_kept()?;
+        self.stats.history_dropped += dropped;
+        self.stats.history_kept = kept;
+        if kept > 0 {
+            info!(target: "manager", reports = kept, dropped, store = %store.path(),
+                "report history: {kept} report(s) kept in {}", store.path());
+        }
+        self.history = Some(limits);
+        Ok(())
+    }
+
+    /// Stores the reports written since last time in one transaction,
+    /// then acknowledges the satisfaction reports of their decisions. Not
+    /// while a request's events are being stored on the store's other
+    /// connection (the loop never waits for its lock), unless `now` (at
+    /// exit). A store that fails is said, and the reports acknowledged
+    /// anyway: the manager's output has them.
+    fn write_history(&mut self, now: bool) {
+        if self.history_pending.is_empty() || (self.storing > 0 && !now) {
+            return;
+        }
+        let (Some(limits), Some(store)) = (self.history, self.book.store()) else {
+            return;
+        };
+        let rows = std::mem::take(&mut self.history_pending);
+        match store.append_reports(&rows, limits.max_reports) {
+            Ok(dropped) => {
+                self.stats.history_dropped += dropped;
+                self.stats.history_kept = store.reports_kept().unwrap_or(self.stats.history_kept);
+            }
+            Err(e) => {
+                if self.stats.history_failed == 0 {
+                    warn!(target: "manager", reason = %e,
+                        "{} report(s) not kept in the history (they are in the output; said once): {e}", rows.len());
+                }
+                self.stats.history_failed += rows.len() as u64;
+            }
+        }
+        for key in std::mem::take(&mut self.history_acks) {
+            self.decided(key);
+        }
+    }
+
+    /// A page of the report history, as `HistoryPage` in docs/api/openapi.yaml.
+    fn history_page(
+        &mut self,
+        r: clarion_control::HistoryRequest,
+    ) -> Result<serde_json::Value, ControlError> {
+        let limits = match (self.history, self.book.store()) {
+            (Some(limits), Some(_)) => limits,
+            _ => {
+                return Err(ControlError::NotFound(
+                    "this manager keeps no report history (it runs with --no-store, --shared or --report-history 0)".into(),
+                ))
+            }
+        };
+        // What was written already is in the page.
+        self.write_history(false);
+        let Some(store) = self.book.store() else {
+            return Err(ControlError::Failed("the store went away".into()));
+        };
+        let page = store
+            .reports_page(&clarion_store::HistoryQuery {
+                event: r.event,
+                from_ns: r.from_ns,
+                to_ns: r.to_ns,
+                limit: r.limit,
+                before: r.before,
+                after: r.after,
+            })
+            .map_err(|e| ControlError::Failed(e.to_string()))?;
+        let reports: Vec<serde_json::Value> = page
+            .reports
+            .iter()
+            .map(|x| {
+                let report: serde_json::Value = serde_json::from_str(&x.report)
+                    .map_err(|e| ControlError::Failed(format!("stored report {} is not JSON: {e}", x.seq)))?;
+                Ok(serde_json::json!({ "seq": x.seq, "report": report }))
+            })
+            .collect::<Result<_, ControlError>>()?;
+        Ok(serde_json::json!({
+            "reports": reports,
+            "older": page.older,
+            "newer": page.newer,
+            "last": page.last,
+            "kept": page.kept,
+            "dropped": page.dropped,
+            "max_reports": limits.max_reports,
+            "max_age_s": limits.max_age.map(|a| a.as_secs()),
+        }))
     }
 
     fn host_name(&self, h: HostId) -> String {
@@ -749,6 +884,7 @@ impl Service {
         if chores.stored_at.elapsed() >= STORE_EVERY {
             chores.stored_at = Instant::now();
             self.store_progress();
+            self.expire_history();
             self.silent_hosts();
             if let Some(board) = &opts.hosts_board {
                 board.set(self.host_infos());
@@ -776,7 +912,9 @@ impl Service {
         let mut effects = Vec::new();
         self.desk.finish(self.book.manager_mut(), &mut effects);
         self.carry(effects, on_report).await;
-        // Their reports are acknowledged, with every acknowledgement held.
+        // Their reports are kept, then acknowledged, with every
+        // acknowledgement held.
+        self.write_history(true);
         self.flush_polls().await;
         self.send_acks(true).await;
         self.store_progress();
@@ -906,6 +1044,26 @@ impl Service {
         }
         if let Err(e) = self.book.store_instances() {
             warn!(target: "manager", reason = %e, "drill-down instances not stored (tried again in a second): {e}");
+        }
+    }
+
+    /// Drops the reports older than the history's age bound.
+    fn expire_history(&mut self) {
+        let age = self.history.and_then(|h| h.max_age);
+        let (Some(age), Some(store)) = (age, self.book.store()) else {
+            return;
+        };
+        if self.storing > 0 {
+            return; // as store_progress
+        }
+        match store.expire_reports(age_cut(age)) {
+            Ok(n) => {
+                self.stats.history_dropped += n;
+                self.stats.history_kept = self.stats.history_kept.saturating_sub(n);
+            }
+            Err(e) => {
+                warn!(target: "manager", reason = %e, "old reports not dropped from the history (tried again in a second): {e}")
+            }
         }
     }
 
@@ -1252,8 +1410,11 @@ impl Service {
         }
     }
 
-    /// Sends the waiting polls (one request per host and batch).
+    /// Sends the waiting polls (one request per host and batch), after
+    /// writing the reports decided so far to the history (they are kept
+    /// before their acknowledgements leave).
     async fn flush_polls(&mut self) {
+        self.write_history(false);
         let hosts = std::mem::take(&mut self.to_flush);
         for host in hosts {
             if self.to_poll[host].is_empty() {
@@ -1569,10 +1730,20 @@ impl Service {
                     if emptied {
                         self.unwritten.remove(&written);
                     }
-                    if let Some(key) = key {
+                    let value = r.to_json();
+                    let json = value.to_string();
+                    if self.history.is_some() {
+                        self.history_pending.push(clarion_store::NewReport {
+                            event: written.0,
+                            window_start_ns: written.1,
+                            group: value["group"].to_string(),
+                            written_ns: crate::wall_ns(),
+                            report: json.clone(),
+                        });
+                        self.history_acks.extend(key);
+                    } else if let Some(key) = key {
                         self.decided(key);
                     }
-                    let json = r.to_json().to_string();
                     if let Some(tx) = &self.reports {
                         // No subscriber is not an error.
                         let _ = tx.send(json.clone());
@@ -1624,6 +1795,9 @@ impl Service {
                 );
             }
             Command::Exports(x) => self.exports_command(x).await,
+            Command::History { request, reply } => {
+                let _ = reply.send(self.history_page(request));
+            }
             Command::Flows { reply, .. } => {
                 let _ = reply.send(Err(ControlError::NotFound(
                     "the manager keeps no flow records: a host does (clarion run -i or agent -i with --api and --records; ask that host's API)".into(),

@@ -53,9 +53,9 @@ use crate::error::{invalid, OverloadError};
 /// What the simulated queue serves with: the monitor, or a model of it.
 pub trait Server {
     /// Serve the next packet of the input (in order; it arrived at
-    /// `arrival_ns`, service starts at `start_ns`); return its service time
-    /// in ns.
-    fn serve(&mut self, arrival_ns: u64, start_ns: u64) -> u64;
+    /// `arrival_ns`, service starts at `start_ns`, `waiting` packets wait
+    /// in the ring behind it); return its service time in ns.
+    fn serve(&mut self, arrival_ns: u64, start_ns: u64, waiting: usize) -> u64;
     /// At each window end (in simulated time), with that window's figures;
     /// the server may reconfigure for the next window.
     fn window_end(&mut self, w: &WindowStats);
@@ -250,7 +250,7 @@ struct Sim {
 
 impl Sim {
     fn start(&mut self, arrival: u64, start: u64, server: &mut impl Server) -> Result<(), OverloadError> {
-        let service = server.serve(arrival, start);
+        let service = server.serve(arrival, start, self.ring.len());
         let departure = start
             .checked_add(service)
             .ok_or(OverloadError::TimeOverflow { what: "a departure" })?;
@@ -310,7 +310,7 @@ mod tests {
     /// Serves every packet in a fixed time; logs nothing.
     struct Fixed(u64);
     impl Server for Fixed {
-        fn serve(&mut self, _: u64, _: u64) -> u64 {
+        fn serve(&mut self, _: u64, _: u64, _: usize) -> u64 {
             self.0
         }
         fn window_end(&mut self, _: &WindowStats) {}

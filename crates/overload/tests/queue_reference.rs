@@ -15,7 +15,12 @@ use proptest::prelude::*;
 
 #[derive(Clone, Debug, PartialEq)]
 enum Call {
-    Serve { arrival: u64, start: u64, service: u64 },
+    Serve {
+        arrival: u64,
+        start: u64,
+        waiting: usize,
+        service: u64,
+    },
     Window(WindowStats),
     Dropped(u64),
 }
@@ -41,12 +46,13 @@ impl Feedback {
 }
 
 impl Server for Feedback {
-    fn serve(&mut self, arrival: u64, start: u64) -> u64 {
+    fn serve(&mut self, arrival: u64, start: u64, waiting: usize) -> u64 {
         let service = self.services[self.n % self.services.len()] * self.factor;
         self.n += 1;
         self.log.push(Call::Serve {
             arrival,
             start,
+            waiting,
             service,
         });
         service
@@ -83,7 +89,7 @@ struct Reference<'s, S> {
 impl<S: Server> Reference<'_, S> {
     fn start(&mut self, a: u64, t: u64) {
         self.last_start = t;
-        let x = self.server.serve(a, t);
+        let x = self.server.serve(a, t, self.queue.len());
         self.served += 1;
         self.work += x;
         self.wait_max = self.wait_max.max(t - a);
@@ -246,7 +252,7 @@ proptest! {
         fixed.factor = 1;
         struct NoFeedback(Feedback);
         impl Server for NoFeedback {
-            fn serve(&mut self, a: u64, s: u64) -> u64 { self.0.serve(a, s) }
+            fn serve(&mut self, a: u64, s: u64, w: usize) -> u64 { self.0.serve(a, s, w) }
             fn window_end(&mut self, _: &WindowStats) {}
             fn dropped(&mut self, a: u64) { self.0.dropped(a) }
         }
@@ -279,7 +285,7 @@ proptest! {
         let arrivals: Vec<u64> = Constant::new(pps).unwrap().take(n as usize).collect();
         struct Fixed(u64);
         impl Server for Fixed {
-            fn serve(&mut self, _: u64, _: u64) -> u64 { self.0 }
+            fn serve(&mut self, _: u64, _: u64, _: usize) -> u64 { self.0 }
             fn window_end(&mut self, _: &WindowStats) {}
             fn dropped(&mut self, _: u64) {}
         }

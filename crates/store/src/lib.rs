@@ -2,7 +2,8 @@
 //! installed network-wide event (its id, name and canonical source), the
 //! drill-down instances its events' firings installed (what made each:
 //! an instance is a function of its firing and its parent's source), the
-//! export policies its hosts run (in order, with the set's version) and a
+//! export policies its hosts run (in order, with the set's version), the
+//! network-wide reports it wrote (a bounded history: [`history`]) and a
 //! few numbers of the manager's (when it was last alive, the latest window
 //! it saw). A manager that restarts reinstalls the events and instances
 //! under the same ids (hosts still holding their triggers keep them),
@@ -14,7 +15,7 @@
 //! that reads it.
 //!
 //! Schemas: 1 held events and numbers; 2 added export policies and
-//! drill-down instances. A
+//! drill-down instances; 3 the reports' history. A
 //! store of an older schema is brought up to date when opened (the tables
 //! it lacks created, nothing else touched).
 //!
@@ -30,6 +31,9 @@ use std::path::Path;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use thiserror::Error;
+
+pub mod history;
+pub use history::{HistoryPage, HistoryQuery, NewReport, StoredReport};
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -102,10 +106,10 @@ pub struct StoredInstance {
     pub end_ns: Option<u64>,
 }
 
-const SCHEMA: i64 = 2;
+const SCHEMA: i64 = 3;
 
 /// The store's tables, the schema that introduced each, and their columns in order.
-const TABLES: [(&str, i64, &[&str]); 4] = [
+const TABLES: [(&str, i64, &[&str]); 5] = [
     ("events", 1, &["id", "name", "source", "added_ns"]),
     ("meta", 1, &["key", "value"]),
     ("exports", 2, &["position", "name", "source", "added_ns"]),
@@ -124,6 +128,18 @@ const TABLES: [(&str, i64, &[&str]); 4] = [
             "end_ns",
         ],
     ),
+    (
+        "reports",
+        3,
+        &[
+            "seq",
+            "event",
+            "window_start_ns",
+            "group_key",
+            "written_ns",
+            "report",
+        ],
+    ),
 ];
 
 /// The meta number holding the export policies' version.
@@ -134,6 +150,10 @@ const EXPORTS_VERSION: &str = "exports_version";
 pub struct Store {
     conn: Connection,
     path: String,
+    /// How many reports the history holds, counted once and then kept up
+    /// to date by this connection's writes (a count is a scan of the
+    /// table); `None` after a failed write: counted again.
+    kept: std::cell::Cell<Option<u64>>,
 }
 
 impl Store {
@@ -176,7 +196,11 @@ impl Store {
     /// Checks what the file holds before writing anything to it, then
     /// creates the missing tables when `create` allows.
     fn ready(conn: Connection, path: String, create: bool) -> Result<Store, StoreError> {
-        let s = Store { conn, path };
+        let s = Store {
+            conn,
+            path,
+            kept: std::cell::Cell::new(None),
+        };
         let found: i64 = s
             .conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -238,7 +262,17 @@ impl Store {
                      decided_ns INTEGER NOT NULL,
                      end_ns INTEGER
                  );
-                 PRAGMA user_version = 2;",
+                 CREATE TABLE IF NOT EXISTS reports (
+                     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                     event TEXT NOT NULL,
+                     window_start_ns INTEGER NOT NULL,
+                     group_key TEXT NOT NULL,
+                     written_ns INTEGER NOT NULL,
+                     report TEXT NOT NULL,
+                     UNIQUE (event, window_start_ns, group_key),
+                     UNIQUE (event, seq)
+                 );
+                 PRAGMA user_version = 3;",
             )
             .map_err(|e| s.err(e))?;
         Ok(s)

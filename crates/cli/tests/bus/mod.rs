@@ -717,3 +717,22 @@ fn ip(args: &[&str]) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// `GET path` on the API at `port` with `token`: the status and the body
+/// as JSON (null when it is not).
+pub fn api_get(port: u16, path: &str, token: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("sent");
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+}

@@ -66,11 +66,14 @@ pub(super) struct Bypass {
     /// At or above `threshold`: the share raised during the epoch. Flows
     /// between the two are bypassed unless measured in the epoch already.
     raised: u64,
-    /// The two as shares of flows, in `[0, MAX_BYPASS]`, and when the
-    /// share was raised (packet time).
+    /// The two as shares of flows, in `[0, MAX_BYPASS]`.
     share: f64,
     raised_share: f64,
-    raised_at_ns: u64,
+    /// Each raise's step times its packet time, summed (`Σ Δᵢ·tᵢ`): with
+    /// `raised_share − share = Σ Δᵢ`, what [`Bypass::ratio`] needs of
+    /// raises made at several times in the epoch (a relief may come
+    /// several times, `Monitor::relieve`).
+    raised_at_sum: f64,
 }
 
 /// Bits of [`bypass_bits`].
@@ -105,7 +108,7 @@ impl Bypass {
             raised: bits_of(share),
             share,
             raised_share: share,
-            raised_at_ns: 0,
+            raised_at_sum: 0.0,
         }
     }
 
@@ -117,8 +120,8 @@ impl Bypass {
         let share = clamped(share);
         if share > self.raised_share {
             self.raised = bits_of(share);
+            self.raised_at_sum += (share - self.raised_share) * now_ns as f64;
             self.raised_share = share;
-            self.raised_at_ns = now_ns;
         }
     }
 
@@ -150,14 +153,18 @@ impl Bypass {
 
     /// Bypassed flow-epochs per flow-epoch seen in the epoch
     /// `[start_ns, end_ns)`, `b / (1 − b)`, with `b` the share in force
-    /// and, for the part of the epoch after a raise, the raised one (the
-    /// flows it added whose first packet came after it: a uniform spread
-    /// of first packets over the epoch assumed).
+    /// and each raise's step for the part of the epoch after it (the flows
+    /// it added whose first packet came after it: a uniform spread of
+    /// first packets over the epoch assumed). Raises are made within the
+    /// epoch (`start_ns ≤ tᵢ ≤ end_ns`), so the part after them all is
+    /// `Σ Δᵢ·(end − tᵢ) = end·Σ Δᵢ − Σ Δᵢ·tᵢ`.
     pub(super) fn ratio(&self, start_ns: u64, end_ns: u64) -> f64 {
         let mut b = self.share;
-        if self.raised_share > self.share && end_ns > start_ns {
-            let after = end_ns.saturating_sub(self.raised_at_ns.max(start_ns));
-            b += (self.raised_share - self.share) * after as f64 / (end_ns - start_ns) as f64;
+        let steps = self.raised_share - self.share;
+        if steps > 0.0 && end_ns > start_ns {
+            let span = (end_ns - start_ns) as f64;
+            let after = (end_ns as f64 * steps - self.raised_at_sum).clamp(0.0, steps * span);
+            b += after / span;
         }
         b / (1.0 - b)
     }
@@ -202,6 +209,37 @@ impl Monitor {
         if !self.started {
             self.bypass = Bypass::new(a.bypass);
         }
+    }
+
+    /// Degraded mode, within an epoch: the driver falls behind (its ring
+    /// fills) and cannot wait for the epoch's end, where
+    /// [`Monitor::adapt_to`] decides from the epoch's load
+    /// (`clarion_adapt::Relief` says when). `serving_ns` is what the
+    /// packets served lately cost on average, in the driver's measure;
+    /// `available_ns` what one may cost from now on. Of the flows not
+    /// bypassed, a further share `x = (serving − available) /
+    /// (serving − T_bypass)` is bypassed at once (those the epoch has not
+    /// measured yet: a flow is measured for an epoch whole or not at all),
+    /// and from the next epoch until a decision lowers it. The packets
+    /// served lately mix bypassed and measured ones, so `x` is an
+    /// underestimate when some were bypassed already: the driver asks
+    /// again on the packets served after this. Never lowers the share.
+    /// Returns the share now in force at a flow's first packet of an epoch
+    /// (`None` in normal mode or for figures that are not numbers).
+    pub fn relieve(&mut self, serving_ns: f64, available_ns: f64) -> Option<f64> {
+        let a = self.adapt.as_mut()?;
+        if !(serving_ns.is_finite() && available_ns.is_finite()) {
+            return None;
+        }
+        let t_bypass = a.config.costs.bypass_ns;
+        let current = self.bypass.current();
+        if serving_ns > available_ns && serving_ns > t_bypass {
+            let x = ((serving_ns - available_ns.max(t_bypass)) / (serving_ns - t_bypass)).clamp(0.0, 1.0);
+            let share = clamped(current + (1.0 - current) * x);
+            a.bypass = a.bypass.max(share);
+            self.bypass.raise(share, self.now);
+        }
+        Some(self.bypass.current())
     }
 
     /// At an epoch's start: the share decided for it takes force.
@@ -268,6 +306,24 @@ mod tests {
         assert_eq!(Bypass::new(2.0).share, MAX_BYPASS);
         assert_eq!(Bypass::new(f64::NAN).share, 0.0);
         assert!((Bypass::new(0.5).ratio(0, 10) - 1.0).abs() < 1e-12);
+    }
+
+    /// Raises at several times each count for the part of the epoch
+    /// after them.
+    #[test]
+    fn the_ratio_weighs_each_raise_by_the_time_after_it() {
+        let mut b = Bypass::new(0.1);
+        // Epoch [1,000, 2,000): 0.2 more from 1,500, 0.2 more from 1,750.
+        b.raise(0.3, 1_500);
+        b.raise(0.2, 1_600); // lower: ignored
+        b.raise(0.5, 1_750);
+        let share = 0.1 + 0.2 * 0.5 + 0.2 * 0.25;
+        assert!((b.ratio(1_000, 2_000) - share / (1.0 - share)).abs() < 1e-12);
+        assert_eq!(b.current(), 0.5);
+        // One raise at the epoch's start: the raised share throughout.
+        let mut c = Bypass::new(0.0);
+        c.raise(0.5, 1_000);
+        assert!((c.ratio(1_000, 2_000) - 1.0).abs() < 1e-12);
     }
 
     fn key(i: u64) -> clarion_wire::FlowKey {

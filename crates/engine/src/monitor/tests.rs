@@ -1536,3 +1536,55 @@ fn adapt_to_bypasses_flows_when_the_lightest_states_do_not_fit() {
     }
     assert_eq!(last, 0.0);
 }
+
+/// Relief within an epoch (`bypass.rs`, `Monitor::relieve`): before any
+/// sweep (no load known, so `adapt_to` cannot decide), a driver falling
+/// behind raises the bypassed share at once, for the flows the epoch has
+/// not measured; flows measured before it keep being measured; the share
+/// carries into the next epoch and a relief never lowers it.
+#[test]
+fn relieve_bypasses_unmeasured_flows_at_once_in_the_first_epoch() {
+    let src = "event a\n when sum(volume) > 1000000\n per 5tuple\n every 10ms\n";
+    let mut m = degraded(src, crate::config::AdaptConfig::default());
+    let mut out = Vec::new();
+    let t0 = 1_000_000_000_000u64;
+    let packet = dns_packet;
+    for f in 0..500u16 {
+        m.process(&packet(f, t0 + u64::from(f)), &mut out);
+    }
+    assert!(m.adapt_to(100.0).is_none(), "nothing swept yet");
+    let costs = crate::config::StateCosts::default();
+    // Serving at 250 ns, 100 available: 150 of 242 ns above T_bypass.
+    let share = m.relieve(250.0, 100.0).expect("degraded mode");
+    let want = 150.0 / (250.0 - costs.bypass_ns);
+    assert!((share - want).abs() < 1e-9, "{share} against {want}");
+    assert_eq!(m.bypass(), share);
+    // Flows 0..500 were measured: their packets still are; of 500 new
+    // ones, about `share` are bypassed.
+    for f in 0..500u16 {
+        m.process(&packet(f, t0 + 1_000 + u64::from(f)), &mut out);
+    }
+    assert_eq!(m.counters().packets_bypassed, 0);
+    for f in 500..1000u16 {
+        m.process(&packet(f, t0 + 2_000 + u64::from(f)), &mut out);
+    }
+    let bypassed = m.counters().packets_bypassed as f64 / 500.0;
+    assert!(
+        (bypassed - share).abs() < 0.08,
+        "{bypassed} of new flows bypassed"
+    );
+    // Asked again with the packets it serves now (some bypassed): more.
+    let more = m.relieve(150.0, 100.0).expect("degraded mode");
+    assert!(more > share, "{more} after {share}");
+    // Never less, and nothing for figures that are not numbers.
+    assert_eq!(m.relieve(50.0, 100.0), Some(more));
+    assert_eq!(m.relieve(f64::NAN, 100.0), None);
+    assert_eq!(m.bypass(), more);
+    // The next epoch starts with it: flow 0 is bypassed there if taken.
+    m.process(&packet(0, t0 + 10_000_000), &mut out);
+    m.sweep_step(usize::MAX, &mut out);
+    assert_eq!(m.bypass(), more);
+    // Normal mode: nothing to relieve.
+    let mut normal = Monitor::new(MonitorConfig::default());
+    assert_eq!(normal.relieve(250.0, 100.0), None);
+}

@@ -156,6 +156,7 @@ pub fn fleet_manager(a: &FleetManagerArgs) -> Result<ExitCode, Failure> {
         shared: a.shared,
         shared_events: events.filter(|_| a.shared),
         hosts_board: None,
+        history: None,
     };
     let s = clarion_nats::serve(&opts, &a.name, book, None, stop, &mut |_| {})?;
     let v = json!({

@@ -80,44 +80,29 @@ fn every_family_has_help_and_type_once_and_no_quantile_gauges() {
         i.downs.store(2, Ordering::Relaxed);
     }
     let page = render(&w, &host);
-    assert_eq!(
-        value(&page, "clarion_packets_total{worker=\"1\"}").as_deref(),
-        Some("42")
-    );
-    assert_eq!(
-        value(&page, "clarion_queue_delay_seconds_max{worker=\"0\"}").as_deref(),
-        Some("0.0015")
-    );
-    assert_eq!(
-        value(&page, "clarion_reports_total{scope=\"host\"}").as_deref(),
-        Some("2")
-    );
-    assert_eq!(
-        value(&page, "clarion_reports_partial_total{scope=\"host\"}").as_deref(),
-        Some("1")
-    );
-    assert_eq!(
-        value(
-            &page,
-            "clarion_event_last_value{event=\"a\",scope=\"host\",group=\"all\",aggregate=\"count\"}"
-        )
-        .as_deref(),
-        Some("4")
-    );
-    assert_eq!(
-        value(&page, "clarion_interface_up{interface=\"eth0\"}").as_deref(),
-        Some("0")
-    );
-    assert_eq!(
-        value(&page, "clarion_interface_down_total{interface=\"eth0\"}").as_deref(),
-        Some("2")
-    );
-    assert_eq!(
-        value(&page, "clarion_interface_up{interface=\"we\\\"ird\"}").as_deref(),
-        Some("1")
-    );
+    let expected = [
+        ("clarion_packets_total{worker=\"1\"}", "42"),
+        ("clarion_queue_delay_seconds_max{worker=\"0\"}", "0.0015"),
+        ("clarion_reports_total{scope=\"host\"}", "2"),
+        ("clarion_reports_partial_total{scope=\"host\"}", "1"),
+        (
+            "clarion_event_last_value{event=\"a\",scope=\"host\",group=\"all\",aggregate=\"count\"}",
+            "4",
+        ),
+        ("clarion_interface_up{interface=\"eth0\"}", "0"),
+        ("clarion_interface_down_total{interface=\"eth0\"}", "2"),
+        ("clarion_interface_up{interface=\"we\\\"ird\"}", "1"),
+    ];
+    for (sample, want) in expected {
+        assert_eq!(value(&page, sample).as_deref(), Some(want), "{sample}");
+    }
     assert!(!page.contains("p99") && !page.contains("seconds_last"), "{page}");
-    // Each sample belongs to the family of the latest TYPE line, declared once.
+    each_sample_of_one_family_declared_once(&page);
+    assert!(page.contains("clarion_build_info{version=\""), "{page}");
+}
+
+/// Each sample belongs to the family of the latest TYPE line, declared once.
+fn each_sample_of_one_family_declared_once(page: &str) {
     let mut declared = std::collections::HashSet::new();
     let mut current: Option<(String, String)> = None;
     for l in page.lines() {
@@ -142,7 +127,6 @@ fn every_family_has_help_and_type_once_and_no_quantile_gauges() {
             assert!(ok, "{l} is not of {name}");
         }
     }
-    assert!(page.contains("clarion_build_info{version=\""), "{page}");
 }
 
 #[test]

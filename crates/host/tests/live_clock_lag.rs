@@ -13,7 +13,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clarion_engine::{Monitor, MonitorConfig};
+use clarion_host::LiveChain;
 use clarion_live::{realtime_ns, Frame, LiveError, Source, Worker, WorkerConfig, WorkerEvent, WorkerMetrics};
+use clarion_pipeline::{Pipeline, Stages};
 use clarion_wire::build::FrameSpec;
 use clarion_wire::LinkType;
 
@@ -96,8 +98,6 @@ fn the_lag_is_the_floor_until_a_packet_shows_the_kernel_held_it_back() {
         stop: Arc::clone(&stop),
         deadline: Some(Instant::now() + Duration::from_secs(60)),
         down_timeout: Duration::from_secs(3600),
-        records: None,
-        gpvs: None,
     };
     let monitor = Monitor::new(MonitorConfig {
         synchronous_sweep: false,
@@ -105,7 +105,8 @@ fn the_lag_is_the_floor_until_a_packet_shows_the_kernel_held_it_back() {
     });
     let metrics = Arc::new(WorkerMetrics::default());
     let (tx, events) = mpsc::channel();
-    let worker = Worker::new(cfg, monitor, vec![source], tx, Arc::clone(&metrics));
+    let chain = LiveChain::new(Pipeline::new(monitor, Stages::default()), vec![0]);
+    let worker = Worker::new(cfg, chain, vec![source], tx, Arc::clone(&metrics));
     let handle = std::thread::spawn(move || worker.run());
     let lag = || metrics.clock_lag_ns.load(Ordering::Relaxed);
     until("the worker ticks its clock on the quiet wire", || lag() > 0);

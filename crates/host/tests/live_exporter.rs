@@ -22,7 +22,9 @@ use clarion_capture::PacketSource;
 use clarion_engine::{Monitor, MonitorConfig};
 use clarion_export::{ExportConfig, Exporter};
 use clarion_headers::{Decoder, HeaderRecord};
+use clarion_host::LiveChain;
 use clarion_live::{realtime_ns, Frame, LiveError, Source, Worker, WorkerConfig, WorkerEvent, WorkerMetrics};
+use clarion_pipeline::{ExportPolicies, Pipeline, Stages};
 use clarion_wire::build::{FrameSpec, IpPair, TcpSpec, Transport};
 use clarion_wire::LinkType;
 use proptest::prelude::*;
@@ -202,16 +204,18 @@ fn run(queues: [Vec<Vec<u8>>; 2], interfaces: [u16; 2], fail: bool) -> Outcome {
         deadline: Some(Instant::now() + Duration::from_secs(30)),
         // The queues' made-up interfaces are "down": never stop for it.
         down_timeout: Duration::from_secs(3600),
-        records: None,
-        gpvs: None,
     };
     let monitor = Monitor::new(MonitorConfig {
         synchronous_sweep: false,
         ..MonitorConfig::default()
     });
     let (tx, rx) = mpsc::channel();
-    let worker = Worker::new(cfg, monitor, sources, tx, Arc::new(WorkerMetrics::default()))
-        .with_exporter(exporter, &interfaces);
+    let stages = Stages {
+        exports: Some(ExportPolicies::new(exporter)),
+        ..Stages::default()
+    };
+    let chain = LiveChain::new(Pipeline::new(monitor, stages), interfaces.to_vec());
+    let worker = Worker::new(cfg, chain, sources, tx, Arc::new(WorkerMetrics::default()));
     let started = Instant::now();
     let handle = std::thread::spawn(move || worker.run());
     let mut decoder = Decoder::new();
@@ -235,7 +239,7 @@ fn run(queues: [Vec<Vec<u8>>; 2], interfaces: [u16; 2], fail: bool) -> Outcome {
     let mut failed = false;
     for ev in rx.try_iter() {
         match ev {
-            WorkerEvent::Finished(_, s) => summary = s.exports,
+            WorkerEvent::Outputs(_, o) if o.exports.is_some() => summary = o.exports,
             WorkerEvent::Failed(..) => failed = true,
             _ => {}
         }
@@ -476,21 +480,13 @@ fn measure_worker_rate_with_and_without_exports() {
             stop: Arc::clone(&stop),
             deadline: Some(Instant::now() + Duration::from_secs(120)),
             down_timeout: Duration::from_secs(3600),
-            records: None,
-            gpvs: None,
         };
         let monitor = Monitor::new(MonitorConfig {
             synchronous_sweep: false,
             ..MonitorConfig::default()
         });
         let (tx, rx) = mpsc::channel();
-        let mut worker = Worker::new(
-            cfg,
-            monitor,
-            vec![Box::new(queue)],
-            tx,
-            Arc::new(WorkerMetrics::default()),
-        );
+        let mut stages = Stages::default();
         if exports {
             let policies = clarion_lang::check_exports(text).expect("policies");
             let config = ExportConfig {
@@ -498,8 +494,18 @@ fn measure_worker_rate_with_and_without_exports() {
                 run_id: "m".into(),
                 ..ExportConfig::default()
             };
-            worker = worker.with_exporter(Exporter::new(&policies, &config).expect("an exporter"), &[0]);
+            stages.exports = Some(ExportPolicies::new(
+                Exporter::new(&policies, &config).expect("an exporter"),
+            ));
         }
+        let chain = LiveChain::new(Pipeline::new(monitor, stages), vec![0]);
+        let worker = Worker::new(
+            cfg,
+            chain,
+            vec![Box::new(queue)],
+            tx,
+            Arc::new(WorkerMetrics::default()),
+        );
         let handle = std::thread::spawn(move || worker.run());
         while span.lock().expect("span").1.is_none() {
             std::thread::sleep(Duration::from_millis(5));
@@ -508,13 +514,17 @@ fn measure_worker_rate_with_and_without_exports() {
         handle.join().expect("the worker ends");
         let (first, last) = *span.lock().expect("span");
         let took = last.expect("drained") - first.expect("started");
-        let stats = rx.try_iter().find_map(|ev| match ev {
-            WorkerEvent::Finished(_, s) => Some(s),
-            _ => None,
-        });
+        let (mut stats, mut exported) = (None, None);
+        for ev in rx.try_iter() {
+            match ev {
+                WorkerEvent::Finished(_, s) => stats = Some(s),
+                WorkerEvent::Outputs(_, o) if o.exports.is_some() => exported = o.exports,
+                _ => {}
+            }
+        }
         let s = stats.expect("the summary");
         assert_eq!(s.counters.packets, frames.len() as u64);
-        if let Some(x) = &s.exports {
+        if let Some(x) = &exported {
             assert_eq!(x.offered, frames.len() as u64);
         }
         eprintln!(
@@ -523,7 +533,7 @@ fn measure_worker_rate_with_and_without_exports() {
             took,
             frames.len() as f64 / took.as_secs_f64() / 1e6,
             took.as_nanos() as f64 / frames.len() as f64,
-            s.exports
+            exported
                 .map(|x| format!(
                     "; {:?}",
                     x.destinations

@@ -1,11 +1,11 @@
 //! A worker's export policies replaced while it runs
-//! (`WorkerCommand::SetExports`), on generated traffic, without a network:
+//! (a `Command` on its chain's `ExportPolicies`), on generated traffic, without a network:
 //! the worker starts with an exporter without policies; frames of phase
 //! one arrive; a `send packets to pcapng` policy is installed; frames of
 //! phase two arrive; it is removed; frames of phase three arrive. The
 //! files hold exactly phase two's UDP frames (the reference: the frames
 //! handed over, parsed by `parse_frame`), the exporter's counters say so
-//! while it runs (`WorkerCommand::ExportStats`) and in the summary.
+//! while it runs (another `Command`) and as it ends.
 //! A worker whose exporter never had a policy reports no export counters.
 
 use std::collections::VecDeque;
@@ -18,9 +18,11 @@ use std::time::{Duration, Instant};
 use clarion_capture::PacketSource;
 use clarion_engine::{Monitor, MonitorConfig};
 use clarion_export::{ExportConfig, ExportStats, Exporter};
+use clarion_host::LiveChain;
 use clarion_live::{
-    realtime_ns, Frame, LiveError, Source, Worker, WorkerCommand, WorkerConfig, WorkerEvent, WorkerMetrics,
+    realtime_ns, Command, Frame, LiveError, Source, Worker, WorkerConfig, WorkerEvent, WorkerMetrics,
 };
+use clarion_pipeline::{ExportPolicies, Outputs, Pipeline, Stages};
 use clarion_wire::build::{FrameSpec, IpPair, Transport};
 use clarion_wire::LinkType;
 use proptest::prelude::*;
@@ -106,8 +108,8 @@ fn frame(n: u32, udp: bool, payload: usize) -> Vec<u8> {
 struct Running {
     frames: Arc<Mutex<VecDeque<Vec<u8>>>>,
     handed: Log,
-    commands: mpsc::Sender<WorkerCommand>,
-    events: mpsc::Receiver<WorkerEvent>,
+    commands: mpsc::Sender<Command<LiveChain>>,
+    events: mpsc::Receiver<WorkerEvent<Outputs>>,
     stop: Arc<AtomicBool>,
     handle: std::thread::JoinHandle<()>,
 }
@@ -130,8 +132,6 @@ fn start(config: &ExportConfig) -> Running {
         deadline: Some(Instant::now() + Duration::from_secs(60)),
         // The made-up interface is "down": never stop for it.
         down_timeout: Duration::from_secs(3600),
-        records: None,
-        gpvs: None,
     };
     let monitor = Monitor::new(MonitorConfig {
         synchronous_sweep: false,
@@ -140,9 +140,13 @@ fn start(config: &ExportConfig) -> Running {
     let (tx, events) = mpsc::channel();
     let (commands, crx) = mpsc::channel();
     let exporter = Exporter::new(&[], config).expect("an exporter without policies");
-    let worker = Worker::new(cfg, monitor, vec![source], tx, Arc::new(WorkerMetrics::default()))
-        .with_exporter(exporter, &[0])
-        .with_commands(crx);
+    let stages = Stages {
+        exports: Some(ExportPolicies::new(exporter)),
+        ..Stages::default()
+    };
+    let chain = LiveChain::new(Pipeline::new(monitor, stages), vec![0]);
+    let worker =
+        Worker::new(cfg, chain, vec![source], tx, Arc::new(WorkerMetrics::default())).with_commands(crx);
     let handle = std::thread::spawn(move || worker.run());
     Running {
         frames,
@@ -173,10 +177,12 @@ impl Running {
         let policies = clarion_lang::check_exports(text).expect("policies");
         let (tx, rx) = mpsc::channel();
         self.commands
-            .send(WorkerCommand::SetExports {
-                policies: policies.into(),
-                reply: tx,
-            })
+            .send(Command::new(move |c: &mut LiveChain| {
+                let set = c
+                    .pipeline_mut()
+                    .stage_mut(|x: &mut ExportPolicies| x.exporter_mut().set_policies(&policies));
+                let _ = tx.send(set);
+            }))
             .expect("the worker runs");
         let r = rx.recv().expect("a reply").expect("the worker has an exporter");
         r.expect("the policies installed");
@@ -185,7 +191,13 @@ impl Running {
     fn stats(&self) -> ExportStats {
         let (tx, rx) = mpsc::channel();
         self.commands
-            .send(WorkerCommand::ExportStats { reply: tx })
+            .send(Command::new(move |c: &mut LiveChain| {
+                let _ = tx.send(
+                    c.pipeline()
+                        .stage::<ExportPolicies>()
+                        .map(|x| x.exporter().stats()),
+                );
+            }))
             .expect("the worker runs");
         rx.recv().expect("a reply").expect("an exporter")
     }
@@ -193,14 +205,17 @@ impl Running {
     fn end(self) -> (Vec<(u64, Vec<u8>)>, Option<ExportStats>) {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.join().expect("the worker ends");
-        let mut summary = None;
+        let (mut finished, mut exported) = (false, None);
         for ev in self.events.try_iter() {
-            if let WorkerEvent::Finished(_, s) = ev {
-                summary = Some(s.exports);
+            match ev {
+                WorkerEvent::Finished(..) => finished = true,
+                WorkerEvent::Outputs(_, o) if o.exports.is_some() => exported = o.exports,
+                _ => {}
             }
         }
+        assert!(finished, "the worker's summary");
         let handed = std::mem::take(&mut *self.handed.lock().expect("the log"));
-        (handed, summary.expect("the worker's summary"))
+        (handed, exported)
     }
 }
 
