@@ -109,6 +109,13 @@ pub struct Register {
     /// agent from before this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers_from_ns: Option<u64>,
+    /// This request repeats one that got no reply in time (the manager
+    /// may have taken it and been slow, or died with it): a manager that
+    /// registered the host from this agent's earlier request counts and
+    /// says it once. Absent (false) from agents before the field; a
+    /// manager before it ignores it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry: bool,
 }
 
 /// How many bytes of triggers one registration reply carries at most
@@ -603,6 +610,7 @@ mod tests {
             pages: true,
             from: Some(9),
             answers_from_ns: Some(5),
+            retry: true,
             ..reg
         };
         assert_eq!(decode::<Register>("s", &encode(&paged)).expect("decodes"), paged);

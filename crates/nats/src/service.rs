@@ -274,6 +274,9 @@ struct HostState {
     /// It holds no window that ended before this (a live agent's start,
     /// [`Register::answers_from_ns`]): such polls are given up at once.
     answers_from_ns: Option<u64>,
+    /// It registered with this run of the manager (a retried
+    /// registration, [`Register::retry`], is then the same one).
+    registered: bool,
 }
 
 /// How a host left.
@@ -1119,16 +1122,25 @@ impl Service {
     fn accept(&mut self, h: HostId, r: &Register) -> RegisterReply {
         let from = r.from.map(|f| usize::try_from(f).unwrap_or(usize::MAX));
         if from.is_none() {
-            self.stats.registrations += 1;
             // A host that registers again (it restarted) replays its input anew.
             let st = &mut self.hosts[h];
             let again = st.last_seen.is_some();
+            // The agent asking again for a reply this manager was slow to
+            // send: the same registration, counted and said once.
+            let repeat = r.retry && st.registered;
+            st.registered = true;
             st.finished = false;
             st.gone = None;
             st.last_seen = Some(Instant::now());
             st.answers_from_ns = r.answers_from_ns;
             let triggers = self.book.manager().placed_count(h);
+            if repeat {
+                debug!(target: "manager", host = %r.host, "host {} asked again for its registration's reply", r.host);
+            } else {
+                self.stats.registrations += 1;
+            }
             match r.answers_from_ns.filter(|_| again) {
+                _ if repeat => {}
                 Some(from) => {
                     let from = clarion_report::rfc3339(from);
                     info!(target: "manager", host = %r.host, again, triggers, answers_from = %from,
@@ -2253,5 +2265,30 @@ mod tests {
         assert_eq!(reports.len(), 1, "{reports:?}");
         assert_eq!(reports[0].values[..], [("sum(volume)".into(), 450.0)]);
         assert_eq!(reports[0].completeness.packets, 2, "b's report is not counted");
+    }
+
+    /// A registration asked again because its reply was late is the
+    /// same registration; one not marked so (the agent restarted) is a new one.
+    #[tokio::test]
+    async fn a_retried_registration_is_counted_once() {
+        let mut s = service().await;
+        let reg = |retry| Register {
+            host: "a".into(),
+            prefixes: Vec::new(),
+            pages: true,
+            from: None,
+            answers_from_ns: None,
+            retry,
+        };
+        for r in [reg(false), reg(true), reg(true)] {
+            assert!(matches!(s.accept(0, &r), RegisterReply::Accepted { .. }));
+        }
+        assert_eq!(s.stats.registrations, 1);
+        s.accept(0, &reg(false));
+        assert_eq!(s.stats.registrations, 2, "the agent restarted");
+        // A manager restarted meanwhile takes a retry as the host's first registration.
+        let mut fresh = service().await;
+        fresh.accept(0, &reg(true));
+        assert_eq!(fresh.stats.registrations, 1);
     }
 }

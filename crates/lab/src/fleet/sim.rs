@@ -492,6 +492,7 @@ async fn register_host(
             pages: true,
             from,
             answers_from_ns: None,
+            retry: false,
         });
         n += 1;
         // The reply on the host's own inbox, as the manager requires.
