@@ -233,7 +233,10 @@ impl AgentLink {
     /// satisfaction reports of the windows answered for, which the manager
     /// must handle first: `crates/nats/src/arrivals.rs`).
     pub fn answer(&self, reply: Subject, answers: &[Answer]) {
-        self.send(Outgoing::Publish(reply.to_string(), protocol::encode(&answers)));
+        self.send(Outgoing::Publish(
+            reply.to_string(),
+            protocol::encode_compact(&answers),
+        ));
     }
 
     /// Satisfaction reports sent and not yet acknowledged by the manager
@@ -269,14 +272,15 @@ async fn register(
     let mut first: Option<(String, Option<ExportSet>)> = None;
     let mut from = None;
     loop {
-        let msg = protocol::encode(&Register {
+        let mut msg = Register {
             host: opts.host.clone(),
             prefixes: opts.prefixes.clone(),
             pages: true,
             from,
             answers_from_ns: opts.answers_from_ns,
-        });
-        let reply = request(client, msg, deadline, opts, refusals, &mut waiting).await?;
+            retry: false,
+        };
+        let reply = request(client, &mut msg, deadline, opts, refusals, &mut waiting).await?;
         match protocol::decode::<RegisterReply>(protocol::REGISTER, &reply)? {
             RegisterReply::Accepted {
                 manager,
@@ -307,13 +311,34 @@ async fn register(
     }
 }
 
-/// One registration request, sent again every 200 ms until a manager
-/// answers or `deadline` passes; `waiting` is called the first time none
-/// does. The server refusing this host's subjects (credentials of another
-/// host) ends it at once, saying so: no manager could answer.
+/// How long a registration request waits for its reply before it is
+/// sent again: a quarter of a second at first (a manager answers in
+/// milliseconds), then twice the last wait, up to 2 s (a manager slow to
+/// answer, thousands of hosts registering at once, is asked a few times
+/// more, not four times a second).
+///
+/// A request a manager took and died with gets no reply and no "no
+/// responders": waited for 2 s at once, it kept the agent 2 s behind the
+/// agents that had registered before the manager died, and the restarted
+/// manager's polls of its windows timed out (its poll timeout is 2 s), so
+/// that a run of windows was decided without it (nats_crash.rs,
+/// `a_registration_lost_with_a_killed_manager_costs_no_window`).
+pub(crate) fn register_wait(last: Option<Duration>) -> Duration {
+    const FIRST: Duration = Duration::from_millis(250);
+    const MOST: Duration = Duration::from_secs(2);
+    last.map_or(FIRST, |w| (w * 2).min(MOST))
+}
+
+/// One registration request, sent again until a manager answers or
+/// `deadline` passes: at once after a wait for its reply
+/// ([`register_wait`], the request then marked [`Register::retry`]), 200
+/// ms after the server said no manager listens. `waiting` is called the
+/// first time none answers. The server refusing this host's subjects
+/// (credentials of another host) ends it at once, saying so: no manager
+/// could answer.
 async fn request(
     client: &async_nats::Client,
-    msg: Bytes,
+    msg: &mut Register,
     deadline: Instant,
     opts: &AgentOptions,
     refusals: &crate::Refusals,
@@ -326,26 +351,36 @@ async fn request(
             refused,
         })
     };
+    let mut wait = register_wait(None);
     loop {
         if let Some(e) = refused() {
             return Err(e);
         }
         let req = async_nats::Request::new()
-            .payload(msg.clone())
-            .timeout(Some(Duration::from_secs(2)));
+            .payload(protocol::encode(msg))
+            .timeout(Some(wait));
         match client.send_request(protocol::REGISTER, req).await {
             Ok(m) => return Ok(m.payload),
             Err(e) => {
                 if Instant::now() >= deadline {
                     return Err(refused().unwrap_or(NatsError::NoManager(opts.register_timeout)));
                 }
-                if matches!(e.kind(), async_nats::RequestErrorKind::Other) {
-                    return Err(NatsError::Nats(e.to_string()));
-                }
+                let timed_out = match e.kind() {
+                    async_nats::RequestErrorKind::TimedOut => true,
+                    async_nats::RequestErrorKind::NoResponders => false,
+                    // The connection failed, or a request no server takes.
+                    _ => return Err(NatsError::Nats(e.to_string())),
+                };
                 if let Some(w) = waiting.take() {
                     w();
                 }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                if timed_out {
+                    // Waited already: asked again at once, a little longer.
+                    msg.retry = true;
+                    wait = register_wait(Some(wait));
+                } else {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
             }
         }
     }

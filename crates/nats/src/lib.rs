@@ -20,6 +20,8 @@
 //!   reports, polls with timeouts, decisions published on `clarion.events`;
 //!   its poll requests in flight (`poll_requests`) and its connection read
 //!   in order (`arrivals`: a host's report before its answer).
+//! - [`acks`]: the manager's acknowledgements of satisfaction reports,
+//!   held for a quarter of a second so that a host's several go in one message.
 //! - [`credentials`]: per-host nkeys and the nats-server authorization
 //!   that lets each host speak only as itself.
 //! - [`stream_sink`]: flow records and reports published to a JetStream
@@ -30,6 +32,7 @@
 //! The embedded transport (crate `clarion-network`) runs the same manager
 //! logic (crate `clarion-manager`) in one process; both give the same events.
 
+pub mod acks;
 pub mod agent;
 mod arrivals;
 pub mod book;

@@ -109,6 +109,13 @@ pub struct Register {
     /// agent from before this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers_from_ns: Option<u64>,
+    /// This request repeats one that got no reply in time (the manager
+    /// may have taken it and been slow, or died with it): a manager that
+    /// registered the host from this agent's earlier request counts and
+    /// says it once. Absent (false) from agents before the field; a
+    /// manager before it ignores it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry: bool,
 }
 
 /// How many bytes of triggers one registration reply carries at most
@@ -268,11 +275,32 @@ pub const VERSION: u8 = 1;
 
 pub fn encode<T: Serialize>(m: &T) -> bytes::Bytes {
     // A satisfaction report takes about 250 bytes: one allocation, no growth.
-    let mut buf = Vec::with_capacity(320);
+    framed(320, |buf| rmp_serde::encode::write_named(buf, m))
+}
+
+/// [`encode`], with structs as MessagePack arrays of their fields in
+/// order instead of maps of their names: for the messages a fleet sends
+/// most (poll requests, answers, acknowledgements), whose types skip no
+/// field, so that every field is in its place. Any version-1 peer reads
+/// them ([`decode`] takes a struct as a map or an array), so this is no
+/// new protocol version. A poll request of one group of one address
+/// takes 33 bytes instead of 115 (`compact_messages_are_smaller_and_read_by_every_peer`).
+/// Not for a type with `skip_serializing_if` (a skipped field would shift
+/// the ones after it): [`Report`] and the registration messages stay named.
+pub fn encode_compact<T: Serialize>(m: &T) -> bytes::Bytes {
+    framed(64, |buf| rmp_serde::encode::write(buf, m))
+}
+
+/// The header, then what `write` puts after it.
+fn framed(
+    capacity: usize,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), rmp_serde::encode::Error>,
+) -> bytes::Bytes {
+    let mut buf = Vec::with_capacity(capacity);
     buf.extend_from_slice(&[MAGIC, VERSION]);
     // Serializing these types into a Vec cannot fail: MessagePack takes
     // every serde type they use (maps, options, floats, NaN included).
-    if rmp_serde::encode::write_named(&mut buf, m).is_err() {
+    if write(&mut buf).is_err() {
         buf.truncate(2);
     }
     buf.into()
@@ -447,8 +475,73 @@ mod tests {
                 group,
                 counts: true,
             };
-            prop_assert_eq!(decode::<PollRequest>("s", &encode(&req)).expect("decodes"), req);
+            prop_assert_eq!(decode::<PollRequest>("s", &encode(&req)).expect("decodes"), req.clone());
+            prop_assert_eq!(decode::<PollRequest>("s", &encode_compact(&req)).expect("decodes"), req);
         }
+
+        /// Poll requests, answers and acknowledgements written compact read
+        /// back as written, through the decoder every version-1 peer runs.
+        #[test]
+        fn compact_messages_travel_unchanged(
+            reqs in proptest::collection::vec((any::<u64>(), any::<u64>(), arb_addr(), arb_present(), any::<bool>()), 0..20),
+            answers in proptest::collection::vec(prop_oneof![
+                prop::option::of(proptest::collection::vec(any::<f64>(), 0..3)).prop_map(Answer::Values),
+                (prop::option::of(proptest::collection::vec(any::<f64>(), 0..3)), any::<u64>())
+                    .prop_map(|(values, packets)| Answer::Counted { values, packets }),
+                Just(Answer::Gone),
+                Just(Answer::UnknownEvent),
+            ], 0..20),
+            seqs in proptest::collection::vec(any::<u64>(), 0..50),
+        ) {
+            let reqs: Vec<PollRequest> = reqs
+                .into_iter()
+                .map(|(event, window_start_ns, dst_ip, dst_port, counts)| PollRequest {
+                    event,
+                    window_start_ns,
+                    group: GroupKey { dst_ip, dst_port, ..GroupKey::default() },
+                    counts,
+                })
+                .collect();
+            prop_assert_eq!(decode::<Vec<PollRequest>>("s", &encode_compact(&reqs)).expect("decodes"), reqs);
+            // NaN is not equal to itself: compared by bits.
+            let bits = |a: &[Answer]| format!("{:?}", a.iter().map(|a| match a {
+                Answer::Values(v) => (0, v.as_ref().map(|v| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>()), 0),
+                Answer::Counted { values, packets } => (1, values.as_ref().map(|v| v.iter().map(|f| f.to_bits()).collect()), *packets),
+                Answer::Gone => (2, None, 0),
+                Answer::UnknownEvent => (3, None, 0),
+            }).collect::<Vec<_>>());
+            let back: Vec<Answer> = decode("s", &encode_compact(&answers)).expect("decodes");
+            prop_assert_eq!(bits(&back), bits(&answers));
+            let ack = Control::Ack { seqs };
+            prop_assert_eq!(decode::<Control>("s", &encode_compact(&ack)).expect("decodes"), ack);
+        }
+    }
+
+    #[test]
+    fn compact_messages_are_smaller_and_read_by_every_peer() {
+        let req = vec![PollRequest {
+            event: 12,
+            window_start_ns: 1_765_000_000_000_000_000,
+            group: GroupKey {
+                dst_ip: Some(("10.0.42.7".parse().expect("addr"), 32)),
+                ..GroupKey::default()
+            },
+            counts: true,
+        }];
+        let (named, compact) = (encode(&req), encode_compact(&req));
+        assert_eq!((named.len(), compact.len()), (115, 33));
+        assert_eq!(decode::<Vec<PollRequest>>("s", &compact).expect("decodes"), req);
+        // What a version-1 peer from before this function sent is still read.
+        assert_eq!(decode::<Vec<PollRequest>>("s", &named).expect("decodes"), req);
+        let answer = vec![Answer::Counted {
+            values: Some(vec![1e6]),
+            packets: 700,
+        }];
+        assert!(encode_compact(&answer).len() < encode(&answer).len());
+        assert_eq!(
+            decode::<Vec<Answer>>("s", &encode_compact(&answer)).expect("decodes"),
+            answer
+        );
     }
 
     #[test]
@@ -517,6 +610,7 @@ mod tests {
             pages: true,
             from: Some(9),
             answers_from_ns: Some(5),
+            retry: true,
             ..reg
         };
         assert_eq!(decode::<Register>("s", &encode(&paged)).expect("decodes"), paged);

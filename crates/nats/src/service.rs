@@ -44,6 +44,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use futures_util::StreamExt;
 use tokio::sync::{broadcast, mpsc};
 
+use crate::acks::{AckHold, ACK_HOLD};
 use crate::arrivals::{Arrival, Arrivals};
 use crate::book::{EventBook, OnDuplicate, Prepared};
 use crate::exports::{ExportBook, PolicyInfo};
@@ -273,6 +274,9 @@ struct HostState {
     /// It holds no window that ended before this (a live agent's start,
     /// [`Register::answers_from_ns`]): such polls are given up at once.
     answers_from_ns: Option<u64>,
+    /// It registered with this run of the manager (a retried
+    /// registration, [`Register::retry`], is then the same one).
+    registered: bool,
 }
 
 /// How a host left.
@@ -378,8 +382,9 @@ struct Service {
     /// it again (nats_crash.rs, on a loaded machine).
     unwritten: HashMap<(String, u64, GroupKey), VecDeque<Key>>,
     in_decision: HashSet<(HostId, u64)>,
-    /// Acknowledgements waiting to be sent, per host.
-    to_ack: Vec<Vec<u64>>,
+    /// Acknowledgements waiting to be sent, held to go a host's several
+    /// in one message ([`crate::acks`]).
+    to_ack: AckHold,
     windows_to_ns: u64,
     stats: ManagerStats,
     results: (
@@ -462,7 +467,7 @@ impl Service {
             taking_part: HashMap::new(),
             unwritten: HashMap::new(),
             in_decision: HashSet::new(),
-            to_ack: vec![Vec::new(); n],
+            to_ack: AckHold::new(n, ACK_HOLD),
             windows_to_ns: 0,
             stats: ManagerStats {
                 report_lag: vec![None; n],
@@ -611,9 +616,14 @@ impl Service {
     }
 
     async fn publish_control(&self, host: HostId, c: &Control) {
+        let payload = match c {
+            // The most frequent, and of fields none skipped.
+            Control::Ack { .. } => protocol::encode_compact(c),
+            _ => protocol::encode(c),
+        };
         let _ = self
             .client
-            .publish(self.control_subjects[host].clone(), protocol::encode(c))
+            .publish(self.control_subjects[host].clone(), payload)
             .await;
     }
 
@@ -886,6 +896,7 @@ impl Service {
             self.forget_undecided();
         }
         self.flush_polls().await;
+        self.send_acks(false).await;
         if self.shared.is_some() && chores.tended_at.elapsed() >= TEND_EVERY {
             chores.tended_at = Instant::now();
             if let Err(e) = self.sync_shared().await {
@@ -904,9 +915,11 @@ impl Service {
         let mut effects = Vec::new();
         self.desk.finish(self.book.manager_mut(), &mut effects);
         self.carry(effects, on_report).await;
-        // Their reports are kept, then acknowledged.
+        // Their reports are kept, then acknowledged, with every
+        // acknowledgement held.
         self.write_history(true);
         self.flush_polls().await;
+        self.send_acks(true).await;
         self.store_progress();
         // Agents stop when told; other managers may still need them.
         let alone = match &mut self.shared {
@@ -1109,16 +1122,25 @@ impl Service {
     fn accept(&mut self, h: HostId, r: &Register) -> RegisterReply {
         let from = r.from.map(|f| usize::try_from(f).unwrap_or(usize::MAX));
         if from.is_none() {
-            self.stats.registrations += 1;
             // A host that registers again (it restarted) replays its input anew.
             let st = &mut self.hosts[h];
             let again = st.last_seen.is_some();
+            // The agent asking again for a reply this manager was slow to
+            // send: the same registration, counted and said once.
+            let repeat = r.retry && st.registered;
+            st.registered = true;
             st.finished = false;
             st.gone = None;
             st.last_seen = Some(Instant::now());
             st.answers_from_ns = r.answers_from_ns;
             let triggers = self.book.manager().placed_count(h);
+            if repeat {
+                debug!(target: "manager", host = %r.host, "host {} asked again for its registration's reply", r.host);
+            } else {
+                self.stats.registrations += 1;
+            }
             match r.answers_from_ns.filter(|_| again) {
+                _ if repeat => {}
                 Some(from) => {
                     let from = clarion_report::rfc3339(from);
                     info!(target: "manager", host = %r.host, again, triggers, answers_from = %from,
@@ -1317,8 +1339,19 @@ impl Service {
 
     fn ack(&mut self, host: HostId, seq: u64) {
         if seq > 0 {
-            self.waiting(host);
-            self.to_ack[host].push(seq);
+            self.to_ack.hold(Instant::now(), host, seq);
+        }
+    }
+
+    /// Sends the acknowledgements held long enough (all: every one).
+    async fn send_acks(&mut self, all: bool) {
+        let due = if all {
+            self.to_ack.all()
+        } else {
+            self.to_ack.due(Instant::now())
+        };
+        for (host, seqs) in due {
+            self.send_control(host, &Control::Ack { seqs }).await;
         }
     }
 
@@ -1360,9 +1393,9 @@ impl Service {
         });
     }
 
-    /// `host` is about to have an acknowledgement or a poll waiting.
+    /// `host` is about to have a poll waiting.
     fn waiting(&mut self, host: HostId) {
-        if self.to_ack[host].is_empty() && self.to_poll[host].is_empty() {
+        if self.to_poll[host].is_empty() {
             self.to_flush.push(host);
         }
     }
@@ -1389,17 +1422,12 @@ impl Service {
         }
     }
 
-    /// Sends the waiting polls (one request per host and batch), and
-    /// acknowledgements (of reports kept in the history first).
+    /// Sends the waiting polls (one request per host and batch), after
+    /// writing the reports decided so far to the history (they are kept
+    /// before their acknowledgements leave).
     async fn flush_polls(&mut self) {
         self.write_history(false);
         let hosts = std::mem::take(&mut self.to_flush);
-        for &host in &hosts {
-            if !self.to_ack[host].is_empty() {
-                let seqs = std::mem::take(&mut self.to_ack[host]);
-                self.send_control(host, &Control::Ack { seqs }).await;
-            }
-        }
         for host in hosts {
             if self.to_poll[host].is_empty() {
                 continue;
@@ -1455,7 +1483,7 @@ impl Service {
                         &self.client,
                         host,
                         subject.clone(),
-                        protocol::encode(&reqs),
+                        protocol::encode_compact(&reqs),
                         chunk.to_vec(),
                     )
                     .await;
@@ -2237,5 +2265,30 @@ mod tests {
         assert_eq!(reports.len(), 1, "{reports:?}");
         assert_eq!(reports[0].values[..], [("sum(volume)".into(), 450.0)]);
         assert_eq!(reports[0].completeness.packets, 2, "b's report is not counted");
+    }
+
+    /// A registration asked again because its reply was late is the
+    /// same registration; one not marked so (the agent restarted) is a new one.
+    #[tokio::test]
+    async fn a_retried_registration_is_counted_once() {
+        let mut s = service().await;
+        let reg = |retry| Register {
+            host: "a".into(),
+            prefixes: Vec::new(),
+            pages: true,
+            from: None,
+            answers_from_ns: None,
+            retry,
+        };
+        for r in [reg(false), reg(true), reg(true)] {
+            assert!(matches!(s.accept(0, &r), RegisterReply::Accepted { .. }));
+        }
+        assert_eq!(s.stats.registrations, 1);
+        s.accept(0, &reg(false));
+        assert_eq!(s.stats.registrations, 2, "the agent restarted");
+        // A manager restarted meanwhile takes a retry as the host's first registration.
+        let mut fresh = service().await;
+        fresh.accept(0, &reg(true));
+        assert_eq!(fresh.stats.registrations, 1);
     }
 }

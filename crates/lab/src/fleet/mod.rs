@@ -13,7 +13,8 @@
 //! when it should not, or with another value) and missing.
 //!
 //! Measured: reports sent and acknowledged (an acknowledgement comes once
-//! the report's decision is made, or its fired report written), decisions,
+//! the report's decision is made, or its fired report written, held up to
+//! `clarion_nats::acks::ACK_HOLD` to go with the host's others), decisions,
 //! the latency from a window's end (Unix time: windows are aligned to it,
 //! and the hosts share the machine's clock) to its fired report at the
 //! subscriber, the managers' CPU time and memory from `/proc`, and the
@@ -437,6 +438,7 @@ struct Run {
     sent_at_end: u64,
     acked_at_end: u64,
     acked: u64,
+    ack_messages: u64,
     resent: u64,
     polls: u64,
     poll_batches: u64,
@@ -549,6 +551,11 @@ async fn drive(
     let generator_cpu_s = procs::own_cpu_s() - gen_before;
     let server_cpu_s = server_before.and_then(|(pid, b)| Some(procs::usage(pid)?.cpu_s - b.cpu_s));
     let sent_at_end = fleet.counters.sent.load(Ordering::Relaxed);
+    // The decisions of the run are acknowledged up to `ACK_HOLD` and a turn
+    // of the manager's 50 ms tick after them: counted then, so that the
+    // reports decided in the run are not cut short by the hold (the hosts
+    // send no report after `to_ns`).
+    tokio::time::sleep(clarion_nats::acks::ACK_HOLD + Duration::from_millis(50)).await;
     let acked_at_end = fleet.counters.acked.load(Ordering::Relaxed);
     // The last windows' decisions: until every report is acknowledged, at
     // most the poll timeout and a resend later.
@@ -575,6 +582,7 @@ async fn drive(
         sent_at_end,
         acked_at_end,
         acked: c.acked.load(Ordering::Relaxed),
+        ack_messages: c.ack_messages.load(Ordering::Relaxed),
         resent: c.resent.load(Ordering::Relaxed),
         polls: c.polls.load(Ordering::Relaxed),
         poll_batches: c.poll_batches.load(Ordering::Relaxed),
@@ -675,6 +683,7 @@ impl Outcome<'_> {
                 "decided_per_s": r.acked_at_end as f64 / w,
                 "lost": r.sent.saturating_sub(r.acked),
                 "resent": r.resent,
+                "ack_messages": r.ack_messages,
             },
             "decisions": {
                 "expected": p.expected_decisions,

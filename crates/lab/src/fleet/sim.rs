@@ -63,6 +63,8 @@ pub struct Counters {
     pub sent: AtomicU64,
     pub resent: AtomicU64,
     pub acked: AtomicU64,
+    /// Acknowledgement messages (each carries one or more reports' numbers).
+    pub ack_messages: AtomicU64,
     pub heartbeats: AtomicU64,
     pub poll_batches: AtomicU64,
     pub polls: AtomicU64,
@@ -242,7 +244,7 @@ impl Fleet {
                 .max()
                 .unwrap_or(0);
             let answers: Vec<Answer> = reqs.iter().map(|r| self.answer(h, r)).collect();
-            let payload = protocol::encode(&answers);
+            let payload = protocol::encode_compact(&answers);
             let wait = latest_end.saturating_sub(wall_ns());
             if wait == 0 {
                 let _ = client.publish(reply, payload).await;
@@ -285,6 +287,7 @@ impl Fleet {
             let host = self.host_of_subject(&m.subject);
             match (host, protocol::decode::<Control>(&m.subject, &m.payload)) {
                 (Some(h), Ok(Control::Ack { seqs })) => {
+                    self.counters.ack_messages.fetch_add(1, Ordering::Relaxed);
                     let now = wall_ns();
                     let mut lat = Vec::with_capacity(seqs.len());
                     if let Ok(mut st) = self.hosts[h].lock() {
@@ -489,6 +492,7 @@ async fn register_host(
             pages: true,
             from,
             answers_from_ns: None,
+            retry: false,
         });
         n += 1;
         // The reply on the host's own inbox, as the manager requires.
