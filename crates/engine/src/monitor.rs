@@ -1308,6 +1308,7 @@ impl Monitor {
             keep: self.config.history_windows > 0,
             accs: Vec::new(),
             values: Default::default(),
+            scratch: Vec::new(),
         };
         self.sweep = Some(Sweep {
             epoch_start: self.epoch_start,
@@ -1341,6 +1342,12 @@ impl Monitor {
             shed_parts: Vec::new(),
             direct_counts: Default::default(),
             direct_bypassed: Default::default(),
+            seen_share: match counts.packets + counts.dropped {
+                0 => 1.0,
+                all => counts.packets as f64 / all as f64,
+            },
+            direct_scaled: Default::default(),
+            scaled_weights: Vec::new(),
             window_counts: Vec::new(),
             health,
         });

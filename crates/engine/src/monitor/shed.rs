@@ -748,6 +748,7 @@ impl Monitor {
     pub(super) fn estimate_direct(&mut self, s: &mut super::Sweep) {
         let Some(a) = self.adapt.as_mut() else { return };
         let counts = std::mem::take(&mut s.direct_counts);
+        let scaled = std::mem::take(&mut s.direct_scaled);
         for (tid, (measured, shed)) in counts {
             let bypassed = s.direct_bypassed.get(&tid).copied().unwrap_or(0.0);
             let unmeasured = shed + bypassed.round() as u64;
@@ -767,16 +768,27 @@ impl Monitor {
             let Some(t) = self.triggers.get(tid as usize).and_then(Option::as_deref) else {
                 continue;
             };
-            // The measured share, times that of the reports that survive
-            // another thinning by the drops.
-            let mine = s
-                .reports
-                .iter()
-                .zip(&s.report_triggers)
-                .filter(|(_, &t)| t == tid)
-                .map(|(r, _)| r);
-            let recall =
-                t.rethinned_recall(mona, (measured, unmeasured), found, mine, &s.direct.completeness);
+            let recall = match scaled.get(&tid) {
+                // Drops: the measured share, times the reports over the
+                // flows that fire as seen or scaled back up, each standing
+                // for the flows like it every packet of which was dropped.
+                Some(&weights) if weights > 0.0 && measured > 0 => {
+                    let p = measured as f64 / (measured + unmeasured) as f64;
+                    Some(p * (found as f64 / weights).min(1.0))
+                }
+                // No drops, or no flow fires even scaled up: the measured
+                // share, times that of the reports that survive another
+                // thinning by the drops (`mona` without a report).
+                _ => {
+                    let mine = s
+                        .reports
+                        .iter()
+                        .zip(&s.report_triggers)
+                        .filter(|(_, &t)| t == tid)
+                        .map(|(r, _)| r);
+                    t.rethinned_recall(mona, (measured, unmeasured), found, mine, &s.direct.completeness)
+                }
+            };
             if let Some(r) = recall.filter(|_| recall != mona) {
                 a.note_recall(tid, r);
             }
