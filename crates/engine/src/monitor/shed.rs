@@ -53,9 +53,13 @@
 //! docs/adapt.md): flows are shed by hash, a uniform share of each
 //! group's, and drops thin every group's packets, so the groups missed
 //! are those that fire once their sums and counts are scaled back up and
-//! those not seen at all (`Trigger::window_recall`); a trigger tested
-//! flow by flow keeps only its reports, whose share that survives another
-//! thinning estimates the drops' toll (`Trigger::rethinned_recall`).
+//! those not seen at all (`Trigger::window_recall`). A trigger tested
+//! flow by flow keeps only its reports, so in an epoch with drops the
+//! sweep tests each of its flows scaled back up as well and sums the
+//! weights of those that fire (`Sweep::direct_scaled`, for aggregates
+//! that grow with traffic); else, and in the merger, the share of its
+//! reports that survives another thinning estimates the drops' toll
+//! (`Trigger::rethinned_recall`).
 //!
 //! # Accuracy control
 //! With `AdaptConfig::accuracy_threshold`, each sweep's end runs MONA's
