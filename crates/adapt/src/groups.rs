@@ -162,6 +162,26 @@ impl WindowSample {
     }
 }
 
+/// The Horvitz–Thompson weight of a flow seen with `packets` packets when
+/// each packet reached the monitor with probability `seen_share` (`s`):
+/// it had about `packets / s`, all of which were dropped with probability
+/// `(1 − s)^(packets / s)`, so it stands for `1 / (1 − that)` flows like
+/// it (the weight [`WindowSample::recall`] gives a one-flow group). What
+/// a trigger tested flow by flow sums over its flows that fire, as seen
+/// or with their sums and counts scaled by `1 / s`, for `recall = p ·
+/// found / Σ weights` (docs/adapt.md).
+pub fn seen_flow_weight(packets: u64, seen_share: f64) -> f64 {
+    let s = seen_share.clamp(0.0, 1.0);
+    if s >= 1.0 {
+        return 1.0;
+    }
+    if s <= 0.0 {
+        return 1.0 / MIN_INCLUSION;
+    }
+    let pi = 1.0 - (1.0 - s).powf(packets as f64 / s);
+    1.0 / pi.max(MIN_INCLUSION)
+}
+
 /// `kept / (kept + lost)`, 1 when both are 0.
 fn share(kept: u64, lost: u64) -> f64 {
     match kept + lost {
@@ -249,6 +269,32 @@ mod tests {
             .recall(1, 1000, [g(true, true, 900), g(false, false, 100)], 1)
             .unwrap();
         assert!(r > 0.999, "{r}");
+    }
+
+    #[test]
+    fn a_seen_flow_stands_for_those_dropped_whole() {
+        assert_eq!(seen_flow_weight(5, 1.0), 1.0);
+        // s = 1/2, one packet seen: about two, both dropped with
+        // probability 1/4, so 4/3 flows, as `recall` weighs a one-flow group.
+        assert!((seen_flow_weight(1, 0.5) - 4.0 / 3.0).abs() < 1e-12);
+        let w = sample(3, 0, 3, 3, true);
+        let r = w.recall(3, 3, [g(true, true, 1); 3], 1).unwrap();
+        assert!((r - 3.0 / (3.0 * seen_flow_weight(1, 0.5))).abs() < 1e-9, "{r}");
+        // Many packets: seen for sure.
+        assert!((seen_flow_weight(100, 0.5) - 1.0).abs() < 1e-12);
+        // A seen packet stands for about 1 / s: all of them were dropped
+        // with probability at most 1/e, however few reached the monitor.
+        let most = 1.0 / (1.0 - (-1.0f64).exp());
+        assert!(seen_flow_weight(1, 1e-9) <= most + 1e-6);
+        // Nothing reached it: bounded.
+        assert_eq!(seen_flow_weight(1, 0.0), 1.0 / MIN_INCLUSION);
+        for s in [0.01, 0.2, 0.7, 0.99] {
+            for k in [1, 2, 10] {
+                let w = seen_flow_weight(k, s);
+                assert!((1.0..=most + 1e-6).contains(&w), "{k} {s}: {w}");
+                assert!(seen_flow_weight(k + 1, s) <= w);
+            }
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub use cost::{
 };
 pub use error::AdaptError;
 pub use graph::{GraphBuilder, StateGraph, StateId, TaskId};
-pub use groups::{SeenGroup, WindowSample};
+pub use groups::{seen_flow_weight, SeenGroup, WindowSample};
 pub use recall::{Estimator, RecallEstimate, RecallEstimator, WindowObservation};
 pub use recovery::{Move, Recovery, RecoveryConfig, Transition};
 pub use relief::{Block, Relief, Relieve};

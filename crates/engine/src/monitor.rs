@@ -1316,6 +1316,7 @@ impl Monitor {
             keep: self.config.history_windows > 0,
             accs: spare.accs,
             values: spare.values,
+            scratch: Vec::new(),
         };
         self.sweep = Some(Sweep {
             epoch_start: self.epoch_start,
@@ -1349,6 +1350,12 @@ impl Monitor {
             shed_parts: spare.shed_parts,
             direct_counts: Default::default(),
             direct_bypassed: Default::default(),
+            seen_share: match counts.packets + counts.dropped {
+                0 => 1.0,
+                all => counts.packets as f64 / all as f64,
+            },
+            direct_scaled: Default::default(),
+            scaled_weights: Vec::new(),
             window_counts: Vec::new(),
             health,
         });

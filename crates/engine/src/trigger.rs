@@ -926,6 +926,21 @@ impl Trigger {
         held.min(1.0)
     }
 
+    /// Whether every aggregate is a sum or count of the traffic's own
+    /// amount (packets, payload or IP bytes, and of nothing else): what
+    /// drops thin in proportion, so that scaling by the share seen undoes
+    /// them. Losses, bursts and RTTs change otherwise under drops
+    /// (docs/adapt.md, "What the estimate does not see").
+    pub(crate) fn scales_with_traffic(&self) -> bool {
+        self.aggs.iter().all(|a| {
+            let mut amount = matches!(a.func, AggFunc::Sum | AggFunc::Count);
+            a.arg.visit_vars(&mut |v| {
+                amount &= matches!(v.base, BaseVar::Packets | BaseVar::Volume | BaseVar::Size);
+            });
+            amount
+        })
+    }
+
     /// Whether the predicate holds once every sum and count among the
     /// values is multiplied by `scale` (the other aggregates and the state
     /// values as they are): what a group measured on a uniform share

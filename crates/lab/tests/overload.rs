@@ -16,7 +16,8 @@
 //! - the same flags give the same JSON, byte for byte;
 //! - generated traffic (`clarion-lab gen`) at a constant 1.5× load, and
 //!   the shared LAN capture (skipped with a message where absent; there
-//!   adaptation drops nothing at 250 ms either).
+//!   adaptation drops nothing at 250 ms nor at 100 ms: issue 36's
+//!   acceptance, at most 0.2x and 0.5x static's drops).
 
 // Test helpers may unwrap: a missing field is the test's failure.
 #![allow(clippy::unwrap_used)]
@@ -345,17 +346,27 @@ fn generated_traffic_at_a_constant_overload() {
     assert!(ad < st, "adapt drops {ad}, static {st}");
 }
 
+/// Issue 36's acceptance on the shared capture over 10,000 packets
+/// (demo.pcap's is checked above): adaptive drops at most 0.5x static's
+/// at a 100 ms period and 0.2x at 250 ms (both 0 here: docs/performance.md
+/// has the 1 s runs).
 #[test]
 fn the_lan_capture() {
     let Some(pcap) = clarion_testdata::capture("pathspider_real.pcap") else {
         eprintln!("skipped: ../shared/captures/pathspider_real.pcap is absent");
         return;
     };
-    let r = parse(&run(&pcap, &["--period", "250ms", "--duration", "250ms"]));
-    check_books(&r);
-    eprintln!("pathspider_real, period 250 ms: {}", summary(&r));
-    let (st, ad) = (u(&mode(&r, "static")["drops"]), u(&mode(&r, "adapt")["drops"]));
-    assert!(st > 0);
-    // Insertion-bound: bypassed flows are never inserted (docs/performance.md).
-    assert_eq!(ad, 0, "adapt drops {ad}, static {st}");
+    for (period, duration, bound) in [("250ms", "250ms", 0.2), ("100ms", "200ms", 0.5)] {
+        let r = parse(&run(&pcap, &["--period", period, "--duration", duration]));
+        check_books(&r);
+        eprintln!("pathspider_real, period {period}: {}", summary(&r));
+        let (st, ad) = (u(&mode(&r, "static")["drops"]), u(&mode(&r, "adapt")["drops"]));
+        assert!(st > 0, "{period}");
+        assert!(
+            ad as f64 <= bound * st as f64,
+            "{period}: adapt drops {ad}, static {st}"
+        );
+        // Insertion-bound: bypassed flows are never inserted (docs/performance.md).
+        assert_eq!(ad, 0, "{period}: adapt drops {ad}, static {st}");
+    }
 }

@@ -53,9 +53,13 @@
 //! docs/adapt.md): flows are shed by hash, a uniform share of each
 //! group's, and drops thin every group's packets, so the groups missed
 //! are those that fire once their sums and counts are scaled back up and
-//! those not seen at all (`Trigger::window_recall`); a trigger tested
-//! flow by flow keeps only its reports, whose share that survives another
-//! thinning estimates the drops' toll (`Trigger::rethinned_recall`).
+//! those not seen at all (`Trigger::window_recall`). A trigger tested
+//! flow by flow keeps only its reports, so in an epoch with drops the
+//! sweep tests each of its flows scaled back up as well and sums the
+//! weights of those that fire (`Sweep::direct_scaled`, for aggregates
+//! that grow with traffic); else, and in the merger, the share of its
+//! reports that survives another thinning estimates the drops' toll
+//! (`Trigger::rethinned_recall`).
 //!
 //! # Accuracy control
 //! With `AdaptConfig::accuracy_threshold`, each sweep's end runs MONA's
@@ -748,6 +752,7 @@ impl Monitor {
     pub(super) fn estimate_direct(&mut self, s: &mut super::Sweep) {
         let Some(a) = self.adapt.as_mut() else { return };
         let counts = std::mem::take(&mut s.direct_counts);
+        let scaled = std::mem::take(&mut s.direct_scaled);
         for (tid, (measured, shed)) in counts {
             let bypassed = s.direct_bypassed.get(&tid).copied().unwrap_or(0.0);
             let unmeasured = shed + bypassed.round() as u64;
@@ -767,16 +772,27 @@ impl Monitor {
             let Some(t) = self.triggers.get(tid as usize).and_then(Option::as_deref) else {
                 continue;
             };
-            // The measured share, times that of the reports that survive
-            // another thinning by the drops.
-            let mine = s
-                .reports
-                .iter()
-                .zip(&s.report_triggers)
-                .filter(|(_, &t)| t == tid)
-                .map(|(r, _)| r);
-            let recall =
-                t.rethinned_recall(mona, (measured, unmeasured), found, mine, &s.direct.completeness);
+            let recall = match scaled.get(&tid) {
+                // Drops: the measured share, times the reports over the
+                // flows that fire as seen or scaled back up, each standing
+                // for the flows like it every packet of which was dropped.
+                Some(&weights) if weights > 0.0 && measured > 0 => {
+                    let p = measured as f64 / (measured + unmeasured) as f64;
+                    Some(p * (found as f64 / weights).min(1.0))
+                }
+                // No drops, or no flow fires even scaled up: the measured
+                // share, times that of the reports that survive another
+                // thinning by the drops (`mona` without a report).
+                _ => {
+                    let mine = s
+                        .reports
+                        .iter()
+                        .zip(&s.report_triggers)
+                        .filter(|(_, &t)| t == tid)
+                        .map(|(r, _)| r);
+                    t.rethinned_recall(mona, (measured, unmeasured), found, mine, &s.direct.completeness)
+                }
+            };
             if let Some(r) = recall.filter(|_| recall != mona) {
                 a.note_recall(tid, r);
             }

@@ -98,6 +98,16 @@ pub(super) struct Sweep {
     pub(super) bypassed_per_seen: f64,
     /// Flow-epochs estimated bypassed, per trigger tested flow by flow.
     pub(super) direct_bypassed: rustc_hash::FxHashMap<TriggerId, f64>,
+    /// Degraded mode: the share of the swept epoch's packets that reached
+    /// the monitor (1: none dropped before it).
+    pub(super) seen_share: f64,
+    /// Scratch for [`gather_set`]'s weights, kept from set to set.
+    pub(super) scaled_weights: Vec<f64>,
+    /// Degraded mode with drops: per trigger tested flow by flow, the
+    /// flows that fire as seen or with their sums and counts scaled by
+    /// `1 / seen_share`, each weighed by `clarion_adapt::seen_flow_weight`
+    /// (`shed.rs` makes the recall estimate of them).
+    pub(super) direct_scaled: rustc_hash::FxHashMap<TriggerId, f64>,
     /// Degraded mode with `merge_output`: the counts of the windows of
     /// triggers tested here, for the merger's estimate.
     pub(super) window_counts: Vec<crate::merge::WindowCounts>,
@@ -143,6 +153,13 @@ impl FastSum {
     #[inline(always)]
     fn holds(&self, v: i64) -> bool {
         (v.wrapping_sub(self.start) as u64 <= self.width) != self.flip
+    }
+
+    /// Whether the threshold holds for `v` scaled by `scale` (degraded
+    /// mode's recall estimate: what a flow thinned by drops had).
+    fn holds_scaled(&self, v: f64, scale: f64) -> bool {
+        // Saturating float-to-int: a sum past i64 holds as i64::MAX does.
+        self.holds((v * scale).floor() as i64)
     }
 
     #[inline(always)]
@@ -295,6 +312,8 @@ pub(super) struct Direct {
     pub(super) keep: bool,
     pub(super) accs: Vec<Acc>,
     pub(super) values: Vec<f64>,
+    /// Scratch for a scaled test (degraded mode with drops).
+    pub(super) scratch: Vec<f64>,
 }
 
 /// A trigger's part in the visit of one set: its position there, its id,
@@ -309,6 +328,10 @@ pub(super) struct Part {
     /// threshold. Such a test reads two words of the record and nothing
     /// of the trigger (see [`gather_set`]).
     fast: Option<FastSum>,
+    /// Degraded mode, an epoch with drops: the trigger's flows are also
+    /// tested with their sums scaled back up, for the recall estimate
+    /// (`Sweep::direct_scaled`; its aggregates scale with traffic).
+    scales: bool,
 }
 
 impl Monitor {
@@ -446,18 +469,38 @@ fn gather_set(
                     Some(FastSum::new(set.sum_word(pos)? as u32, head.sum_range()?))
                 })
                 .flatten();
+            // Degraded mode with drops: also tried scaled back up.
+            let scales = direct
+                && s.adapt
+                && s.seen_share < 1.0
+                && triggers
+                    .get(tid as usize)
+                    .and_then(Option::as_deref)
+                    .is_some_and(Trigger::scales_with_traffic);
             parts.push(Part {
                 pos: pos as u32,
                 tid,
                 direct,
                 fast,
+                scales,
             });
         }
     }
     let fast_only = !s.direct.keep && parts.iter().all(|p| p.fast.is_some());
+    // Degraded mode with drops: a fast test whose trigger scales with
+    // traffic is also tried on the sum scaled back up
+    // (`Sweep::direct_scaled`), so every record goes through the parts.
+    let scale = 1.0 / s.seen_share.max(f64::MIN_POSITIVE);
+    let scaled = parts.iter().any(|p| p.scales && p.fast.is_some());
+    let mut weights = std::mem::take(&mut s.scaled_weights);
+    weights.clear();
+    if scaled {
+        weights.resize(parts.len(), 0.0);
+    }
     // Built where it pays: a set of a few records (most sets at a few
     // hundred flows) tests them through its parts.
-    let look = fast_only
+    let look = !scaled
+        && fast_only
         && set.log_len(s.half) >= FIRST_LOOK_RECORDS
         && s.first_look.build(parts.iter().filter_map(|p| p.fast));
     // Whether some record of this visit was tested by the fast parts
@@ -540,9 +583,13 @@ fn gather_set(
                 fast_tested = true;
             }
             if packets != 0 && (!look || s.first_look.any_holds(words)) {
-                for p in &parts {
+                for (i, p) in parts.iter().enumerate() {
                     let Some(f) = p.fast else { continue };
-                    match f.test(words) {
+                    let test = f.test(words);
+                    if p.scales {
+                        weigh(&mut weights[i], f, &test, packets, s.seen_share, scale);
+                    }
+                    match test {
                         SumTest::Fails(_) => {}
                         SumTest::Holds(value) => {
                             // Reported a few visits later, once its entry
@@ -580,7 +627,7 @@ fn gather_set(
             }
             continue;
         }
-        for p in &parts {
+        for (i, p) in parts.iter().enumerate() {
             let pos = p.pos as usize;
             if let Some(f) = p.fast {
                 // A record of RTT samples only has no group to test.
@@ -588,7 +635,11 @@ fn gather_set(
                     continue;
                 }
                 fast_tested = true;
-                let (fires, v) = match f.test(words) {
+                let test = f.test(words);
+                if p.scales {
+                    weigh(&mut weights[i], f, &test, packets, s.seen_share, scale);
+                }
+                let (fires, v) = match test {
                     SumTest::Holds(v) => (true, v),
                     SumTest::Fails(v) => (false, v),
                     SumTest::Wide => {
@@ -664,6 +715,17 @@ fn gather_set(
             }
         }
     }
+    if scaled {
+        // Fast tests' weights (the others' were added by `test_flow`).
+        for (p, &w) in parts
+            .iter()
+            .zip(&weights)
+            .filter(|(p, _)| p.scales && p.fast.is_some())
+        {
+            *s.direct_scaled.entry(p.tid).or_default() += w;
+        }
+    }
+    s.scaled_weights = weights;
     if s.adapt && flow_epochs > 0 {
         s.loads.push((sid, flow_epochs, packets_seen));
         for p in parts.iter().filter(|p| p.direct) {
@@ -676,6 +738,22 @@ fn gather_set(
     s.parts = parts;
     s.shed_parts = shed_parts;
     done
+}
+
+/// Degraded mode with drops: adds a flow's weight to `acc` if its sum
+/// holds the threshold as seen or scaled by `scale`, the flow seen with
+/// `packets` of each packet's `seen_share` (`clarion_adapt::seen_flow_weight`).
+/// A wide sum is left to `test_flow`, which weighs it.
+#[inline]
+fn weigh(acc: &mut f64, f: FastSum, test: &SumTest, packets: u64, seen_share: f64, scale: f64) {
+    let fires = match *test {
+        SumTest::Holds(_) => true,
+        SumTest::Fails(v) => f.holds_scaled(v, scale),
+        SumTest::Wide => false,
+    };
+    if fires {
+        *acc += clarion_adapt::seen_flow_weight(packets, seen_share);
+    }
 }
 
 /// A flow that held a fast test ([`FastSum`]), its report waiting for
@@ -731,7 +809,8 @@ fn test_flow(
     };
     d.accs.clear();
     d.accs.resize(trig.reads_len(), Acc::default());
-    if set.gather(rec, s.half, pos, &mut d.accs) == 0 {
+    let packets = set.gather(rec, s.half, pos, &mut d.accs);
+    if packets == 0 {
         return; // RTT samples only: no packet, no group
     }
     trig.values_into(&d.accs, &mut d.values);
@@ -739,6 +818,15 @@ fn test_flow(
         s.flow_lasts.push(tid);
     }
     let fires = trig.fires(&d.values);
+    if s.adapt && s.seen_share < 1.0 && trig.scales_with_traffic() {
+        // Drops: weighed if it fires as seen or scaled back up (`weigh`).
+        let scale = 1.0 / s.seen_share.max(f64::MIN_POSITIVE);
+        if fires || trig.fires_scaled(&d.values, scale, &mut d.scratch) {
+            *s.direct_scaled.entry(tid).or_default() +=
+                clarion_adapt::seen_flow_weight(packets, s.seen_share);
+        }
+    }
+    let d = &mut s.direct;
     if !head.tested() {
         head.mark_tested();
     }

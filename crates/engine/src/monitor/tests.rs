@@ -1630,3 +1630,64 @@ fn relieve_bypasses_unmeasured_flows_at_once_in_the_first_epoch() {
     let mut normal = Monitor::new(MonitorConfig::default());
     assert_eq!(normal.relieve(250.0, 100.0), None);
 }
+
+/// Degraded mode with drops, events tested flow by flow (a count through
+/// the general test, a sum through the fast one): the recall estimate is
+/// the reports over the flows that fire as seen or with their sums and
+/// counts scaled by 1 / s, each weighed by the chance that it was seen at
+/// all (`clarion_adapt::seen_flow_weight`). Four flows of 5 packets fire,
+/// four of 3 do not but would with the third of packets dropped restored.
+/// A maximum does not grow with traffic: its reports are thinned again
+/// instead, which keeps every one of them here (recall 1).
+#[test]
+fn flows_tested_one_by_one_are_scaled_back_up_under_drops() {
+    let src = "event busy\n when count(packets) > 4\n per 5tuple\n every 10ms\n\
+               event big\n when sum(volume) > 400\n per 5tuple\n every 10ms\n\
+               event peak\n when max(volume) > 50\n per 5tuple\n every 10ms\n";
+    let mut m = degraded(
+        src,
+        crate::config::AdaptConfig {
+            accuracy_threshold: None,
+            ..crate::config::AdaptConfig::default()
+        },
+    );
+    let mut out = Vec::new();
+    let mut t = T0;
+    for (src, n) in [(1, 5), (2, 5), (3, 5), (4, 5), (5, 3), (6, 3), (7, 3), (8, 3)] {
+        for _ in 0..n {
+            t += 1_000;
+            m.process(&pkt(t, src, 1000, 100), &mut out);
+        }
+    }
+    m.note_dropped(16); // 32 of 48 packets seen: s = 2/3
+    m.tick(T0 + 10 * MS, &mut out);
+    m.sweep_step(usize::MAX, &mut out);
+    let mut acc = Vec::new();
+    m.take_accuracy(&mut acc);
+    let s = 2.0 / 3.0;
+    let want =
+        4.0 / (4.0 * clarion_adapt::seen_flow_weight(5, s) + 4.0 * clarion_adapt::seen_flow_weight(3, s));
+    for event in ["busy", "big"] {
+        let a = acc
+            .iter()
+            .find(|a| &*a.event == event)
+            .expect("an accuracy record");
+        assert_eq!(a.reports, 4, "{a:?}");
+        assert!(
+            (a.recall_estimate - want).abs() < 1e-9,
+            "{event}: {a:?}, want {want}"
+        );
+    }
+    let peak = acc.iter().find(|a| &*a.event == "peak").expect("peak's record");
+    assert_eq!((peak.reports, peak.recall_estimate), (8, 1.0), "{peak:?}");
+    // Without drops the same window is exact.
+    let mut m = degraded(src, crate::config::AdaptConfig::default());
+    for (i, src) in (1..=4).enumerate() {
+        m.process(&pkt(T0 + i as u64 * 1_000, src, 1000, 100), &mut out);
+    }
+    m.tick(T0 + 10 * MS, &mut out);
+    m.sweep_step(usize::MAX, &mut out);
+    acc.clear();
+    m.take_accuracy(&mut acc);
+    assert!(acc.iter().all(|a| a.recall_estimate == 1.0), "{acc:?}");
+}
