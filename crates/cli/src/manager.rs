@@ -19,6 +19,8 @@ use clarion_cmdline::log::LogFormat;
 use clarion_control::{ControlError, ControlHandle, ServerToken};
 use clarion_manager::Manager;
 use clarion_nats::{serve, ControlLink, EventBook, ManagerOptions, ManagerStats, OnDuplicate};
+use clarion_report::Report;
+use clarion_sinks::{Sink, SinkError};
 use clarion_store::Store;
 use tokio::sync::{broadcast, mpsc};
 use tracing::{info, warn};
@@ -437,24 +439,15 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         hosts_board: board,
         ..options(a)?
     };
-    let mut write_error = None;
-    // A report that cannot be written (output, or a dead letter of the
-    // alerts) stops the manager, as it stops clarion run: running on while
-    // losing every later report would be silent loss.
-    let halt = Arc::clone(&stop);
-    let stats = serve(&opts, &a.name, book, control, stop, &mut |r| {
-        // The manager runs for days: each fired event reaches the file at
-        // once (a reader tailing it sees it; a crash loses none).
-        metrics.written(std::slice::from_ref(r));
-        if write_error.is_none() {
-            if let Err(e) = sink.write(r).and_then(|()| sink.flush()) {
-                write_error = Some(e);
-                halt.store(true, Ordering::Relaxed);
-            }
-        }
-    })
-    .map_err(|e| Failure::Runtime(e.into()))?;
-    if let Some(e) = write_error {
+    let mut out = Written {
+        sink: &mut sink,
+        metrics: &metrics,
+        error: None,
+        halt: Arc::clone(&stop),
+    };
+    let stats =
+        serve(&opts, &a.name, book, control, stop, &mut out).map_err(|e| Failure::Runtime(e.into()))?;
+    if let Some(e) = out.error {
         return Err(sink_error(e));
     }
     sink.flush().map_err(sink_error)?;
@@ -465,6 +458,47 @@ pub fn manager(a: &ManagerArgs) -> Result<ExitCode, Failure> {
         clarion_cmdline::log::summary("manager", &summary(&stats, &hosts));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the manager's decisions go: its output and alerts, and the
+/// metrics of what was written. A report that cannot be written (output,
+/// or a dead letter of the alerts) stops the manager, as it stops clarion
+/// run: running on while losing every later report would be silent loss.
+struct Written<'a> {
+    sink: &'a mut Box<dyn Sink<Report>>,
+    metrics: &'a clarion_live::HostMetrics,
+    error: Option<SinkError>,
+    halt: Arc<AtomicBool>,
+}
+
+impl Written<'_> {
+    fn keep(&mut self, result: Result<(), SinkError>) {
+        if let (Err(e), None) = (result, &self.error) {
+            self.error = Some(e);
+            self.halt.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl clarion_nats::Decided for Written<'_> {
+    fn report(&mut self, r: &Report) {
+        // The manager runs for days: each fired event reaches the file at
+        // once (a reader tailing it sees it; a crash loses none).
+        self.metrics.written(std::slice::from_ref(r));
+        if self.error.is_none() {
+            let done = self.sink.write(r).and_then(|()| self.sink.flush());
+            self.keep(done);
+        }
+    }
+
+    /// Alerts resolve as their windows close quiet, reports or not: a
+    /// flush closes them (`clarion_alerts::AlertSink`).
+    fn idle(&mut self) {
+        if self.error.is_none() {
+            let done = self.sink.flush();
+            self.keep(done);
+        }
+    }
 }
 
 /// p50, p99 and max of some latencies, when there are any.

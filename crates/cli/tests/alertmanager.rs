@@ -238,9 +238,10 @@ fn one_firing_and_one_resolved_per_episode_and_group_on_scenario_traffic() {
 /// (`clarion agent --pcap --speed 1`). The manager closes windows on the
 /// reports' own time (weeks old here), moved on at the wall clock's pace
 /// (on the wall clock it closed each window at once, and no alert held
-/// for two windows). It closes them when it writes a report and when it
-/// exits: nothing else fires after the episode, so its resolution is sent
-/// at the manager's exit, 2 s (the grace) and more after its last window.
+/// for two windows). It closes them at every turn of its tick, reports or
+/// not: nothing else fires after the episode, and the resolution comes
+/// while the manager runs, 2 s (the grace) after the episode's last
+/// windows closed quiet (before, only at its next report or its exit).
 /// Exactly one firing and one resolved notification, at the times of the
 /// manager's own output. Skipped without nats-server too.
 #[test]
@@ -305,11 +306,10 @@ fn the_managers_decisions_on_a_replayed_capture_reach_alertmanager_once_per_epis
         }
     };
     wait_for(1);
-    // The resolution, at its exit (the agent's paced phase and linger
-    // took longer than the grace).
+    // The resolution, while the manager still runs.
+    wait_for(2);
     let out = manager.terminate("clarion manager");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    wait_for(2);
     // Let any extra notification come before counting.
     std::thread::sleep(Duration::from_secs(2));
     let dead = std::fs::read_to_string(d.join("dead.jsonl")).unwrap_or_default();

@@ -94,7 +94,7 @@ fn run(url: &str, windows: u64, pace: Option<Duration>, max_poll_batch: usize) -
     let manager = {
         let (stop, fired) = (Arc::clone(&stop), Arc::clone(&fired));
         std::thread::spawn(move || {
-            serve(&opts, "bench", book(), None, stop, &mut |_| {
+            serve(&opts, "bench", book(), None, stop, &mut |_: &Report| {
                 fired.fetch_add(1, Ordering::Relaxed);
             })
             .expect("the manager runs")

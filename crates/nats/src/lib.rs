@@ -52,7 +52,9 @@ pub use book::{EventBook, OnDuplicate, Restored};
 pub use desk::{HostDesk, Triggers};
 pub use error::NatsError;
 pub use exports::{AppliedExports, Arrived, ExportBook, ExportSet, PolicyInfo};
-pub use service::{serve, ControlLink, Gap, HistoryLimits, ManagerOptions, ManagerStats, EVENTS_STREAM};
+pub use service::{
+    serve, ControlLink, Decided, Gap, HistoryLimits, ManagerOptions, ManagerStats, EVENTS_STREAM,
+};
 pub use stream_sink::{StreamKind, StreamSink};
 
 /// How a client proves itself to the NATS server.

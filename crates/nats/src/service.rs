@@ -304,6 +304,26 @@ pub struct Gap {
     pub reports: u64,
 }
 
+/// Where the manager's fired network-wide reports go ([`serve`]): a
+/// closure taking each report is one.
+pub trait Decided {
+    /// One fired report.
+    fn report(&mut self, r: &Report);
+
+    /// Called at every turn of the manager's tick (50 ms), reports or
+    /// not: for a destination that acts on time passing, such as alerts
+    /// that resolve once their windows have closed quiet (without it, an
+    /// alert of a manager whose events all stopped firing resolved only
+    /// at its next report or its exit).
+    fn idle(&mut self) {}
+}
+
+impl<F: FnMut(&Report)> Decided for F {
+    fn report(&mut self, r: &Report) {
+        self(r);
+    }
+}
+
 /// Runs the manager's service until `stop` is set (or, with
 /// `until_finished`, until every host finished). Each fired network-wide
 /// report goes to `on_report`, the control API's stream, and `clarion.events`.
@@ -313,7 +333,7 @@ pub fn serve(
     book: EventBook,
     control: Option<ControlLink>,
     stop: Arc<AtomicBool>,
-    on_report: &mut dyn FnMut(&Report),
+    on_report: &mut dyn Decided,
 ) -> Result<ManagerStats, NatsError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -768,7 +788,7 @@ impl Service {
         opts: &ManagerOptions,
         control: Option<ControlLink>,
         stop: &AtomicBool,
-        on_report: &mut dyn FnMut(&Report),
+        on_report: &mut dyn Decided,
     ) -> Result<(), NatsError> {
         let nats = |e: async_nats::SubscribeError| NatsError::Nats(e.to_string());
         let mut registrations = self
@@ -875,12 +895,13 @@ impl Service {
         &mut self,
         opts: &ManagerOptions,
         chores: &mut Chores,
-        on_report: &mut dyn FnMut(&Report),
+        on_report: &mut dyn Decided,
     ) -> bool {
         // Held reports of events removed since.
         let mut effects = Vec::new();
         self.desk.release(self.book.manager(), &mut effects);
         self.carry(effects, on_report).await;
+        on_report.idle();
         if opts.until_finished && self.all_finished() {
             return false;
         }
@@ -909,7 +930,7 @@ impl Service {
 
     /// Decides what is still undecided with the answers received,
     /// acknowledges, stores progress and, alone, tells agents it is done.
-    async fn shut_down(&mut self, on_report: &mut dyn FnMut(&Report)) {
+    async fn shut_down(&mut self, on_report: &mut dyn Decided) {
         // Installs and removals still queued go before the end.
         self.drain_outbox(None).await;
         let mut effects = Vec::new();
@@ -1405,7 +1426,7 @@ impl Service {
     /// and the first report read polls the others before theirs are read,
     /// in the same slice (a 16-host event of which 4 report: 15 polls
     /// made, 12 needed).
-    async fn drop_needless_polls(&mut self, on_report: &mut dyn FnMut(&Report)) {
+    async fn drop_needless_polls(&mut self, on_report: &mut dyn Decided) {
         let mut effects = Vec::new();
         let manager = self.book.manager_mut();
         for &host in &self.to_flush {
@@ -1496,7 +1517,7 @@ impl Service {
     }
 
     /// One message of the manager's connection, in its order.
-    async fn arrived(&mut self, a: Arrival<async_nats::Message>, on_report: &mut dyn FnMut(&Report)) {
+    async fn arrived(&mut self, a: Arrival<async_nats::Message>, on_report: &mut dyn Decided) {
         match a {
             Arrival::Agent(m) => {
                 let effects = self.up(m).await;
@@ -1514,7 +1535,7 @@ impl Service {
     /// unanswered) and those a server found no responder for are sent
     /// again. One whose reply the connection has received is not given
     /// up, however far behind the loop is: it is read in its turn.
-    async fn expire_polls(&mut self, on_report: &mut dyn FnMut(&Report)) {
+    async fn expire_polls(&mut self, on_report: &mut dyn Decided) {
         let past = self.requests.any_past_deadline(tokio::time::Instant::now());
         if let (true, Some(arrivals)) = (past, self.arrivals.as_mut()) {
             // The connection's task (on this thread) is let read what its
@@ -1545,7 +1566,7 @@ impl Service {
         &mut self,
         p: Pending<Poll>,
         answers: Option<Vec<Answer>>,
-        on_report: &mut dyn FnMut(&Report),
+        on_report: &mut dyn Decided,
     ) {
         for o in poll_outcomes(p, answers, false) {
             let effects = self.outcome(o);
@@ -1670,7 +1691,7 @@ impl Service {
     /// Carries out the manager loop's effects: polls wait for
     /// [`Service::flush_polls`], drill-down instances go to their hosts,
     /// fired reports out.
-    async fn carry(&mut self, effects: Vec<Effect>, on_report: &mut dyn FnMut(&Report)) {
+    async fn carry(&mut self, effects: Vec<Effect>, on_report: &mut dyn Decided) {
         for effect in effects {
             match effect {
                 Effect::Poll(p) => {
@@ -1733,7 +1754,7 @@ impl Service {
                     self.note_decision(event, window, group);
                 }
                 Effect::Report(r) => {
-                    on_report(&r);
+                    on_report.report(&r);
                     let written = (r.event.to_string(), r.window.start_ns, r.group);
                     let (key, emptied) = match self.unwritten.get_mut(&written) {
                         Some(keys) => (keys.pop_front(), keys.is_empty()),
@@ -1787,7 +1808,7 @@ impl Service {
 
     /// Removes the drill-down instances whose windows all ended a while ago
     /// (their decisions are made: polls last at most the poll timeout).
-    async fn expire_instances(&mut self, on_report: &mut dyn FnMut(&Report)) {
+    async fn expire_instances(&mut self, on_report: &mut dyn Decided) {
         let margin = 2 * self.poll_timeout.as_nanos().min(u128::from(u64::MAX / 4)) as u64;
         let closed = self.windows_to_ns.saturating_sub(margin);
         let mut effects = Vec::new();
@@ -2201,7 +2222,7 @@ mod tests {
     /// after it, b's answer to the poll. `read` hands them to the service
     /// in some order; returns the network-wide reports it made.
     async fn a_then_b(
-        read: impl AsyncFnOnce(&mut Service, async_nats::Message, async_nats::Message, &mut dyn FnMut(&Report)),
+        read: impl AsyncFnOnce(&mut Service, async_nats::Message, async_nats::Message, &mut dyn Decided),
     ) -> Vec<Report> {
         let mut s = service().await;
         let mut out = Vec::new();

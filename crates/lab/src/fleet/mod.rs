@@ -158,7 +158,14 @@ pub fn fleet_manager(a: &FleetManagerArgs) -> Result<ExitCode, Failure> {
         hosts_board: None,
         history: None,
     };
-    let s = clarion_nats::serve(&opts, &a.name, book, None, stop, &mut |_| {})?;
+    let s = clarion_nats::serve(
+        &opts,
+        &a.name,
+        book,
+        None,
+        stop,
+        &mut |_: &clarion_engine::Report| {},
+    )?;
     let v = json!({
         "registrations": s.registrations,
         "satisfied": s.satisfied,
