@@ -491,13 +491,7 @@ fn full_table_counts_untracked_packets_in_completeness() {
         ..MonitorConfig::default()
     };
     let mut m = Monitor::new(cfg);
-    m.install(event(
-        "any",
-        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
-        Granularity::FIVE_TUPLE,
-        10,
-    ))
-    .unwrap();
+    m.install(any()).unwrap();
     let out = run(
         &mut m,
         &[pkt(T0, 1, 1, 1), pkt(T0 + 1, 2, 2, 1), pkt(T0 + 2, 2, 2, 1)],
@@ -731,13 +725,7 @@ fn reclaiming_monitor() -> Monitor {
         ..MonitorConfig::default()
     };
     let mut m = Monitor::new(cfg);
-    m.install(event(
-        "any",
-        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
-        Granularity::FIVE_TUPLE,
-        10,
-    ))
-    .unwrap();
+    m.install(any()).unwrap();
     m
 }
 
@@ -833,13 +821,7 @@ fn the_reclaim_reads_entries_in_proportion_to_packet_time() {
         flow_timeout_ns: 60_000 * MS,
         ..MonitorConfig::default()
     });
-    m.install(event(
-        "any",
-        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
-        Granularity::FIVE_TUPLE,
-        10,
-    ))
-    .unwrap();
+    m.install(any()).unwrap();
     let mut out = Vec::new();
     let flows = 30_000u64;
     for f in 0..flows {
@@ -891,13 +873,7 @@ fn a_burst_of_reports_memory_is_given_back_after_quiet_sweeps() {
 #[test]
 fn a_window_the_input_started_inside_is_incomplete() {
     let mut m = Monitor::new(MonitorConfig::default());
-    m.install(event(
-        "any",
-        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
-        Granularity::FIVE_TUPLE,
-        10,
-    ))
-    .unwrap();
+    m.install(any()).unwrap();
     let out = run(
         &mut m,
         &[
@@ -1268,13 +1244,7 @@ fn windows_overlapping_a_blind_span_are_incomplete() {
         synchronous_sweep: false,
         ..MonitorConfig::default()
     });
-    m.install(event(
-        "any",
-        gt(agg(AggFunc::Sum, BaseVar::Packets), 0.0),
-        Granularity::FIVE_TUPLE,
-        10,
-    ))
-    .unwrap();
+    m.install(any()).unwrap();
     let mut out = Vec::new();
     let step = |m: &mut Monitor, out: &mut Vec<Report>| while !m.sweep_step(usize::MAX, out) {};
     m.tick(T0, &mut out);
