@@ -134,8 +134,9 @@ pub struct Monitor {
     /// Where the reclaim's next scan of the flow entries starts (a clock
     /// hand: see [`Monitor::reclaim`]).
     reclaim_hand: usize,
-    /// Packet time of the latest reclaim (its pace is by packet time).
-    reclaim_at: u64,
+    /// Packet time and packets counted at the latest reclaim (its pace
+    /// is by packet time, its extra reads by packets).
+    reclaim_at: (u64, u64),
     /// Entries the reclaim found idle, freed once their removal's lines
     /// are loaded (kept from sweep to sweep: no allocation).
     reclaim_found: Vec<u32>,
@@ -183,6 +184,14 @@ struct MergeOut {
 /// reclaim, so that its flows go at the first sweep past their timeout
 /// (what the unit tests' small tables expect); a larger one is paced.
 const RECLAIM_WHOLE: usize = 64;
+
+/// Entries the reclaim reads at a sweep beyond its pace, up to one per
+/// packet since the last reclaim: under load (thousands of packets an
+/// epoch) it frees idle flows far sooner than the pace's quarter timeout
+/// (at 1 M entries, a turn in ~2.4 s of 10 ms sweeps instead of 15 s), so
+/// that a churning table does not fill with dead flows; on a sparse
+/// capture (a few packets an epoch) it costs next to nothing.
+const RECLAIM_SCAN_MIN: usize = 4096;
 
 /// The reclaim's hand goes round the entries within this many epochs at
 /// most, whatever the timeout: with [`STATS_EPOCH_AGE`], what keeps a flow
@@ -290,7 +299,7 @@ impl Monitor {
             spare_sweep: Default::default(),
             report_peak: DecayingPeak::default(),
             reclaim_hand: 0,
-            reclaim_at: 0,
+            reclaim_at: (0, 0),
             reclaim_found: Vec::new(),
             counters: Counters::default(),
             scratch: Vec::new(),
@@ -1644,18 +1653,22 @@ impl Monitor {
     /// the last reclaim is of a quarter of the timeout (all of a table of
     /// [`RECLAIM_WHOLE`] entries or fewer), so that the hand goes round the
     /// entries ever used within a quarter of the timeout of packet time,
-    /// however far apart the sweeps are. A flow idle past the timeout is
-    /// thus freed within 1.25 timeouts. The queue it replaces cost 16 bytes
-    /// a flow and a push a new flow; sequential reads are what memory
-    /// serves fastest: at 1 M flows, 10 ms epochs and a 60 s timeout the
-    /// hand reads ~670 entries a sweep. Paced by sweeps instead (and at
-    /// least 4,096 a sweep), it read 4,096 entries at every sweep of a
-    /// sparse capture, where sweeps are far apart: a third of the sweeps'
-    /// instructions on `pathspider_real` (docs/performance.md).
+    /// however far apart the sweeps are: a flow idle past the timeout is
+    /// freed within 1.25 timeouts. Beyond that pace it reads up to
+    /// [`RECLAIM_SCAN_MIN`] entries, one per packet since the last reclaim,
+    /// so that under load idle flows go soon after their timeout, while a
+    /// sparse capture's sweeps (a few packets an epoch) read next to
+    /// nothing: at one sweep in ~9 packets, 4,096 entries a sweep were a
+    /// third of the sweeps' instructions on `pathspider_real`
+    /// (docs/performance.md). The queue the hand replaces cost 16 bytes a
+    /// flow and a push a new flow; sequential reads are what memory serves
+    /// fastest.
     fn reclaim(&mut self, swept: u64) {
         let used = self.flows.entries.len();
-        let elapsed = self.now.saturating_sub(self.reclaim_at);
-        self.reclaim_at = self.now;
+        let packets = self.counters.packets;
+        let elapsed = self.now.saturating_sub(self.reclaim_at.0);
+        let arrived = packets.saturating_sub(self.reclaim_at.1);
+        self.reclaim_at = (self.now, packets);
         if used == 0 {
             return;
         }
@@ -1668,7 +1681,10 @@ impl Monitor {
             used
         } else {
             let paced = (used as u128 * u128::from(elapsed.min(quarter))).div_ceil(u128::from(quarter));
-            (paced as usize).min(used)
+            let busy = usize::try_from(arrived)
+                .unwrap_or(usize::MAX)
+                .min(RECLAIM_SCAN_MIN);
+            (paced as usize).max(busy).min(used)
         };
         let (swept, now_epoch) = (swept as u32, self.epoch_seq as u32);
         let mut found = std::mem::take(&mut self.reclaim_found);

@@ -814,7 +814,8 @@ fn idle_flows_of_a_large_table_go_within_a_quarter_timeout_more() {
 /// timeout (a turn in 15 s), a sweep 10 ms after the last reads 1/1,500
 /// of the entries, and one after a quiet second 1/15 of them (paced by
 /// sweeps, each read 4,096, which on a sparse capture was a third of
-/// the sweeps' work).
+/// the sweeps' work); under load, one more per packet since the last
+/// reclaim, up to 4,096.
 #[test]
 fn the_reclaim_reads_entries_in_proportion_to_packet_time() {
     let mut m = Monitor::new(MonitorConfig {
@@ -843,6 +844,12 @@ fn the_reclaim_reads_entries_in_proportion_to_packet_time() {
     let before = m.reclaim_hand;
     m.process(&pkt(T0 + 1_020 * MS, 2, 1, 1), &mut out);
     assert_eq!(moved(before, m.reclaim_hand), used.div_ceil(15), "1 s of 15 s");
+    let before = m.reclaim_hand;
+    for k in 0..10_000u64 {
+        m.process(&pkt(T0 + 1_021 * MS + k, 2, 1, 1), &mut out);
+    }
+    m.process(&pkt(T0 + 1_030 * MS, 2, 1, 1), &mut out);
+    assert_eq!(moved(before, m.reclaim_hand), 4096, "under load");
     assert_eq!(m.counters().flows_evicted, 0);
 }
 
