@@ -1325,7 +1325,7 @@ impl Monitor {
             keep: self.config.history_windows > 0,
             accs: spare.accs,
             values: spare.values,
-            scratch: Vec::new(),
+            scratch: spare.scratch,
         };
         self.sweep = Some(Sweep {
             epoch_start: self.epoch_start,
@@ -1364,7 +1364,7 @@ impl Monitor {
                 all => counts.packets as f64 / all as f64,
             },
             direct_scaled: Default::default(),
-            scaled_weights: Vec::new(),
+            scaled_weights: spare.scaled_weights,
             window_counts: Vec::new(),
             health,
         });

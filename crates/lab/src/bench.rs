@@ -700,19 +700,17 @@ fn measure_primed(
     let epoch = triggers.interval_ns;
     let over = |e: &[u64]| e.iter().filter(|&&t| t > epoch).count() as u64;
     let (cold, warm) = m.epoch_ns.split_at(warmup.min(m.epoch_ns.len()));
+    let longest = warm.iter().enumerate().max_by_key(|&(_, &e)| e);
     Ok(PointRun {
         ns_per_packet_median: percentile(&per, 0.5),
         ns_per_packet_mean: mean,
         sweep_p99_ns: percentile(&sw, 0.99),
         sweep_mean_ns,
         epoch_mean_ns: warm.iter().sum::<u64>() as f64 / warm.len().max(1) as f64,
-        epoch_max_ns: warm.iter().copied().max().unwrap_or(0),
-        epoch_max_at: warm
-            .iter()
-            .enumerate()
-            .max_by_key(|&(_, &e)| e)
-            .map(|(n, _)| (n, m.sweep_ns.get(warmup + n).copied().unwrap_or(0)))
-            .unwrap_or((0, 0)),
+        epoch_max_ns: longest.map_or(0, |(_, &e)| e),
+        epoch_max_at: longest.map_or((0, 0), |(n, _)| {
+            (n, m.sweep_ns.get(warmup + n).copied().unwrap_or(0))
+        }),
         backlog_max_ns: warm
             .iter()
             .scan(0u64, |backlog, &e| {

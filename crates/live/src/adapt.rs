@@ -129,7 +129,13 @@ impl LiveAdapt {
     /// Counts the time since `started` as busy.
     #[inline]
     pub(crate) fn busy_since(&mut self, started: Instant) {
-        self.busy_ns += started.elapsed().as_nanos() as u64;
+        self.add_busy(started.elapsed().as_nanos() as u64);
+    }
+
+    /// Counts `ns` as busy.
+    #[inline]
+    pub(crate) fn add_busy(&mut self, ns: u64) {
+        self.busy_ns += ns;
     }
 
     /// At an epoch's end (its sweep done): folds in what it cost and sets

@@ -428,7 +428,8 @@ impl<C: Chain> Worker<C> {
     fn relieve(&mut self, got: usize, started: Instant) {
         let pass = self.track.pass_ts.take();
         let Some(a) = self.adapt.as_mut() else { return };
-        a.busy_since(started);
+        let busy_ns = started.elapsed().as_nanos() as u64;
+        a.add_busy(busy_ns);
         let Some((first_ts_ns, last_ts_ns)) = pass else {
             return;
         };
@@ -436,7 +437,7 @@ impl<C: Chain> Worker<C> {
             packets: got as u64,
             first_ts_ns,
             last_ts_ns,
-            busy_ns: started.elapsed().as_nanos() as u64,
+            busy_ns,
             now_ns: realtime_ns(),
         };
         let sources = &self.sources;
@@ -703,9 +704,13 @@ impl<C: Chain> Worker<C> {
             &mut self.track.unseen_max_ns,
             &mut self.track.pass_ts,
         );
+        // Only relief reads the pass's span (degraded mode).
+        let spanned = self.adapt.is_some();
         let mut handle = |fr: Frame<'_>| {
             *unseen = (*unseen).max(quiet.saturating_sub(fr.ts_ns));
-            *pass = Some(pass.map_or((fr.ts_ns, fr.ts_ns), |(a, b)| (a.min(fr.ts_ns), b.max(fr.ts_ns))));
+            if spanned {
+                *pass = Some(pass.map_or((fr.ts_ns, fr.ts_ns), |(a, b)| (a.min(fr.ts_ns), b.max(fr.ts_ns))));
+            }
             match clarion_wire::parse_frame(link, fr.data, fr.ts_ns, fr.orig_len) {
                 Ok(rec) => {
                     chain.frame(i, link, &rec, &fr);
