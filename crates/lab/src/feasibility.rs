@@ -157,7 +157,14 @@ pub struct FeasibilityArgs {
 
     /// Measure nothing: read the points from FILE, a CSV this command
     /// wrote, and draw them (--png) or write them again (--csv).
-    #[arg(long, value_name = "FILE", conflicts_with = "quick")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = [
+            "quick", "per_flow", "intervals", "flows", "arrivals", "flow_sizes", "packets",
+            "triggers", "scale_triggers", "patterns", "batch", "core", "seed",
+        ]
+    )]
     pub from_csv: Option<PathBuf>,
 }
 

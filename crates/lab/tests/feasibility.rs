@@ -82,4 +82,14 @@ fn a_grid_redraws_from_its_csv() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("bad.csv: line 2: fewer than 7 columns"), "{err}");
+
+    // A flag of the measurement, with nothing measured, is refused.
+    let o = Command::cargo_bin("clarion-lab")
+        .expect("binary builds")
+        .args(["feasibility", "--from-csv", csv, "--per-flow", "8"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--per-flow"), "{err}");
 }
