@@ -262,6 +262,9 @@ struct Measured {
     epochs_over_budget: u64,
     /// ns from the end of the previous sweep (or the start) to the end of each epoch's sweep.
     epoch_ns: Vec<u64>,
+    /// Times the kernel took the core from the loop during each epoch
+    /// (involuntary context switches; empty where the count is unavailable).
+    preempted: Vec<u32>,
     counters: Counters,
     reports: Vec<Report>,
     /// The monitor after the run (for queries such as the DoS threshold).
@@ -274,6 +277,17 @@ struct Measured {
 /// Page faults (minor and major) this thread has taken so far; `None`
 /// where the kernel does not count them per thread.
 pub(crate) fn thread_page_faults() -> Option<u64> {
+    thread_usage().map(|u| u64::try_from(u.ru_minflt).unwrap_or(0) + u64::try_from(u.ru_majflt).unwrap_or(0))
+}
+
+/// Involuntary context switches of the calling thread so far: the times
+/// the kernel gave its core to something else.
+fn thread_preemptions() -> Option<u64> {
+    thread_usage().map(|u| u64::try_from(u.ru_nivcsw).unwrap_or(0))
+}
+
+/// The calling thread's resource usage; `None` where unavailable.
+fn thread_usage() -> Option<libc::rusage> {
     #[cfg(target_os = "linux")]
     {
         let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
@@ -284,8 +298,7 @@ pub(crate) fn thread_page_faults() -> Option<u64> {
             return None;
         }
         // SAFETY: getrusage succeeded, so it filled the structure.
-        let u = unsafe { u.assume_init() };
-        Some(u64::try_from(u.ru_minflt).unwrap_or(0) + u64::try_from(u.ru_majflt).unwrap_or(0))
+        Some(unsafe { u.assume_init() })
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -604,6 +617,9 @@ pub struct PointRun {
     pub epoch_max_ns: u64,
     /// That longest epoch: its number after the warm-up and its sweep's ns.
     pub epoch_max_at: (usize, u64),
+    /// Times the kernel took the core from the loop during that epoch
+    /// (`None` where the count is unavailable).
+    pub epoch_max_preempted: Option<u32>,
     /// The largest backlog a live monitor would have built, in ns: epochs
     /// over budget add their excess, epochs under it work it off (a queue
     /// fed at the nominal rate and served by this core).
@@ -614,6 +630,10 @@ pub struct PointRun {
     pub epochs: usize,
     /// Epochs after the warm-up whose packets and sweep took longer than the epoch at the workload's rate.
     pub epochs_over_budget: u64,
+    /// Of those, the epochs during which the kernel took the core from the
+    /// loop at least once (an involuntary context switch): over budget
+    /// perhaps because of the machine, not the monitor. Still counted above.
+    pub epochs_over_budget_preempted: u64,
     /// Warm-up epochs over budget (not counted above).
     pub warmup_over_budget: u64,
     /// The core the loop ran on, or why it was not pinned.
@@ -722,6 +742,12 @@ fn measure_primed(
         counters: m.counters,
         epochs: warm.len(),
         epochs_over_budget: over(warm),
+        epochs_over_budget_preempted: warm
+            .iter()
+            .enumerate()
+            .filter(|&(n, &e)| e > epoch && m.preempted.get(warmup + n).is_some_and(|&p| p > 0))
+            .count() as u64,
+        epoch_max_preempted: longest.and_then(|(n, _)| m.preempted.get(warmup + n).copied()),
         warmup_over_budget: over(cold),
         pinned: m.pinned,
     })
@@ -840,6 +866,7 @@ fn measure(w: &Workload, mut monitor: Monitor, pinned: Result<usize, String>, ru
         sweep_ns: samples.sweep_ns,
         epochs_over_budget: samples.epochs_over_budget,
         epoch_ns: samples.epoch_ns,
+        preempted: samples.preempted,
         counters: monitor.counters(),
         reports,
         monitor,
@@ -906,6 +933,10 @@ struct Samples {
     sweep_ns: Vec<u64>,
     /// ns from the end of the previous sweep (or the start) to the end of each epoch's sweep.
     epoch_ns: Vec<u64>,
+    /// Involuntary context switches in each epoch ([`Measured::preempted`]).
+    preempted: Vec<u32>,
+    /// The thread's count of involuntary context switches at the end of the last epoch.
+    switches: Option<u64>,
     epochs_over_budget: u64,
 }
 
@@ -921,6 +952,8 @@ impl Samples {
             per_packet_ns: committed(frames.len() / batch + 1, 1.0),
             sweep_ns: committed(epochs, 1u64),
             epoch_ns: committed(epochs, 1u64),
+            preempted: committed(epochs, 1u32),
+            switches: thread_preemptions(),
             epochs_over_budget: 0,
         }
     }
@@ -940,6 +973,15 @@ impl Samples {
         let s1 = Instant::now();
         self.sweep_ns.push((s1 - s0).as_nanos() as u64);
         self.epoch_ns.push((s1 - *epoch_start).as_nanos() as u64);
+        // One getrusage an epoch (about a microsecond): whether the kernel
+        // took the core says whether an epoch over budget was the
+        // monitor's or the machine's.
+        let switches = thread_preemptions();
+        if let (Some(now), Some(before)) = (switches, self.switches) {
+            self.preempted
+                .push(u32::try_from(now.saturating_sub(before)).unwrap_or(u32::MAX));
+        }
+        self.switches = switches;
         if (s1 - *epoch_start).as_nanos() > u128::from(monitor.epoch_ns()) {
             self.epochs_over_budget += 1;
             if raise_on_overrun {
@@ -1340,7 +1382,7 @@ impl Results<'_> {
         format!(
             "clarion-lab bench: {}, {} triggers ({} per packet, {} patterns): {:.2} Mpps, {:.1} ns/packet \
              (median {:.1}, p99 {:.1} per {}-packet batch); sweep median {:.1} us, p99 {:.1} us, max {:.1} us; \
-             {} sweeps ({} late, {} epochs over budget at {} pps); {} reports{dos}; {} flows tracked, {memory}; \
+             {} sweeps ({} late, {} epochs over budget at {} pps, the core taken by the kernel in {}); {} reports{dos}; {} flows tracked, {memory}; \
              {verified}; {pinned}",
             self.packets_text(),
             thousands(u64::from(self.triggers.triggers)),
@@ -1358,6 +1400,7 @@ impl Results<'_> {
             c.sweeps_late,
             self.m.epochs_over_budget,
             thousands(self.traffic.rate_pps),
+            self.m.preempted.iter().filter(|&&p| p > 0).count(),
             thousands(c.reports),
             thousands(c.flows_active),
         )
@@ -1438,6 +1481,7 @@ impl Results<'_> {
             "sweeps_completed": c.sweeps_completed,
             "sweeps_late": c.sweeps_late,
             "epochs_over_budget": self.m.epochs_over_budget,
+            "epochs_preempted": self.m.preempted.iter().filter(|&&p| p > 0).count(),
             "page_faults": self.m.page_faults,
             "reports": c.reports,
             "flows_created": c.flows_created,

@@ -580,10 +580,14 @@ impl At<'_> {
                 return Ok(Some(factor));
             }
             let (worst, sweep) = v.epoch_max_at;
+            let taken = v
+                .epoch_max_preempted
+                .map_or(String::new(), |p| format!(", the core taken from it {p} times"));
             eprintln!(
-                "  K={k} interval={interval_ms}ms flows={flows} new/s={arrivals}: {} of {} epochs over budget at {:.2} Mpps (longest: epoch {} after the warm-up, {:.2} ms, its sweep {:.2} ms); stepping down",
+                "  K={k} interval={interval_ms}ms flows={flows} new/s={arrivals}: {} of {} epochs over budget ({} with the core taken by the kernel) at {:.2} Mpps (longest: epoch {} after the warm-up, {:.2} ms, its sweep {:.2} ms{taken}); stepping down",
                 v.epochs_over_budget,
                 v.epochs,
+                v.epochs_over_budget_preempted,
                 rate as f64 / 1e6,
                 worst + 1,
                 v.epoch_max_ns as f64 / 1e6,
