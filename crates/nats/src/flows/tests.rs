@@ -117,3 +117,50 @@ fn a_talker_survives_the_wire_and_a_backwards_span_is_put_right() {
     (w.first_ns, w.last_ns) = (20, 10);
     assert_eq!(Talker::from(&w), t);
 }
+
+fn request(event: &str, group: serde_json::Value, top: usize) -> FlowsRequest {
+    FlowsRequest {
+        event: event.into(),
+        group,
+        from_ns: 100,
+        to_ns: 200,
+        top,
+        by: "packets".into(),
+    }
+}
+
+#[test]
+fn the_manager_asks_each_host_of_the_event_with_its_local_filters() {
+    let inv = clarion_manager::Inventory::parse("a 10.0.0.0/24\nb 10.0.1.0/24\nc 10.0.2.0/24\n").unwrap();
+    let mut book = EventBook::new(clarion_manager::Manager::new("m", inv), None);
+    let spike = "event spike\n  filter dst_ip in 10.0.0.0/23 and proto = udp\n  when sum(volume) > 1MB\n  per dst_ip/24\n  every 10ms\n  across hosts\n";
+    book.add(spike, crate::book::OnDuplicate::Refuse).unwrap();
+    let group = serde_json::json!({"dst_ip": "10.0.1.0/24"});
+    let (to_ask, q) = asked(&book, &request("spike", group.clone(), 10)).unwrap();
+    // Placed on the two hosts under the filter's prefix, not on c.
+    let hosts: Vec<&str> = to_ask.iter().map(|a| a.host.as_str()).collect();
+    assert_eq!(hosts, vec!["a", "b"]);
+    assert_eq!((q.top, q.by, q.from_ns, q.to_ns), (10, Rank::Packets, 100, 200));
+    let ask: FlowsAsk = protocol::decode("s", &to_ask[0].ask).unwrap();
+    assert_eq!(ask.top, 100, "ten times top, at least 100");
+    assert!(ask.by_packets);
+    assert_eq!(ask.filters.len(), 1);
+    assert_eq!(ask.filters[0].proto, Some(17));
+    assert_eq!(ask.group, clarion_report::group_from_json(&group).unwrap());
+    let (_, q) = asked(&book, &request("spike", group, 500)).unwrap();
+    let (asked_500, _) = asked(&book, &request("spike", serde_json::json!({}), 500)).unwrap();
+    let ask: FlowsAsk = protocol::decode("s", &asked_500[0].ask).unwrap();
+    assert_eq!((q.top, ask.top), (500, 1_000), "at most 1,000");
+    // Refusals: no such event (404), a field outside its `per` (400).
+    let e = asked(&book, &request("nope", serde_json::json!({}), 10))
+        .err()
+        .unwrap();
+    assert!(matches!(e, ControlError::NotFound(_)), "{e}");
+    let e = asked(&book, &request("spike", serde_json::json!({"src_port": 1}), 10))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, ControlError::Invalid(m) if m.contains("src_port")),
+        "{e}"
+    );
+}
