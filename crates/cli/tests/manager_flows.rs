@@ -4,8 +4,10 @@
 //! group spans both hosts) fired and the flows ended, the manager's
 //! `GET /v1/flows` of each firing must equal the two agents' own
 //! `/v1/flows` of the same event installed on each as its own
-//! (`spike_here`), summed per 5-tuple; with one agent stopped, it names
-//! that host in `missing_hosts` and lists the other's flows alone. Root
+//! (`spike_here`), summed per 5-tuple; with one agent frozen, it names
+//! that host missing after the poll timeout while the API answers other
+//! requests; with one agent stopped, it names that host in
+//! `missing_hosts` and lists the other's flows alone. Root
 //! only (veth pairs, packet sockets); skipped, saying why, without
 //! nats-server or tcpreplay.
 
@@ -86,6 +88,35 @@ fn check_firing(net: &TwoHosts, r: &Value) -> usize {
     want.len()
 }
 
+/// web-2's agent frozen (SIGSTOP: connected, silent): the manager's
+/// query waits for it at most the poll timeout (2 s) and names it
+/// missing, and the API answers other requests meanwhile.
+fn stalled_host_is_given_up_without_stalling_the_api(net: &TwoHosts, r: &Value) {
+    let pid = net.agents[1].0.id() as libc::pid_t;
+    // SAFETY: a signal to a child this test started and still holds.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let (api, query) = (net.api, flows_query("spike", r));
+    let t = std::time::Instant::now();
+    let asked = std::thread::spawn(move || api_get(api, &query, TOKEN));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (code, hosts) = api_get(net.api, "/v1/hosts", TOKEN);
+    let meanwhile = t.elapsed();
+    let (code_flows, merged) = asked.join().expect("asked");
+    let took = t.elapsed();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    assert_eq!(code, 200, "{hosts}");
+    assert!(
+        meanwhile < std::time::Duration::from_millis(1_500),
+        "the API waited: {meanwhile:?}"
+    );
+    assert_eq!(code_flows, 200, "{merged}");
+    assert_eq!(merged["missing_hosts"], json!(["web-2"]), "{merged}");
+    let why = merged["missing"][0]["reason"].as_str().unwrap_or_default();
+    assert!(why.starts_with("no answer within"), "{merged}");
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+}
+
 #[test]
 fn the_managers_flows_are_its_hosts_summed_and_a_stopped_host_is_named_missing() {
     let Some(mut net) = TwoHosts::start() else {
@@ -96,11 +127,12 @@ fn the_managers_flows_are_its_hosts_summed_and_a_stopped_host_is_named_missing()
     assert!(!fired.is_empty(), "spike fired");
     let listed: usize = fired.iter().map(|r| check_firing(&net, r)).sum();
     assert!(listed > 0, "some firing has flows");
+    let r = &fired[0];
+    stalled_host_is_given_up_without_stalling_the_api(&net, r);
     // web-2 stops: the manager names it missing and lists web-1's alone.
     let (web2, _) = net.agents.pop().expect("two agents");
     let out = web2.terminate("web-2's agent");
     assert!(out.status.success(), "web-2's agent");
-    let r = &fired[0];
     let (code, merged) = api_get(net.api, &flows_query("spike", r), TOKEN);
     assert_eq!(code, 200, "{merged}");
     assert_eq!(merged["missing_hosts"], json!(["web-2"]), "{merged}");
