@@ -85,6 +85,18 @@ fn check_firing(net: &TwoHosts, r: &Value) -> usize {
             "{f}: {merged}"
         );
     }
+    // Each host's part, named.
+    for (i, host) in ["web-1", "web-2"].iter().enumerate() {
+        let part = &merged["hosts"][i];
+        assert_eq!(part["host"], *host, "{merged}");
+        for f in ["flows", "packets", "bytes"] {
+            assert_eq!(
+                part[f].as_u64(),
+                Some(total(&own[i], f)),
+                "{host}'s {f}: {merged}"
+            );
+        }
+    }
     want.len()
 }
 
