@@ -208,7 +208,7 @@ pub(crate) fn answer(subject: &str, payload: &[u8], window: Option<&SharedWindow
     };
     let Some(window) = window else {
         return refused(
-            "this host keeps no flow records in memory: start its agent with -i, --records DEST and --api (and not --flow-window 0)"
+            "this host keeps no flow records in memory: a live agent (-i) with --records DEST does (not a replay, nor --flow-window 0)"
                 .into(),
         );
     };
