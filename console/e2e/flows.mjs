@@ -7,12 +7,17 @@
 //   stdout "flows JSON"       per firing clicked: its window, group and
 //                             the top talkers table's rows; then exit 0
 // Any failure: a message on stderr and exit 1. Environment: CONSOLE_URL,
-// CONSOLE_TOKEN, CONSOLE_EVENT_NAME, CONSOLE_SHOTS (where flows.png goes).
+// CONSOLE_TOKEN, CONSOLE_EVENT_NAME, CONSOLE_SHOTS (where the screenshot
+// goes), CONSOLE_SHOT (its name, flows.png by default: a manager's page
+// is shot as manager-flows.png).
 import { join } from "node:path";
 import { check, env, hostsHistory404, launch, nextLine } from "./common.mjs";
 
 const name = env("CONSOLE_EVENT_NAME");
 const LIMIT = 60_000;
+const shot = process.env.CONSOLE_SHOT ?? "flows.png";
+/** A note's text, or null when the page shows none. */
+const note = async (page, id) => ((await page.locator(id).count()) ? await page.textContent(id) : null);
 
 const { context, close } = await launch();
 const problems = [];
@@ -83,14 +88,17 @@ try {
     const firstHover = await page.locator("#flows-table tbody tr td .time").first().getAttribute("title").catch(() => null);
     check(rows.length === 0 || /ns since 1970/.test(firstHover ?? ""), `a first packet's hover: ${firstHover}`);
     const complete = (await page.locator("#flows-incomplete").count()) === 0;
-    shown.push({ start, group: JSON.parse(group), rows, complete });
+    // A manager's answer names the hosts that answered and those that did not.
+    const hosts = await note(page, "#flows-hosts");
+    const missing = await note(page, "#flows-missing");
+    shown.push({ start, group: JSON.parse(group), rows, complete, hosts, missing });
     if (most < 0 || rows.length > shown[most].rows.length) most = i;
   }
   // The screenshot shows the firing with the most talkers.
   await items.nth(most).click();
   await page.waitForFunction((start) => document.getElementById("flows")?.dataset.start === start, shown[most].start, { timeout: LIMIT });
   await page.locator("#flows-table, #flows-none").first().waitFor();
-  await page.screenshot({ path: join(env("CONSOLE_SHOTS"), "flows.png"), fullPage: true });
+  await page.screenshot({ path: join(env("CONSOLE_SHOTS"), shot), fullPage: true });
   check(problems.length === 0, problems.join("\n"));
   console.log(`flows ${JSON.stringify(shown)}`);
 } catch (e) {

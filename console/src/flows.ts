@@ -31,7 +31,25 @@ export interface FlowsAnswer {
   talkers: Talker[];
   total: { flows: number; records: number; packets: number; bytes: number };
   complete: boolean;
-  window: { records: number; max_records: number; dropped: number };
+  /** A host's own answer: what it keeps (a manager's merged answer has none). */
+  window?: { records: number; max_records: number; dropped: number };
+  /** A manager's merged answer: a host listed fewer talkers than it counted. */
+  truncated?: boolean;
+  /** A manager's merged answer: the hosts that answered, with their totals. */
+  hosts?: { host: string; flows: number; packets: number; bytes: number; complete: boolean; truncated: boolean }[];
+  /** A manager's merged answer: the hosts that did not, and why. */
+  missing?: { host: string; reason: string }[];
+}
+
+/** A manager's notes on its hosts' parts: who answered, who did not, what is cut. */
+export function hostNotes(a: FlowsAnswer): { answered?: string; missing?: string; truncated?: string } {
+  if (!a.hosts) return {};
+  const answered = a.hosts.length
+    ? `From ${a.hosts.length} host(s): ${a.hosts.map((h) => `${h.host} (${h.flows.toLocaleString("en-US")} flow(s)${h.complete ? "" : ", incomplete"})`).join(", ")}; a 5-tuple's parts are summed.`
+    : "No host answered.";
+  const missing = a.missing?.length ? `Missing hosts: ${a.missing.map((m) => `${m.host} (${m.reason})`).join("; ")}.` : undefined;
+  const truncated = a.truncated ? "Truncated: a host counted more flows than it listed, so a flow below every host's top may belong in this one (the totals are exact)." : undefined;
+  return { answered, missing, truncated };
 }
 
 /** What a fired report says of itself that the query needs. */

@@ -15,7 +15,7 @@
 import { completenessNote, type Completeness } from "./completeness";
 import { chart, rfc3339Ms, type Point } from "./chart";
 import { offsets, spansOf } from "./diag";
-import { bytesText, endpoint, flowsPath, protoName, timeline, type FlowsAnswer } from "./flows";
+import { bytesText, endpoint, flowsPath, hostNotes, protoName, timeline, type FlowsAnswer } from "./flows";
 import { dropsDetail, duration, grew, percent, rate, warnings, type HostHealth } from "./health";
 import { SseParser } from "./sse";
 import { exampleEvent, hostColumnTitles, kindOf, type ServerKind } from "./server";
@@ -680,8 +680,14 @@ function renderFlows(r: Report, a: FlowsAnswer, by: "bytes" | "packets"): void {
     "A flow record that overlaps the window counts whole (records keep totals, not packet times); a flow still open has no record yet.",
   ];
   const parts: (Node | string)[] = [head, h("p", { class: "muted" }, notes.join(" ")), rank];
-  if (!a.complete) {
+  const hosts = hostNotes(a);
+  if (hosts.answered) parts.push(h("p", { class: "muted", id: "flows-hosts" }, hosts.answered));
+  if (hosts.missing) parts.push(h("p", { class: "lossy", id: "flows-missing" }, hosts.missing));
+  if (hosts.truncated) parts.push(h("p", { class: "lossy", id: "flows-truncated" }, hosts.truncated));
+  if (!a.complete && a.window) {
     parts.push(h("p", { class: "lossy", id: "flows-incomplete" }, `Incomplete: the host dropped ${a.window.dropped.toLocaleString("en-US")} older record(s) from memory (it keeps ${a.window.max_records.toLocaleString("en-US")}), some of which may have overlapped this window.`));
+  } else if (!a.complete && !hosts.missing) {
+    parts.push(h("p", { class: "lossy", id: "flows-incomplete" }, "Incomplete: a host dropped older records from memory, some of which may have overlapped this window."));
   }
   if (a.talkers.length === 0) parts.push(h("p", { class: "muted", id: "flows-none" }, "No flow record of this group overlaps the window (yet)."));
   else parts.push(h("div", { class: "scroll" }, table), h("div", { class: "flows-time" }, h("h3", {}, "Flows over time"), timeline(a)));

@@ -482,7 +482,7 @@ fn replay_agent(
     };
     let mut source = crate::host_spec::open_capture(pcap)?;
     let (mut with, apps_out) = replay_stage(a, own, monitor)?;
-    let mut ag = Agent::register(a, with.head_mut(), stop, None, None)?;
+    let mut ag = Agent::register(a, with.head_mut(), stop, None, None, None)?;
     // The manager's policies apply from the first frame.
     ag.apply_exports(&mut with);
     let options = ReplayOptions {
@@ -551,8 +551,8 @@ fn live_agent(
 ) -> Result<ExitCode, Failure> {
     let export = export_args(a);
     let (mut exports, mut configs) = crate::exports::LiveExports::open(&export, &a.host)?;
-    // Only the control API reads the window of recent records.
-    let window = a.live.api.and_then(|_| exports.flow_window(&export));
+    // Read by its own API and its manager's flows requests: kept without --api too.
+    let window = exports.flow_window(&export);
     if configs.2.is_none() {
         // Workers with exporters without policies, until the manager sends some.
         configs.2 = Some(clarion_host::LiveExportConfig {
@@ -573,7 +573,8 @@ fn live_agent(
     let wake = Wake(Arc::new(move || waker.wake()));
     // Its monitor started just now: it holds no earlier window.
     let started = clarion_live::realtime_ns();
-    let mut ag = Agent::register(a, &mut Merged(&mut host), stop, Some(wake), Some(started))?;
+    let (wake, started, flows) = (Some(wake), Some(started), window.clone());
+    let mut ag = Agent::register(a, &mut Merged(&mut host), stop, wake, started, flows)?;
     ag.apply_live_exports(&mut host);
     if !a.quiet {
         announce_capture(a, &config);
@@ -674,13 +675,15 @@ impl Triggers for Merged<'_> {
 impl Agent {
     /// Registers with a manager and installs the network-wide triggers it sends.
     /// `wake` is called whenever a message from the manager arrives;
-    /// `answers_from_ns`: a live host's start (see `Register::answers_from_ns`).
+    /// `answers_from_ns`: a live host's start (see `Register::answers_from_ns`);
+    /// `flows`: its recent flow records, for the manager's flows requests.
     fn register<T: Triggers + ?Sized>(
         a: &AgentArgs,
         host: &mut T,
         stop: Arc<AtomicBool>,
         wake: Option<Wake>,
         answers_from_ns: Option<u64>,
+        flows: Option<clarion_flow_window::SharedWindow>,
     ) -> Result<Agent, Failure> {
         let opts = AgentOptions {
             url: a.nats.url.clone(),
@@ -691,6 +694,7 @@ impl Agent {
             health: Some(clarion_control::HealthHandle::new()),
             wake,
             answers_from_ns,
+            flows,
         };
         let health = opts.health.clone().unwrap_or_default();
         let url = a.nats.url.clone();

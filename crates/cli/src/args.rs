@@ -228,7 +228,8 @@ pub struct ExportArgs {
     /// On a live host with --api: keep the newest N flow records in memory
     /// for the control API's /v1/flows (the console's top talkers behind a
     /// firing; 88 bytes each); the oldest are dropped and counted.
-    /// 0: keep none.
+    /// 0: keep none. A live agent keeps them with or without --api (its
+    /// manager asks for them), with this default.
     #[arg(long, requires = "records", requires = "api", conflicts_with = "pcap", default_value_t = clarion_flow_window::DEFAULT_RECORDS, value_name = "N")]
     pub flow_window: usize,
 

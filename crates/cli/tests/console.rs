@@ -764,3 +764,89 @@ fn the_flows_behind_a_firing_are_duckdbs_over_the_hosts_parquet() {
         std::fs::write(repo.join("docs/console/flows.png"), png).expect("screenshot copied");
     }
 }
+
+/// Issue 37, on the manager's console: two live agents replaying their
+/// hosts' traffic (`bus::two_hosts`); once the network-wide `spike`
+/// fired and the flows ended, the page clicks each firing and shows its
+/// top talkers (console/e2e/flows.mjs), which must be the manager's
+/// merged answer (each 5-tuple's parts summed over the hosts, which
+/// manager_flows.rs checks against the hosts' own), naming both hosts as
+/// answering. Root only; skipped without tcpreplay, nats-server or a browser.
+#[test]
+fn the_managers_console_shows_the_flows_behind_a_network_wide_firing() {
+    let Some(script) = require_browser() else {
+        return;
+    };
+    let script = script.with_file_name("flows.mjs");
+    let Some(net) = bus::two_hosts::TwoHosts::start() else {
+        return;
+    };
+    let token = bus::two_hosts::TOKEN;
+    let shots = net.dir.path().join("shots");
+    std::fs::create_dir(&shots).expect("shots dir");
+    let env = [
+        ("CONSOLE_URL", format!("http://127.0.0.1:{}/", net.api).into()),
+        ("CONSOLE_TOKEN", token.into()),
+        ("CONSOLE_EVENT_NAME", "spike".into()),
+        ("CONSOLE_SHOTS", shots.clone().into()),
+        ("CONSOLE_SHOT", "manager-flows.png".into()),
+    ];
+    let mut browser = Script::start(&script, &env, "the flows script");
+    let next = |b: &Script| b.next(Duration::from_secs(120));
+    match next(&browser) {
+        Some(l) if l == "ready" => {}
+        other => browser.fail(&format!("said {other:?} instead of `ready`")),
+    }
+    net.replay();
+    let fired = net.fired();
+    assert!(!fired.is_empty(), "spike fired");
+    browser.say(&format!("click {}", fired.len()));
+    let shown = match next(&browser) {
+        Some(l) if l.starts_with("flows ") => l["flows ".len()..].to_string(),
+        other => browser.fail(&format!("said {other:?} instead of the flows")),
+    };
+    browser.finish();
+    let shown: Vec<Value> = serde_json::from_str(&shown).expect("the flows as JSON");
+    assert_eq!(shown.len(), fired.len(), "each firing clicked");
+    let key = |t: &Value| {
+        format!(
+            "{} {} {} {} {} {} {}",
+            t["src_ip"], t["dst_ip"], t["src_port"], t["dst_port"], t["proto"], t["packets"], t["bytes"]
+        )
+    };
+    let mut talkers = 0;
+    for s in &shown {
+        let r = fired
+            .iter()
+            .find(|r| r["window"]["start"] == s["start"] && r["group"] == s["group"])
+            .unwrap_or_else(|| panic!("{s} is a firing the manager wrote"));
+        let query = bus::two_hosts::flows_query("spike", r).replace("top=1000", "top=10");
+        let (code, merged) = api_get(net.api, &query, token);
+        assert_eq!(code, 200, "{merged}");
+        let mut a: Vec<String> = s["rows"].as_array().expect("rows").iter().map(key).collect();
+        let mut b: Vec<String> = merged["talkers"]
+            .as_array()
+            .expect("talkers")
+            .iter()
+            .map(key)
+            .collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "the page's top talkers are the manager's merged ones");
+        let hosts = s["hosts"].as_str().unwrap_or_default();
+        assert!(hosts.contains("web-1") && hosts.contains("web-2"), "{s}");
+        assert!(s["missing"].is_null(), "{s}");
+        talkers += a.len();
+    }
+    assert!(talkers > 0, "some firing has flows");
+    eprintln!(
+        "{} firings, {talkers} talkers shown, each the manager's merged",
+        shown.len()
+    );
+    let png = std::fs::read(shots.join("manager-flows.png")).expect("screenshot");
+    assert!(png.starts_with(b"\x89PNG"));
+    if std::env::var_os("CLARION_UPDATE_SCREENSHOTS").is_some() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        std::fs::write(repo.join("docs/console/manager-flows.png"), png).expect("screenshot copied");
+    }
+}

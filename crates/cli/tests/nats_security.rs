@@ -6,8 +6,10 @@ mod bus;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 use bus::*;
+use serde_json::Value;
 
 fn agent_alone(d: &Path, url: &str, flags: &[&str]) -> Output {
     clarion()
@@ -515,4 +517,77 @@ fn http_get(port: u16, path: &str) -> String {
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
     text
+}
+
+/// Issue 37: with per-host keys, the manager's flows requests
+/// (`clarion.host.<host>.flows`) reach each host on its own subject and
+/// its answer comes back: replaying agents, which keep no flow records,
+/// each refuse, saying so, rather than time out (which a permission the
+/// keys lack would look like).
+#[test]
+fn with_per_host_keys_each_host_answers_the_managers_flows_requests() {
+    const TOKEN: &str = "security-flows-token";
+    let Some(server) = require_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    setup(d, 20);
+    let made = clarion()
+        .args(["credentials", "--inventory", "hosts.txt", "--out-dir", "creds"])
+        .current_dir(d)
+        .output()
+        .expect("runs");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let conf = d.join("creds/nats-server.conf");
+    let (_server, port) = start_server_with(&server, &["-c", conf.to_str().expect("utf-8")]);
+    let url = format!("nats://127.0.0.1:{port}");
+    let flags = [
+        "--nats-nkey",
+        "creds/manager.nk",
+        "--events",
+        "events.clarion",
+        "--no-store",
+    ];
+    let (_manager, api) = api_manager(d, &url, &[&flags[..], &["--api-token", TOKEN]].concat());
+    let _agents: Vec<Guard> = (1..=4)
+        .map(|i| {
+            let key = format!("creds/web-{i}.nk");
+            let flags = ["--nats-nkey", &key, "--linger", "60s", "-q"];
+            agent_with(
+                d,
+                &url,
+                &format!("web-{i}"),
+                &format!("hosts/web-{i}.pcap"),
+                &flags,
+            )
+        })
+        .collect();
+    let path = "/v1/flows?event=service_load_spike&from=1&to=2";
+    let refused = |a: &Value| {
+        a["missing"].as_array().is_some_and(|m| {
+            m.len() == 4
+                && m.iter().all(|h| {
+                    h["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.starts_with("refused: this host keeps no flow records"))
+                })
+        })
+    };
+    // Until every agent has registered (and subscribed).
+    let t = Instant::now();
+    let answer = loop {
+        let (code, a) = api_get(api, path, TOKEN);
+        assert_eq!(code, 200, "{a}");
+        if refused(&a) || t.elapsed() > Duration::from_secs(30) {
+            break a;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(refused(&answer), "each host answered, refusing: {answer}");
+    assert_eq!(
+        answer["missing_hosts"],
+        serde_json::json!(["web-1", "web-2", "web-3", "web-4"]),
+        "{answer}"
+    );
 }

@@ -52,7 +52,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use clarion_event_capture::select::{in_group, passes};
-use clarion_lang::spec::Filter;
+use clarion_lang::spec::{Filter, Granularity};
 use clarion_records::FlowRecord;
 use clarion_report::{rfc3339, GroupKey};
 use clarion_wire::FlowKey;
@@ -286,55 +286,93 @@ fn key_json(k: &FlowKey) -> Value {
     })
 }
 
+/// A talker as the API lists it: its key's fields, its totals and times.
+pub fn talker_json(t: &Talker) -> Value {
+    let mut v = key_json(&t.key);
+    if let Value::Object(m) = &mut v {
+        m.insert("packets".into(), json!(t.packets));
+        m.insert("bytes".into(), json!(t.bytes));
+        m.insert("records".into(), json!(t.records));
+        m.insert("first_ns".into(), json!(t.first_ns));
+        m.insert("last_ns".into(), json!(t.last_ns));
+        // Also as text: a JSON reader's double loses nanoseconds.
+        m.insert("first".into(), json!(rfc3339(t.first_ns)));
+        m.insert("last".into(), json!(rfc3339(t.last_ns)));
+    }
+    v
+}
+
+/// The fields every flows answer starts with: the query's window and ranking.
+fn query_json(q: &FlowQuery) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("from_ns".into(), json!(q.from_ns));
+    m.insert("to_ns".into(), json!(q.to_ns));
+    m.insert("from".into(), json!(rfc3339(q.from_ns)));
+    m.insert("to".into(), json!(rfc3339(q.to_ns)));
+    m.insert("by".into(), json!(q.by.name()));
+    m.insert("top".into(), json!(q.top.min(MAX_TOP)));
+    m
+}
+
 impl Answer {
     /// The API's body (`FlowsAnswer` in docs/api/openapi.yaml), the
     /// query's window and ranking repeated.
     pub fn to_json(&self, q: &FlowQuery) -> Value {
         let c = &self.coverage;
-        let talkers: Vec<Value> = self
-            .talkers
-            .iter()
-            .map(|t| {
-                let mut v = key_json(&t.key);
-                if let Value::Object(m) = &mut v {
-                    m.insert("packets".into(), json!(t.packets));
-                    m.insert("bytes".into(), json!(t.bytes));
-                    m.insert("records".into(), json!(t.records));
-                    m.insert("first_ns".into(), json!(t.first_ns));
-                    m.insert("last_ns".into(), json!(t.last_ns));
-                    // Also as text: a JSON reader's double loses nanoseconds.
-                    m.insert("first".into(), json!(rfc3339(t.first_ns)));
-                    m.insert("last".into(), json!(rfc3339(t.last_ns)));
-                }
-                v
-            })
-            .collect();
-        json!({
-            "from_ns": q.from_ns,
-            "to_ns": q.to_ns,
-            "from": rfc3339(q.from_ns),
-            "to": rfc3339(q.to_ns),
-            "by": q.by.name(),
-            "top": q.top.min(MAX_TOP),
-            "talkers": talkers,
-            "total": {
+        let mut m = query_json(q);
+        m.insert("talkers".into(), self.talkers.iter().map(talker_json).collect());
+        m.insert(
+            "total".into(),
+            json!({
                 "flows": self.flows,
                 "records": self.records,
                 "packets": self.packets,
                 "bytes": self.bytes,
-            },
-            "complete": self.complete,
-            "window": {
+            }),
+        );
+        m.insert("complete".into(), json!(self.complete));
+        m.insert(
+            "window".into(),
+            json!({
                 "records": c.kept,
                 "max_records": c.max_records,
                 "max_age_ns": c.max_age_ns,
                 "dropped": c.dropped,
                 "dropped_last_ns": c.dropped_last_ns,
                 "newest_ns": c.newest_ns,
-            },
-        })
+            }),
+        );
+        Value::Object(m)
     }
 }
+
+/// The group a query names (a report's `group` object), checked against
+/// the event's granularity `g`: a field the event does not group by is
+/// refused, named, as is a value that is not a report's.
+pub fn group_of(event: &str, g: &Granularity, group: &Value) -> Result<GroupKey, String> {
+    let grouped = [
+        ("src_ip", g.src_ip.is_some()),
+        ("dst_ip", g.dst_ip.is_some()),
+        ("src_port", g.src_port),
+        ("dst_port", g.dst_port),
+        ("proto", g.proto),
+        ("vlan", g.vlan),
+        ("vni", g.vni),
+    ];
+    if let Some(f) = group
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.keys())
+        .find(|f| !grouped.iter().any(|(name, on)| *on && name == f))
+    {
+        return Err(format!(
+            "`group` names {f}, which is not in {event}'s groups (its `per`)"
+        ));
+    }
+    clarion_report::group_from_json(group).map_err(|e| format!("`group` is not a report's group: {e}"))
+}
+
+pub mod merge;
 
 #[cfg(test)]
 mod tests;

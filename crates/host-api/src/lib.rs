@@ -378,30 +378,8 @@ impl LocalEvents {
             ));
         };
         let local = self.events.get(&r.event).ok_or_else(|| not_found(&r.event))?;
-        let g = &local.spec.granularity;
-        let grouped = [
-            ("src_ip", g.src_ip.is_some()),
-            ("dst_ip", g.dst_ip.is_some()),
-            ("src_port", g.src_port),
-            ("dst_port", g.dst_port),
-            ("proto", g.proto),
-            ("vlan", g.vlan),
-            ("vni", g.vni),
-        ];
-        if let Some(f) = r
-            .group
-            .as_object()
-            .into_iter()
-            .flat_map(|m| m.keys())
-            .find(|f| !grouped.iter().any(|(name, on)| *on && name == f))
-        {
-            return Err(ControlError::Invalid(format!(
-                "`group` names {f}, which is not in {}'s groups (its `per`)",
-                r.event
-            )));
-        }
-        let group = clarion_report::group_from_json(&r.group)
-            .map_err(|e| ControlError::Invalid(format!("`group` is not a report's group: {e}")))?;
+        let group = clarion_flow_window::group_of(&r.event, &local.spec.granularity, &r.group)
+            .map_err(ControlError::Invalid)?;
         let q = FlowQuery {
             filters: local.spec.filters.clone(),
             group,

@@ -46,6 +46,9 @@ pub struct AgentOptions {
     pub wake: Option<Wake>,
     /// A live host: when its monitor started (see [`Register::answers_from_ns`]).
     pub answers_from_ns: Option<u64>,
+    /// The host's recent flow records, for the manager's flows requests
+    /// ([`crate::flows`]; none: each is refused, saying why).
+    pub flows: Option<clarion_flow_window::SharedWindow>,
 }
 
 /// See [`AgentOptions::wake`].
@@ -140,7 +143,12 @@ impl AgentLink {
                 .subscribe(protocol::poll(&opts.host))
                 .await
                 .map_err(|e| NatsError::Nats(e.to_string()))?;
+            let flows = client
+                .subscribe(crate::flows::subject(&opts.host))
+                .await
+                .map_err(|e| NatsError::Nats(e.to_string()))?;
             let reply = register(&client, opts, &refusals, waiting).await?;
+            tokio::spawn(crate::flows::serve(client.clone(), flows, opts.flows.clone()));
             tokio::spawn(listen(control, polls, in_tx, out.clone(), opts.wake.clone()));
             let sender = Sender {
                 client,

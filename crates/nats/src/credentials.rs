@@ -3,12 +3,13 @@
 //!
 //! A host may publish its own subject (`clarion.up.<host>`) and
 //! registrations, answer the polls it receives (`allow_responses`, so it
-//! cannot answer another host's), and subscribe only to its own control
-//! and poll subjects and its own reply inbox (`_INBOX_<host>.>`, the
-//! prefix its agent uses). It may also publish its own flow records and
-//! reports to a JetStream stream (`clarion.records.<host>`,
-//! `clarion.reports.<host>`, see [`crate::stream_sink`]) and look a stream
-//! up (`$JS.API.STREAM.INFO.*`), but not create one: a stream's subjects
+//! cannot answer another host's), and subscribe only to its own control,
+//! poll and flows subjects (`clarion.host.<host>.>`) and its own reply
+//! inbox (`_INBOX_<host>.>`, the prefix its agent uses). It may also
+//! publish its own flow records and reports to a JetStream stream
+//! (`clarion.records.<host>`, `clarion.reports.<host>`, see
+//! [`crate::stream_sink`]) and look a stream up
+//! (`$JS.API.STREAM.INFO.*`), but not create one: a stream's subjects
 //! could take other hosts' messages, so the operator (or any client with
 //! the manager's key) creates it. The manager may do anything. nats-server
 //! enforces it: a host that publishes as another is refused by the

@@ -26,6 +26,8 @@
 //!   that lets each host speak only as itself.
 //! - [`stream_sink`]: flow records and reports published to a JetStream
 //!   stream, one subject a host (`--records nats://HOST:PORT/STREAM`).
+//! - [`flows`]: the flows behind a network-wide event, asked of the
+//!   hosts that carry it (their in-memory flow windows) and merged.
 //! - [`shared`]: several managers on one NATS account: events and their
 //!   owners in JetStream key-value buckets, each event decided by one.
 //!
@@ -40,6 +42,7 @@ pub mod credentials;
 pub mod desk;
 mod error;
 pub mod exports;
+pub mod flows;
 pub mod outbox;
 mod poll_requests;
 pub mod protocol;

@@ -17,6 +17,7 @@
 //! | `clarion.up.<host>` | agent → manager | [`Up`]: satisfaction reports, status | publish, in order |
 //! | `clarion.host.<host>.control` | manager → agent | [`Control`]: install, remove, export policies, shut down | publish |
 //! | `clarion.host.<host>.poll` | manager → agent | a batch of [`PollRequest`]s → their [`Answer`]s, in order | request-reply |
+//! | `clarion.host.<host>.flows` | manager → agent | a [`crate::flows::FlowsAsk`] → a [`crate::flows::FlowsReply`] (the host's top talkers) | request-reply |
 //! | `clarion.events` | manager → anyone | a network-wide report (schema `clarion.report/1`) | publish |
 //!
 //! One subject carries all of an agent's own messages so that the manager

@@ -466,6 +466,8 @@ struct Service {
     /// hosts send them again, see `write_history`).
     history_pending: Vec<clarion_store::NewReport>,
     history_acks: Vec<Key>,
+    /// `GET /v1/flows`' queries of the hosts' flow windows running.
+    flows: crate::flows::Queries,
 }
 
 impl Service {
@@ -514,6 +516,7 @@ impl Service {
             history: None,
             history_pending: Vec::new(),
             history_acks: Vec::new(),
+            flows: crate::flows::Queries::new(poll_timeout),
         }
     }
 
@@ -1831,11 +1834,7 @@ impl Service {
             Command::History { request, reply } => {
                 let _ = reply.send(self.history_page(request));
             }
-            Command::Flows { reply, .. } => {
-                let _ = reply.send(Err(ControlError::NotFound(
-                    "the manager keeps no flow records: a host does (clarion run -i or agent -i with --api and --records; ask that host's API)".into(),
-                )));
-            }
+            Command::Flows { request, reply } => self.flows(request, reply),
             Command::List { reply } => {
                 let _ = reply.send(Ok(self.book.listed()));
             }
@@ -1873,6 +1872,24 @@ impl Service {
     /// The control API's export routes: the policies every host runs. The
     /// manager does not see the hosts' packets: `matched` is 0 here (each
     /// host's own API counts them).
+    /// `GET /v1/flows` of a network-wide event: the hosts that carry it
+    /// asked, their answers merged, on a task of its own ([`crate::flows`]).
+    fn flows(&self, r: clarion_control::FlowsRequest, reply: Reply<serde_json::Value>) {
+        let started = crate::flows::asked(&self.book, &r).and_then(|(asked, q)| {
+            let query = self.flows.start(self.client.clone(), asked, q.top, q.by)?;
+            Ok((query, q))
+        });
+        match started {
+            Ok((query, q)) => {
+                tokio::spawn(async move {
+                    let merged = query.await;
+                    let _ = reply.send(Ok(crate::flows::answer_json(&merged, &q, r)));
+                });
+            }
+            Err(e) => drop(reply.send(Err(e))),
+        }
+    }
+
     async fn exports_command(&mut self, c: ExportsCommand) {
         match c {
             ExportsCommand::List { reply } => {

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // Each test file uses its own part.
 
+pub mod two_hosts;
+
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
