@@ -197,31 +197,13 @@ impl Agent {
         let at = target.applied_at();
         let r = target
             .running()
-            .and_then(|running| self.with_own(&running, &specs))
+            .and_then(|running| with_own(&self.from_manager, &running, &specs))
             .and_then(|all| target.set(&all))
             .map(|()| format!("{at}: {}", names(&specs)));
         if r.is_ok() {
             self.from_manager = specs.iter().map(|p| p.name.clone()).collect();
         }
         self.exports_done(version, r);
-    }
-
-    /// The manager's new policies beside the host's own (those of the
-    /// running set the manager did not send); refused if one takes an own name.
-    fn with_own(&self, running: &[ExportSpec], specs: &[ExportSpec]) -> Result<Vec<ExportSpec>, String> {
-        let mut all: Vec<ExportSpec> = running
-            .iter()
-            .filter(|p| !self.from_manager.contains(&p.name))
-            .cloned()
-            .collect();
-        if let Some(p) = specs.iter().find(|p| all.iter().any(|o| o.name == p.name)) {
-            return Err(format!(
-                "policy `{}` is this host's own (--exports or its API): the manager's cannot replace it",
-                p.name
-            ));
-        }
-        all.extend(specs.iter().cloned());
-        Ok(all)
     }
 
     /// Sends network-wide triggers' reports to the manager (`decided_ns`:
@@ -355,5 +337,67 @@ impl Registered {
             ag.exports_arrived(&set);
         }
         ag
+    }
+}
+
+/// The manager's new policies `specs` beside the host's own (those of the
+/// `running` set not named in `from_manager`, the manager's last ones);
+/// refused if one takes an own name.
+fn with_own(
+    from_manager: &[String],
+    running: &[ExportSpec],
+    specs: &[ExportSpec],
+) -> Result<Vec<ExportSpec>, String> {
+    let mut all: Vec<ExportSpec> = running
+        .iter()
+        .filter(|p| !from_manager.contains(&p.name))
+        .cloned()
+        .collect();
+    if let Some(p) = specs.iter().find(|p| all.iter().any(|o| o.name == p.name)) {
+        return Err(format!(
+            "policy `{}` is this host's own (--exports or its API): the manager's cannot replace it",
+            p.name
+        ));
+    }
+    all.extend(specs.iter().cloned());
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policies(names: &[&str]) -> Vec<ExportSpec> {
+        let src: String = names
+            .iter()
+            .map(|n| {
+                format!("export {n}\n  filter proto = tcp\n  send headers to collector 127.0.0.1 port 9739\n")
+            })
+            .collect();
+        clarion_lang::check_exports(&src).expect("policies check")
+    }
+
+    fn names(specs: &[ExportSpec]) -> Vec<&str> {
+        specs.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_managers_policies_replace_its_last_ones_beside_the_hosts_own() {
+        let running = policies(&["own", "m_old"]);
+        let all = with_own(&["m_old".into()], &running, &policies(&["m_new"])).expect("applies");
+        assert_eq!(names(&all), ["own", "m_new"]);
+        // An empty set leaves the host's own alone.
+        let all = with_own(&["m_old".into()], &running, &[]).expect("applies");
+        assert_eq!(names(&all), ["own"]);
+    }
+
+    #[test]
+    fn a_managers_policy_taking_an_own_name_is_refused() {
+        let running = policies(&["own"]);
+        let e = with_own(&[], &running, &policies(&["own"])).expect_err("refused");
+        assert!(e.contains("policy `own` is this host's own"), "{e}");
+        // The manager's own earlier policy of that name is replaced, not refused.
+        let all = with_own(&["own".into()], &running, &policies(&["own"])).expect("applies");
+        assert_eq!(names(&all), ["own"]);
     }
 }
