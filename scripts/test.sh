@@ -27,7 +27,7 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== import circles between a crate's files (scripts/import-cycles.py)"
 if command -v python3 >/dev/null 2>&1; then
-  python3 scripts/import-cycles.py crates/cli crates/host-api crates/host crates/live crates/pipeline
+  python3 scripts/import-cycles.py crates/cli crates/agent crates/host-api crates/host crates/live crates/pipeline
 else
   echo "skipped: python3 is not installed"
 fi

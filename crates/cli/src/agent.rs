@@ -6,7 +6,7 @@
 //!
 //! Export policies come from the manager too (`clarion exports add --api
 //! MANAGER`): the whole set, in the registration reply and whenever it
-//! changes, checked here with the language and applied between frames (a
+//! changes, checked with the language and applied between frames (a
 //! replay: to its exporter, from the next frame on; live: to every
 //! worker), replacing the manager's previous ones; the host's own (of
 //! `--exports`, and added through its API) run beside them. A set that
@@ -15,22 +15,25 @@
 //! said on standard error and to the manager, and the policies running
 //! stay. An agent always has an exporter, with
 //! no policies until some arrive (no cost: it is offered no frame).
+//!
+//! The runtime is `clarion-agent`'s: here the flags become its
+//! [`AgentSettings`] ([`agent_settings`], the one place), the host's
+//! pipeline or live host and its outputs are built as `clarion run`'s
+//! are, and the summary is printed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
-use clarion_capture::CaptureError;
+use clarion_agent::{Agent, AgentSettings, Counts, LiveOutputs, Merged};
 use clarion_cmdline::log::LogFormat;
-use clarion_engine::{Monitor, MonitorConfig, Report, TriggerId, WindowValues};
-use clarion_host::{replay, Driver, Live, LiveHost, ReplayOptions};
-use clarion_lang::spec::{EventSpec, ExportSpec};
-use clarion_nats::protocol::{Control, ExportSet};
-use clarion_nats::{AgentLink, AgentOptions, AppliedExports, Arrived, HostDesk, Inbound, Triggers, Wake};
-use clarion_pipeline::{ExportPolicies, Pipeline, Sinks};
+use clarion_engine::{Monitor, MonitorConfig, Report};
+use clarion_host::{Live, LiveHost};
+use clarion_lang::spec::EventSpec;
+use clarion_pipeline::{Pipeline, Sinks};
 use clarion_sinks::Sink;
 use tracing::{info, warn};
 
@@ -38,10 +41,10 @@ use crate::args::{parse_duration, parse_speed, ExportArgs, Format, LiveArgs, Mon
 use crate::bus::NatsArgs;
 use crate::failure::runtime;
 use crate::host_spec::load_events;
+use crate::live::LiveOutput;
 use crate::outputs::sink_error;
 use crate::summary::thousands;
 use crate::Failure;
-use clarion_host_api::{monitor_health, LinkCounts, LocalEvents};
 
 pub const AFTER_HELP: &str = "Examples:
   clarion agent --host web-1 --pcap web-1.pcap
@@ -163,235 +166,44 @@ pub struct AgentArgs {
     pub live: LiveArgs,
 }
 
-/// The agent's counts, for its summary.
-#[derive(Default)]
-struct Tally {
-    /// Live: how long after its window closed here each satisfaction
-    /// report left (wall clock minus window end minus the clock's lag).
-    close_to_sent: Vec<u64>,
-    satisfied: u64,
-    answered: u64,
-    invalid: u64,
-    manager_done: bool,
+/// The agent's settings, from its flags (here only).
+pub fn agent_settings(a: &AgentArgs) -> Result<AgentSettings, Failure> {
+    Ok(AgentSettings {
+        host: a.host.clone(),
+        url: a.nats.url.clone(),
+        security: a.nats.security()?,
+        prefixes: a.prefixes.clone(),
+        register_timeout: Duration::from_nanos(a.register_timeout),
+        linger: Duration::from_nanos(a.linger),
+        speed: a.speed,
+        quiet: a.quiet,
+    })
 }
 
-struct Agent {
-    link: AgentLink,
-    desk: HostDesk<async_nats::Subject>,
-    /// The host's own events' reports (a live agent hands it to its live output).
-    sink: Option<Box<dyn Sink<Report>>>,
-    tally: Tally,
-    stop: Arc<AtomicBool>,
-    /// The manager's export policies: the version applied last, and a set
-    /// that checked, waiting to be applied by the loop that owns the exporter.
-    exports: AppliedExports,
-    pending_exports: Option<(u64, Vec<ExportSpec>)>,
-    /// The names of the manager's policies the host runs: the others are
-    /// the host's own (`--exports`, its API), kept beside them.
-    from_manager: Vec<String>,
-    quiet: bool,
-    /// The host's health: recorded from the replay's monitor here (from
-    /// the workers by `LocalEvents`, live), sent with every heartbeat.
-    health: clarion_control::HealthHandle,
-}
-
-impl Agent {
-    fn handle<T: Triggers + ?Sized>(&mut self, monitor: &mut T, item: Inbound) {
-        match item {
-            Inbound::Control(Control::Install(t)) => {
-                let name = t.spec.name.clone();
-                if let Err(e) = self.desk.install(monitor, t) {
-                    warn!(target: "agent", event = %name, reason = %e, "cannot install {name}: {e}");
-                }
-            }
-            Inbound::Control(Control::Remove { event }) => self.desk.remove(monitor, event),
-            Inbound::Control(Control::Extend { event, end_ns }) => self.desk.extend(monitor, event, end_ns),
-            Inbound::Control(Control::Done) => self.tally.manager_done = true,
-            Inbound::Control(Control::Exports(set)) => self.exports_arrived(&set),
-            // The link takes acknowledgements itself.
-            Inbound::Control(Control::Ack { .. }) => {}
-            Inbound::Poll { reqs, reply } => {
-                if let Some((reply, answers)) = self.desk.poll(monitor, reqs, reply) {
-                    self.tally.answered += answers.len() as u64;
-                    self.link.answer(reply, &answers);
-                }
-            }
-            Inbound::Invalid(e) => {
-                self.tally.invalid += 1;
-                if self.tally.invalid == 1 {
-                    warn!(target: "agent", reason = %e, "{e} (ignored; later ones are counted in the summary)");
-                }
-            }
-        }
-    }
-
-    /// The manager's export policies arrived: kept to apply if newer and
-    /// checking, else refused (said here and to the manager).
-    fn exports_arrived(&mut self, set: &ExportSet) {
-        match self.exports.arrived(set) {
-            Arrived::Stale => {}
-            Arrived::Apply(specs) => self.pending_exports = Some((set.version, specs)),
-            Arrived::Refused(why) => self.exports_done(set.version, Err(why)),
-        }
-    }
-
-    /// The host applied (or refused) the export policies of `version`:
-    /// said on standard error and to the manager. `applied`: where from.
-    fn exports_done(&mut self, version: u64, applied: Result<String, String>) {
-        self.exports.applied(version);
-        match applied {
-            Ok(from) => {
-                if !self.quiet {
-                    info!(target: "agent", version, "export policies of version {version} applied {from}");
-                }
-                self.link.exports_applied(version, None);
-            }
-            Err(why) => {
-                warn!(target: "agent", version, reason = %why,
-                    "the manager's export policies of version {version} are refused (the policies running stay): {why}");
-                self.link.exports_applied(version, Some(why));
-            }
-        }
-    }
-
-    /// Applies waiting export policies to a replay's exporter, from its next frame on.
-    fn apply_exports(&mut self, stage: &mut Pipeline<Monitor>) {
-        let Some((version, specs)) = self.pending_exports.take() else {
-            return;
-        };
-        let frames = stage.frames();
-        let set = stage.stage_mut(|x: &mut ExportPolicies| {
-            let x = x.exporter_mut();
-            self.with_own(x.policies(), &specs)
-                .and_then(|all| x.set_policies(&all).map_err(|e| e.to_string()))
-        });
-        let r = set.unwrap_or_else(|| Err("this agent has no exporter".into()));
-        let r = r.map(|()| format!("from frame {frames} on: {}", names(&specs)));
-        self.manager_applied(version, &specs, r);
-    }
-
-    /// The manager's new policies beside the host's own (those of the
-    /// running set the manager did not send); refused if one takes an own name.
-    fn with_own(&self, running: &[ExportSpec], specs: &[ExportSpec]) -> Result<Vec<ExportSpec>, String> {
-        let mut all: Vec<ExportSpec> = running
-            .iter()
-            .filter(|p| !self.from_manager.contains(&p.name))
-            .cloned()
-            .collect();
-        if let Some(p) = specs.iter().find(|p| all.iter().any(|o| o.name == p.name)) {
-            return Err(format!(
-                "policy `{}` is this host's own (--exports or its API): the manager's cannot replace it",
-                p.name
-            ));
-        }
-        all.extend(specs.iter().cloned());
-        Ok(all)
-    }
-
-    fn manager_applied(&mut self, version: u64, specs: &[ExportSpec], r: Result<String, String>) {
-        if r.is_ok() {
-            self.from_manager = specs.iter().map(|p| p.name.clone()).collect();
-        }
-        self.exports_done(version, r);
-    }
-
-    /// Applies waiting export policies to every worker of a live host.
-    fn apply_live_exports(&mut self, host: &mut LiveHost) {
-        let Some((version, specs)) = self.pending_exports.take() else {
-            return;
-        };
-        let running = host.export_policies().unwrap_or_default().to_vec();
-        let r = self
-            .with_own(&running, &specs)
-            .and_then(|all| host.set_exports(&all).map_err(|e| e.to_string()));
-        let r = r.map(|()| format!("on every worker: {}", names(&specs)));
-        self.manager_applied(version, &specs, r);
-    }
-
-    /// Network-wide triggers' reports go to the manager (`decided_ns`: the
-    /// host's time as their windows closed), the host's own to the sink.
-    fn route(&mut self, reports: &mut Vec<Report>, decided_ns: u64) -> Result<(), Failure> {
-        for r in reports.drain(..) {
-            match self.desk.network_event(&r) {
-                Some(event) => {
-                    self.tally.satisfied += 1;
-                    self.link.satisfied(event, &r, decided_ns.max(r.window.end_ns));
-                }
-                None => {
-                    if let Some(sink) = self.sink.as_mut() {
-                        sink.write(&r).map_err(sink_error)?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Takes what the manager sent, and answers the polls whose windows have
-    /// closed. Called after the reports of those windows were routed, so
-    /// that a host's report of a window leaves before its answer to a poll
-    /// of it, which the manager handles in that order (clarion-nats'
-    /// `arrivals`).
-    fn serve<T: Triggers + ?Sized>(&mut self, monitor: &mut T) {
-        while let Some(item) = self.link.try_recv() {
-            self.handle(monitor, item);
-        }
-        for (reply, answers) in self.desk.ready(monitor) {
-            self.tally.answered += answers.len() as u64;
-            self.link.answer(reply, &answers);
-        }
+/// The agent's failures as the command line reports them.
+fn failure(e: clarion_agent::Error) -> Failure {
+    use clarion_agent::Error;
+    match e {
+        Error::Register(e) | Error::Install(e) => runtime(e),
+        Error::Reports(e) => sink_error(e),
+        Error::Host(e) => runtime(e),
     }
 }
 
-/// The agent's side of the replay: network-wide triggers' reports go to
-/// the manager, the host's own to the sink; between frames, the manager's
-/// messages are served.
-impl Driver<Monitor> for Agent {
+/// A live agent's output is `clarion run -i`'s.
+impl LiveOutputs for LiveOutput {
     type Error = Failure;
 
-    fn reports(&mut self, monitor: &mut Monitor, reports: &mut Vec<Report>) -> Result<(), Failure> {
-        self.route(reports, monitor.now_ns())
+    fn take(&mut self, l: Live) -> Result<(), Failure> {
+        LiveOutput::take(self, l)
     }
 
-    fn service(&mut self, monitor: &mut Monitor) -> Result<bool, Failure> {
-        self.health.record(monitor_health(&monitor.counters()));
-        self.serve(monitor);
-        Ok(!self.stop.load(Ordering::Relaxed))
+    fn tick(&mut self) -> Result<(), Failure> {
+        LiveOutput::tick(self)
     }
 
-    fn warning(&mut self, error: &CaptureError) {
-        eprintln!("clarion: warning: {error}");
-    }
-}
-
-/// The policies' names, for messages.
-fn names(specs: &[ExportSpec]) -> String {
-    if specs.is_empty() {
-        return "none".into();
-    }
-    specs
-        .iter()
-        .map(|p| p.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The monitor with the exports beside it (an agent always has an exporter).
-impl Driver<Pipeline<Monitor>> for Agent {
-    type Error = Failure;
-
-    fn reports(&mut self, stage: &mut Pipeline<Monitor>, reports: &mut Vec<Report>) -> Result<(), Failure> {
-        Driver::<Monitor>::reports(self, stage.head_mut(), reports)
-    }
-
-    fn service(&mut self, stage: &mut Pipeline<Monitor>) -> Result<bool, Failure> {
-        let go_on = Driver::<Monitor>::service(self, stage.head_mut())?;
-        self.apply_exports(stage);
-        Ok(go_on)
-    }
-
-    fn warning(&mut self, error: &CaptureError) {
-        Driver::<Monitor>::warning(self, error)
+    fn apps(&mut self) -> Option<&mut clarion_gpv::AppRuntime> {
+        LiveOutput::apps(self)
     }
 }
 
@@ -482,27 +294,28 @@ fn replay_agent(
     };
     let mut source = crate::host_spec::open_capture(pcap)?;
     let (mut with, apps_out) = replay_stage(a, own, monitor)?;
-    let mut ag = Agent::register(a, with.head_mut(), stop, None, None, None)?;
-    // The manager's policies apply from the first frame.
-    ag.apply_exports(&mut with);
-    let options = ReplayOptions {
-        speed: a.speed,
-        ..ReplayOptions::default()
-    };
-    let run = replay(&mut source, &mut with, &mut ag, &options).map_err(crate::exports::replay_failure)?;
+    let registered =
+        Agent::register(agent_settings(a)?, with.head_mut(), stop, None, None, None).map_err(failure)?;
+    let mut ag = registered.with_sink(Some(own_sink(a)?));
+    let run = ag
+        .replay(&mut source, &mut with)
+        .map_err(failure)
+        .map_err(crate::exports::replay_failure)?;
     let apps = with.sinks_mut().and_then(Sinks::apps_mut);
     if let Some(apps) = apps.filter(|r| !r.names().is_empty()) {
         crate::exports::write_app_report(apps, apps_out.as_deref())?;
     }
     let records = crate::exports::summary(&with);
     let mut monitor = with.into_head();
-    if let Some(sink) = ag.sink.as_mut() {
-        sink.flush().map_err(sink_error)?;
-    }
-    ag.health.record(monitor_health(&monitor.counters()));
-    ag.linger(&mut monitor, a.linger);
+    ag.linger(&mut monitor).map_err(failure)?;
     if !a.quiet {
-        let text = ag.summary(&a.host, run.frames, monitor.counters().packets, run.elapsed);
+        let text = summary(
+            &a.host,
+            run.frames,
+            monitor.counters().packets,
+            run.elapsed,
+            &ag.counts(),
+        );
         clarion_cmdline::log::summary("agent", &format!("{text}{records}"));
     }
     match run.damage {
@@ -567,53 +380,73 @@ fn live_agent(
     let mut host = LiveHost::start(&config, own, Arc::clone(&stop))
         .map_err(|e| crate::live::start_failure(e, &events))?;
     crate::live::serve_metrics(&a.live, &host, a.quiet)?;
-    // A poll is answered as it arrives, not when the wait for the
-    // workers' next event times out.
-    let waker = host.waker();
-    let wake = Wake(Arc::new(move || waker.wake()));
+    let wake = clarion_agent::wake(&host);
     // Its monitor started just now: it holds no earlier window.
     let started = clarion_live::realtime_ns();
-    let (wake, started, flows) = (Some(wake), Some(started), window.clone());
-    let mut ag = Agent::register(a, &mut Merged(&mut host), stop, wake, started, flows)?;
-    ag.apply_live_exports(&mut host);
+    let registered = Agent::register(
+        agent_settings(a)?,
+        &mut Merged(&mut host),
+        stop,
+        Some(wake),
+        Some(started),
+        window.clone(),
+    )
+    .map_err(failure)?;
+    // The host's own reports go out with the live output's.
+    let sink = own_sink(a)?;
+    let mut ag = registered.with_sink(None);
+    ag.apply_exports(&mut host);
     if !a.quiet {
         announce_capture(a, &config);
     }
-    // The host's own reports go out with the live output's.
-    let sink = match ag.sink.take() {
-        Some(s) => s,
-        None => own_sink(a)?,
-    };
-    let mut out = crate::live::LiveOutput::open(&a.live, a.quiet, sink, exports, host.metrics().0)?;
+    let mut out = LiveOutput::open(&a.live, a.quiet, sink, exports, host.metrics().0)?;
     let mut local = crate::live::local_events(&a.host, a.events.as_deref(), &host, &a.live, a.quiet)?
         .with_exports_file(a.export.policies.exports.as_deref(), &host)
-        .with_health(ag.health.clone())
+        .with_health(ag.health())
         .with_flow_window(window);
     let looped = ag.live_loop(&mut host, &mut out, &mut local);
     let lag_ms = host.clock_lag_ns() as f64 / 1e6;
     // Windows closed because the agent stopped still reach the manager and
     // the sink, untimed.
-    let timed = ag.tally.close_to_sent.len();
     let (summary, exported) = crate::live::end_run(host, out, looped, |mut last, out| {
-        ag.route_live(&mut last, u64::MAX, 0, out, &local)
+        ag.route_live(&mut last, u64::MAX, None, out, &local)
     })?;
-    ag.tally.close_to_sent.truncate(timed);
-    ag.link.finished();
-    ag.link.bye(Duration::from_secs(5));
+    ag.bye();
     for e in summary.captures.iter().flat_map(|c| &c.errors) {
         warn!(target: "agent", reason = %e, "capture not written: {e}");
     }
     if !a.quiet {
-        let mut text = crate::live::summary_text(&summary, own.len(), config.monitor.dos_threshold_bytes);
-        text.push_str(&format!("{exported}{}", crate::live::export_lines(&summary)));
-        if let Some(c) = &summary.captures {
-            text.push_str(&crate::exports::capture_summary(c));
-        }
-        text.push_str(&ag.summary(&a.host, summary.frames, summary.counters.packets, summary.elapsed));
-        text.push_str(&ag.close_to_sent(lag_ms));
+        let text = live_summary(a, &summary, &exported, own.len(), &config, &mut ag, lag_ms);
         clarion_cmdline::log::summary("agent", &text);
     }
     crate::live::outcome(&summary)
+}
+
+/// A live agent's summary: `clarion run -i`'s, then the agent's lines.
+fn live_summary(
+    a: &AgentArgs,
+    summary: &clarion_host::LiveSummary,
+    exported: &str,
+    events: usize,
+    config: &clarion_host::LiveConfig,
+    ag: &mut Agent,
+    lag_ms: f64,
+) -> String {
+    let mut text = crate::live::summary_text(summary, events, config.monitor.dos_threshold_bytes);
+    text.push_str(&format!("{exported}{}", crate::live::export_lines(summary)));
+    if let Some(c) = &summary.captures {
+        text.push_str(&crate::exports::capture_summary(c));
+    }
+    let (frames, packets) = (summary.frames, summary.counters.packets);
+    text.push_str(&self::summary(
+        &a.host,
+        frames,
+        packets,
+        summary.elapsed,
+        &ag.counts(),
+    ));
+    text.push_str(&close_to_sent(ag.take_close_to_sent(), lag_ms));
+    text
 }
 
 /// A live agent's start line, and the snap length's warning.
@@ -637,228 +470,47 @@ fn own_sink(a: &AgentArgs) -> Result<Box<dyn Sink<Report>>, Failure> {
     )
 }
 
-/// A live host's workers as the desk sees them: installed alike, merged,
-/// their closed windows kept by the merger.
-struct Merged<'a>(&'a mut LiveHost);
-
-impl Triggers for Merged<'_> {
-    fn install(
-        &mut self,
-        spec: EventSpec,
-        start_ns: Option<u64>,
-        end_ns: Option<u64>,
-    ) -> Result<TriggerId, String> {
-        self.0
-            .install(&spec, start_ns, end_ns)
-            .map(|(id, _)| id)
-            .map_err(|e| e.to_string())
+/// How long after their window closed the satisfaction reports left (a summary line).
+fn close_to_sent(mut d: Vec<u64>, lag_ms: f64) -> String {
+    if d.is_empty() {
+        return String::new();
     }
-    fn remove(&mut self, id: TriggerId) {
-        if let Err(e) = self.0.remove(id) {
-            warn!(target: "agent", trigger = id, reason = %e, "cannot remove trigger {id}: {e}");
-        }
-    }
-    fn set_end(&mut self, id: TriggerId, end_ns: Option<u64>) {
-        self.0.set_end(id, end_ns)
-    }
-    fn has_event(&self, name: &str) -> bool {
-        self.0.has_event(name)
-    }
-    fn closed_to(&self) -> u64 {
-        self.0.closed_to()
-    }
-    fn window_values(&self, id: TriggerId, window_start_ns: u64) -> Option<WindowValues> {
-        self.0.window_values(id, window_start_ns)
-    }
+    d.sort_unstable();
+    let at = |q: f64| d[((d.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
+    format!(
+        "  satisfaction reports left p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs after their window closed here (its end plus the clock's lag, {lag_ms:.1} ms)\n",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+    )
 }
 
-impl Agent {
-    /// Registers with a manager and installs the network-wide triggers it sends.
-    /// `wake` is called whenever a message from the manager arrives;
-    /// `answers_from_ns`: a live host's start (see `Register::answers_from_ns`);
-    /// `flows`: its recent flow records, for the manager's flows requests.
-    fn register<T: Triggers + ?Sized>(
-        a: &AgentArgs,
-        host: &mut T,
-        stop: Arc<AtomicBool>,
-        wake: Option<Wake>,
-        answers_from_ns: Option<u64>,
-        flows: Option<clarion_flow_window::SharedWindow>,
-    ) -> Result<Agent, Failure> {
-        let opts = AgentOptions {
-            url: a.nats.url.clone(),
-            security: a.nats.security()?,
-            host: a.host.clone(),
-            prefixes: a.prefixes.clone(),
-            register_timeout: Duration::from_nanos(a.register_timeout),
-            health: Some(clarion_control::HealthHandle::new()),
-            wake,
-            answers_from_ns,
-            flows,
-        };
-        let health = opts.health.clone().unwrap_or_default();
-        let url = a.nats.url.clone();
-        let mut link = AgentLink::connect(&opts, || {
-            info!(target: "agent", nats = %url, "waiting for a manager on {url} (subject clarion.register)")
-        })
-        .map_err(runtime)?;
-        let mut desk = HostDesk::new();
-        for t in link.take_triggers() {
-            desk.install(host, t).map_err(runtime)?;
-        }
-        let registered_exports = link.take_exports();
-        if !a.quiet {
-            // "manager manager" read oddly: the default name is left out.
-            let named = match link.manager() {
-                "manager" => String::new(),
-                m => format!(" `{m}`"),
-            };
-            info!(target: "agent", host = %a.host, manager = %link.manager(), triggers = desk.events(),
-                "{} registered with manager{named}: {} network-wide trigger(s)", a.host, desk.events());
-        }
-        let mut ag = Agent {
-            link,
-            desk,
-            sink: Some(own_sink(a)?),
-            tally: Tally::default(),
-            stop,
-            exports: AppliedExports::default(),
-            pending_exports: None,
-            from_manager: Vec::new(),
-            quiet: a.quiet,
-            health,
-        };
-        if let Some(set) = registered_exports {
-            ag.exports_arrived(&set);
-        }
-        Ok(ag)
-    }
-
-    fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
-    }
-
-    /// After a replay: every window is closed now, so polls are answered
-    /// at once, until the manager is done, the agent stopped or `linger_ns`
-    /// over; then goodbye.
-    fn linger(&mut self, monitor: &mut Monitor, linger_ns: u64) {
-        self.serve(monitor);
-        self.link.finished();
-        let linger_until = Instant::now() + Duration::from_nanos(linger_ns);
-        while !self.tally.manager_done && !self.stopped() && Instant::now() < linger_until {
-            if let Some(item) = self.link.recv_timeout(Duration::from_millis(50)) {
-                self.handle(monitor, item);
-            }
-            self.serve(monitor);
-        }
-        self.link.bye(Duration::from_secs(5));
-    }
-
-    /// As [`Agent::route`], the host's own reports to the live output's
-    /// sink; `lag_ns`: how far the workers' clocks lag the wall clock.
-    fn route_live(
-        &mut self,
-        reports: &mut Vec<Report>,
-        decided_ns: u64,
-        lag_ns: u64,
-        out: &mut crate::live::LiveOutput,
-        local: &LocalEvents,
-    ) -> Result<(), Failure> {
-        let own: Vec<Report> = reports
-            .drain(..)
-            .filter_map(|r| match self.desk.network_event(&r) {
-                Some(event) => {
-                    self.tally.satisfied += 1;
-                    self.link.satisfied(event, &r, decided_ns.max(r.window.end_ns));
-                    let since_close = clarion_live::realtime_ns()
-                        .saturating_sub(r.window.end_ns)
-                        .saturating_sub(lag_ns);
-                    self.tally.close_to_sent.push(since_close);
-                    None
-                }
-                None => Some(r),
-            })
-            .collect();
-        own.iter().for_each(|r| local.publish(r));
-        if !own.is_empty() {
-            out.take(Live::Reports(own))?;
-        }
-        Ok(())
-    }
-
-    /// Until the host ends: its reports routed, the manager's messages and
-    /// the host's own control API served between short waits.
-    fn live_loop(
-        &mut self,
-        host: &mut LiveHost,
-        out: &mut crate::live::LiveOutput,
-        local: &mut LocalEvents,
-    ) -> Result<(), Failure> {
-        loop {
-            match host.next(Duration::from_micros(500)) {
-                Live::Ended => return Ok(()),
-                Live::Reports(mut reports) => {
-                    let decided = host.closed_to();
-                    self.route_live(&mut reports, decided, host.clock_lag_ns(), out, local)?;
-                }
-                other => out.take(other)?,
-            }
-            self.serve(&mut Merged(host));
-            self.apply_live_exports(host);
-            // Before a SIGHUP reload of --exports, which keeps them.
-            local.keep_managers_exports(&self.from_manager);
-            local.set_link_counts(LinkCounts {
-                satisfaction_reports: self.tally.satisfied,
-                polls_answered: self.tally.answered,
-            });
-            local.service(host, out.apps());
-            out.tick()?;
-        }
-    }
-
-    /// How long after their window closed the satisfaction reports left (a summary line).
-    fn close_to_sent(&mut self, lag_ms: f64) -> String {
-        let mut d = std::mem::take(&mut self.tally.close_to_sent);
-        if d.is_empty() {
-            return String::new();
-        }
-        d.sort_unstable();
-        let at = |q: f64| d[((d.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
-        format!(
-            "  satisfaction reports left p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs after their window closed here (its end plus the clock's lag, {lag_ms:.1} ms)\n",
-            at(0.5),
-            at(0.99),
-            at(1.0),
-        )
-    }
-
-    /// The agent's summary line.
-    fn summary(&self, host: &str, frames: u64, packets: u64, elapsed: Duration) -> String {
-        format!(
-            "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}{}\n",
-            host,
-            thousands(frames),
-            thousands(packets),
-            elapsed.as_secs_f64(),
-            thousands(self.tally.satisfied),
-            thousands(self.tally.answered),
-            match self.link.unacked() {
-                0 => String::new(),
-                n => format!(
-                    ", {} satisfaction reports never acknowledged by a manager (their windows may be undecided)",
-                    thousands(n)
-                ),
-            },
-            if self.desk.deferred() > 0 {
-                format!(", {} polls for windows never reached", self.desk.deferred())
-            } else {
-                String::new()
-            },
-            if self.tally.invalid > 0 {
-                format!(", {} unreadable messages", self.tally.invalid)
-            } else {
-                String::new()
-            },
-        )
-    }
+/// The agent's summary line.
+fn summary(host: &str, frames: u64, packets: u64, elapsed: Duration, c: &Counts) -> String {
+    format!(
+        "clarion: agent {}: {} frames, {} packets in {:.2}s; {} satisfaction reports sent, {} polls answered{}{}{}\n",
+        host,
+        thousands(frames),
+        thousands(packets),
+        elapsed.as_secs_f64(),
+        thousands(c.satisfied),
+        thousands(c.answered),
+        match c.unacked {
+            0 => String::new(),
+            n => format!(
+                ", {} satisfaction reports never acknowledged by a manager (their windows may be undecided)",
+                thousands(n)
+            ),
+        },
+        if c.deferred > 0 {
+            format!(", {} polls for windows never reached", c.deferred)
+        } else {
+            String::new()
+        },
+        if c.invalid > 0 {
+            format!(", {} unreadable messages", c.invalid)
+        } else {
+            String::new()
+        },
+    )
 }
