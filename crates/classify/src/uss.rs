@@ -86,9 +86,12 @@
 //! group may give a box over a grouped protocol, whose packets then form
 //! their own keys (a duplicate, never a wrong answer).
 //!
-//! Cost: one more read before the address cells (`group_of`, 256 bytes),
-//! and 156 KiB of arrays a group (at most 8: 1.2 MiB; `acl1` and `fw1`
-//! name 3 and 4 protocols). `UssTable` (the full table, `uss_full.rs`)
+//! Cost: the address cells' reads wait for the family-and-protocol one,
+//! which gives the group's index too; no more instructions a hit (132-133
+//! on `acl_10000` and `fw_10000`, callgrind, before and after). Memory:
+//! 156 KiB of arrays a group, all 8 allocated (1.2 MiB), so that the hit
+//! path indexes them with a mask: a bounds check with a fallback there
+//! cost 20 instructions a hit. `acl1` and `fw1` name 3 and 4 protocols. `UssTable` (the full table, `uss_full.rs`)
 //! keeps Trident's one group of every entry: it cuts every rule into the
 //! boxes, so a box must not be cut by any.
 //!
@@ -100,8 +103,8 @@
 //! through generic 128-bit field accessors, bounds-checked vectors and a
 //! mask vector per length, then hashed 48 bytes through `FxHashMap`):
 //!
-//! - the protocol picks its group's arrays through a 256-byte table, and
-//!   a group's arrays are one block (an offset, no pointer to follow);
+//! - the family-and-protocol read also names the group, whose arrays are
+//!   one block (an offset, no pointer to follow);
 //! - the address arrays hold prefix lengths (`u8`, 64 KiB each), turned
 //!   into two mask words by a 4 KiB table indexed by the length;
 //! - the narrow fields' arrays hold their masks already shifted into
@@ -124,15 +127,15 @@
 //!
 //! # Cost
 //!
-//! Per hit: seven array reads (the protocol's group, two in the group's
-//! 64 KiB address arrays, four in its 28 KiB), two reads of the
+//! Per hit: six array reads (family and protocol with the group, two in
+//! the group's 64 KiB address arrays, three in its 28 KiB), two reads of the
 //! length-to-mask table, three multiplies for the hash, 1.17 slot reads on average; 132 instructions a packet in
 //! `Classifier::classify_batch` from the flow key to the verdict on a
 //! 10,000-rule `acl1` set, about 45 of them building the packed key
 //! (callgrind; the first version: 373, 140 before runs of hits,
 //! [`UniflowCache::hit_run`]).
-//! On a miss, the key is computed again and inserted. Memory: ≈156 KiB of
-//! arrays a protocol group (at most 8), plus the cache (`flat.rs`: 64
+//! On a miss, the key is computed again and inserted. Memory: 1.2 MiB of
+//! arrays (8 groups of 156 KiB), plus the cache (`flat.rs`: 64
 //! bytes a slot, 4-8 slots an entry).
 
 use crate::classifier::Verdict;
@@ -198,6 +201,11 @@ struct Arrays {
 /// rules; ClassBench's seeds name 3 (`acl1`) and 4 (`fw1`) protocols.
 const MAX_GROUPS: usize = 8;
 
+/// Where `MaskArrays::family_proto` keeps the group's index: above every
+/// field of word 2.
+const GROUP_SHIFT: u32 = 56;
+const _: () = assert!(W2_FIELDS >> GROUP_SHIFT == 0);
+
 /// Every bit of word 2 that belongs to a field: a mask of all of them
 /// fixes every field.
 const W2_FIELDS: u64 = {
@@ -214,18 +222,23 @@ const W2_FIELDS: u64 = {
 
 /// Per protocol group, the USS mask of every sub-prefix cell.
 ///
-/// Laid out for the per-packet lookup: the protocol picks a group (one
-/// read of `group_of`); in it, the address arrays hold prefix lengths
-/// (`u8`, 64 KiB each) turned into masks through [`ADDR_MASKS`], the
-/// narrow fields hold their masks in place. Every array has exactly as
-/// many cells as its index can name, so the cell reads have no bounds
-/// checks and no fallbacks. One packet touches seven cells: the group,
-/// two in the address arrays, four in the 28 KiB of narrow ones.
+/// Laid out for the per-packet lookup: the family-and-protocol cell gives
+/// the group too; in it, the address arrays hold prefix lengths (`u8`,
+/// 64 KiB each) turned into masks through [`ADDR_MASKS`], the narrow
+/// fields hold their masks in place. Every array has exactly as many
+/// cells as its index can name, so the cell reads have no bounds checks
+/// and no fallbacks (the group's index is masked). One packet touches six
+/// cells: family and protocol, two in the address arrays, three in the
+/// group's narrow ones.
 pub(crate) struct MaskArrays {
-    /// The group of every protocol. Invariant: `< groups.len()`.
-    group_of: [u8; 256],
+    /// Indexed by `family << 8 | proto`: the family and protocol masks of
+    /// the protocol's group in place in word 2, with the group's index
+    /// above the fields (from `GROUP_SHIFT`), so that the hit path's first
+    /// read gives both (word 2 of a key is zero there, so the bits vanish
+    /// from the uniflow key). Invariant: the index names a group in use.
+    family_proto: [u64; 512],
     /// Group 0 serves every protocol without a group of its own.
-    groups: Box<[Arrays]>,
+    groups: Box<[Arrays; MAX_GROUPS]>,
 }
 
 /// Copies a field's cell lengths into a fixed-size array (cells past the
@@ -339,13 +352,27 @@ fn group_members(entries: &[Entry], proto: Option<u8>, first_match: bool) -> Vec
         .collect()
 }
 
+/// `groups` padded to `MAX_GROUPS` with unused arrays, so that the hit
+/// path indexes them with a mask instead of a bounds check.
+fn all_groups(mut groups: Vec<Arrays>) -> Box<[Arrays; MAX_GROUPS]> {
+    groups.truncate(MAX_GROUPS);
+    while groups.len() < MAX_GROUPS {
+        groups.push(Arrays::new(&[], false));
+    }
+    match groups.into_boxed_slice().try_into() {
+        Ok(g) => g,
+        Err(_) => unreachable!("exactly MAX_GROUPS groups"),
+    }
+}
+
 impl MaskArrays {
     /// Trident's arrays: one group, every entry (the full table,
     /// `uss_full.rs`, enumerates boxes field by field from them).
     pub(crate) fn new(entries: &[Entry]) -> MaskArrays {
+        let a = Arrays::new(entries, false);
         MaskArrays {
-            group_of: [0; 256],
-            groups: vec![Arrays::new(entries, false)].into_boxed_slice(),
+            family_proto: a.narrow.family_proto,
+            groups: all_groups(vec![a]),
         }
     }
 
@@ -363,9 +390,15 @@ impl MaskArrays {
             group_of[usize::from(p)] = (g + 1) as u8;
             groups.push(Arrays::new(&group_members(entries, Some(p), first_match), true));
         }
+        let mut family_proto = [0u64; 512];
+        for (i, m) in family_proto.iter_mut().enumerate() {
+            let g = group_of[i & 0xff];
+            let own = groups.get(usize::from(g)).map_or(0, |a| a.narrow.family_proto[i]);
+            *m = own | u64::from(g) << GROUP_SHIFT;
+        }
         MaskArrays {
-            group_of,
-            groups: groups.into_boxed_slice(),
+            family_proto,
+            groups: all_groups(groups),
         }
     }
 
@@ -387,28 +420,28 @@ impl MaskArrays {
     /// The group of protocol `proto`.
     #[cfg(test)]
     fn group_of(&self, proto: u8) -> usize {
-        usize::from(self.group_of[usize::from(proto)])
+        (self.family_proto[usize::from(proto)] >> GROUP_SHIFT) as usize
     }
 
     /// The USS mask of packet `k` (Algorithm 4's first loop) as the cache's
     /// five words: source address high and low, destination high and low,
-    /// word 2. Eight array reads: the group, then six cells, two of them
-    /// through [`ADDR_MASKS`].
+    /// word 2. Seven array reads: family and protocol with the group, then
+    /// five cells of the group, two of them through [`ADDR_MASKS`].
     #[inline]
     pub(crate) fn mask_words(&self, k: &Key) -> Words {
         let [a, b, w2] = k.w;
         let w2 = w2 as u64; // bits above 56 are zero (key.rs invariant)
-        let proto = (w2 >> cell_shift(PROTO)) as usize & 0xff;
-        let Some(g) = self.groups.get(usize::from(self.group_of[proto])) else {
-            // Never (the `group_of` invariant); a one-header box is
-            // always right.
-            return [u64::MAX, u64::MAX, u64::MAX, u64::MAX, W2_FIELDS];
-        };
+        let fp =
+            ((w2 >> (cell_shift(FAMILY) - 8)) as usize & 0x100) | ((w2 >> cell_shift(PROTO)) as usize & 0xff);
+        let fpm = self.family_proto[fp];
+        // Masked: no bounds check (the index is < the groups in use anyway).
+        let g = &self.groups[(fpm >> GROUP_SHIFT) as usize & (MAX_GROUPS - 1)];
         let ma = ADDR_MASKS[usize::from(g.src[(a >> 112) as usize])];
         let mb = ADDR_MASKS[usize::from(g.dst[(b >> 112) as usize])];
         let n = &g.narrow;
-        let fp = ((w2 >> (cell_shift(FAMILY) - 8)) as usize & 0x100) | proto;
-        let m2 = n.family_proto[fp]
+        // The group's index rides along above the fields: `ukey` ANDs it
+        // with the key's zeros there, `mask` clears it.
+        let m2 = fpm
             | n.src_port[(w2 >> cell_shift(SRC_PORT)) as usize & 0x1ff]
             | n.dst_port[(w2 >> cell_shift(DST_PORT)) as usize & 0x1ff]
             | u64::from(n.vlan[w2 as usize & 0x1fff]);
@@ -425,7 +458,8 @@ impl MaskArrays {
 
     /// The USS mask of packet `k` as a [`Key`] (misses and the full table).
     pub(crate) fn mask(&self, k: &Key) -> Key {
-        let m = self.mask_words(k);
+        let mut m = self.mask_words(k);
+        m[4] &= W2_FIELDS;
         Key {
             w: [
                 (u128::from(m[0]) << 64) | u128::from(m[1]),
