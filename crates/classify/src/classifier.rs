@@ -252,7 +252,11 @@ impl Classifier {
                 return Err(ClassifyError::ZeroCapacity)
             }
             FastPath::Megaflow { capacity } => Fast::Megaflow(MegaflowCache::new(capacity)),
-            FastPath::Uss { capacity } => Fast::Uss(Box::new(UniflowCache::new(&entries, capacity))),
+            FastPath::Uss { capacity } => Fast::Uss(Box::new(UniflowCache::new(
+                &entries,
+                capacity,
+                semantics == Semantics::FirstMatch,
+            ))),
         };
         let tss = Tss::new(entries);
         let stats = Stats {

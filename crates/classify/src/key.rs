@@ -65,7 +65,7 @@ pub(crate) struct FieldDesc {
 /// VLAN, family), whose arrays are then exact and still small (8 Ki entries
 /// at most). Total: 2×64 Ki + 2×512 + 256 + 8 Ki + 2 cells; `uss.rs`
 /// stores the narrow fields' cells as ready masks (8 bytes, the VLAN's 2),
-/// ≈ 156 KiB in all.
+/// ≈ 156 KiB a protocol group (the uniflow cache keeps 8 groups).
 pub(crate) const FIELDS: [FieldDesc; NFIELDS] = [
     FieldDesc {
         word: 2,

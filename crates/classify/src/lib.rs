@@ -18,7 +18,9 @@
 //! - `megaflow.rs`, Open vSwitch's fast path: the slow path's answer cached
 //!   under the bits it depended on; one table per distinct megaflow mask.
 //! - `uss.rs`, Trident's fast path: per-field mask arrays indexed by
-//!   sub-prefixes give every packet a box no rule cuts; the answer is cached
+//!   sub-prefixes give every packet a box no rule cuts (beyond the paper:
+//!   arrays per protocol, and under first match no rule shadowed by a
+//!   catch-all above it); the answer is cached
 //!   under that box (a uniflow) in ONE table, so a lookup is one hash probe:
 //!   `flat.rs`'s open-addressed table, key and answer in one cache line.
 //!   `uss_full.rs` builds the whole uniflow table ahead of time instead

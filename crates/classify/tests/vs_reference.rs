@@ -157,6 +157,23 @@ prop_compose! {
     }
 }
 
+/// A rule with no condition but perhaps the protocol, at any priority:
+/// the catch-alls that let USS's boxes ignore the rules they shadow
+/// (`uss.rs`, "Priority-aware boxes").
+fn catch_all() -> impl Strategy<Value = Rule> {
+    (
+        prop::option::weighted(0.7, prop::sample::select(vec![1u8, 6, 17])),
+        0u32..4,
+        0u32..6,
+    )
+        .prop_map(|(proto, priority, action)| Rule {
+            proto,
+            priority,
+            action,
+            ..Rule::default()
+        })
+}
+
 prop_compose! {
     fn packet()(
         is_v6 in prop::bool::weighted(0.3),
@@ -192,7 +209,7 @@ proptest! {
 
     #[test]
     fn random_rules_equal_reference(
-        rules in prop::collection::vec(rule(), 0..24),
+        rules in prop::collection::vec(prop_oneof![6 => rule(), 1 => catch_all()], 0..24),
         packets in prop::collection::vec(packet(), 1..80),
         capacity in 1usize..6,
     ) {
