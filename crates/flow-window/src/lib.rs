@@ -302,7 +302,22 @@ pub fn talker_json(t: &Talker) -> Value {
     v
 }
 
-/// The fields every flows answer starts with: the query's window and ranking.
+/// The fields every flows answer starts with, a host's and the manager's
+/// merge alike: the query's window and ranking, the ranked talkers, and
+/// the totals (`[flows, records, packets, bytes]`) over every record
+/// counted.
+fn answer_head(q: &FlowQuery, talkers: &[Talker], totals: [u64; 4]) -> serde_json::Map<String, Value> {
+    let [flows, records, packets, bytes] = totals;
+    let mut m = query_json(q);
+    m.insert("talkers".into(), talkers.iter().map(talker_json).collect());
+    m.insert(
+        "total".into(),
+        json!({ "flows": flows, "records": records, "packets": packets, "bytes": bytes }),
+    );
+    m
+}
+
+/// The query's window and ranking, as an answer repeats them.
 fn query_json(q: &FlowQuery) -> serde_json::Map<String, Value> {
     let mut m = serde_json::Map::new();
     m.insert("from_ns".into(), json!(q.from_ns));
@@ -319,17 +334,8 @@ impl Answer {
     /// query's window and ranking repeated.
     pub fn to_json(&self, q: &FlowQuery) -> Value {
         let c = &self.coverage;
-        let mut m = query_json(q);
-        m.insert("talkers".into(), self.talkers.iter().map(talker_json).collect());
-        m.insert(
-            "total".into(),
-            json!({
-                "flows": self.flows,
-                "records": self.records,
-                "packets": self.packets,
-                "bytes": self.bytes,
-            }),
-        );
+        let totals = [self.flows, self.records, self.packets, self.bytes];
+        let mut m = answer_head(q, &self.talkers, totals);
         m.insert("complete".into(), json!(self.complete));
         m.insert(
             "window".into(),

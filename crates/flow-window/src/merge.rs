@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use clarion_wire::FlowKey;
 use serde_json::{json, Value};
 
-use crate::{query_json, rank_key, talker_json, FlowQuery, Rank, Talker};
+use crate::{answer_head, rank_key, FlowQuery, Rank, Talker};
 
 /// The most distinct keys a merge keeps.
 pub const MAX_MERGED: usize = 200_000;
@@ -121,17 +121,8 @@ impl Merged {
     /// not, whether the ranking is exact (`ManagerFlowsAnswer` in
     /// docs/api/openapi.yaml).
     pub fn to_json(&self, q: &FlowQuery) -> Value {
-        let mut m = query_json(q);
-        m.insert("talkers".into(), self.talkers.iter().map(talker_json).collect());
-        m.insert(
-            "total".into(),
-            json!({
-                "flows": self.flows,
-                "records": self.records,
-                "packets": self.packets,
-                "bytes": self.bytes,
-            }),
-        );
+        let totals = [self.flows, self.records, self.packets, self.bytes];
+        let mut m = answer_head(q, &self.talkers, totals);
         m.insert("complete".into(), json!(self.complete && self.missing.is_empty()));
         m.insert("truncated".into(), json!(self.truncated));
         let hosts: Vec<Value> = self
