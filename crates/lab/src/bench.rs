@@ -274,6 +274,13 @@ struct Measured {
     page_faults: Option<u64>,
 }
 
+impl Measured {
+    /// Epochs in which the kernel took the core from the loop at least once.
+    fn epochs_preempted(&self) -> usize {
+        self.preempted.iter().filter(|&&p| p > 0).count()
+    }
+}
+
 /// Page faults (minor and major) this thread has taken so far; `None`
 /// where the kernel does not count them per thread.
 pub(crate) fn thread_page_faults() -> Option<u64> {
@@ -1400,7 +1407,7 @@ impl Results<'_> {
             c.sweeps_late,
             self.m.epochs_over_budget,
             thousands(self.traffic.rate_pps),
-            self.m.preempted.iter().filter(|&&p| p > 0).count(),
+            self.m.epochs_preempted(),
             thousands(c.reports),
             thousands(c.flows_active),
         )
@@ -1481,7 +1488,7 @@ impl Results<'_> {
             "sweeps_completed": c.sweeps_completed,
             "sweeps_late": c.sweeps_late,
             "epochs_over_budget": self.m.epochs_over_budget,
-            "epochs_preempted": self.m.preempted.iter().filter(|&&p| p > 0).count(),
+            "epochs_preempted": self.m.epochs_preempted(),
             "page_faults": self.m.page_faults,
             "reports": c.reports,
             "flows_created": c.flows_created,
